@@ -1,0 +1,1 @@
+"""actionspace: a runtime between an LLM and the tools it calls."""

@@ -1,0 +1,241 @@
+"""The error taxonomy: what the model or a human must act on, and what a developer got wrong.
+
+Two channels, never mixed:
+
+* **Values** (``ActionError``) travel inside an ``Observation``. They describe a failure of a
+  proposed action that the model, a user or an operator can recover from, each with a stable
+  ``category`` string and the recoveries it allows.
+* **Exceptions** (``ActionspaceError`` and subclasses) are raised for developer mistakes: bad
+  configuration, misuse of the API, a tool defined twice.
+
+The tree::
+
+    ActionError (value, see CATEGORIES)
+      parse_error          parse      model         re-emit the call
+      unknown_tool         resolve    model         choose among offered tools
+      version_mismatch     resolve    model         re-read the definition, rebuild args
+      invalid_arguments    validate   model         change arguments
+      ambiguous_reference  validate   user / model  disambiguate among candidates
+      stale_reference      validate   model         observe again, act on current_version
+      permission_denied    authorize  user / policy narrow scope or request authorization
+      policy_violation     authorize  user / policy drop tainted input or ask to declassify
+      budget_exceeded      authorize  user          cheaper path or more budget
+      needs_approval       authorize  human         wait for the decision
+      conflict             commit     model         re-read, merge, act again
+      rate_limited         execute    runtime       wait retry_after, then retry
+      transient            execute    runtime       retry with the same key (bounded)
+      unknown_commit       execute    runtime/human query status; else reconcile by hand
+      permanent            execute    -             stop or take another path
+      cancelled            execute    -             -
+      unclassified         execute    -             read diagnostics
+      internal             anywhere   maintainers   report
+
+    ActionspaceError (exception)
+      ConfigurationError    a Runtime, store or policy was configured wrongly
+      ToolDefinitionError   a tool cannot be turned into a ToolSpec
+        DuplicateToolError  name@version registered twice
+      UnknownToolError      the API was asked for a tool that is not registered
+
+    ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast, get_args
+
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_RECOVERY",
+    "RETRYABLE",
+    "ActionError",
+    "ActionspaceError",
+    "Category",
+    "ConfigurationError",
+    "DuplicateToolError",
+    "FieldError",
+    "ToolDefinitionError",
+    "ToolError",
+    "UnknownToolError",
+]
+
+Category = Literal[
+    "parse_error",
+    "unknown_tool",
+    "version_mismatch",
+    "invalid_arguments",
+    "ambiguous_reference",
+    "stale_reference",
+    "permission_denied",
+    "policy_violation",
+    "budget_exceeded",
+    "needs_approval",
+    "conflict",
+    "rate_limited",
+    "transient",
+    "unknown_commit",
+    "permanent",
+    "cancelled",
+    "unclassified",
+    "internal",
+]
+
+CATEGORIES: Final[tuple[Category, ...]] = get_args(Category)
+
+DEFAULT_RECOVERY: Final[Mapping[Category, tuple[str, ...]]] = {
+    "parse_error": ("re_emit_call",),
+    "unknown_tool": ("choose_offered_tool",),
+    "version_mismatch": ("reread_definition", "rebuild_arguments"),
+    "invalid_arguments": ("change_arguments",),
+    "ambiguous_reference": ("disambiguate",),
+    "stale_reference": ("observe_again", "act_on_current_version"),
+    "permission_denied": ("narrow_scope", "request_authorization"),
+    "policy_violation": ("drop_tainted_input", "request_declassification"),
+    "budget_exceeded": ("cheaper_path", "request_budget"),
+    "needs_approval": ("wait_for_approval",),
+    "conflict": ("reread", "merge", "act_again"),
+    "rate_limited": ("wait_and_retry",),
+    "transient": ("retry_same_key",),
+    "unknown_commit": ("query_status", "reconcile_by_hand"),
+    "permanent": ("stop", "take_another_path"),
+    "cancelled": (),
+    "unclassified": ("read_diagnostics",),
+    "internal": ("report",),
+}
+
+RETRYABLE: Final[frozenset[Category]] = frozenset({"rate_limited", "transient"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldError:
+    """One rejected argument: a JSON pointer into the arguments and why it was rejected."""
+
+    path: str
+    """JSON pointer (RFC 6901) into the call's arguments, ``""`` for the whole object."""
+    message: str
+    """Human-readable reason, safe to show the model."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionError:
+    """A failure of a proposed action, as a value the model or a human acts on.
+
+    Build one with :meth:`of`, which fills ``retryable`` and ``recovery`` from the category.
+    """
+
+    category: Category
+    """One of :data:`CATEGORIES`; the only field a caller should branch on."""
+    message: str
+    """For people; never parsed."""
+    retryable: bool = False
+    """True only for ``transient`` and ``rate_limited``."""
+    retry_after: float | None = None
+    """Seconds to wait before a retry (``rate_limited``), else None."""
+    recovery: tuple[str, ...] = ()
+    """The next actions this category allows."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Structured facts safe to show the model."""
+    resource_ids: tuple[str, ...] = ()
+    """Resources the failure concerns."""
+    vendor_code: str | None = None
+    """The original error code or exception name, for diagnosis."""
+    field_errors: tuple[FieldError, ...] = ()
+    """``invalid_arguments``: every rejected field with its JSON pointer."""
+    candidates: tuple[Mapping[str, Any], ...] = ()
+    """``ambiguous_reference``: the entities a reference could mean."""
+    current_version: str | None = None
+    """``stale_reference``: the version the resource has now."""
+    alternatives: tuple[Any, ...] = ()
+    """``conflict`` and others: known ways forward (free slots, other tools)."""
+
+    @classmethod
+    def of(cls, category: Category, message: str, **fields: Any) -> ActionError:
+        """An error of ``category`` with its default recovery and retryability."""
+        if category not in DEFAULT_RECOVERY:
+            raise ValueError(f"unknown error category {category!r}")
+        fields.setdefault("retryable", category in RETRYABLE)
+        fields.setdefault("recovery", DEFAULT_RECOVERY[category])
+        for name in ("field_errors", "candidates", "alternatives", "resource_ids", "recovery"):
+            if name in fields and not isinstance(fields[name], tuple):
+                fields[name] = tuple(fields[name])
+        return cls(category=category, message=message, **fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON shape; empty optional fields are kept so consumers see one schema."""
+        return {
+            "category": self.category,
+            "message": self.message,
+            "retryable": self.retryable,
+            "retry_after": self.retry_after,
+            "recovery": list(self.recovery),
+            "details": dict(self.details),
+            "resource_ids": list(self.resource_ids),
+            "vendor_code": self.vendor_code,
+            "field_errors": [f.to_dict() for f in self.field_errors],
+            "candidates": [dict(c) for c in self.candidates],
+            "current_version": self.current_version,
+            "alternatives": list(self.alternatives),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionError:
+        category = data["category"]
+        if category not in DEFAULT_RECOVERY:
+            raise ValueError(f"unknown error category {category!r}")
+        return cls(
+            category=cast(Category, category),
+            message=str(data.get("message", "")),
+            retryable=bool(data.get("retryable", False)),
+            retry_after=data.get("retry_after"),
+            recovery=tuple(data.get("recovery", ())),
+            details=dict(data.get("details") or {}),
+            resource_ids=tuple(data.get("resource_ids", ())),
+            vendor_code=data.get("vendor_code"),
+            field_errors=tuple(
+                FieldError(path=f["path"], message=f["message"]) for f in data.get("field_errors", ())
+            ),
+            candidates=tuple(dict(c) for c in data.get("candidates", ())),
+            current_version=data.get("current_version"),
+            alternatives=tuple(data.get("alternatives", ())),
+        )
+
+
+class ToolError(Exception):
+    """Raised by a tool to report a failure with a known category.
+
+    The executor turns it into the ``ActionError`` of the observation::
+
+        raise ToolError("conflict", "slot taken", alternatives=[...])
+    """
+
+    def __init__(self, category: Category, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.error = ActionError.of(category, message, **fields)
+
+
+class ActionspaceError(Exception):
+    """Base of the exceptions raised for developer mistakes (never for model mistakes)."""
+
+
+class ConfigurationError(ActionspaceError):
+    """A Runtime, store, policy or tool option was configured wrongly."""
+
+
+class ToolDefinitionError(ActionspaceError):
+    """A function or schema cannot be turned into a ToolSpec."""
+
+
+class DuplicateToolError(ToolDefinitionError):
+    """The same ``name@version`` was registered twice."""
+
+
+class UnknownToolError(ActionspaceError, KeyError):
+    """The API (not the model) asked for a tool that is not registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown tool"
+

@@ -1,0 +1,124 @@
+"""Trace events and the store interface every trace backend implements.
+
+An event is appended by each pipeline stage (DESIGN §9). Events of one call are handed to the
+store together, in one ``append_many`` call, so a store can make them durable atomically: a killed
+process leaves whole calls, never half of one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = ["EVENT_KINDS", "EventKind", "RunSummary", "TraceEvent", "TraceStore"]
+
+EventKind = Literal[
+    "run_started",
+    "candidates_offered",
+    "model_output",
+    "parsed",
+    "resolved",
+    "validated",
+    "authorized",
+    "approval_requested",
+    "approval_decided",
+    "ledger",
+    "dispatched",
+    "attempt",
+    "observation",
+    "verified",
+    "run_finished",
+]
+EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceEvent:
+    """One decision of one stage."""
+
+    run_id: str
+    seq: int
+    """Position within the run, from 0; unique per run."""
+    kind: str
+    """One of :data:`EVENT_KINDS`."""
+    ts: float
+    """Unix time in seconds."""
+    call_id: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """JSON-serializable payload; names tool versions, schema hashes, rule versions."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "ts": self.ts,
+            "call_id": self.call_id,
+            "data": dict(self.data),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceEvent:
+        return cls(
+            run_id=str(data["run_id"]),
+            seq=int(data["seq"]),
+            kind=str(data["kind"]),
+            ts=float(data["ts"]),
+            call_id=data.get("call_id"),
+            data=dict(data.get("data") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One line of ``actionspace trace list``."""
+
+    run_id: str
+    started_at: float
+    last_at: float
+    events: int
+    calls: int
+    errors: int
+    finished: bool
+
+
+@runtime_checkable
+class TraceStore(Protocol):
+    """Where events go. Implementations: memory (tests, bench) and SQLite (default)."""
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        """Make these events durable together (one transaction where the store has them)."""
+        ...
+
+    def events(self, run_id: str) -> list[TraceEvent]:
+        """Every event of a run, ordered by ``seq``."""
+        ...
+
+    def runs(self, *, limit: int = 50) -> list[RunSummary]:
+        """The most recent runs first."""
+        ...
+
+    def next_seq(self, run_id: str) -> int:
+        """The next free ``seq`` of a run (0 for a new run); used when a run resumes."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def summarize(run_id: str, events: Iterable[TraceEvent]) -> RunSummary | None:
+    """Build a RunSummary from a run's events (None when there are none)."""
+    evs = list(events)
+    if not evs:
+        return None
+    calls = sum(1 for e in evs if e.kind == "observation")
+    errors = sum(1 for e in evs if e.kind == "observation" and e.data.get("status") == "error")
+    return RunSummary(
+        run_id=run_id,
+        started_at=evs[0].ts,
+        last_at=evs[-1].ts,
+        events=len(evs),
+        calls=calls,
+        errors=errors,
+        finished=any(e.kind == "run_finished" for e in evs),
+    )

@@ -1,0 +1,242 @@
+"""Values that cross module boundaries: calls, observations, effects, provenance.
+
+All are frozen, keyword-only dataclasses with ``to_dict`` / ``from_dict`` so they round-trip
+through JSON (trace, ledger, HTTP, MCP) unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from actionspace.errors import ActionError
+
+__all__ = [
+    "ArgSource",
+    "Effect",
+    "EffectKind",
+    "Observation",
+    "ObservationStatus",
+    "Provenance",
+    "ToolCall",
+    "Trimming",
+]
+
+ObservationStatus = Literal["ok", "partial", "error"]
+EffectKind = Literal["created", "updated", "deleted", "sent"]
+ArgSource = str
+"""Where an argument value came from: ``user``, ``tool_result:<call_id>``, ``model_inferred``,
+``default``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One proposed call, as the model emitted it (after parsing, before any check)."""
+
+    name: str
+    """Tool name as emitted; may be ``name@version``."""
+    arguments: Any
+    """Usually a dict; anything else is rejected at validation, never coerced silently."""
+    id: str | None = None
+    """The provider's call id, when the format carries one."""
+    provenance: Mapping[str, ArgSource] = field(default_factory=dict)
+    """Per top-level argument, where its value came from; missing entries are ``model_inferred``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "id": self.id,
+            "provenance": dict(self.provenance),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        return cls(
+            name=str(data["name"]),
+            arguments=data.get("arguments", {}),
+            id=data.get("id"),
+            provenance=dict(data.get("provenance") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Effect:
+    """A change a committed call made to a resource."""
+
+    resource_id: str
+    kind: EffectKind
+    version_before: str | None = None
+    version_after: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "resource_id": self.resource_id,
+            "kind": self.kind,
+            "version_before": self.version_before,
+            "version_after": self.version_after,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Effect:
+        return cls(
+            resource_id=str(data["resource_id"]),
+            kind=cast(EffectKind, data["kind"]),
+            version_before=data.get("version_before"),
+            version_after=data.get("version_after"),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Where an observation's data came from and how far it can be trusted."""
+
+    source: str = "tool"
+    """``tool`` (fresh), ``cache``, ``artifact`` or ``runtime`` (an error made by the runtime)."""
+    fetched_at: float | None = None
+    """Unix time in seconds when the data was produced."""
+    resource_version: str | None = None
+    trust: Literal["trusted", "untrusted"] = "trusted"
+    labels: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "fetched_at": self.fetched_at,
+            "resource_version": self.resource_version,
+            "trust": self.trust,
+            "labels": list(self.labels),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        return cls(
+            source=str(data.get("source", "tool")),
+            fetched_at=data.get("fetched_at"),
+            resource_version=data.get("resource_version"),
+            trust=cast(Literal["trusted", "untrusted"], data.get("trust", "trusted")),
+            labels=tuple(data.get("labels", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trimming:
+    """Which deterministic rule shaped ``data`` and how much it kept."""
+
+    rule: str
+    rule_version: str
+    original_bytes: int
+    kept_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "rule_version": self.rule_version,
+            "original_bytes": self.original_bytes,
+            "kept_bytes": self.kept_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trimming:
+        return cls(
+            rule=str(data["rule"]),
+            rule_version=str(data["rule_version"]),
+            original_bytes=int(data["original_bytes"]),
+            kept_bytes=int(data["kept_bytes"]),
+        )
+
+
+_EMPTY_PROVENANCE = Provenance()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
+    """What the model sees after a proposal: a bounded result or a typed error (DESIGN §5)."""
+
+    call_id: str
+    tool: str
+    tool_version: str | None = None
+    status: ObservationStatus = "ok"
+    data: Any = None
+    effects: tuple[Effect, ...] = ()
+    error: ActionError | None = None
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    artifact_ref: str | None = None
+    """``artifact://sha256/<hex>`` of the full raw output, when it was kept."""
+    complete: bool = True
+    """False whenever anything was cut, paged or served stale."""
+    cursor: str | None = None
+    total: int | None = None
+    content_hash: str | None = None
+    """sha256 hex of the canonical JSON of ``data``."""
+    provenance: Provenance = _EMPTY_PROVENANCE
+    trimming: Trimming | None = None
+    provisional: bool = False
+    items: tuple[Observation, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "tool_version": self.tool_version,
+            "status": self.status,
+            "data": self.data,
+            "effects": [e.to_dict() for e in self.effects],
+            "error": self.error.to_dict() if self.error is not None else None,
+            "diagnostics": dict(self.diagnostics),
+            "artifact_ref": self.artifact_ref,
+            "complete": self.complete,
+            "cursor": self.cursor,
+            "total": self.total,
+            "content_hash": self.content_hash,
+            "provenance": self.provenance.to_dict(),
+            "trimming": self.trimming.to_dict() if self.trimming is not None else None,
+            "provisional": self.provisional,
+            "items": [i.to_dict() for i in self.items],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Observation:
+        error = data.get("error")
+        trimming = data.get("trimming")
+        return cls(
+            call_id=str(data["call_id"]),
+            tool=str(data["tool"]),
+            tool_version=data.get("tool_version"),
+            status=cast(ObservationStatus, data.get("status", "ok")),
+            data=data.get("data"),
+            effects=tuple(Effect.from_dict(e) for e in data.get("effects", ())),
+            error=ActionError.from_dict(error) if error else None,
+            diagnostics=dict(data.get("diagnostics") or {}),
+            artifact_ref=data.get("artifact_ref"),
+            complete=bool(data.get("complete", True)),
+            cursor=data.get("cursor"),
+            total=data.get("total"),
+            content_hash=data.get("content_hash"),
+            provenance=Provenance.from_dict(data.get("provenance") or {}),
+            trimming=Trimming.from_dict(trimming) if trimming else None,
+            provisional=bool(data.get("provisional", False)),
+            items=tuple(Observation.from_dict(i) for i in data.get("items", ())),
+        )
+
+    @classmethod
+    def failure(
+        cls, error: ActionError, *, call_id: str, tool: str, tool_version: str | None = None
+    ) -> Observation:
+        """An error observation made by the runtime (nothing ran, or the outcome is known bad)."""
+        return cls(
+            call_id=call_id,
+            tool=tool,
+            tool_version=tool_version,
+            status="error",
+            error=error,
+            provenance=_RUNTIME_PROVENANCE,
+        )
+
+
+_RUNTIME_PROVENANCE = Provenance(source="runtime")
