@@ -11,7 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["EVENT_KINDS", "EventKind", "RunSummary", "TraceEvent", "TraceStore"]
+__all__ = [
+    "EVENT_KINDS",
+    "AppendsNew",
+    "EventKind",
+    "FindsRunIds",
+    "RunSummary",
+    "TraceEvent",
+    "TraceStore",
+]
 
 EventKind = Literal[
     "run_started",
@@ -104,6 +112,24 @@ class TraceStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class FindsRunIds(Protocol):
+    """Optional store capability: list run ids by prefix (``actionspace trace show`` uses it)."""
+
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix``, sorted; at most ``limit`` of them (None: all)."""
+        ...
+
+
+@runtime_checkable
+class AppendsNew(Protocol):
+    """Optional store capability: append skipping events already stored (imports use it)."""
+
+    def append_new(self, events: Sequence[TraceEvent]) -> int:
+        """Append, atomically, the events whose ``(run_id, seq)`` is not stored; return how many."""
+        ...
 
 
 def summarize(run_id: str, events: Iterable[TraceEvent]) -> RunSummary | None:

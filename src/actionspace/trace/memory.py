@@ -43,5 +43,11 @@ class MemoryTraceStore:
             run = self._runs.get(run_id)
             return (run[-1].seq + 1) if run else 0
 
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix``, sorted; at most ``limit`` of them (None: all)."""
+        with self._lock:
+            found = sorted(rid for rid in self._runs if rid.startswith(prefix))
+        return found if limit is None else found[:limit]
+
     def close(self) -> None:
         pass

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets up .venv (if needed) and runs every check: lint, format, strict types, the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[dev]"
+echo "== ruff"
+.venv/bin/ruff check src tests
+.venv/bin/ruff format --check src tests
+echo "== mypy (strict)"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" "$@"

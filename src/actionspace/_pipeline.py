@@ -1,0 +1,304 @@
+"""The stages between a parsed call and its observation, shared by the sync and async paths.
+
+``prepare`` runs resolve → validate → authorize and either returns a ``Ready`` call or the error
+observation that ends it; the caller executes a ``Ready`` call its own way (sync or async), then
+``observe`` shapes the outcome. Every stage appends its event to the call's ``Recorder``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import Any
+
+import rfc8785
+
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.executor import Failed, Outcome
+from actionspace.execution.result import ToolResult
+from actionspace.observation import ArtifactStore, shape
+from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.events import TraceEvent, TraceStore
+from actionspace.types import Observation, Provenance, ToolCall
+from actionspace.validation.validator import CompiledTool, ValidationContext, Validated, compile_tool, validate
+from actionspace.validation.verdicts import NeedsApproval, Rejected
+
+__all__ = ["Ready", "Recorder", "RunState", "idempotency_key", "observe", "prepare"]
+
+
+@dataclass(slots=True)
+class RunState:
+    """What the runtime remembers of one run: its event counter, node counter and offer pins."""
+
+    run_id: str
+    principal: Principal
+    seq: itertools.count[int]
+    nodes: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    pins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Tool name → (version, schema hash) as offered (or first resolved) in this run."""
+    explicit_offer: bool = False
+    """True after ``Runtime.offer``: only pinned names may be called."""
+
+
+class Recorder:
+    """Collects one call's events; the runtime hands them to the store together."""
+
+    __slots__ = ("call_id", "events", "run")
+
+    def __init__(self, run: RunState, call_id: str | None) -> None:
+        self.run = run
+        self.call_id = call_id
+        self.events: list[TraceEvent] = []
+
+    def add(self, kind: str, data: Mapping[str, Any]) -> None:
+        self.events.append(
+            TraceEvent(
+                run_id=self.run.run_id,
+                seq=next(self.run.seq),
+                kind=kind,
+                ts=time.time(),
+                call_id=self.call_id,
+                data=data,
+            )
+        )
+
+    def flush(self, store: TraceStore) -> None:
+        store.append_many(self.events)
+        self.events = []
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A call that passed every check before execution."""
+
+    compiled: CompiledTool
+    call_id: str
+    node_id: str
+    arguments: Mapping[str, Any]
+    kwargs: Mapping[str, Any]
+    """What the function receives (converted arguments plus runtime-filled parameters)."""
+    key: str | None
+
+
+def idempotency_key(run_id: str, node_id: str, tool_key: str, arguments: Any) -> str:
+    """``as1_`` + first 32 hex of sha256 over the RFC 8785 JSON of (run, node, name@version, args)."""
+    digest = hashlib.sha256(rfc8785.dumps([run_id, node_id, tool_key, arguments])).hexdigest()
+    return f"as1_{digest[:32]}"
+
+
+class Compiler:
+    """Compiled tools by ``name@version``, compiled on first use."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, CompiledTool] = {}
+
+    def get(self, spec: ToolSpec) -> CompiledTool:
+        compiled = self._compiled.get(spec.key)
+        if compiled is None or compiled.spec is not spec:
+            compiled = self._compiled[spec.key] = compile_tool(spec)
+        return compiled
+
+    def forget(self, spec: ToolSpec) -> None:
+        self._compiled.pop(spec.key, None)
+
+
+def _fail(rec: Recorder, error: ActionError, call_id: str, tool: str, version: str | None = None) -> Observation:
+    obs = Observation.failure(error, call_id=call_id, tool=tool, tool_version=version)
+    rec.add("observation", _observation_event(obs))
+    return obs
+
+
+def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
+    """The spec a call's tool name means in this run (unknown_tool / version_mismatch otherwise)."""
+    base, _, asked = name.partition("@")
+    pin = run.pins.get(base)
+    if pin is None:
+        spec = None if run.explicit_offer else catalog.current(base)
+        if spec is None:
+            offered = sorted(run.pins) if run.explicit_offer else sorted(s.name for s in catalog.offerable())
+            close = get_close_matches(base, offered, n=3, cutoff=0.6)
+            return ActionError.of(
+                "unknown_tool",
+                f"no tool {base!r} is offered to this run" + (f"; did you mean {close[0]!r}?" if close else ""),
+                alternatives=close or offered[:20],
+                details={"offered": offered[:50], "requested": name[:200]},
+            )
+        pin = run.pins[base] = (spec.version, spec.schema_hash)
+    version, offered_hash = pin
+    spec = catalog.find(f"{base}@{version}")
+    current = catalog.current(base)
+    if asked and asked != version:
+        return _mismatch(run, base, f"{base}@{asked} was not offered; this run has {base}@{version}", current)
+    if spec is None or spec.lifecycle == "retired" or spec.schema_hash != offered_hash:
+        return _mismatch(run, base, f"{base}@{version} as offered to this run is no longer available", current)
+    return spec
+
+
+def _mismatch(run: RunState, base: str, message: str, current: ToolSpec | None) -> ActionError:
+    details: dict[str, Any] = {"offered": f"{base}@{run.pins[base][0]}", "offered_schema_hash": run.pins[base][1]}
+    if current is not None:
+        details["current"] = current.describe()
+        run.pins[base] = (current.version, current.schema_hash)
+    return ActionError.of("version_mismatch", message, details=details)
+
+
+def prepare(
+    *,
+    catalog: Catalog,
+    compiler: Compiler,
+    run: RunState,
+    call: ToolCall,
+    node_id: str | None,
+    principal: Principal,
+    provenance: Mapping[str, str] | None,
+    rec: Recorder,
+    ctx_factory: Any,
+) -> Ready | Observation:
+    """Resolve, validate and authorize one call; an Observation means it ends here."""
+    node = node_id or f"n{next(run.nodes)}"
+    call_id = call.id or f"{run.run_id}:{node}"
+    rec.call_id = call_id
+    resolved = resolve(catalog, run, call.name)
+    if isinstance(resolved, ActionError):
+        rec.add("resolved", {"tool": call.name[:200], "category": resolved.category})
+        return _fail(rec, resolved, call_id, call.name[:200])
+    spec = resolved
+    compiled = compiler.get(spec)
+    prov = provenance if provenance is not None else call.provenance
+    ctx = None if compiled.simple else ctx_factory(run, node, call_id, principal)
+    checked: Validated = validate(compiled, call.arguments, prov, ctx)
+    verdict = checked.verdict
+    if isinstance(verdict, Rejected):
+        err = verdict.error
+        rec.add("validated", _validated_event(spec, "rejected", err))
+        return _fail(rec, err, call_id, spec.name, spec.version)
+    if isinstance(verdict, NeedsApproval):
+        rec.add("validated", {**_validated_event(spec, "needs_approval", None), "reason": verdict.reason})
+        error = ActionError.of(
+            "needs_approval",
+            verdict.reason,
+            details={**verdict.details, "arguments": dict(checked.arguments), "provenance": dict(checked.provenance)},
+        )
+        return _fail(rec, error, call_id, spec.name, spec.version)
+    rec.add("validated", _validated_event(spec, "accepted", None))
+    auth = authorize(spec, principal)
+    if isinstance(auth, Rejected):
+        rec.add("authorized", {"verdict": "denied", "category": auth.error.category,
+                               "missing_scope": auth.error.details.get("missing_scopes", [None])[0]})
+        return _fail(rec, auth.error, call_id, spec.name, spec.version)
+    rec.add("authorized", {"verdict": "allowed", "principal": principal.id})
+    args = checked.arguments
+    kwargs: Mapping[str, Any] = checked.python_arguments if checked.python_arguments is not None else args
+    key = None
+    if spec.has_side_effects:
+        key = idempotency_key(run.run_id, node, spec.key, args)
+        if spec.idempotency == "native":
+            kwargs = {**kwargs, "idempotency_key": key}
+    return Ready(compiled, call_id, node, args, kwargs, key)
+
+
+def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"verdict": verdict, "tool": spec.name, "version": spec.version,
+                            "schema_hash": spec.schema_hash}
+    if error is not None:
+        data["category"] = error.category
+        if error.field_errors:
+            data["field_errors"] = [f.to_dict() for f in error.field_errors]
+        else:
+            data["message"] = error.message[:300]
+    return data
+
+
+def observe(
+    ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder
+) -> Observation:
+    """Shape a tool outcome into the observation envelope and record it."""
+    spec = ready.compiled.spec
+    if isinstance(outcome, Failed):
+        return _fail(rec, outcome.error, ready.call_id, spec.name, spec.version)
+    value = outcome.value
+    effects: tuple[Any, ...] = ()
+    version = remote = cursor = None
+    total = None
+    complete = True
+    if isinstance(value, ToolResult):
+        effects, version, remote = tuple(value.effects), value.resource_version, value.remote_id
+        complete, cursor, total = value.complete, value.cursor, value.total
+        value = value.data
+    shaped = shape(value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts)
+    diagnostics: dict[str, Any] = {}
+    if outcome.attempts > 1:
+        diagnostics["attempts"] = outcome.attempts
+    if remote is not None:
+        diagnostics["remote_id"] = remote
+    if ready.key is not None:
+        diagnostics["idempotency_key"] = ready.key
+    if spec.lifecycle == "deprecated":
+        diagnostics["deprecated_by"] = spec.deprecated_by
+    obs = Observation(
+        call_id=ready.call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=shaped.data,
+        effects=effects,
+        diagnostics=diagnostics,
+        artifact_ref=shaped.artifact_ref,
+        complete=complete and shaped.complete,
+        cursor=cursor,
+        total=total,
+        content_hash=shaped.content_hash,
+        provenance=_fresh(version, spec),
+        trimming=shaped.trimming,
+    )
+    rec.add("observation", _observation_event(obs))
+    return obs
+
+
+def _fresh(version: str | None, spec: ToolSpec) -> Provenance:
+    return Provenance(
+        source="tool",
+        fetched_at=time.time(),
+        resource_version=version,
+        trust=spec.labels.integrity,
+        labels=(spec.labels.confidentiality,),
+    )
+
+
+def _observation_event(obs: Observation) -> dict[str, Any]:
+    data: dict[str, Any] = {"status": obs.status, "tool": obs.tool, "version": obs.tool_version}
+    if obs.error is not None:
+        data["category"] = obs.error.category
+        data["recovery"] = list(obs.error.recovery)
+        data["message"] = obs.error.message[:300]
+    else:
+        data["content_hash"] = obs.content_hash
+        if obs.trimming is not None:
+            data["trimming"] = obs.trimming.to_dict()
+        if obs.artifact_ref is not None:
+            data["artifact_ref"] = obs.artifact_ref
+        if obs.effects:
+            data["effects"] = [e.to_dict() for e in obs.effects]
+    return data
+
+
+def context_factory(resource_version: Any, state: Mapping[str, Any]) -> Any:
+    """A function building the ValidationContext for a call (only rich validation needs it)."""
+
+    def make(run: RunState, node: str, call_id: str, principal: Principal) -> ValidationContext:
+        return ValidationContext(
+            run_id=run.run_id,
+            node_id=node,
+            call_id=call_id,
+            principal_id=principal.id,
+            scopes=principal.scopes,
+            resource_version=resource_version,
+            state=state,
+        )
+
+    return make

@@ -1,0 +1,156 @@
+"""Turn a typed Python function into a ToolSpec: JSON Schema from type hints and docstring."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ToolDefinitionError
+
+__all__ = ["RESERVED_PARAMETERS", "spec_from_function"]
+
+RESERVED_PARAMETERS = frozenset({"idempotency_key"})
+"""Parameters the runtime fills in itself; never part of the schema the model sees."""
+
+_JSON_NATIVE = (str, int, float, bool, type(None))
+
+
+def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
+    """Build a ToolSpec for ``fn``; ``options`` are ToolSpec fields (``effect`` is required)."""
+    if "effect" not in options:
+        raise ToolDefinitionError(
+            f"{getattr(fn, '__name__', fn)!r}: declare effect= ('none', 'read', 'write' or 'external')"
+        )
+    name = options.pop("name", None) or getattr(fn, "__name__", "")
+    doc = inspect.getdoc(fn) or ""
+    summary, description, params_doc = _split_docstring(doc)
+    model = _arguments_model(fn, name, params_doc)
+    schema = _clean_schema(model.model_json_schema())
+    options.setdefault("description", description)
+    options.setdefault("summary", summary)
+    options.setdefault("input_schema", schema)
+    if "coerce" not in options and _needs_coercion(model):
+        options["coerce"] = _coercer(model)
+    return ToolSpec(name=name, fn=fn, **options)
+
+
+def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str, str]) -> type[BaseModel]:
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ToolDefinitionError(f"{name}: cannot resolve type hints: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.name in RESERVED_PARAMETERS:
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"{name}: *args/**kwargs cannot be described to a model")
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(f"{name}: positional-only parameter {param.name!r} is not supported")
+        if param.name not in hints:
+            raise ToolDefinitionError(f"{name}: parameter {param.name!r} needs a type hint")
+        default = ... if param.default is param.empty else param.default
+        info = Field(default, description=params_doc.get(param.name))
+        fields[param.name] = (hints[param.name], info)
+    try:
+        return create_model(  # type: ignore[no-any-return, call-overload]
+            f"{name}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **fields,
+        )
+    except Exception as exc:
+        raise ToolDefinitionError(f"{name}: cannot build an argument model: {exc}") from exc
+
+
+def _needs_coercion(model: type[BaseModel]) -> bool:
+    """True when some parameter's Python value differs from its JSON value (datetime, models…)."""
+    for field in model.model_fields.values():
+        annotation = field.annotation
+        if annotation not in _JSON_NATIVE or field.metadata:
+            return True
+    return False
+
+
+def _coercer(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    names = tuple(model.model_fields)
+
+    def coerce(args: Mapping[str, Any]) -> dict[str, Any]:
+        # Raises pydantic.ValidationError; the validator turns it into invalid_arguments.
+        instance = model.model_validate(dict(args))
+        return {n: getattr(instance, n) for n in names if n in args or n in instance.model_fields_set}
+
+    return coerce
+
+
+def coercion_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(JSON pointer, message) for each error of a failed coercion."""
+    out = []
+    for err in exc.errors():
+        pointer = "".join(f"/{part}" for part in err.get("loc", ()))
+        out.append((pointer, str(err.get("msg", "invalid value"))))
+    return out
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated titles (noise for a model), keep everything else."""
+
+    def clean(node: Any, in_properties: bool = False) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key == "title" and not in_properties and isinstance(value, str):
+                    continue
+                out[key] = clean(value, in_properties=(key in ("properties", "$defs") and not in_properties))
+            return out
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        return node
+
+    cleaned: dict[str, Any] = clean(schema)
+    cleaned.setdefault("properties", {})
+    return cleaned
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?|Notes?):\s*$")
+_PARAM_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:\S+\s+)?(\w+):\s*(.*)$")
+
+
+def _split_docstring(doc: str) -> tuple[str, str, dict[str, str]]:
+    """(summary line, description without parameter sections, {param: description})."""
+    lines = doc.splitlines()
+    params: dict[str, str] = {}
+    body: list[str] = []
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        header = _SECTION.match(stripped)
+        sphinx = _SPHINX_PARAM.match(stripped)
+        if header:
+            section, current = header.group(1), None
+            continue
+        if sphinx:
+            current = sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if section in ("Args", "Arguments", "Parameters", "Params"):
+            match = _PARAM_LINE.match(line)
+            if match and (line.startswith((" ", "\t")) or not current):
+                current = match.group(1).lstrip("*")
+                params[current] = match.group(2).strip()
+            elif stripped and current:
+                params[current] = f"{params[current]} {stripped}".strip()
+            elif not stripped:
+                current = None
+            continue
+        if section is None and not stripped.startswith(":"):
+            body.append(line)
+    description = "\n".join(body).strip()
+    summary = description.splitlines()[0].strip() if description else ""
+    return summary, description, params

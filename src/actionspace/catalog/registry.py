@@ -1,0 +1,107 @@
+"""The catalog: every registered ToolSpec, keyed by ``name@version``, with its lifecycle."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+from actionspace.catalog.spec import Lifecycle, ToolSpec
+from actionspace.errors import DuplicateToolError, UnknownToolError
+
+__all__ = ["Catalog"]
+
+
+class Catalog:
+    """Registered tools. Thread-safe; a version once registered is never replaced.
+
+    Lifecycle: ``active`` tools are offered; ``deprecated`` ones are still offered (with their
+    successor named) and callable; ``retired`` ones are never offered to a new run.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+        self._order: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[ToolSpec], None]] = []
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        """Add a tool version. Raises DuplicateToolError if ``name@version`` exists."""
+        with self._lock:
+            if spec.key in self._specs:
+                raise DuplicateToolError(f"tool {spec.key} is already registered")
+            self._specs[spec.key] = spec
+            self._order.setdefault(spec.name, []).append(spec.version)
+        for listener in self._listeners:
+            listener(spec)
+        return spec
+
+    def on_change(self, listener: Callable[[ToolSpec], None]) -> None:
+        """Call ``listener(spec)`` whenever a version is registered or changes lifecycle."""
+        self._listeners.append(listener)
+
+    def get(self, name: str, version: str | None = None) -> ToolSpec:
+        """A version of a tool; without ``version`` the newest one not retired.
+
+        Raises UnknownToolError when there is none.
+        """
+        if version is not None:
+            spec = self._specs.get(f"{name}@{version}")
+            if spec is None:
+                raise UnknownToolError(f"no tool {name}@{version}")
+            return spec
+        found = self.current(name)
+        if found is None:
+            raise UnknownToolError(f"no tool named {name!r} is registered and not retired")
+        return found
+
+    def find(self, key: str) -> ToolSpec | None:
+        """The spec for ``name@version``, or None."""
+        return self._specs.get(key)
+
+    def current(self, name: str) -> ToolSpec | None:
+        """The most recently registered version of ``name`` that is not retired."""
+        for version in reversed(self._order.get(name, ())):
+            spec = self._specs[f"{name}@{version}"]
+            if spec.lifecycle != "retired":
+                return spec
+        return None
+
+    def versions(self, name: str) -> list[ToolSpec]:
+        """Every registered version of ``name``, oldest first."""
+        return [self._specs[f"{name}@{v}"] for v in self._order.get(name, ())]
+
+    def offerable(self) -> list[ToolSpec]:
+        """The current version of every tool that is not retired, in registration order."""
+        out = []
+        for name in self._order:
+            spec = self.current(name)
+            if spec is not None:
+                out.append(spec)
+        return out
+
+    def set_lifecycle(self, key: str, lifecycle: Lifecycle, *, deprecated_by: str | None = None) -> ToolSpec:
+        """Move ``name@version`` to another lifecycle state; returns the new spec."""
+        with self._lock:
+            spec = self._specs.get(key)
+            if spec is None:
+                raise UnknownToolError(f"no tool {key}")
+            spec = spec.evolve(lifecycle=lifecycle, deprecated_by=deprecated_by or spec.deprecated_by)
+            self._specs[key] = spec
+        for listener in self._listeners:
+            listener(spec)
+        return spec
+
+    def deprecate(self, key: str, *, by: str | None = None) -> ToolSpec:
+        return self.set_lifecycle(key, "deprecated", deprecated_by=by)
+
+    def retire(self, key: str) -> ToolSpec:
+        return self.set_lifecycle(key, "retired")
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(list(self._specs.values()))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._specs

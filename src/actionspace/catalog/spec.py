@@ -1,0 +1,227 @@
+"""ToolSpec: everything the runtime knows about one version of one tool (DESIGN §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import rfc8785
+
+from actionspace.errors import ToolDefinitionError
+
+__all__ = [
+    "EFFECTS",
+    "Cost",
+    "Effect",
+    "Idempotency",
+    "Labels",
+    "Lifecycle",
+    "RetryPolicy",
+    "Risk",
+    "ToolSpec",
+    "schema_hash",
+]
+
+Effect = Literal["none", "read", "write", "external"]
+Risk = Literal["low", "medium", "high"]
+Idempotency = Literal["native", "query", "none"]
+Lifecycle = Literal["active", "deprecated", "retired"]
+Confidentiality = Literal["public", "internal", "secret"]
+Integrity = Literal["trusted", "untrusted"]
+
+EFFECTS: tuple[Effect, ...] = ("none", "read", "write", "external")
+_RISKS: tuple[Risk, ...] = ("low", "medium", "high")
+_IDEMPOTENCY: tuple[Idempotency, ...] = ("native", "query", "none")
+_LIFECYCLES: tuple[Lifecycle, ...] = ("active", "deprecated", "retired")
+_DEFAULT_RISK: dict[Effect, Risk] = {"none": "low", "read": "low", "write": "medium", "external": "high"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Labels:
+    """Information-flow labels of a tool's output, and the ceiling of what a sink may receive."""
+
+    confidentiality: Confidentiality = "internal"
+    """Of the output: ``public < internal < secret``. Default ``internal``."""
+    integrity: Integrity = "trusted"
+    """Of the output; ``untrusted`` for content from outside (web, email, third parties)."""
+    sink_max: Confidentiality | None = None
+    """For sinks: the highest confidentiality its arguments may carry; None = not a sink."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cost:
+    """Estimated cost of a call, in the budget's money unit."""
+
+    per_call: float = 0.0
+    per_item: float = 0.0
+    per_byte: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Bounded retries for ``transient`` and ``rate_limited`` failures only.
+
+    Both bounds always apply: whichever is reached first stops the retries.
+    """
+
+    max_attempts: int = 3
+    """Total attempts including the first. Default 3; 1 disables retries."""
+    deadline_s: float = 30.0
+    """Seconds from the first attempt after which no new attempt starts. Default 30."""
+    initial_backoff_s: float = 0.05
+    """Delay before the second attempt, in seconds. Default 0.05."""
+    backoff_multiplier: float = 2.0
+    """Growth of the delay per attempt. Default 2."""
+    max_backoff_s: float = 2.0
+    """Cap on one delay, in seconds; a ``retry_after`` above the remaining deadline stops retries."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ToolDefinitionError("RetryPolicy.max_attempts must be >= 1")
+        if self.deadline_s <= 0:
+            raise ToolDefinitionError("RetryPolicy.deadline_s must be > 0")
+
+    def backoff(self, attempt: int) -> float:
+        """Delay in seconds before attempt number ``attempt + 1`` (attempts count from 1)."""
+        return min(self.max_backoff_s, self.initial_backoff_s * self.backoff_multiplier ** (attempt - 1))
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def schema_hash(schema: Mapping[str, Any]) -> str:
+    """sha256 (hex, first 16 chars) of the RFC 8785 canonical JSON of a schema."""
+    return hashlib.sha256(rfc8785.dumps(schema)).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """One version of one tool. Identified by ``name@version``; immutable once registered."""
+
+    name: str
+    version: str = "1"
+    description: str = ""
+    summary: str = ""
+    """One line for progressive disclosure; defaults to the description's first line."""
+    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+    output_schema: Mapping[str, Any] | None = None
+    effect: Effect
+    """``none`` (pure), ``read``, ``write`` or ``external`` (leaves the system). Required."""
+    risk: Risk | None = None
+    """Default from the effect: none/read → low, write → medium, external → high."""
+    reversible: bool | None = None
+    """Default: True for none/read, False otherwise."""
+    reads: tuple[str, ...] = ()
+    """Resource patterns templated from arguments, e.g. ``"calendar:{calendar_id}"``."""
+    writes: tuple[str, ...] = ()
+    idempotency: Idempotency = "none"
+    status_query: Callable[..., Any] | None = None
+    labels: Labels = field(default_factory=Labels)
+    cost: Cost = field(default_factory=Cost)
+    max_items: int | None = None
+    owner: str | None = None
+    data_class: str | None = None
+    lifecycle: Lifecycle = "active"
+    deprecated_by: str | None = None
+    cache_ttl: float | None = None
+    scopes: tuple[str, ...] | None = None
+    """Scopes a principal needs; default ``("<effect>:<name>",)``."""
+    high_risk_args: tuple[str, ...] = ()
+    """Top-level arguments that need approval when their value was inferred by the model."""
+    timeout_s: float = 30.0
+    """Per-attempt timeout in seconds. Default 30."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    blocking: bool | None = None
+    """For sync functions: True runs them on a worker thread (timeout enforced), False inline in
+    the caller (no thread hop, no timeout). Default: inline for ``effect="none"``, thread otherwise."""
+    trim: str = "json-v1"
+    """Trimming rule for the observation: ``json-v1``, ``log-v1``, ``search-v1``, ``web-v1``."""
+    max_observation_bytes: int = 16_384
+    fn: Callable[..., Any] | None = None
+    """The implementation; receives the validated arguments as keyword arguments."""
+    validators: tuple[Callable[..., Any], ...] = ()
+    """Business validators ``V(ctx, call) -> Accepted | Rejected | NeedsApproval``."""
+    refinements: tuple[Callable[..., Any], ...] = ()
+    """Relational checks over the arguments, ``(args) -> Iterable[FieldError]``."""
+    bindings: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    """Entity binding per top-level argument: ``resolver(ctx, value) -> [{"id", "label", ...}]``.
+    One match rebinds the argument to its ``id``; several → ``ambiguous_reference``; none →
+    ``invalid_arguments``. Never the first match."""
+    requires_approval: bool = False
+    """Every call needs a human decision before it runs."""
+    coerce: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    """Turns validated JSON arguments into the Python values ``fn`` expects (set by ``@tool``)."""
+    examples: tuple[Mapping[str, Any], ...] = ()
+    _schema_hash: str = field(init=False, repr=False, compare=False, default="")
+    _is_async: bool = field(init=False, repr=False, compare=False, default=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or "@" in self.name:
+            raise ToolDefinitionError(f"tool name {self.name!r} must be non-empty and contain no '@'")
+        if self.effect not in EFFECTS:
+            raise ToolDefinitionError(f"{self.name}: effect must be one of {EFFECTS}, got {self.effect!r}")
+        if self.risk is not None and self.risk not in _RISKS:
+            raise ToolDefinitionError(f"{self.name}: risk must be one of {_RISKS}, got {self.risk!r}")
+        if self.idempotency not in _IDEMPOTENCY:
+            raise ToolDefinitionError(f"{self.name}: idempotency must be one of {_IDEMPOTENCY}")
+        if self.lifecycle not in _LIFECYCLES:
+            raise ToolDefinitionError(f"{self.name}: lifecycle must be one of {_LIFECYCLES}")
+        if self.idempotency == "query" and self.status_query is None:
+            raise ToolDefinitionError(f"{self.name}: idempotency='query' needs a status_query")
+        if self.input_schema.get("type", "object") != "object":
+            raise ToolDefinitionError(f"{self.name}: input_schema must describe an object")
+        if self.timeout_s <= 0:
+            raise ToolDefinitionError(f"{self.name}: timeout_s must be > 0")
+        object.__setattr__(self, "reads", tuple(self.reads))
+        object.__setattr__(self, "writes", tuple(self.writes))
+        object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
+        if self.risk is None:
+            object.__setattr__(self, "risk", _DEFAULT_RISK[self.effect])
+        if self.reversible is None:
+            object.__setattr__(self, "reversible", self.effect in ("none", "read"))
+        if self.blocking is None:
+            object.__setattr__(self, "blocking", self.effect != "none")
+        if self.scopes is None:
+            object.__setattr__(self, "scopes", (f"{self.effect}:{self.name}",))
+        if not self.summary and self.description:
+            object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
+        object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
+
+    @property
+    def key(self) -> str:
+        """``name@version``."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def schema_hash(self) -> str:
+        """Hash of ``input_schema`` (see :func:`schema_hash`); recorded with every offer."""
+        return self._schema_hash
+
+    @property
+    def is_async(self) -> bool:
+        """True when ``fn`` is a coroutine function (awaited, never put on a thread)."""
+        return self._is_async
+
+    @property
+    def has_side_effects(self) -> bool:
+        return self.effect in ("write", "external")
+
+    def evolve(self, **changes: Any) -> ToolSpec:
+        """A copy with some fields changed (a new version should change ``version`` too)."""
+        return replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """The definition as the model may see it (no implementation details)."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+            "effect": self.effect,
+            "risk": self.risk,
+            "schema_hash": self.schema_hash,
+        }

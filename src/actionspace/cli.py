@@ -1,0 +1,77 @@
+"""The ``actionspace`` command line: demo, trace, bench, eval."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import date
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="actionspace",
+    help="A runtime between an LLM and the tools it calls: checked proposals, exactly-once effects, "
+    "typed observations, and a trace of every decision.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _mount() -> None:
+    from actionspace.trace.cli import trace_app
+
+    app.add_typer(trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL.")
+    try:
+        from actionspace.bench.cli import bench_command
+    except ImportError:  # the bench module is optional at import time
+        return
+    app.command("bench", help="Per-call overhead of actionspace vs peer frameworks and physical floors.")(
+        bench_command
+    )
+
+
+@app.command()
+def demo(
+    json_out: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
+    folder: Annotated[
+        Path | None, typer.Option("--dir", help="Folder for the calendar database (default: a new temp folder).")
+    ] = None,
+    store: Annotated[
+        str | None, typer.Option(help="Trace store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")
+    ] = None,
+    today: Annotated[
+        str | None, typer.Option(help="Pretend today is this ISO date (the scenario books 'next Tuesday').")
+    ] = None,
+) -> None:
+    """Scenario 1: "next Tuesday 3 pm, one hour review with the design team".
+
+    A scripted model makes realistic mistakes against a real SQLite calendar; each one comes back as a
+    typed error with its allowed recovery, until the event is created and verified by reading it back.
+    """
+    from actionspace.demo.render import render_report
+    from actionspace.demo.scenario import run_demo
+    from actionspace.trace.store import default_store_url
+
+    where = folder or Path(tempfile.mkdtemp(prefix="actionspace-demo-"))
+    url = store or default_store_url()
+    report = run_demo(where, store=url, today=date.fromisoformat(today) if today else None)
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        Console().print(render_report(report))
+    if not report.verified:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    _mount()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Principals, scopes, and the authorize stage."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from fnmatch import translate
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.validation.verdicts import ACCEPTED, Accepted, Rejected
+
+__all__ = ["Principal", "authorize"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """Who a call acts for, and what it may do.
+
+    Scopes are glob patterns over ``<effect>:<tool>`` style names (or whatever a tool declares):
+    ``"*"`` allows everything, ``"read:*"`` every read, ``"write:create_event"`` one tool.
+    """
+
+    id: str
+    scopes: tuple[str, ...] = ()
+    tenant: str | None = None
+    _matcher: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+    _cache: dict[str, bool] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        scopes = (self.scopes,) if isinstance(self.scopes, str) else tuple(self.scopes)
+        object.__setattr__(self, "scopes", scopes)
+        if scopes:
+            pattern = "|".join(f"(?:{translate(s)})" for s in scopes)
+            object.__setattr__(self, "_matcher", re.compile(pattern))
+
+    def allows(self, scope: str) -> bool:
+        """True when one of the principal's scope patterns matches ``scope``."""
+        hit = self._cache.get(scope)
+        if hit is None:
+            hit = self._matcher is not None and self._matcher.match(scope) is not None
+            if len(self._cache) < 4096:
+                self._cache[scope] = hit
+        return hit
+
+    def missing(self, scopes: Iterable[str]) -> list[str]:
+        """The scopes of ``scopes`` this principal lacks."""
+        return [s for s in scopes if not self.allows(s)]
+
+
+def authorize(spec: ToolSpec, principal: Principal) -> Accepted | Rejected:
+    """Check the principal holds every scope the tool requires (reads included)."""
+    missing = principal.missing(spec.scopes or ())
+    if not missing:
+        return ACCEPTED
+    error = ActionError.of(
+        "permission_denied",
+        f"principal {principal.id!r} lacks scope {missing[0]!r} for {spec.name}",
+        details={"missing_scopes": missing, "principal": principal.id, "tool": spec.name},
+    )
+    return Rejected(error)

@@ -1,0 +1,439 @@
+"""Runtime: the facade that wires catalog, parse, validate, authorize, execute, observe and trace."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, overload
+
+from actionspace._pipeline import Compiler, Ready, Recorder, RunState, context_factory, observe, prepare
+from actionspace.catalog.functions import spec_from_function
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, ConfigurationError
+from actionspace.execution.executor import Executor
+from actionspace.observation import ArtifactStore, FolderArtifactStore, MemoryArtifactStore
+from actionspace.parse import parse
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceStore
+from actionspace.trace.memory import MemoryTraceStore
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["DEFAULT_PRINCIPAL", "TOOL_ATTRIBUTE", "Runtime", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TOOL_ATTRIBUTE = "__actionspace_tool__"
+
+DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
+"""Used when neither the call nor the Runtime names a principal: may call every tool."""
+
+
+def _open_store(url: str) -> tuple[TraceStore, ArtifactStore]:
+    if url == "memory://":
+        return MemoryTraceStore(), MemoryArtifactStore()
+    from actionspace.trace.store import open_trace_store
+
+    store = open_trace_store(url)
+    if url.startswith("sqlite://"):
+        path = Path(url.removeprefix("sqlite://").removeprefix("/") if not url.startswith("sqlite:///")
+                    else url.removeprefix("sqlite://"))
+        return store, FolderArtifactStore(path.with_suffix(".artifacts"))
+    return store, MemoryArtifactStore()
+
+
+class Runtime:
+    """Stands between a model and its tools. Thread-safe; usable from sync and async code.
+
+    ``store``: ``"memory://"``, ``"sqlite:///path.db"`` (the default comes from
+    ``ACTIONSPACE_STORE`` or ``~/.actionspace/actionspace.db``). ``principal``: the default
+    principal of calls that name none. ``state``: handles to live services that business
+    validators read (``ctx.state``).
+    """
+
+    def __init__(
+        self,
+        store: str | None = None,
+        *,
+        principal: Principal | None = None,
+        artifacts: ArtifactStore | str | Path | None = None,
+        state: Mapping[str, Any] | None = None,
+        tools: Iterable[ToolSpec | Callable[..., Any]] = (),
+        max_threads: int = 32,
+    ) -> None:
+        if store is None:
+            from actionspace.trace.store import default_store_url
+
+            store = default_store_url()
+        self.store_url = store
+        self.trace, default_artifacts = _open_store(store)
+        if isinstance(artifacts, str | Path):
+            artifacts = FolderArtifactStore(Path(artifacts))
+        self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
+        self.catalog = Catalog()
+        self.principal = principal or DEFAULT_PRINCIPAL
+        self.state: dict[str, Any] = dict(state or {})
+        self._resource_versions: dict[str, Callable[[str], str | None]] = {}
+        self._compiler = Compiler()
+        self._executor = Executor(max_threads=max_threads)
+        self._runs: dict[str, RunState] = {}
+        self._runs_lock = threading.Lock()
+        self._default_run: str | None = None
+        self._ctx = context_factory(self._resource_version, self.state)
+        self.catalog.on_change(self._compiler.forget)
+        for item in tools:
+            self.register(item)
+
+    # ------------------------------------------------------------------ tools
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+    @overload
+    def tool(self, fn: None = None, /, **spec: Any) -> Callable[[F], F]: ...
+
+    def tool(self, fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
+        """Register a typed function as a tool: ``@rt.tool(effect="read")``.
+
+        The input schema comes from the type hints and the docstring's ``Args:`` section. Keyword
+        options are ToolSpec fields; ``effect`` is required.
+        """
+
+        def register(f: F) -> F:
+            self.register(spec_from_function(f, **spec))
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def add_tool(
+        self, *, name: str, input_schema: Mapping[str, Any], fn: Callable[..., Any], **spec: Any
+    ) -> ToolSpec:
+        """Register a tool known by its JSON Schema (MCP, OpenAPI, BFCL); ``effect`` is required."""
+        if "effect" not in spec:
+            raise ConfigurationError(f"{name}: declare effect= ('none', 'read', 'write' or 'external')")
+        return self.register(ToolSpec(name=name, input_schema=dict(input_schema), fn=fn, **spec))
+
+    def register(self, spec: ToolSpec | Callable[..., Any]) -> ToolSpec:
+        """Register a ToolSpec, or a function decorated with :func:`actionspace.tool`.
+
+        The schema is compiled now, so a bad schema raises here, not at the first call.
+        """
+        if not isinstance(spec, ToolSpec):
+            options = getattr(spec, TOOL_ATTRIBUTE, None)
+            if options is None:
+                raise ConfigurationError(f"{spec!r} is neither a ToolSpec nor decorated with @tool")
+            spec = spec_from_function(spec, **options)
+        if spec.fn is None:
+            raise ConfigurationError(f"{spec.key}: a tool needs an implementation (fn=)")
+        self._compiler.get(spec)
+        return self.catalog.register(spec)
+
+    def resource(self, kind: str, current_version: Callable[[str], str | None]) -> None:
+        """Tell the validator how to read the current version of resources of ``kind``."""
+        self._resource_versions[kind] = current_version
+
+    def _resource_version(self, kind: str, rid: str) -> str | None:
+        fn = self._resource_versions.get(kind)
+        if fn is None:
+            raise ConfigurationError(f"no resource version reader for kind {kind!r}; call rt.resource()")
+        return fn(rid)
+
+    # ------------------------------------------------------------------ runs and offers
+    def _run(self, run_id: str | None, principal: Principal | None) -> RunState:
+        if run_id is None:
+            run_id = self._default_run or self.new_run()
+            self._default_run = run_id
+        run = self._runs.get(run_id)
+        if run is None:
+            with self._runs_lock:
+                run = self._runs.get(run_id)
+                if run is None:
+                    start = self.trace.next_seq(run_id)
+                    run = RunState(run_id, principal or self.principal, itertools.count(start))
+                    self._runs[run_id] = run
+                    if start == 0:
+                        rec = Recorder(run, None)
+                        rec.add("run_started", {"principal": run.principal.id})
+                        rec.flush(self.trace)
+        return run
+
+    def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
+        """Start a run (or resume one by id) and return its id."""
+        run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
+        self._run(run_id, principal)
+        return run_id
+
+    def offer(
+        self, names: Iterable[str] | None = None, *, run_id: str | None = None, principal: Principal | None = None
+    ) -> list[dict[str, Any]]:
+        """Fix the tools a run may call (default: every tool not retired) and return their definitions.
+
+        Records ``candidates_offered`` with the full set, the offered set and why others were left out.
+        """
+        run = self._run(run_id, principal)
+        wanted = set(names) if names is not None else None
+        offered: list[ToolSpec] = []
+        left_out: list[dict[str, str]] = []
+        for spec in self.catalog.offerable():
+            if wanted is not None and spec.name not in wanted:
+                left_out.append({"name": spec.name, "reason": "not requested"})
+                continue
+            offered.append(spec)
+        for spec in self.catalog:
+            if spec.lifecycle == "retired":
+                left_out.append({"name": spec.key, "reason": "retired"})
+        run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
+        run.explicit_offer = True
+        rec = Recorder(run, None)
+        rec.add("candidates_offered", {
+            "offered": [{"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in offered],
+            "left_out": left_out,
+        })
+        rec.flush(self.trace)
+        return [s.describe() for s in offered]
+
+    def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
+        """Record the end of a run."""
+        run = self._run(run_id, None)
+        rec = Recorder(run, None)
+        rec.add("run_finished", {"status": status, **data})
+        rec.flush(self.trace)
+
+    def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
+        """Append an event of another stage (for example ``verified``) to a run's trace."""
+        run = self._run(run_id, None)
+        rec = Recorder(run, call_id)
+        rec.add(kind, data)
+        rec.flush(self.trace)
+
+    # ------------------------------------------------------------------ calls
+    def _parse(self, raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
+        if isinstance(raw, ToolCall):
+            rec.add("parsed", {"format": "toolcall", "calls": [{"name": raw.name, "id": raw.id}]})
+            return [raw]
+        rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
+        parsed = parse(raw)
+        event: dict[str, Any] = {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
+        if parsed.error is not None:
+            event["error"] = parsed.error.message[:300]
+            rec.add("parsed", event)
+            obs = Observation.failure(parsed.error, call_id=f"{rec.run.run_id}:parse", tool="")
+            rec.add("observation", {"status": "error", "category": "parse_error",
+                                    "recovery": list(parsed.error.recovery)})
+            return obs
+        rec.add("parsed", event)
+        if not parsed.calls:
+            error = ActionError.of("parse_error", "the output contains no tool call",
+                                   details={"format": parsed.format, "content": (parsed.content or "")[:200]})
+            obs = Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
+            rec.add("observation", {"status": "error", "category": "parse_error", "recovery": list(error.recovery)})
+            return obs
+        return list(parsed.calls)
+
+    def call_all(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+    ) -> list[Observation]:
+        """Every call in ``raw`` (any accepted format), in order; one observation each."""
+        run = self._run(run_id, principal)
+        who = principal or run.principal
+        rec = Recorder(run, None)
+        try:
+            calls = self._parse(raw, rec)
+            if isinstance(calls, Observation):
+                return [calls]
+            out = []
+            for call in calls:
+                ready = self._prepare(run, call, None, who, provenance, rec)
+                if isinstance(ready, Ready):
+                    ready = self._execute(ready, rec)
+                out.append(ready)
+            return out
+        except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
+            return [self._internal(exc, rec)]
+        finally:
+            rec.flush(self.trace)
+
+    def call(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+    ) -> Observation:
+        """Check and run one proposed call; returns its Observation (errors are values, not raised).
+
+        ``node_id`` names the logical action within the run (default: the next sequence number).
+        When ``raw`` holds several calls the observation groups them in ``items``.
+        """
+        run = self._run(run_id, principal)
+        who = principal or run.principal
+        rec = Recorder(run, None)
+        try:
+            calls = self._parse(raw, rec)
+            if isinstance(calls, Observation):
+                return calls
+            if len(calls) == 1:
+                ready = self._prepare(run, calls[0], node_id, who, provenance, rec)
+                return self._execute(ready, rec) if isinstance(ready, Ready) else ready
+            items = []
+            for call in calls:
+                ready = self._prepare(run, call, None, who, provenance, rec)
+                items.append(self._execute(ready, rec) if isinstance(ready, Ready) else ready)
+            return _group(items, run.run_id)
+        except Exception as exc:
+            return self._internal(exc, rec)
+        finally:
+            rec.flush(self.trace)
+
+    async def acall(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+    ) -> Observation:
+        """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
+        run = self._run(run_id, principal)
+        who = principal or run.principal
+        rec = Recorder(run, None)
+        try:
+            calls = self._parse(raw, rec)
+            if isinstance(calls, Observation):
+                return calls
+            single = len(calls) == 1
+            items = []
+            for call in calls:
+                ready = self._prepare(run, call, node_id if single else None, who, provenance, rec)
+                if isinstance(ready, Ready):
+                    spec = ready.compiled.spec
+                    rec.add("dispatched", _dispatched(ready, spec))
+                    outcome = await self._executor.arun(spec, ready.kwargs, _retry_hook(rec))
+                    ready = observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+                if single:
+                    return ready
+                items.append(ready)
+            return _group(items, run.run_id)
+        except Exception as exc:
+            return self._internal(exc, rec)
+        finally:
+            rec.flush(self.trace)
+
+    async def acall_all(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+    ) -> list[Observation]:
+        """Async :meth:`call_all`."""
+        obs = await self.acall(raw, run_id=run_id, principal=principal, provenance=provenance)
+        return list(obs.items) if obs.tool == "*" else [obs]
+
+    def _prepare(
+        self,
+        run: RunState,
+        call: ToolCall,
+        node_id: str | None,
+        principal: Principal,
+        provenance: Mapping[str, str] | None,
+        rec: Recorder,
+    ) -> Ready | Observation:
+        return prepare(
+            catalog=self.catalog,
+            compiler=self._compiler,
+            run=run,
+            call=call,
+            node_id=node_id,
+            principal=principal,
+            provenance=provenance,
+            rec=rec,
+            ctx_factory=self._ctx,
+        )
+
+    def _execute(self, ready: Ready, rec: Recorder) -> Observation:
+        spec = ready.compiled.spec
+        rec.add("dispatched", _dispatched(ready, spec))
+        outcome = self._executor.run(spec, ready.kwargs, _retry_hook(rec))
+        return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+
+    def _internal(self, exc: Exception, rec: Recorder) -> Observation:
+        error = ActionError.of(
+            "internal",
+            f"actionspace failed while handling this call: {type(exc).__name__}: {str(exc)[:300]}",
+            vendor_code=type(exc).__name__,
+        )
+        call_id = rec.call_id or f"{rec.run.run_id}:internal"
+        rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
+        return Observation.failure(error, call_id=call_id, tool="")
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """The current definition of a tool, as the model may see it."""
+        return self.catalog.get(name).describe()
+
+    def close(self) -> None:
+        self._executor.close()
+        self.trace.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(fn: None = None, /, **spec: Any) -> Callable[[F], F]: ...
+
+
+def tool(fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
+    """Mark a typed function as a tool, to be registered later (``Runtime(tools=[f])``).
+
+    Takes the same options as :meth:`Runtime.tool`; ``effect`` is required. The function itself
+    is returned unchanged, so it stays callable and testable on its own.
+    """
+
+    def mark(f: F) -> F:
+        setattr(f, TOOL_ATTRIBUTE, dict(spec))
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def _dispatched(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
+    data: dict[str, Any] = {"tool": spec.name, "version": spec.version, "node_id": ready.node_id, "attempt": 1}
+    if ready.key is not None:
+        data["idempotency_key"] = ready.key
+    return data
+
+
+def _retry_hook(rec: Recorder) -> Callable[[int, ActionError, float], None]:
+    def hook(attempt: int, error: ActionError, delay: float) -> None:
+        rec.add("attempt", {"attempt": attempt, "category": error.category, "delay_s": round(delay, 4)})
+
+    return hook
+
+
+def _group(items: Sequence[Observation], run_id: str) -> Observation:
+    failed = sum(1 for o in items if o.status == "error")
+    status = "ok" if failed == 0 else ("error" if failed == len(items) else "partial")
+    return Observation(
+        call_id=f"{run_id}:group",
+        tool="*",
+        status=status,
+        items=tuple(items),
+        complete=all(o.complete for o in items),
+        diagnostics={"failed": [o.call_id for o in items if o.status == "error"]},
+    )

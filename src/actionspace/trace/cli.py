@@ -1,0 +1,202 @@
+"""``actionspace trace``: list runs, show one run as a timeline, export and import JSON Lines.
+
+The Typer app only parses options, opens the store and prints; what is printed comes from
+:mod:`actionspace.trace.render`. Expected failures (no such run, bad store URL, unreadable file)
+print one line to stderr and exit with code 1.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from actionspace.errors import ConfigurationError
+from actionspace.trace import render
+from actionspace.trace.events import RunSummary, TraceStore, summarize
+from actionspace.trace.export import export_jsonl, import_jsonl
+from actionspace.trace.store import (
+    StoreNotFoundError,
+    default_store_url,
+    open_trace_store,
+    resolve_run_id,
+)
+
+__all__ = ["trace_app"]
+
+trace_app = typer.Typer(
+    name="trace",
+    help="Inspect recorded runs: list them, show one as a timeline, export or import JSON Lines.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="Trace store URL: sqlite:///abs/path.db, sqlite://relative.db or memory://. "
+        "Default: $ACTIONSPACE_STORE, else sqlite:///$ACTIONSPACE_HOME/actionspace.db "
+        "(ACTIONSPACE_HOME defaults to ~/.actionspace).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@trace_app.command("list")
+def list_runs(
+    store: StoreOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show at most N runs.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """List the most recent runs: id, start time, events, calls, errors, finished."""
+    url = store or default_store_url()
+    summaries: list[RunSummary] = []
+    with _reading(url):
+        try:
+            opened = open_trace_store(url, create=False)
+        except StoreNotFoundError:
+            pass
+        else:
+            try:
+                summaries = opened.runs(limit=limit)
+            finally:
+                opened.close()
+    if as_json:
+        typer.echo(render.runs_json(summaries))
+    elif not summaries:
+        _stderr().print(Text(f"No runs in {url}."))
+    else:
+        _stdout().print(render.runs_table(summaries))
+
+
+@trace_app.command("show")
+def show_run(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="A run id, or a prefix that matches only one run.")
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one run as a timeline: one row per event with time since start, kind, call and summary.
+
+    Rows are green for success, yellow for approvals and retries, red for rejections and errors.
+    """
+    url = store or default_store_url()
+    with _opened(url) as opened:
+        rid = _resolve(opened, run_id)
+        events = opened.events(rid)
+    if as_json:
+        typer.echo(render.events_json(events))
+        return
+    summary = summarize(rid, events)
+    console = _stdout()
+    if summary is not None:
+        console.print(render.run_header(summary))
+    console.print(render.timeline_table(events))
+
+
+@trace_app.command("export")
+def export_runs(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="RUN_ID", help="A run id or unique prefix; all runs when omitted.", show_default=False
+        ),
+    ] = None,
+    out: Annotated[
+        str,
+        typer.Option("--out", "-o", metavar="FILE", help="File to write; '-' writes to stdout."),
+    ] = "-",
+    store: StoreOption = None,
+) -> None:
+    """Export runs as JSON Lines, one event per line (TraceEvent.to_dict).
+
+    Load the file into another store with 'actionspace trace import FILE --store URL'.
+    """
+    url = store or default_store_url()
+    with _opened(url) as opened:
+        rid = _resolve(opened, run_id) if run_id is not None else None
+        if out == "-":
+            count = export_jsonl(opened, sys.stdout, run_id=rid)
+        else:
+            try:
+                with Path(out).open("w", encoding="utf-8") as fh:
+                    count = export_jsonl(opened, fh, run_id=rid)
+            except OSError as exc:
+                _fail(f"cannot write {out}: {exc.strerror or exc}")
+    if out != "-":
+        _stderr().print(Text(f"Exported {count} events to {out}."))
+
+
+@trace_app.command("import")
+def import_runs(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="JSON Lines file to read; '-' reads stdin.")],
+    store: StoreOption = None,
+) -> None:
+    """Import JSON Lines written by 'export'; events already in the store are skipped."""
+    url = store or default_store_url()
+    with _opened(url, create=True) as opened:
+        try:
+            if file == "-":
+                result = import_jsonl(opened, sys.stdin)
+            else:
+                with Path(file).open(encoding="utf-8") as fh:
+                    result = import_jsonl(opened, fh)
+        except OSError as exc:
+            _fail(f"cannot read {file}: {exc.strerror or exc}")
+        except ValueError as exc:
+            _fail(f"{file}: {exc}")
+    _stderr().print(Text(f"Read {result.read} events, {result.written} new."))
+
+
+@contextmanager
+def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
+    with _reading(url):
+        try:
+            store = open_trace_store(url, create=create)
+        except ConfigurationError as exc:
+            _fail(str(exc))
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@contextmanager
+def _reading(url: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        _fail(f"cannot read trace store {url}: {exc}")
+    except ConfigurationError as exc:
+        _fail(str(exc))
+
+
+def _resolve(store: TraceStore, prefix: str) -> str:
+    try:
+        return resolve_run_id(store, prefix)
+    except LookupError as exc:
+        _fail(str(exc.args[0]) if exc.args else "no such run")
+
+
+def _fail(message: str) -> NoReturn:
+    _stderr().print(Text.assemble(("error: ", "bold red"), message))
+    raise typer.Exit(code=1)
+
+
+def _stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)

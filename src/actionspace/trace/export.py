@@ -1,0 +1,129 @@
+"""JSON Lines export and import of runs: one event per line, as ``TraceEvent.to_dict``.
+
+Export writes one run at a time, so memory holds one run, never the whole store. Import reads
+line by line and writes in batches; importing a file twice stores each ``(run_id, seq)`` once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from actionspace.trace.events import AppendsNew, FindsRunIds, TraceEvent, TraceStore
+
+__all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
+
+_ALL_RUNS: Final = 2**62
+
+
+class _Writer(Protocol):
+    def write(self, text: str, /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportResult:
+    """What :func:`import_jsonl` did."""
+
+    read: int
+    """Events read from the input."""
+    written: int
+    """Events the store did not have yet and now has."""
+
+
+def dumps_event(event: TraceEvent) -> str:
+    """One event as one line of JSON (no trailing newline), keys sorted."""
+    return json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def loads_event(line: str) -> TraceEvent:
+    """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg}") from exc
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    try:
+        return TraceEvent.from_dict(raw)
+    except KeyError as exc:
+        raise ValueError(f"missing field {exc.args[0]!r}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bad field value: {exc}") from exc
+
+
+def export_jsonl(store: TraceStore, out: _Writer, *, run_id: str | None = None) -> int:
+    """Write the events of ``run_id`` (or of every run, sorted by id) to ``out``; return the count.
+
+    An unknown ``run_id`` writes nothing and returns 0.
+    """
+    count = 0
+    for rid in [run_id] if run_id is not None else _all_run_ids(store):
+        for event in store.events(rid):
+            out.write(dumps_event(event) + "\n")
+            count += 1
+    return count
+
+
+def iter_jsonl(lines: Iterable[str]) -> Iterator[TraceEvent]:
+    """Parse JSON Lines lazily, skipping blank lines; ``ValueError`` names the bad line's number."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield loads_event(line)
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}") from exc
+
+
+def import_jsonl(store: TraceStore, lines: Iterable[str], *, batch_size: int = 500) -> ImportResult:
+    """Append the events in ``lines`` that ``store`` does not have yet, ``batch_size`` at a time.
+
+    A malformed line raises ``ValueError`` after the batches before it were written; running the
+    import again after fixing the file is safe.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    append = _new_events_appender(store)
+    read = written = 0
+    batch: list[TraceEvent] = []
+    for event in iter_jsonl(lines):
+        read += 1
+        batch.append(event)
+        if len(batch) >= batch_size:
+            written += append(batch)
+            batch = []
+    if batch:
+        written += append(batch)
+    return ImportResult(read=read, written=written)
+
+
+def _all_run_ids(store: TraceStore) -> list[str]:
+    if isinstance(store, FindsRunIds):
+        return store.run_ids()
+    return sorted(summary.run_id for summary in store.runs(limit=_ALL_RUNS))
+
+
+class _Appender(Protocol):
+    def __call__(self, events: Sequence[TraceEvent], /) -> int: ...
+
+
+def _new_events_appender(store: TraceStore) -> _Appender:
+    if isinstance(store, AppendsNew):
+        return store.append_new
+    known: dict[str, set[int]] = {}
+
+    def append(events: Sequence[TraceEvent]) -> int:
+        fresh: list[TraceEvent] = []
+        for event in events:
+            seqs = known.get(event.run_id)
+            if seqs is None:
+                seqs = known[event.run_id] = {e.seq for e in store.events(event.run_id)}
+            if event.seq not in seqs:
+                seqs.add(event.seq)
+                fresh.append(event)
+        store.append_many(fresh)
+        return len(fresh)
+
+    return append

@@ -1,0 +1,306 @@
+"""SQLite trace store: the embedded default (DESIGN §10).
+
+One file, shared by every thread and every process of a host. The database runs in WAL mode with
+``synchronous=NORMAL``: a committed batch survives the process being killed, and a batch cut short
+by a kill is rolled back when the file is next opened, so readers only ever see whole batches.
+
+Each thread gets its own connection (SQLite connections must not be used by two threads at once);
+writers on other connections or in other processes wait up to ``busy_timeout_s`` for the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from actionspace.errors import ConfigurationError
+from actionspace.trace.events import RunSummary, TraceEvent
+
+__all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
+
+SCHEMA_VERSION: Final = 1
+"""Version of the tables below; stored in ``trace_meta`` and checked on open."""
+
+# Tables are prefixed so the trace can share one database file with the ledger and approvals.
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS trace_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trace_events (
+    id      INTEGER PRIMARY KEY,
+    run_id  TEXT    NOT NULL,
+    seq     INTEGER NOT NULL,
+    kind    TEXT    NOT NULL,
+    ts      REAL    NOT NULL,
+    call_id TEXT,
+    data    TEXT    NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS trace_events_run_seq ON trace_events (run_id, seq);
+CREATE TABLE IF NOT EXISTS trace_runs (
+    run_id     TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    last_at    REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS trace_runs_recent ON trace_runs (last_at DESC, run_id);
+"""
+
+_INSERT: Final = "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
+_TOUCH_RUN: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at) VALUES (?, ?, ?)
+ON CONFLICT (run_id) DO UPDATE SET
+    started_at = min(started_at, excluded.started_at),
+    last_at    = max(last_at, excluded.last_at)
+"""
+_SPAN_FROM_EVENTS: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at)
+SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ? GROUP BY run_id
+ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = excluded.last_at
+"""
+# Counts are aggregated over the events of the selected runs only, found through the
+# (run_id, seq) index; the recency index picks the runs.
+_RUNS: Final = """
+SELECT r.run_id, r.started_at, r.last_at,
+       count(e.id),
+       coalesce(sum(e.kind = 'observation'), 0),
+       coalesce(sum(e.kind = 'observation' AND json_extract(e.data, '$.status') = 'error'), 0),
+       coalesce(max(e.kind = 'run_finished'), 0)
+FROM (SELECT run_id, started_at, last_at FROM trace_runs
+      ORDER BY last_at DESC, run_id LIMIT ?) AS r
+JOIN trace_events AS e ON e.run_id = r.run_id
+GROUP BY r.run_id
+ORDER BY r.last_at DESC, r.run_id
+"""
+_EVENTS: Final = "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = ? ORDER BY seq"
+_MAX_CHAR: Final = "\U0010ffff"
+
+
+class SqliteTraceStore:
+    """A :class:`~actionspace.trace.events.TraceStore` in one SQLite file.
+
+    ``path`` is created (with its tables) if missing; its parent directory must exist.
+    ``busy_timeout_s`` (seconds, default 10) bounds how long a call waits for another writer.
+    Raises :class:`~actionspace.errors.ConfigurationError` for ``":memory:"`` and for a file written
+    by a newer schema version.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ConfigurationError(
+                "SqliteTraceStore needs a file path; use memory:// for a store in memory"
+            )
+        self.path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._pid = os.getpid()
+        self._closed = False
+        try:
+            self._init_schema(self._conn())
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the TraceStore protocol --------------------------------------------------------------
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        """Write every event in one transaction: all of the batch or none of it.
+
+        Raises ``ValueError`` (and writes nothing) when an event repeats a stored ``(run_id, seq)``.
+        """
+        if not events:
+            return
+        try:
+            self._write(events, skip_existing=False)
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(
+                f"an event repeats a (run_id, seq) already stored; nothing of the batch was written: {exc}"
+            ) from exc
+
+    def events(self, run_id: str) -> list[TraceEvent]:
+        rows = self._conn().execute(_EVENTS, (run_id,)).fetchall()
+        return [_event(row) for row in rows]
+
+    def runs(self, *, limit: int = 50) -> list[RunSummary]:
+        rows = self._conn().execute(_RUNS, (limit,)).fetchall()
+        return [
+            RunSummary(
+                run_id=run_id,
+                started_at=started,
+                last_at=last,
+                events=count,
+                calls=calls,
+                errors=errors,
+                finished=bool(finished),
+            )
+            for run_id, started, last, count, calls, errors, finished in rows
+        ]
+
+    def next_seq(self, run_id: str) -> int:
+        row = (
+            self._conn()
+            .execute("SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?", (run_id,))
+            .fetchone()
+        )
+        return int(row[0])
+
+    def close(self) -> None:
+        """Close every connection this store opened; later calls raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, []
+        for _, conn in conns:
+            conn.close()
+
+    # -- optional capabilities ----------------------------------------------------------------
+
+    def append_new(self, events: Sequence[TraceEvent]) -> int:
+        """Write, in one transaction, the events whose ``(run_id, seq)`` is not stored yet.
+
+        Returns how many were written; used by imports so that importing twice changes nothing.
+        """
+        if not events:
+            return 0
+        return self._write(events, skip_existing=True)
+
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
+        rows = self._conn().execute(
+            "SELECT run_id FROM trace_runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
+            (prefix, prefix + _MAX_CHAR, -1 if limit is None else limit),
+        )
+        return [run_id for (run_id,) in rows]
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the file."""
+        row = self._conn().execute("SELECT value FROM trace_meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0])
+
+    def __enter__(self) -> SqliteTraceStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteTraceStore({str(self.path)!r})"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
+        rows = [
+            (e.run_id, e.seq, e.kind, e.ts, e.call_id, json.dumps(dict(e.data), ensure_ascii=False))
+            for e in events
+        ]
+        spans: dict[str, tuple[float, float]] = {}
+        for e in events:
+            first, last = spans.get(e.run_id, (e.ts, e.ts))
+            spans[e.run_id] = (min(first, e.ts), max(last, e.ts))
+        with self._transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(_INSERT_NEW if skip_existing else _INSERT, rows)
+            written = conn.total_changes - before
+            if skip_existing:
+                # Skipped events may carry other timestamps than the stored ones: re-read the span.
+                conn.executemany(_SPAN_FROM_EVENTS, [(rid,) for rid in spans])
+            else:
+                conn.executemany(_TOUCH_RUN, [(rid, first, last) for rid, (first, last) in spans.items()])
+        return written
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        # BEGIN IMMEDIATE takes the write lock up front, so a busy database makes us wait at the
+        # start (under busy_timeout) instead of failing halfway through an upgrade from a read lock.
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._pid == os.getpid() and not self._closed:
+            return conn
+        return self._open_for_this_thread()
+
+    def _open_for_this_thread(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"{self!r} is closed")
+            if self._pid != os.getpid():
+                # A forked child must not touch its parent's connections, not even to close them.
+                self._local = threading.local()
+                self._inherited += self._conns
+                self._conns = []
+                self._pid = os.getpid()
+            alive = [(t, c) for t, c in self._conns if t.is_alive()]
+            for thread, stale in self._conns:
+                if not thread.is_alive():
+                    stale.close()
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            alive.append((threading.current_thread(), conn))
+            self._conns = alive
+            self._local.conn = conn
+            return conn
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        self._enable_wal(conn)
+        # executescript would COMMIT first; run statement by statement inside our transaction.
+        with self._transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO trace_meta (key, value) VALUES ('schema_version', ?)"
+                " ON CONFLICT (key) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+        found = self.schema_version()
+        if found > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"trace store {self.path} has schema version {found}; this actionspace reads up to"
+                f" {SCHEMA_VERSION}; upgrade actionspace"
+            )
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs an exclusive lock and does not always go through the busy
+        # handler, so retry until the busy timeout runs out.
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                raise ConfigurationError(f"cannot put trace store {self.path} in WAL mode (got {mode!r})")
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
+
+def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
+    run_id, seq, kind, ts, call_id, data = row
+    return TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=json.loads(data))

@@ -1,0 +1,118 @@
+"""Open a trace store from a URL, and find the default one.
+
+Supported URLs:
+
+* ``memory://`` — in this process only; lost when it exits.
+* ``sqlite:///abs/path.db`` (absolute) or ``sqlite://relative/path.db`` (from the working
+  directory); ``~`` is expanded and missing parent directories are created.
+
+``postgresql://…`` is reserved for the PostgreSQL stores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from actionspace.errors import ConfigurationError
+from actionspace.trace.events import FindsRunIds, TraceStore
+from actionspace.trace.memory import MemoryTraceStore
+from actionspace.trace.sqlite import SqliteTraceStore
+
+__all__ = [
+    "SUPPORTED_URLS",
+    "StoreNotFoundError",
+    "default_store_url",
+    "open_trace_store",
+    "resolve_run_id",
+    "sqlite_path",
+]
+
+SUPPORTED_URLS: Final = ("memory://", "sqlite:///absolute/path.db", "sqlite://relative/path.db")
+_MAX_AMBIGUOUS_SHOWN: Final = 5
+
+
+class StoreNotFoundError(ConfigurationError):
+    """``open_trace_store(url, create=False)`` found no store at ``url``."""
+
+
+def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
+    """The trace store ``url`` names (see the module docstring for the forms).
+
+    With ``create=False`` a missing SQLite file raises :class:`StoreNotFoundError` instead of being
+    created, for commands that only read. Raises :class:`~actionspace.errors.ConfigurationError`
+    for an unsupported or malformed URL.
+    """
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        raise _unsupported(url)
+    scheme = scheme.lower()
+    if scheme == "memory":
+        if url[len("memory://") :]:
+            raise ConfigurationError(f"memory:// takes no path, got {url!r}")
+        return MemoryTraceStore()
+    if scheme == "sqlite":
+        path = sqlite_path(url)
+        if not path.exists():
+            if not create:
+                raise StoreNotFoundError(f"no trace store at {path} (nothing has been recorded there yet)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return SqliteTraceStore(path)
+    if scheme in ("postgresql", "postgres"):
+        raise ConfigurationError(
+            "the PostgreSQL trace store arrives with the PostgreSQL stores;"
+            " use sqlite:///path.db or memory:// until then"
+        )
+    raise _unsupported(url)
+
+
+def sqlite_path(url: str) -> Path:
+    """The file a ``sqlite://`` URL names, with ``~`` expanded; raises ConfigurationError if none."""
+    if not url.lower().startswith("sqlite://"):
+        raise ConfigurationError(f"not a sqlite:// URL: {url!r}")
+    raw = url[len("sqlite://") :]
+    if raw in ("", "/") or raw.endswith("/"):
+        raise ConfigurationError(f"{url!r} names no database file; expected e.g. sqlite:///var/trace.db")
+    if raw in (":memory:", "/:memory:"):
+        raise ConfigurationError("use memory:// for a trace store in memory, not sqlite://:memory:")
+    return Path(raw).expanduser()
+
+
+def default_store_url(environ: Mapping[str, str] | None = None) -> str:
+    """``$ACTIONSPACE_STORE`` if set, else ``sqlite:///$ACTIONSPACE_HOME/actionspace.db``.
+
+    ``ACTIONSPACE_HOME`` defaults to ``~/.actionspace``. ``environ`` defaults to ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    if url := env.get("ACTIONSPACE_STORE", "").strip():
+        return url
+    home = Path(env.get("ACTIONSPACE_HOME", "").strip() or "~/.actionspace").expanduser()
+    return f"sqlite://{(home.absolute() / 'actionspace.db').as_posix()}"
+
+
+def resolve_run_id(store: TraceStore, prefix: str) -> str:
+    """The one stored run id that starts with ``prefix`` (an exact id always wins).
+
+    Raises ``LookupError`` when no run or more than one run matches; the message says which.
+    """
+    if not prefix:
+        raise LookupError("give a run id or a prefix of one")
+    if isinstance(store, FindsRunIds):
+        found = store.run_ids(prefix, limit=_MAX_AMBIGUOUS_SHOWN + 1)
+    else:
+        found = sorted(s.run_id for s in store.runs(limit=10_000) if s.run_id.startswith(prefix))
+    if prefix in found:
+        return prefix
+    if not found:
+        raise LookupError(f"no run matches {prefix!r}")
+    if len(found) > 1:
+        shown = ", ".join(found[:_MAX_AMBIGUOUS_SHOWN])
+        more = ", …" if len(found) > _MAX_AMBIGUOUS_SHOWN else ""
+        raise LookupError(f"{prefix!r} matches several runs ({shown}{more}); give more of the id")
+    return found[0]
+
+
+def _unsupported(url: str) -> ConfigurationError:
+    return ConfigurationError(f"unsupported trace store URL {url!r}; supported: {', '.join(SUPPORTED_URLS)}")

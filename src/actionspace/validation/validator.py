@@ -1,0 +1,294 @@
+"""The validate stage: JSON Schema, semantic types, refinements, bindings, provenance, business rules.
+
+Each tool version is compiled once (:func:`compile_tool`); validating a call then costs one
+compiled JSON Schema check plus whatever the tool declared beyond it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+import jsonschema_rs
+from pydantic import ValidationError
+
+from actionspace.catalog.functions import coercion_errors
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.validation.semantic import SemanticCheck, compile_checkers
+from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
+
+__all__ = ["CompiledTool", "ValidationContext", "Validated", "after", "compile_tool", "validate"]
+
+MAX_FIELD_ERRORS = 20
+"""At most this many field errors are reported for one call (the rest are counted)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationContext:
+    """What a business validator or a binding resolver may read: who asks, in which run."""
+
+    run_id: str
+    node_id: str
+    call_id: str
+    principal_id: str
+    scopes: tuple[str, ...]
+    """The principal's scope patterns (see ``Principal.allows``)."""
+    resource_version: Callable[[str, str], str | None]
+    """``(kind, id) -> current version`` or None when the resource no longer exists."""
+    state: Mapping[str, Any] = field(default_factory=dict)
+    """The runtime's ``state`` mapping: handles to live services the validators read."""
+
+    def allows(self, scope: str) -> bool:
+        """True when the calling principal holds ``scope`` (glob patterns, as ``Principal.allows``)."""
+        return any(fnmatchcase(scope, pattern) for pattern in self.scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """A tool version ready for the hot path."""
+
+    spec: ToolSpec
+    validator: Any
+    checks: tuple[SemanticCheck, ...]
+    resource_checks: tuple[SemanticCheck, ...]
+    defaults: tuple[tuple[str, Any], ...]
+    simple: bool
+    """No check beyond the JSON Schema: validation is one ``is_valid`` call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Validated:
+    """The outcome of validation: the verdict and the normalized call."""
+
+    verdict: Verdict
+    arguments: Mapping[str, Any]
+    """With defaults written in and bound entities replaced by their ids."""
+    provenance: Mapping[str, str]
+    python_arguments: Mapping[str, Any] | None = None
+    """The arguments converted for a Python tool (``coerce``), when it needs conversion."""
+
+
+def compile_tool(spec: ToolSpec) -> CompiledTool:
+    """Compile a spec's schema and markers. Raises ConfigurationError on an invalid schema."""
+    try:
+        validator = jsonschema_rs.validator_for(dict(spec.input_schema))
+    except Exception as exc:
+        raise ConfigurationError(f"{spec.key}: input_schema is not a valid JSON Schema: {exc}") from exc
+    checks = compile_checkers(spec.input_schema)
+    value_checks = tuple(c for c in checks if c.kind != "resource_ref")
+    resource_checks = tuple(c for c in checks if c.kind == "resource_ref")
+    props = spec.input_schema.get("properties") or {}
+    defaults = tuple(
+        (name, sub["default"]) for name, sub in props.items() if isinstance(sub, Mapping) and "default" in sub
+    )
+    simple = not (
+        checks
+        or defaults
+        or spec.refinements
+        or spec.validators
+        or spec.bindings
+        or spec.high_risk_args
+        or spec.requires_approval
+        or spec.coerce
+    )
+    return CompiledTool(spec, validator, value_checks, resource_checks, defaults, simple)
+
+
+def _reject(message: str, errors: list[FieldError], **details: Any) -> Validated:
+    extra = len(errors) - MAX_FIELD_ERRORS
+    if extra > 0:
+        details["more_field_errors"] = extra
+    error = ActionError.of(
+        "invalid_arguments", message, field_errors=errors[:MAX_FIELD_ERRORS], details=details
+    )
+    return Validated(Rejected(error), {}, {})
+
+
+def schema_errors(validator: Any, args: Any) -> list[FieldError]:
+    """Every JSON Schema error as a FieldError with a JSON pointer to the offending value."""
+    out: list[FieldError] = []
+    for err in validator.iter_errors(args):
+        pointer = "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}" for p in err.instance_path)
+        kind = err.kind
+        if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
+            pointer = f"{pointer}/{kind.property}"
+        elif isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
+            for name in kind.unexpected:
+                out.append(FieldError(path=f"{pointer}/{name}", message=f"unexpected argument {name!r}"))
+            continue
+        out.append(FieldError(path=pointer, message=err.message[:300]))
+        if len(out) > 4 * MAX_FIELD_ERRORS:
+            break
+    return out
+
+
+def validate(
+    compiled: CompiledTool, arguments: Any, provenance: Mapping[str, str], ctx: ValidationContext | None
+) -> Validated:
+    """Run every check of the validate stage; never raises for any ``arguments``."""
+    if not isinstance(arguments, dict):
+        return _reject(
+            "arguments must be a JSON object",
+            [FieldError(path="", message=f"expected an object, got {type(arguments).__name__}")],
+        )
+    if compiled.simple:
+        if compiled.validator.is_valid(arguments):
+            return Validated(ACCEPTED, arguments, provenance)
+        return _reject("arguments do not match the tool's schema", schema_errors(compiled.validator, arguments))
+    if not compiled.validator.is_valid(arguments):
+        return _reject("arguments do not match the tool's schema", schema_errors(compiled.validator, arguments))
+    return _validate_rich(compiled, arguments, dict(provenance), ctx)
+
+
+def _validate_rich(
+    compiled: CompiledTool, arguments: dict[str, Any], provenance: dict[str, str], ctx: ValidationContext | None
+) -> Validated:
+    spec = compiled.spec
+    args = dict(arguments)
+    for name, value in compiled.defaults:
+        if name not in args:
+            args[name] = value
+            provenance[name] = "default"
+    errors: list[FieldError] = []
+    for check in compiled.checks:
+        for pointer, value in check.values(args):
+            reason = check.check(value)
+            if reason is not None:
+                errors.append(FieldError(path=pointer, message=reason))
+    for refine in spec.refinements:
+        errors.extend(refine(args) or ())
+    python_args: dict[str, Any] | None = None
+    if not errors and spec.coerce is not None:
+        try:
+            python_args = spec.coerce(args)
+        except ValidationError as exc:
+            errors.extend(FieldError(path=p, message=m) for p, m in coercion_errors(exc))
+    if errors:
+        return _reject("arguments are not valid for this tool", errors)
+    if ctx is None:
+        ctx = ValidationContext(
+            run_id="", node_id="", call_id="", principal_id="", scopes=(), resource_version=_no_resources
+        )
+    stale = _check_resources(compiled, args, ctx)
+    if stale is not None:
+        return Validated(Rejected(stale), {}, {})
+    bound = _bind(spec, args, ctx)
+    if isinstance(bound, ActionError):
+        return Validated(Rejected(bound), {}, {})
+    if bound is not args and python_args is not None and spec.coerce is not None:
+        python_args = spec.coerce(bound)
+    args = bound
+    approvals: list[NeedsApproval] = []
+    inferred = [a for a in spec.high_risk_args if a in args and provenance.get(a, "model_inferred") == "model_inferred"]
+    if inferred:
+        approvals.append(
+            NeedsApproval(
+                f"high-risk argument(s) {', '.join(inferred)} were inferred by the model",
+                {"arguments": inferred, "rule": "model_inferred_high_risk"},
+            )
+        )
+    for validator in spec.validators:
+        verdict = validator(ctx, args)
+        if verdict is None or isinstance(verdict, Accepted):
+            continue
+        if isinstance(verdict, Rejected):
+            return Validated(verdict, args, provenance)
+        if isinstance(verdict, NeedsApproval):
+            approvals.append(verdict)
+            continue
+        raise ConfigurationError(f"{spec.key}: validator {validator!r} returned {verdict!r}, not a Verdict")
+    if spec.requires_approval:
+        approvals.append(NeedsApproval(f"{spec.name} always needs approval", {"rule": "requires_approval"}))
+    if approvals:
+        reasons = "; ".join(a.reason for a in approvals)
+        details = {"rules": [dict(a.details) for a in approvals]}
+        return Validated(NeedsApproval(reasons, details), args, provenance, python_args)
+    return Validated(ACCEPTED, args, provenance, python_args)
+
+
+def _no_resources(kind: str, rid: str) -> str | None:
+    raise ConfigurationError(f"no resource version resolver for kind {kind!r}")
+
+
+def _check_resources(compiled: CompiledTool, args: Mapping[str, Any], ctx: ValidationContext) -> ActionError | None:
+    for check in compiled.resource_checks:
+        kind = check.resource_kind or ""
+        for pointer, ref in check.values(args):
+            rid, version = str(ref.get("id")), str(ref.get("version"))
+            current = ctx.resource_version(kind, rid)
+            if current == version:
+                continue
+            what = "no longer exists" if current is None else f"is at version {current}, not {version}"
+            return ActionError.of(
+                "stale_reference",
+                f"{kind or 'resource'} {rid} {what}; observe it again",
+                resource_ids=(rid,),
+                current_version=current,
+                details={"path": pointer, "kind": kind, "given_version": version},
+            )
+    return None
+
+
+def _bind(spec: ToolSpec, args: dict[str, Any], ctx: ValidationContext) -> dict[str, Any] | ActionError:
+    out = args
+    for name, resolver in spec.bindings.items():
+        if name not in args:
+            continue
+        value = args[name]
+        values = value if isinstance(value, list) else [value]
+        resolved = []
+        for i, item in enumerate(values):
+            pointer = f"/{name}/{i}" if isinstance(value, list) else f"/{name}"
+            matches = list(resolver(ctx, item))
+            if len(matches) > 1:
+                return ActionError.of(
+                    "ambiguous_reference",
+                    f"{item!r} matches {len(matches)} entities; choose one by id",
+                    candidates=[dict(m) for m in matches],
+                    details={"path": pointer, "value": item},
+                )
+            if not matches:
+                return ActionError.of(
+                    "invalid_arguments",
+                    f"nothing matches {item!r}",
+                    field_errors=[FieldError(path=pointer, message=f"no entity matches {item!r}")],
+                )
+            resolved.append(matches[0]["id"])
+        new_value = resolved if isinstance(value, list) else resolved[0]
+        if new_value != value:
+            if out is args:
+                out = dict(args)
+            out[name] = new_value
+    return out
+
+
+def after(later: str, earlier: str, *, strict: bool = True) -> Callable[[Mapping[str, Any]], Iterable[FieldError]]:
+    """A refinement: argument ``later`` must come after ``earlier`` (timestamps, numbers, strings)."""
+    from datetime import datetime
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                return value
+        return value
+
+    def refine(args: Mapping[str, Any]) -> Iterable[FieldError]:
+        if later not in args or earlier not in args:
+            return ()
+        a, b = parse(args[later]), parse(args[earlier])
+        try:
+            bad = a <= b if strict else a < b
+        except TypeError:
+            return ()
+        if bad:
+            word = "after" if strict else "at or after"
+            return (FieldError(path=f"/{later}", message=f"{later} must be {word} {earlier}"),)
+        return ()
+
+    refine.__name__ = f"{later}_after_{earlier}"
+    return refine
