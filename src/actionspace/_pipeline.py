@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
@@ -24,12 +24,12 @@ from actionspace.execution.executor import Failed, Outcome
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
 from actionspace.policy.principal import Principal, authorize
-from actionspace.trace.events import TraceEvent, TraceStore
-from actionspace.types import Observation, Provenance, ToolCall
+from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
+from actionspace.types import Observation, ToolCall, _provenance_fast
 from actionspace.validation.validator import CompiledTool, ValidationContext, Validated, compile_tool, validate
 from actionspace.validation.verdicts import NeedsApproval, Rejected
 
-__all__ = ["Ready", "Recorder", "RunState", "idempotency_key", "observe", "prepare"]
+__all__ = ["Ready", "RecordSink", "Recorder", "RunState", "idempotency_key", "observe", "prepare", "record_sink"]
 
 
 @dataclass(slots=True)
@@ -47,30 +47,40 @@ class RunState:
 
 
 class Recorder:
-    """Collects one call's events; the runtime hands them to the store together."""
+    """Collects one call's events as compact records; the store gets them together, once."""
 
-    __slots__ = ("call_id", "events", "run")
+    __slots__ = ("call_id", "records", "run")
 
     def __init__(self, run: RunState, call_id: str | None) -> None:
         self.run = run
         self.call_id = call_id
-        self.events: list[TraceEvent] = []
+        self.records: list[EventRecord] = []
 
     def add(self, kind: str, data: Mapping[str, Any]) -> None:
-        self.events.append(
-            TraceEvent(
-                run_id=self.run.run_id,
-                seq=next(self.run.seq),
-                kind=kind,
-                ts=time.time(),
-                call_id=self.call_id,
-                data=data,
-            )
-        )
+        self.records.append((next(self.run.seq), kind, time.time(), self.call_id, data))
 
-    def flush(self, store: TraceStore) -> None:
-        store.append_many(self.events)
-        self.events = []
+    def flush(self, sink: RecordSink) -> None:
+        if self.records:
+            sink(self.run.run_id, self.records)
+            self.records = []
+
+
+RecordSink = Callable[[str, Sequence[EventRecord]], None]
+"""Where a Recorder's records go: a store's ``append_records``, or a converter to ``append_many``."""
+
+
+def record_sink(store: TraceStore) -> RecordSink:
+    """The cheapest way to hand records to ``store`` (decided once, not per call)."""
+    if isinstance(store, AppendsRecords):
+        return store.append_records
+
+    def convert(run_id: str, records: Sequence[EventRecord]) -> None:
+        store.append_many([
+            TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
+            for seq, kind, ts, call_id, data in records
+        ])  # fmt: skip
+
+    return convert
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +242,29 @@ def observe(
         complete, cursor, total = value.complete, value.cursor, value.total
         value = value.data
     shaped = shape(value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts)
+    fields: dict[str, Any] = {
+        "call_id": ready.call_id,
+        "tool": spec.name,
+        "tool_version": spec.version,
+        "data": shaped.data,
+        "content_hash": shaped.content_hash,
+        "provenance": _provenance_fast(
+            fetched_at=time.time(),
+            resource_version=version,
+            trust=spec.labels.integrity,
+            labels=(spec.labels.confidentiality,),
+        ),
+    }
+    if effects:
+        fields["effects"] = effects
+    if shaped.trimming is not None:
+        fields["trimming"] = shaped.trimming
+    if shaped.artifact_ref is not None:
+        fields["artifact_ref"] = shaped.artifact_ref
+    if not (complete and shaped.complete):
+        fields["complete"] = False
+    if cursor is not None or total is not None:
+        fields["cursor"], fields["total"] = cursor, total
     diagnostics: dict[str, Any] = {}
     if outcome.attempts > 1:
         diagnostics["attempts"] = outcome.attempts
@@ -241,33 +274,11 @@ def observe(
         diagnostics["idempotency_key"] = ready.key
     if spec.lifecycle == "deprecated":
         diagnostics["deprecated_by"] = spec.deprecated_by
-    obs = Observation(
-        call_id=ready.call_id,
-        tool=spec.name,
-        tool_version=spec.version,
-        data=shaped.data,
-        effects=effects,
-        diagnostics=diagnostics,
-        artifact_ref=shaped.artifact_ref,
-        complete=complete and shaped.complete,
-        cursor=cursor,
-        total=total,
-        content_hash=shaped.content_hash,
-        provenance=_fresh(version, spec),
-        trimming=shaped.trimming,
-    )
+    if diagnostics:
+        fields["diagnostics"] = diagnostics
+    obs = Observation._fast(**fields)
     rec.add("observation", _observation_event(obs))
     return obs
-
-
-def _fresh(version: str | None, spec: ToolSpec) -> Provenance:
-    return Provenance(
-        source="tool",
-        fetched_at=time.time(),
-        resource_version=version,
-        trust=spec.labels.integrity,
-        labels=(spec.labels.confidentiality,),
-    )
 
 
 def _observation_event(obs: Observation) -> dict[str, Any]:

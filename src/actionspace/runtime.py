@@ -9,7 +9,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from actionspace._pipeline import Compiler, Ready, Recorder, RunState, context_factory, observe, prepare
+from actionspace._pipeline import (
+    Compiler,
+    Ready,
+    Recorder,
+    RunState,
+    context_factory,
+    observe,
+    prepare,
+    record_sink,
+)
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -35,13 +44,11 @@ DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 def _open_store(url: str) -> tuple[TraceStore, ArtifactStore]:
     if url == "memory://":
         return MemoryTraceStore(), MemoryArtifactStore()
-    from actionspace.trace.store import open_trace_store
+    from actionspace.trace.store import open_trace_store, sqlite_path
 
     store = open_trace_store(url)
     if url.startswith("sqlite://"):
-        path = Path(url.removeprefix("sqlite://").removeprefix("/") if not url.startswith("sqlite:///")
-                    else url.removeprefix("sqlite://"))
-        return store, FolderArtifactStore(path.with_suffix(".artifacts"))
+        return store, FolderArtifactStore(sqlite_path(url).with_suffix(".artifacts"))
     return store, MemoryArtifactStore()
 
 
@@ -70,6 +77,7 @@ class Runtime:
             store = default_store_url()
         self.store_url = store
         self.trace, default_artifacts = _open_store(store)
+        self._sink = record_sink(self.trace)
         if isinstance(artifacts, str | Path):
             artifacts = FolderArtifactStore(Path(artifacts))
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
@@ -155,7 +163,7 @@ class Runtime:
                     if start == 0:
                         rec = Recorder(run, None)
                         rec.add("run_started", {"principal": run.principal.id})
-                        rec.flush(self.trace)
+                        rec.flush(self._sink)
         return run
 
     def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
@@ -190,7 +198,7 @@ class Runtime:
             "offered": [{"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in offered],
             "left_out": left_out,
         })
-        rec.flush(self.trace)
+        rec.flush(self._sink)
         return [s.describe() for s in offered]
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
@@ -198,14 +206,14 @@ class Runtime:
         run = self._run(run_id, None)
         rec = Recorder(run, None)
         rec.add("run_finished", {"status": status, **data})
-        rec.flush(self.trace)
+        rec.flush(self._sink)
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append an event of another stage (for example ``verified``) to a run's trace."""
         run = self._run(run_id, None)
         rec = Recorder(run, call_id)
         rec.add(kind, data)
-        rec.flush(self.trace)
+        rec.flush(self._sink)
 
     # ------------------------------------------------------------------ calls
     def _parse(self, raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
@@ -257,7 +265,7 @@ class Runtime:
         except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
             return [self._internal(exc, rec)]
         finally:
-            rec.flush(self.trace)
+            rec.flush(self._sink)
 
     def call(
         self,
@@ -291,7 +299,7 @@ class Runtime:
         except Exception as exc:
             return self._internal(exc, rec)
         finally:
-            rec.flush(self.trace)
+            rec.flush(self._sink)
 
     async def acall(
         self,
@@ -326,7 +334,7 @@ class Runtime:
         except Exception as exc:
             return self._internal(exc, rec)
         finally:
-            rec.flush(self.trace)
+            rec.flush(self._sink)
 
     async def acall_all(
         self,

@@ -6,7 +6,7 @@ through JSON (trace, ledger, HTTP, MCP) unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -25,6 +25,27 @@ __all__ = [
 
 ObservationStatus = Literal["ok", "partial", "error"]
 EffectKind = Literal["created", "updated", "deleted", "sent"]
+class _EmptyMapping(Mapping[str, Any]):
+    """An immutable, hashable empty mapping: a safe class-level default."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+_EMPTY: Mapping[str, Any] = _EmptyMapping()
+
 ArgSource = str
 """Where an argument value came from: ``user``, ``tool_result:<call_id>``, ``model_inferred``,
 ``default``."""
@@ -88,7 +109,7 @@ class Effect:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class Provenance:
     """Where an observation's data came from and how far it can be trusted."""
 
@@ -150,9 +171,19 @@ class Trimming:
 _EMPTY_PROVENANCE = Provenance()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+def _provenance_fast(**fields: Any) -> Provenance:
+    obj = object.__new__(Provenance)
+    obj.__dict__.update(fields)
+    return obj
+
+
+@dataclass(frozen=True, kw_only=True)
 class Observation:
-    """What the model sees after a proposal: a bounded result or a typed error (DESIGN §5)."""
+    """What the model sees after a proposal: a bounded result or a typed error (DESIGN §5).
+
+    Immutable. Every default is an immutable value kept on the class, which lets the runtime
+    build observations through :meth:`_fast` without paying for a 17-argument frozen ``__init__``.
+    """
 
     call_id: str
     tool: str
@@ -161,7 +192,7 @@ class Observation:
     data: Any = None
     effects: tuple[Effect, ...] = ()
     error: ActionError | None = None
-    diagnostics: Mapping[str, Any] = field(default_factory=dict)
+    diagnostics: Mapping[str, Any] = _EMPTY
     artifact_ref: str | None = None
     """``artifact://sha256/<hex>`` of the full raw output, when it was kept."""
     complete: bool = True
@@ -178,6 +209,13 @@ class Observation:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @classmethod
+    def _fast(cls, **fields: Any) -> Observation:
+        """Build without ``__init__``: unset fields read their class-level defaults. Internal."""
+        obj = object.__new__(cls)
+        obj.__dict__.update(fields)
+        return obj
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -57,8 +57,7 @@ class CalendarService:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        with self._tx() as db:
-            db.executescript(_SCHEMA)
+        self._conn().executescript(_SCHEMA)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

@@ -37,8 +37,8 @@ def render_report(report: DemoReport) -> RenderableType:
     timeline = Table(title=f"request: {report.request!r}", expand=True, show_lines=True)
     timeline.add_column("#", justify="right", width=3)
     timeline.add_column("model turn (format)", ratio=2)
-    timeline.add_column("tool", ratio=1)
-    timeline.add_column("outcome", ratio=1)
+    timeline.add_column("tool", no_wrap=True)
+    timeline.add_column("outcome", no_wrap=True)
     timeline.add_column("what the observation says", ratio=4)
     timeline.add_column("next move", ratio=2)
     for step in report.steps:

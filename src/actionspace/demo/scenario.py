@@ -95,8 +95,7 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
         if not clashes:
             return None
         tz = ZoneInfo(args["timezone"])
-        day_start = start.replace(hour=9, minute=0)
-        slots = service.free_slots([USER, *args["attendees"]], day_start, end - start)
+        slots = service.free_slots([USER, *args["attendees"]], start, end - start)
         return Rejected(ActionError.of(
             "conflict",
             f"{clashes[0]['user_id']} is busy with {clashes[0]['title']!r} at that time",
@@ -238,11 +237,11 @@ def _script(day: date) -> Callable[[Sequence[Observation]], Move | None]:
             return ("list the team the user chose", "openai",
                     _openai("list_team_members", {"team": team}, "call_4"), {"team": "user"})
         tz = history[1].data["timezone"]
-        members = [m["id"] for m in history[4].data["members"]]
+        members = [m["id"] for m in history[3].data["members"]]
         offset = datetime.fromisoformat(start_local).replace(tzinfo=ZoneInfo(tz)).isoformat()[-6:]
         args: dict[str, Any] = {"title": title, "timezone": tz, "attendees": members}
         prov = {"title": "user", "timezone": f"tool_result:{history[1].call_id}",
-                "attendees": f"tool_result:{history[4].call_id}", "start": "model_inferred", "end": "model_inferred"}
+                "attendees": f"tool_result:{history[3].call_id}", "start": "model_inferred", "end": "model_inferred"}
         if k == 4:
             args |= {"start": end_local + offset, "end": start_local + offset}
             return ("propose the event (start and end swapped)", "openai", _openai("create_event", args, "call_5"), prov)

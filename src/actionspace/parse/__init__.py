@@ -1,1 +1,59 @@
-"""parse."""
+"""Provider formats in, :class:`~actionspace.types.ToolCall` out.
+
+:func:`parse` reads whatever a model or a provider SDK produced — a ``ToolCall``, provider objects
+(OpenAI chat and Responses, Anthropic, MCP ``tools/call``), their JSON text, or raw model text in
+the formats open-weight models emit without a server-side tool parser (Hermes/Qwen, Qwen3-Coder XML,
+Llama 3.x/4, pythonic lists, Mistral, DeepSeek, GLM-4.5, Kimi K2, gpt-oss harmony, Gemma,
+FunctionGemma, JSON and fenced JSON) — and returns a :class:`ParseResult`. It never raises:
+anything malformed comes back as ``error`` with category ``parse_error``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actionspace.errors import ActionError
+from actionspace.parse._result import Collector, ParseResult
+from actionspace.parse._structured import add_value, fast_openai_entry
+from actionspace.types import ToolCall
+
+__all__ = ["ParseResult", "parse"]
+
+
+def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> ParseResult:
+    """Every tool call in ``raw``, with the text and reasoning around them.
+
+    ``raw`` may be a ``ToolCall``; a provider dict (or its JSON text, or a pydantic SDK object);
+    raw model text (``str`` or UTF-8 ``bytes``); or a list/tuple of any of these, whose calls are
+    concatenated in order. ``tools`` (OpenAI tool dicts, ``{"name", "input_schema"}`` dicts or
+    ``ToolSpec`` objects) types the text-valued arguments of Qwen3 XML and GLM-4.5 by schema.
+
+    Never raises. A fault ends parsing at that point: ``calls`` keeps the well-formed calls before
+    it, and ``error`` is a ``parse_error`` whose ``details`` carry ``format``, ``reason``,
+    ``position`` (character offset) with ``line``/``column`` for text, ``path`` for objects, and
+    the call ``index`` / ``id`` when known. A call is never guessed: a truncated call is dropped.
+    """
+    try:
+        if isinstance(raw, ToolCall):
+            return ParseResult(calls=(raw,), content=None, reasoning=None, error=None, format="toolcall")
+        if isinstance(raw, str) and raw[:1] == "{":
+            try:
+                value = json.loads(raw)
+            except (ValueError, RecursionError):
+                pass
+            else:
+                fast = fast_openai_entry(value)
+                if fast is not None:
+                    return fast
+        coll = Collector(tools)
+        add_value(raw, coll)
+        return coll.result()
+    except Exception as exc:  # a bug here must not take the runtime down; report it instead
+        error = ActionError.of(
+            "internal",
+            f"parse failed unexpectedly ({type(exc).__name__}: {str(exc)[:200]})",
+            details={"reason": "internal", "exception": type(exc).__name__},
+        )
+        return ParseResult(calls=(), content=None, reasoning=None, error=error, format="unknown")

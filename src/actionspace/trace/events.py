@@ -14,7 +14,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 __all__ = [
     "EVENT_KINDS",
     "AppendsNew",
+    "AppendsRecords",
     "EventKind",
+    "EventRecord",
     "FindsRunIds",
     "RunSummary",
     "TraceEvent",
@@ -39,6 +41,10 @@ EventKind = Literal[
     "run_finished",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+
+EventRecord = tuple[int, str, float, "str | None", Mapping[str, Any]]
+"""A compact event of one run: ``(seq, kind, ts, call_id, data)``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +118,13 @@ class TraceStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AppendsRecords(Protocol):
+    """A store that takes compact records directly (no TraceEvent objects on the hot path)."""
+
+    def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None: ...
 
 
 @runtime_checkable

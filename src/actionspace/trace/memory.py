@@ -1,11 +1,15 @@
-"""In-memory trace store: for tests and benchmarks; lost with the process."""
+"""In-memory trace store: for tests and benchmarks; lost with the process.
+
+Events are kept as compact records and become ``TraceEvent`` objects only when read, so recording
+costs the hot path a tuple per event.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
 
-from actionspace.trace.events import RunSummary, TraceEvent, summarize
+from actionspace.trace.events import EventRecord, RunSummary, TraceEvent, summarize
 
 __all__ = ["MemoryTraceStore"]
 
@@ -14,34 +18,48 @@ class MemoryTraceStore:
     """Keeps events in per-run lists; thread-safe appends."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, list[TraceEvent]] = {}
+        self._runs: dict[str, list[EventRecord]] = {}
+        self._next: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def append_many(self, events: Sequence[TraceEvent]) -> None:
-        if not events:
+    def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        """Append ``(seq, kind, ts, call_id, data)`` records of one run (the runtime's fast path)."""
+        if not records:
             return
         with self._lock:
-            for event in events:
-                run = self._runs.get(event.run_id)
-                if run is None:
-                    run = self._runs[event.run_id] = []
-                run.append(event)
+            run = self._runs.get(run_id)
+            if run is None:
+                run = self._runs[run_id] = []
+            run.extend(records)
+            top = max(r[0] for r in records) + 1
+            if top > self._next.get(run_id, 0):
+                self._next[run_id] = top
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        by_run: dict[str, list[EventRecord]] = {}
+        for e in events:
+            by_run.setdefault(e.run_id, []).append((e.seq, e.kind, e.ts, e.call_id, e.data))
+        for run_id, records in by_run.items():
+            self.append_records(run_id, records)
 
     def events(self, run_id: str) -> list[TraceEvent]:
         with self._lock:
-            return sorted(self._runs.get(run_id, ()), key=lambda e: e.seq)
+            records = sorted(self._runs.get(run_id, ()), key=lambda r: r[0])
+        return [
+            TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
+            for seq, kind, ts, call_id, data in records
+        ]
 
     def runs(self, *, limit: int = 50) -> list[RunSummary]:
         with self._lock:
-            items = [(rid, list(evs)) for rid, evs in self._runs.items()]
-        out = [s for rid, evs in items if (s := summarize(rid, evs)) is not None]
+            ids = list(self._runs)
+        out = [s for rid in ids if (s := summarize(rid, self.events(rid))) is not None]
         out.sort(key=lambda s: s.last_at, reverse=True)
         return out[:limit]
 
     def next_seq(self, run_id: str) -> int:
         with self._lock:
-            run = self._runs.get(run_id)
-            return (run[-1].seq + 1) if run else 0
+            return self._next.get(run_id, 0)
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix``, sorted; at most ``limit`` of them (None: all)."""

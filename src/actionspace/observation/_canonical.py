@@ -1,0 +1,205 @@
+"""Canonical JSON for observation data: the form ``content_hash`` and byte budgets are measured on.
+
+The canonical form is ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+ensure_ascii=False, allow_nan=False)`` of the *normalized* value, encoded as UTF-8. For the values
+tools usually return (objects, arrays, strings, integers below 2**53, booleans, null) it is byte
+for byte RFC 8785. It differs in two corners, on purpose, because it is computed on every tool call
+and the C encoder is an order of magnitude faster than a full JCS implementation: floats are
+written with Python's ``repr`` (``1e+21`` for JCS, ``1e+21`` here too, but ``1.0`` here where JCS
+writes ``1``), and keys are sorted by code point rather than by UTF-16 code unit (they differ only
+for keys with characters outside the Basic Multilingual Plane). Hashes are therefore stable inside
+actionspace but not comparable with other JCS implementations for float-bearing data.
+
+``normalize`` turns any Python value into plain JSON: pydantic models through
+``model_dump(mode="json")``, dataclasses through ``asdict``, dates as ISO 8601, enums by value,
+sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
+``"-Infinity"``, and anything else as its ``repr``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import hashlib
+import json
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any, Final
+
+__all__ = [
+    "canonical_bytes",
+    "canonical_text",
+    "clip_end",
+    "clip_middle",
+    "content_hash",
+    "dumps_plain",
+    "json_size",
+    "normalize",
+]
+
+_MAX_DEPTH: Final = 200
+"""Nesting below this depth is replaced by a placeholder string (protects the C encoder's stack)."""
+
+
+def _reject(value: object) -> object:
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _make_encoder() -> Callable[[Any], str]:
+    import json.encoder
+
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    encode_basestring = json.encoder.encode_basestring
+    if c_make_encoder is not None:
+        try:
+            chunks = c_make_encoder(None, _reject, encode_basestring, None, ":", ",", True, False, False)
+        except TypeError:  # pragma: no cover - a future signature change
+            chunks = None
+        if chunks is not None:
+            return lambda value: "".join(chunks(value, 0))
+    encoder = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+    )
+    return encoder.encode  # pragma: no cover
+
+
+dumps_plain: Final = _make_encoder()
+"""Canonical text of a value that is already plain JSON; raises TypeError, ValueError or
+RecursionError otherwise (callers fall back to ``normalize``)."""
+
+
+def canonical_text(value: object) -> str:
+    """The canonical JSON text of ``value`` (normalized first when it is not plain JSON)."""
+    try:
+        return dumps_plain(value)
+    except (TypeError, ValueError, RecursionError):
+        return dumps_plain(normalize(value))
+
+
+def canonical_bytes(value: object) -> bytes:
+    """The canonical JSON of ``value`` as UTF-8 bytes (lone surrogates pass through)."""
+    return canonical_text(value).encode("utf-8", "surrogatepass")
+
+
+def content_hash(value: object) -> str:
+    """sha256 hex of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def json_size(value: object) -> int:
+    """Bytes of the canonical JSON of ``value``."""
+    text = canonical_text(value)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def clip_end(text: str, limit: int, length: int | None = None) -> str:
+    """``text`` cut to ``limit`` characters with a marker naming how many were dropped.
+
+    ``length`` is the length of the original when ``text`` is already a prefix of it.
+    """
+    total = len(text) if length is None else length
+    if total <= limit:
+        return text
+    return f"{text[:limit]}…[+{total - limit} chars]"
+
+
+def clip_middle(text: str, limit: int) -> str:
+    """``text`` reduced to about ``limit`` characters: its head and tail around an omission marker."""
+    if len(text) <= limit:
+        return text
+    head = (limit * 2 + 2) // 3
+    tail = limit - head
+    dropped = len(text) - head - tail
+    return f"{text[:head]}…[{dropped} chars omitted]…{text[len(text) - tail :] if tail else ''}"
+
+
+def normalize(value: object) -> Any:
+    """``value`` as plain JSON (see the module docstring for the conversions)."""
+    return _normalize(value, 0, set())
+
+
+def _normalize(value: object, depth: int, path: set[int]) -> Any:
+    kind = type(value)
+    if value is None or kind is str or kind is bool:
+        return value
+    if kind is int:
+        return _int(value)  # type: ignore[arg-type]
+    if isinstance(value, enum.Enum):
+        return _normalize(value.value, depth, path)
+    if isinstance(value, int):
+        return _int(int(value))
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, str):
+        return str(value)
+    if depth >= _MAX_DEPTH:
+        return "<nested too deep>"
+    if isinstance(value, Mapping | list | tuple | deque | set | frozenset):
+        return _container(value, depth, path)
+    return _leaf(value, depth, path)
+
+
+def _container(value: Iterable[Any], depth: int, path: set[int]) -> Any:
+    marker = id(value)
+    if marker in path:
+        return "<cycle>"
+    path.add(marker)
+    try:
+        if isinstance(value, Mapping):
+            return {_key(k): _normalize(v, depth + 1, path) for k, v in value.items()}
+        items = [_normalize(v, depth + 1, path) for v in value]
+        if isinstance(value, set | frozenset):
+            items.sort(key=canonical_text)
+        return items
+    finally:
+        path.discard(marker)
+
+
+def _leaf(value: object, depth: int, path: set[int]) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    dump = getattr(type(value), "model_dump", None)
+    if callable(dump):
+        try:
+            return _normalize(dump(value, mode="json"), depth + 1, path)
+        except Exception:
+            return repr(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _normalize(dataclasses.asdict(value), depth + 1, path)
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, Decimal | uuid.UUID | PurePath):
+        return str(value)
+    return repr(value)
+
+
+def _int(value: int) -> Any:
+    try:
+        int.__repr__(value)
+    except ValueError:
+        return f"<int of {value.bit_length()} bits>"
+    return int(value)
+
+
+def _float(value: float) -> Any:
+    if math.isfinite(value):
+        return float(value)
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def _key(key: object) -> str:
+    if isinstance(key, str):
+        return str(key)
+    if key is None or isinstance(key, bool | int | float):
+        text = canonical_text(key)
+        return text if not text.startswith('"') else str(json.loads(text))
+    if isinstance(key, enum.Enum):
+        return _key(key.value)
+    return str(key)

@@ -1,0 +1,303 @@
+"""``shape``: a tool result in, a bounded observation ``data`` out (DESIGN §5)."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from hashlib import sha256
+from itertools import chain
+from json.encoder import encode_basestring
+from typing import Any, Final
+
+from actionspace.errors import ConfigurationError
+from actionspace.observation._artifacts import ArtifactStore
+from actionspace.observation._canonical import canonical_text, dumps_plain, normalize
+from actionspace.observation.rules import MIN_MAX_BYTES, RULES, JsonRule, Source, TrimRule
+from actionspace.observation.rules._base import TextSource, is_stream
+from actionspace.observation.rules.json import project
+from actionspace.types import Trimming
+
+__all__ = ["Shaped", "shape"]
+
+SLICE_CHARS: Final = 1 << 20
+"""Text is handed to a rule in pieces of at most this many characters (or bytes)."""
+SPILL_BYTES: Final = 256 * 1024
+"""Raw text held in memory before it starts streaming into the artifact store."""
+_PARSE_LIMIT: Final = 64 << 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shaped:
+    """A shaped tool result: what goes into ``Observation.data`` and its envelope fields."""
+
+    data: Any
+    """The projection the model sees; plain JSON of at most ``max_bytes`` bytes (canonical)."""
+    trimming: Trimming | None
+    """Which rule ran and how much it kept; None only when nothing was cut and no rule ran."""
+    complete: bool
+    """False whenever anything was cut."""
+    artifact_ref: str | None
+    """``artifact://sha256/<hex>`` of the full raw output when something was cut (or always with
+    ``keep_raw``) and a store was given; None otherwise."""
+    content_hash: str
+    """sha256 hex of the canonical JSON of ``data`` (see ``_canonical`` for the canonical form)."""
+
+
+_set_data = Shaped.__dict__["data"].__set__
+_set_trimming = Shaped.__dict__["trimming"].__set__
+_set_complete = Shaped.__dict__["complete"].__set__
+_set_ref = Shaped.__dict__["artifact_ref"].__set__
+_set_hash = Shaped.__dict__["content_hash"].__set__
+_new = object.__new__
+
+
+def _unchanged(data: Any, digest: str) -> Shaped:
+    # The per-call path: the generated frozen __init__ costs more than the rest of shape().
+    shaped: Shaped = _new(Shaped)
+    _set_data(shaped, data)
+    _set_trimming(shaped, None)
+    _set_complete(shaped, True)
+    _set_ref(shaped, None)
+    _set_hash(shaped, digest)
+    return shaped
+
+
+def shape(
+    value: object,
+    *,
+    rule: str = "json-v1",
+    max_bytes: int = 16_384,
+    artifacts: ArtifactStore | None = None,
+    keep_raw: bool = False,
+) -> Shaped:
+    """Project a tool result into bounded observation data with the trimming rule ``rule``.
+
+    ``value`` is any JSON-able value (pydantic models, dataclasses and other objects are
+    normalized), ``bytes``, or an iterator of ``str`` / ``bytes`` chunks, which is consumed once,
+    in bounded memory, while its raw bytes stream into ``artifacts``. A rule that does not
+    recognise the value's shape (say ``log-v1`` given a dict without output) leaves it to
+    ``json-v1``. ``max_bytes`` bounds the canonical JSON of ``data`` (at least 256).
+
+    Raises ``ConfigurationError`` for an unknown rule, a budget under 256 bytes, or ``keep_raw``
+    without a store. Exceptions raised by a streamed iterator propagate unchanged.
+    """
+    if rule == "json-v1" and not keep_raw and max_bytes >= MIN_MAX_BYTES:
+        plain: Any = value
+        kind = type(plain)
+        text: str | None = None
+        try:
+            if kind is int:
+                text = int.__repr__(plain)
+            elif kind is str:
+                if len(plain) <= max_bytes:
+                    text = encode_basestring(plain)
+            elif plain is None:
+                text = "null"
+            elif kind is bool:
+                text = "true" if plain else "false"
+            elif kind is float:
+                if plain - plain == 0.0:
+                    text = float.__repr__(plain)
+            elif kind is dict or kind is list:
+                text = dumps_plain(plain)
+                if len(text) <= MEMO_CHARS:
+                    digest = _digests.get(text)
+                    if digest is not None:
+                        return _unchanged(plain, digest)
+            if text is not None and len(text) <= max_bytes:
+                if kind is not dict and kind is not list:
+                    known = _scalars.get(text)
+                    if known is not None:
+                        return known
+                raw = text.encode()
+                if len(raw) <= max_bytes:
+                    return _remember(text, plain, sha256(raw).hexdigest(), kind is dict or kind is list)
+        except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+            text = None
+        return _shape(value, rule, max_bytes, artifacts, keep_raw, text)
+    return _shape(value, rule, max_bytes, artifacts, keep_raw, None)
+
+
+MEMO_CHARS: Final = 128
+"""Canonical texts up to this length have their digest (and, for scalars, their whole ``Shaped``)
+memoized: most tool calls return the same few small values (``true``, ``{"ok":true}``)."""
+_MEMO_ENTRIES: Final = 4096
+_digests: dict[str, str] = {}
+_scalars: dict[str, Shaped] = {}
+
+
+def _remember(text: str, plain: Any, digest: str, mutable: bool) -> Shaped:
+    shaped = _unchanged(plain, digest)
+    if len(text) <= MEMO_CHARS:
+        memo: dict[str, Any] = _digests if mutable else _scalars
+        if len(memo) >= _MEMO_ENTRIES:
+            memo.clear()
+        memo[text] = digest if mutable else shaped
+    return shaped
+
+
+def _shape(
+    value: object,
+    rule: str,
+    max_bytes: int,
+    artifacts: ArtifactStore | None,
+    keep_raw: bool,
+    text: str | None,
+) -> Shaped:
+    if max_bytes < MIN_MAX_BYTES:
+        raise ConfigurationError(f"max_bytes must be at least {MIN_MAX_BYTES}, got {max_bytes}")
+    if keep_raw and artifacts is None:
+        raise ConfigurationError("keep_raw=True needs an artifact store")
+    chosen = RULES.get(rule)
+    if chosen is None:
+        raise ConfigurationError(f"unknown trimming rule {rule!r}; known: {', '.join(sorted(RULES))}")
+    if chosen is not JsonRule:
+        source = chosen.unwrap(value)
+        if source is not None:
+            return _run(chosen, source, max_bytes, artifacts, keep_raw)
+    return _shape_json(value, max_bytes, artifacts, keep_raw, text)
+
+
+def _shape_json(
+    value: object, max_bytes: int, artifacts: ArtifactStore | None, keep_raw: bool, text: str | None
+) -> Shaped:
+    raw: bytes | None = None
+    if is_stream(value):
+        return _run(JsonRule, Source(text=value), max_bytes, artifacts, keep_raw)  # type: ignore[arg-type]
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        parsed = _parse(raw)
+        if parsed is _NOT_JSON:
+            return _run(JsonRule, Source(text=raw), max_bytes, artifacts, keep_raw)
+        value = parsed
+    plain = value if text is not None else normalize(value)
+    canonical = (text if text is not None else dumps_plain(plain)).encode("utf-8", "surrogatepass")
+    raw = canonical if raw is None else raw
+    if len(canonical) <= max_bytes:
+        ref = artifacts.put(raw) if keep_raw and artifacts is not None else None
+        digest = sha256(canonical).hexdigest()
+        return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
+    data = project(normalize(plain), max_bytes)
+    kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+    return Shaped(
+        data=data,
+        trimming=Trimming(
+            rule=JsonRule.name, rule_version=JsonRule.version, original_bytes=len(raw), kept_bytes=len(kept)
+        ),
+        complete=False,
+        artifact_ref=artifacts.put(raw) if artifacts is not None else None,
+        content_hash=sha256(kept).hexdigest(),
+    )
+
+
+_NOT_JSON: Final = object()
+
+
+def _parse(raw: bytes) -> Any:
+    """``raw`` parsed as JSON when it is an object or array, else ``_NOT_JSON``."""
+    start = raw[:64].lstrip()
+    if len(raw) > _PARSE_LIMIT or not start.startswith((b"{", b"[")):
+        return _NOT_JSON
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _run(
+    rule: type[TrimRule], source: Source, max_bytes: int, artifacts: ArtifactStore | None, keep_raw: bool
+) -> Shaped:
+    trimmer = rule(max_bytes=max_bytes, fields=source.fields)
+    ref: str | None = None
+    if source.items is not None:
+        for item in source.items:
+            trimmer.feed_item(item)
+        items = canonical_text(source.items).encode("utf-8", "surrogatepass")
+        held: bytes | None = items
+        original = len(items)
+    else:
+        pump = _Pump(trimmer, artifacts)
+        pump.run(source.text if source.text is not None else "")
+        original, ref = pump.size, pump.ref
+        held = b"".join(pump.held) if pump.held is not None else None
+    data, cut = trimmer.finish()
+    kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+    if len(kept) > max_bytes:  # a rule overran its budget: never let that reach the model
+        data, cut = project(normalize(data), max_bytes), True
+        kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+    if artifacts is not None and (cut or keep_raw):
+        if ref is None and held is not None:
+            ref = artifacts.put(held)
+    else:
+        ref = None
+    trimming = None
+    if cut or rule is not JsonRule:
+        trimming = Trimming(
+            rule=rule.name, rule_version=rule.version, original_bytes=original, kept_bytes=len(kept)
+        )
+    digest = sha256(kept).hexdigest()
+    return Shaped(data=data, trimming=trimming, complete=not cut, artifact_ref=ref, content_hash=digest)
+
+
+class _Pump:
+    """Feeds text to a rule piece by piece while counting its bytes and teeing them to a store.
+
+    Up to ``SPILL_BYTES`` are held in memory (a short output that turns out uncut is never
+    stored); beyond that the rest streams through ``ArtifactStore.put_stream``.
+    """
+
+    def __init__(self, rule: TrimRule, store: ArtifactStore | None) -> None:
+        self._rule = rule
+        self._store = store
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending_bytes = False
+        self.size = 0
+        self.held: list[bytes] | None = [] if store is not None else None
+        self.ref: str | None = None
+
+    def run(self, text: TextSource) -> None:
+        pieces = self._pieces(text)
+        held_size = 0
+        for raw in pieces:
+            if self.held is None or self._store is None:
+                continue
+            self.held.append(raw)
+            held_size += len(raw)
+            if held_size > SPILL_BYTES:
+                held, self.held = self.held, None
+                self.ref = self._store.put_stream(chain(held, pieces))
+                break
+        self._flush_decoder()
+
+    def _pieces(self, text: TextSource) -> Iterator[bytes]:
+        chunks: Iterable[Any] = (text,) if isinstance(text, str | bytes | bytearray | memoryview) else text
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                view = memoryview(chunk).cast("B")
+                for start in range(0, len(view), SLICE_CHARS):
+                    raw = bytes(view[start : start + SLICE_CHARS])
+                    self._pending_bytes = True
+                    self._feed(self._decoder.decode(raw))
+                    self.size += len(raw)
+                    yield raw
+                continue
+            if not isinstance(chunk, str):
+                chunk = canonical_text(chunk) + "\n"
+            self._flush_decoder()
+            for start in range(0, len(chunk), SLICE_CHARS):
+                part = chunk if len(chunk) <= SLICE_CHARS else chunk[start : start + SLICE_CHARS]
+                self._feed(part)
+                raw = part.encode("utf-8", "surrogatepass")
+                self.size += len(raw)
+                yield raw
+
+    def _feed(self, text: str) -> None:
+        if text:
+            self._rule.feed(text)
+
+    def _flush_decoder(self) -> None:
+        if self._pending_bytes:
+            self._pending_bytes = False
+            self._feed(self._decoder.decode(b"", final=True))

@@ -1,0 +1,140 @@
+"""Pythonic calls, ``[get_weather(city="Paris"), f(x=[1, 2])]``, read with ``ast`` and literals only."""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from typing import Any
+
+from actionspace.parse._result import Malformed
+from actionspace.types import ToolCall
+
+__all__ = ["parse_call_list", "parse_statements"]
+
+_TRUNCATION_HINTS = ("was never closed", "unterminated", "unexpected EOF", "expected ':'")
+
+
+class _Source:
+    """Maps ``ast`` line/column positions back to offsets in the text they came from."""
+
+    def __init__(self, text: str, base: int) -> None:
+        self.text = text
+        self.base = base
+        self.starts = [0]
+        for i, ch in enumerate(text):
+            if ch == "\n":
+                self.starts.append(i + 1)
+
+    def offset(self, line: int | None, column: int | None, *, byte_column: bool) -> int:
+        if not line:
+            return self.base
+        line_start = self.starts[min(line, len(self.starts)) - 1]
+        column = max(column or 0, 0)
+        if byte_column:
+            line_text = self.text[line_start:].split("\n", 1)[0]
+            column = len(line_text.encode("utf-8")[:column].decode("utf-8", "ignore"))
+        return self.base + line_start + column
+
+    def node(self, node: ast.AST) -> int:
+        return self.offset(getattr(node, "lineno", None), getattr(node, "col_offset", None), byte_column=True)
+
+
+def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
+    try:
+        with warnings.catch_warnings():
+            # Invalid escapes such as "\s" in a model's string literal are kept as written.
+            warnings.simplefilter("ignore")
+            return ast.parse(text, mode=mode)
+    except SyntaxError as exc:
+        message = exc.msg or "invalid syntax"
+        reason = "truncated" if any(h in message for h in _TRUNCATION_HINTS) else "invalid_syntax"
+        column = (exc.offset or 1) - 1
+        raise Malformed(
+            reason,
+            f"not a valid call list ({message})",
+            pos=src.offset(exc.lineno, column, byte_column=False),
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise Malformed(
+            "invalid_syntax", f"not a valid call list ({type(exc).__name__})", pos=src.base
+        ) from None
+
+
+def _dotted(node: ast.expr, src: _Source) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise Malformed(
+            "invalid_callee", "a call must name a function (name or dotted.name)", pos=src.node(node)
+        )
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _jsonable(value: Any, node: ast.AST, src: _Source) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, node, src) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            raise Malformed("non_json_value", "dict keys must be strings", pos=src.node(node))
+        return {k: _jsonable(v, node, src) for k, v in value.items()}
+    kind = type(value).__name__
+    raise Malformed("non_json_value", f"a {kind} literal has no JSON form", pos=src.node(node))
+
+
+def _call(node: ast.expr, src: _Source) -> ToolCall:
+    if not isinstance(node, ast.Call):
+        raise Malformed("not_a_call", f"expected a call, found {type(node).__name__}", pos=src.node(node))
+    name = _dotted(node.func, src)
+    if node.args:
+        raise Malformed(
+            "positional_argument", f"{name}() takes keyword arguments only", pos=src.node(node.args[0])
+        )
+    arguments: dict[str, Any] = {}
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise Malformed("unpacked_argument", f"{name}() cannot unpack **arguments", pos=src.node(keyword))
+        try:
+            value = ast.literal_eval(keyword.value)
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+            raise Malformed(
+                "non_literal_argument",
+                f"{name}({keyword.arg}=...) is not a literal value",
+                pos=src.node(keyword.value),
+            ) from None
+        arguments[keyword.arg] = _jsonable(value, keyword.value, src)
+    return ToolCall(name=name, arguments=arguments)
+
+
+def _calls_of(node: ast.expr, src: _Source) -> list[ToolCall]:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_call(element, src) for element in node.elts]
+    return [_call(node, src)]
+
+
+def parse_call_list(text: str, base: int = 0) -> list[ToolCall]:
+    """``[f(a=1), g.h(b="x")]`` (or one bare call) → calls. ``base`` offsets reported positions."""
+    src = _Source(text, base)
+    tree = _syntax(text, "eval", src)
+    assert isinstance(tree, ast.Expression)
+    return _calls_of(tree.body, src)
+
+
+def parse_statements(text: str, base: int = 0) -> list[ToolCall]:
+    """One call (or call list) per statement, as in a Gemma ``tool_code`` block."""
+    src = _Source(text, base)
+    tree = _syntax(text, "exec", src)
+    assert isinstance(tree, ast.Module)
+    calls: list[ToolCall] = []
+    for statement in tree.body:
+        if not isinstance(statement, ast.Expr):
+            kind = type(statement).__name__
+            raise Malformed(
+                "not_a_call", f"expected a call, found a {kind} statement", pos=src.node(statement)
+            )
+        calls.extend(_calls_of(statement.value, src))
+    return calls

@@ -1,0 +1,219 @@
+"""The parse result, the accumulator the format parsers fill, and the one way a fault becomes an error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from actionspace.errors import ActionError
+from actionspace.types import ToolCall
+
+__all__ = ["Collector", "Malformed", "ParseResult", "line_col", "parse_error"]
+
+_WEAK_FORMATS = frozenset({"text", "empty"})
+# Faults about the input as a whole rather than about one call: they carry no call index.
+_WHOLE_INPUT_REASONS = frozenset(
+    {
+        "internal",
+        "invalid_utf8",
+        "missing_choices",
+        "missing_message",
+        "not_assistant",
+        "too_deep",
+        "unrecognized_object",
+        "unsupported_type",
+        "unterminated_reasoning",
+        "unterminated_section",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParseResult:
+    """What :func:`actionspace.parse.parse` read out of one model output."""
+
+    calls: tuple[ToolCall, ...]
+    """Well-formed calls in emitted order; when ``error`` is set, only those before the fault."""
+    content: str | None
+    """Plain assistant text with calls and reasoning removed, stripped; None when there is none."""
+    reasoning: str | None
+    """Text of reasoning / thinking blocks, stripped; None when there is none."""
+    error: ActionError | None
+    """A ``parse_error`` naming what was malformed and where; None when everything parsed."""
+    format: str
+    """The detected format, e.g. ``openai_chat``, ``anthropic``, ``hermes``, ``text``."""
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was malformed."""
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable JSON shape, for traces."""
+        return {
+            "calls": [c.to_dict() for c in self.calls],
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "error": self.error.to_dict() if self.error is not None else None,
+            "format": self.format,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ParseResult:
+        error = data.get("error")
+        return cls(
+            calls=tuple(ToolCall.from_dict(c) for c in data.get("calls", ())),
+            content=data.get("content"),
+            reasoning=data.get("reasoning"),
+            error=ActionError.from_dict(error) if error else None,
+            format=str(data.get("format", "unknown")),
+        )
+
+
+class Malformed(Exception):
+    """Raised inside a format parser at the first fault; the caller turns it into a ``parse_error``.
+
+    ``pos`` is a character offset into the text being parsed, or into ``source`` when that is given
+    (a nested string such as an ``arguments`` value).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        message: str,
+        *,
+        pos: int | None = None,
+        source: str | None = None,
+        fmt: str | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.pos = pos
+        self.source = source
+        self.fmt = fmt
+        self.details = details
+
+    def at(self, pos: int) -> Malformed:
+        """This fault, placed at ``pos`` when it carries no position of its own."""
+        if self.pos is None and self.source is None:
+            self.pos = pos
+        return self
+
+
+def line_col(text: str, pos: int) -> tuple[int, int]:
+    """1-based line and column of character offset ``pos`` in ``text``."""
+    pos = max(0, min(pos, len(text)))
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, column
+
+
+def parse_error(
+    fmt: str,
+    reason: str,
+    message: str,
+    *,
+    pos: int | None = None,
+    text: str | None = None,
+    index: int | None = None,
+    call_id: str | None = None,
+    **extra: Any,
+) -> ActionError:
+    """A ``parse_error`` whose message and details say what was wrong and where."""
+    details: dict[str, Any] = {"format": fmt, "reason": reason}
+    where = ""
+    if pos is not None:
+        details["position"] = pos
+        if text is not None:
+            line, column = line_col(text, pos)
+            details["line"] = line
+            details["column"] = column
+            where = f" at line {line}, column {column} (offset {pos})"
+        else:
+            where = f" at offset {pos}"
+    subject = fmt
+    if index is not None:
+        details["index"] = index
+        subject = f"{fmt} call {index}"
+    if call_id is not None:
+        details["id"] = call_id
+        subject = f"{subject} (id {call_id!r})"
+    details.update(extra)
+    return ActionError.of("parse_error", f"{subject}: {message}{where}", details=details)
+
+
+class Collector:
+    """Accumulates calls, content and reasoning across one ``parse``; keeps only the first fault."""
+
+    __slots__ = ("_properties", "calls", "content", "error", "format", "reasoning", "recent", "tools")
+
+    def __init__(self, tools: object = None) -> None:
+        self.calls: list[ToolCall] = []
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.error: ActionError | None = None
+        self.format: str | None = None
+        self.recent: str | None = None
+        self.tools = tools
+        self._properties: dict[str, Mapping[str, Any]] | None = None
+
+    def note(self, fmt: str) -> None:
+        """Record the detected format; the first specific one wins over ``text``/``empty``."""
+        self.recent = fmt
+        if self.format is None or (self.format in _WEAK_FORMATS and fmt not in _WEAK_FORMATS):
+            self.format = fmt
+
+    def add_call(self, call: ToolCall) -> None:
+        self.calls.append(call)
+
+    def add_content(self, text: object) -> None:
+        if isinstance(text, str):
+            text = text.strip()
+            if text:
+                self.content.append(text)
+
+    def add_reasoning(self, text: object) -> None:
+        if isinstance(text, str):
+            text = text.strip()
+            if text:
+                self.reasoning.append(text)
+
+    def fail(self, fault: Malformed, fmt: str, *, text: str | None = None, pos: int | None = None) -> None:
+        """Record ``fault`` (the first one only). ``pos``/``text`` locate it when it has no source."""
+        if self.error is not None:
+            return
+        fmt = fault.fmt or fmt
+        details = dict(fault.details)
+        index = details.pop("index", None if fault.reason in _WHOLE_INPUT_REASONS else len(self.calls))
+        call_id = details.pop("call_id", None)
+        if fault.source is not None:
+            pos, text = fault.pos, fault.source
+        elif pos is None:
+            pos = fault.pos
+        self.error = parse_error(
+            fmt, fault.reason, fault.message, pos=pos, text=text, index=index, call_id=call_id, **details
+        )
+        self.note(fmt)
+
+    def properties(self, name: str) -> Mapping[str, Any]:
+        """JSON Schema ``properties`` of tool ``name`` from ``tools``; empty when unknown."""
+        if self._properties is None:
+            from actionspace.parse._schema import index_tools
+
+            self._properties = index_tools(self.tools)
+        found = self._properties.get(name)
+        if found is None and "@" in name:
+            found = self._properties.get(name.partition("@")[0])
+        return found if found is not None else {}
+
+    def result(self) -> ParseResult:
+        return ParseResult(
+            calls=tuple(self.calls),
+            content="\n".join(self.content) if self.content else None,
+            reasoning="\n".join(self.reasoning) if self.reasoning else None,
+            error=self.error,
+            format=self.format or "empty",
+        )

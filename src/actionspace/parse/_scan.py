@@ -1,0 +1,117 @@
+"""Small scanning helpers shared by the text formats: whitespace, bounded JSON decoding, snippets."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from actionspace.parse._result import Malformed
+
+__all__ = ["decode_arguments", "decode_json_at", "expect_end", "iter_json_values", "skip_ws", "snippet"]
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+def skip_ws(text: str, pos: int, end: int | None = None) -> int:
+    """The first offset at or after ``pos`` (and before ``end``) that is not whitespace."""
+    stop = len(text) if end is None else end
+    while pos < stop and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def snippet(text: str, pos: int, width: int = 24) -> str:
+    """A short excerpt of ``text`` from ``pos``, for error messages."""
+    piece = text[pos : pos + width]
+    return piece + ("…" if len(text) > pos + width else "")
+
+
+def _json_fault(exc: json.JSONDecodeError, body: str, base: int, what: str) -> Malformed:
+    truncated = exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated string")
+    reason = "truncated" if truncated else "invalid_json"
+    detail = "is cut off before it is complete" if truncated else "is not valid JSON"
+    return Malformed(reason, f"{what} {detail} ({exc.msg})", pos=base + exc.pos)
+
+
+def decode_json_at(
+    text: str, pos: int, end: int | None = None, *, what: str = "JSON body"
+) -> tuple[Any, int]:
+    """Decode one JSON value starting at ``pos`` (after whitespace), never reading past ``end``.
+
+    Returns the value and the offset just after it. Raises :class:`Malformed` with the offset of
+    the fault (reason ``truncated`` when the text stops inside the value).
+    """
+    stop = len(text) if end is None else end
+    start = skip_ws(text, pos, stop)
+    body = text[start:stop]
+    if not body:
+        raise Malformed("truncated", f"{what} is missing", pos=start)
+    try:
+        value, used = _DECODER.raw_decode(body)
+    except json.JSONDecodeError as exc:
+        raise _json_fault(exc, body, start, what) from None
+    except RecursionError:
+        raise Malformed("too_deep", f"{what} is nested too deeply", pos=start) from None
+    except ValueError as exc:
+        raise Malformed("invalid_json", f"{what} is not valid JSON ({exc})", pos=start) from None
+    return value, start + used
+
+
+def expect_end(text: str, pos: int, end: int, what: str) -> None:
+    """Raise unless only whitespace lies between ``pos`` and ``end``."""
+    rest = skip_ws(text, pos, end)
+    if rest < end:
+        raise Malformed("unexpected_text", f"unexpected text {snippet(text, rest)!r} after {what}", pos=rest)
+
+
+def decode_arguments(raw: object, *, path: str) -> Any:
+    """Arguments as the format gave them: a JSON string is decoded, anything else is kept as-is.
+
+    A missing value or a blank string means no arguments (``{}``). A string that is not valid JSON
+    raises :class:`Malformed` positioned inside that string.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        fault = _json_fault(exc, raw, 0, f"arguments at {path}")
+        fault.source = raw
+        fault.details["path"] = path
+        raise fault from None
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(
+            "invalid_json", f"arguments at {path} cannot be decoded ({type(exc).__name__})", path=path
+        ) from None
+
+
+def iter_json_values(text: str, pos: int, end: int | None = None) -> Iterator[tuple[Any, int, int]]:
+    """Consecutive JSON values from ``pos``, separated by whitespace or ``;`` (Llama 3.x style).
+
+    Yields each value with its start offset and the offset where the sequence stops if it ends
+    there (the start of any trailing text). A broken value raises :class:`Malformed` when reached,
+    so the values before it have already been yielded.
+    """
+    stop = len(text) if end is None else end
+    start = skip_ws(text, pos, stop)
+    while True:
+        value, after = decode_json_at(text, start, stop, what="JSON value")
+        nxt = skip_ws(text, after, stop)
+        if nxt < stop and text[nxt] == ";":
+            following = skip_ws(text, nxt + 1, stop)
+            yield value, start, following
+            if following >= stop:
+                return
+            start = following
+            continue
+        yield value, start, nxt
+        if nxt < stop and text[nxt] == "{":
+            start = nxt
+            continue
+        return

@@ -1,0 +1,367 @@
+"""Provider objects: OpenAI chat and Responses, Anthropic, MCP, generic ``{"name", "arguments"}``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actionspace.parse._result import Collector, Malformed, ParseResult
+from actionspace.parse._scan import decode_arguments
+from actionspace.types import ToolCall
+
+__all__ = [
+    "add_value",
+    "call_from_generic",
+    "classify",
+    "fast_openai_entry",
+    "feed",
+    "looks_like_call",
+]
+
+MAX_DEPTH = 32
+_ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+_CONTENT_BLOCKS = {"text": "text", "output_text": "text", "refusal": "refusal"}
+_REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_text": "text"}
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+
+
+def fast_openai_entry(value: object) -> ParseResult | None:
+    """The benchmark's shape, one OpenAI ``tool_calls`` entry, built with plain dict checks only."""
+    if type(value) is not dict:
+        return None
+    function = value.get("function")
+    if type(function) is not dict or value.get("type", "function") != "function":
+        return None
+    name = function.get("name")
+    call_id = value.get("id")
+    if (
+        type(name) is not str
+        or not (name := name.strip())
+        or (call_id is not None and type(call_id) is not str)
+    ):
+        return None
+    arguments = function.get("arguments")
+    if type(arguments) is str:
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return None  # the full path reports it with its position (or reads "" as no arguments)
+    elif arguments is None:
+        arguments = {}
+    call = ToolCall(name=name, arguments=arguments, id=call_id)
+    return ParseResult(calls=(call,), content=None, reasoning=None, error=None, format="openai_chat")
+
+
+def _name(value: object, path: str) -> str:
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if value is None:
+        raise Malformed("missing_name", f"{path} has no tool name", path=path)
+    raise Malformed(
+        "invalid_name", f"{path} must be a non-empty string, got {type(value).__name__}", path=path
+    )
+
+
+def _id(value: object, path: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise Malformed("invalid_id", f"{path} must be a string, got {type(value).__name__}", path=path)
+
+
+def _call(
+    name: object, arguments: object, call_id: object, path: str, prefix: str = "", args_key: str = "arguments"
+) -> ToolCall:
+    ident = _id(call_id, f"{path}.id")
+    try:
+        return ToolCall(
+            name=_name(name, f"{path}.{prefix}name"),
+            arguments=decode_arguments(arguments, path=f"{path}.{prefix}{args_key}"),
+            id=ident,
+        )
+    except Malformed as fault:
+        if ident is not None:
+            fault.details.setdefault("call_id", ident)
+        raise
+
+
+def call_from_generic(value: Mapping[Any, Any], path: str) -> ToolCall:
+    """``{"name", "arguments" | "parameters" | "args" | "input", "id"?}`` as one call."""
+    present = [key for key in _ARGUMENT_KEYS if key in value]
+    if len(present) > 1:
+        raise Malformed(
+            "ambiguous_arguments", f"{path} has both {present[0]!r} and {present[1]!r}", path=path
+        )
+    arguments = value.get(present[0]) if present else None
+    return _call(value.get("name"), arguments, value.get("id", value.get("call_id")), path)
+
+
+def _type(value: Mapping[Any, Any]) -> str | None:
+    kind = value.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+_CALL_KINDS = frozenset(
+    {"function_call", "custom_tool_call", "tool_use", "entry", "custom", "generic", "jsonrpc"}
+)
+
+
+def looks_like_call(value: object) -> bool:
+    """True for a mapping shaped like one call (used where JSON in text might just be data)."""
+    return isinstance(value, Mapping) and classify(value) in _CALL_KINDS
+
+
+def classify(value: Mapping[Any, Any]) -> str:
+    """The shape of a provider object: ``completion``, ``responses``, ``message``, ``generic``, …"""
+    kind = _type(value)
+    if "choices" in value:
+        return "completion"
+    if isinstance(value.get("output"), list):
+        return "responses"
+    if "jsonrpc" in value or "method" in value:
+        return "jsonrpc"
+    if kind is not None:
+        if kind in ("function_call", "custom_tool_call", "tool_use", "reasoning", "message"):
+            return kind
+        if kind in _CONTENT_BLOCKS or kind in _REASONING_BLOCKS:
+            return "block"
+        if kind == "custom" and "custom" in value:
+            return "custom"
+    if "role" in value or "tool_calls" in value or "function_call" in value:
+        return "message"
+    if "function" in value:
+        return "entry"
+    if "name" in value:
+        return "generic"
+    return "unknown"
+
+
+def add_value(value: object, coll: Collector, *, path: str = "$", strict: bool = True) -> None:
+    """Add whatever ``value`` holds to ``coll``; faults are recorded there, never raised."""
+    try:
+        feed(value, coll, path=path, strict=strict)
+    except Malformed as fault:
+        coll.fail(fault, coll.recent or coll.format or "unknown")
+
+
+def feed(value: object, coll: Collector, *, path: str = "$", strict: bool = True) -> None:
+    """Add whatever ``value`` holds to ``coll``; raises :class:`Malformed` at the first fault."""
+    _add(value, coll, path, 0, strict)
+
+
+def _add(value: object, coll: Collector, path: str, depth: int, strict: bool) -> None:
+    if depth > MAX_DEPTH:
+        raise Malformed("too_deep", f"{path} is nested more than {MAX_DEPTH} levels", path=path)
+    if isinstance(value, ToolCall):
+        coll.note("toolcall")
+        coll.add_call(value)
+    elif isinstance(value, Mapping):
+        _mapping(value, coll, path, depth)
+    elif isinstance(value, (str, bytes, bytearray, memoryview)):
+        from actionspace.parse._text import parse_text_or_bytes
+
+        parse_text_or_bytes(value, coll, strict=strict, path=path)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if coll.error is not None:
+                return
+            _add(item, coll, f"{path}[{i}]", depth + 1, strict)
+    elif value is None:
+        coll.note("empty")
+    else:
+        _add(_dump(value, path), coll, path, depth + 1, strict)
+
+
+def _dump(value: object, path: str) -> object:
+    """A pydantic model (an SDK response object) as plain data."""
+    dump = getattr(value, "model_dump", None)
+    if not callable(dump):
+        raise Malformed("unsupported_type", f"{path} is a {type(value).__name__}, not a tool call", path=path)
+    try:
+        return dump()
+    except Exception as exc:
+        raise Malformed(
+            "unsupported_type", f"{path}.model_dump() failed ({type(exc).__name__})", path=path
+        ) from None
+
+
+def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -> None:
+    kind = classify(value)
+    if kind == "completion":
+        coll.note("openai_chat")
+        _completion(value, coll, path, depth)
+    elif kind == "responses":
+        coll.note("openai_responses")
+        _items(value.get("output"), coll, f"{path}.output", depth)
+    elif kind == "jsonrpc":
+        coll.note("mcp")
+        _jsonrpc(value, coll, path)
+    elif kind in ("message", "reasoning", "block"):
+        _message(value, coll, path, depth)
+    elif kind in ("function_call", "custom_tool_call", "tool_use"):
+        coll.note("anthropic" if kind == "tool_use" else "openai_responses")
+        coll.add_call(_item_call(value, kind, path))
+    elif kind in ("entry", "custom"):
+        coll.note("openai_chat")
+        coll.add_call(_entry(value, path))
+    elif kind == "generic":
+        coll.note("generic")
+        coll.add_call(call_from_generic(value, path))
+    else:
+        keys = ", ".join(repr(k) for k in list(value)[:6]) or "no keys"
+        raise Malformed(
+            "unrecognized_object", f"{path} is not a known call or message shape ({keys})", path=path
+        )
+
+
+def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -> None:
+    choices = value.get("choices")
+    if not isinstance(choices, Sequence) or isinstance(choices, str) or not choices:
+        raise Malformed("missing_choices", f"{path}.choices is empty or not a list", path=path)
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, Mapping) else None
+    if not isinstance(message, Mapping):
+        raise Malformed("missing_message", f"{path}.choices[0] has no message object", path=path)
+    _message(message, coll, f"{path}.choices[0].message", depth + 1)
+
+
+def _entry(value: Mapping[Any, Any], path: str) -> ToolCall:
+    kind = value.get("type", "function")
+    if kind == "custom":
+        custom = value.get("custom")
+        if not isinstance(custom, Mapping):
+            raise Malformed("missing_function", f"{path}.custom is not an object", path=path)
+        ident = _id(value.get("id"), f"{path}.id")
+        return ToolCall(
+            name=_name(custom.get("name"), f"{path}.custom.name"), arguments=custom.get("input"), id=ident
+        )
+    if kind != "function":
+        raise Malformed("unsupported_call_type", f"{path}.type is {kind!r}, expected 'function'", path=path)
+    function = value.get("function")
+    if not isinstance(function, Mapping):
+        raise Malformed("missing_function", f"{path}.function is not an object", path=path)
+    return _call(function.get("name"), function.get("arguments"), value.get("id"), path, "function.")
+
+
+def _item_call(value: Mapping[Any, Any], kind: str, path: str) -> ToolCall:
+    if kind == "tool_use":
+        return _call(value.get("name"), value.get("input"), value.get("id"), path, args_key="input")
+    call_id = value.get("call_id", value.get("id"))
+    if kind == "custom_tool_call":
+        ident = _id(call_id, f"{path}.call_id")
+        return ToolCall(name=_name(value.get("name"), f"{path}.name"), arguments=value.get("input"), id=ident)
+    return _call(value.get("name"), value.get("arguments"), call_id, path)
+
+
+def _jsonrpc(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
+    method = value.get("method")
+    if method != "tools/call":
+        raise Malformed(
+            "unsupported_method", f"{path}.method is {method!r}, expected 'tools/call'", path=path
+        )
+    params = value.get("params")
+    if not isinstance(params, Mapping):
+        raise Malformed("missing_params", f"{path}.params is not an object", path=path)
+    coll.add_call(_call(params.get("name"), params.get("arguments"), value.get("id"), f"{path}.params"))
+
+
+def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -> None:
+    role = value.get("role")
+    if role is not None and role != "assistant":
+        raise Malformed(
+            "not_assistant", f"{path} is a {role!r} message, not an assistant proposal", path=path
+        )
+    kind = _type(value)
+    if kind == "reasoning" or kind in _REASONING_BLOCKS or kind in _CONTENT_BLOCKS:
+        coll.note("openai_responses" if kind in ("reasoning", "output_text") else "anthropic")
+        _block(value, coll, path, depth)
+        return
+    for key in _REASONING_FIELDS:
+        coll.add_reasoning(value.get(key))
+    calls = value.get("tool_calls")
+    legacy = value.get("function_call")
+    _message_content(value, coll, path, depth, has_calls=bool(calls or legacy))
+    coll.note("openai_chat")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise Malformed("invalid_tool_calls", f"{path}.tool_calls is not a list", path=path)
+        for i, entry in enumerate(calls):
+            if not isinstance(entry, Mapping):
+                raise Malformed("invalid_tool_calls", f"{path}.tool_calls[{i}] is not an object", path=path)
+            coll.add_call(_entry(entry, f"{path}.tool_calls[{i}]"))
+    if isinstance(legacy, Mapping):
+        coll.add_call(_call(legacy.get("name"), legacy.get("arguments"), None, f"{path}.function_call"))
+    elif legacy is not None:
+        raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
+
+
+def _message_content(
+    value: Mapping[Any, Any], coll: Collector, path: str, depth: int, *, has_calls: bool
+) -> None:
+    """Content beside structured calls is plain text; content alone may hold raw model calls."""
+    content = value.get("content")
+    if isinstance(content, str):
+        if has_calls:
+            coll.note("openai_chat")
+            coll.add_content(content)
+        else:
+            from actionspace.parse._text import parse_text_or_bytes
+
+            parse_text_or_bytes(content, coll, strict=False, path=f"{path}.content")
+    elif isinstance(content, list):
+        coll.note(_list_format(value, content))
+        _blocks(content, coll, f"{path}.content", depth)
+    elif content is not None:
+        raise Malformed("invalid_content", f"{path}.content is a {type(content).__name__}", path=path)
+
+
+def _list_format(message: Mapping[Any, Any], blocks: list[Any]) -> str:
+    kinds = {_type(b) for b in blocks if isinstance(b, Mapping)}
+    if "output_text" in kinds:
+        return "openai_responses"
+    if message.get("type") == "message" or kinds & {"tool_use", "thinking", "redacted_thinking"}:
+        return "anthropic"
+    return "openai_chat"
+
+
+def _blocks(blocks: Sequence[Any], coll: Collector, path: str, depth: int) -> None:
+    for i, block in enumerate(blocks):
+        _block(block, coll, f"{path}[{i}]", depth)
+
+
+def _block(block: object, coll: Collector, where: str, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise Malformed("too_deep", f"{where} is nested more than {MAX_DEPTH} levels", path=where)
+    if isinstance(block, str):
+        coll.add_content(block)
+        return
+    if not isinstance(block, Mapping):
+        raise Malformed("invalid_block", f"{where} is a {type(block).__name__}, not a block", path=where)
+    kind = _type(block)
+    if kind in _CONTENT_BLOCKS:
+        coll.add_content(block.get(_CONTENT_BLOCKS[kind]))
+    elif kind in _REASONING_BLOCKS:
+        coll.add_reasoning(block.get(_REASONING_BLOCKS[kind]))
+    elif kind == "reasoning":
+        parts = block.get("content") or block.get("summary")
+        if isinstance(parts, list):
+            _blocks(parts, coll, f"{where}.content", depth + 1)
+    elif kind == "message":
+        content = block.get("content")
+        if isinstance(content, list):
+            _blocks(content, coll, f"{where}.content", depth + 1)
+        else:
+            coll.add_content(content)
+    elif kind in ("tool_use", "function_call", "custom_tool_call"):
+        coll.add_call(_item_call(block, kind, where))
+
+
+def _items(items: object, coll: Collector, path: str, depth: int) -> None:
+    if not isinstance(items, list):
+        raise Malformed("invalid_output", f"{path} is not a list", path=path)
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise Malformed("invalid_item", f"{path}[{i}] is not an object", path=f"{path}[{i}]")
+        _block(item, coll, f"{path}[{i}]", depth + 1)
