@@ -8,16 +8,30 @@ from actionspace.errors import CATEGORIES, DEFAULT_RECOVERY, RETRYABLE, ActionEr
 def test_every_category_has_a_recovery_entry_and_only_transient_kinds_are_retryable() -> None:
     assert set(DEFAULT_RECOVERY) == set(CATEGORIES)
     assert {c for c in CATEGORIES if ActionError.of(c, "x").retryable} == set(RETRYABLE)
-    assert RETRYABLE == {"transient", "rate_limited"}
+    assert {"transient", "rate_limited"} == RETRYABLE
 
 
 def test_category_strings_are_the_stable_design_names() -> None:
     assert CATEGORIES == (
-        "parse_error", "unknown_tool", "version_mismatch", "invalid_arguments", "ambiguous_reference",
-        "stale_reference", "permission_denied", "policy_violation", "budget_exceeded", "needs_approval",
-        "conflict", "rate_limited", "transient", "unknown_commit", "permanent", "cancelled",
-        "unclassified", "internal",
-    )  # fmt: skip
+        "parse_error",
+        "unknown_tool",
+        "version_mismatch",
+        "invalid_arguments",
+        "ambiguous_reference",
+        "stale_reference",
+        "permission_denied",
+        "policy_violation",
+        "budget_exceeded",
+        "needs_approval",
+        "conflict",
+        "rate_limited",
+        "transient",
+        "unknown_commit",
+        "permanent",
+        "cancelled",
+        "unclassified",
+        "internal",
+    )
 
 
 def test_unknown_category_is_a_developer_error() -> None:

@@ -16,7 +16,9 @@ FAST = RetryPolicy(max_attempts=3, deadline_s=5.0, initial_backoff_s=0.001)
 
 
 def openai_call(name: str, args: dict[str, Any], call_id: str = "call_1") -> str:
-    return json.dumps({"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}})
+    return json.dumps(
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+    )
 
 
 @pytest.fixture
@@ -46,8 +48,15 @@ def test_an_openai_call_string_runs_and_every_stage_is_traced(rt: Runtime) -> No
     assert obs.status == "ok" and obs.data == 3
     assert obs.call_id == "call_1" and obs.tool == "add" and obs.tool_version == "1"
     assert obs.content_hash is not None and obs.complete is True
-    assert kinds(rt, run) == ["run_started", "model_output", "parsed", "validated", "authorized", "dispatched",
-                              "observation"]  # fmt: skip
+    assert kinds(rt, run) == [
+        "run_started",
+        "model_output",
+        "parsed",
+        "validated",
+        "authorized",
+        "dispatched",
+        "observation",
+    ]
     validated = rt.trace.events(run)[3]
     assert validated.data["schema_hash"] == rt.catalog.get("add").schema_hash
 
@@ -95,13 +104,23 @@ def test_unknown_tool_lists_the_offered_names_and_suggests_the_closest(rt: Runti
 
 def test_a_definition_changed_since_the_offer_is_a_version_mismatch_then_the_new_one_works() -> None:
     rt = Runtime("memory://")
-    rt.add_tool(name="f", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
-                fn=lambda x: x, effect="none", version="1")  # fmt: skip
+    rt.add_tool(
+        name="f",
+        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
+        fn=lambda x: x,
+        effect="none",
+        version="1",
+    )
     run = rt.new_run()
     rt.offer(run_id=run)
     assert rt.call(ToolCall(name="f", arguments={"x": 1}), run_id=run).data == 1
-    rt.add_tool(name="f", input_schema={"type": "object", "properties": {"y": {"type": "integer"}}},
-                fn=lambda y: -y, effect="none", version="2")  # fmt: skip
+    rt.add_tool(
+        name="f",
+        input_schema={"type": "object", "properties": {"y": {"type": "integer"}}},
+        fn=lambda y: -y,
+        effect="none",
+        version="2",
+    )
     rt.catalog.retire("f@1")
     obs = rt.call(ToolCall(name="f", arguments={"x": 1}), run_id=run)
     assert obs.error is not None and obs.error.category == "version_mismatch"
@@ -122,8 +141,10 @@ def test_reads_are_authorized_and_the_missing_scope_is_named() -> None:
     obs = rt.call(ToolCall(name="balance", arguments={"account": "a"}))
     assert obs.error is not None and obs.error.category == "permission_denied"
     assert obs.error.details["missing_scopes"] == ["read:balance"]
-    allowed = rt.call(ToolCall(name="balance", arguments={"account": "a"}),
-                      principal=Principal(id="alice", scopes=["read:*"]))  # fmt: skip
+    allowed = rt.call(
+        ToolCall(name="balance", arguments={"account": "a"}),
+        principal=Principal(id="alice", scopes=["read:*"]),
+    )
     assert allowed.data == 10
 
 
@@ -139,15 +160,22 @@ def test_needs_approval_holds_the_call_and_says_why() -> None:
     assert obs.error is not None and obs.error.category == "needs_approval"
     assert obs.error.details["arguments"] == {"to": "x@example.org", "body": "hi"}
     assert sent == []
-    ok = rt.call(ToolCall(name="send", arguments={"to": "x@example.org", "body": "hi"}, provenance={"to": "user"}))
+    ok = rt.call(
+        ToolCall(name="send", arguments={"to": "x@example.org", "body": "hi"}, provenance={"to": "user"})
+    )
     assert ok.status == "ok" and sent == ["x@example.org"]
 
 
 def test_transient_failures_are_retried_and_the_attempts_traced() -> None:
     rt = Runtime("memory://")
     flaky = Faulty(lambda q: q.upper(), ["transient", "ok"])
-    rt.add_tool(name="search", input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
-                fn=flaky.tool, effect="read", retry=FAST)  # fmt: skip
+    rt.add_tool(
+        name="search",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        fn=flaky.tool,
+        effect="read",
+        retry=FAST,
+    )
     run = rt.new_run()
     obs = rt.call(ToolCall(name="search", arguments={"q": "x"}), run_id=run)
     assert obs.data == "X" and obs.diagnostics["attempts"] == 2
@@ -158,8 +186,14 @@ def test_a_write_that_times_out_after_committing_is_unknown_commit_and_runs_once
     rt = Runtime("memory://")
     writes: list[int] = []
     slow = Faulty(lambda n: writes.append(n), ["commit_then_hang"], hang_s=1.0)
-    rt.add_tool(name="w", input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
-                fn=slow.tool, effect="write", timeout_s=0.05, retry=FAST)  # fmt: skip
+    rt.add_tool(
+        name="w",
+        input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        fn=slow.tool,
+        effect="write",
+        timeout_s=0.05,
+        retry=FAST,
+    )
     obs = rt.call(ToolCall(name="w", arguments={"n": 1}))
     assert obs.error is not None and obs.error.category == "unknown_commit"
     assert obs.error.recovery == ("query_status", "reconcile_by_hand")
@@ -171,8 +205,12 @@ def test_tool_result_reports_effects_and_versions() -> None:
 
     @rt.tool(effect="write")
     def create(name: str) -> ToolResult:
-        return ToolResult(data={"id": "x1"}, effects=(Effect(resource_id="thing:x1", kind="created"),),
-                          resource_version="v1", remote_id="tx-9")  # fmt: skip
+        return ToolResult(
+            data={"id": "x1"},
+            effects=(Effect(resource_id="thing:x1", kind="created"),),
+            resource_version="v1",
+            remote_id="tx-9",
+        )
 
     obs = rt.call(ToolCall(name="create", arguments={"name": "n"}))
     assert obs.effects == (Effect(resource_id="thing:x1", kind="created"),)
@@ -182,10 +220,16 @@ def test_tool_result_reports_effects_and_versions() -> None:
 
 
 def test_several_calls_give_one_observation_each_keyed_by_call_id(rt: Runtime) -> None:
-    raw = json.dumps({"role": "assistant", "content": None, "tool_calls": [
-        json.loads(openai_call("add", {"a": 1, "b": 1}, "c1")),
-        json.loads(openai_call("add", {"a": "x", "b": 1}, "c2")),
-    ]})  # fmt: skip
+    raw = json.dumps(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                json.loads(openai_call("add", {"a": 1, "b": 1}, "c1")),
+                json.loads(openai_call("add", {"a": "x", "b": 1}, "c2")),
+            ],
+        }
+    )
     obs = rt.call_all(raw)
     assert [(o.call_id, o.status) for o in obs] == [("c1", "ok"), ("c2", "error")]
     grouped = rt.call(raw)
@@ -196,7 +240,9 @@ def test_several_calls_give_one_observation_each_keyed_by_call_id(rt: Runtime) -
 
 
 def test_malformed_output_is_a_parse_error_and_nothing_runs(rt: Runtime) -> None:
-    obs = rt.call('{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\\"a\\": 1,')
+    obs = rt.call(
+        '{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\\"a\\": 1,'
+    )
     assert obs.error is not None and obs.error.category == "parse_error"
     assert obs.error.recovery == ("re_emit_call",)
     plain = rt.call("Sure, the answer is 3.")
@@ -236,13 +282,29 @@ def test_developer_mistakes_raise_at_definition_time() -> None:
     with pytest.raises(ConfigurationError, match="declare effect"):
         rt.add_tool(name="f", input_schema={"type": "object"}, fn=lambda: 1)
     with pytest.raises(ConfigurationError, match="not a valid JSON Schema"):
-        rt.add_tool(name="g", input_schema={"type": "object", "properties": {"x": {"type": 5}}}, fn=lambda: 1,
-                    effect="none")  # fmt: skip
+        rt.add_tool(
+            name="g",
+            input_schema={"type": "object", "properties": {"x": {"type": 5}}},
+            fn=lambda: 1,
+            effect="none",
+        )
 
 
 def test_errors_are_values_with_the_design_fields(rt: Runtime) -> None:
     obs = rt.call(ToolCall(name="add", arguments={"a": 1}))
     assert isinstance(obs.error, ActionError)
     d = obs.to_dict()["error"]
-    assert set(d) == {"category", "message", "retryable", "retry_after", "recovery", "details", "resource_ids",
-                      "vendor_code", "field_errors", "candidates", "current_version", "alternatives"}  # fmt: skip
+    assert set(d) == {
+        "category",
+        "message",
+        "retryable",
+        "retry_after",
+        "recovery",
+        "details",
+        "resource_ids",
+        "vendor_code",
+        "field_errors",
+        "candidates",
+        "current_version",
+        "alternatives",
+    }

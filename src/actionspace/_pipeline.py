@@ -26,10 +26,25 @@ from actionspace.observation import ArtifactStore, shape
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
 from actionspace.types import Observation, ToolCall, _provenance_fast
-from actionspace.validation.validator import CompiledTool, ValidationContext, Validated, compile_tool, validate
+from actionspace.validation.validator import (
+    CompiledTool,
+    Validated,
+    ValidationContext,
+    compile_tool,
+    validate,
+)
 from actionspace.validation.verdicts import NeedsApproval, Rejected
 
-__all__ = ["Ready", "RecordSink", "Recorder", "RunState", "idempotency_key", "observe", "prepare", "record_sink"]
+__all__ = [
+    "Ready",
+    "RecordSink",
+    "Recorder",
+    "RunState",
+    "idempotency_key",
+    "observe",
+    "prepare",
+    "record_sink",
+]
 
 
 @dataclass(slots=True)
@@ -75,10 +90,12 @@ def record_sink(store: TraceStore) -> RecordSink:
         return store.append_records
 
     def convert(run_id: str, records: Sequence[EventRecord]) -> None:
-        store.append_many([
-            TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
-            for seq, kind, ts, call_id, data in records
-        ])  # fmt: skip
+        store.append_many(
+            [
+                TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
+                for seq, kind, ts, call_id, data in records
+            ]
+        )
 
     return convert
 
@@ -118,7 +135,9 @@ class Compiler:
         self._compiled.pop(spec.key, None)
 
 
-def _fail(rec: Recorder, error: ActionError, call_id: str, tool: str, version: str | None = None) -> Observation:
+def _fail(
+    rec: Recorder, error: ActionError, call_id: str, tool: str, version: str | None = None
+) -> Observation:
     obs = Observation.failure(error, call_id=call_id, tool=tool, tool_version=version)
     rec.add("observation", _observation_event(obs))
     return obs
@@ -135,7 +154,8 @@ def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErro
             close = get_close_matches(base, offered, n=3, cutoff=0.6)
             return ActionError.of(
                 "unknown_tool",
-                f"no tool {base!r} is offered to this run" + (f"; did you mean {close[0]!r}?" if close else ""),
+                f"no tool {base!r} is offered to this run"
+                + (f"; did you mean {close[0]!r}?" if close else ""),
                 alternatives=close or offered[:20],
                 details={"offered": offered[:50], "requested": name[:200]},
             )
@@ -146,12 +166,17 @@ def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErro
     if asked and asked != version:
         return _mismatch(run, base, f"{base}@{asked} was not offered; this run has {base}@{version}", current)
     if spec is None or spec.lifecycle == "retired" or spec.schema_hash != offered_hash:
-        return _mismatch(run, base, f"{base}@{version} as offered to this run is no longer available", current)
+        return _mismatch(
+            run, base, f"{base}@{version} as offered to this run is no longer available", current
+        )
     return spec
 
 
 def _mismatch(run: RunState, base: str, message: str, current: ToolSpec | None) -> ActionError:
-    details: dict[str, Any] = {"offered": f"{base}@{run.pins[base][0]}", "offered_schema_hash": run.pins[base][1]}
+    details: dict[str, Any] = {
+        "offered": f"{base}@{run.pins[base][0]}",
+        "offered_schema_hash": run.pins[base][1],
+    }
     if current is not None:
         details["current"] = current.describe()
         run.pins[base] = (current.version, current.schema_hash)
@@ -193,14 +218,24 @@ def prepare(
         error = ActionError.of(
             "needs_approval",
             verdict.reason,
-            details={**verdict.details, "arguments": dict(checked.arguments), "provenance": dict(checked.provenance)},
+            details={
+                **verdict.details,
+                "arguments": dict(checked.arguments),
+                "provenance": dict(checked.provenance),
+            },
         )
         return _fail(rec, error, call_id, spec.name, spec.version)
     rec.add("validated", _validated_event(spec, "accepted", None))
     auth = authorize(spec, principal)
     if isinstance(auth, Rejected):
-        rec.add("authorized", {"verdict": "denied", "category": auth.error.category,
-                               "missing_scope": auth.error.details.get("missing_scopes", [None])[0]})
+        rec.add(
+            "authorized",
+            {
+                "verdict": "denied",
+                "category": auth.error.category,
+                "missing_scope": auth.error.details.get("missing_scopes", [None])[0],
+            },
+        )
         return _fail(rec, auth.error, call_id, spec.name, spec.version)
     rec.add("authorized", {"verdict": "allowed", "principal": principal.id})
     args = checked.arguments
@@ -214,8 +249,12 @@ def prepare(
 
 
 def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:
-    data: dict[str, Any] = {"verdict": verdict, "tool": spec.name, "version": spec.version,
-                            "schema_hash": spec.schema_hash}
+    data: dict[str, Any] = {
+        "verdict": verdict,
+        "tool": spec.name,
+        "version": spec.version,
+        "schema_hash": spec.schema_hash,
+    }
     if error is not None:
         data["category"] = error.category
         if error.field_errors:
@@ -225,9 +264,7 @@ def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) ->
     return data
 
 
-def observe(
-    ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder
-) -> Observation:
+def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder) -> Observation:
     """Shape a tool outcome into the observation envelope and record it."""
     spec = ready.compiled.spec
     if isinstance(outcome, Failed):
@@ -307,7 +344,7 @@ def context_factory(resource_version: Any, state: Mapping[str, Any]) -> Any:
             node_id=node,
             call_id=call_id,
             principal_id=principal.id,
-            scopes=principal.scopes,
+            scopes=tuple(principal.scopes),
             resource_version=resource_version,
             state=state,
         )

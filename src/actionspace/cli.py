@@ -22,10 +22,20 @@ app = typer.Typer(
 )
 
 
+_mounted = False
+
+
 def _mount() -> None:
+    """Attach the sub-commands that live in their own modules (once)."""
+    global _mounted
+    if _mounted:
+        return
+    _mounted = True
     from actionspace.trace.cli import trace_app
 
-    app.add_typer(trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL.")
+    app.add_typer(
+        trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL."
+    )
     try:
         from actionspace.bench.cli import bench_command
     except ImportError:  # the bench module is optional at import time
@@ -39,7 +49,8 @@ def _mount() -> None:
 def demo(
     json_out: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
     folder: Annotated[
-        Path | None, typer.Option("--dir", help="Folder for the calendar database (default: a new temp folder).")
+        Path | None,
+        typer.Option("--dir", help="Folder for the calendar database (default: a new temp folder)."),
     ] = None,
     store: Annotated[
         str | None, typer.Option(help="Trace store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")

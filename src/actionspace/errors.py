@@ -238,4 +238,3 @@ class UnknownToolError(ActionspaceError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown tool"
-

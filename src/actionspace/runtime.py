@@ -29,7 +29,7 @@ from actionspace.parse import parse
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
 from actionspace.trace.memory import MemoryTraceStore
-from actionspace.types import Observation, ToolCall
+from actionspace.types import Observation, ObservationStatus, ToolCall
 
 __all__ = ["DEFAULT_PRINCIPAL", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
@@ -173,7 +173,11 @@ class Runtime:
         return run_id
 
     def offer(
-        self, names: Iterable[str] | None = None, *, run_id: str | None = None, principal: Principal | None = None
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
     ) -> list[dict[str, Any]]:
         """Fix the tools a run may call (default: every tool not retired) and return their definitions.
 
@@ -194,10 +198,15 @@ class Runtime:
         run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
         run.explicit_offer = True
         rec = Recorder(run, None)
-        rec.add("candidates_offered", {
-            "offered": [{"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in offered],
-            "left_out": left_out,
-        })
+        rec.add(
+            "candidates_offered",
+            {
+                "offered": [
+                    {"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in offered
+                ],
+                "left_out": left_out,
+            },
+        )
         rec.flush(self._sink)
         return [s.describe() for s in offered]
 
@@ -222,20 +231,31 @@ class Runtime:
             return [raw]
         rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
         parsed = parse(raw)
-        event: dict[str, Any] = {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
+        event: dict[str, Any] = {
+            "format": parsed.format,
+            "calls": [{"name": c.name, "id": c.id} for c in parsed.calls],
+        }
         if parsed.error is not None:
             event["error"] = parsed.error.message[:300]
             rec.add("parsed", event)
             obs = Observation.failure(parsed.error, call_id=f"{rec.run.run_id}:parse", tool="")
-            rec.add("observation", {"status": "error", "category": "parse_error",
-                                    "recovery": list(parsed.error.recovery)})
+            rec.add(
+                "observation",
+                {"status": "error", "category": "parse_error", "recovery": list(parsed.error.recovery)},
+            )
             return obs
         rec.add("parsed", event)
         if not parsed.calls:
-            error = ActionError.of("parse_error", "the output contains no tool call",
-                                   details={"format": parsed.format, "content": (parsed.content or "")[:200]})
+            error = ActionError.of(
+                "parse_error",
+                "the output contains no tool call",
+                details={"format": parsed.format, "content": (parsed.content or "")[:200]},
+            )
             obs = Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
-            rec.add("observation", {"status": "error", "category": "parse_error", "recovery": list(error.recovery)})
+            rec.add(
+                "observation",
+                {"status": "error", "category": "parse_error", "recovery": list(error.recovery)},
+            )
             return obs
         return list(parsed.calls)
 
@@ -421,7 +441,12 @@ def tool(fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
 
 
 def _dispatched(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
-    data: dict[str, Any] = {"tool": spec.name, "version": spec.version, "node_id": ready.node_id, "attempt": 1}
+    data: dict[str, Any] = {
+        "tool": spec.name,
+        "version": spec.version,
+        "node_id": ready.node_id,
+        "attempt": 1,
+    }
     if ready.key is not None:
         data["idempotency_key"] = ready.key
     return data
@@ -436,7 +461,7 @@ def _retry_hook(rec: Recorder) -> Callable[[int, ActionError, float], None]:
 
 def _group(items: Sequence[Observation], run_id: str) -> Observation:
     failed = sum(1 for o in items if o.status == "error")
-    status = "ok" if failed == 0 else ("error" if failed == len(items) else "partial")
+    status: ObservationStatus = "ok" if failed == 0 else ("error" if failed == len(items) else "partial")
     return Observation(
         call_id=f"{run_id}:group",
         tool="*",

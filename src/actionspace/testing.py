@@ -71,7 +71,7 @@ class Faulty:
         if isinstance(step, BaseException):
             raise step
         if isinstance(step, str) and step in CATEGORIES:
-            raise ToolError(step, f"injected {step}")  # type: ignore[arg-type]
+            raise ToolError(step, f"injected {step}")
 
     def _commit(self) -> None:
         with self._lock:

@@ -25,6 +25,8 @@ __all__ = [
 
 ObservationStatus = Literal["ok", "partial", "error"]
 EffectKind = Literal["created", "updated", "deleted", "sent"]
+
+
 class _EmptyMapping(Mapping[str, Any]):
     """An immutable, hashable empty mapping: a safe class-level default."""
 

@@ -28,7 +28,9 @@ def test_duplicate_name_and_version_is_an_error_not_a_warning() -> None:
 def test_new_version_becomes_current_and_old_one_stays_addressable() -> None:
     cat = Catalog()
     cat.register(_spec(version="1"))
-    cat.register(_spec(version="2", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}}))
+    cat.register(
+        _spec(version="2", input_schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+    )
     assert cat.get("t").version == "2"
     assert cat.get("t", "1").version == "1"
     assert cat.get("t", "1").schema_hash != cat.get("t", "2").schema_hash
@@ -83,8 +85,13 @@ def test_invalid_definitions_are_rejected_at_definition_time(kw: dict[str, Any],
 
 
 def test_function_tool_schema_comes_from_hints_and_docstring() -> None:
-    def book(room: str, seats: int, price: Annotated[Money, Currency("EUR")], start: Timestamp,
-             note: str | None = None) -> dict[str, Any]:
+    def book(
+        room: str,
+        seats: int,
+        price: Annotated[Money, Currency("EUR")],
+        start: Timestamp,
+        note: str | None = None,
+    ) -> dict[str, Any]:
         """Book a meeting room.
 
         Holds the room until cancelled.

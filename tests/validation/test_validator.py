@@ -16,7 +16,7 @@ from actionspace.validation.semantic import (
     ResourceRef,
     Timestamp,
 )
-from actionspace.validation.validator import ValidationContext, Validated, after, compile_tool, validate
+from actionspace.validation.validator import Validated, ValidationContext, after, compile_tool, validate
 from actionspace.validation.verdicts import Accepted, NeedsApproval, Rejected
 
 VERSIONS = {"e1": "v2"}
@@ -24,7 +24,13 @@ VERSIONS = {"e1": "v2"}
 
 def _ctx(**state: Any) -> ValidationContext:
     return ValidationContext(
-        run_id="r", node_id="n1", call_id="c1", principal_id="p", scopes=("*",), resource_version=lambda kind, rid: VERSIONS.get(rid), state=state
+        run_id="r",
+        node_id="n1",
+        call_id="c1",
+        principal_id="p",
+        scopes=("*",),
+        resource_version=lambda kind, rid: VERSIONS.get(rid),
+        state=state,
     )
 
 
@@ -121,8 +127,11 @@ def test_stale_resource_reference_reports_the_current_version() -> None:
     assert gone.category == "stale_reference" and gone.current_version is None
 
 
-TEAMS = [{"id": "t-1", "label": "Design (Shanghai)"}, {"id": "t-2", "label": "Design (Berlin)"},
-         {"id": "t-3", "label": "Platform"}]  # fmt: skip
+TEAMS = [
+    {"id": "t-1", "label": "Design (Shanghai)"},
+    {"id": "t-2", "label": "Design (Berlin)"},
+    {"id": "t-3", "label": "Platform"},
+]
 
 
 def _find_team(ctx: ValidationContext, value: Any) -> Sequence[Mapping[str, Any]]:

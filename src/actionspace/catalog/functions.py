@@ -58,7 +58,7 @@ def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str,
         info = Field(default, description=params_doc.get(param.name))
         fields[param.name] = (hints[param.name], info)
     try:
-        return create_model(  # type: ignore[no-any-return, call-overload]
+        return create_model(
             f"{name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,

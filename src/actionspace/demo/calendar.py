@@ -110,25 +110,36 @@ class CalendarService:
 
     def find_teams(self, text: str) -> list[dict[str, Any]]:
         """Teams whose id equals ``text`` or whose name contains it (case-insensitive)."""
-        rows = self._conn().execute(
-            "SELECT * FROM teams WHERE id = ? OR lower(name) LIKE ? OR lower(name || ' team') LIKE ? ORDER BY id",
-            (text, f"%{text.lower()}%", f"%{text.lower()}%"),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT * FROM teams WHERE id = ? OR lower(name) LIKE ? OR lower(name || ' team') LIKE ?"
+                " ORDER BY id",
+                (text, f"%{text.lower()}%", f"%{text.lower()}%"),
+            )
+            .fetchall()
+        )
         return [dict(r) for r in rows]
 
     def members(self, team_id: str) -> list[dict[str, Any]]:
-        rows = self._conn().execute("SELECT * FROM users WHERE team_id = ? ORDER BY id", (team_id,)).fetchall()
+        rows = (
+            self._conn().execute("SELECT * FROM users WHERE team_id = ? ORDER BY id", (team_id,)).fetchall()
+        )
         return [dict(r) for r in rows]
 
     def busy(self, user_ids: Sequence[str], start: datetime, end: datetime) -> list[dict[str, Any]]:
         """Events of any of ``user_ids`` overlapping ``[start, end)``."""
         marks = ",".join("?" * len(user_ids))
-        rows = self._conn().execute(
-            f"SELECT DISTINCT e.id, e.title, e.start_utc, e.end_utc, a.user_id FROM events e"
-            f" JOIN attendees a ON a.event_id = e.id WHERE a.user_id IN ({marks})"
-            f" AND e.start_utc < ? AND e.end_utc > ? ORDER BY e.start_utc",
-            (*user_ids, _utc(end), _utc(start)),
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT DISTINCT e.id, e.title, e.start_utc, e.end_utc, a.user_id FROM events e"
+                f" JOIN attendees a ON a.event_id = e.id WHERE a.user_id IN ({marks})"
+                f" AND e.start_utc < ? AND e.end_utc > ? ORDER BY e.start_utc",
+                (*user_ids, _utc(end), _utc(start)),
+            )
+            .fetchall()
+        )
         return [dict(r) for r in rows]
 
     def free_slots(
@@ -151,7 +162,9 @@ class CalendarService:
         row = conn.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone()
         if row is None:
             return None
-        people = conn.execute("SELECT user_id FROM attendees WHERE event_id = ? ORDER BY user_id", (event_id,))
+        people = conn.execute(
+            "SELECT user_id FROM attendees WHERE event_id = ? ORDER BY user_id", (event_id,)
+        )
         return {**dict(row), "attendees": [r[0] for r in people]}
 
     def find_by_request_key(self, key: str) -> dict[str, Any] | None:
@@ -187,7 +200,9 @@ class CalendarService:
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (eid, owner, title, _utc(start), _utc(end), timezone, request_key),
             )
-            db.executemany("INSERT INTO attendees VALUES (?, ?)", [(eid, a) for a in dict.fromkeys(attendees)])
+            db.executemany(
+                "INSERT INTO attendees VALUES (?, ?)", [(eid, a) for a in dict.fromkeys(attendees)]
+            )
         created = self.event(eid)
         assert created is not None
         return created

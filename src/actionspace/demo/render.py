@@ -26,10 +26,14 @@ def _detail(step: dict[str, object]) -> str:
     if err.get("field_errors"):
         parts.append("fields: " + ", ".join(f"{f['path']} ({f['message']})" for f in err["field_errors"]))
     if err.get("candidates"):
-        parts.append("candidates: " + ", ".join(f"{c['id']} = {c.get('label', '')}" for c in err["candidates"]))
+        parts.append(
+            "candidates: " + ", ".join(f"{c['id']} = {c.get('label', '')}" for c in err["candidates"])
+        )
     if err.get("alternatives"):
         alt = err["alternatives"][0]
-        parts.append(f"free: {alt['start'][11:16]}-{alt['end'][11:16]} (+{len(err['alternatives']) - 1} more)")
+        parts.append(
+            f"free: {alt['start'][11:16]}-{alt['end'][11:16]} (+{len(err['alternatives']) - 1} more)"
+        )
     return " | ".join(parts)
 
 
@@ -44,8 +48,9 @@ def render_report(report: DemoReport) -> RenderableType:
     for step in report.steps:
         d = step.to_dict()
         outcome = Text(step.category or step.status, style=_STYLE.get(step.status, ""))
-        timeline.add_row(str(step.index), f"{step.intent} ({step.format})", step.tool, outcome, _detail(d),
-                         step.next_move)  # fmt: skip
+        timeline.add_row(
+            str(step.index), f"{step.intent} ({step.format})", step.tool, outcome, _detail(d), step.next_move
+        )
     summary = Table(title="summary", show_header=True)
     summary.add_column("outcome")
     summary.add_column("steps", justify="right")
@@ -55,12 +60,15 @@ def render_report(report: DemoReport) -> RenderableType:
         counts[key] = counts.get(key, 0) + 1
     for key, n in counts.items():
         summary.add_row(Text(key, style="green" if key == "ok" else "red"), str(n))
-    verdict = Text("verified: the event read back matches the one created" if report.verified
-                   else "NOT verified", style="bold green" if report.verified else "bold red")  # fmt: skip
+    verdict = Text(
+        "verified: the event read back matches the one created" if report.verified else "NOT verified",
+        style="bold green" if report.verified else "bold red",
+    )
     footer = Text.assemble(
-        verdict, "\n",
+        verdict,
+        "\n",
         f"events in the calendar: {report.events_in_calendar} (folder {report.folder})\n",
         f"trace: {report.store}  run {report.run_id}\n",
         f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
-    )  # fmt: skip
+    )
     return Group(timeline, summary, Panel(footer, title="result"))

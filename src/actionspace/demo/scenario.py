@@ -43,8 +43,11 @@ def seed_calendar(service: CalendarService, day: date) -> None:
     sh = ZoneInfo("Asia/Shanghai")
     busy_from = datetime(day.year, day.month, day.day, 14, 30, tzinfo=sh)
     service.seed(
-        teams=[("t-design-sh", "Design", "Shanghai"), ("t-design-ber", "Design", "Berlin"),
-               ("t-platform", "Platform", "Shanghai")],
+        teams=[
+            ("t-design-sh", "Design", "Shanghai"),
+            ("t-design-ber", "Design", "Berlin"),
+            ("t-platform", "Platform", "Shanghai"),
+        ],
         users=[
             (USER, "Lin Wei", "Asia/Shanghai", "t-platform", "calendar:invite:staff"),
             ("u-chen", "Chen Jing", "Asia/Shanghai", "t-design-sh", "calendar:invite:staff"),
@@ -53,9 +56,17 @@ def seed_calendar(service: CalendarService, day: date) -> None:
             ("u-klein", "Anna Klein", "Europe/Berlin", "t-design-ber", "calendar:invite:staff"),
             ("u-vp", "Sun Hao (VP Design)", "Asia/Shanghai", None, "calendar:invite:exec"),
         ],
-        events=[("evt-planning", "u-wang", "Quarterly planning", busy_from, busy_from + timedelta(hours=1),
-                 ["u-wang"])],
-    )  # fmt: skip
+        events=[
+            (
+                "evt-planning",
+                "u-wang",
+                "Quarterly planning",
+                busy_from,
+                busy_from + timedelta(hours=1),
+                ["u-wang"],
+            )
+        ],
+    )
 
 
 def _valid_timezone(args: Mapping[str, Any]) -> Iterable[FieldError]:
@@ -75,18 +86,22 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
         known = {u["id"]: u for u in service.users(args["attendees"])}
         unknown = [a for a in args["attendees"] if a not in known]
         if unknown:
-            fields = [FieldError(path=f"/attendees/{args['attendees'].index(a)}", message=f"no user {a!r}")
-                      for a in unknown]  # fmt: skip
+            fields = [
+                FieldError(path=f"/attendees/{args['attendees'].index(a)}", message=f"no user {a!r}")
+                for a in unknown
+            ]
             return Rejected(ActionError.of("invalid_arguments", "unknown attendee ids", field_errors=fields))
         denied = [a for a, u in known.items() if not ctx.allows(u["invite_scope"])]
         if denied:
             scope = known[denied[0]]["invite_scope"]
-            return Rejected(ActionError.of(
-                "permission_denied",
-                f"{ctx.principal_id} may not invite {', '.join(denied)} (needs scope {scope})",
-                resource_ids=denied,
-                details={"missing_scopes": [scope], "attendees": denied},
-            ))  # fmt: skip
+            return Rejected(
+                ActionError.of(
+                    "permission_denied",
+                    f"{ctx.principal_id} may not invite {', '.join(denied)} (needs scope {scope})",
+                    resource_ids=denied,
+                    details={"missing_scopes": [scope], "attendees": denied},
+                )
+            )
         return None
 
     def no_overlap(ctx: ValidationContext, args: Mapping[str, Any]) -> Rejected | None:
@@ -96,23 +111,32 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
             return None
         tz = ZoneInfo(args["timezone"])
         slots = service.free_slots([USER, *args["attendees"]], start, end - start)
-        return Rejected(ActionError.of(
-            "conflict",
-            f"{clashes[0]['user_id']} is busy with {clashes[0]['title']!r} at that time",
-            resource_ids=[f"event:{c['id']}" for c in clashes],
-            alternatives=[s.to_dict(tz) for s in slots],
-            details={"busy": [{"user": c["user_id"], "event": c["id"]} for c in clashes]},
-        ))  # fmt: skip
+        return Rejected(
+            ActionError.of(
+                "conflict",
+                f"{clashes[0]['user_id']} is busy with {clashes[0]['title']!r} at that time",
+                resource_ids=[f"event:{c['id']}" for c in clashes],
+                alternatives=[s.to_dict(tz) for s in slots],
+                details={"busy": [{"user": c["user_id"], "event": c["id"]} for c in clashes]},
+            )
+        )
 
     @rt.tool(effect="read")
     def get_user_profile() -> dict[str, Any]:
         """The signed-in user's profile: id, name, time zone and team."""
         user = service.user(USER)
         assert user is not None
-        return {"user_id": user["id"], "name": user["name"], "timezone": user["timezone"], "team": user["team_id"]}
+        return {
+            "user_id": user["id"],
+            "name": user["name"],
+            "timezone": user["timezone"],
+            "team": user["team_id"],
+        }
 
     def find_team(ctx: ValidationContext, value: Any) -> list[dict[str, Any]]:
-        return [{"id": t["id"], "label": f"{t['name']} ({t['location']})"} for t in service.find_teams(str(value))]
+        return [
+            {"id": t["id"], "label": f"{t['name']} ({t['location']})"} for t in service.find_teams(str(value))
+        ]
 
     @rt.tool(effect="read", bindings={"team": find_team})
     def list_team_members(team: str) -> dict[str, Any]:
@@ -129,7 +153,9 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
         refinements=(after("end", "start"), _valid_timezone),
         validators=(invitable, no_overlap),
     )
-    def create_event(title: str, start: Timestamp, end: Timestamp, timezone: str, attendees: list[str]) -> ToolResult:
+    def create_event(
+        title: str, start: Timestamp, end: Timestamp, timezone: str, attendees: list[str]
+    ) -> ToolResult:
         """Create a calendar event for the signed-in user and invite attendees.
 
         Args:
@@ -139,10 +165,15 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
             timezone: IANA time zone of the organizer, e.g. Asia/Shanghai.
             attendees: User ids (not names) of the people to invite.
         """
-        event = service.create_event(owner=USER, title=title, start=start, end=end, timezone=timezone,
-                                     attendees=attendees)  # fmt: skip
-        effect = Effect(resource_id=f"event:{event['id']}", kind="created", version_after=str(event["version"]))
-        return ToolResult(data=_public_event(event), effects=(effect,), resource_version=str(event["version"]))
+        event = service.create_event(
+            owner=USER, title=title, start=start, end=end, timezone=timezone, attendees=attendees
+        )
+        effect = Effect(
+            resource_id=f"event:{event['id']}", kind="created", version_after=str(event["version"])
+        )
+        return ToolResult(
+            data=_public_event(event), effects=(effect,), resource_version=str(event["version"])
+        )
 
     @rt.tool(effect="read")
     def get_event(event_id: str) -> ToolResult:
@@ -163,17 +194,30 @@ def _public_event(event: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- the scripted model
 def _openai(name: str, args: Mapping[str, Any], call_id: str) -> str:
-    return json.dumps({"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+    return json.dumps(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            ],
+        }
+    )
 
 
 def _anthropic(name: str, args: Mapping[str, Any], call_id: str, text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": [{"type": "text", "text": text},
-                                             {"type": "tool_use", "id": call_id, "name": name, "input": dict(args)}]}
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": text},
+            {"type": "tool_use", "id": call_id, "name": name, "input": dict(args)},
+        ],
+    }
 
 
 def _hermes(name: str, args: Mapping[str, Any], thought: str) -> str:
-    return f"<think>{thought}</think>\n<tool_call>\n{json.dumps({'name': name, 'arguments': dict(args)})}\n</tool_call>"
+    body = json.dumps({"name": name, "arguments": dict(args)})
+    return f"<think>{thought}</think>\n<tool_call>\n{body}\n</tool_call>"
 
 
 @dataclass
@@ -189,9 +233,17 @@ class StepReport:
     observation: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.index, "intent": self.intent, "format": self.format, "tool": self.tool,
-                "status": self.status, "category": self.category, "recovery": self.recovery,
-                "next_move": self.next_move, "observation": self.observation}  # fmt: skip
+        return {
+            "step": self.index,
+            "intent": self.intent,
+            "format": self.format,
+            "tool": self.tool,
+            "status": self.status,
+            "category": self.category,
+            "recovery": self.recovery,
+            "next_move": self.next_move,
+            "observation": self.observation,
+        }
 
 
 @dataclass
@@ -206,9 +258,16 @@ class DemoReport:
     events_in_calendar: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "store": self.store, "folder": self.folder, "request": self.request,
-                "steps": [s.to_dict() for s in self.steps], "verified": self.verified, "event": self.event,
-                "events_in_calendar": self.events_in_calendar}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "store": self.store,
+            "folder": self.folder,
+            "request": self.request,
+            "steps": [s.to_dict() for s in self.steps],
+            "verified": self.verified,
+            "event": self.event,
+            "events_in_calendar": self.events_in_calendar,
+        }
 
 
 Move = tuple[str, str, Any, Mapping[str, str] | None]
@@ -224,45 +283,92 @@ def _script(day: date) -> Callable[[Sequence[Observation]], Move | None]:
     def turn(history: Sequence[Observation]) -> Move | None:
         k = len(history)
         if k == 0:
-            args = {"title": title, "start": start_local, "end": end_local}
-            return ("create the event straight away", "openai", _openai("create_event", args, "call_1"), None)
+            first = {"title": title, "start": start_local, "end": end_local}
+            return ("create the event straight away", "openai", _openai("create_event", first, "call_1"), None)
         if k == 1:
-            return ("read the user's time zone", "anthropic",
-                    _anthropic("get_user_profile", {}, "toolu_2", "I need the user's time zone first."), None)
+            return (
+                "read the user's time zone",
+                "anthropic",
+                _anthropic("get_user_profile", {}, "toolu_2", "I need the user's time zone first."),
+                None,
+            )
         if k == 2:
-            return ("look up the design team", "hermes",
-                    _hermes("list_team_members", {"team": "Design"}, "Find who is in the design team."), None)
+            return (
+                "look up the design team",
+                "hermes",
+                _hermes("list_team_members", {"team": "Design"}, "Find who is in the design team."),
+                None,
+            )
         if k == 3:
             team = "t-design-sh"  # the user answered: "the Shanghai one"
-            return ("list the team the user chose", "openai",
-                    _openai("list_team_members", {"team": team}, "call_4"), {"team": "user"})
+            return (
+                "list the team the user chose",
+                "openai",
+                _openai("list_team_members", {"team": team}, "call_4"),
+                {"team": "user"},
+            )
         tz = history[1].data["timezone"]
         members = [m["id"] for m in history[3].data["members"]]
         offset = datetime.fromisoformat(start_local).replace(tzinfo=ZoneInfo(tz)).isoformat()[-6:]
         args: dict[str, Any] = {"title": title, "timezone": tz, "attendees": members}
-        prov = {"title": "user", "timezone": f"tool_result:{history[1].call_id}",
-                "attendees": f"tool_result:{history[3].call_id}", "start": "model_inferred", "end": "model_inferred"}
+        prov: dict[str, str] = {
+            "title": "user",
+            "timezone": f"tool_result:{history[1].call_id}",
+            "attendees": f"tool_result:{history[3].call_id}",
+            "start": "model_inferred",
+            "end": "model_inferred",
+        }
         if k == 4:
             args |= {"start": end_local + offset, "end": start_local + offset}
-            return ("propose the event (start and end swapped)", "openai", _openai("create_event", args, "call_5"), prov)
+            return (
+                "propose the event (start and end swapped)",
+                "openai",
+                _openai("create_event", args, "call_5"),
+                prov,
+            )
         if k == 5:
             args |= {"start": start_local + offset, "end": end_local + offset}
-            return ("propose 15:00-16:00 with the team", "openai", _openai("create_event", args, "call_6"), prov)
+            return (
+                "propose 15:00-16:00 with the team",
+                "openai",
+                _openai("create_event", args, "call_6"),
+                prov,
+            )
         slot = history[5].error.alternatives[0] if history[5].error else None
         if k == 6 and slot is not None:
             args |= {"start": slot["start"], "end": slot["end"], "attendees": [*members, "u-vp"]}
-            prov = {**prov, "start": f"tool_result:{history[5].call_id}", "end": f"tool_result:{history[5].call_id}",
-                    "attendees": "model_inferred"}
-            return ("take the first free slot, also invite the VP", "openai",
-                    _openai("create_event", args, "call_7"), prov)
+            prov = {
+                **prov,
+                "start": f"tool_result:{history[5].call_id}",
+                "end": f"tool_result:{history[5].call_id}",
+                "attendees": "model_inferred",
+            }
+            return (
+                "take the first free slot, also invite the VP",
+                "openai",
+                _openai("create_event", args, "call_7"),
+                prov,
+            )
         if k == 7 and slot is not None:
             args |= {"start": slot["start"], "end": slot["end"]}
-            prov = {**prov, "start": f"tool_result:{history[5].call_id}", "end": f"tool_result:{history[5].call_id}"}
-            return ("create the event in the free slot with the team", "openai",
-                    _openai("create_event", args, "call_8"), prov)
+            prov = {
+                **prov,
+                "start": f"tool_result:{history[5].call_id}",
+                "end": f"tool_result:{history[5].call_id}",
+            }
+            return (
+                "create the event in the free slot with the team",
+                "openai",
+                _openai("create_event", args, "call_8"),
+                prov,
+            )
         if k == 8 and history[7].ok:
-            return ("read the event back to verify", "openai",
-                    _openai("get_event", {"event_id": history[7].data["id"]}, "call_9"), None)
+            return (
+                "read the event back to verify",
+                "openai",
+                _openai("get_event", {"event_id": history[7].data["id"]}, "call_9"),
+                None,
+            )
         return None
 
     return turn
@@ -298,13 +404,31 @@ def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoRepo
                 next_move = "fix the field named in field_errors"
             else:
                 next_move = _NEXT_MOVE.get(category or "", "continue")
-            steps.append(StepReport(len(history), intent, fmt, obs.tool, obs.status, category,
-                                    list(obs.error.recovery) if obs.error else [], next_move, obs.to_dict()))
+            steps.append(
+                StepReport(
+                    len(history),
+                    intent,
+                    fmt,
+                    obs.tool,
+                    obs.status,
+                    category,
+                    list(obs.error.recovery) if obs.error else [],
+                    next_move,
+                    obs.to_dict(),
+                )
+            )
         event = history[-1].data if history and history[-1].ok and history[-1].tool == "get_event" else None
         created = next((o for o in history if o.tool == "create_event" and o.ok), None)
         verified = bool(event and created and event == created.data)
-        rt.record(run_id, "verified", {"predicate": "event read back equals the created event", "ok": verified,
-                                       "event_id": event["id"] if event else None})  # fmt: skip
+        rt.record(
+            run_id,
+            "verified",
+            {
+                "predicate": "event read back equals the created event",
+                "ok": verified,
+                "event_id": event["id"] if event else None,
+            },
+        )
         if steps:
             steps[-1].next_move = "done: verified" if verified else "done: NOT verified"
         rt.finish(run_id, status="ok" if verified else "failed")

@@ -50,7 +50,9 @@ def _timeout_error(spec: ToolSpec) -> ActionError:
             details={"timeout_s": spec.timeout_s},
         )
     return ActionError.of(
-        "transient", f"{spec.name} did not answer within {spec.timeout_s}s", details={"timeout_s": spec.timeout_s}
+        "transient",
+        f"{spec.name} did not answer within {spec.timeout_s}s",
+        details={"timeout_s": spec.timeout_s},
     )
 
 
@@ -67,7 +69,9 @@ class _Portal:
             with self._lock:
                 if self._loop is None:
                     self._loop = asyncio.new_event_loop()
-                    threading.Thread(target=self._loop.run_forever, name="actionspace-portal", daemon=True).start()
+                    threading.Thread(
+                        target=self._loop.run_forever, name="actionspace-portal", daemon=True
+                    ).start()
                 loop = self._loop
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
@@ -80,7 +84,9 @@ class Executor:
         self._portal = _Portal()
 
     # ------------------------------------------------------------------ async callers
-    async def arun(self, spec: ToolSpec, kwargs: Mapping[str, Any], on_retry: AttemptHook | None = None) -> Outcome:
+    async def arun(
+        self, spec: ToolSpec, kwargs: Mapping[str, Any], on_retry: AttemptHook | None = None
+    ) -> Outcome:
         start = time.monotonic()
         first = await self._aattempt(spec, kwargs)
         if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:

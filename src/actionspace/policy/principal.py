@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
 
@@ -23,7 +23,8 @@ class Principal:
     """
 
     id: str
-    scopes: tuple[str, ...] = ()
+    scopes: Sequence[str] = ()
+    """Glob patterns; stored as a tuple."""
     tenant: str | None = None
     _matcher: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
     _cache: dict[str, bool] = field(init=False, repr=False, compare=False, default_factory=dict)

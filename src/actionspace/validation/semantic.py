@@ -44,7 +44,9 @@ MARKER = "x-actionspace"
 class ResourceRef(BaseModel):
     """A stable reference to a versioned resource: the id and the version the model observed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra={MARKER: {"type": "resource_ref"}})
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_extra={MARKER: {"type": "resource_ref"}}
+    )
     id: str = Field(min_length=1)
     version: str = Field(min_length=1)
 
@@ -300,4 +302,3 @@ def _collect(
     items = node.get("items")
     if isinstance(items, Mapping):
         _collect(items, (*path, "*"), defs, found, depth + 1)
-

@@ -20,7 +20,7 @@ from actionspace.errors import ActionError, ConfigurationError, FieldError
 from actionspace.validation.semantic import SemanticCheck, compile_checkers
 from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
 
-__all__ = ["CompiledTool", "ValidationContext", "Validated", "after", "compile_tool", "validate"]
+__all__ = ["CompiledTool", "Validated", "ValidationContext", "after", "compile_tool", "validate"]
 
 MAX_FIELD_ERRORS = 20
 """At most this many field errors are reported for one call (the rest are counted)."""
@@ -137,14 +137,21 @@ def validate(
     if compiled.simple:
         if compiled.validator.is_valid(arguments):
             return Validated(ACCEPTED, arguments, provenance)
-        return _reject("arguments do not match the tool's schema", schema_errors(compiled.validator, arguments))
+        return _reject(
+            "arguments do not match the tool's schema", schema_errors(compiled.validator, arguments)
+        )
     if not compiled.validator.is_valid(arguments):
-        return _reject("arguments do not match the tool's schema", schema_errors(compiled.validator, arguments))
+        return _reject(
+            "arguments do not match the tool's schema", schema_errors(compiled.validator, arguments)
+        )
     return _validate_rich(compiled, arguments, dict(provenance), ctx)
 
 
 def _validate_rich(
-    compiled: CompiledTool, arguments: dict[str, Any], provenance: dict[str, str], ctx: ValidationContext | None
+    compiled: CompiledTool,
+    arguments: dict[str, Any],
+    provenance: dict[str, str],
+    ctx: ValidationContext | None,
 ) -> Validated:
     spec = compiled.spec
     args = dict(arguments)
@@ -182,7 +189,11 @@ def _validate_rich(
         python_args = spec.coerce(bound)
     args = bound
     approvals: list[NeedsApproval] = []
-    inferred = [a for a in spec.high_risk_args if a in args and provenance.get(a, "model_inferred") == "model_inferred"]
+    inferred = [
+        a
+        for a in spec.high_risk_args
+        if a in args and provenance.get(a, "model_inferred") == "model_inferred"
+    ]
     if inferred:
         approvals.append(
             NeedsApproval(
@@ -213,7 +224,9 @@ def _no_resources(kind: str, rid: str) -> str | None:
     raise ConfigurationError(f"no resource version resolver for kind {kind!r}")
 
 
-def _check_resources(compiled: CompiledTool, args: Mapping[str, Any], ctx: ValidationContext) -> ActionError | None:
+def _check_resources(
+    compiled: CompiledTool, args: Mapping[str, Any], ctx: ValidationContext
+) -> ActionError | None:
     for check in compiled.resource_checks:
         kind = check.resource_kind or ""
         for pointer, ref in check.values(args):
@@ -265,7 +278,9 @@ def _bind(spec: ToolSpec, args: dict[str, Any], ctx: ValidationContext) -> dict[
     return out
 
 
-def after(later: str, earlier: str, *, strict: bool = True) -> Callable[[Mapping[str, Any]], Iterable[FieldError]]:
+def after(
+    later: str, earlier: str, *, strict: bool = True
+) -> Callable[[Mapping[str, Any]], Iterable[FieldError]]:
     """A refinement: argument ``later`` must come after ``earlier`` (timestamps, numbers, strings)."""
     from datetime import datetime
 

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from actionspace.cli import _mount, app
+from actionspace.demo.calendar import CalendarService
+from actionspace.demo.scenario import next_tuesday, run_demo
+from actionspace.trace.store import open_trace_store
+
+EXPECTED = [
+    ("create_event", "invalid_arguments"),
+    ("get_user_profile", None),
+    ("list_team_members", "ambiguous_reference"),
+    ("list_team_members", None),
+    ("create_event", "invalid_arguments"),
+    ("create_event", "conflict"),
+    ("create_event", "permission_denied"),
+    ("create_event", None),
+    ("get_event", None),
+]
+
+
+def test_the_scenario_recovers_from_each_mistake_by_category_and_verifies(tmp_path: Path) -> None:
+    report = run_demo(tmp_path, store="memory://", today=date(2026, 11, 30))
+    assert [(s.tool, s.category) for s in report.steps] == EXPECTED
+    first = report.steps[0].observation["error"]
+    assert sorted(f["path"] for f in first["field_errors"]) == ["/attendees", "/timezone"]
+    assert [c["id"] for c in report.steps[2].observation["error"]["candidates"]] == ["t-design-ber", "t-design-sh"]
+    assert report.steps[4].observation["error"]["field_errors"][0]["path"] == "/end"
+    conflict = report.steps[5].observation["error"]
+    assert conflict["alternatives"][0]["start"].startswith("2026-12-08T15:30:00+08:00")
+    assert report.steps[6].observation["error"]["details"]["attendees"] == ["u-vp"]
+    assert report.verified
+    assert report.event is not None
+    assert report.event["attendees"] == ["u-chen", "u-wang", "u-zhao"]
+    assert report.event["start_utc"] == "2026-12-08T07:30:00Z"
+
+
+def test_only_the_final_call_wrote_to_the_calendar(tmp_path: Path) -> None:
+    report = run_demo(tmp_path, store="memory://", today=date(2026, 11, 30))
+    service = CalendarService(tmp_path / "calendar.db")
+    try:
+        assert service.count_events() == 2  # the seeded meeting and the one created
+        assert report.events_in_calendar == 2
+        assert service.event(report.event["id"] if report.event else "") is not None
+    finally:
+        service.close()
+
+
+def test_next_tuesday_is_never_tomorrow() -> None:
+    assert next_tuesday(date(2026, 11, 30)) == date(2026, 12, 8)  # a Monday
+    assert next_tuesday(date(2026, 12, 1)) == date(2026, 12, 8)  # a Tuesday
+    assert next_tuesday(date(2026, 12, 6)) == date(2026, 12, 8)  # a Sunday
+
+
+def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
+    _mount()
+    store = f"sqlite:///{tmp_path / 'trace.db'}"
+    runner = CliRunner()
+    result = runner.invoke(app, ["demo", "--json", "--dir", str(tmp_path / "cal"), "--store", store])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert [s["category"] for s in report["steps"]] == [c for _, c in EXPECTED]
+    assert report["verified"] is True
+    shown = runner.invoke(app, ["trace", "show", report["run_id"], "--store", store, "--json"])
+    assert shown.exit_code == 0, shown.output
+    events = json.loads(shown.output)
+    observations = [e for e in events if e["kind"] == "observation"]
+    assert [o["data"].get("category") for o in observations] == [c for _, c in EXPECTED]
+    assert events[-1]["kind"] == "run_finished"
+    trace = open_trace_store(store)
+    assert len(trace.events(report["run_id"])) == len(events)
