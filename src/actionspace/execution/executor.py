@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -122,13 +122,13 @@ class Executor:
         assert fn is not None
         try:
             if spec.is_async:
-                value = await asyncio.wait_for(fn(**kwargs), spec.timeout_s)
+                value = await _with_timeout(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
                 value = await asyncio.wait_for(asyncio.to_thread(fn, **kwargs), spec.timeout_s)
             else:
                 value = fn(**kwargs)
                 if inspect.isawaitable(value):
-                    value = await asyncio.wait_for(_await(value), spec.timeout_s)
+                    value = await _with_timeout(_await(value), spec.timeout_s)
         except TimeoutError:
             return Failed(_timeout_error(spec), 1)
         except Exception as exc:
@@ -162,18 +162,22 @@ class Executor:
         assert fn is not None
         try:
             if spec.is_async:
-                value = self._portal.run(asyncio.wait_for(fn(**kwargs), spec.timeout_s))
+                value = self._run_coroutine(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
                 value = self._pool.submit(fn, **kwargs).result(timeout=spec.timeout_s)
             else:
                 value = fn(**kwargs)
                 if inspect.isawaitable(value):
-                    value = self._portal.run(asyncio.wait_for(_await(value), spec.timeout_s))
+                    value = self._run_coroutine(_await(value), spec.timeout_s)
         except (TimeoutError, FutureTimeout):
             return Failed(_timeout_error(spec), 1)
         except Exception as exc:
             return Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
+
+    def _run_coroutine(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
+        """Run a tool coroutine from sync code, on the portal loop (it may need a running loop)."""
+        return self._portal.run(_with_timeout(coro, timeout_s))
 
     # ------------------------------------------------------------------ shared
     @staticmethod
@@ -195,6 +199,50 @@ class Executor:
 
 async def _await(value: Awaitable[Any]) -> Any:
     return await value
+
+
+async def _with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
+    """Await ``coro`` under a timeout, paying for the timer only if it actually suspends.
+
+    Most tool coroutines that answer from memory finish without ever waiting; for those, a timer
+    (and the event-loop round trips ``wait_for`` costs) is pure overhead. The first step runs
+    synchronously; a coroutine that then waits continues under ``asyncio.timeout``.
+    """
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    except BaseException:
+        coro.close()
+        raise
+    async with asyncio.timeout(timeout_s):
+        return await _Resume(coro, yielded)
+
+
+class _Resume:
+    """Awaitable that drives an already-started coroutine to its end, passing its waits through."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+        self.coro = coro
+        self.yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield yielded
+            except BaseException as exc:  # cancellation or timeout thrown in by the task
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 def _exhausted(error: ActionError, attempts: int) -> ActionError:
