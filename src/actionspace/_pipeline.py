@@ -25,7 +25,7 @@ from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
-from actionspace.types import Observation, ToolCall, _provenance_fast
+from actionspace.types import Observation, Provenance, ToolCall
 from actionspace.validation.validator import (
     CompiledTool,
     Validated,
@@ -59,6 +59,8 @@ class RunState:
     """Tool name → (version, schema hash) as offered (or first resolved) in this run."""
     explicit_offer: bool = False
     """True after ``Runtime.offer``: only pinned names may be called."""
+    resolved: dict[str, tuple[int, ToolSpec]] = field(default_factory=dict)
+    """Called name → (catalog generation, spec): a resolution stays valid until the catalog changes."""
 
 
 class Recorder:
@@ -73,6 +75,10 @@ class Recorder:
 
     def add(self, kind: str, data: Mapping[str, Any]) -> None:
         self.records.append((next(self.run.seq), kind, time.time(), self.call_id, data))
+
+    def retry(self, attempt: int, error: ActionError, delay: float) -> None:
+        """The executor's hook before each retry."""
+        self.add("attempt", {"attempt": attempt, "category": error.category, "delay_s": round(delay, 4)})
 
     def flush(self, sink: RecordSink) -> None:
         if self.records:
@@ -100,7 +106,7 @@ def record_sink(store: TraceStore) -> RecordSink:
     return convert
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ready:
     """A call that passed every check before execution."""
 
@@ -145,6 +151,16 @@ def _fail(
 
 def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
     """The spec a call's tool name means in this run (unknown_tool / version_mismatch otherwise)."""
+    hit = run.resolved.get(name)
+    if hit is not None and hit[0] == catalog.generation:
+        return hit[1]
+    found = _resolve(catalog, run, name)
+    if isinstance(found, ToolSpec):
+        run.resolved[name] = (catalog.generation, found)
+    return found
+
+
+def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
     base, _, asked = name.partition("@")
     pin = run.pins.get(base)
     if pin is None:
@@ -285,7 +301,7 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
         "tool_version": spec.version,
         "data": shaped.data,
         "content_hash": shaped.content_hash,
-        "provenance": _provenance_fast(
+        "provenance": Provenance(
             fetched_at=time.time(),
             resource_version=version,
             trust=spec.labels.integrity,
@@ -313,7 +329,7 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
         diagnostics["deprecated_by"] = spec.deprecated_by
     if diagnostics:
         fields["diagnostics"] = diagnostics
-    obs = Observation._fast(**fields)
+    obs = Observation(**fields)
     rec.add("observation", _observation_event(obs))
     return obs
 

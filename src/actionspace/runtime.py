@@ -196,6 +196,7 @@ class Runtime:
             if spec.lifecycle == "retired":
                 left_out.append({"name": spec.key, "reason": "retired"})
         run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
+        run.resolved.clear()
         run.explicit_offer = True
         rec = Recorder(run, None)
         rec.add(
@@ -345,7 +346,7 @@ class Runtime:
                 if isinstance(ready, Ready):
                     spec = ready.compiled.spec
                     rec.add("dispatched", _dispatched(ready, spec))
-                    outcome = await self._executor.arun(spec, ready.kwargs, _retry_hook(rec))
+                    outcome = await self._executor.arun(spec, ready.kwargs, rec.retry)
                     ready = observe(ready, outcome, artifacts=self.artifacts, rec=rec)
                 if single:
                     return ready
@@ -392,7 +393,7 @@ class Runtime:
     def _execute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
         rec.add("dispatched", _dispatched(ready, spec))
-        outcome = self._executor.run(spec, ready.kwargs, _retry_hook(rec))
+        outcome = self._executor.run(spec, ready.kwargs, rec.retry)
         return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
 
     def _internal(self, exc: Exception, rec: Recorder) -> Observation:
@@ -450,13 +451,6 @@ def _dispatched(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
     if ready.key is not None:
         data["idempotency_key"] = ready.key
     return data
-
-
-def _retry_hook(rec: Recorder) -> Callable[[int, ActionError, float], None]:
-    def hook(attempt: int, error: ActionError, delay: float) -> None:
-        rec.add("attempt", {"attempt": attempt, "category": error.category, "delay_s": round(delay, 4)})
-
-    return hook
 
 
 def _group(items: Sequence[Observation], run_id: str) -> Observation:

@@ -7,9 +7,10 @@ through JSON (trace, ledger, HTTP, MCP) unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 
 __all__ = [
@@ -53,7 +54,8 @@ ArgSource = str
 ``default``."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fast_init
+@dataclass(frozen=True, kw_only=True)
 class ToolCall:
     """One proposed call, as the model emitted it (after parsing, before any check)."""
 
@@ -63,7 +65,7 @@ class ToolCall:
     """Usually a dict; anything else is rejected at validation, never coerced silently."""
     id: str | None = None
     """The provider's call id, when the format carries one."""
-    provenance: Mapping[str, ArgSource] = field(default_factory=dict)
+    provenance: Mapping[str, ArgSource] = _EMPTY
     """Per top-level argument, where its value came from; missing entries are ``model_inferred``."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +113,7 @@ class Effect:
         )
 
 
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class Provenance:
     """Where an observation's data came from and how far it can be trusted."""
@@ -173,18 +176,12 @@ class Trimming:
 _EMPTY_PROVENANCE = Provenance()
 
 
-def _provenance_fast(**fields: Any) -> Provenance:
-    obj = object.__new__(Provenance)
-    obj.__dict__.update(fields)
-    return obj
-
-
+@fast_init
 @dataclass(frozen=True, kw_only=True)
 class Observation:
     """What the model sees after a proposal: a bounded result or a typed error (DESIGN §5).
 
-    Immutable. Every default is an immutable value kept on the class, which lets the runtime
-    build observations through :meth:`_fast` without paying for a 17-argument frozen ``__init__``.
+    Immutable; built by :func:`actionspace._fast.fast_init` (every default is an immutable value).
     """
 
     call_id: str
@@ -211,13 +208,6 @@ class Observation:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    @classmethod
-    def _fast(cls, **fields: Any) -> Observation:
-        """Build without ``__init__``: unset fields read their class-level defaults. Internal."""
-        obj = object.__new__(cls)
-        obj.__dict__.update(fields)
-        return obj
 
     def to_dict(self) -> dict[str, Any]:
         return {

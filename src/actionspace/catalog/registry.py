@@ -23,6 +23,8 @@ class Catalog:
         self._order: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[ToolSpec], None]] = []
+        self.generation = 0
+        """Incremented on every change, so resolutions can be cached until the catalog changes."""
 
     def register(self, spec: ToolSpec) -> ToolSpec:
         """Add a tool version. Raises DuplicateToolError if ``name@version`` exists."""
@@ -31,6 +33,7 @@ class Catalog:
                 raise DuplicateToolError(f"tool {spec.key} is already registered")
             self._specs[spec.key] = spec
             self._order.setdefault(spec.name, []).append(spec.version)
+            self.generation += 1
         for listener in self._listeners:
             listener(spec)
         return spec
@@ -87,6 +90,7 @@ class Catalog:
                 raise UnknownToolError(f"no tool {key}")
             spec = spec.evolve(lifecycle=lifecycle, deprecated_by=deprecated_by or spec.deprecated_by)
             self._specs[key] = spec
+            self.generation += 1
         for listener in self._listeners:
             listener(spec)
         return spec

@@ -157,6 +157,7 @@ class ToolSpec:
     examples: tuple[Mapping[str, Any], ...] = ()
     _schema_hash: str = field(init=False, repr=False, compare=False, default="")
     _is_async: bool = field(init=False, repr=False, compare=False, default=False)
+    _key: str = field(init=False, repr=False, compare=False, default="")
 
     def __post_init__(self) -> None:
         if not self.name or "@" in self.name:
@@ -190,11 +191,12 @@ class ToolSpec:
             object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
         object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "_key", f"{self.name}@{self.version}")
 
     @property
     def key(self) -> str:
         """``name@version``."""
-        return f"{self.name}@{self.version}"
+        return self._key
 
     @property
     def schema_hash(self) -> str:

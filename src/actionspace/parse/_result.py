@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 from actionspace.types import ToolCall
 
@@ -29,7 +30,8 @@ _WHOLE_INPUT_REASONS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@fast_init
+@dataclass(frozen=True, kw_only=True)
 class ParseResult:
     """What :func:`actionspace.parse.parse` read out of one model output."""
 

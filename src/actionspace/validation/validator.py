@@ -59,7 +59,7 @@ class CompiledTool:
     """No check beyond the JSON Schema: validation is one ``is_valid`` call."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Validated:
     """The outcome of validation: the verdict and the normalized call."""
 
