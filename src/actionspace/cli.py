@@ -79,6 +79,30 @@ def demo(
         raise typer.Exit(1)
 
 
+eval_app = typer.Typer(help="Evaluate tool interfaces against external suites.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("bfcl")
+def eval_bfcl(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
+    stage: Annotated[
+        str, typer.Option(help="'runtime' (full pipeline) or 'validator' (the validate stage alone, faster).")
+    ] = "runtime",
+) -> None:
+    """BFCL (bfcl-eval 2026.3.23, Apache-2.0) read as data: every function doc loaded as a tool, the
+    ground-truth calls checked by the validator, and five mutations of each checked for the exact error.
+
+    The pinned wheel is fetched once with `pip download --no-deps` into ~/.cache/actionspace/bfcl.
+    """
+    from actionspace.evaluation.bfcl import format_bfcl_report, run_bfcl_checks
+
+    if stage not in ("runtime", "validator"):
+        raise typer.BadParameter("stage must be 'runtime' or 'validator'")
+    report = run_bfcl_checks(stage=stage)  # type: ignore[arg-type]
+    typer.echo(json.dumps(report, indent=2) if json_out else format_bfcl_report(report))
+
+
 def main() -> None:
     _mount()
     app()
