@@ -28,7 +28,6 @@ __all__ = [
 
 ARTIFACT_SCHEME: Final = "artifact://sha256/"
 _REF = re.compile(r"artifact://sha256/([0-9a-f]{64})")
-_COPY_CHUNK: Final = 1 << 20
 
 
 def artifact_ref(digest: str) -> str:

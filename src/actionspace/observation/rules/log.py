@@ -9,7 +9,8 @@
   the three lines before it and the
   block after it: indented and chained lines (a Python traceback, a Java stack with ``Caused by:``)
   are kept whole up to 80 lines, plus up to eight further lines. Longer blocks keep their first 20
-  and last 60 lines around ``{"_omitted_lines": n}``.
+  and last 60 lines and up to 10 error lines from between (``Caused by: …``); a gap reads
+  ``{"_omitted_lines": n}``. Under a tight budget the error lines of the block are kept longest.
 * ``tail``: the last 40 lines after the error block.
 * line numbers are 1-based; lines over 400 characters end in ``…[+n chars]``.
 
@@ -44,6 +45,8 @@ BEFORE_LINES: Final = 3
 AFTER_LINES: Final = 8
 BLOCK_HEAD: Final = 20
 BLOCK_TAIL: Final = 60
+KEY_LINES: Final = 10
+"""Error lines (``Caused by: …``) held from the middle of a block longer than head and tail."""
 BLOCK_SCAN: Final = 2000
 LINE_CHARS: Final = 400
 PARTIAL_CAP: Final = 65_536
@@ -79,21 +82,21 @@ _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _OUTPUT_KEYS: Final = ("output", "log", "text", "stdout", "stderr")
 _CODE_KEYS: Final = ("exit_code", "returncode", "exit_status")
 
-_RUNGS: Final[tuple[tuple[int, int, int, int, int], ...]] = (
-    # tail lines, chars per line, lines before the error, error block head, error block tail
-    (40, 400, 3, 20, 60),
-    (30, 300, 3, 15, 40),
-    (20, 240, 2, 10, 30),
-    (15, 200, 2, 8, 20),
-    (10, 160, 1, 6, 12),
-    (8, 120, 1, 4, 8),
-    (5, 100, 1, 3, 5),
-    (3, 80, 0, 2, 3),
-    (2, 80, 0, 1, 2),
-    (1, 60, 0, 1, 1),
-    (0, 60, 0, 1, 1),
-    (0, 40, 0, 1, 1),
-    (0, 30, 0, 1, 0),
+_RUNGS: Final[tuple[tuple[int, int, int, int, int, int], ...]] = (
+    # tail lines, chars per line, lines before the error, error block head, block tail, key lines
+    (40, 400, 3, 20, 60, 10),
+    (30, 300, 3, 15, 40, 8),
+    (20, 240, 2, 10, 30, 6),
+    (15, 200, 2, 8, 20, 6),
+    (10, 160, 1, 6, 12, 5),
+    (8, 120, 1, 4, 8, 4),
+    (5, 100, 1, 3, 5, 3),
+    (3, 80, 0, 2, 3, 3),
+    (2, 80, 0, 1, 2, 2),
+    (1, 60, 0, 1, 1, 2),
+    (0, 60, 0, 1, 1, 1),
+    (0, 40, 0, 1, 0, 1),
+    (0, 30, 0, 1, 0, 0),
 )
 
 _Line = tuple[int, str, int]
@@ -150,6 +153,7 @@ class LogRule(TrimRule):
         self._before: list[_Line] = []
         self._head: list[_Line] = []
         self._block_tail: deque[_Line] = deque(maxlen=BLOCK_TAIL)
+        self._keys: list[_Line] = []
         self._block_count = 0
         self._window = AFTER_LINES
         self._cut = False
@@ -259,6 +263,10 @@ class LogRule(TrimRule):
         if len(self._head) < BLOCK_HEAD:
             self._head.append(line)
         else:
+            if len(self._block_tail) == BLOCK_TAIL and len(self._keys) < KEY_LINES:
+                evicted = self._block_tail[0]
+                if _is_key(evicted[1]):
+                    self._keys.append(evicted)
             self._block_tail.append(line)
         self._block_count += 1
         if self._block_count >= BLOCK_SCAN:
@@ -271,8 +279,8 @@ class LogRule(TrimRule):
 
     # -- rendering -----------------------------------------------------------------------------
 
-    def _build(self, rung: tuple[int, int, int, int, int]) -> dict[str, Any]:
-        tail_n, chars, before_n, head_n, back_n = rung
+    def _build(self, rung: tuple[int, int, int, int, int, int]) -> dict[str, Any]:
+        tail_n, chars, before_n, head_n, back_n, key_n = rung
         shown: list[Any] = []
         kept = 0
         clipped = False
@@ -281,21 +289,19 @@ class LogRule(TrimRule):
         if self._block_count:
             error_line = self._head[0][0]
             block_end = error_line + self._block_count - 1
-            lines = [*self._head, *self._block_tail]
             before = self._before[-before_n:] if before_n else []
-            front = lines if self._block_count <= head_n + back_n else lines[:head_n]
-            back = [] if front is lines or not back_n else lines[len(lines) - back_n :]
-            for line in (*before, *front):
+            lines = [*before, *self._block_lines(head_n, back_n, key_n)]
+            previous = lines[0][0] - 1
+            for line in lines:
+                if line[0] > previous + 1:
+                    shown.append({"_omitted_lines": line[0] - previous - 1})
                 text, cut = _show(line, chars)
                 shown.append(text)
                 clipped |= cut
-            if back:
-                shown.append({"_omitted_lines": self._block_count - len(front) - len(back)})
-            for line in back:
-                text, cut = _show(line, chars)
-                shown.append(text)
-                clipped |= cut
-            kept = len(before) + len(front) + len(back)
+                previous = line[0]
+            if previous < block_end:
+                shown.append({"_omitted_lines": block_end - previous})
+            kept = len(lines)
         after = [line for line in self._tail if line[0] > block_end]
         tail = []
         for line in after[-tail_n:] if tail_n else []:
@@ -314,6 +320,18 @@ class LogRule(TrimRule):
             "omitted_lines": omitted,
         }
 
+    def _block_lines(self, head_n: int, back_n: int, key_n: int) -> list[_Line]:
+        """The block's first ``head_n`` and last ``back_n`` lines and up to ``key_n`` error lines
+        (the latest ones) from between them, in order."""
+        stored = [*self._head, *self._keys, *self._block_tail]
+        if self._block_count <= head_n + back_n:
+            return stored
+        chosen = set(range(min(head_n, len(stored))))
+        chosen.update(range(max(len(stored) - back_n, 0), len(stored)))
+        keys = [n for n, line in enumerate(stored) if n not in chosen and _is_key(line[1])]
+        chosen.update(keys[len(keys) - key_n :] if key_n else ())
+        return [stored[n] for n in sorted(chosen)]
+
     def _minimal(self) -> dict[str, Any]:
         self._cut = self._count > 0
         data: dict[str, Any] = {"exit_code": self.fields["exit_code"]} if "exit_code" in self.fields else {}
@@ -326,6 +344,11 @@ class LogRule(TrimRule):
             omitted_lines=self._count,
         )
         return data
+
+
+def _is_key(text: str) -> bool:
+    """A line that names what went wrong: ``KeyError: …``, ``Caused by: …``, ``error: …``."""
+    return not text[:1].isspace() and _ERROR_LINE.search(text) is not None
 
 
 def _show(line: _Line, chars: int) -> tuple[str, bool]:

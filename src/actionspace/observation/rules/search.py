@@ -9,14 +9,16 @@ Reads ``grep -n`` / ``rg -n`` text (``path:line:text``; ``path-line-text`` conte
 
 Duplicate hits (same path and line) are counted once. At most 5 hits per file and 50 in all are
 shown, chosen breadth first: the first hit of every file before the second hit of any, so a file
-with thousands of matches cannot hide the only match in another. Hits are listed grouped by file
-in the order files appeared; context lines read ``<line>-<text>`` as grep writes them.
+with thousands of matches cannot hide the only match in another. Hits are held for the first 25
+and the last 25 files of the output (the others are counted and named in ``omitted_files``).
+Hits are listed grouped by file in the order files appeared; context lines read ``<line>-<text>``
+as grep writes them.
 """
 
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
@@ -28,6 +30,7 @@ __all__ = ["SearchRule"]
 
 PER_FILE: Final = 5
 FILES_KEPT: Final = 50
+"""Files whose hits are held: the first half and the most recent half seen."""
 CONTEXT_LINES: Final = 2
 TEXT_CHARS: Final = 300
 FILE_CAP: Final = 4096
@@ -81,6 +84,7 @@ class SearchRule(TrimRule):
         super().__init__(max_bytes=max_bytes, fields=fields)
         self._buffer = LineBuffer(TEXT_CHARS * 4)
         self._kept: dict[str, list[_Hit]] = {}
+        self._recent: OrderedDict[str, list[_Hit]] = OrderedDict()
         self._counts: dict[str, int] = {}
         self._untracked = 0
         self._last_untracked: str | None = None
@@ -212,9 +216,15 @@ class SearchRule(TrimRule):
             return None
         kept = self._kept.get(path)
         if kept is None:
-            if len(self._kept) >= FILES_KEPT:
-                return None
-            kept = self._kept[path] = []
+            kept = self._recent.get(path)
+        if kept is None:
+            kept = []
+            if len(self._kept) < FILES_KEPT // 2:
+                self._kept[path] = kept
+            else:
+                self._recent[path] = kept
+                if len(self._recent) > FILES_KEPT - FILES_KEPT // 2:
+                    self._recent.popitem(last=False)
         if len(kept) >= PER_FILE:
             return None
         hit = _Hit(path, line, text, size)
@@ -226,10 +236,11 @@ class SearchRule(TrimRule):
 
     def _build(self, rung: tuple[int, int, int, int, int]) -> dict[str, Any]:
         total, per_file, chars, context, listed = rung
-        chosen = _breadth_first(self._kept, total, per_file)
+        files = {**self._kept, **self._recent}
+        chosen = _breadth_first(files, total, per_file)
         hits: list[dict[str, Any]] = []
         clipped = False
-        for hit in (h for path_hits in self._kept.values() for h in path_hits if id(h) in chosen):
+        for hit in (h for path_hits in files.values() for h in path_hits if id(h) in chosen):
             shown, cut = _show(hit, chars, context)
             hits.append(shown)
             clipped |= cut
