@@ -36,6 +36,7 @@ def test_sigkill_during_calls_leaves_only_whole_calls(tmp_path: Path) -> None:
     proc.start()
     assert parent.poll(60), "worker never reached 25 calls"
     assert parent.recv() == "ready"
+    assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(10)
 

@@ -34,5 +34,5 @@ def fast_init(cls: type[T]) -> type[T]:
         self.__dict__.update(kwargs)
 
     __init__.__qualname__ = f"{qualname}.__init__"
-    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__init__ = __init__  # type: ignore[method-assign]
     return cls

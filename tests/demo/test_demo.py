@@ -29,7 +29,8 @@ def test_the_scenario_recovers_from_each_mistake_by_category_and_verifies(tmp_pa
     assert [(s.tool, s.category) for s in report.steps] == EXPECTED
     first = report.steps[0].observation["error"]
     assert sorted(f["path"] for f in first["field_errors"]) == ["/attendees", "/timezone"]
-    assert [c["id"] for c in report.steps[2].observation["error"]["candidates"]] == ["t-design-ber", "t-design-sh"]
+    candidates = report.steps[2].observation["error"]["candidates"]
+    assert [c["id"] for c in candidates] == ["t-design-ber", "t-design-sh"]
     assert report.steps[4].observation["error"]["field_errors"][0]["path"] == "/end"
     conflict = report.steps[5].observation["error"]
     assert conflict["alternatives"][0]["start"].startswith("2026-12-08T15:30:00+08:00")

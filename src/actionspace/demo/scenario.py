@@ -283,8 +283,10 @@ def _script(day: date) -> Callable[[Sequence[Observation]], Move | None]:
     def turn(history: Sequence[Observation]) -> Move | None:
         k = len(history)
         if k == 0:
-            first = {"title": title, "start": start_local, "end": end_local}
-            return ("create the event straight away", "openai", _openai("create_event", first, "call_1"), None)
+            first = _openai(
+                "create_event", {"title": title, "start": start_local, "end": end_local}, "call_1"
+            )
+            return ("create the event straight away", "openai", first, None)
         if k == 1:
             return (
                 "read the user's time zone",
