@@ -228,13 +228,13 @@ class Runtime:
     # ------------------------------------------------------------------ calls
     def _parse(self, raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
         if isinstance(raw, ToolCall):
-            rec.add("parsed", {"format": "toolcall", "calls": [{"name": raw.name, "id": raw.id}]})
+            rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
             return [raw]
         rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
         parsed = parse(raw)
         event: dict[str, Any] = {
             "format": parsed.format,
-            "calls": [{"name": c.name, "id": c.id} for c in parsed.calls],
+            "calls": tuple({"name": c.name, "id": c.id} for c in parsed.calls),
         }
         if parsed.error is not None:
             event["error"] = parsed.error.message[:300]

@@ -16,7 +16,7 @@ from typing import Any
 
 from actionspace.errors import ActionError
 from actionspace.parse._result import Collector, ParseResult
-from actionspace.parse._structured import add_value, fast_openai_entry
+from actionspace.parse._structured import add_value, fast_openai_entry, loads_object
 from actionspace.types import ToolCall
 
 __all__ = ["ParseResult", "parse"]
@@ -39,11 +39,8 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
         if isinstance(raw, ToolCall):
             return ParseResult(calls=(raw,), content=None, reasoning=None, error=None, format="toolcall")
         if isinstance(raw, str) and raw[:1] == "{":
-            try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
-                pass
-            else:
+            value = loads_object(raw)
+            if value is not None:
                 fast = fast_openai_entry(value)
                 if fast is not None:
                     return fast

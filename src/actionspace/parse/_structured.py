@@ -26,6 +26,23 @@ _REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
+_scan_once = json.JSONDecoder().scan_once
+
+
+def loads_object(text: str) -> Any:
+    """``json.loads`` of text starting with ``{`` without the decoder's regex passes; None if invalid.
+
+    The fast path only: any failure returns None and the full parser reports it with its position.
+    """
+    try:
+        value, end = _scan_once(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) and not text[end:].isspace():
+        return None
+    return value
+
+
 def fast_openai_entry(value: object) -> ParseResult | None:
     """The benchmark's shape, one OpenAI ``tool_calls`` entry, built with plain dict checks only."""
     if type(value) is not dict:
@@ -43,10 +60,15 @@ def fast_openai_entry(value: object) -> ParseResult | None:
         return None
     arguments = function.get("arguments")
     if type(arguments) is str:
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return None  # the full path reports it with its position (or reads "" as no arguments)
+        if arguments[:1] == "{":
+            arguments = loads_object(arguments)
+            if arguments is None:
+                return None  # the full path reports it with its position
+        else:
+            try:
+                arguments = json.loads(arguments)
+            except (ValueError, RecursionError):
+                return None  # the full path reports it with its position (or reads "" as no arguments)
     elif arguments is None:
         arguments = {}
     call = ToolCall(name=name, arguments=arguments, id=call_id)

@@ -1,11 +1,15 @@
 """In-memory trace store: for tests and benchmarks; lost with the process.
 
-Events are kept as compact records and become ``TraceEvent`` objects only when read, so recording
-costs the hot path a tuple per event.
+Each call's records are kept as one ``marshal`` blob and become ``TraceEvent`` objects only when
+read. A blob is not a container the garbage collector has to walk: keeping a million events as
+tuples and dicts would make every full collection traverse all of them, which costs the hot path
+more than encoding them once.
 """
 
 from __future__ import annotations
 
+import marshal
+import pickle
 import threading
 from collections.abc import Sequence
 
@@ -18,7 +22,7 @@ class MemoryTraceStore:
     """Keeps events in per-run lists; thread-safe appends."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, list[EventRecord]] = {}
+        self._runs: dict[str, list[bytes]] = {}
         self._next: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -30,8 +34,8 @@ class MemoryTraceStore:
             run = self._runs.get(run_id)
             if run is None:
                 run = self._runs[run_id] = []
-            run.extend(records)
-            top = max(r[0] for r in records) + 1
+            run.append(_encode(records))
+            top = max([r[0] for r in records]) + 1
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
 
@@ -44,7 +48,8 @@ class MemoryTraceStore:
 
     def events(self, run_id: str) -> list[TraceEvent]:
         with self._lock:
-            records = sorted(self._runs.get(run_id, ()), key=lambda r: r[0])
+            blobs = list(self._runs.get(run_id, ()))
+        records = sorted((r for blob in blobs for r in _decode(blob)), key=lambda r: r[0])
         return [
             TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
             for seq, kind, ts, call_id, data in records
@@ -69,3 +74,15 @@ class MemoryTraceStore:
 
     def close(self) -> None:
         pass
+
+
+def _encode(records: Sequence[EventRecord]) -> bytes:
+    try:
+        return b"m" + marshal.dumps(tuple(records))
+    except ValueError:  # a payload value marshal does not know (it is still picklable)
+        return b"p" + pickle.dumps(tuple(records), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _decode(blob: bytes) -> tuple[EventRecord, ...]:
+    data = marshal.loads(blob[1:]) if blob[:1] == b"m" else pickle.loads(blob[1:])
+    return tuple(data)

@@ -1,0 +1,119 @@
+"""actionspace's rows: the whole in-memory pipeline, from the model's call string to the Observation.
+
+Each row gets a fresh ``Runtime(store="memory://")`` with the tools registered as ``effect="none"``,
+so every call goes parse → resolve → validate → authorize → execute → observe → trace, in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from actionspace.bench._timing import Pass
+from actionspace.bench._workload import (
+    ARGS_DICTS,
+    BATCH,
+    EXPECTED,
+    VARIANTS,
+    add,
+    add_async,
+    openai_call,
+    openai_calls,
+    slow,
+)
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+    from actionspace.types import Observation
+
+__all__ = ["OK", "observed", "run_ours"]
+
+OK = {"status": "ok", "data": EXPECTED}
+"""What every per-call row of ours must return for call 0, as :func:`observed` reports it."""
+
+
+def observed(obs: Any) -> dict[str, Any]:
+    """The part of an Observation the check compares: its status and data."""
+    return {"status": obs.status, "data": obs.data}
+
+
+def _runtime() -> Runtime:
+    from actionspace.runtime import Runtime
+
+    rt = Runtime(store="memory://")
+    rt.tool(effect="none")(add)
+    rt.tool(effect="none")(add_async)
+    rt.tool(effect="none")(slow)
+    return rt
+
+
+def _sync_rows(p: Pass) -> None:
+    calls = openai_calls("add")
+    if p.want("actionspace.call.sync_tool"):
+        with _runtime() as rt:
+            p.sync(
+                "actionspace.call.sync_tool",
+                lambda i: rt.call(calls[i % VARIANTS]),
+                20000,
+                extract=observed,
+                expect=OK,
+            )
+
+
+async def _batch_row(p: Pass) -> None:
+    name = "batch.actionspace.acall.gather"
+    if not p.want(name):
+        return
+    slow_calls = [openai_call("slow", {"x": i}, f"call_{i}") for i in range(BATCH)]
+    with _runtime() as rt:
+
+        async def batch() -> list[Any]:
+            return await asyncio.gather(*(rt.acall(c) for c in slow_calls))
+
+        first = await batch()
+        wrong = [i for i, o in enumerate(first) if observed(o) != {"status": "ok", "data": i}]
+        if wrong:
+            p.fail(
+                name, AssertionError(f"batch items {wrong[:5]} did not return their x: {first[wrong[0]]!r}")
+            )
+            return
+        await p.abatch(name, batch)
+
+
+def _acaller(rt: Runtime, inputs: list[Any]) -> Callable[[int], Awaitable[Observation]]:
+    return lambda i: rt.acall(inputs[i % VARIANTS])
+
+
+async def _async_rows(p: Pass) -> None:
+    from actionspace.types import ToolCall
+
+    sync_calls = openai_calls("add")
+    async_calls = openai_calls("add_async")
+    prebuilt = [
+        ToolCall(name="add_async", arguments=ARGS_DICTS[i], id=f"call_{i + 1}") for i in range(VARIANTS)
+    ]
+    rows: list[tuple[str, list[Any]]] = [
+        ("actionspace.acall.async_tool", async_calls),
+        ("actionspace.acall.sync_tool", sync_calls),
+        ("actionspace.acall.toolcall", prebuilt),
+    ]
+    for name, inputs in rows:
+        if not p.want(name):
+            continue
+        with _runtime() as rt:
+            await p.aio(name, _acaller(rt, inputs), 20000, extract=observed, expect=OK)
+    await _batch_row(p)
+
+
+def run_ours(p: Pass) -> None:
+    """Every actionspace row: sync ``rt.call``, async ``rt.acall`` (string and prebuilt ToolCall), batch."""
+    if not p.wants_any("actionspace."):
+        return
+    try:
+        _runtime().close()
+    except ImportError as exc:
+        p.skip("actionspace", f"the runtime does not import: {exc}")
+        return
+    _sync_rows(p)
+    asyncio.run(_async_rows(p))

@@ -1,0 +1,151 @@
+"""Turn aggregated rows into the report: who each row is, which of our rows it is compared with, targets."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+__all__ = ["BATCH_OURS", "PACKAGES", "TARGETS", "TARGET_RATIO", "annotate", "machine", "versions"]
+
+TARGET_RATIO = 0.5
+"""Our full pipeline's median must be at most this fraction of the fastest peer's median."""
+
+TARGETS: tuple[tuple[str, str, str], ...] = (
+    ("async tool", "actionspace.acall.async_tool", "async"),
+    ("sync tool, awaited", "actionspace.acall.sync_tool", "sync"),
+)
+"""(label, our row, the peer variant it is held against). Every peer awaits its sync tools on a
+worker thread, so our sync-tool target uses ``rt.acall`` too, not the thread-free ``rt.call``."""
+
+BATCH_OURS = "batch.actionspace.acall.gather"
+
+PACKAGES = (
+    "actionspace",
+    "pydantic",
+    "pydantic-core",
+    "jsonschema-rs",
+    "rfc8785",
+    "mcp",
+    "mcp-types",
+    "pydantic-ai-slim",
+    "pydantic-graph",
+    "langgraph",
+    "langgraph-prebuilt",
+    "langchain-core",
+    "openai-agents",
+    "openai",
+    "anyio",
+    "jsonschema",
+    "opentelemetry-api",
+    "langsmith",
+    "typer",
+    "rich",
+)
+"""Packages whose versions the report prints (None when not installed)."""
+
+_FLOOR_PREFIXES = ("direct.", "pydantic_validate.", "json_parse.")
+
+_FLOOR_REFERENCE = {
+    "direct.sync_tool": "actionspace.call.sync_tool",
+    "direct.sync_tool_to_thread": "actionspace.acall.sync_tool",
+    "direct.async_tool": "actionspace.acall.async_tool",
+}
+
+
+def kind_of(name: str) -> str:
+    """``floor``, ``actionspace`` or ``peer``."""
+    bare = name.removeprefix("batch.")
+    if bare.startswith(_FLOOR_PREFIXES):
+        return "floor"
+    if bare.startswith("actionspace."):
+        return "actionspace"
+    return "peer"
+
+
+def variant_of(name: str) -> str | None:
+    """``async`` (an async tool), ``sync`` (a sync tool) or None (no tool call: parse or validation only)."""
+    if ".async_tool" in name or name.endswith(".toolcall"):
+        return "async"
+    if ".sync_tool" in name:
+        return "sync"
+    return None
+
+
+def reference_of(name: str) -> str | None:
+    """Which of our rows a row's ratio is taken against (None for our own rows)."""
+    kind = kind_of(name)
+    if kind == "actionspace":
+        return None
+    if kind == "floor":
+        return _FLOOR_REFERENCE.get(name, "actionspace.call.sync_tool")
+    return "actionspace.acall.async_tool" if variant_of(name) == "async" else "actionspace.acall.sync_tool"
+
+
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or not theirs:
+        return None
+    return ours / theirs
+
+
+def annotate(agg: dict[str, Any]) -> dict[str, Any]:
+    """Add kind, variant, reference and ratio to every row, the batch ratios, and the targets."""
+    percall = agg["percall"]
+    for name, row in percall.items():
+        ref = reference_of(name)
+        row["kind"] = kind_of(name)
+        row["variant"] = variant_of(name)
+        row["reference"] = ref
+        row["ratio"] = _ratio(percall.get(ref, {}).get("median_us") if ref else None, row["median_us"])
+    ours_batch = agg["batch"].get(BATCH_OURS, {}).get("median_ms")
+    for name, row in agg["batch"].items():
+        row["kind"] = kind_of(name)
+        row["ratio"] = None if name == BATCH_OURS else _ratio(ours_batch, row["median_ms"])
+    targets = [_target(percall, label, ours, variant) for label, ours, variant in TARGETS]
+    agg["targets"] = targets
+    states = {t["status"] for t in targets}
+    agg["target"] = "FAIL" if "FAIL" in states else ("PASS" if states == {"PASS"} else "n/a")
+    return agg
+
+
+def _target(percall: dict[str, Any], label: str, ours: str, variant: str) -> dict[str, Any]:
+    peers = {n: r["median_us"] for n, r in percall.items() if r["kind"] == "peer" and r["variant"] == variant}
+    out: dict[str, Any] = {"label": label, "ours": ours, "limit": TARGET_RATIO, "peer": None, "ratio": None}
+    mine = percall.get(ours, {}).get("median_us")
+    if mine is None or not peers:
+        out["status"] = "n/a"
+        out["why"] = f"no {ours} row" if mine is None else f"no peer row with the {variant} tool variant"
+        return out
+    fastest = min(peers, key=lambda n: peers[n])
+    ratio = mine / peers[fastest]
+    out.update(
+        peer=fastest,
+        ours_median_us=mine,
+        peer_median_us=peers[fastest],
+        ratio=ratio,
+        status="PASS" if ratio <= TARGET_RATIO else "FAIL",
+    )
+    return out
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    found["python"] = platform.python_version()
+    return found
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "cpus": os.cpu_count(),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }

@@ -1,0 +1,160 @@
+"""The bench harness: structure and correctness of what it measures, never timing."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from actionspace.bench import SCHEMA, render, run_bench
+from actionspace.bench import _peers as peers
+from actionspace.bench._passes import _collect, run_group
+from actionspace.bench._report import annotate
+from actionspace.bench._timing import Pass, matches
+from actionspace.bench.cli import bench_command
+
+OURS = (
+    "actionspace.call.sync_tool",
+    "actionspace.acall.async_tool",
+    "actionspace.acall.sync_tool",
+    "actionspace.acall.toolcall",
+)
+
+
+@pytest.fixture(scope="module")
+def smoke() -> dict[str, Any]:
+    return run_bench(passes=1, scale=0.01, only=["direct", "actionspace"])
+
+
+def test_a_smoke_run_measures_the_floors_and_every_path_of_ours(smoke: dict[str, Any]) -> None:
+    assert smoke["schema"] == SCHEMA
+    assert smoke["errors"] == {}
+    assert smoke["skipped"] == {}
+    names = set(smoke["percall"])
+    assert {"direct.sync_tool", "direct.async_tool", *OURS} <= names
+    assert all(n.startswith(("direct.", "actionspace.")) for n in names)
+    assert set(smoke["batch"]) == {"batch.direct.asyncio_gather", "batch.actionspace.acall.gather"}
+    for row in smoke["percall"].values():
+        assert row["n_per_pass"] >= 200 and row["passes"] == 1
+        assert {"median_us", "p99_us", "pass_medians_us", "kind", "variant", "reference", "ratio"} <= set(row)
+
+
+def test_our_paths_return_the_tools_result_as_observation_data(smoke: dict[str, Any]) -> None:
+    for name in OURS:
+        assert smoke["percall"][name]["result"] == {"status": "ok", "data": 3}, name
+    assert smoke["percall"]["direct.sync_tool"]["result"] == 3
+
+
+def test_rows_are_compared_with_our_row_of_the_same_calling_convention(smoke: dict[str, Any]) -> None:
+    rows = smoke["percall"]
+    assert rows["direct.async_tool"]["reference"] == "actionspace.acall.async_tool"
+    assert rows["direct.sync_tool"]["reference"] == "actionspace.call.sync_tool"
+    assert rows["direct.async_tool"]["ratio"] is not None
+    assert rows["actionspace.acall.async_tool"]["reference"] is None
+
+
+def test_without_peer_rows_the_target_is_not_applicable(smoke: dict[str, Any]) -> None:
+    assert smoke["target"] == "n/a"
+    assert [t["status"] for t in smoke["targets"]] == ["n/a", "n/a"]
+
+
+def test_the_result_is_json_and_renders(smoke: dict[str, Any]) -> None:
+    assert json.loads(json.dumps(smoke)) == smoke
+    out = io.StringIO()
+    Console(file=out, width=200).print(render(smoke))
+    text = out.getvalue()
+    assert "actionspace.acall.async_tool" in text and "target: n/a" in text
+    assert "load average" in text and "pydantic" in text
+
+
+def _row(median: float) -> dict[str, Any]:
+    return {"median_us": median, "p99_us": median * 2}
+
+
+def test_the_target_passes_at_half_the_fastest_peer_and_fails_above() -> None:
+    agg: dict[str, Any] = {
+        "percall": {
+            "actionspace.acall.async_tool": _row(10.0),
+            "actionspace.acall.sync_tool": _row(60.0),
+            "pydantic_ai.tool_manager.handle_call.async_tool": _row(20.0),
+            "openai_agents.on_invoke_tool.async_tool": _row(40.0),
+            "openai_agents.on_invoke_tool.sync_tool": _row(100.0),
+        },
+        "batch": {"batch.actionspace.acall.gather": {"median_ms": 12.0}, "batch.mcp.x": {"median_ms": 24.0}},
+    }
+    result = annotate(agg)
+    by_label = {t["ours"]: t for t in result["targets"]}
+    async_target = by_label["actionspace.acall.async_tool"]
+    assert async_target["status"] == "PASS"
+    assert async_target["peer"] == "pydantic_ai.tool_manager.handle_call.async_tool"
+    assert async_target["ratio"] == pytest.approx(0.5)
+    assert by_label["actionspace.acall.sync_tool"]["status"] == "FAIL"
+    assert result["target"] == "FAIL"
+    assert result["percall"]["openai_agents.on_invoke_tool.async_tool"]["ratio"] == pytest.approx(0.25)
+    assert result["batch"]["batch.mcp.x"]["ratio"] == pytest.approx(0.5)
+
+
+def test_only_prefixes_select_rows_and_their_batch_rows() -> None:
+    assert matches("batch.actionspace.acall.gather", ["actionspace"])
+    assert matches("mcp.inproc_direct.sync_tool", ["mcp.inproc"])
+    assert not matches("mcp.inproc_direct.sync_tool", ["direct"])
+    assert matches("anything", [])
+    p = Pass(1.0, ["mcp.inproc_direct"])
+    assert p.wants_any("mcp.") and not p.wants_any("langgraph.")
+    assert Pass(1.0, ["batch"]).wants_any("direct.")
+
+
+def test_a_missing_peer_package_is_reported_as_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(peers.PEERS, "mcp", ("actionspace_no_such_peer_module", peers.run_mcp))
+    p = Pass(0.01, [], log=lambda _line: None)
+    peers.run_peer(p, "mcp")
+    assert "actionspace_no_such_peer_module" in p.skipped["mcp"]
+    assert p.percall == {} and p.errors == {}
+
+
+def test_a_row_that_returns_the_wrong_value_is_an_error_not_a_figure() -> None:
+    p = Pass(0.01, [], log=lambda _line: None)
+    p.sync("direct.wrong", lambda i: i, 200, extract=lambda r: r, expect=3)
+    assert "direct.wrong" in p.errors and "direct.wrong" not in p.percall
+
+
+def test_bad_arguments_are_developer_errors() -> None:
+    with pytest.raises(ValueError):
+        run_bench(passes=0)
+    with pytest.raises(ValueError):
+        run_bench(scale=0)
+
+
+def test_the_command_prints_json() -> None:
+    import typer
+
+    app = typer.Typer()
+    app.command()(bench_command)
+    out = CliRunner().invoke(
+        app, ["--json", "--passes", "1", "--scale", "0.01", "--only", "direct.sync", "-q"]
+    )
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert set(result["percall"]) == {"direct.sync_tool", "direct.sync_tool_to_thread"}
+    assert result["percall"]["direct.sync_tool"]["result"] == 3
+
+
+def test_a_pass_in_a_spawned_interpreter_gives_the_same_rows() -> None:
+    part = run_group("floors", 0.01, ["direct.sync_tool"])
+    assert set(part["percall"]) == {"direct.sync_tool", "direct.sync_tool_to_thread"}
+    assert part["percall"]["direct.sync_tool"]["result"] == 3 and part["errors"] == {}
+
+
+def test_a_pass_whose_process_dies_is_an_error_entry(tmp_path: Path) -> None:
+    missing = tmp_path / "never-written.json"
+    died = _collect("mcp", 1, missing, ["Traceback", "boom"], 0.0)
+    assert died["percall"] == {} and "exited with status 1" in died["errors"]["mcp"]
+    assert "boom" in died["errors"]["mcp"]
+    timed_out = _collect("mcp", -int(signal.SIGALRM), missing, [], 0.0)
+    assert "timed out" in timed_out["errors"]["mcp"]
