@@ -241,7 +241,7 @@ def prepare(
             },
         )
         return _fail(rec, error, call_id, spec.name, spec.version)
-    rec.add("validated", _validated_event(spec, "accepted", None))
+    rec.add("validated", compiled.accepted_event)
     auth = authorize(spec, principal)
     if isinstance(auth, Rejected):
         rec.add(
@@ -253,7 +253,7 @@ def prepare(
             },
         )
         return _fail(rec, auth.error, call_id, spec.name, spec.version)
-    rec.add("authorized", {"verdict": "allowed", "principal": principal.id})
+    rec.add("authorized", principal.allowed_event)
     args = checked.arguments
     kwargs: Mapping[str, Any] = checked.python_arguments if checked.python_arguments is not None else args
     key = None
@@ -295,18 +295,20 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
         complete, cursor, total = value.complete, value.cursor, value.total
         value = value.data
     shaped = shape(value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts)
+    provenance = object.__new__(Provenance)
+    provenance.__dict__.update(
+        fetched_at=time.time(),
+        resource_version=version,
+        trust=spec.labels.integrity,
+        labels=ready.compiled.output_labels,
+    )
     fields: dict[str, Any] = {
         "call_id": ready.call_id,
         "tool": spec.name,
         "tool_version": spec.version,
         "data": shaped.data,
         "content_hash": shaped.content_hash,
-        "provenance": Provenance(
-            fetched_at=time.time(),
-            resource_version=version,
-            trust=spec.labels.integrity,
-            labels=(spec.labels.confidentiality,),
-        ),
+        "provenance": provenance,
     }
     if effects:
         fields["effects"] = effects
@@ -329,8 +331,15 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
         diagnostics["deprecated_by"] = spec.deprecated_by
     if diagnostics:
         fields["diagnostics"] = diagnostics
-    obs = Observation(**fields)
-    rec.add("observation", _observation_event(obs))
+    obs = object.__new__(Observation)  # every field is already checked: skip the keyword checks
+    obs.__dict__.update(fields)
+    if effects or shaped.trimming is not None or shaped.artifact_ref is not None:
+        rec.add("observation", _observation_event(obs))
+    else:
+        rec.add(
+            "observation",
+            {"status": "ok", "tool": spec.name, "version": spec.version, "content_hash": shaped.content_hash},
+        )
     return obs
 
 

@@ -88,7 +88,25 @@ class Executor:
         self, spec: ToolSpec, kwargs: Mapping[str, Any], on_retry: AttemptHook | None = None
     ) -> Outcome:
         start = time.monotonic()
-        first = await self._aattempt(spec, kwargs)
+        if spec.is_async:
+            # Fast path: a coroutine that finishes without waiting needs no timer and no extra frames.
+            try:
+                coro = spec.fn(**kwargs)  # type: ignore[misc]
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    return Succeeded(stop.value, 1)
+                except BaseException:
+                    coro.close()
+                    raise
+                async with asyncio.timeout(spec.timeout_s):
+                    first: Outcome = Succeeded(await _Resume(coro, yielded), 1)
+            except TimeoutError:
+                first = Failed(_timeout_error(spec), 1)
+            except Exception as exc:
+                first = Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
+        else:
+            first = await self._aattempt(spec, kwargs)
         if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
             return first
         return await self._aretry(spec, kwargs, first.error, on_retry, start)

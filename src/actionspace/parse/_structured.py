@@ -26,7 +26,7 @@ _REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_
 _REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 
 
-_scan_once = json.JSONDecoder().scan_once
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def loads_object(text: str) -> Any:

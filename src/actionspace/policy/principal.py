@@ -28,8 +28,11 @@ class Principal:
     tenant: str | None = None
     _matcher: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
     _cache: dict[str, bool] = field(init=False, repr=False, compare=False, default_factory=dict)
+    allowed_event: dict[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    """The trace payload of an allowed call (shared: never mutated)."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allowed_event", {"verdict": "allowed", "principal": self.id})
         scopes = (self.scopes,) if isinstance(self.scopes, str) else tuple(self.scopes)
         object.__setattr__(self, "scopes", scopes)
         if scopes:

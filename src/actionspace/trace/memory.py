@@ -1,9 +1,9 @@
 """In-memory trace store: for tests and benchmarks; lost with the process.
 
-Each call's records are kept as one ``marshal`` blob and become ``TraceEvent`` objects only when
-read. A blob is not a container the garbage collector has to walk: keeping a million events as
-tuples and dicts would make every full collection traverse all of them, which costs the hot path
-more than encoding them once.
+Records arrive as compact tuples and are packed, every ``COMPACT_AT`` records, into one ``marshal``
+blob; they become ``TraceEvent`` objects only when read. A blob is not a container the garbage
+collector walks: keeping a million events as tuples and dicts would make every full collection
+traverse all of them, which costs the hot path more than encoding them once, in bulk.
 """
 
 from __future__ import annotations
@@ -12,30 +12,40 @@ import marshal
 import pickle
 import threading
 from collections.abc import Sequence
+from typing import Any, cast
 
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent, summarize
 
 __all__ = ["MemoryTraceStore"]
 
 
+COMPACT_AT = 2048
+"""Pending records of a run packed into one blob at a time."""
+
+
 class MemoryTraceStore:
-    """Keeps events in per-run lists; thread-safe appends."""
+    """Keeps events per run; thread-safe appends."""
 
     def __init__(self) -> None:
         self._runs: dict[str, list[bytes]] = {}
+        self._pending: dict[str, list[EventRecord]] = {}
         self._next: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
-        """Append ``(seq, kind, ts, call_id, data)`` records of one run (the runtime's fast path)."""
+        """Append ``(seq, kind, ts, call_id, data)`` records of one run, in ``seq`` order."""
         if not records:
             return
+        top = records[-1][0] + 1
         with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                run = self._runs[run_id] = []
-            run.append(_encode(records))
-            top = max([r[0] for r in records]) + 1
+            pending = self._pending.get(run_id)
+            if pending is None:
+                pending = self._pending[run_id] = []
+                self._runs.setdefault(run_id, [])
+            pending.extend(records)
+            if len(pending) >= COMPACT_AT:
+                self._runs[run_id].append(_encode(pending))
+                pending.clear()
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
 
@@ -44,12 +54,15 @@ class MemoryTraceStore:
         for e in events:
             by_run.setdefault(e.run_id, []).append((e.seq, e.kind, e.ts, e.call_id, e.data))
         for run_id, records in by_run.items():
+            records.sort(key=lambda r: r[0])
             self.append_records(run_id, records)
 
     def events(self, run_id: str) -> list[TraceEvent]:
         with self._lock:
             blobs = list(self._runs.get(run_id, ()))
-        records = sorted((r for blob in blobs for r in _decode(blob)), key=lambda r: r[0])
+            pending = list(self._pending.get(run_id, ()))
+        packed = (r for blob in blobs for r in _decode(blob))
+        records = sorted([*packed, *pending], key=lambda r: r[0])
         return [
             TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
             for seq, kind, ts, call_id, data in records
@@ -78,7 +91,7 @@ class MemoryTraceStore:
 
 def _encode(records: Sequence[EventRecord]) -> bytes:
     try:
-        return b"m" + marshal.dumps(tuple(records))
+        return b"m" + marshal.dumps(cast(Any, tuple(records)))
     except ValueError:  # a payload value marshal does not know (it is still picklable)
         return b"p" + pickle.dumps(tuple(records), protocol=pickle.HIGHEST_PROTOCOL)
 

@@ -57,6 +57,10 @@ class CompiledTool:
     defaults: tuple[tuple[str, Any], ...]
     simple: bool
     """No check beyond the JSON Schema: validation is one ``is_valid`` call."""
+    accepted_event: Mapping[str, Any]
+    """The trace payload of an accepted call (shared: never mutated)."""
+    output_labels: tuple[str, ...]
+    """The labels an observation of this tool carries."""
 
 
 @dataclass(slots=True)
@@ -94,7 +98,14 @@ def compile_tool(spec: ToolSpec) -> CompiledTool:
         or spec.requires_approval
         or spec.coerce
     )
-    return CompiledTool(spec, validator, value_checks, resource_checks, defaults, simple)
+    accepted = {
+        "verdict": "accepted",
+        "tool": spec.name,
+        "version": spec.version,
+        "schema_hash": spec.schema_hash,
+    }
+    labels = (spec.labels.confidentiality,)
+    return CompiledTool(spec, validator, value_checks, resource_checks, defaults, simple, accepted, labels)
 
 
 def _reject(message: str, errors: list[FieldError], **details: Any) -> Validated:
