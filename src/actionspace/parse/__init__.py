@@ -10,7 +10,6 @@ anything malformed comes back as ``error`` with category ``parse_error``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
