@@ -269,24 +269,7 @@ class Runtime:
         provenance: Mapping[str, str] | None = None,
     ) -> list[Observation]:
         """Every call in ``raw`` (any accepted format), in order; one observation each."""
-        run = self._run(run_id, principal)
-        who = principal or run.principal
-        rec = Recorder(run, None)
-        try:
-            calls = self._parse(raw, rec)
-            if isinstance(calls, Observation):
-                return [calls]
-            out = []
-            for call in calls:
-                ready = self._prepare(run, call, None, who, provenance, rec)
-                if isinstance(ready, Ready):
-                    ready = self._execute(ready, rec)
-                out.append(ready)
-            return out
-        except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
-            return [self._internal(exc, rec)]
-        finally:
-            rec.flush(self._sink)
+        return self._call_sync(raw, run_id, None, principal, provenance)[1]
 
     def call(
         self,
@@ -302,23 +285,33 @@ class Runtime:
         ``node_id`` names the logical action within the run (default: the next sequence number).
         When ``raw`` holds several calls the observation groups them in ``items``.
         """
+        run, out = self._call_sync(raw, run_id, node_id, principal, provenance)
+        return out[0] if len(out) == 1 else _group(out, run)
+
+    def _call_sync(
+        self,
+        raw: Any,
+        run_id: str | None,
+        node_id: str | None,
+        principal: Principal | None,
+        provenance: Mapping[str, str] | None,
+    ) -> tuple[str, list[Observation]]:
+        """(run id, one observation per call in ``raw``)."""
         run = self._run(run_id, principal)
         who = principal or run.principal
         rec = Recorder(run, None)
         try:
             calls = self._parse(raw, rec)
             if isinstance(calls, Observation):
-                return calls
-            if len(calls) == 1:
-                ready = self._prepare(run, calls[0], node_id, who, provenance, rec)
-                return self._execute(ready, rec) if isinstance(ready, Ready) else ready
-            items = []
+                return run.run_id, [calls]
+            node = node_id if len(calls) == 1 else None
+            out = []
             for call in calls:
-                ready = self._prepare(run, call, None, who, provenance, rec)
-                items.append(self._execute(ready, rec) if isinstance(ready, Ready) else ready)
-            return _group(items, run.run_id)
-        except Exception as exc:
-            return self._internal(exc, rec)
+                ready = self._prepare(run, call, node, who, provenance, rec)
+                out.append(self._execute(ready, rec) if isinstance(ready, Ready) else ready)
+            return run.run_id, out
+        except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
+            return run.run_id, [self._internal(exc, rec)]
         finally:
             rec.flush(self._sink)
 
