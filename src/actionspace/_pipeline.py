@@ -17,6 +17,9 @@ from typing import Any
 
 import rfc8785
 
+from actionspace._crash import point
+from actionspace.approval.gate import gate
+from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
@@ -82,6 +85,7 @@ class Recorder:
 
     def flush(self, sink: RecordSink) -> None:
         if self.records:
+            point("during_observation_write")
             sink(self.run.run_id, self.records)
             self.records = []
 
@@ -210,6 +214,7 @@ def prepare(
     provenance: Mapping[str, str] | None,
     rec: Recorder,
     ctx_factory: Any,
+    approvals: ApprovalStore | None = None,
 ) -> Ready | Observation:
     """Resolve, validate and authorize one call; an Observation means it ends here."""
     node = node_id or f"n{next(run.nodes)}"
@@ -231,17 +236,36 @@ def prepare(
         return _fail(rec, err, call_id, spec.name, spec.version)
     if isinstance(verdict, NeedsApproval):
         rec.add("validated", {**_validated_event(spec, "needs_approval", None), "reason": verdict.reason})
-        error = ActionError.of(
-            "needs_approval",
-            verdict.reason,
-            details={
+        if approvals is None:
+            details = {
                 **verdict.details,
                 "arguments": dict(checked.arguments),
                 "provenance": dict(checked.provenance),
-            },
+            }
+            return _fail(
+                rec,
+                ActionError.of("needs_approval", verdict.reason, details=details),
+                call_id,
+                spec.name,
+                spec.version,
+            )
+        approved = gate(
+            approvals,
+            run_id=run.run_id,
+            node_id=node,
+            spec=spec,
+            arguments=checked.arguments,
+            provenance=checked.provenance,
+            verdict=verdict,
+            record=rec.add,
         )
-        return _fail(rec, error, call_id, spec.name, spec.version)
-    rec.add("validated", compiled.accepted_event)
+        if isinstance(approved, ActionError):
+            return _fail(rec, approved, call_id, spec.name, spec.version)
+        rec.add(
+            "approval_decided", {"request_id": approved.id, "status": "consumed", "by": approved.decided_by}
+        )
+    else:
+        rec.add("validated", compiled.accepted_event)
     auth = authorize(spec, principal)
     if isinstance(auth, Rejected):
         rec.add(
@@ -259,7 +283,7 @@ def prepare(
     key = None
     if spec.has_side_effects:
         key = idempotency_key(run.run_id, node, spec.key, args)
-        if spec.idempotency == "native":
+        if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
     return Ready(compiled, call_id, node, args, kwargs, key)
 

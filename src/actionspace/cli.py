@@ -36,6 +36,10 @@ def _mount() -> None:
     app.add_typer(
         trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL."
     )
+    from actionspace.ledger.cli import approvals_app, ledger_app
+
+    app.add_typer(ledger_app, name="ledger")
+    app.add_typer(approvals_app, name="approvals")
     try:
         from actionspace.bench.cli import bench_command
     except ImportError:  # the bench module is optional at import time
@@ -101,6 +105,59 @@ def eval_bfcl(
         raise typer.BadParameter("stage must be 'runtime' or 'validator'")
     report = run_bfcl_checks(stage=stage)  # type: ignore[arg-type]
     typer.echo(json.dumps(report, indent=2) if json_out else format_bfcl_report(report))
+
+
+@app.command("sweep")
+def sweep_command(
+    seeds: Annotated[
+        int, typer.Option(help="Seeds per (crash point, tool kind); each draws where to crash.")
+    ] = 20,
+    point: Annotated[list[str] | None, typer.Option(help="Only these crash points (repeatable).")] = None,
+    kind: Annotated[list[str] | None, typer.Option(help="Only these kinds: native, query, none.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+) -> None:
+    """Crash sweep: SIGKILL at every ledger boundary, restart, recover(), finish the workload.
+
+    Counts at the tool's own store: duplicate effects, lost committed effects, and ambiguities of
+    tools without a status query reported as unknown_commit. Exits 1 if any case went wrong.
+    """
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from actionspace import _crash
+    from actionspace.evaluation.sweep import KINDS, sweep, table
+
+    points = point or list(_crash.POINTS)
+    kinds = kind or list(KINDS)
+    total = len(points) * len(kinds) * seeds
+    with Progress(transient=True, disable=json_out) as bar:
+        task = bar.add_task("crash sweep", total=total)
+        results = sweep(seeds=seeds, points=points, kinds=kinds, progress=lambda _: bar.advance(task))
+    rows = table(results)
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        grid = Table(title=f"crash sweep: {total} cases ({seeds} seeds per point and kind)")
+        for col in (
+            "point",
+            "kind",
+            "cases",
+            "crashed",
+            "duplicates",
+            "lost",
+            "unknown_commit",
+            "incomplete",
+        ):
+            grid.add_column(col, justify="left" if col in ("point", "kind") else "right", no_wrap=True)
+        for row in rows:
+            grid.add_row(*(str(row[c]) for c in ("point", "kind", "cases", "crashed", "duplicates", "lost",
+                                                 "unknown_commit", "incomplete")))  # fmt: skip
+        Console().print(grid)
+    bad = [r for r in results if not r.ok]
+    for r in bad[:20]:
+        typer.echo(f"FAILED {r.point}/{r.kind}/seed {r.seed}: {r}", err=True)
+    if bad:
+        raise typer.Exit(1)
 
 
 def main() -> None:

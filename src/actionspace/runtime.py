@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from actionspace._crash import point
 from actionspace._pipeline import (
     Compiler,
     Ready,
@@ -19,11 +22,17 @@ from actionspace._pipeline import (
     prepare,
     record_sink,
 )
+from actionspace.approval.gate import Approvals
+from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.execution.executor import Executor
+from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
+from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore, MemoryArtifactStore
 from actionspace.parse import parse
 from actionspace.policy.principal import Principal
@@ -37,8 +46,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 TOOL_ATTRIBUTE = "__actionspace_tool__"
 
+DEFAULT_RETENTION_S = 24 * 3600.0
+"""Ledger records live at least this long: longer than any retry window."""
+
+STARTUP_RECOVERY_AGE_S = 30.0
+"""Start-up recovery leaves entries younger than this to the live process that may hold them."""
+
 DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 """Used when neither the call nor the Runtime names a principal: may call every tool."""
+
+
+def _open_ledger(url: str) -> tuple[LedgerStore, ApprovalStore]:
+    if url == "memory://":
+        return MemoryLedgerStore(), MemoryApprovalStore()
+    from actionspace.ledger.open import open_approvals, open_ledger
+
+    return open_ledger(url), open_approvals(url)
 
 
 def _open_store(url: str) -> tuple[TraceStore, ArtifactStore]:
@@ -70,6 +93,7 @@ class Runtime:
         state: Mapping[str, Any] | None = None,
         tools: Iterable[ToolSpec | Callable[..., Any]] = (),
         max_threads: int = 32,
+        recover_on_start: bool = True,
     ) -> None:
         if store is None:
             from actionspace.trace.store import default_store_url
@@ -78,6 +102,9 @@ class Runtime:
         self.store_url = store
         self.trace, default_artifacts = _open_store(store)
         self._sink = record_sink(self.trace)
+        self.ledger, approval_store = _open_ledger(store)
+        self.approvals = Approvals(approval_store, self.record)
+        self._recover_on_start = recover_on_start
         if isinstance(artifacts, str | Path):
             artifacts = FolderArtifactStore(Path(artifacts))
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
@@ -154,6 +181,10 @@ class Runtime:
             self._default_run = run_id
         run = self._runs.get(run_id)
         if run is None:
+            if self._recover_on_start:
+                # Once, at the first run: by then the tools are registered, so their status queries exist.
+                self._recover_on_start = False
+                self.recover(min_age_s=STARTUP_RECOVERY_AGE_S)
             with self._runs_lock:
                 run = self._runs.get(run_id)
                 if run is None:
@@ -337,10 +368,7 @@ class Runtime:
             for call in calls:
                 ready = self._prepare(run, call, node_id if single else None, who, provenance, rec)
                 if isinstance(ready, Ready):
-                    spec = ready.compiled.spec
-                    rec.add("dispatched", _dispatched(ready, spec))
-                    outcome = await self._executor.arun(spec, ready.kwargs, rec.retry)
-                    ready = observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+                    ready = await self._aexecute(ready, rec)
                 if single:
                     return ready
                 items.append(ready)
@@ -381,13 +409,77 @@ class Runtime:
             provenance=provenance,
             rec=rec,
             ctx_factory=self._ctx,
+            approvals=self.approvals.store,
         )
 
     def _execute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
-        rec.add("dispatched", _dispatched(ready, spec))
-        outcome = self._executor.run(spec, ready.kwargs, rec.retry)
-        return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+        if ready.key is None:
+            rec.add("dispatched", _dispatched(ready, spec))
+            outcome = self._executor.run(spec, ready.kwargs, rec.retry)
+            return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+        steps = self._protocol(ready, rec)
+        try:
+            command = next(steps)
+            while True:
+                if isinstance(command, Sleep):
+                    time.sleep(command.seconds)
+                    command = steps.send(None)
+                else:
+                    rec.add("dispatched", _dispatched(ready, spec))
+                    command = steps.send(self._executor.run(spec, ready.kwargs, rec.retry))
+        except StopIteration as stop:
+            result: Observation = stop.value
+            return result
+
+    async def _aexecute(self, ready: Ready, rec: Recorder) -> Observation:
+        spec = ready.compiled.spec
+        if ready.key is None:
+            rec.add("dispatched", _dispatched(ready, spec))
+            outcome = await self._executor.arun(spec, ready.kwargs, rec.retry)
+            return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+        steps = self._protocol(ready, rec)
+        try:
+            command = next(steps)
+            while True:
+                if isinstance(command, Sleep):
+                    await asyncio.sleep(command.seconds)
+                    command = steps.send(None)
+                else:
+                    rec.add("dispatched", _dispatched(ready, spec))
+                    command = steps.send(await self._executor.arun(spec, ready.kwargs, rec.retry))
+        except StopIteration as stop:
+            result: Observation = stop.value
+            return result
+
+    def _protocol(self, ready: Ready, rec: Recorder) -> Protocol:
+        spec = ready.compiled.spec
+        assert ready.key is not None
+        entry = new_entry(
+            key=ready.key, run_id=rec.run.run_id, node_id=ready.node_id, spec=spec, arguments=ready.arguments
+        )
+
+        def fail(error: ActionError) -> Observation:
+            obs = Observation.failure(error, call_id=ready.call_id, tool=spec.name, tool_version=spec.version)
+            rec.add(
+                "observation",
+                {
+                    "status": "error",
+                    "category": error.category,
+                    "recovery": list(error.recovery),
+                    "message": error.message[:300],
+                },
+            )
+            return obs
+
+        return protocol(
+            spec=spec,
+            entry=entry,
+            store=self.ledger,
+            observe=lambda outcome: observe(ready, outcome, artifacts=self.artifacts, rec=rec),
+            fail=fail,
+            record=rec.add,
+        )
 
     def _internal(self, exc: Exception, rec: Recorder) -> Observation:
         error = ActionError.of(
@@ -399,12 +491,32 @@ class Runtime:
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="")
 
+    def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
+        """Settle every ``dispatched`` / ``unknown`` ledger entry through its status query (sends nothing).
+
+        ``min_age_s`` leaves alone entries touched more recently (another live process may hold
+        them); the runtime's own start-up recovery uses 30 s.
+        """
+        return recover(self.ledger, self.catalog, self.record, min_age_s=min_age_s)
+
+    def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
+        """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""
+        point("during_purge")
+        return self.ledger.purge(older_than=time.time() - retention_s)
+
+    def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
+        """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""
+        return resolve_by_hand(self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record)
+
     def describe(self, name: str) -> dict[str, Any]:
         """The current definition of a tool, as the model may see it."""
         return self.catalog.get(name).describe()
 
-    def close(self) -> None:
-        self._executor.close()
+    def close(self, *, wait: bool = False) -> None:
+        """Release threads and stores; ``wait`` lets timed-out tool calls finish first."""
+        self._executor.close(wait=wait)
+        self.ledger.close()
+        self.approvals.store.close()
         self.trace.close()
 
     def __enter__(self) -> Runtime:

@@ -158,6 +158,7 @@ class ToolSpec:
     _schema_hash: str = field(init=False, repr=False, compare=False, default="")
     _is_async: bool = field(init=False, repr=False, compare=False, default=False)
     _key: str = field(init=False, repr=False, compare=False, default="")
+    _takes_key: bool = field(init=False, repr=False, compare=False, default=False)
 
     def __post_init__(self) -> None:
         if not self.name or "@" in self.name:
@@ -192,6 +193,9 @@ class ToolSpec:
         object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
         object.__setattr__(self, "_key", f"{self.name}@{self.version}")
+        object.__setattr__(self, "_takes_key", _accepts(self.fn, "idempotency_key"))
+        if self.idempotency == "native" and self.fn is not None and not self._takes_key:
+            raise ToolDefinitionError(f"{self.name}: idempotency='native' needs an idempotency_key parameter")
 
     @property
     def key(self) -> str:
@@ -202,6 +206,11 @@ class ToolSpec:
     def schema_hash(self) -> str:
         """Hash of ``input_schema`` (see :func:`schema_hash`); recorded with every offer."""
         return self._schema_hash
+
+    @property
+    def takes_key(self) -> bool:
+        """True when ``fn`` has an ``idempotency_key`` parameter: the runtime passes its key there."""
+        return self._takes_key
 
     @property
     def is_async(self) -> bool:
@@ -227,3 +236,12 @@ class ToolSpec:
             "risk": self.risk,
             "schema_hash": self.schema_hash,
         }
+
+
+def _accepts(fn: Callable[..., Any] | None, name: str) -> bool:
+    if fn is None:
+        return False
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -211,8 +211,9 @@ class Executor:
             return None
         return delay
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def close(self, *, wait: bool = False) -> None:
+        """Stop the worker threads; ``wait`` lets sends that timed out run to their end first."""
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
 
 async def _await(value: Awaitable[Any]) -> Any:

@@ -1,0 +1,1 @@
+"""Approval requests with previews, decisions bound to the argument digest."""

@@ -1,0 +1,142 @@
+"""The approval gate: a ``needs_approval`` verdict either finds its decision or files a request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.ledger.commit import args_digest
+from actionspace.validation.verdicts import NeedsApproval
+
+__all__ = ["Approvals", "gate"]
+
+Record = Callable[[str, Mapping[str, Any]], None]
+
+
+def _effects(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
+    out = []
+    for template in spec.writes:
+        try:
+            out.append(template.format(**arguments))
+        except (KeyError, IndexError, ValueError):
+            out.append(template)
+    return out
+
+
+def gate(
+    store: ApprovalStore,
+    *,
+    run_id: str,
+    node_id: str,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    provenance: Mapping[str, str],
+    verdict: NeedsApproval,
+    record: Record,
+) -> ApprovalRequest | ActionError:
+    """The approved request this exact call may run under (now consumed), or the error to return.
+
+    An approval binds ``(run, name@version, argument digest)``: any change of argument is another
+    digest, so the changed call needs its own approval. Expired approvals are not honoured.
+    """
+    digest = args_digest(dict(arguments))
+    now = time.time()
+    for request in store.find(run_id, spec.key, digest):
+        if request.honoured(now):
+            used = store.update(request.id, ("approved",), request.evolve(status="consumed"))
+            if used is not None:
+                return used
+        elif request.status == "denied":
+            return ActionError.of(
+                "permission_denied",
+                f"denied by {request.decided_by}: {request.decision_reason or 'no reason given'}",
+                details={"request_id": request.id, "decided_by": request.decided_by},
+            )
+        elif request.status == "pending":
+            return _held(request)
+    full_provenance = {name: provenance.get(name, "model_inferred") for name in arguments}
+    request = store.create(
+        ApprovalRequest(
+            id=new_request_id(),
+            run_id=run_id,
+            node_id=node_id,
+            tool=spec.key,
+            args_digest=digest,
+            arguments=dict(arguments),
+            provenance=full_provenance,
+            effects=tuple(_effects(spec, arguments)),
+            reason=verdict.reason,
+            details=dict(verdict.details),
+        )
+    )
+    record(
+        "approval_requested",
+        {"request_id": request.id, "tool": spec.key, "reason": verdict.reason, "args_digest": digest},
+    )
+    return _held(request)
+
+
+def _held(request: ApprovalRequest) -> ActionError:
+    return ActionError.of(
+        "needs_approval",
+        f"held for approval: {request.reason}",
+        details={
+            "request_id": request.id,
+            "arguments": dict(request.arguments),
+            "provenance": dict(request.provenance),
+            "effects": list(request.effects),
+            **dict(request.details),
+        },
+    )
+
+
+class Approvals:
+    """``rt.approvals``: list pending requests and decide them (the decision is traced)."""
+
+    def __init__(self, store: ApprovalStore, record: Callable[[str, str, Mapping[str, Any]], None]) -> None:
+        self.store = store
+        self._record = record
+
+    def list(self, status: str | None = "pending", *, limit: int = 100) -> list[ApprovalRequest]:
+        return self.store.list(status=status, limit=limit)
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        return self.store.get(request_id)
+
+    def approve(
+        self, request_id: str, *, by: str, reason: str | None = None, ttl_s: float | None = 3600.0
+    ) -> ApprovalRequest:
+        """Approve a pending request; the approval expires after ``ttl_s`` seconds (None: never)."""
+        now = time.time()
+        expires = now + ttl_s if ttl_s is not None else None
+        return self._decide(request_id, "approved", by, reason, expires)
+
+    def deny(self, request_id: str, *, by: str, reason: str | None = None) -> ApprovalRequest:
+        return self._decide(request_id, "denied", by, reason, None)
+
+    def _decide(
+        self, request_id: str, status: str, by: str, reason: str | None, expires: float | None
+    ) -> ApprovalRequest:
+        from actionspace._crash import point
+
+        request = self.store.get(request_id)
+        if request is None:
+            raise KeyError(f"no approval request {request_id}")
+        decided = request.evolve(
+            status=status, decided_by=by, decided_at=time.time(), decision_reason=reason, expires_at=expires
+        )
+        point("during_approval_decision")
+        stored = self.store.update(request_id, ("pending",), decided)
+        if stored is None:
+            current = self.store.get(request_id)
+            raise ValueError(f"request {request_id} is {current.status if current else 'gone'}, not pending")
+        self._record(
+            request.run_id,
+            "approval_decided",
+            {"request_id": request_id, "status": status, "by": by, "reason": reason},
+        )
+        return stored

@@ -1,0 +1,127 @@
+"""Approval requests: a held call with its preview, and the decision bound to its argument digest.
+
+A request is bound to ``(run_id, tool name@version, args_digest)``. Approving it lets exactly that
+call run, once: the same tool with any other argument is another digest and needs its own
+approval. Decisions expire; an expired approval is not honoured.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = ["ApprovalRequest", "ApprovalStatus", "ApprovalStore", "new_request_id"]
+
+ApprovalStatus = Literal["pending", "approved", "denied", "expired", "consumed"]
+
+
+def new_request_id() -> str:
+    return f"apr_{uuid.uuid4().hex[:16]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """A call waiting for (or carrying) a human decision."""
+
+    id: str
+    run_id: str
+    node_id: str
+    tool: str
+    """``name@version``."""
+    args_digest: str
+    arguments: Mapping[str, Any]
+    """The normalized call, defaults filled in: exactly what will run."""
+    provenance: Mapping[str, str]
+    """Per argument: ``user``, ``tool_result:<call>``, ``model_inferred`` or ``default``."""
+    effects: Sequence[str] = ()
+    """The resources the call would write (its ``writes`` templates filled in)."""
+    reason: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    status: ApprovalStatus = "pending"
+    created_at: float = field(default_factory=time.time)
+    decided_at: float | None = None
+    decided_by: str | None = None
+    decision_reason: str | None = None
+    expires_at: float | None = None
+    """Unix seconds after which an approval is no longer honoured."""
+
+    @property
+    def binding(self) -> tuple[str, str, str]:
+        return (self.run_id, self.tool, self.args_digest)
+
+    def evolve(self, **changes: Any) -> ApprovalRequest:
+        return replace(self, **changes)
+
+    def honoured(self, now: float | None = None) -> bool:
+        """True for an approval that has not expired and not been used."""
+        now = time.time() if now is None else now
+        return self.status == "approved" and (self.expires_at is None or now < self.expires_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "node_id": self.node_id,
+            "tool": self.tool,
+            "args_digest": self.args_digest,
+            "arguments": dict(self.arguments),
+            "provenance": dict(self.provenance),
+            "effects": list(self.effects),
+            "reason": self.reason,
+            "details": dict(self.details),
+            "status": self.status,
+            "created_at": self.created_at,
+            "decided_at": self.decided_at,
+            "decided_by": self.decided_by,
+            "decision_reason": self.decision_reason,
+            "expires_at": self.expires_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ApprovalRequest:
+        return cls(
+            id=str(data["id"]),
+            run_id=str(data["run_id"]),
+            node_id=str(data["node_id"]),
+            tool=str(data["tool"]),
+            args_digest=str(data["args_digest"]),
+            arguments=dict(data.get("arguments") or {}),
+            provenance=dict(data.get("provenance") or {}),
+            effects=tuple(data.get("effects") or ()),
+            reason=str(data.get("reason", "")),
+            details=dict(data.get("details") or {}),
+            status=data.get("status", "pending"),
+            created_at=float(data["created_at"]),
+            decided_at=data.get("decided_at"),
+            decided_by=data.get("decided_by"),
+            decision_reason=data.get("decision_reason"),
+            expires_at=data.get("expires_at"),
+        )
+
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Durable approval requests; same store URL as the ledger and the trace."""
+
+    def create(self, request: ApprovalRequest) -> ApprovalRequest:
+        """Store a pending request, or return the pending one with the same binding."""
+        ...
+
+    def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
+        """Requests with this binding, newest first."""
+        ...
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]: ...
+
+    def update(
+        self, request_id: str, expected: Sequence[str], request: ApprovalRequest
+    ) -> ApprovalRequest | None:
+        """Compare-and-set on ``status``; None when it had moved."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,189 @@
+"""SQLite approval store: approval requests in the same file as the ledger and the trace.
+
+At most one request per binding ``(run_id, tool, args_digest)`` is ``pending`` at a time: a
+partial unique index enforces it, so two processes holding the same call share one request.
+A decision is a compare-and-set on ``status``, so a request is approved, denied or consumed once.
+Connections run with ``synchronous=FULL``: a decision that returned has reached the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.ledger.sqlite import SqliteConnections, from_json, to_json
+
+__all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
+
+SCHEMA_VERSION: Final = 1
+"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``."""
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS ledger_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS approval_requests (
+    id              TEXT PRIMARY KEY,
+    run_id          TEXT NOT NULL,
+    node_id         TEXT NOT NULL,
+    tool            TEXT NOT NULL,
+    args_digest     TEXT NOT NULL,
+    arguments       TEXT NOT NULL,
+    provenance      TEXT NOT NULL,
+    effects         TEXT NOT NULL,
+    reason          TEXT NOT NULL,
+    details         TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    decided_at      REAL,
+    decided_by      TEXT,
+    decision_reason TEXT,
+    expires_at      REAL
+);
+CREATE INDEX IF NOT EXISTS approval_requests_binding ON approval_requests (run_id, tool, args_digest);
+CREATE INDEX IF NOT EXISTS approval_requests_status_created ON approval_requests (status, created_at);
+CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending
+    ON approval_requests (run_id, tool, args_digest) WHERE status = 'pending';
+"""
+
+_COLUMNS: Final = (
+    "id",
+    "run_id",
+    "node_id",
+    "tool",
+    "args_digest",
+    "arguments",
+    "provenance",
+    "effects",
+    "reason",
+    "details",
+    "status",
+    "created_at",
+    "decided_at",
+    "decided_by",
+    "decision_reason",
+    "expires_at",
+)
+_JSON_COLUMNS: Final = frozenset({"arguments", "provenance", "effects", "details"})
+_SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM approval_requests"
+_INSERT: Final = (
+    f"INSERT INTO approval_requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+    " ON CONFLICT DO NOTHING"
+)
+_UPDATE: Final = f"UPDATE approval_requests SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?"
+_BINDING: Final = "WHERE run_id = ? AND tool = ? AND args_digest = ?"
+
+
+class SqliteApprovalStore:
+    """An :class:`~actionspace.approval.requests.ApprovalStore` in one SQLite file.
+
+    ``path`` is created (with its table) if missing; its parent directory must exist. It may be the
+    same file as the ledger and trace stores. ``busy_timeout_s`` (seconds, default 10) bounds how
+    long a call waits for another writer. Raises :class:`~actionspace.errors.ConfigurationError`
+    for ``":memory:"`` and for a file written by a newer schema version.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+        self._db = SqliteConnections(path, synchronous="FULL", busy_timeout_s=busy_timeout_s)
+        self.path = self._db.path
+        try:
+            self._db.init_schema(_SCHEMA, "ledger_meta", "approval_schema_version", SCHEMA_VERSION)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def create(self, request: ApprovalRequest) -> ApprovalRequest:
+        """Store ``request``, or return the pending request with its binding (or its id) instead."""
+        with self._db.write() as conn:
+            inserted = conn.execute(_INSERT, _row(request)).rowcount == 1
+            stored = (
+                None if inserted else self._first(conn, f"{_BINDING} AND status = 'pending'", request.binding)
+            )
+            if stored is None:
+                stored = self._first(conn, "WHERE id = ?", (request.id,))
+        if stored is None:
+            raise RuntimeError(f"approval request {request.id} vanished inside its own transaction")
+        return stored
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        return self._first(self._db.conn(), "WHERE id = ?", (request_id,))
+
+    def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
+        """Requests with this binding, newest first."""
+        rows = self._db.conn().execute(
+            f"{_SELECT} {_BINDING} ORDER BY created_at DESC, id", (run_id, tool, args_digest)
+        )
+        return [_request(row) for row in rows]
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
+        """At most ``limit`` requests (all of them in ``status`` if given), newest first."""
+        where, params = ("WHERE status = ?", (status,)) if status is not None else ("", ())
+        rows = self._db.conn().execute(
+            f"{_SELECT} {where} ORDER BY created_at DESC, id LIMIT ?", (*params, limit)
+        )
+        return [_request(row) for row in rows]
+
+    def update(
+        self, request_id: str, expected: Sequence[str], request: ApprovalRequest
+    ) -> ApprovalRequest | None:
+        """Store ``request`` only if the status of ``request_id`` is in ``expected``; None when not.
+
+        Raises ``ValueError`` when ``request.id`` is not ``request_id``.
+        """
+        if request.id != request_id:
+            raise ValueError(f"update of {request_id} was given the request {request.id}")
+        statuses = list(dict.fromkeys(expected))
+        if not statuses:
+            return None
+        sql = f"{_UPDATE} AND status IN ({', '.join('?' * len(statuses))}) RETURNING {', '.join(_COLUMNS)}"
+        with self._db.write() as conn:
+            rows = conn.execute(sql, (*_row(request)[1:], request_id, *statuses)).fetchall()
+        return _request(rows[0]) if rows else None
+
+    def close(self) -> None:
+        """Close every connection this store opened; later calls raise ``ValueError``."""
+        self._db.close()
+
+    def __enter__(self) -> SqliteApprovalStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteApprovalStore({str(self.path)!r})"
+
+    @staticmethod
+    def _first(conn: sqlite3.Connection, where: str, params: Sequence[str]) -> ApprovalRequest | None:
+        row = conn.execute(f"{_SELECT} {where}", tuple(params)).fetchone()
+        return _request(row) if row is not None else None
+
+
+def _row(request: ApprovalRequest) -> tuple[Any, ...]:
+    return (
+        request.id,
+        request.run_id,
+        request.node_id,
+        request.tool,
+        request.args_digest,
+        to_json(request.arguments),
+        to_json(request.provenance),
+        to_json(request.effects),
+        request.reason,
+        to_json(request.details),
+        request.status,
+        request.created_at,
+        request.decided_at,
+        request.decided_by,
+        request.decision_reason,
+        request.expires_at,
+    )
+
+
+def _request(row: Sequence[Any]) -> ApprovalRequest:
+    data = {c: from_json(v) if c in _JSON_COLUMNS else v for c, v in zip(_COLUMNS, row, strict=True)}
+    return ApprovalRequest.from_dict(data)

@@ -1,0 +1,1 @@
+"""The idempotency ledger: keys, the intent state machine, and its stores."""

@@ -1,0 +1,180 @@
+"""``actionspace ledger …`` and ``actionspace approvals …``: reconcile and decide by hand."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["approvals_app", "ledger_app"]
+
+ledger_app = typer.Typer(
+    help="The idempotency ledger: list actions, show one, reconcile an unknown_commit.", no_args_is_help=True
+)
+approvals_app = typer.Typer(help="Approval requests: list, show, approve or deny.", no_args_is_help=True)
+
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="Store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def _runtime(store: str | None) -> Any:
+    from actionspace.runtime import Runtime
+    from actionspace.trace.store import default_store_url
+
+    return Runtime(store or default_store_url(), recover_on_start=False)
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _fail(message: str) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(1)
+
+
+@ledger_app.command("list")
+def ledger_list(
+    store: StoreOpt = None,
+    state: Annotated[str | None, typer.Option(help="Only this state, e.g. unknown_commit.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    json_out: JsonOpt = False,
+) -> None:
+    """Ledger entries, most recently updated first."""
+    rt = _runtime(store)
+    try:
+        entries = rt.ledger.list(state=state, limit=limit)
+    finally:
+        rt.close()
+    if json_out:
+        typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
+        return
+    table = Table(title=f"{len(entries)} ledger entries")
+    for col in ("key", "state", "tool", "run", "node", "attempts", "updated"):
+        table.add_column(col)
+    for e in entries:
+        style = {"committed": "green", "failed": "red", "unknown_commit": "bold red"}.get(e.state, "yellow")
+        table.add_row(
+            e.key, f"[{style}]{e.state}[/]", e.tool, e.run_id, e.node_id, str(e.attempts), _when(e.updated_at)
+        )
+    Console().print(table)
+
+
+@ledger_app.command("show")
+def ledger_show(key: str, store: StoreOpt = None) -> None:
+    """One entry as JSON: arguments, state, outcome, resolution."""
+    rt = _runtime(store)
+    try:
+        entry = rt.ledger.get(key)
+    finally:
+        rt.close()
+    if entry is None:
+        _fail(f"no ledger entry {key}")
+        return
+    typer.echo(json.dumps(entry.to_dict(), indent=2))
+
+
+@ledger_app.command("resolve")
+def ledger_resolve(
+    key: str,
+    outcome: Annotated[str, typer.Option(help="What really happened: committed or failed.")],
+    by: Annotated[str, typer.Option(help="Who reconciled it.")],
+    reason: Annotated[str, typer.Option(help="The evidence, e.g. 'payment p17 seen in the bank statement'.")],
+    store: StoreOpt = None,
+) -> None:
+    """Reconcile an unknown_commit by hand; the decision is recorded in the entry and the trace."""
+    rt = _runtime(store)
+    try:
+        entry = rt.resolve(key, outcome=outcome, by=by, reason=reason)
+    except (KeyError, ValueError) as exc:
+        _fail(str(exc).strip("'\""))
+        return
+    finally:
+        rt.close()
+    typer.echo(f"{entry.key}: {entry.state} (by {by})")
+
+
+@approvals_app.command("list")
+def approvals_list(
+    store: StoreOpt = None,
+    status: Annotated[
+        str | None, typer.Option(help="pending (default), approved, denied, consumed; 'all'.")
+    ] = "pending",
+    json_out: JsonOpt = False,
+) -> None:
+    """Approval requests, newest first."""
+    rt = _runtime(store)
+    try:
+        requests = rt.approvals.list(None if status == "all" else status)
+    finally:
+        rt.close()
+    if json_out:
+        typer.echo(json.dumps([r.to_dict() for r in requests], indent=2))
+        return
+    table = Table(title=f"{len(requests)} approval requests")
+    for col in ("id", "status", "tool", "arguments", "reason", "created"):
+        table.add_column(col)
+    for r in requests:
+        args = ", ".join(f"{k}={v!r} ({r.provenance.get(k, '?')})" for k, v in r.arguments.items())
+        table.add_row(r.id, r.status, r.tool, args, r.reason, _when(r.created_at))
+    Console().print(table)
+
+
+@approvals_app.command("show")
+def approvals_show(request_id: str, store: StoreOpt = None) -> None:
+    """One request with its preview (normalized arguments, provenance, effects) as JSON."""
+    rt = _runtime(store)
+    try:
+        request = rt.approvals.get(request_id)
+    finally:
+        rt.close()
+    if request is None:
+        _fail(f"no approval request {request_id}")
+        return
+    typer.echo(json.dumps(request.to_dict(), indent=2))
+
+
+def _decide(
+    request_id: str, store: str | None, approve: bool, by: str, reason: str | None, ttl: float
+) -> None:
+    rt = _runtime(store)
+    try:
+        if approve:
+            request = rt.approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)
+        else:
+            request = rt.approvals.deny(request_id, by=by, reason=reason)
+    except (KeyError, ValueError) as exc:
+        _fail(str(exc).strip("'\""))
+        return
+    finally:
+        rt.close()
+    typer.echo(f"{request.id}: {request.status} by {by}")
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    request_id: str,
+    by: Annotated[str, typer.Option(help="Who approves.")],
+    reason: Annotated[str | None, typer.Option(help="Why.")] = None,
+    ttl: Annotated[float, typer.Option(help="Seconds the approval stays valid.")] = 3600.0,
+    store: StoreOpt = None,
+) -> None:
+    """Approve exactly the previewed call (bound to its argument digest)."""
+    _decide(request_id, store, True, by, reason, ttl)
+
+
+@approvals_app.command("deny")
+def approvals_deny(
+    request_id: str,
+    by: Annotated[str, typer.Option(help="Who denies.")],
+    reason: Annotated[str | None, typer.Option(help="Why.")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Deny the request; the call comes back as permission_denied naming who and why."""
+    _decide(request_id, store, False, by, reason, 0.0)

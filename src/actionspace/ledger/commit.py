@@ -1,0 +1,241 @@
+"""The commit protocol for side-effecting calls (DESIGN §6), written once for sync and async callers.
+
+:func:`protocol` is a generator: it yields a :class:`Dispatch` when the tool must be sent (the
+caller runs it, sync or async, and sends back the ``Outcome``) or a :class:`Sleep` while another
+caller holds the action, and returns the final ``Observation``. The ledger entry is durable in
+``dispatched`` before every send; an outcome that cannot be established is never sent again
+blindly: ``native`` tools are asked again with the same key (they dedupe), ``query`` tools are
+asked for the status, ``none`` tools end in ``unknown_commit`` for a person to reconcile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from actionspace._crash import point
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.executor import Outcome, Succeeded
+from actionspace.ledger.entries import LedgerEntry, LedgerState, LedgerStore
+from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
+from actionspace.types import Observation
+
+__all__ = ["Dispatch", "Sleep", "args_digest", "protocol", "query_status", "unknown_commit_error"]
+
+MAX_WAIT_S = 30.0
+"""How long a caller waits for another caller that holds the same action before answering ``transient``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Send the tool once (same arguments, same key) and send back the Outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+Command = Dispatch | Sleep
+Protocol = Generator[Command, "Outcome | None", Observation]
+Observe = Callable[[Outcome], Observation]
+Fail = Callable[[ActionError], Observation]
+Record = Callable[[str, Mapping[str, Any]], None]
+
+
+def args_digest(arguments: Any) -> str:
+    """sha256 hex of the RFC 8785 canonical JSON of the arguments."""
+    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
+
+
+def unknown_commit_error(spec: ToolSpec, key: str, why: str) -> ActionError:
+    return ActionError.of(
+        "unknown_commit",
+        f"{spec.name} may or may not have committed ({why}); it will not be sent again blindly",
+        resource_ids=(key,),
+        details={"idempotency_key": key, "idempotency": spec.idempotency, "reason": why},
+    )
+
+
+def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
+    """Ask the tool's status query about ``entry``; any failure of the query itself is StillUnknown."""
+    if spec.status_query is None:
+        return StillUnknown("the tool has no status query")
+    try:
+        answer = spec.status_query(key=entry.key, arguments=dict(entry.arguments))
+        if inspect.isawaitable(answer):
+            return StillUnknown("async status queries are answered by recover()")
+    except Exception as exc:
+        return StillUnknown(f"status query failed: {type(exc).__name__}: {exc}")
+    if isinstance(answer, Committed | NotCommitted | StillUnknown):
+        return answer
+    return StillUnknown(f"status query returned {type(answer).__name__}, not a status answer")
+
+
+class _Ledger:
+    """Ledger transitions of one action, each recorded in the trace."""
+
+    def __init__(self, store: LedgerStore, entry: LedgerEntry, record: Record) -> None:
+        self.store = store
+        self.entry = entry
+        self.record = record
+
+    def move(self, expected: tuple[str, ...], state: LedgerState, **fields: Any) -> bool:
+        new = self.entry.evolve(state=state, **fields)
+        stored = self.store.transition(self.entry.key, expected, new)
+        if stored is None:
+            current = self.store.get(self.entry.key)
+            if current is not None:
+                self.entry = current
+            return False
+        self.record(
+            "ledger",
+            {"key": self.entry.key, "from": self.entry.state, "to": state, "attempts": stored.attempts},
+        )
+        self.entry = stored
+        return True
+
+
+def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
+    """What a repeated call of a settled action gets: the original outcome, never a second send."""
+    if entry.state == "committed" and entry.observation is not None:
+        obs = Observation.from_dict(entry.observation)
+        return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, "replayed": True}})
+    if entry.error is not None:
+        return fail(ActionError.from_dict(entry.error))
+    return fail(ActionError.of("internal", f"ledger entry {entry.key} is {entry.state} without its outcome"))
+
+
+def _fields(obs: Observation) -> dict[str, Any]:
+    return {name: getattr(obs, name) for name in obs.__dataclass_fields__}
+
+
+def protocol(
+    *,
+    spec: ToolSpec,
+    entry: LedgerEntry,
+    store: LedgerStore,
+    observe: Observe,
+    fail: Fail,
+    record: Record,
+) -> Protocol:
+    """Drive one side-effecting action to a settled observation (see the module docstring)."""
+    point("before_intent")
+    begun = store.begin(entry)
+    point("after_intent")
+    led = _Ledger(store, begun.entry, record)
+    if begun.created:
+        record("ledger", {"key": entry.key, "from": None, "to": "accepted"})
+    elif led.entry.args_digest != entry.args_digest or led.entry.tool != entry.tool:
+        return fail(
+            ActionError.of(
+                "conflict",
+                f"node {entry.node_id} of run {entry.run_id} was already accepted with other arguments",
+                resource_ids=(led.entry.key,),
+                details={"idempotency_key": led.entry.key, "accepted_tool": led.entry.tool},
+            )
+        )
+    deadline = time.monotonic() + MAX_WAIT_S
+    delay = 0.002
+    while True:
+        state = led.entry.state
+        if state in ("committed", "failed", "unknown_commit"):
+            return _replay(led.entry, fail)
+        if state == "accepted":
+            if led.move(("accepted",), "dispatched", attempts=led.entry.attempts + 1):
+                point("after_dispatch_durable")
+                break
+            continue
+        # dispatched or unknown: another caller holds it (or a crashed one; recover() settles that)
+        if time.monotonic() > deadline:
+            return fail(
+                ActionError.of(
+                    "transient",
+                    f"another caller is executing this action ({state}); ask again with the same node",
+                    details={"idempotency_key": led.entry.key, "state": state},
+                )
+            )
+        yield Sleep(delay)
+        delay = min(delay * 2, 0.1)
+        current = store.get(led.entry.key)
+        if current is not None:
+            led.entry = current
+    return (yield from _settle(spec, led, observe, fail))
+
+
+def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Protocol:
+    sends = 1
+    while True:
+        outcome = yield Dispatch()
+        assert outcome is not None
+        point("after_response")
+        if isinstance(outcome, Succeeded):
+            return _commit(led, observe(outcome))
+        error = outcome.error
+        if error.category != "unknown_commit":
+            led.move(("dispatched",), "failed", error=error.to_dict())
+            return fail(error)
+        led.move(("dispatched",), "unknown", error=error.to_dict())
+        # A native tool dedupes by key: asking again is the status query.
+        if (
+            spec.idempotency == "native"
+            and sends < spec.retry.max_attempts
+            and led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1)
+        ):
+            sends += 1
+            continue
+        if spec.idempotency == "query":
+            answer = query_status(spec, led.entry)
+            if isinstance(answer, Committed):
+                return _commit(led, observe(Succeeded(answer.result, 1)), remote_id=answer.remote_id)
+            if (
+                isinstance(answer, NotCommitted)
+                and sends < spec.retry.max_attempts
+                and led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1)
+            ):
+                sends += 1
+                continue
+            why = answer.reason if isinstance(answer, StillUnknown) else "still not committed after retries"
+        else:
+            why = "the tool has no status query and does not dedupe"
+        final = unknown_commit_error(
+            spec, led.entry.key, why if spec.idempotency != "native" else "no answer"
+        )
+        led.move(("unknown",), "unknown_commit", error=final.to_dict())
+        return fail(final)
+
+
+def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Observation:
+    remote = remote_id or obs.diagnostics.get("remote_id")
+    moved = led.move(
+        ("dispatched", "unknown", "unknown_commit"),
+        "committed",
+        observation=obs.to_dict(),
+        remote_id=remote,
+        error=None,
+    )
+    # If someone settled it meanwhile (a recover elsewhere), the stored outcome is the truth.
+    if not moved and led.entry.state == "committed" and led.entry.observation is not None:
+        return Observation.from_dict(led.entry.observation)
+    point("after_ledger_commit")
+    return obs
+
+
+def new_entry(
+    *, key: str, run_id: str, node_id: str, spec: ToolSpec, arguments: Mapping[str, Any]
+) -> LedgerEntry:
+    return LedgerEntry(
+        key=key,
+        run_id=run_id,
+        node_id=node_id,
+        tool=spec.key,
+        args_digest=args_digest(arguments),
+        arguments=dict(arguments),
+    )

@@ -1,0 +1,166 @@
+"""Ledger entries and the store interface (DESIGN §6).
+
+One entry per logical action ``(run_id, node_id)``, keyed by the idempotency key the runtime mints.
+The entry is durable before the tool is called; its state records what is known of the outcome::
+
+    accepted ──► dispatched ──► committed (remote id, result)
+                           ├──► failed (definitely not committed)
+                           └──► unknown (timeout, crash, lost response)
+    unknown ── status query ──► committed | not_committed (dispatch again, same key) | unknown_commit
+    unknown_commit ── a person reconciles ──► committed | failed
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "IN_FLIGHT",
+    "STATES",
+    "TERMINAL",
+    "TRANSITIONS",
+    "UNRESOLVED",
+    "Begun",
+    "LedgerEntry",
+    "LedgerState",
+    "LedgerStore",
+]
+
+LedgerState = Literal["accepted", "dispatched", "committed", "failed", "unknown", "unknown_commit"]
+STATES: tuple[LedgerState, ...] = (
+    "accepted",
+    "dispatched",
+    "committed",
+    "failed",
+    "unknown",
+    "unknown_commit",
+)
+TERMINAL: frozenset[str] = frozenset({"committed", "failed"})
+UNRESOLVED: frozenset[str] = frozenset({"dispatched", "unknown", "unknown_commit"})
+"""States a purge never removes and ``recover()`` works on (``unknown_commit`` waits for a person)."""
+IN_FLIGHT: frozenset[str] = frozenset({"accepted", "dispatched", "unknown"})
+
+TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "accepted": frozenset({"dispatched", "failed"}),
+    # dispatched → accepted: the status query proved it was not committed; it may be sent again.
+    "dispatched": frozenset({"committed", "failed", "unknown", "accepted"}),
+    "unknown": frozenset({"committed", "accepted", "unknown_commit", "failed"}),
+    "unknown_commit": frozenset({"committed", "failed"}),
+    "committed": frozenset(),
+    "failed": frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry:
+    """What the ledger knows of one logical action."""
+
+    key: str
+    """``as1_`` + 32 hex (see ``actionspace._pipeline.idempotency_key``)."""
+    run_id: str
+    node_id: str
+    tool: str
+    """``name@version`` the action was accepted with; it finishes on that version."""
+    args_digest: str
+    """sha256 hex of the RFC 8785 canonical arguments."""
+    arguments: Mapping[str, Any]
+    state: LedgerState = "accepted"
+    attempts: int = 0
+    """How many times the tool was sent this action."""
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    remote_id: str | None = None
+    observation: Mapping[str, Any] | None = None
+    """The committed observation (``Observation.to_dict()``), returned again to a repeated call."""
+    error: Mapping[str, Any] | None = None
+    """The ``ActionError.to_dict()`` of a failed or unknown outcome."""
+    resolution: Mapping[str, Any] | None = None
+    """A person's reconciliation: ``{"by", "reason", "at", "outcome"}``."""
+
+    def evolve(self, **changes: Any) -> LedgerEntry:
+        return replace(self, updated_at=time.time(), **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "run_id": self.run_id,
+            "node_id": self.node_id,
+            "tool": self.tool,
+            "args_digest": self.args_digest,
+            "arguments": dict(self.arguments),
+            "state": self.state,
+            "attempts": self.attempts,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "remote_id": self.remote_id,
+            "observation": dict(self.observation) if self.observation is not None else None,
+            "error": dict(self.error) if self.error is not None else None,
+            "resolution": dict(self.resolution) if self.resolution is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LedgerEntry:
+        return cls(
+            key=str(data["key"]),
+            run_id=str(data["run_id"]),
+            node_id=str(data["node_id"]),
+            tool=str(data["tool"]),
+            args_digest=str(data["args_digest"]),
+            arguments=dict(data.get("arguments") or {}),
+            state=data["state"],
+            attempts=int(data.get("attempts", 0)),
+            created_at=float(data["created_at"]),
+            updated_at=float(data["updated_at"]),
+            remote_id=data.get("remote_id"),
+            observation=data.get("observation"),
+            error=data.get("error"),
+            resolution=data.get("resolution"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """The result of :meth:`LedgerStore.begin`: the stored entry and whether this call created it."""
+
+    entry: LedgerEntry
+    created: bool
+
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """Durable ledger. Implementations: memory (tests), SQLite (default), PostgreSQL.
+
+    Every method is atomic. Uniqueness of ``(run_id, node_id)`` and of ``key`` is enforced by the
+    store itself (the database's constraints), never by a lock held in one Python process.
+    """
+
+    def begin(self, entry: LedgerEntry) -> Begun:
+        """Insert ``entry`` (``accepted``) unless its ``(run_id, node_id)`` exists; return the stored one."""
+        ...
+
+    def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
+        """Compare-and-set: store ``entry`` only if the current state is in ``expected``.
+
+        Returns the stored entry, or None when the state had moved (another process won).
+        """
+        ...
+
+    def get(self, key: str) -> LedgerEntry | None: ...
+
+    def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None: ...
+
+    def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
+        """Most recently updated first."""
+        ...
+
+    def purge(self, *, older_than: float) -> int:
+        """Delete entries last updated before ``older_than`` (unix s) that are committed or failed.
+
+        Never removes an unresolved entry. Returns how many were removed.
+        """
+        ...
+
+    def close(self) -> None: ...

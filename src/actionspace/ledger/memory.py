@@ -1,0 +1,112 @@
+"""In-memory ledger and approval stores: for tests; lost with the process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
+
+__all__ = ["MemoryApprovalStore", "MemoryLedgerStore"]
+
+
+class MemoryLedgerStore:
+    """A dict under a lock; same semantics as the database stores."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, LedgerEntry] = {}
+        self._by_node: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    def begin(self, entry: LedgerEntry) -> Begun:
+        with self._lock:
+            key = self._by_node.get((entry.run_id, entry.node_id))
+            if key is not None:
+                return Begun(self._by_key[key], False)
+            existing = self._by_key.get(entry.key)
+            if existing is not None:
+                return Begun(existing, False)
+            self._by_key[entry.key] = entry
+            self._by_node[(entry.run_id, entry.node_id)] = entry.key
+            return Begun(entry, True)
+
+    def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
+        with self._lock:
+            current = self._by_key.get(key)
+            if current is None or current.state not in expected:
+                return None
+            self._by_key[key] = entry
+            return entry
+
+    def get(self, key: str) -> LedgerEntry | None:
+        with self._lock:
+            return self._by_key.get(key)
+
+    def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
+        with self._lock:
+            key = self._by_node.get((run_id, node_id))
+            return self._by_key.get(key) if key is not None else None
+
+    def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
+        with self._lock:
+            entries = [e for e in self._by_key.values() if state is None or e.state == state]
+        entries.sort(key=lambda e: e.updated_at, reverse=True)
+        return entries[:limit]
+
+    def purge(self, *, older_than: float) -> int:
+        with self._lock:
+            old = [e for e in self._by_key.values() if e.state in TERMINAL and e.updated_at < older_than]
+            for e in old:
+                del self._by_key[e.key]
+                self._by_node.pop((e.run_id, e.node_id), None)
+            return len(old)
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryApprovalStore:
+    """Approval requests in a dict under a lock."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, ApprovalRequest] = {}
+        self._lock = threading.Lock()
+
+    def create(self, request: ApprovalRequest) -> ApprovalRequest:
+        with self._lock:
+            for existing in self._requests.values():
+                if existing.binding == request.binding and existing.status == "pending":
+                    return existing
+            self._requests[request.id] = request
+            return request
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        with self._lock:
+            return self._requests.get(request_id)
+
+    def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
+        binding = (run_id, tool, args_digest)
+        with self._lock:
+            found = [r for r in self._requests.values() if r.binding == binding]
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
+        with self._lock:
+            found = [r for r in self._requests.values() if status is None or r.status == status]
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found[:limit]
+
+    def update(
+        self, request_id: str, expected: Sequence[str], request: ApprovalRequest
+    ) -> ApprovalRequest | None:
+        with self._lock:
+            current = self._requests.get(request_id)
+            if current is None or current.status not in expected:
+                return None
+            self._requests[request_id] = request
+            return request
+
+    def close(self) -> None:
+        pass

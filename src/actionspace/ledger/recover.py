@@ -1,0 +1,152 @@
+"""Recovery: settle every action a crash left ``dispatched`` or ``unknown``, without sending anything.
+
+For each such entry:
+
+* ``query`` tools are asked for the status: committed → recorded as committed (the original
+  result kept); not committed → back to ``accepted``, so the next call of that node sends it again
+  with the same key; no answer → ``unknown_commit``.
+* ``native`` tools dedupe by key, so sending again is safe: back to ``accepted``.
+* ``none`` tools cannot be asked: ``unknown_commit``, for a person (``actionspace ledger resolve``).
+
+A call whose outcome cannot be established is never re-sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from actionspace.catalog.registry import Catalog
+from actionspace.execution.result import ToolResult
+from actionspace.ledger.commit import query_status, unknown_commit_error
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.status import Committed, NotCommitted
+from actionspace.observation import shape
+from actionspace.types import Observation
+
+__all__ = ["RecoveryReport", "recover", "resolve_by_hand"]
+
+Record = Callable[[str, str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """Keys by what recovery concluded."""
+
+    committed: list[str] = field(default_factory=list)
+    redispatchable: list[str] = field(default_factory=list)
+    unknown_commit: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Moved by another process while this one looked."""
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "committed": self.committed,
+            "redispatchable": self.redispatchable,
+            "unknown_commit": self.unknown_commit,
+            "skipped": self.skipped,
+        }
+
+
+def _committed_observation(entry: LedgerEntry, result: Any) -> dict[str, Any]:
+    name, _, version = entry.tool.partition("@")
+    effects: tuple[Any, ...] = ()
+    if isinstance(result, ToolResult):
+        effects, result = tuple(result.effects), result.data
+    shaped = shape(result)
+    obs = Observation(
+        call_id=f"{entry.run_id}:{entry.node_id}",
+        tool=name,
+        tool_version=version,
+        data=shaped.data,
+        effects=effects,
+        content_hash=shaped.content_hash,
+        diagnostics={"idempotency_key": entry.key, "recovered": True},
+    )
+    return obs.to_dict()
+
+
+def recover(
+    ledger: LedgerStore, catalog: Catalog, record: Record, *, min_age_s: float = 0.0
+) -> RecoveryReport:
+    """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago."""
+    report = RecoveryReport()
+    cutoff = time.time() - min_age_s
+    entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
+    for entry in entries:
+        if entry.updated_at > cutoff:
+            continue
+        spec = catalog.find(entry.tool)
+        expected = (entry.state,)
+        if spec is None:
+            final = entry.evolve(
+                state="unknown_commit",
+                error={
+                    "category": "unknown_commit",
+                    "message": f"{entry.tool} is not registered here; cannot ask its status",
+                },
+            )
+            bucket = report.unknown_commit
+        elif spec.idempotency == "native":
+            final, bucket = entry.evolve(state="accepted"), report.redispatchable
+        elif spec.idempotency == "query":
+            answer = query_status(spec, entry)
+            if isinstance(answer, Committed):
+                final = entry.evolve(
+                    state="committed",
+                    observation=_committed_observation(entry, answer.result),
+                    remote_id=answer.remote_id,
+                    error=None,
+                )
+                bucket = report.committed
+            elif isinstance(answer, NotCommitted):
+                final, bucket = entry.evolve(state="accepted"), report.redispatchable
+            else:
+                error = unknown_commit_error(spec, entry.key, answer.reason)
+                final, bucket = (
+                    entry.evolve(state="unknown_commit", error=error.to_dict()),
+                    report.unknown_commit,
+                )
+        else:
+            error = unknown_commit_error(spec, entry.key, "lost in a crash; the tool cannot be asked")
+            final, bucket = entry.evolve(state="unknown_commit", error=error.to_dict()), report.unknown_commit
+        if ledger.transition(entry.key, expected, final) is None:
+            report.skipped.append(entry.key)
+            continue
+        bucket.append(entry.key)
+        record(
+            entry.run_id,
+            "ledger",
+            {"key": entry.key, "from": entry.state, "to": final.state, "by": "recover"},
+        )
+    return report
+
+
+def resolve_by_hand(
+    ledger: LedgerStore, key: str, *, outcome: str, by: str, reason: str, record: Record
+) -> LedgerEntry:
+    """A person's reconciliation of an ``unknown_commit``: ``committed`` or ``failed``, recorded."""
+    if outcome not in ("committed", "failed"):
+        raise ValueError("outcome must be 'committed' or 'failed'")
+    entry = ledger.get(key)
+    if entry is None:
+        raise KeyError(f"no ledger entry {key}")
+    if entry.state != "unknown_commit":
+        raise ValueError(f"{key} is {entry.state}; only unknown_commit entries are resolved by hand")
+    resolution = {"by": by, "reason": reason, "at": time.time(), "outcome": outcome}
+    changes: dict[str, Any] = {"state": outcome, "resolution": resolution}
+    if outcome == "committed":
+        changes["observation"] = _committed_observation(
+            entry, {"reconciled": True, "by": by, "reason": reason}
+        )
+    stored = ledger.transition(key, ("unknown_commit",), entry.evolve(**changes))
+    if stored is None:
+        raise ValueError(f"{key} changed while resolving; look again")
+    record(
+        entry.run_id,
+        "ledger",
+        {"key": key, "from": "unknown_commit", "to": outcome, "by": by, "reason": reason},
+    )
+    return stored

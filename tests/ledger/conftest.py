@@ -1,0 +1,61 @@
+"""Store fixtures: every behaviour test runs once per kind in ``STORE_KINDS``.
+
+A kind ``k`` is served by the fixtures ``k_ledger_store`` and ``k_approval_store``. Another store
+(PostgreSQL) joins the suite by defining those two fixtures in a conftest or plugin and adding its
+name to ``STORE_KINDS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actionspace.approval.requests import ApprovalStore
+from actionspace.approval.sqlite import SqliteApprovalStore
+from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
+from actionspace.ledger.sqlite import SqliteLedgerStore
+
+STORE_KINDS: list[str] = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+def ledger_store(request: pytest.FixtureRequest) -> LedgerStore:
+    store: LedgerStore = request.getfixturevalue(f"{request.param}_ledger_store")
+    return store
+
+
+@pytest.fixture(params=STORE_KINDS)
+def approval_store(request: pytest.FixtureRequest) -> ApprovalStore:
+    store: ApprovalStore = request.getfixturevalue(f"{request.param}_approval_store")
+    return store
+
+
+@pytest.fixture
+def memory_ledger_store() -> Iterator[LedgerStore]:
+    store = MemoryLedgerStore()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_ledger_store(tmp_path: Path) -> Iterator[LedgerStore]:
+    store = SqliteLedgerStore(tmp_path / "actionspace.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def memory_approval_store() -> Iterator[ApprovalStore]:
+    store = MemoryApprovalStore()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_approval_store(tmp_path: Path) -> Iterator[ApprovalStore]:
+    store = SqliteApprovalStore(tmp_path / "actionspace.db")
+    yield store
+    store.close()
