@@ -21,6 +21,7 @@ EXPECTED = [
     ("create_event", "permission_denied"),
     ("create_event", None),
     ("get_event", None),
+    ("notify_attendees", "unknown_commit"),
 ]
 
 
@@ -39,6 +40,10 @@ def test_the_scenario_recovers_from_each_mistake_by_category_and_verifies(tmp_pa
     assert report.event is not None
     assert report.event["attendees"] == ["u-chen", "u-wang", "u-zhao"]
     assert report.event["start_utc"] == "2026-12-08T07:30:00Z"
+    created = report.steps[7].observation
+    assert created["diagnostics"]["resolved_by"] == "status_query"  # its response was lost after commit
+    assert report.mails_sent == 3  # sent once, although its response was lost too
+    assert len(report.unknown_commits) == 1
 
 
 def test_only_the_final_call_wrote_to_the_calendar(tmp_path: Path) -> None:
@@ -75,3 +80,29 @@ def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
     assert events[-1]["kind"] == "run_finished"
     trace = open_trace_store(store)
     assert len(trace.events(report["run_id"])) == len(events)
+    [key] = report["unknown_commits"]
+    resolved = runner.invoke(
+        app,
+        [
+            "ledger",
+            "resolve",
+            key,
+            "--outcome",
+            "committed",
+            "--by",
+            "alice",
+            "--reason",
+            "3 mails in outbox",
+            "--store",
+            store,
+        ],
+    )
+    assert resolved.exit_code == 0, resolved.output
+    listed = runner.invoke(app, ["ledger", "show", key, "--store", store])
+    entry = json.loads(listed.output)
+    assert entry["state"] == "committed" and entry["resolution"]["by"] == "alice"
+    again = runner.invoke(
+        app,
+        ["ledger", "resolve", key, "--outcome", "failed", "--by", "bob", "--reason", "x", "--store", store],
+    )
+    assert again.exit_code == 1 and "only unknown_commit" in again.output

@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS attendees (
     event_id TEXT NOT NULL REFERENCES events(id), user_id TEXT NOT NULL REFERENCES users(id),
     PRIMARY KEY (event_id, user_id));
 CREATE INDEX IF NOT EXISTS attendees_user ON attendees(user_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY, event_id TEXT NOT NULL, recipient TEXT NOT NULL, message TEXT NOT NULL);
 """
 
 
@@ -206,6 +208,23 @@ class CalendarService:
         created = self.event(eid)
         assert created is not None
         return created
+
+    def send_mail(self, event_id: str, message: str) -> dict[str, Any]:
+        """Queue one email per attendee (the relay has no dedupe and no status query)."""
+        event = self.event(event_id)
+        if event is None:
+            raise LookupError(f"no event {event_id}")
+        with self._tx() as db:
+            db.executemany(
+                "INSERT INTO outbox (event_id, recipient, message) VALUES (?, ?, ?)",
+                [(event_id, person, message) for person in event["attendees"]],
+            )
+        return {"event_id": event_id, "recipients": event["attendees"]}
+
+    def mails(self, event_id: str) -> int:
+        return int(
+            self._conn().execute("SELECT count(*) FROM outbox WHERE event_id = ?", (event_id,)).fetchone()[0]
+        )
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -21,6 +21,9 @@ def _detail(step: dict[str, object]) -> str:
     if not err:
         data = obs.get("data")
         text = str(data)
+        how = obs.get("diagnostics", {}).get("resolved_by")
+        if how:
+            text = f"response lost; found by {how.replace('_', ' ')} (sent once) | {text}"
         return text if len(text) <= 110 else text[:107] + "..."
     parts = [str(err["message"])]
     if err.get("field_errors"):
@@ -68,6 +71,12 @@ def render_report(report: DemoReport) -> RenderableType:
         verdict,
         "\n",
         f"events in the calendar: {report.events_in_calendar} (folder {report.folder})\n",
+        f"mails sent: {report.mails_sent} (one per attendee, sent once)\n",
+        *(
+            f"unknown_commit left for a person: actionspace ledger resolve {key} --outcome committed "
+            f"--by YOU --reason 'seen in the outbox' --store {report.store}\n"
+            for key in report.unknown_commits
+        ),
         f"trace: {report.store}  run {report.run_id}\n",
         f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
     )

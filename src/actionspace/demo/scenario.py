@@ -8,6 +8,8 @@ pipeline, and the policy chooses its next move from the error category and recov
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -18,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from actionspace.demo.calendar import CalendarService
 from actionspace.errors import ActionError, FieldError
 from actionspace.execution.result import ToolResult
+from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.types import Effect, Observation
@@ -29,7 +32,9 @@ __all__ = ["DemoReport", "StepReport", "build_runtime", "run_demo", "seed_calend
 
 USER = "u-lin"
 REQUEST = "next Tuesday 3 pm, one hour review with the design team"
-PRINCIPAL = Principal(id=USER, scopes=("read:*", "write:create_event", "calendar:invite:staff"))
+PRINCIPAL = Principal(
+    id=USER, scopes=("read:*", "write:create_event", "external:notify_attendees", "calendar:invite:staff")
+)
 
 
 def next_tuesday(today: date) -> date:
@@ -78,8 +83,28 @@ def _valid_timezone(args: Mapping[str, Any]) -> Iterable[FieldError]:
     return ()
 
 
-def build_runtime(service: CalendarService, store: str) -> Runtime:
+LOST_RESPONSE_TIMEOUT_S = 0.25
+"""The demo's write tools answer within this; an injected lost response waits longer."""
+
+
+class Faults:
+    """Deterministic fault injection: lose the response of the first successful call of some tools."""
+
+    def __init__(self, tools: Iterable[str]) -> None:
+        self.pending = set(tools)
+        self.lock = threading.Lock()
+
+    def lose_response(self, tool: str) -> None:
+        with self.lock:
+            lose = tool in self.pending
+            self.pending.discard(tool)
+        if lose:
+            time.sleep(LOST_RESPONSE_TIMEOUT_S * 3)
+
+
+def build_runtime(service: CalendarService, store: str, faults: Faults | None = None) -> Runtime:
     """The runtime with the calendar's tools, validators and bindings."""
+    faults = faults or Faults(())
     rt = Runtime(store, principal=PRINCIPAL, state={"calendar": service})
 
     def invitable(ctx: ValidationContext, args: Mapping[str, Any]) -> Rejected | None:
@@ -147,14 +172,34 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
         """
         return {"team": team, "members": [{"id": m["id"], "name": m["name"]} for m in service.members(team)]}
 
+    def event_result(event: Mapping[str, Any]) -> ToolResult:
+        effect = Effect(
+            resource_id=f"event:{event['id']}", kind="created", version_after=str(event["version"])
+        )
+        return ToolResult(
+            data=_public_event(event), effects=(effect,), resource_version=str(event["version"])
+        )
+
+    def event_status(*, key: str, arguments: Mapping[str, Any]) -> StatusAnswer:
+        event = service.find_by_request_key(key)
+        return Committed(event_result(event), remote_id=event["id"]) if event else NotCommitted()
+
     @rt.tool(
         effect="write",
         writes=["calendar:{timezone}"],
         refinements=(after("end", "start"), _valid_timezone),
         validators=(invitable, no_overlap),
+        idempotency="query",
+        status_query=event_status,
+        timeout_s=LOST_RESPONSE_TIMEOUT_S,
     )
     def create_event(
-        title: str, start: Timestamp, end: Timestamp, timezone: str, attendees: list[str]
+        title: str,
+        start: Timestamp,
+        end: Timestamp,
+        timezone: str,
+        attendees: list[str],
+        idempotency_key: str,
     ) -> ToolResult:
         """Create a calendar event for the signed-in user and invite attendees.
 
@@ -166,14 +211,28 @@ def build_runtime(service: CalendarService, store: str) -> Runtime:
             attendees: User ids (not names) of the people to invite.
         """
         event = service.create_event(
-            owner=USER, title=title, start=start, end=end, timezone=timezone, attendees=attendees
+            owner=USER,
+            title=title,
+            start=start,
+            end=end,
+            timezone=timezone,
+            attendees=attendees,
+            request_key=idempotency_key,
         )
-        effect = Effect(
-            resource_id=f"event:{event['id']}", kind="created", version_after=str(event["version"])
-        )
-        return ToolResult(
-            data=_public_event(event), effects=(effect,), resource_version=str(event["version"])
-        )
+        faults.lose_response("create_event")  # the calendar commits, then its answer is lost
+        return event_result(event)
+
+    @rt.tool(effect="external", idempotency="none", timeout_s=LOST_RESPONSE_TIMEOUT_S)
+    def notify_attendees(event_id: str, message: str) -> dict[str, Any]:
+        """Email every attendee of an event. The mail relay can neither dedupe nor be asked later.
+
+        Args:
+            event_id: The event whose attendees are notified.
+            message: The text of the email.
+        """
+        sent = service.send_mail(event_id, message)
+        faults.lose_response("notify_attendees")  # the relay sends, then the connection drops
+        return sent
 
     @rt.tool(effect="read")
     def get_event(event_id: str) -> ToolResult:
@@ -256,6 +315,9 @@ class DemoReport:
     verified: bool
     event: dict[str, Any] | None
     events_in_calendar: int
+    unknown_commits: list[str] = field(default_factory=list)
+    """Ledger keys left for a person to reconcile."""
+    mails_sent: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -267,6 +329,8 @@ class DemoReport:
             "verified": self.verified,
             "event": self.event,
             "events_in_calendar": self.events_in_calendar,
+            "unknown_commits": self.unknown_commits,
+            "mails_sent": self.mails_sent,
         }
 
 
@@ -371,6 +435,16 @@ def _script(day: date) -> Callable[[Sequence[Observation]], Move | None]:
                 _openai("get_event", {"event_id": history[7].data["id"]}, "call_9"),
                 None,
             )
+        if k == 9 and history[7].ok:
+            message = f"Design review on {history[7].data['start_utc']} (UTC)"
+            return (
+                "email the attendees",
+                "openai",
+                _openai(
+                    "notify_attendees", {"event_id": history[7].data["id"], "message": message}, "call_10"
+                ),
+                {"event_id": f"tool_result:{history[7].call_id}", "message": "model_inferred"},
+            )
         return None
 
     return turn
@@ -381,6 +455,7 @@ _NEXT_MOVE = {
     "ambiguous_reference": "ask the user to choose among the candidates",
     "conflict": "move to the first free slot offered in alternatives",
     "permission_denied": "narrow the invitation to people it may invite",
+    "unknown_commit": "never resend blindly: a person checks the outbox and resolves it",
 }
 
 
@@ -390,7 +465,7 @@ def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoRepo
     day = next_tuesday(today or date.today())
     service = CalendarService(folder / "calendar.db")
     seed_calendar(service, day)
-    rt = build_runtime(service, store)
+    rt = build_runtime(service, store, Faults(("create_event", "notify_attendees")))
     run_id = rt.new_run(principal=PRINCIPAL)
     rt.offer(run_id=run_id)
     policy = _script(day)
@@ -419,7 +494,8 @@ def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoRepo
                     obs.to_dict(),
                 )
             )
-        event = history[-1].data if history and history[-1].ok and history[-1].tool == "get_event" else None
+        read_back = next((o for o in history if o.tool == "get_event" and o.ok), None)
+        event = read_back.data if read_back is not None else None
         created = next((o for o in history if o.tool == "create_event" and o.ok), None)
         verified = bool(event and created and event == created.data)
         rt.record(
@@ -431,10 +507,23 @@ def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoRepo
                 "event_id": event["id"] if event else None,
             },
         )
+        unknown = [e.key for e in rt.ledger.list(state="unknown_commit") if e.run_id == run_id]
         if steps:
-            steps[-1].next_move = "done: verified" if verified else "done: NOT verified"
-        rt.finish(run_id, status="ok" if verified else "failed")
-        return DemoReport(run_id, store, str(folder), REQUEST, steps, verified, event, service.count_events())
+            steps[-1].next_move = "a person reconciles it: actionspace ledger resolve" if unknown else "done"
+        rt.finish(run_id, status="ok" if verified else "failed", unknown_commits=unknown)
+        mails = service.mails(event["id"]) if event else 0
+        return DemoReport(
+            run_id,
+            store,
+            str(folder),
+            REQUEST,
+            steps,
+            verified,
+            event,
+            service.count_events(),
+            unknown,
+            mails,
+        )
     finally:
         rt.close()
         service.close()

@@ -113,6 +113,11 @@ def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
     return fail(ActionError.of("internal", f"ledger entry {entry.key} is {entry.state} without its outcome"))
 
 
+def _noted(obs: Observation, **notes: Any) -> Observation:
+    """The observation with how its outcome was established added to ``diagnostics``."""
+    return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, **notes}})
+
+
 def _fields(obs: Observation) -> dict[str, Any]:
     return {name: getattr(obs, name) for name in obs.__dataclass_fields__}
 
@@ -177,7 +182,8 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         assert outcome is not None
         point("after_response")
         if isinstance(outcome, Succeeded):
-            return _commit(led, observe(outcome))
+            obs = observe(outcome)
+            return _commit(led, _noted(obs, resolved_by="same_key_resend", sends=sends) if sends > 1 else obs)
         error = outcome.error
         if error.category != "unknown_commit":
             led.move(("dispatched",), "failed", error=error.to_dict())
@@ -194,7 +200,8 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         if spec.idempotency == "query":
             answer = query_status(spec, led.entry)
             if isinstance(answer, Committed):
-                return _commit(led, observe(Succeeded(answer.result, 1)), remote_id=answer.remote_id)
+                found = _noted(observe(Succeeded(answer.result, 1)), resolved_by="status_query", sends=sends)
+                return _commit(led, found, remote_id=answer.remote_id)
             if (
                 isinstance(answer, NotCommitted)
                 and sends < spec.retry.max_attempts
