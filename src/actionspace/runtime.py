@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -43,6 +44,8 @@ from actionspace.types import Observation, ObservationStatus, ToolCall
 __all__ = ["DEFAULT_PRINCIPAL", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_log = logging.getLogger("actionspace")
 
 TOOL_ATTRIBUTE = "__actionspace_tool__"
 
@@ -194,7 +197,7 @@ class Runtime:
                     if start == 0:
                         rec = Recorder(run, None)
                         rec.add("run_started", {"principal": run.principal.id})
-                        rec.flush(self._sink)
+                        self._flush(rec)
         return run
 
     def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
@@ -239,7 +242,7 @@ class Runtime:
                 "left_out": left_out,
             },
         )
-        rec.flush(self._sink)
+        self._flush(rec)
         return [s.describe() for s in offered]
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
@@ -247,14 +250,14 @@ class Runtime:
         run = self._run(run_id, None)
         rec = Recorder(run, None)
         rec.add("run_finished", {"status": status, **data})
-        rec.flush(self._sink)
+        self._flush(rec)
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append an event of another stage (for example ``verified``) to a run's trace."""
         run = self._run(run_id, None)
         rec = Recorder(run, call_id)
         rec.add(kind, data)
-        rec.flush(self._sink)
+        self._flush(rec)
 
     # ------------------------------------------------------------------ calls
     def _parse(self, raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
@@ -344,7 +347,7 @@ class Runtime:
         except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
             return run.run_id, [self._internal(exc, rec)]
         finally:
-            rec.flush(self._sink)
+            self._flush(rec)
 
     async def acall(
         self,
@@ -376,7 +379,7 @@ class Runtime:
         except Exception as exc:
             return self._internal(exc, rec)
         finally:
-            rec.flush(self._sink)
+            self._flush(rec)
 
     async def acall_all(
         self,
@@ -480,6 +483,16 @@ class Runtime:
             fail=fail,
             record=rec.add,
         )
+
+    def _flush(self, rec: Recorder) -> None:
+        """Hand a call's events to the trace store; a failing store never turns into a failed call."""
+        try:
+            rec.flush(self._sink)
+        except Exception:
+            _log.exception(
+                "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run.run_id
+            )
+            rec.records = []
 
     def _internal(self, exc: Exception, rec: Recorder) -> Observation:
         error = ActionError.of(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from actionspace.errors import ConfigurationError
-from actionspace.trace.events import RunSummary, TraceEvent
+from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS trace_runs (
 CREATE INDEX IF NOT EXISTS trace_runs_recent ON trace_runs (last_at DESC, run_id);
 """
 
+_NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?"
 _INSERT: Final = "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
 _TOUCH_RUN: Final = """
@@ -127,6 +128,25 @@ class SqliteTraceStore:
                 f"an event repeats a (run_id, seq) already stored; nothing of the batch was written: {exc}"
             ) from exc
 
+    def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        """Append one call's records, numbering them after the run's last stored event.
+
+        The numbers the caller proposed only fix the order: several processes may record into one
+        run, and the store (inside its write transaction) is the only place that knows the next seq.
+        """
+        if not records:
+            return
+        ordered = sorted(records, key=lambda r: r[0])
+        with self._transaction() as conn:
+            base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
+            rows = [
+                (run_id, base + i, kind, ts, call_id, json.dumps(dict(data), ensure_ascii=False))
+                for i, (_, kind, ts, call_id, data) in enumerate(ordered)
+            ]
+            conn.executemany(_INSERT, rows)
+            stamps = [r[2] for r in ordered]
+            conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
+
     def events(self, run_id: str) -> list[TraceEvent]:
         rows = self._conn().execute(_EVENTS, (run_id,)).fetchall()
         return [_event(row) for row in rows]
@@ -147,11 +167,7 @@ class SqliteTraceStore:
         ]
 
     def next_seq(self, run_id: str) -> int:
-        row = (
-            self._conn()
-            .execute("SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?", (run_id,))
-            .fetchone()
-        )
+        row = self._conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
         return int(row[0])
 
     def close(self) -> None:

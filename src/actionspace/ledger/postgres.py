@@ -1,0 +1,474 @@
+"""PostgreSQL ledger and approval stores: shared by many runtime processes and hosts (DESIGN §6, §10).
+
+Every guarantee of the store interfaces is enforced by the database: ``(run_id, node_id)`` and
+``key`` are unique constraints, one pending request per binding is a partial unique index, and a
+compare-and-set is a single ``UPDATE … WHERE state = ANY(expected)`` whose row count says who won.
+No Python lock is involved, so processes on different hosts race safely.
+
+Each store holds a small connection pool (1 to 8 connections, opened on construction). Tables are
+created if missing; the DDL runs under a transaction-scoped advisory lock so that many processes
+starting at once against an empty database do not trip over each other.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, LiteralString
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.errors import ConfigurationError
+from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
+
+__all__ = [
+    "APPROVAL_SCHEMA_VERSION",
+    "SCHEMA_VERSION",
+    "PostgresApprovalStore",
+    "PostgresConnections",
+    "PostgresLedgerStore",
+    "redacted",
+]
+
+SCHEMA_VERSION: Final = 1
+"""Version of the ledger table; stored in ``ledger_meta`` under ``schema_version``."""
+APPROVAL_SCHEMA_VERSION: Final = 1
+"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``."""
+
+_DDL_LOCK: Final = 0x6163_7473_7063_6501
+"""Advisory lock id taken (per database) around every actionspace DDL."""
+_MAX_RACE_RETRIES: Final = 8
+"""How often ``begin``/``create`` retry when the row they collided with vanished before being read."""
+
+_META: Final = """
+CREATE TABLE IF NOT EXISTS ledger_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+)
+"""
+
+_LEDGER_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    _META,
+    """
+    CREATE TABLE IF NOT EXISTS ledger_entries (
+        key         text             PRIMARY KEY,
+        run_id      text             NOT NULL,
+        node_id     text             NOT NULL,
+        tool        text             NOT NULL,
+        args_digest text             NOT NULL,
+        arguments   jsonb            NOT NULL,
+        state       text             NOT NULL,
+        attempts    integer          NOT NULL,
+        created_at  double precision NOT NULL,
+        updated_at  double precision NOT NULL,
+        remote_id   text,
+        observation jsonb,
+        error       jsonb,
+        resolution  jsonb,
+        UNIQUE (run_id, node_id)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS ledger_entries_state_updated ON ledger_entries (state, updated_at)",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_updated ON ledger_entries (updated_at)",
+)
+
+_APPROVAL_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    _META,
+    """
+    CREATE TABLE IF NOT EXISTS approval_requests (
+        id              text             PRIMARY KEY,
+        run_id          text             NOT NULL,
+        node_id         text             NOT NULL,
+        tool            text             NOT NULL,
+        args_digest     text             NOT NULL,
+        arguments       jsonb            NOT NULL,
+        provenance      jsonb            NOT NULL,
+        effects         jsonb            NOT NULL,
+        reason          text             NOT NULL,
+        details         jsonb            NOT NULL,
+        status          text             NOT NULL,
+        created_at      double precision NOT NULL,
+        decided_at      double precision,
+        decided_by      text,
+        decision_reason text,
+        expires_at      double precision
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS approval_requests_binding"
+    " ON approval_requests (run_id, tool, args_digest, created_at)",
+    "CREATE INDEX IF NOT EXISTS approval_requests_status_created ON approval_requests (status, created_at)",
+    "CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending"
+    " ON approval_requests (run_id, tool, args_digest) WHERE status = 'pending'",
+)
+
+_LEDGER_COLUMNS: Final = (
+    "key, run_id, node_id, tool, args_digest, arguments, state, attempts, created_at, updated_at,"
+    " remote_id, observation, error, resolution"
+)
+_LEDGER_SELECT: Final = "SELECT " + _LEDGER_COLUMNS + " FROM ledger_entries"
+_LEDGER_INSERT: Final = (
+    "INSERT INTO ledger_entries (" + _LEDGER_COLUMNS + ") VALUES"
+    " (%(key)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(state)s,"
+    " %(attempts)s, %(created_at)s, %(updated_at)s, %(remote_id)s, %(observation)s, %(error)s,"
+    " %(resolution)s)"
+    " ON CONFLICT DO NOTHING"
+)
+_LEDGER_UPDATE: Final = (
+    "UPDATE ledger_entries SET run_id = %(run_id)s, node_id = %(node_id)s, tool = %(tool)s,"
+    " args_digest = %(args_digest)s, arguments = %(arguments)s, state = %(state)s,"
+    " attempts = %(attempts)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
+    " remote_id = %(remote_id)s, observation = %(observation)s, error = %(error)s,"
+    " resolution = %(resolution)s"
+    " WHERE key = %(where_key)s AND state = ANY(%(expected)s)"
+)
+
+_APPROVAL_COLUMNS: Final = (
+    "id, run_id, node_id, tool, args_digest, arguments, provenance, effects, reason, details, status,"
+    " created_at, decided_at, decided_by, decision_reason, expires_at"
+)
+_APPROVAL_SELECT: Final = "SELECT " + _APPROVAL_COLUMNS + " FROM approval_requests"
+_APPROVAL_INSERT: Final = (
+    "INSERT INTO approval_requests (" + _APPROVAL_COLUMNS + ") VALUES"
+    " (%(id)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(provenance)s,"
+    " %(effects)s, %(reason)s, %(details)s, %(status)s, %(created_at)s, %(decided_at)s,"
+    " %(decided_by)s, %(decision_reason)s, %(expires_at)s)"
+    " ON CONFLICT DO NOTHING"
+)
+_APPROVAL_UPDATE: Final = (
+    "UPDATE approval_requests SET run_id = %(run_id)s, node_id = %(node_id)s, tool = %(tool)s,"
+    " args_digest = %(args_digest)s, arguments = %(arguments)s, provenance = %(provenance)s,"
+    " effects = %(effects)s, reason = %(reason)s, details = %(details)s, status = %(status)s,"
+    " created_at = %(created_at)s, decided_at = %(decided_at)s, decided_by = %(decided_by)s,"
+    " decision_reason = %(decision_reason)s, expires_at = %(expires_at)s"
+    " WHERE id = %(where_id)s AND status = ANY(%(expected)s)"
+)
+_BINDING: Final = "WHERE run_id = %s AND tool = %s AND args_digest = %s"
+
+
+class PostgresConnections:
+    """A connection pool (``min_size`` to ``max_size`` connections) to the database ``url`` names.
+
+    Connections run in autocommit mode; :meth:`transaction` groups statements. A process forked
+    after construction opens a pool of its own on first use and never touches its parent's.
+    ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take.
+    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self.url = url
+        self._name = name
+        self._sizes = (min_size, max_size)
+        self._connect_timeout_s = connect_timeout_s
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        self._pool = self._open_pool()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A connection of the pool, returned to it on exit."""
+        with self._current().connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A connection inside a transaction: committed on exit, rolled back on an exception."""
+        with self.connection() as conn, conn.transaction():
+            yield conn
+
+    def init_schema(
+        self,
+        statements: Sequence[LiteralString],
+        *,
+        meta_table: LiteralString,
+        meta_key: str,
+        version: int,
+        what: str,
+    ) -> None:
+        """Run ``statements`` (which create ``meta_table``), then check ``meta_key``'s stored version.
+
+        Raises :class:`~actionspace.errors.ConfigurationError` when the stored version is newer.
+        """
+        with self.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO " + meta_table + " (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                (meta_key, str(version)),
+            )
+            row = conn.execute("SELECT value FROM " + meta_table + " WHERE key = %s", (meta_key,)).fetchone()
+        found = int(row["value"]) if row is not None else version
+        if found > version:
+            raise ConfigurationError(
+                f"{what} at {redacted(self.url)} has schema version {found}; this actionspace reads up"
+                f" to {version}; upgrade actionspace"
+            )
+
+    def close(self) -> None:
+        """Close the pool of this process; later calls raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            pool, mine = self._pool, self._pid == os.getpid()
+        if mine:
+            pool.close()
+
+    def _current(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the {self._name} store for {redacted(self.url)} is closed")
+            if self._pid != os.getpid():
+                # The parent's pool threads do not exist here and its sockets are the parent's.
+                self._pid = os.getpid()
+                self._pool = self._open_pool()
+            return self._pool
+
+    def _open_pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+        # One direct connection first: the pool would retry a refused or misconfigured connection
+        # in the background until its timeout; this reports the server's reason at once.
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, math.ceil(self._connect_timeout_s))).close()
+        except psycopg.OperationalError as exc:
+            raise ConfigurationError(f"cannot connect to PostgreSQL at {redacted(self.url)}: {exc}") from exc
+        min_size, max_size = self._sizes
+        pool = ConnectionPool(
+            self.url,
+            connection_class=psycopg.Connection[dict[str, Any]],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=min_size,
+            max_size=max_size,
+            name=f"actionspace-{self._name}",
+            open=True,
+        )
+        try:
+            pool.wait(timeout=self._connect_timeout_s)
+        except PoolTimeout as exc:
+            pool.close()
+            raise ConfigurationError(
+                f"cannot connect to PostgreSQL at {redacted(self.url)} within {self._connect_timeout_s:g} s"
+            ) from exc
+        return pool
+
+
+class PostgresLedgerStore:
+    """A :class:`~actionspace.ledger.entries.LedgerStore` in a PostgreSQL database.
+
+    ``url`` is a libpq URL (``postgresql://user@host/db``); the tables are created if missing.
+    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached or
+    was written by a newer schema version.
+    """
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self._db = PostgresConnections(url, name="ledger", connect_timeout_s=connect_timeout_s)
+        try:
+            self._db.init_schema(
+                _LEDGER_SCHEMA,
+                meta_table="ledger_meta",
+                meta_key="schema_version",
+                version=SCHEMA_VERSION,
+                what="the ledger",
+            )
+        except BaseException:
+            self._db.close()
+            raise
+
+    def begin(self, entry: LedgerEntry) -> Begun:
+        """Insert ``entry`` unless its node (or key) is stored; return the stored entry."""
+        with self._db.connection() as conn:
+            for _ in range(_MAX_RACE_RETRIES):
+                if conn.execute(_LEDGER_INSERT, _ledger_params(entry)).rowcount == 1:
+                    return Begun(entry, True)
+                # The insert waited for any concurrent writer of the row, which is now committed.
+                row = conn.execute(
+                    _LEDGER_SELECT + " WHERE (run_id = %s AND node_id = %s) OR key = %s"
+                    " ORDER BY (run_id = %s AND node_id = %s) DESC LIMIT 1",
+                    (entry.run_id, entry.node_id, entry.key, entry.run_id, entry.node_id),
+                ).fetchone()
+                if row is not None:
+                    return Begun(LedgerEntry.from_dict(row), False)
+        raise RuntimeError(f"ledger entry {entry.key} kept being removed while it was begun")
+
+    def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
+        """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it is not."""
+        params = {**_ledger_params(entry), "where_key": key, "expected": list(expected)}
+        with self._db.connection() as conn:
+            updated = conn.execute(_LEDGER_UPDATE, params).rowcount
+        return entry if updated == 1 else None
+
+    def get(self, key: str) -> LedgerEntry | None:
+        return self._one(_LEDGER_SELECT + " WHERE key = %s", (key,))
+
+    def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
+        return self._one(_LEDGER_SELECT + " WHERE run_id = %s AND node_id = %s", (run_id, node_id))
+
+    def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
+        """At most ``limit`` entries (those in ``state`` if given), most recently updated first."""
+        with self._db.connection() as conn:
+            if state is None:
+                cur = conn.execute(_LEDGER_SELECT + " ORDER BY updated_at DESC, key LIMIT %s", (limit,))
+            else:
+                cur = conn.execute(
+                    _LEDGER_SELECT + " WHERE state = %s ORDER BY updated_at DESC, key LIMIT %s",
+                    (state, limit),
+                )
+            return [LedgerEntry.from_dict(row) for row in cur]
+
+    def purge(self, *, older_than: float) -> int:
+        """Delete committed and failed entries last updated before ``older_than`` (unix s)."""
+        with self._db.connection() as conn:
+            cur = conn.execute(
+                "DELETE FROM ledger_entries WHERE state = ANY(%s) AND updated_at < %s",
+                (sorted(TERMINAL), older_than),
+            )
+            return cur.rowcount
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise ``ValueError``."""
+        self._db.close()
+
+    def __enter__(self) -> PostgresLedgerStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresLedgerStore({redacted(self._db.url)!r})"
+
+    def _one(self, sql: LiteralString, params: Sequence[str]) -> LedgerEntry | None:
+        with self._db.connection() as conn:
+            row = conn.execute(sql, params).fetchone()
+        return LedgerEntry.from_dict(row) if row is not None else None
+
+
+class PostgresApprovalStore:
+    """An :class:`~actionspace.approval.requests.ApprovalStore` in a PostgreSQL database.
+
+    Same URL, pool and errors as :class:`PostgresLedgerStore`; the two may share one database.
+    """
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self._db = PostgresConnections(url, name="approvals", connect_timeout_s=connect_timeout_s)
+        try:
+            self._db.init_schema(
+                _APPROVAL_SCHEMA,
+                meta_table="ledger_meta",
+                meta_key="approval_schema_version",
+                version=APPROVAL_SCHEMA_VERSION,
+                what="the approval store",
+            )
+        except BaseException:
+            self._db.close()
+            raise
+
+    def create(self, request: ApprovalRequest) -> ApprovalRequest:
+        """Store ``request``, or return the pending request with its binding (or its id) instead."""
+        with self._db.connection() as conn:
+            for _ in range(_MAX_RACE_RETRIES):
+                if conn.execute(_APPROVAL_INSERT, _approval_params(request)).rowcount == 1:
+                    return request
+                row = conn.execute(
+                    _APPROVAL_SELECT + " " + _BINDING + " AND status = 'pending'", request.binding
+                ).fetchone()
+                if row is None:
+                    row = conn.execute(_APPROVAL_SELECT + " WHERE id = %s", (request.id,)).fetchone()
+                if row is not None:
+                    return ApprovalRequest.from_dict(row)
+        raise RuntimeError(f"approval request {request.id} kept being decided while it was created")
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        with self._db.connection() as conn:
+            row = conn.execute(_APPROVAL_SELECT + " WHERE id = %s", (request_id,)).fetchone()
+        return ApprovalRequest.from_dict(row) if row is not None else None
+
+    def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
+        """Requests with this binding, newest first."""
+        with self._db.connection() as conn:
+            cur = conn.execute(
+                _APPROVAL_SELECT + " " + _BINDING + " ORDER BY created_at DESC, id",
+                (run_id, tool, args_digest),
+            )
+            return [ApprovalRequest.from_dict(row) for row in cur]
+
+    def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
+        """At most ``limit`` requests (those in ``status`` if given), newest first."""
+        with self._db.connection() as conn:
+            if status is None:
+                cur = conn.execute(_APPROVAL_SELECT + " ORDER BY created_at DESC, id LIMIT %s", (limit,))
+            else:
+                cur = conn.execute(
+                    _APPROVAL_SELECT + " WHERE status = %s ORDER BY created_at DESC, id LIMIT %s",
+                    (status, limit),
+                )
+            return [ApprovalRequest.from_dict(row) for row in cur]
+
+    def update(
+        self, request_id: str, expected: Sequence[str], request: ApprovalRequest
+    ) -> ApprovalRequest | None:
+        """Store ``request`` only if the status of ``request_id`` is in ``expected``; None when not.
+
+        Raises ``ValueError`` when ``request.id`` is not ``request_id``.
+        """
+        if request.id != request_id:
+            raise ValueError(f"update of {request_id} was given the request {request.id}")
+        params = {**_approval_params(request), "where_id": request_id, "expected": list(expected)}
+        with self._db.connection() as conn:
+            updated = conn.execute(_APPROVAL_UPDATE, params).rowcount
+        return request if updated == 1 else None
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise ``ValueError``."""
+        self._db.close()
+
+    def __enter__(self) -> PostgresApprovalStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresApprovalStore({redacted(self._db.url)!r})"
+
+
+def _ledger_params(entry: LedgerEntry) -> dict[str, Any]:
+    data = entry.to_dict()
+    for column in ("arguments", "observation", "error", "resolution"):
+        data[column] = _jsonb(data[column])
+    return data
+
+
+def _approval_params(request: ApprovalRequest) -> dict[str, Any]:
+    data = request.to_dict()
+    for column in ("arguments", "provenance", "effects", "details"):
+        data[column] = _jsonb(data[column])
+    return data
+
+
+def _jsonb(value: Mapping[str, Any] | Sequence[Any] | None) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable PostgreSQL URL>"
+    if "password" in info:
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo("", **info)
