@@ -94,5 +94,8 @@ async def _async_floors(p: Pass) -> None:
 
 def run_floors(p: Pass) -> None:
     """Direct calls, pydantic validation and JSON parsing of the same arguments."""
+    from actionspace.bench._durable import run_durable_floor
+
     _sync_floors(p)
     asyncio.run(_async_floors(p))
+    run_durable_floor(p)

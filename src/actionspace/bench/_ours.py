@@ -115,5 +115,8 @@ def run_ours(p: Pass) -> None:
     except ImportError as exc:
         p.skip("actionspace", f"the runtime does not import: {exc}")
         return
+    from actionspace.bench._durable import run_durable_ours
+
     _sync_rows(p)
     asyncio.run(_async_rows(p))
+    run_durable_ours(p)

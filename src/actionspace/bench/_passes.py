@@ -28,7 +28,7 @@ from actionspace.bench._workload import SLOW_S
 __all__ = ["GROUPS", "WORKER_TIMEOUT_S", "aggregate", "run_group", "run_passes"]
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "floors": ("direct.", "pydantic_validate.", "json_parse."),
+    "floors": ("direct.", "pydantic_validate.", "json_parse.", "sqlite_commit."),
     "actionspace": ("actionspace.",),
     "mcp": ("mcp.",),
     "pydantic_ai": ("pydantic_ai.",),

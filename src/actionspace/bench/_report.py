@@ -46,12 +46,13 @@ PACKAGES = (
 )
 """Packages whose versions the report prints (None when not installed)."""
 
-_FLOOR_PREFIXES = ("direct.", "pydantic_validate.", "json_parse.")
+_FLOOR_PREFIXES = ("direct.", "pydantic_validate.", "json_parse.", "sqlite_commit.")
 
 _FLOOR_REFERENCE = {
     "direct.sync_tool": "actionspace.call.sync_tool",
     "direct.sync_tool_to_thread": "actionspace.acall.sync_tool",
     "direct.async_tool": "actionspace.acall.async_tool",
+    "sqlite_commit.insert_per_transaction": "actionspace.call.durable_write_sqlite",
 }
 
 

@@ -1,0 +1,74 @@
+"""Durability rows: a side-effecting call on the SQLite store vs the database's raw commit rate.
+
+Both rows write to a SQLite file with the same settings as the ledger (WAL, ``synchronous=FULL``):
+the floor commits one INSERT per transaction; ours runs a full ``rt.call`` of a ``write`` tool,
+whose ledger entry is made durable before dispatch and again at commit, plus the trace. The ratio
+is the price of exactly-once, in transactions' worth.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from actionspace.bench._timing import Pass
+
+__all__ = ["FLOOR_ROW", "OUR_ROW", "run_durable_floor", "run_durable_ours"]
+
+FLOOR_ROW = "sqlite_commit.insert_per_transaction"
+OUR_ROW = "actionspace.call.durable_write_sqlite"
+CALLS = 2000
+
+
+def run_durable_floor(p: Pass) -> None:
+    if not p.want(FLOOR_ROW):
+        return
+    with tempfile.TemporaryDirectory(prefix="actionspace-bench-") as tmp:
+        db = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT UNIQUE, v INTEGER)")
+
+        def commit(i: int) -> int:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT OR REPLACE INTO t (k, v) VALUES (?, ?)", (f"k{i}", i))
+            db.execute("COMMIT")
+            return 3
+
+        p.sync(FLOOR_ROW, commit, CALLS, extract=lambda r: r, expect=3)
+        db.close()
+
+
+def run_durable_ours(p: Pass) -> None:
+    if not p.want(OUR_ROW):
+        return
+    from actionspace.runtime import Runtime
+    from actionspace.types import ToolCall
+
+    with tempfile.TemporaryDirectory(prefix="actionspace-bench-") as tmp:
+        rt = Runtime(f"sqlite:///{Path(tmp) / 'actionspace.db'}", recover_on_start=False)
+
+        def put(key: str, value: int) -> int:
+            return 3
+
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"key": {"type": "string"}, "value": {"type": "integer"}},
+        }
+        rt.add_tool(name="put", input_schema=schema, fn=put, effect="write", blocking=False)
+        run = rt.new_run()
+        calls = [ToolCall(name="put", arguments={"key": f"k{i}", "value": i}) for i in range(CALLS * 4)]
+
+        def call(i: int) -> Any:
+            return rt.call(calls[i % len(calls)], run_id=run, node_id=f"n{i}")
+
+        p.sync(
+            OUR_ROW,
+            call,
+            CALLS,
+            extract=lambda o: {"status": o.status, "data": o.data},
+            expect={"status": "ok", "data": 3},
+        )
+        rt.close()
