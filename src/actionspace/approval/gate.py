@@ -46,8 +46,10 @@ def gate(
     digest = args_digest(dict(arguments))
     now = time.time()
     for request in store.find(run_id, spec.key, digest):
+        if request.status == "consumed" and request.node_id == node_id:
+            return request  # a repeat of the very action it approved: the ledger replays it
         if request.honoured(now):
-            used = store.update(request.id, ("approved",), request.evolve(status="consumed"))
+            used = store.update(request.id, ("approved",), request.evolve(status="consumed", node_id=node_id))
             if used is not None:
                 return used
         elif request.status == "denied":
