@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up .venv (if needed) and runs every check: lint, format, strict types, the whole test suite.
+# Sets up .venv (if needed) and the PostgreSQL binaries, then runs every check: lint, format,
+# strict types, the whole test suite (memory, SQLite and PostgreSQL stores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -13,5 +14,7 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests
 echo "== mypy (strict)"
 .venv/bin/mypy
+echo "== PostgreSQL binaries (the tests start a throwaway cluster)"
+bash scripts/install-postgres.sh
 echo "== pytest"
 .venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" "$@"

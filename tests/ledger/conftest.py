@@ -18,7 +18,7 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.sqlite import SqliteLedgerStore
 
-STORE_KINDS: list[str] = ["memory", "sqlite"]
+STORE_KINDS: list[str] = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -59,3 +59,25 @@ def sqlite_approval_store(tmp_path: Path) -> Iterator[ApprovalStore]:
     store = SqliteApprovalStore(tmp_path / "actionspace.db")
     yield store
     store.close()
+
+
+@pytest.fixture
+def postgres_ledger_store(pg_url: str) -> Iterator[LedgerStore]:
+    from actionspace.ledger.postgres import PostgresLedgerStore
+    from tests.pg import fresh_schema
+
+    for url in fresh_schema(pg_url):
+        store = PostgresLedgerStore(url)
+        yield store
+        store.close()
+
+
+@pytest.fixture
+def postgres_approval_store(pg_url: str) -> Iterator[ApprovalStore]:
+    from actionspace.ledger.postgres import PostgresApprovalStore
+    from tests.pg import fresh_schema
+
+    for url in fresh_schema(pg_url):
+        store = PostgresApprovalStore(url)
+        yield store
+        store.close()

@@ -289,9 +289,7 @@ def test_processes_racing_on_the_same_nodes_dispatch_each_exactly_once(url: str)
     ready: Queue[int] = ctx.Queue()
     results: Queue[tuple[int, str, bool, bool]] = ctx.Queue()
     go = ctx.Event()
-    procs = [
-        ctx.Process(target=race_worker, args=(url, i, ready, go, results)) for i in range(PROCESSES)
-    ]
+    procs = [ctx.Process(target=race_worker, args=(url, i, ready, go, results)) for i in range(PROCESSES)]
     for p in procs:
         p.start()
     try:

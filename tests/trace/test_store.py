@@ -46,9 +46,9 @@ def test_a_missing_file_is_not_created_when_create_is_false(tmp_path: Path) -> N
     assert not (tmp_path / "missing.db").exists()
 
 
-def test_postgresql_urls_say_they_arrive_with_the_postgresql_stores() -> None:
-    with pytest.raises(ConfigurationError, match="arrives with the PostgreSQL stores"):
-        open_trace_store("postgresql://localhost/actionspace")
+def test_a_postgresql_url_that_reaches_no_server_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot connect to PostgreSQL"):
+        open_trace_store(f"postgresql://postgres@/actionspace?host={tmp_path}")
 
 
 @pytest.mark.parametrize("url", ["mysql://db", "/tmp/trace.db", "trace.db", "sqlite:trace.db"])

@@ -5,8 +5,8 @@ Supported URLs:
 * ``memory://`` — in this process only; lost when it exits.
 * ``sqlite:///abs/path.db`` (absolute) or ``sqlite://relative/path.db`` (from the working
   directory); ``~`` is expanded and missing parent directories are created.
-
-``postgresql://…`` is reserved for the PostgreSQL stores.
+* ``postgresql://user@host/db`` (or ``postgres://…``) — a PostgreSQL database shared by many
+  processes and hosts; the tables are created if missing (``create`` does not apply).
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ __all__ = [
     "sqlite_path",
 ]
 
-SUPPORTED_URLS: Final = ("memory://", "sqlite:///absolute/path.db", "sqlite://relative/path.db")
+SUPPORTED_URLS: Final = (
+    "memory://",
+    "sqlite:///absolute/path.db",
+    "sqlite://relative/path.db",
+    "postgresql://user@host/db",
+)
 _MAX_AMBIGUOUS_SHOWN: Final = 5
 
 
@@ -61,10 +66,10 @@ def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteTraceStore(path)
     if scheme in ("postgresql", "postgres"):
-        raise ConfigurationError(
-            "the PostgreSQL trace store arrives with the PostgreSQL stores;"
-            " use sqlite:///path.db or memory:// until then"
-        )
+        # Imported here so that psycopg is loaded only by processes that use PostgreSQL.
+        from actionspace.trace.postgres import PostgresTraceStore
+
+        return PostgresTraceStore(url)
     raise _unsupported(url)
 
 

@@ -1,0 +1,234 @@
+"""PostgreSQL trace store: one trace shared by many runtime processes and hosts (DESIGN §10).
+
+Events live in ``trace_events``, unique on ``(run_id, seq)``; ``trace_runs`` keeps each run's time
+span so that listing the recent runs reads an index instead of every event. A batch and the span it
+moves are written in one transaction, so readers see whole batches only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, LiteralString
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from actionspace.ledger.postgres import PostgresConnections, redacted
+from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
+
+__all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
+
+SCHEMA_VERSION: Final = 1
+"""Version of the tables below; stored in ``trace_meta`` and checked on open."""
+
+_SCHEMA: Final[tuple[LiteralString, ...]] = (
+    """
+    CREATE TABLE IF NOT EXISTS trace_meta (
+        key   text PRIMARY KEY,
+        value text NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS trace_events (
+        run_id  text             NOT NULL,
+        seq     bigint           NOT NULL,
+        kind    text             NOT NULL,
+        ts      double precision NOT NULL,
+        call_id text,
+        data    jsonb            NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS trace_runs (
+        run_id     text             PRIMARY KEY,
+        started_at double precision NOT NULL,
+        last_at    double precision NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS trace_runs_recent ON trace_runs (last_at DESC)",
+)
+
+_INSERT: Final = (
+    "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data)"
+    " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %s::text[], %s::jsonb[])"
+)
+_INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
+# Run ids are sorted before the upsert so that two batches touching the same runs lock their
+# trace_runs rows in the same order and cannot deadlock.
+_TOUCH_RUNS: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at)
+SELECT * FROM unnest(%s::text[], %s::float8[], %s::float8[])
+ON CONFLICT (run_id) DO UPDATE SET
+    started_at = least(trace_runs.started_at, excluded.started_at),
+    last_at    = greatest(trace_runs.last_at, excluded.last_at)
+"""
+_SPAN_FROM_EVENTS: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at)
+SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ANY(%s) GROUP BY run_id
+ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = excluded.last_at
+"""
+_RUNS: Final = """
+SELECT r.run_id, r.started_at, r.last_at,
+       count(*) AS events,
+       count(*) FILTER (WHERE e.kind = 'observation') AS calls,
+       count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error') AS errors,
+       bool_or(e.kind = 'run_finished') AS finished
+FROM (SELECT run_id, started_at, last_at FROM trace_runs
+      ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
+JOIN trace_events AS e ON e.run_id = r.run_id
+GROUP BY r.run_id, r.started_at, r.last_at
+ORDER BY r.last_at DESC, r.run_id COLLATE "C"
+"""
+_EVENTS: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = %s ORDER BY seq"
+)
+
+
+class PostgresTraceStore:
+    """A :class:`~actionspace.trace.events.TraceStore` in a PostgreSQL database.
+
+    ``url`` is a libpq URL (``postgresql://user@host/db``); the tables are created if missing and
+    may share the database with the ledger and approval stores. Raises
+    :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached within
+    ``connect_timeout_s`` (seconds, default 10) or was written by a newer schema version.
+    """
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self._db = PostgresConnections(url, name="trace", connect_timeout_s=connect_timeout_s)
+        try:
+            self._db.init_schema(
+                _SCHEMA,
+                meta_table="trace_meta",
+                meta_key="schema_version",
+                version=SCHEMA_VERSION,
+                what="the trace store",
+            )
+        except BaseException:
+            self._db.close()
+            raise
+
+    # -- the TraceStore protocol --------------------------------------------------------------
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        """Write every event in one transaction: all of the batch or none of it.
+
+        Raises ``ValueError`` (and writes nothing) when an event repeats a stored ``(run_id, seq)``.
+        """
+        if events:
+            self._write(_rows(events), skip_existing=False)
+
+    def events(self, run_id: str) -> list[TraceEvent]:
+        """Every event of ``run_id``, ordered by ``seq``."""
+        with self._db.connection() as conn:
+            rows = conn.execute(_EVENTS, (run_id,)).fetchall()
+        return [
+            TraceEvent(
+                run_id=row["run_id"],
+                seq=row["seq"],
+                kind=row["kind"],
+                ts=row["ts"],
+                call_id=row["call_id"],
+                data=row["data"],
+            )
+            for row in rows
+        ]
+
+    def runs(self, *, limit: int = 50) -> list[RunSummary]:
+        """At most ``limit`` runs, the most recently active first."""
+        with self._db.connection() as conn:
+            rows = conn.execute(_RUNS, (limit,)).fetchall()
+        return [
+            RunSummary(
+                run_id=row["run_id"],
+                started_at=row["started_at"],
+                last_at=row["last_at"],
+                events=row["events"],
+                calls=row["calls"],
+                errors=row["errors"],
+                finished=bool(row["finished"]),
+            )
+            for row in rows
+        ]
+
+    def next_seq(self, run_id: str) -> int:
+        """The next free ``seq`` of ``run_id`` (0 for a new run)."""
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT coalesce(max(seq) + 1, 0) AS next FROM trace_events WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        return int(row["next"]) if row is not None else 0
+
+    def close(self) -> None:
+        """Close the connection pool; later calls raise ``ValueError``."""
+        self._db.close()
+
+    # -- optional capabilities ----------------------------------------------------------------
+
+    def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        """Append ``(seq, kind, ts, call_id, data)`` records of one run, like :meth:`append_many`."""
+        if records:
+            rows = [(run_id, seq, kind, ts, call_id, data) for seq, kind, ts, call_id, data in records]
+            self._write(rows, skip_existing=False)
+
+    def append_new(self, events: Sequence[TraceEvent]) -> int:
+        """Write, in one transaction, the events whose ``(run_id, seq)`` is not stored yet.
+
+        Returns how many were written; used by imports so that importing twice changes nothing.
+        """
+        if not events:
+            return 0
+        return self._write(_rows(events), skip_existing=True)
+
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
+        with self._db.connection() as conn:
+            rows = conn.execute(
+                'SELECT run_id FROM trace_runs WHERE starts_with(run_id, %s) ORDER BY run_id COLLATE "C"'
+                " LIMIT %s",
+                (prefix, limit),
+            ).fetchall()
+        return [row["run_id"] for row in rows]
+
+    def __enter__(self) -> PostgresTraceStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresTraceStore({redacted(self._db.url)!r})"
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _write(self, rows: Sequence[_Row], *, skip_existing: bool) -> int:
+        spans: dict[str, tuple[float, float]] = {}
+        for run_id, _, _, ts, _, _ in rows:
+            first, last = spans.get(run_id, (ts, ts))
+            spans[run_id] = (min(first, ts), max(last, ts))
+        run_ids = sorted(spans)
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        columns[5] = [Jsonb(dict(data)) for data in columns[5]]
+        try:
+            with self._db.transaction() as conn:
+                written = conn.execute(_INSERT_NEW if skip_existing else _INSERT, columns).rowcount
+                if skip_existing:
+                    # Skipped events may carry other timestamps than the stored ones: re-read the span.
+                    conn.execute(_SPAN_FROM_EVENTS, (run_ids,))
+                else:
+                    conn.execute(
+                        _TOUCH_RUNS,
+                        (run_ids, [spans[r][0] for r in run_ids], [spans[r][1] for r in run_ids]),
+                    )
+        except psycopg.errors.UniqueViolation as exc:
+            raise ValueError(
+                f"an event repeats a (run_id, seq) already stored; nothing of the batch was written: {exc}"
+            ) from exc
+        return written
+
+
+_Row = tuple[str, int, str, float, "str | None", Any]
+
+
+def _rows(events: Iterable[TraceEvent]) -> list[_Row]:
+    return [(e.run_id, e.seq, e.kind, e.ts, e.call_id, e.data) for e in events]

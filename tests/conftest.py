@@ -1,0 +1,5 @@
+"""Fixtures shared by every test package."""
+
+from tests.pg import pg_url
+
+__all__ = ["pg_url"]
