@@ -107,6 +107,45 @@ def eval_bfcl(
     typer.echo(json.dumps(report, indent=2) if json_out else format_bfcl_report(report))
 
 
+@app.command("bench-stores")
+def bench_stores(
+    calls: Annotated[int, typer.Option(help="Write calls per process.")] = 300,
+    processes: Annotated[
+        list[int] | None, typer.Option(help="Process counts (repeatable; default 1 2 4).")
+    ] = None,
+    store: Annotated[list[str] | None, typer.Option(help="sqlite and/or postgres (default both).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Durable write calls per second on the shared stores from 1, 2 and 4 processes.
+
+    PostgreSQL runs on a throwaway cluster started from the installed server binaries.
+    """
+    from rich.table import Table
+
+    from actionspace.bench.stores import store_throughput
+
+    result = store_throughput(
+        processes=processes or [1, 2, 4], calls=calls, stores=store or ["sqlite", "postgres"]
+    )
+    if json_out:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    grid = Table(title=f"durable write calls/s ({calls} per process)")
+    for col in ("store", "processes", "calls", "failed", "wall s", "calls/s"):
+        grid.add_column(col, justify="right")
+    for name, rows in result.items():
+        for row in rows:
+            grid.add_row(
+                name,
+                str(row["processes"]),
+                str(row["calls"]),
+                str(row["failed"]),
+                str(row["wall_s"]),
+                str(row["calls_per_s"]),
+            )
+    Console().print(grid)
+
+
 @app.command("sweep")
 def sweep_command(
     seeds: Annotated[
@@ -150,8 +189,21 @@ def sweep_command(
         ):
             grid.add_column(col, justify="left" if col in ("point", "kind") else "right", no_wrap=True)
         for row in rows:
-            grid.add_row(*(str(row[c]) for c in ("point", "kind", "cases", "crashed", "duplicates", "lost",
-                                                 "unknown_commit", "incomplete")))  # fmt: skip
+            grid.add_row(
+                *(
+                    str(row[c])
+                    for c in (
+                        "point",
+                        "kind",
+                        "cases",
+                        "crashed",
+                        "duplicates",
+                        "lost",
+                        "unknown_commit",
+                        "incomplete",
+                    )
+                )
+            )
         Console().print(grid)
     bad = [r for r in results if not r.ok]
     for r in bad[:20]:

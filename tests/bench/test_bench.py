@@ -158,3 +158,10 @@ def test_a_pass_whose_process_dies_is_an_error_entry(tmp_path: Path) -> None:
     assert "boom" in died["errors"]["mcp"]
     timed_out = _collect("mcp", -int(signal.SIGALRM), missing, [], 0.0)
     assert "timed out" in timed_out["errors"]["mcp"]
+
+
+def test_store_throughput_runs_every_call_of_every_process() -> None:
+    from actionspace.bench.stores import store_throughput
+
+    result = store_throughput(processes=(1, 2), calls=5, stores=("sqlite",))
+    assert [(r["processes"], r["calls"], r["failed"]) for r in result["sqlite"]] == [(1, 5, 0), (2, 10, 0)]
