@@ -146,6 +146,30 @@ def bench_stores(
     Console().print(grid)
 
 
+@app.command("timeouts")
+def timeouts_command(
+    trials: Annotated[int, typer.Option(help="Trials per tool kind.")] = 10_000,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """ExecuteAndTimeout: the tool commits, then the call times out; how every trial ended, per kind.
+
+    Exits 1 on any duplicate, lost effect or blind resend.
+    """
+    from actionspace.evaluation.timeouts import execute_and_timeout
+
+    results = [execute_and_timeout(trials, kind) for kind in ("native", "query", "none")]
+    if json_out:
+        typer.echo(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            typer.echo(
+                f"{r['kind']:>6}: {r['trials']} trials -> {r['outcomes']}; duplicates {r['duplicates']}, "
+                f"lost {r['lost']}, blind resends {r['blind_resends']}"
+            )
+    if any(r["duplicates"] or r["lost"] or r["blind_resends"] for r in results):
+        raise typer.Exit(1)
+
+
 @app.command("sweep")
 def sweep_command(
     seeds: Annotated[
