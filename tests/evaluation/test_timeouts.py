@@ -6,7 +6,11 @@ import pytest
 
 from actionspace.evaluation.timeouts import execute_and_timeout
 
-EXPECTED = {"native": "committed_by_same_key_resend", "query": "committed_by_status_query", "none": "unknown_commit"}
+EXPECTED = {
+    "native": "committed_by_same_key_resend",
+    "query": "committed_by_status_query",
+    "none": "unknown_commit",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
