@@ -1,4 +1,7 @@
-"""The PostgreSQL ledger and approval stores against a real cluster (see tests/pg.py)."""
+"""PostgreSQL-only behaviours of the ledger and approval stores.
+
+The shared behaviour suite (test_stores.py) runs on PostgreSQL too, through ``STORE_KINDS``.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ import pytest
 
 from actionspace.approval.requests import ApprovalStore
 from actionspace.errors import ConfigurationError
-from actionspace.ledger.entries import STATES, LedgerEntry, LedgerStore
+from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.open import open_approvals, open_ledger
 from actionspace.ledger.postgres import PostgresApprovalStore, PostgresLedgerStore
-from tests.ledger.factories import NOW, entry, request
+from tests.ledger.factories import entry, request
 from tests.pg import fresh_schema
 
 PROCESSES = 4
@@ -45,178 +48,6 @@ def approvals(url: str) -> Iterator[ApprovalStore]:
 
 
 # -- ledger: begin ------------------------------------------------------------------------------
-
-
-def test_begin_creates_an_entry_once(ledger: LedgerStore) -> None:
-    first = ledger.begin(entry())
-    again = ledger.begin(entry())
-    assert first.created and first.entry == entry()
-    assert not again.created and again.entry == entry()
-    assert ledger.get(entry().key) == entry()
-
-
-def test_begin_of_a_known_node_with_other_arguments_returns_the_first_entry(ledger: LedgerStore) -> None:
-    ledger.begin(entry(amount=10))
-    other = ledger.begin(entry(amount=99))
-    assert not other.created and other.entry == entry(amount=10)
-    assert ledger.get(entry(amount=99).key) is None
-
-
-def test_begin_returns_the_stored_state_not_the_offered_one(ledger: LedgerStore) -> None:
-    ledger.begin(entry())
-    ledger.transition(entry().key, ["accepted"], entry(state="dispatched", attempts=1))
-    again = ledger.begin(entry())
-    assert not again.created
-    assert again.entry.state == "dispatched" and again.entry.attempts == 1
-
-
-def test_entries_of_other_nodes_and_runs_are_separate(ledger: LedgerStore) -> None:
-    assert ledger.begin(entry("n1")).created
-    assert ledger.begin(entry("n2")).created
-    assert ledger.begin(entry("n1", run_id="r2")).created
-    assert ledger.get_node("r2", "n1") == entry("n1", run_id="r2")
-    assert ledger.get_node("r1", "n3") is None
-    assert ledger.get("as1_missing") is None
-
-
-def test_every_field_round_trips(ledger: LedgerStore) -> None:
-    ledger.begin(entry())
-    committed = entry(
-        state="committed",
-        attempts=3,
-        created_at=NOW + 0.125,
-        updated_at=NOW + 7.000001,
-        remote_id="ch_3Nx",
-        observation={"status": "ok", "result": {"id": "ch_3Nx", "amounts": [1, 2.5, None]}, "ü": "ß"},
-        error={"category": "timeout", "retryable": True, "retry_after": 1.5},
-        resolution={"by": "ana", "reason": "seen in the bank", "at": NOW + 9, "outcome": "committed"},
-    )
-    ledger.transition(entry().key, ["accepted"], committed)
-    stored = ledger.get(entry().key)
-    assert stored == committed
-    assert stored is not None and stored.to_dict() == committed.to_dict()
-
-
-# -- ledger: compare-and-set -----------------------------------------------------------------------
-
-
-def test_a_transition_from_an_expected_state_is_stored(ledger: LedgerStore) -> None:
-    ledger.begin(entry())
-    dispatched = entry(state="dispatched", attempts=1, updated_at=NOW + 1)
-    assert ledger.transition(entry().key, ["accepted"], dispatched) == dispatched
-    assert ledger.get_node("r1", "n1") == dispatched
-
-
-def test_a_transition_from_another_state_is_refused_and_changes_nothing(ledger: LedgerStore) -> None:
-    ledger.begin(entry())
-    assert ledger.transition(entry().key, ["dispatched", "unknown"], entry(state="committed")) is None
-    assert ledger.transition(entry().key, [], entry(state="committed")) is None
-    assert ledger.get(entry().key) == entry()
-
-
-def test_the_second_of_two_identical_transitions_loses(ledger: LedgerStore) -> None:
-    ledger.begin(entry())
-    won = ledger.transition(entry().key, ["accepted"], entry(state="dispatched", attempts=1))
-    lost = ledger.transition(entry().key, ["accepted"], entry(state="dispatched", attempts=2))
-    assert won is not None and lost is None
-    stored = ledger.get(entry().key)
-    assert stored is not None and stored.attempts == 1
-
-
-def test_a_transition_of_an_unknown_key_returns_none(ledger: LedgerStore) -> None:
-    assert ledger.transition(entry().key, STATES, entry(state="dispatched")) is None
-    assert ledger.get(entry().key) is None
-
-
-# -- ledger: list and purge ----------------------------------------------------------------------
-
-
-def _one_entry_per_state(ledger: LedgerStore) -> dict[str, LedgerEntry]:
-    stored: dict[str, LedgerEntry] = {}
-    for i, state in enumerate(STATES):
-        ledger.begin(entry(f"n_{state}"))
-        moved = entry(f"n_{state}", state=state, updated_at=NOW + i)
-        assert ledger.transition(moved.key, ["accepted"], moved) == moved
-        stored[state] = moved
-    return stored
-
-
-def test_list_filters_by_state_most_recently_updated_first(ledger: LedgerStore) -> None:
-    for i in range(4):
-        ledger.begin(entry(f"n{i}", at=NOW + i))
-    ledger.transition(entry("n0").key, ["accepted"], entry("n0", state="dispatched", at=NOW + 10))
-    assert [e.node_id for e in ledger.list(state="accepted")] == ["n3", "n2", "n1"]
-    assert [e.node_id for e in ledger.list(state="dispatched")] == ["n0"]
-    assert [e.node_id for e in ledger.list()] == ["n0", "n3", "n2", "n1"]
-    assert [e.node_id for e in ledger.list(limit=2)] == ["n0", "n3"]
-    assert ledger.list(state="committed") == []
-
-
-def test_purge_removes_only_old_committed_and_failed_entries(ledger: LedgerStore) -> None:
-    stored = _one_entry_per_state(ledger)
-    assert ledger.purge(older_than=NOW + 100) == 2
-    for state, kept in stored.items():
-        assert ledger.get(kept.key) == (None if state in ("committed", "failed") else kept)
-    assert ledger.begin(entry("n_committed")).created
-
-
-def test_purge_keeps_terminal_entries_updated_since(ledger: LedgerStore) -> None:
-    stored = _one_entry_per_state(ledger)
-    # committed was last updated at NOW + 2, failed at NOW + 3
-    assert ledger.purge(older_than=NOW + 2) == 0
-    assert ledger.purge(older_than=NOW + 2.5) == 1
-    assert ledger.get(stored["committed"].key) is None
-    assert ledger.get(stored["failed"].key) == stored["failed"]
-
-
-# -- approvals -----------------------------------------------------------------------------------
-
-
-def test_create_stores_a_pending_request_with_every_field(approvals: ApprovalStore) -> None:
-    made = request(expires_at=NOW + 600)
-    assert approvals.create(made) == made
-    stored = approvals.get("apr_1")
-    assert stored == made
-    assert stored is not None and stored.to_dict() == made.to_dict()
-    assert approvals.get("apr_missing") is None
-
-
-def test_create_returns_the_pending_request_with_the_same_binding(approvals: ApprovalStore) -> None:
-    first = approvals.create(request(request_id="apr_1"))
-    second = approvals.create(request(request_id="apr_2", at=NOW + 1))
-    assert second == first
-    assert approvals.get("apr_2") is None
-    assert approvals.find("r1", "pay@1", first.args_digest) == [first]
-
-
-def test_other_arguments_or_runs_get_their_own_request(approvals: ApprovalStore) -> None:
-    approvals.create(request(request_id="apr_1"))
-    other_args = approvals.create(request(request_id="apr_2", amount=11))
-    other_run = approvals.create(request(request_id="apr_3", run_id="r2"))
-    assert (other_args.id, other_run.id) == ("apr_2", "apr_3")
-    assert len(approvals.list(status="pending")) == 3
-
-
-def test_a_decision_is_compare_and_set_on_status(approvals: ApprovalStore) -> None:
-    pending = approvals.create(request())
-    approved = pending.evolve(status="approved", decided_at=NOW + 5, decided_by="ana", decision_reason="ok")
-    denied = pending.evolve(status="denied", decided_at=NOW + 6, decided_by="bo")
-    assert approvals.update("apr_1", ["pending"], approved) == approved
-    assert approvals.update("apr_1", ["pending"], denied) is None
-    assert approvals.get("apr_1") == approved
-    consumed = approved.evolve(status="consumed")
-    assert approvals.update("apr_1", ["approved"], consumed) == consumed
-    assert approvals.update("apr_1", ["approved"], consumed) is None
-    assert approvals.update("apr_missing", ["pending"], request(request_id="apr_missing")) is None
-
-
-def test_after_a_decision_the_binding_gets_a_new_request(approvals: ApprovalStore) -> None:
-    first = approvals.create(request(request_id="apr_1"))
-    approvals.update("apr_1", ["pending"], first.evolve(status="denied", decided_at=NOW + 1))
-    second = approvals.create(request(request_id="apr_2", at=NOW + 2))
-    assert second.id == "apr_2" and second.status == "pending"
-    found = approvals.find("r1", "pay@1", first.args_digest)
-    assert [(r.id, r.status) for r in found] == [("apr_2", "pending"), ("apr_1", "denied")]
 
 
 def test_the_database_refuses_a_second_pending_request_for_a_binding(
