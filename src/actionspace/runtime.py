@@ -8,10 +8,11 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from actionspace._calls import dispatched_event, group, open_ledger_stores, open_stores, parse_raw
 from actionspace._crash import point
 from actionspace._pipeline import (
     Compiler,
@@ -24,22 +25,17 @@ from actionspace._pipeline import (
     record_sink,
 )
 from actionspace.approval.gate import Approvals
-from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.execution.executor import Executor
 from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
+from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
-from actionspace.observation import ArtifactStore, FolderArtifactStore, MemoryArtifactStore
-from actionspace.parse import parse
+from actionspace.observation import ArtifactStore, FolderArtifactStore
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import TraceStore
-from actionspace.trace.memory import MemoryTraceStore
-from actionspace.types import Observation, ObservationStatus, ToolCall
+from actionspace.types import Observation, ToolCall
 
 __all__ = ["DEFAULT_PRINCIPAL", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
@@ -57,25 +53,6 @@ STARTUP_RECOVERY_AGE_S = 30.0
 
 DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 """Used when neither the call nor the Runtime names a principal: may call every tool."""
-
-
-def _open_ledger(url: str) -> tuple[LedgerStore, ApprovalStore]:
-    if url == "memory://":
-        return MemoryLedgerStore(), MemoryApprovalStore()
-    from actionspace.ledger.open import open_approvals, open_ledger
-
-    return open_ledger(url), open_approvals(url)
-
-
-def _open_store(url: str) -> tuple[TraceStore, ArtifactStore]:
-    if url == "memory://":
-        return MemoryTraceStore(), MemoryArtifactStore()
-    from actionspace.trace.store import open_trace_store, sqlite_path
-
-    store = open_trace_store(url)
-    if url.startswith("sqlite://"):
-        return store, FolderArtifactStore(sqlite_path(url).with_suffix(".artifacts"))
-    return store, MemoryArtifactStore()
 
 
 class Runtime:
@@ -103,9 +80,9 @@ class Runtime:
 
             store = default_store_url()
         self.store_url = store
-        self.trace, default_artifacts = _open_store(store)
+        self.trace, default_artifacts = open_stores(store)
         self._sink = record_sink(self.trace)
-        self.ledger, approval_store = _open_ledger(store)
+        self.ledger, approval_store = open_ledger_stores(store)
         self.approvals = Approvals(approval_store, self.record)
         self._recover_on_start = recover_on_start
         if isinstance(artifacts, str | Path):
@@ -260,40 +237,6 @@ class Runtime:
         self._flush(rec)
 
     # ------------------------------------------------------------------ calls
-    def _parse(self, raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
-        if isinstance(raw, ToolCall):
-            rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
-            return [raw]
-        rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
-        parsed = parse(raw)
-        event: dict[str, Any] = {
-            "format": parsed.format,
-            "calls": tuple({"name": c.name, "id": c.id} for c in parsed.calls),
-        }
-        if parsed.error is not None:
-            event["error"] = parsed.error.message[:300]
-            rec.add("parsed", event)
-            obs = Observation.failure(parsed.error, call_id=f"{rec.run.run_id}:parse", tool="")
-            rec.add(
-                "observation",
-                {"status": "error", "category": "parse_error", "recovery": list(parsed.error.recovery)},
-            )
-            return obs
-        rec.add("parsed", event)
-        if not parsed.calls:
-            error = ActionError.of(
-                "parse_error",
-                "the output contains no tool call",
-                details={"format": parsed.format, "content": (parsed.content or "")[:200]},
-            )
-            obs = Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
-            rec.add(
-                "observation",
-                {"status": "error", "category": "parse_error", "recovery": list(error.recovery)},
-            )
-            return obs
-        return list(parsed.calls)
-
     def call_all(
         self,
         raw: Any,
@@ -320,7 +263,7 @@ class Runtime:
         When ``raw`` holds several calls the observation groups them in ``items``.
         """
         run, out = self._call_sync(raw, run_id, node_id, principal, provenance)
-        return out[0] if len(out) == 1 else _group(out, run)
+        return out[0] if len(out) == 1 else group(out, run)
 
     def _call_sync(
         self,
@@ -335,7 +278,7 @@ class Runtime:
         who = principal or run.principal
         rec = Recorder(run, None)
         try:
-            calls = self._parse(raw, rec)
+            calls = parse_raw(raw, rec)
             if isinstance(calls, Observation):
                 return run.run_id, [calls]
             node = node_id if len(calls) == 1 else None
@@ -363,7 +306,7 @@ class Runtime:
         who = principal or run.principal
         rec = Recorder(run, None)
         try:
-            calls = self._parse(raw, rec)
+            calls = parse_raw(raw, rec)
             if isinstance(calls, Observation):
                 return calls
             single = len(calls) == 1
@@ -375,7 +318,7 @@ class Runtime:
                 if single:
                     return ready
                 items.append(ready)
-            return _group(items, run.run_id)
+            return group(items, run.run_id)
         except Exception as exc:
             return self._internal(exc, rec)
         finally:
@@ -418,7 +361,7 @@ class Runtime:
     def _execute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
         if ready.key is None:
-            rec.add("dispatched", _dispatched(ready, spec))
+            rec.add("dispatched", dispatched_event(ready, spec))
             outcome = self._executor.run(spec, ready.kwargs, rec.retry)
             return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
         steps = self._protocol(ready, rec)
@@ -429,7 +372,7 @@ class Runtime:
                     time.sleep(command.seconds)
                     command = steps.send(None)
                 else:
-                    rec.add("dispatched", _dispatched(ready, spec))
+                    rec.add("dispatched", dispatched_event(ready, spec))
                     command = steps.send(self._executor.run(spec, ready.kwargs, rec.retry))
         except StopIteration as stop:
             result: Observation = stop.value
@@ -438,7 +381,7 @@ class Runtime:
     async def _aexecute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
         if ready.key is None:
-            rec.add("dispatched", _dispatched(ready, spec))
+            rec.add("dispatched", dispatched_event(ready, spec))
             outcome = await self._executor.arun(spec, ready.kwargs, rec.retry)
             return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
         steps = self._protocol(ready, rec)
@@ -449,7 +392,7 @@ class Runtime:
                     await asyncio.sleep(command.seconds)
                     command = steps.send(None)
                 else:
-                    rec.add("dispatched", _dispatched(ready, spec))
+                    rec.add("dispatched", dispatched_event(ready, spec))
                     command = steps.send(await self._executor.arun(spec, ready.kwargs, rec.retry))
         except StopIteration as stop:
             result: Observation = stop.value
@@ -557,28 +500,3 @@ def tool(fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
         return f
 
     return mark(fn) if fn is not None else mark
-
-
-def _dispatched(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "tool": spec.name,
-        "version": spec.version,
-        "node_id": ready.node_id,
-        "attempt": 1,
-    }
-    if ready.key is not None:
-        data["idempotency_key"] = ready.key
-    return data
-
-
-def _group(items: Sequence[Observation], run_id: str) -> Observation:
-    failed = sum(1 for o in items if o.status == "error")
-    status: ObservationStatus = "ok" if failed == 0 else ("error" if failed == len(items) else "partial")
-    return Observation(
-        call_id=f"{run_id}:group",
-        tool="*",
-        status=status,
-        items=tuple(items),
-        complete=all(o.complete for o in items),
-        diagnostics={"failed": [o.call_id for o in items if o.status == "error"]},
-    )

@@ -1,0 +1,93 @@
+"""The pieces of a call that sit around the pipeline: store opening, raw model output, grouping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from actionspace._pipeline import Ready, Recorder
+from actionspace.approval.requests import ApprovalStore
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
+from actionspace.observation import ArtifactStore, FolderArtifactStore, MemoryArtifactStore
+from actionspace.parse import parse
+from actionspace.trace.events import TraceStore
+from actionspace.trace.memory import MemoryTraceStore
+from actionspace.types import Observation, ObservationStatus, ToolCall
+
+__all__ = ["dispatched_event", "group", "open_ledger_stores", "open_stores", "parse_raw"]
+
+
+def open_ledger_stores(url: str) -> tuple[LedgerStore, ApprovalStore]:
+    if url == "memory://":
+        return MemoryLedgerStore(), MemoryApprovalStore()
+    from actionspace.ledger.open import open_approvals, open_ledger
+
+    return open_ledger(url), open_approvals(url)
+
+
+def open_stores(url: str) -> tuple[TraceStore, ArtifactStore]:
+    if url == "memory://":
+        return MemoryTraceStore(), MemoryArtifactStore()
+    from actionspace.trace.store import open_trace_store, sqlite_path
+
+    store = open_trace_store(url)
+    if url.startswith("sqlite://"):
+        return store, FolderArtifactStore(sqlite_path(url).with_suffix(".artifacts"))
+    return store, MemoryArtifactStore()
+
+
+def parse_raw(raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
+    if isinstance(raw, ToolCall):
+        rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
+        return [raw]
+    rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
+    parsed = parse(raw)
+    event: dict[str, Any] = {
+        "format": parsed.format,
+        "calls": tuple({"name": c.name, "id": c.id} for c in parsed.calls),
+    }
+    error = parsed.error
+    if error is not None:
+        event["error"] = error.message[:300]
+    elif not parsed.calls:
+        content = (parsed.content or "")[:200]
+        error = ActionError.of(
+            "parse_error",
+            "the output contains no tool call",
+            details={"format": parsed.format, "content": content},
+        )
+    rec.add("parsed", event)
+    if error is not None:
+        rec.add(
+            "observation", {"status": "error", "category": "parse_error", "recovery": list(error.recovery)}
+        )
+        return Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
+    return list(parsed.calls)
+
+
+def dispatched_event(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "tool": spec.name,
+        "version": spec.version,
+        "node_id": ready.node_id,
+        "attempt": 1,
+    }
+    if ready.key is not None:
+        data["idempotency_key"] = ready.key
+    return data
+
+
+def group(items: Sequence[Observation], run_id: str) -> Observation:
+    failed = sum(1 for o in items if o.status == "error")
+    status: ObservationStatus = "ok" if failed == 0 else ("error" if failed == len(items) else "partial")
+    return Observation(
+        call_id=f"{run_id}:group",
+        tool="*",
+        status=status,
+        items=tuple(items),
+        complete=all(o.complete for o in items),
+        diagnostics={"failed": [o.call_id for o in items if o.status == "error"]},
+    )
