@@ -31,7 +31,7 @@ def test_events_survive_closing_and_reopening_the_file(tmp_path: Path) -> None:
 
 def test_the_database_runs_in_wal_mode_with_normal_sync(tmp_path: Path) -> None:
     with SqliteTraceStore(tmp_path / "trace.db") as store:
-        conn = store._conn()
+        conn = store._db.conn()
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1
         assert conn.execute("PRAGMA busy_timeout").fetchone()[0] > 0
@@ -169,7 +169,7 @@ def test_a_process_killed_mid_append_leaves_only_whole_batches(tmp_path: Path, s
     assert child.exitcode == -signal.SIGKILL
 
     with SqliteTraceStore(path) as store:
-        assert store._conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert store._db.conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         total = 0
         for rid in run_ids:
             seqs = [e.seq for e in store.events(rid)]

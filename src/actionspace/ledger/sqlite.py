@@ -152,7 +152,8 @@ class SqliteConnections:
         row = conn.execute(f"SELECT value FROM {meta_table} WHERE key = ?", (meta_key,)).fetchone()
         if int(row[0]) > version:
             raise ConfigurationError(
-                f"{self.path} has {meta_key} {row[0]}; this actionspace reads up to {version};"
+                f"{self.path} has schema version {row[0]} ({meta_key});"
+                f" this actionspace reads up to {version};"
                 " upgrade actionspace"
             )
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from actionspace.errors import ConfigurationError
+from actionspace.ledger.sqlite import SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
@@ -99,15 +97,9 @@ class SqliteTraceStore:
                 "SqliteTraceStore needs a file path; use memory:// for a store in memory"
             )
         self.path = Path(path)
-        self._busy_timeout_s = busy_timeout_s
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._pid = os.getpid()
-        self._closed = False
+        self._db = SqliteConnections(self.path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
         try:
-            self._init_schema(self._conn())
+            self._db.init_schema(_SCHEMA, "trace_meta", "schema_version", SCHEMA_VERSION)
         except BaseException:
             self.close()
             raise
@@ -137,7 +129,7 @@ class SqliteTraceStore:
         if not records:
             return
         ordered = sorted(records, key=lambda r: r[0])
-        with self._transaction() as conn:
+        with self._db.write() as conn:
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
             rows = [
                 (run_id, base + i, kind, ts, call_id, json.dumps(dict(data), ensure_ascii=False))
@@ -148,11 +140,11 @@ class SqliteTraceStore:
             conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
 
     def events(self, run_id: str) -> list[TraceEvent]:
-        rows = self._conn().execute(_EVENTS, (run_id,)).fetchall()
+        rows = self._db.conn().execute(_EVENTS, (run_id,)).fetchall()
         return [_event(row) for row in rows]
 
     def runs(self, *, limit: int = 50) -> list[RunSummary]:
-        rows = self._conn().execute(_RUNS, (limit,)).fetchall()
+        rows = self._db.conn().execute(_RUNS, (limit,)).fetchall()
         return [
             RunSummary(
                 run_id=run_id,
@@ -167,18 +159,12 @@ class SqliteTraceStore:
         ]
 
     def next_seq(self, run_id: str) -> int:
-        row = self._conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
+        row = self._db.conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
         return int(row[0])
 
     def close(self) -> None:
         """Close every connection this store opened; later calls raise ``ValueError``."""
-        with self._lock:
-            self._closed = True
-            conns, self._conns = self._conns, []
-        for _, conn in conns:
-            conn.close()
-
-    # -- optional capabilities ----------------------------------------------------------------
+        self._db.close()
 
     def append_new(self, events: Sequence[TraceEvent]) -> int:
         """Write, in one transaction, the events whose ``(run_id, seq)`` is not stored yet.
@@ -191,7 +177,7 @@ class SqliteTraceStore:
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
-        rows = self._conn().execute(
+        rows = self._db.conn().execute(
             "SELECT run_id FROM trace_runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
             (prefix, prefix + _MAX_CHAR, -1 if limit is None else limit),
         )
@@ -199,7 +185,7 @@ class SqliteTraceStore:
 
     def schema_version(self) -> int:
         """The schema version recorded in the file."""
-        row = self._conn().execute("SELECT value FROM trace_meta WHERE key = 'schema_version'").fetchone()
+        row = self._db.conn().execute("SELECT value FROM trace_meta WHERE key = 'schema_version'").fetchone()
         return int(row[0])
 
     def __enter__(self) -> SqliteTraceStore:
@@ -222,7 +208,7 @@ class SqliteTraceStore:
         for e in events:
             first, last = spans.get(e.run_id, (e.ts, e.ts))
             spans[e.run_id] = (min(first, e.ts), max(last, e.ts))
-        with self._transaction() as conn:
+        with self._db.write() as conn:
             before = conn.total_changes
             conn.executemany(_INSERT_NEW if skip_existing else _INSERT, rows)
             written = conn.total_changes - before
@@ -232,89 +218,6 @@ class SqliteTraceStore:
             else:
                 conn.executemany(_TOUCH_RUN, [(rid, first, last) for rid, (first, last) in spans.items()])
         return written
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        # BEGIN IMMEDIATE takes the write lock up front, so a busy database makes us wait at the
-        # start (under busy_timeout) instead of failing halfway through an upgrade from a read lock.
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and self._pid == os.getpid() and not self._closed:
-            return conn
-        return self._open_for_this_thread()
-
-    def _open_for_this_thread(self) -> sqlite3.Connection:
-        with self._lock:
-            if self._closed:
-                raise ValueError(f"{self!r} is closed")
-            if self._pid != os.getpid():
-                # A forked child must not touch its parent's connections, not even to close them.
-                self._local = threading.local()
-                self._inherited += self._conns
-                self._conns = []
-                self._pid = os.getpid()
-            alive = [(t, c) for t, c in self._conns if t.is_alive()]
-            for thread, stale in self._conns:
-                if not thread.is_alive():
-                    stale.close()
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self._busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            alive.append((threading.current_thread(), conn))
-            self._conns = alive
-            self._local.conn = conn
-            return conn
-
-    def _init_schema(self, conn: sqlite3.Connection) -> None:
-        self._enable_wal(conn)
-        # executescript would COMMIT first; run statement by statement inside our transaction.
-        with self._transaction():
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(
-                "INSERT INTO trace_meta (key, value) VALUES ('schema_version', ?)"
-                " ON CONFLICT (key) DO NOTHING",
-                (str(SCHEMA_VERSION),),
-            )
-        found = self.schema_version()
-        if found > SCHEMA_VERSION:
-            raise ConfigurationError(
-                f"trace store {self.path} has schema version {found}; this actionspace reads up to"
-                f" {SCHEMA_VERSION}; upgrade actionspace"
-            )
-
-    def _enable_wal(self, conn: sqlite3.Connection) -> None:
-        # Switching to WAL needs an exclusive lock and does not always go through the busy
-        # handler, so retry until the busy timeout runs out.
-        deadline = time.monotonic() + self._busy_timeout_s
-        while True:
-            try:
-                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-                if str(mode).lower() == "wal":
-                    return
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() == "wal":
-                    return
-                raise ConfigurationError(f"cannot put trace store {self.path} in WAL mode (got {mode!r})")
-            except sqlite3.OperationalError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.01)
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
