@@ -9,6 +9,7 @@ from actionspace.catalog.spec import Cost, Labels, RetryPolicy, ToolSpec
 from actionspace.errors import CATEGORIES, ActionError, FieldError, ToolError
 from actionspace.execution.result import ToolResult
 from actionspace.parse import ParseResult, parse
+from actionspace.plan import CancelScope, InvalidPlan, Plan, PlanNode, PlanResult
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime, tool
 from actionspace.types import Effect, Observation, Provenance, ToolCall, Trimming
@@ -32,16 +33,21 @@ __all__ = [
     "URL",
     "Accepted",
     "ActionError",
+    "CancelScope",
     "Cost",
     "Currency",
     "Effect",
     "FieldError",
+    "InvalidPlan",
     "Labels",
     "Money",
     "NeedsApproval",
     "Observation",
     "ParseResult",
     "PathWithin",
+    "Plan",
+    "PlanNode",
+    "PlanResult",
     "Principal",
     "Provenance",
     "Rejected",

@@ -40,6 +40,9 @@ def _mount() -> None:
 
     app.add_typer(ledger_app, name="ledger")
     app.add_typer(approvals_app, name="approvals")
+    from actionspace.plan.cli import plan_app
+
+    app.add_typer(plan_app, name="plan")
     try:
         from actionspace.bench.cli import bench_command
     except ImportError:  # the bench module is optional at import time

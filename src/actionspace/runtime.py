@@ -34,6 +34,8 @@ from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
+from actionspace.plan.model import Plan, PlanResult
+from actionspace.plan.scheduler import CancelScope
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
@@ -446,6 +448,46 @@ class Runtime:
         call_id = rec.call_id or f"{rec.run.run_id}:internal"
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="")
+
+    # ------------------------------------------------------------------ plans
+    async def arun_plan(
+        self,
+        plan: Plan | Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        max_concurrency: int | None = None,
+        tool_limits: Mapping[str, int] | None = None,
+        cancel: CancelScope | None = None,
+        retry_of: PlanResult | None = None,
+    ) -> PlanResult:
+        """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
+
+        ``tool_limits``: most concurrent calls per tool name. ``cancel``: a :class:`CancelScope` to
+        stop the plan or some nodes. ``retry_of``: an earlier result of the same plan and run; its ok
+        nodes are reused, the others run again (writes through the ledger, with their original keys).
+        A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).
+        """
+        from actionspace.plan.run import arun_plan
+
+        return await arun_plan(
+            self,
+            plan,
+            run_id=run_id,
+            principal=principal,
+            max_concurrency=max_concurrency,
+            tool_limits=tool_limits,
+            cancel=cancel,
+            retry_of=retry_of,
+        )
+
+    def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
+        """Sync :meth:`arun_plan` (runs its own event loop; from async code use ``arun_plan``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun_plan(plan, **options))
+        raise ConfigurationError("run_plan was called inside a running event loop; await rt.arun_plan(...)")
 
     def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
         """Settle every ``dispatched`` / ``unknown`` ledger entry through its status query (sends nothing).

@@ -1,0 +1,291 @@
+"""Re-validate a plan before anything runs: ids, references, tools, permissions, acyclicity, conflicts.
+
+The result is a :class:`CheckedPlan`: each node with its resolved spec(s), its effective read and
+write sets, and the edges the scheduler must respect — declared, implied by references, and added
+for every pair of nodes whose read/write sets do not commute (oriented by the declared order, then
+by listing order). Anything wrong gives one ``ActionError`` naming every offending field.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, FieldError
+from actionspace.plan.conflicts import ANY, conflicting, expand, overlaps
+from actionspace.plan.model import Plan, PlanNode
+from actionspace.plan.refs import Ref, RefError, find_refs, parse_ref
+from actionspace.policy.principal import Principal, authorize
+from actionspace.validation.verdicts import Rejected
+
+__all__ = ["CheckedNode", "CheckedPlan", "check_plan"]
+
+_REF_TOPS = frozenset(
+    {
+        "data",
+        "content_hash",
+        "provenance",
+        "effects",
+        "items",
+        "artifact_ref",
+        "cursor",
+        "total",
+        "diagnostics",
+        "tool_version",
+        "call_id",
+    }
+)
+_SPECULATIVE_EFFECTS = frozenset({"none", "read"})
+
+
+@dataclass(slots=True)
+class CheckedNode:
+    node: PlanNode
+    index: int
+    specs: tuple[ToolSpec, ...]
+    """One spec; several for a speculative node (one per alternative)."""
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    refs: tuple[Ref, ...]
+    preds: set[str] = field(default_factory=set)
+    """Every node that must end before this one starts."""
+    needs: set[str] = field(default_factory=set)
+    """The predecessors that must end ok (declared or referenced); conflict edges only order."""
+    succs: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.node.id
+
+
+@dataclass(slots=True)
+class CheckedPlan:
+    nodes: dict[str, CheckedNode]
+    """In listing order."""
+    edges: list[tuple[str, str]]
+    added_edges: list[dict[str, str]]
+
+
+Resolver = Callable[[str], "ToolSpec | ActionError"]
+
+
+def check_plan(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | ActionError:
+    """Check ``plan`` against the catalog (via ``resolve``) and ``principal``; see the module docstring."""
+    errors: list[FieldError] = []
+    ids: dict[str, int] = {}
+    for i, node in enumerate(plan.nodes):
+        if node.id in ids:
+            errors.append(FieldError(path=f"/nodes/{i}/id", message=f"duplicate node id {node.id!r}"))
+        ids.setdefault(node.id, i)
+    denied: list[ActionError] = []
+    checked: dict[str, CheckedNode] = {}
+    for i, node in enumerate(plan.nodes):
+        c = _check_node(node, i, ids, resolve, principal, errors, denied)
+        if c is not None and node.id not in checked:
+            checked[node.id] = c
+    if denied and not errors:
+        return denied[0]
+    if errors:
+        return _error(errors)
+    edges = _declared_edges(checked)
+    order = _topological(checked)
+    if isinstance(order, ActionError):
+        return order
+    added = _conflict_edges(checked, order, errors)
+    if errors:
+        return _error(errors)
+    return CheckedPlan(checked, edges + [(a["from"], a["to"]) for a in added], added)
+
+
+def _error(errors: Sequence[FieldError]) -> ActionError:
+    first = errors[0]
+    return ActionError.of(
+        "invalid_arguments",
+        f"the plan was rejected: {first.path}: {first.message}"
+        + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+        field_errors=list(errors)[:50],
+    )
+
+
+def _check_node(
+    node: PlanNode,
+    i: int,
+    ids: Mapping[str, int],
+    resolve: Resolver,
+    principal: Principal,
+    errors: list[FieldError],
+    denied: list[ActionError],
+) -> CheckedNode | None:
+    at = f"/nodes/{i}"
+    before = len(errors)
+    for name, targets in (("depends_on", node.depends_on), ("independent_of", node.independent_of)):
+        for j, target in enumerate(targets):
+            if target not in ids:
+                errors.append(FieldError(path=f"{at}/{name}/{j}", message=f"no node {target!r} in this plan"))
+            elif target == node.id:
+                errors.append(FieldError(path=f"{at}/{name}/{j}", message="a node cannot name itself"))
+    calls = [(a.tool, a.arguments, f"{at}/first_of/{j}") for j, a in enumerate(node.first_of)] or [
+        (node.tool, node.arguments, at)
+    ]
+    refs: list[Ref] = []
+    specs: list[ToolSpec] = []
+    for tool, arguments, where in calls:
+        for pointer, raw in find_refs(arguments):
+            try:
+                ref = parse_ref(raw)
+            except RefError as exc:
+                errors.append(FieldError(path=f"{where}/arguments{pointer}", message=str(exc)))
+                continue
+            if ref.node not in ids:
+                errors.append(
+                    FieldError(
+                        path=f"{where}/arguments{pointer}", message=f"$ref to unknown node {ref.node!r}"
+                    )
+                )
+            elif ref.node == node.id:
+                errors.append(
+                    FieldError(path=f"{where}/arguments{pointer}", message="$ref to the node itself")
+                )
+            elif ref.top not in _REF_TOPS:
+                errors.append(
+                    FieldError(
+                        path=f"{where}/arguments{pointer}",
+                        message=f"$ref must start at one of {sorted(_REF_TOPS)}, got {ref.path[0]!r}",
+                    )
+                )
+            else:
+                refs.append(ref)
+        spec = resolve(tool)
+        if isinstance(spec, ActionError):
+            errors.append(FieldError(path=f"{where}/tool", message=spec.message))
+            continue
+        if node.first_of and spec.effect not in _SPECULATIVE_EFFECTS:
+            errors.append(
+                FieldError(
+                    path=f"{where}/tool",
+                    message=f"speculation runs only effect none/read tools; {spec.name} is {spec.effect}",
+                )
+            )
+        auth = authorize(spec, principal)
+        if isinstance(auth, Rejected):
+            denied.append(auth.error)
+        specs.append(spec)
+    if len(errors) > before:
+        return None
+    reads, writes = _sets(node, specs, errors, at)
+    return CheckedNode(node, i, tuple(specs), reads, writes, tuple(refs))
+
+
+def _sets(
+    node: PlanNode, specs: Sequence[ToolSpec], errors: list[FieldError], at: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The node's effective read and write sets (undeclared sets of read/write tools mean everything)."""
+    reads: list[str] = []
+    writes: list[str] = []
+    argument_sets = [a.arguments for a in node.first_of] or [node.arguments]
+    for spec, args in zip(specs, argument_sets, strict=True):
+        unknown = [k for k, v in args.items() if any(True for _ in find_refs(v))]
+        r = expand(spec.reads, args, unknown)
+        w = expand(spec.writes, args, unknown)
+        if spec.effect == "read" and not r:
+            r = (ANY,)
+        if spec.effect in ("write", "external") and not w:
+            w = (ANY,)
+        reads.extend(r)
+        writes.extend(w)
+    if node.reads is not None:
+        reads = list(node.reads)
+    if node.writes is not None:
+        hidden = [w for w in writes if not any(overlaps(w, mine) for mine in node.writes)]
+        if hidden:
+            errors.append(
+                FieldError(path=f"{at}/writes", message=f"hides writes the tool declares: {hidden[:5]}")
+            )
+        writes = list(node.writes)
+    return tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
+
+
+def _declared_edges(nodes: dict[str, CheckedNode]) -> list[tuple[str, str]]:
+    edges: list[tuple[str, str]] = []
+    for c in nodes.values():
+        for pred in (*c.node.depends_on, *(r.node for r in c.refs)):
+            if pred not in c.preds:
+                c.preds.add(pred)
+                c.needs.add(pred)
+                nodes[pred].succs.append(c.id)
+                edges.append((pred, c.id))
+    return edges
+
+
+def _topological(nodes: dict[str, CheckedNode]) -> list[str] | ActionError:
+    """Kahn's order, ties broken by listing order; a cycle is an error naming its nodes."""
+    indegree = {k: len(c.preds) for k, c in nodes.items()}
+    heap = [(c.index, k) for k, c in nodes.items() if indegree[k] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, k = heapq.heappop(heap)
+        order.append(k)
+        for s in nodes[k].succs:
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                heapq.heappush(heap, (nodes[s].index, s))
+    if len(order) < len(nodes):
+        stuck = [k for k in nodes if indegree[k] > 0]
+        return ActionError.of(
+            "invalid_arguments",
+            f"the plan has a cycle through {stuck[:10]}",
+            field_errors=[
+                FieldError(path=f"/nodes/{nodes[k].index}/depends_on", message="part of a cycle")
+                for k in stuck[:20]
+            ],
+            details={"cycle": stuck[:50]},
+        )
+    return order
+
+
+def _conflict_edges(
+    nodes: dict[str, CheckedNode], order: list[str], errors: list[FieldError]
+) -> list[dict[str, str]]:
+    """Order every non-commuting pair that is not already ordered; reject false independence claims."""
+    position = {k: i for i, k in enumerate(order)}
+    touching = [nodes[k] for k in order if nodes[k].writes or nodes[k].reads]
+    writers = [c for c in touching if c.writes]
+    if not writers:
+        return []
+    ancestors: dict[str, set[str]] = {}
+    for k in order:
+        acc: set[str] = set()
+        for p in nodes[k].preds:
+            acc.add(p)
+            acc |= ancestors[p]
+        ancestors[k] = acc
+    added: list[dict[str, str]] = []
+    for w in writers:
+        for other in touching:
+            if other is w or (other.writes and position[other.id] < position[w.id]):
+                continue  # writer pairs are seen once, from the earlier writer
+            first, second = (w, other) if position[w.id] < position[other.id] else (other, w)
+            resource = conflicting(first.reads, first.writes, second.reads, second.writes)
+            if resource is None:
+                continue
+            claimed = second.id in first.node.independent_of or first.id in second.node.independent_of
+            if claimed:
+                errors.append(
+                    FieldError(
+                        path=f"/nodes/{(first if second.id in first.node.independent_of else second).index}"
+                        "/independent_of",
+                        message=f"{first.id} and {second.id} do not commute: both touch {resource!r}",
+                    )
+                )
+                continue
+            if first.id in ancestors[second.id]:
+                continue
+            second.preds.add(first.id)
+            first.succs.append(second.id)
+            ancestors[second.id].add(first.id)
+            ancestors[second.id] |= ancestors[first.id]
+            added.append({"from": first.id, "to": second.id, "resource": resource})
+    return added

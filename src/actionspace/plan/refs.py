@@ -1,0 +1,99 @@
+"""References from one node's arguments to another node's observation: ``{"$ref": "n1.data.items[0].id"}``.
+
+A reference is a whole argument value (at any depth of the arguments) of the form
+``{"$ref": "<node>.<path>"}``; the path walks the referenced node's observation dict
+(``data``, ``content_hash``, ``provenance.resource_version``, ``effects[0].resource_id`` …) with
+``.key`` and ``[index]`` steps. Only a final, successful observation can be referenced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MISSING", "Ref", "RefError", "find_refs", "parse_ref", "substitute", "walk"]
+
+_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(-?\d+)\]|\[\"([^\"]*)\"\]")
+_NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+
+MISSING = object()
+
+
+class RefError(ValueError):
+    """A reference that cannot be parsed or does not resolve."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A parsed reference: the node it points at and the path inside its observation."""
+
+    node: str
+    path: tuple[str | int, ...]
+    text: str
+
+    @property
+    def top(self) -> str | None:
+        """The observation field the path starts at (``data``, ``content_hash`` …)."""
+        return self.path[0] if self.path and isinstance(self.path[0], str) else None
+
+
+def parse_ref(text: str) -> Ref:
+    """Parse ``"n1.data.items[0].id"``; raises :class:`RefError` on bad syntax."""
+    if not isinstance(text, str):
+        raise RefError(f"$ref must be a string, got {type(text).__name__}")
+    m = _NODE.match(text)
+    if m is None:
+        raise RefError(f"$ref {text[:80]!r} must start with a node id")
+    steps: list[str | int] = []
+    pos = m.end()
+    while pos < len(text):
+        s = _STEP.match(text, pos)
+        if s is None:
+            raise RefError(f"$ref {text[:80]!r}: cannot read the path at position {pos}")
+        key, index, quoted = s.groups()
+        steps.append(int(index) if index is not None else (key if key is not None else quoted))
+        pos = s.end()
+    if not steps:
+        raise RefError(f"$ref {text[:80]!r} names a node but no field (e.g. {text}.data)")
+    return Ref(m.group(0), tuple(steps), text)
+
+
+def find_refs(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
+    """Yield (JSON pointer, raw ``$ref`` value) for every reference inside ``value``."""
+    if isinstance(value, Mapping):
+        if "$ref" in value and len(value) == 1:
+            yield at or "/", value["$ref"]
+            return
+        for k, v in value.items():
+            yield from find_refs(v, f"{at}/{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from find_refs(v, f"{at}/{i}")
+
+
+def walk(document: Any, path: tuple[str | int, ...]) -> Any:
+    """Follow ``path`` into ``document``; returns :data:`MISSING` when a step does not exist."""
+    here = document
+    for step in path:
+        if isinstance(step, int):
+            if not isinstance(here, list) or not -len(here) <= step < len(here):
+                return MISSING
+            here = here[step]
+        elif isinstance(here, Mapping) and step in here:
+            here = here[step]
+        else:
+            return MISSING
+    return here
+
+
+def substitute(value: Any, resolve: Any) -> Any:
+    """A copy of ``value`` with every reference replaced by ``resolve(ref_text)``."""
+    if isinstance(value, Mapping):
+        if "$ref" in value and len(value) == 1:
+            return resolve(value["$ref"])
+        return {k: substitute(v, resolve) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, resolve) for v in value]
+    return value

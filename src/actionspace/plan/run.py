@@ -1,0 +1,89 @@
+"""Entry point behind ``Runtime.arun_plan``: read, check, trace and schedule one plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from actionspace._pipeline import Recorder, resolve
+from actionspace.errors import ActionError
+from actionspace.plan.check import check_plan
+from actionspace.plan.model import InvalidPlan, Plan, PlanResult
+from actionspace.plan.scheduler import CancelScope, Scheduler
+from actionspace.policy.principal import Principal
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = ["DEFAULT_CONCURRENCY", "arun_plan"]
+
+DEFAULT_CONCURRENCY = 16
+"""Nodes running at once when neither the call nor the plan says."""
+
+
+async def arun_plan(
+    rt: Runtime,
+    plan: Plan | Mapping[str, Any],
+    *,
+    run_id: str | None = None,
+    principal: Principal | None = None,
+    max_concurrency: int | None = None,
+    tool_limits: Mapping[str, int] | None = None,
+    cancel: CancelScope | None = None,
+    retry_of: PlanResult | None = None,
+) -> PlanResult:
+    """Check ``plan`` and run it; a rejected plan is a result with ``status="error"`` and ``error`` set."""
+    run = rt._run(run_id, principal)
+    who = principal or run.principal
+    if not isinstance(plan, Plan):
+        try:
+            plan = Plan.from_dict(plan)
+        except InvalidPlan as exc:
+            return _rejected(rt, run.run_id, run, exc.error)
+    checked = check_plan(plan, lambda name: resolve(rt.catalog, run, name), who)
+    if isinstance(checked, ActionError):
+        return _rejected(rt, run.run_id, run, checked)
+    rec = Recorder(run, None)
+    rec.add(
+        "plan_started",
+        {
+            "nodes": [
+                {"id": c.id, "tool": c.specs[0].key, "reads": list(c.reads), "writes": list(c.writes)}
+                for c in checked.nodes.values()
+            ][:1000],
+            "edges": [list(e) for e in checked.edges][:5000],
+            "added_edges": checked.added_edges[:1000],
+            "retry": retry_of is not None,
+        },
+    )
+    rt._flush(rec)
+    limit = max_concurrency or plan.max_concurrency or DEFAULT_CONCURRENCY
+    scheduler = Scheduler(
+        rt,
+        run,
+        who,
+        checked,
+        max_concurrency=limit,
+        tool_limits=tool_limits,
+        cancel=cancel,
+        retry_of=retry_of,
+    )
+    result = await scheduler.run()
+    rec = Recorder(run, None)
+    rec.add(
+        "plan_finished",
+        {
+            "status": result.status,
+            "failed": {k: e.category for k, e in result.failed.items()},
+            **result.stats,
+        },
+    )
+    rt._flush(rec)
+    return result
+
+
+def _rejected(rt: Runtime, run_id: str, run: Any, error: ActionError) -> PlanResult:
+    rec = Recorder(run, None)
+    rec.add("plan_rejected", {"category": error.category, "message": error.message[:500]})
+    rt._flush(rec)
+    return PlanResult(run_id=run_id, status="error", error=error)

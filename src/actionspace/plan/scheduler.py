@@ -1,0 +1,468 @@
+"""Run a checked plan: ready, non-conflicting nodes concurrently, each through the full pipeline.
+
+- A node starts when all its predecessors ended ok; a failed node blocks only its descendants (their
+  observation is a ``cancelled`` error naming the failed ancestor; they never run); siblings keep
+  their results. Results are keyed by node id.
+- Concurrency is bounded globally and per tool. Conflicting nodes never overlap: conflicts were
+  turned into edges by :mod:`actionspace.plan.check`.
+- Cancellation has three phases: not dispatched → removed; running → abort requested (reads are
+  cancelled, a dispatched write is let finish so its outcome is known); committed → only successors
+  are blocked. A cancel never claims an effect was undone.
+- A speculative node (``first_of``) runs its read-only alternatives under a cost cap; the first
+  sufficient ok result wins, the others are cancelled and recorded as non-authoritative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from actionspace._pipeline import Ready, Recorder, RunState
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, FieldError
+from actionspace.plan.check import CheckedNode, CheckedPlan
+from actionspace.plan.conflicts import overlaps
+from actionspace.plan.model import Alternative, PlanResult, PlanStatus
+from actionspace.plan.refs import MISSING, find_refs, parse_ref, substitute, walk
+from actionspace.policy.principal import Principal
+from actionspace.types import Observation, ToolCall
+from actionspace.validation.verdicts import Rejected
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = ["CancelScope", "Scheduler"]
+
+_SAFE_TO_ABORT = frozenset({"none", "read"})
+
+
+class CancelScope:
+    """Cancel a running plan (all of it, or some nodes and their descendants); thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: list[tuple[tuple[str, ...] | None, str]] = []
+        self._wake: Any = None
+
+    def cancel(self, nodes: list[str] | tuple[str, ...] | None = None, *, reason: str = "cancelled") -> None:
+        """Request cancellation of ``nodes`` (None = the whole plan)."""
+        with self._lock:
+            self._requests.append((tuple(nodes) if nodes is not None else None, reason))
+            wake = self._wake
+        if wake is not None:
+            wake()
+
+    def _bind(self, wake: Any) -> list[tuple[tuple[str, ...] | None, str]]:
+        with self._lock:
+            self._wake = wake
+            return list(self._requests)
+
+    def _take(self) -> list[tuple[tuple[str, ...] | None, str]]:
+        with self._lock:
+            out, self._requests = self._requests, []
+            return out
+
+
+def _blocked(call_id: str, node: CheckedNode, blocked_by: str, reason: str) -> Observation:
+    error = ActionError.of(
+        "cancelled",
+        f"node {node.id} did not run: {reason}",
+        details={"blocked_by": blocked_by, "phase": "not_dispatched"},
+    )
+    return Observation.failure(
+        error, call_id=call_id, tool=node.specs[0].name, tool_version=node.specs[0].version
+    )
+
+
+class Scheduler:
+    """One plan execution. Build, then ``await run()``."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        run: RunState,
+        principal: Principal,
+        plan: CheckedPlan,
+        *,
+        max_concurrency: int,
+        tool_limits: Mapping[str, int] | None,
+        cancel: CancelScope | None,
+        retry_of: PlanResult | None,
+    ) -> None:
+        self.rt = rt
+        self.run_state = run
+        self.principal = principal
+        self.plan = plan
+        self.limit = max(1, max_concurrency)
+        self.tool_limits = dict(tool_limits or {})
+        self.cancel_scope = cancel
+        self.retry_of = retry_of
+        self.results: dict[str, Observation] = {}
+        self.waiting = {k: len(c.preds) for k, c in plan.nodes.items()}
+        self.blocked_by: dict[str, tuple[str, str]] = {}
+        self.running: dict[str, asyncio.Task[Observation]] = {}
+        self.per_tool: dict[str, int] = {}
+        self.abort_requested: set[str] = set()
+        self.cancelled: set[str] = set()
+        self.max_parallel = 0
+        self.extra_calls = 0
+        self.reused = 0
+        self._newly_ready: list[str] = []
+
+    # ------------------------------------------------------------------ main loop
+    async def run(self) -> PlanResult:
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[tuple[str, asyncio.Task[Observation] | None]] = asyncio.Queue()
+        if self.cancel_scope is not None:
+            early = self.cancel_scope._bind(lambda: loop.call_soon_threadsafe(events.put_nowait, ("", None)))
+            if early:
+                events.put_nowait(("", None))
+        ready: deque[str] = deque(k for k, n in self.waiting.items() if n == 0)
+        deferred: deque[str] = deque()
+        try:
+            while len(self.results) < len(self.plan.nodes):
+                while ready and len(self.running) < self.limit:
+                    k = ready.popleft()
+                    if not self._tool_slot(k):
+                        deferred.append(k)
+                        continue
+                    self._start(k, events)
+                self.max_parallel = max(self.max_parallel, len(self.running))
+                if not self.running and not ready:
+                    break  # every remaining node is blocked; settled below
+                k, task = await events.get()
+                if task is None:
+                    self._apply_cancel(ready, deferred)
+                else:
+                    self._finish(k, task)
+                self._release(ready, deferred)
+                for s in self._newly_ready:
+                    ready.append(s)
+                self._newly_ready.clear()
+        finally:
+            for task in self.running.values():
+                task.cancel()
+        for k, node in self.plan.nodes.items():
+            if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
+                root = self.blocked_by.get(k, (k, "internal"))[0]
+                self.results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
+        status = _status(self.results.values())
+        return PlanResult(
+            run_id=self.run_state.run_id,
+            status=status,
+            nodes={k: self.results[k] for k in self.plan.nodes if k in self.results},
+            edges=list(self.plan.edges),
+            added_edges=list(self.plan.added_edges),
+            stats={
+                "max_parallel": self.max_parallel,
+                "wall_s": round(time.perf_counter() - started, 6),
+                "extra_calls": self.extra_calls,
+                "reused": self.reused,
+                "cancelled": sorted(self.cancelled),
+            },
+        )
+
+    def _tool_slot(self, k: str) -> bool:
+        name = self.plan.nodes[k].specs[0].name
+        cap = self.tool_limits.get(name)
+        return cap is None or self.per_tool.get(name, 0) < cap
+
+    def _release(self, ready: deque[str], deferred: deque[str]) -> None:
+        for _ in range(len(deferred)):
+            k = deferred.popleft()
+            (ready if self._tool_slot(k) else deferred).append(k)
+
+    def _start(self, k: str, events: asyncio.Queue[tuple[str, asyncio.Task[Observation] | None]]) -> None:
+        node = self.plan.nodes[k]
+        if self.retry_of is not None:
+            before = self.retry_of.nodes.get(k)
+            if before is not None and before.status == "ok":
+                self.reused += 1
+                self._record(None, "plan_node_reused", {"node": k, "call_id": before.call_id})
+                self._settle(k, before)
+                return
+        name = node.specs[0].name
+        self.per_tool[name] = self.per_tool.get(name, 0) + 1
+        task = asyncio.ensure_future(self._node(node))
+        task.add_done_callback(lambda t: events.put_nowait((k, t)))
+        self.running[k] = task
+
+    def _finish(self, k: str, task: asyncio.Task[Observation]) -> None:
+        self.running.pop(k, None)
+        name = self.plan.nodes[k].specs[0].name
+        self.per_tool[name] -= 1
+        if task.cancelled():
+            obs = self._cancelled_obs(k, "running", "abort requested; the read was cancelled")
+        else:
+            obs = task.result()
+        if k in self.abort_requested and obs.status == "ok":
+            diagnostics = {**obs.diagnostics, "cancel": {"phase": "committed", "undone": False}}
+            obs = dataclasses.replace(obs, diagnostics=diagnostics)
+        self._settle(k, obs)
+
+    def _settle(self, k: str, obs: Observation) -> None:
+        """Store a node's final observation and release or block its successors."""
+        self.results[k] = obs
+        if obs.status != "ok" or k in self.abort_requested:
+            inherited = self.blocked_by.get(k)
+            origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
+            for s in self.plan.nodes[k].succs:
+                if k in self.plan.nodes[s].needs:  # a conflict edge only orders: its successor still runs
+                    self.blocked_by.setdefault(s, origin)
+        for s in self.plan.nodes[k].succs:
+            self.waiting[s] -= 1
+            if self.waiting[s] > 0:
+                continue
+            if s in self.blocked_by:
+                root, why = self.blocked_by[s]
+                node = self.plan.nodes[s]
+                reason = "it was cancelled" if root == s else f"{root} did not succeed ({why})"
+                self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
+                self._settle(s, _blocked(self._call_id(s), node, root, reason))
+            else:
+                self._newly_ready.append(s)
+
+    # ------------------------------------------------------------------ cancellation
+    def _apply_cancel(self, ready: deque[str], deferred: deque[str]) -> None:
+        assert self.cancel_scope is not None
+        for nodes, reason in self.cancel_scope._take():
+            targets = set(self.plan.nodes) if nodes is None else {n for n in nodes if n in self.plan.nodes}
+            for k in targets - set(self.results):
+                self.cancelled.add(k)
+                if k in self.running:
+                    self._abort(k, reason)
+                elif k in ready or k in deferred:
+                    if k in ready:
+                        ready.remove(k)
+                    else:
+                        deferred.remove(k)
+                    self._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched"})
+                    self._settle(k, self._cancelled_obs(k, "not_dispatched", reason))
+                else:
+                    self.blocked_by.setdefault(k, (k, reason))
+
+    def _abort(self, k: str, reason: str) -> None:
+        node = self.plan.nodes[k]
+        self.abort_requested.add(k)
+        safe = all(spec.effect in _SAFE_TO_ABORT for spec in node.specs)
+        self._record(
+            None, "plan_node_cancelled", {"node": k, "phase": "running", "aborted": safe, "reason": reason}
+        )
+        if safe:
+            self.running[k].cancel()
+
+    def _cancelled_obs(self, k: str, phase: str, reason: str) -> Observation:
+        spec = self.plan.nodes[k].specs[0]
+        error = ActionError.of("cancelled", f"node {k} was cancelled: {reason}", details={"phase": phase})
+        return Observation.failure(error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version)
+
+    # ------------------------------------------------------------------ one node
+    def _call_id(self, k: str) -> str:
+        return f"{self.run_state.run_id}:{k}"
+
+    def _record(self, call_id: str | None, kind: str, data: Mapping[str, Any]) -> None:
+        rec = Recorder(self.run_state, call_id)
+        rec.add(kind, data)
+        self.rt._flush(rec)
+
+    async def _node(self, node: CheckedNode) -> Observation:
+        if node.node.first_of:
+            return await self._speculate(node)
+        arguments = self._arguments(node, node.node.arguments)
+        if isinstance(arguments, Observation):
+            return arguments
+        obs = await self._call(node, node.id, node.node.tool, arguments)
+        return self._verify(node, obs)
+
+    def _arguments(self, node: CheckedNode, raw: Mapping[str, Any]) -> Mapping[str, Any] | Observation:
+        """Substitute references with final values; a missing path or incompatible join fails the node."""
+        if not node.refs:
+            return raw
+        missing: list[FieldError] = []
+
+        def resolve(text: str) -> Any:
+            ref = parse_ref(text)
+            source = self.results[ref.node]
+            whole = ref.top != "data"  # data is walked in place; anything else needs the dict form
+            value = walk(source.to_dict(), ref.path) if whole else walk(source.data, ref.path[1:])
+            if value is MISSING:
+                missing.append(
+                    FieldError(
+                        path=f"$ref:{text}", message=f"{text} does not exist in {ref.node}'s observation"
+                    )
+                )
+                return None
+            return value
+
+        arguments: Mapping[str, Any] = substitute(raw, resolve)
+        spec = node.specs[0]
+        if missing:
+            error = ActionError.of(
+                "invalid_arguments", f"node {node.id}: {missing[0].message}", field_errors=missing
+            )
+            return Observation.failure(
+                error, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
+            )
+        clash = self._join_clash(node)
+        if clash is not None:
+            return Observation.failure(
+                clash, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
+            )
+        return arguments
+
+    def _join_clash(self, node: CheckedNode) -> ActionError | None:
+        """Inputs read from overlapping resources must report the same resource version."""
+        sources = list(dict.fromkeys(r.node for r in node.refs))
+        if len(sources) < 2:
+            return None
+        for i, a in enumerate(sources):
+            va = self.results[a].provenance.resource_version
+            if va is None:
+                continue
+            ra = self.plan.nodes[a].reads + self.plan.nodes[a].writes
+            for b in sources[i + 1 :]:
+                vb = self.results[b].provenance.resource_version
+                if vb is None or vb == va:
+                    continue
+                rb = self.plan.nodes[b].reads + self.plan.nodes[b].writes
+                shared = next((x for x in ra for y in rb if overlaps(x, y) and x != "*" and y != "*"), None)
+                if shared is not None:
+                    return ActionError.of(
+                        "stale_reference",
+                        f"node {node.id} joins {a} (version {va}) and {b} (version {vb}) of {shared!r}; "
+                        "observe again so both come from one version",
+                        details={"inputs": {a: va, b: vb}, "resource": shared},
+                        current_version=vb,
+                    )
+        return None
+
+    def _provenance(self, node: CheckedNode, arguments: Mapping[str, Any]) -> dict[str, str]:
+        marks = dict(node.node.provenance)
+        for name, value in arguments.items():
+            for _pointer, raw in find_refs(value):
+                marks[name] = f"tool_result:{self._call_id(parse_ref(raw).node)}"
+                break
+        return marks
+
+    async def _call(
+        self, node: CheckedNode, node_id: str, tool: str, arguments: Mapping[str, Any]
+    ) -> Observation:
+        raw_args = node.node.arguments if not node.node.first_of else {}
+        call = ToolCall(
+            name=tool,
+            arguments=dict(arguments),
+            id=f"{self.run_state.run_id}:{node_id}",
+            provenance=self._provenance(node, raw_args),
+        )
+        rec = Recorder(self.run_state, call.id)
+        try:
+            ready = self.rt._prepare(self.run_state, call, node_id, self.principal, None, rec)
+            if isinstance(ready, Ready):
+                return await self.rt._aexecute(ready, rec)
+            return ready
+        except asyncio.CancelledError:
+            rec.add("plan_node_cancelled", {"node": node_id, "phase": "running"})
+            raise
+        except Exception as exc:
+            return self.rt._internal(exc, rec)
+        finally:
+            self.rt._flush(rec)
+
+    def _verify(self, node: CheckedNode, obs: Observation) -> Observation:
+        check = node.node.verify
+        if check is None or obs.status != "ok":
+            return obs
+        try:
+            verdict = check(obs)
+        except Exception as exc:
+            verdict = Rejected(
+                ActionError.of("internal", f"the verifier of {node.id} raised {type(exc).__name__}: {exc}")
+            )
+        rejected = isinstance(verdict, Rejected)
+        data: dict[str, Any] = {"node": node.id, "verdict": "rejected" if rejected else "accepted"}
+        if isinstance(verdict, Rejected):
+            data["category"] = verdict.error.category
+            data["message"] = verdict.error.message[:300]
+        self._record(obs.call_id, "verified", data)
+        if not isinstance(verdict, Rejected):
+            return obs
+        return dataclasses.replace(obs, status="error", error=verdict.error)
+
+    # ------------------------------------------------------------------ speculation
+    async def _speculate(self, node: CheckedNode) -> Observation:
+        alternatives = list(zip(node.node.first_of, node.specs, strict=True))
+        cap = node.node.cost_cap
+        chosen: list[tuple[int, Alternative, ToolSpec]] = []
+        spent = 0.0
+        for j, (alt, spec) in enumerate(alternatives):
+            cost = spec.cost.per_call
+            if chosen and cap is not None and spent + cost > cap:
+                break
+            spent += cost
+            chosen.append((j, alt, spec))
+        tasks: dict[asyncio.Task[Observation], int] = {}
+        for j, alt, _spec in chosen:
+            arguments = self._arguments(node, alt.arguments)
+            if isinstance(arguments, Observation):
+                return arguments
+            tasks[asyncio.ensure_future(self._call(node, f"{node.id}~{j}", alt.tool, arguments))] = j
+        self.extra_calls += len(tasks) - 1
+        winner: tuple[int, Observation] | None = None
+        finished: dict[int, Observation] = {}
+        pending = set(tasks)
+        try:
+            while pending and winner is None:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for t in sorted(done, key=lambda t: tasks[t]):
+                    obs = t.result()
+                    finished[tasks[t]] = obs
+                    if winner is None and obs.status == "ok" and self._verify(node, obs).status == "ok":
+                        winner = (tasks[t], obs)
+        finally:
+            for t in pending:
+                t.cancel()
+        losers = sorted(set(tasks.values()) - ({winner[0]} if winner else set()))
+        self._record(
+            None,
+            "speculation",
+            {
+                "node": node.id,
+                "winner": winner[0] if winner else None,
+                "launched": len(tasks),
+                "skipped_by_cost_cap": len(alternatives) - len(chosen),
+                "non_authoritative": [j for j in losers if j in finished],
+                "cancelled": [j for j in losers if j not in finished],
+            },
+        )
+        if winner is None:
+            last = finished[max(finished)] if finished else None
+            if last is not None and last.status == "error":
+                return last
+            error = ActionError.of("permanent", f"no alternative of {node.id} gave a sufficient result")
+            return Observation.failure(error, call_id=self._call_id(node.id), tool=node.specs[0].name)
+        j, obs = winner
+        diagnostics = {
+            **obs.diagnostics,
+            "speculation": {
+                "winner": j,
+                "tool": obs.tool,
+                "extra_calls": len(tasks) - 1,
+                "non_authoritative": [f"{node.id}~{i}" for i in losers if i in finished],
+            },
+        }
+        return dataclasses.replace(obs, diagnostics=diagnostics)
+
+
+def _status(observations: Any) -> PlanStatus:
+    statuses = [o.status for o in observations]
+    if all(s == "ok" for s in statuses):
+        return "ok"
+    if any(s == "ok" for s in statuses):
+        return "partial"
+    return "error"

@@ -1,0 +1,350 @@
+"""Plans end to end through a real Runtime: checking, failure isolation, retry, joins, verify."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from actionspace import Plan, PlanNode, Principal, Runtime, ToolError
+from actionspace.execution.result import ToolResult
+from actionspace.validation.verdicts import Accepted, Rejected
+
+
+@pytest.fixture
+def world() -> dict[str, Any]:
+    return {"files": {"a": "A0", "b": "B0", "c": "C0"}, "sent": [], "writes": 0}
+
+
+@pytest.fixture
+def rt(world: dict[str, Any]) -> Runtime:
+    runtime = Runtime("memory://", recover_on_start=False)
+
+    @runtime.tool(effect="read", reads=["file:{path}"])
+    async def read_file(path: str) -> ToolResult:
+        """Read a file."""
+        await asyncio.sleep(0)
+        if path not in world["files"]:
+            raise ToolError("permanent", f"no file {path}")
+        content = world["files"][path]
+        return ToolResult(
+            data={"path": path, "content": content, "hash": f"h:{content}"}, resource_version=content
+        )
+
+    @runtime.tool(effect="write", writes=["file:{path}"])
+    async def write_file(path: str, content: str, base: str) -> dict[str, Any]:
+        """Write a file if its hash is still ``base``."""
+        await asyncio.sleep(0)
+        world["writes"] += 1
+        if f"h:{world['files'][path]}" != base:
+            raise ToolError("stale_reference", f"{path} changed", current_version=world["files"][path])
+        world["files"][path] = content
+        return {"path": path}
+
+    @runtime.tool(effect="external", writes=["mail:{to}"])
+    def send(to: str, body: str) -> str:
+        """Send a message."""
+        world["sent"].append((to, body))
+        return "sent"
+
+    @runtime.tool(effect="none")
+    def concat(parts: list[str]) -> str:
+        """Join strings."""
+        return "+".join(parts)
+
+    return runtime
+
+
+def test_references_feed_final_values_and_the_plan_is_keyed_by_node(
+    rt: Runtime, world: dict[str, Any]
+) -> None:
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "ra", "tool": "read_file", "arguments": {"path": "a"}},
+                {"id": "rb", "tool": "read_file", "arguments": {"path": "b"}},
+                {
+                    "id": "join",
+                    "tool": "concat",
+                    "arguments": {"parts": [{"$ref": "ra.data.content"}, {"$ref": "rb.data.content"}]},
+                },
+                {
+                    "id": "wa",
+                    "tool": "write_file",
+                    "arguments": {
+                        "path": "a",
+                        "content": {"$ref": "join.data"},
+                        "base": {"$ref": "ra.data.hash"},
+                    },
+                },
+            ]
+        }
+    )
+    result = rt.run_plan(plan)
+    assert result.status == "ok", result.failed
+    assert list(result.nodes) == ["ra", "rb", "join", "wa"]
+    assert result.nodes["join"].data == "A0+B0"
+    assert world["files"]["a"] == "A0+B0"
+    assert result.stats["max_parallel"] == 2
+
+
+def test_a_failed_node_blocks_only_its_descendants(rt: Runtime, world: dict[str, Any]) -> None:
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "missing", "tool": "read_file", "arguments": {"path": "zzz"}},
+                {"id": "rb", "tool": "read_file", "arguments": {"path": "b"}},
+                {"id": "child", "tool": "concat", "arguments": {"parts": [{"$ref": "missing.data.content"}]}},
+                {
+                    "id": "grandchild",
+                    "tool": "send",
+                    "arguments": {"to": "x", "body": {"$ref": "child.data"}},
+                },
+                {"id": "sibling", "tool": "concat", "arguments": {"parts": [{"$ref": "rb.data.content"}]}},
+            ]
+        }
+    )
+    result = rt.run_plan(plan)
+    assert result.status == "partial"
+    assert result.nodes["missing"].error is not None and result.nodes["missing"].error.category == "permanent"
+    for blocked in ("child", "grandchild"):
+        err = result.nodes[blocked].error
+        assert err is not None and err.category == "cancelled"
+        assert err.details == {"blocked_by": "missing", "phase": "not_dispatched"}
+    assert result.nodes["sibling"].data == "B0"
+    assert world["sent"] == []
+
+
+def test_conflicting_writes_are_ordered_and_a_stale_write_fails_alone(
+    rt: Runtime, world: dict[str, Any]
+) -> None:
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "r", "tool": "read_file", "arguments": {"path": "c"}},
+                {
+                    "id": "w1",
+                    "tool": "write_file",
+                    "arguments": {"path": "c", "content": "C1", "base": {"$ref": "r.data.hash"}},
+                },
+                {
+                    "id": "w2",
+                    "tool": "write_file",
+                    "arguments": {"path": "c", "content": "C2", "base": {"$ref": "r.data.hash"}},
+                },
+            ]
+        }
+    )
+    result = rt.run_plan(plan)
+    assert {"from": "w1", "to": "w2", "resource": "file:c"} in result.added_edges
+    assert result.nodes["w1"].ok
+    err = result.nodes["w2"].error
+    assert err is not None and err.category == "stale_reference" and err.current_version == "C1"
+    assert world["files"]["c"] == "C1"
+
+
+def test_a_false_independence_claim_rejects_the_plan_before_anything_runs(
+    rt: Runtime, world: dict[str, Any]
+) -> None:
+    result = rt.run_plan(
+        {
+            "nodes": [
+                {"id": "s1", "tool": "send", "arguments": {"to": "bob", "body": "1"}},
+                {
+                    "id": "s2",
+                    "tool": "send",
+                    "arguments": {"to": "bob", "body": "2"},
+                    "independent_of": ["s1"],
+                },
+            ]
+        }
+    )
+    assert result.status == "error" and result.error is not None
+    assert result.error.category == "invalid_arguments"
+    assert result.error.field_errors[0].path == "/nodes/1/independent_of"
+    assert world["sent"] == []
+
+
+@pytest.mark.parametrize(
+    ("plan", "path"),
+    [
+        (
+            {
+                "nodes": [
+                    {"id": "a", "tool": "concat", "arguments": {"parts": []}, "depends_on": ["b"]},
+                    {"id": "b", "tool": "concat", "arguments": {"parts": []}, "depends_on": ["a"]},
+                ]
+            },
+            "/nodes/0/depends_on",
+        ),
+        (
+            {"nodes": [{"id": "a", "tool": "concat", "arguments": {"parts": [{"$ref": "ghost.data"}]}}]},
+            "/nodes/0/arguments/parts/0",
+        ),
+        (
+            {
+                "nodes": [
+                    {"id": "a", "tool": "concat", "arguments": {"parts": [{"$ref": "b.secret"}]}},
+                    {"id": "b", "tool": "concat", "arguments": {"parts": []}},
+                ]
+            },
+            "/nodes/0/arguments/parts/0",
+        ),
+        ({"nodes": [{"id": "a", "tool": "nope", "arguments": {}}]}, "/nodes/0/tool"),
+        ({"nodes": [{"id": "a", "tool": "concat"}, {"id": "a", "tool": "concat"}]}, "/nodes/1/id"),
+        (
+            {
+                "nodes": [
+                    {
+                        "id": "w",
+                        "tool": "write_file",
+                        "arguments": {"path": "a", "content": "x", "base": "y"},
+                        "writes": ["file:b"],
+                    }
+                ]
+            },
+            "/nodes/0/writes",
+        ),
+        (
+            {"nodes": [{"id": "s", "first_of": [{"tool": "send", "arguments": {"to": "a", "body": "b"}}]}]},
+            "/nodes/0/first_of/0/tool",
+        ),
+        ({"nodes": []}, "/nodes"),
+    ],
+)
+def test_an_unsafe_or_malformed_plan_is_a_typed_error(rt: Runtime, plan: dict[str, Any], path: str) -> None:
+    result = rt.run_plan(plan)
+    assert result.status == "error" and result.error is not None
+    assert result.error.category == "invalid_arguments"
+    assert path in [f.path for f in result.error.field_errors]
+    assert result.nodes == {}
+
+
+def test_permissions_are_checked_per_node_before_anything_runs(rt: Runtime, world: dict[str, Any]) -> None:
+    reader = Principal(id="r", scopes=("read:*", "none:*"))
+    result = rt.run_plan(
+        {
+            "nodes": [
+                {"id": "r", "tool": "read_file", "arguments": {"path": "a"}},
+                {"id": "s", "tool": "send", "arguments": {"to": "x", "body": "y"}},
+            ]
+        },
+        principal=reader,
+    )
+    assert result.error is not None and result.error.category == "permission_denied"
+    assert world["sent"] == []
+
+
+def test_retrying_a_plan_reruns_only_failed_nodes_and_never_resends_a_committed_write(
+    rt: Runtime, world: dict[str, Any]
+) -> None:
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "mail", "tool": "send", "arguments": {"to": "ops", "body": "starting"}},
+                {"id": "rd", "tool": "read_file", "arguments": {"path": "d"}},
+                {"id": "after", "tool": "concat", "arguments": {"parts": [{"$ref": "rd.data.content"}]}},
+            ]
+        }
+    )
+    first = rt.run_plan(plan, run_id="retry-run")
+    assert first.status == "partial" and world["sent"] == [("ops", "starting")]
+    world["files"]["d"] = "D0"
+    second = rt.run_plan(plan, run_id="retry-run", retry_of=first)
+    assert second.status == "ok"
+    assert second.stats["reused"] == 1
+    assert second.nodes["after"].data == "D0"
+    assert world["sent"] == [("ops", "starting")]
+    third = rt.run_plan(plan, run_id="retry-run")  # no retry_of: the ledger still refuses to resend
+    assert third.nodes["mail"].diagnostics.get("replayed") is True
+    assert world["sent"] == [("ops", "starting")]
+
+
+def test_a_join_of_inputs_from_different_versions_is_stale(world: dict[str, Any]) -> None:
+    rt = Runtime("memory://", recover_on_start=False)
+    versions = iter(["v1", "v2"])
+
+    @rt.tool(effect="read", reads=["doc:{name}"])
+    def snapshot(name: str, part: str) -> ToolResult:
+        """Read part of a document."""
+        return ToolResult(data=part, resource_version=next(versions))
+
+    @rt.tool(effect="none")
+    def combine(x: str, y: str) -> str:
+        """Combine two parts."""
+        return x + y
+
+    result = rt.run_plan(
+        {
+            "nodes": [
+                {"id": "p1", "tool": "snapshot", "arguments": {"name": "report", "part": "a"}},
+                {"id": "p2", "tool": "snapshot", "arguments": {"name": "report", "part": "b"}},
+                {
+                    "id": "c",
+                    "tool": "combine",
+                    "arguments": {"x": {"$ref": "p1.data"}, "y": {"$ref": "p2.data"}},
+                },
+            ]
+        }
+    )
+    err = result.nodes["c"].error
+    assert err is not None and err.category == "stale_reference"
+    assert err.details["inputs"] == {"p1": "v1", "p2": "v2"}
+
+
+def test_a_verifier_rejection_fails_the_node_and_blocks_its_successors(rt: Runtime) -> None:
+    def must_be_b(obs: Any) -> Accepted | Rejected:
+        from actionspace import ActionError
+
+        if obs.data["content"] == "B0":
+            return Accepted()
+        return Rejected(ActionError.of("permanent", "not the official source"))
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "ra", "tool": "read_file", "arguments": {"path": "a"}},
+                {"id": "rb", "tool": "read_file", "arguments": {"path": "b"}},
+                {"id": "use", "tool": "concat", "arguments": {"parts": [{"$ref": "ra.data.content"}]}},
+            ]
+        },
+        verify={"ra": must_be_b, "rb": must_be_b},
+    )
+    result = rt.run_plan(plan)
+    assert result.nodes["rb"].ok
+    assert (
+        result.nodes["ra"].error is not None and result.nodes["ra"].error.message == "not the official source"
+    )
+    assert result.nodes["use"].error is not None and result.nodes["use"].error.details["blocked_by"] == "ra"
+    kinds = [e.kind for e in rt.trace.events(result.run_id)]
+    assert kinds.count("verified") == 2 and "plan_started" in kinds and "plan_finished" in kinds
+
+
+def test_tool_limits_bound_concurrency_per_tool() -> None:
+    rt = Runtime("memory://", recover_on_start=False)
+    running = {"now": 0, "peak": 0}
+
+    @rt.tool(effect="read", reads=["api:"])
+    async def search(q: str) -> str:
+        """Search."""
+        running["now"] += 1
+        running["peak"] = max(running["peak"], running["now"])
+        await asyncio.sleep(0.002)
+        running["now"] -= 1
+        return q
+
+    nodes = [PlanNode(id=f"q{i}", tool="search", arguments={"q": str(i)}) for i in range(12)]
+    result = rt.run_plan(Plan(nodes=nodes), tool_limits={"search": 3})
+    assert result.status == "ok"
+    assert running["peak"] == 3
+
+
+def test_run_plan_inside_an_event_loop_is_a_configuration_error(rt: Runtime) -> None:
+    from actionspace.errors import ConfigurationError
+
+    async def inner() -> None:
+        with pytest.raises(ConfigurationError):
+            rt.run_plan({"nodes": [{"id": "a", "tool": "concat", "arguments": {"parts": []}}]})
+
+    asyncio.run(inner())
