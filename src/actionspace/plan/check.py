@@ -81,8 +81,10 @@ def check_plan(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPl
         ids.setdefault(node.id, i)
     denied: list[ActionError] = []
     checked: dict[str, CheckedNode] = {}
+    resolve = _memo(resolve)
+    principal_ok: dict[str, ActionError | None] = {}
     for i, node in enumerate(plan.nodes):
-        c = _check_node(node, i, ids, resolve, principal, errors, denied)
+        c = _check_node(node, i, ids, resolve, principal, errors, denied, principal_ok)
         if c is not None and node.id not in checked:
             checked[node.id] = c
     if denied and not errors:
@@ -97,6 +99,18 @@ def check_plan(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPl
     if errors:
         return _error(errors)
     return CheckedPlan(checked, edges + [(a["from"], a["to"]) for a in added], added)
+
+
+def _memo(resolve: Resolver) -> Resolver:
+    seen: dict[str, ToolSpec | ActionError] = {}
+
+    def cached(name: str) -> ToolSpec | ActionError:
+        hit = seen.get(name)
+        if hit is None:
+            hit = seen[name] = resolve(name)
+        return hit
+
+    return cached
 
 
 def _error(errors: Sequence[FieldError]) -> ActionError:
@@ -117,6 +131,7 @@ def _check_node(
     principal: Principal,
     errors: list[FieldError],
     denied: list[ActionError],
+    principal_ok: dict[str, ActionError | None],
 ) -> CheckedNode | None:
     at = f"/nodes/{i}"
     before = len(errors)
@@ -168,9 +183,12 @@ def _check_node(
                     message=f"speculation runs only effect none/read tools; {spec.name} is {spec.effect}",
                 )
             )
-        auth = authorize(spec, principal)
-        if isinstance(auth, Rejected):
-            denied.append(auth.error)
+        if spec.key not in principal_ok:
+            auth = authorize(spec, principal)
+            principal_ok[spec.key] = auth.error if isinstance(auth, Rejected) else None
+        refusal = principal_ok[spec.key]
+        if refusal is not None:
+            denied.append(refusal)
         specs.append(spec)
     if len(errors) > before:
         return None
@@ -182,6 +200,8 @@ def _sets(
     node: PlanNode, specs: Sequence[ToolSpec], errors: list[FieldError], at: str
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The node's effective read and write sets (undeclared sets of read/write tools mean everything)."""
+    if node.reads is None and node.writes is None and all(s.effect == "none" for s in specs):
+        return (), ()
     reads: list[str] = []
     writes: list[str] = []
     argument_sets = [a.arguments for a in node.first_of] or [node.arguments]

@@ -67,10 +67,12 @@ def find_refs(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
             yield at or "/", value["$ref"]
             return
         for k, v in value.items():
-            yield from find_refs(v, f"{at}/{k}")
+            if isinstance(v, (Mapping, list)):
+                yield from find_refs(v, f"{at}/{k}")
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from find_refs(v, f"{at}/{i}")
+            if isinstance(v, (Mapping, list)):
+                yield from find_refs(v, f"{at}/{i}")
 
 
 def walk(document: Any, path: tuple[str | int, ...]) -> Any:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from actionspace._pipeline import Recorder, resolve
 from actionspace.errors import ActionError
-from actionspace.plan.check import check_plan
+from actionspace.plan.check import CheckedNode, check_plan
 from actionspace.plan.model import InvalidPlan, Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, Scheduler
 from actionspace.policy.principal import Principal
@@ -47,10 +48,7 @@ async def arun_plan(
     rec.add(
         "plan_started",
         {
-            "nodes": [
-                {"id": c.id, "tool": c.specs[0].key, "reads": list(c.reads), "writes": list(c.writes)}
-                for c in checked.nodes.values()
-            ][:1000],
+            "nodes": [_node_event(c) for c in itertools.islice(checked.nodes.values(), 1000)],
             "edges": [list(e) for e in checked.edges][:5000],
             "added_edges": checked.added_edges[:1000],
             "retry": retry_of is not None,
@@ -80,6 +78,15 @@ async def arun_plan(
     )
     rt._flush(rec)
     return result
+
+
+def _node_event(c: CheckedNode) -> dict[str, Any]:
+    event: dict[str, Any] = {"id": c.id, "tool": c.specs[0].key}
+    if c.reads:
+        event["reads"] = list(c.reads)
+    if c.writes:
+        event["writes"] = list(c.writes)
+    return event
 
 
 def _rejected(rt: Runtime, run_id: str, run: Any, error: ActionError) -> PlanResult:

@@ -118,35 +118,19 @@ class Scheduler:
     async def run(self) -> PlanResult:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
-        events: asyncio.Queue[tuple[str, asyncio.Task[Observation] | None]] = asyncio.Queue()
+        self._all_settled: asyncio.Future[None] = loop.create_future()
+        self._ready: deque[str] = deque(k for k, n in self.waiting.items() if n == 0)
+        self._deferred: deque[str] = deque()
         if self.cancel_scope is not None:
-            early = self.cancel_scope._bind(lambda: loop.call_soon_threadsafe(events.put_nowait, ("", None)))
+            early = self.cancel_scope._bind(lambda: loop.call_soon_threadsafe(self._apply_cancel))
             if early:
-                events.put_nowait(("", None))
-        ready: deque[str] = deque(k for k, n in self.waiting.items() if n == 0)
-        deferred: deque[str] = deque()
+                self._apply_cancel()
         try:
-            while len(self.results) < len(self.plan.nodes):
-                while ready and len(self.running) < self.limit:
-                    k = ready.popleft()
-                    if not self._tool_slot(k):
-                        deferred.append(k)
-                        continue
-                    self._start(k, events)
-                self.max_parallel = max(self.max_parallel, len(self.running))
-                if not self.running and not ready:
-                    break  # every remaining node is blocked; settled below
-                k, task = await events.get()
-                if task is None:
-                    self._apply_cancel(ready, deferred)
-                else:
-                    self._finish(k, task)
-                self._release(ready, deferred)
-                for s in self._newly_ready:
-                    ready.append(s)
-                self._newly_ready.clear()
+            self._pump()
+            if len(self.results) < len(self.plan.nodes):
+                await self._all_settled
         finally:
-            for task in self.running.values():
+            for task in list(self.running.values()):
                 task.cancel()
         for k, node in self.plan.nodes.items():
             if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
@@ -168,17 +152,34 @@ class Scheduler:
             },
         )
 
+    def _pump(self) -> None:
+        """Start every ready node the limits allow; resolve the plan when everything has settled."""
+        ready, deferred = self._ready, self._deferred
+        for _ in range(len(deferred)):
+            k = deferred.popleft()
+            (ready if self._tool_slot(k) else deferred).append(k)
+        while ready and len(self.running) < self.limit:
+            k = ready.popleft()
+            if not self._tool_slot(k):
+                deferred.append(k)
+                continue
+            self._start(k)
+            ready.extend(self._newly_ready)
+            self._newly_ready.clear()
+        if len(self.running) > self.max_parallel:
+            self.max_parallel = len(self.running)
+        settled = len(self.results) == len(self.plan.nodes) or not (self.running or ready or deferred)
+        if settled and not self._all_settled.done():
+            self._all_settled.set_result(None)
+
     def _tool_slot(self, k: str) -> bool:
+        if not self.tool_limits:
+            return True
         name = self.plan.nodes[k].specs[0].name
         cap = self.tool_limits.get(name)
         return cap is None or self.per_tool.get(name, 0) < cap
 
-    def _release(self, ready: deque[str], deferred: deque[str]) -> None:
-        for _ in range(len(deferred)):
-            k = deferred.popleft()
-            (ready if self._tool_slot(k) else deferred).append(k)
-
-    def _start(self, k: str, events: asyncio.Queue[tuple[str, asyncio.Task[Observation] | None]]) -> None:
+    def _start(self, k: str) -> None:
         node = self.plan.nodes[k]
         if self.retry_of is not None:
             before = self.retry_of.nodes.get(k)
@@ -189,18 +190,28 @@ class Scheduler:
                 return
         name = node.specs[0].name
         self.per_tool[name] = self.per_tool.get(name, 0) + 1
-        task = asyncio.ensure_future(self._node(node))
-        task.add_done_callback(lambda t: events.put_nowait((k, t)))
-        self.running[k] = task
+        self.running[k] = asyncio.ensure_future(self._run_node(k, node))
 
-    def _finish(self, k: str, task: asyncio.Task[Observation]) -> None:
-        self.running.pop(k, None)
+    async def _run_node(self, k: str, node: CheckedNode) -> Observation:
+        try:
+            obs = await self._node(node)
+        except asyncio.CancelledError:
+            obs = self._cancelled_obs(k, "running", "abort requested; the read was cancelled")
+        except Exception as exc:  # a bug of ours: typed, and the plan goes on
+            rec = Recorder(self.run_state, self._call_id(k))
+            obs = self.rt._internal(exc, rec)
+            self.rt._flush(rec)
+        if k in self.running:
+            self._finish(k, obs)
+            self._ready.extend(self._newly_ready)
+            self._newly_ready.clear()
+            self._pump()
+        return obs
+
+    def _finish(self, k: str, obs: Observation) -> None:
+        del self.running[k]
         name = self.plan.nodes[k].specs[0].name
         self.per_tool[name] -= 1
-        if task.cancelled():
-            obs = self._cancelled_obs(k, "running", "abort requested; the read was cancelled")
-        else:
-            obs = task.result()
         if k in self.abort_requested and obs.status == "ok":
             diagnostics = {**obs.diagnostics, "cancel": {"phase": "committed", "undone": False}}
             obs = dataclasses.replace(obs, diagnostics=diagnostics)
@@ -229,23 +240,27 @@ class Scheduler:
                 self._newly_ready.append(s)
 
     # ------------------------------------------------------------------ cancellation
-    def _apply_cancel(self, ready: deque[str], deferred: deque[str]) -> None:
+    def _apply_cancel(self) -> None:
         assert self.cancel_scope is not None
+        ready, deferred = self._ready, self._deferred
         for nodes, reason in self.cancel_scope._take():
-            targets = set(self.plan.nodes) if nodes is None else {n for n in nodes if n in self.plan.nodes}
-            for k in targets - set(self.results):
+            targets = [k for k in self.plan.nodes if (nodes is None or k in nodes) and k not in self.results]
+            queued = set(ready) | set(deferred)
+            for k in targets:  # first, so nodes released below are blocked, not started
                 self.cancelled.add(k)
+                if k not in self.running and k not in queued:
+                    self.blocked_by.setdefault(k, (k, reason))
+            for k in targets:
                 if k in self.running:
                     self._abort(k, reason)
-                elif k in ready or k in deferred:
-                    if k in ready:
-                        ready.remove(k)
-                    else:
-                        deferred.remove(k)
+                elif k in queued:
+                    (ready if k in ready else deferred).remove(k)
                     self._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched"})
                     self._settle(k, self._cancelled_obs(k, "not_dispatched", reason))
-                else:
-                    self.blocked_by.setdefault(k, (k, reason))
+        ready.extend(self._newly_ready)
+        self._newly_ready.clear()
+        if hasattr(self, "_all_settled"):
+            self._pump()
 
     def _abort(self, k: str, reason: str) -> None:
         node = self.plan.nodes[k]
