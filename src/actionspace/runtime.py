@@ -35,7 +35,7 @@ from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
 from actionspace.plan.model import Plan, PlanResult
-from actionspace.plan.scheduler import CancelScope
+from actionspace.plan.scheduler import CancelScope, ToolLimit
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
@@ -457,13 +457,13 @@ class Runtime:
         run_id: str | None = None,
         principal: Principal | None = None,
         max_concurrency: int | None = None,
-        tool_limits: Mapping[str, int] | None = None,
+        tool_limits: Mapping[str, int | ToolLimit] | None = None,
         cancel: CancelScope | None = None,
         retry_of: PlanResult | None = None,
     ) -> PlanResult:
         """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
 
-        ``tool_limits``: most concurrent calls per tool name. ``cancel``: a :class:`CancelScope` to
+        ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`. ``cancel``: a :class:`CancelScope` to
         stop the plan or some nodes. ``retry_of``: an earlier result of the same plan and run; its ok
         nodes are reused, the others run again (writes through the ledger, with their original keys).
         A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).

@@ -348,3 +348,25 @@ def test_run_plan_inside_an_event_loop_is_a_configuration_error(rt: Runtime) -> 
             rt.run_plan({"nodes": [{"id": "a", "tool": "concat", "arguments": {"parts": []}}]})
 
     asyncio.run(inner())
+
+
+def test_a_per_second_limit_spaces_call_starts() -> None:
+    import time
+
+    from actionspace.plan import ToolLimit
+
+    rt = Runtime("memory://", recover_on_start=False)
+    starts: list[float] = []
+
+    @rt.tool(effect="read", reads=["api:"])
+    async def ping(i: int) -> int:
+        """Ping."""
+        starts.append(time.monotonic())
+        return i
+
+    nodes = [PlanNode(id=f"p{i}", tool="ping", arguments={"i": i}) for i in range(6)]
+    result = rt.run_plan(Plan(nodes=nodes), tool_limits={"ping": ToolLimit(per_second=4)})
+    assert result.status == "ok"
+    assert len(starts) == 6
+    assert starts[4] - starts[0] >= 0.95  # the fifth start waited for the window
+    assert starts[3] - starts[0] < 0.5

@@ -3,7 +3,7 @@
 from actionspace.plan.conflicts import commute, conflicting, expand, overlaps
 from actionspace.plan.model import Alternative, InvalidPlan, Plan, PlanNode, PlanResult, PlanStatus
 from actionspace.plan.run import arun_plan
-from actionspace.plan.scheduler import CancelScope
+from actionspace.plan.scheduler import CancelScope, ToolLimit
 from actionspace.plan.schema import PLAN_SCHEMA
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "PlanNode",
     "PlanResult",
     "PlanStatus",
+    "ToolLimit",
     "arun_plan",
     "commute",
     "conflicting",

@@ -10,7 +10,7 @@ from actionspace._pipeline import Recorder, resolve
 from actionspace.errors import ActionError
 from actionspace.plan.check import CheckedNode, check_plan
 from actionspace.plan.model import InvalidPlan, Plan, PlanResult
-from actionspace.plan.scheduler import CancelScope, Scheduler
+from actionspace.plan.scheduler import CancelScope, Scheduler, ToolLimit
 from actionspace.policy.principal import Principal
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ async def arun_plan(
     run_id: str | None = None,
     principal: Principal | None = None,
     max_concurrency: int | None = None,
-    tool_limits: Mapping[str, int] | None = None,
+    tool_limits: Mapping[str, int | ToolLimit] | None = None,
     cancel: CancelScope | None = None,
     retry_of: PlanResult | None = None,
 ) -> PlanResult:

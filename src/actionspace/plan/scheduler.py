@@ -36,7 +36,18 @@ from actionspace.validation.verdicts import Rejected
 if TYPE_CHECKING:
     from actionspace.runtime import Runtime
 
-__all__ = ["CancelScope", "Scheduler"]
+__all__ = ["CancelScope", "Scheduler", "ToolLimit"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolLimit:
+    """Per-tool limits inside one plan. Both apply when both are set."""
+
+    max_concurrent: int | None = None
+    """Most calls of the tool running at once; None = only the plan's limit."""
+    per_second: float | None = None
+    """Most call starts per second (a sliding one-second window); None = unlimited."""
+
 
 _SAFE_TO_ABORT = frozenset({"none", "read"})
 
@@ -90,7 +101,7 @@ class Scheduler:
         plan: CheckedPlan,
         *,
         max_concurrency: int,
-        tool_limits: Mapping[str, int] | None,
+        tool_limits: Mapping[str, int | ToolLimit] | None,
         cancel: CancelScope | None,
         retry_of: PlanResult | None,
     ) -> None:
@@ -99,7 +110,12 @@ class Scheduler:
         self.principal = principal
         self.plan = plan
         self.limit = max(1, max_concurrency)
-        self.tool_limits = dict(tool_limits or {})
+        self.tool_limits = {
+            name: limit if isinstance(limit, ToolLimit) else ToolLimit(max_concurrent=limit)
+            for name, limit in (tool_limits or {}).items()
+        }
+        self.starts: dict[str, deque[float]] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self.cancel_scope = cancel
         self.retry_of = retry_of
         self.results: dict[str, Observation] = {}
@@ -132,6 +148,8 @@ class Scheduler:
         finally:
             for task in list(self.running.values()):
                 task.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
         for k, node in self.plan.nodes.items():
             if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
                 root = self.blocked_by.get(k, (k, "internal"))[0]
@@ -155,9 +173,9 @@ class Scheduler:
     def _pump(self) -> None:
         """Start every ready node the limits allow; resolve the plan when everything has settled."""
         ready, deferred = self._ready, self._deferred
-        for _ in range(len(deferred)):
-            k = deferred.popleft()
-            (ready if self._tool_slot(k) else deferred).append(k)
+        if deferred:  # waiting for a tool's slot: first in line again, checked below
+            ready.extendleft(reversed(deferred))
+            deferred.clear()
         while ready and len(self.running) < self.limit:
             k = ready.popleft()
             if not self._tool_slot(k):
@@ -168,7 +186,9 @@ class Scheduler:
             self._newly_ready.clear()
         if len(self.running) > self.max_parallel:
             self.max_parallel = len(self.running)
-        settled = len(self.results) == len(self.plan.nodes) or not (self.running or ready or deferred)
+        settled = len(self.results) == len(self.plan.nodes) or not (
+            self.running or ready or deferred or self._timer
+        )
         if settled and not self._all_settled.done():
             self._all_settled.set_result(None)
 
@@ -176,8 +196,27 @@ class Scheduler:
         if not self.tool_limits:
             return True
         name = self.plan.nodes[k].specs[0].name
-        cap = self.tool_limits.get(name)
-        return cap is None or self.per_tool.get(name, 0) < cap
+        limit = self.tool_limits.get(name)
+        if limit is None:
+            return True
+        if limit.max_concurrent is not None and self.per_tool.get(name, 0) >= limit.max_concurrent:
+            return False
+        if limit.per_second is None:
+            return True
+        window = self.starts.setdefault(name, deque())
+        now = time.monotonic()
+        while window and now - window[0] >= 1.0:
+            window.popleft()
+        if len(window) < limit.per_second:
+            window.append(now)
+            return True
+        if self._timer is None:  # wake up when the oldest start leaves the window
+            self._timer = asyncio.get_running_loop().call_later(1.0 - (now - window[0]), self._tick)
+        return False
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._pump()
 
     def _start(self, k: str) -> None:
         node = self.plan.nodes[k]
