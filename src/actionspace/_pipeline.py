@@ -304,8 +304,13 @@ def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) ->
     return data
 
 
-def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder) -> Observation:
-    """Shape a tool outcome into the observation envelope and record it."""
+def observe(
+    ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder, keep_raw: bool = False
+) -> Observation:
+    """Shape a tool outcome into the observation envelope and record it.
+
+    ``keep_raw`` stores the full raw output as an artifact even when nothing was cut (streams).
+    """
     spec = ready.compiled.spec
     if isinstance(outcome, Failed):
         return _fail(rec, outcome.error, ready.call_id, spec.name, spec.version)
@@ -314,11 +319,18 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
     version = remote = cursor = None
     total = None
     complete = True
+    paging: dict[str, str] = {}
     if isinstance(value, ToolResult):
         effects, version, remote = tuple(value.effects), value.resource_version, value.remote_id
         complete, cursor, total = value.complete, value.cursor, value.total
+        if value.sort_key is not None:
+            paging["sort_key"] = value.sort_key
+        if value.after is not None:
+            paging["after"] = value.after
         value = value.data
-    shaped = shape(value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts)
+    shaped = shape(
+        value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts, keep_raw=keep_raw
+    )
     provenance = object.__new__(Provenance)
     provenance.__dict__.update(
         fetched_at=time.time(),
@@ -344,7 +356,7 @@ def observe(ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, 
         fields["complete"] = False
     if cursor is not None or total is not None:
         fields["cursor"], fields["total"] = cursor, total
-    diagnostics: dict[str, Any] = {}
+    diagnostics: dict[str, Any] = dict(paging) if paging else {}
     if outcome.attempts > 1:
         diagnostics["attempts"] = outcome.attempts
     if remote is not None:

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -29,7 +29,9 @@ from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
-from actionspace.execution.executor import Executor
+from actionspace.execution.executor import Executor, Outcome
+from actionspace.execution.streaming import StreamPolicy, final_of, is_streaming, stream_ready
+from actionspace.execution.streaming import astream as _astream
 from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
@@ -326,6 +328,25 @@ class Runtime:
         finally:
             self._flush(rec)
 
+    def astream(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        policy: StreamPolicy | None = None,
+    ) -> AsyncGenerator[Observation, None]:
+        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come.
+
+        Each call ends with exactly one final observation (``provisional=False``); only that one
+        may feed another action. ``policy`` sets how often provisional observations come (see
+        :class:`~actionspace.execution.streaming.StreamPolicy`).
+        """
+        return _astream(
+            self, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy or StreamPolicy()
+        )
+
     async def acall_all(
         self,
         raw: Any,
@@ -362,6 +383,9 @@ class Runtime:
 
     def _execute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
+        if is_streaming(spec):
+            final: Observation = self._executor.block_on(final_of(self._stream(ready, rec)))
+            return final
         if ready.key is None:
             rec.add("dispatched", dispatched_event(ready, spec))
             outcome = self._executor.run(spec, ready.kwargs, rec.retry)
@@ -382,6 +406,8 @@ class Runtime:
 
     async def _aexecute(self, ready: Ready, rec: Recorder) -> Observation:
         spec = ready.compiled.spec
+        if is_streaming(spec):
+            return await final_of(self._stream(ready, rec))
         if ready.key is None:
             rec.add("dispatched", dispatched_event(ready, spec))
             outcome = await self._executor.arun(spec, ready.kwargs, rec.retry)
@@ -400,7 +426,20 @@ class Runtime:
             result: Observation = stop.value
             return result
 
-    def _protocol(self, ready: Ready, rec: Recorder) -> Protocol:
+    def _stream(
+        self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
+    ) -> AsyncGenerator[Observation, None]:
+        return stream_ready(
+            ready,
+            rec,
+            artifacts=self.artifacts,
+            protocol=lambda fin: self._protocol(ready, rec, on_outcome=fin),
+            policy=policy or StreamPolicy(),
+        )
+
+    def _protocol(
+        self, ready: Ready, rec: Recorder, *, on_outcome: Callable[[Outcome], Observation] | None = None
+    ) -> Protocol:
         spec = ready.compiled.spec
         assert ready.key is not None
         entry = new_entry(
@@ -424,7 +463,7 @@ class Runtime:
             spec=spec,
             entry=entry,
             store=self.ledger,
-            observe=lambda outcome: observe(ready, outcome, artifacts=self.artifacts, rec=rec),
+            observe=on_outcome or (lambda out: observe(ready, out, artifacts=self.artifacts, rec=rec)),
             fail=fail,
             record=rec.add,
         )
@@ -463,9 +502,10 @@ class Runtime:
     ) -> PlanResult:
         """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
 
-        ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`. ``cancel``: a :class:`CancelScope` to
-        stop the plan or some nodes. ``retry_of``: an earlier result of the same plan and run; its ok
-        nodes are reused, the others run again (writes through the ledger, with their original keys).
+        ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`.
+        ``cancel``: a :class:`CancelScope` to stop the plan or some nodes. ``retry_of``: an earlier
+        result of the same plan and run; its ok nodes are reused, the others run again (writes
+        through the ledger, with their original keys).
         A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).
         """
         from actionspace.plan.run import arun_plan

@@ -14,6 +14,7 @@ from actionspace.errors import ToolDefinitionError
 
 __all__ = [
     "EFFECTS",
+    "BatchMode",
     "Cost",
     "Effect",
     "Idempotency",
@@ -29,6 +30,7 @@ Effect = Literal["none", "read", "write", "external"]
 Risk = Literal["low", "medium", "high"]
 Idempotency = Literal["native", "query", "none"]
 Lifecycle = Literal["active", "deprecated", "retired"]
+BatchMode = Literal["all_or_nothing", "per_item", "chunked"]
 Confidentiality = Literal["public", "internal", "secret"]
 Integrity = Literal["trusted", "untrusted"]
 
@@ -36,6 +38,7 @@ EFFECTS: tuple[Effect, ...] = ("none", "read", "write", "external")
 _RISKS: tuple[Risk, ...] = ("low", "medium", "high")
 _IDEMPOTENCY: tuple[Idempotency, ...] = ("native", "query", "none")
 _LIFECYCLES: tuple[Lifecycle, ...] = ("active", "deprecated", "retired")
+_BATCH_MODES: tuple[BatchMode, ...] = ("all_or_nothing", "per_item", "chunked")
 _DEFAULT_RISK: dict[Effect, Risk] = {"none": "low", "read": "low", "write": "medium", "external": "high"}
 
 
@@ -122,6 +125,13 @@ class ToolSpec:
     labels: Labels = field(default_factory=Labels)
     cost: Cost = field(default_factory=Cost)
     max_items: int | None = None
+    """Most items one call may carry in ``items_arg`` (more is ``invalid_arguments``); None = no limit."""
+    batch: BatchMode | None = None
+    """Batch mode: ``all_or_nothing``, ``per_item`` or ``chunked`` (execution/batch.py); None = not one."""
+    items_arg: str = "items"
+    """The top-level argument holding a batch call's list of items. Default ``"items"``."""
+    chunk_size: int | None = None
+    """Items per sub-call of a ``chunked`` batch (required there, not allowed otherwise)."""
     owner: str | None = None
     data_class: str | None = None
     lifecycle: Lifecycle = "active"
@@ -157,6 +167,7 @@ class ToolSpec:
     examples: tuple[Mapping[str, Any], ...] = ()
     _schema_hash: str = field(init=False, repr=False, compare=False, default="")
     _is_async: bool = field(init=False, repr=False, compare=False, default=False)
+    _streams: bool = field(init=False, repr=False, compare=False, default=False)
     _key: str = field(init=False, repr=False, compare=False, default="")
     _takes_key: bool = field(init=False, repr=False, compare=False, default=False)
 
@@ -177,6 +188,7 @@ class ToolSpec:
             raise ToolDefinitionError(f"{self.name}: input_schema must describe an object")
         if self.timeout_s <= 0:
             raise ToolDefinitionError(f"{self.name}: timeout_s must be > 0")
+        self._check_batch()
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
         object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
@@ -192,10 +204,26 @@ class ToolSpec:
             object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
         object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(
+            self, "_streams", inspect.isasyncgenfunction(self.fn) or inspect.isgeneratorfunction(self.fn)
+        )
         object.__setattr__(self, "_key", f"{self.name}@{self.version}")
         object.__setattr__(self, "_takes_key", _accepts(self.fn, "idempotency_key"))
         if self.idempotency == "native" and self.fn is not None and not self._takes_key:
             raise ToolDefinitionError(f"{self.name}: idempotency='native' needs an idempotency_key parameter")
+
+    def _check_batch(self) -> None:
+        if self.max_items is not None and self.max_items < 1:
+            raise ToolDefinitionError(f"{self.name}: max_items must be >= 1")
+        if self.batch is not None and self.batch not in _BATCH_MODES:
+            raise ToolDefinitionError(f"{self.name}: batch must be one of {_BATCH_MODES} or None")
+        if (self.batch == "chunked") != (self.chunk_size is not None):
+            raise ToolDefinitionError(f"{self.name}: chunk_size is required for, and only for, chunked")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise ToolDefinitionError(f"{self.name}: chunk_size must be >= 1")
+        props = self.input_schema.get("properties")
+        if self.batch is not None and isinstance(props, Mapping) and self.items_arg not in props:
+            raise ToolDefinitionError(f"{self.name}: batch tool has no argument {self.items_arg!r}")
 
     @property
     def key(self) -> str:
@@ -216,6 +244,11 @@ class ToolSpec:
     def is_async(self) -> bool:
         """True when ``fn`` is a coroutine function (awaited, never put on a thread)."""
         return self._is_async
+
+    @property
+    def streams(self) -> bool:
+        """True when ``fn`` is a (sync or async) generator function: a streaming tool."""
+        return self._streams
 
     @property
     def has_side_effects(self) -> bool:

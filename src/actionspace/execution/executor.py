@@ -193,6 +193,10 @@ class Executor:
             return Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
 
+    def block_on(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` to its end from sync code, on the private event loop thread."""
+        return self._portal.run(coro)
+
     def _run_coroutine(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
         """Run a tool coroutine from sync code, on the portal loop (it may need a running loop)."""
         return self._portal.run(_with_timeout(coro, timeout_s))

@@ -28,4 +28,10 @@ class ToolResult:
     complete: bool = True
     """False when the tool itself returned a page or a partial answer."""
     cursor: str | None = None
+    """Where the next page starts (opaque to the model); None on the last page."""
     total: int | None = None
+    """How many items the whole listing holds, when the tool knows it."""
+    sort_key: str | None = None
+    """The order pages follow (``"id"``, ``"-created_at"``); kept in ``diagnostics["sort_key"]``."""
+    after: str | None = None
+    """The cursor this page was asked for (None: the first page); kept in ``diagnostics["after"]``."""

@@ -1,0 +1,379 @@
+"""Streaming tools: a tool whose function is a generator yields its output chunk by chunk (DESIGN §5).
+
+A streaming tool is a sync or async generator function. Each yielded chunk is ``str``, ``bytes``
+or any JSON-able value (written as one line of canonical JSON); a yielded :class:`ToolResult`
+with ``data=None`` sets the envelope facts of the final observation (effects, versions,
+``complete``). While it runs, :meth:`Runtime.astream` yields *provisional* observations
+(``provisional=True``, ``complete=False``, ``data`` = the output so far shaped by the tool's
+trimming rule, so never above ``max_observation_bytes``), then exactly one final observation:
+the whole output shaped as any other result, its raw bytes always written to the artifact store
+(``artifact_ref``). Only the final observation may feed another action. ``Runtime.call`` and
+``Runtime.acall`` return the final observation only.
+
+Memory stays bounded whatever the length of the stream: the raw output is spooled (in memory up
+to ``SPOOL_MEMORY_BYTES``, then in a temporary file) and the provisional view is a trimming rule
+fed incrementally. A stream is never retried once started; ``timeout_s`` of the tool bounds the
+wait for each next chunk. A tool failing midway ends in an error observation (its category from
+the usual exception map) and stores no artifact claiming a complete output. Side-effecting
+streaming tools go through the ledger like every other write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import copy
+import inspect
+import tempfile
+import time
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
+from dataclasses import dataclass, replace
+from hashlib import sha256
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from actionspace._calls import dispatched_event, parse_raw
+from actionspace._pipeline import Ready, Recorder, observe
+from actionspace.adapters.python import map_exception
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.executor import Failed, Outcome, Succeeded
+from actionspace.execution.executor import _with_timeout as with_timeout
+from actionspace.execution.result import ToolResult
+from actionspace.ledger.commit import Observe, Protocol, Sleep
+from actionspace.observation import ArtifactStore, canonical_bytes
+from actionspace.observation.rules import RULES, JsonRule, TrimRule
+from actionspace.types import Observation, Provenance, Trimming
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = ["SPOOL_MEMORY_BYTES", "StreamPolicy", "astream", "final_of", "is_streaming", "stream_ready"]
+
+SPOOL_MEMORY_BYTES: Final = 256 * 1024
+"""Raw output held in memory before the spool moves to a temporary file."""
+_READ_BYTES: Final = 64 * 1024
+_END: Final = object()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamPolicy:
+    """How often a stream reports provisional observations (checked when a chunk arrives).
+
+    The first chunk always yields one; after that, whichever bound is reached first.
+    """
+
+    every_bytes: int | None = None
+    """New raw output bytes between two provisional observations; None (the default) means the
+    tool's ``max_observation_bytes``; 0 means after every chunk."""
+    every_s: float = 1.0
+    """Seconds since the last provisional observation after which the next chunk yields one.
+    Default 1.0."""
+
+
+DEFAULT_POLICY: Final = StreamPolicy()
+
+
+def is_streaming(spec: ToolSpec) -> bool:
+    """True when the tool's function is a (sync or async) generator function."""
+    return spec.streams
+
+
+class _Output:
+    """The output so far: raw bytes in a spool, text fed to a trimming rule for provisional views."""
+
+    def __init__(self, spec: ToolSpec) -> None:
+        rule = RULES.get(spec.trim, JsonRule)
+        self._view: TrimRule = rule(max_bytes=spec.max_observation_bytes)
+        self.rule = rule
+        self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending = False
+        self.size = 0
+        self.chunks = 0
+        self.facts: ToolResult | None = None
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, ToolResult):
+            self.facts = replace(chunk, data=None)
+            if chunk.data is None:
+                return
+            chunk = chunk.data
+        self.chunks += 1
+        if isinstance(chunk, bytes | bytearray | memoryview):
+            raw = bytes(chunk)
+            self._pending = True
+            text = self._decoder.decode(raw)
+        else:
+            self._flush_decoder()
+            text = chunk if isinstance(chunk, str) else canonical_bytes(chunk).decode("utf-8") + "\n"
+            raw = text.encode("utf-8", "surrogatepass")
+        self._spool.write(raw)
+        self.size += len(raw)
+        if text:
+            self._view.feed(text)
+
+    def _flush_decoder(self) -> None:
+        if self._pending:
+            self._pending = False
+            text = self._decoder.decode(b"", final=True)
+            if text:
+                self._view.feed(text)
+
+    def snapshot(self) -> tuple[Any, bool]:
+        """The trimming rule's data for the output so far, and whether it cut anything.
+
+        The rule's state is bounded by the byte budget, so copying it costs O(max bytes).
+        """
+        return copy.deepcopy(self._view).finish()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The whole raw output, re-read from the spool in bounded pieces."""
+        self._spool.seek(0)
+        while piece := self._spool.read(_READ_BYTES):
+            yield piece
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+def _provisional(ready: Ready, output: _Output, rec: Recorder) -> Observation:
+    spec = ready.compiled.spec
+    data, cut = output.snapshot()
+    kept = canonical_bytes(data)
+    digest = sha256(kept).hexdigest()
+    trimming = None
+    if cut or output.rule is not JsonRule:
+        trimming = Trimming(
+            rule=output.rule.name,
+            rule_version=output.rule.version,
+            original_bytes=output.size,
+            kept_bytes=len(kept),
+        )
+    obs = Observation(
+        call_id=ready.call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=data,
+        complete=False,
+        provisional=True,
+        content_hash=digest,
+        trimming=trimming,
+        diagnostics={"bytes_so_far": output.size, "chunks_so_far": output.chunks},
+        provenance=Provenance(
+            fetched_at=time.time(), trust=spec.labels.integrity, labels=ready.compiled.output_labels
+        ),
+    )
+    rec.add(
+        "observation",
+        {
+            "status": "ok",
+            "tool": spec.name,
+            "version": spec.version,
+            "provisional": True,
+            "content_hash": digest,
+            "bytes_so_far": output.size,
+        },
+    )
+    return obs
+
+
+def _idle_timeout(spec: ToolSpec, output: _Output) -> ActionError:
+    details = {"timeout_s": spec.timeout_s, "chunks_received": output.chunks, "bytes_received": output.size}
+    if spec.has_side_effects:
+        message = f"{spec.name} sent no output for {spec.timeout_s}s; it may have committed"
+        return ActionError.of("unknown_commit", message, details=details)
+    return ActionError.of("transient", f"{spec.name} sent no output for {spec.timeout_s}s", details=details)
+
+
+async def _chunks(spec: ToolSpec, kwargs: Any) -> AsyncGenerator[Any, None]:
+    """The tool's chunks; each wait for the next one is bounded by ``timeout_s`` (TimeoutError)."""
+    assert spec.fn is not None
+    produced = spec.fn(**kwargs)
+    if inspect.isasyncgen(produced):
+        async with contextlib.aclosing(produced):
+            while True:
+                try:
+                    # No timer for a chunk that is ready at once: a long stream of ready chunks would
+                    # otherwise pile up cancelled timers until the loop next turns.
+                    chunk = await with_timeout(
+                        cast(Coroutine[Any, Any, Any], anext(produced)), spec.timeout_s
+                    )
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        return
+    try:
+        while True:
+            if spec.blocking:
+                async with asyncio.timeout(spec.timeout_s):
+                    chunk = await asyncio.to_thread(next, produced, _END)
+            else:
+                chunk = next(produced, _END)
+            if chunk is _END:
+                return
+            yield chunk
+    finally:
+        # A generator still running on a worker thread (after a timeout) cannot be closed here.
+        with contextlib.suppress(ValueError):
+            produced.close()
+
+
+async def _run(
+    ready: Ready, rec: Recorder, policy: StreamPolicy, output: _Output
+) -> AsyncGenerator[Observation | Outcome, None]:
+    """Drive the tool once: provisional observations, then its Outcome as the last item."""
+    spec = ready.compiled.spec
+    every_bytes = spec.max_observation_bytes if policy.every_bytes is None else policy.every_bytes
+    reported: int | None = None
+    last = time.monotonic()
+    try:
+        async with contextlib.aclosing(_chunks(spec, ready.kwargs)) as chunks:
+            async for chunk in chunks:
+                output.add(chunk)
+                if output.size == reported:
+                    continue  # nothing new to show (an empty chunk, or only envelope facts)
+                now = time.monotonic()
+                if reported is None or output.size - reported >= every_bytes or now - last >= policy.every_s:
+                    reported, last = output.size, now
+                    yield _provisional(ready, output, rec)
+    except TimeoutError:
+        yield Failed(_idle_timeout(spec, output), 1)
+        return
+    except Exception as exc:
+        error = map_exception(exc, side_effects=spec.has_side_effects)
+        details = {**error.details, "chunks_received": output.chunks, "bytes_received": output.size}
+        yield Failed(replace(error, details=details), 1)
+        return
+    facts = output.facts
+    value: Any = output.pieces()
+    yield Succeeded(replace(facts, data=value) if facts is not None else value, 1)
+
+
+def _cancelled(ready: Ready, rec: Recorder) -> None:
+    spec = ready.compiled.spec
+    rec.add(
+        "observation",
+        {
+            "status": "error",
+            "tool": spec.name,
+            "version": spec.version,
+            "category": "cancelled",
+            "message": "the stream was abandoned by its reader before it ended",
+        },
+    )
+
+
+async def stream_ready(
+    ready: Ready,
+    rec: Recorder,
+    *,
+    artifacts: ArtifactStore | None,
+    protocol: Callable[[Observe], Protocol] | None,
+    policy: StreamPolicy = DEFAULT_POLICY,
+) -> AsyncGenerator[Observation, None]:
+    """The observations of one accepted streaming call: provisional ones, then exactly one final.
+
+    ``protocol`` builds the ledger protocol of a side-effecting call around an observe function
+    (None for calls without a key). A reader that stops early closes the tool's generator; the
+    trace records the call as cancelled (a side-effecting one stays ``dispatched`` in the ledger
+    for ``recover()`` to settle).
+    """
+    spec = ready.compiled.spec
+
+    def final(outcome: Outcome) -> Observation:
+        return observe(ready, outcome, artifacts=artifacts, rec=rec, keep_raw=isinstance(outcome, Succeeded))
+
+    output = _Output(spec)
+    try:
+        if ready.key is None:
+            rec.add("dispatched", dispatched_event(ready, spec))
+            async for item in _run(ready, rec, policy, output):
+                if isinstance(item, Observation):
+                    yield item
+                else:
+                    yield final(item)
+            return
+        assert protocol is not None
+        steps = protocol(final)
+        try:
+            command = next(steps)
+            while True:
+                if isinstance(command, Sleep):
+                    await asyncio.sleep(command.seconds)
+                    command = steps.send(None)
+                    continue
+                rec.add("dispatched", dispatched_event(ready, spec))
+                output.close()
+                output = _Output(spec)
+                outcome: Outcome | None = None
+                async for item in _run(ready, rec, policy, output):
+                    if isinstance(item, Observation):
+                        yield item
+                    else:
+                        outcome = item
+                assert outcome is not None
+                command = steps.send(outcome)
+        except StopIteration as stop:
+            result: Observation = stop.value
+            yield result
+    except (GeneratorExit, asyncio.CancelledError):
+        _cancelled(ready, rec)
+        raise
+    finally:
+        output.close()
+
+
+async def final_of(observations: AsyncGenerator[Observation, None]) -> Observation:
+    """The last observation of a stream (its final one), reading and discarding the rest."""
+    last: Observation | None = None
+    async with contextlib.aclosing(observations) as stream:
+        async for obs in stream:
+            last = obs
+    assert last is not None
+    return last
+
+
+async def astream(
+    rt: Runtime,
+    raw: Any,
+    *,
+    run_id: str | None,
+    node_id: str | None,
+    principal: Any,
+    policy: StreamPolicy,
+) -> AsyncGenerator[Observation, None]:
+    """:meth:`Runtime.astream`: every call in ``raw`` in turn, each as its stream of observations.
+
+    A non-streaming tool yields its one (final) observation; a call rejected before execution
+    yields its error observation. The trace is flushed after every observation, so a reader of
+    the trace sees the progress while the stream runs.
+    """
+    run = rt._run(run_id, principal)
+    who = principal or run.principal
+    rec = Recorder(run, None)
+    try:
+        calls = parse_raw(raw, rec)
+        if isinstance(calls, Observation):
+            yield calls
+            return
+        node = node_id if len(calls) == 1 else None
+        for call in calls:
+            ready = rt._prepare(run, call, node, who, None, rec)
+            if not isinstance(ready, Ready):
+                rt._flush(rec)
+                yield ready
+                continue
+            if not is_streaming(ready.compiled.spec):
+                obs = await rt._aexecute(ready, rec)
+                rt._flush(rec)
+                yield obs
+                continue
+            async with contextlib.aclosing(rt._stream(ready, rec, policy)) as observations:
+                async for obs in observations:
+                    rt._flush(rec)
+                    yield obs
+    except Exception as exc:
+        yield rt._internal(exc, rec)
+    finally:
+        rt._flush(rec)
