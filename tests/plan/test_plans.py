@@ -370,3 +370,41 @@ def test_a_per_second_limit_spaces_call_starts() -> None:
     assert len(starts) == 6
     assert starts[4] - starts[0] >= 0.95  # the fifth start waited for the window
     assert starts[3] - starts[0] < 0.5
+
+
+def test_a_write_that_failed_transiently_is_sent_again_on_retry_and_only_once() -> None:
+    from actionspace.catalog import RetryPolicy
+
+    rt = Runtime("memory://", recover_on_start=False)
+    sends: list[str] = []
+    failures = iter([True, False, False])
+
+    @rt.tool(effect="write", writes=["ledger:{account}"], retry=RetryPolicy(max_attempts=1))
+    def post(account: str, amount: int) -> str:
+        """Post an amount."""
+        sends.append(account)
+        if next(failures):
+            raise ToolError("transient", "upstream hiccup")
+        return "posted"
+
+    @rt.tool(effect="write", writes=["ledger:{account}"])
+    def note(account: str) -> str:
+        """Write a note."""
+        sends.append(f"note:{account}")
+        return "noted"
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "pay", "tool": "post", "arguments": {"account": "a1", "amount": 5}},
+                {"id": "other", "tool": "note", "arguments": {"account": "b2"}},
+            ]
+        }
+    )
+    first = rt.run_plan(plan, run_id="pay-run")
+    assert first.failed["pay"].category == "transient"
+    second = rt.run_plan(plan, run_id="pay-run", retry_of=first)
+    third = rt.run_plan(plan, run_id="pay-run")
+    assert second.status == "ok" and third.status == "ok"
+    assert third.nodes["pay"].diagnostics.get("replayed") is True
+    assert sends == ["a1", "note:b2", "a1"]  # the failed write once more, nothing else again

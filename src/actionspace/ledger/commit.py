@@ -113,6 +113,11 @@ def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
     return fail(ActionError.of("internal", f"ledger entry {entry.key} is {entry.state} without its outcome"))
 
 
+def _resendable(entry: LedgerEntry) -> bool:
+    """A failure the tool reported as retryable: it did not commit, so a new call may send again."""
+    return entry.error is not None and entry.error.get("category") in ("transient", "rate_limited")
+
+
 def _noted(obs: Observation, **notes: Any) -> Observation:
     """The observation with how its outcome was established added to ``diagnostics``."""
     return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, **notes}})
@@ -151,6 +156,11 @@ def protocol(
     delay = 0.002
     while True:
         state = led.entry.state
+        if state == "failed" and _resendable(led.entry):
+            if led.move(("failed",), "dispatched", attempts=led.entry.attempts + 1):
+                point("after_dispatch_durable")
+                break
+            continue
         if state in ("committed", "failed", "unknown_commit"):
             return _replay(led.entry, fail)
         if state == "accepted":

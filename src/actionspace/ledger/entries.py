@@ -50,7 +50,9 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
     "unknown": frozenset({"committed", "accepted", "unknown_commit", "failed"}),
     "unknown_commit": frozenset({"committed", "failed"}),
     "committed": frozenset(),
-    "failed": frozenset(),
+    # failed → dispatched: the tool answered with a retryable failure (transient, rate_limited), so it
+    # did not commit; a later call of the same node sends again with the same key.
+    "failed": frozenset({"dispatched"}),
 }
 
 
