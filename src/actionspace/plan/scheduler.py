@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from actionspace._pipeline import Ready, Recorder, RunState
@@ -30,6 +31,7 @@ from actionspace.plan.conflicts import overlaps
 from actionspace.plan.model import Alternative, PlanResult, PlanStatus
 from actionspace.plan.refs import MISSING, find_refs, parse_ref, substitute, walk
 from actionspace.policy.principal import Principal
+from actionspace.trace.events import EventRecord
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
@@ -50,6 +52,11 @@ class ToolLimit:
 
 
 _SAFE_TO_ABORT = frozenset({"none", "read"})
+_NO_MARKS: Mapping[str, str] = MappingProxyType({})
+
+FLUSH_S = 0.05
+"""Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
+FLUSH_RECORDS = 2000
 
 
 class CancelScope:
@@ -129,6 +136,8 @@ class Scheduler:
         self.extra_calls = 0
         self.reused = 0
         self._newly_ready: list[str] = []
+        self.pending: list[EventRecord] = []
+        self.flushed_at = time.monotonic()
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> PlanResult:
@@ -150,6 +159,7 @@ class Scheduler:
                 task.cancel()
             if self._timer is not None:
                 self._timer.cancel()
+            self._flush_pending(time.monotonic())
         for k, node in self.plan.nodes.items():
             if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
                 root = self.blocked_by.get(k, (k, "internal"))[0]
@@ -239,7 +249,7 @@ class Scheduler:
         except Exception as exc:  # a bug of ours: typed, and the plan goes on
             rec = Recorder(self.run_state, self._call_id(k))
             obs = self.rt._internal(exc, rec)
-            self.rt._flush(rec)
+            self._buffer(rec)
         if k in self.running:
             self._finish(k, obs)
             self._ready.extend(self._newly_ready)
@@ -323,7 +333,7 @@ class Scheduler:
     def _record(self, call_id: str | None, kind: str, data: Mapping[str, Any]) -> None:
         rec = Recorder(self.run_state, call_id)
         rec.add(kind, data)
-        self.rt._flush(rec)
+        self._buffer(rec)
 
     async def _node(self, node: CheckedNode) -> Observation:
         if node.node.first_of:
@@ -396,7 +406,9 @@ class Scheduler:
                     )
         return None
 
-    def _provenance(self, node: CheckedNode, arguments: Mapping[str, Any]) -> dict[str, str]:
+    def _provenance(self, node: CheckedNode, arguments: Mapping[str, Any]) -> Mapping[str, str]:
+        if not node.refs and not node.node.provenance:
+            return _NO_MARKS
         marks = dict(node.node.provenance)
         for name, value in arguments.items():
             for _pointer, raw in find_refs(value):
@@ -426,6 +438,21 @@ class Scheduler:
         except Exception as exc:
             return self.rt._internal(exc, rec)
         finally:
+            self._buffer(rec)
+
+    def _buffer(self, rec: Recorder) -> None:
+        """Keep a call's whole records; hand them to the store at most every FLUSH_S (and at the end)."""
+        self.pending.extend(rec.records)
+        rec.records = []
+        now = time.monotonic()
+        if now - self.flushed_at >= FLUSH_S or len(self.pending) >= FLUSH_RECORDS:
+            self._flush_pending(now)
+
+    def _flush_pending(self, now: float) -> None:
+        self.flushed_at = now
+        if self.pending:
+            rec = Recorder(self.run_state, None)
+            rec.records, self.pending = self.pending, []
             self.rt._flush(rec)
 
     def _verify(self, node: CheckedNode, obs: Observation) -> Observation:
