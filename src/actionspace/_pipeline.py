@@ -24,6 +24,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.executor import Failed, Outcome
+from actionspace.execution.items import batch_verdict
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
 from actionspace.policy.principal import Principal, authorize
@@ -230,6 +231,8 @@ def prepare(
     ctx = None if compiled.simple else ctx_factory(run, node, call_id, principal)
     checked: Validated = validate(compiled, call.arguments, prov, ctx)
     verdict = checked.verdict
+    if spec.batch is not None or spec.max_items is not None:
+        verdict = batch_verdict(spec, checked.arguments, verdict)
     if isinstance(verdict, Rejected):
         err = verdict.error
         rec.add("validated", _validated_event(spec, "rejected", err))

@@ -29,6 +29,7 @@ from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
+from actionspace.execution.batch import arun_batch, run_batch
 from actionspace.execution.executor import Executor, Outcome
 from actionspace.execution.streaming import StreamPolicy, final_of, is_streaming, stream_ready
 from actionspace.execution.streaming import astream as _astream
@@ -381,8 +382,10 @@ class Runtime:
             approvals=self.approvals.store,
         )
 
-    def _execute(self, ready: Ready, rec: Recorder) -> Observation:
+    def _execute(self, ready: Ready, rec: Recorder, *, part: bool = False) -> Observation:
         spec = ready.compiled.spec
+        if spec.batch is not None and not part:  # ``part``: one sub-call of a batch
+            return run_batch(ready, rec, self.ledger, lambda sub: self._execute(sub, rec, part=True))
         if is_streaming(spec):
             final: Observation = self._executor.block_on(final_of(self._stream(ready, rec)))
             return final
@@ -404,8 +407,10 @@ class Runtime:
             result: Observation = stop.value
             return result
 
-    async def _aexecute(self, ready: Ready, rec: Recorder) -> Observation:
+    async def _aexecute(self, ready: Ready, rec: Recorder, *, part: bool = False) -> Observation:
         spec = ready.compiled.spec
+        if spec.batch is not None and not part:
+            return await arun_batch(ready, rec, self.ledger, lambda sub: self._aexecute(sub, rec, part=True))
         if is_streaming(spec):
             return await final_of(self._stream(ready, rec))
         if ready.key is None:

@@ -9,6 +9,7 @@ from typing import Any
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.execution.items import preview_items
 from actionspace.ledger.commit import args_digest
 from actionspace.validation.verdicts import NeedsApproval
 
@@ -72,7 +73,7 @@ def gate(
             provenance=full_provenance,
             effects=tuple(_effects(spec, arguments)),
             reason=verdict.reason,
-            details=dict(verdict.details),
+            details={**verdict.details, **preview_items(spec, arguments)},
         )
     )
     record(

@@ -544,6 +544,6 @@ def _status(observations: Any) -> PlanStatus:
     statuses = [o.status for o in observations]
     if all(s == "ok" for s in statuses):
         return "ok"
-    if any(s == "ok" for s in statuses):
+    if any(s != "error" for s in statuses):  # some node (or some items of a batch node) succeeded
         return "partial"
     return "error"
