@@ -37,6 +37,7 @@ from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
+from actionspace.plan.groups import Environment
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, ToolLimit
 from actionspace.policy.principal import Principal
@@ -102,6 +103,7 @@ class Runtime:
         self._runs: dict[str, RunState] = {}
         self._runs_lock = threading.Lock()
         self._default_run: str | None = None
+        self._environments: dict[str, Environment] = {}
         self._ctx = context_factory(self._resource_version, self.state)
         self.catalog.on_change(self._compiler.forget)
         for item in tools:
@@ -494,6 +496,16 @@ class Runtime:
         return Observation.failure(error, call_id=call_id, tool="")
 
     # ------------------------------------------------------------------ plans
+    def environment(self, name: str, env: Environment) -> None:
+        """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``).
+
+        ``env`` speaks :class:`actionspace.plan.groups.Environment`: ``mode`` (``"transaction"`` or
+        ``"switch"``), ``begin(key)`` and ``committed(key)``.
+        """
+        if not isinstance(env, Environment):
+            raise ConfigurationError(f"environment {name!r} must have mode, begin(key) and committed(key)")
+        self._environments[name] = env
+
     async def arun_plan(
         self,
         plan: Plan | Mapping[str, Any],

@@ -14,7 +14,7 @@ from actionspace.errors import ToolDefinitionError
 
 __all__ = ["RESERVED_PARAMETERS", "spec_from_function"]
 
-RESERVED_PARAMETERS = frozenset({"idempotency_key"})
+RESERVED_PARAMETERS = frozenset({"idempotency_key", "transaction"})
 """Parameters the runtime fills in itself; never part of the schema the model sees."""
 
 _JSON_NATIVE = (str, int, float, bool, type(None))

@@ -137,6 +137,11 @@ class ToolSpec:
     lifecycle: Lifecycle = "active"
     deprecated_by: str | None = None
     cache_ttl: float | None = None
+    transaction: str | None = None
+    """Name of a runtime environment (``rt.environment``) whose transaction this tool can join in an
+    atomic plan group; ``fn`` then takes a ``transaction`` parameter (None outside a group)."""
+    cache_static: bool = False
+    """Same arguments → same content (same content hash): cached results never expire by age."""
     scopes: tuple[str, ...] | None = None
     """Scopes a principal needs; default ``("<effect>:<name>",)``."""
     high_risk_args: tuple[str, ...] = ()
@@ -209,6 +214,8 @@ class ToolSpec:
         )
         object.__setattr__(self, "_key", f"{self.name}@{self.version}")
         object.__setattr__(self, "_takes_key", _accepts(self.fn, "idempotency_key"))
+        if self.transaction is not None and self.fn is not None and not _accepts(self.fn, "transaction"):
+            raise ToolDefinitionError(f"{self.name}: a transaction tool needs a transaction parameter")
         if self.idempotency == "native" and self.fn is not None and not self._takes_key:
             raise ToolDefinitionError(f"{self.name}: idempotency='native' needs an idempotency_key parameter")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, FieldError
@@ -54,6 +55,10 @@ class CheckedNode:
     needs: set[str] = field(default_factory=set)
     """The predecessors that must end ok (declared or referenced); conflict edges only order."""
     succs: list[str] = field(default_factory=list)
+    members: tuple[CheckedNode, ...] = ()
+    """For an atomic group (see :mod:`actionspace.plan.groups`): its nodes, in the order they run."""
+    group: Any = None
+    """For an atomic group: the :class:`~actionspace.plan.model.Group` and its environment."""
 
     @property
     def id(self) -> str:
@@ -66,13 +71,20 @@ class CheckedPlan:
     """In listing order."""
     edges: list[tuple[str, str]]
     added_edges: list[dict[str, str]]
+    order: list[str] = field(default_factory=list)
+    """Every node id of the plan, in listing order (group members included)."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
 
 
-def check_plan(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | ActionError:
-    """Check ``plan`` against the catalog (via ``resolve``) and ``principal``; see the module docstring."""
+def check_plan(
+    plan: Plan, resolve: Resolver, principal: Principal, environments: Mapping[str, Any] | None = None
+) -> CheckedPlan | ActionError:
+    """Check ``plan`` against the catalog (via ``resolve``) and ``principal``; see the module docstring.
+
+    ``environments``: the runtime's transactional environments, for atomic groups.
+    """
     errors: list[FieldError] = []
     ids: dict[str, int] = {}
     for i, node in enumerate(plan.nodes):
@@ -98,7 +110,25 @@ def check_plan(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPl
     added = _conflict_edges(checked, order, errors)
     if errors:
         return _error(errors)
-    return CheckedPlan(checked, edges + [(a["from"], a["to"]) for a in added], added)
+    result = CheckedPlan(
+        checked, edges + [(a["from"], a["to"]) for a in added], added, [n.id for n in plan.nodes]
+    )
+    if plan.groups:
+        from actionspace.plan.groups import collapse
+
+        collapsed = collapse(result, plan.groups, order, environments or {})
+        if isinstance(collapsed, ActionError):
+            return collapsed
+        units = _topological(collapsed.nodes)
+        if isinstance(units, ActionError):
+            return ActionError.of(
+                "invalid_arguments",
+                "an atomic group cannot run as one step: a node outside it sits between its members "
+                f"({units.details.get('cycle', [])[:10]})",
+                field_errors=[FieldError(path="/groups", message="a group is split by an outside node")],
+            )
+        return collapsed
+    return result
 
 
 def _memo(resolve: Resolver) -> Resolver:

@@ -23,9 +23,11 @@ from typing import Any, Literal
 from actionspace.errors import ActionError, FieldError
 from actionspace.types import Observation
 
-__all__ = ["Alternative", "InvalidPlan", "Plan", "PlanNode", "PlanResult", "PlanStatus"]
+__all__ = ["Alternative", "Group", "GroupMode", "InvalidPlan", "Plan", "PlanNode", "PlanResult", "PlanStatus"]
 
 PlanStatus = Literal["ok", "partial", "error"]
+GroupMode = Literal["transaction", "switch"]
+_GROUP_MODES = ("transaction", "switch")
 Verifier = Callable[[Observation], Any]
 """``verify(observation) -> Accepted | Rejected``: a rejected observation fails its node."""
 
@@ -113,6 +115,28 @@ class PlanNode:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Group:
+    """Nodes whose writes must become visible together, or not at all.
+
+    ``mode`` says how: ``transaction`` (the environment's own transaction, e.g. one SQLite
+    transaction) or ``switch`` (write temporaries, then switch them in at once). Every member's
+    tool must declare the same environment (``ToolSpec.transaction``), registered on the runtime
+    with that mode. Members run one after another, in plan order, inside one transaction that
+    is committed only if all of them succeed; the group goes through the ledger as one action.
+    """
+
+    id: str
+    nodes: tuple[str, ...]
+    mode: GroupMode = "transaction"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "nodes": list(self.nodes), "mode": self.mode}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """A DAG of nodes; see the module docstring for the JSON form."""
 
@@ -120,9 +144,12 @@ class Plan:
     """Stored as a tuple."""
     max_concurrency: int | None = None
     """Most nodes running at once; None = the runtime's argument (default 16)."""
+    groups: Sequence[Group] = ()
+    """Atomic groups of nodes (see :class:`Group`); stored as a tuple."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "groups", tuple(self.groups))
 
     def __getitem__(self, node_id: str) -> PlanNode:
         for node in self.nodes:
@@ -134,6 +161,8 @@ class Plan:
         out: dict[str, Any] = {"nodes": [n.to_dict() for n in self.nodes]}
         if self.max_concurrency is not None:
             out["max_concurrency"] = self.max_concurrency
+        if self.groups:
+            out["groups"] = [g.to_dict() for g in self.groups]
         return out
 
     @classmethod
@@ -148,7 +177,7 @@ class Plan:
         raw_nodes = data.get("nodes")
         if not isinstance(raw_nodes, list) or not raw_nodes:
             raise _invalid([FieldError(path="/nodes", message="'nodes' must be a non-empty array")])
-        unknown_top = set(data) - {"nodes", "max_concurrency"}
+        unknown_top = set(data) - {"nodes", "max_concurrency", "groups"}
         if unknown_top:
             errors.append(FieldError(path="/", message=f"unexpected keys {sorted(unknown_top)}"))
         nodes = []
@@ -160,9 +189,10 @@ class Plan:
         if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
             errors.append(FieldError(path="/max_concurrency", message="must be a positive integer"))
             concurrency = None
+        groups = _groups(data.get("groups", []), errors)
         if errors:
             raise _invalid(errors)
-        return cls(nodes=tuple(nodes), max_concurrency=concurrency)
+        return cls(nodes=tuple(nodes), max_concurrency=concurrency, groups=groups)
 
 
 def _invalid(errors: Sequence[FieldError]) -> InvalidPlan:
@@ -175,6 +205,32 @@ def _invalid(errors: Sequence[FieldError]) -> InvalidPlan:
             field_errors=list(errors)[:50],
         )
     )
+
+
+def _groups(raw: Any, errors: list[FieldError]) -> tuple[Group, ...]:
+    if not isinstance(raw, list):
+        errors.append(FieldError(path="/groups", message="must be an array"))
+        return ()
+    out = []
+    for i, g in enumerate(raw):
+        at = f"/groups/{i}"
+        if not isinstance(g, Mapping) or not isinstance(g.get("id"), str) or not g.get("id"):
+            errors.append(FieldError(path=at, message="a group needs an id, nodes and a mode"))
+            continue
+        nodes = _strings(g.get("nodes"), f"{at}/nodes", errors)
+        mode = g.get("mode", "transaction")
+        if mode not in _GROUP_MODES:
+            errors.append(FieldError(path=f"{at}/mode", message=f"must be one of {list(_GROUP_MODES)}"))
+            continue
+        if not nodes:
+            errors.append(FieldError(path=f"{at}/nodes", message="must name at least one node"))
+            continue
+        extra = set(g) - {"id", "nodes", "mode"}
+        if extra:
+            errors.append(FieldError(path=at, message=f"unexpected keys {sorted(extra)}"))
+            continue
+        out.append(Group(id=g["id"], nodes=nodes, mode=mode))
+    return tuple(out)
 
 
 def _strings(raw: Any, path: str, errors: list[FieldError]) -> tuple[str, ...] | None:

@@ -41,7 +41,7 @@ async def arun_plan(
             plan = Plan.from_dict(plan)
         except InvalidPlan as exc:
             return _rejected(rt, run.run_id, run, exc.error)
-    checked = check_plan(plan, lambda name: resolve(rt.catalog, run, name), who)
+    checked = check_plan(plan, lambda name: resolve(rt.catalog, run, name), who, rt._environments)
     if isinstance(checked, ActionError):
         return _rejected(rt, run.run_id, run, checked)
     rec = Recorder(run, None)

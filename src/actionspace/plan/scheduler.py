@@ -29,7 +29,7 @@ from actionspace.errors import ActionError, FieldError
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
 from actionspace.plan.model import Alternative, PlanResult, PlanStatus
-from actionspace.plan.refs import MISSING, find_refs, parse_ref, substitute, walk
+from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord
 from actionspace.types import Observation, ToolCall
@@ -136,6 +136,8 @@ class Scheduler:
         self.extra_calls = 0
         self.reused = 0
         self._newly_ready: list[str] = []
+        self.settled = 0
+        self.member_results: dict[str, Observation] = {}
         self.pending: list[EventRecord] = []
         self.flushed_at = time.monotonic()
 
@@ -152,7 +154,7 @@ class Scheduler:
                 self._apply_cancel()
         try:
             self._pump()
-            if len(self.results) < len(self.plan.nodes):
+            if self.settled < len(self.plan.nodes):
                 await self._all_settled
         finally:
             for task in list(self.running.values()):
@@ -164,11 +166,14 @@ class Scheduler:
             if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
                 root = self.blocked_by.get(k, (k, "internal"))[0]
                 self.results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
-        status = _status(self.results.values())
+        order = [*self.plan.order, *(k for k, c in self.plan.nodes.items() if c.members)] or list(
+            self.plan.nodes
+        )
+        nodes = {k: self.results[k] for k in order if k in self.results}
         return PlanResult(
             run_id=self.run_state.run_id,
-            status=status,
-            nodes={k: self.results[k] for k in self.plan.nodes if k in self.results},
+            status=_status(nodes.values()),
+            nodes=nodes,
             edges=list(self.plan.edges),
             added_edges=list(self.plan.added_edges),
             stats={
@@ -196,7 +201,7 @@ class Scheduler:
             self._newly_ready.clear()
         if len(self.running) > self.max_parallel:
             self.max_parallel = len(self.running)
-        settled = len(self.results) == len(self.plan.nodes) or not (
+        settled = self.settled == len(self.plan.nodes) or not (
             self.running or ready or deferred or self._timer
         )
         if settled and not self._all_settled.done():
@@ -269,6 +274,9 @@ class Scheduler:
     def _settle(self, k: str, obs: Observation) -> None:
         """Store a node's final observation and release or block its successors."""
         self.results[k] = obs
+        self.settled += 1
+        for member in self.plan.nodes[k].members:  # a group: its members' own observations
+            self.results[member.id] = self.member_results.get(member.id) or _member_of(obs, member)
         if obs.status != "ok" or k in self.abort_requested:
             inherited = self.blocked_by.get(k)
             origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
@@ -338,6 +346,10 @@ class Scheduler:
     async def _node(self, node: CheckedNode) -> Observation:
         if node.node.first_of:
             return await self._speculate(node)
+        if node.members:
+            from actionspace.plan.atomic import run_group
+
+            return await run_group(self, node)
         arguments = self._arguments(node, node.node.arguments)
         if isinstance(arguments, Observation):
             return arguments
@@ -347,14 +359,15 @@ class Scheduler:
     def _arguments(self, node: CheckedNode, raw: Mapping[str, Any]) -> Mapping[str, Any] | Observation:
         """Substitute references with final values; a missing path or incompatible join fails the node."""
         if not node.refs:
-            return raw
+            # a copy: a tool that mutates its arguments must not change the plan (or a retry's key)
+            return (
+                substitute(raw, _no_refs) if any(isinstance(v, (dict, list)) for v in raw.values()) else raw
+            )
         missing: list[FieldError] = []
 
         def resolve(text: str) -> Any:
             ref = parse_ref(text)
-            source = self.results[ref.node]
-            whole = ref.top != "data"  # data is walked in place; anything else needs the dict form
-            value = walk(source.to_dict(), ref.path) if whole else walk(source.data, ref.path[1:])
+            value = self._ref_value(ref)
             if value is MISSING:
                 missing.append(
                     FieldError(
@@ -379,6 +392,15 @@ class Scheduler:
                 clash, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
             )
         return arguments
+
+    def _ref_value(self, ref: Ref, source: Observation | None = None) -> Any:
+        """The value ``ref`` points at (:data:`MISSING` when the path does not exist)."""
+        if source is None:
+            source = self.results.get(ref.node)
+            if source is None:
+                return MISSING
+        whole = ref.top != "data"  # data is walked in place; anything else needs the dict form
+        return walk(source.to_dict(), ref.path) if whole else walk(source.data, ref.path[1:])
 
     def _join_clash(self, node: CheckedNode) -> ActionError | None:
         """Inputs read from overlapping resources must report the same resource version."""
@@ -538,6 +560,29 @@ class Scheduler:
             },
         }
         return dataclasses.replace(obs, diagnostics=diagnostics)
+
+
+def _no_refs(text: str) -> Any:
+    return {"$ref": text}
+
+
+def _member_of(group: Observation, member: CheckedNode) -> Observation:
+    """A member's observation taken from its group's (ledger-replayed) observation."""
+    for item in group.items:
+        if item.call_id.endswith(f":{member.id}"):
+            return item
+    spec = member.specs[0]
+    if group.status == "ok":  # committed, found by the environment's status query: no member details
+        return Observation(
+            call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
+            tool=spec.name,
+            tool_version=spec.version,
+            diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
+        )
+    error = group.error or ActionError.of("internal", "group ended without an error")
+    return Observation.failure(
+        error, call_id=f"{group.call_id}#{member.id}", tool=spec.name, tool_version=spec.version
+    )
 
 
 def _status(observations: Any) -> PlanStatus:

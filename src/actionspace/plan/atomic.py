@@ -1,0 +1,169 @@
+"""Running an atomic group: members in order inside one transaction, the group through the ledger once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from actionspace._pipeline import Ready, Recorder, idempotency_key, observe
+from actionspace.errors import ActionError
+from actionspace.execution.executor import Outcome, Succeeded
+from actionspace.ledger.commit import Sleep, new_entry, protocol
+from actionspace.plan.groups import GroupRun, Transaction, group_spec
+from actionspace.plan.refs import MISSING, parse_ref, substitute
+from actionspace.types import Observation, ToolCall
+
+if TYPE_CHECKING:
+    from actionspace.plan.check import CheckedNode
+    from actionspace.plan.scheduler import Scheduler
+
+__all__ = ["run_group"]
+
+
+async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
+    """Run ``unit``'s members atomically; returns the group's observation (members in ``items``)."""
+    run: GroupRun = unit.group
+    spec = group_spec(run)
+    members = {m.id for m in unit.members}
+    rt, state = sched.rt, sched.run_state
+    call_id = f"{state.run_id}:{unit.id}"
+
+    def outside(text: str) -> Any:
+        ref = parse_ref(text)
+        if ref.node in members:
+            return {"$ref": text}
+        found = sched._ref_value(ref)
+        return None if found is MISSING else found
+
+    planned = [[m.id, m.specs[0].key, substitute(m.node.arguments, outside)] for m in unit.members]
+    key = idempotency_key(state.run_id, f"group:{unit.id}", spec.key, planned)
+    rec = Recorder(state, call_id)
+    done: dict[str, Observation] = {}
+
+    def observe_group(outcome: Outcome) -> Observation:
+        items = tuple(done[m.id] for m in unit.members if m.id in done)  # empty when found by status query
+        obs = Observation(
+            call_id=call_id,
+            tool=spec.name,
+            data={"group": unit.id, "mode": run.group.mode, "members": [m.id for m in unit.members]},
+            items=items,
+        )
+        rec.add("observation", {"status": "ok", "tool": spec.name, "group": unit.id})
+        return obs
+
+    def fail(error: ActionError) -> Observation:
+        rec.add("observation", {"status": "error", "category": error.category, "group": unit.id})
+        return Observation.failure(error, call_id=call_id, tool=spec.name)
+
+    entry = new_entry(
+        key=key, run_id=state.run_id, node_id=f"group:{unit.id}", spec=spec, arguments={"calls": planned}
+    )
+    steps = protocol(
+        spec=spec, entry=entry, store=rt.ledger, observe=observe_group, fail=fail, record=rec.add
+    )
+    try:
+        command = next(steps)
+        while True:
+            if isinstance(command, Sleep):
+                await asyncio.sleep(command.seconds)
+                command = steps.send(None)
+            else:
+                rec.add("dispatched", {"tool": spec.name, "group": unit.id, "key": key})
+                command = steps.send(await _dispatch(sched, unit, key, done))
+    except StopIteration as stop:
+        result: Observation = stop.value
+    finally:
+        sched._buffer(rec)
+    for m in unit.members:
+        if m.id in done and result.status != "ok" and done[m.id].status == "ok":
+            # the transaction was rolled back: what this member did is gone
+            done[m.id] = _rolled_back(done[m.id], unit.id, result.error)
+    sched.member_results.update(done)
+    return result
+
+
+async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, done: dict[str, Observation]) -> Outcome:
+    """Begin, run every member with the transaction, then commit (or roll back on the first failure)."""
+    from actionspace.execution.executor import Failed
+
+    run: GroupRun = unit.group
+    done.clear()
+    try:
+        tx = run.environment.begin(key)
+    except Exception as exc:
+        return Failed(ActionError.of("transient", f"environment {run.env_name!r} could not begin: {exc}"), 1)
+    failure = await _members(sched, unit, tx, done)
+    if failure is not None:
+        try:
+            tx.rollback()
+        except Exception as exc:  # nothing became visible either way: the writes were never committed
+            failure = ActionError.of(
+                failure.category, f"{failure.message} (and the rollback raised {type(exc).__name__})"
+            )
+        return Failed(failure, 1)
+    try:
+        tx.commit()
+    except Exception as exc:
+        return Failed(
+            ActionError.of("unknown_commit", f"commit of group {unit.id} raised {type(exc).__name__}: {exc}"),
+            1,
+        )
+    return Succeeded({m: o.to_dict() for m, o in done.items()}, 1)
+
+
+async def _members(
+    sched: Scheduler, unit: CheckedNode, tx: Transaction, done: dict[str, Observation]
+) -> ActionError | None:
+    rt, state = sched.rt, sched.run_state
+    for m in unit.members:
+        missing: list[str] = []
+        arguments = substitute(m.node.arguments, lambda text, gaps=missing: _value(sched, done, text, gaps))
+        if missing:
+            spec = m.specs[0]
+            error = ActionError.of("invalid_arguments", f"node {m.id}: {missing[0]} does not exist")
+            done[m.id] = Observation.failure(
+                error, call_id=f"{state.run_id}:{m.id}", tool=spec.name, tool_version=spec.version
+            )
+            return error
+        call = ToolCall(
+            name=m.node.tool,
+            arguments=arguments,
+            id=f"{state.run_id}:{m.id}",
+            provenance=sched._provenance(m, m.node.arguments),
+        )
+        rec = Recorder(state, call.id)
+        try:
+            ready = rt._prepare(state, call, m.id, sched.principal, None, rec)
+            if isinstance(ready, Ready):
+                spec = ready.compiled.spec
+                rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})
+                outcome = await rt._executor.arun(spec, {**ready.kwargs, "transaction": tx}, rec.retry)
+                obs = observe(ready, outcome, artifacts=rt.artifacts, rec=rec)
+            else:
+                obs = ready
+        except Exception as exc:
+            obs = rt._internal(exc, rec)
+        finally:
+            sched._buffer(rec)
+        done[m.id] = obs
+        if obs.error is not None:
+            return obs.error
+    return None
+
+
+def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: list[str]) -> Any:
+    ref = parse_ref(text)
+    found = sched._ref_value(ref, done.get(ref.node))
+    if found is MISSING:
+        missing.append(text)
+        return None
+    return found
+
+
+def _rolled_back(obs: Observation, group: str, cause: ActionError | None) -> Observation:
+    error = ActionError.of(
+        "cancelled",
+        f"rolled back with group {group}" + (f": {cause.message}" if cause is not None else ""),
+        details={"rolled_back": True, "group": group},
+    )
+    return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)

@@ -1,0 +1,214 @@
+"""Atomic groups: writes that must become visible together, or not at all (DESIGN §7).
+
+A plan lists groups (``{"groups": [{"id": "g", "nodes": ["a", "b"], "mode": "transaction"}]}``);
+the plan says *how* the writes become visible together:
+
+- ``transaction``: the environment's own transaction (one SQLite/PostgreSQL transaction);
+- ``switch``: every write goes to a temporary, and commit switches them all in.
+
+Either way the environment is an object registered on the runtime (``rt.environment(name, env)``)
+that speaks :class:`Environment`; each member's tool declares that environment
+(``ToolSpec.transaction``) and receives the open :class:`Transaction` as its ``transaction``
+argument. Members run one after another in plan order; the runtime commits only when all of them
+succeeded and rolls back otherwise (the failed member keeps its error, the others report
+``cancelled`` with ``rolled_back``).
+
+The group passes through the ledger as one action keyed by the run, the group id and its members'
+calls, so a repeated plan never commits it twice. The environment records that key inside the
+transaction it commits, which makes ``committed(key)`` the status query for a lost answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, FieldError
+from actionspace.execution.executor import Failed, Outcome, Succeeded
+from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
+from actionspace.plan.model import Group, GroupMode, PlanNode
+
+if TYPE_CHECKING:
+    from actionspace.plan.check import CheckedNode, CheckedPlan
+
+__all__ = ["Environment", "GroupRun", "Transaction", "collapse", "group_spec"]
+
+
+@runtime_checkable
+class Transaction(Protocol):
+    """An open transaction of an environment; tools write through it."""
+
+    def commit(self) -> None:
+        """Make every write visible at once; raising means the outcome is unknown."""
+
+    def rollback(self) -> None:
+        """Discard every write."""
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Something that can make several writes visible together."""
+
+    mode: GroupMode
+    """``transaction`` or ``switch``: what a plan group must ask for to use it."""
+
+    def begin(self, key: str) -> Transaction:
+        """Open a transaction; committing it must also record ``key`` durably."""
+
+    def committed(self, key: str) -> bool | None:
+        """Was the transaction for ``key`` committed? None when the environment cannot tell."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRun:
+    """What a group unit carries into the scheduler."""
+
+    group: Group
+    environment: Environment
+    env_name: str
+
+
+def collapse(
+    checked: CheckedPlan, groups: Sequence[Group], order: Sequence[str], environments: Mapping[str, Any]
+) -> CheckedPlan | ActionError:
+    """Replace each group's members by one unit node (edges remapped); validate the group first."""
+    from actionspace.plan.check import CheckedPlan
+
+    errors: list[FieldError] = []
+    owner: dict[str, str] = {}
+    position = {k: i for i, k in enumerate(order)}
+    units: dict[str, GroupRun] = {}
+    for i, group in enumerate(groups):
+        at = f"/groups/{i}"
+        if group.id in checked.nodes or group.id in units:
+            errors.append(FieldError(path=f"{at}/id", message=f"{group.id!r} is already a node or group id"))
+            continue
+        run = _check_group(checked, group, at, environments, owner, errors)
+        if run is not None:
+            units[group.id] = run
+    if errors:
+        return ActionError.of(
+            "invalid_arguments",
+            f"the plan was rejected: {errors[0].path}: {errors[0].message}",
+            field_errors=errors[:50],
+        )
+    nodes: dict[str, CheckedNode] = {}
+    for k, c in checked.nodes.items():
+        gid = owner.get(k)
+        if gid is None:
+            nodes[k] = c
+        elif gid not in nodes:
+            members = sorted((checked.nodes[m] for m in units[gid].group.nodes), key=lambda m: position[m.id])
+            nodes[gid] = _unit(gid, members, units[gid])
+    for c in nodes.values():
+        inside = {m.id for m in c.members} or {c.id}
+        c.preds = {owner.get(p, p) for p in c.preds if p not in inside}
+        c.needs = {owner.get(p, p) for p in c.needs if p not in inside}
+        c.succs = list(dict.fromkeys(owner.get(s, s) for s in c.succs if s not in inside))
+    return CheckedPlan(nodes, checked.edges, checked.added_edges, checked.order)
+
+
+def _check_group(
+    checked: CheckedPlan,
+    group: Group,
+    at: str,
+    environments: Mapping[str, Any],
+    owner: dict[str, str],
+    errors: list[FieldError],
+) -> GroupRun | None:
+    before = len(errors)
+    env_names: set[str] = set()
+    for j, member in enumerate(group.nodes):
+        c = checked.nodes.get(member)
+        where = f"{at}/nodes/{j}"
+        if c is None:
+            errors.append(FieldError(path=where, message=f"no node {member!r} in this plan"))
+            continue
+        if member in owner:
+            errors.append(FieldError(path=where, message=f"{member!r} is already in group {owner[member]!r}"))
+            continue
+        owner[member] = group.id
+        spec = c.specs[0]
+        if c.node.first_of:
+            errors.append(FieldError(path=where, message="a speculative node cannot be part of a group"))
+        elif spec.effect == "external":
+            errors.append(
+                FieldError(path=where, message=f"{spec.name} leaves the system; it cannot be rolled back")
+            )
+        elif spec.transaction is None:
+            errors.append(
+                FieldError(path=where, message=f"{spec.name} declares no transactional environment")
+            )
+        else:
+            env_names.add(spec.transaction)
+    if len(errors) > before:
+        return None
+    if len(env_names) != 1:
+        errors.append(
+            FieldError(path=f"{at}/nodes", message=f"members use different environments {sorted(env_names)}")
+        )
+        return None
+    name = env_names.pop()
+    env = environments.get(name)
+    if env is None:
+        errors.append(FieldError(path=f"{at}/nodes", message=f"no environment {name!r} is registered"))
+        return None
+    if getattr(env, "mode", None) != group.mode:
+        errors.append(
+            FieldError(
+                path=f"{at}/mode", message=f"environment {name!r} offers {getattr(env, 'mode', None)!r}"
+            )
+        )
+        return None
+    return GroupRun(group, env, name)
+
+
+def _unit(gid: str, members: list[CheckedNode], run: GroupRun) -> CheckedNode:
+    from actionspace.plan.check import CheckedNode
+
+    first = members[0]
+    unit = CheckedNode(
+        PlanNode(id=gid, tool=first.node.tool),
+        first.index,
+        tuple(s for m in members for s in m.specs),
+        tuple(dict.fromkeys(r for m in members for r in m.reads)),
+        tuple(dict.fromkeys(w for m in members for w in m.writes)),
+        tuple(r for m in members for r in m.refs if r.node not in run.group.nodes),
+    )
+    unit.members = tuple(members)
+    unit.group = run
+    for m in members:
+        unit.preds |= m.preds
+        unit.needs |= m.needs
+        unit.succs.extend(m.succs)
+    return unit
+
+
+def group_spec(run: GroupRun) -> ToolSpec:
+    """The ledger's view of a group: one write, whose status query asks the environment."""
+    env = run.environment
+
+    def status(*, key: str, arguments: Mapping[str, Any]) -> StatusAnswer:
+        answer = env.committed(key)
+        if answer is True:
+            return Committed(result={"committed": True, "found_by": "environment"})
+        if answer is False:
+            return NotCommitted()
+        return StillUnknown(f"environment {run.env_name!r} cannot tell")
+
+    return ToolSpec(
+        name=f"group.{run.env_name}",
+        description=f"atomic {run.group.mode} group over {run.env_name}",
+        effect="write",
+        idempotency="query",
+        status_query=status,
+    )
+
+
+def outcome_of(members: Mapping[str, Any], failure: ActionError | None) -> Outcome:
+    """The group's outcome for the ledger: member observations (as dicts) or the first failure."""
+    if failure is not None:
+        return Failed(failure, 1)
+    return Succeeded(dict(members), 1)
