@@ -90,6 +90,18 @@ eval_app = typer.Typer(help="Evaluate tool interfaces against external suites.",
 app.add_typer(eval_app, name="eval")
 
 
+def _mount_eval() -> None:
+    from actionspace.evaluation.bfcl_multiturn_cli import eval_bfcl_multiturn
+
+    eval_app.command(
+        "bfcl-multiturn",
+        help="Replay BFCL's 800 multi-turn ground truths as plans and check the backends' state.",
+    )(eval_bfcl_multiturn)
+
+
+_mount_eval()
+
+
 @eval_app.command("bfcl")
 def eval_bfcl(
     json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
