@@ -142,6 +142,9 @@ def test_speculation_takes_the_first_sufficient_result_and_reports_extra_calls()
     event = next(e for e in rt.trace.events(result.run_id) if e.kind == "speculation")
     assert event.data["winner"] == 2 and event.data["skipped_by_cost_cap"] == 1
     assert event.data["non_authoritative"] == [0] and event.data["cancelled"] == [1]
+    (loser,) = result.speculative["price"]
+    assert loser.data["source"] == "bad" and loser.diagnostics["authoritative"] is False
+    assert loser.diagnostics["bound_to"] == {"run": result.run_id, "principal": "local", "tool": "quote_a@1"}
 
 
 def _alt(tool: str, source: str) -> Any:

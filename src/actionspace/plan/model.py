@@ -322,6 +322,9 @@ class PlanResult:
     """Edges added from read/write conflicts: {"from", "to", "resource"}."""
     stats: dict[str, Any] = field(default_factory=dict)
     """max_parallel, wall_s, extra_calls (speculation), reused (retry), cancelled."""
+    speculative: dict[str, list[Observation]] = field(default_factory=dict)
+    """Per speculative node, the alternatives that finished but lost: ``diagnostics["authoritative"]``
+    is False and ``bound_to`` names the run, principal and tool version they are valid for."""
 
     @property
     def failed(self) -> dict[str, ActionError]:
@@ -337,4 +340,5 @@ class PlanResult:
             "edges": [list(e) for e in self.edges],
             "added_edges": self.added_edges,
             "stats": self.stats,
+            "speculative": {k: [o.to_dict() for o in v] for k, v in self.speculative.items()},
         }

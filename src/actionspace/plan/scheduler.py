@@ -137,6 +137,7 @@ class Scheduler:
         self.reused = 0
         self._newly_ready: list[str] = []
         self.settled = 0
+        self.speculative: dict[str, list[Observation]] = {}
         self.member_results: dict[str, Observation] = {}
         self.pending: list[EventRecord] = []
         self.flushed_at = time.monotonic()
@@ -176,6 +177,7 @@ class Scheduler:
             nodes=nodes,
             edges=list(self.plan.edges),
             added_edges=list(self.plan.added_edges),
+            speculative=self.speculative,
             stats={
                 "max_parallel": self.max_parallel,
                 "wall_s": round(time.perf_counter() - started, 6),
@@ -543,6 +545,20 @@ class Scheduler:
                 "cancelled": [j for j in losers if j not in finished],
             },
         )
+        bound = {"run": self.run_state.run_id, "principal": self.principal.id}
+        for j in losers:
+            if j in finished:  # kept for inspection, never fed to another node
+                loser = finished[j]
+                self.speculative.setdefault(node.id, []).append(
+                    dataclasses.replace(
+                        loser,
+                        diagnostics={
+                            **loser.diagnostics,
+                            "authoritative": False,
+                            "bound_to": {**bound, "tool": f"{loser.tool}@{loser.tool_version}"},
+                        },
+                    )
+                )
         if winner is None:
             last = finished[max(finished)] if finished else None
             if last is not None and last.status == "error":
