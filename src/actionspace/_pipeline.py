@@ -24,6 +24,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.executor import Failed, Outcome
+from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
@@ -122,6 +123,8 @@ class Ready:
     kwargs: Mapping[str, Any]
     """What the function receives (converted arguments plus runtime-filled parameters)."""
     key: str | None
+    admission: Admission | None = None
+    """Budget reservation and cache lookup, when budgets or the read cache apply to the call."""
 
 
 def idempotency_key(run_id: str, node_id: str, tool_key: str, arguments: Any) -> str:
@@ -216,8 +219,12 @@ def prepare(
     rec: Recorder,
     ctx_factory: Any,
     approvals: ApprovalStore | None = None,
+    guard: Guard | None = None,
 ) -> Ready | Observation:
-    """Resolve, validate and authorize one call; an Observation means it ends here."""
+    """Resolve, validate and authorize one call; an Observation means it ends here.
+
+    ``guard`` (budgets and the read cache) admits the call last, after authorization.
+    """
     node = node_id or f"n{next(run.nodes)}"
     call_id = call.id or f"{run.run_id}:{node}"
     rec.call_id = call_id
@@ -282,13 +289,21 @@ def prepare(
         return _fail(rec, auth.error, call_id, spec.name, spec.version)
     rec.add("authorized", principal.allowed_event)
     args = checked.arguments
+    admission = None
+    if guard is not None:
+        admitted = guard.admit(
+            spec, args, run_id=run.run_id, principal=principal, call_id=call_id, record=rec.add
+        )
+        if isinstance(admitted, ActionError):
+            return _fail(rec, admitted, call_id, spec.name, spec.version)
+        admission = admitted
     kwargs: Mapping[str, Any] = checked.python_arguments if checked.python_arguments is not None else args
     key = None
     if spec.has_side_effects:
         key = idempotency_key(run.run_id, node, spec.key, args)
         if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
-    return Ready(compiled, call_id, node, args, kwargs, key)
+    return Ready(compiled, call_id, node, args, kwargs, key, admission)
 
 
 def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:

@@ -30,16 +30,21 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.execution.batch import arun_batch, run_batch
+from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.execution.executor import Executor, Outcome
+from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy, final_of, is_streaming, stream_ready
 from actionspace.execution.streaming import astream as _astream
 from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
+from actionspace.parse import parse
 from actionspace.plan.groups import Environment
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, ToolLimit
+from actionspace.policy.budget import Budget, Budgets, Meter, Usage
+from actionspace.policy.budget import estimate as estimate_usage
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
@@ -67,7 +72,9 @@ class Runtime:
     ``store``: ``"memory://"``, ``"sqlite:///path.db"`` (the default comes from
     ``ACTIONSPACE_STORE`` or ``~/.actionspace/actionspace.db``). ``principal``: the default
     principal of calls that name none. ``state``: handles to live services that business
-    validators read (``ctx.state``).
+    validators read (``ctx.state``). ``budgets``: limits every call must fit (a Budget, several
+    combined with ``&``, or a list; all apply). ``cache``: the read cache for tools with
+    ``cache_ttl`` / ``cache_static`` (default: a 1024-entry in-memory LRU, made when first needed).
     """
 
     def __init__(
@@ -80,6 +87,8 @@ class Runtime:
         tools: Iterable[ToolSpec | Callable[..., Any]] = (),
         max_threads: int = 32,
         recover_on_start: bool = True,
+        budgets: Budget | Budgets | Iterable[Budget] | None = None,
+        cache: ReadCache | None = None,
     ) -> None:
         if store is None:
             from actionspace.trace.store import default_store_url
@@ -105,7 +114,12 @@ class Runtime:
         self._default_run: str | None = None
         self._environments: dict[str, Environment] = {}
         self._ctx = context_factory(self._resource_version, self.state)
+        budget_set = Budgets.of(budgets)
+        self.meter: Meter | None = Meter(budget_set) if budget_set else None
+        self._cache = cache
+        self._guard: Guard | None = None if self.meter is None else Guard(meter=self.meter, cache=cache)
         self.catalog.on_change(self._compiler.forget)
+        self.catalog.on_change(self._enable_cache)
         for item in tools:
             self.register(item)
 
@@ -382,9 +396,13 @@ class Runtime:
             rec=rec,
             ctx_factory=self._ctx,
             approvals=self.approvals.store,
+            guard=self._guard,
         )
 
     def _execute(self, ready: Ready, rec: Recorder, *, part: bool = False) -> Observation:
+        if ready.admission is not None:  # budgets or the read cache apply
+            admission, ready.admission = ready.admission, None
+            return admission.run(rec.add, lambda: self._execute(ready, rec, part=part))
         spec = ready.compiled.spec
         if spec.batch is not None and not part:  # ``part``: one sub-call of a batch
             return run_batch(ready, rec, self.ledger, lambda sub: self._execute(sub, rec, part=True))
@@ -410,6 +428,9 @@ class Runtime:
             return result
 
     async def _aexecute(self, ready: Ready, rec: Recorder, *, part: bool = False) -> Observation:
+        if ready.admission is not None:
+            admission, ready.admission = ready.admission, None
+            return await admission.arun(rec.add, lambda: self._aexecute(ready, rec, part=part))
         spec = ready.compiled.spec
         if spec.batch is not None and not part:
             return await arun_batch(ready, rec, self.ledger, lambda sub: self._aexecute(sub, rec, part=True))
@@ -436,13 +457,15 @@ class Runtime:
     def _stream(
         self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
     ) -> AsyncGenerator[Observation, None]:
-        return stream_ready(
+        admission, ready.admission = ready.admission, None
+        stream = stream_ready(
             ready,
             rec,
             artifacts=self.artifacts,
             protocol=lambda fin: self._protocol(ready, rec, on_outcome=fin),
             policy=policy or StreamPolicy(),
         )
+        return stream if admission is None else admission.stream(rec.add, stream)
 
     def _protocol(
         self, ready: Ready, rec: Recorder, *, on_outcome: Callable[[Outcome], Observation] | None = None
@@ -562,6 +585,44 @@ class Runtime:
     def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
         """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""
         return resolve_by_hand(self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record)
+
+    def _enable_cache(self, spec: ToolSpec) -> None:
+        """Give the runtime a read cache once a tool that may use it is registered."""
+        if (self._guard is not None and self._guard.cache is not None) or not cacheable(spec):
+            return
+        if self._cache is None:
+            self._cache = ReadCache()
+        self._guard = Guard(meter=self.meter, cache=self._cache)
+
+    def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
+        """What the budgets still allow, per limited unit (the least over every applicable budget).
+
+        Per-run budgets count only when ``run_id`` is given; ``principal`` defaults to the run's
+        (or the runtime's) principal. Empty when no budgets are configured.
+        """
+        if self.meter is None:
+            return {}
+        run = self._runs.get(run_id) if run_id is not None else None
+        who = principal or (run.principal if run is not None else self.principal)
+        return self.meter.remaining(run_id, (who.id, who.tenant))
+
+    def estimate(
+        self, raw: Any, *, run_id: str | None = None, principal: Principal | None = None
+    ) -> dict[str, Any]:
+        """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them.
+
+        The estimate is the most the calls can use (see :func:`actionspace.policy.budget.estimate`),
+        summed over every call; tool names resolve to their current version. Nothing is recorded.
+        Raises ``UnknownToolError`` for a tool that is not registered.
+        """
+        calls = [raw] if isinstance(raw, ToolCall) else list(parse(raw).calls)
+        total = Usage()
+        for call in calls:
+            name, _, version = call.name.partition("@")
+            total += estimate_usage(self.catalog.get(name, version or None), call.arguments)
+        remaining = self.budget(run_id=run_id, principal=principal)
+        fits = all(getattr(total, unit) <= left for unit, left in remaining.items())
+        return {"estimate": total.to_dict(), "remaining": remaining, "fits": fits}
 
     def describe(self, name: str) -> dict[str, Any]:
         """The current definition of a tool, as the model may see it."""

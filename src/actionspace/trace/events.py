@@ -39,6 +39,20 @@ EventKind = Literal[
     "observation",
     "verified",
     "run_finished",
+    # plans (actionspace.plan)
+    "plan_started",
+    "plan_rejected",
+    "plan_finished",
+    "plan_node_blocked",
+    "plan_node_cancelled",
+    "plan_node_reused",
+    "speculation",
+    # budgets and the read cache
+    "budget",
+    "metered",
+    "cache_hit",
+    # pagination walks
+    "aggregated",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

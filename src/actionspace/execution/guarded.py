@@ -1,0 +1,199 @@
+"""Budget admission and the read cache around one call's execution.
+
+:class:`Guard` exists only when budgets are configured or a cacheable tool is registered; the
+pipeline asks it to :meth:`~Guard.admit` a call after authorization. The returned
+:class:`Admission` (None when neither budgets nor the cache concern the call) then wraps the
+execution: it serves a cache hit without dispatching, stores fresh results, and settles the budget
+reservation with what the call actually used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.cache import ReadCache, cacheable
+from actionspace.observation._canonical import json_size
+from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
+from actionspace.policy.principal import Principal
+from actionspace.types import Observation
+
+__all__ = ["Admission", "Guard", "observation_bytes"]
+
+Record = Callable[[str, Mapping[str, Any]], None]
+
+
+def observation_bytes(obs: Observation) -> int:
+    """Bytes of the canonical JSON of an observation's data, its items' data included."""
+    size = json_size(obs.data) if obs.data is not None else 0
+    return size + sum(observation_bytes(item) for item in obs.items)
+
+
+def _dispatched_items(obs: Observation, items: int) -> int:
+    """Items this execution sent: a retried batch replays its committed items from the ledger."""
+    if obs.diagnostics.get("replayed"):
+        return 0
+    if items >= 1 and len(obs.items) == items:
+        return sum(1 for item in obs.items if not item.diagnostics.get("replayed"))
+    return items
+
+
+@dataclass(slots=True)
+class Admission:
+    """A call admitted by the guard: its reservation, its cache key and a hit, if any."""
+
+    spec: ToolSpec
+    meter: Meter | None
+    reservation: Reservation | None
+    cache: ReadCache | None
+    cache_key: str | None
+    hit: Observation | None
+    items: int
+
+    def run(self, record: Record, execute: Callable[[], Observation]) -> Observation:
+        """Serve the hit, or execute and settle."""
+        if self.hit is not None:
+            return self._served(record, self.hit)
+        try:
+            obs = execute()
+        except BaseException:
+            self._abandoned()
+            raise
+        return self._done(record, obs)
+
+    async def arun(self, record: Record, execute: Callable[[], Awaitable[Observation]]) -> Observation:
+        """Async :meth:`run`."""
+        if self.hit is not None:
+            return self._served(record, self.hit)
+        try:
+            obs = await execute()
+        except BaseException:
+            self._abandoned()
+            raise
+        return self._done(record, obs)
+
+    async def stream(
+        self, record: Record, observations: AsyncGenerator[Observation, None]
+    ) -> AsyncGenerator[Observation, None]:
+        """:meth:`run` for a streaming tool: settles on the final (non-provisional) observation."""
+        if self.hit is not None:
+            await observations.aclose()
+            yield self._served(record, self.hit)
+            return
+        final = None
+        try:
+            async with contextlib.aclosing(observations):
+                async for obs in observations:
+                    if not obs.provisional:
+                        final = obs
+                    yield obs
+        except BaseException:
+            self._abandoned()
+            raise
+        if final is None:
+            self._abandoned()
+        else:
+            self._done(record, final)
+
+    def _served(self, record: Record, hit: Observation) -> Observation:
+        if self.meter is not None and self.reservation is not None:
+            self.meter.settle(self.reservation, self.reservation.amount)
+        info = hit.diagnostics["cache"]
+        record("cache_hit", {"tool": self.spec.name, "version": self.spec.version, **info})
+        record(
+            "observation",
+            {
+                "status": hit.status,
+                "tool": self.spec.name,
+                "version": self.spec.version,
+                "content_hash": hit.content_hash,
+                "source": "cache",
+            },
+        )
+        return hit
+
+    def _done(self, record: Record, obs: Observation) -> Observation:
+        if self.cache is not None and self.cache_key is not None:
+            self.cache.put(self.cache_key, self.spec, obs)
+        if self.meter is not None and self.reservation is not None:
+            nbytes = observation_bytes(obs)
+            items = _dispatched_items(obs, self.items)
+            if items == 0 and (obs.diagnostics.get("replayed") or self.items > 0):
+                actual = Usage(bytes=nbytes)  # the ledger served it all: nothing was dispatched
+            else:
+                actual = charge(self.spec, calls=1, items=items, nbytes=nbytes)
+            self.meter.settle(self.reservation, actual)
+            record("metered", {"charged": actual.to_dict()})
+        return obs
+
+    def _abandoned(self) -> None:
+        # The call may have run before it was interrupted: charge it, without observation bytes.
+        if self.meter is not None and self.reservation is not None:
+            self.meter.settle(self.reservation, charge(self.spec, calls=1, items=self.items, nbytes=0))
+
+
+class Guard:
+    """Budgets (through a :class:`Meter`) and a :class:`ReadCache`, either of which may be absent."""
+
+    __slots__ = ("_estimates", "cache", "meter")
+
+    def __init__(self, *, meter: Meter | None, cache: ReadCache | None) -> None:
+        self.meter = meter
+        self.cache = cache
+        self._estimates: dict[str, tuple[ToolSpec, Usage]] = {}
+        """name@version → (spec, estimate) of tools that are not batches: one estimate per spec."""
+
+    def admit(
+        self,
+        spec: ToolSpec,
+        arguments: Mapping[str, Any],
+        *,
+        run_id: str,
+        principal: Principal,
+        call_id: str,
+        record: Record,
+    ) -> Admission | ActionError | None:
+        """Look the call up in the cache and reserve its estimate; an error means it must not run."""
+        cache, meter = self.cache, self.meter
+        key = hit = None
+        if cache is not None and cacheable(spec):
+            key = cache.key(spec, principal, arguments)
+            hit = cache.get(key, call_id=call_id)
+        if meter is None:
+            return None if key is None else Admission(spec, None, None, cache, key, hit, 0)
+        if hit is not None:
+            items, amount = 0, Usage(bytes=observation_bytes(hit))
+        else:
+            items, amount = self._estimate(spec, arguments)
+        reservation = meter.admit(run_id, (principal.id, principal.tenant), amount)
+        if isinstance(reservation, ActionError):
+            details = reservation.details
+            record(
+                "budget",
+                {
+                    "verdict": "denied",
+                    "category": "budget_exceeded",
+                    "unit": details["unit"],
+                    "estimate": amount.to_dict(),
+                    "remaining": details["remaining"],
+                },
+            )
+            return reservation
+        record(
+            "budget",
+            {"verdict": "allowed", "estimate": amount.to_dict(), "remaining": reservation.remaining},
+        )
+        return Admission(spec, meter, reservation, cache, key, hit, items)
+
+    def _estimate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[int, Usage]:
+        if spec.batch is not None:
+            items = item_count(spec, arguments)
+            return items, estimate(spec, arguments, items=items)
+        known = self._estimates.get(spec.key)
+        if known is None or known[0] is not spec:
+            known = self._estimates[spec.key] = (spec, estimate(spec, arguments, items=1))
+        return 1, known[1]

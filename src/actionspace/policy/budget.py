@@ -1,0 +1,297 @@
+"""Budgets in real units (calls, items, observation bytes, money) and the meter that enforces them.
+
+A :class:`Budget` limits the usage of one run (``per="run"``) or of one principal across all its
+runs (``per="principal"``). Several budgets compose: ``Budget(calls=20) & Budget(money=1.0)`` (or a
+list given to ``Runtime(budgets=[...])``) means every one of them applies.
+
+Before dispatch the runtime asks the :class:`Meter` to *admit* the call's :func:`estimate`; the
+estimate is reserved at once (so concurrent calls cannot all pass the same check) and replaced by
+the actual usage when the call ends. Items are counted the same way whether they arrive as one
+batch or as many single calls, so splitting a batch never escapes an ``items`` budget. The meter
+keeps its usage in memory, per process: it starts at zero with every ``Runtime`` and is not shared
+between processes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from actionspace._fast import fast_init
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, ConfigurationError
+
+__all__ = ["UNITS", "Budget", "Budgets", "Meter", "Reservation", "Usage", "estimate", "item_count"]
+
+Unit = Literal["calls", "items", "bytes", "money"]
+UNITS: tuple[Unit, ...] = ("calls", "items", "bytes", "money")
+
+
+@fast_init
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """An amount of every unit: what a call is estimated to use, or what has been used."""
+
+    calls: int = 0
+    items: int = 0
+    bytes: int = 0
+    """Observation bytes (canonical JSON of what the model is shown)."""
+    money: float = 0.0
+    """In the units of ``ToolSpec.cost``."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            items=self.items + other.items,
+            bytes=self.bytes + other.bytes,
+            money=self.money + other.money,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls - other.calls,
+            items=self.items - other.items,
+            bytes=self.bytes - other.bytes,
+            money=self.money - other.money,
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {"calls": self.calls, "items": self.items, "bytes": self.bytes, "money": round(self.money, 9)}
+
+
+ZERO = Usage()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Limits on the usage of one run or one principal; None leaves a unit unlimited."""
+
+    calls: int | None = None
+    """Dispatched calls (a batch is one call; a cache hit is none). Default unlimited."""
+    items: int | None = None
+    """Items acted on (a batch counts its items, a single call one). Default unlimited."""
+    bytes: int | None = None
+    """Observation bytes shown to the model. Default unlimited."""
+    money: float | None = None
+    """In the units of ``ToolSpec.cost``. Default unlimited."""
+    per: Literal["run", "principal"] = "run"
+    """``run``: each run has its own allowance; ``principal``: shared by all runs of a principal."""
+
+    def __post_init__(self) -> None:
+        if self.per not in ("run", "principal"):
+            raise ConfigurationError(f"Budget.per must be 'run' or 'principal', got {self.per!r}")
+        limits = self.limits()
+        if not limits:
+            raise ConfigurationError("a Budget needs at least one limit (calls, items, bytes or money)")
+        for unit, limit in limits.items():
+            if limit < 0:
+                raise ConfigurationError(f"Budget.{unit} must be >= 0, got {limit!r}")
+
+    def limits(self) -> dict[Unit, float]:
+        """The limited units and their limits."""
+        all_: dict[Unit, float | None] = {
+            "calls": self.calls,
+            "items": self.items,
+            "bytes": self.bytes,
+            "money": self.money,
+        }
+        return {unit: limit for unit, limit in all_.items() if limit is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"per": self.per}
+        for unit, limit in self.limits().items():
+            out[unit] = limit
+        return out
+
+    def __and__(self, other: Budget | Budgets) -> Budgets:
+        return Budgets(self) & other
+
+
+class Budgets:
+    """Several budgets that all apply (built with ``&`` or from a list)."""
+
+    __slots__ = ("budgets",)
+
+    def __init__(self, *budgets: Budget) -> None:
+        for b in budgets:
+            if not isinstance(b, Budget):
+                raise ConfigurationError(f"expected a Budget, got {b!r}")
+        self.budgets: tuple[Budget, ...] = budgets
+
+    @classmethod
+    def of(cls, value: Budget | Budgets | Iterable[Budget] | None) -> Budgets:
+        """Normalize what ``Runtime(budgets=...)`` accepts."""
+        if value is None:
+            return cls()
+        if isinstance(value, Budgets):
+            return value
+        if isinstance(value, Budget):
+            return cls(value)
+        return cls(*value)
+
+    def __and__(self, other: Budget | Budgets) -> Budgets:
+        more = other.budgets if isinstance(other, Budgets) else (other,)
+        return Budgets(*self.budgets, *more)
+
+    def __iter__(self) -> Iterator[Budget]:
+        return iter(self.budgets)
+
+    def __len__(self) -> int:
+        return len(self.budgets)
+
+
+def item_count(spec: ToolSpec, arguments: Mapping[str, Any]) -> int:
+    """How many items a call acts on: the batch's item count for batch tools, else 1."""
+    if spec.batch is None:
+        return 1
+    from actionspace.execution.items import count_items  # only batch tools need it
+
+    return count_items(spec, arguments)
+
+
+def estimate(spec: ToolSpec, arguments: Mapping[str, Any], *, items: int | None = None) -> Usage:
+    """The most a call can use: one call, its items, and ``spec.max_observation_bytes`` per item.
+
+    ``items`` overrides the count taken from the arguments. Bytes are the upper bound a trimmed
+    observation never exceeds, so an admitted call cannot push a budget past its limit (a bytes
+    budget therefore refuses a call once less than that bound remains); money is
+    ``cost.per_call + cost.per_item * items + cost.per_byte * bytes``.
+    """
+    n = item_count(spec, arguments) if items is None else items
+    return charge(spec, calls=1, items=n, nbytes=spec.max_observation_bytes * max(1, n))
+
+
+def charge(spec: ToolSpec, *, calls: int, items: int, nbytes: int) -> Usage:
+    """Usage of a call that dispatched ``calls`` times over ``items`` and showed ``nbytes``."""
+    cost = spec.cost
+    money = calls * cost.per_call + items * cost.per_item + nbytes * cost.per_byte
+    return Usage(calls=calls, items=items, bytes=nbytes, money=money)
+
+
+@dataclass(slots=True)
+class Reservation:
+    """Usage admitted for one call and not yet settled."""
+
+    run: list[float]
+    principal: list[float]
+    amount: Usage
+    remaining: dict[str, float]
+    """Per limited unit, what the applicable budgets allowed before this call."""
+
+
+_EPSILON = 1e-9
+"""Slack for money sums (0.1 + 0.2 > 0.3 in floating point)."""
+_INDEX: dict[Unit, int] = {unit: i for i, unit in enumerate(UNITS)}
+
+
+def _vector(usage: Usage) -> tuple[float, float, float, float]:
+    return (usage.calls, usage.items, usage.bytes, usage.money)
+
+
+def _usage(vector: list[float]) -> Usage:
+    calls, items, nbytes, money = vector
+    return Usage(calls=int(calls), items=int(items), bytes=int(nbytes), money=money)
+
+
+class Meter:
+    """Usage per run and per principal (id and tenant), thread-safe, in memory.
+
+    Usage includes what in-flight calls have reserved. Nothing is ever forgotten during the life of
+    the meter: a long-lived process with many runs should call :meth:`forget_run` for finished runs.
+    """
+
+    def __init__(self, budgets: Budgets) -> None:
+        self.budgets = budgets
+        self._limits = [
+            (b, b.per == "principal", [(unit, _INDEX[unit], limit) for unit, limit in b.limits().items()])
+            for b in budgets
+        ]
+        self._lock = threading.Lock()
+        self._runs: dict[str, list[float]] = {}
+        self._principals: dict[tuple[str, str | None], list[float]] = {}
+
+    def used(self, *, run_id: str | None = None, principal: tuple[str, str | None] | None = None) -> Usage:
+        """Usage of a run, or of a principal across its runs."""
+        with self._lock:
+            if run_id is not None:
+                vector = self._runs.get(run_id)
+            else:
+                vector = self._principals.get(principal) if principal is not None else None
+            return ZERO if vector is None else _usage(vector)
+
+    def remaining(self, run_id: str | None, principal: tuple[str, str | None]) -> dict[str, float]:
+        """Per limited unit, the least that any applicable budget still allows (never negative)."""
+        with self._lock:
+            run = self._runs.get(run_id, [0, 0, 0, 0.0]) if run_id is not None else None
+            return self._remaining(run, self._principals.get(principal, [0, 0, 0, 0.0]))
+
+    def admit(
+        self, run_id: str, principal: tuple[str, str | None], amount: Usage
+    ) -> Reservation | ActionError:
+        """Reserve ``amount`` when every applicable budget has room; else a ``budget_exceeded`` error."""
+        need = _vector(amount)
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                run = self._runs[run_id] = [0, 0, 0, 0.0]
+            shared = self._principals.get(principal)
+            if shared is None:
+                shared = self._principals[principal] = [0, 0, 0, 0.0]
+            for budget, per_principal, limits in self._limits:
+                used = shared if per_principal else run
+                for unit, i, limit in limits:
+                    if need[i] > limit - used[i] + _EPSILON:
+                        return _exceeded(budget, unit, _usage(used), amount)
+            remaining = self._remaining(run, shared)
+            for i in range(4):
+                run[i] += need[i]
+                shared[i] += need[i]
+            return Reservation(run, shared, amount, remaining)
+
+    def settle(self, reservation: Reservation, actual: Usage) -> None:
+        """Replace a reservation by what the call actually used."""
+        reserved, spent = _vector(reservation.amount), _vector(actual)
+        with self._lock:
+            for i in range(4):
+                delta = spent[i] - reserved[i]
+                reservation.run[i] += delta
+                reservation.principal[i] += delta
+
+    def forget_run(self, run_id: str) -> None:
+        """Drop a finished run's usage (principal usage is kept)."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def _remaining(self, run: list[float] | None, shared: list[float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for _, per_principal, limits in self._limits:
+            used = shared if per_principal else run
+            if used is None:
+                continue
+            for unit, i, limit in limits:
+                left = limit - used[i]
+                if left < 0:
+                    left = 0
+                known = out.get(unit)
+                if known is None or left < known:
+                    out[unit] = left
+        return out
+
+
+def _exceeded(budget: Budget, unit: Unit, used: Usage, amount: Usage) -> ActionError:
+    limits = budget.limits()
+    left = {u: max(0, limit - getattr(used, u)) for u, limit in limits.items()}
+    return ActionError.of(
+        "budget_exceeded",
+        f"the {unit} budget per {budget.per} would be exceeded: this call needs up to "
+        f"{getattr(amount, unit)} and {left[unit]} of {limits[unit]} {unit} remain",
+        details={
+            "budget": budget.to_dict(),
+            "unit": unit,
+            "used": used.to_dict(),
+            "estimate": amount.to_dict(),
+            "remaining": left,
+        },
+    )
