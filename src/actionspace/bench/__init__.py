@@ -21,10 +21,14 @@ from actionspace.bench._render import render
 from actionspace.bench._report import annotate, machine, versions
 from actionspace.bench._workload import BATCH, SLOW_S
 
-__all__ = ["SCHEMA", "render", "run_bench"]
+__all__ = ["SCHEMA", "SECTIONS", "render", "run_bench"]
 
 SCHEMA = "actionspace.bench/1"
 """The ``schema`` field of the result: bumped when a field changes meaning."""
+
+SECTIONS: dict[str, tuple[str, ...]] = {"parallel": ("batch.", "dag."), "trim": ("trim.",)}
+"""``only`` names that stand for a section's row prefixes: ``parallel`` (every parallel batch, the
+100-node plan and the random DAG) and ``trim`` (the 1 GiB log through ``log-v1``)."""
 
 
 def run_bench(
@@ -39,7 +43,8 @@ def run_bench(
     ``passes``: fresh-process rounds (figures are the median of the pass medians). ``scale``:
     multiplies call counts (at least 200 timed calls per row; ``0.05`` is a quick look). ``only``:
     keep the paths whose name starts with one of these prefixes (``batch.`` is ignored when
-    matching, so ``actionspace`` selects our batch row too). ``progress`` receives one line per
+    matching, so ``actionspace`` selects our batch row too; a name in ``SECTIONS`` stands for its
+    prefixes). The trimming row's log is ``scale`` GiB, at least 64 MiB. ``progress`` receives one line per
     measured row. Raises ValueError on a non-positive ``passes`` or ``scale``; a peer that is
     missing or fails is reported in ``skipped`` / ``errors``, never raised.
     """
@@ -49,7 +54,8 @@ def run_bench(
         raise ValueError(f"scale must be positive, got {scale}")
     before = machine()
     started = time.perf_counter()
-    raw, processes = run_passes(passes, scale, list(only), progress)
+    prefixes = [q for o in only for q in SECTIONS.get(o, (o,))]
+    raw, processes = run_passes(passes, scale, prefixes, progress)
     agg = annotate(aggregate(raw))
     after = machine()
     host = {k: v for k, v in before.items() if k != "loadavg"}

@@ -34,6 +34,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "pydantic_ai": ("pydantic_ai.",),
     "langgraph": ("langgraph.",),
     "openai_agents": ("openai_agents.",),
+    "plan": ("plan.", "dag."),
+    "trim": ("trim.",),
 }
 """Group → the prefixes of the rows it measures (its batch rows are the same under ``batch.``)."""
 
@@ -49,7 +51,7 @@ Progress = Callable[[str], None]
 
 
 def _empty(group: str) -> dict[str, Any]:
-    return {"percall": {}, "batch": {}, "skipped": {}, "errors": {}, "elapsed_s": {group: 0.0}}
+    return {"percall": {}, "batch": {}, "skipped": {}, "errors": {}, "extra": {}, "elapsed_s": {group: 0.0}}
 
 
 def _timeout(scale: float) -> float:
@@ -168,7 +170,14 @@ def _selected(only: Sequence[str]) -> list[str]:
 
 
 def _merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    merged: dict[str, Any] = {"percall": {}, "batch": {}, "skipped": {}, "errors": {}, "elapsed_s": {}}
+    merged: dict[str, Any] = {
+        "percall": {},
+        "batch": {},
+        "skipped": {},
+        "errors": {},
+        "extra": {},
+        "elapsed_s": {},
+    }
     for part in parts:
         for key in merged:
             merged[key].update(part.get(key, {}))
@@ -256,4 +265,5 @@ def aggregate(passes: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "errors": errors,
         "skipped": skipped,
         "pass_elapsed_s": elapsed,
+        "extra": [dict(p.get("extra", {})) for p in passes],
     }

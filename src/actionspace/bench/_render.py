@@ -8,6 +8,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from actionspace.bench._parallel_report import measured, render_parallel
+
 __all__ = ["render"]
 
 _KIND_ORDER = {"floor": 0, "actionspace": 1, "peer": 2}
@@ -152,6 +154,8 @@ def render(result: dict[str, Any]) -> RenderableType:
     parts: list[RenderableType] = [_percall_table(result), _targets(result), Text("")]
     if result["batch"]:
         parts += [_batch_table(result), Text("")]
+    if measured(result.get("parallel")):
+        parts += [render_parallel(result["parallel"]), Text("")]
     if result["skipped"] or result["errors"]:
         parts += [_notes(result), Text("")]
     parts.append(_footer(result))

@@ -8,6 +8,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from actionspace.bench._parallel_report import parallel_section
+
 __all__ = ["BATCH_OURS", "PACKAGES", "TARGETS", "TARGET_RATIO", "annotate", "machine", "versions"]
 
 TARGET_RATIO = 0.5
@@ -61,7 +63,7 @@ def kind_of(name: str) -> str:
     bare = name.removeprefix("batch.")
     if bare.startswith(_FLOOR_PREFIXES):
         return "floor"
-    if bare.startswith("actionspace."):
+    if bare.startswith(("actionspace.", "plan.")):
         return "actionspace"
     return "peer"
 
@@ -92,7 +94,8 @@ def _ratio(ours: float | None, theirs: float | None) -> float | None:
 
 
 def annotate(agg: dict[str, Any]) -> dict[str, Any]:
-    """Add kind, variant, reference and ratio to every row, the batch ratios, and the targets."""
+    """Add kind, variant, reference and ratio to every row, the batch ratios, the targets, and the
+    ``parallel`` section (which replaces the per-pass ``extra`` rows)."""
     percall = agg["percall"]
     for name, row in percall.items():
         ref = reference_of(name)
@@ -103,11 +106,13 @@ def annotate(agg: dict[str, Any]) -> dict[str, Any]:
     ours_batch = agg["batch"].get(BATCH_OURS, {}).get("median_ms")
     for name, row in agg["batch"].items():
         row["kind"] = kind_of(name)
-        row["ratio"] = None if name == BATCH_OURS else _ratio(ours_batch, row["median_ms"])
+        row["ratio"] = None if row["kind"] == "actionspace" else _ratio(ours_batch, row["median_ms"])
     targets = [_target(percall, label, ours, variant) for label, ours, variant in TARGETS]
     agg["targets"] = targets
     states = {t["status"] for t in targets}
     agg["target"] = "FAIL" if "FAIL" in states else ("PASS" if states == {"PASS"} else "n/a")
+    agg["parallel"] = parallel_section(agg)
+    agg.pop("extra", None)
     return agg
 
 

@@ -119,6 +119,8 @@ class Pass:
         self.batch: dict[str, dict[str, Any]] = {}
         self.skipped: dict[str, str] = {}
         self.errors: dict[str, str] = {}
+        self.extra: dict[str, dict[str, Any]] = {}
+        """Rows of another shape (the plan DAG, trimming): name → figures, summarized by their module."""
         self._log = log or _stderr
 
     def want(self, name: str) -> bool:
@@ -131,7 +133,7 @@ class Pass:
         return any(
             matches(p, self.only)
             or matches(f"batch.{p}", self.only)
-            or any(o.startswith(p) for o in self.only)
+            or any(o.removeprefix("batch.").startswith(p) for o in self.only)
             for p in prefixes
         )
 
@@ -191,8 +193,19 @@ class Pass:
         self.errors[prefix] = _describe(exc)
         self._log(f"[{prefix}] error: {self.errors[prefix]}")
 
+    def record(self, name: str, row: dict[str, Any], figure: str) -> None:
+        """Keep ``row`` under ``extra[name]`` and log ``figure`` as its progress line."""
+        self.extra[name] = row
+        self._log(f"[{name}] {figure}")
+
     def to_dict(self) -> dict[str, Any]:
-        return {"percall": self.percall, "batch": self.batch, "skipped": self.skipped, "errors": self.errors}
+        return {
+            "percall": self.percall,
+            "batch": self.batch,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "extra": self.extra,
+        }
 
     @staticmethod
     def _check(name: str, got: Any, expect: Any) -> None:

@@ -46,6 +46,14 @@ def measure(group: str, p: Pass) -> None:
         from actionspace.bench._ours import run_ours
 
         run_ours(p)
+    elif group == "plan":
+        from actionspace.bench._parallel import run_plan_rows
+
+        run_plan_rows(p)
+    elif group == "trim":
+        from actionspace.bench._trimming import run_trim_rows
+
+        run_trim_rows(p)
     else:
         from actionspace.bench._peers import run_peer
 
@@ -59,6 +67,10 @@ def preload(group: str) -> None:
         names = ("actionspace.bench._floors",)
     elif group == "actionspace":
         names = ("actionspace.runtime", "actionspace.bench._ours")
+    elif group == "plan":
+        names = ("actionspace.runtime", "actionspace.plan", "actionspace.bench._parallel")
+    elif group == "trim":
+        names = ("actionspace.observation", "actionspace.bench._trimming")
     else:
         from actionspace.bench._peers import MODULES
 

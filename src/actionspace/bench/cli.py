@@ -36,11 +36,16 @@ def bench_command(
         typer.Option(
             "--only",
             help="Run only the paths whose name starts with PREFIX (repeatable), e.g. --only actionspace "
-            "--only direct --only mcp. Batch rows match without their 'batch.' prefix.",
+            "--only direct --only mcp. Batch rows match without their 'batch.' prefix. 'parallel' "
+            "selects the parallel batches, the 100-node plan and the DAG; 'trim' the log trimming.",
             metavar="PREFIX",
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print progress on stderr.")] = False,
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="A quick look: one pass at scale 0.05 (a 64 MiB log); overrides both."),
+    ] = False,
 ) -> None:
     """Per-call overhead of actionspace beside physical floors and peer frameworks, in one run.
 
@@ -54,6 +59,10 @@ def bench_command(
 
     Also a parallel batch: 100 calls that each sleep 10 ms, issued at once.
 
+    Parallel section: the same 100 calls as one Plan (memory and SQLite stores) against the 10 ms
+    ideal, asyncio.gather and each peer; a seeded 1,000-node random DAG against its critical path;
+    a generated log of --scale GiB (at least 64 MiB) trimmed by log-v1: MiB/s and RSS growth.
+
     Prints median and p99 in µs, ratios, and PASS/FAIL of: our median ≤ 0.5 × the fastest peer's.
     """
     from actionspace.bench import render, run_bench
@@ -64,6 +73,8 @@ def bench_command(
         if not quiet:
             err.print(line, style="dim", markup=False, highlight=False)
 
+    if quick:
+        passes, scale = 1, 0.05
     result = run_bench(passes=passes, scale=scale, only=only or [], progress=progress)
     if json_out:
         typer.echo(json.dumps(result, indent=1))
