@@ -132,3 +132,61 @@ def test_rate_limited_retry_waits_retry_after() -> None:
     outcome = Executor().run(_spec(limited), {"x": 7})
     assert outcome == Succeeded(7, 2)
     assert calls[1] - calls[0] >= 0.045
+
+
+def test_concurrent_calls_with_different_timeouts_each_time_out_on_their_own_deadline() -> None:
+    """One timer serves every deadline: a short one armed after a long one still fires first."""
+    import asyncio
+    import time
+
+    from actionspace.catalog import RetryPolicy, ToolSpec
+    from actionspace.execution.executor import Executor, Failed, Succeeded
+
+    async def sleeper(seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
+
+    once = RetryPolicy(max_attempts=1)
+    long = ToolSpec(name="long", effect="read", fn=sleeper, timeout_s=5.0, retry=once)
+    short = ToolSpec(name="short", effect="read", fn=sleeper, timeout_s=0.05, retry=once)
+    executor = Executor()
+
+    async def scenario() -> tuple[Any, Any, Any, float]:
+        started = time.monotonic()
+        a = asyncio.ensure_future(executor.arun(long, {"seconds": 0.3}))
+        await asyncio.sleep(0)
+        b = asyncio.ensure_future(executor.arun(short, {"seconds": 2.0}))
+        c = asyncio.ensure_future(executor.arun(short, {"seconds": 0.01}))
+        done_b = await b
+        elapsed = time.monotonic() - started
+        return await a, done_b, await c, elapsed
+
+    a, b, c, elapsed_b = asyncio.run(scenario())
+    assert isinstance(a, Succeeded) and a.value == 0.3
+    assert isinstance(b, Failed) and b.error.category == "transient" and b.error.details["timeout_s"] == 0.05
+    assert isinstance(c, Succeeded)
+    assert elapsed_b < 1.0
+    executor.close()
+
+
+def test_an_outside_cancel_is_not_mistaken_for_a_timeout() -> None:
+    import asyncio
+
+    from actionspace.catalog import ToolSpec
+    from actionspace.execution.executor import Executor
+
+    async def forever() -> None:
+        await asyncio.sleep(10)
+
+    spec = ToolSpec(name="forever", effect="read", fn=forever, timeout_s=5.0)
+    executor = Executor()
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(executor.arun(spec, {}))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    executor.close()

@@ -8,9 +8,11 @@ tool may have committed, so it is never retried blindly.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -99,8 +101,7 @@ class Executor:
                 except BaseException:
                     coro.close()
                     raise
-                async with asyncio.timeout(spec.timeout_s):
-                    first: Outcome = Succeeded(await _Resume(coro, yielded), 1)
+                first: Outcome = Succeeded(await _resume_within(coro, yielded, spec.timeout_s), 1)
             except TimeoutError:
                 first = Failed(_timeout_error(spec), 1)
             except Exception as exc:
@@ -238,8 +239,88 @@ async def _with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any
     except BaseException:
         coro.close()
         raise
-    async with asyncio.timeout(timeout_s):
+    return await _resume_within(coro, yielded, timeout_s)
+
+
+async def _resume_within(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s: float) -> Any:
+    """Drive a started coroutine to its end; TimeoutError after ``timeout_s`` seconds."""
+    task = asyncio.current_task()
+    if task is None:  # not inside a task: fall back to the standard timer
+        async with asyncio.timeout(timeout_s):
+            return await _Resume(coro, yielded)
+    deadline = _watchdog(task.get_loop()).arm(task, timeout_s)
+    try:
         return await _Resume(coro, yielded)
+    except asyncio.CancelledError:
+        if deadline.fired and task.uncancel() == 0:
+            raise TimeoutError from None
+        raise
+    finally:
+        deadline.done = True
+
+
+class _Deadline:
+    __slots__ = ("done", "fired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.fired = False
+        self.done = False
+
+
+class _Watchdog:
+    """One timer per event loop for every tool timeout, instead of one timer per call.
+
+    Deadlines sit in a heap; the loop wakes at the earliest one, cancels the tasks whose deadline
+    passed and sleeps until the next. Calls that end are marked done and dropped lazily, so a call
+    that answers before its deadline costs a heap push and no timer of its own.
+    """
+
+    __slots__ = ("handle", "heap", "loop", "seq", "wake_at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[float, int, _Deadline]] = []
+        self.handle: asyncio.TimerHandle | None = None
+        self.wake_at = float("inf")
+        self.seq = 0
+
+    def arm(self, task: asyncio.Task[Any], timeout_s: float) -> _Deadline:
+        heap = self.heap
+        while heap and heap[0][2].done:
+            heapq.heappop(heap)
+        at = self.loop.time() + timeout_s
+        deadline = _Deadline(task)
+        self.seq += 1
+        heapq.heappush(heap, (at, self.seq, deadline))
+        if at < self.wake_at:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.wake_at = at
+            self.handle = self.loop.call_at(at, self._fire)
+        return deadline
+
+    def _fire(self) -> None:
+        self.handle, self.wake_at = None, float("inf")
+        heap, now = self.heap, self.loop.time()
+        while heap and (heap[0][0] <= now or heap[0][2].done):
+            _, _, deadline = heapq.heappop(heap)
+            if not deadline.done:
+                deadline.fired = True
+                deadline.task.cancel()
+        if heap:
+            self.wake_at = heap[0][0]
+            self.handle = self.loop.call_at(self.wake_at, self._fire)
+
+
+_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watchdog] = weakref.WeakKeyDictionary()
+
+
+def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
+    dog = _WATCHDOGS.get(loop)
+    if dog is None:
+        dog = _WATCHDOGS[loop] = _Watchdog(loop)
+    return dog
 
 
 class _Resume:
