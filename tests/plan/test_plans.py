@@ -408,3 +408,46 @@ def test_a_write_that_failed_transiently_is_sent_again_on_retry_and_only_once() 
     assert second.status == "ok" and third.status == "ok"
     assert third.nodes["pay"].diagnostics.get("replayed") is True
     assert sends == ["a1", "note:b2", "a1"]  # the failed write once more, nothing else again
+
+
+def test_a_node_waiting_for_approval_holds_only_its_branch_and_runs_once_after_approval() -> None:
+    rt = Runtime("memory://", recover_on_start=False)
+    sent: list[int] = []
+
+    @rt.tool(effect="external", writes=["account:{to}"], requires_approval=True)
+    def transfer(to: str, amount: int) -> str:
+        """Move money."""
+        sent.append(amount)
+        return "moved"
+
+    @rt.tool(effect="none")
+    def receipt(text: str) -> str:
+        """Format a receipt."""
+        return f"receipt: {text}"
+
+    @rt.tool(effect="read", reads=["rates:"])
+    def rate(currency: str) -> float:
+        """Look up a rate."""
+        return 1.1
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "pay", "tool": "transfer", "arguments": {"to": "bob", "amount": 40}},
+                {"id": "print", "tool": "receipt", "arguments": {"text": {"$ref": "pay.data"}}},
+                {"id": "fx", "tool": "rate", "arguments": {"currency": "EUR"}},
+            ]
+        }
+    )
+    held = rt.run_plan(plan, run_id="approve-run")
+    assert held.status == "partial" and held.nodes["fx"].ok
+    err = held.nodes["pay"].error
+    assert err is not None and err.category == "needs_approval"
+    assert held.nodes["print"].error is not None and held.nodes["print"].error.details["blocked_by"] == "pay"
+    [request] = rt.approvals.list()
+    assert request.arguments == {"to": "bob", "amount": 40}
+    rt.approvals.approve(request.id, by="alice", reason="rent")
+    done = rt.run_plan(plan, run_id="approve-run", retry_of=held)
+    assert done.status == "ok" and done.nodes["print"].data == "receipt: moved"
+    rt.run_plan(plan, run_id="approve-run", retry_of=done)
+    assert sent == [40]
