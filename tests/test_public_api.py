@@ -9,6 +9,7 @@ PUBLIC = [
     "URL",
     "Accepted",
     "ActionError",
+    "Budget",
     "CancelScope",
     "Cost",
     "Currency",

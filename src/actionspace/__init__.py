@@ -10,6 +10,7 @@ from actionspace.errors import CATEGORIES, ActionError, FieldError, ToolError
 from actionspace.execution.result import ToolResult
 from actionspace.parse import ParseResult, parse
 from actionspace.plan import CancelScope, InvalidPlan, Plan, PlanNode, PlanResult
+from actionspace.policy.budget import Budget
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime, tool
 from actionspace.types import Effect, Observation, Provenance, ToolCall, Trimming
@@ -33,6 +34,7 @@ __all__ = [
     "URL",
     "Accepted",
     "ActionError",
+    "Budget",
     "CancelScope",
     "Cost",
     "Currency",
