@@ -40,7 +40,7 @@ from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
 from actionspace.parse import parse
-from actionspace.plan.groups import Environment
+from actionspace.plan.groups import Environment, SpecsWithGroups
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, ToolLimit
 from actionspace.policy.budget import Budget, Budgets, Meter, Usage
@@ -575,7 +575,8 @@ class Runtime:
         ``min_age_s`` leaves alone entries touched more recently (another live process may hold
         them); the runtime's own start-up recovery uses 30 s.
         """
-        return recover(self.ledger, self.catalog, self.record, min_age_s=min_age_s)
+        specs = SpecsWithGroups(self.catalog, self._environments) if self._environments else self.catalog
+        return recover(self.ledger, specs, self.record, min_age_s=min_age_s)
 
     def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
         """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""

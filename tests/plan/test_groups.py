@@ -175,3 +175,26 @@ def test_a_group_split_by_an_outside_node_is_rejected(rt: Runtime, db: Path) -> 
     )
     assert result.error is not None and "split" in result.error.field_errors[0].message
     assert _rows(db) == []
+
+
+def test_a_group_interrupted_by_a_crash_is_settled_by_recover_through_the_environment(
+    rt: Runtime, db: Path
+) -> None:
+    plan = Plan.from_dict(_plan({"a": "1", "b": "2"}))
+    first = rt.run_plan(plan, run_id="g4")
+    assert first.status == "ok"
+    (entry,) = [e for e in rt.ledger.list() if e.node_id == "group:apply"]
+    # what a crash between the environment's commit and the ledger's leaves behind
+    restarted = Runtime("memory://", recover_on_start=False)
+    restarted.environment("settings", SqliteEnvironment(db))
+    for name in ("put", "check"):
+        restarted.register(rt.catalog.get(name))
+    restarted.ledger.begin(entry.evolve(state="dispatched", observation=None))
+    report = restarted.recover()
+    assert report.committed == [entry.key]
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM settings")
+    again = restarted.run_plan(plan, run_id="g4")
+    assert again.status == "ok"
+    assert again.nodes["set_a"].diagnostics["group_committed"] is True
+    assert _rows(db) == []  # recovered as committed: nothing applied twice

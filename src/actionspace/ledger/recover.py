@@ -16,9 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
 from actionspace.execution.result import ToolResult
 from actionspace.ledger.commit import query_status, unknown_commit_error
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
@@ -68,8 +69,14 @@ def _committed_observation(entry: LedgerEntry, result: Any) -> dict[str, Any]:
     return obs.to_dict()
 
 
+class FindsSpecs(Protocol):
+    """What recovery needs of a catalog: the spec of a ``name@version``, or None."""
+
+    def find(self, key: str) -> ToolSpec | None: ...
+
+
 def recover(
-    ledger: LedgerStore, catalog: Catalog, record: Record, *, min_age_s: float = 0.0
+    ledger: LedgerStore, catalog: Catalog | FindsSpecs, record: Record, *, min_age_s: float = 0.0
 ) -> RecoveryReport:
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago."""
     report = RecoveryReport()

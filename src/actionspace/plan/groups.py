@@ -33,7 +33,19 @@ from actionspace.plan.model import Group, GroupMode, PlanNode
 if TYPE_CHECKING:
     from actionspace.plan.check import CheckedNode, CheckedPlan
 
-__all__ = ["Environment", "GroupRun", "Transaction", "collapse", "group_spec"]
+__all__ = [
+    "GROUP_TOOL_PREFIX",
+    "Environment",
+    "GroupRun",
+    "SpecsWithGroups",
+    "Transaction",
+    "collapse",
+    "environment_spec",
+    "group_spec",
+]
+
+GROUP_TOOL_PREFIX = "group."
+"""Ledger entries of atomic groups name the tool ``group.<environment>@1``."""
 
 
 @runtime_checkable
@@ -188,7 +200,11 @@ def _unit(gid: str, members: list[CheckedNode], run: GroupRun) -> CheckedNode:
 
 def group_spec(run: GroupRun) -> ToolSpec:
     """The ledger's view of a group: one write, whose status query asks the environment."""
-    env = run.environment
+    return environment_spec(run.env_name, run.environment)
+
+
+def environment_spec(name: str, env: Environment) -> ToolSpec:
+    """The ledger tool every group over environment ``name`` is recorded as (``group.<name>@1``)."""
 
     def status(*, key: str, arguments: Mapping[str, Any]) -> StatusAnswer:
         answer = env.committed(key)
@@ -196,15 +212,32 @@ def group_spec(run: GroupRun) -> ToolSpec:
             return Committed(result={"committed": True, "found_by": "environment"})
         if answer is False:
             return NotCommitted()
-        return StillUnknown(f"environment {run.env_name!r} cannot tell")
+        return StillUnknown(f"environment {name!r} cannot tell")
 
     return ToolSpec(
-        name=f"group.{run.env_name}",
-        description=f"atomic {run.group.mode} group over {run.env_name}",
+        name=f"{GROUP_TOOL_PREFIX}{name}",
+        description=f"atomic group over environment {name}",
         effect="write",
         idempotency="query",
         status_query=status,
     )
+
+
+class SpecsWithGroups:
+    """A catalog view for ``recover()`` that also knows the ledger tools of atomic groups."""
+
+    def __init__(self, catalog: Any, environments: Mapping[str, Environment]) -> None:
+        self.catalog = catalog
+        self.environments = environments
+
+    def find(self, key: str) -> ToolSpec | None:
+        spec: ToolSpec | None = self.catalog.find(key)
+        if spec is None and key.startswith(GROUP_TOOL_PREFIX):
+            name = key[len(GROUP_TOOL_PREFIX) :].rsplit("@", 1)[0]
+            env = self.environments.get(name)
+            if env is not None:
+                return environment_spec(name, env)
+        return spec
 
 
 def outcome_of(members: Mapping[str, Any], failure: ActionError | None) -> Outcome:
