@@ -6,10 +6,13 @@ import json
 import tempfile
 from datetime import date
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from actionspace.demo.runner import ScenarioOutcome
 
 __all__ = ["app", "main"]
 
@@ -57,7 +60,7 @@ def demo(
     json_out: Annotated[bool, typer.Option("--json", help="Print a machine-readable report.")] = False,
     folder: Annotated[
         Path | None,
-        typer.Option("--dir", help="Folder for the calendar database (default: a new temp folder)."),
+        typer.Option("--dir", help="Folder for the scenarios' services (default: a new temp folder)."),
     ] = None,
     store: Annotated[
         str | None, typer.Option(help="Trace store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")
@@ -65,25 +68,53 @@ def demo(
     today: Annotated[
         str | None, typer.Option(help="Pretend today is this ISO date (the scenario books 'next Tuesday').")
     ] = None,
+    scenario: Annotated[
+        int | None,
+        typer.Option(
+            "--scenario", min=1, max=4, help="Run only this scenario (1-4; default: all, in order)."
+        ),
+    ] = None,
 ) -> None:
-    """Scenario 1: "next Tuesday 3 pm, one hour review with the design team".
+    """The built-in scenarios against real local services, in order (exit 1 if any verdict fails).
 
-    A scripted model makes realistic mistakes against a real SQLite calendar; each one comes back as a
-    typed error with its allowed recovery, until the event is created and verified by reading it back.
+    1 calendar: a scripted model's realistic mistakes, each a typed error with its recovery.
+    2 vendors: parallel checks (one times out), a conditional save, a conflict, re-read and merge.
+    3 migration: a directory of config files migrated as a DAG.
+    4 revenue: parallel searches, a follow-up read of the official report, a verifier.
     """
-    from actionspace.demo.render import render_report
-    from actionspace.demo.scenario import run_demo
+    import sys
+
+    from rich.rule import Rule
+
+    from actionspace.demo.runner import SCENARIOS, run_scenarios
     from actionspace.trace.store import default_store_url
 
     where = folder or Path(tempfile.mkdtemp(prefix="actionspace-demo-"))
     url = store or default_store_url()
-    report = run_demo(where, store=url, today=date.fromisoformat(today) if today else None)
+    numbers = [scenario] if scenario is not None else sorted(SCENARIOS)
+    outcomes = run_scenarios(numbers, where, store=url, today=date.fromisoformat(today) if today else None)
+    for outcome in outcomes:
+        if outcome.traceback:
+            sys.stderr.write(outcome.traceback)
+    ran = [o for o in outcomes if not o.skipped or scenario is not None]
+    passed = bool(ran) and all(o.passed for o in ran)
     if json_out:
-        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        report = {"passed": passed, "scenarios": [o.to_dict() for o in outcomes]}
+        typer.echo(json.dumps(report, indent=2, default=str))
     else:
-        Console().print(render_report(report))
-    if not report.verified:
+        console = Console()
+        for outcome in outcomes:
+            console.print(Rule(f"scenario {outcome.number}: {outcome.title}"))
+            console.print(outcome.renderable())
+        if len(outcomes) > 1:
+            verdicts = ", ".join(f"{o.number} {_verdict_word(o)}" for o in outcomes)
+            console.print(Rule(f"scenarios: {verdicts}", style="green" if passed else "red"))
+    if not passed:
         raise typer.Exit(1)
+
+
+def _verdict_word(outcome: ScenarioOutcome) -> str:
+    return "skipped" if outcome.skipped else "passed" if outcome.passed else "FAILED"
 
 
 eval_app = typer.Typer(help="Evaluate tool interfaces against external suites.", no_args_is_help=True)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from datetime import date
 from pathlib import Path
 
@@ -8,6 +10,7 @@ from typer.testing import CliRunner
 
 from actionspace.cli import _mount, app
 from actionspace.demo.calendar import CalendarService
+from actionspace.demo.documents import DocumentStore
 from actionspace.demo.scenario import next_tuesday, run_demo
 from actionspace.trace.store import open_trace_store
 
@@ -67,9 +70,12 @@ def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
     _mount()
     store = f"sqlite:///{tmp_path / 'trace.db'}"
     runner = CliRunner()
-    result = runner.invoke(app, ["demo", "--json", "--dir", str(tmp_path / "cal"), "--store", store])
+    result = runner.invoke(
+        app, ["demo", "--scenario", "1", "--json", "--dir", str(tmp_path / "cal"), "--store", store]
+    )
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output)
+    [outcome] = json.loads(result.output)["scenarios"]
+    report = outcome["report"]
     assert [s["category"] for s in report["steps"]] == [c for _, c in EXPECTED]
     assert report["verified"] is True
     shown = runner.invoke(app, ["trace", "show", report["run_id"], "--store", store, "--json"])
@@ -106,3 +112,66 @@ def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
         ["ledger", "resolve", key, "--outcome", "failed", "--by", "bob", "--reason", "x", "--store", store],
     )
     assert again.exit_code == 1 and "only unknown_commit" in again.output
+
+
+def _demo(*args: str) -> tuple[int, str]:
+    _mount()
+    result = CliRunner().invoke(app, ["demo", *args])
+    return result.exit_code, result.output
+
+
+def test_demo_runs_every_scenario_in_order_and_exits_0_when_all_verdicts_pass(tmp_path: Path) -> None:
+    code, output = _demo("--json", "--dir", str(tmp_path), "--store", "memory://", "--today", "2026-11-30")
+    assert code == 0, output
+    report = json.loads(output)
+    assert [s["scenario"] for s in report["scenarios"]] == [1, 2, 3, 4]
+    assert report["passed"] is True
+    by_number = {s["scenario"]: s for s in report["scenarios"]}
+    assert all(by_number[n]["passed"] for n in (1, 2, 4))
+    assert by_number[3]["passed"] or by_number[3]["skipped"]
+    assert by_number[2]["report"]["final_list"]["version"] == 3
+    assert by_number[4]["report"]["comparison"]["b"]["doc_id"] == "pl-ar-2025"
+    assert (tmp_path / "vendors" / "vendors.db").exists()
+    assert (tmp_path / "revenue" / "documents.db").exists()
+
+
+def test_demo_scenario_option_runs_only_that_scenario(tmp_path: Path) -> None:
+    code, output = _demo("--scenario", "2", "--json", "--dir", str(tmp_path), "--store", "memory://")
+    assert code == 0, output
+    [only] = json.loads(output)["scenarios"]
+    assert only["scenario"] == 2 and only["passed"] is True
+    assert not (tmp_path / "calendar").exists() and not (tmp_path / "revenue").exists()
+
+
+def test_demo_renders_a_scenario_with_its_verdict(tmp_path: Path) -> None:
+    code, output = _demo("--scenario", "4", "--dir", str(tmp_path), "--store", "memory://")
+    assert code == 0, output
+    assert "scenario 4" in output and "verified: official reports" in output
+
+
+def test_demo_exits_1_when_a_verdict_fails_on_the_service_state(tmp_path: Path) -> None:
+    # a newer annual report of one company only: the latest figures are now of two fiscal years
+    (tmp_path / "revenue").mkdir()
+    docs = DocumentStore(tmp_path / "revenue" / "documents.db")
+    docs.seed()
+    docs.close()
+    with closing(sqlite3.connect(tmp_path / "revenue" / "documents.db")) as conn, conn:
+        conn.execute(
+            "INSERT INTO documents VALUES ('nw-ar-2026', 'Nordwind AG', 'annual_report',"
+            " 'Nordwind AG Annual Report 2026', 'Nordwind AG', '2027-03-11', 2026, 'EUR', 43000.0, NULL)"
+        )
+    code, output = _demo("--scenario", "4", "--json", "--dir", str(tmp_path), "--store", "memory://")
+    assert code == 1, output
+    [only] = json.loads(output)["scenarios"]
+    assert only["passed"] is False
+    steps = only["report"]["steps"]
+    assert [s["category"] for s in steps if s["node"].startswith("compare")] == [
+        "invalid_arguments",
+        "invalid_arguments",
+    ]
+    assert "fiscal year 2025 is not 2026" in steps[-1]["observation"]["error"]["message"]
+
+
+def test_demo_refuses_an_unknown_scenario_number(tmp_path: Path) -> None:
+    code, _ = _demo("--scenario", "5", "--dir", str(tmp_path), "--store", "memory://")
+    assert code == 2

@@ -88,9 +88,8 @@ def test_one_failing_member_rolls_back_every_write_of_the_group(rt: Runtime, db:
     a, b, c = (result.nodes[f"set_{k}"] for k in "abc")
     assert b.error is not None and b.error.category == "conflict"
     assert a.error is not None and a.error.category == "cancelled" and a.error.details["rolled_back"] is True
-    assert (
-        c.error is not None and c.error.category == "conflict"
-    )  # never ran: reported with the group's cause
+    assert c.error is not None and c.error.category == "cancelled"  # never ran
+    assert c.error.details == {"phase": "not_dispatched", "group": "apply"}
     verify = result.nodes["verify"].error
     assert verify is not None and verify.details["blocked_by"] == "apply"
 

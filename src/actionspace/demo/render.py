@@ -1,15 +1,20 @@
-"""Rich rendering of a demo report: the step timeline and a summary table."""
+"""Rich rendering of the demo reports: the step timeline, a summary or verdict table, the result."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from actionspace.demo.revenue import RevenueReport
 from actionspace.demo.scenario import DemoReport
+from actionspace.demo.steps import PlanStep
+from actionspace.demo.vendors import VendorsReport
 
-__all__ = ["render_report"]
+__all__ = ["render_checks", "render_report", "render_revenue", "render_steps", "render_vendors"]
 
 _STYLE = {"ok": "green", "partial": "yellow", "error": "red"}
 
@@ -81,3 +86,95 @@ def render_report(report: DemoReport) -> RenderableType:
         f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
     )
     return Group(timeline, summary, Panel(footer, title="result"))
+
+
+def render_steps(title: str, steps: Sequence[PlanStep]) -> Table:
+    """The timeline of a plan-based scenario, in the spirit of scenario 1's; a section per plan."""
+    timeline = Table(title=title, expand=True, show_lines=True)
+    timeline.add_column("#", justify="right", width=3)
+    timeline.add_column("plan: node / tool", no_wrap=True)
+    timeline.add_column("intent", ratio=2)
+    timeline.add_column("outcome", no_wrap=True)
+    timeline.add_column("what the observation says", ratio=4)
+    timeline.add_column("next move", ratio=2)
+    for i, step in enumerate(steps):
+        outcome = Text(step.category or step.status, style=_STYLE.get(step.status, ""))
+        timeline.add_row(
+            str(step.index),
+            Text.assemble((f"{step.plan}: ", "dim"), step.node, "\n", (step.tool, "cyan")),
+            step.intent,
+            outcome,
+            step.detail,
+            step.next_move,
+            end_section=i + 1 < len(steps) and steps[i + 1].plan != step.plan,
+        )
+    return timeline
+
+
+def render_checks(checks: Mapping[str, bool]) -> Table:
+    """One row per verdict, read from the service's state."""
+    table = Table(title="verdict (read back from the service)", show_header=True)
+    table.add_column("check")
+    table.add_column("", justify="center")
+    for name, ok in checks.items():
+        table.add_row(name, Text("yes" if ok else "NO", style="green" if ok else "bold red"))
+    return table
+
+
+def _verdict(passed: bool, good: str) -> Text:
+    return Text(good if passed else "NOT verified", style="bold green" if passed else "bold red")
+
+
+def render_vendors(report: VendorsReport) -> RenderableType:
+    """Scenario 2: the plans' timeline, the verdict, and the list as the registry holds it."""
+    final = report.final_list
+    listed = ", ".join(
+        f"{e['vendor_id']} {e['version']} (by {e['added_by']})" for e in final.get("entries", [])
+    )
+    footer = Text.assemble(
+        _verdict(report.passed, "verified: both confirmed vendors listed once, the other edit kept"),
+        "\n",
+        f"plans: {', '.join(f'{k} {v}' for k, v in report.plans.items())}\n",
+        f"{final.get('list_id')} version {final.get('version')}: {listed}\n",
+        f"saves accepted by the registry: {len(report.saves)} "
+        f"({', '.join(s['author'] for s in report.saves)}); resent key {report.resend.get('key')} "
+        f"-> {report.resend.get('saves_with_key')} save\n",
+        f"registry: {report.folder}/vendors.db\n",
+        f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
+    )
+    return Group(
+        render_steps(f"request: {report.request!r}", report.steps),
+        render_checks(report.checks),
+        Panel(footer, title="result"),
+    )
+
+
+def render_revenue(report: RevenueReport) -> RenderableType:
+    """Scenario 4: the plans' timeline, the verdict, and the accepted comparison."""
+    parts: list[str | Text] = [
+        _verdict(report.passed, "verified: official reports, one fiscal year, one currency"),
+        "\n",
+        f"plans: {', '.join(f'{k} {v}' for k, v in report.plans.items())}\n",
+    ]
+    comparison = report.comparison
+    if comparison is not None:
+        for key in ("a", "b"):
+            side = comparison[key]
+            reported, converted = side["reported"], side["converted"]
+            parts.append(
+                f"{side['company']}: FY{side['fiscal_year']} "
+                f"{reported['currency']} {reported['amount']:,.1f} M = "
+                f"{converted['currency']} {converted['amount']:,.1f} M "
+                f"({side['doc_id']}, {side['rate_source']})\n"
+            )
+        parts.append(
+            f"{comparison['larger']} is larger by {comparison['currency']} {comparison['difference']:,.1f} M "
+            f"(x{comparison['ratio']})\n"
+        )
+    parts.append(f"documents: {report.folder}/documents.db\n")
+    parts.append(f"replay it:  actionspace trace show {report.run_id} --store {report.store}")
+    return Group(
+        render_steps(f"request: {report.request!r}", report.steps),
+        render_checks(report.checks),
+        Panel(Text.assemble(*parts), title="result"),
+    )

@@ -278,7 +278,7 @@ class Scheduler:
         self.results[k] = obs
         self.settled += 1
         for member in self.plan.nodes[k].members:  # a group: its members' own observations
-            self.results[member.id] = self.member_results.get(member.id) or _member_of(obs, member)
+            self.results[member.id] = self.member_results.get(member.id) or _member_of(obs, member, k)
         if obs.status != "ok" or k in self.abort_requested:
             inherited = self.blocked_by.get(k)
             origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
@@ -582,7 +582,7 @@ def _no_refs(text: str) -> Any:
     return {"$ref": text}
 
 
-def _member_of(group: Observation, member: CheckedNode) -> Observation:
+def _member_of(group: Observation, member: CheckedNode, group_id: str) -> Observation:
     """A member's observation taken from its group's (ledger-replayed) observation."""
     for item in group.items:
         if item.call_id.endswith(f":{member.id}"):
@@ -595,9 +595,20 @@ def _member_of(group: Observation, member: CheckedNode) -> Observation:
             tool_version=spec.version,
             diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
         )
-    error = group.error or ActionError.of("internal", "group ended without an error")
+    cause = group.error.message if group.error is not None else "the group failed"
+    error = ActionError.of(
+        "cancelled",
+        f"node {member.id} did not run: its atomic group failed ({cause})",
+        details={
+            "phase": "not_dispatched",
+            "group": group_id,
+        },
+    )
     return Observation.failure(
-        error, call_id=f"{group.call_id}#{member.id}", tool=spec.name, tool_version=spec.version
+        error,
+        call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
+        tool=spec.name,
+        tool_version=spec.version,
     )
 
 
