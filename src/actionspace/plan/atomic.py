@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from actionspace.plan.check import CheckedNode
     from actionspace.plan.scheduler import Scheduler
 
-__all__ = ["run_group"]
+__all__ = ["member_of", "run_group"]
 
 
 async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
@@ -167,3 +167,33 @@ def _rolled_back(obs: Observation, group: str, cause: ActionError | None) -> Obs
         details={"rolled_back": True, "group": group},
     )
     return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
+
+
+def member_of(group: Observation, member: CheckedNode, group_id: str) -> Observation:
+    """A member's observation taken from its group's (ledger-replayed) observation."""
+    for item in group.items:
+        if item.call_id.endswith(f":{member.id}"):
+            return item
+    spec = member.specs[0]
+    if group.status == "ok":  # committed, found by the environment's status query: no member details
+        return Observation(
+            call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
+            tool=spec.name,
+            tool_version=spec.version,
+            diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
+        )
+    cause = group.error.message if group.error is not None else "the group failed"
+    error = ActionError.of(
+        "cancelled",
+        f"node {member.id} did not run: its atomic group failed ({cause})",
+        details={
+            "phase": "not_dispatched",
+            "group": group_id,
+        },
+    )
+    return Observation.failure(
+        error,
+        call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
+        tool=spec.name,
+        tool_version=spec.version,
+    )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -24,11 +23,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from actionspace._pipeline import Ready, Recorder, RunState
-from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, FieldError
+from actionspace.plan.atomic import member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
-from actionspace.plan.model import Alternative, PlanResult, PlanStatus
+from actionspace.plan.control import CancelScope, ToolLimit
+from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord
@@ -41,49 +41,12 @@ if TYPE_CHECKING:
 __all__ = ["CancelScope", "Scheduler", "ToolLimit"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ToolLimit:
-    """Per-tool limits inside one plan. Both apply when both are set."""
-
-    max_concurrent: int | None = None
-    """Most calls of the tool running at once; None = only the plan's limit."""
-    per_second: float | None = None
-    """Most call starts per second (a sliding one-second window); None = unlimited."""
-
-
 _SAFE_TO_ABORT = frozenset({"none", "read"})
 _NO_MARKS: Mapping[str, str] = MappingProxyType({})
 
 FLUSH_S = 0.05
 """Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
 FLUSH_RECORDS = 2000
-
-
-class CancelScope:
-    """Cancel a running plan (all of it, or some nodes and their descendants); thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._requests: list[tuple[tuple[str, ...] | None, str]] = []
-        self._wake: Any = None
-
-    def cancel(self, nodes: list[str] | tuple[str, ...] | None = None, *, reason: str = "cancelled") -> None:
-        """Request cancellation of ``nodes`` (None = the whole plan)."""
-        with self._lock:
-            self._requests.append((tuple(nodes) if nodes is not None else None, reason))
-            wake = self._wake
-        if wake is not None:
-            wake()
-
-    def _bind(self, wake: Any) -> list[tuple[tuple[str, ...] | None, str]]:
-        with self._lock:
-            self._wake = wake
-            return list(self._requests)
-
-    def _take(self) -> list[tuple[tuple[str, ...] | None, str]]:
-        with self._lock:
-            out, self._requests = self._requests, []
-            return out
 
 
 def _blocked(call_id: str, node: CheckedNode, blocked_by: str, reason: str) -> Observation:
@@ -278,7 +241,7 @@ class Scheduler:
         self.results[k] = obs
         self.settled += 1
         for member in self.plan.nodes[k].members:  # a group: its members' own observations
-            self.results[member.id] = self.member_results.get(member.id) or _member_of(obs, member, k)
+            self.results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
         if obs.status != "ok" or k in self.abort_requested:
             inherited = self.blocked_by.get(k)
             origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
@@ -347,7 +310,9 @@ class Scheduler:
 
     async def _node(self, node: CheckedNode) -> Observation:
         if node.node.first_of:
-            return await self._speculate(node)
+            from actionspace.plan.speculate import speculate
+
+            return await speculate(self, node)
         if node.members:
             from actionspace.plan.atomic import run_group
 
@@ -499,117 +464,9 @@ class Scheduler:
             return obs
         return dataclasses.replace(obs, status="error", error=verdict.error)
 
-    # ------------------------------------------------------------------ speculation
-    async def _speculate(self, node: CheckedNode) -> Observation:
-        alternatives = list(zip(node.node.first_of, node.specs, strict=True))
-        cap = node.node.cost_cap
-        chosen: list[tuple[int, Alternative, ToolSpec]] = []
-        spent = 0.0
-        for j, (alt, spec) in enumerate(alternatives):
-            cost = spec.cost.per_call
-            if chosen and cap is not None and spent + cost > cap:
-                break
-            spent += cost
-            chosen.append((j, alt, spec))
-        tasks: dict[asyncio.Task[Observation], int] = {}
-        for j, alt, _spec in chosen:
-            arguments = self._arguments(node, alt.arguments)
-            if isinstance(arguments, Observation):
-                return arguments
-            tasks[asyncio.ensure_future(self._call(node, f"{node.id}~{j}", alt.tool, arguments))] = j
-        self.extra_calls += len(tasks) - 1
-        winner: tuple[int, Observation] | None = None
-        finished: dict[int, Observation] = {}
-        pending = set(tasks)
-        try:
-            while pending and winner is None:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for t in sorted(done, key=lambda t: tasks[t]):
-                    obs = t.result()
-                    finished[tasks[t]] = obs
-                    if winner is None and obs.status == "ok" and self._verify(node, obs).status == "ok":
-                        winner = (tasks[t], obs)
-        finally:
-            for t in pending:
-                t.cancel()
-        losers = sorted(set(tasks.values()) - ({winner[0]} if winner else set()))
-        self._record(
-            None,
-            "speculation",
-            {
-                "node": node.id,
-                "winner": winner[0] if winner else None,
-                "launched": len(tasks),
-                "skipped_by_cost_cap": len(alternatives) - len(chosen),
-                "non_authoritative": [j for j in losers if j in finished],
-                "cancelled": [j for j in losers if j not in finished],
-            },
-        )
-        bound = {"run": self.run_state.run_id, "principal": self.principal.id}
-        for j in losers:
-            if j in finished:  # kept for inspection, never fed to another node
-                loser = finished[j]
-                self.speculative.setdefault(node.id, []).append(
-                    dataclasses.replace(
-                        loser,
-                        diagnostics={
-                            **loser.diagnostics,
-                            "authoritative": False,
-                            "bound_to": {**bound, "tool": f"{loser.tool}@{loser.tool_version}"},
-                        },
-                    )
-                )
-        if winner is None:
-            last = finished[max(finished)] if finished else None
-            if last is not None and last.status == "error":
-                return last
-            error = ActionError.of("permanent", f"no alternative of {node.id} gave a sufficient result")
-            return Observation.failure(error, call_id=self._call_id(node.id), tool=node.specs[0].name)
-        j, obs = winner
-        diagnostics = {
-            **obs.diagnostics,
-            "speculation": {
-                "winner": j,
-                "tool": obs.tool,
-                "extra_calls": len(tasks) - 1,
-                "non_authoritative": [f"{node.id}~{i}" for i in losers if i in finished],
-            },
-        }
-        return dataclasses.replace(obs, diagnostics=diagnostics)
-
 
 def _no_refs(text: str) -> Any:
     return {"$ref": text}
-
-
-def _member_of(group: Observation, member: CheckedNode, group_id: str) -> Observation:
-    """A member's observation taken from its group's (ledger-replayed) observation."""
-    for item in group.items:
-        if item.call_id.endswith(f":{member.id}"):
-            return item
-    spec = member.specs[0]
-    if group.status == "ok":  # committed, found by the environment's status query: no member details
-        return Observation(
-            call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
-            tool=spec.name,
-            tool_version=spec.version,
-            diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
-        )
-    cause = group.error.message if group.error is not None else "the group failed"
-    error = ActionError.of(
-        "cancelled",
-        f"node {member.id} did not run: its atomic group failed ({cause})",
-        details={
-            "phase": "not_dispatched",
-            "group": group_id,
-        },
-    )
-    return Observation.failure(
-        error,
-        call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
-        tool=spec.name,
-        tool_version=spec.version,
-    )
 
 
 def _status(observations: Any) -> PlanStatus:

@@ -1,0 +1,103 @@
+"""Speculation: read-only alternatives of one node, the first sufficient result wins.
+
+Only ``effect="none"``/``"read"`` tools the principal may call (checked with the plan); the
+alternatives launch in order while their estimated cost (``ToolSpec.cost.per_call``) fits the
+node's ``cost_cap``; the losers are cancelled, and those that finished anyway are kept in
+``PlanResult.speculative``, marked non-authoritative and bound to run, principal and tool version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TYPE_CHECKING
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.plan.model import Alternative
+from actionspace.types import Observation
+
+if TYPE_CHECKING:
+    from actionspace.plan.check import CheckedNode
+    from actionspace.plan.scheduler import Scheduler
+
+__all__ = ["speculate"]
+
+
+async def speculate(sched: Scheduler, node: CheckedNode) -> Observation:
+    """Run a ``first_of`` node: alternatives under the cost cap; the first sufficient ok result wins."""
+    alternatives = list(zip(node.node.first_of, node.specs, strict=True))
+    cap = node.node.cost_cap
+    chosen: list[tuple[int, Alternative, ToolSpec]] = []
+    spent = 0.0
+    for j, (alt, spec) in enumerate(alternatives):
+        cost = spec.cost.per_call
+        if chosen and cap is not None and spent + cost > cap:
+            break
+        spent += cost
+        chosen.append((j, alt, spec))
+    tasks: dict[asyncio.Task[Observation], int] = {}
+    for j, alt, _spec in chosen:
+        arguments = sched._arguments(node, alt.arguments)
+        if isinstance(arguments, Observation):
+            return arguments
+        tasks[asyncio.ensure_future(sched._call(node, f"{node.id}~{j}", alt.tool, arguments))] = j
+    sched.extra_calls += len(tasks) - 1
+    winner: tuple[int, Observation] | None = None
+    finished: dict[int, Observation] = {}
+    pending = set(tasks)
+    try:
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in sorted(done, key=lambda t: tasks[t]):
+                obs = t.result()
+                finished[tasks[t]] = obs
+                if winner is None and obs.status == "ok" and sched._verify(node, obs).status == "ok":
+                    winner = (tasks[t], obs)
+    finally:
+        for t in pending:
+            t.cancel()
+    losers = sorted(set(tasks.values()) - ({winner[0]} if winner else set()))
+    sched._record(
+        None,
+        "speculation",
+        {
+            "node": node.id,
+            "winner": winner[0] if winner else None,
+            "launched": len(tasks),
+            "skipped_by_cost_cap": len(alternatives) - len(chosen),
+            "non_authoritative": [j for j in losers if j in finished],
+            "cancelled": [j for j in losers if j not in finished],
+        },
+    )
+    bound = {"run": sched.run_state.run_id, "principal": sched.principal.id}
+    for j in losers:
+        if j in finished:  # kept for inspection, never fed to another node
+            loser = finished[j]
+            sched.speculative.setdefault(node.id, []).append(
+                dataclasses.replace(
+                    loser,
+                    diagnostics={
+                        **loser.diagnostics,
+                        "authoritative": False,
+                        "bound_to": {**bound, "tool": f"{loser.tool}@{loser.tool_version}"},
+                    },
+                )
+            )
+    if winner is None:
+        last = finished[max(finished)] if finished else None
+        if last is not None and last.status == "error":
+            return last
+        error = ActionError.of("permanent", f"no alternative of {node.id} gave a sufficient result")
+        return Observation.failure(error, call_id=sched._call_id(node.id), tool=node.specs[0].name)
+    j, obs = winner
+    diagnostics = {
+        **obs.diagnostics,
+        "speculation": {
+            "winner": j,
+            "tool": obs.tool,
+            "extra_calls": len(tasks) - 1,
+            "non_authoritative": [f"{node.id}~{i}" for i in losers if i in finished],
+        },
+    }
+    return dataclasses.replace(obs, diagnostics=diagnostics)
