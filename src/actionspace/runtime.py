@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from actionspace._calls import dispatched_event, group, open_ledger_stores, open_stores, parse_raw
-from actionspace._crash import point
 from actionspace._pipeline import (
     Compiler,
     Ready,
@@ -24,6 +23,7 @@ from actionspace._pipeline import (
     prepare,
     record_sink,
 )
+from actionspace._runtime_ops import Operations
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
@@ -36,15 +36,9 @@ from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy, final_of, is_streaming, stream_ready
 from actionspace.execution.streaming import astream as _astream
 from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
-from actionspace.ledger.entries import LedgerEntry
-from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
-from actionspace.parse import parse
-from actionspace.plan.groups import Environment, SpecsWithGroups
-from actionspace.plan.model import Plan, PlanResult
-from actionspace.plan.scheduler import CancelScope, ToolLimit
-from actionspace.policy.budget import Budget, Budgets, Meter, Usage
-from actionspace.policy.budget import estimate as estimate_usage
+from actionspace.plan.groups import Environment
+from actionspace.policy.budget import Budget, Budgets, Meter
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
@@ -56,9 +50,6 @@ _log = logging.getLogger("actionspace")
 
 TOOL_ATTRIBUTE = "__actionspace_tool__"
 
-DEFAULT_RETENTION_S = 24 * 3600.0
-"""Ledger records live at least this long: longer than any retry window."""
-
 STARTUP_RECOVERY_AGE_S = 30.0
 """Start-up recovery leaves entries younger than this to the live process that may hold them."""
 
@@ -66,7 +57,7 @@ DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 """Used when neither the call nor the Runtime names a principal: may call every tool."""
 
 
-class Runtime:
+class Runtime(Operations):
     """Stands between a model and its tools. Thread-safe; usable from sync and async code.
 
     ``store``: ``"memory://"``, ``"sqlite:///path.db"`` (the default comes from
@@ -203,45 +194,6 @@ class Runtime:
         run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
         self._run(run_id, principal)
         return run_id
-
-    def offer(
-        self,
-        names: Iterable[str] | None = None,
-        *,
-        run_id: str | None = None,
-        principal: Principal | None = None,
-    ) -> list[dict[str, Any]]:
-        """Fix the tools a run may call (default: every tool not retired) and return their definitions.
-
-        Records ``candidates_offered`` with the full set, the offered set and why others were left out.
-        """
-        run = self._run(run_id, principal)
-        wanted = set(names) if names is not None else None
-        offered: list[ToolSpec] = []
-        left_out: list[dict[str, str]] = []
-        for spec in self.catalog.offerable():
-            if wanted is not None and spec.name not in wanted:
-                left_out.append({"name": spec.name, "reason": "not requested"})
-                continue
-            offered.append(spec)
-        for spec in self.catalog:
-            if spec.lifecycle == "retired":
-                left_out.append({"name": spec.key, "reason": "retired"})
-        run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
-        run.resolved.clear()
-        run.explicit_offer = True
-        rec = Recorder(run, None)
-        rec.add(
-            "candidates_offered",
-            {
-                "offered": [
-                    {"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in offered
-                ],
-                "left_out": left_out,
-            },
-        )
-        self._flush(rec)
-        return [s.describe() for s in offered]
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
         """Record the end of a run."""
@@ -518,75 +470,6 @@ class Runtime:
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="")
 
-    # ------------------------------------------------------------------ plans
-    def environment(self, name: str, env: Environment) -> None:
-        """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``).
-
-        ``env`` speaks :class:`actionspace.plan.groups.Environment`: ``mode`` (``"transaction"`` or
-        ``"switch"``), ``begin(key)`` and ``committed(key)``.
-        """
-        if not isinstance(env, Environment):
-            raise ConfigurationError(f"environment {name!r} must have mode, begin(key) and committed(key)")
-        self._environments[name] = env
-
-    async def arun_plan(
-        self,
-        plan: Plan | Mapping[str, Any],
-        *,
-        run_id: str | None = None,
-        principal: Principal | None = None,
-        max_concurrency: int | None = None,
-        tool_limits: Mapping[str, int | ToolLimit] | None = None,
-        cancel: CancelScope | None = None,
-        retry_of: PlanResult | None = None,
-    ) -> PlanResult:
-        """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
-
-        ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`.
-        ``cancel``: a :class:`CancelScope` to stop the plan or some nodes. ``retry_of``: an earlier
-        result of the same plan and run; its ok nodes are reused, the others run again (writes
-        through the ledger, with their original keys).
-        A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).
-        """
-        from actionspace.plan.run import arun_plan
-
-        return await arun_plan(
-            self,
-            plan,
-            run_id=run_id,
-            principal=principal,
-            max_concurrency=max_concurrency,
-            tool_limits=tool_limits,
-            cancel=cancel,
-            retry_of=retry_of,
-        )
-
-    def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
-        """Sync :meth:`arun_plan` (runs its own event loop; from async code use ``arun_plan``)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun_plan(plan, **options))
-        raise ConfigurationError("run_plan was called inside a running event loop; await rt.arun_plan(...)")
-
-    def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
-        """Settle every ``dispatched`` / ``unknown`` ledger entry through its status query (sends nothing).
-
-        ``min_age_s`` leaves alone entries touched more recently (another live process may hold
-        them); the runtime's own start-up recovery uses 30 s.
-        """
-        specs = SpecsWithGroups(self.catalog, self._environments) if self._environments else self.catalog
-        return recover(self.ledger, specs, self.record, min_age_s=min_age_s)
-
-    def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
-        """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""
-        point("during_purge")
-        return self.ledger.purge(older_than=time.time() - retention_s)
-
-    def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
-        """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""
-        return resolve_by_hand(self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record)
-
     def _enable_cache(self, spec: ToolSpec) -> None:
         """Give the runtime a read cache once a tool that may use it is registered."""
         if (self._guard is not None and self._guard.cache is not None) or not cacheable(spec):
@@ -594,36 +477,6 @@ class Runtime:
         if self._cache is None:
             self._cache = ReadCache()
         self._guard = Guard(meter=self.meter, cache=self._cache)
-
-    def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
-        """What the budgets still allow, per limited unit (the least over every applicable budget).
-
-        Per-run budgets count only when ``run_id`` is given; ``principal`` defaults to the run's
-        (or the runtime's) principal. Empty when no budgets are configured.
-        """
-        if self.meter is None:
-            return {}
-        run = self._runs.get(run_id) if run_id is not None else None
-        who = principal or (run.principal if run is not None else self.principal)
-        return self.meter.remaining(run_id, (who.id, who.tenant))
-
-    def estimate(
-        self, raw: Any, *, run_id: str | None = None, principal: Principal | None = None
-    ) -> dict[str, Any]:
-        """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them.
-
-        The estimate is the most the calls can use (see :func:`actionspace.policy.budget.estimate`),
-        summed over every call; tool names resolve to their current version. Nothing is recorded.
-        Raises ``UnknownToolError`` for a tool that is not registered.
-        """
-        calls = [raw] if isinstance(raw, ToolCall) else list(parse(raw).calls)
-        total = Usage()
-        for call in calls:
-            name, _, version = call.name.partition("@")
-            total += estimate_usage(self.catalog.get(name, version or None), call.arguments)
-        remaining = self.budget(run_id=run_id, principal=principal)
-        fits = all(getattr(total, unit) <= left for unit, left in remaining.items())
-        return {"estimate": total.to_dict(), "remaining": remaining, "fits": fits}
 
     def describe(self, name: str) -> dict[str, Any]:
         """The current definition of a tool, as the model may see it."""
