@@ -451,3 +451,50 @@ def test_a_node_waiting_for_approval_holds_only_its_branch_and_runs_once_after_a
     assert done.status == "ok" and done.nodes["print"].data == "receipt: moved"
     rt.run_plan(plan, run_id="approve-run", retry_of=done)
     assert sent == [40]
+
+
+def test_references_are_type_checked_against_both_schemas_before_anything_runs() -> None:
+    rt = Runtime("memory://", recover_on_start=False)
+    ran: list[str] = []
+
+    @rt.tool(effect="read", reads=["orders:"])
+    def order_total(order_id: str) -> dict[str, float]:
+        """Total of an order."""
+        ran.append("total")
+        return {"total": 12.5}
+
+    @rt.tool(effect="read", reads=["orders:"])
+    def order_lines(order_id: str) -> list[str]:
+        """Lines of an order."""
+        ran.append("lines")
+        return ["a", "b"]
+
+    @rt.tool(effect="none")
+    def label(text: str) -> str:
+        """Make a label."""
+        return text
+
+    bad = rt.run_plan(
+        {
+            "nodes": [
+                {"id": "t", "tool": "order_total", "arguments": {"order_id": "o1"}},
+                {"id": "l", "tool": "label", "arguments": {"text": {"$ref": "t.data.total"}}},
+                {"id": "m", "tool": "label", "arguments": {"text": {"$ref": "n.data.count"}}},
+                {"id": "n", "tool": "order_lines", "arguments": {"order_id": "o1"}},
+            ]
+        }
+    )
+    assert bad.error is not None and bad.error.category == "invalid_arguments"
+    messages = {f.path: f.message for f in bad.error.field_errors}
+    assert "number" in messages["/nodes/1/arguments/text"] and "string" in messages["/nodes/1/arguments/text"]
+    assert "cannot take field 'count' of array" in messages["/nodes/2/arguments/text"]
+    assert ran == []
+    good = rt.run_plan(
+        {
+            "nodes": [
+                {"id": "n", "tool": "order_lines", "arguments": {"order_id": "o1"}},
+                {"id": "l", "tool": "label", "arguments": {"text": {"$ref": "n.data[1]"}}},
+            ]
+        }
+    )
+    assert good.status == "ok" and good.nodes["l"].data == "b"

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ToolDefinitionError
@@ -34,9 +34,50 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
     options.setdefault("description", description)
     options.setdefault("summary", summary)
     options.setdefault("input_schema", schema)
+    if "output_schema" not in options:
+        options["output_schema"] = _output_schema(fn)
     if "coerce" not in options and _needs_coercion(model):
         options["coerce"] = _coercer(model)
     return ToolSpec(name=name, fn=fn, **options)
+
+
+def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """JSON Schema of the return annotation when it describes plain data; None otherwise.
+
+    Used to check plan references (``{"$ref": "n1.data.total"}``) against the argument they feed.
+    Unannotated, ``Any``/``object``/``None`` returns, ``ToolResult`` and generators give None.
+    """
+    try:
+        annotation = get_type_hints(fn).get("return")
+    except Exception:
+        return None
+    if annotation is None or annotation in (Any, object, type(None)):
+        return None
+    origin = getattr(annotation, "__origin__", None)
+    if inspect.isclass(annotation) and annotation.__name__ == "ToolResult":
+        return None
+    if origin is not None and getattr(origin, "__name__", "") in (
+        "Generator",
+        "AsyncGenerator",
+        "Iterator",
+        "AsyncIterator",
+        "Iterable",
+        "AsyncIterable",
+        "Awaitable",
+        "Coroutine",
+    ):
+        return None
+    try:
+        return _clean_schema_any(TypeAdapter(annotation).json_schema())
+    except Exception:
+        return None
+
+
+def _clean_schema_any(schema: dict[str, Any]) -> dict[str, Any]:
+    cleaned = _clean_schema(dict(schema))
+    if schema.get("type") != "object" and "properties" not in schema:
+        cleaned.pop("properties", None)
+    return cleaned
 
 
 def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str, str]) -> type[BaseModel]:

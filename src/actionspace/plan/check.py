@@ -18,6 +18,7 @@ from actionspace.errors import ActionError, FieldError
 from actionspace.plan.conflicts import ANY, conflicting, expand, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.refs import Ref, RefError, find_refs, parse_ref
+from actionspace.plan.types import reference_mismatch
 from actionspace.policy.principal import Principal, authorize
 from actionspace.validation.verdicts import Rejected
 
@@ -104,6 +105,9 @@ def check_plan(
     if errors:
         return _error(errors)
     edges = _declared_edges(checked)
+    _check_reference_types(checked, errors)
+    if errors:
+        return _error(errors)
     order = _topological(checked)
     if isinstance(order, ActionError):
         return order
@@ -255,6 +259,22 @@ def _sets(
             )
         writes = list(node.writes)
     return tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
+
+
+def _check_reference_types(nodes: dict[str, CheckedNode], errors: list[FieldError]) -> None:
+    """Whole-argument references whose source output type cannot match the argument's type."""
+    for c in nodes.values():
+        if not c.refs or c.node.first_of:
+            continue
+        target = c.specs[0]
+        for name, value in c.node.arguments.items():
+            if isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("$ref"), str):
+                ref = next((r for r in c.refs if r.text == value["$ref"]), None)
+                if ref is None or nodes[ref.node].node.first_of:
+                    continue
+                why = reference_mismatch(ref, nodes[ref.node].specs[0], target, name)
+                if why is not None:
+                    errors.append(FieldError(path=f"/nodes/{c.index}/arguments/{name}", message=why))
 
 
 def _declared_edges(nodes: dict[str, CheckedNode]) -> list[tuple[str, str]]:
