@@ -498,3 +498,30 @@ def test_references_are_type_checked_against_both_schemas_before_anything_runs()
         }
     )
     assert good.status == "ok" and good.nodes["l"].data == "b"
+
+
+def test_when_slots_are_short_the_head_of_the_longest_chain_starts_first() -> None:
+    rt = Runtime("memory://", recover_on_start=False)
+    started: list[str] = []
+
+    @rt.tool(effect="none")
+    async def step(name: str) -> str:
+        """One step."""
+        started.append(name)
+        await asyncio.sleep(0)
+        return name
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "lone", "tool": "step", "arguments": {"name": "lone"}},
+                {"id": "head", "tool": "step", "arguments": {"name": "head"}},
+                {"id": "mid", "tool": "step", "arguments": {"name": "mid"}, "depends_on": ["head"]},
+                {"id": "tail", "tool": "step", "arguments": {"name": "tail"}, "depends_on": ["mid"]},
+            ]
+        }
+    )
+    result = rt.run_plan(plan, max_concurrency=1)
+    assert result.status == "ok"
+    assert started[0] == "head"
+    assert set(started) == {"lone", "head", "mid", "tail"}
