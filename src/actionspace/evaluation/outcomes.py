@@ -1,0 +1,164 @@
+"""What one evaluated task produced, layer by layer: the record every evaluation report is built from.
+
+An evaluation runs a policy (the model) on a task through the real runtime and keeps, for every
+step, which layers passed. The layers are ordered and each is only meaningful if the previous one
+passed:
+
+``parse`` (the raw output held a well-formed call, or rightly none) → ``select`` (the right tool,
+or rightly no tool) → ``args`` (arguments acceptable for the task) → ``exec`` (the call ran without
+error) → ``task`` (the final state / answer is what the task expects).
+
+Records are plain frozen dataclasses with ``to_dict`` / ``from_dict`` so they can be written to
+``outcomes.jsonl`` and read back by the report and monitoring code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["CATEGORIES", "LAYERS", "Category", "Layer", "StepOutcome", "TaskOutcome"]
+
+Layer = Literal["parse", "select", "args", "exec", "task"]
+LAYERS: tuple[Layer, ...] = ("parse", "select", "args", "exec", "task")
+
+Category = Literal["normal", "no_tool", "info_missing", "permission_missing", "near_name"]
+CATEGORIES: tuple[Category, ...] = ("normal", "no_tool", "info_missing", "permission_missing", "near_name")
+"""``normal``: a tool call is expected. ``no_tool``: answering without a tool is right.
+``info_missing``: the request lacks a required fact; asking for it is right, guessing is wrong.
+``permission_missing``: the principal may not do it; not calling (or a denied call) is right.
+``near_name``: a tool with a confusable name is offered next to the right one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepOutcome:
+    """One model turn: its raw output, what it parsed to, and how the runtime judged it."""
+
+    index: int
+    raw: Any = None
+    """The policy's raw output for this turn (text or provider message)."""
+    calls: tuple[Mapping[str, Any], ...] = ()
+    """Parsed calls as ``{"name", "arguments"}``, in order."""
+    expected_tools: tuple[str, ...] = ()
+    """Tools an acceptable answer of this turn calls (empty: no call is right)."""
+    parse_ok: bool = True
+    select_ok: bool | None = None
+    """None when the layer was not reached (an earlier layer failed)."""
+    args_ok: bool | None = None
+    exec_ok: bool | None = None
+    error_category: str | None = None
+    """The runtime's ActionError category for the turn's first failed call, if any."""
+    confidence: float | None = None
+    """The policy's confidence in its tool choice (from logprobs), when the policy reports one."""
+    tokens: int | None = None
+    recovered: bool = False
+    """This turn followed an error and was an allowed recovery that succeeded."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "raw": self.raw,
+            "calls": [dict(c) for c in self.calls],
+            "expected_tools": list(self.expected_tools),
+            "parse_ok": self.parse_ok,
+            "select_ok": self.select_ok,
+            "args_ok": self.args_ok,
+            "exec_ok": self.exec_ok,
+            "error_category": self.error_category,
+            "confidence": self.confidence,
+            "tokens": self.tokens,
+            "recovered": self.recovered,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepOutcome:
+        return cls(
+            index=int(data["index"]),
+            raw=data.get("raw"),
+            calls=tuple(dict(c) for c in data.get("calls", ())),
+            expected_tools=tuple(data.get("expected_tools", ())),
+            parse_ok=bool(data.get("parse_ok", True)),
+            select_ok=data.get("select_ok"),
+            args_ok=data.get("args_ok"),
+            exec_ok=data.get("exec_ok"),
+            error_category=data.get("error_category"),
+            confidence=data.get("confidence"),
+            tokens=data.get("tokens"),
+            recovered=bool(data.get("recovered", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOutcome:
+    """One task of a suite under one policy (and one ablation variant)."""
+
+    suite: str
+    task_id: str
+    category: Category = "normal"
+    variant: str = "baseline"
+    """``baseline`` or the ablation that produced this run (``names_hidden``, ``enums_dropped`` …)."""
+    steps: tuple[StepOutcome, ...] = ()
+    task_ok: bool | None = None
+    """The final-state / answer predicate; None when the run never got that far."""
+    run_id: str | None = None
+    """The runtime run whose trace holds every decision of this task."""
+    incidents: tuple[str, ...] = ()
+    """Side-effect incidents: ``write_in_negative_task``, ``duplicate_effect`` …"""
+    extra_calls: int = 0
+    """Calls spent on speculation beyond the one that counted."""
+    chosen: tuple[tuple[str, str], ...] = ()
+    """(expected tool, chosen tool) pairs, for the confusion matrix; ``"<none>"`` for no call."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def layer(self, name: Layer) -> bool | None:
+        """Did the task pass ``name`` (every step up to that layer)? None when not reached."""
+        if name == "task":
+            return self.task_ok
+        attr = {"parse": "parse_ok", "select": "select_ok", "args": "args_ok", "exec": "exec_ok"}[name]
+        values = [getattr(s, attr) for s in self.steps]
+        if not values:
+            return None
+        if any(v is False for v in values):
+            return False
+        if any(v is None for v in values):
+            return None
+        return True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite,
+            "task_id": self.task_id,
+            "category": self.category,
+            "variant": self.variant,
+            "steps": [s.to_dict() for s in self.steps],
+            "task_ok": self.task_ok,
+            "run_id": self.run_id,
+            "incidents": list(self.incidents),
+            "extra_calls": self.extra_calls,
+            "chosen": [list(p) for p in self.chosen],
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskOutcome:
+        return cls(
+            suite=str(data["suite"]),
+            task_id=str(data["task_id"]),
+            category=data.get("category", "normal"),
+            variant=str(data.get("variant", "baseline")),
+            steps=tuple(StepOutcome.from_dict(s) for s in data.get("steps", ())),
+            task_ok=data.get("task_ok"),
+            run_id=data.get("run_id"),
+            incidents=tuple(data.get("incidents", ())),
+            extra_calls=int(data.get("extra_calls", 0)),
+            chosen=tuple((str(a), str(b)) for a, b in data.get("chosen", ())),
+            details=dict(data.get("details") or {}),
+        )
+
+
+def outcomes_to_jsonl(outcomes: Sequence[TaskOutcome]) -> str:
+    """One JSON object per line."""
+    import json
+
+    return "".join(json.dumps(o.to_dict(), default=str) + "\n" for o in outcomes)
