@@ -169,19 +169,24 @@ def _check_node(
 ) -> CheckedNode | None:
     at = f"/nodes/{i}"
     before = len(errors)
-    for name, targets in (("depends_on", node.depends_on), ("independent_of", node.independent_of)):
-        for j, target in enumerate(targets):
-            if target not in ids:
-                errors.append(FieldError(path=f"{at}/{name}/{j}", message=f"no node {target!r} in this plan"))
-            elif target == node.id:
-                errors.append(FieldError(path=f"{at}/{name}/{j}", message="a node cannot name itself"))
-    calls = [(a.tool, a.arguments, f"{at}/first_of/{j}") for j, a in enumerate(node.first_of)] or [
-        (node.tool, node.arguments, at)
-    ]
+    if node.depends_on or node.independent_of:
+        for name, targets in (("depends_on", node.depends_on), ("independent_of", node.independent_of)):
+            for j, target in enumerate(targets):
+                if target not in ids:
+                    errors.append(
+                        FieldError(path=f"{at}/{name}/{j}", message=f"no node {target!r} in this plan")
+                    )
+                elif target == node.id:
+                    errors.append(FieldError(path=f"{at}/{name}/{j}", message="a node cannot name itself"))
+    if node.first_of:
+        calls = [(a.tool, a.arguments, f"{at}/first_of/{j}") for j, a in enumerate(node.first_of)]
+    else:
+        calls = [(node.tool, node.arguments, at)]
     refs: list[Ref] = []
     specs: list[ToolSpec] = []
     for tool, arguments, where in calls:
-        for pointer, raw in find_refs(arguments):
+        nested = any(isinstance(v, (Mapping, list)) for v in arguments.values())
+        for pointer, raw in find_refs(arguments) if nested else ():
             try:
                 ref = parse_ref(raw)
             except RefError as exc:
