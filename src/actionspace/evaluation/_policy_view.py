@@ -1,0 +1,76 @@
+"""What a policy sees (:class:`PolicyView`) and what it answers (:class:`Proposal`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from actionspace.errors import ConfigurationError
+
+__all__ = ["Policy", "PolicyView", "Proposal", "Raw", "openai_tools"]
+
+Raw: TypeAlias = str | Mapping[str, Any] | Sequence[Any]
+"""A raw model output: text, a provider message dict, or a list of either (calls concatenated)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyView:
+    """Everything a policy may see before it answers one turn."""
+
+    task_id: str
+    """The suite task being played."""
+    turn: int = 0
+    """Zero-based index of the model turn within the task."""
+    messages: tuple[Mapping[str, Any], ...] = ()
+    """The chat so far in OpenAI chat format (``system`` / ``user`` / ``assistant`` / ``tool``)."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """The offered tools as OpenAI tool definitions (see :func:`openai_tools`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """One model turn's raw output, before any parsing."""
+
+    raw: Raw = ""
+    """Text, a provider message dict, or a list of these; ``""`` (the default) means no call."""
+    confidence: float | None = None
+    """Probability in [0, 1] the policy gives its tool choice; None when it cannot tell."""
+    tokens: int | None = None
+    """Tokens spent on this turn (prompt + completion), when known."""
+
+    @property
+    def empty(self) -> bool:
+        """True for the "no call" proposal (``raw == ""``)."""
+        return isinstance(self.raw, str) and self.raw == ""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """The model: sees a :class:`PolicyView`, answers with a :class:`Proposal`."""
+
+    def propose(self, view: PolicyView) -> Proposal: ...
+
+
+def openai_tools(descriptions: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """OpenAI tool definitions for what ``Runtime.offer`` returned (``ToolSpec.describe()`` dicts).
+
+    Each ``{"name", "description", "input_schema", ...}`` becomes
+    ``{"type": "function", "function": {"name", "description", "parameters"}}``; a definition that
+    already has the OpenAI shape is passed through unchanged. Nothing but the name, the description
+    and the input schema reaches the model.
+    """
+    out: list[dict[str, Any]] = []
+    for d in descriptions:
+        if d.get("type") == "function" and isinstance(d.get("function"), Mapping):
+            out.append(dict(d))
+            continue
+        if "name" not in d:
+            raise ConfigurationError(f"tool description without a name: {sorted(d)}")
+        function: dict[str, Any] = {"name": str(d["name"])}
+        if d.get("description"):
+            function["description"] = str(d["description"])
+        schema = d.get("input_schema", d.get("parameters"))
+        function["parameters"] = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
+        out.append({"type": "function", "function": function})
+    return tuple(out)
