@@ -1,0 +1,185 @@
+"""Run a policy over a suite through the real runtime and record every layer of every task.
+
+For each task (and each ablation variant) a fresh in-memory :class:`~actionspace.Runtime` offers the
+task's tools (as the variant shows them), the policy proposes raw output, and the runtime parses,
+validates and executes it exactly as it would in production; the judge compares the parsed calls
+with the ground truth. The result is one :class:`~actionspace.evaluation.outcomes.TaskOutcome` per
+task and variant, with the layers ``parse → select → args → exec → task``, each only judged when
+the previous one passed.
+
+Single-turn tasks are run here; the tools of a single-turn suite have no backend, so they answer
+with their validated arguments (``exec`` then means "accepted and ran through the pipeline").
+Multi-turn tasks with executable backends are left to ``actionspace eval bfcl-multiturn``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from actionspace.errors import ActionspaceError
+from actionspace.evaluation.ablations import ABLATIONS
+from actionspace.evaluation.judge import judge_turn
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
+from actionspace.evaluation.suite import Suite, Task
+from actionspace.parse import parse
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+
+__all__ = ["evaluate", "ground_truth_policy", "runnable"]
+
+Progress = Callable[[TaskOutcome], None]
+
+
+def runnable(task: Task) -> bool:
+    """Tasks this runner judges: one turn, no executable backend state."""
+    return task.turns == 1 and not task.initial_state
+
+
+def evaluate(
+    suite: Suite,
+    policy: Policy,
+    *,
+    variants: Sequence[str] = ("baseline",),
+    seed: int = 0,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> list[TaskOutcome]:
+    """Every runnable task of ``suite`` under ``policy``, once per variant (``baseline`` or an ablation)."""
+    unknown = [v for v in variants if v != "baseline" and v not in ABLATIONS]
+    if unknown:
+        raise ActionspaceError(f"unknown ablation(s) {unknown}; choose from {sorted(ABLATIONS)}")
+    tasks = [t for t in suite.tasks if runnable(t)][:limit]
+    out: list[TaskOutcome] = []
+    for variant in variants:
+        for task in tasks:
+            outcome = _run_task(suite.name, task, policy, variant, seed)
+            out.append(outcome)
+            if progress is not None:
+                progress(outcome)
+    return out
+
+
+def _echo(**arguments: Any) -> dict[str, Any]:
+    return arguments
+
+
+def _runtime(task: Task, shown: Iterable[Mapping[str, Any]]) -> tuple[Runtime, list[str]]:
+    rt = Runtime(
+        "memory://", recover_on_start=False, principal=Principal(id="eval", scopes=tuple(task.scopes))
+    )
+    rejected: list[str] = []
+    for tool in shown:
+        name = str(tool.get("name", ""))
+        schema = tool.get("parameters") or tool.get("input_schema") or {"type": "object"}
+        try:
+            rt.add_tool(
+                name=name,
+                input_schema=schema,
+                fn=_echo,
+                effect="read",
+                description=str(tool.get("description", "")),
+                scopes=("read:*",),
+            )
+        except ActionspaceError as exc:
+            rejected.append(f"{name}: {exc}")
+    return rt, rejected
+
+
+def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -> TaskOutcome:
+    ablation = ABLATIONS.get(variant)
+    tools = [dict(t) for t in task.offered(0)]
+    shown = ablation.tools(tools, seed) if ablation is not None else tools
+    expected: list[dict[str, Any]] = list(task.possible_answers(0))
+    if ablation is not None:
+        expected = ablation.expected([expected], tools, seed)[0]
+    rt, rejected = _runtime(task, shown)
+    try:
+        run_id = rt.new_run(f"eval:{task.id}:{variant}")
+        offered = rt.offer(run_id=run_id)
+        view = PolicyView(
+            task_id=task.id, turn=0, messages=tuple(task.messages(0)), tools=openai_tools(offered)
+        )
+        proposal = policy.propose(view)
+        step, chosen = _judge(rt, run_id, view, proposal, expected)
+    finally:
+        rt.close()
+    return TaskOutcome(
+        suite=suite,
+        task_id=task.id,
+        category=task.category,
+        variant=variant,
+        steps=(step,),
+        task_ok=step.exec_ok if step.exec_ok is not None else (False if step.exec_ok is False else None),
+        run_id=run_id,
+        chosen=chosen,
+        details={"schema_rejected": rejected} if rejected else {},
+    )
+
+
+def _judge(
+    rt: Runtime, run_id: str, view: PolicyView, proposal: Proposal, expected: list[dict[str, Any]]
+) -> tuple[StepOutcome, tuple[tuple[str, str], ...]]:
+    base: dict[str, Any] = {
+        "index": 0,
+        "raw": proposal.raw,
+        "expected_tools": tuple(next(iter(e)) for e in expected),
+        "confidence": proposal.confidence,
+        "tokens": proposal.tokens,
+    }
+    if proposal.empty:
+        calls: list[dict[str, Any]] = []
+    else:
+        parsed = parse(proposal.raw, tools=list(view.tools))
+        if parsed.error is not None:
+            rt.record(run_id, "model_output", {"raw": _printable(proposal.raw)})
+            return StepOutcome(**base, parse_ok=False, error_category="parse_error"), ()
+        calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    verdict = judge_turn(calls, expected)
+    step: dict[str, Any] = {**base, "calls": tuple(calls), "parse_ok": True, "select_ok": verdict.select_ok}
+    if not verdict.select_ok:
+        return StepOutcome(**step), verdict.pairs
+    step["args_ok"] = verdict.args_ok
+    if not verdict.args_ok:
+        return StepOutcome(**step), verdict.pairs
+    if not calls:
+        return StepOutcome(**step, exec_ok=True), verdict.pairs
+    observations = rt.call_all(proposal.raw, run_id=run_id)
+    failed = next((o for o in observations if o.error is not None), None)
+    step["exec_ok"] = failed is None
+    step["error_category"] = (
+        failed.error.category if failed is not None and failed.error is not None else None
+    )
+    return StepOutcome(**step), verdict.pairs
+
+
+def _printable(raw: Any) -> Any:
+    return raw if isinstance(raw, str | dict | list) else repr(raw)
+
+
+def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
+    """A policy that answers every task with its ground truth (the first acceptable value of each
+    argument; arguments whose acceptable values include ``""`` are left out), as an OpenAI
+    assistant message; no call where none is right."""
+
+    def answer(view: PolicyView) -> Proposal | None:
+        task = suite.task(view.task_id)
+        turn = task.possible_answers(view.turn)
+        if not turn:
+            return None
+        tool_calls = []
+        for i, call in enumerate(turn):
+            ((name, spec),) = call.items()
+            arguments = {arg: values[0] for arg, values in spec.items() if values and "" not in values}
+            tool_calls.append(
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            )
+        return Proposal(raw={"role": "assistant", "content": None, "tool_calls": tool_calls})
+
+    return ScriptedPolicy(answer)

@@ -1,0 +1,164 @@
+"""The runner judges each layer through the real runtime; a mutated output drops exactly its layer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from actionspace.evaluation.outcomes import TaskOutcome
+from actionspace.evaluation.policies import PolicyView, Proposal, ScriptedPolicy
+from actionspace.evaluation.runner import evaluate, ground_truth_policy
+from actionspace.evaluation.suite import ExpectedCall, Suite, Task
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "get_weather",
+        "description": "Weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["C", "F"]}},
+            "required": ["city"],
+        },
+    },
+    {
+        "name": "get_time",
+        "description": "Local time in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+]
+
+
+def _suite() -> Suite:
+    return Suite(
+        name="mini",
+        tasks=(
+            Task(
+                id="w1",
+                request="Weather in Paris?",
+                tools=tuple(TOOLS),
+                expected=(
+                    (ExpectedCall(name="get_weather", arguments={"city": ("Paris",), "unit": ("C", "")}),),
+                ),
+            ),
+            Task(
+                id="p1",
+                request="Weather and time in Rome",
+                tools=tuple(TOOLS),
+                expected=(
+                    (
+                        ExpectedCall(name="get_weather", arguments={"city": ("Rome",), "unit": ("C", "")}),
+                        ExpectedCall(name="get_time", arguments={"city": ("Rome",)}),
+                    ),
+                ),
+            ),
+            Task(id="n1", category="no_tool", request="Tell me a joke", tools=tuple(TOOLS), no_call=True),
+        ),
+    )
+
+
+def _message(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+            for i, (n, a) in enumerate(calls)
+        ],
+    }
+
+
+def _layers(outcome: TaskOutcome) -> list[bool | None]:
+    return [outcome.layer(name) for name in ("parse", "select", "args", "exec", "task")]
+
+
+def test_the_ground_truth_passes_every_layer_and_no_call_passes_a_negative_task() -> None:
+    suite = _suite()
+    outcomes = evaluate(suite, ground_truth_policy(suite))
+    assert [o.task_id for o in outcomes] == ["w1", "p1", "n1"]
+    assert all(_layers(o) == [True] * 5 for o in outcomes)
+    assert outcomes[1].chosen == (("get_time", "get_time"), ("get_weather", "get_weather"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "layers", "category"),
+    [
+        (
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "Par',
+            [False, None, None, None, None],
+            "parse_error",
+        ),
+        (_message(("get_time", {"city": "Paris"})), [True, False, None, None, None], None),
+        (_message(("get_weather", {"city": "Lyon"})), [True, True, False, None, None], None),
+        (_message(("get_weather", {"city": "Paris", "unit": "K"})), [True, True, False, None, None], None),
+    ],
+    ids=["truncated", "wrong_tool", "wrong_value", "value_outside_enum"],
+)
+def test_a_mutated_output_drops_exactly_its_layer(
+    raw: Any, layers: list[bool | None], category: str | None
+) -> None:
+    suite = _suite().select(categories=["normal"])
+    policy = ScriptedPolicy({"w1": [raw]})
+    [outcome, _] = evaluate(suite, policy)
+    assert _layers(outcome) == layers
+    assert outcome.steps[0].error_category == category
+
+
+def test_an_extra_call_in_a_negative_task_fails_select() -> None:
+    suite = _suite()
+    policy = ScriptedPolicy({"n1": [_message(("get_time", {"city": "Oslo"}))]})
+    outcome = next(o for o in evaluate(suite, policy) if o.task_id == "n1")
+    assert _layers(outcome)[:2] == [True, False]
+    assert outcome.chosen == (("<none>", "get_time"),)
+
+
+def test_a_dropped_parallel_call_fails_select() -> None:
+    suite = _suite()
+    policy = ScriptedPolicy({"p1": [_message(("get_weather", {"city": "Rome"}))]})
+    outcome = next(o for o in evaluate(suite, policy) if o.task_id == "p1")
+    assert _layers(outcome)[:2] == [True, False]
+
+
+def test_an_argument_the_schema_rejects_fails_exec_with_its_category() -> None:
+    suite = Suite(
+        name="typed",
+        tasks=(
+            Task(
+                id="t",
+                request="x",
+                tools=(
+                    {
+                        "name": "count",
+                        "description": "Count.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"n": {"type": "integer", "maximum": 3}},
+                        },
+                    },
+                ),
+                expected=((ExpectedCall(name="count", arguments={"n": (5,)}),),),
+            ),
+        ),
+    )
+    [outcome] = evaluate(suite, ground_truth_policy(suite))
+    assert _layers(outcome) == [True, True, True, False, False]
+    assert outcome.steps[0].error_category == "invalid_arguments"
+
+
+def test_ablations_run_the_same_tasks_with_one_factor_changed() -> None:
+    suite = _suite()
+
+    def policy(view: PolicyView) -> Proposal | None:
+        names = {t["function"]["name"] for t in view.tools}
+        if view.task_id != "w1":
+            return None
+        name = "get_weather" if "get_weather" in names else sorted(names)[0]
+        return Proposal(raw=_message((name, {"city": "Paris"})))
+
+    outcomes = evaluate(
+        suite.select(categories=["normal"]), ScriptedPolicy(policy), variants=("baseline", "names_hidden")
+    )
+    baseline = next(o for o in outcomes if o.task_id == "w1" and o.variant == "baseline")
+    hidden = next(o for o in outcomes if o.task_id == "w1" and o.variant == "names_hidden")
+    assert baseline.layer("task") is True
+    assert hidden.variant == "names_hidden" and hidden.layer("parse") is True
