@@ -43,6 +43,12 @@ def _mount() -> None:
 
     app.add_typer(ledger_app, name="ledger")
     app.add_typer(approvals_app, name="approvals")
+    from actionspace.evaluation.monitor_cli import monitor_command
+
+    app.command(
+        "monitor",
+        help="Per-tool health of a trace store: selection, rejects, failures, unknown commits, result use.",
+    )(monitor_command)
     from actionspace.plan.cli import plan_app
 
     app.add_typer(plan_app, name="plan")

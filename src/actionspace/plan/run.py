@@ -86,6 +86,8 @@ def _node_event(c: CheckedNode) -> dict[str, Any]:
         event["reads"] = list(c.reads)
     if c.writes:
         event["writes"] = list(c.writes)
+    if c.refs:
+        event["refs"] = sorted({r.node for r in c.refs})
     return event
 
 

@@ -1,0 +1,368 @@
+"""Per-tool health read from any trace store: what is chosen, rejected, failed and used (DESIGN §9).
+
+:func:`monitor` reads the runs of a trace store (SQLite, PostgreSQL or memory) and reports, for every
+tool that was called:
+
+* how often it was selected, and its share of all calls;
+* the calls rejected before dispatch (resolution or validation), by error category and by the JSON
+  pointer of each field error;
+* the dispatched calls that ended in an error, by category, and the unknown commits among them
+  (the ledger moved the call to ``unknown_commit``);
+* result utilization: the share of its ok results that another call of the same run consumed —
+  through an argument provenance mark ``tool_result:<call_id>`` (a ``provenance`` mapping on one
+  of the consumer's events) or through a plan reference (the ``refs`` of a ``plan_started`` node;
+  without them, the plan's declared edges);
+* downstream success: the share of those consuming calls that ended ok.
+
+Alerts name a tool whose rejects concentrate on one field, and a tool with unknown commits.
+A *call* is one ``call_id`` of one run that names a tool; its outcome is its last observation, or
+an error when a verifier rejected its result afterwards.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from actionspace.trace.events import TraceEvent, TraceStore
+
+__all__ = [
+    "Alert",
+    "AlertKind",
+    "MonitorReport",
+    "MonitorThresholds",
+    "ToolHealth",
+    "monitor",
+]
+
+AlertKind = Literal["field_concentration", "unknown_commits"]
+_MARK = "tool_result:"
+_DEFAULT_MAX_RUNS = 100_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MonitorThresholds:
+    """When an alert fires."""
+
+    field_share: float = 0.5
+    """Share of a tool's rejected calls (0..1) that must name one field; default 0.5."""
+    min_rejects: int = 5
+    """Rejected calls a tool needs before the field alert is considered; default 5."""
+    min_unknown_commits: int = 1
+    """Unknown commits of a tool that raise an alert; default 1."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolHealth:
+    """What the trace says about one tool."""
+
+    tool: str
+    calls: int
+    """Calls that named this tool."""
+    selection_rate: float
+    """``calls`` over all calls in the report (0..1)."""
+    rejects_by_category: Mapping[str, int] = field(default_factory=dict)
+    """Calls rejected before dispatch (resolution or validation), by error category."""
+    rejects_by_field: Mapping[str, int] = field(default_factory=dict)
+    """Rejected calls per JSON pointer of a field error (a call counts once per field)."""
+    failures_by_category: Mapping[str, int] = field(default_factory=dict)
+    """Dispatched calls whose last observation is an error, by error category."""
+    unknown_commits: int = 0
+    """Calls the ledger left in ``unknown_commit``: they may or may not have taken effect."""
+    ok_results: int = 0
+    """Calls whose last observation is ok."""
+    used_results: int = 0
+    """Of ``ok_results``, those another call of the same run consumed."""
+    consumers: int = 0
+    """Distinct calls that consumed one of this tool's results."""
+    consumers_ok: int = 0
+    """Of ``consumers``, those whose last observation is ok."""
+
+    @property
+    def rejects(self) -> int:
+        return sum(self.rejects_by_category.values())
+
+    @property
+    def failures(self) -> int:
+        return sum(self.failures_by_category.values())
+
+    @property
+    def utilization(self) -> float | None:
+        """``used_results / ok_results``; None without ok results."""
+        return self.used_results / self.ok_results if self.ok_results else None
+
+    @property
+    def downstream_success(self) -> float | None:
+        """``consumers_ok / consumers``; None when nothing consumed a result."""
+        return self.consumers_ok / self.consumers if self.consumers else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "calls": self.calls,
+            "selection_rate": self.selection_rate,
+            "rejects": self.rejects,
+            "rejects_by_category": dict(self.rejects_by_category),
+            "rejects_by_field": dict(self.rejects_by_field),
+            "failures": self.failures,
+            "failures_by_category": dict(self.failures_by_category),
+            "unknown_commits": self.unknown_commits,
+            "ok_results": self.ok_results,
+            "used_results": self.used_results,
+            "utilization": self.utilization,
+            "consumers": self.consumers,
+            "consumers_ok": self.consumers_ok,
+            "downstream_success": self.downstream_success,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    """Something about one tool a person should look at."""
+
+    kind: AlertKind
+    tool: str
+    message: str
+    count: int
+    """Calls behind the alert: rejects on ``field``, or unknown commits."""
+    total: int
+    """The calls ``count`` is a share of: the tool's rejects, or its calls."""
+    field: str | None = None
+    """The JSON pointer the rejects concentrate on (``field_concentration`` only)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "tool": self.tool,
+            "message": self.message,
+            "count": self.count,
+            "total": self.total,
+            "field": self.field,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MonitorReport:
+    """Per-tool health over the runs read, most selected tool first, and the alerts raised."""
+
+    runs: int
+    calls: int
+    since: float | None = None
+    """Unix time (seconds) calls started at or after; None: all."""
+    tools: tuple[ToolHealth, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+
+    def tool(self, name: str) -> ToolHealth:
+        """The health of tool ``name``; raises KeyError when it was never called."""
+        for health in self.tools:
+            if health.tool == name:
+                return health
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "calls": self.calls,
+            "since": self.since,
+            "tools": [t.to_dict() for t in self.tools],
+            "alerts": [a.to_dict() for a in self.alerts],
+        }
+
+
+@dataclass(slots=True)
+class _Call:
+    call_id: str
+    first_ts: float
+    tool: str | None = None
+    rejected: str | None = None
+    fields: set[str] = field(default_factory=set)
+    dispatched: bool = False
+    status: str | None = None
+    category: str | None = None
+    unknown_commit: bool = False
+    sources: set[str] = field(default_factory=set)
+    """Call ids whose results this call consumed."""
+    inputs: list[_Call] = field(default_factory=list)
+    """The calls of the same run behind ``sources``."""
+
+
+def monitor(
+    store: TraceStore,
+    *,
+    since: float | None = None,
+    run_ids: Iterable[str] | None = None,
+    thresholds: MonitorThresholds | None = None,
+    max_runs: int = _DEFAULT_MAX_RUNS,
+) -> MonitorReport:
+    """Read ``store`` and report per-tool health and alerts.
+
+    ``since`` (Unix seconds) keeps the calls whose first event is at or after it, in runs active
+    since then; ``run_ids`` reads only those runs (default: the ``max_runs`` most recent runs,
+    100,000 by default). ``thresholds`` default to :class:`MonitorThresholds`.
+    """
+    if run_ids is None:
+        ids = [s.run_id for s in store.runs(limit=max_runs) if since is None or s.last_at >= since]
+    else:
+        ids = list(dict.fromkeys(run_ids))
+    calls: list[_Call] = []
+    runs = 0
+    for run_id in ids:
+        in_run = [c for c in _calls(store.events(run_id)) if c.tool is not None]
+        if since is not None:
+            in_run = [c for c in in_run if c.first_ts >= since]
+        if in_run:
+            runs += 1
+            calls.extend(in_run)
+            _link(in_run)
+    tools = _tools(calls)
+    return MonitorReport(
+        runs=runs,
+        calls=len(calls),
+        since=since,
+        tools=tools,
+        alerts=_alerts(tools, thresholds or MonitorThresholds()),
+    )
+
+
+def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
+    calls: dict[str, _Call] = {}
+    plan_sources: dict[str, set[str]] = {}
+    for ev in events:
+        if ev.kind == "plan_started":
+            _plan_links(ev, plan_sources)
+            continue
+        if ev.call_id is None:
+            continue
+        call = calls.get(ev.call_id)
+        if call is None:
+            call = calls[ev.call_id] = _Call(ev.call_id, ev.ts)
+        data = ev.data
+        tool = data.get("tool")
+        if call.tool is None and isinstance(tool, str):
+            call.tool = tool
+        _apply(call, ev.kind, data)
+    for call_id, sources in plan_sources.items():
+        if call_id in calls:
+            calls[call_id].sources |= sources
+    return list(calls.values())
+
+
+def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
+    provenance = data.get("provenance")
+    if isinstance(provenance, Mapping):
+        for mark in provenance.values():
+            if isinstance(mark, str) and mark.startswith(_MARK):
+                call.sources.add(mark[len(_MARK) :])
+    if kind == "resolved" and data.get("category"):
+        call.rejected = str(data["category"])
+    elif kind == "validated" and data.get("verdict") == "rejected":
+        call.rejected = str(data.get("category") or "invalid_arguments")
+        for error in data.get("field_errors") or ():
+            if isinstance(error, Mapping) and isinstance(error.get("path"), str):
+                call.fields.add(error["path"])
+    elif kind == "dispatched":
+        call.dispatched = True
+    elif kind == "observation":
+        call.status = str(data.get("status"))
+        call.category = data.get("category") if call.status != "ok" else None
+    elif kind == "verified" and data.get("verdict") == "rejected":
+        call.status, call.category = "error", str(data.get("category") or "verification_failed")
+    elif kind == "ledger" and data.get("to") == "unknown_commit":
+        call.unknown_commit = True
+
+
+def _plan_links(ev: TraceEvent, sources: dict[str, set[str]]) -> None:
+    """Record which plan node consumed which: a node's ``refs`` when given, else the plan's edges."""
+    prefix = f"{ev.run_id}:"
+    nodes = [n for n in ev.data.get("nodes") or () if isinstance(n, Mapping) and "id" in n]
+    if any("refs" in n for n in nodes):
+        pairs = [(str(ref), str(n["id"])) for n in nodes for ref in n.get("refs") or ()]
+    else:
+        added = {
+            (a.get("from"), a.get("to")) for a in ev.data.get("added_edges") or () if isinstance(a, Mapping)
+        }
+        pairs = [(str(a), str(b)) for a, b in ev.data.get("edges") or () if (a, b) not in added]
+    for source, consumer in pairs:
+        sources.setdefault(prefix + consumer, set()).add(prefix + source)
+
+
+def _link(calls: Sequence[_Call]) -> None:
+    """Resolve each call's sources to the calls of its run (other than itself)."""
+    by_id = {c.call_id: c for c in calls}
+    for call in calls:
+        call.inputs = [by_id[s] for s in sorted(call.sources) if s in by_id and s != call.call_id]
+
+
+def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
+    by_tool: dict[str, list[_Call]] = {}
+    consumers_of: dict[str, dict[int, _Call]] = {}
+    used: set[int] = set()
+    for call in calls:
+        assert call.tool is not None
+        by_tool.setdefault(call.tool, []).append(call)
+        for source in call.inputs:
+            if source.status == "ok" and source.tool is not None:
+                used.add(id(source))
+                consumers_of.setdefault(source.tool, {})[id(call)] = call
+    total = len(calls)
+    out: list[ToolHealth] = []
+    for tool, own in by_tool.items():
+        rejected = [c for c in own if c.rejected is not None]
+        failed = [c for c in own if c.rejected is None and c.dispatched and c.status == "error"]
+        consumers = list(consumers_of.get(tool, {}).values())
+        ok = [c for c in own if c.status == "ok"]
+        out.append(
+            ToolHealth(
+                tool=tool,
+                calls=len(own),
+                selection_rate=len(own) / total,
+                rejects_by_category=_count(c.rejected for c in rejected),
+                rejects_by_field=_count(f for c in rejected for f in sorted(c.fields)),
+                failures_by_category=_count(c.category or "unknown" for c in failed),
+                unknown_commits=sum(1 for c in own if c.unknown_commit),
+                ok_results=len(ok),
+                used_results=sum(1 for c in ok if id(c) in used),
+                consumers=len(consumers),
+                consumers_ok=sum(1 for c in consumers if c.status == "ok"),
+            )
+        )
+    out.sort(key=lambda t: (-t.calls, t.tool))
+    return tuple(out)
+
+
+def _count(values: Iterable[str | None]) -> dict[str, int]:
+    counted = Counter(v for v in values if v is not None)
+    return dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _alerts(tools: Sequence[ToolHealth], limits: MonitorThresholds) -> tuple[Alert, ...]:
+    alerts: list[Alert] = []
+    for health in tools:
+        rejects = health.rejects
+        if rejects >= limits.min_rejects and health.rejects_by_field:
+            top, count = next(iter(health.rejects_by_field.items()))
+            if count / rejects >= limits.field_share:
+                alerts.append(
+                    Alert(
+                        kind="field_concentration",
+                        tool=health.tool,
+                        field=top,
+                        count=count,
+                        total=rejects,
+                        message=f"{count} of {rejects} rejected calls of {health.tool} fail on {top}",
+                    )
+                )
+        if limits.min_unknown_commits > 0 and health.unknown_commits >= limits.min_unknown_commits:
+            alerts.append(
+                Alert(
+                    kind="unknown_commits",
+                    tool=health.tool,
+                    count=health.unknown_commits,
+                    total=health.calls,
+                    message=f"{health.unknown_commits} call(s) of {health.tool} may or may not have "
+                    "committed; reconcile them",
+                )
+            )
+    return tuple(alerts)

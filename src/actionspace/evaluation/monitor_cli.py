@@ -1,0 +1,173 @@
+"""``actionspace monitor``: per-tool health of the runs in a trace store, as a table or JSON.
+
+Expected failures (bad store URL, missing or unreadable store, bad ``--since``) print one line to
+stderr and exit with code 1. The command exits 0 whether or not alerts were raised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Final, NoReturn
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from actionspace.errors import ConfigurationError
+from actionspace.evaluation.monitor import MonitorReport, MonitorThresholds, monitor
+from actionspace.trace.store import default_store_url, open_trace_store
+
+__all__ = ["monitor_command", "parse_since", "report_table"]
+
+_DEFAULTS: Final = MonitorThresholds()
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """Unix time (seconds) for ``--since``: a duration back from ``now`` or an ISO 8601 time.
+
+    Durations are a number and one unit: ``90s``, ``30m``, ``2h``, ``7d``, ``1w``. An ISO time
+    without a zone is UTC. ``now`` defaults to the current time. Raises ValueError otherwise.
+    """
+    match = _DURATION.match(text)
+    if match is not None:
+        amount, unit = float(match.group(1)), match.group(2).lower()
+        return (time.time() if now is None else now) - amount * _UNITS[unit]
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"--since takes a duration (30m, 2h, 7d) or an ISO time (2026-11-30T09:00), got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def monitor_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            help="Trace store URL: sqlite:///abs/path.db, sqlite://relative.db or postgresql://user@host/db. "
+            "Default: $ACTIONSPACE_STORE, else sqlite:///$ACTIONSPACE_HOME/actionspace.db.",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="ISO|DURATION",
+            help="Only calls since then: an ISO time (UTC when no zone is given) or a duration back "
+            "from now (90s, 30m, 2h, 7d, 1w).",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    field_share: Annotated[
+        float,
+        typer.Option(
+            "--field-share",
+            min=0.0,
+            max=1.0,
+            help="Alert when this share of a tool's rejects name one field.",
+        ),
+    ] = _DEFAULTS.field_share,
+    min_rejects: Annotated[
+        int, typer.Option("--min-rejects", min=1, help="Rejects a tool needs before the field alert applies.")
+    ] = _DEFAULTS.min_rejects,
+) -> None:
+    """Per tool: selection rate, rejects by category and field, failures, unknown commits, result use.
+
+    Alerts name tools whose rejects concentrate on one field and tools with unknown commits.
+    """
+    url = store or default_store_url()
+    try:
+        cutoff = parse_since(since) if since is not None else None
+    except ValueError as exc:
+        _fail(str(exc))
+    thresholds = MonitorThresholds(field_share=field_share, min_rejects=min_rejects)
+    try:
+        opened = open_trace_store(url, create=False)
+        try:
+            report = monitor(opened, since=cutoff, thresholds=thresholds)
+        finally:
+            opened.close()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    except sqlite3.DatabaseError as exc:
+        _fail(f"cannot read trace store {url}: {exc}")
+    if as_json:
+        typer.echo(_json(report))
+    elif not report.tools:
+        Console(stderr=True, highlight=False).print(Text(f"No tool calls in {url}."))
+    else:
+        Console(highlight=False).print(report_table(report))
+
+
+def report_table(report: MonitorReport) -> Group:
+    """The per-tool table, followed by one line per alert."""
+    table = Table(title=f"{report.calls} calls in {report.runs} runs", title_justify="left")
+    for name in (
+        "tool",
+        "calls",
+        "selected",
+        "rejects",
+        "top field",
+        "failures",
+        "unknown",
+        "used",
+        "downstream ok",
+    ):
+        table.add_column(
+            name, justify="left" if name in ("tool", "rejects", "top field", "failures") else "right"
+        )
+    for t in report.tools:
+        top_field = next(iter(t.rejects_by_field.items()), None)
+        table.add_row(
+            t.tool,
+            str(t.calls),
+            _pct(t.selection_rate),
+            _counts(t.rejects_by_category),
+            f"{top_field[0]} ({top_field[1]})" if top_field else "",
+            _counts(t.failures_by_category),
+            Text(str(t.unknown_commits), style="bold red") if t.unknown_commits else "0",
+            _ratio(t.used_results, t.ok_results),
+            _ratio(t.consumers_ok, t.consumers),
+        )
+    lines: list[Table | Text] = [table]
+    for alert in report.alerts:
+        lines.append(Text.assemble(("alert: ", "bold red"), (alert.kind, "bold"), " ", alert.message))
+    if not report.alerts:
+        lines.append(Text("no alerts", style="green"))
+    return Group(*lines)
+
+
+def _json(report: MonitorReport) -> str:
+    return json.dumps(report.to_dict(), indent=2)
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def _ratio(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({part / whole:.0%})" if whole else "-"
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+def _fail(message: str) -> NoReturn:
+    Console(stderr=True, highlight=False).print(Text.assemble(("error: ", "bold red"), message))
+    raise typer.Exit(code=1)
