@@ -129,6 +129,12 @@ app.add_typer(eval_app, name="eval")
 
 def _mount_eval() -> None:
     from actionspace.evaluation.bfcl_multiturn_cli import eval_bfcl_multiturn
+    from actionspace.evaluation.eval_cli import eval_suite_command
+
+    eval_app.command(
+        "suite",
+        help="A policy over a suite through the real runtime: p_parse … p_task with intervals, and an HTML report.",
+    )(eval_suite_command)
 
     eval_app.command(
         "bfcl-multiturn",

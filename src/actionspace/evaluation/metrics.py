@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.evaluation.calibration import confidence_pairs, reliability
@@ -118,15 +118,49 @@ def _by_tool(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
     return _grouped(groups, ())
 
 
-def confusion(outcomes: Iterable[TaskOutcome]) -> dict[str, Any]:
-    """Rows: expected tool, columns: chosen tool, over every ``chosen`` pair; labels sorted."""
-    pairs = Counter(pair for o in outcomes for pair in o.chosen)
+MAX_CONFUSION_LABELS = 60
+"""A suite of thousands of tools keeps its matrix to the tools most involved in confusions."""
+
+
+def confusion(outcomes: Iterable[TaskOutcome], *, max_labels: int = MAX_CONFUSION_LABELS) -> dict[str, Any]:
+    """Rows: expected tool, columns: chosen tool, over every ``chosen`` pair; labels sorted.
+
+    With more than ``max_labels`` tools, only those in the most frequent confusions (off-diagonal
+    pairs) are kept, then the most used; ``"correct"`` counts every diagonal pair, ``"confusions"``
+    lists every off-diagonal pair with its count, and ``"omitted_labels"`` how many were left out.
+    """
+    everything = Counter(pair for o in outcomes for pair in o.chosen)
+    pairs = everything
     labels = sorted({name for pair in pairs for name in pair})
+    omitted = 0
+    if len(labels) > max_labels:
+        weight: Counter[str] = Counter()
+        for (expected, chosen), count in pairs.items():
+            if expected != chosen:
+                weight[expected] += 10 * count
+                weight[chosen] += 10 * count
+            else:
+                weight[expected] += count
+        kept = {name for name, _ in weight.most_common(max_labels)}
+        omitted = len(labels) - len(kept)
+        labels = sorted(kept)
+        pairs = Counter({p: c for p, c in pairs.items() if p[0] in kept and p[1] in kept})
+    off = sorted(
+        ((e, c, n) for (e, c), n in everything.items() if e != c),
+        key=lambda item: (-item[2], item[0], item[1]),
+    )
     index = {name: i for i, name in enumerate(labels)}
     matrix = [[0] * len(labels) for _ in labels]
     for (expected, chosen), count in pairs.items():
         matrix[index[expected]][index[chosen]] += count
-    return {"labels": labels, "matrix": matrix}
+    correct = sum(n for (e, c), n in everything.items() if e == c)
+    return {
+        "labels": labels,
+        "matrix": matrix,
+        "correct": correct,
+        "confusions": [list(item) for item in off[:500]],
+        "omitted_labels": omitted,
+    }
 
 
 def _steps(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
@@ -222,4 +256,36 @@ def summarize(
         "extra_calls": sum(o.extra_calls for o in base),
         "calibration": reliability(confidence_pairs(base), n_bins=n_bins),
         "ablations": ablations(outcomes),
+    }
+
+
+def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The machine-readable form written to ``metrics.json`` and printed by ``eval --json``.
+
+    ``{"suite", "policy", "n", "layers": {"p_parse" … "p_task"} (cumulative rates),
+    "conditional": {same keys}, "by_category": {category: {"n", "layers", "conditional"}},
+    "disagreements": [...], "detail": <the full summary with intervals, tools, confusion, calibration,
+    ablations>}``. Rates are None where nothing was measured.
+    """
+
+    def flat(layers: Mapping[str, Any], kind: str) -> dict[str, float | None]:
+        return {f"p_{name}": (layers.get(name) or {}).get(kind, {}).get("rate") for name in LAYERS}
+
+    layers = metrics.get("layers") or {}
+    return {
+        "suite": metrics.get("suite"),
+        "policy": metrics.get("policy"),
+        "n": metrics.get("n_tasks", 0),
+        "layers": flat(layers, "cumulative"),
+        "conditional": flat(layers, "conditional"),
+        "by_category": {
+            category: {
+                "n": group.get("n", 0),
+                "layers": flat(group.get("layers") or {}, "cumulative"),
+                "conditional": flat(group.get("layers") or {}, "conditional"),
+            }
+            for category, group in (metrics.get("by_category") or {}).items()
+        },
+        "disagreements": list(metrics.get("disagreements") or []),
+        "detail": dict(metrics),
     }

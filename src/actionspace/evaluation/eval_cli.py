@@ -1,0 +1,118 @@
+"""``actionspace eval suite``: a policy over a suite, layer by layer, with a report a person can read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from actionspace.errors import ActionspaceError
+from actionspace.evaluation.outcomes import LAYERS, TaskOutcome
+
+__all__ = ["eval_suite_command", "load_suite"]
+
+
+def load_suite(spec: str) -> object:
+    """``bfcl`` / ``bfcl:cat1,cat2`` / ``demo`` / a suite JSON file."""
+    from actionspace.evaluation.suite import bfcl_suite, demo_suite, load
+
+    if spec == "demo":
+        return demo_suite()
+    if spec == "bfcl" or spec.startswith("bfcl:"):
+        categories = [c for c in spec.partition(":")[2].split(",") if c] or None
+        return bfcl_suite(categories)
+    return load(spec)
+
+
+def eval_suite_command(
+    suite: Annotated[
+        str, typer.Argument(help="bfcl, bfcl:CATEGORY[,CATEGORY…], demo, or a suite JSON file.")
+    ],
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="replay:ground-truth, replay:FILE.jsonl, scripted:FILE.json or openai:BASE_URL#MODEL "
+            "(vLLM, llama.cpp server, Ollama, hosted APIs)."
+        ),
+    ] = "replay:ground-truth",
+    out: Annotated[
+        Path | None, typer.Option(help="Write metrics.json, outcomes.jsonl and report.html here.")
+    ] = None,
+    ablation: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also run with one interface factor changed (repeatable): names_hidden, "
+            "descriptions_perturbed, enums_dropped, candidates_widened, feedback_bare."
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N runnable tasks.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the ablations.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Run POLICY on SUITE through the real runtime; report p_parse … p_task with 95 % intervals.
+
+    Each task runs in a fresh in-memory runtime; its run id in the outcomes points at the trace
+    that holds every decision. Exit 1 when the suite or policy cannot be loaded.
+    """
+    from actionspace.evaluation.metrics import public_metrics, summarize
+    from actionspace.evaluation.policies import policy_from_spec
+    from actionspace.evaluation.runner import evaluate, ground_truth_policy, runnable
+    from actionspace.evaluation.suite import Suite
+
+    console = Console(stderr=True)
+    try:
+        loaded = load_suite(suite)
+        assert isinstance(loaded, Suite)
+        chosen = ground_truth_policy(loaded) if policy == "replay:ground-truth" else policy_from_spec(policy)
+    except (ActionspaceError, OSError, ValueError) as exc:
+        console.print(f"[red]cannot start:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    variants = ("baseline", *(ablation or ()))
+    total = min(sum(1 for t in loaded.tasks if runnable(t)), limit or 10**9) * len(variants)
+    outcomes: list[TaskOutcome] = []
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
+        job = bar.add_task(f"{loaded.name} × {policy}", total=total)
+        try:
+            outcomes = evaluate(
+                loaded, chosen, variants=variants, seed=seed, limit=limit, progress=lambda _: bar.advance(job)
+            )
+        except ActionspaceError as exc:
+            console.print(f"[red]evaluation stopped:[/red] {exc}")
+            raise typer.Exit(1) from exc
+    metrics = summarize(outcomes, suite=loaded.name, policy=policy)
+    if out is not None:
+        from actionspace.evaluation.report import write_report
+
+        page = write_report(metrics, out, outcomes=outcomes)
+        console.print(f"report: {page}")
+    if json_out:
+        typer.echo(json.dumps(public_metrics(metrics), indent=2, default=str))
+        return
+    table = Table(title=f"{loaded.name}: {metrics['n_tasks']} tasks, policy {policy}")
+    for column in ("layer", "conditional", "cumulative", "95 % interval"):
+        table.add_column(column)
+    for layer in LAYERS:
+        row = metrics["layers"][layer]
+        cond, cum = row["conditional"], row["cumulative"]
+        table.add_row(
+            f"p_{layer}",
+            _pct(cond["rate"]) + f" ({cond['passed']}/{cond['n']})",
+            _pct(cum["rate"]),
+            f"{_pct(cum['low'])} – {_pct(cum['high'])}",
+        )
+    Console().print(table)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
