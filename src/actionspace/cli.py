@@ -133,7 +133,7 @@ def _mount_eval() -> None:
 
     eval_app.command(
         "suite",
-        help="A policy over a suite through the real runtime: p_parse … p_task with intervals, and an HTML report.",
+        help="A policy over a suite through the real runtime: p_parse … p_task, intervals, an HTML report.",
     )(eval_suite_command)
 
     eval_app.command(
@@ -151,12 +151,40 @@ def eval_bfcl(
     stage: Annotated[
         str, typer.Option(help="'runtime' (full pipeline) or 'validator' (the validate stage alone, faster).")
     ] = "runtime",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="Evaluate a policy layer by layer instead (replay:ground-truth, replay:FILE.jsonl, "
+            "scripted:FILE.json, openai:BASE_URL#MODEL); see 'actionspace eval suite --help'."
+        ),
+    ] = None,
+    mutate: Annotated[
+        str | None, typer.Option(help="With --policy replay:ground-truth: one fault per task.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="With --policy: write metrics.json and report.html here.")
+    ] = None,
 ) -> None:
     """BFCL (bfcl-eval 2026.3.23, Apache-2.0) read as data: every function doc loaded as a tool, the
     ground-truth calls checked by the validator, and five mutations of each checked for the exact error.
 
-    The pinned wheel is fetched once with `pip download --no-deps` into ~/.cache/actionspace/bfcl.
+    With --policy, the policy is evaluated on every single-turn BFCL category instead (p_parse …
+    p_task, per category, disagreements with BFCL's own checker) — the same as
+    'actionspace eval suite bfcl'. The pinned wheel is fetched once with `pip download --no-deps`
+    into ~/.cache/actionspace/bfcl.
     """
+    if policy is not None or mutate is not None:
+        from actionspace.evaluation.eval_cli import eval_suite_command
+
+        eval_suite_command(
+            "bfcl",
+            policy=policy or "replay:ground-truth",
+            out=out,
+            mutate=mutate,
+            json_out=json_out,
+            ablation=None,
+        )
+        return
     from actionspace.evaluation.bfcl import format_bfcl_report, run_bfcl_checks
 
     if stage not in ("runtime", "validator"):

@@ -20,12 +20,18 @@ TOOLS: list[dict[str, Any]] = [
             "type": "object",
             "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["C", "F"]}},
             "required": ["city"],
+            "additionalProperties": False,
         },
     },
     {
         "name": "get_time",
         "description": "Local time in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
     },
 ]
 
@@ -90,7 +96,11 @@ def test_the_ground_truth_passes_every_layer_and_no_call_passes_a_negative_task(
         ),
         (_message(("get_time", {"city": "Paris"})), [True, False, None, None, None], None),
         (_message(("get_weather", {"city": "Lyon"})), [True, True, False, None, None], None),
-        (_message(("get_weather", {"city": "Paris", "unit": "K"})), [True, True, False, None, None], None),
+        (
+            _message(("get_weather", {"city": "Paris", "unit": "K"})),
+            [True, True, False, None, None],
+            "invalid_arguments",
+        ),
     ],
     ids=["truncated", "wrong_tool", "wrong_value", "value_outside_enum"],
 )
@@ -162,3 +172,30 @@ def test_ablations_run_the_same_tasks_with_one_factor_changed() -> None:
     hidden = next(o for o in outcomes if o.task_id == "w1" and o.variant == "names_hidden")
     assert baseline.layer("task") is True
     assert hidden.variant == "names_hidden" and hidden.layer("parse") is True
+
+
+@pytest.mark.parametrize(
+    ("kind", "layer"),
+    [
+        ("wrong_tool", "select"),
+        ("dropped_call", "select"),
+        ("extra_call", "select"),
+        ("drop_required", "args"),
+        ("wrong_type", "args"),
+        ("unknown_argument", "args"),
+        ("out_of_enum", "args"),
+    ],
+)
+def test_each_mutation_drops_exactly_its_layer_with_the_runtime_s_diagnosis(kind: str, layer: str) -> None:
+    from actionspace.evaluation.mutated import MutatedPolicy, mutation_summary
+
+    suite = _suite()
+    policy = MutatedPolicy(suite, kind)
+    outcomes = evaluate(suite, policy)
+    summary = mutation_summary(policy, outcomes)
+    assert summary["applied"] >= 1
+    assert summary["dropped_at"] == {layer: summary["applied"]} and summary["exact"]
+    if layer == "args":
+        assert summary["categories"] == {"invalid_arguments": summary["applied"]}
+    untouched = [o for o in outcomes if o.task_id not in policy.applied]
+    assert all(o.layer("task") is True for o in untouched)

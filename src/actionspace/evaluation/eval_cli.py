@@ -51,6 +51,13 @@ def eval_suite_command(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N runnable tasks.")] = None,
+    mutate: Annotated[
+        str | None,
+        typer.Option(
+            help="With replay:ground-truth: one fault per task (wrong_tool, dropped_call, extra_call, "
+            "drop_required, wrong_type, out_of_enum, unknown_argument); the report says where each dropped."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the ablations.")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
@@ -60,7 +67,8 @@ def eval_suite_command(
     that holds every decision. Exit 1 when the suite or policy cannot be loaded.
     """
     from actionspace.evaluation.metrics import public_metrics, summarize
-    from actionspace.evaluation.policies import policy_from_spec
+    from actionspace.evaluation.mutated import MutatedPolicy, mutation_summary
+    from actionspace.evaluation.policies import Policy, policy_from_spec
     from actionspace.evaluation.runner import evaluate, ground_truth_policy, runnable
     from actionspace.evaluation.suite import Suite
 
@@ -68,7 +76,16 @@ def eval_suite_command(
     try:
         loaded = load_suite(suite)
         assert isinstance(loaded, Suite)
-        chosen = ground_truth_policy(loaded) if policy == "replay:ground-truth" else policy_from_spec(policy)
+        if mutate is not None:
+            if policy != "replay:ground-truth":
+                raise ActionspaceError(
+                    "--mutate mutates the ground truth: use it with --policy replay:ground-truth"
+                )
+            chosen: Policy = MutatedPolicy(loaded, mutate)
+        elif policy == "replay:ground-truth":
+            chosen = ground_truth_policy(loaded)
+        else:
+            chosen = policy_from_spec(policy)
     except (ActionspaceError, OSError, ValueError) as exc:
         console.print(f"[red]cannot start:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -90,7 +107,11 @@ def eval_suite_command(
         except ActionspaceError as exc:
             console.print(f"[red]evaluation stopped:[/red] {exc}")
             raise typer.Exit(1) from exc
-    metrics = summarize(outcomes, suite=loaded.name, policy=policy)
+    metrics = summarize(
+        outcomes, suite=loaded.name, policy=policy if mutate is None else f"{policy}+{mutate}"
+    )
+    if isinstance(chosen, MutatedPolicy):
+        metrics["mutation"] = mutation_summary(chosen, outcomes)
     if out is not None:
         from actionspace.evaluation.report import write_report
 

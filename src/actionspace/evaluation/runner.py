@@ -143,6 +143,12 @@ def _judge(
         return StepOutcome(**step), verdict.pairs
     step["args_ok"] = verdict.args_ok
     if not verdict.args_ok:
+        # Not judged for exec, but the runtime's own diagnosis names the fault (category, field).
+        diagnosis = next(
+            (o.error for o in rt.call_all(proposal.raw, run_id=run_id) if o.error is not None), None
+        )
+        if diagnosis is not None:
+            step["error_category"] = diagnosis.category
         return StepOutcome(**step), verdict.pairs
     if not calls:
         return StepOutcome(**step, exec_ok=True), verdict.pairs
