@@ -199,3 +199,22 @@ def test_each_mutation_drops_exactly_its_layer_with_the_runtime_s_diagnosis(kind
         assert summary["categories"] == {"invalid_arguments": summary["applied"]}
     untouched = [o for o in outcomes if o.task_id not in policy.applied]
     assert all(o.layer("task") is True for o in untouched)
+
+
+def test_a_counterfactual_request_needs_the_changed_argument() -> None:
+    suite = _suite().select(categories=["normal"])
+
+    def reads_the_request(view: PolicyView) -> Proposal | None:
+        text = str(view.messages[0]["content"])
+        city = text.split(" in ")[-1].rstrip("?")
+        return Proposal(raw=_message(("get_weather", {"city": city})))
+
+    def ignores_it(view: PolicyView) -> Proposal | None:
+        return Proposal(raw=_message(("get_weather", {"city": "Paris"})))
+
+    follows = evaluate(suite, ScriptedPolicy(reads_the_request), variants=("counterfactual",))
+    stuck = evaluate(suite, ScriptedPolicy(ignores_it), variants=("counterfactual",))
+    assert [o.task_id for o in follows] == ["w1", "p1"]
+    assert follows[0].layer("args") is True
+    assert stuck[0].layer("args") is False
+    assert "Rome" not in str(follows[1].steps[0].calls)  # the changed city went to the call

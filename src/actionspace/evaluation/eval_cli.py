@@ -47,7 +47,7 @@ def eval_suite_command(
         list[str] | None,
         typer.Option(
             help="Also run with one interface factor changed (repeatable): names_hidden, "
-            "descriptions_perturbed, enums_dropped, candidates_widened, feedback_bare."
+            "descriptions_perturbed, enums_dropped, candidates_widened, feedback_bare, counterfactual."
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N runnable tasks.")] = None,

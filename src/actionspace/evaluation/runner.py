@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionspaceError
-from actionspace.evaluation.ablations import ABLATIONS
+from actionspace.evaluation.ablations import ABLATIONS, counterfactual
 from actionspace.evaluation.judge import judge_turn
 from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
@@ -30,7 +30,11 @@ from actionspace.runtime import Runtime
 
 __all__ = ["evaluate", "ground_truth_policy", "runnable"]
 
-Progress = Callable[[TaskOutcome], None]
+Progress = Callable[[TaskOutcome | None], None]
+"""Called after every task and variant (None when the variant does not apply to the task)."""
+
+COUNTERFACTUAL = "counterfactual"
+"""The variant that changes one key fact of the request; the argument built from it must change."""
 
 
 def runnable(task: Task) -> bool:
@@ -47,16 +51,22 @@ def evaluate(
     limit: int | None = None,
     progress: Progress | None = None,
 ) -> list[TaskOutcome]:
-    """Every runnable task of ``suite`` under ``policy``, once per variant (``baseline`` or an ablation)."""
-    unknown = [v for v in variants if v != "baseline" and v not in ABLATIONS]
+    """Every runnable task of ``suite`` under ``policy``, once per variant.
+
+    A variant is ``baseline``, an interface ablation (:data:`~actionspace.evaluation.ablations.ABLATIONS`)
+    or ``counterfactual`` (tasks whose request has no fact copied into an argument are left out).
+    """
+    unknown = [v for v in variants if v not in ("baseline", COUNTERFACTUAL) and v not in ABLATIONS]
     if unknown:
-        raise ActionspaceError(f"unknown ablation(s) {unknown}; choose from {sorted(ABLATIONS)}")
+        choices = sorted([*ABLATIONS, COUNTERFACTUAL])
+        raise ActionspaceError(f"unknown variant(s) {unknown}; choose from {choices}")
     tasks = [t for t in suite.tasks if runnable(t)][:limit]
     out: list[TaskOutcome] = []
     for variant in variants:
         for task in tasks:
             outcome = _run_task(suite.name, task, policy, variant, seed)
-            out.append(outcome)
+            if outcome is not None:
+                out.append(outcome)
             if progress is not None:
                 progress(outcome)
     return out
@@ -88,20 +98,47 @@ def _runtime(task: Task, shown: Iterable[Mapping[str, Any]]) -> tuple[Runtime, l
     return rt, rejected
 
 
-def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -> TaskOutcome:
+def _counterfactual(
+    task: Task, seed: int
+) -> tuple[tuple[Mapping[str, Any], ...], list[dict[str, Any]]] | None:
+    """The task's request with one key fact changed and the ground truth that must follow it."""
+    expected: list[dict[str, Any]] = list(task.possible_answers(0))
+    if not isinstance(task.request, str) or not expected:
+        return None
+    cf = counterfactual(task.request, expected, seed)
+    if cf is None:
+        return None
+
+    def follow(values: list[Any]) -> list[Any]:
+        real = [v for v in values if v != ""]
+        return [cf.changed] if len(real) == 1 and real[0] == cf.original else values
+
+    # every argument that copied the fact must follow it (a city named once may feed two calls)
+    changed = [
+        {name: {arg: follow(list(values)) for arg, values in spec.items()} for name, spec in call.items()}
+        for call in expected
+    ]
+    return ({"role": "user", "content": cf.request},), changed
+
+
+def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -> TaskOutcome | None:
     ablation = ABLATIONS.get(variant)
     tools = [dict(t) for t in task.offered(0)]
     shown = ablation.tools(tools, seed) if ablation is not None else tools
     expected: list[dict[str, Any]] = list(task.possible_answers(0))
+    messages = tuple(task.messages(0))
     if ablation is not None:
         expected = ablation.expected([expected], tools, seed)[0]
+    if variant == COUNTERFACTUAL:
+        changed = _counterfactual(task, seed)
+        if changed is None:
+            return None  # no fact of this request is copied into an argument
+        messages, expected = changed
     rt, rejected = _runtime(task, shown)
     try:
         run_id = rt.new_run(f"eval:{task.id}:{variant}")
         offered = rt.offer(run_id=run_id)
-        view = PolicyView(
-            task_id=task.id, turn=0, messages=tuple(task.messages(0)), tools=openai_tools(offered)
-        )
+        view = PolicyView(task_id=task.id, turn=0, messages=messages, tools=openai_tools(offered))
         proposal = policy.propose(view)
         step, chosen = _judge(rt, run_id, view, proposal, expected)
     finally:
@@ -112,7 +149,7 @@ def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -
         category=task.category,
         variant=variant,
         steps=(step,),
-        task_ok=step.exec_ok if step.exec_ok is not None else (False if step.exec_ok is False else None),
+        task_ok=step.exec_ok,
         run_id=run_id,
         chosen=chosen,
         details={"schema_rejected": rejected} if rejected else {},
