@@ -90,6 +90,13 @@ def eval_suite_command(
         console.print(f"[red]cannot start:[/red] {exc}")
         raise typer.Exit(1) from exc
     variants = ("baseline", *(ablation or ()))
+    skipped = sum(1 for t in loaded.tasks if not runnable(t))
+    if skipped:
+        console.print(
+            f"[yellow]{skipped} of {len(loaded.tasks)} tasks skipped:[/yellow] tasks that need a live "
+            "backend across several steps are not run by this command "
+            "(BFCL multi-turn: 'actionspace eval bfcl-multiturn')"
+        )
     total = min(sum(1 for t in loaded.tasks if runnable(t)), limit or 10**9) * len(variants)
     outcomes: list[TaskOutcome] = []
     with Progress(
