@@ -72,3 +72,19 @@ def test_any_order_of_a_fitting_parallel_turn_passes(order: list[int]) -> None:
     expected: list[Any] = [{"f": {"x": [i]}} for i in range(4)]
     calls = [_call("f", x=i) for i in order]
     assert judge_turn(calls, expected).args_ok
+
+
+def test_object_answers_with_nested_option_lists_accept_any_listed_value() -> None:
+    expected = [{"enroll": {"student": [{"department": ["Science", "science dept"], "year": [2, ""]}]}}]
+    assert judge_turn([_call("enroll", student={"department": "Science"})], expected).args_ok
+    assert judge_turn([_call("enroll", student={"department": "science dept", "year": 2})], expected).args_ok
+    assert not judge_turn([_call("enroll", student={"department": "Arts"})], expected).args_ok
+    assert not judge_turn([_call("enroll", student={"year": 2})], expected).args_ok
+    assert not judge_turn([_call("enroll", student={"department": "Science", "x": 1})], expected).args_ok
+
+
+def test_the_first_acceptable_value_resolves_nested_options() -> None:
+    from actionspace.evaluation.judge import first_acceptable
+
+    assert first_acceptable(["", 3]) == 3
+    assert first_acceptable([{"department": ["Science"], "year": [2, ""]}]) == {"department": "Science"}

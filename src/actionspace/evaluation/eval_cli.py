@@ -93,9 +93,8 @@ def eval_suite_command(
     skipped = sum(1 for t in loaded.tasks if not runnable(t))
     if skipped:
         console.print(
-            f"[yellow]{skipped} of {len(loaded.tasks)} tasks skipped:[/yellow] tasks that need a live "
-            "backend across several steps are not run by this command "
-            "(BFCL multi-turn: 'actionspace eval bfcl-multiturn')"
+            f"[yellow]{skipped} of {len(loaded.tasks)} tasks skipped:[/yellow] multi-step tasks on a live "
+            "service (the demo's calendar) are not run by this command yet"
         )
     total = min(sum(1 for t in loaded.tasks if runnable(t)), limit or 10**9) * len(variants)
     outcomes: list[TaskOutcome] = []

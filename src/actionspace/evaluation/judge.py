@@ -14,11 +14,18 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Expected", "TurnVerdict", "acceptable", "judge_turn"]
+__all__ = [
+    "Expected",
+    "TurnVerdict",
+    "acceptable",
+    "first_acceptable",
+    "ground_truth_arguments",
+    "judge_turn",
+]
 
 Expected = Mapping[str, Any]
 """One expected call: ``{name: {argument: [acceptable values]}}``."""
@@ -56,9 +63,66 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _nested(option: Any) -> bool:
+    """BFCL writes an object-valued answer as ``{key: [acceptable values]}``, nested option lists."""
+    return isinstance(option, Mapping) and bool(option) and all(isinstance(v, list) for v in option.values())
+
+
+def _fits_nested(value: Any, option: Mapping[str, Any]) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    if set(value) - set(option):
+        return False
+    for key, choices in option.items():
+        if key not in value:
+            if "" not in choices:
+                return False
+        elif not acceptable(value[key], choices):
+            return False
+    return True
+
+
 def acceptable(value: Any, options: Sequence[Any]) -> bool:
-    """Is ``value`` one of the acceptable ``options``?"""
-    return any(_same(value, option) for option in options if option != "")
+    """Is ``value`` one of the acceptable ``options``? (An object option may nest option lists.)
+
+    ``""`` among the options also accepts the empty string itself, as BFCL's checker does.
+    """
+    if value == "" and "" in options:
+        return True
+    return any(
+        _same(value, option) or (_nested(option) and _fits_nested(value, option))
+        for option in options
+        if option != ""
+    )
+
+
+def ground_truth_arguments(
+    spec: Mapping[str, Sequence[Any]], required: Collection[str] = ()
+) -> dict[str, Any]:
+    """The arguments of a ground-truth call: the first acceptable value of each argument.
+
+    Arguments that may be left out (``""`` among their options) are left out, unless the tool
+    requires them and ``""`` is their only option: then the empty string is the value (BFCL's
+    multi-turn answers write a literal ``''`` that way).
+    """
+    out: dict[str, Any] = {}
+    for arg, values in spec.items():
+        if not values:
+            continue
+        if "" in values:
+            if arg in required and all(v == "" for v in values):
+                out[arg] = ""
+            continue
+        out[arg] = first_acceptable(values)
+    return out
+
+
+def first_acceptable(options: Sequence[Any]) -> Any:
+    """A value that fits ``options``: the first one, with nested option lists resolved the same way."""
+    option = next(o for o in options if o != "")
+    if _nested(option):
+        return {k: first_acceptable(v) for k, v in option.items() if v and "" not in v}
+    return option
 
 
 def _call_fits(name: str, arguments: Mapping[str, Any], expected: Expected) -> str | None:

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation._bfcl_mutations import mutations
+from actionspace.evaluation.judge import ground_truth_arguments
 from actionspace.evaluation.outcomes import LAYERS, TaskOutcome
 from actionspace.evaluation.policies import PolicyView, Proposal
 from actionspace.evaluation.suite import Suite
@@ -43,10 +44,6 @@ DROPS_AT: Final[dict[str, str]] = {
     "out_of_enum": "args",
     "unknown_argument": "args",
 }
-
-
-def _truth(spec: Mapping[str, Any]) -> dict[str, Any]:
-    return {arg: values[0] for arg, values in spec.items() if values and "" not in values}
 
 
 def _message(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
@@ -73,10 +70,13 @@ class MutatedPolicy:
     def propose(self, view: PolicyView) -> Proposal:
         task = self.suite.task(view.task_id)
         turn = task.possible_answers(view.turn)
-        calls: list[tuple[str, Mapping[str, Any]]] = [
-            (name, _truth(spec)) for call in turn for name, spec in call.items()
-        ]
         offered = [t["function"] for t in view.tools if isinstance(t.get("function"), Mapping)]
+        required = {str(t.get("name")): (t.get("parameters") or {}).get("required") or () for t in offered}
+        calls: list[tuple[str, Mapping[str, Any]]] = [
+            (name, ground_truth_arguments(spec, required.get(name, ())))
+            for call in turn
+            for name, spec in call.items()
+        ]
         mutated = self._mutate(calls, offered)
         if mutated is None:
             return Proposal(raw=_message(calls)) if calls else Proposal()

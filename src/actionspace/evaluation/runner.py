@@ -9,7 +9,8 @@ the previous one passed.
 
 Single-turn tasks are run here; the tools of a single-turn suite have no backend, so they answer
 with their validated arguments (``exec`` then means "accepted and ran through the pipeline").
-Multi-turn tasks with executable backends are left to ``actionspace eval bfcl-multiturn``.
+BFCL multi-turn tasks are played against their executable backends by
+:func:`~actionspace.evaluation._runner_multiturn.evaluate_multiturn` (baseline variant only).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionspaceError
+from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
-from actionspace.evaluation.judge import judge_turn
+from actionspace.evaluation.judge import ground_truth_arguments, judge_turn
 from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
 from actionspace.evaluation.suite import Suite, Task
@@ -38,8 +40,8 @@ COUNTERFACTUAL = "counterfactual"
 
 
 def runnable(task: Task) -> bool:
-    """Tasks this runner judges: one turn, no executable backend state."""
-    return task.turns == 1 and not task.initial_state
+    """Tasks this runner judges: one turn without executable backend state, or BFCL multi-turn."""
+    return (task.turns == 1 and not task.initial_state) or is_multiturn(task)
 
 
 def evaluate(
@@ -64,7 +66,11 @@ def evaluate(
     out: list[TaskOutcome] = []
     for variant in variants:
         for task in tasks:
-            outcome = _run_task(suite.name, task, policy, variant, seed)
+            if is_multiturn(task):
+                multi = variant == "baseline"
+                outcome = evaluate_multiturn(suite.name, task, policy) if multi else None
+            else:
+                outcome = _run_task(suite.name, task, policy, variant, seed)
             if outcome is not None:
                 out.append(outcome)
             if progress is not None:
@@ -213,9 +219,10 @@ def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
         if not turn:
             return None
         tool_calls = []
+        required = _required(view)
         for i, call in enumerate(turn):
             ((name, spec),) = call.items()
-            arguments = {arg: values[0] for arg, values in spec.items() if values and "" not in values}
+            arguments = ground_truth_arguments(spec, required.get(name, ()))
             tool_calls.append(
                 {
                     "id": f"call_{i}",
@@ -226,3 +233,13 @@ def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
         return Proposal(raw={"role": "assistant", "content": None, "tool_calls": tool_calls})
 
     return ScriptedPolicy(answer)
+
+
+def _required(view: PolicyView) -> dict[str, tuple[str, ...]]:
+    """Per offered tool, its required arguments."""
+    out: dict[str, tuple[str, ...]] = {}
+    for tool in view.tools:
+        function = tool.get("function") or {}
+        params = function.get("parameters") or {}
+        out[str(function.get("name"))] = tuple(params.get("required") or ())
+    return out

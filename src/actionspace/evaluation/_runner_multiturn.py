@@ -1,0 +1,203 @@
+"""BFCL multi-turn tasks played by a policy against executable backends, judged layer by layer.
+
+One in-memory :class:`~actionspace.Runtime` per task holds every public method of the task's BFCL
+backends (instantiated from the task's ``initial_state`` the way BFCL's checker loads them), with
+the read/write sets of :mod:`._bfcl_mt_backends`. Each turn the run is offered the tools of
+:meth:`~actionspace.evaluation.suite.Task.offered` (held-back tools appear at their turn), the
+policy sees the chat so far, and its raw output is:
+
+1. parsed (``parse``), then judged against the turn's possible answers (``select``, ``args``);
+2. executed through ``Runtime.call_all`` whatever the judge said, so later turns see the state the
+   policy really produced (``exec`` is only judged when ``args`` passed);
+3. followed by BFCL's own execution of the turn's ground truth on its own instances, and BFCL's
+   ``state_checker`` comparing the two states.
+
+One :class:`~actionspace.evaluation.outcomes.StepOutcome` per turn; ``task_ok`` is true when every
+turn's state check passed. The chat grows with the user messages of each turn, the assistant
+message and one ``tool`` message per executed call whose content is the observation as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from actionspace.errors import ActionspaceError
+from actionspace.evaluation import _bfcl_data
+from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, tool_specs
+from actionspace.evaluation.bfcl_multiturn import MultiTurnEntry, _Reference
+from actionspace.evaluation.judge import judge_turn
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
+from actionspace.evaluation.suite import ExpectedCall, Task
+from actionspace.parse import parse
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.types import Observation
+
+__all__ = ["MULTI_TURN_ORIGIN", "evaluate_multiturn", "is_multiturn"]
+
+MULTI_TURN_ORIGIN = "bfcl:multi_turn"
+"""Origin prefix of the tasks this module plays."""
+
+
+def is_multiturn(task: Task) -> bool:
+    """A BFCL multi-turn task with executable backends."""
+    return task.origin.startswith(MULTI_TURN_ORIGIN) and bool(task.initial_state)
+
+
+def evaluate_multiturn(
+    suite_name: str, task: Task, policy: Policy, *, variant: str = "baseline"
+) -> TaskOutcome:
+    """Play every turn of ``task`` with ``policy`` and judge it; see the module docstring.
+
+    Only the ``baseline`` variant exists for multi-turn tasks (default). Raises ActionspaceError for
+    another variant or a task that is not a BFCL multi-turn task; BfclDataError when the pinned
+    BFCL data cannot be fetched.
+    """
+    if variant != "baseline":
+        raise ActionspaceError(f"{task.id}: multi-turn tasks have no variant {variant!r}")
+    if not is_multiturn(task):
+        raise ActionspaceError(f"{task.id}: not a BFCL multi-turn task (origin {task.origin!r})")
+    entry = _entry(task)
+    instances = {
+        c: instantiate(c, entry.initial_config, long_context=entry.long_context)
+        for c in entry.involved_classes
+    }
+    reference = _Reference()
+    rt = Runtime(
+        "memory://", recover_on_start=False, principal=Principal(id="eval", scopes=tuple(task.scopes))
+    )
+    steps: list[StepOutcome] = []
+    chosen: list[tuple[str, str]] = []
+    checks: list[bool] = []
+    details: dict[str, Any] = {}
+    run_id = f"eval:{task.id}:{variant}"
+    try:
+        for spec in tool_specs(instances, load_docs(_bfcl_data.fetch(), entry.involved_classes)):
+            rt.add_tool(**spec)
+        rt.new_run(run_id)
+        chat: list[Mapping[str, Any]] = []
+        for turn in range(task.turns):
+            chat.extend(task.messages(turn))
+            offered = rt.offer([str(t.get("name")) for t in task.offered(turn)], run_id=run_id)
+            view = PolicyView(task_id=task.id, turn=turn, messages=tuple(chat), tools=openai_tools(offered))
+            proposal = policy.propose(view)
+            step, pairs, reply = _play_turn(rt, run_id, turn, view, proposal, task.possible_answers(turn))
+            steps.append(step)
+            chosen.extend(pairs)
+            chat.extend(reply)
+            verdict = reference.compare(instances, reference.run_turn(entry, entry.ground_truth[turn]))
+            checks.append(bool(verdict.get("valid")))
+            if not checks[-1] and "failed_turn" not in details:
+                details["failed_turn"] = turn
+                differences = verdict.get("details", {}).get("differences", {})
+                details["differences"] = {k: repr(v)[:500] for k, v in dict(differences).items()}
+    finally:
+        rt.close()
+        reference.release(entry)
+    details["state_checks"] = checks
+    return TaskOutcome(
+        suite=suite_name,
+        task_id=task.id,
+        category=task.category,
+        variant=variant,
+        steps=tuple(steps),
+        task_ok=all(checks),
+        run_id=run_id,
+        chosen=tuple(chosen),
+        details=details,
+    )
+
+
+def _entry(task: Task) -> MultiTurnEntry:
+    """The task as BFCL's executor reads it; the ground truth is rebuilt as call strings."""
+    state = task.initial_state
+    return MultiTurnEntry(
+        id=task.id,
+        category=task.origin.removeprefix("bfcl:"),
+        involved_classes=tuple(state["involved_classes"]),
+        initial_config=state.get("initial_config") or {},
+        ground_truth=tuple(tuple(_call_text(c) for c in turn) for turn in task.expected)
+        if task.expected
+        else ((),) * task.turns,
+    )
+
+
+def _call_text(call: ExpectedCall) -> str:
+    """``name(arg=value, …)`` with each argument's first acceptable value as a Python literal."""
+    arguments = ", ".join(f"{arg}={values[0]!r}" for arg, values in call.arguments.items() if values)
+    return f"{call.name}({arguments})"
+
+
+def _play_turn(
+    rt: Runtime,
+    run_id: str,
+    turn: int,
+    view: PolicyView,
+    proposal: Proposal,
+    expected: Sequence[Mapping[str, Any]],
+) -> tuple[StepOutcome, tuple[tuple[str, str], ...], list[dict[str, Any]]]:
+    """Judge and execute one turn; returns its step, its confusion pairs and the chat it adds."""
+    base: dict[str, Any] = {
+        "index": turn,
+        "raw": proposal.raw,
+        "expected_tools": tuple(next(iter(e)) for e in expected),
+        "confidence": proposal.confidence,
+        "tokens": proposal.tokens,
+    }
+    if proposal.empty:
+        verdict = judge_turn([], expected)
+        fields: dict[str, Any] = {**base, "parse_ok": True, "select_ok": verdict.select_ok}
+        if verdict.select_ok:
+            fields["args_ok"] = verdict.args_ok
+            fields["exec_ok"] = True if verdict.args_ok else None
+        return StepOutcome(**fields), verdict.pairs, []
+    parsed = parse(proposal.raw, tools=list(view.tools))
+    if parsed.error is not None:
+        rt.record(run_id, "model_output", {"raw": _printable(proposal.raw)})
+        reply = [{"role": "assistant", "content": _printable(proposal.raw)}]
+        return StepOutcome(**base, parse_ok=False, error_category="parse_error"), (), reply
+    calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    ids = [c.id or f"call_{turn}_{i}" for i, c in enumerate(parsed.calls)]
+    verdict = judge_turn(calls, expected)
+    observations = rt.call_all(proposal.raw, run_id=run_id) if calls else []
+    failed = next((o.error for o in observations if o.error is not None), None)
+    fields = {**base, "calls": tuple(calls), "parse_ok": True, "select_ok": verdict.select_ok}
+    if verdict.select_ok:
+        fields["args_ok"] = verdict.args_ok
+    if verdict.select_ok and verdict.args_ok:
+        fields["exec_ok"] = failed is None
+    if failed is not None:
+        fields["error_category"] = failed.category
+    reply = _reply(parsed.content, calls, ids, observations)
+    return StepOutcome(**fields), verdict.pairs, reply
+
+
+def _reply(
+    content: str | None,
+    calls: Sequence[Mapping[str, Any]],
+    ids: Sequence[str],
+    observations: Sequence[Observation],
+) -> list[dict[str, Any]]:
+    """The assistant message and one ``tool`` message per call, in OpenAI chat format."""
+    assistant: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        assistant["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], default=str)},
+            }
+            for call_id, c in zip(ids, calls, strict=True)
+        ]
+    out = [assistant]
+    for call_id, obs in zip(ids, observations, strict=False):
+        result = {"status": obs.status, "data": obs.data, "error": obs.error.to_dict() if obs.error else None}
+        out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, default=str)})
+    return out
+
+
+def _printable(raw: Any) -> Any:
+    return raw if isinstance(raw, str | dict | list) else repr(raw)
