@@ -352,3 +352,18 @@ def test_disagreements_are_listed_when_the_metrics_carry_them() -> None:
     rows = _table_rows(html, "disagreements-table")
     assert [text for _, text in rows[0]] == ["parallel_3", "args", "&lt;cannot_find_match&gt;", ""]
     assert [text for _, text in rows[1]] == ["", "", "", "free-form note"]
+
+
+def test_a_suite_of_many_tools_lists_only_its_worst_tools(tmp_path: Path) -> None:
+    from actionspace.evaluation.report import MAX_TOOL_ROWS
+
+    metrics = _metrics()
+    many = {
+        f"tool_{i:04d}": {"n": 1, "layers": _layers([1, 1, 1, 1, 1 if i else 0], 1)}
+        for i in range(MAX_TOOL_ROWS + 50)
+    }
+    metrics["by_tool"] = many
+    html = write_report(metrics, tmp_path).read_text()
+    assert "tool_0000" in html  # the only failing tool is kept
+    assert html.count("<th>tool_0") == MAX_TOOL_ROWS
+    assert f"of {MAX_TOOL_ROWS + 50}" in html

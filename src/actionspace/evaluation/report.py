@@ -227,6 +227,10 @@ def _funnel(metrics: Mapping[str, Any]) -> str:
     return _section("funnel", "Layer funnel", _figure(svg, caption))
 
 
+MAX_TOOL_ROWS = 100
+"""A suite of thousands of tools lists its worst tools here; metrics.json keeps them all."""
+
+
 def _breakdown(ident: str, title: str, groups: Mapping[str, Any], order: Sequence[str], what: str) -> str:
     if not groups:
         return _section(ident, title, _empty(f"No {what} breakdown is available."))
@@ -261,7 +265,23 @@ def _categories(metrics: Mapping[str, Any]) -> str:
 
 
 def _tools(metrics: Mapping[str, Any]) -> str:
-    return _breakdown("tools", "By expected tool", metrics.get("by_tool") or {}, (), "tool")
+    tools: Mapping[str, Any] = metrics.get("by_tool") or {}
+    if len(tools) <= MAX_TOOL_ROWS:
+        return _breakdown("tools", "By expected tool", tools, (), "tool")
+
+    def task_rate(name: str) -> float:
+        cumulative = ((tools[name].get("layers") or {}).get("task") or {}).get("cumulative") or {}
+        rate = cumulative.get("rate")
+        return 1.0 if rate is None else float(rate)
+
+    worst = sorted(tools, key=lambda name: (task_rate(name), name))[:MAX_TOOL_ROWS]
+    section = _breakdown("tools", "By expected tool", {name: tools[name] for name in worst}, (), "tool")
+    note = (
+        f"<p>The {MAX_TOOL_ROWS} tools with the lowest p_task of {len(tools)}; "
+        "every tool is in metrics.json.</p>"
+    )
+    head, sep, tail = section.partition("</h2>")
+    return head + sep + note + tail
 
 
 def _confusion(metrics: Mapping[str, Any]) -> str:
