@@ -88,6 +88,8 @@ def _node_event(c: CheckedNode) -> dict[str, Any]:
         event["writes"] = list(c.writes)
     if c.refs:
         event["refs"] = sorted({r.node for r in c.refs})
+    if any(spec.requires_approval for spec in c.specs):
+        event["requires_approval"] = True  # held for a person before it runs; its branch waits
     return event
 
 
