@@ -93,8 +93,8 @@ def eval_suite_command(
     skipped = sum(1 for t in loaded.tasks if not runnable(t))
     if skipped:
         console.print(
-            f"[yellow]{skipped} of {len(loaded.tasks)} tasks skipped:[/yellow] multi-step tasks on a live "
-            "service (the demo's calendar) are not run by this command yet"
+            f"[yellow]{skipped} of {len(loaded.tasks)} tasks skipped:[/yellow] tasks with several turns "
+            "or backend state are only run for BFCL multi-turn and the demo's calendar"
         )
     total = min(sum(1 for t in loaded.tasks if runnable(t)), limit or 10**9) * len(variants)
     outcomes: list[TaskOutcome] = []

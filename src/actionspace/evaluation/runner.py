@@ -10,7 +10,9 @@ the previous one passed.
 Single-turn tasks are run here; the tools of a single-turn suite have no backend, so they answer
 with their validated arguments (``exec`` then means "accepted and ran through the pipeline").
 BFCL multi-turn tasks are played against their executable backends by
-:func:`~actionspace.evaluation._runner_multiturn.evaluate_multiturn` (baseline variant only).
+:func:`~actionspace.evaluation._runner_multiturn.evaluate_multiturn`, and the demo's calendar tasks
+step by step against a real calendar by :func:`~actionspace.evaluation._runner_demo.evaluate_demo`
+(both baseline variant only).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionspaceError
+from actionspace.evaluation._runner_demo import evaluate_demo, is_demo
 from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
 from actionspace.evaluation.judge import ground_truth_arguments, judge_turn
@@ -40,8 +43,8 @@ COUNTERFACTUAL = "counterfactual"
 
 
 def runnable(task: Task) -> bool:
-    """Tasks this runner judges: one turn without executable backend state, or BFCL multi-turn."""
-    return (task.turns == 1 and not task.initial_state) or is_multiturn(task)
+    """Tasks this runner judges: one turn without executable backend state, BFCL multi-turn, demo."""
+    return (task.turns == 1 and not task.initial_state) or is_multiturn(task) or is_demo(task)
 
 
 def evaluate(
@@ -69,6 +72,8 @@ def evaluate(
             if is_multiturn(task):
                 multi = variant == "baseline"
                 outcome = evaluate_multiturn(suite.name, task, policy) if multi else None
+            elif is_demo(task):
+                outcome = evaluate_demo(suite.name, task, policy) if variant == "baseline" else None
             else:
                 outcome = _run_task(suite.name, task, policy, variant, seed)
             if outcome is not None:
@@ -211,10 +216,13 @@ def _printable(raw: Any) -> Any:
 def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
     """A policy that answers every task with its ground truth (the first acceptable value of each
     argument; arguments whose acceptable values include ``""`` are left out), as an OpenAI
-    assistant message; no call where none is right."""
+    assistant message; no call where none is right, nor after the task's last turn (a multi-step
+    task then ends with the model's answer)."""
 
     def answer(view: PolicyView) -> Proposal | None:
         task = suite.task(view.task_id)
+        if view.turn >= task.turns:
+            return None
         turn = task.possible_answers(view.turn)
         if not turn:
             return None
