@@ -75,3 +75,37 @@ def test_an_unknown_suite_file_exits_1(tmp_path: Path) -> None:
     _mount()
     result = CliRunner().invoke(app, ["eval", "suite", str(tmp_path / "missing.json")])
     assert result.exit_code == 1
+
+
+def test_reported_confidences_feed_the_reliability_diagram_and_the_threshold_policy(tmp_path: Path) -> None:
+    _mount()
+    suite = _suite(tmp_path / "mini.json")
+    call = {
+        "role": "assistant",
+        "tool_calls": [
+            {
+                "id": "c",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    }
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text(
+        json.dumps({"task_id": "w1", "turn": 0, "raw": call, "confidence": 0.97})
+        + "\n"
+        + json.dumps({"task_id": "n1", "turn": 0, "raw": call, "confidence": 0.6})
+        + "\n"
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["eval", "suite", str(suite), "--policy", f"replay:{replay}", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "metrics.json").read_text())
+    thresholds = written["thresholds"]
+    assert thresholds["steps"] == 2
+    assert thresholds["executed"] == 1  # 0.97 reaches the strictest threshold; 0.6 does not
+    assert thresholds["wrong_avoided"] == 1  # the call in the no-tool task would have been wrong
+    html = (out / "report.html").read_text()
+    assert "Risk-dependent thresholds" in html and "Reliability diagram" in html

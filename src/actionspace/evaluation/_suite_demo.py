@@ -96,11 +96,14 @@ def load_demo_suite() -> Suite:
 
 
 def _tool(description: Mapping[str, Any]) -> dict[str, Any]:
-    return {
+    tool = {
         "name": description["name"],
         "description": description["description"],
         "parameters": dict(description["input_schema"]),
     }
+    if "effect" in description:
+        tool["effect"] = description["effect"]  # for risk-dependent thresholds; the model never sees it
+    return tool
 
 
 def _utc(ts: datetime) -> str:

@@ -123,6 +123,9 @@ class ThresholdPolicy:
         for name in ("read", "write", "external"):
             _check_confidence(float(getattr(self, name)))
 
+    def to_dict(self) -> dict[str, float]:
+        return {"read": self.read, "write": self.write, "external": self.external}
+
     def threshold(self, effect: str) -> float:
         """The threshold for ``effect`` (``none`` and ``read`` share one; unknown means external)."""
         rank = _RANK.get(effect, _RANK["external"])

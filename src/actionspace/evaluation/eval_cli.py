@@ -66,6 +66,7 @@ def eval_suite_command(
     Each task runs in a fresh in-memory runtime; its run id in the outcomes points at the trace
     that holds every decision. Exit 1 when the suite or policy cannot be loaded.
     """
+    from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
     from actionspace.evaluation.metrics import public_metrics, summarize
     from actionspace.evaluation.mutated import MutatedPolicy, mutation_summary
     from actionspace.evaluation.policies import Policy, policy_from_spec
@@ -118,6 +119,13 @@ def eval_suite_command(
     )
     if isinstance(chosen, MutatedPolicy):
         metrics["mutation"] = mutation_summary(chosen, outcomes)
+    if any(step.confidence is not None for o in outcomes for step in o.steps):
+        thresholds = ThresholdPolicy()
+        effects = {
+            str(t["name"]): str(t["effect"]) for task in loaded.tasks for t in task.tools if "effect" in t
+        }
+        report = evaluate_thresholds(outcomes, thresholds, effects=effects).to_dict()
+        metrics["thresholds"] = {**report, "policy": thresholds.to_dict()}
     if out is not None:
         from actionspace.evaluation.report import write_report
 

@@ -316,7 +316,48 @@ def _calibration(metrics: Mapping[str, Any]) -> str:
         f"Accuracy per confidence bin (bars, count above) against mean confidence (dots); the dashed "
         f"diagonal is perfect calibration. ECE = {ece_text} over {n} decisions."
     )
-    return _section("calibration", "Calibration", _figure(svg, caption))
+    body = _figure(svg, caption) + _thresholds(metrics.get("thresholds"))
+    return _section("calibration", "Calibration", body)
+
+
+def _thresholds(report: Any) -> str:
+    """What the risk-dependent threshold policy would have done with the same confidences."""
+    if not isinstance(report, Mapping) or not report.get("steps"):
+        return ""
+    policy = report.get("policy") or {}
+    rows = [
+        "<tr>"
+        + "".join(
+            f"<td>{escape(str(v))}</td>"
+            for v in (
+                report.get("steps"),
+                report.get("executed"),
+                report.get("observe_more"),
+                report.get("ask_user"),
+                _pct(report.get("coverage")),
+                _pct(report.get("accuracy")),
+                report.get("wrong_avoided"),
+                report.get("correct_deferred"),
+            )
+        )
+        + "</tr>"
+    ]
+    head = [
+        "steps",
+        "executed",
+        "observe more",
+        "ask user",
+        "coverage",
+        "accuracy",
+        "wrong avoided",
+        "right held back",
+    ]
+    limits = ", ".join(f"{k} ≥ {v}" for k, v in policy.items()) if policy else "default thresholds"
+    return (
+        f"<h3>Risk-dependent thresholds ({escape(limits)})</h3>"
+        "<p>Execute when the confidence reaches the threshold of the riskiest call's effect; otherwise look "
+        "at read-only evidence first, or ask the user.</p>" + _table(head, rows, "thresholds-table")
+    )
 
 
 def _ablations(metrics: Mapping[str, Any]) -> str:
