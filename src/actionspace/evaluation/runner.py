@@ -100,7 +100,7 @@ def _runtime(task: Task, shown: Iterable[Mapping[str, Any]]) -> tuple[Runtime, l
                 name=name,
                 input_schema=schema,
                 fn=_echo,
-                effect="read",
+                effect="none",  # answers with its validated arguments: pure, so it runs inline
                 description=str(tool.get("description", "")),
                 scopes=("read:*",),
             )

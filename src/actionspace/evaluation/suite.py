@@ -221,13 +221,16 @@ class Suite:
     version: str = ""
     """The version of the source data (e.g. the BFCL release)."""
 
+    _index: dict[str, Task] = field(init=False, repr=False, compare=False, default_factory=dict)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "tasks", tuple(self.tasks))
-        seen: set[str] = set()
+        index: dict[str, Task] = {}
         for task in self.tasks:
-            if task.id in seen:
+            if task.id in index:
                 raise SuiteError(f"suite {self.name!r}: task id {task.id!r} appears twice")
-            seen.add(task.id)
+            index[task.id] = task
+        object.__setattr__(self, "_index", index)
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -237,10 +240,7 @@ class Suite:
 
     def task(self, task_id: str) -> Task:
         """The task with ``task_id``; raises KeyError."""
-        for task in self.tasks:
-            if task.id == task_id:
-                return task
-        raise KeyError(task_id)
+        return self._index[task_id]
 
     def select(
         self, *, origins: Iterable[str] | None = None, categories: Iterable[str] | None = None
