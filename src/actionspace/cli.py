@@ -123,7 +123,10 @@ def _verdict_word(outcome: ScenarioOutcome) -> str:
     return "skipped" if outcome.skipped else "passed" if outcome.passed else "FAILED"
 
 
-eval_app = typer.Typer(help="Evaluate tool interfaces against external suites.", no_args_is_help=True)
+eval_app = typer.Typer(
+    help="Evaluate policies and tool interfaces: suites (BFCL, the demo, your own), layer by layer.",
+    no_args_is_help=True,
+)
 app.add_typer(eval_app, name="eval")
 
 
