@@ -6,15 +6,14 @@ and is what the demo's verification reads back.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from actionspace.demo._sqlite import SqliteService
 
 __all__ = ["CalendarService", "Slot"]
 
@@ -53,34 +52,11 @@ def _parse(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
-class CalendarService:
+class CalendarService(SqliteService):
     """The calendar's own API over one SQLite file (WAL; one connection per thread)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        self._conn().executescript(_SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=5000")
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        super().__init__(path, _SCHEMA)
 
     # ------------------------------------------------------------------ setup
     def seed(
@@ -225,12 +201,6 @@ class CalendarService:
         return int(
             self._conn().execute("SELECT count(*) FROM outbox WHERE event_id = ?", (event_id,)).fetchone()[0]
         )
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
 
     @staticmethod
     def parse_ts(ts: str) -> datetime:

@@ -7,12 +7,10 @@ The companies and figures are fictional.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from actionspace.demo._sqlite import SqliteService
 
 __all__ = ["DocumentStore"]
 
@@ -46,38 +44,11 @@ _RATES = [
 ]
 
 
-class DocumentStore:
+class DocumentStore(SqliteService):
     """The store's own API over one SQLite file (WAL; one connection per thread)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        self._conn().executescript(_SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=5000")
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        super().__init__(path, _SCHEMA)
 
     def seed(self) -> None:
         """Two companies' annual reports for two fiscal years, one news summary and the FX rates."""
@@ -125,11 +96,3 @@ class DocumentStore:
             .fetchone()
         )
         return (float(row[0]), str(row[1])) if row else None
-
-    def close(self) -> None:
-        """Close every connection opened by any thread."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for conn in opened:
-            conn.close()
-        self._local = threading.local()

@@ -9,14 +9,13 @@ writes nothing (the ``saves`` table keeps one row per key, which is what the dem
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+from actionspace.demo._sqlite import SqliteService
 
 __all__ = ["Vendor", "VendorRegistry", "VersionConflict"]
 
@@ -60,38 +59,11 @@ class VersionConflict(Exception):
         self.current_version = current_version
 
 
-class VendorRegistry:
+class VendorRegistry(SqliteService):
     """The registry's own API over one SQLite file (WAL; one connection per thread)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        self._conn().executescript(_SCHEMA)
-
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=5000")
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        super().__init__(path, _SCHEMA)
 
     # ------------------------------------------------------------------ setup
     def seed(self, *, vendors: Iterable[Vendor], lists: Iterable[tuple[str, str]]) -> None:
@@ -197,11 +169,3 @@ class VendorRegistry:
                 (key, list_id, author, base_version, current + 1, json.dumps(result)),
             )
         return result
-
-    def close(self) -> None:
-        """Close every connection opened by any thread (tools run on worker threads)."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for conn in opened:
-            conn.close()
-        self._local = threading.local()
