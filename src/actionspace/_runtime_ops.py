@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from actionspace._crash import point
 from actionspace._pipeline import Recorder, RunState
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError
+from actionspace.execution.streaming import StreamPolicy
+from actionspace.execution.streaming import astream as _astream
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.parse import parse
@@ -20,7 +22,7 @@ from actionspace.plan.model import Plan, PlanResult
 from actionspace.policy.budget import Meter, Usage
 from actionspace.policy.budget import estimate as estimate_usage
 from actionspace.policy.principal import Principal
-from actionspace.types import ToolCall
+from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
     from actionspace.catalog.registry import Catalog
@@ -34,7 +36,7 @@ DEFAULT_RETENTION_S = 24 * 3600.0
 
 
 class Operations:
-    """Offers, plans, budgets and ledger operations of :class:`~actionspace.runtime.Runtime`."""
+    """Streaming, offers, plans, budgets and ledger operations of :class:`~actionspace.runtime.Runtime`."""
 
     if TYPE_CHECKING:
         catalog: Catalog
@@ -49,6 +51,31 @@ class Operations:
         def record(
             self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None
         ) -> None: ...
+
+    # ------------------------------------------------------------------ streaming
+    def astream(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        policy: StreamPolicy | None = None,
+    ) -> AsyncGenerator[Observation, None]:
+        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come.
+
+        Each call ends with exactly one final observation (``provisional=False``); only that one
+        may feed another action. ``policy`` sets how often provisional observations come (see
+        :class:`~actionspace.execution.streaming.StreamPolicy`).
+        """
+        return _astream(
+            cast("Runtime", self),
+            raw,
+            run_id=run_id,
+            node_id=node_id,
+            principal=principal,
+            policy=policy or StreamPolicy(),
+        )
 
     # ------------------------------------------------------------------ offers
     def offer(

@@ -34,7 +34,6 @@ from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.execution.executor import Executor, Outcome
 from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy, final_of, is_streaming, stream_ready
-from actionspace.execution.streaming import astream as _astream
 from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.observation import ArtifactStore, FolderArtifactStore
 from actionspace.plan.groups import Environment
@@ -296,25 +295,6 @@ class Runtime(Operations):
             return self._internal(exc, rec)
         finally:
             self._flush(rec)
-
-    def astream(
-        self,
-        raw: Any,
-        *,
-        run_id: str | None = None,
-        node_id: str | None = None,
-        principal: Principal | None = None,
-        policy: StreamPolicy | None = None,
-    ) -> AsyncGenerator[Observation, None]:
-        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come.
-
-        Each call ends with exactly one final observation (``provisional=False``); only that one
-        may feed another action. ``policy`` sets how often provisional observations come (see
-        :class:`~actionspace.execution.streaming.StreamPolicy`).
-        """
-        return _astream(
-            self, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy or StreamPolicy()
-        )
 
     async def acall_all(
         self,
