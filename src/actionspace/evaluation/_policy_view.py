@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["Policy", "PolicyView", "Proposal", "Raw", "openai_tools"]
+__all__ = ["Policy", "PolicyView", "Proposal", "Raw", "chat_reply", "openai_tools"]
 
 Raw: TypeAlias = str | Mapping[str, Any] | Sequence[Any]
 """A raw model output: text, a provider message dict, or a list of either (calls concatenated)."""
@@ -74,3 +75,39 @@ def openai_tools(descriptions: Sequence[Mapping[str, Any]]) -> tuple[dict[str, A
         function["parameters"] = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
         out.append({"type": "function", "function": function})
     return tuple(out)
+
+
+def chat_reply(
+    content: str | None,
+    calls: Sequence[Mapping[str, Any]],
+    ids: Sequence[str],
+    observations: Sequence[Any],
+    *,
+    whole: bool = False,
+) -> list[dict[str, Any]]:
+    """The assistant message and one ``tool`` message per call, in OpenAI chat format.
+
+    A tool message carries the observation's status, data and error, or (``whole``) its full dict.
+    """
+    assistant: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        assistant["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], default=str)},
+            }
+            for call_id, c in zip(ids, calls, strict=True)
+        ]
+    out = [assistant]
+    for call_id, obs in zip(ids, observations, strict=False):
+        if whole:
+            result = obs.to_dict()
+        else:
+            result = {
+                "status": obs.status,
+                "data": obs.data,
+                "error": obs.error.to_dict() if obs.error else None,
+            }
+        out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, default=str)})
+    return out

@@ -24,7 +24,6 @@ Judging, one :class:`~actionspace.evaluation.outcomes.StepOutcome` per step:
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import date
@@ -34,6 +33,7 @@ from typing import Any, Final
 from actionspace.demo.calendar import CalendarService
 from actionspace.demo.scenario import PRINCIPAL, build_runtime, seed_calendar
 from actionspace.errors import ActionspaceError
+from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.judge import judge_turn
 from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
@@ -203,32 +203,12 @@ def _play_step(
     if failed is not None:
         fields["error_category"] = failed.category
     fields["recovered"] = after_error and bool(calls) and failed is None
-    return StepOutcome(**fields), pairs, _reply(parsed.content, calls, ids, observations), list(observations)
-
-
-def _reply(
-    content: str | None,
-    calls: Sequence[Mapping[str, Any]],
-    ids: Sequence[str],
-    observations: Sequence[Observation],
-) -> list[dict[str, Any]]:
-    """The assistant message and one ``tool`` message per call (the observation dict as JSON)."""
-    assistant: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        assistant["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], default=str)},
-            }
-            for call_id, c in zip(ids, calls, strict=True)
-        ]
-    out = [assistant]
-    for call_id, obs in zip(ids, observations, strict=False):
-        out.append(
-            {"role": "tool", "tool_call_id": call_id, "content": json.dumps(obs.to_dict(), default=str)}
-        )
-    return out
+    return (
+        StepOutcome(**fields),
+        pairs,
+        chat_reply(parsed.content, calls, ids, observations, whole=True),
+        list(observations),
+    )
 
 
 def _printable(raw: Any) -> Any:

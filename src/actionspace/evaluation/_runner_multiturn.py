@@ -19,13 +19,13 @@ message and one ``tool`` message per executed call whose content is the observat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation import _bfcl_data
 from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, tool_specs
+from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.bfcl_multiturn import MultiTurnEntry, _Reference
 from actionspace.evaluation.judge import judge_turn
 from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
@@ -34,7 +34,6 @@ from actionspace.evaluation.suite import ExpectedCall, Task
 from actionspace.parse import parse
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
-from actionspace.types import Observation
 
 __all__ = ["MULTI_TURN_ORIGIN", "evaluate_multiturn", "is_multiturn"]
 
@@ -171,32 +170,8 @@ def _play_turn(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
-    reply = _reply(parsed.content, calls, ids, observations)
+    reply = chat_reply(parsed.content, calls, ids, observations)
     return StepOutcome(**fields), verdict.pairs, reply
-
-
-def _reply(
-    content: str | None,
-    calls: Sequence[Mapping[str, Any]],
-    ids: Sequence[str],
-    observations: Sequence[Observation],
-) -> list[dict[str, Any]]:
-    """The assistant message and one ``tool`` message per call, in OpenAI chat format."""
-    assistant: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        assistant["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], default=str)},
-            }
-            for call_id, c in zip(ids, calls, strict=True)
-        ]
-    out = [assistant]
-    for call_id, obs in zip(ids, observations, strict=False):
-        result = {"status": obs.status, "data": obs.data, "error": obs.error.to_dict() if obs.error else None}
-        out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, default=str)})
-    return out
 
 
 def _printable(raw: Any) -> Any:
