@@ -22,12 +22,16 @@ from actionspace.approval.gate import gate
 from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.disclosure import undescribed
 from actionspace.errors import ActionError
 from actionspace.execution.executor import Failed, Outcome
 from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
+from actionspace.policy.flow import Binding, FlowPolicy, FlowState
+from actionspace.policy.flow_stage import flow_stage
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
 from actionspace.types import Observation, Provenance, ToolCall
@@ -66,6 +70,12 @@ class RunState:
     """True after ``Runtime.offer``: only pinned names may be called."""
     resolved: dict[str, tuple[int, ToolSpec]] = field(default_factory=dict)
     """Called name → (catalog generation, spec): a resolution stays valid until the catalog changes."""
+    disclosure: bool = False
+    """Progressive disclosure (``Runtime.offer(disclosure=True)``): only described tools may be called."""
+    described: set[str] = field(default_factory=set)
+    """Tool names whose full definition was read in this run (``Runtime.describe`` / ``describe_tool``)."""
+    flow: FlowState = field(default_factory=FlowState)
+    """The run's context label and what the model was shown (policy/flow.py)."""
 
 
 class Recorder:
@@ -88,6 +98,10 @@ class Recorder:
     def flush(self, sink: RecordSink) -> None:
         if self.records:
             point("during_observation_write")
+            context = self.run.flow.context
+            if context.secret or context.readers is not None:  # viewers see these only if cleared
+                mark = context.to_dict()
+                self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
             sink(self.run.run_id, self.records)
             self.records = []
 
@@ -125,6 +139,8 @@ class Ready:
     key: str | None
     admission: Admission | None = None
     """Budget reservation and cache lookup, when budgets or the read cache apply to the call."""
+    label: Label | None = None
+    """The output label (the tool's label joined with the argument labels), stamped by observe."""
 
 
 def idempotency_key(run_id: str, node_id: str, tool_key: str, arguments: Any) -> str:
@@ -158,7 +174,14 @@ def _fail(
 
 
 def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
-    """The spec a call's tool name means in this run (unknown_tool / version_mismatch otherwise)."""
+    """The spec a call's tool name means in this run (unknown_tool / version_mismatch otherwise).
+
+    In a disclosure run, a tool never described in the run is ``unknown_tool`` naming ``describe_tool``.
+    """
+    if run.disclosure:
+        never_described = undescribed(run, name)
+        if never_described is not None:
+            return never_described
     hit = run.resolved.get(name)
     if hit is not None and hit[0] == catalog.generation:
         return hit[1]
@@ -220,10 +243,15 @@ def prepare(
     ctx_factory: Any,
     approvals: ApprovalStore | None = None,
     guard: Guard | None = None,
+    flow_policy: FlowPolicy | None = None,
+    sources: Mapping[str, Sequence[str]] | None = None,
+    bound: Mapping[str, Binding] | None = None,
 ) -> Ready | Observation:
     """Resolve, validate and authorize one call; an Observation means it ends here.
 
     ``guard`` (budgets and the read cache) admits the call last, after authorization.
+    ``flow_policy`` (None: allow) checks the argument labels after the scopes; ``sources`` and
+    ``bound`` bind arguments to earlier values (see :mod:`actionspace.policy.flow`).
     """
     node = node_id or f"n{next(run.nodes)}"
     call_id = call.id or f"{run.run_id}:{node}"
@@ -289,6 +317,23 @@ def prepare(
         return _fail(rec, auth.error, call_id, spec.name, spec.version)
     rec.add("authorized", principal.allowed_event)
     args = checked.arguments
+    label = flow_stage(
+        policy=flow_policy,
+        state=run.flow,
+        spec=spec,
+        arguments=args,
+        provenance=checked.provenance,
+        principal=principal,
+        run_id=run.run_id,
+        node_id=node,
+        call_id=call_id,
+        approvals=approvals,
+        record=rec.add,
+        sources=sources,
+        bound=bound,
+    )
+    if isinstance(label, ActionError):
+        return _fail(rec, label, call_id, spec.name, spec.version)
     admission = None
     if guard is not None:
         admitted = guard.admit(
@@ -303,7 +348,7 @@ def prepare(
         key = idempotency_key(run.run_id, node, spec.key, args)
         if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
-    return Ready(compiled, call_id, node, args, kwargs, key, admission)
+    return Ready(compiled, call_id, node, args, kwargs, key, admission, label)
 
 
 def _validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:
@@ -350,11 +395,12 @@ def observe(
         value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts, keep_raw=keep_raw
     )
     provenance = object.__new__(Provenance)
+    label = ready.label
     provenance.__dict__.update(
         fetched_at=time.time(),
         resource_version=version,
-        trust=spec.labels.integrity,
-        labels=ready.compiled.output_labels,
+        trust=spec.labels.integrity if label is None else label.integrity,
+        labels=ready.compiled.output_labels if label is None else label.tags(),
     )
     fields: dict[str, Any] = {
         "call_id": ready.call_id,

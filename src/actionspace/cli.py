@@ -52,6 +52,24 @@ def _mount() -> None:
     from actionspace.plan.cli import plan_app
 
     app.add_typer(plan_app, name="plan")
+    from actionspace.service.cli import serve_command
+
+    app.command("serve", help="Serve the JSON API and the web console (approvals, runs, traces).")(
+        serve_command
+    )
+    from actionspace.adapters._gateway_cli import gateway_command
+
+    app.command("gateway", help="Serve the configured tools over MCP (stdio or streamable HTTP), governed.")(
+        gateway_command
+    )
+    try:
+        from actionspace.durable.worker import worker_command
+    except ImportError:  # dbos is not installed
+        pass
+    else:
+        app.command("worker", help="Run durable plans (the dbos backend) from a shared PostgreSQL store.")(
+            worker_command
+        )
     try:
         from actionspace.bench.cli import bench_command
     except ImportError:  # the bench module is optional at import time
@@ -143,6 +161,14 @@ def _mount_eval() -> None:
         "bfcl-multiturn",
         help="Replay BFCL's 800 multi-turn ground truths as plans and check the backends' state.",
     )(eval_bfcl_multiturn)
+
+    from actionspace.evaluation.agentdojo import eval_agentdojo_command
+
+    eval_app.command(
+        "agentdojo",
+        help="AgentDojo's 97 user tasks and its injection pairs through the runtime: utility, "
+        "utility under attack, targeted ASR.",
+    )(eval_agentdojo_command)
 
 
 _mount_eval()

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -28,6 +28,8 @@ from actionspace.approval.gate import Approvals
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.config import Discovery, DiscoveryConfig
+from actionspace.discovery.disclosure import describe_event, described_spec, full_definition
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.execution.batch import arun_batch, run_batch
 from actionspace.execution.cache import ReadCache, cacheable
@@ -38,6 +40,7 @@ from actionspace.ledger.commit import Protocol, Sleep, new_entry, protocol
 from actionspace.observation import ArtifactStore, FolderArtifactStore
 from actionspace.plan.groups import Environment
 from actionspace.policy.budget import Budget, Budgets, Meter
+from actionspace.policy.flow import DEFAULT_FLOW_POLICY, Binding, FlowPolicy
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
@@ -65,6 +68,13 @@ class Runtime(Operations):
     validators read (``ctx.state``). ``budgets``: limits every call must fit (a Budget, several
     combined with ``&``, or a list; all apply). ``cache``: the read cache for tools with
     ``cache_ttl`` / ``cache_static`` (default: a 1024-entry in-memory LRU, made when first needed).
+    ``plan_backend``: how ``run_plan`` runs plans by default, ``"inprocess"`` (the default) or
+    ``"dbos"`` (durable workflows, :mod:`actionspace.durable`; needs a ``postgresql://`` store).
+    ``durable``: the ``DurableConfig`` of the dbos backend (default: its defaults).
+    ``flow_policy``: the information-flow policy of the authorize stage (default
+    ``DEFAULT_FLOW_POLICY``; None checks nothing but still labels observations).
+    ``discovery``: how offers are built (progressive disclosure, availability, rank cut,
+    embeddings; see :class:`~actionspace.discovery.DiscoveryConfig`).
     """
 
     def __init__(
@@ -79,6 +89,10 @@ class Runtime(Operations):
         recover_on_start: bool = True,
         budgets: Budget | Budgets | Iterable[Budget] | None = None,
         cache: ReadCache | None = None,
+        plan_backend: str = "inprocess",
+        durable: Any = None,
+        flow_policy: FlowPolicy | None = DEFAULT_FLOW_POLICY,
+        discovery: DiscoveryConfig | None = None,
     ) -> None:
         if store is None:
             from actionspace.trace.store import default_store_url
@@ -90,6 +104,10 @@ class Runtime(Operations):
         self.ledger, approval_store = open_ledger_stores(store)
         self.approvals = Approvals(approval_store, self.record)
         self._recover_on_start = recover_on_start
+        if plan_backend not in ("inprocess", "dbos"):
+            raise ConfigurationError(f"plan_backend must be 'inprocess' or 'dbos', got {plan_backend!r}")
+        self.plan_backend = plan_backend
+        self.durable = durable  # a DurableConfig for the dbos backend (None: its defaults)
         if isinstance(artifacts, str | Path):
             artifacts = FolderArtifactStore(Path(artifacts))
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
@@ -107,11 +125,13 @@ class Runtime(Operations):
         budget_set = Budgets.of(budgets)
         self.meter: Meter | None = Meter(budget_set) if budget_set else None
         self._cache = cache
+        self.flow_policy = flow_policy
         self._guard: Guard | None = None if self.meter is None else Guard(meter=self.meter, cache=cache)
         self.catalog.on_change(self._compiler.forget)
         self.catalog.on_change(self._enable_cache)
         for item in tools:
             self.register(item)
+        self.discovery = Discovery(discovery or DiscoveryConfig())
 
     # ------------------------------------------------------------------ tools
     @overload
@@ -216,9 +236,10 @@ class Runtime(Operations):
         run_id: str | None = None,
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
         """Every call in ``raw`` (any accepted format), in order; one observation each."""
-        return self._call_sync(raw, run_id, None, principal, provenance)[1]
+        return self._call_sync(raw, run_id, None, principal, provenance, sources)[1]
 
     def call(
         self,
@@ -228,13 +249,15 @@ class Runtime(Operations):
         node_id: str | None = None,
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> Observation:
         """Check and run one proposed call; returns its Observation (errors are values, not raised).
 
         ``node_id`` names the logical action within the run (default: the next sequence number).
-        When ``raw`` holds several calls the observation groups them in ``items``.
+        When ``raw`` holds several calls the observation groups them in ``items``. ``sources``
+        binds arguments to ``"user"`` and/or earlier call ids (checked; see policy/flow.py).
         """
-        run, out = self._call_sync(raw, run_id, node_id, principal, provenance)
+        run, out = self._call_sync(raw, run_id, node_id, principal, provenance, sources)
         return out[0] if len(out) == 1 else group(out, run)
 
     def _call_sync(
@@ -244,6 +267,7 @@ class Runtime(Operations):
         node_id: str | None,
         principal: Principal | None,
         provenance: Mapping[str, str] | None,
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> tuple[str, list[Observation]]:
         """(run id, one observation per call in ``raw``)."""
         run = self._run(run_id, principal)
@@ -256,8 +280,9 @@ class Runtime(Operations):
             node = node_id if len(calls) == 1 else None
             out = []
             for call in calls:
-                ready = self._prepare(run, call, node, who, provenance, rec)
+                ready = self._prepare(run, call, node, who, provenance, rec, sources=sources)
                 out.append(self._execute(ready, rec) if isinstance(ready, Ready) else ready)
+                run.flow.observed(out[-1])
             return run.run_id, out
         except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
             return run.run_id, [self._internal(exc, rec)]
@@ -272,6 +297,7 @@ class Runtime(Operations):
         node_id: str | None = None,
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
         run = self._run(run_id, principal)
@@ -284,9 +310,11 @@ class Runtime(Operations):
             single = len(calls) == 1
             items = []
             for call in calls:
-                ready = self._prepare(run, call, node_id if single else None, who, provenance, rec)
+                node = node_id if single else None
+                ready = self._prepare(run, call, node, who, provenance, rec, sources=sources)
                 if isinstance(ready, Ready):
                     ready = await self._aexecute(ready, rec)
+                run.flow.observed(ready)
                 if single:
                     return ready
                 items.append(ready)
@@ -303,9 +331,12 @@ class Runtime(Operations):
         run_id: str | None = None,
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
         """Async :meth:`call_all`."""
-        obs = await self.acall(raw, run_id=run_id, principal=principal, provenance=provenance)
+        obs = await self.acall(
+            raw, run_id=run_id, principal=principal, provenance=provenance, sources=sources
+        )
         return list(obs.items) if obs.tool == "*" else [obs]
 
     def _prepare(
@@ -316,6 +347,9 @@ class Runtime(Operations):
         principal: Principal,
         provenance: Mapping[str, str] | None,
         rec: Recorder,
+        *,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        bound: Mapping[str, Binding] | None = None,
     ) -> Ready | Observation:
         return prepare(
             catalog=self.catalog,
@@ -329,6 +363,9 @@ class Runtime(Operations):
             ctx_factory=self._ctx,
             approvals=self.approvals.store,
             guard=self._guard,
+            flow_policy=self.flow_policy,
+            sources=sources,
+            bound=bound,
         )
 
     def _execute(self, ready: Ready, rec: Recorder, *, part: bool = False) -> Observation:
@@ -458,12 +495,24 @@ class Runtime(Operations):
             self._cache = ReadCache()
         self._guard = Guard(meter=self.meter, cache=self._cache)
 
-    def describe(self, name: str) -> dict[str, Any]:
-        """The current definition of a tool, as the model may see it."""
-        return self.catalog.get(name).describe()
+    def describe(self, name: str, *, run_id: str | None = None) -> dict[str, Any]:
+        """The definition of a tool, as the model may see it.
+
+        Without ``run_id``: the current version's ``ToolSpec.describe()``. With it: the full
+        definition (schemas, examples) of the version offered to that run, recorded as a
+        ``described`` event; in a disclosure run this is what lets the tool be called. Raises
+        UnknownToolError for a tool not registered (or, with ``run_id``, not offered to the run).
+        """
+        if run_id is None:
+            return self.catalog.get(name).describe()
+        run = self._run(run_id, None)
+        spec = described_spec(self.catalog.find, run, name)
+        self.record(run_id, "described", describe_event(spec, via="host"))
+        return full_definition(spec)
 
     def close(self, *, wait: bool = False) -> None:
         """Release threads and stores; ``wait`` lets timed-out tool calls finish first."""
+        self._close_mcp()
         self._executor.close(wait=wait)
         self.ledger.close()
         self.approvals.store.close()

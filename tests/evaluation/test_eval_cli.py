@@ -109,3 +109,21 @@ def test_reported_confidences_feed_the_reliability_diagram_and_the_threshold_pol
     assert thresholds["wrong_avoided"] == 1  # the call in the no-tool task would have been wrong
     html = (out / "report.html").read_text()
     assert "Risk-dependent thresholds" in html and "Reliability diagram" in html
+
+
+def test_a_bfcl_run_lists_its_disagreements_with_bfcls_checker_in_json_and_report(tmp_path: Path) -> None:
+    _mount()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["eval", "suite", "bfcl:simple_java,irrelevance", "--out", str(out), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout[result.stdout.index("{") :])
+    summary = printed["reference_checker"]
+    assert summary["compared"] == 100 + 240
+    assert summary["disagree"] == len(printed["disagreements"]) > 0
+    assert summary["agree"] + summary["disagree"] == summary["compared"]
+    assert all(d["explanation"] and d["bfcl_error"] for d in printed["disagreements"])
+    assert {d["category"] for d in printed["disagreements"]} == {"simple_java"}
+    assert json.loads((out / "metrics.json").read_text())["disagreements"] == printed["disagreements"]
+    assert "tasks compared" in (out / "report.html").read_text()

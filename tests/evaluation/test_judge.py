@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actionspace.evaluation.judge import acceptable, judge_turn
+from actionspace.evaluation.judge import acceptable, answer_found, judge_turn
 
 PLAY = [
     {"spotify.play": {"artist": ["Taylor Swift"], "duration": [20]}},
@@ -88,3 +88,14 @@ def test_the_first_acceptable_value_resolves_nested_options() -> None:
 
     assert first_acceptable(["", 3]) == 3
     assert first_acceptable([{"department": ["Science"], "year": [2, ""]}]) == {"department": "Science"}
+
+
+def test_an_answer_is_found_as_whole_words_ignoring_case_and_punctuation() -> None:
+    assert answer_found("It was on April 1, 2024 in Seattle.", ["april 1 2024"])
+    assert not answer_found("It was on April 1,2024 in Seattle.", ["april 1 2024"])  # spaces count
+    assert answer_found("The richest is ZHANG Yiming.", ["Zhang Yiming"])
+    assert answer_found("thirty-five", ["35", "thirty five"]) is False  # "-" is removed, not spaced
+    assert answer_found("I am 35.", ["35", "thirty five"])
+    assert not answer_found("I am 350 years old.", ["35"])  # not a whole word
+    assert not answer_found("No idea.", ["Michael"])
+    assert not answer_found("anything", [""])

@@ -218,3 +218,95 @@ def test_a_counterfactual_request_needs_the_changed_argument() -> None:
     assert follows[0].layer("args") is True
     assert stuck[0].layer("args") is False
     assert "Rome" not in str(follows[1].steps[0].calls)  # the changed city went to the call
+
+
+def _answer_suite() -> Suite:
+    search = {
+        "name": "search",
+        "description": "Search the web.",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    }
+    task = Task(id="a1", request="Who founded ByteDance?", tools=(search,), answers=("Zhang Yiming",))
+    return Suite(name="answers", tasks=(task,))
+
+
+def _reply(content: str, *calls: dict[str, Any]) -> dict[str, Any]:
+    tool_calls = [
+        {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
+        }
+        for i, c in enumerate(calls)
+    ]
+    return {"role": "assistant", "content": content, "tool_calls": tool_calls or None}
+
+
+def test_an_answer_task_passes_on_the_right_answer_with_or_without_calls() -> None:
+    suite = _answer_suite()
+    (truth,) = evaluate(suite, ground_truth_policy(suite))
+    assert truth.task_ok and truth.layer("select") is True
+    searched = ScriptedPolicy(
+        {"a1": [_reply("Zhang Yiming.", {"name": "search", "args": {"q": "ByteDance"}})]}
+    )
+    (outcome,) = evaluate(suite, searched)
+    assert outcome.task_ok and outcome.layer("exec") is True
+
+
+def test_an_answer_task_fails_at_the_layer_that_went_wrong() -> None:
+    suite = _answer_suite()
+    wrong = ScriptedPolicy({"a1": [_reply("Liang Rubo")]})
+    assert evaluate(suite, wrong)[0].task_ok is False
+    unknown = ScriptedPolicy({"a1": [_reply("Zhang Yiming", {"name": "browse", "args": {"q": "x"}})]})
+    outcome = evaluate(suite, unknown)[0]
+    assert outcome.layer("select") is False and outcome.task_ok is None
+    bad_args = ScriptedPolicy({"a1": [_reply("Zhang Yiming", {"name": "search", "args": {"q": 3}})]})
+    outcome = evaluate(suite, bad_args)[0]
+    assert outcome.layer("select") is True and outcome.layer("args") is False
+    assert outcome.steps[0].error_category == "invalid_arguments"
+
+
+def _many(n: int) -> Suite:
+    cities = ("Paris", "Oslo", "Lima", "Kyiv")
+    tasks = tuple(
+        Task(
+            id=f"t{i}",
+            category="no_tool" if i % 5 == 0 else "normal",
+            request=f"Weather in {cities[i % 4]}?",
+            tools=tuple(TOOLS),
+            no_call=i % 5 == 0,
+            expected=((ExpectedCall(name="get_weather", arguments={"city": (cities[i % 4],)}),),)
+            if i % 5
+            else (),
+        )
+        for i in range(n)
+    )
+    return Suite(name="many", tasks=tasks)
+
+
+def test_tasks_split_over_processes_give_the_same_outcomes_in_the_same_order() -> None:
+    suite = _many(450)
+    policy = ScriptedPolicy(
+        {
+            f"t{i}": [{"name": "get_weather", "arguments": {"city": "Oslo" if i % 7 == 0 else "Paris"}}]
+            for i in range(450)
+            if i % 3
+        }
+    )
+    seen: list[TaskOutcome | None] = []
+    split = evaluate(suite, policy, workers=2, progress=seen.append)
+    alone = evaluate(suite, policy)
+    assert [o.to_dict() for o in split] == [o.to_dict() for o in alone]
+    assert len(seen) == 450 and sorted(o.task_id for o in seen if o) == sorted(o.task_id for o in alone)
+    assert {o.layer("args") for o in alone} == {True, False, None}  # the outcomes differ from task to task
+
+
+def test_a_policy_with_state_is_not_split_over_processes() -> None:
+    asked: list[str] = []
+
+    def model(view: PolicyView) -> Proposal | None:
+        asked.append(view.task_id)
+        return None
+
+    evaluate(_many(450), ScriptedPolicy(model), workers=2)
+    assert len(asked) == 450  # every task asked this process's policy

@@ -36,6 +36,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "openai_agents": ("openai_agents.",),
     "plan": ("plan.", "dag."),
     "trim": ("trim.",),
+    "discovery": ("discovery.",),
 }
 """Group → the prefixes of the rows it measures (its batch rows are the same under ``batch.``)."""
 

@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from actionspace.bench._discovery import render_discovery
 from actionspace.bench._parallel_report import measured, render_parallel
 
 __all__ = ["render"]
@@ -156,6 +157,8 @@ def render(result: dict[str, Any]) -> RenderableType:
         parts += [_batch_table(result), Text("")]
     if measured(result.get("parallel")):
         parts += [render_parallel(result["parallel"]), Text("")]
+    if result.get("discovery"):
+        parts += [render_discovery(result["discovery"]), Text("")]
     if result["skipped"] or result["errors"]:
         parts += [_notes(result), Text("")]
     parts.append(_footer(result))

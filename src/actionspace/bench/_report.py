@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from actionspace.bench._discovery import discovery_section
 from actionspace.bench._parallel_report import parallel_section
 
 __all__ = ["BATCH_OURS", "PACKAGES", "TARGETS", "TARGET_RATIO", "annotate", "machine", "versions"]
@@ -112,6 +113,7 @@ def annotate(agg: dict[str, Any]) -> dict[str, Any]:
     states = {t["status"] for t in targets}
     agg["target"] = "FAIL" if "FAIL" in states else ("PASS" if states == {"PASS"} else "n/a")
     agg["parallel"] = parallel_section(agg)
+    agg["discovery"] = discovery_section(agg)
     agg.pop("extra", None)
     return agg
 

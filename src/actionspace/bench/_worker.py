@@ -54,6 +54,10 @@ def measure(group: str, p: Pass) -> None:
         from actionspace.bench._trimming import run_trim_rows
 
         run_trim_rows(p)
+    elif group == "discovery":
+        from actionspace.bench._discovery import run_discovery_rows
+
+        run_discovery_rows(p)
     else:
         from actionspace.bench._peers import run_peer
 
@@ -71,6 +75,8 @@ def preload(group: str) -> None:
         names = ("actionspace.runtime", "actionspace.plan", "actionspace.bench._parallel")
     elif group == "trim":
         names = ("actionspace.observation", "actionspace.bench._trimming")
+    elif group == "discovery":
+        names = ("actionspace.discovery", "bm25s", "actionspace.bench._discovery")
     else:
         from actionspace.bench._peers import MODULES
 

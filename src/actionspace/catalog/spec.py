@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from actionspace.errors import ToolDefinitionError
 
 __all__ = [
     "EFFECTS",
+    "HIGH_RISK_ARG_NAMES",
     "BatchMode",
     "Cost",
     "Effect",
@@ -51,7 +53,41 @@ class Labels:
     integrity: Integrity = "trusted"
     """Of the output; ``untrusted`` for content from outside (web, email, third parties)."""
     sink_max: Confidentiality | None = None
-    """For sinks: the highest confidentiality its arguments may carry; None = not a sink."""
+    """For sinks: the highest confidentiality its arguments may carry; None = ``internal``."""
+    sink: bool | None = None
+    """Its arguments leave the system. Default (None): True when ``effect="external"`` or
+    ``sink_max`` is set."""
+    high_risk_args: tuple[str, ...] | None = None
+    """Arguments that decide where data or money goes. Default (None): the top-level arguments
+    whose names match :data:`HIGH_RISK_ARG_NAMES` (exactly, or as a ``_``-suffix)."""
+    readers: frozenset[str] | None = None
+    """Who may read the output (principal ids or addresses); None = anyone."""
+
+    def resolved(self, effect: str, arg_names: Iterable[str]) -> Labels:
+        """These labels with ``sink`` and ``high_risk_args`` derived where unset."""
+        sink = self.sink if self.sink is not None else (effect == "external" or self.sink_max is not None)
+        risky = self.high_risk_args
+        if risky is None:
+            risky = tuple(a for a in arg_names if _high_risk_name(a))
+        readers = frozenset(self.readers) if self.readers is not None else None
+        return replace(self, sink=sink, high_risk_args=tuple(risky), readers=readers)
+
+
+HIGH_RISK_ARG_NAMES: frozenset[str] = frozenset(
+    {
+        "recipient", "recipients", "to", "cc", "bcc", "email", "emails", "email_address",
+        "user_email", "participants", "phone", "phone_number", "amount", "iban", "account",
+        "account_number", "url", "link", "webhook", "password",
+    }
+)  # fmt: skip
+"""Argument names treated as high-risk by default (where data or money goes, credentials)."""
+
+
+def _high_risk_name(name: str) -> bool:
+    low = name.lower()
+    return low in HIGH_RISK_ARG_NAMES or any(
+        low.endswith("_" + n) for n in HIGH_RISK_ARG_NAMES if n not in ("to", "link", "account")
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,9 +131,25 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+_HASHES: dict[str, str] = {}
+"""Recent schema hashes by the schema's sorted-key JSON text (registering the same schema again,
+as every fresh runtime of an evaluation does, skips the canonicalisation)."""
+
+
 def schema_hash(schema: Mapping[str, Any]) -> str:
     """sha256 (hex, first 16 chars) of the RFC 8785 canonical JSON of a schema."""
-    return hashlib.sha256(rfc8785.dumps(schema)).hexdigest()[:16]
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        text = None
+    found = _HASHES.get(text) if text is not None else None
+    if found is None:
+        found = hashlib.sha256(rfc8785.dumps(schema)).hexdigest()[:16]
+        if text is not None:
+            if len(_HASHES) >= 4096:
+                _HASHES.clear()
+            _HASHES[text] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +175,7 @@ class ToolSpec:
     idempotency: Idempotency = "none"
     status_query: Callable[..., Any] | None = None
     labels: Labels = field(default_factory=Labels)
+    """Information-flow labels; ``labels={...}`` (a dict of Labels fields) is accepted too."""
     cost: Cost = field(default_factory=Cost)
     max_items: int | None = None
     """Most items one call may carry in ``items_arg`` (more is ``invalid_arguments``); None = no limit."""
@@ -197,6 +250,15 @@ class ToolSpec:
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
         object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
+        labels = self.labels
+        if isinstance(labels, Mapping):
+            try:
+                labels = Labels(**labels)
+            except TypeError as exc:
+                raise ToolDefinitionError(f"{self.name}: labels={dict(labels)!r}: {exc}") from exc
+        props = self.input_schema.get("properties")
+        names = list(props) if isinstance(props, Mapping) else []
+        object.__setattr__(self, "labels", labels.resolved(self.effect, names))
         if self.risk is None:
             object.__setattr__(self, "risk", _DEFAULT_RISK[self.effect])
         if self.reversible is None:
@@ -278,10 +340,22 @@ class ToolSpec:
         }
 
 
+_PARAMETERS: dict[Any, frozenset[str]] = {}
+"""Parameter names by plain function (a bound method is looked up by its function)."""
+
+
 def _accepts(fn: Callable[..., Any] | None, name: str) -> bool:
     if fn is None:
         return False
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    target = getattr(fn, "__func__", fn)
+    names = _PARAMETERS.get(target) if inspect.isfunction(target) else None
+    if names is None:
+        try:
+            names = frozenset(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            return False
+        if inspect.isfunction(target):
+            if len(_PARAMETERS) >= 4096:
+                _PARAMETERS.clear()
+            _PARAMETERS[target] = names
+    return name in names

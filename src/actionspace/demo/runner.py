@@ -85,11 +85,17 @@ def run_scenarios(
 
 
 def _calendar(folder: Path, store: str, today: date | None) -> ScenarioOutcome:
+    from actionspace.demo.followup import leave_pending, with_note
     from actionspace.demo.render import render_report
-    from actionspace.demo.scenario import run_demo
+    from actionspace.demo.scenario import PRINCIPAL, run_demo
 
     report = run_demo(folder, store=store, today=today)
-    return ScenarioOutcome(1, *SCENARIOS[1], report.verified, report.to_dict(), lambda: render_report(report))
+    held = leave_pending(store, after_run=report.run_id, event=report.event, principal=PRINCIPAL)
+
+    def render() -> RenderableType:
+        return with_note(render_report(report), held)
+
+    return ScenarioOutcome(1, *SCENARIOS[1], report.verified, report.to_dict(), render)
 
 
 def _vendors(folder: Path, store: str, today: date | None) -> ScenarioOutcome:

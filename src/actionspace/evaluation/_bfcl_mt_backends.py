@@ -237,6 +237,9 @@ def bfcl_module(name: str, cache_dir: Path | None = None) -> ModuleType:
     BfclDataError when the wheel cannot be fetched, ConfigurationError when a backend needs a
     package that is not installed (``MathAPI`` needs ``mpmath``).
     """
+    loaded = sys.modules.get(f"{_PACKAGE}.{name}")
+    if loaded is not None:
+        return loaded
     with _import_lock:
         if not any(m.startswith("bfcl_eval") for m in sys.modules):
             path = str(_wheel(cache_dir))
@@ -262,9 +265,18 @@ def instantiate(class_name: str, initial_config: Mapping[str, Any], *, long_cont
     return instance
 
 
+_METHOD_NAMES: dict[type, tuple[str, ...]] = {}
+_SCHEMAS: dict[tuple[str, str, bool], dict[str, Any]] = {}
+"""Input schemas by (class, method, errata): the same for every task, built once."""
+
+
 def public_methods(instance: Any) -> dict[str, Callable[..., Any]]:
     """Bound methods BFCL exposes (its checker skips names starting with ``_``)."""
-    return {n: m for n, m in inspect.getmembers(instance, inspect.ismethod) if not n.startswith("_")}
+    names = _METHOD_NAMES.get(type(instance))
+    if names is None:
+        found = inspect.getmembers(instance, inspect.ismethod)
+        names = _METHOD_NAMES[type(instance)] = tuple(n for n, _ in found if not n.startswith("_"))
+    return {n: getattr(instance, n) for n in names}
 
 
 def tool_specs(
@@ -285,10 +297,13 @@ def tool_specs(
         doc = docs.get(name)
         if doc is None:
             raise ToolDefinitionError(f"{backend.class_name}.{name}: no BFCL function doc")
-        schema = to_input_schema(doc.get("parameters") or {"type": "dict"}, where=name)
-        for (target, argument), fix in DOC_ERRATA.items():
-            if target == name and errata:
-                schema["properties"][argument] = {**schema["properties"][argument], **fix}
+        schema = _SCHEMAS.get((backend.class_name, name, errata))
+        if schema is None:
+            schema = to_input_schema(doc.get("parameters") or {"type": "dict"}, where=name)
+            for (target, argument), fix in DOC_ERRATA.items():
+                if target == name and errata:
+                    schema["properties"][argument] = {**schema["properties"][argument], **fix}
+            _SCHEMAS[(backend.class_name, name, errata)] = schema
         out.append(
             {
                 "name": name,

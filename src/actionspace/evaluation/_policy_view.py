@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from actionspace.errors import ConfigurationError
+from actionspace.discovery.render import openai_chat_tools
 
 __all__ = ["Policy", "PolicyView", "Proposal", "Raw", "chat_reply", "openai_tools"]
 
@@ -59,22 +59,9 @@ def openai_tools(descriptions: Sequence[Mapping[str, Any]]) -> tuple[dict[str, A
     Each ``{"name", "description", "input_schema", ...}`` becomes
     ``{"type": "function", "function": {"name", "description", "parameters"}}``; a definition that
     already has the OpenAI shape is passed through unchanged. Nothing but the name, the description
-    and the input schema reaches the model.
+    and the input schema reaches the model. (:func:`actionspace.discovery.openai_chat_tools`.)
     """
-    out: list[dict[str, Any]] = []
-    for d in descriptions:
-        if d.get("type") == "function" and isinstance(d.get("function"), Mapping):
-            out.append(dict(d))
-            continue
-        if "name" not in d:
-            raise ConfigurationError(f"tool description without a name: {sorted(d)}")
-        function: dict[str, Any] = {"name": str(d["name"])}
-        if d.get("description"):
-            function["description"] = str(d["description"])
-        schema = d.get("input_schema", d.get("parameters"))
-        function["parameters"] = dict(schema) if isinstance(schema, Mapping) else {"type": "object"}
-        out.append({"type": "function", "function": function})
-    return tuple(out)
+    return openai_chat_tools(descriptions)
 
 
 def chat_reply(

@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation import _bfcl_data
-from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, tool_specs
+from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, public_methods, tool_specs
 from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.bfcl_multiturn import MultiTurnEntry, _Reference
 from actionspace.evaluation.judge import judge_turn
@@ -74,8 +75,8 @@ def evaluate_multiturn(
     details: dict[str, Any] = {}
     run_id = f"eval:{task.id}:{variant}"
     try:
-        for spec in tool_specs(instances, load_docs(_bfcl_data.fetch(), entry.involved_classes)):
-            rt.add_tool(**spec)
+        for spec in _specs(entry.involved_classes, instances):
+            rt.register(spec)
         rt.new_run(run_id)
         chat: list[Mapping[str, Any]] = []
         for turn in range(task.turns):
@@ -108,6 +109,48 @@ def evaluate_multiturn(
         chosen=tuple(chosen),
         details=details,
     )
+
+
+class _Slot:
+    """The backend instances of the task being played (the specs' functions call into them)."""
+
+    instances: Mapping[str, Any] = {}
+
+
+_SLOT = _Slot()
+_SPECS: dict[tuple[str, ...], list[ToolSpec]] = {}
+"""Tool specs by involved classes, built once: their functions call the current task's instance."""
+
+
+class _Method:
+    """A backend method looked up on the current task's instance at call time."""
+
+    __slots__ = ("class_name", "name")
+
+    def __init__(self, class_name: str, name: str) -> None:
+        self.class_name, self.name = class_name, name
+
+    def __call__(self, **arguments: Any) -> Any:
+        return getattr(_SLOT.instances[self.class_name], self.name)(**arguments)
+
+
+def _specs(classes: Sequence[str], instances: Mapping[str, Any]) -> list[ToolSpec]:
+    """The task's tools, bound (through :data:`_SLOT`) to ``instances``.
+
+    Registering the same immutable specs in every task's fresh runtime skips rebuilding and
+    recompiling ~30 schemas per task. One task is played at a time per process.
+    """
+    _SLOT.instances = instances
+    key = tuple(classes)
+    specs = _SPECS.get(key)
+    if specs is None:
+        specs = []
+        for options in tool_specs(instances, load_docs(_bfcl_data.fetch(), classes)):
+            owner = next(c for c in reversed(key) if options["name"] in public_methods(instances[c]))
+            options["fn"] = _Method(owner, options["name"])
+            specs.append(ToolSpec(**options))
+        _SPECS[key] = specs
+    return specs
 
 
 def _entry(task: Task) -> MultiTurnEntry:

@@ -10,8 +10,12 @@ function docs become JSON Schema with :mod:`._bfcl_schema`. Category mapping:
 * everything else → ``normal``; ``live_relevance`` ships no possible answer (``expected`` empty:
   some call is expected, BFCL checks nothing more).
 
-Not read: ``memory`` and ``web_search`` (agentic; their answers are free text checked against live
-backends), ``format_sensitivity`` (a list of prompt-format variants, not tasks).
+``memory`` and ``web_search`` (agentic) → ``normal`` tasks whose ground truth is a final answer
+(:attr:`~actionspace.evaluation.suite.Task.answers`), with the memory (key-value) or web-search
+backend's functions offered; calling them is optional. Their backends (a memory built from earlier
+conversations, a live search engine) are not run: a policy that calls them gets the echo tools.
+
+Not read: ``format_sensitivity`` (a list of prompt-format variants of other categories' tasks).
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ MULTI_TURN: Final = (
     "multi_turn_miss_param",
     "multi_turn_long_context",
 )
-BFCL_CATEGORIES: Final = (*SINGLE_TURN, *NEGATIVE, *NO_ANSWER, *MULTI_TURN)
+AGENTIC: Final[Mapping[str, str]] = {"memory": "memory_kv.json", "web_search": "web_search.json"}
+"""Agentic categories → the function doc file of the backend offered with them."""
+BFCL_CATEGORIES: Final = (*SINGLE_TURN, *NEGATIVE, *NO_ANSWER, *MULTI_TURN, *AGENTIC)
 """Every BFCL category of the pinned release that holds tasks."""
 
 CATEGORY_MAP: Final[Mapping[str, Category]] = {
@@ -91,6 +97,8 @@ def load_bfcl_suite(categories: Sequence[str] | None = None, *, data_dir: Path |
     for category in chosen:
         if category in MULTI_TURN:
             tasks.extend(_multi_turn(category, data))
+        elif category in AGENTIC:
+            tasks.extend(_agentic(category, data))
         else:
             tasks.extend(_single_turn(category, data))
     return Suite(
@@ -190,6 +198,30 @@ def _without_optional(node: Any) -> Any:
     if isinstance(node, list):
         return [_without_optional(v) for v in node]
     return node
+
+
+def _agentic(category: str, data: Path) -> list[Task]:
+    answers = _answers(data, category)
+    docs = _bfcl_data._lines(data / "multi_turn_func_doc" / AGENTIC[category])
+    tools = tuple(_tool(doc, None, []) for doc in docs)
+    tasks = []
+    for raw in _records(data, category):
+        truth = answers.pop(raw["id"], None)
+        if not truth:
+            raise _bfcl_data.BfclDataError(f"{category}: {raw['id']} has no ground-truth answer")
+        tasks.append(
+            Task(
+                id=raw["id"],
+                category=CATEGORY_MAP[category],
+                origin=f"bfcl:{category}",
+                request=tuple(tuple(turn) for turn in raw["question"]),
+                tools=tools,
+                answers=tuple(str(a) for a in truth),
+            )
+        )
+    if answers:
+        raise _bfcl_data.BfclDataError(f"{category}: answers without a question: {sorted(answers)[:5]}")
+    return tasks
 
 
 def _multi_turn(category: str, data: Path) -> list[Task]:

@@ -59,6 +59,21 @@ def eval_suite_command(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the ablations.")] = 0,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Processes to play the tasks in (default: the CPUs available); used for policies whose "
+            "answers depend on the task alone (replay, scripted files, the ground truth).",
+        ),
+    ] = None,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            help="For BFCL single-turn tasks, also run BFCL's own AST checker (imported from the pinned "
+            "wheel) on the same outputs and list every disagreement."
+        ),
+    ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Run POLICY on SUITE through the real runtime; report p_parse … p_task with 95 % intervals.
@@ -66,6 +81,7 @@ def eval_suite_command(
     Each task runs in a fresh in-memory runtime; its run id in the outcomes points at the trace
     that holds every decision. Exit 1 when the suite or policy cannot be loaded.
     """
+    from actionspace.evaluation._parallel_eval import default_workers
     from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
     from actionspace.evaluation.metrics import public_metrics, summarize
     from actionspace.evaluation.mutated import MutatedPolicy, mutation_summary
@@ -109,7 +125,13 @@ def eval_suite_command(
         job = bar.add_task(f"{loaded.name} × {policy}", total=total)
         try:
             outcomes = evaluate(
-                loaded, chosen, variants=variants, seed=seed, limit=limit, progress=lambda _: bar.advance(job)
+                loaded,
+                chosen,
+                variants=variants,
+                seed=seed,
+                limit=limit,
+                progress=lambda _: bar.advance(job),
+                workers=workers or default_workers(),
             )
         except ActionspaceError as exc:
             console.print(f"[red]evaluation stopped:[/red] {exc}")
@@ -117,6 +139,12 @@ def eval_suite_command(
     metrics = summarize(
         outcomes, suite=loaded.name, policy=policy if mutate is None else f"{policy}+{mutate}"
     )
+    if reference and any(t.origin.startswith("bfcl:") for t in loaded.tasks):
+        from actionspace.evaluation._bfcl_compare import bfcl_reference
+
+        compared = bfcl_reference(loaded, outcomes)
+        metrics["disagreements"] = compared["disagreements"]
+        metrics["reference_checker"] = compared["summary"]
     if isinstance(chosen, MutatedPolicy):
         metrics["mutation"] = mutation_summary(chosen, outcomes)
     if any(step.confidence is not None for o in outcomes for step in o.steps):

@@ -22,6 +22,7 @@ __all__ = [
     "Expected",
     "TurnVerdict",
     "acceptable",
+    "answer_found",
     "first_acceptable",
     "ground_truth_arguments",
     "judge_turn",
@@ -43,6 +44,20 @@ class TurnVerdict:
     """Why a layer failed (empty when both passed)."""
     pairs: tuple[tuple[str, str], ...] = ()
     """(expected tool, chosen tool) pairs for the confusion matrix (``<none>`` for a missing side)."""
+
+
+_ANSWER_IGNORED = re.compile(r"[,./\-_*^()]")
+
+
+def answer_found(text: str, answers: Sequence[str]) -> bool:
+    """Does ``text`` contain one of ``answers`` as whole words, ignoring case, the characters
+    ``,./-_*^()`` and quote style? ("April 1, 2024" matches "april 1 2024"; spaces still count.)"""
+
+    def norm(value: str) -> str:
+        return _ANSWER_IGNORED.sub("", value).lower().replace("'", '"')
+
+    said = norm(text)
+    return any(re.search(rf"\b{re.escape(norm(a))}\b", said) for a in answers if a)
 
 
 def _norm_str(value: str) -> str:

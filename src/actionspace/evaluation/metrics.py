@@ -287,6 +287,6 @@ def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
             for category, group in (metrics.get("by_category") or {}).items()
         },
         "disagreements": list(metrics.get("disagreements") or []),
-        **{key: metrics[key] for key in ("mutation", "thresholds") if key in metrics},
+        **{key: metrics[key] for key in ("mutation", "thresholds", "reference_checker") if key in metrics},
         "detail": dict(metrics),
     }

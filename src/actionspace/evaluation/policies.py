@@ -67,9 +67,14 @@ class ScriptedPolicy:
     script gets the empty proposal (no call).
     """
 
-    def __init__(self, scripts: Mapping[str, Sequence[Raw | Proposal]] | ScriptFunction) -> None:
+    def __init__(
+        self, scripts: Mapping[str, Sequence[Raw | Proposal]] | ScriptFunction, *, independent: bool = False
+    ) -> None:
         self._function: ScriptFunction | None = None
         self._scripts: dict[str, tuple[Raw | Proposal, ...]] = {}
+        self.independent = not callable(scripts) or independent
+        """Answers depend on the view only, so tasks may be played in separate processes (always
+        for a mapping; for a function only when it says so with ``independent=True``)."""
         if callable(scripts):
             self._function = scripts
         else:
@@ -112,6 +117,9 @@ class ReplayPolicy:
     proposal (no call). Raises ConfigurationError for an unreadable file, a malformed line (its
     number is in the message) or a (task, turn) recorded twice.
     """
+
+    independent = True
+    """Answers depend on (task, turn) only: tasks may be played in separate processes."""
 
     def __init__(self, entries: Mapping[tuple[str, int], Proposal]) -> None:
         self._entries = dict(entries)

@@ -422,12 +422,38 @@ def _failures(outcomes: Sequence[TaskOutcome]) -> str:
     return _section("failures", "Failed tasks", note + _table(head, rows, "failures-table"))
 
 
+def _reference_note(metrics: Mapping[str, Any]) -> str:
+    """One paragraph: what was compared, and what each side says where both reject."""
+    summary = metrics.get("reference_checker")
+    if not isinstance(summary, Mapping):
+        return ""
+    both = summary.get("both_reject") or {}
+    text = (
+        f"{escape(str(summary.get('checker')))} on the same outputs: {summary.get('compared', 0)} tasks "
+        f"compared, {summary.get('agree', 0)} agree, {summary.get('disagree', 0)} disagree"
+    )
+    explained = summary.get("by_explanation") or {}
+    if explained:
+        text += " (" + ", ".join(f"{escape(str(k))}: {v}" for k, v in explained.items()) + ")"
+    text += "."
+    if both.get("bfcl"):
+        text += (
+            " Where both reject, BFCL says "
+            + ", ".join(f"{escape(str(k))} × {v}" for k, v in both["bfcl"].items())
+            + "; we say "
+            + ", ".join(f"{escape(str(k))} × {v}" for k, v in (both.get("ours") or {}).items())
+            + "."
+        )
+    return f"<p>{text}</p>"
+
+
 def _disagreements(metrics: Mapping[str, Any]) -> str:
     items = metrics.get("disagreements")
     if items is None:
         return ""
+    note = _reference_note(metrics)
     if not items:
-        return _section("disagreements", "Disagreements with the reference checker", _empty("None."))
+        return _section("disagreements", "Disagreements with the reference checker", note + _empty("None."))
     keys: list[str] = []
     for item in items:
         for k in item if isinstance(item, Mapping) else ("note",):
@@ -437,9 +463,8 @@ def _disagreements(metrics: Mapping[str, Any]) -> str:
     for item in items[:_MAX_ROWS]:
         data = item if isinstance(item, Mapping) else {"note": item}
         rows.append("<tr>" + "".join(f"<td>{escape(_plain(data.get(k)))}</td>" for k in keys) + "</tr>")
-    return _section(
-        "disagreements", "Disagreements with the reference checker", _table(keys, rows, "disagreements-table")
-    )
+    table = _table(keys, rows, "disagreements-table")
+    return _section("disagreements", "Disagreements with the reference checker", note + table)
 
 
 def _plain(value: Any) -> str:

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionspaceError
+from actionspace.evaluation._parallel_eval import run_split
 from actionspace.evaluation._runner_demo import evaluate_demo, is_demo
 from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
-from actionspace.evaluation.judge import ground_truth_arguments, judge_turn
+from actionspace.evaluation.judge import answer_found, ground_truth_arguments, judge_turn
 from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
 from actionspace.evaluation.suite import Suite, Task
@@ -55,32 +56,41 @@ def evaluate(
     seed: int = 0,
     limit: int | None = None,
     progress: Progress | None = None,
+    workers: int = 1,
 ) -> list[TaskOutcome]:
     """Every runnable task of ``suite`` under ``policy``, once per variant.
 
     A variant is ``baseline``, an interface ablation (:data:`~actionspace.evaluation.ablations.ABLATIONS`)
     or ``counterfactual`` (tasks whose request has no fact copied into an argument are left out).
+    ``workers`` > 1 plays the tasks in that many forked processes when the policy is
+    ``independent`` and there are enough tasks (default 1: this process only); the outcomes are
+    the same, in the same order.
     """
     unknown = [v for v in variants if v not in ("baseline", COUNTERFACTUAL) and v not in ABLATIONS]
     if unknown:
         choices = sorted([*ABLATIONS, COUNTERFACTUAL])
         raise ActionspaceError(f"unknown variant(s) {unknown}; choose from {choices}")
     tasks = [t for t in suite.tasks if runnable(t)][:limit]
-    out: list[TaskOutcome] = []
-    for variant in variants:
-        for task in tasks:
-            if is_multiturn(task):
-                multi = variant == "baseline"
-                outcome = evaluate_multiturn(suite.name, task, policy) if multi else None
-            elif is_demo(task):
-                outcome = evaluate_demo(suite.name, task, policy) if variant == "baseline" else None
-            else:
-                outcome = _run_task(suite.name, task, policy, variant, seed)
-            if outcome is not None:
-                out.append(outcome)
+    jobs = [(variant, task) for variant in variants for task in tasks]
+
+    def run(job: tuple[str, Task]) -> TaskOutcome | None:
+        variant, task = job
+        if is_multiturn(task):
+            return evaluate_multiturn(suite.name, task, policy) if variant == "baseline" else None
+        if is_demo(task):
+            return evaluate_demo(suite.name, task, policy) if variant == "baseline" else None
+        return _run_task(suite.name, task, policy, variant, seed)
+
+    results = None
+    if workers > 1 and getattr(policy, "independent", False):
+        results = run_split(jobs, run, workers=workers, done=progress)
+    if results is None:
+        results = []
+        for job in jobs:
+            results.append(run(job))
             if progress is not None:
-                progress(outcome)
-    return out
+                progress(results[-1])
+    return [o for o in results if o is not None]
 
 
 def _echo(**arguments: Any) -> dict[str, Any]:
@@ -151,7 +161,11 @@ def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -
         offered = rt.offer(run_id=run_id)
         view = PolicyView(task_id=task.id, turn=0, messages=messages, tools=openai_tools(offered))
         proposal = policy.propose(view)
-        step, chosen = _judge(rt, run_id, view, proposal, expected)
+        if task.answers:
+            step, chosen, task_ok = _judge_answer(rt, run_id, view, proposal, task.answers)
+        else:
+            step, chosen = _judge(rt, run_id, view, proposal, expected)
+            task_ok = step.exec_ok
     finally:
         rt.close()
     return TaskOutcome(
@@ -160,7 +174,7 @@ def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -
         category=task.category,
         variant=variant,
         steps=(step,),
-        task_ok=step.exec_ok,
+        task_ok=task_ok,
         run_id=run_id,
         chosen=chosen,
         details={"schema_rejected": rejected} if rejected else {},
@@ -209,6 +223,36 @@ def _judge(
     return StepOutcome(**step), verdict.pairs
 
 
+def _judge_answer(
+    rt: Runtime, run_id: str, view: PolicyView, proposal: Proposal, answers: Sequence[str]
+) -> tuple[StepOutcome, tuple[tuple[str, str], ...], bool | None]:
+    """A task judged by its final answer: any offered tool may be called (or none); the calls go
+    through the pipeline (select = offered names, args = accepted by validation, exec = ran), and the
+    task passes when every call ran and the reply's text holds an acceptable answer."""
+    base: dict[str, Any] = {"index": 0, "raw": proposal.raw, "confidence": proposal.confidence}
+    base["tokens"] = proposal.tokens
+    if proposal.empty:
+        return StepOutcome(**base, select_ok=True, args_ok=True, exec_ok=True), (), False
+    parsed = parse(proposal.raw, tools=list(view.tools))
+    if parsed.error is not None:
+        rt.record(run_id, "model_output", {"raw": _printable(proposal.raw)})
+        return StepOutcome(**base, parse_ok=False, error_category="parse_error"), (), None
+    calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    offered = {str((t.get("function") or {}).get("name")) for t in view.tools}
+    pairs = tuple((c["name"], c["name"]) for c in calls)
+    step: dict[str, Any] = {**base, "calls": tuple(calls), "parse_ok": True}
+    step["select_ok"] = all(c["name"] in offered for c in calls)
+    if not step["select_ok"]:
+        return StepOutcome(**step, error_category="unknown_tool"), pairs, None
+    observations = rt.call_all(proposal.raw, run_id=run_id) if calls else []
+    failed = next((o.error for o in observations if o.error is not None), None)
+    step["args_ok"] = failed is None or failed.category != "invalid_arguments"
+    step["exec_ok"] = failed is None if step["args_ok"] else None
+    step["error_category"] = failed.category if failed is not None else None
+    task_ok = bool(step["exec_ok"]) and answer_found(parsed.content or "", answers)
+    return StepOutcome(**step), pairs, task_ok if step["exec_ok"] else None
+
+
 def _printable(raw: Any) -> Any:
     return raw if isinstance(raw, str | dict | list) else repr(raw)
 
@@ -223,6 +267,8 @@ def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
         task = suite.task(view.task_id)
         if view.turn >= task.turns:
             return None
+        if task.answers:
+            return Proposal(raw={"role": "assistant", "content": f"The answer is {task.answers[0]}."})
         turn = task.possible_answers(view.turn)
         if not turn:
             return None
@@ -240,7 +286,7 @@ def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
             )
         return Proposal(raw={"role": "assistant", "content": None, "tool_calls": tool_calls})
 
-    return ScriptedPolicy(answer)
+    return ScriptedPolicy(answer, independent=True)
 
 
 def _required(view: PolicyView) -> dict[str, tuple[str, ...]]:

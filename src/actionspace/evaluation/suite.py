@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 FORMAT: Final = "actionspace.suite"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 """Bumped when a reader of the previous version would misread a file; readers refuse newer ones."""
 
 Message = Mapping[str, Any]
@@ -105,6 +105,10 @@ class Task:
     no_call: bool = False
     predicate: str | None = None
     """Name of a registered final-state :data:`Predicate`; None: no final-state check."""
+    answers: tuple[str, ...] = ()
+    """Acceptable final answers: the reply's text must contain one of them (case, spacing and
+    ``,./-_*^()`` ignored; whole words). Tools are optional in such a task: any offered tool may be
+    called. Empty: no answer check."""
     held_back: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     """Turn index → tools of ``tools`` first offered at that turn (absent before it)."""
     origin: str = ""
@@ -122,6 +126,7 @@ class Task:
         object.__setattr__(self, "scopes", tuple(self.scopes))
         object.__setattr__(self, "expected", tuple(tuple(turn) for turn in self.expected))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "answers", tuple(str(a) for a in self.answers))
         held = {int(k): tuple(v) for k, v in self.held_back.items()}
         object.__setattr__(self, "held_back", held)
         names = [str(t.get("name")) for t in self.tools]
@@ -182,6 +187,7 @@ class Task:
             "expected": [[c.to_dict() for c in turn] for turn in self.expected],
             "no_call": self.no_call,
             "predicate": self.predicate,
+            "answers": list(self.answers),
             "held_back": {str(k): list(v) for k, v in sorted(self.held_back.items())},
             "notes": list(self.notes),
         }
@@ -203,6 +209,7 @@ class Task:
                 ),
                 no_call=bool(data.get("no_call", False)),
                 predicate=data.get("predicate"),
+                answers=tuple(data.get("answers", ())),
                 held_back={int(k): tuple(v) for k, v in (data.get("held_back") or {}).items()},
                 notes=tuple(data.get("notes", ())),
             )

@@ -67,6 +67,8 @@ async def arun_plan(
         retry_of=retry_of,
     )
     result = await scheduler.run()
+    for obs in result.nodes.values():  # the model is shown every node's observation now
+        run.flow.observed(obs)
     rec = Recorder(run, None)
     rec.add(
         "plan_finished",

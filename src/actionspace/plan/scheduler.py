@@ -31,6 +31,8 @@ from actionspace.plan.control import CancelScope, ToolLimit
 from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.ready import ReadyQueue
 from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
+from actionspace.policy.flow import bindings, label_of
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord
 from actionspace.types import Observation, ToolCall
@@ -371,6 +373,11 @@ class Scheduler:
         whole = ref.top != "data"  # data is walked in place; anything else needs the dict form
         return walk(source.to_dict(), ref.path) if whole else walk(source.data, ref.path[1:])
 
+    def _ref_label(self, text: str) -> tuple[str, Label] | None:
+        """(call id, output label) of the node a reference points at."""
+        source = self.results.get(parse_ref(text).node)
+        return None if source is None else (source.call_id, label_of(source))
+
     def _join_clash(self, node: CheckedNode) -> ActionError | None:
         """Inputs read from overlapping resources must report the same resource version."""
         sources = list(dict.fromkeys(r.node for r in node.refs))
@@ -418,8 +425,9 @@ class Scheduler:
             provenance=self._provenance(node, raw_args),
         )
         rec = Recorder(self.run_state, call.id)
+        bound = bindings(raw_args, self._ref_label) if node.refs else None  # $ref args carry their labels
         try:
-            ready = self.rt._prepare(self.run_state, call, node_id, self.principal, None, rec)
+            ready = self.rt._prepare(self.run_state, call, node_id, self.principal, None, rec, bound=bound)
             if isinstance(ready, Ready):
                 return await self.rt._aexecute(ready, rec)
             return ready

@@ -86,15 +86,29 @@ def show_run(
     ],
     store: StoreOption = None,
     as_json: JsonOption = False,
+    viewer: Annotated[
+        str | None,
+        typer.Option("--viewer", metavar="ID", help="Show the run as this principal sees it (readers sets)."),
+    ] = None,
+    viewer_scope: Annotated[
+        list[str] | None,
+        typer.Option("--viewer-scope", metavar="SCOPE", help="A scope of the viewer, e.g. labels:secret."),
+    ] = None,
 ) -> None:
     """Show one run as a timeline: one row per event with time since start, kind, call and summary.
 
     Rows are green for success, yellow for approvals and retries, red for rejections and errors.
+    Events recorded while the run held secret (or reader-restricted) data are redacted unless the
+    viewer may read them: a member of the readers set (--viewer) or a holder of labels:secret.
     """
+    from actionspace.policy import Principal, redact_events
+
     url = store or default_store_url()
     with _opened(url) as opened:
         rid = _resolve(opened, run_id)
         events = opened.events(rid)
+    who = Principal(id=viewer or "", scopes=tuple(viewer_scope or ())) if viewer or viewer_scope else None
+    events = redact_events(events, who)
     if as_json:
         typer.echo(render.events_json(events))
         return

@@ -75,12 +75,21 @@ class Validated:
     """The arguments converted for a Python tool (``coerce``), when it needs conversion."""
 
 
+_VALIDATORS: dict[str, Any] = {}
+"""Compiled JSON Schema validators by schema hash (immutable, shared by every runtime)."""
+
+
 def compile_tool(spec: ToolSpec) -> CompiledTool:
     """Compile a spec's schema and markers. Raises ConfigurationError on an invalid schema."""
-    try:
-        validator = jsonschema_rs.validator_for(dict(spec.input_schema))
-    except Exception as exc:
-        raise ConfigurationError(f"{spec.key}: input_schema is not a valid JSON Schema: {exc}") from exc
+    validator = _VALIDATORS.get(spec.schema_hash)
+    if validator is None:
+        try:
+            validator = jsonschema_rs.validator_for(dict(spec.input_schema))
+        except Exception as exc:
+            raise ConfigurationError(f"{spec.key}: input_schema is not a valid JSON Schema: {exc}") from exc
+        if len(_VALIDATORS) >= 4096:
+            _VALIDATORS.clear()
+        _VALIDATORS[spec.schema_hash] = validator
     checks = compile_checkers(spec.input_schema)
     value_checks = tuple(c for c in checks if c.kind != "resource_ref")
     resource_checks = tuple(c for c in checks if c.kind == "resource_ref")

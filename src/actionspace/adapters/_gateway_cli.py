@@ -1,0 +1,44 @@
+"""``actionspace gateway``: the command line of the MCP gateway (the SDK is imported only when it runs)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from actionspace.errors import ConfigurationError
+
+__all__ = ["gateway_command"]
+
+
+def gateway_command(
+    config: Annotated[
+        Path, typer.Option("--config", help="Gateway TOML file (tools, upstreams, principals).")
+    ],
+    transport: Annotated[
+        str,
+        typer.Option("--transport", help="stdio (one session on stdin/stdout) or http."),
+    ] = "stdio",
+    host: Annotated[str | None, typer.Option(help="HTTP bind address (default: the config's).")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default: the config's).")] = None,
+    fd: Annotated[
+        int | None, typer.Option(help="Serve HTTP on this inherited listening socket (supervisors, tests).")
+    ] = None,
+) -> None:
+    """Serve the configured tools over MCP, governed: scopes, validation, approvals, ledger, trace."""
+    if transport not in ("stdio", "http"):
+        raise typer.BadParameter("--transport must be stdio or http")
+    from actionspace.adapters.mcp_gateway import Gateway
+
+    try:
+        gateway = Gateway.from_file(config)
+    except ConfigurationError as exc:
+        print(f"actionspace gateway: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from exc
+    try:
+        gateway.run("stdio" if transport == "stdio" else "http", host=host, port=port, fd=fd)
+    except ConfigurationError as exc:
+        print(f"actionspace gateway: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from exc

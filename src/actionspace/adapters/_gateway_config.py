@@ -1,0 +1,331 @@
+"""The MCP gateway's configuration: one TOML file, read once, checked before anything is served.
+
+The file has four kinds of table (every key is optional unless said otherwise; an unknown key is
+an error, so a typo never silently turns a safety setting off)::
+
+    [gateway]
+    name = "acme-tools"            # server name reported to MCP clients (default "actionspace")
+    store = "sqlite://gw.db"       # ledger, approvals, trace; relative to this file
+                                   # (default: ACTIONSPACE_STORE or ~/.actionspace)
+    stdio_principal = "alice"      # who stdio sessions act for when ACTIONSPACE_GATEWAY_TOKEN is unset
+    host = "127.0.0.1"             # HTTP bind address (default 127.0.0.1)
+    port = 8765                    # HTTP port (default 8765)
+    path = "/mcp"                  # HTTP endpoint (default /mcp)
+    pythonpath = ["."]             # folders put on sys.path before importing tools (relative to the file)
+
+    [approval]                     # which calls wait for a human decision
+    effects = ["external"]         # every tool with one of these effects
+    risks = ["high"]               # every tool of one of these risks
+    tools = ["delete_repo"]        # these tools by name
+
+    [[tools]]                      # Python tools, by import path
+    import = "acme.tools:registry" # a ToolSpec, an @tool function, or a list / dict of them
+
+    [[upstreams]]                  # MCP servers whose tools the gateway governs and re-serves
+    name = "time"                  # required; also the default tool-name prefix ("time_")
+    command = ["mcp-server-time"]  # stdio server ... or: url = "http://host/mcp"
+    allowlisted = true             # trust its annotations (default false: treated as untrusted)
+
+    [[principals]]                 # who may connect, and what each may call
+    id = "alice"                   # required
+    token_env = "ALICE_TOKEN"      # the API token, read from this environment variable ... or: token = "..."
+    scopes = ["read:*", "write:create_event"]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, get_args
+
+from actionspace.catalog.spec import Effect, Risk, ToolSpec
+from actionspace.errors import ConfigurationError
+from actionspace.policy.principal import Principal
+
+__all__ = [
+    "ApprovalPolicy",
+    "GatewayConfig",
+    "PrincipalConfig",
+    "UpstreamConfig",
+    "load_config",
+    "token_digest",
+]
+
+_SECTIONS: Final = frozenset({"gateway", "approval", "tools", "upstreams", "principals"})
+_GATEWAY_KEYS: Final = frozenset({"name", "store", "stdio_principal", "host", "port", "path", "pythonpath"})
+_APPROVAL_KEYS: Final = frozenset({"effects", "risks", "tools"})
+_TOOL_KEYS: Final = frozenset({"import"})
+_UPSTREAM_KEYS: Final = frozenset({"name", "command", "url", "env", "allowlisted", "prefix", "headers"})
+_PRINCIPAL_KEYS: Final = frozenset({"id", "token", "token_env", "scopes", "tenant"})
+
+
+def token_digest(token: str) -> str:
+    """sha256 hex of an API token: what the gateway keeps and compares, never the token itself."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPolicy:
+    """Which tools need a human decision before every call (on top of the tools' own rules)."""
+
+    effects: tuple[Effect, ...] = ()
+    """Tools with one of these effects need approval. Default: none."""
+    risks: tuple[Risk, ...] = ()
+    """Tools of one of these risks need approval. Default: none."""
+    tools: tuple[str, ...] = ()
+    """Tools with one of these names (as served, prefix included) need approval. Default: none."""
+
+    def applies(self, spec: ToolSpec) -> bool:
+        """True when this policy makes ``spec`` require approval."""
+        return spec.effect in self.effects or spec.risk in self.risks or spec.name in self.tools
+
+    def apply(self, spec: ToolSpec) -> ToolSpec:
+        """``spec``, marked ``requires_approval`` when the policy applies to it."""
+        if spec.requires_approval or not self.applies(spec):
+            return spec
+        return spec.evolve(requires_approval=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamConfig:
+    """An MCP server whose tools the gateway wraps, governs and serves again."""
+
+    name: str
+    """Short name; the default prefix of its tools' names. Required."""
+    command: tuple[str, ...] = ()
+    """Program and arguments of a stdio server (exactly one of ``command`` and ``url``)."""
+    url: str | None = None
+    """Endpoint of a streamable HTTP server."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment variables for a stdio server."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra HTTP headers for an HTTP server (for example its own Authorization)."""
+    allowlisted: bool = False
+    """Trust the server's annotations (read-only, destructive). Default False: untrusted."""
+    prefix: str | None = None
+    """Prefix of the served tool names. Default ``"<name>_"``; ``""`` keeps the names as they are."""
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.name}_" if self.prefix is None else self.prefix
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrincipalConfig:
+    """A principal that may connect, with the digest of its API token."""
+
+    principal: Principal
+    token_sha256: str | None = field(default=None, repr=False)
+    """sha256 hex of the token; None: the principal has no token (stdio only, by id)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayConfig:
+    """Everything ``actionspace gateway`` serves and how; see the module docstring for the file."""
+
+    name: str = "actionspace"
+    """Server name reported to MCP clients. Default ``"actionspace"``."""
+    store: str | None = None
+    """Store URL for ledger, approvals and trace. Default: ``ACTIONSPACE_STORE`` or ``~/.actionspace``."""
+    stdio_principal: str | None = None
+    """Principal id of stdio sessions when ``ACTIONSPACE_GATEWAY_TOKEN`` is unset. Default: none."""
+    host: str = "127.0.0.1"
+    """HTTP bind address. Default ``127.0.0.1``."""
+    port: int = 8765
+    """HTTP port. Default 8765."""
+    path: str = "/mcp"
+    """HTTP endpoint path. Default ``/mcp``."""
+    pythonpath: tuple[Path, ...] = ()
+    """Folders put on ``sys.path`` before tools are imported."""
+    tools: tuple[str, ...] = ()
+    """Import paths of Python tools (``module:attribute``)."""
+    upstreams: tuple[UpstreamConfig, ...] = ()
+    principals: tuple[PrincipalConfig, ...] = ()
+    approval: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+
+    def principal_by_token(self, token: str) -> Principal | None:
+        """The principal holding ``token``, or None."""
+        digest = token_digest(token)
+        for entry in self.principals:
+            if entry.token_sha256 is not None and entry.token_sha256 == digest:
+                return entry.principal
+        return None
+
+    def principal_by_id(self, principal_id: str) -> Principal | None:
+        for entry in self.principals:
+            if entry.principal.id == principal_id:
+                return entry.principal
+        return None
+
+
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Read and check a gateway TOML file; raises ConfigurationError naming what is wrong.
+
+    ``environ`` (default ``os.environ``) supplies the tokens named by ``token_env``.
+    """
+    file = Path(path)
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"gateway config {file}: {exc}") from exc
+    return parse_config(raw, base=file.parent, environ=os.environ if environ is None else environ)
+
+
+def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, str]) -> GatewayConfig:
+    """Build a GatewayConfig from parsed TOML (``base``: folder relative paths start from)."""
+    _only(raw, _SECTIONS, "the file")
+    gateway = _table(raw, "gateway")
+    _only(gateway, _GATEWAY_KEYS, "[gateway]")
+    approval = _table(raw, "approval")
+    _only(approval, _APPROVAL_KEYS, "[approval]")
+    principals = tuple(_principal(p, environ) for p in _tables(raw, "principals"))
+    ids = [p.principal.id for p in principals]
+    if len(set(ids)) != len(ids):
+        raise ConfigurationError("[[principals]]: every id must be unique")
+    stdio_principal = _opt_str(gateway, "stdio_principal", "[gateway]")
+    if stdio_principal is not None and stdio_principal not in ids:
+        raise ConfigurationError(f"[gateway] stdio_principal {stdio_principal!r} is not a [[principals]] id")
+    port = gateway.get("port", 8765)
+    if not isinstance(port, int) or not 0 <= port < 65536:
+        raise ConfigurationError("[gateway] port must be an integer in 0..65535")
+    return GatewayConfig(
+        name=_opt_str(gateway, "name", "[gateway]") or "actionspace",
+        store=_store(_opt_str(gateway, "store", "[gateway]"), base),
+        stdio_principal=stdio_principal,
+        host=_opt_str(gateway, "host", "[gateway]") or "127.0.0.1",
+        port=port,
+        path=_opt_str(gateway, "path", "[gateway]") or "/mcp",
+        pythonpath=tuple(base / p for p in _strings(gateway, "pythonpath", "[gateway]")),
+        tools=tuple(_tool(t) for t in _tables(raw, "tools")),
+        upstreams=_upstreams(_tables(raw, "upstreams")),
+        principals=principals,
+        approval=ApprovalPolicy(
+            effects=_choices(approval, "effects", get_args(Effect)),
+            risks=_choices(approval, "risks", get_args(Risk)),
+            tools=_strings(approval, "tools", "[approval]"),
+        ),
+    )
+
+
+def _store(url: str | None, base: Path) -> str | None:
+    """A relative ``sqlite://`` path is taken from the config file's folder, not the working one."""
+    if url is None or not url.startswith("sqlite://"):
+        return url
+    rest = url[len("sqlite://") :]
+    if rest.startswith(("/", "~")) or not rest:
+        return url
+    return f"sqlite://{(base / rest).resolve()}"
+
+
+def _tool(table: Mapping[str, Any]) -> str:
+    _only(table, _TOOL_KEYS, "[[tools]]")
+    ref = table.get("import")
+    if not isinstance(ref, str) or ":" not in ref:
+        raise ConfigurationError("[[tools]] import must be 'module:attribute'")
+    return ref
+
+
+def _upstreams(tables: Sequence[Mapping[str, Any]]) -> tuple[UpstreamConfig, ...]:
+    out = []
+    for table in tables:
+        _only(table, _UPSTREAM_KEYS, "[[upstreams]]")
+        name = table.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError("[[upstreams]] needs a name")
+        where = f"[[upstreams]] {name}"
+        command = _strings(table, "command", where)
+        url = _opt_str(table, "url", where)
+        if bool(command) == (url is not None):
+            raise ConfigurationError(f"{where}: give exactly one of command and url")
+        allowlisted = table.get("allowlisted", False)
+        if not isinstance(allowlisted, bool):
+            raise ConfigurationError(f"{where}: allowlisted must be true or false")
+        out.append(
+            UpstreamConfig(
+                name=name,
+                command=command,
+                url=url,
+                env=_string_map(table, "env", where),
+                headers=_string_map(table, "headers", where),
+                allowlisted=allowlisted,
+                prefix=_opt_str(table, "prefix", where),
+            )
+        )
+    names = [u.name for u in out]
+    if len(set(names)) != len(names):
+        raise ConfigurationError("[[upstreams]]: every name must be unique")
+    return tuple(out)
+
+
+def _principal(table: Mapping[str, Any], environ: Mapping[str, str]) -> PrincipalConfig:
+    _only(table, _PRINCIPAL_KEYS, "[[principals]]")
+    pid = table.get("id")
+    if not isinstance(pid, str) or not pid:
+        raise ConfigurationError("[[principals]] needs an id")
+    where = f"[[principals]] {pid}"
+    token = _opt_str(table, "token", where)
+    token_env = _opt_str(table, "token_env", where)
+    if token is not None and token_env is not None:
+        raise ConfigurationError(f"{where}: give token or token_env, not both")
+    if token_env is not None:
+        token = environ.get(token_env)
+        if not token:
+            raise ConfigurationError(f"{where}: environment variable {token_env} is unset or empty")
+    if token is not None and len(token) < 16:
+        raise ConfigurationError(f"{where}: a token must have at least 16 characters")
+    scopes = _strings(table, "scopes", where)
+    principal = Principal(id=pid, scopes=scopes, tenant=_opt_str(table, "tenant", where))
+    return PrincipalConfig(principal=principal, token_sha256=None if token is None else token_digest(token))
+
+
+def _only(table: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {sorted(allowed)}")
+
+
+def _table(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"[{name}] must be a table")
+    return value
+
+
+def _tables(raw: Mapping[str, Any], name: str) -> list[Mapping[str, Any]]:
+    value = raw.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ConfigurationError(f"[[{name}]] must be an array of tables")
+    return value
+
+
+def _opt_str(table: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"{where}: {key} must be a string")
+    return value
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(f"{where}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def _string_map(table: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    value = table.get(key, {})
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigurationError(f"{where}: {key} must be a table of strings")
+    return dict(value)
+
+
+def _choices(table: Mapping[str, Any], key: str, allowed: tuple[Any, ...]) -> tuple[Any, ...]:
+    values = _strings(table, key, "[approval]")
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ConfigurationError(f"[approval] {key}: {bad} not among {list(allowed)}")
+    return values

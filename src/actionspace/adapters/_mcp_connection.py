@@ -1,0 +1,220 @@
+"""One live session with one MCP server, owned by a private event loop on a daemon thread.
+
+The official SDK's ``Client`` must be entered and left in one task, and its requests must run on
+the loop that entered it. The runtime calls tools from worker threads, its own portal loop and
+the caller's event loop, so each connected server gets its own loop: an owner task holds the
+session open; every request is submitted to that loop and awaited from wherever the caller is.
+Cancelling the awaiting side cancels the request's task, and the SDK then sends the server
+``notifications/cancelled`` (on streamable HTTP at the 2026 revision: it aborts the request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from actionspace.adapters._mcp_errors import ServerUnavailable
+
+__all__ = ["Connection", "OpenClient"]
+
+_log = logging.getLogger("actionspace.mcp")
+
+T = TypeVar("T")
+
+OpenClient = Callable[[AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
+"""Enters a connected ``Client`` (and whatever it needs, e.g. an HTTP client) onto the stack."""
+
+_MAX_PAGES = 100
+"""Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
+
+
+class Connection:
+    """A connected MCP session usable from any thread or event loop.
+
+    ``on_tools`` is called (on the connection's thread) with the full tool listing after every
+    refresh that ``tools/list_changed`` (or a ``subscriptions/listen`` event) triggers.
+    """
+
+    def __init__(
+        self, name: str, open_client: OpenClient, on_tools: Callable[[list[types.Tool]], None]
+    ) -> None:
+        self.name = name
+        self._open_client = open_client
+        self._on_tools = on_tools
+        self._loop, self._thread = self._new_loop()
+        self._client: Client | None = None
+        self._stop: asyncio.Event | None = None
+        self._owner: concurrent.futures.Future[None] | None = None
+        self._refresh_lock: asyncio.Lock | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self.refreshes = 0
+        """How many listings were taken after the first one (each from a change notification)."""
+        self.failure: BaseException | None = None
+        """Why the session ended, when it ended on its own."""
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout_s: float) -> list[types.Tool]:
+        """Connect and list the tools (blocks the calling thread up to ``timeout_s`` seconds)."""
+        started = self._begin()
+        try:
+            return started.result(timeout=timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    async def astart(self, timeout_s: float) -> list[types.Tool]:
+        """Async :meth:`start`."""
+        started = self._begin()
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(started), timeout_s)
+        except BaseException:
+            await asyncio.to_thread(self.close)
+            raise
+
+    def _new_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name=f"actionspace-mcp-{self.name}", daemon=True)
+        return loop, thread
+
+    def _begin(self) -> concurrent.futures.Future[list[types.Tool]]:
+        if self._thread.is_alive():
+            raise RuntimeError(f"MCP server {self.name!r} is already started")
+        if self._thread.ident is not None:  # started and closed before: connect afresh
+            self._loop, self._thread = self._new_loop()
+            self.failure = None
+        self._thread.start()
+        started: concurrent.futures.Future[list[types.Tool]] = concurrent.futures.Future()
+        self._owner = asyncio.run_coroutine_threadsafe(self._own(started), self._loop)
+        return started
+
+    async def _own(self, started: concurrent.futures.Future[list[types.Tool]]) -> None:
+        self._stop = asyncio.Event()
+        self._refresh_lock = asyncio.Lock()
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open_client(stack, self._on_message)
+                self._client = client
+                tools = await self._list(client)
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    self._spawn(self._listen(client))
+                started.set_result(tools)
+                await self._stop.wait()
+                for task in list(self._background):
+                    task.cancel()
+                await asyncio.gather(*self._background, return_exceptions=True)
+        except BaseException as exc:
+            self.failure = exc
+            if not started.done():
+                started.set_exception(exc)
+            elif not isinstance(exc, asyncio.CancelledError):
+                _log.warning("MCP server %s: session ended: %r", self.name, exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._client = None
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """End the session (stops a stdio server's process) and the loop thread. Idempotent."""
+        if not self._thread.is_alive():
+            return
+        stop = self._stop
+        if stop is not None:
+            self._loop.call_soon_threadsafe(stop.set)
+        if self._owner is not None:
+            try:
+                self._owner.result(timeout=timeout_s)
+            except BaseException as exc:
+                _log.debug("MCP server %s: close: %r", self.name, exc)
+                self._owner.cancel()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    @property
+    def protocol_version(self) -> str | None:
+        client = self._client
+        return None if client is None else client.protocol_version
+
+    # ------------------------------------------------------------------ requests
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the connection's loop."""
+        if not self._thread.is_alive() or self._loop.is_closed():
+            coro.close()
+            raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call a tool; awaitable from any event loop. Cancelling this cancels the request."""
+        return await asyncio.wrap_future(self.submit(self._call(name, arguments)))
+
+    async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        client = self._client
+        if client is None:
+            raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
+        return await client.call_tool(name, arguments)
+
+    def refresh(self, timeout_s: float) -> list[types.Tool]:
+        """List the tools again now and hand them to ``on_tools`` (blocks up to ``timeout_s``)."""
+        return self.submit(self._refresh()).result(timeout=timeout_s)
+
+    # ------------------------------------------------------------------ change notifications
+    async def _list(self, client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def _refresh(self) -> list[types.Tool]:
+        client = self._client
+        if client is None or self._refresh_lock is None:
+            raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
+        async with self._refresh_lock:
+            tools = await self._list(client)
+            self.refreshes += 1
+            self._on_tools(tools)
+            return tools
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        """Handshake-era servers announce a changed tool list with a bare notification."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self._spawn(self._refresh_logged())
+
+    async def _listen(self, client: Client) -> None:
+        """2026-era servers deliver change events only on a ``subscriptions/listen`` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    await self._refresh_logged()
+        except Exception as exc:  # the server does not serve listen: the listing stays as it is
+            _log.info("MCP server %s: no tool change events: %r", self.name, exc)
+
+    async def _refresh_logged(self) -> None:
+        try:
+            await self._refresh()
+        except Exception:
+            _log.exception("MCP server %s: refreshing the tool list failed", self.name)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

@@ -1,0 +1,104 @@
+"""From an MCP ``Tool`` to a ToolSpec: effect and risk from annotations, trust, result values.
+
+MCP tool annotations are hints the specification says to treat as untrusted. They are mapped
+only for an allowlisted server. For any other server every tool gets the defaults the spec gives
+for missing hints (not read-only, destructive, open-world: ``effect="external"``, ``risk="high"``)
+and ``requires_approval=True``, so a tool that merely *claims* ``readOnlyHint`` still goes
+through the approval gate. MCP gives ``tools/call`` no idempotency key: every tool is
+``idempotency="none"``, so a write whose answer is lost ends in ``unknown_commit``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+import rfc8785
+
+from actionspace.catalog.spec import Effect, Integrity, Labels, Risk
+
+__all__ = ["Mapped", "content_value", "fingerprint", "map_annotations", "result_text"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mapped:
+    """What the runtime takes from a tool's annotations (or their absence)."""
+
+    effect: Effect
+    risk: Risk
+    reversible: bool
+    labels: Labels
+    requires_approval: bool
+
+
+def map_annotations(annotations: types.ToolAnnotations | None, *, trusted: bool) -> Mapped:
+    """Effect, risk, labels and the approval rule for one tool of a trusted or untrusted server.
+
+    Trusted: ``readOnlyHint`` → ``read`` / low; otherwise ``openWorldHint`` (default true) →
+    ``external`` / high; else ``destructiveHint`` (default true) → ``write`` / high, or ``write`` /
+    medium when false. Open-world output is ``untrusted``. Untrusted servers: the hints are ignored.
+    """
+    hints = annotations if trusted and annotations is not None else types.ToolAnnotations()
+    read_only = bool(hints.read_only_hint)
+    open_world = hints.open_world_hint is not False
+    destructive = hints.destructive_hint is not False
+    effect: Effect
+    risk: Risk
+    if read_only:
+        effect, risk = "read", "low"
+    elif open_world:
+        effect, risk = "external", "high"
+    else:
+        effect, risk = "write", "high" if destructive else "medium"
+    integrity: Integrity = "untrusted" if open_world or not trusted else "trusted"
+    return Mapped(
+        effect=effect,
+        risk=risk,
+        reversible=read_only,
+        labels=Labels(integrity=integrity),
+        requires_approval=not trusted,
+    )
+
+
+def fingerprint(tool: types.Tool) -> str:
+    """What identifies one version of a tool: its schemas, description and annotations."""
+    shape = {
+        "description": tool.description or "",
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "annotations": tool.annotations.model_dump(mode="json", exclude_none=True)
+        if tool.annotations
+        else None,
+    }
+    return hashlib.sha256(rfc8785.dumps(shape)).hexdigest()[:16]
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """The text blocks of a result, joined (what an ``isError`` result says to the model)."""
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def content_value(result: types.CallToolResult) -> Any:
+    """The observation data of a successful result.
+
+    Structured content when the server sent it (it matches the tool's output schema); else the
+    text of a single text block; else one dict per content block (binary data is left out,
+    with its size, so a picture never floods the model's context).
+    """
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = result.content
+    if len(blocks) == 1 and isinstance(blocks[0], types.TextContent):
+        return blocks[0].text
+    return [_block(b) for b in blocks]
+
+
+def _block(block: Any) -> Mapping[str, Any]:
+    data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True, by_alias=True)
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        raw = data.pop("data", "")
+        data["bytes"] = len(raw) * 3 // 4
+    return data

@@ -1,0 +1,333 @@
+"""MCP client adapter: any MCP server's tools as actionspace tools, under the full pipeline.
+
+API::
+
+    from actionspace import Runtime
+    from actionspace.adapters.mcp_client import HttpServer, McpToolset, StdioServer
+
+    rt = Runtime("memory://")
+    clock = rt.add_mcp_server(StdioServer(sys.executable, args=("-m", "mcp_server_time"), name="time"))
+    obs = rt.call({"name": "get_current_time", "arguments": {"timezone": "UTC"}})
+
+    # the same without the Runtime helper, and from async code:
+    toolset = McpToolset(HttpServer("http://127.0.0.1:8000/mcp", headers={...}, allowlisted=True))
+    specs = toolset.register(rt)            # or: await toolset.aregister(rt)
+    toolset.specs()                         # current ToolSpec per registered name
+    toolset.on_change(lambda added, retired: ...)   # after a tools/list_changed refresh
+    toolset.refresh()                       # list again now (normally notification-driven)
+    toolset.close()                         # rt.close() closes the toolsets rt.add_mcp_server made
+
+* ``StdioServer(command, args=(), env=None, cwd=None, name=..., allowlisted=False, ...)`` starts
+  the server as a subprocess; ``HttpServer(url, headers=None, name=..., allowlisted=False, ...)``
+  connects over streamable HTTP. Both take ``prefix`` (prepended to tool names), ``timeout_s``
+  (per call), ``connect_timeout_s``, ``tool_options`` (ToolSpec fields per remote tool name, e.g.
+  ``{"git_commit": {"writes": ("git:{repo_path}",)}}``) and ``mode`` (``"auto"`` or ``"legacy"``).
+* Trust: annotations (``readOnlyHint``, ``destructiveHint``, ``openWorldHint``) set effect and
+  risk only when ``allowlisted=True``; otherwise every tool is ``external`` / ``high``, its output
+  ``untrusted``, and every call needs approval (see ``_mcp_specs``).
+* Errors: ``isError`` results, JSON-RPC errors and lost connections are mapped in one place
+  (``_mcp_errors``) to the taxonomy; unknown ones are ``unclassified``.
+* Cancellation: a timeout or a cancelled plan node cancels the request; the SDK sends the
+  server ``notifications/cancelled``.
+* Versions: every tool starts at version ``"1"``. When the server says its tool list changed,
+  a changed tool is registered as the next version and the old one retired (a run that was
+  offered the old schema gets ``version_mismatch``); a removed tool is retired.
+* Idempotency: MCP has no idempotency key, so tools are ``idempotency="none"``: a write whose
+  answer is lost is ``unknown_commit`` for a person to reconcile, never re-sent.
+
+One background event loop (a daemon thread) per connected server serves sync and async callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, Protocol
+
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.session import MessageHandlerFnT
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from actionspace.adapters._mcp_connection import Connection, OpenClient
+from actionspace.adapters._mcp_errors import map_call_error, map_tool_error_result
+from actionspace.adapters._mcp_specs import content_value, fingerprint, map_annotations, result_text
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import (
+    ActionError,
+    ConfigurationError,
+    DuplicateToolError,
+    ToolDefinitionError,
+    ToolError,
+)
+
+__all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
+
+_log = logging.getLogger("actionspace.mcp")
+
+ConnectMode = Literal["auto", "legacy"]
+
+
+@dataclass(frozen=True, slots=True)
+class StdioServer:
+    """An MCP server started as a subprocess and spoken to over its stdin/stdout."""
+
+    command: str
+    """The executable (looked up on PATH)."""
+    _: KW_ONLY
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    """Extra environment variables, over the SDK's safe default environment. Default none."""
+    cwd: str | None = None
+    name: str = ""
+    """Names the server in logs and ``ToolSpec.owner`` (``mcp:<name>``); default: the command's basename."""
+    allowlisted: bool = False
+    """True: the server's tool annotations are believed. Default False (see the module docstring)."""
+    prefix: str = ""
+    """Prepended to every tool name (``"git_"``), to keep names of several servers apart."""
+    timeout_s: float = 30.0
+    """Per call, in seconds (``ToolSpec.timeout_s``). Default 30."""
+    connect_timeout_s: float = 60.0
+    """For starting, the handshake and the first listing, in seconds. Default 60."""
+    tool_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """ToolSpec fields per remote tool name, applied over the mapped ones."""
+    mode: ConnectMode = "auto"
+    """``auto`` negotiates the newest protocol revision; ``legacy`` forces the initialize handshake."""
+
+    @property
+    def label(self) -> str:
+        return self.name or os.path.basename(self.command)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpServer:
+    """An MCP server reached over streamable HTTP. Fields not described here: as in StdioServer."""
+
+    url: str
+    _: KW_ONLY
+    headers: Mapping[str, str] | None = None
+    """Sent with every request (e.g. ``Authorization``). Default none."""
+    name: str = ""
+    """Default: the URL."""
+    allowlisted: bool = False
+    prefix: str = ""
+    timeout_s: float = 30.0
+    connect_timeout_s: float = 60.0
+    tool_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    mode: ConnectMode = "auto"
+
+    @property
+    def label(self) -> str:
+        return self.name or self.url
+
+
+McpServer = StdioServer | HttpServer
+
+
+class _Registers(Protocol):
+    """What :meth:`McpToolset.register` needs of a Runtime: ``register`` and ``catalog``."""
+
+    catalog: Catalog
+
+    def register(self, spec: ToolSpec) -> ToolSpec: ...
+
+
+ChangeListener = Callable[[list[ToolSpec], list[ToolSpec]], None]
+"""``(registered, retired)`` after a refresh changed the catalog."""
+
+
+class McpToolset:
+    """The tools of one MCP server, registered in a Runtime and kept in step with the server."""
+
+    def __init__(self, server: McpServer) -> None:
+        if server.timeout_s <= 0 or server.connect_timeout_s <= 0:
+            raise ConfigurationError(f"MCP server {server.label!r}: timeouts must be > 0")
+        self.server = server
+        self.connection = Connection(server.label, _opener(server), self._on_listing)
+        self._target: _Registers | None = None
+        self._current: dict[str, tuple[str, ToolSpec]] = {}
+        """Remote tool name → (fingerprint, registered spec)."""
+        self._versions: dict[str, int] = {}
+        self._listeners: list[ChangeListener] = []
+        self._lock = threading.Lock()
+        self.claimed: dict[str, types.ToolAnnotations | None] = {}
+        """Remote tool name → the annotations the server claims (believed only when allowlisted)."""
+        self.skipped: dict[str, str] = {}
+        """Remote tool name → why it could not be turned into a tool."""
+
+    # ------------------------------------------------------------------ public
+    def register(self, rt: _Registers) -> list[ToolSpec]:
+        """Connect, list the tools and register them in ``rt``; returns the registered specs.
+
+        Raises ConfigurationError when the server cannot be reached within ``connect_timeout_s``.
+        """
+        self._claim(rt)
+        try:
+            tools = self.connection.start(self.server.connect_timeout_s)
+        except Exception as exc:
+            self._target = None
+            raise ConfigurationError(f"MCP server {self.server.label!r}: cannot connect: {exc!r}") from exc
+        return self._sync(tools)[0]
+
+    async def aregister(self, rt: _Registers) -> list[ToolSpec]:
+        """Async :meth:`register`."""
+        self._claim(rt)
+        try:
+            tools = await self.connection.astart(self.server.connect_timeout_s)
+        except Exception as exc:
+            self._target = None
+            raise ConfigurationError(f"MCP server {self.server.label!r}: cannot connect: {exc!r}") from exc
+        return self._sync(tools)[0]
+
+    def specs(self) -> dict[str, ToolSpec]:
+        """The current spec of every tool the server lists, by registered name."""
+        with self._lock:
+            return {spec.name: spec for _, spec in self._current.values()}
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """Call ``listener(registered, retired)`` after a refresh changed the catalog."""
+        self._listeners.append(listener)
+
+    def refresh(self) -> None:
+        """List the server's tools again now and bring the catalog in step."""
+        self.connection.refresh(self.server.connect_timeout_s)
+
+    def close(self) -> None:
+        """Disconnect (a stdio server's process ends). Registered tools then answer ``transient``."""
+        self.connection.close()
+
+    def __enter__(self) -> McpToolset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ catalog sync
+    def _claim(self, rt: _Registers) -> None:
+        if self._target is not None:
+            raise ConfigurationError(f"MCP server {self.server.label!r} is already registered")
+        self._target = rt
+
+    def _on_listing(self, tools: list[types.Tool]) -> None:
+        """A refresh's listing (on the connection's thread): sync, then tell the listeners."""
+        added, retired = self._sync(tools)
+        if added or retired:
+            for listener in self._listeners:
+                listener(added, retired)
+
+    def _sync(self, tools: list[types.Tool]) -> tuple[list[ToolSpec], list[ToolSpec]]:
+        """Register new and changed tools, retire changed and removed ones."""
+        rt = self._target
+        assert rt is not None
+        added: list[ToolSpec] = []
+        retired: list[ToolSpec] = []
+        with self._lock:
+            seen = set()
+            for tool in tools:
+                seen.add(tool.name)
+                digest = fingerprint(tool)
+                old = self._current.get(tool.name)
+                if old is not None and old[0] == digest:
+                    continue
+                spec = self._build(tool)
+                if spec is None:
+                    continue
+                try:
+                    added.append(rt.register(spec))
+                except DuplicateToolError:
+                    raise
+                except ToolDefinitionError as exc:  # e.g. a schema the validator cannot compile
+                    self.skipped[tool.name] = str(exc)
+                    _log.warning("MCP server %s: tool %r skipped: %s", self.server.label, tool.name, exc)
+                    continue
+                self._current[tool.name] = (digest, spec)
+                if old is not None:
+                    retired.append(rt.catalog.retire(old[1].key))
+            for name in [n for n in self._current if n not in seen]:
+                _, spec = self._current.pop(name)
+                retired.append(rt.catalog.retire(spec.key))
+        return added, retired
+
+    def _build(self, tool: types.Tool) -> ToolSpec | None:
+        server = self.server
+        self.claimed[tool.name] = tool.annotations
+        mapped = map_annotations(tool.annotations, trusted=server.allowlisted)
+        version = self._versions.get(tool.name, 0) + 1
+        options: dict[str, Any] = {
+            "name": f"{server.prefix}{tool.name}",
+            "version": str(version),
+            "description": tool.description or tool.title or "",
+            "input_schema": dict(tool.input_schema),
+            "output_schema": dict(tool.output_schema) if tool.output_schema is not None else None,
+            "effect": mapped.effect,
+            "risk": mapped.risk,
+            "reversible": mapped.reversible,
+            "labels": mapped.labels,
+            "requires_approval": mapped.requires_approval,
+            "idempotency": "none",
+            "owner": f"mcp:{server.label}",
+            "timeout_s": server.timeout_s,
+            **dict(server.tool_options.get(tool.name, {})),
+        }
+        options["fn"] = self._caller(tool.name, side_effects=options["effect"] in ("write", "external"))
+        try:
+            spec = ToolSpec(**options)
+        except (ToolDefinitionError, TypeError, ValueError) as exc:
+            self.skipped[tool.name] = str(exc)
+            _log.warning("MCP server %s: tool %r skipped: %s", server.label, tool.name, exc)
+            return None
+        self._versions[tool.name] = version
+        return spec
+
+    def _caller(self, remote: str, *, side_effects: bool) -> Callable[..., Any]:
+        connection, trusted = self.connection, self.server.allowlisted
+
+        async def call_mcp_tool(**arguments: Any) -> Any:
+            try:
+                result = await connection.call_tool(remote, arguments)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise _raised(map_call_error(exc, side_effects=side_effects)) from exc
+            if result.is_error:
+                error = map_tool_error_result(result_text(result), result.structured_content, trusted=trusted)
+                raise _raised(error)
+            return content_value(result)
+
+        call_mcp_tool.__name__ = remote
+        return call_mcp_tool
+
+
+def _raised(error: ActionError) -> ToolError:
+    exc = ToolError(error.category, error.message)
+    exc.error = error
+    return exc
+
+
+def _opener(server: McpServer) -> OpenClient:
+    async def open_client(stack: AsyncExitStack, handler: MessageHandlerFnT) -> Client:
+        if isinstance(server, StdioServer):
+            params = StdioServerParameters(
+                command=server.command,
+                args=list(server.args),
+                env=dict(server.env) if server.env is not None else None,
+                cwd=server.cwd,
+            )
+            transport: Any = stdio_client(params)
+        else:
+            http = await stack.enter_async_context(
+                create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
+            )
+            transport = streamable_http_client(server.url, http_client=http)
+        client = Client(transport, mode=server.mode, message_handler=handler, cache=None)
+        return await stack.enter_async_context(client)
+
+    return open_client

@@ -1,0 +1,471 @@
+"""MCP gateway: serve the governed union of configured tools to any MCP client.
+
+``actionspace gateway --config gateway.toml [--transport stdio|http] [--host H] [--port P]``
+serves, over stdio or streamable HTTP, the Python tools and upstream MCP servers the file names
+(see :mod:`actionspace.adapters._gateway_config` for the file). Every ``tools/call`` goes through
+:meth:`Runtime.acall`, so validation, approvals, the ledger, labels, budgets and the trace apply
+exactly as for a library caller::
+
+    from actionspace.adapters.mcp_gateway import Gateway
+
+    gateway = Gateway.from_file("gateway.toml")
+    gateway.run("http")                  # or "stdio"; blocks until interrupted
+
+Who calls, and in which run:
+
+* **Principal.** Over HTTP, ``Authorization: Bearer <token>`` names the principal (a missing or
+  unknown token is answered 401 before MCP sees the request). Over stdio, the token in the
+  ``ACTIONSPACE_GATEWAY_TOKEN`` environment variable, else ``[gateway] stdio_principal``.
+  ``tools/list`` shows only the tools the principal holds every scope for; the run is offered
+  exactly those, so another tool's name is ``unknown_tool``.
+* **Run.** One run per MCP session (per stdio process; per ``Mcp-Session-Id`` over HTTP; per
+  principal and gateway process when the transport has no session). A client that reconnects
+  and must retry an action it may have sent names the run in ``_meta["actionspace/run_id"]``.
+* **Node.** MCP gives ``tools/call`` no idempotency key. A write's node id (the ledger's unit of
+  "one logical action") is ``_meta["actionspace/node_id"]`` when the client gives one, else it
+  is derived from the tool name and the canonical arguments: the same write repeated in a run is
+  the same action and is replayed from the ledger, never sent twice. A client that means two
+  identical writes gives them two node ids. Reads get a fresh node per request.
+
+Results: the observation envelope is ``structuredContent`` (``["error"]["category"]``,
+``["recovery"]``, ``["field_errors"]``...), the text content is a readable summary, and
+``isError`` is set exactly when the observation is an error (see ``_gateway_results``). A call
+held for approval is ``needs_approval`` with ``details.request_id``; once a person approves it
+(``rt.approvals.approve`` or ``actionspace approvals approve``), the client's retry runs once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import tomllib
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+import rfc8785
+from anyio.lowlevel import EventLoopToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
+from actionspace.adapters._gateway_results import to_call_result
+from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError, ConfigurationError
+from actionspace.policy.principal import Principal, authorize
+from actionspace.runtime import Runtime
+from actionspace.types import Observation, ToolCall
+from actionspace.validation.verdicts import Rejected
+
+__all__ = ["NODE_META", "RUN_META", "TOKEN_ENV", "Gateway", "Transport"]
+
+_log = logging.getLogger("actionspace.gateway")
+
+Transport = Literal["stdio", "http"]
+
+TOKEN_ENV = "ACTIONSPACE_GATEWAY_TOKEN"
+"""Environment variable holding the API token of a stdio session's principal."""
+RUN_META = f"{META_PREFIX}run_id"
+"""``_meta`` key a client may set on ``tools/call`` to name its run (reconnect and retry)."""
+NODE_META = f"{META_PREFIX}node_id"
+"""``_meta`` key a client may set on ``tools/call`` to name the logical action."""
+
+_MAX_SESSIONS = 10_000
+"""Most session → run mappings kept; the oldest are forgotten first (their runs stay in the store)."""
+_ANNOUNCE_TIMEOUT_S = 5.0
+"""Longest wait to hand one session a list-change notification before giving up on it."""
+_SAFE_ID = re.compile(r"[^A-Za-z0-9_.:-]")
+_MAX_ID = 96
+
+
+class Gateway:
+    """The governed tools of one config, served over MCP.
+
+    ``runtime``: use this Runtime instead of building one from ``config.store`` (tests, embedding);
+    the config's tools are registered into it either way. Raises ConfigurationError for a tool
+    that cannot be imported or an upstream server that cannot be reached.
+    """
+
+    def __init__(self, config: GatewayConfig, *, runtime: Runtime | None = None) -> None:
+        self.config = config
+        self.runtime = runtime if runtime is not None else Runtime(store=config.store)
+        self._owns_runtime = runtime is None
+        self._boot = uuid.uuid4().hex[:12]
+        self._runs: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._offered: OrderedDict[str, int] = OrderedDict()
+        """Run id → catalog generation of the run's last offer (bounded like the sessions)."""
+        self._toolsets: list[Any] = []
+        for ref in config.tools:
+            for spec in load_python_tools(ref, pythonpath=config.pythonpath):
+                self.runtime.register(config.approval.apply(spec))
+        self._upstreams_open = False
+        self._listeners: OrderedDict[str, ServerSession] = OrderedDict()
+        """Session key → a request handle of that session, to announce tool list changes on."""
+        self._loop: EventLoopToken | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, runtime: Runtime | None = None) -> Gateway:
+        """A gateway for the TOML file at ``path`` (see ``_gateway_config``)."""
+        return cls(load_config(path), runtime=runtime)
+
+    @classmethod
+    def from_toml(
+        cls,
+        text: str,
+        *,
+        runtime: Runtime | None = None,
+        base: str | Path = ".",
+        environ: Mapping[str, str] | None = None,
+    ) -> Gateway:
+        """A gateway for config text (``base``: the folder relative paths start from)."""
+        raw = tomllib.loads(text)
+        env = os.environ if environ is None else environ
+        return cls(parse_config(raw, base=Path(base), environ=env), runtime=runtime)
+
+    # ------------------------------------------------------------------ upstream servers
+    def open_upstreams(self) -> None:
+        """Connect every configured upstream MCP server and register its tools (idempotent)."""
+        if self._upstreams_open:
+            return
+        self._upstreams_open = True
+        for upstream in self.config.upstreams:
+            self._toolsets.append(self._attach(upstream))
+
+    def _attach(self, upstream: UpstreamConfig) -> Any:
+        from actionspace.adapters.mcp_client import HttpServer, McpToolset, StdioServer
+
+        server: StdioServer | HttpServer
+        if upstream.url is not None:
+            server = HttpServer(
+                upstream.url,
+                headers=dict(upstream.headers) or None,
+                name=upstream.name,
+                allowlisted=upstream.allowlisted,
+                prefix=upstream.tool_prefix,
+            )
+        else:
+            server = StdioServer(
+                upstream.command[0],
+                args=upstream.command[1:],
+                env=dict(upstream.env) or None,
+                name=upstream.name,
+                allowlisted=upstream.allowlisted,
+                prefix=upstream.tool_prefix,
+            )
+        toolset = McpToolset(server)
+        toolset.register(_PolicyTarget(self.runtime, self.config))
+        toolset.on_change(self._upstream_changed)
+        return toolset
+
+    def _upstream_changed(self, added: list[ToolSpec], retired: list[ToolSpec]) -> None:
+        """An upstream server's tools changed (called on its connection's thread): tell our clients."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            anyio.from_thread.run(self.announce_tools_changed, token=loop)
+        except Exception:  # the serving loop is gone: nobody to tell
+            _log.debug("gateway: could not announce a tool list change", exc_info=True)
+
+    async def announce_tools_changed(self) -> int:
+        """Send ``notifications/tools/list_changed`` to every live session; returns how many heard it.
+
+        Clients list again and get the new versions; a call built on a retired definition gets
+        ``version_mismatch`` with the current one until then.
+        """
+        told = 0
+        for key, session in list(self._listeners.items()):
+            try:
+                with anyio.fail_after(_ANNOUNCE_TIMEOUT_S):
+                    await session.send_tool_list_changed()
+                told += 1
+            except Exception:  # that session is closed or stuck: forget it
+                self._listeners.pop(key, None)
+        return told
+
+    def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        key = _session_of(ctx)
+        if key is None:
+            return  # no session to address (stateless HTTP): such clients poll tools/list
+        self._listeners[key] = ctx.session
+        self._listeners.move_to_end(key)
+        while len(self._listeners) > _MAX_SESSIONS:
+            self._listeners.popitem(last=False)
+
+    def close(self) -> None:
+        """Disconnect upstream servers and, when the gateway built it, close the runtime."""
+        for toolset in self._toolsets:
+            toolset.close()
+        self._toolsets.clear()
+        if self._owns_runtime:
+            self.runtime.close()
+
+    # ------------------------------------------------------------------ principals and runs
+    def principal_for_token(self, token: str | None) -> Principal | None:
+        """The principal an API token names (None: no such token)."""
+        return self.config.principal_by_token(token) if token else None
+
+    def stdio_principal(self, environ: Mapping[str, str] | None = None) -> Principal:
+        """Who a stdio session acts for: ``ACTIONSPACE_GATEWAY_TOKEN``, else ``stdio_principal``."""
+        env = os.environ if environ is None else environ
+        token = env.get(TOKEN_ENV)
+        if token:
+            principal = self.principal_for_token(token)
+            if principal is None:
+                raise ConfigurationError(f"{TOKEN_ENV} holds no configured principal's token")
+            return principal
+        if self.config.stdio_principal is not None:
+            found = self.config.principal_by_id(self.config.stdio_principal)
+            assert found is not None  # checked when the config was loaded
+            return found
+        raise ConfigurationError(f"stdio: set {TOKEN_ENV} or [gateway] stdio_principal to name the principal")
+
+    def run_for(self, principal: Principal, session: str | None, meta: Mapping[str, Any] | None) -> str:
+        """The run id of a request: named in ``_meta``, else one per (principal, session)."""
+        named = (meta or {}).get(RUN_META)
+        if isinstance(named, str) and named:
+            return f"mcp_{_safe(principal.id)}_{_safe(named)}"
+        key = (principal.id, session or f"process:{self._boot}")
+        run_id = self._runs.get(key)
+        if run_id is None:
+            run_id = self._runs[key] = f"mcp_{uuid.uuid4().hex[:16]}"
+            self.runtime.new_run(run_id, principal=principal)
+            while len(self._runs) > _MAX_SESSIONS:
+                self._runs.popitem(last=False)
+        else:
+            self._runs.move_to_end(key)
+        return run_id
+
+    # ------------------------------------------------------------------ the two MCP methods
+    def list_tools(self, principal: Principal, run_id: str) -> types.ListToolsResult:
+        """Offer the run the tools its principal may call, and list them."""
+        specs = self._offer(principal, run_id)
+        return types.ListToolsResult(tools=[mcp_tool(s) for s in specs])
+
+    def _offer(self, principal: Principal, run_id: str) -> list[ToolSpec]:
+        """``Runtime.offer`` (which drops tools the principal lacks a scope for, and traces why)."""
+        offered = self.runtime.offer(run_id=run_id, principal=principal, disclosure=False)
+        specs = []
+        for definition in offered:
+            spec = self.runtime.catalog.find(f"{definition['name']}@{definition['version']}")
+            # the scope check again: a tool a principal may not call is never listed, whatever the offer
+            if spec is not None and not isinstance(authorize(spec, principal), Rejected):
+                specs.append(spec)
+        self._offered[run_id] = self.runtime.catalog.generation
+        self._offered.move_to_end(run_id)
+        while len(self._offered) > _MAX_SESSIONS:
+            self._offered.popitem(last=False)
+        return specs
+
+    async def call_tool(
+        self, principal: Principal, run_id: str, name: str, arguments: Mapping[str, Any] | None, meta: Any
+    ) -> types.CallToolResult:
+        """Run one ``tools/call`` through the runtime; every failure is an ``isError`` result."""
+        try:
+            if run_id not in self._offered:
+                self._offer(principal, run_id)  # a client may call without listing first
+            args = dict(arguments or {})
+            node = self._node_id(name, args, meta)
+            obs = await self.runtime.acall(
+                ToolCall(name=name, arguments=args), run_id=run_id, node_id=node, principal=principal
+            )
+        except Exception as exc:  # never an exception at the client: a typed internal error
+            _log.exception("gateway: tools/call %s failed", name)
+            error = ActionError.of("internal", f"the gateway failed: {type(exc).__name__}: {str(exc)[:300]}")
+            obs = Observation.failure(error, call_id=f"{run_id}:internal", tool=name[:200])
+        return to_call_result(obs)
+
+    def _node_id(self, name: str, arguments: Mapping[str, Any], meta: Any) -> str | None:
+        named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
+        if isinstance(named, str) and named:
+            return f"c:{_safe(named)}"
+        spec = self.runtime.catalog.current(name.partition("@")[0])
+        if spec is None or not spec.has_side_effects:
+            return None
+        try:
+            digest = hashlib.sha256(rfc8785.dumps([name, dict(arguments)])).hexdigest()[:20]
+        except Exception:  # arguments JSON cannot carry (validation will reject them)
+            return None
+        return f"w:{digest}"
+
+    # ------------------------------------------------------------------ serving
+    def server(self, caller: Callable[[ServerRequestContext[Any, Any]], Principal]) -> Server[Any]:
+        """The low-level MCP server; ``caller(ctx)`` names the principal of each request."""
+
+        async def on_list_tools(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListToolsResult:
+            principal = caller(ctx)
+            self._remember(ctx)
+            return self.list_tools(principal, self.run_for(principal, _session_of(ctx), None))
+
+        async def on_call_tool(
+            ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult:
+            principal = caller(ctx)
+            self._remember(ctx)
+            meta = dict(params.meta) if params.meta is not None else None
+            run_id = self.run_for(principal, _session_of(ctx), meta)
+            return await self.call_tool(principal, run_id, params.name, params.arguments, meta)
+
+        return Server(
+            self.config.name,
+            version="1",
+            instructions="Tools governed by actionspace: errors carry a category and the allowed next steps "
+            "in structuredContent.error; a needs_approval call runs once it is approved and called again.",
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+        )
+
+    async def serve_stdio(self) -> None:
+        """Serve one MCP session on this process's stdin/stdout until the client closes it."""
+        from mcp.server.stdio import stdio_server
+
+        principal = self.stdio_principal()
+        self._loop = anyio.lowlevel.current_token()
+        await anyio.to_thread.run_sync(self.open_upstreams)
+        server = self.server(lambda ctx: principal)
+        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+        async with stdio_server() as (read, write):
+            await server.run(read, write, options)
+
+    def http_app(self) -> ASGIApp:
+        """The streamable HTTP app (an ASGI app) with bearer-token authentication in front."""
+        if not any(p.token_sha256 for p in self.config.principals):
+            raise ConfigurationError("http: configure at least one [[principals]] entry with a token")
+
+        def caller(ctx: ServerRequestContext[Any, Any]) -> Principal:
+            principal = self.principal_for_token(_bearer(getattr(ctx.request, "headers", None)))
+            if principal is None:  # the middleware let no such request through
+                raise PermissionError("no principal for this request")
+            return principal
+
+        server = self.server(caller)
+        inner = server.streamable_http_app(streamable_http_path=self.config.path, host=self.config.host)
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            self._loop = anyio.lowlevel.current_token()
+            await anyio.to_thread.run_sync(self.open_upstreams)
+            async with server.session_manager.run():
+                yield
+
+        inner.router.lifespan_context = lifespan
+        return _BearerAuth(inner, self)
+
+    async def serve_http(
+        self, *, host: str | None = None, port: int | None = None, fd: int | None = None
+    ) -> None:
+        """Serve streamable HTTP on ``host:port`` (default: the config's) until cancelled.
+
+        ``fd``: serve on this inherited listening socket instead (a supervisor or a test bound it).
+        """
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.http_app(),
+            host=host or self.config.host,
+            port=self.config.port if port is None else port,
+            fd=fd,
+            log_level="warning",
+            lifespan="on",
+        )
+        await uvicorn.Server(config).serve()
+
+    def run(
+        self,
+        transport: Transport = "stdio",
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        fd: int | None = None,
+    ) -> None:
+        """Serve until the client (stdio) or a signal (http) ends it; then close."""
+        try:
+            if transport == "stdio":
+                anyio.run(self.serve_stdio)
+            else:
+                anyio.run(lambda: self.serve_http(host=host, port=port, fd=fd))
+        finally:
+            self.close()
+
+
+class _PolicyTarget:
+    """What an upstream toolset registers into: the runtime, with the config's approval policy applied."""
+
+    def __init__(self, runtime: Runtime, config: GatewayConfig) -> None:
+        self._runtime = runtime
+        self._config = config
+        self.catalog: Catalog = runtime.catalog
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        return self._runtime.register(self._config.approval.apply(spec))
+
+
+class _BearerAuth:
+    """Answers 401 to HTTP requests without a configured principal's bearer token."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self._gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if self._gateway.principal_for_token(_bearer(headers)) is None:
+                await _unauthorized(send)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _unauthorized(send: Send) -> None:
+    body = (
+        b'{"error":"unauthorized","message":"send Authorization: Bearer <token> of a configured principal"}'
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="actionspace"'),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _bearer(headers: Mapping[str, str] | None) -> str | None:
+    if headers is None:
+        return None
+    value = headers.get("authorization") or ""
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return "stdio"  # one stdio process serves one session
+    value = headers.get("mcp-session-id")
+    return str(value) if value else None
+
+
+def _safe(value: str) -> str:
+    return _SAFE_ID.sub("_", value)[:_MAX_ID]

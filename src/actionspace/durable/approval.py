@@ -1,0 +1,31 @@
+"""Waking a durable plan's node when its approval is decided.
+
+A node waiting for approval looks at its request now and then on its own (``approval_poll_s``,
+doubling up to ``approval_poll_max_s``), so deciding the request in the store (API, CLI, console)
+is enough. :func:`wake` makes it look at once: it sends the node's workflow a message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.durable.engine import node_workflow_id
+
+if TYPE_CHECKING:
+    from actionspace.durable.backend import PlanClient
+
+__all__ = ["wake"]
+
+
+def wake(client: PlanClient, request: ApprovalRequest) -> bool:
+    """Tell the node workflow of ``request`` to look at its decision now; False if there is none."""
+    from dbos._error import DBOSException
+
+    from actionspace.durable.workflows import APPROVAL_TOPIC
+
+    try:
+        client.send(node_workflow_id(request.run_id, request.node_id), request.status, APPROVAL_TOPIC)
+    except DBOSException:
+        return False
+    return True

@@ -1,0 +1,146 @@
+"""Running plans on the DBOS backend: from a Runtime, or submitted by any process through a client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from actionspace.durable.config import PLAN_QUEUE, DurableConfig
+from actionspace.durable.engine import launch, plan_result, plan_workflow_id, system_url
+from actionspace.errors import ConfigurationError
+from actionspace.plan.model import Plan, PlanResult
+from actionspace.policy.principal import Principal
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient, WorkflowHandle, WorkflowHandleAsync
+
+    from actionspace.runtime import Runtime
+
+__all__ = ["PlanClient", "arun_plan_durable", "plan_request"]
+
+RESULT_POLL_S = 0.05
+"""Seconds between two looks at a plan workflow's status while waiting for its result."""
+
+
+def plan_request(
+    plan: Plan | Mapping[str, Any],
+    *,
+    run_id: str,
+    principal: Principal | None = None,
+    max_concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The input of a plan workflow. Raises ConfigurationError for verifiers (JSON cannot carry them)."""
+    if isinstance(plan, Plan):
+        if any(node.verify is not None for node in plan.nodes):
+            raise ConfigurationError(
+                "node verifiers are Python callables; the dbos backend cannot carry them"
+            )
+        plan = plan.to_dict()
+    from actionspace.durable.workflows import principal_to_dict
+
+    return {
+        "run_id": run_id,
+        "plan": dict(plan),
+        "principal": principal_to_dict(principal),
+        "max_concurrency": max_concurrency,
+    }
+
+
+async def arun_plan_durable(
+    rt: Runtime,
+    plan: Plan | Mapping[str, Any],
+    *,
+    run_id: str | None,
+    principal: Principal | None,
+    max_concurrency: int | None,
+    config: DurableConfig | None = None,
+) -> PlanResult:
+    """Run ``plan`` as a DBOS workflow started in this process (launched for ``rt`` if needed).
+
+    The workflow id derives from the run id, so calling again with the same ``run_id`` attaches to
+    the same plan (its stored result once it has ended) instead of running it twice.
+    """
+    from dbos import DBOS
+
+    await asyncio.to_thread(launch, rt, config)
+    run_id = run_id or rt.new_run(principal=principal)
+    request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
+    workflow_id = await asyncio.to_thread(_start, request)
+    handle: WorkflowHandleAsync[dict[str, Any]] = await DBOS.retrieve_workflow_async(workflow_id)
+    return plan_result(await handle.get_result(polling_interval_sec=RESULT_POLL_S))
+
+
+def _start(request: dict[str, Any]) -> str:
+    """Start (or attach to) the plan workflow of the request's run; returns its workflow id."""
+    from dbos import DBOS, SetWorkflowID
+
+    from actionspace.durable.workflows import plan_workflow
+
+    workflow_id = plan_workflow_id(request["run_id"])
+    with SetWorkflowID(workflow_id):
+        DBOS.start_workflow(plan_workflow, request)
+    return workflow_id
+
+
+class PlanClient:
+    """Submit plans to the workers of a store and read their results, without running any.
+
+    ``store``: the ``postgresql://`` URL the workers use. Close it (or use ``with``) when done.
+    """
+
+    def __init__(self, store: str, *, config: DurableConfig | None = None) -> None:
+        from dbos import DBOSClient
+
+        config = config or DurableConfig()
+        self._client: DBOSClient = DBOSClient(
+            system_database_url=system_url(store),
+            dbos_system_schema=config.system_schema,
+            application_name=config.app_name,
+        )
+
+    def submit(
+        self,
+        plan: Plan | Mapping[str, Any],
+        *,
+        run_id: str,
+        principal: Principal | None = None,
+        max_concurrency: int | None = None,
+    ) -> str:
+        """Put the plan of ``run_id`` on the plan queue; returns its workflow id (idempotent per run)."""
+        from actionspace.durable.workflows import PLAN_WORKFLOW
+
+        request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
+        workflow_id = plan_workflow_id(run_id)
+        self._client.enqueue(
+            {"queue_name": PLAN_QUEUE, "workflow_name": PLAN_WORKFLOW, "workflow_id": workflow_id}, request
+        )
+        return workflow_id
+
+    def status(self, run_id: str) -> str | None:
+        """The DBOS status of the plan of ``run_id`` (``PENDING``, ``SUCCESS``, …), None if unknown."""
+        found = self._client.list_workflows(workflow_ids=[plan_workflow_id(run_id)], load_output=False)
+        return found[0].status if found else None
+
+    def statuses(self, run_ids: list[str]) -> dict[str, str]:
+        """The DBOS status of each known plan among ``run_ids``, in one query."""
+        ids = {plan_workflow_id(r): r for r in run_ids}
+        found = self._client.list_workflows(workflow_ids=list(ids), load_input=False, load_output=False)
+        return {ids[w.workflow_id]: w.status for w in found}
+
+    def result(self, run_id: str) -> PlanResult:
+        """Wait for the plan of ``run_id`` to end and return its result."""
+        handle: WorkflowHandle[dict[str, Any]] = self._client.retrieve_workflow(plan_workflow_id(run_id))
+        return plan_result(handle.get_result(polling_interval_sec=RESULT_POLL_S))
+
+    def send(self, workflow_id: str, message: Any, topic: str) -> None:
+        self._client.send(workflow_id, message, topic)
+
+    def close(self) -> None:
+        self._client.destroy()
+
+    def __enter__(self) -> PlanClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

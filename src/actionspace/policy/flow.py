@@ -1,0 +1,366 @@
+"""The information-flow engine: per-run context labels, argument labels, and the flow check.
+
+The rule (DESIGN §8, the conservative rule): everything the model was shown in a run — the user's
+input (:meth:`FlowState.add_user_input`) and every observation (:meth:`FlowState.observed`) —
+joins the run's *context label*. A call's argument carries the context label unless it is bound
+by reference:
+
+- in a plan, an argument that is a ``{"$ref": "n1.data.x"}`` carries exactly n1's output label
+  (an argument that mixes references with literal values also carries the context label);
+- in a single call, ``sources={"recipient": ["user", "<call_id>"]}`` binds an argument to the
+  user's input and/or earlier observations. The runtime checks that the value occurs in them
+  (a string as a whole token, a number as a number; lists and objects leaf by leaf). If it does
+  not, the argument falls back to the context label: a model cannot launder a value by claiming
+  a trusted source. (It can still choose *which* value of a source to use.)
+
+Defaults filled in by the schema carry no label. A call's output label is its tool's label
+joined with all its argument labels. The flow check (:func:`flow_stage`) runs in the authorize
+stage after scopes: Allow → on; Ask → the approval gate; Deny → ``policy_violation``, unless an
+approved declassification of that exact call (argument digest) exists.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from actionspace.catalog.spec import Labels, ToolSpec
+from actionspace.policy.flow_policies import (
+    ALLOW,
+    DEFAULT_FLOW_POLICY,
+    AllOf,
+    Allow,
+    AllowAll,
+    AnyOf,
+    Ask,
+    Decision,
+    Deny,
+    FlowPolicy,
+    FlowRequest,
+    NoSecretToExternalSink,
+    Origins,
+    ReadClearance,
+    ReadersCoverRecipients,
+    UntrustedHighRiskArgs,
+    UntrustedWrites,
+)
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label
+from actionspace.types import Observation
+
+__all__ = [
+    "ALLOW",
+    "DEFAULT_FLOW_POLICY",
+    "USER",
+    "AllOf",
+    "Allow",
+    "AllowAll",
+    "AnyOf",
+    "Ask",
+    "Binding",
+    "Decision",
+    "Deny",
+    "FlowPolicy",
+    "FlowRequest",
+    "FlowState",
+    "NoSecretToExternalSink",
+    "ReadClearance",
+    "ReadersCoverRecipients",
+    "UntrustedHighRiskArgs",
+    "UntrustedWrites",
+    "argument_labels",
+    "bindings",
+    "evaluate",
+    "label_of",
+    "occurs",
+    "output_label",
+    "spec_label",
+]
+
+USER = "user"
+"""The source id of the user's input in ``sources=``."""
+CONTEXT = "context"
+MAX_REMEMBERED = 1024
+"""Observations a run keeps for ``sources=`` checks (the oldest are forgotten first)."""
+MAX_IDS_PER_LABEL = 16
+"""Source ids kept per distinct label of the context (for error details and the trace)."""
+
+
+@lru_cache(maxsize=4096)
+def _spec_label(labels: Labels) -> Label:
+    return Label(confidentiality=labels.confidentiality, integrity=labels.integrity, readers=labels.readers)
+
+
+def spec_label(spec: ToolSpec) -> Label:
+    """The label a tool's output carries by its spec (before its inputs are joined in)."""
+    return _spec_label(spec.labels)
+
+
+def output_label(spec: ToolSpec, arg_labels: Mapping[str, Label]) -> Label:
+    """A call's output label: its tool's label joined with every argument label."""
+    label = spec_label(spec)
+    for lab in arg_labels.values():
+        label = label.join(lab)
+    return label
+
+
+def label_of(obs: Observation) -> Label:
+    """The label an observation was stamped with (its provenance ``labels`` and ``trust``)."""
+    return Label.from_tags(obs.provenance.labels, obs.provenance.trust)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """An argument bound by plan references: their joined label and where it came from."""
+
+    label: Label
+    origins: Origins
+    mixed: bool = False
+    """The argument also holds literal values written by the model: the context label joins in."""
+
+
+class FlowState:
+    """One run's flow state: the context label, the user's input, what the model was shown."""
+
+    __slots__ = ("_groups", "_lock", "_origins", "context", "pending", "seen", "user_label", "user_texts")
+
+    def __init__(self) -> None:
+        self.context: Label = PUBLIC_TRUSTED
+        """The join of everything the model was shown in this run."""
+        self.user_label: Label = PUBLIC_TRUSTED
+        self.user_texts: list[str] = []
+        self.seen: OrderedDict[str, tuple[Label, Any]] = OrderedDict()
+        self.pending: dict[str, Label] = {}
+        """Call id → output label, for calls that were let through (their errors carry it too)."""
+        self._groups: dict[Label, list[str]] = {}
+        self._origins: Origins | None = ()
+        self._lock = threading.Lock()
+
+    def _add(self, source: str, label: Label) -> None:
+        if label == PUBLIC_TRUSTED:
+            return
+        ids = self._groups.setdefault(label, [])
+        if len(ids) < MAX_IDS_PER_LABEL and source not in ids:
+            ids.append(source)
+        self.context = self.context.join(label)
+        self._origins = None
+
+    def add_user_input(self, text: str, label: Label = PUBLIC_TRUSTED) -> None:
+        """The user's request (or a later message): joins the context; ``sources=["user"]`` reads it."""
+        with self._lock:
+            self.user_texts.append(text)
+            self.user_label = self.user_label.join(label)
+            self._add(USER, label)
+
+    def observed(self, obs: Observation) -> Label:
+        """The model was shown ``obs`` (and its items): it joins the context. Returns its label."""
+        label = self._label(obs)
+        with self._lock:
+            for item in (obs, *obs.items):
+                lab = label if item is obs else self._label(item)
+                self._add(item.call_id, lab)
+                self.seen[item.call_id] = (lab, item.data)
+                self.seen.move_to_end(item.call_id)
+            while len(self.seen) > MAX_REMEMBERED:
+                self.seen.popitem(last=False)
+        return label
+
+    def _label(self, obs: Observation) -> Label:
+        pending = self.pending.pop(obs.call_id, None)
+        if obs.provenance.labels:
+            return label_of(obs)
+        # made by the runtime (an error): it carries what the call would have produced
+        return pending if pending is not None else PUBLIC_TRUSTED
+
+    def origins(self) -> Origins:
+        """The context's sources, one (id, label) pair per remembered id of each distinct label."""
+        origins = self._origins
+        if origins is None:
+            with self._lock:
+                origins = tuple((i, lab) for lab, ids in self._groups.items() for i in ids)
+                self._origins = origins
+        return origins
+
+    def source(self, source_id: str) -> tuple[Label, list[Any]] | None:
+        """(label, values) of a source id (``user`` or a call id); None when unknown or forgotten."""
+        if source_id == USER:
+            return (self.user_label, list(self.user_texts)) if self.user_texts else None
+        hit = self.seen.get(source_id)
+        return None if hit is None else (hit[0], [hit[1]])
+
+
+# ---------------------------------------------------------------------- occurrence
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _scalar_occurs(value: Any, leaves: Sequence[Any]) -> bool:
+    if value is None or value == "":
+        return True  # carries nothing
+    if isinstance(value, bool):
+        return any(leaf is value for leaf in leaves)
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return False
+        for leaf in leaves:
+            if isinstance(leaf, int | float) and not isinstance(leaf, bool) and leaf == value:
+                return True
+            if isinstance(leaf, str) and any(float(m) == value for m in _NUMBER.findall(leaf)):
+                return True
+        return False
+    if isinstance(value, str):
+        token = re.compile(r"(?<!\w)" + re.escape(value.casefold()) + r"(?!\w)")
+        return any(isinstance(leaf, str) and token.search(leaf.casefold()) is not None for leaf in leaves)
+    return False
+
+
+def occurs(value: Any, sources: Sequence[Any]) -> bool:
+    """True when every leaf of ``value`` occurs in ``sources`` (strings as whole tokens,
+    case-insensitively; numbers as numbers or numerals in text; None and "" always)."""
+    leaves = [leaf for s in sources for leaf in _leaves(s)]
+    return all(_scalar_occurs(v, leaves) for v in _leaves(value))
+
+
+# ---------------------------------------------------------------------- argument labels
+
+
+def argument_labels(
+    state: FlowState,
+    arguments: Mapping[str, Any],
+    *,
+    sources: Mapping[str, Sequence[str]] | None = None,
+    bound: Mapping[str, Binding] | None = None,
+    defaults: Sequence[str] = (),
+) -> tuple[dict[str, Label], dict[str, Origins], dict[str, list[str]]]:
+    """(label, origins, how) per argument; ``how`` names the sources the label was read from."""
+    ctx, ctx_origins = state.context, None
+    labels: dict[str, Label] = {}
+    origins: dict[str, Origins] = {}
+    how: dict[str, list[str]] = {}
+    for name, value in arguments.items():
+        if bound is not None and name in bound:
+            b = bound[name]
+            labels[name], origins[name] = b.label, b.origins
+            how[name] = [s for s, _ in b.origins]
+            if not b.mixed:
+                continue
+            ctx_origins = ctx_origins if ctx_origins is not None else state.origins()
+            labels[name], origins[name] = b.label.join(ctx), b.origins + ctx_origins
+            how[name].append(CONTEXT)
+            continue
+        if name in defaults:
+            labels[name], origins[name], how[name] = PUBLIC_TRUSTED, (), ["default"]
+            continue
+        claimed = sources.get(name) if sources is not None else None
+        if claimed:
+            verified = _verified(state, value, claimed)
+            if verified is not None:
+                labels[name], origins[name] = verified
+                how[name] = [s for s, _ in verified[1]]
+                continue
+            how[name] = [CONTEXT, "unverified:" + ",".join(claimed)]
+        else:
+            how[name] = [CONTEXT]
+        ctx_origins = ctx_origins if ctx_origins is not None else state.origins()
+        labels[name], origins[name] = ctx, ctx_origins
+    return labels, origins, how
+
+
+def _verified(state: FlowState, value: Any, claimed: Sequence[str]) -> tuple[Label, Origins] | None:
+    label: Label | None = None
+    found: list[tuple[str, Label]] = []
+    for source_id in claimed:
+        hit = state.source(str(source_id))
+        if hit is None or not occurs(value, hit[1]):
+            continue
+        label = hit[0] if label is None else label.join(hit[0])
+        found.append((str(source_id), hit[0]))
+    return None if label is None else (label, tuple(found))
+
+
+def bindings(
+    raw_arguments: Mapping[str, Any], ref_source: Callable[[str], tuple[str, Label] | None]
+) -> dict[str, Binding]:
+    """Plan arguments bound by ``$ref``: ``ref_source(ref_text)`` gives (call id, label) of its node."""
+    from actionspace.plan.refs import find_refs
+
+    out: dict[str, Binding] = {}
+    for name, value in raw_arguments.items():
+        whole = type(value) is dict and len(value) == 1 and "$ref" in value
+        if whole:
+            refs = [value["$ref"]]  # the common case: the whole argument is one reference
+        elif isinstance(value, Mapping | list):
+            refs = [raw for _pointer, raw in find_refs(value)]
+        else:
+            continue
+        if not refs:
+            continue
+        label, origins = PUBLIC_TRUSTED, []
+        for raw in refs:
+            hit = ref_source(str(raw))
+            if hit is None:
+                break
+            label = label.join(hit[1])
+            if hit not in origins:
+                origins.append(hit)
+        else:
+            out[name] = Binding(label, tuple(origins), not whole and _has_literal(value))
+    return out
+
+
+def _has_literal(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        if "$ref" in value and len(value) == 1:
+            return False
+        return any(_has_literal(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_literal(v) for v in value)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCheck:
+    """The outcome of computing a call's labels and asking the policy."""
+
+    decision: Decision
+    output: Label
+    request: FlowRequest
+    how: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+def evaluate(
+    policy: FlowPolicy | None,
+    state: FlowState,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    *,
+    principal: Any,
+    run_id: str,
+    sources: Mapping[str, Sequence[str]] | None = None,
+    bound: Mapping[str, Binding] | None = None,
+    defaults: Sequence[str] = (),
+) -> FlowCheck:
+    """Label a call's arguments and ask ``policy`` (None allows): the function the runtime uses."""
+    labels, origins, how = argument_labels(state, arguments, sources=sources, bound=bound, defaults=defaults)
+    request = FlowRequest(
+        spec=spec, arguments=arguments, arg_labels=labels, principal=principal, run_id=run_id, origins=origins
+    )
+    decision = ALLOW if policy is None else policy.check(request)
+    return FlowCheck(decision, output_label(spec, labels), request, how)

@@ -1,0 +1,184 @@
+"""The flow check inside the authorize stage: label the call, ask the policy, act on the answer.
+
+- Allow: the call goes on; its output label is returned (the observe stage stamps it).
+- Ask: the approval gate. The request is bound to the argument digest and to the rule ``flow``
+  (an approval given for another rule of the same call does not count here).
+- Deny: ``policy_violation`` (recovery: drop the tainted input or ask to declassify). When the
+  denial is declassifiable (a secret reaching a sink), a pending ``declassify`` request is filed
+  in the approval queue; once a human approves it, the very same call (same digest) goes through
+  once. Nothing is sent while a call is blocked.
+
+Every write, external or sink call (and every call that is not simply allowed) records a
+``flow_checked`` event: the decision, each argument's label and the sources it came from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.ledger.commit import args_digest
+from actionspace.policy.flow import Binding, FlowState, evaluate
+from actionspace.policy.flow_policies import Allow, Ask, Deny, FlowPolicy
+from actionspace.policy.labels import Label
+from actionspace.policy.principal import Principal
+
+__all__ = ["flow_stage"]
+
+Record = Callable[[str, Mapping[str, Any]], None]
+
+
+def flow_stage(
+    *,
+    policy: FlowPolicy | None,
+    state: FlowState,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    provenance: Mapping[str, str],
+    principal: Principal,
+    run_id: str,
+    node_id: str,
+    call_id: str,
+    approvals: ApprovalStore | None,
+    record: Record,
+    sources: Mapping[str, Sequence[str]] | None = None,
+    bound: Mapping[str, Binding] | None = None,
+) -> Label | ActionError:
+    """The call's output label when it may go on, else the error that ends it."""
+    defaults = [a for a, p in provenance.items() if p == "default"] if provenance else ()
+    check = evaluate(
+        policy,
+        state,
+        spec,
+        arguments,
+        principal=principal,
+        run_id=run_id,
+        sources=sources,
+        bound=bound,
+        defaults=defaults,
+    )
+    decision = check.decision
+    verdict = "allow" if isinstance(decision, Allow) else ("ask" if isinstance(decision, Ask) else "deny")
+    outcome: Label | ActionError = check.output
+    bind: dict[str, Any] = {
+        "run_id": run_id,
+        "node_id": node_id,
+        "spec": spec,
+        "arguments": arguments,
+        "provenance": provenance,
+        "record": record,
+    }
+    if isinstance(decision, Ask):
+        asked = _gate(approvals, "flow", decision.reason, decision.details, **bind)
+        if isinstance(asked, ApprovalRequest):
+            verdict = "approved"
+        else:
+            outcome = asked
+    elif isinstance(decision, Deny):
+        outcome = _violation(decision)
+        if decision.declassify and approvals is not None:
+            reason = f"declassify: {decision.reason}"
+            held = _gate(approvals, "declassify", reason, decision.details, **bind)
+            if isinstance(held, ApprovalRequest):
+                verdict, outcome = "declassified", check.output
+            elif held.category == "needs_approval":
+                details = {**outcome.details, "declassify_request": held.details.get("request_id")}
+                outcome = ActionError.of("policy_violation", outcome.message, details=details)
+    if verdict != "allow" or check.request.writes:
+        record(
+            "flow_checked",
+            {
+                "decision": verdict,
+                "tool": spec.name,
+                "arguments": {
+                    a: {"label": lab.to_dict(), "sources": check.how.get(a, [])}
+                    for a, lab in check.request.arg_labels.items()
+                },
+                "output": check.output.to_dict(),
+                **({"reason": decision.reason[:300]} if not isinstance(decision, Allow) else {}),
+            },
+        )
+    if not isinstance(outcome, ActionError):
+        state.pending[call_id] = outcome
+    return outcome
+
+
+def _violation(decision: Deny) -> ActionError:
+    return ActionError.of(
+        "policy_violation",
+        decision.reason,
+        details={**dict(decision.details), "declassifiable": decision.declassify},
+    )
+
+
+def _gate(
+    store: ApprovalStore | None,
+    rule: str,
+    reason: str,
+    details: Mapping[str, Any],
+    *,
+    run_id: str,
+    node_id: str,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    provenance: Mapping[str, str],
+    record: Record,
+) -> ApprovalRequest | ActionError:
+    """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
+    if store is None:
+        return ActionError.of("needs_approval", reason, details={**dict(details), "approval_rule": rule})
+    digest = args_digest(dict(arguments))
+    now = time.time()
+    for request in store.find(run_id, spec.key, digest):
+        if request.details.get("approval_rule") != rule:
+            continue
+        if request.status == "consumed" and request.node_id == node_id:
+            return request  # the same action again (a ledger replay)
+        if request.honoured(now):
+            used = store.update(request.id, ("approved",), request.evolve(status="consumed", node_id=node_id))
+            if used is not None:
+                record(
+                    "approval_decided", {"request_id": used.id, "status": "consumed", "by": used.decided_by}
+                )
+                return used
+        elif request.status == "denied":
+            return ActionError.of(
+                "permission_denied",
+                f"denied by {request.decided_by}: {request.decision_reason or 'no reason given'}",
+                details={"request_id": request.id, "decided_by": request.decided_by},
+            )
+        elif request.status == "pending":
+            return _held(request)
+    request = store.create(
+        ApprovalRequest(
+            id=new_request_id(),
+            run_id=run_id,
+            node_id=node_id,
+            tool=spec.key,
+            args_digest=digest,
+            arguments=dict(arguments),
+            provenance={name: provenance.get(name, "model_inferred") for name in arguments},
+            reason=reason,
+            details={**dict(details), "approval_rule": rule},
+        )
+    )
+    requested = {"request_id": request.id, "tool": spec.key, "reason": reason[:300], "args_digest": digest}
+    record("approval_requested", {**requested, "rule": rule})
+    return _held(request)
+
+
+def _held(request: ApprovalRequest) -> ActionError:
+    return ActionError.of(
+        "needs_approval",
+        f"held for approval: {request.reason}",
+        details={
+            "request_id": request.id,
+            "arguments": dict(request.arguments),
+            "provenance": dict(request.provenance),
+            **dict(request.details),
+        },
+    )

@@ -1,0 +1,58 @@
+"""Redaction of trace events by label: what a viewer of a trace may see.
+
+While a run's context label is secret or has a reader set, every event the run records carries
+that label under ``data["label"]`` (the Recorder adds it). A viewer who may not read the label
+(:func:`~actionspace.policy.labels.may_read`: in the readers, or holding ``labels:secret``) sees
+such an event with every value-bearing field replaced by :data:`REDACTED`; the structural fields
+(kind, tool, verdict, category, hashes, ids) stay so the timeline still reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from actionspace.policy.labels import Label, may_read
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceEvent
+
+__all__ = ["KEPT_FIELDS", "REDACTED", "redact_event", "redact_events"]
+
+REDACTED = "[redacted]"
+KEPT_FIELDS: frozenset[str] = frozenset(
+    {
+        "tool", "version", "verdict", "status", "category", "decision", "node_id", "node", "attempt",
+        "idempotency_key", "content_hash", "schema_hash", "principal", "request_id", "args_digest",
+        "recovery", "format", "label", "rule", "by", "state", "chars", "output", "input_label",
+    }
+)  # fmt: skip
+"""Event fields kept as they are in a redacted event (they name things; they carry no values)."""
+
+
+def redact_event(data: Mapping[str, Any], viewer: Principal | None) -> Mapping[str, Any]:
+    """``data`` itself when ``viewer`` may read it, else a copy with the values redacted."""
+    mark = data.get("label")
+    if not isinstance(mark, Mapping):
+        return data
+    if may_read(Label.from_dict(mark), viewer):
+        return data
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in KEPT_FIELDS:
+            out[key] = value
+        elif key == "arguments" and isinstance(value, Mapping):
+            out[key] = {name: REDACTED for name in value}
+        else:
+            out[key] = REDACTED
+    out["redacted"] = True
+    return out
+
+
+def redact_events(events: Iterable[TraceEvent], viewer: Principal | None) -> list[TraceEvent]:
+    """The events as ``viewer`` may see them (see :func:`redact_event`)."""
+    out = []
+    for event in events:
+        data = redact_event(event.data, viewer)
+        out.append(event if data is event.data else dataclasses.replace(event, data=data))
+    return out

@@ -1,0 +1,110 @@
+"""``/api/approvals``: the queue of held calls, and the decisions on them.
+
+A decision names the token's principal as ``by``. Approving wakes the background run waiting on
+the request; an approval no run here waits on is resumed by the runner (see ``runner.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query
+
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.service.auth import require
+from actionspace.service.deps import runner_of, runtime_of
+from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
+from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
+from actionspace.service.runner import BackgroundRuns
+from actionspace.service.views import approval_view
+
+__all__ = ["approvals_router"]
+
+Rt = Annotated[Runtime, Depends(runtime_of)]
+Runner = Annotated[BackgroundRuns, Depends(runner_of)]
+Status = Literal["pending", "approved", "denied", "expired", "consumed", "all"]
+
+_DECISION_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BAD_BODY,
+    404: {"model": ErrorResponse, "description": "No such request."},
+    409: {"model": ErrorResponse, "description": "The request is no longer pending."},
+}
+
+
+def approvals_router() -> APIRouter:
+    router = APIRouter(prefix="/api/approvals", tags=["approvals"], responses=ERRORS)
+
+    @router.get("", response_model=list[ApprovalView], summary="Approval requests, newest first")
+    def list_approvals(
+        rt: Rt,
+        _: Annotated[Principal, Depends(require("approvals:read"))],
+        status: Annotated[Status, Query(description="Which requests; `all` for every status.")] = "pending",
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[dict[str, Any]]:
+        requests = rt.approvals.list(None if status == "all" else status, limit=limit)
+        return [approval_view(r) for r in requests]
+
+    @router.get(
+        "/{request_id}",
+        response_model=ApprovalView,
+        responses={404: {"model": ErrorResponse, "description": "No such request."}},
+        summary="One approval request",
+    )
+    def get_approval(
+        request_id: str, rt: Rt, _: Annotated[Principal, Depends(require("approvals:read"))]
+    ) -> dict[str, Any]:
+        request = rt.approvals.get(request_id)
+        if request is None:
+            raise ApiError(404, f"no approval request {request_id!r}")
+        return approval_view(request)
+
+    def decide(
+        rt: Runtime, runner: BackgroundRuns, request_id: str, approve: bool, by: Principal, reason: str | None
+    ) -> dict[str, Any]:
+        try:
+            if approve:
+                decided = rt.approvals.approve(request_id, by=by.id, reason=reason)
+            else:
+                decided = rt.approvals.deny(request_id, by=by.id, reason=reason)
+        except KeyError as exc:
+            raise ApiError(404, f"no approval request {request_id!r}") from exc
+        except ValueError as exc:
+            raise ApiError(409, str(exc), category="conflict") from exc
+        if runner.waiting_on(request_id):
+            runner.notify(request_id)
+        elif approve:
+            runner.resume(decided)
+        return approval_view(decided)
+
+    @router.post(
+        "/{request_id}/approve",
+        response_model=ApprovalView,
+        responses=_DECISION_ERRORS,
+        summary="Approve a pending request (that exact call, once)",
+    )
+    def approve(
+        request_id: str,
+        rt: Rt,
+        runner: Runner,
+        principal: Annotated[Principal, Depends(require("approvals:decide"))],
+        body: Annotated[DecisionBody | None, Body()] = None,
+    ) -> dict[str, Any]:
+        return decide(rt, runner, request_id, True, principal, body.reason if body else None)
+
+    @router.post(
+        "/{request_id}/deny",
+        response_model=ApprovalView,
+        responses=_DECISION_ERRORS,
+        summary="Deny a pending request",
+    )
+    def deny(
+        request_id: str,
+        rt: Rt,
+        runner: Runner,
+        principal: Annotated[Principal, Depends(require("approvals:decide"))],
+        body: Annotated[DecisionBody | None, Body()] = None,
+    ) -> dict[str, Any]:
+        return decide(rt, runner, request_id, False, principal, body.reason if body else None)
+
+    return router

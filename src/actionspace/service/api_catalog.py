@@ -1,0 +1,65 @@
+"""``/api/health``, ``/api/catalog`` and ``/api/metrics`` (per-tool monitoring of the trace store)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from actionspace import __version__
+from actionspace.errors import UnknownToolError
+from actionspace.evaluation.monitor import monitor
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.service.auth import require
+from actionspace.service.deps import runtime_of
+from actionspace.service.errors import ERRORS, ApiError
+from actionspace.service.models import ErrorResponse, Health, MetricsView, ToolView
+from actionspace.service.views import tool_view
+
+__all__ = ["catalog_router", "health_router"]
+
+Rt = Annotated[Runtime, Depends(runtime_of)]
+
+
+def health_router() -> APIRouter:
+    router = APIRouter(prefix="/api", tags=["service"])
+
+    @router.get("/health", response_model=Health, summary="Liveness (no token needed)")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    return router
+
+
+def catalog_router() -> APIRouter:
+    router = APIRouter(prefix="/api", tags=["catalog"], responses=ERRORS)
+
+    @router.get("/catalog", response_model=list[ToolView], summary="Every registered tool version")
+    def catalog(rt: Rt, _: Annotated[Principal, Depends(require("catalog:read"))]) -> list[dict[str, Any]]:
+        return [tool_view(spec) for spec in sorted(rt.catalog, key=lambda s: (s.name, s.version))]
+
+    @router.get(
+        "/catalog/{name}",
+        response_model=ToolView,
+        responses={404: {"model": ErrorResponse, "description": "No such tool."}},
+        summary="A tool's current definition (``name@version`` for another version)",
+    )
+    def tool(name: str, rt: Rt, _: Annotated[Principal, Depends(require("catalog:read"))]) -> dict[str, Any]:
+        base, _sep, version = name.partition("@")
+        try:
+            spec = rt.catalog.get(base, version or None)
+        except (UnknownToolError, KeyError) as exc:
+            raise ApiError(404, f"no tool {name!r}", category="unknown_tool") from exc
+        return tool_view(spec)
+
+    @router.get("/metrics", response_model=MetricsView, summary="Per-tool health read from the trace store")
+    def metrics(
+        rt: Rt,
+        _: Annotated[Principal, Depends(require("metrics:read"))],
+        since: Annotated[float | None, Query(description="Unix seconds: only calls since then.")] = None,
+        max_runs: Annotated[int, Query(ge=1, le=100_000, description="Most recent runs read.")] = 1000,
+    ) -> dict[str, Any]:
+        return monitor(rt.trace, since=since, max_runs=max_runs).to_dict()
+
+    return router

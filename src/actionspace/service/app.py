@@ -1,0 +1,65 @@
+"""``create_app``: the FastAPI application of ``actionspace serve`` (JSON API, and the console pages)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import FastAPI
+
+from actionspace import __version__
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.service.api_approvals import approvals_router
+from actionspace.service.api_catalog import catalog_router, health_router
+from actionspace.service.api_ledger import ledger_router
+from actionspace.service.api_runs import runs_router
+from actionspace.service.auth import Auth, admin_principal, new_token
+from actionspace.service.errors import install_handlers
+from actionspace.service.runner import BackgroundRuns, RunnerConfig
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    tokens: Mapping[str, Principal] | None,
+    runner: RunnerConfig | None = None,
+) -> FastAPI:
+    """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
+
+    ``tokens`` maps each API token to the principal it acts as; its scopes gate the routes and the
+    tools of the runs it starts. ``None`` makes one admin token (every scope), readable as
+    ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
+    The application closes its background runner at shutdown; the runtime stays the caller's.
+    """
+    table = dict(tokens) if tokens is not None else {}
+    admin_token = None
+    if tokens is None:
+        admin_token = new_token()
+        table[admin_token] = admin_principal()
+    background = BackgroundRuns(runtime, runner)
+    app = FastAPI(
+        title="actionspace",
+        version=__version__,
+        description="Runs, traces, approvals, the commit ledger, the tool catalog and per-tool metrics.",
+    )
+    app.state.runtime = runtime
+    app.state.runner = background
+    app.state.auth = Auth(table)
+    app.state.admin_token = admin_token
+    install_handlers(app)
+    for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
+        app.include_router(router)
+    _include_console(app)
+    return app
+
+
+def _include_console(app: FastAPI) -> None:
+    try:
+        from actionspace.service.console import console_router
+    except ModuleNotFoundError as exc:  # the console pages are optional in a trimmed build
+        if exc.name != "actionspace.service.console":
+            raise
+        return
+    app.include_router(console_router())

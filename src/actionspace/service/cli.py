@@ -1,0 +1,126 @@
+"""``actionspace serve``: the JSON API and the console over a store, with uvicorn.
+
+By default it serves the demo's store (``ACTIONSPACE_STORE`` or ``~/.actionspace``) with the demo's
+tools registered, so that after ``actionspace demo`` the console shows the demo's runs and a person
+can approve the call the demo left pending. Without ``--token`` it makes one admin token and prints
+the console's URL with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ConfigurationError
+from actionspace.runtime import Runtime
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["Served", "prepare", "serve_command"]
+
+
+@dataclass
+class Served:
+    """Everything ``serve`` starts: the app, its console URL (with the token) and what to close."""
+
+    app: FastAPI
+    url: str
+    token: str
+    runtime: Runtime
+    stack: ExitStack
+
+
+def prepare(
+    *,
+    store: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    tools: Sequence[str] = (),
+    demo: bool = True,
+) -> Served:
+    """Build the runtime and the app of ``actionspace serve`` (without starting the server)."""
+    from actionspace.service.app import create_app
+    from actionspace.service.auth import admin_principal, new_token
+    from actionspace.trace.store import default_store_url
+
+    url = store or default_store_url()
+    stack = ExitStack()
+    try:
+        if demo:
+            from actionspace.service.demo_runtime import demo_runtime
+
+            rt = demo_runtime(url, stack)
+        else:
+            rt = Runtime(url)
+            stack.callback(rt.close)
+        for item in _load_tools(tools):
+            rt.register(item)
+        secret = token or new_token()
+        app = create_app(rt, tokens={secret: admin_principal()})
+        stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
+    except BaseException:
+        stack.close()
+        raise
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return Served(
+        app=app, url=f"http://{shown}:{port}/?token={secret}", token=secret, runtime=rt, stack=stack
+    )
+
+
+def _load_tools(refs: Iterable[str]) -> list[Any]:
+    """``module:attr`` → the ToolSpec, ``@tool`` function, or list of them it names."""
+    out: list[Any] = []
+    for ref in refs:
+        module_name, sep, attr = ref.partition(":")
+        if not sep or not module_name or not attr:
+            raise ConfigurationError(f"--tools takes module:attr, got {ref!r}")
+        value: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            value = getattr(value, part)
+        if isinstance(value, ToolSpec) or callable(value):
+            out.append(value)
+        elif isinstance(value, Iterable):
+            out.extend(value)
+        else:
+            raise ConfigurationError(f"{ref} is neither a tool nor a list of tools")
+    return out
+
+
+def serve_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL", help="Store URL (default: ACTIONSPACE_STORE or ~/.actionspace, like demo)."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(help="The admin API token (default: a new random one, printed with the URL)."),
+    ] = None,
+    tools: Annotated[
+        list[str] | None,
+        typer.Option("--tools", metavar="MODULE:ATTR", help="Register more tools (repeatable)."),
+    ] = None,
+    demo: Annotated[bool, typer.Option("--demo/--no-demo", help="Register the demo's tools.")] = True,
+) -> None:
+    """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
+    import uvicorn
+
+    try:
+        served = prepare(store=store, host=host, port=port, token=token, tools=tools or (), demo=demo)
+    except (ConfigurationError, ImportError, AttributeError) as exc:
+        typer.echo(f"actionspace serve: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    with served.stack:
+        typer.echo(f"actionspace console: {served.url}")
+        uvicorn.run(served.app, host=host, port=port, log_level="warning")

@@ -1,0 +1,86 @@
+"""The API's error bodies: ``{"error": {"category"?, "message"}}`` for every 4xx the API answers."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from actionspace.service.models import ErrorResponse
+
+__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
+
+ERRORS: Final[dict[int | str, dict[str, Any]]] = {
+    401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
+    403: {"model": ErrorResponse, "description": "The token's principal lacks the route's scope."},
+    422: {"model": ErrorResponse, "description": "The request does not match the route's parameters."},
+}
+"""Responses every authenticated route declares (the spec must list what the API may answer)."""
+
+BAD_BODY: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": ErrorResponse, "description": "The body is not JSON."},
+}
+"""What a route that reads a JSON body declares besides :data:`ERRORS`."""
+
+
+class ApiError(Exception):
+    """An expected failure of a request, answered as ``status`` with an error body."""
+
+    def __init__(self, status: int, message: str, *, category: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.category = category
+
+
+def _body(message: str, category: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": message}
+    if category is not None:
+        error["category"] = category
+    return {"error": error}
+
+
+def _allowed(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Answer HTTP, validation and API errors with the error body."""
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(app, request))
+        return JSONResponse(_body(str(exc.detail)), status_code=exc.status_code, headers=headers)
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = []
+        for err in exc.errors()[:20]:
+            where = "/".join(str(part) for part in err.get("loc", ()))
+            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        return JSONResponse(_body("; ".join(problems) or "invalid request", "invalid_arguments"), 422)
+
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return JSONResponse(_body(exc.message, exc.category), status_code=exc.status)
+
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        message = f"the service failed: {type(exc).__name__}"  # details stay in the server's log
+        return JSONResponse(_body(message, "internal"), status_code=500)
+
+    app.add_exception_handler(Exception, crashed)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(ApiError, api_error)

@@ -1,0 +1,226 @@
+"""Request and response bodies of the JSON API (pydantic), so the OpenAPI spec is exact."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ApprovalView",
+    "CallsRun",
+    "DecisionBody",
+    "ErrorBody",
+    "ErrorResponse",
+    "EventView",
+    "Health",
+    "LedgerEntryView",
+    "MetricsView",
+    "PlanNodeView",
+    "PlanRun",
+    "PlanView",
+    "ResolveBody",
+    "RunAccepted",
+    "RunDetail",
+    "RunRow",
+    "SubmitRun",
+    "ToolView",
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(_Out):
+    category: str | None = Field(None, description="An actionspace error category, when one applies.")
+    message: str
+
+
+class ErrorResponse(_Out):
+    error: ErrorBody
+
+
+class Health(_Out):
+    status: Literal["ok"]
+    version: str
+
+
+class RunRow(_Out):
+    run_id: str
+    started_at: float = Field(description="Unix seconds of the run's first event.")
+    finished_at: float | None = Field(description="Unix seconds of ``run_finished``; null while open.")
+    last_at: float = Field(description="Unix seconds of the run's latest event (the list's order).")
+    status: str = Field(
+        description="What ``run_finished`` recorded; else ``running``, ``waiting_approval`` or ``open``."
+    )
+    principal: str | None
+    calls: int
+    errors: int
+    events: int
+
+
+class PlanNodeView(_Out):
+    id: str
+    tool: str
+    status: str = Field(
+        description="ok, error, partial, blocked, cancelled, waiting_approval, denied or pending."
+    )
+    category: str | None = Field(None, description="The error category of a node that did not end ok.")
+
+
+class PlanView(_Out):
+    nodes: list[PlanNodeView]
+    edges: list[list[str]] = Field(description="Ordering edges ``[from, to]``.")
+
+
+class RunDetail(RunRow):
+    plan: PlanView | None
+
+
+class EventView(_Out):
+    seq: int
+    kind: str
+    call_id: str | None
+    at: float = Field(description="Unix seconds.")
+    data: dict[str, Any]
+
+
+_RUN_ID = Field(
+    None,
+    min_length=1,
+    max_length=200,
+    pattern=r"^[A-Za-z0-9_.:-]+$",
+    description="The new run's id (default: a fresh ``run_…`` id).",
+)
+
+
+class PlanRun(BaseModel):
+    """Run a plan (Plan JSON). A plan that cannot be read or checked ends the run with ``error``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: dict[str, Any]
+    run_id: str | None = _RUN_ID
+
+
+class CallsRun(BaseModel):
+    """Run raw model outputs (any accepted provider format), one after another."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: list[Any] = Field(max_length=1000)
+    run_id: str | None = _RUN_ID
+
+
+SubmitRun = PlanRun | CallsRun
+
+
+class RunAccepted(_Out):
+    run_id: str
+
+
+class ApprovalView(_Out):
+    request_id: str
+    id: str
+    run_id: str
+    node_id: str
+    tool: str
+    args_digest: str
+    arguments: dict[str, Any]
+    provenance: dict[str, str]
+    effects: list[str]
+    reason: str
+    details: dict[str, Any]
+    status: str
+    created_at: float
+    decided_at: float | None
+    decided_by: str | None
+    decision_reason: str | None
+    expires_at: float | None
+    preview: dict[str, Any] = Field(
+        description="What a person approves: tool, arguments, provenance per argument, effects, items."
+    )
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(None, max_length=2000)
+
+
+class LedgerEntryView(_Out):
+    key: str
+    run_id: str
+    node_id: str
+    tool: str
+    args_digest: str
+    arguments: dict[str, Any]
+    state: str
+    attempts: int
+    created_at: float
+    updated_at: float
+    remote_id: str | None
+    observation: dict[str, Any] | None
+    error: dict[str, Any] | None
+    resolution: dict[str, Any] | None
+
+
+class ResolveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: Literal["committed", "not_committed"]
+    note: str | None = Field(None, max_length=2000)
+
+
+class ToolView(_Out):
+    name: str
+    version: str
+    description: str
+    input_schema: dict[str, Any]
+    effect: str
+    risk: str
+    schema_hash: str
+    summary: str
+    lifecycle: str
+    idempotency: str
+    reversible: bool | None
+    requires_approval: bool
+    reads: list[str]
+    writes: list[str]
+    owner: str | None
+
+
+class ToolHealthView(_Out):
+    tool: str
+    calls: int
+    selection_rate: float
+    rejects: int
+    rejects_by_category: dict[str, int]
+    rejects_by_field: dict[str, int]
+    failures: int
+    failures_by_category: dict[str, int]
+    unknown_commits: int
+    ok_results: int
+    used_results: int
+    utilization: float | None
+    consumers: int
+    consumers_ok: int
+    downstream_success: float | None
+
+
+class AlertView(_Out):
+    kind: str
+    tool: str
+    message: str
+    count: int
+    total: int
+    field: str | None
+
+
+class MetricsView(_Out):
+    runs: int
+    calls: int
+    since: float | None
+    tools: list[ToolHealthView]
+    alerts: list[AlertView]

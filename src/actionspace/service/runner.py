@@ -1,0 +1,271 @@
+"""Runs started through the API: they run in the background, and wait for approvals.
+
+A node or call the authorize stage holds for approval does not end the run: the runner polls
+the approval store (and is woken at once by decisions taken through this process's API) until
+the request is decided, then runs the call again. The gate lets the approved call through
+exactly once, bound to its argument digest; a denied call ends ``permission_denied``. A request
+still pending when ``approval_wait_s`` runs out leaves the node with its ``needs_approval`` error.
+
+Runs execute on one dedicated thread with its own event loop, so they outlive the request that
+started them and do not depend on the web server's loop. Approvals decided for calls no run here
+is waiting on (for example a pending call the demo left in the store) can be *resumed*: the
+approved call is sent again under the same run and node, with the runtime's default principal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.parse import parse
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
+
+_log = logging.getLogger("actionspace.service")
+
+LiveState = Literal["running", "waiting_approval"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerConfig:
+    """How background runs wait for people."""
+
+    approval_poll_s: float = 0.5
+    """Seconds between reads of the approval store while a call waits; default 0.5."""
+    approval_wait_s: float = 24 * 3600.0
+    """Seconds a call waits for a decision before its run goes on without it; default 24 h."""
+    max_rounds: int = 32
+    """Most times one call or plan is sent again after decisions; default 32 (bounds every loop)."""
+    resume_orphans: bool = True
+    """Run approved calls that no run of this process waits on (see the module docstring); default on."""
+
+
+class BackgroundRuns:
+    """Starts, tracks and wakes the runs of one API server."""
+
+    def __init__(self, rt: Runtime, config: RunnerConfig | None = None) -> None:
+        self.rt = rt
+        self.config = config or RunnerConfig()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="actionspace-runs", daemon=True)
+        self._thread.start()
+        self._lock = threading.Lock()
+        self._state: dict[str, LiveState] = {}
+        self._futures: dict[str, concurrent.futures.Future[str]] = {}
+        self._waiting: dict[str, str] = {}  # request id → run id
+        self._wake: dict[str, asyncio.Event] = {}  # run id → event, set by notify()
+        self._closed = False
+
+    # ------------------------------------------------------------------ starting runs
+    def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
+        """Run ``plan`` (Plan JSON) in the background; the run must have been created already."""
+        self._submit(run_id, self._plan(dict(plan), run_id, principal))
+
+    def start_calls(self, calls: Sequence[Any], *, run_id: str, principal: Principal) -> None:
+        """Run raw model outputs one after another in the background."""
+        self._submit(run_id, self._calls(list(calls), run_id, principal))
+
+    def resume(self, request: ApprovalRequest) -> bool:
+        """Send an approved call that no run here waits on; False when nothing was started."""
+        if not self.config.resume_orphans or request.status != "approved":
+            return False
+        if self.rt.catalog.find(request.tool) is None:
+            return False
+        key = f"{request.run_id}#{request.id}"
+        with self._lock:
+            if key in self._futures or request.run_id in self._state:
+                return False
+        self._submit(key, self._resume(request), live_id=request.run_id)
+        return True
+
+    def _submit(self, key: str, coro: Coroutine[Any, Any, str], *, live_id: str | None = None) -> None:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the background runner is closed")
+        live = live_id or key
+        with self._lock:
+            self._state[live] = "running"
+            self._wake[live] = asyncio.Event()
+        future = asyncio.run_coroutine_threadsafe(
+            self._guarded(live, coro, owned=live_id is None), self._loop
+        )
+        with self._lock:
+            self._futures[key] = future
+
+    async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str], *, owned: bool) -> str:
+        try:
+            return await coro
+        except Exception:
+            _log.exception("actionspace: background run %s failed", run_id)
+            if owned:  # a resumed call's run belongs to the process that started it
+                self.rt.finish(run_id, status="error", reason="the service's runner failed")
+            return "error"
+        finally:
+            with self._lock:
+                self._state.pop(run_id, None)
+                self._wake.pop(run_id, None)
+
+    # ------------------------------------------------------------------ what the API reads
+    def live(self, run_id: str) -> LiveState | None:
+        """``running`` or ``waiting_approval`` for a run this process drives, else None."""
+        with self._lock:
+            return self._state.get(run_id)
+
+    def is_active(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._state
+
+    def waiting_on(self, request_id: str) -> bool:
+        """True when a run here waits on this approval request."""
+        with self._lock:
+            return request_id in self._waiting
+
+    def notify(self, request_id: str) -> None:
+        """Wake the run waiting on ``request_id`` (a decision was just taken)."""
+        with self._lock:
+            run_id = self._waiting.get(request_id)
+            event = self._wake.get(run_id) if run_id is not None else None
+        if event is not None:
+            self._loop.call_soon_threadsafe(event.set)
+
+    def wait(self, run_id: str, timeout: float | None = None) -> str:
+        """Block until the run started as ``run_id`` finished; its final status.
+
+        Raises ``KeyError`` for a run this runner did not start, ``TimeoutError`` after ``timeout``.
+        """
+        with self._lock:
+            future = self._futures.get(run_id)
+        if future is None:
+            raise KeyError(run_id)
+        return future.result(timeout=timeout)
+
+    def resumed(self, request_id: str, run_id: str) -> concurrent.futures.Future[str] | None:
+        """The future of a resumed call (None when that request was not resumed)."""
+        with self._lock:
+            return self._futures.get(f"{run_id}#{request_id}")
+
+    # ------------------------------------------------------------------ the runs themselves
+    async def _plan(self, plan: dict[str, Any], run_id: str, principal: Principal) -> str:
+        result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal)
+        for _ in range(self.config.max_rounds):
+            held = [r for o in result.nodes.values() if (r := _request_id(o)) is not None]
+            if not held or not await self._decided(run_id, held):
+                break
+            result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, retry_of=result)
+        failed = {k: e.category for k, e in result.failed.items()}
+        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
+        return result.status
+
+    async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
+        observations: list[Observation] = []
+        for index, raw in enumerate(raws, start=1):
+            parsed = parse(raw)
+            if parsed.error is not None or len(parsed.calls) <= 1:
+                first = await self.rt.acall(raw, run_id=run_id, node_id=f"c{index}", principal=principal)
+                retry = parsed.calls[0] if parsed.calls else None
+                observations.append(await self._until_decided(first, retry, run_id, f"c{index}", principal))
+                continue
+            shown = raw if isinstance(raw, str | dict | list) else repr(raw)
+            self.rt.record(run_id, "model_output", {"raw": shown})
+            for sub, call in enumerate(parsed.calls, start=1):
+                node = f"c{index}.{sub}"
+                first = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
+                observations.append(await self._until_decided(first, call, run_id, node, principal))
+        status = _calls_status(observations)
+        errors = {o.call_id: o.error.category for o in observations if o.error is not None}
+        self.rt.finish(run_id, status=status, calls=len(observations), failed=errors)
+        return status
+
+    async def _until_decided(
+        self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
+    ) -> Observation:
+        for _ in range(self.config.max_rounds):
+            request_id = _request_id(obs)
+            if request_id is None or call is None or not await self._decided(run_id, [request_id]):
+                return obs
+            obs = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
+        return obs
+
+    async def _resume(self, request: ApprovalRequest) -> str:
+        call = ToolCall(name=request.tool, arguments=dict(request.arguments))
+        obs = await self.rt.acall(
+            call, run_id=request.run_id, node_id=request.node_id, provenance=dict(request.provenance)
+        )
+        return obs.status
+
+    async def _decided(self, run_id: str, request_ids: list[str]) -> bool:
+        """Wait until one of the requests is decided (True) or the wait runs out (False)."""
+        deadline = time.monotonic() + self.config.approval_wait_s
+        with self._lock:
+            self._state[run_id] = "waiting_approval"
+            self._waiting.update(dict.fromkeys(request_ids, run_id))
+            wake = self._wake.setdefault(run_id, asyncio.Event())
+        try:
+            while True:
+                wake.clear()
+                if any(self._settled(r) for r in request_ids):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout=min(self.config.approval_poll_s, left))
+        finally:
+            with self._lock:
+                self._state[run_id] = "running"
+                for r in request_ids:
+                    self._waiting.pop(r, None)
+
+    def _settled(self, request_id: str) -> bool:
+        try:
+            request = self.rt.approvals.get(request_id)
+        except Exception:  # a store that fails for a moment must not end a run that waits for a person
+            _log.warning("actionspace: reading approval request %s failed; will read again", request_id)
+            return False
+        return request is None or request.status != "pending"
+
+    # ------------------------------------------------------------------ shutdown
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Cancel what still runs, then stop the runner's thread (waits at most ``timeout`` s)."""
+        if self._closed:
+            return
+        self._closed = True
+
+        def cancel_all() -> None:
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+
+        self._loop.call_soon_threadsafe(cancel_all)
+        with self._lock:
+            futures = list(self._futures.values())
+        concurrent.futures.wait(futures, timeout=timeout)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=timeout)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
+def _request_id(obs: Observation) -> str | None:
+    if obs.error is None or obs.error.category != "needs_approval":
+        return None
+    request_id = obs.error.details.get("request_id")
+    return str(request_id) if request_id is not None else None
+
+
+def _calls_status(observations: Sequence[Observation]) -> str:
+    if all(o.status == "ok" for o in observations):
+        return "ok"
+    if all(o.status == "error" for o in observations):
+        return "error"
+    return "partial"

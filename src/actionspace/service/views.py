@@ -1,0 +1,155 @@
+"""Read models of the API: run rows, the plan DAG of a run, events, approvals, tools.
+
+Everything here is computed from the stores (trace, approvals, ledger, catalog), so the API shows
+runs recorded by any process sharing the store, not only those this server started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.catalog.spec import ToolSpec
+from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
+
+__all__ = ["approval_view", "plan_view", "run_row", "runs_page", "tool_view"]
+
+LiveState = Callable[[str], str | None]
+"""Run id → ``running`` / ``waiting_approval`` for runs this process is driving, else None."""
+
+_MAX_SCAN = 10_000
+"""Most runs read from the store to fill one page after a ``before`` cursor."""
+
+
+def run_row(
+    summary: RunSummary, events: Sequence[TraceEvent], live: LiveState, pending_runs: set[str]
+) -> dict[str, Any]:
+    """One row of ``GET /api/runs`` (and the head of a run's detail)."""
+    started = next((e for e in events if e.kind == "run_started"), None)
+    finished = next((e for e in reversed(events) if e.kind == "run_finished"), None)
+    if finished is not None:
+        status = str(finished.data.get("status", "ok"))
+    else:
+        state = live(summary.run_id)
+        if state is None and summary.run_id in pending_runs:
+            state = "waiting_approval"
+        status = state or "open"
+    principal = started.data.get("principal") if started is not None else None
+    return {
+        "run_id": summary.run_id,
+        "started_at": summary.started_at,
+        "finished_at": finished.ts if finished is not None else None,
+        "last_at": summary.last_at,
+        "status": status,
+        "principal": str(principal) if principal is not None else None,
+        "calls": summary.calls,
+        "errors": summary.errors,
+        "events": summary.events,
+    }
+
+
+def runs_page(store: TraceStore, *, limit: int, before: float | None) -> list[RunSummary]:
+    """Up to ``limit`` runs, latest activity first; with ``before``, only runs last active before it."""
+    if before is None:
+        return store.runs(limit=limit)
+    fetch = limit * 2
+    while True:
+        got = store.runs(limit=fetch)
+        page = [s for s in got if s.last_at < before][:limit]
+        if len(page) >= limit or len(got) < fetch or fetch >= _MAX_SCAN:
+            return page
+        fetch = min(fetch * 4, _MAX_SCAN)
+
+
+def plan_view(run_id: str, events: Sequence[TraceEvent]) -> dict[str, Any] | None:
+    """The run's plan DAG (its latest ``plan_started``) with each node's status; None without a plan."""
+    started = next((e for e in reversed(events) if e.kind == "plan_started"), None)
+    if started is None:
+        return None
+    status: dict[str, tuple[str, str | None]] = {}
+    prefix = f"{run_id}:"
+    for event in events:
+        node = _node_of(event, prefix)
+        if node is None:
+            continue
+        if event.kind == "observation":
+            status[node] = _observed(event.data)
+        elif event.kind == "plan_node_blocked":
+            status[node] = ("blocked", None)
+        elif event.kind == "plan_node_cancelled":
+            status[node] = ("cancelled", "cancelled")
+        elif event.kind == "plan_node_reused":
+            status[node] = ("ok", None)
+    nodes = []
+    for raw in started.data.get("nodes", ()):
+        node_id = str(raw.get("id"))
+        state, category = status.get(node_id, ("pending", None))
+        nodes.append({"id": node_id, "tool": str(raw.get("tool", "")), "status": state, "category": category})
+    edges = [[str(a), str(b)] for a, b in started.data.get("edges", ())]
+    return {"nodes": nodes, "edges": edges}
+
+
+def _node_of(event: TraceEvent, prefix: str) -> str | None:
+    if event.kind.startswith("plan_node_"):
+        node = event.data.get("node")
+        return str(node) if node is not None else None
+    if event.kind == "observation" and event.call_id and event.call_id.startswith(prefix):
+        return event.call_id[len(prefix) :]
+    return None
+
+
+def _observed(data: Mapping[str, Any]) -> tuple[str, str | None]:
+    category = data.get("category")
+    if category == "needs_approval":
+        return "waiting_approval", category
+    if category == "permission_denied":
+        return "denied", category
+    return str(data.get("status", "ok")), (str(category) if category is not None else None)
+
+
+def event_view(event: TraceEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "kind": event.kind,
+        "call_id": event.call_id,
+        "at": event.ts,
+        "data": dict(event.data),
+    }
+
+
+def approval_view(request: ApprovalRequest) -> dict[str, Any]:
+    """``ApprovalRequest.to_dict()`` plus ``request_id`` and the ``preview`` a person decides on."""
+    out = request.to_dict()
+    name, _, version = request.tool.partition("@")
+    preview: dict[str, Any] = {
+        "tool": name,
+        "version": version,
+        "arguments": dict(request.arguments),
+        "provenance": dict(request.provenance),
+        "effects": list(request.effects),
+        "reason": request.reason,
+    }
+    items = request.details.get("items")
+    if isinstance(items, list):
+        preview["items"] = items
+    return {"request_id": request.id, **out, "preview": preview}
+
+
+def pending_run_ids(requests: Iterable[ApprovalRequest]) -> set[str]:
+    return {r.run_id for r in requests}
+
+
+def tool_view(spec: ToolSpec) -> dict[str, Any]:
+    """``ToolSpec.describe()`` plus what a person reviewing the catalog wants to see."""
+    return {
+        **spec.describe(),
+        "summary": spec.summary,
+        "lifecycle": spec.lifecycle,
+        "idempotency": spec.idempotency,
+        "reversible": spec.reversible,
+        "requires_approval": spec.requires_approval,
+        "reads": list(spec.reads),
+        "writes": list(spec.writes),
+        "owner": spec.owner,
+    }

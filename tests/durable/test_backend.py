@@ -1,0 +1,190 @@
+"""The dbos plan backend in one process: same results as in-process, stable keys, honest ambiguity."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from actionspace import Runtime
+from actionspace._pipeline import idempotency_key
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.durable import DurableConfig, PlanClient, launch, plan_workflow_id, shutdown
+from actionspace.durable import sweep_tools as tools
+from actionspace.durable.approval import wake
+from actionspace.errors import ConfigurationError
+from actionspace.ledger.commit import new_entry
+from tests.pg import fresh_schema
+
+
+@pytest.fixture(scope="module")
+def store(pg_url: str) -> Iterator[str]:
+    """One schema for this module's tests (their run ids differ): DBOS launches once."""
+    yield from fresh_schema(pg_url)
+
+
+@pytest.fixture(scope="module")
+def rt(store: str) -> Iterator[Runtime]:
+    tools.prepare(store)
+    config = DurableConfig(system_schema=f"dbos_{uuid.uuid4().hex[:8]}")
+    runtime = Runtime(store=store, plan_backend="dbos", durable=config, recover_on_start=False)
+    tools.register(runtime)
+    try:
+        yield runtime
+    finally:
+        shutdown()
+        runtime.close()
+
+
+def _effects(url: str, ref: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM sweep_effects WHERE ref = %s", (ref,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _chain(run_id: str) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {"id": "a", "tool": "native_write", "arguments": {"ref": f"{run_id}/a", "value": 1}},
+            {
+                "id": "b",
+                "tool": "query_write",
+                "arguments": {"ref": f"{run_id}/b", "value": {"$ref": "a.data.value"}},
+            },
+            {"id": "c", "tool": "none_write", "arguments": {"ref": f"{run_id}/c", "value": 7}},
+            {
+                "id": "d",
+                "tool": "query_write",
+                "arguments": {"ref": f"{run_id}/d", "value": {"$ref": "b.data.value"}},
+            },
+        ]
+    }
+
+
+def _clean_run(prefix: str) -> str:
+    """A run id none of whose chain nodes draws a lost response."""
+    for i in range(1000):
+        run_id = f"{prefix}{i}"
+        if not any(tools.fault(f"{run_id}/{k}") for k in "abcd"):
+            return run_id
+    raise AssertionError("no clean run id")
+
+
+def test_a_plan_runs_as_a_workflow_with_the_same_results_as_in_process(rt: Runtime, store: str) -> None:
+    durable_run, local_run = _clean_run("dur"), _clean_run("loc")
+    durable = rt.run_plan(_chain(durable_run), run_id=durable_run)
+    local = rt.run_plan(_chain(local_run), run_id=local_run, backend="inprocess")
+    assert durable.status == local.status == "ok"
+    assert {k: o.data["value"] for k, o in durable.nodes.items()} == {"a": 2, "b": 3, "c": 8, "d": 4}
+    assert {k: o.data["value"] for k, o in local.nodes.items()} == {"a": 2, "b": 3, "c": 8, "d": 4}
+    assert durable.stats["plan_workflow"] == plan_workflow_id(durable_run)
+    for k in "abcd":  # the ledger key is per (run, plan node id), as in process
+        entry = rt.ledger.get_node(durable_run, k)
+        assert entry is not None and entry.state == "committed"
+        assert _effects(store, f"{durable_run}/{k}") == 1
+
+
+def test_running_the_same_run_again_returns_the_stored_result_without_new_effects(
+    rt: Runtime, store: str
+) -> None:
+    run_id = _clean_run("again")
+    first = rt.run_plan(_chain(run_id), run_id=run_id)
+    second = rt.run_plan(_chain(run_id), run_id=run_id)
+    assert second.to_dict()["nodes"] == first.to_dict()["nodes"]
+    assert [_effects(store, f"{run_id}/{k}") for k in "abcd"] == [1, 1, 1, 1]
+
+
+def test_a_lost_response_of_a_none_tool_ends_unknown_commit_and_blocks_its_dependents(rt: Runtime) -> None:
+    run_id = next(f"lost{i}" for i in range(10_000) if tools.fault(f"lost{i}/x"))
+    plan = {
+        "nodes": [
+            {"id": "x", "tool": "none_write", "arguments": {"ref": f"{run_id}/x", "value": 1}},
+            {
+                "id": "y",
+                "tool": "native_write",
+                "arguments": {"ref": f"{run_id}/y", "value": {"$ref": "x.data.value"}},
+            },
+        ]
+    }
+    result = rt.run_plan(plan, run_id=run_id)
+    x, y = result.nodes["x"], result.nodes["y"]
+    assert x.error is not None and x.error.category == "unknown_commit"
+    assert y.error is not None and y.error.category == "cancelled"
+    assert y.error.details["blocked_by"] == "x"
+
+
+@pytest.mark.parametrize(("tool", "committed", "expected"), [
+    ("native_write", True, "ok"),         # asked again with the same key: the tool dedupes
+    ("query_write", True, "ok"),          # the status query finds the effect: ok, nothing re-sent
+    ("query_write", False, "ok"),         # the status query says not committed: sent once, with the key
+    ("none_write", True, "unknown_commit"),  # cannot be asked: never re-sent
+])  # fmt: skip
+def test_a_node_interrupted_mid_dispatch_is_settled_by_its_status_query_never_re_sent(
+    rt: Runtime, store: str, tool: str, committed: bool, expected: str
+) -> None:
+    prefix = f"cut-{tool}-{committed}-"
+    run_id = next(f"{prefix}{i}" for i in range(10_000) if not tools.fault(f"{prefix}{i}/n"))
+    ref = f"{run_id}/n"
+    arguments = {"ref": ref, "value": 3}
+    spec = rt.catalog.get(tool)
+    key = idempotency_key(run_id, "n", spec.key, arguments)
+    entry = new_entry(key=key, run_id=run_id, node_id="n", spec=spec, arguments=arguments)
+    began = rt.ledger.begin(entry).entry
+    rt.ledger.transition(key, ("accepted",), began.evolve(state="dispatched", attempts=1))
+    if committed:  # the earlier attempt's send reached the tool before the worker died
+        with psycopg.connect(store, autocommit=True) as conn:
+            kind = tool.partition("_")[0]
+            conn.execute(
+                "INSERT INTO sweep_effects (kind, ref, value, at) VALUES (%s, %s, 3, 0)", (kind, ref)
+            )
+            conn.execute("INSERT INTO sweep_native_keys (key) VALUES (%s)", (key,))
+    result = rt.run_plan({"nodes": [{"id": "n", "tool": tool, "arguments": arguments}]}, run_id=run_id)
+    obs = result.nodes["n"]
+    assert (obs.status if obs.error is None else obs.error.category) == expected
+    assert _effects(store, ref) == 1
+
+
+def test_an_unknown_plan_backend_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="plan_backend"):
+        Runtime(store="memory://", plan_backend="celery")
+
+
+def test_a_node_waiting_for_approval_resumes_when_the_request_is_approved_and_woken(
+    rt: Runtime, store: str
+) -> None:
+    run_id = next(f"wait{i}" for i in range(10_000) if not tools.fault(f"wait{i}/a"))
+    plan = {
+        "nodes": [
+            {"id": "a", "tool": "native_write", "arguments": {"ref": f"{run_id}/a", "value": 1}},
+            {
+                "id": "b",
+                "tool": "approved_write",
+                "arguments": {"ref": f"{run_id}/b", "value": {"$ref": "a.data.value"}},
+            },
+        ]
+    }
+    launch(rt, rt.durable)
+    with PlanClient(store, config=rt.durable) as client:
+        client.submit(plan, run_id=run_id)
+        request = _pending(rt, run_id)
+        assert client.status(run_id) == "PENDING"
+        approved = rt.approvals.approve(request.id, by="alice")
+        assert wake(client, approved)
+        result = client.result(run_id)
+    assert result.status == "ok"
+    assert result.nodes["b"].data == {"ref": f"{run_id}/b", "value": 3}
+    assert _effects(store, f"{run_id}/b") == 1
+
+
+def _pending(rt: Runtime, run_id: str, deadline_s: float = 60.0) -> ApprovalRequest:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        found = [r for r in rt.approvals.list(status="pending") if r.run_id == run_id]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no approval request of {run_id} within {deadline_s} s")
