@@ -178,7 +178,7 @@ def test_every_bfcl_record_becomes_one_task_with_its_ground_truth(bfcl: Suite, c
         assert task.turns == len(record["question"])
         truth = answers.get(task.id)
         if category in ("memory", "web_search"):
-            assert task.answers == tuple(truth) and task.answers
+            assert truth is not None and task.answers == tuple(truth) and task.answers
             assert task.tools and not task.expected and not task.no_call
         elif category.startswith("multi_turn"):
             assert truth is not None

@@ -252,10 +252,11 @@ class ToolSpec:
         object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
         labels = self.labels
         if isinstance(labels, Mapping):
+            given = dict(labels)
             try:
-                labels = Labels(**labels)
+                labels = Labels(**given)
             except TypeError as exc:
-                raise ToolDefinitionError(f"{self.name}: labels={dict(labels)!r}: {exc}") from exc
+                raise ToolDefinitionError(f"{self.name}: labels={given!r}: {exc}") from exc
         props = self.input_schema.get("properties")
         names = list(props) if isinstance(props, Mapping) else []
         object.__setattr__(self, "labels", labels.resolved(self.effect, names))
