@@ -49,7 +49,16 @@ def test_sigkill_during_calls_leaves_only_whole_calls(tmp_path: Path) -> None:
         if e.call_id is not None:
             by_call.setdefault(e.call_id, []).append(e.kind)
     assert len(by_call) >= 25
-    whole = ["validated", "authorized", "ledger", "ledger", "dispatched", "observation", "ledger"]
+    whole = [
+        "validated",
+        "authorized",
+        "flow_checked",
+        "ledger",
+        "ledger",
+        "dispatched",
+        "observation",
+        "ledger",
+    ]
     for kinds in by_call.values():
         assert kinds == whole
     assert [e.seq for e in events] == list(range(len(events)))

