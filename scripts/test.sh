@@ -16,5 +16,7 @@ echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== PostgreSQL binaries (the tests start a throwaway cluster)"
 bash scripts/install-postgres.sh
+echo "== Chromium (the web console's browser test drives it through Playwright)"
+bash scripts/install-chromium.sh
 echo "== pytest"
 .venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -83,6 +84,7 @@ HIGH_RISK_ARG_NAMES: frozenset[str] = frozenset(
 """Argument names treated as high-risk by default (where data or money goes, credentials)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def _high_risk_name(name: str) -> bool:
     low = name.lower()
     return low in HIGH_RISK_ARG_NAMES or any(

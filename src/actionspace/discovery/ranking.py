@@ -114,12 +114,21 @@ class Ranker:
     ) -> None:
         if not 0.0 <= embedding_weight <= 1.0:
             raise ConfigurationError(f"embedding_weight must be in [0, 1], got {embedding_weight}")
-        self._docs = [words(tool_text(s)) for s in specs]
+        self._specs = tuple(specs)
+        self._tokens: list[list[str]] | None = None  # tokenized on first query
         self._embedder = embedder
         self._weight = embedding_weight
         self._bm25: Any = None
         self._vectors: Vector | None = None
         self._lock = threading.Lock()
+
+    @property
+    def _docs(self) -> list[list[str]]:
+        """Each tool's words (name, purpose, parameters), tokenized once, on first need."""
+        tokens = self._tokens
+        if tokens is None:
+            tokens = self._tokens = [words(tool_text(s)) for s in self._specs]
+        return tokens
 
     def _lexical(self) -> Any:
         if self._bm25 is None:
@@ -142,14 +151,14 @@ class Ranker:
 
     def warm(self) -> None:
         """Build the indexes now instead of at the first query."""
-        if self._docs:
+        if self._specs:
             self._lexical()
             if self._embedder is not None:
                 self._embedded(self._embedder)
 
     def scores(self, query: str) -> npt.NDArray[np.float64]:
         """One score per tool (higher is better; 0 = no word in common and no embedding signal)."""
-        n = len(self._docs)
+        n = len(self._specs)
         q = words(query)
         lexical = np.zeros(n, dtype=np.float64)
         if n and q:

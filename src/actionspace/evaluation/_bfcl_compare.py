@@ -17,7 +17,6 @@ decodable call is wrong (``live_relevance``, which ships no possible answer: any
 
 from __future__ import annotations
 
-import copy
 import sys
 import threading
 import types
@@ -29,6 +28,7 @@ from typing import Any, Final
 
 from actionspace.evaluation import _bfcl_data
 from actionspace.evaluation._bfcl_mt_backends import _wheel
+from actionspace.evaluation._parallel_eval import run_split
 from actionspace.evaluation.judge import judge_turn
 from actionspace.evaluation.outcomes import TaskOutcome
 from actionspace.evaluation.suite import Suite
@@ -108,41 +108,42 @@ def _agentic_checker(cache_dir: Path | None) -> Callable[..., dict[str, Any]]:
     return checker
 
 
-def run_bfcl_checker(cases: Sequence[CheckerCase], cache_dir: Path | None = None) -> list[dict[str, Any]]:
+def run_bfcl_checker(
+    cases: Sequence[CheckerCase], cache_dir: Path | None = None, *, workers: int = 1
+) -> list[dict[str, Any]]:
     """BFCL's ``ast_checker`` on every case: ``{"valid", "error_type", "error"}`` in case order.
 
     An exception inside the checker is reported as ``error_type`` ``checker_exception:<type>``.
+    With ``workers`` > 1, large case lists are split over forked processes (same verdicts).
     """
     if not cases:
         return []
-    ast_checker, language = _checker(cache_dir)
-    out: list[dict[str, Any]] = []
-    for case in cases:
+    ast_checker, language = _checker(cache_dir)  # imported before any fork: workers inherit it
+
+    def check(case: CheckerCase) -> dict[str, Any]:
         try:
-            result = ast_checker(
-                copy.deepcopy(list(case.functions)),
-                copy.deepcopy(list(case.output)),
-                copy.deepcopy(list(case.answer)),
+            result = ast_checker(  # it reads its inputs and never edits them (2026.3.23), so no copies
+                list(case.functions),
+                list(case.output),
+                list(case.answer),
                 language[case.language],
                 case.category,
                 REFERENCE_MODEL,
             )
-            out.append(
-                {
-                    "valid": bool(result["valid"]),
-                    "error_type": str(result.get("error_type", "")),
-                    "error": result.get("error", []),
-                }
-            )
         except Exception as exc:  # the checker's own failure is a finding, not a crash
-            out.append(
-                {
-                    "valid": False,
-                    "error_type": f"checker_exception:{type(exc).__name__}",
-                    "error": [repr(exc)],
-                }
-            )
-    return out
+            return {
+                "valid": False,
+                "error_type": f"checker_exception:{type(exc).__name__}",
+                "error": [repr(exc)],
+            }
+        return {
+            "valid": bool(result["valid"]),
+            "error_type": str(result.get("error_type", "")),
+            "error": result.get("error", []),
+        }
+
+    split = run_split(cases, check, workers=workers) if workers > 1 else None
+    return split if split is not None else [check(case) for case in cases]
 
 
 def _bfcl_records(category: str, data: Path) -> dict[str, tuple[Any, Any]]:
@@ -172,7 +173,7 @@ def compare_with_bfcl(
 
 
 def bfcl_reference(
-    suite: Suite, outcomes: Sequence[TaskOutcome], *, cache_dir: Path | None = None
+    suite: Suite, outcomes: Sequence[TaskOutcome], *, cache_dir: Path | None = None, workers: int = 1
 ) -> dict[str, Any]:
     """The comparison with BFCL's checker: ``{"disagreements": [...], "summary": {...}}``.
 
@@ -180,7 +181,7 @@ def bfcl_reference(
     reject, BFCL's error types beside our diagnosis (the first failing layer and the runtime's error
     category): BFCL's parallel checker says ``cannot_find_match`` where we name the layer and cause.
     """
-    rows = _compared(suite, outcomes, cache_dir)
+    rows = _compared(suite, outcomes, cache_dir, workers)
     disagreements: list[dict[str, Any]] = []
     both_bfcl: Counter[str] = Counter()
     both_ours: Counter[str] = Counter()
@@ -212,7 +213,9 @@ def _diagnosis(outcome: TaskOutcome) -> str:
     return "ok"
 
 
-def _compared(suite: Suite, outcomes: Sequence[TaskOutcome], cache_dir: Path | None) -> list[dict[str, Any]]:
+def _compared(
+    suite: Suite, outcomes: Sequence[TaskOutcome], cache_dir: Path | None, workers: int = 1
+) -> list[dict[str, Any]]:
     """One row per compared task, BFCL's verdict filled in."""
     data = _bfcl_data.fetch(cache_dir)
     records: dict[str, dict[str, tuple[Any, Any]]] = {}
@@ -265,7 +268,7 @@ def _compared(suite: Suite, outcomes: Sequence[TaskOutcome], cache_dir: Path | N
                 language=_LANGUAGES.get(category, "PYTHON"),
             )
         )
-    for index, result in zip(checked, run_bfcl_checker(cases, cache_dir), strict=True):
+    for index, result in zip(checked, run_bfcl_checker(cases, cache_dir, workers=workers), strict=True):
         rows[index]["bfcl"] = bool(result["valid"])
         rows[index]["bfcl_error"] = _error_text(result)
     return rows

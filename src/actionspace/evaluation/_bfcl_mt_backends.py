@@ -219,6 +219,10 @@ but scenarios store ids such as ``"ticket_001"`` and the ground truth of ``*_173
 _import_lock = threading.Lock()
 
 
+_VERIFIED: dict[Path, tuple[int, int]] = {}
+"""Wheels whose sha256 matched, with the (size, mtime) they had then: not hashed again unless changed."""
+
+
 def _wheel(cache_dir: Path | None) -> Path:
     """The verified wheel: its code is imported straight from the zip."""
     _bfcl_data.fetch(cache_dir)
@@ -226,7 +230,11 @@ def _wheel(cache_dir: Path | None) -> Path:
     wheel = cache / _bfcl_data.WHEEL
     if not wheel.is_file():
         _bfcl_data._download(cache)
-    _bfcl_data._verify(wheel)
+    stat = wheel.stat()
+    stamp = (stat.st_size, stat.st_mtime_ns)
+    if _VERIFIED.get(wheel) != stamp:
+        _bfcl_data._verify(wheel)
+        _VERIFIED[wheel] = stamp
     return wheel
 
 

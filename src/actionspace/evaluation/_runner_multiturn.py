@@ -148,6 +148,7 @@ def _specs(classes: Sequence[str], instances: Mapping[str, Any]) -> list[ToolSpe
         for options in tool_specs(instances, load_docs(_bfcl_data.fetch(), classes)):
             owner = next(c for c in reversed(key) if options["name"] in public_methods(instances[c]))
             options["fn"] = _Method(owner, options["name"])
+            options["blocking"] = False  # in-memory backends: run on the caller's thread, no pool hop
             specs.append(ToolSpec(**options))
         _SPECS[key] = specs
     return specs

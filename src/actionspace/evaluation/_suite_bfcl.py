@@ -227,6 +227,7 @@ def _agentic(category: str, data: Path) -> list[Task]:
 def _multi_turn(category: str, data: Path) -> list[Task]:
     answers = _answers(data, category)
     docs = _class_docs(data)
+    converted: dict[int, dict[str, Any]] = {}
     tasks = []
     for raw in _records(data, category):
         truth = answers.pop(raw["id"], None)
@@ -244,7 +245,7 @@ def _multi_turn(category: str, data: Path) -> list[Task]:
                 category=CATEGORY_MAP[category],
                 origin=f"bfcl:{category}",
                 request=tuple(tuple(turn) for turn in raw["question"]),
-                tools=tuple(_tool(doc, None, []) for doc in offered.values()),
+                tools=tuple(_converted(converted, doc) for doc in offered.values()),
                 initial_state={
                     "involved_classes": list(raw["involved_classes"]),
                     "initial_config": copy.deepcopy(raw.get("initial_config") or {}),
@@ -257,6 +258,14 @@ def _multi_turn(category: str, data: Path) -> list[Task]:
     if answers:
         raise _bfcl_data.BfclDataError(f"{category}: ground truth without a question: {sorted(answers)[:5]}")
     return tasks
+
+
+def _converted(done: dict[int, dict[str, Any]], doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``_tool(doc)``, converted once per doc object and shared by every task offering it."""
+    tool = done.get(id(doc))
+    if tool is None:
+        tool = done[id(doc)] = _tool(doc, None, [])
+    return tool
 
 
 def _class_docs(data: Path) -> dict[str, dict[str, Mapping[str, Any]]]:

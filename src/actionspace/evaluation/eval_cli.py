@@ -142,7 +142,7 @@ def eval_suite_command(
     if reference and any(t.origin.startswith("bfcl:") for t in loaded.tasks):
         from actionspace.evaluation._bfcl_compare import bfcl_reference
 
-        compared = bfcl_reference(loaded, outcomes)
+        compared = bfcl_reference(loaded, outcomes, workers=workers or default_workers())
         metrics["disagreements"] = compared["disagreements"]
         metrics["reference_checker"] = compared["summary"]
     if isinstance(chosen, MutatedPolicy):

@@ -76,17 +76,21 @@ def rate(passed: int, n: int) -> dict[str, Any]:
     return {"rate": passed / n, "low": low, "high": high, "passed": passed, "n": n}
 
 
-def _passed_through(outcome: TaskOutcome, upto: int) -> bool:
-    """Did ``outcome`` pass every layer of ``LAYERS[:upto]``?"""
-    return all(outcome.layer(layer) is True for layer in LAYERS[:upto])
+def _depth(outcome: TaskOutcome) -> int:
+    """How many leading layers of ``LAYERS`` ``outcome`` passed (it passed ``LAYERS[:depth]``)."""
+    for i, layer in enumerate(LAYERS):
+        if outcome.layer(layer) is not True:
+            return i
+    return len(LAYERS)
 
 
 def layer_rates(outcomes: Sequence[TaskOutcome]) -> dict[str, dict[str, Any]]:
     """Per layer, in ``LAYERS`` order, its conditional and cumulative rate."""
     out: dict[str, dict[str, Any]] = {}
+    depths = [_depth(o) for o in outcomes]
     for i, layer in enumerate(LAYERS):
-        reached = sum(1 for o in outcomes if _passed_through(o, i))
-        passed = sum(1 for o in outcomes if _passed_through(o, i + 1))
+        reached = sum(1 for d in depths if d >= i)
+        passed = sum(1 for d in depths if d > i)
         out[layer] = {"conditional": rate(passed, reached), "cumulative": rate(passed, len(outcomes))}
     return out
 
@@ -197,7 +201,8 @@ def _incidents(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
 
 
 def _cumulative_passed(outcomes: Sequence[TaskOutcome], layer: Layer) -> int:
-    return sum(1 for o in outcomes if _passed_through(o, LAYERS.index(layer) + 1))
+    upto = LAYERS.index(layer) + 1
+    return sum(1 for o in outcomes if _depth(o) >= upto)
 
 
 def ablations(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:

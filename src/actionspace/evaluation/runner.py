@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation._parallel_eval import run_split
 from actionspace.evaluation._runner_demo import evaluate_demo, is_demo
@@ -97,25 +98,43 @@ def _echo(**arguments: Any) -> dict[str, Any]:
     return arguments
 
 
+_SPECS: dict[str, ToolSpec] = {}
+"""Echo tools already built, by their definition's JSON: tasks sharing a function doc share its spec
+(immutable), so a fresh runtime per task does not rebuild and recompile it."""
+
+
+def _echo_spec(tool: Mapping[str, Any]) -> ToolSpec:
+    try:
+        key = json.dumps(tool, sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    spec = _SPECS.get(key) if key is not None else None
+    if spec is None:
+        spec = ToolSpec(
+            name=str(tool.get("name", "")),
+            input_schema=dict(tool.get("parameters") or tool.get("input_schema") or {"type": "object"}),
+            fn=_echo,
+            effect="none",  # answers with its validated arguments: pure, so it runs inline
+            description=str(tool.get("description", "")),
+            scopes=("read:*",),
+        )
+        if key is not None:
+            if len(_SPECS) >= 8192:
+                _SPECS.clear()
+            _SPECS[key] = spec
+    return spec
+
+
 def _runtime(task: Task, shown: Iterable[Mapping[str, Any]]) -> tuple[Runtime, list[str]]:
     rt = Runtime(
         "memory://", recover_on_start=False, principal=Principal(id="eval", scopes=tuple(task.scopes))
     )
     rejected: list[str] = []
     for tool in shown:
-        name = str(tool.get("name", ""))
-        schema = tool.get("parameters") or tool.get("input_schema") or {"type": "object"}
         try:
-            rt.add_tool(
-                name=name,
-                input_schema=schema,
-                fn=_echo,
-                effect="none",  # answers with its validated arguments: pure, so it runs inline
-                description=str(tool.get("description", "")),
-                scopes=("read:*",),
-            )
+            rt.register(_echo_spec(tool))
         except ActionspaceError as exc:
-            rejected.append(f"{name}: {exc}")
+            rejected.append(f"{tool.get('name', '')}: {exc}")
     return rt, rejected
 
 

@@ -79,8 +79,24 @@ _VALIDATORS: dict[str, Any] = {}
 """Compiled JSON Schema validators by schema hash (immutable, shared by every runtime)."""
 
 
+_COMPILED: dict[int, CompiledTool] = {}
+"""Recently compiled tools by the id of their (immutable) spec: a spec registered again, as every
+fresh runtime of an evaluation does with the same tools, is not compiled again."""
+
+
 def compile_tool(spec: ToolSpec) -> CompiledTool:
     """Compile a spec's schema and markers. Raises ConfigurationError on an invalid schema."""
+    compiled = _COMPILED.get(id(spec))
+    if compiled is not None and compiled.spec is spec:  # the entry holds the spec, so ids stay unique
+        return compiled
+    compiled = _compile(spec)
+    if len(_COMPILED) >= 4096:
+        _COMPILED.clear()
+    _COMPILED[id(spec)] = compiled
+    return compiled
+
+
+def _compile(spec: ToolSpec) -> CompiledTool:
     validator = _VALIDATORS.get(spec.schema_hash)
     if validator is None:
         try:
