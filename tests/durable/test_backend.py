@@ -15,7 +15,7 @@ from actionspace._pipeline import idempotency_key
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.durable import DurableConfig, PlanClient, launch, plan_workflow_id, shutdown
 from actionspace.durable import sweep_tools as tools
-from actionspace.durable.approval import wake
+from actionspace.durable.approval import wake, wake_decided
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.commit import new_entry
 from tests.pg import fresh_schema
@@ -178,6 +178,50 @@ def test_a_node_waiting_for_approval_resumes_when_the_request_is_approved_and_wo
     assert result.status == "ok"
     assert result.nodes["b"].data == {"ref": f"{run_id}/b", "value": 3}
     assert _effects(store, f"{run_id}/b") == 1
+
+
+def test_a_decision_taken_in_the_store_wakes_the_waiting_node_at_once(rt: Runtime, store: str) -> None:
+    run_id = next(f"woke{i}" for i in range(10_000) if not tools.fault(f"woke{i}/a"))
+    plan = {
+        "nodes": [
+            {"id": "a", "tool": "native_write", "arguments": {"ref": f"{run_id}/a", "value": 1}},
+            {
+                "id": "b",
+                "tool": "approved_write",
+                "arguments": {"ref": f"{run_id}/b", "value": {"$ref": "a.data.value"}},
+            },
+        ]
+    }
+    launch(rt, rt.durable)
+    with PlanClient(store, config=rt.durable) as client:
+        client.submit(plan, run_id=run_id)
+        request = _pending(rt, run_id)
+        # The node looks on its own after 2, 6, 14 … s (the wait doubles): 7 s in, the next look is
+        # 7 s away, so only the wake can make it resume within 4 s.
+        time.sleep(rt.durable.approval_poll_s * 3.5)
+        approved = rt.approvals.approve(request.id, by="alice")
+        started = time.monotonic()
+        assert wake_decided(store, approved, rt.durable)
+        result = client.result(run_id)
+        waited = time.monotonic() - started
+    assert result.status == "ok"
+    assert waited < rt.durable.approval_poll_s * 2, f"resumed after {waited:.1f} s: not woken"
+    assert _effects(store, f"{run_id}/b") == 1
+
+
+def test_waking_is_skipped_where_no_durable_node_can_wait(store: str) -> None:
+    request = ApprovalRequest(
+        id="apr_x", run_id="r1", node_id="b", tool="approved_write@1", args_digest="d", arguments={},
+        provenance={},
+    )  # fmt: skip
+    assert not wake_decided("sqlite:///tmp/none.db", request, None)  # no DBOS outside PostgreSQL
+    other = DurableConfig(system_schema=f"dbos_absent_{uuid.uuid4().hex[:8]}")
+    assert not wake_decided(store, request, other)  # no DBOS tables in that schema
+    with psycopg.connect(store) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (other.system_schema,)
+        ).fetchone()
+    assert found == (0,), "waking must not create DBOS tables"
 
 
 def _pending(rt: Runtime, run_id: str, deadline_s: float = 60.0) -> ApprovalRequest:

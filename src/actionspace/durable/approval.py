@@ -14,8 +14,9 @@ from actionspace.durable.engine import node_workflow_id
 
 if TYPE_CHECKING:
     from actionspace.durable.backend import PlanClient
+    from actionspace.durable.config import DurableConfig
 
-__all__ = ["wake"]
+__all__ = ["wake", "wake_decided"]
 
 
 def wake(client: PlanClient, request: ApprovalRequest) -> bool:
@@ -29,3 +30,21 @@ def wake(client: PlanClient, request: ApprovalRequest) -> bool:
     except DBOSException:
         return False
     return True
+
+
+def wake_decided(store: str, request: ApprovalRequest, config: DurableConfig | None = None) -> bool:
+    """After a decision taken in ``store`` (CLI, API, console): wake the durable node waiting on it.
+
+    Best effort and cheap to skip: only a request of a plan node, in a PostgreSQL store, can have a
+    durable node behind it, and a node that is not woken still finds the decision at its next look
+    (within ``approval_poll_max_s``). False when nothing was woken.
+    """
+    if not request.node_id or not store.startswith(("postgresql://", "postgres://")):
+        return False
+    from actionspace.durable.backend import PlanClient
+
+    try:
+        with PlanClient(store, config=config) as client:
+            return wake(client, request)
+    except Exception:  # no DBOS tables in this store, or the database is gone: the poll remains
+        return False

@@ -150,11 +150,17 @@ def _decide(
         else:
             request = rt.approvals.deny(request_id, by=by, reason=reason)
     except (KeyError, ValueError) as exc:
+        rt.close()
         _fail(str(exc).strip("'\""))
         return
+    try:
+        from actionspace.durable.approval import wake_decided
+
+        woken = wake_decided(rt.store_url, request, rt.durable)
     finally:
         rt.close()
-    typer.echo(f"{request.id}: {request.status} by {by}")
+    suffix = " (its durable plan was woken)" if woken else ""
+    typer.echo(f"{request.id}: {request.status} by {by}{suffix}")
 
 
 @approvals_app.command("approve")

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 
+from actionspace.durable.approval import wake_decided
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.auth import require
@@ -73,7 +74,7 @@ def approvals_router() -> APIRouter:
             raise ApiError(409, str(exc), category="conflict") from exc
         if runner.waiting_on(request_id):
             runner.notify(request_id)
-        elif approve:
+        elif not wake_decided(rt.store_url, decided, rt.durable) and approve:
             runner.resume(decided)
         return approval_view(decided)
 
