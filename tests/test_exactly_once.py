@@ -14,6 +14,7 @@ import pytest
 
 from actionspace import Runtime, ToolCall
 from actionspace.catalog import RetryPolicy
+from actionspace.errors import DEFAULT_RECOVERY
 from actionspace.ledger.commit import new_entry
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
 
@@ -264,6 +265,26 @@ def test_recover_settles_crashed_entries_without_sending(kind: str, bank_has_it:
         **{k: 1 for k in report.redispatchable},
         **{k: 1 for k in report.unknown_commit},
     }
+
+
+def test_recover_in_a_process_without_the_tool_reports_unknown_commit_with_its_recovery() -> None:
+    if STORE[0] == "memory://":
+        pytest.skip("a memory store does not outlive its runtime")
+    bank = Bank()
+    crashed = _runtime(bank, "native")
+    key = _stuck(crashed, "n1", "dispatched")
+    crashed.close()
+    restarted = Runtime(STORE[0], recover_on_start=False)  # `pay` is not registered here
+    try:
+        report = restarted.recover()
+        entry = restarted.ledger.get(key)
+    finally:
+        restarted.close()
+    assert key in report.unknown_commit and bank.payments == []
+    assert entry is not None and entry.state == "unknown_commit" and entry.error is not None
+    assert entry.error["category"] == "unknown_commit"
+    assert entry.error["recovery"] == list(DEFAULT_RECOVERY["unknown_commit"])
+    assert entry.error["resource_ids"] == [key]
 
 
 def test_status_query_that_cannot_tell_ends_in_unknown_commit() -> None:

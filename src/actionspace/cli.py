@@ -197,10 +197,10 @@ def eval_bfcl(
     """BFCL (bfcl-eval 2026.3.23, Apache-2.0) read as data: every function doc loaded as a tool, the
     ground-truth calls checked by the validator, and five mutations of each checked for the exact error.
 
-    With --policy, the policy is evaluated on every single-turn BFCL category instead (p_parse …
-    p_task, per category, disagreements with BFCL's own checker) — the same as
-    'actionspace eval suite bfcl'. The pinned wheel is fetched once with `pip download --no-deps`
-    into ~/.cache/actionspace/bfcl.
+    With --policy, the policy is evaluated on all 4,696 BFCL records instead (single-turn, agentic
+    and multi-turn: p_parse … p_task, per category, disagreements with BFCL's own checker), split
+    over the CPUs — the same as 'actionspace eval suite bfcl'. The pinned wheel is fetched once with
+    `pip download --no-deps` into ~/.cache/actionspace/bfcl.
     """
     if policy is not None or mutate is not None:
         from actionspace.evaluation.eval_cli import eval_suite_command

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
 from actionspace.execution.result import ToolResult
 from actionspace.ledger.commit import query_status, unknown_commit_error
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
@@ -88,13 +89,13 @@ def recover(
         spec = catalog.find(entry.tool)
         expected = (entry.state,)
         if spec is None:
-            final = entry.evolve(
-                state="unknown_commit",
-                error={
-                    "category": "unknown_commit",
-                    "message": f"{entry.tool} is not registered here; cannot ask its status",
-                },
+            unasked = ActionError.of(
+                "unknown_commit",
+                f"{entry.tool} is not registered here; cannot ask its status",
+                resource_ids=(entry.key,),
+                details={"idempotency_key": entry.key, "reason": "tool not registered"},
             )
+            final = entry.evolve(state="unknown_commit", error=unasked.to_dict())
             bucket = report.unknown_commit
         elif spec.idempotency == "native":
             final, bucket = entry.evolve(state="accepted"), report.redispatchable

@@ -53,6 +53,10 @@ EventKind = Literal[
     "cache_hit",
     # pagination walks
     "aggregated",
+    # information flow and progressive disclosure
+    "user_input",
+    "flow_checked",
+    "described",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 
