@@ -361,16 +361,22 @@ async def astream(
         for call in calls:
             ready = rt._prepare(run, call, node, who, None, rec)
             if not isinstance(ready, Ready):
+                run.flow.observed(ready)
                 rt._flush(rec)
                 yield ready
                 continue
             if not is_streaming(ready.compiled.spec):
                 obs = await rt._aexecute(ready, rec)
+                run.flow.observed(obs)
                 rt._flush(rec)
                 yield obs
                 continue
             async with contextlib.aclosing(rt._stream(ready, rec, policy)) as observations:
                 async for obs in observations:
+                    if obs.provisional:  # shown to the model too: joins its context at once
+                        run.flow.glimpsed(obs)
+                    else:
+                        run.flow.observed(obs)
                     rt._flush(rec)
                     yield obs
     except Exception as exc:

@@ -170,6 +170,18 @@ class FlowState:
                 self.seen.popitem(last=False)
         return label
 
+    def glimpsed(self, obs: Observation) -> Label:
+        """The model was shown a provisional observation of a call still running: its label (and
+        the call's pending output label) join the context now, in case the final one never comes.
+        The final observation is still :meth:`observed`. Returns the joined label."""
+        with self._lock:
+            label = label_of(obs) if obs.provenance.labels else PUBLIC_TRUSTED
+            pending = self.pending.get(obs.call_id)
+            if pending is not None:
+                label = label.join(pending)
+            self._add(obs.call_id, label)
+        return label
+
     def _label(self, obs: Observation) -> Label:
         pending = self.pending.pop(obs.call_id, None)
         if obs.provenance.labels:
