@@ -14,6 +14,7 @@ from typing import Any
 
 import mcp_types as types
 
+from actionspace.discovery.render import mcp_call_result
 from actionspace.errors import DEFAULT_RECOVERY, ActionError
 from actionspace.types import Observation
 
@@ -34,13 +35,8 @@ def to_call_result(obs: Observation) -> types.CallToolResult:
         # the client what its category allows next
         error = replace(error, recovery=DEFAULT_RECOVERY[error.category])
         obs = replace(obs, error=error)
-    envelope = obs.to_dict()
     text = error_text(error) if error is not None else _data_text(obs)
-    return types.CallToolResult(
-        content=[types.TextContent(text=text)],
-        structured_content=envelope,
-        is_error=obs.status == "error",
-    )
+    return types.CallToolResult.model_validate(mcp_call_result(obs, text=text, structured=obs.to_dict()))
 
 
 def error_text(error: ActionError) -> str:

@@ -77,18 +77,13 @@ ConnectMode = Literal["auto", "legacy"]
 
 
 @dataclass(frozen=True, slots=True)
-class StdioServer:
-    """An MCP server started as a subprocess and spoken to over its stdin/stdout."""
+class _ServerSettings:
+    """What every kind of MCP server is configured with, by keyword."""
 
-    command: str
-    """The executable (looked up on PATH)."""
     _: KW_ONLY
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] | None = None
-    """Extra environment variables, over the SDK's safe default environment. Default none."""
-    cwd: str | None = None
     name: str = ""
-    """Names the server in logs and ``ToolSpec.owner`` (``mcp:<name>``); default: the command's basename."""
+    """Names the server in logs and ``ToolSpec.owner`` (``mcp:<name>``); default: the command's
+    basename (stdio) or the URL (HTTP)."""
     allowlisted: bool = False
     """True: the server's tool annotations are believed. Default False (see the module docstring)."""
     prefix: str = ""
@@ -102,27 +97,32 @@ class StdioServer:
     mode: ConnectMode = "auto"
     """``auto`` negotiates the newest protocol revision; ``legacy`` forces the initialize handshake."""
 
+
+@dataclass(frozen=True, slots=True)
+class StdioServer(_ServerSettings):
+    """An MCP server started as a subprocess and spoken to over its stdin/stdout."""
+
+    command: str
+    """The executable (looked up on PATH)."""
+    _: KW_ONLY
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    """Extra environment variables, over the SDK's safe default environment. Default none."""
+    cwd: str | None = None
+
     @property
     def label(self) -> str:
         return self.name or os.path.basename(self.command)
 
 
 @dataclass(frozen=True, slots=True)
-class HttpServer:
-    """An MCP server reached over streamable HTTP. Fields not described here: as in StdioServer."""
+class HttpServer(_ServerSettings):
+    """An MCP server reached over streamable HTTP."""
 
     url: str
     _: KW_ONLY
     headers: Mapping[str, str] | None = None
     """Sent with every request (e.g. ``Authorization``). Default none."""
-    name: str = ""
-    """Default: the URL."""
-    allowlisted: bool = False
-    prefix: str = ""
-    timeout_s: float = 30.0
-    connect_timeout_s: float = 60.0
-    tool_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    mode: ConnectMode = "auto"
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ from actionspace.execution.items import preview_items
 from actionspace.ledger.commit import args_digest
 from actionspace.validation.verdicts import NeedsApproval
 
-__all__ = ["Approvals", "gate"]
+__all__ = ["Approvals", "file_request", "find_decision", "gate", "held"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
 
@@ -45,13 +45,56 @@ def gate(
     digest, so the changed call needs its own approval. Expired approvals are not honoured.
     """
     digest = args_digest(dict(arguments))
+    found = find_decision(store, run_id=run_id, node_id=node_id, tool=spec.key, digest=digest)
+    if found is not None:
+        return found
+    full_provenance = {name: provenance.get(name, "model_inferred") for name in arguments}
+    request = ApprovalRequest(
+        id=new_request_id(),
+        run_id=run_id,
+        node_id=node_id,
+        tool=spec.key,
+        args_digest=digest,
+        arguments=dict(arguments),
+        provenance=full_provenance,
+        effects=tuple(_effects(spec, arguments)),
+        reason=verdict.reason,
+        details={**verdict.details, **preview_items(spec, arguments)},
+    )
+    return file_request(store, request, record, reason=verdict.reason)
+
+
+def find_decision(
+    store: ApprovalStore,
+    *,
+    run_id: str,
+    node_id: str,
+    tool: str,
+    digest: str,
+    rule: str | None = None,
+    record: Record | None = None,
+    effects: bool = True,
+) -> ApprovalRequest | ActionError | None:
+    """What the requests already filed for this exact call decide, or None when there is none yet.
+
+    Returns the approved request the call may run under (consumed now; a consumed one for the same
+    node is returned as it is, so the ledger replays the action), ``permission_denied`` for a denied
+    request, or ``needs_approval`` for one still pending. ``rule``: only requests filed for that
+    ``approval_rule`` count. ``record``: when given, consuming an approval is traced as
+    ``approval_decided``. ``effects``: as in :func:`held`.
+    """
     now = time.time()
-    for request in store.find(run_id, spec.key, digest):
+    for request in store.find(run_id, tool, digest):
+        if rule is not None and request.details.get("approval_rule") != rule:
+            continue
         if request.status == "consumed" and request.node_id == node_id:
             return request  # a repeat of the very action it approved: the ledger replays it
         if request.honoured(now):
             used = store.update(request.id, ("approved",), request.evolve(status="consumed", node_id=node_id))
             if used is not None:
+                if record is not None:
+                    consumed = {"request_id": used.id, "status": "consumed", "by": used.decided_by}
+                    record("approval_decided", consumed)
                 return used
         elif request.status == "denied":
             return ActionError.of(
@@ -60,30 +103,41 @@ def gate(
                 details={"request_id": request.id, "decided_by": request.decided_by},
             )
         elif request.status == "pending":
-            return _held(request)
-    full_provenance = {name: provenance.get(name, "model_inferred") for name in arguments}
-    request = store.create(
-        ApprovalRequest(
-            id=new_request_id(),
-            run_id=run_id,
-            node_id=node_id,
-            tool=spec.key,
-            args_digest=digest,
-            arguments=dict(arguments),
-            provenance=full_provenance,
-            effects=tuple(_effects(spec, arguments)),
-            reason=verdict.reason,
-            details={**verdict.details, **preview_items(spec, arguments)},
-        )
-    )
-    record(
-        "approval_requested",
-        {"request_id": request.id, "tool": spec.key, "reason": verdict.reason, "args_digest": digest},
-    )
-    return _held(request)
+            return held(request, effects=effects)
+    return None
 
 
-def _held(request: ApprovalRequest) -> ActionError:
+def file_request(
+    store: ApprovalStore,
+    request: ApprovalRequest,
+    record: Record,
+    *,
+    reason: str,
+    rule: str | None = None,
+    effects: bool = True,
+) -> ActionError:
+    """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the call.
+
+    The store may answer with the pending request already bound to the same call; the error names
+    that one. ``reason`` is what the event records; ``rule``, when given, is recorded as well.
+    ``effects``: as in :func:`held`.
+    """
+    stored = store.create(request)
+    requested = {
+        "request_id": stored.id,
+        "tool": request.tool,
+        "reason": reason,
+        "args_digest": request.args_digest,
+    }
+    record("approval_requested", requested if rule is None else {**requested, "rule": rule})
+    return held(stored, effects=effects)
+
+
+def held(request: ApprovalRequest, *, effects: bool = True) -> ActionError:
+    """The ``needs_approval`` error for a pending request: its id, the call, its provenance, details.
+
+    ``effects``: include the resources the call would write (default True).
+    """
     return ActionError.of(
         "needs_approval",
         f"held for approval: {request.reason}",
@@ -91,7 +145,7 @@ def _held(request: ApprovalRequest) -> ActionError:
             "request_id": request.id,
             "arguments": dict(request.arguments),
             "provenance": dict(request.provenance),
-            "effects": list(request.effects),
+            **({"effects": list(request.effects)} if effects else {}),
             **dict(request.details),
         },
     )

@@ -210,12 +210,26 @@ def anthropic_result(obs: Observation, call_id: str | None = None, *, whole: boo
     }
 
 
-def mcp_call_result(obs: Observation, *, whole: bool = False) -> dict[str, Any]:
-    """An MCP ``CallToolResult``: ``isError`` on failures so the model can see and self-correct."""
-    content = result_content(obs, whole=whole)
+def mcp_call_result(
+    obs: Observation,
+    *,
+    whole: bool = False,
+    text: str | None = None,
+    structured: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An MCP ``CallToolResult``: ``isError`` on failures so the model can see and self-correct.
+
+    By default the text is the JSON of :func:`result_content` and ``structuredContent`` the same
+    content as plain JSON values. ``text`` and ``structured`` replace them when given (the gateway
+    sends a readable paragraph and the whole observation envelope).
+    """
+    if text is None or structured is None:
+        encoded = json.dumps(result_content(obs, whole=whole), default=str)
+        text = encoded if text is None else text
+        structured = json.loads(encoded) if structured is None else structured
     return {
-        "content": [{"type": "text", "text": json.dumps(content, default=str)}],
-        "structuredContent": json.loads(json.dumps(content, default=str)),
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": dict(structured),
         "isError": obs.status == "error",
     }
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.policy.labels import _RANK, PUBLIC_TRUSTED, Label, may_read
@@ -294,55 +294,67 @@ class ReadersCoverRecipients(FlowPolicy):
         return "ReadersCoverRecipients()"
 
 
-class UntrustedHighRiskArgs(FlowPolicy):
+class _UntrustedArguments(FlowPolicy):
+    """A write or sink with some arguments derived from untrusted data → Ask or Deny.
+
+    A subclass names its ``rule``, which arguments count (:meth:`_hits`) and the reason given.
+    """
+
+    rule: ClassVar[str]
+
+    def __init__(self, *, on: OnViolation = "ask") -> None:
+        self.on = _check_on(on)
+
+    def check(self, request: FlowRequest) -> Decision:
+        if not request.writes:
+            return ALLOW
+        hits = self._hits(request)
+        if not hits:
+            return ALLOW
+        details = {
+            "rule": self.rule,
+            "arguments": {a: request.tainted_by(a, lambda lab: lab.untrusted) for a in hits},
+        }
+        reason = self._reason(request, hits)
+        return Ask(reason, details) if self.on == "ask" else Deny(reason, details)
+
+    def _hits(self, request: FlowRequest) -> list[str]:
+        raise NotImplementedError
+
+    def _reason(self, request: FlowRequest, hits: list[str]) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(on={self.on!r})"
+
+
+class UntrustedHighRiskArgs(_UntrustedArguments):
     """A write or sink whose high-risk arguments derive from untrusted data → Ask or Deny.
 
     High-risk arguments are ``spec.labels.high_risk_args`` (derived from argument names by default:
     recipient, amount, account, URL …; see ``HIGH_RISK_ARG_NAMES``).
     """
 
-    def __init__(self, *, on: OnViolation = "ask") -> None:
-        self.on = _check_on(on)
+    rule = "untrusted_high_risk_args"
 
-    def check(self, request: FlowRequest) -> Decision:
-        if not request.writes:
-            return ALLOW
+    def _hits(self, request: FlowRequest) -> list[str]:
         risky = request.spec.labels.high_risk_args or ()
-        hits = [a for a in risky if a in request.arg_labels and request.arg_labels[a].untrusted]
-        if not hits:
-            return ALLOW
-        details = {
-            "rule": "untrusted_high_risk_args",
-            "arguments": {a: request.tainted_by(a, lambda lab: lab.untrusted) for a in hits},
-        }
-        reason = f"high-risk argument(s) {', '.join(hits)} of {request.spec.name} derive from untrusted data"
-        return Ask(reason, details) if self.on == "ask" else Deny(reason, details)
+        return [a for a in risky if a in request.arg_labels and request.arg_labels[a].untrusted]
 
-    def __repr__(self) -> str:
-        return f"UntrustedHighRiskArgs(on={self.on!r})"
+    def _reason(self, request: FlowRequest, hits: list[str]) -> str:
+        return f"high-risk argument(s) {', '.join(hits)} of {request.spec.name} derive from untrusted data"
 
 
-class UntrustedWrites(FlowPolicy):
+class UntrustedWrites(_UntrustedArguments):
     """Any write or sink with an argument derived from untrusted data → Ask or Deny."""
 
-    def __init__(self, *, on: OnViolation = "ask") -> None:
-        self.on = _check_on(on)
+    rule = "untrusted_writes"
 
-    def check(self, request: FlowRequest) -> Decision:
-        if not request.writes:
-            return ALLOW
-        hits = sorted(a for a, lab in request.arg_labels.items() if lab.untrusted)
-        if not hits:
-            return ALLOW
-        details = {
-            "rule": "untrusted_writes",
-            "arguments": {a: request.tainted_by(a, lambda lab: lab.untrusted) for a in hits},
-        }
-        reason = f"{request.spec.name} would write data derived from untrusted content ({', '.join(hits)})"
-        return Ask(reason, details) if self.on == "ask" else Deny(reason, details)
+    def _hits(self, request: FlowRequest) -> list[str]:
+        return sorted(a for a, lab in request.arg_labels.items() if lab.untrusted)
 
-    def __repr__(self) -> str:
-        return f"UntrustedWrites(on={self.on!r})"
+    def _reason(self, request: FlowRequest, hits: list[str]) -> str:
+        return f"{request.spec.name} would write data derived from untrusted content ({', '.join(hits)})"
 
 
 class ReadClearance(FlowPolicy):

@@ -14,10 +14,10 @@ Every write, external or sink call (and every call that is not simply allowed) r
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from actionspace.approval.gate import file_request, find_decision
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
@@ -132,53 +132,27 @@ def _gate(
     if store is None:
         return ActionError.of("needs_approval", reason, details={**dict(details), "approval_rule": rule})
     digest = args_digest(dict(arguments))
-    now = time.time()
-    for request in store.find(run_id, spec.key, digest):
-        if request.details.get("approval_rule") != rule:
-            continue
-        if request.status == "consumed" and request.node_id == node_id:
-            return request  # the same action again (a ledger replay)
-        if request.honoured(now):
-            used = store.update(request.id, ("approved",), request.evolve(status="consumed", node_id=node_id))
-            if used is not None:
-                record(
-                    "approval_decided", {"request_id": used.id, "status": "consumed", "by": used.decided_by}
-                )
-                return used
-        elif request.status == "denied":
-            return ActionError.of(
-                "permission_denied",
-                f"denied by {request.decided_by}: {request.decision_reason or 'no reason given'}",
-                details={"request_id": request.id, "decided_by": request.decided_by},
-            )
-        elif request.status == "pending":
-            return _held(request)
-    request = store.create(
-        ApprovalRequest(
-            id=new_request_id(),
-            run_id=run_id,
-            node_id=node_id,
-            tool=spec.key,
-            args_digest=digest,
-            arguments=dict(arguments),
-            provenance={name: provenance.get(name, "model_inferred") for name in arguments},
-            reason=reason,
-            details={**dict(details), "approval_rule": rule},
-        )
+    found = find_decision(
+        store,
+        run_id=run_id,
+        node_id=node_id,
+        tool=spec.key,
+        digest=digest,
+        rule=rule,
+        record=record,
+        effects=False,
     )
-    requested = {"request_id": request.id, "tool": spec.key, "reason": reason[:300], "args_digest": digest}
-    record("approval_requested", {**requested, "rule": rule})
-    return _held(request)
-
-
-def _held(request: ApprovalRequest) -> ActionError:
-    return ActionError.of(
-        "needs_approval",
-        f"held for approval: {request.reason}",
-        details={
-            "request_id": request.id,
-            "arguments": dict(request.arguments),
-            "provenance": dict(request.provenance),
-            **dict(request.details),
-        },
+    if found is not None:
+        return found
+    request = ApprovalRequest(
+        id=new_request_id(),
+        run_id=run_id,
+        node_id=node_id,
+        tool=spec.key,
+        args_digest=digest,
+        arguments=dict(arguments),
+        provenance={name: provenance.get(name, "model_inferred") for name in arguments},
+        reason=reason,
+        details={**dict(details), "approval_rule": rule},
     )
+    return file_request(store, request, record, reason=reason[:300], rule=rule, effects=False)

@@ -24,6 +24,8 @@ __all__ = ["approvals_router"]
 
 Rt = Annotated[Runtime, Depends(runtime_of)]
 Runner = Annotated[BackgroundRuns, Depends(runner_of)]
+Decider = Annotated[Principal, Depends(require("approvals:decide"))]
+DecisionBodyParam = Annotated[DecisionBody | None, Body()]
 Status = Literal["pending", "approved", "denied", "expired", "consumed", "all"]
 
 _DECISION_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -78,34 +80,22 @@ def approvals_router() -> APIRouter:
             runner.resume(decided)
         return approval_view(decided)
 
-    @router.post(
-        "/{request_id}/approve",
-        response_model=ApprovalView,
-        responses=_DECISION_ERRORS,
-        summary="Approve a pending request (that exact call, once)",
-    )
-    def approve(
-        request_id: str,
-        rt: Rt,
-        runner: Runner,
-        principal: Annotated[Principal, Depends(require("approvals:decide"))],
-        body: Annotated[DecisionBody | None, Body()] = None,
-    ) -> dict[str, Any]:
-        return decide(rt, runner, request_id, True, principal, body.reason if body else None)
+    def decision_route(action: Literal["approve", "deny"], summary: str) -> None:
+        approving = action == "approve"
 
-    @router.post(
-        "/{request_id}/deny",
-        response_model=ApprovalView,
-        responses=_DECISION_ERRORS,
-        summary="Deny a pending request",
-    )
-    def deny(
-        request_id: str,
-        rt: Rt,
-        runner: Runner,
-        principal: Annotated[Principal, Depends(require("approvals:decide"))],
-        body: Annotated[DecisionBody | None, Body()] = None,
-    ) -> dict[str, Any]:
-        return decide(rt, runner, request_id, False, principal, body.reason if body else None)
+        def endpoint(
+            request_id: str, rt: Rt, runner: Runner, principal: Decider, body: DecisionBodyParam = None
+        ) -> dict[str, Any]:
+            return decide(rt, runner, request_id, approving, principal, body.reason if body else None)
 
+        router.post(
+            f"/{{request_id}}/{action}",
+            response_model=ApprovalView,
+            responses=_DECISION_ERRORS,
+            summary=summary,
+            name=action,
+        )(endpoint)
+
+    decision_route("approve", "Approve a pending request (that exact call, once)")
+    decision_route("deny", "Deny a pending request")
     return router
