@@ -3,7 +3,8 @@
 Callers move an entry the way ``commit.py`` does: a compare-and-set naming every state the target
 may legally follow (``TRANSITIONS``), or a stale read naming a state the entry has left. The store
 must refuse every move the model refuses, so it never holds a state outside the legal graph, never
-changes a committed entry, and lets an entry be dispatched at most once per time it was accepted.
+changes a committed entry, and lets an entry be dispatched at most once per time it was accepted
+(or answered a retryable failure, which proves it did not commit).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class LedgerMachine(RuleBasedStateMachine):
             return
         assert stored == moved
         self.entries[key] = moved
-        if to == "accepted":
+        if to == "accepted" or (to == "dispatched" and current.state == "failed"):
+            # re-accepted after a status query, or sent again after a retryable failure (not committed)
             self.accepted[key] += 1
         elif to == "dispatched":
             self.dispatched[key] += 1
