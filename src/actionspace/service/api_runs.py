@@ -1,4 +1,9 @@
-"""``/api/runs``: list runs, read one with its plan DAG and events, start one in the background."""
+"""``/api/runs``: list runs, read one with its plan DAG and events, start one in the background.
+
+Events are shown as the caller may see them: an event recorded while its run held secret (or
+reader-restricted) data has its values redacted unless the token's principal may read that label
+(in the readers, or holding ``labels:secret``; see :mod:`actionspace.policy.redaction`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query
 
 from actionspace.policy.principal import Principal
+from actionspace.policy.redaction import redact_events
 from actionspace.runtime import Runtime
 from actionspace.service.auth import require
 from actionspace.service.deps import runner_of, runtime_of
@@ -40,7 +46,7 @@ def runs_router() -> APIRouter:
     def list_runs(
         rt: Rt,
         runner: Runner,
-        _: Annotated[Principal, Depends(require("runs:read"))],
+        who: Annotated[Principal, Depends(require("runs:read"))],
         limit: Annotated[int, Query(ge=1, le=500, description="Most rows returned.")] = 50,
         before: Annotated[
             float | None,
@@ -49,15 +55,15 @@ def runs_router() -> APIRouter:
     ) -> list[dict[str, Any]]:
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
         return [
-            run_row(s, rt.trace.events(s.run_id), runner.live, pending)
+            run_row(s, redact_events(rt.trace.events(s.run_id), who), runner.live, pending)
             for s in runs_page(rt.trace, limit=limit, before=before)
         ]
 
     @router.get("/{run_id}", response_model=RunDetail, responses=_NOT_FOUND, summary="One run and its plan")
     def get_run(
-        run_id: str, rt: Rt, runner: Runner, _: Annotated[Principal, Depends(require("runs:read"))]
+        run_id: str, rt: Rt, runner: Runner, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> dict[str, Any]:
-        events = rt.trace.events(run_id)
+        events = redact_events(rt.trace.events(run_id), who)
         summary = summarize(run_id, events)
         if summary is None:
             raise ApiError(404, f"no run {run_id!r}")
@@ -68,9 +74,9 @@ def runs_router() -> APIRouter:
         "/{run_id}/events", response_model=list[EventView], responses=_NOT_FOUND, summary="A run's trace"
     )
     def get_events(
-        run_id: str, rt: Rt, _: Annotated[Principal, Depends(require("runs:read"))]
+        run_id: str, rt: Rt, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> list[dict[str, Any]]:
-        events = rt.trace.events(run_id)
+        events = redact_events(rt.trace.events(run_id), who)
         if not events:
             raise ApiError(404, f"no run {run_id!r}")
         return [event_view(e) for e in events]
