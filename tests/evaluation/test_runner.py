@@ -199,6 +199,7 @@ def test_each_mutation_drops_exactly_its_layer_with_the_runtime_s_diagnosis(kind
         assert summary["categories"] == {"invalid_arguments": summary["applied"]}
     untouched = [o for o in outcomes if o.task_id not in policy.applied]
     assert all(o.layer("task") is True for o in untouched)
+    assert {o.task_id for o in outcomes if o.details.get("mutation") == kind} == policy.applied
 
 
 def test_a_counterfactual_request_needs_the_changed_argument() -> None:
@@ -310,3 +311,17 @@ def test_a_policy_with_state_is_not_split_over_processes() -> None:
 
     evaluate(_many(450), ScriptedPolicy(model), workers=2)
     assert len(asked) == 450  # every task asked this process's policy
+
+
+def test_a_mutated_run_split_over_processes_reports_the_same_mutations() -> None:
+    from actionspace.evaluation.mutated import MutatedPolicy, mutation_summary
+
+    suite = _many(450)
+    split_policy, alone_policy = MutatedPolicy(suite, "wrong_type"), MutatedPolicy(suite, "wrong_type")
+    split = evaluate(suite, split_policy, workers=2)
+    alone = evaluate(suite, alone_policy)
+    assert not split_policy.applied  # the workers mutated; what they did came back in the outcomes
+    assert [o.to_dict() for o in split] == [o.to_dict() for o in alone]
+    summary = mutation_summary(split_policy, split)
+    assert summary == mutation_summary(alone_policy, alone)
+    assert summary["applied"] == len(alone_policy.applied) > 0

@@ -58,7 +58,13 @@ def _message(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
 
 
 class MutatedPolicy:
-    """The ground truth of every task with one fault of ``kind`` where it applies."""
+    """The ground truth of every task with one fault of ``kind`` where it applies.
+
+    Its answers depend on the task alone (``independent``: tasks may be split over processes);
+    the outcome of every task it mutated carries ``details["mutation"] == kind`` (see :meth:`note`).
+    """
+
+    independent = True
 
     def __init__(self, suite: Suite, kind: str) -> None:
         if kind not in DROPS_AT:
@@ -82,6 +88,10 @@ class MutatedPolicy:
             return Proposal(raw=_message(calls)) if calls else Proposal()
         self.applied.add(task.id)
         return Proposal(raw=_message(mutated)) if mutated else Proposal()
+
+    def note(self, task_id: str) -> dict[str, Any]:
+        """``{"mutation": kind}`` for a task this policy mutated (merged into its outcome), else ``{}``."""
+        return {"mutation": self.kind} if task_id in self.applied else {}
 
     def _mutate(
         self, calls: list[tuple[str, Mapping[str, Any]]], offered: list[Mapping[str, Any]]
@@ -109,7 +119,7 @@ class MutatedPolicy:
 def mutation_summary(policy: MutatedPolicy, outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
     """Where the mutated tasks dropped: ``{"kind", "expected_layer", "applied", "dropped_at", "categories",
     "exact"}`` (``exact``: every mutated task dropped first at the expected layer)."""
-    mutated = [o for o in outcomes if o.task_id in policy.applied and o.variant == "baseline"]
+    mutated = [o for o in outcomes if o.details.get("mutation") == policy.kind and o.variant == "baseline"]
     dropped: Counter[str] = Counter()
     categories: Counter[str] = Counter()
     for o in mutated:

@@ -17,6 +17,7 @@ step by step against a real calendar by :func:`~actionspace.evaluation._runner_d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -65,7 +66,8 @@ def evaluate(
     or ``counterfactual`` (tasks whose request has no fact copied into an argument are left out).
     ``workers`` > 1 plays the tasks in that many forked processes when the policy is
     ``independent`` and there are enough tasks (default 1: this process only); the outcomes are
-    the same, in the same order.
+    the same, in the same order. A policy with a ``note(task_id) -> Mapping`` method has what it
+    returns after each task merged into that outcome's ``details`` (e.g. which faults it injected).
     """
     unknown = [v for v in variants if v not in ("baseline", COUNTERFACTUAL) and v not in ABLATIONS]
     if unknown:
@@ -74,13 +76,22 @@ def evaluate(
     tasks = [t for t in suite.tasks if runnable(t)][:limit]
     jobs = [(variant, task) for variant in variants for task in tasks]
 
+    note = getattr(policy, "note", None)
+
     def run(job: tuple[str, Task]) -> TaskOutcome | None:
         variant, task = job
         if is_multiturn(task):
-            return evaluate_multiturn(suite.name, task, policy) if variant == "baseline" else None
-        if is_demo(task):
-            return evaluate_demo(suite.name, task, policy) if variant == "baseline" else None
-        return _run_task(suite.name, task, policy, variant, seed)
+            outcome = evaluate_multiturn(suite.name, task, policy) if variant == "baseline" else None
+        elif is_demo(task):
+            outcome = evaluate_demo(suite.name, task, policy) if variant == "baseline" else None
+        else:
+            outcome = _run_task(suite.name, task, policy, variant, seed)
+        if outcome is not None and callable(note):
+            # what the policy says about its answers travels with the outcome, from any worker
+            extra = note(task.id)
+            if extra:
+                outcome = dataclasses.replace(outcome, details={**outcome.details, **extra})
+        return outcome
 
     results = None
     if workers > 1 and getattr(policy, "independent", False):
