@@ -18,6 +18,7 @@ from actionspace.durable import sweep_tools as tools
 from actionspace.durable.approval import wake, wake_decided
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.commit import new_entry
+from tests.durable.support import pending_request
 from tests.pg import fresh_schema
 
 
@@ -176,7 +177,7 @@ def test_a_node_waiting_for_approval_resumes_when_the_request_is_approved_and_wo
     launch(rt, rt.durable)
     with PlanClient(store, config=rt.durable) as client:
         client.submit(plan, run_id=run_id)
-        request = _pending(rt, run_id)
+        request = pending_request(rt, run_id)
         assert client.status(run_id) == "PENDING"
         approved = rt.approvals.approve(request.id, by="alice")
         assert wake(client, approved)
@@ -191,7 +192,7 @@ def test_a_decision_taken_in_the_store_wakes_the_waiting_node_at_once(rt: Runtim
     launch(rt, rt.durable)
     with PlanClient(store, config=rt.durable) as client:
         client.submit(plan, run_id=run_id)
-        request = _pending(rt, run_id)
+        request = pending_request(rt, run_id)
         # The node looks on its own after 2, 6, 14 … s (the wait doubles): 7 s in, the next look is
         # about 7 s away, so only the wake can make it resume within 5.5 s.
         time.sleep(rt.durable.approval_poll_s * 3.5)
@@ -218,13 +219,3 @@ def test_waking_is_skipped_where_no_durable_node_can_wait(store: str) -> None:
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (other.system_schema,)
         ).fetchone()
     assert found == (0,), "waking must not create DBOS tables"
-
-
-def _pending(rt: Runtime, run_id: str, deadline_s: float = 60.0) -> ApprovalRequest:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        found = [r for r in rt.approvals.list(status="pending") if r.run_id == run_id]
-        if found:
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no approval request of {run_id} within {deadline_s} s")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
@@ -152,3 +154,27 @@ def echo(text: str) -> dict[str, str]:
 
 EXTRA_TOOLS = [echo]
 """What ``actionspace serve --tools tests.service.apptools:EXTRA_TOOLS`` registers in the tests."""
+
+
+@contextmanager
+def uvicorn_server(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` with a real uvicorn server at a free port on 127.0.0.1; yields its base URL.
+
+    The socket listens before the server starts, so requests made at once wait in its backlog
+    instead of failing.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+    assert not thread.is_alive(), "the uvicorn server did not stop"

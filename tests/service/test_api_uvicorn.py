@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import httpx
-import uvicorn
 
 from actionspace.service import RunnerConfig, create_app
-from tests.service.apptools import TOKENS, World, bearer, build_runtime
-
-
-@contextmanager
-def _server(app: object) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1 at a free port; the socket listens before the server starts,
-    so requests made at once wait in its backlog instead of failing."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))  # type: ignore[arg-type]
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-        assert not thread.is_alive(), "uvicorn did not stop"
+from tests.service.apptools import TOKENS, World, bearer, build_runtime, uvicorn_server
 
 
 def test_a_run_started_over_http_waits_for_an_approval_given_over_http_and_pays_once() -> None:
@@ -40,7 +13,7 @@ def test_a_run_started_over_http_waits_for_an_approval_given_over_http_and_pays_
     rt, signalling = build_runtime(world)
     app = create_app(rt, tokens=TOKENS, runner=RunnerConfig(approval_poll_s=0.05))
     try:
-        with _server(app) as base, httpx.Client(base_url=base, timeout=10) as http:
+        with uvicorn_server(app) as base, httpx.Client(base_url=base, timeout=10) as http:
             assert http.get("/api/health").json()["status"] == "ok"
             assert http.get("/api/runs").status_code == 401
             pay = {"name": "send_payment", "arguments": {"to": "acct-1", "amount": 42}}

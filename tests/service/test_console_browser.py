@@ -7,7 +7,6 @@ of every page go to ``test-artifacts/console/``.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-import uvicorn
 
 from actionspace import Principal, Runtime
 from actionspace.demo.followup import PartnerChannel, channel_path
 from actionspace.demo.runner import run_scenario
 from actionspace.service import RunnerConfig, create_app
 from actionspace.service.cli import prepare
+from tests.service.apptools import uvicorn_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -109,26 +108,6 @@ class Served:
 
 
 @contextmanager
-def _uvicorn(app: Any) -> Iterator[str]:
-    """Serve ``app`` with a real uvicorn server on a free port; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)  # connections queue here until the server accepts them: no start-up wait needed
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-    assert not thread.is_alive(), "the uvicorn server did not stop"
-
-
-@contextmanager
 def _chromium(problems: list[str]) -> Iterator[Page]:
     """A page of headless Debian chromium; page errors and console errors land in ``problems``."""
     from playwright.sync_api import expect, sync_playwright
@@ -157,7 +136,7 @@ def served() -> Iterator[Served]:
         rt, tokens={TOKEN: Principal(id="reviewer", scopes=("*",))}, runner=RunnerConfig(approval_poll_s=0.1)
     )
     try:
-        with _uvicorn(app) as base:
+        with uvicorn_server(app) as base:
             yield Served(base, world, rt)
     finally:
         rt.close()
@@ -305,7 +284,7 @@ def test_after_the_demo_the_console_shows_its_runs_and_approving_its_held_share_
     followup_run = f"{calendar_run}-followup"
     served = prepare(store=store, host="127.0.0.1", port=0, token=TOKEN)  # what `actionspace serve` builds
     problems: list[str] = []
-    with served.stack, _uvicorn(served.app) as base, _chromium(problems) as page:
+    with served.stack, uvicorn_server(served.app) as base, _chromium(problems) as page:
         page.goto(f"{base}/runs")  # no token yet: the console asks for one
         page.get_by_label("API token").fill("not-the-token")
         page.get_by_role("button", name="Use token").click()
