@@ -52,12 +52,12 @@ def test_an_openai_call_string_runs_and_every_stage_is_traced(rt: Runtime) -> No
         "run_started",
         "model_output",
         "parsed",
-        "validated",
         "authorized",
+        "validated",
         "dispatched",
         "observation",
     ]
-    validated = rt.trace.events(run)[3]
+    validated = rt.trace.events(run)[4]
     assert validated.data["schema_hash"] == rt.catalog.get("add").schema_hash
 
 

@@ -39,7 +39,7 @@ def _mount() -> None:
     app.add_typer(
         trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL."
     )
-    from actionspace.ledger.cli import approvals_app, ledger_app
+    from actionspace._cli_ledger import approvals_app, ledger_app
 
     app.add_typer(ledger_app, name="ledger")
     app.add_typer(approvals_app, name="approvals")

@@ -30,13 +30,25 @@ The tree::
       unclassified         execute    -             read diagnostics
       internal             anywhere   maintainers   report
 
-    ActionspaceError (exception)
-      ConfigurationError    a Runtime, store or policy was configured wrongly
-      ToolDefinitionError   a tool cannot be turned into a ToolSpec
-        DuplicateToolError  name@version registered twice
-      UnknownToolError      the API was asked for a tool that is not registered
+    ActionspaceError (exception; every exception a user may catch derives from it)
+      ConfigurationError      a Runtime, store or policy was configured wrongly
+        StoreNotFoundError    open_trace_store(url, create=False) found no store at url
+        PolicyHTTPError       evaluation: the chat-completions server refused or stayed unavailable
+      ToolDefinitionError     a tool cannot be turned into a ToolSpec
+        DuplicateToolError    name@version registered twice
+      UnknownToolError        the API was asked for a tool that is not registered (also KeyError)
+      InvalidPlan             a plan cannot be built; .error is the typed error (also ValueError)
+      RefError                a $ref cannot be parsed or does not resolve (also ValueError)
+      SuiteError              evaluation: a suite or task is malformed, or its file unreadable
+      BfclDataError           evaluation: BFCL data could not be downloaded, verified or read
+      BfclAnswerError         evaluation: a BFCL possible answer has the wrong shape (also ValueError)
+      ApiError                service: a request fails as an HTTP status with an error body
 
     ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
+
+The classes are defined here and re-exported where they are raised (``actionspace.plan``,
+``actionspace.trace.store``, ``actionspace.evaluation.*``, ``actionspace.service.errors``), so
+either import path works. This module imports nothing beyond the standard library.
 """
 
 from __future__ import annotations
@@ -51,10 +63,18 @@ __all__ = [
     "RETRYABLE",
     "ActionError",
     "ActionspaceError",
+    "ApiError",
+    "BfclAnswerError",
+    "BfclDataError",
     "Category",
     "ConfigurationError",
     "DuplicateToolError",
     "FieldError",
+    "InvalidPlan",
+    "PolicyHTTPError",
+    "RefError",
+    "StoreNotFoundError",
+    "SuiteError",
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
@@ -238,3 +258,65 @@ class UnknownToolError(ActionspaceError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown tool"
+
+
+class StoreNotFoundError(ConfigurationError):
+    """``open_trace_store(url, create=False)`` found no store at ``url``."""
+
+
+class PolicyHTTPError(ConfigurationError):
+    """The chat-completions server refused the request or stayed unavailable past the retry bounds."""
+
+    status: int | None
+    """The last HTTP status; None when no response arrived (timeout, connection refused)."""
+    attempts: int
+    """Requests sent before giving up."""
+    body: str
+    """The start of the last error response body (at most 500 characters)."""
+
+    def __init__(self, message: str, *, status: int | None, attempts: int, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+        self.body = body
+
+
+class InvalidPlan(ActionspaceError, ValueError):
+    """A plan that cannot be built; ``error`` is the typed error a model would receive."""
+
+    def __init__(self, error: ActionError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class RefError(ActionspaceError, ValueError):
+    """A reference that cannot be parsed or does not resolve."""
+
+
+class SuiteError(ActionspaceError):
+    """A suite or task is malformed, or a suite file cannot be read."""
+
+
+class BfclDataError(ActionspaceError):
+    """The BFCL data could not be downloaded, verified or read."""
+
+
+class BfclAnswerError(ActionspaceError, ValueError):
+    """A possible answer is not in the shape BFCL's own checker reads."""
+
+
+class ApiError(ActionspaceError):
+    """An expected failure of an HTTP API request, answered as ``status`` with an error body."""
+
+    status: int
+    """The HTTP status the API answers with."""
+    message: str
+    """For people: the body's ``error.message``."""
+    category: str | None
+    """The body's ``error.category`` (one of :data:`CATEGORIES`), or None."""
+
+    def __init__(self, status: int, message: str, *, category: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.category = category

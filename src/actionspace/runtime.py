@@ -1,52 +1,76 @@
-"""Runtime: the facade that wires catalog, parse, validate, authorize, execute, observe and trace."""
+"""Runtime: composes the catalog, the stores, the call engine, discovery and the planner.
+
+Every call goes through :class:`~actionspace.pipeline.Engine` (``rt.engine``); the methods here
+open runs, offer tools, run plans and settle the ledger, and their sync forms run the engine in
+the calling thread. :meth:`Runtime.session` is the documented way to drive a model loop.
+"""
 
 from __future__ import annotations
 
-import itertools
-import logging
-import threading
+import asyncio
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from actionspace._calls import group, open_ledger_stores, open_stores, parse_raw
-from actionspace._pipeline import Compiler, Ready, Recorder, RunState, context_factory, record_sink
-from actionspace._runtime_exec import Execution
-from actionspace._runtime_ops import Operations
+from actionspace._crash import point
+from actionspace.adapters.python import map_exception
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.functions import spec_from_function
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
-from actionspace.discovery.config import Discovery, DiscoveryConfig
+from actionspace.discovery.config import Discovery, DiscoveryConfig, errors_in_trace
 from actionspace.discovery.disclosure import describe_event, described_spec, full_definition
+from actionspace.discovery.offer import describer, offer
+from actionspace.discovery.runs import RunState
 from actionspace.errors import ConfigurationError
 from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.execution.executor import Executor
 from actionspace.execution.guarded import Guard
+from actionspace.execution.streaming import StreamPolicy
+from actionspace.ledger.entries import LedgerEntry
+from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
 from actionspace.observation import ArtifactStore, FolderArtifactStore
-from actionspace.plan.groups import Environment
-from actionspace.policy.budget import Budget, Budgets, Meter
+from actionspace.parse import parse
+from actionspace.pipeline.calls import group
+from actionspace.pipeline.engine import Engine
+from actionspace.pipeline.stages import Compiler, Stage, Stages
+from actionspace.pipeline.stores import open_ledger_stores, open_stores
+from actionspace.pipeline.streaming import astream
+from actionspace.plan.control import CancelScope, ToolLimit
+from actionspace.plan.groups import Environment, SpecsWithGroups
+from actionspace.plan.model import Plan, PlanResult
+from actionspace.policy.budget import Budget, Budgets, Meter, Usage
+from actionspace.policy.budget import estimate as estimate_usage
 from actionspace.policy.flow import DEFAULT_FLOW_POLICY, FlowPolicy
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal
-from actionspace.types import Observation
+from actionspace.trace.recorder import Recorder, record_sink
+from actionspace.types import Observation, ToolCall
+from actionspace.validation.validator import ValidationContext
 
-__all__ = ["DEFAULT_PRINCIPAL", "TOOL_ATTRIBUTE", "Runtime", "tool"]
+if TYPE_CHECKING:
+    from actionspace.adapters.mcp_client import McpServer, McpToolset
+    from actionspace.session import Provider, Session
+
+__all__ = ["DEFAULT_PRINCIPAL", "DEFAULT_RETENTION_S", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_log = logging.getLogger("actionspace")
 
 TOOL_ATTRIBUTE = "__actionspace_tool__"
 
 STARTUP_RECOVERY_AGE_S = 30.0
 """Start-up recovery leaves entries younger than this to the live process that may hold them."""
 
+DEFAULT_RETENTION_S = 24 * 3600.0
+"""Ledger records live at least this long: longer than any retry window."""
+
 DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 """Used when neither the call nor the Runtime names a principal: may call every tool."""
 
 
-class Runtime(Execution, Operations):
+class Runtime:
     """Stands between a model and its tools. Thread-safe; usable from sync and async code.
 
     ``store``: ``"memory://"``, ``"sqlite:///path.db"`` (the default comes from
@@ -61,7 +85,8 @@ class Runtime(Execution, Operations):
     ``flow_policy``: the information-flow policy of the authorize stage (default
     ``DEFAULT_FLOW_POLICY``; None checks nothing but still labels observations).
     ``discovery``: how offers are built (progressive disclosure, availability, rank cut,
-    embeddings; see :class:`~actionspace.discovery.DiscoveryConfig`).
+    embeddings; see :class:`~actionspace.discovery.DiscoveryConfig`). ``stages``: extra stages
+    (see :mod:`actionspace.pipeline.stages`), run after validation and before the gates.
     """
 
     def __init__(
@@ -80,19 +105,17 @@ class Runtime(Execution, Operations):
         durable: Any = None,
         flow_policy: FlowPolicy | None = DEFAULT_FLOW_POLICY,
         discovery: DiscoveryConfig | None = None,
+        stages: Iterable[Stage] = (),
     ) -> None:
+        if plan_backend not in ("inprocess", "dbos"):
+            raise ConfigurationError(f"plan_backend must be 'inprocess' or 'dbos', got {plan_backend!r}")
         if store is None:
             from actionspace.trace.store import default_store_url
 
             store = default_store_url()
         self.store_url = store
         self.trace, default_artifacts = open_stores(store)
-        self._sink = record_sink(self.trace)
         self.ledger, approval_store = open_ledger_stores(store)
-        self.approvals = Approvals(approval_store, self.record)
-        self._recover_on_start = recover_on_start
-        if plan_backend not in ("inprocess", "dbos"):
-            raise ConfigurationError(f"plan_backend must be 'inprocess' or 'dbos', got {plan_backend!r}")
         self.plan_backend = plan_backend
         self.durable = durable  # a DurableConfig for the dbos backend (None: its defaults)
         if isinstance(artifacts, str | Path):
@@ -101,20 +124,40 @@ class Runtime(Execution, Operations):
         self.catalog = Catalog()
         self.principal = principal or DEFAULT_PRINCIPAL
         self.state: dict[str, Any] = dict(state or {})
-        self._resource_versions: dict[str, Callable[[str], str | None]] = {}
-        self._compiler = Compiler()
-        self._executor = Executor(max_threads=max_threads)
-        self._runs: dict[str, RunState] = {}
-        self._runs_lock = threading.Lock()
-        self._default_run: str | None = None
-        self._environments: dict[str, Environment] = {}
-        self._ctx = context_factory(self._resource_version, self.state)
         budget_set = Budgets.of(budgets)
         self.meter: Meter | None = Meter(budget_set) if budget_set else None
         self._cache = cache
-        self.flow_policy = flow_policy
-        self._guard: Guard | None = None if self.meter is None else Guard(meter=self.meter, cache=cache)
-        self.catalog.on_change(self._compiler.forget)
+        self._resource_versions: dict[str, Callable[[str], str | None]] = {}
+        self._environments: dict[str, Environment] = {}
+        self._default_run: str | None = None
+        self._mcp: list[McpToolset] = []
+        compiler = Compiler()
+        self.engine = Engine(
+            catalog=self.catalog,
+            ledger=self.ledger,
+            approvals=approval_store,
+            artifacts=self.artifacts,
+            executor=Executor(max_threads=max_threads, map_error=map_exception),
+            trace=self.trace,
+            sink=record_sink(self.trace),
+            stages=Stages(
+                catalog=self.catalog,
+                compiler=compiler,
+                ctx_factory=self._context,
+                approvals=approval_store,
+                flow_policy=flow_policy,
+                guard=None if self.meter is None else Guard(meter=self.meter, cache=cache),
+            ),
+            default_principal=self.principal,
+            on_first_run=(lambda: self.recover(min_age_s=STARTUP_RECOVERY_AGE_S))
+            if recover_on_start
+            else None,
+        )
+        self.approvals = Approvals(approval_store, self.record)
+        for stage in stages:
+            self.engine.add_stage(stage)
+        self._compiler = compiler
+        self.catalog.on_change(compiler.forget)
         self.catalog.on_change(self._enable_cache)
         for item in tools:
             self.register(item)
@@ -162,6 +205,15 @@ class Runtime(Execution, Operations):
         self._compiler.get(spec)
         return self.catalog.register(spec)
 
+    @property
+    def flow_policy(self) -> FlowPolicy | None:
+        """The information-flow policy of the flow stage (None: labels are stamped, nothing blocked)."""
+        return self.engine.stages.flow_policy
+
+    @flow_policy.setter
+    def flow_policy(self, policy: FlowPolicy | None) -> None:
+        self.engine.stages.flow_policy = policy
+
     def resource(self, kind: str, current_version: Callable[[str], str | None]) -> None:
         """Tell the validator how to read the current version of resources of ``kind``."""
         self._resource_versions[kind] = current_version
@@ -172,48 +224,69 @@ class Runtime(Execution, Operations):
             raise ConfigurationError(f"no resource version reader for kind {kind!r}; call rt.resource()")
         return fn(rid)
 
-    # ------------------------------------------------------------------ runs and offers
-    def _run(self, run_id: str | None, principal: Principal | None) -> RunState:
+    def _context(self, run: RunState, node: str, call_id: str, principal: Principal) -> ValidationContext:
+        return ValidationContext(
+            run_id=run.run_id,
+            node_id=node,
+            call_id=call_id,
+            principal_id=principal.id,
+            scopes=tuple(principal.scopes),
+            resource_version=self._resource_version,
+            state=self.state,
+        )
+
+    def _enable_cache(self, spec: ToolSpec) -> None:
+        """Give the runtime a read cache once a tool that may use it is registered."""
+        guard = self.engine.stages.guard
+        if (guard is not None and guard.cache is not None) or not cacheable(spec):
+            return
+        if self._cache is None:
+            self._cache = ReadCache()
+        self.engine.set_guard(Guard(meter=self.meter, cache=self._cache))
+
+    # ------------------------------------------------------------------ runs
+    def run_state(self, run_id: str | None = None, principal: Principal | None = None) -> RunState:
+        """The state of a run (the default run when ``run_id`` is None), opened on first use."""
         if run_id is None:
             run_id = self._default_run or self.new_run()
             self._default_run = run_id
-        run = self._runs.get(run_id)
-        if run is None:
-            if self._recover_on_start:
-                # Once, at the first run: by then the tools are registered, so their status queries exist.
-                self._recover_on_start = False
-                self.recover(min_age_s=STARTUP_RECOVERY_AGE_S)
-            with self._runs_lock:
-                run = self._runs.get(run_id)
-                if run is None:
-                    start = self.trace.next_seq(run_id)
-                    run = RunState(run_id, principal or self.principal, itertools.count(start))
-                    self._runs[run_id] = run
-                    if start == 0:
-                        rec = Recorder(run, None)
-                        rec.add("run_started", {"principal": run.principal.id})
-                        self._flush(rec)
-        return run
+        return self.engine.run(run_id, principal)
+
+    def run_id_of(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
+        """The id of ``run_id`` (the default run when None), opening the run on first use."""
+        return self.run_state(run_id, principal).run_id
 
     def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
         """Start a run (or resume one by id) and return its id."""
         run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
-        self._run(run_id, principal)
+        self.engine.run(run_id, principal)
         return run_id
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
         """Record the end of a run."""
-        run = self._run(run_id, None)
-        rec = Recorder(run, None)
-        rec.add("run_finished", {"status": status, **data})
-        self._flush(rec)
+        self.record(run_id, "run_finished", {"status": status, **data})
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append an event of another stage (for example ``verified``) to a run's trace."""
-        run = self._run(run_id, None)
-        rec = Recorder(run, call_id)
-        rec.add(kind, data)
-        self._flush(rec)
+        self.engine.record(run_id, kind, data, call_id=call_id)
+
+    def session(
+        self,
+        run_id: str | None = None,
+        *,
+        provider: Provider = "openai_chat",
+        principal: Principal | None = None,
+        offer: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """An agent session over one run: the documented way to drive a model loop.
+
+        ``provider``: ``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; ``offer``:
+        keyword arguments of :meth:`offer` for every turn (default: every tool). See
+        :class:`actionspace.session.Session`.
+        """
+        from actionspace.session import Session
+
+        return Session(self, run_id or self.new_run(principal=principal), provider, principal, offer)
 
     # ------------------------------------------------------------------ calls
     def call_all(
@@ -226,7 +299,10 @@ class Runtime(Execution, Operations):
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
         """Every call in ``raw`` (any accepted format), in order; one observation each."""
-        return self._call_sync(raw, run_id, None, principal, provenance, sources)[1]
+        run = self.run_state(run_id, principal)
+        return self.engine.calls(
+            raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources
+        )
 
     def call(
         self,
@@ -240,12 +316,22 @@ class Runtime(Execution, Operations):
     ) -> Observation:
         """Check and run one proposed call; returns its Observation (errors are values, not raised).
 
-        ``node_id`` names the logical action within the run (default: the next sequence number).
-        When ``raw`` holds several calls the observation groups them in ``items``. ``sources``
-        binds arguments to ``"user"`` and/or earlier call ids (checked; see policy/flow.py).
+        ``node_id`` names the logical action within the run (default: node identity — the same
+        tool with the same arguments in the same turn is one action). When ``raw`` holds several
+        calls the observation groups them in ``items``, each answering the model's own call id
+        (``render_results`` gives one provider result per call). ``sources`` binds arguments to
+        ``"user"`` and/or earlier call ids (checked; see policy/flow.py).
         """
-        run, out = self._call_sync(raw, run_id, node_id, principal, provenance, sources)
-        return out[0] if len(out) == 1 else group(out, run)
+        run = self.run_state(run_id, principal)
+        out = self.engine.calls(
+            raw,
+            run_id=run.run_id,
+            node_id=node_id,
+            principal=principal,
+            provenance=provenance,
+            sources=sources,
+        )
+        return out[0] if len(out) == 1 else group(out, run.run_id)
 
     async def acall(
         self,
@@ -258,29 +344,16 @@ class Runtime(Execution, Operations):
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
-        run = self._run(run_id, principal)
-        who = principal or run.principal
-        rec = Recorder(run, None)
-        try:
-            calls = parse_raw(raw, rec)
-            if isinstance(calls, Observation):
-                return calls
-            single = len(calls) == 1
-            items = []
-            for call in calls:
-                node = node_id if single else None
-                ready = self._prepare(run, call, node, who, provenance, rec, sources=sources)
-                if isinstance(ready, Ready):
-                    ready = await self._aexecute(ready, rec)
-                run.flow.observed(ready)
-                if single:
-                    return ready
-                items.append(ready)
-            return group(items, run.run_id)
-        except Exception as exc:
-            return self._internal(exc, rec)
-        finally:
-            self._flush(rec)
+        run = self.run_state(run_id, principal)
+        out = await self.engine.acalls(
+            raw,
+            run_id=run.run_id,
+            node_id=node_id,
+            principal=principal,
+            provenance=provenance,
+            sources=sources,
+        )
+        return out[0] if len(out) == 1 else group(out, run.run_id)
 
     async def acall_all(
         self,
@@ -292,28 +365,98 @@ class Runtime(Execution, Operations):
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
         """Async :meth:`call_all`."""
-        obs = await self.acall(
-            raw, run_id=run_id, principal=principal, provenance=provenance, sources=sources
+        run = self.run_state(run_id, principal)
+        return await self.engine.acalls(
+            raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources
         )
-        return list(obs.items) if obs.tool == "*" else [obs]
 
-    def _flush(self, rec: Recorder) -> None:
-        """Hand a call's events to the trace store; a failing store never turns into a failed call."""
-        try:
-            rec.flush(self._sink)
-        except Exception:
-            _log.exception(
-                "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run.run_id
-            )
-            rec.records = []
+    def astream(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        policy: StreamPolicy | None = None,
+    ) -> AsyncGenerator[Observation, None]:
+        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come.
 
-    def _enable_cache(self, spec: ToolSpec) -> None:
-        """Give the runtime a read cache once a tool that may use it is registered."""
-        if (self._guard is not None and self._guard.cache is not None) or not cacheable(spec):
-            return
-        if self._cache is None:
-            self._cache = ReadCache()
-        self._guard = Guard(meter=self.meter, cache=self._cache)
+        Each call ends with exactly one final observation (``provisional=False``); only that one
+        may feed another action. ``policy`` sets how often provisional observations come (see
+        :class:`~actionspace.execution.streaming.StreamPolicy`).
+        """
+        run = self.run_state(run_id, principal)
+        return astream(
+            self.engine,
+            raw,
+            run_id=run.run_id,
+            node_id=node_id,
+            principal=principal,
+            policy=policy or StreamPolicy(),
+        )
+
+    # ------------------------------------------------------------------ information flow
+    def user_input(self, run_id: str, text: str, *, label: Label = PUBLIC_TRUSTED) -> None:
+        """Record the user's request (or a later message) in a run: trusted content by default.
+
+        It joins the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds
+        an argument to it (the value must occur in the text). Traced as ``user_input``.
+        """
+        run = self.engine.run(run_id)
+        run.flow.add_user_input(text, label)
+        rec = Recorder(run, None)
+        rec.add("user_input", {"text": text[:2000], "chars": len(text), "input_label": label.to_dict()})
+        self.engine.flush(rec)
+
+    def context_label(self, run_id: str) -> Label:
+        """The join of everything the model was shown in ``run_id`` (see policy/flow.py)."""
+        return self.engine.run(run_id).flow.context
+
+    # ------------------------------------------------------------------ offers
+    def offer(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        query: str | None = None,
+        limit: int | None = None,
+        phase: str | None = None,
+        capabilities: Iterable[str] | None = None,
+        errors: Iterable[str] = (),
+        disclosure: bool | None = None,
+    ) -> list[dict[str, Any]]:
+        """Fix the tools a run may call and return their definitions, best first.
+
+        The set is built by :mod:`actionspace.discovery.candidates`: not retired, among ``names``
+        (default: every tool), in ``phase``, needing only ``capabilities`` (None: all present),
+        recovery tools only after their error occurred in the run (or is named in ``errors``),
+        ranked against ``query`` (BM25, plus embeddings when configured), then — always after
+        ranking — only tools the principal (default: the run's) holds every scope of, and at most
+        ``limit`` of them (default: the configured limit when a query is given).
+
+        ``disclosure`` (default: the runtime's setting) returns short definitions (name, summary,
+        effect, risk) plus ``describe_tool``; a tool must then be described before it is called.
+        Otherwise each tool's full ``ToolSpec.describe()``. Records ``candidates_offered`` with
+        the full set, the offered set and the reason each other tool was left out.
+        """
+        run = self.run_state(run_id, principal)
+        definitions, event = offer(
+            catalog=self.catalog,
+            discovery=self.discovery,
+            run=run,
+            principal=principal or run.principal,
+            seen_errors=errors_in_trace(self.trace.events(run.run_id)) | set(errors),
+            names=names,
+            query=query,
+            limit=limit,
+            phase=phase,
+            capabilities=capabilities,
+            disclosure=disclosure,
+            describe=lambda: describer(self.catalog, self.engine.known_run, self.record),
+        )
+        self.record(run.run_id, "candidates_offered", event)
+        return definitions
 
     def describe(self, name: str, *, run_id: str | None = None) -> dict[str, Any]:
         """The definition of a tool, as the model may see it.
@@ -325,15 +468,170 @@ class Runtime(Execution, Operations):
         """
         if run_id is None:
             return self.catalog.get(name).describe()
-        run = self._run(run_id, None)
+        run = self.engine.run(run_id)
         spec = described_spec(self.catalog.find, run, name)
         self.record(run_id, "described", describe_event(spec, via="host"))
         return full_definition(spec)
 
+    # ------------------------------------------------------------------ plans
+    def environment(self, name: str, env: Environment) -> None:
+        """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``).
+
+        ``env`` speaks :class:`actionspace.plan.groups.Environment`: ``mode`` (``"transaction"`` or
+        ``"switch"``), ``begin(key)`` and ``committed(key)``.
+        """
+        if not isinstance(env, Environment):
+            raise ConfigurationError(f"environment {name!r} must have mode, begin(key) and committed(key)")
+        self._environments[name] = env
+
+    @property
+    def environments(self) -> Mapping[str, Environment]:
+        """The transactional environments registered with :meth:`environment`, by name."""
+        return self._environments
+
+    async def arun_plan(
+        self,
+        plan: Plan | Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        max_concurrency: int | None = None,
+        tool_limits: Mapping[str, int | ToolLimit] | None = None,
+        cancel: CancelScope | None = None,
+        retry_of: PlanResult | None = None,
+        backend: str | None = None,
+    ) -> PlanResult:
+        """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
+
+        ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`.
+        ``cancel``: a :class:`CancelScope` to stop the plan or some nodes. ``retry_of``: an earlier
+        result of the same plan and run; its ok nodes are reused, the others run again (writes
+        through the ledger, with their original keys).
+        A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).
+        ``backend``: ``"inprocess"`` or ``"dbos"`` (a durable workflow; see :mod:`actionspace.durable`,
+        which takes no ``tool_limits``, ``cancel`` or ``retry_of``); default: the Runtime's ``plan_backend``.
+        """
+        chosen = backend or self.plan_backend
+        if chosen == "dbos":
+            if tool_limits or cancel is not None or retry_of is not None:
+                raise ConfigurationError(
+                    "the dbos backend takes tool limits from DurableConfig and has no cancel or retry_of"
+                )
+            from actionspace.durable.backend import arun_plan_durable
+
+            return await arun_plan_durable(
+                self,
+                plan,
+                run_id=run_id,
+                principal=principal,
+                max_concurrency=max_concurrency,
+                config=self.durable,
+            )
+        if chosen != "inprocess":
+            raise ConfigurationError(f"backend must be 'inprocess' or 'dbos', got {chosen!r}")
+        from actionspace.plan.run import arun_plan
+
+        run = self.run_state(run_id, principal)
+        return await arun_plan(
+            self.engine,
+            plan,
+            run_id=run.run_id,
+            principal=principal,
+            environments=self._environments,
+            max_concurrency=max_concurrency,
+            tool_limits=tool_limits,
+            cancel=cancel,
+            retry_of=retry_of,
+        )
+
+    def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
+        """Sync :meth:`arun_plan` (runs its own event loop; from async code use ``arun_plan``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun_plan(plan, **options))
+        raise ConfigurationError("run_plan was called inside a running event loop; await rt.arun_plan(...)")
+
+    # ------------------------------------------------------------------ budgets
+    def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
+        """What the budgets still allow, per limited unit (the least over every applicable budget).
+
+        Per-run budgets count only when ``run_id`` is given; ``principal`` defaults to the run's
+        (or the runtime's) principal. Empty when no budgets are configured.
+        """
+        if self.meter is None:
+            return {}
+        run = self.engine.known_run(run_id) if run_id is not None else None
+        who = principal or (run.principal if run is not None else self.principal)
+        return self.meter.remaining(run_id, (who.id, who.tenant))
+
+    def estimate(
+        self, raw: Any, *, run_id: str | None = None, principal: Principal | None = None
+    ) -> dict[str, Any]:
+        """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them.
+
+        The estimate is the most the calls can use (see :func:`actionspace.policy.budget.estimate`),
+        summed over every call; tool names resolve to their current version. Nothing is recorded.
+        Raises ``UnknownToolError`` for a tool that is not registered.
+        """
+        calls = [raw] if isinstance(raw, ToolCall) else list(parse(raw).calls)
+        total = Usage()
+        for call in calls:
+            name, _, version = call.name.partition("@")
+            total += estimate_usage(self.catalog.get(name, version or None), call.arguments)
+        remaining = self.budget(run_id=run_id, principal=principal)
+        fits = all(getattr(total, unit) <= left for unit, left in remaining.items())
+        return {"estimate": total.to_dict(), "remaining": remaining, "fits": fits}
+
+    # ------------------------------------------------------------------ MCP servers
+    def add_mcp_server(self, server: McpServer) -> McpToolset:
+        """Connect an MCP server and register its tools; the runtime closes it on ``close()``.
+
+        See :mod:`actionspace.adapters.mcp_client` for trust, versions and errors. Raises
+        ConfigurationError when the server cannot be reached.
+        """
+        from actionspace.adapters.mcp_client import McpToolset
+
+        toolset = McpToolset(server)
+        toolset.register(self)
+        self._mcp.append(toolset)
+        return toolset
+
+    async def aadd_mcp_server(self, server: McpServer) -> McpToolset:
+        """Async :meth:`add_mcp_server`."""
+        from actionspace.adapters.mcp_client import McpToolset
+
+        toolset = McpToolset(server)
+        await toolset.aregister(self)
+        self._mcp.append(toolset)
+        return toolset
+
+    # ------------------------------------------------------------------ the ledger
+    def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
+        """Settle every ``dispatched`` / ``unknown`` ledger entry through its status query (sends nothing).
+
+        ``min_age_s`` leaves alone entries touched more recently (another live process may hold
+        them); the runtime's own start-up recovery uses 30 s.
+        """
+        specs = SpecsWithGroups(self.catalog, self._environments) if self._environments else self.catalog
+        return recover(self.ledger, specs, self.record, min_age_s=min_age_s)
+
+    def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
+        """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""
+        point("during_purge")
+        return self.ledger.purge(older_than=time.time() - retention_s)
+
+    def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
+        """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""
+        return resolve_by_hand(self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record)
+
+    # ------------------------------------------------------------------ lifetime
     def close(self, *, wait: bool = False) -> None:
         """Release threads and stores; ``wait`` lets timed-out tool calls finish first."""
-        self._close_mcp()
-        self._executor.close(wait=wait)
+        for toolset in self._mcp:
+            toolset.close()
+        self._mcp.clear()
+        self.engine.executor.close(wait=wait)
         self.ledger.close()
         self.approvals.store.close()
         self.trace.close()

@@ -1,7 +1,10 @@
-"""Values that cross module boundaries: calls, observations, effects, provenance.
+"""Values that cross module boundaries: calls, observations, effects, provenance, tool results.
 
-All are frozen, keyword-only dataclasses with ``to_dict`` / ``from_dict`` so they round-trip
-through JSON (trace, ledger, HTTP, MCP) unchanged.
+The records (``ToolCall``, ``Observation``, ``Effect``, ``Provenance``, ``Trimming``) are frozen,
+keyword-only dataclasses with ``to_dict`` / ``from_dict`` so they round-trip through JSON (trace,
+ledger, HTTP, MCP) unchanged. ``ToolResult`` is what a tool may return; ``Outcome``
+(``Succeeded | Failed``) is what one send of a tool came back with, handed from the executor to
+the ledger's commit protocol inside one process.
 """
 
 from __future__ import annotations
@@ -17,11 +20,16 @@ __all__ = [
     "ArgSource",
     "Effect",
     "EffectKind",
+    "Failed",
     "Observation",
     "ObservationStatus",
+    "Outcome",
     "Provenance",
+    "Succeeded",
     "ToolCall",
+    "ToolResult",
     "Trimming",
+    "find_refs",
 ]
 
 ObservationStatus = Literal["ok", "partial", "error"]
@@ -52,6 +60,25 @@ _EMPTY: Mapping[str, Any] = _EmptyMapping()
 ArgSource = str
 """Where an argument value came from: ``user``, ``tool_result:<call_id>``, ``model_inferred``,
 ``default``."""
+
+
+def find_refs(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
+    """Yield (JSON pointer, raw ``$ref`` value) for every reference inside an argument ``value``.
+
+    A reference is an object whose only key is ``"$ref"`` (a plan node's argument bound to another
+    node's observation, see :mod:`actionspace.plan.refs`); the pointer is relative to ``value``.
+    """
+    if isinstance(value, Mapping):
+        if "$ref" in value and len(value) == 1:
+            yield at or "/", value["$ref"]
+            return
+        for k, v in value.items():
+            if isinstance(v, (Mapping, list)):
+                yield from find_refs(v, f"{at}/{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, (Mapping, list)):
+                yield from find_refs(v, f"{at}/{i}")
 
 
 @fast_init
@@ -270,3 +297,51 @@ class Observation:
 
 
 _RUNTIME_PROVENANCE = Provenance(source="runtime")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """A tool's result with the facts the observation needs beyond the data.
+
+    A tool may return a plain value (it becomes ``data``) or this, to report effects and versions::
+
+        return ToolResult(data={"id": eid}, effects=[Effect(resource_id=f"event:{eid}", kind="created")])
+    """
+
+    data: Any = None
+    effects: tuple[Effect, ...] = ()
+    resource_version: str | None = None
+    """Version of the resource the data describes (for later ``ResourceRef`` checks)."""
+    remote_id: str | None = None
+    """The service's own id of the transaction, kept in diagnostics and (later) the ledger."""
+    complete: bool = True
+    """False when the tool itself returned a page or a partial answer."""
+    cursor: str | None = None
+    """Where the next page starts (opaque to the model); None on the last page."""
+    total: int | None = None
+    """How many items the whole listing holds, when the tool knows it."""
+    sort_key: str | None = None
+    """The order pages follow (``"id"``, ``"-created_at"``); kept in ``diagnostics["sort_key"]``."""
+    after: str | None = None
+    """The cursor this page was asked for (None: the first page); kept in ``diagnostics["after"]``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    """One send of a tool returned ``value`` (a plain value or a :class:`ToolResult`)."""
+
+    value: Any
+    attempts: int
+    """Attempts spent, retries included (at least 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """One send of a tool failed with ``error``, after ``attempts`` attempts."""
+
+    error: ActionError
+    attempts: int
+
+
+Outcome = Succeeded | Failed
+"""What the executor hands the ledger's commit protocol for one send."""

@@ -210,7 +210,14 @@ def test_offered_tools_render_parse_back_and_results_render_in_the_provider_shap
     if HAS_SDKS:
         _check_sdk_result(provider, result)
     payload = _result_payload(provider, result, "call_7" if provider != "mcp" else "")
-    assert payload == {"status": "ok", "data": {"room": "blue", "hours": 2}, "error": None}
+    fetched_at = payload.pop("fetched_at")
+    assert fetched_at.endswith("Z")
+    assert payload == {
+        "status": "ok",
+        "data": {"room": "blue", "hours": 2},
+        "trust": "trusted",
+        "source": "book_room",
+    }
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -279,5 +286,11 @@ def test_openai_tools_pass_through_and_specs_render_directly() -> None:
 
 def test_an_incomplete_observation_says_so_in_the_result_content() -> None:
     obs = Observation(call_id="c", tool="t", data=[1], complete=False)
-    assert result_content(obs) == {"status": "ok", "data": [1], "error": None, "complete": False}
+    assert result_content(obs) == {
+        "status": "ok",
+        "data": [1],
+        "complete": False,
+        "trust": "trusted",
+        "source": "t",
+    }
     assert result_content(obs, whole=True) == obs.to_dict()

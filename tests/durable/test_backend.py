@@ -11,13 +11,13 @@ import psycopg
 import pytest
 
 from actionspace import Runtime
-from actionspace._pipeline import idempotency_key
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.durable import DurableConfig, PlanClient, launch, plan_workflow_id, shutdown
 from actionspace.durable import sweep_tools as tools
 from actionspace.durable.approval import wake, wake_decided
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.commit import new_entry
+from actionspace.ledger.keys import idempotency_key
 from tests.durable.support import pending_request
 from tests.pg import fresh_schema
 

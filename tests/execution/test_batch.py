@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime, ToolCall
-from actionspace._pipeline import idempotency_key
 from actionspace.catalog.spec import NO_RETRY, ToolSpec
 from actionspace.errors import ToolDefinitionError, ToolError
 from actionspace.execution.batch import count_items
+from actionspace.ledger.keys import idempotency_key
 from actionspace.testing import Faulty
 from actionspace.types import Observation
 

@@ -163,7 +163,7 @@ def test_a_side_effecting_stream_commits_once_through_the_ledger() -> None:
 
     call = ToolCall(name="export", arguments={"n": 2})
     first = asyncio.run(_collect(rt, call))[-1]
-    again = rt.call(call, run_id="r1", node_id=first.call_id.split(":")[-1])
+    again = rt.call(call, run_id="r1")  # the same proposal again, in the same turn: one action
     assert first.status == "ok" and first.effects[0].resource_id == "export:1"
     assert [e.state for e in rt.ledger.list()] == ["committed"]
     assert again.diagnostics.get("replayed") is True

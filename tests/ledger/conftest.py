@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from actionspace.approval.requests import ApprovalStore
-from actionspace.approval.sqlite import SqliteApprovalStore
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.sqlite import SqliteLedgerStore
+from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
 
 STORE_KINDS: list[str] = ["memory", "sqlite", "postgres"]
 

@@ -8,11 +8,11 @@ from types import ModuleType
 
 import pytest
 
-from actionspace.approval.sqlite import SqliteApprovalStore
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.open import open_approvals, open_ledger
 from actionspace.ledger.sqlite import SqliteLedgerStore
+from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
 from tests.ledger.factories import entry
 
 

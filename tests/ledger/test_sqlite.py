@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from actionspace.approval import sqlite as approval_sqlite
-from actionspace.approval.sqlite import SqliteApprovalStore
 from actionspace.errors import ConfigurationError
 from actionspace.ledger import sqlite as ledger_sqlite
+from actionspace.ledger import sqlite_approvals as approval_sqlite
 from actionspace.ledger.entries import Begun, LedgerEntry
 from actionspace.ledger.sqlite import SqliteLedgerStore
+from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
 from actionspace.trace.sqlite import SqliteTraceStore
 from tests.ledger import workers
 from tests.ledger.factories import entry, request

@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from actionspace._canonical import args_digest
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.execution.items import preview_items
-from actionspace.ledger.commit import args_digest
+from actionspace.validation.items import preview_items
 from actionspace.validation.verdicts import NeedsApproval
 
 __all__ = ["Approvals", "file_request", "find_decision", "gate", "held"]

@@ -5,7 +5,9 @@
 - :mod:`~actionspace.discovery.ranking`: BM25 over the tools' words, optionally blended with
   embeddings (the ``embeddings`` extra ships all-MiniLM-L6-v2 for offline use);
 - :mod:`~actionspace.discovery.disclosure`: short definitions first, full ones on demand;
-- :mod:`~actionspace.discovery.render`: OpenAI (chat, Responses), Anthropic and MCP formats.
+- :mod:`~actionspace.discovery.render`: OpenAI (chat, Responses), Anthropic and MCP formats, and
+  what the model reads of an observation (``render-v2``);
+- :mod:`~actionspace.discovery.artifacts`: the ``read_artifact`` tool over a trimmed result's output.
 
 ``Runtime.offer`` and ``Runtime.describe`` use all of it; ``Runtime(discovery=DiscoveryConfig(...))``
 sets the defaults.
@@ -13,6 +15,7 @@ sets the defaults.
 
 from __future__ import annotations
 
+from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
 from actionspace.discovery.candidates import (
     REASONS,
     Availability,
@@ -32,6 +35,8 @@ from actionspace.discovery.disclosure import (
 from actionspace.discovery.ranking import Embedder, MiniLMEmbedder, Ranker, tool_text, words
 from actionspace.discovery.render import (
     PROVIDERS,
+    RENDERING,
+    RESULT_BUDGET,
     Provider,
     anthropic_result,
     anthropic_tools,
@@ -42,6 +47,7 @@ from actionspace.discovery.render import (
     openai_responses_result,
     openai_responses_tools,
     render_result,
+    render_results,
     render_tools,
     result_content,
 )
@@ -50,7 +56,10 @@ __all__ = [
     "DESCRIBE_RECOVERY",
     "DESCRIBE_TOOL",
     "PROVIDERS",
+    "READ_ARTIFACT",
     "REASONS",
+    "RENDERING",
+    "RESULT_BUDGET",
     "Availability",
     "CandidateIndex",
     "Discovery",
@@ -72,7 +81,9 @@ __all__ = [
     "openai_chat_tools",
     "openai_responses_result",
     "openai_responses_tools",
+    "read_artifact_tool",
     "render_result",
+    "render_results",
     "render_tools",
     "request_of",
     "result_content",

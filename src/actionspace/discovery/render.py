@@ -13,10 +13,13 @@ Tools (from what ``Runtime.offer`` returned, or from ``ToolSpec`` objects):
 A short (progressive-disclosure) definition has no schema: it renders with an open object schema
 and a description that carries its effect and risk and says to describe it first.
 
-Results: an OpenAI chat ``role: tool`` message, a Responses ``function_call_output`` item, an
-Anthropic ``tool_result`` block (``is_error`` on failures) and an MCP ``CallToolResult``
-(``isError`` on failures, ``structuredContent`` carrying the status, the data and the error with
-its ``category`` and ``recovery``). The text content is the JSON of :func:`result_content`.
+Results (``render-v2``, :data:`RENDERING`): an OpenAI chat ``role: tool`` message, a Responses
+``function_call_output`` item, an Anthropic ``tool_result`` block (``is_error`` on failures) and
+an MCP ``CallToolResult`` (``isError`` on failures, ``structuredContent`` the rendered content).
+The text is the JSON of :func:`result_content` — status, data, error with its category and
+recovery, a one-line effects summary, paging, trust, source and freshness, the artifact to read
+the rest from — after a line saying so in words when the content is untrusted. Each result has
+a size budget. :func:`render_results` answers every call of a turn, by the model's own call ids.
 """
 
 from __future__ import annotations
@@ -26,15 +29,27 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery._content import (
+    RENDERING,
+    RESULT_BUDGET,
+    dumps,
+    effects_summary,
+    rendered,
+    result_content,
+    untrusted_notice,
+)
 from actionspace.discovery.disclosure import DESCRIBE_TOOL, full_definition
 from actionspace.errors import ConfigurationError
 from actionspace.types import Observation
 
 __all__ = [
     "PROVIDERS",
+    "RENDERING",
+    "RESULT_BUDGET",
     "Provider",
     "anthropic_result",
     "anthropic_tools",
+    "effects_summary",
     "mcp_call_result",
     "mcp_tools_list",
     "openai_chat_result",
@@ -42,6 +57,7 @@ __all__ = [
     "openai_responses_result",
     "openai_responses_tools",
     "render_result",
+    "render_results",
     "render_tools",
     "result_content",
 ]
@@ -165,47 +181,38 @@ def mcp_tools_list(definitions: Iterable[Definition]) -> dict[str, Any]:
     return {"tools": tools}
 
 
-def result_content(obs: Observation, *, whole: bool = False) -> dict[str, Any]:
-    """What a tool result tells the model: status, data and error (with category and recovery).
-
-    ``whole``: the full observation dict instead (provenance, trimming, effects…).
-    """
+def _text(obs: Observation, whole: bool, budget: int) -> str:
     if whole:
-        return obs.to_dict()
-    out: dict[str, Any] = {
-        "status": obs.status,
-        "data": obs.data,
-        "error": obs.error.to_dict() if obs.error else None,
-    }
-    if not obs.complete:
-        out["complete"] = False
-    return out
-
-
-def _text(obs: Observation, whole: bool) -> str:
-    return json.dumps(result_content(obs, whole=whole), default=str)
+        return untrusted_notice(obs) + dumps(obs.to_dict())
+    return rendered(obs, budget)[1]
 
 
 def openai_chat_result(
-    obs: Observation, call_id: str | None = None, *, whole: bool = False
+    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
 ) -> dict[str, Any]:
     """A Chat Completions ``role: tool`` message answering ``call_id`` (default: the observation's)."""
-    return {"role": "tool", "tool_call_id": call_id or obs.call_id, "content": _text(obs, whole)}
+    return {"role": "tool", "tool_call_id": call_id or obs.call_id, "content": _text(obs, whole, budget)}
 
 
 def openai_responses_result(
-    obs: Observation, call_id: str | None = None, *, whole: bool = False
+    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
 ) -> dict[str, Any]:
     """A Responses ``function_call_output`` input item answering ``call_id``."""
-    return {"type": "function_call_output", "call_id": call_id or obs.call_id, "output": _text(obs, whole)}
+    return {
+        "type": "function_call_output",
+        "call_id": call_id or obs.call_id,
+        "output": _text(obs, whole, budget),
+    }
 
 
-def anthropic_result(obs: Observation, call_id: str | None = None, *, whole: bool = False) -> dict[str, Any]:
+def anthropic_result(
+    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
+) -> dict[str, Any]:
     """An Anthropic ``tool_result`` content block answering ``tool_use_id`` = ``call_id``."""
     return {
         "type": "tool_result",
         "tool_use_id": call_id or obs.call_id,
-        "content": [{"type": "text", "text": _text(obs, whole)}],
+        "content": [{"type": "text", "text": _text(obs, whole, budget)}],
         "is_error": obs.status == "error",
     }
 
@@ -216,17 +223,22 @@ def mcp_call_result(
     whole: bool = False,
     text: str | None = None,
     structured: Mapping[str, Any] | None = None,
+    budget: int = RESULT_BUDGET,
 ) -> dict[str, Any]:
     """An MCP ``CallToolResult``: ``isError`` on failures so the model can see and self-correct.
 
-    By default the text is the JSON of :func:`result_content` and ``structuredContent`` the same
-    content as plain JSON values. ``text`` and ``structured`` replace them when given (the gateway
-    sends a readable paragraph and the whole observation envelope).
+    By default the text is the rendered text (:func:`result_content` as JSON, after the untrusted
+    notice when there is one) and ``structuredContent`` the content as plain JSON values. ``text``
+    and ``structured`` replace them when given (the gateway sends a readable paragraph and the
+    whole observation envelope).
     """
     if text is None or structured is None:
-        encoded = json.dumps(result_content(obs, whole=whole), default=str)
-        text = encoded if text is None else text
-        structured = json.loads(encoded) if structured is None else structured
+        if whole:
+            content, own = obs.to_dict(), _text(obs, whole, budget)
+        else:
+            content, own = rendered(obs, budget)
+        text = own if text is None else text
+        structured = json.loads(dumps(content)) if structured is None else structured
     return {
         "content": [{"type": "text", "text": text}],
         "structuredContent": dict(structured),
@@ -247,14 +259,49 @@ def render_tools(definitions: Iterable[Definition], provider: Provider) -> Any:
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
 
 
-def render_result(obs: Observation, provider: Provider, call_id: str | None = None) -> dict[str, Any]:
-    """An observation as ``provider``'s tool-result message (MCP ignores ``call_id``: JSON-RPC carries it)."""
+def render_result(
+    obs: Observation, provider: Provider, call_id: str | None = None, *, budget: int = RESULT_BUDGET
+) -> dict[str, Any]:
+    """An observation as ``provider``'s tool-result message (MCP ignores ``call_id``: JSON-RPC carries it).
+
+    A grouped observation renders as one result holding its items; :func:`render_results`
+    answers each of the model's calls separately instead.
+    """
     if provider == "openai_chat":
-        return openai_chat_result(obs, call_id)
+        return openai_chat_result(obs, call_id, budget=budget)
     if provider == "openai_responses":
-        return openai_responses_result(obs, call_id)
+        return openai_responses_result(obs, call_id, budget=budget)
     if provider == "anthropic":
-        return anthropic_result(obs, call_id)
+        return anthropic_result(obs, call_id, budget=budget)
     if provider == "mcp":
-        return mcp_call_result(obs)
+        return mcp_call_result(obs, budget=budget)
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
+
+
+def render_results(
+    observations: Observation | Iterable[Observation], provider: Provider, *, budget: int = RESULT_BUDGET
+) -> list[dict[str, Any]]:
+    """One result per proposed call, each answering the model's own call id, in the calls' order.
+
+    A grouped observation (``tool == "*"``) stands for its ``items``; a list of observations for
+    each of them. ``anthropic``: ONE ``user`` message holding every ``tool_result`` block (the API
+    wants all results of a turn in the next user message; no message when there is no result).
+    ``openai_chat``: a ``role: tool`` message per call; ``openai_responses``: a
+    ``function_call_output`` item per call; ``mcp``: a ``CallToolResult`` per call.
+    ``budget`` applies to each result. Raises ``ConfigurationError`` for an unknown provider.
+    """
+    if provider not in PROVIDERS:
+        raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
+    calls = _per_call(observations)
+    if provider == "anthropic":
+        blocks = [anthropic_result(o, budget=budget) for o in calls]
+        return [{"role": "user", "content": blocks}] if blocks else []
+    return [render_result(o, provider, budget=budget) for o in calls]
+
+
+def _per_call(observations: Observation | Iterable[Observation]) -> list[Observation]:
+    given = [observations] if isinstance(observations, Observation) else list(observations)
+    out: list[Observation] = []
+    for obs in given:
+        out.extend(obs.items if obs.tool == "*" else (obs,))
+    return out

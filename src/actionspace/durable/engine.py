@@ -8,12 +8,11 @@ the backend over the same PostgreSQL database share the work: plan workflows on
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,7 +24,6 @@ from actionspace.types import Observation
 if TYPE_CHECKING:
     from actionspace.durable.executors import Heartbeat
     from actionspace.runtime import Runtime
-    from actionspace.trace.events import EventRecord
 
 __all__ = [
     "Engine",
@@ -123,7 +121,6 @@ def launch(rt: Runtime, config: DurableConfig | None = None) -> Engine:
             dead_after_s=config.dead_after_s,
             recover=_recover_executor,
         )
-        rt._sink = _renumbering_sink(rt)
         # Bound before launch: DBOS may start queued or recovered workflows during launch itself.
         _engine = Engine(runtime=rt, config=config, executor_id=executor_id, heartbeat=heartbeat)
         try:
@@ -171,38 +168,6 @@ def _register_queues(config: DurableConfig) -> None:
             global_concurrency=limit,
             **common,
         )
-
-
-TRACE_RENUMBER_ATTEMPTS = 5
-"""How often a batch of trace events is renumbered after another process took its numbers."""
-
-
-def _renumbering_sink(rt: Runtime) -> Callable[[str, Sequence[EventRecord]], None]:
-    """The Runtime's trace sink, renumbering a batch whose ``seq`` another worker already stored.
-
-    Nodes of one run execute in several processes, each numbering the run's events on its own;
-    a clash renumbers the batch after the stored events instead of losing it.
-    """
-    inner = rt._sink
-    if getattr(inner, "renumbers", False):
-        return inner
-
-    def sink(run_id: str, records: Sequence[EventRecord]) -> None:
-        for _ in range(TRACE_RENUMBER_ATTEMPTS):
-            try:
-                inner(run_id, records)
-                return
-            except ValueError:
-                start = rt.trace.next_seq(run_id)
-                records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(records)]
-                run = rt._runs.get(run_id)
-                if run is not None:
-                    with rt._runs_lock:
-                        run.seq = itertools.count(start + len(records))
-        inner(run_id, records)
-
-    sink.renumbers = True  # type: ignore[attr-defined]
-    return sink
 
 
 def _recover_executor(executor_id: str) -> int:

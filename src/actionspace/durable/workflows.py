@@ -24,16 +24,15 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from dbos import DBOS, SetWorkflowID
 
-from actionspace._pipeline import Recorder, resolve
 from actionspace.durable.engine import bound, node_workflow_id
 from actionspace.errors import ActionError
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.recover import recover
-from actionspace.plan.check import check_plan
-from actionspace.plan.model import InvalidPlan, Plan, PlanResult
-from actionspace.plan.run import DEFAULT_CONCURRENCY
+from actionspace.plan.model import PlanResult
+from actionspace.plan.run import DEFAULT_CONCURRENCY, preflight
 from actionspace.plan.scheduler import Scheduler, _status
 from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
@@ -82,13 +81,9 @@ def _drive(request: Mapping[str, Any]) -> PlanResult:
     rt = bound().runtime
     run_id: str = request["run_id"]
     principal = _principal(request.get("principal"))
-    run = rt._run(run_id, principal)
+    run = rt.run_state(run_id, principal)
     who = principal or run.principal
-    try:
-        plan = Plan.from_dict(request["plan"])
-    except InvalidPlan as exc:
-        return _rejected(run_id, exc.error)
-    checked = check_plan(plan, lambda name: resolve(rt.catalog, run, name), who, rt._environments)
+    checked = preflight(rt.engine, request["plan"], run, who, rt.environments)
     if isinstance(checked, ActionError):
         return _rejected(run_id, checked)
     unsupported = sorted(k for k, c in checked.nodes.items() if c.members or c.node.first_of)
@@ -100,9 +95,9 @@ def _drive(request: Mapping[str, Any]) -> PlanResult:
         )
         return _rejected(run_id, error)
     _trace_step(run_id, "plan_started", {"nodes": len(checked.nodes), "backend": "dbos"})
-    limit = int(request.get("max_concurrency") or plan.max_concurrency or DEFAULT_CONCURRENCY)
+    limit = int(request.get("max_concurrency") or checked.max_concurrency or DEFAULT_CONCURRENCY)
     sched = Scheduler(
-        rt, run, who, checked, max_concurrency=limit, tool_limits=None, cancel=None, retry_of=None
+        rt.engine, run, who, checked, max_concurrency=limit, tool_limits=None, cancel=None, retry_of=None
     )
     started = _now_step()  # a step: a replay on another worker keeps the first start
     parent = cast(str, DBOS.workflow_id)
@@ -241,7 +236,7 @@ def _execute_step(payload: dict[str, Any]) -> dict[str, Any]:
         )
         obs = rt.call(call, run_id=run_id, node_id=node_id, principal=_principal(payload.get("principal")))
     except Exception as exc:  # a bug of ours: a typed observation, and the plan goes on
-        obs = rt._internal(exc, Recorder(rt._run(run_id, None), f"{run_id}:{node_id}"))
+        obs = rt.engine.internal(exc, Recorder(rt.engine.run(run_id), f"{run_id}:{node_id}"))
     finally:
         _running.discard(attempt)
     return obs.to_dict()

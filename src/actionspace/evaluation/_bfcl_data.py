@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from actionspace.errors import ActionspaceError
+from actionspace.errors import BfclDataError
 
 __all__ = [
     "BFCL_VERSION",
@@ -50,10 +50,6 @@ CATEGORIES: Final = (
     "live_parallel_multiple",
 )
 """The single-turn Python categories whose ground truth is a set of concrete calls."""
-
-
-class BfclDataError(ActionspaceError):
-    """The BFCL data could not be downloaded, verified or read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

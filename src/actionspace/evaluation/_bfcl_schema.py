@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ToolDefinitionError
+from actionspace.errors import BfclAnswerError, ToolDefinitionError
 from actionspace.types import ToolCall
 
 __all__ = ["JSON_SCHEMA_DRAFT", "BfclAnswerError", "first_answer", "to_input_schema", "to_tool_spec"]
@@ -161,10 +161,6 @@ def _required(doc: Mapping[str, Any], where: str) -> list[str] | None:
         if flag not in _TRUE and flag not in _FALSE:
             raise ToolDefinitionError(f"{where}.{name}: optional must be a boolean, got {flag!r}")
     return None if required is None else list(dict.fromkeys(required))
-
-
-class BfclAnswerError(ValueError):
-    """A possible answer is not in the shape BFCL's own checker reads."""
 
 
 _OMIT: Final = object()

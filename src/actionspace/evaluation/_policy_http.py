@@ -32,27 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace.errors import ConfigurationError
+from actionspace.errors import ConfigurationError, PolicyHTTPError
 from actionspace.evaluation._policy_view import PolicyView, Proposal
 
 __all__ = ["OpenAICompatiblePolicy", "PolicyHTTPError", "proposal_from_completion", "tool_choice_confidence"]
-
-
-class PolicyHTTPError(ConfigurationError):
-    """The chat-completions server refused the request or stayed unavailable past the retry bounds."""
-
-    status: int | None
-    """The last HTTP status; None when no response arrived (timeout, connection refused)."""
-    attempts: int
-    """Requests sent before giving up."""
-    body: str
-    """The start of the last error response body (at most 500 characters)."""
-
-    def __init__(self, message: str, *, status: int | None, attempts: int, body: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.attempts = attempts
-        self.body = body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from actionspace.errors import ActionspaceError
+from actionspace.errors import SuiteError
 from actionspace.evaluation.outcomes import CATEGORIES, Category
 
 __all__ = [
@@ -48,10 +48,6 @@ Request = str | tuple[tuple[Message, ...], ...]
 """A single user text, or turns of chat messages (a turn may be empty: nothing new is said)."""
 Predicate = Callable[["Task", Any], bool]
 """``(task, final_state) -> bool``; ``final_state`` is whatever the task's executable backend exposes."""
-
-
-class SuiteError(ActionspaceError):
-    """A suite or task is malformed, or a suite file cannot be read."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

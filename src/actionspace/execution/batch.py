@@ -39,10 +39,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actionspace._pipeline import Ready, Recorder, idempotency_key
 from actionspace.errors import RETRYABLE, ActionError
 from actionspace.execution.items import count_items, item_keys, items_of
+from actionspace.execution.ready import CallEvents, Ready
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.keys import idempotency_key
 from actionspace.types import Effect, Observation, ObservationStatus, Provenance
 
 __all__ = ["MAX_CONCURRENT_UNITS", "MAX_UNIT_ATTEMPTS", "arun_batch", "count_items", "run_batch"]
@@ -128,19 +129,19 @@ def _resent_by_ledger(entry: LedgerEntry) -> bool:
     return entry.error is not None and entry.error.get("category") in RETRYABLE
 
 
-def run_batch(ready: Ready, rec: Recorder, ledger: LedgerStore, run_one: RunOne) -> Observation:
+def run_batch(ready: Ready, rec: CallEvents, ledger: LedgerStore, run_one: RunOne) -> Observation:
     """Run a batch call's units one after another; the grouped observation (see module docstring)."""
     batch = _split(ready)
     results = []
     for unit in batch.units:
         try:
-            results.append(run_one(_pick(batch, unit, rec.run.run_id, ledger)))
+            results.append(run_one(_pick(batch, unit, rec.run_id, ledger)))
         except Exception as exc:  # a bug in one unit must not hide the committed outcomes of the others
             results.append(_internal(batch, unit, exc, rec))
     return _assemble(batch, results, rec)
 
 
-async def arun_batch(ready: Ready, rec: Recorder, ledger: LedgerStore, run_one: ARunOne) -> Observation:
+async def arun_batch(ready: Ready, rec: CallEvents, ledger: LedgerStore, run_one: ARunOne) -> Observation:
     """Run a batch call's units concurrently (bounded); the grouped observation."""
     batch = _split(ready)
     gate = asyncio.Semaphore(MAX_CONCURRENT_UNITS)
@@ -148,7 +149,7 @@ async def arun_batch(ready: Ready, rec: Recorder, ledger: LedgerStore, run_one: 
     async def one(unit: _Unit) -> Observation:
         async with gate:
             try:
-                return await run_one(_pick(batch, unit, rec.run.run_id, ledger))
+                return await run_one(_pick(batch, unit, rec.run_id, ledger))
             except Exception as exc:
                 return _internal(batch, unit, exc, rec)
 
@@ -156,7 +157,7 @@ async def arun_batch(ready: Ready, rec: Recorder, ledger: LedgerStore, run_one: 
     return _assemble(batch, list(results), rec)
 
 
-def _internal(batch: _Batch, unit: _Unit, exc: Exception, rec: Recorder) -> Observation:
+def _internal(batch: _Batch, unit: _Unit, exc: Exception, rec: CallEvents) -> Observation:
     spec = batch.ready.compiled.spec
     error = ActionError.of(
         "internal",
@@ -233,7 +234,7 @@ def _failed(keys: Sequence[str], items: Sequence[Observation]) -> list[dict[str,
     ]
 
 
-def _assemble(batch: _Batch, results: list[Observation], rec: Recorder) -> Observation:
+def _assemble(batch: _Batch, results: list[Observation], rec: CallEvents) -> Observation:
     ready = batch.ready
     spec = ready.compiled.spec
     items: list[Observation] = []

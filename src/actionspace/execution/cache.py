@@ -26,9 +26,9 @@ from typing import Any
 
 import rfc8785
 
+from actionspace._canonical import canonical_bytes
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError
-from actionspace.observation._canonical import canonical_bytes
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
 

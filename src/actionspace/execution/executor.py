@@ -16,32 +16,18 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from actionspace.adapters.python import map_exception
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.execution.errors import ErrorMapper, map_exception
+from actionspace.types import Failed, Outcome, Succeeded
 
 __all__ = ["Executor", "Failed", "Outcome", "Succeeded"]
 
 AttemptHook = Callable[[int, ActionError, float], None]
 """Called before each retry with (attempt that failed, its error, delay in seconds)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Succeeded:
-    value: Any
-    attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    error: ActionError
-    attempts: int
-
-
-Outcome = Succeeded | Failed
 
 
 def _timeout_error(spec: ToolSpec) -> ActionError:
@@ -79,11 +65,18 @@ class _Portal:
 
 
 class Executor:
-    """Runs tool functions, sync or async, from sync or async callers."""
+    """Runs tool functions, sync or async, from sync or async callers.
 
-    def __init__(self, *, max_threads: int = 32) -> None:
+    ``map_error`` turns an exception a tool raised into its ``ActionError``; the owner hands in
+    the mapping of the tools it runs (default: the Python-function tools',
+    :func:`~actionspace.execution.errors.map_exception`). ``max_threads`` bounds the threads that
+    run blocking tools (default 32).
+    """
+
+    def __init__(self, *, max_threads: int = 32, map_error: ErrorMapper = map_exception) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="actionspace-tool")
         self._portal = _Portal()
+        self.map_error = map_error
 
     # ------------------------------------------------------------------ async callers
     async def arun(
@@ -105,7 +98,7 @@ class Executor:
             except TimeoutError:
                 first = Failed(_timeout_error(spec), 1)
             except Exception as exc:
-                first = Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
+                first = Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         else:
             first = await self._aattempt(spec, kwargs)
         if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
@@ -151,7 +144,7 @@ class Executor:
         except TimeoutError:
             return Failed(_timeout_error(spec), 1)
         except Exception as exc:
-            return Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
+            return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
 
     # ------------------------------------------------------------------ sync callers
@@ -191,7 +184,7 @@ class Executor:
         except (TimeoutError, FutureTimeout):
             return Failed(_timeout_error(spec), 1)
         except Exception as exc:
-            return Failed(map_exception(exc, side_effects=spec.has_side_effects), 1)
+            return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
 
     def block_on(self, coro: Coroutine[Any, Any, Any]) -> Any:

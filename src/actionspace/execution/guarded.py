@@ -14,10 +14,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from actionspace._canonical import json_size
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.cache import ReadCache, cacheable
-from actionspace.observation._canonical import json_size
 from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation

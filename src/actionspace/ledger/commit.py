@@ -10,22 +10,19 @@ asked for the status, ``none`` tools end in ``unknown_commit`` for a person to r
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import rfc8785
-
+from actionspace._canonical import args_digest
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.execution.executor import Outcome, Succeeded
 from actionspace.ledger.entries import LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
-from actionspace.types import Observation
+from actionspace.types import Observation, Outcome, Succeeded
 
 __all__ = ["Dispatch", "Sleep", "args_digest", "protocol", "query_status", "unknown_commit_error"]
 
@@ -48,11 +45,6 @@ Protocol = Generator[Command, "Outcome | None", Observation]
 Observe = Callable[[Outcome], Observation]
 Fail = Callable[[ActionError], Observation]
 Record = Callable[[str, Mapping[str, Any]], None]
-
-
-def args_digest(arguments: Any) -> str:
-    """sha256 hex of the RFC 8785 canonical JSON of the arguments."""
-    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
 
 
 def unknown_commit_error(spec: ToolSpec, key: str, why: str) -> ActionError:

@@ -23,6 +23,7 @@ __all__ = [
     "TERMINAL",
     "TRANSITIONS",
     "UNRESOLVED",
+    "UNSETTLED",
     "Begun",
     "LedgerEntry",
     "LedgerState",
@@ -39,6 +40,8 @@ STATES: tuple[LedgerState, ...] = (
     "unknown_commit",
 )
 TERMINAL: frozenset[str] = frozenset({"committed", "failed"})
+UNSETTLED: frozenset[str] = frozenset({"dispatched", "unknown", "unknown_commit"})
+"""States of an action whose outcome is not established: an identical proposal is never sent."""
 UNRESOLVED: frozenset[str] = frozenset({"dispatched", "unknown", "unknown_commit"})
 """States a purge never removes and ``recover()`` works on (``unknown_commit`` waits for a person)."""
 IN_FLIGHT: frozenset[str] = frozenset({"accepted", "dispatched", "unknown"})
@@ -61,7 +64,7 @@ class LedgerEntry:
     """What the ledger knows of one logical action."""
 
     key: str
-    """``as1_`` + 32 hex (see ``actionspace._pipeline.idempotency_key``)."""
+    """``as1_`` + 32 hex (see ``actionspace.ledger.keys.idempotency_key``)."""
     run_id: str
     node_id: str
     tool: str
@@ -153,6 +156,10 @@ class LedgerStore(Protocol):
     def get(self, key: str) -> LedgerEntry | None: ...
 
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None: ...
+
+    def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
+        """The oldest entry of ``run_id`` for ``tool`` (name@version) and ``args_digest`` in UNSETTLED."""
+        ...
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """Most recently updated first."""

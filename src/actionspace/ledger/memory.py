@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
+from actionspace.ledger.entries import TERMINAL, UNSETTLED, Begun, LedgerEntry
 
 __all__ = ["MemoryApprovalStore", "MemoryLedgerStore"]
 
@@ -17,6 +17,7 @@ class MemoryLedgerStore:
     def __init__(self) -> None:
         self._by_key: dict[str, LedgerEntry] = {}
         self._by_node: dict[tuple[str, str], str] = {}
+        self._by_run: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     def begin(self, entry: LedgerEntry) -> Begun:
@@ -29,6 +30,7 @@ class MemoryLedgerStore:
                 return Begun(existing, False)
             self._by_key[entry.key] = entry
             self._by_node[(entry.run_id, entry.node_id)] = entry.key
+            self._by_run.setdefault(entry.run_id, []).append(entry.key)
             return Begun(entry, True)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
@@ -48,6 +50,14 @@ class MemoryLedgerStore:
             key = self._by_node.get((run_id, node_id))
             return self._by_key.get(key) if key is not None else None
 
+    def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
+        with self._lock:
+            for key in self._by_run.get(run_id, ()):
+                e = self._by_key.get(key)
+                if e is not None and e.state in UNSETTLED and e.tool == tool and e.args_digest == args_digest:
+                    return e
+            return None
+
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         with self._lock:
             entries = [e for e in self._by_key.values() if state is None or e.state == state]
@@ -60,6 +70,11 @@ class MemoryLedgerStore:
             for e in old:
                 del self._by_key[e.key]
                 self._by_node.pop((e.run_id, e.node_id), None)
+                keys = self._by_run.get(e.run_id)
+                if keys is not None and e.key in keys:
+                    keys.remove(e.key)
+                    if not keys:
+                        del self._by_run[e.run_id]
             return len(old)
 
     def close(self) -> None:

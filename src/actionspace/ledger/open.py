@@ -13,13 +13,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final, cast
 
+from actionspace._store_url import sqlite_path
 from actionspace.approval.requests import ApprovalStore
-from actionspace.approval.sqlite import SqliteApprovalStore
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.sqlite import SqliteLedgerStore
-from actionspace.trace.store import sqlite_path
+from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
 
 __all__ = ["SUPPORTED_URLS", "open_approvals", "open_ledger"]
 

@@ -316,6 +316,13 @@ class PostgresLedgerStore:
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
         return self._one(_LEDGER_SELECT + " WHERE run_id = %s AND node_id = %s", (run_id, node_id))
 
+    def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
+        return self._one(
+            _LEDGER_SELECT + " WHERE run_id = %s AND tool = %s AND args_digest = %s"
+            " AND state IN ('dispatched', 'unknown', 'unknown_commit') ORDER BY created_at LIMIT 1",
+            (run_id, tool, args_digest),
+        )
+
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """At most ``limit`` entries (those in ``state`` if given), most recently updated first."""
         with self._db.connection() as conn:

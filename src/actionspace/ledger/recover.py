@@ -8,7 +8,9 @@ For each such entry:
 * ``native`` tools dedupe by key, so sending again is safe: back to ``accepted``.
 * ``none`` tools cannot be asked: ``unknown_commit``, for a person (``actionspace ledger resolve``).
 
-A call whose outcome cannot be established is never re-sent.
+A call whose outcome cannot be established is never re-sent. A committed result becomes the
+entry's observation through the ``shape`` the caller hands in (the runtime passes
+:func:`actionspace.observation.shape`, so it is trimmed like any other result).
 """
 
 from __future__ import annotations
@@ -18,19 +20,45 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.execution.result import ToolResult
 from actionspace.ledger.commit import query_status, unknown_commit_error
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.status import Committed, NotCommitted
-from actionspace.observation import shape
-from actionspace.types import Observation
+from actionspace.types import Observation, ToolResult
 
-__all__ = ["RecoveryReport", "recover", "resolve_by_hand"]
+__all__ = ["RecoveryReport", "Shape", "Shaped", "recover", "resolve_by_hand", "unshaped"]
 
 Record = Callable[[str, str, Mapping[str, Any]], None]
+
+
+class Shaped(Protocol):
+    """What recovery reads of a shaped result (:class:`actionspace.observation.Shaped` is one)."""
+
+    @property
+    def data(self) -> Any: ...
+    @property
+    def content_hash(self) -> str: ...
+
+
+class Shape(Protocol):
+    """Turns a tool's result into observation data (:func:`actionspace.observation.shape` is one)."""
+
+    def __call__(self, value: object, /) -> Shaped: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Unshaped:
+    data: Any
+    content_hash: str
+
+
+def unshaped(value: object) -> Shaped:
+    """The default :class:`Shape`: ``value`` as plain JSON, untrimmed, with its content hash."""
+    data = normalize(value)
+    return _Unshaped(data, content_hash(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +80,7 @@ class RecoveryReport:
         }
 
 
-def _committed_observation(entry: LedgerEntry, result: Any) -> dict[str, Any]:
+def _committed_observation(entry: LedgerEntry, result: Any, shape: Shape) -> dict[str, Any]:
     name, _, version = entry.tool.partition("@")
     effects: tuple[Any, ...] = ()
     if isinstance(result, ToolResult):
@@ -77,9 +105,17 @@ class FindsSpecs(Protocol):
 
 
 def recover(
-    ledger: LedgerStore, catalog: Catalog | FindsSpecs, record: Record, *, min_age_s: float = 0.0
+    ledger: LedgerStore,
+    catalog: Catalog | FindsSpecs,
+    record: Record,
+    *,
+    min_age_s: float = 0.0,
+    shape: Shape = unshaped,
 ) -> RecoveryReport:
-    """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago."""
+    """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
+
+    ``shape`` makes a committed result the observation's data (default :func:`unshaped`).
+    """
     report = RecoveryReport()
     cutoff = time.time() - min_age_s
     entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
@@ -104,7 +140,7 @@ def recover(
             if isinstance(answer, Committed):
                 final = entry.evolve(
                     state="committed",
-                    observation=_committed_observation(entry, answer.result),
+                    observation=_committed_observation(entry, answer.result, shape),
                     remote_id=answer.remote_id,
                     error=None,
                 )
@@ -133,9 +169,19 @@ def recover(
 
 
 def resolve_by_hand(
-    ledger: LedgerStore, key: str, *, outcome: str, by: str, reason: str, record: Record
+    ledger: LedgerStore,
+    key: str,
+    *,
+    outcome: str,
+    by: str,
+    reason: str,
+    record: Record,
+    shape: Shape = unshaped,
 ) -> LedgerEntry:
-    """A person's reconciliation of an ``unknown_commit``: ``committed`` or ``failed``, recorded."""
+    """A person's reconciliation of an ``unknown_commit``: ``committed`` or ``failed``, recorded.
+
+    ``shape``: as in :func:`recover`.
+    """
     if outcome not in ("committed", "failed"):
         raise ValueError("outcome must be 'committed' or 'failed'")
     entry = ledger.get(key)
@@ -147,7 +193,7 @@ def resolve_by_hand(
     changes: dict[str, Any] = {"state": outcome, "resolution": resolution}
     if outcome == "committed":
         changes["observation"] = _committed_observation(
-            entry, {"reconciled": True, "by": by, "reason": reason}
+            entry, {"reconciled": True, "by": by, "reason": reason}, shape
         )
     stored = ledger.transition(key, ("unknown_commit",), entry.evolve(**changes))
     if stored is None:

@@ -259,6 +259,14 @@ class SqliteLedgerStore:
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE run_id = ? AND node_id = ?", (run_id, node_id))
 
+    def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
+        return self._select(
+            self._db.conn(),
+            "WHERE run_id = ? AND tool = ? AND args_digest = ? AND state IN ('dispatched', 'unknown', "
+            "'unknown_commit') ORDER BY created_at LIMIT 1",
+            (run_id, tool, args_digest),
+        )
+
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """At most ``limit`` entries (all of them in ``state`` if given), most recently updated first."""
         where, params = ("WHERE state = ?", (state,)) if state is not None else ("", ())

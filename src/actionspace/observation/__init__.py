@@ -8,13 +8,13 @@ deterministic, versioned and chosen by content kind (``RULES``): ``log-v1``, ``s
 decision-relevant facts each rule keeps.
 """
 
+from actionspace._canonical import canonical_bytes, content_hash
 from actionspace.observation._artifacts import (
     ARTIFACT_SCHEME,
     ArtifactStore,
     FolderArtifactStore,
     MemoryArtifactStore,
 )
-from actionspace.observation._canonical import canonical_bytes, content_hash
 from actionspace.observation._shape import Shaped, shape
 from actionspace.observation.rules import RULES, JsonRule, LogRule, SearchRule, Source, TrimRule, WebRule
 

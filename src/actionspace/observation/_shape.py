@@ -11,9 +11,9 @@ from itertools import chain
 from json.encoder import encode_basestring
 from typing import Any, Final
 
+from actionspace._canonical import canonical_text, dumps_plain, normalize
 from actionspace.errors import ConfigurationError
 from actionspace.observation._artifacts import ArtifactStore
-from actionspace.observation._canonical import canonical_text, dumps_plain, normalize
 from actionspace.observation.rules import MIN_MAX_BYTES, RULES, JsonRule, Source, TrimRule
 from actionspace.observation.rules._base import TextSource, is_stream
 from actionspace.observation.rules.json import project

@@ -22,18 +22,48 @@ import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
+from actionspace._canonical import canonical_text
 from actionspace.errors import ConfigurationError
-from actionspace.observation._canonical import canonical_text
+from actionspace.observation._artifacts import ArtifactStore
 from actionspace.observation.pagination import page_items
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation, ToolCall
 
-if TYPE_CHECKING:
-    from actionspace.runtime import Runtime
+__all__ = ["Count", "Distinct", "PagingRuntime", "Reducer", "Sum", "TopK", "aaggregate", "aggregate"]
 
-__all__ = ["Count", "Distinct", "Reducer", "Sum", "TopK", "aaggregate", "aggregate"]
+
+class PagingRuntime(Protocol):
+    """What an aggregation needs of the runtime that runs its pages (:class:`actionspace.Runtime`)."""
+
+    @property
+    def artifacts(self) -> ArtifactStore: ...
+
+    def run_id_of(self, run_id: str | None, *, principal: Principal | None = None) -> str:
+        """The id of run ``run_id`` (started under ``principal`` if new), or of the default run."""
+        ...
+
+    def call(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> Observation: ...
+
+    async def acall(
+        self,
+        raw: Any,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> Observation: ...
+
+    def record(self, run_id: str, kind: str, data: Mapping[str, Any]) -> None: ...
+
 
 _MISSING: Final = object()
 
@@ -175,7 +205,7 @@ def _walk(
     cursor_arg: str,
     node_prefix: str | None,
     run_id: str,
-    artifacts: Any,
+    artifacts: ArtifactStore,
 ) -> _Walk:
     """Yields (page call, node id) and receives its observation; returns the aggregate."""
     if max_pages < 1 or max_items < 1:
@@ -248,7 +278,7 @@ def _event(result: Observation) -> dict[str, Any]:
 
 
 def aggregate(
-    rt: Runtime,
+    rt: PagingRuntime,
     call: ToolCall | Mapping[str, Any],
     *,
     reducer: Reducer | Sequence[Reducer],
@@ -266,7 +296,7 @@ def aggregate(
     ``<prefix>.p1``, ``<prefix>.p2``… (default: the run's next node numbers). Records an
     ``aggregated`` trace event. Raises ``ConfigurationError`` for bad bounds or reducers.
     """
-    run = rt._run(run_id, principal).run_id
+    run = rt.run_id_of(run_id, principal=principal)
     walk = _walk(
         _as_call(call),
         _reducers(reducer),
@@ -289,7 +319,7 @@ def aggregate(
 
 
 async def aaggregate(
-    rt: Runtime,
+    rt: PagingRuntime,
     call: ToolCall | Mapping[str, Any],
     *,
     reducer: Reducer | Sequence[Reducer],
@@ -301,7 +331,7 @@ async def aaggregate(
     node_prefix: str | None = None,
 ) -> Observation:
     """Async :func:`aggregate`."""
-    run = rt._run(run_id, principal).run_id
+    run = rt.run_id_of(run_id, principal=principal)
     walk = _walk(
         _as_call(call),
         _reducers(reducer),

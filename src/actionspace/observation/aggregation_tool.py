@@ -10,22 +10,31 @@ principal may read; its pages are traced in their own run, named in the result's
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ToolError
-from actionspace.execution.result import ToolResult
-from actionspace.observation.aggregate import Reducer, aggregate
+from actionspace.observation.aggregate import PagingRuntime, Reducer, aggregate
+from actionspace.types import ToolResult
 
-if TYPE_CHECKING:
-    from actionspace.catalog.spec import ToolSpec
-    from actionspace.runtime import Runtime
+__all__ = ["RegisteringRuntime", "aggregation_tool"]
 
-__all__ = ["aggregation_tool"]
+
+class RegisteringRuntime(PagingRuntime, Protocol):
+    """A :class:`PagingRuntime` that also registers tools (:class:`actionspace.Runtime` is one)."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def add_tool(
+        self, *, name: str, input_schema: Mapping[str, Any], fn: Callable[..., Any], **spec: Any
+    ) -> ToolSpec: ...
 
 
 def aggregation_tool(
-    rt: Runtime,
+    rt: RegisteringRuntime,
     *,
     name: str,
     over: str,

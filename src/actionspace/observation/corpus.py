@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actionspace.observation._canonical import json_size
+from actionspace._canonical import json_size
 from actionspace.observation._corpus_cases import Case, Fact, log_cases
 from actionspace.observation._corpus_web import search_cases, web_cases
 from actionspace.observation._shape import shape

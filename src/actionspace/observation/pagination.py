@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actionspace._canonical import canonical_bytes
 from actionspace.errors import ToolError
 from actionspace.execution.result import ToolResult
 from actionspace.observation._artifacts import ArtifactStore
-from actionspace.observation._canonical import canonical_bytes
 from actionspace.types import Observation
 
 __all__ = ["ITEMS_KEY", "PageInfo", "decode_cursor", "encode_cursor", "page", "page_info", "page_items"]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from actionspace._pipeline import Ready, Recorder, idempotency_key, observe
 from actionspace.errors import ActionError
 from actionspace.execution.executor import Outcome, Succeeded
-from actionspace.ledger.commit import Sleep, new_entry, protocol
+from actionspace.execution.ready import Ready
+from actionspace.ledger.commit import new_entry, protocol
+from actionspace.ledger.keys import idempotency_key
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, parse_ref, substitute
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
     run: GroupRun = unit.group
     spec = group_spec(run)
     members = {m.id for m in unit.members}
-    rt, state = sched.rt, sched.run_state
+    engine, state = sched.engine, sched.run_state
     call_id = f"{state.run_id}:{unit.id}"
 
     def outside(text: str) -> Any:
@@ -59,21 +61,20 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         key=key, run_id=state.run_id, node_id=f"group:{unit.id}", spec=spec, arguments={"calls": planned}
     )
     steps = protocol(
-        spec=spec, entry=entry, store=rt.ledger, observe=observe_group, fail=fail, record=rec.add
+        spec=spec, entry=entry, store=engine.ledger, observe=observe_group, fail=fail, record=rec.add
     )
+
+    async def dispatch() -> AsyncIterator[Observation | Outcome]:
+        rec.add("dispatched", {"tool": spec.name, "group": unit.id, "key": key})
+        yield await _dispatch(sched, unit, key, done)
+
+    result: Observation | None = None
     try:
-        command = next(steps)
-        while True:
-            if isinstance(command, Sleep):
-                await asyncio.sleep(command.seconds)
-                command = steps.send(None)
-            else:
-                rec.add("dispatched", {"tool": spec.name, "group": unit.id, "key": key})
-                command = steps.send(await _dispatch(sched, unit, key, done))
-    except StopIteration as stop:
-        result: Observation = stop.value
+        async for obs in engine.drive(steps, dispatch):
+            result = obs
     finally:
         sched._buffer(rec)
+    assert result is not None
     for m in unit.members:
         if m.id in done and result.status != "ok" and done[m.id].status == "ok":
             # the transaction was rolled back: what this member did is gone
@@ -114,7 +115,7 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, done: dict[st
 async def _members(
     sched: Scheduler, unit: CheckedNode, tx: Transaction, done: dict[str, Observation]
 ) -> ActionError | None:
-    rt, state = sched.rt, sched.run_state
+    engine, state = sched.engine, sched.run_state
     for m in unit.members:
         missing: list[str] = []
         arguments = substitute(m.node.arguments, lambda text, gaps=missing: _value(sched, done, text, gaps))
@@ -133,16 +134,16 @@ async def _members(
         )
         rec = Recorder(state, call.id)
         try:
-            ready = rt._prepare(state, call, m.id, sched.principal, None, rec)
+            ready = engine.prepare(state, call, principal=sched.principal, rec=rec, node_id=m.id)
             if isinstance(ready, Ready):
                 spec = ready.compiled.spec
                 rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})
-                outcome = await rt._executor.arun(spec, {**ready.kwargs, "transaction": tx}, rec.retry)
-                obs = observe(ready, outcome, artifacts=rt.artifacts, rec=rec)
+                outcome = await engine.executor.arun(spec, {**ready.kwargs, "transaction": tx}, rec.retry)
+                obs = engine.observe(ready, outcome, rec)
             else:
                 obs = ready
         except Exception as exc:
-            obs = rt._internal(exc, rec)
+            obs = engine.internal(exc, rec)
         finally:
             sched._buffer(rec)
         done[m.id] = obs

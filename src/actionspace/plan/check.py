@@ -74,6 +74,8 @@ class CheckedPlan:
     added_edges: list[dict[str, str]]
     order: list[str] = field(default_factory=list)
     """Every node id of the plan, in listing order (group members included)."""
+    max_concurrency: int | None = None
+    """The plan's own concurrency limit, if it sets one."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
@@ -115,7 +117,11 @@ def check_plan(
     if errors:
         return _error(errors)
     result = CheckedPlan(
-        checked, edges + [(a["from"], a["to"]) for a in added], added, [n.id for n in plan.nodes]
+        checked,
+        edges + [(a["from"], a["to"]) for a in added],
+        added,
+        [n.id for n in plan.nodes],
+        plan.max_concurrency,
     )
     if plan.groups:
         from actionspace.plan.groups import collapse

@@ -119,7 +119,7 @@ def collapse(
         c.preds = {owner.get(p, p) for p in c.preds if p not in inside}
         c.needs = {owner.get(p, p) for p in c.needs if p not in inside}
         c.succs = list(dict.fromkeys(owner.get(s, s) for s in c.succs if s not in inside))
-    return CheckedPlan(nodes, checked.edges, checked.added_edges, checked.order)
+    return CheckedPlan(nodes, checked.edges, checked.added_edges, checked.order, checked.max_concurrency)
 
 
 def _check_group(

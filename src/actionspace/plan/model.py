@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from actionspace.errors import ActionError, FieldError
+from actionspace.errors import ActionError, FieldError, InvalidPlan
 from actionspace.types import Observation
 
 __all__ = ["Alternative", "Group", "GroupMode", "InvalidPlan", "Plan", "PlanNode", "PlanResult", "PlanStatus"]
@@ -46,14 +46,6 @@ _NODE_KEYS = frozenset(
         "description",
     }
 )
-
-
-class InvalidPlan(ValueError):
-    """A plan that cannot be built; ``error`` is the typed error a model would receive."""
-
-    def __init__(self, error: ActionError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

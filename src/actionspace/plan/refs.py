@@ -13,16 +13,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from actionspace.errors import RefError
+
 __all__ = ["MISSING", "Ref", "RefError", "find_refs", "parse_ref", "substitute", "walk"]
 
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(-?\d+)\]|\[\"([^\"]*)\"\]")
 _NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 
 MISSING = object()
-
-
-class RefError(ValueError):
-    """A reference that cannot be parsed or does not resolve."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,46 +4,61 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from actionspace._pipeline import Recorder, resolve
+from actionspace.discovery.runs import RunState, resolve
 from actionspace.errors import ActionError
-from actionspace.plan.check import CheckedNode, check_plan
+from actionspace.plan.check import CheckedNode, CheckedPlan, check_plan
+from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import InvalidPlan, Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, Scheduler, ToolLimit
 from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
 
-if TYPE_CHECKING:
-    from actionspace.runtime import Runtime
-
-__all__ = ["DEFAULT_CONCURRENCY", "arun_plan"]
+__all__ = ["DEFAULT_CONCURRENCY", "arun_plan", "preflight"]
 
 DEFAULT_CONCURRENCY = 16
 """Nodes running at once when neither the call nor the plan says."""
 
 
+def preflight(
+    engine: PlanEngine,
+    plan: Plan | Mapping[str, Any],
+    run: RunState,
+    principal: Principal,
+    environments: Mapping[str, Any] | None = None,
+) -> CheckedPlan | ActionError:
+    """Every check a plan passes before anything of it runs: its JSON form, ids and references,
+    tools and versions, permissions, reference types, cycles and read/write conflicts.
+
+    ``actionspace plan check`` and :func:`arun_plan` both call this, so they never disagree.
+    """
+    if not isinstance(plan, Plan):
+        try:
+            plan = Plan.from_dict(plan)
+        except InvalidPlan as exc:
+            return exc.error
+    return check_plan(plan, lambda name: resolve(engine.catalog, run, name), principal, environments)
+
+
 async def arun_plan(
-    rt: Runtime,
+    engine: PlanEngine,
     plan: Plan | Mapping[str, Any],
     *,
-    run_id: str | None = None,
+    run_id: str,
     principal: Principal | None = None,
+    environments: Mapping[str, Any] | None = None,
     max_concurrency: int | None = None,
     tool_limits: Mapping[str, int | ToolLimit] | None = None,
     cancel: CancelScope | None = None,
     retry_of: PlanResult | None = None,
 ) -> PlanResult:
     """Check ``plan`` and run it; a rejected plan is a result with ``status="error"`` and ``error`` set."""
-    run = rt._run(run_id, principal)
+    run = engine.run(run_id, principal)
     who = principal or run.principal
-    if not isinstance(plan, Plan):
-        try:
-            plan = Plan.from_dict(plan)
-        except InvalidPlan as exc:
-            return _rejected(rt, run.run_id, run, exc.error)
-    checked = check_plan(plan, lambda name: resolve(rt.catalog, run, name), who, rt._environments)
+    checked = preflight(engine, plan, run, who, environments)
     if isinstance(checked, ActionError):
-        return _rejected(rt, run.run_id, run, checked)
+        return _rejected(engine, run.run_id, run, checked)
     rec = Recorder(run, None)
     rec.add(
         "plan_started",
@@ -54,10 +69,10 @@ async def arun_plan(
             "retry": retry_of is not None,
         },
     )
-    rt._flush(rec)
-    limit = max_concurrency or plan.max_concurrency or DEFAULT_CONCURRENCY
+    engine.flush(rec)
+    limit = max_concurrency or checked.max_concurrency or DEFAULT_CONCURRENCY
     scheduler = Scheduler(
-        rt,
+        engine,
         run,
         who,
         checked,
@@ -78,7 +93,7 @@ async def arun_plan(
             **result.stats,
         },
     )
-    rt._flush(rec)
+    engine.flush(rec)
     return result
 
 
@@ -95,8 +110,8 @@ def _node_event(c: CheckedNode) -> dict[str, Any]:
     return event
 
 
-def _rejected(rt: Runtime, run_id: str, run: Any, error: ActionError) -> PlanResult:
+def _rejected(engine: PlanEngine, run_id: str, run: RunState, error: ActionError) -> PlanResult:
     rec = Recorder(run, None)
     rec.add("plan_rejected", {"category": error.category, "message": error.message[:500]})
-    rt._flush(rec)
+    engine.flush(rec)
     return PlanResult(run_id=run_id, status="error", error=error)

@@ -20,14 +20,16 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from actionspace._pipeline import Ready, Recorder, RunState
+from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, FieldError
+from actionspace.execution.ready import Ready
 from actionspace.plan.atomic import member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
 from actionspace.plan.control import CancelScope, ToolLimit
+from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.ready import ReadyQueue
 from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
@@ -35,11 +37,9 @@ from actionspace.policy.flow import bindings, label_of
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
-
-if TYPE_CHECKING:
-    from actionspace.runtime import Runtime
 
 __all__ = ["CancelScope", "Scheduler", "ToolLimit"]
 
@@ -68,7 +68,7 @@ class Scheduler:
 
     def __init__(
         self,
-        rt: Runtime,
+        engine: PlanEngine,
         run: RunState,
         principal: Principal,
         plan: CheckedPlan,
@@ -78,7 +78,7 @@ class Scheduler:
         cancel: CancelScope | None,
         retry_of: PlanResult | None,
     ) -> None:
-        self.rt = rt
+        self.engine = engine
         self.run_state = run
         self.principal = principal
         self.plan = plan
@@ -222,7 +222,7 @@ class Scheduler:
             obs = self._cancelled_obs(k, "running", "abort requested; the read was cancelled")
         except Exception as exc:  # a bug of ours: typed, and the plan goes on
             rec = Recorder(self.run_state, self._call_id(k))
-            obs = self.rt._internal(exc, rec)
+            obs = self.engine.internal(exc, rec)
             self._buffer(rec)
         if k in self.running:
             self._finish(k, obs)
@@ -427,15 +427,17 @@ class Scheduler:
         rec = Recorder(self.run_state, call.id)
         bound = bindings(raw_args, self._ref_label) if node.refs else None  # $ref args carry their labels
         try:
-            ready = self.rt._prepare(self.run_state, call, node_id, self.principal, None, rec, bound=bound)
+            ready = self.engine.prepare(
+                self.run_state, call, principal=self.principal, rec=rec, node_id=node_id, bound=bound
+            )
             if isinstance(ready, Ready):
-                return await self.rt._aexecute(ready, rec)
+                return await self.engine.aexecute(ready, rec)
             return ready
         except asyncio.CancelledError:
             rec.add("plan_node_cancelled", {"node": node_id, "phase": "running"})
             raise
         except Exception as exc:
-            return self.rt._internal(exc, rec)
+            return self.engine.internal(exc, rec)
         finally:
             self._buffer(rec)
 
@@ -452,7 +454,7 @@ class Scheduler:
         if self.pending:
             rec = Recorder(self.run_state, None)
             rec.records, self.pending = self.pending, []
-            self.rt._flush(rec)
+            self.engine.flush(rec)
 
     def _verify(self, node: CheckedNode, obs: Observation) -> Observation:
         check = node.node.verify

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from actionspace._fast import fast_init
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
+from actionspace.validation.items import count_items
 
 __all__ = ["UNITS", "Budget", "Budgets", "Meter", "Reservation", "Usage", "estimate", "item_count"]
 
@@ -144,10 +145,6 @@ class Budgets:
 
 def item_count(spec: ToolSpec, arguments: Mapping[str, Any]) -> int:
     """How many items a call acts on: the batch's item count for batch tools, else 1."""
-    if spec.batch is None:
-        return 1
-    from actionspace.execution.items import count_items  # only batch tools need it
-
     return count_items(spec, arguments)
 
 

@@ -51,7 +51,7 @@ from actionspace.policy.flow_policies import (
     UntrustedWrites,
 )
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
-from actionspace.types import Observation
+from actionspace.types import Observation, find_refs
 
 __all__ = [
     "ALLOW",
@@ -311,8 +311,6 @@ def bindings(
     raw_arguments: Mapping[str, Any], ref_source: Callable[[str], tuple[str, Label] | None]
 ) -> dict[str, Binding]:
     """Plan arguments bound by ``$ref``: ``ref_source(ref_text)`` gives (call id, label) of its node."""
-    from actionspace.plan.refs import find_refs
-
     out: dict[str, Binding] = {}
     for name, value in raw_arguments.items():
         whole = type(value) is dict and len(value) == 1 and "$ref" in value

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from actionspace._canonical import args_digest
 from actionspace.approval.gate import file_request, find_decision
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger.commit import args_digest
 from actionspace.policy.flow import Binding, FlowState, evaluate
 from actionspace.policy.flow_policies import Allow, Ask, Deny, FlowPolicy
 from actionspace.policy.labels import Label

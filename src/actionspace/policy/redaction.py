@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import Field
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from actionspace.policy.labels import Label, may_read
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import TraceEvent
 
 __all__ = ["KEPT_FIELDS", "REDACTED", "redact_event", "redact_events"]
 
@@ -49,8 +49,20 @@ def redact_event(data: Mapping[str, Any], viewer: Principal | None) -> Mapping[s
     return out
 
 
-def redact_events(events: Iterable[TraceEvent], viewer: Principal | None) -> list[TraceEvent]:
-    """The events as ``viewer`` may see them (see :func:`redact_event`)."""
+class Event(Protocol):
+    """A dataclass event with a ``data`` payload (:class:`actionspace.trace.events.TraceEvent` is one)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+
+
+E = TypeVar("E", bound=Event)
+
+
+def redact_events(events: Iterable[E], viewer: Principal | None) -> list[E]:
+    """The events as ``viewer`` may see them (see :func:`redact_event`); ``data`` alone changes."""
     out = []
     for event in events:
         data = redact_event(event.data, viewer)

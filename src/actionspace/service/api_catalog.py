@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from actionspace import __version__
+from actionspace._version import package_version
 from actionspace.errors import UnknownToolError
 from actionspace.evaluation.monitor import monitor
 from actionspace.policy.principal import Principal
@@ -27,7 +27,7 @@ def health_router() -> APIRouter:
 
     @router.get("/health", response_model=Health, summary="Liveness (no token needed)")
     def health() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
+        return {"status": "ok", "version": package_version()}
 
     return router
 

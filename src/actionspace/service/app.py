@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from fastapi import FastAPI
 
-from actionspace import __version__
+from actionspace._version import package_version
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.api_approvals import approvals_router
@@ -41,7 +41,7 @@ def create_app(
     background = BackgroundRuns(runtime, runner)
     app = FastAPI(
         title="actionspace",
-        version=__version__,
+        version=package_version(),
         description="Runs, traces, approvals, the commit ledger, the tool catalog and per-tool metrics.",
     )
     app.state.runtime = runtime

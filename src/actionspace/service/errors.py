@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from actionspace.errors import ApiError
 from actionspace.service.models import ErrorResponse
 
 __all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
@@ -25,16 +26,6 @@ BAD_BODY: Final[dict[int | str, dict[str, Any]]] = {
     400: {"model": ErrorResponse, "description": "The body is not JSON."},
 }
 """What a route that reads a JSON body declares besides :data:`ERRORS`."""
-
-
-class ApiError(Exception):
-    """An expected failure of a request, answered as ``status`` with an error body."""
-
-    def __init__(self, status: int, message: str, *, category: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.category = category
 
 
 def _body(message: str, category: str | None = None) -> dict[str, Any]:

@@ -57,6 +57,9 @@ EventKind = Literal[
     "user_input",
     "flow_checked",
     "described",
+    # agent sessions (actionspace.session)
+    "user_turn",
+    "rendered",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

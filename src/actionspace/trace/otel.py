@@ -27,7 +27,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from actionspace import __version__
+from actionspace._version import package_version
 from actionspace.trace.events import FindsRunIds, TraceEvent, TraceStore
 
 __all__ = ["TOOL_TYPE", "TRACER_NAME", "export_run", "export_runs"]
@@ -108,7 +108,7 @@ def export_runs(
 
 def _tracer(provider: TracerProvider | None) -> Tracer:
     source = provider if provider is not None else trace.get_tracer_provider()
-    return source.get_tracer(TRACER_NAME, __version__)
+    return source.get_tracer(TRACER_NAME, package_version())
 
 
 def _split(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEvent]]:

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from actionspace.errors import ConfigurationError
+from actionspace._store_url import sqlite_path
+from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.trace.events import FindsRunIds, TraceStore
 from actionspace.trace.memory import MemoryTraceStore
 from actionspace.trace.sqlite import SqliteTraceStore
@@ -37,10 +38,6 @@ SUPPORTED_URLS: Final = (
     "postgresql://user@host/db",
 )
 _MAX_AMBIGUOUS_SHOWN: Final = 5
-
-
-class StoreNotFoundError(ConfigurationError):
-    """``open_trace_store(url, create=False)`` found no store at ``url``."""
 
 
 def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
@@ -71,18 +68,6 @@ def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
 
         return PostgresTraceStore(url)
     raise _unsupported(url)
-
-
-def sqlite_path(url: str) -> Path:
-    """The file a ``sqlite://`` URL names, with ``~`` expanded; raises ConfigurationError if none."""
-    if not url.lower().startswith("sqlite://"):
-        raise ConfigurationError(f"not a sqlite:// URL: {url!r}")
-    raw = url[len("sqlite://") :]
-    if raw in ("", "/") or raw.endswith("/"):
-        raise ConfigurationError(f"{url!r} names no database file; expected e.g. sqlite:///var/trace.db")
-    if raw in (":memory:", "/:memory:"):
-        raise ConfigurationError("use memory:// for a trace store in memory, not sqlite://:memory:")
-    return Path(raw).expanduser()
 
 
 def default_store_url(environ: Mapping[str, str] | None = None) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, TypeVar
 
-from actionspace.observation._canonical import clip_end, json_size
+from actionspace._canonical import clip_end, json_size
 
 __all__ = [
     "MIN_MAX_BYTES",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any, ClassVar, Final
 
-from actionspace.observation._canonical import canonical_text, clip_middle, json_size
+from actionspace._canonical import canonical_text, clip_middle, json_size
 from actionspace.observation.rules._base import Source, TrimRule
 
 __all__ = ["JsonRule", "fit_text", "project"]

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Final, TypeGuard
 
-from actionspace.observation._canonical import clip_end, normalize
+from actionspace._canonical import clip_end, normalize
 from actionspace.observation.rules._base import (
     LineBuffer,
     Source,

@@ -22,7 +22,7 @@ from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from actionspace.observation._canonical import clip_end, normalize
+from actionspace._canonical import clip_end, normalize
 from actionspace.observation.rules._base import LineBuffer, Source, TrimRule, fit, small_fields
 from actionspace.observation.rules.log import chain_text, is_text
 

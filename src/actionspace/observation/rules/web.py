@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
-from actionspace.observation._canonical import clip_end, json_size
+from actionspace._canonical import clip_end, json_size
 from actionspace.observation.rules._base import Source, TrimRule, small_fields
 from actionspace.observation.rules._html import RAW_CAP, PageReader
 from actionspace.observation.rules.log import is_text

@@ -1,5 +1,8 @@
 """SQLite approval store: approval requests in the same file as the ledger and the trace.
 
+It lives beside the ledger stores (as the memory and PostgreSQL approval stores do) because it
+shares their connections and their file.
+
 At most one request per binding ``(run_id, tool, args_digest)`` is ``pending`` at a time: a
 partial unique index enforces it, so two processes holding the same call share one request.
 A decision is a compare-and-set on ``status``, so a request is approved, denied or consumed once.

@@ -1,4 +1,7 @@
-"""``actionspace ledger …`` and ``actionspace approvals …``: reconcile and decide by hand."""
+"""``actionspace ledger …`` and ``actionspace approvals …``: reconcile and decide by hand.
+
+An edge of the CLI (it opens a whole Runtime), so it lives beside ``cli.py``, not in ``ledger/``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Canonical JSON for observation data: the form ``content_hash`` and byte budgets are measured on.
+"""Canonical JSON and digests: the form ``content_hash``, byte budgets and argument digests use.
+
+Two forms live here. :func:`args_digest` hashes exact RFC 8785 (``rfc8785``), because it binds
+approvals and ledger entries to a call's arguments and must never drift. Everything else uses the
+fast canonical form below.
 
 The canonical form is ``json.dumps(value, sort_keys=True, separators=(",", ":"),
 ensure_ascii=False, allow_nan=False)`` of the *normalized* value, encoded as UTF-8. For the values
@@ -31,7 +35,10 @@ from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
 
+import rfc8785
+
 __all__ = [
+    "args_digest",
     "canonical_bytes",
     "canonical_text",
     "clip_end",
@@ -89,6 +96,15 @@ def canonical_bytes(value: object) -> bytes:
 def content_hash(value: object) -> str:
     """sha256 hex of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def args_digest(arguments: Any) -> str:
+    """sha256 hex of the RFC 8785 canonical JSON of ``arguments`` (a call's arguments).
+
+    Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for values RFC 8785 cannot
+    encode: integers beyond 2**53, non-finite floats, values that are not JSON.
+    """
+    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
 
 
 def json_size(value: object) -> int:

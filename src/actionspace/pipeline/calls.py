@@ -1,42 +1,18 @@
-"""The pieces of a call that sit around the pipeline: store opening, raw model output, grouping."""
+"""Around the stages: a model's raw output into calls, the dispatched event, grouped observations."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from actionspace._pipeline import Ready, Recorder
-from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger.entries import LedgerStore
-from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
-from actionspace.observation import ArtifactStore, FolderArtifactStore, MemoryArtifactStore
+from actionspace.execution.ready import Ready
 from actionspace.parse import parse
-from actionspace.trace.events import TraceStore
-from actionspace.trace.memory import MemoryTraceStore
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ObservationStatus, ToolCall
 
-__all__ = ["dispatched_event", "group", "open_ledger_stores", "open_stores", "parse_raw"]
-
-
-def open_ledger_stores(url: str) -> tuple[LedgerStore, ApprovalStore]:
-    if url == "memory://":
-        return MemoryLedgerStore(), MemoryApprovalStore()
-    from actionspace.ledger.open import open_approvals, open_ledger
-
-    return open_ledger(url), open_approvals(url)
-
-
-def open_stores(url: str) -> tuple[TraceStore, ArtifactStore]:
-    if url == "memory://":
-        return MemoryTraceStore(), MemoryArtifactStore()
-    from actionspace.trace.store import open_trace_store, sqlite_path
-
-    store = open_trace_store(url)
-    if url.startswith("sqlite://"):
-        return store, FolderArtifactStore(sqlite_path(url).with_suffix(".artifacts"))
-    return store, MemoryArtifactStore()
+__all__ = ["dispatched_event", "group", "parse_raw"]
 
 
 def parse_raw(raw: Any, rec: Recorder) -> list[ToolCall] | Observation:

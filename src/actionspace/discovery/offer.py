@@ -1,0 +1,85 @@
+"""Fixing the tools a run may call (``Runtime.offer``): select, pin, record, render definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.candidates import request_of
+from actionspace.discovery.config import Discovery
+from actionspace.discovery.disclosure import DESCRIBE_TOOL, describe_tool, short_definition
+from actionspace.discovery.runs import RunState
+from actionspace.errors import DuplicateToolError
+from actionspace.policy.principal import Principal
+
+__all__ = ["describer", "offer"]
+
+Record = Callable[[str, str, Mapping[str, Any]], None]
+
+
+def describer(catalog: Catalog, runs: Callable[[str], RunState | None], record: Any) -> ToolSpec:
+    """``describe_tool``, registered at the first disclosure offer (other runtimes never see it)."""
+    found = catalog.current(DESCRIBE_TOOL)
+    if found is not None:
+        return found
+    try:
+        return catalog.register(describe_tool(catalog.find, runs, record))
+    except DuplicateToolError:  # another thread registered it first
+        return catalog.get(DESCRIBE_TOOL)
+
+
+def offer(
+    *,
+    catalog: Catalog,
+    discovery: Discovery,
+    run: RunState,
+    principal: Principal,
+    seen_errors: set[str],
+    names: Iterable[str] | None,
+    query: str | None,
+    limit: int | None,
+    phase: str | None,
+    capabilities: Iterable[str] | None,
+    disclosure: bool | None,
+    describe: Callable[[], ToolSpec],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(the definitions the model gets, the ``candidates_offered`` event); pins the run's tools."""
+    config = discovery.config
+    disclose = config.disclosure if disclosure is None else disclosure
+    caps = None if capabilities is None else frozenset(capabilities)  # read twice below
+    if limit is None and query:
+        limit = config.limit
+    request = request_of(
+        principal, query=query, limit=limit, phase=phase, capabilities=caps, errors=seen_errors, names=names
+    )
+    selection = discovery.index(catalog).select(request)
+    offered = list(selection.offered)
+    described = describe() if disclose and config.describe_tool else None
+    if described is not None:
+        offered.append(described)
+    before = run.pins
+    run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
+    run.resolved.clear()
+    run.explicit_offer = True
+    run.disclosure = disclose
+    # A definition read earlier stays read only while the same version is offered.
+    run.described = {n for n in run.described if n in run.pins and before.get(n) == run.pins[n]}
+    if described is not None:
+        run.described.add(DESCRIBE_TOOL)
+    event = selection.event()
+    if described is not None:
+        event["offered"].append({"name": described.name, "version": described.version})
+    event.update(
+        principal=principal.id,
+        query=None if query is None else query[:500],
+        limit=limit,
+        phase=phase,
+        capabilities=None if caps is None else sorted(caps),
+        errors_seen=sorted(seen_errors),
+        disclosure=disclose,
+    )
+    if disclose:  # the describe tool itself comes whole: the model needs its schema to use it
+        return [s.describe() if s is described else short_definition(s) for s in offered], event
+    return [s.describe() for s in offered], event

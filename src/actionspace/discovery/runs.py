@@ -1,0 +1,103 @@
+"""One run's state as the engine keeps it, and what a tool name means in that run.
+
+A run pins the version (and schema hash) of every tool offered to it, or first resolved in it;
+a call names a tool and gets that pinned version, ``unknown_tool`` (with close names) or
+``version_mismatch`` (with the current definition) — never a silent reinterpretation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import Any
+
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.disclosure import undescribed
+from actionspace.errors import ActionError
+from actionspace.policy.flow import FlowState
+from actionspace.policy.principal import Principal
+
+__all__ = ["RunState", "resolve"]
+
+
+@dataclass(slots=True)
+class RunState:
+    """What the runtime remembers of one run: its event counter, turns, offer pins and flow state."""
+
+    run_id: str
+    principal: Principal
+    seq: itertools.count[int]
+    nodes: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    pins: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Tool name → (version, schema hash) as offered (or first resolved) in this run."""
+    explicit_offer: bool = False
+    """True after ``Runtime.offer``: only pinned names may be called."""
+    resolved: dict[str, tuple[int, ToolSpec]] = field(default_factory=dict)
+    """Called name → (catalog generation, spec): a resolution stays valid until the catalog changes."""
+    disclosure: bool = False
+    """Progressive disclosure (``Runtime.offer(disclosure=True)``): only described tools may be called."""
+    described: set[str] = field(default_factory=set)
+    """Tool names whose full definition was read in this run (``Runtime.describe`` / ``describe_tool``)."""
+    flow: FlowState = field(default_factory=FlowState)
+    """The run's context label and what the model was shown (policy/flow.py)."""
+    turn: int = 0
+    """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
+
+
+def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
+    """The spec a call's tool name means in this run (unknown_tool / version_mismatch otherwise).
+
+    In a disclosure run, a tool never described in the run is ``unknown_tool`` naming ``describe_tool``.
+    """
+    if run.disclosure:
+        never_described = undescribed(run, name)
+        if never_described is not None:
+            return never_described
+    hit = run.resolved.get(name)
+    if hit is not None and hit[0] == catalog.generation:
+        return hit[1]
+    found = _resolve(catalog, run, name)
+    if isinstance(found, ToolSpec):
+        run.resolved[name] = (catalog.generation, found)
+    return found
+
+
+def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
+    base, _, asked = name.partition("@")
+    pin = run.pins.get(base)
+    if pin is None:
+        spec = None if run.explicit_offer else catalog.current(base)
+        if spec is None:
+            offered = sorted(run.pins) if run.explicit_offer else sorted(s.name for s in catalog.offerable())
+            close = get_close_matches(base, offered, n=3, cutoff=0.6)
+            return ActionError.of(
+                "unknown_tool",
+                f"no tool {base!r} is offered to this run"
+                + (f"; did you mean {close[0]!r}?" if close else ""),
+                alternatives=close or offered[:20],
+                details={"offered": offered[:50], "requested": name[:200]},
+            )
+        pin = run.pins[base] = (spec.version, spec.schema_hash)
+    version, offered_hash = pin
+    spec = catalog.find(f"{base}@{version}")
+    current = catalog.current(base)
+    if asked and asked != version:
+        return _mismatch(run, base, f"{base}@{asked} was not offered; this run has {base}@{version}", current)
+    if spec is None or spec.lifecycle == "retired" or spec.schema_hash != offered_hash:
+        return _mismatch(
+            run, base, f"{base}@{version} as offered to this run is no longer available", current
+        )
+    return spec
+
+
+def _mismatch(run: RunState, base: str, message: str, current: ToolSpec | None) -> ActionError:
+    details: dict[str, Any] = {
+        "offered": f"{base}@{run.pins[base][0]}",
+        "offered_schema_hash": run.pins[base][1],
+    }
+    if current is not None:
+        details["current"] = current.describe()
+        run.pins[base] = (current.version, current.schema_hash)
+    return ActionError.of("version_mismatch", message, details=details)

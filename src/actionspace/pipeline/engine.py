@@ -1,0 +1,484 @@
+"""The call engine: every proposed call, whoever proposes it, runs through here.
+
+``Engine.calls`` / ``acalls`` take a model's raw output (or a ToolCall), parse it, and for each
+call run the stages (:mod:`actionspace.pipeline.stages`) and then :meth:`Engine.execute` /
+:meth:`Engine.aexecute`: budgets and the read cache, batches, streams, and — for a side-effecting
+call — the ledger's commit protocol, driven by the one driver :meth:`Engine.drive_stream`. The
+plan scheduler, atomic groups, streams, durable workflows, the session and the gateway are
+clients of these public methods.
+
+Blocking store I/O (SQLite, PostgreSQL) leaves the event loop in one place, :meth:`Engine._io`:
+on the async path every ledger step runs on a worker thread; the sync path runs it inline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import rfc8785
+
+from actionspace.approval.requests import ApprovalStore
+from actionspace.catalog.registry import Catalog
+from actionspace.discovery.runs import RunState
+from actionspace.errors import ActionError
+from actionspace.execution.batch import arun_batch, run_batch
+from actionspace.execution.executor import Executor, Outcome
+from actionspace.execution.ready import Ready
+from actionspace.execution.streaming import StreamPolicy, is_streaming
+from actionspace.ledger.commit import Protocol, Sleep, args_digest, new_entry, protocol
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.memory import MemoryLedgerStore
+from actionspace.observation import ArtifactStore
+from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.pipeline.observe import fail, observe
+from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, ready_of
+from actionspace.policy.flow import Binding
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceStore
+from actionspace.trace.recorder import Recorder, RecordSink
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["Engine", "run_sync"]
+
+_log = logging.getLogger("actionspace")
+
+T = TypeVar("T")
+
+TRACE_RENUMBER_ATTEMPTS = 5
+"""How often a batch of trace events is renumbered after another process took its numbers."""
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the engine's blocking mode) to its result, without a loop."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    coro.close()
+    raise RuntimeError("a blocking engine step suspended; this is a bug in actionspace")
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Observation
+
+
+Dispatch = Callable[[], AsyncIterator[Observation | Outcome]]
+"""Sends the tool once: yields provisional observations (streams), then the Outcome last."""
+
+
+class Engine:
+    """The stages, the executor and the ledger driver of one Runtime. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        ledger: LedgerStore,
+        approvals: ApprovalStore,
+        artifacts: ArtifactStore,
+        executor: Executor,
+        trace: TraceStore,
+        sink: RecordSink,
+        stages: Stages,
+        default_principal: Principal,
+        on_first_run: Callable[[], None] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.ledger = ledger
+        self.approvals = approvals
+        self.artifacts = artifacts
+        self.executor = executor
+        self.trace = trace
+        self.sink = sink
+        self.stages = stages
+        self.default_principal = default_principal
+        self._extra: list[Stage] = []
+        self._ordered = stages.ordered()
+        self._on_first_run = on_first_run
+        self._runs: dict[str, RunState] = {}
+        self._runs_lock = threading.Lock()
+        self._offload = not isinstance(ledger, MemoryLedgerStore)
+
+    # ------------------------------------------------------------------ stages
+    def add_stage(self, stage: Stage) -> None:
+        """Add a stage after validation and before the approval, flow and budget gates."""
+        self._extra.append(stage)
+        self._ordered = self.stages.ordered(self._extra)
+
+    def set_guard(self, guard: Any) -> None:
+        """Budgets and the read cache admit calls last (None: neither applies)."""
+        self.stages.guard = guard
+
+    # ------------------------------------------------------------------ runs and records
+    def run(self, run_id: str, principal: Principal | None = None) -> RunState:
+        """The state of ``run_id``, opened (and ``run_started`` recorded) on first use."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        if self._on_first_run is not None:
+            hook, self._on_first_run = self._on_first_run, None
+            hook()
+        with self._runs_lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                start = self.trace.next_seq(run_id)
+                run = RunState(run_id, principal or self.default_principal, itertools.count(start))
+                self._runs[run_id] = run
+                if start == 0:
+                    rec = Recorder(run, None)
+                    rec.add("run_started", {"principal": run.principal.id})
+                    self.flush(rec)
+        return run
+
+    def known_run(self, run_id: str) -> RunState | None:
+        """The state of ``run_id`` if this engine has opened it, else None (never opens one)."""
+        return self._runs.get(run_id)
+
+    def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
+        """Append one event to a run's trace."""
+        rec = Recorder(self.run(run_id), call_id)
+        rec.add(kind, data)
+        self.flush(rec)
+
+    def flush(self, rec: Recorder) -> None:
+        """Hand a call's events to the trace store; a failing store never turns into a failed call.
+
+        When another process already stored events under the same numbers (several workers run
+        nodes of one run), the batch is renumbered after the stored events instead of being lost.
+        """
+        try:
+            for _ in range(TRACE_RENUMBER_ATTEMPTS):
+                try:
+                    rec.flush(self.sink)
+                    return
+                except ValueError:
+                    start = self.trace.next_seq(rec.run_id)
+                    rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
+                    with self._runs_lock:
+                        rec.run.seq = itertools.count(start + len(rec.records))
+            rec.flush(self.sink)
+        except Exception:
+            _log.exception(
+                "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run_id
+            )
+            rec.records = []
+
+    # ------------------------------------------------------------------ the stages
+    def prepare(
+        self,
+        run: RunState,
+        call: ToolCall,
+        *,
+        principal: Principal,
+        rec: Recorder,
+        node_id: str | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        bound: Mapping[str, Binding] | None = None,
+        occurrence: int = 1,
+    ) -> Ready | Observation:
+        """Run every stage over one call: a Ready call, or the error observation that ends it."""
+        inp = CallInput(
+            run=run,
+            call=call,
+            principal=principal,
+            rec=rec,
+            node_id=node_id,
+            provenance=provenance,
+            sources=sources,
+            bound=bound,
+            occurrence=occurrence,
+        )
+        return self.prepare_input(inp)
+
+    def prepare_input(self, inp: CallInput) -> Ready | Observation:
+        """:meth:`prepare` over a ready-made :class:`CallInput`."""
+        node = inp.node_id or f"n{next(inp.run.nodes)}"
+        draft = Draft(call_id=inp.call.id or f"{inp.run.run_id}:{node}", node=node)
+        inp.rec.call_id = draft.call_id
+        for stage in self._ordered:
+            error = stage(inp, draft)
+            if error is not None:
+                spec = draft.spec
+                if spec is None:
+                    return fail(inp.rec, error, draft.call_id, inp.call.name[:200])
+                return fail(inp.rec, error, draft.call_id, spec.name, spec.version)
+        return ready_of(inp, draft)
+
+    # ------------------------------------------------------------------ whole messages
+    def calls(
+        self,
+        raw: Any,
+        *,
+        run_id: str,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[Observation]:
+        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread)."""
+        return run_sync(self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=True))
+
+    async def acalls(
+        self,
+        raw: Any,
+        *,
+        run_id: str,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[Observation]:
+        """Async :meth:`calls`: async tools are awaited, blocking ones run on worker threads."""
+        return await self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=False)
+
+    async def _calls(
+        self,
+        raw: Any,
+        run_id: str,
+        node_id: str | None,
+        principal: Principal | None,
+        provenance: Mapping[str, str] | None,
+        sources: Mapping[str, Sequence[str]] | None,
+        *,
+        blocking: bool,
+    ) -> list[Observation]:
+        run = self.run(run_id, principal)
+        who = principal or run.principal
+        rec = Recorder(run, None)
+        out: list[Observation] = []
+        try:
+            calls = parse_raw(raw, rec)
+            if isinstance(calls, Observation):
+                return [calls]
+            node = node_id if len(calls) == 1 else None
+            for call, occurrence in zip(calls, occurrences(calls), strict=True):
+                try:
+                    ready = self.prepare(
+                        run,
+                        call,
+                        principal=who,
+                        rec=rec,
+                        node_id=node,
+                        provenance=provenance,
+                        sources=sources,
+                        occurrence=occurrence,
+                    )
+                    obs = await self._execute(ready, rec, blocking) if isinstance(ready, Ready) else ready
+                except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
+                    obs = self.internal(exc, rec, call)
+                run.flow.observed(obs)
+                out.append(obs)
+            return out
+        except Exception as exc:
+            return [*out, self.internal(exc, rec)]
+        finally:
+            self.flush(rec)
+
+    # ------------------------------------------------------------------ one accepted call
+    def execute(self, ready: Ready, rec: Recorder) -> Observation:
+        """Run an accepted call in the calling thread: budgets, cache, batch, stream, ledger."""
+        return run_sync(self._execute(ready, rec, True))
+
+    async def aexecute(self, ready: Ready, rec: Recorder) -> Observation:
+        """Async :meth:`execute`."""
+        return await self._execute(ready, rec, False)
+
+    async def _execute(self, ready: Ready, rec: Recorder, blocking: bool, part: bool = False) -> Observation:
+        if ready.admission is not None:  # budgets or the read cache apply
+            admission, ready.admission = ready.admission, None
+            if blocking:
+                return admission.run(rec.add, lambda: run_sync(self._execute(ready, rec, True, part)))
+            return await admission.arun(rec.add, lambda: self._execute(ready, rec, False, part))
+        spec = ready.compiled.spec
+        if spec.batch is not None and not part:  # ``part``: one sub-call of a batch
+            if blocking:
+                return run_batch(
+                    ready, rec, self.ledger, lambda sub: run_sync(self._execute(sub, rec, True, True))
+                )
+            return await arun_batch(ready, rec, self.ledger, lambda sub: self._execute(sub, rec, False, True))
+        if is_streaming(spec):
+            from actionspace.pipeline.streaming import final_of
+
+            if blocking:
+                final: Observation = self.executor.block_on(final_of(self.stream(ready, rec)))
+                return final
+            return await final_of(self.stream(ready, rec))
+        if ready.key is None:
+            rec.add("dispatched", dispatched_event(ready, spec))
+            if blocking:
+                outcome = self.executor.run(spec, ready.kwargs, rec.retry)
+            else:
+                outcome = await self.executor.arun(spec, ready.kwargs, rec.retry)
+            return self.observe(ready, outcome, rec)
+
+        async def dispatch() -> AsyncIterator[Observation | Outcome]:
+            rec.add("dispatched", dispatched_event(ready, spec))
+            if blocking:
+                yield self.executor.run(spec, ready.kwargs, rec.retry)
+            else:
+                yield await self.executor.arun(spec, ready.kwargs, rec.retry)
+
+        last: Observation | None = None
+        async for obs in self.drive_stream(ready, rec, dispatch, blocking=blocking):
+            last = obs
+        assert last is not None
+        return last
+
+    def stream(
+        self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
+    ) -> AsyncGenerator[Observation, None]:
+        """An accepted streaming call's observations: provisional ones, then exactly one final."""
+        from actionspace.pipeline.streaming import stream_ready
+
+        admission, ready.admission = ready.admission, None
+        stream = stream_ready(self, ready, rec, policy=policy or StreamPolicy())
+        return stream if admission is None else admission.stream(rec.add, stream)
+
+    def observe(
+        self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
+    ) -> Observation:
+        """Shape a tool outcome into its observation (the observe stage) and record it."""
+        return observe(ready, outcome, artifacts=self.artifacts, rec=rec, keep_raw=keep_raw)
+
+    # ------------------------------------------------------------------ the ledger protocol
+    async def drive_stream(
+        self,
+        ready: Ready,
+        rec: Recorder,
+        dispatch: Dispatch,
+        *,
+        blocking: bool = False,
+        on_outcome: Callable[[Outcome], Observation] | None = None,
+    ) -> AsyncGenerator[Observation, None]:
+        """The one driver of the ledger commit protocol (DESIGN §6) for a side-effecting call.
+
+        Yields what ``dispatch`` yields while the tool runs (provisional observations of a
+        stream), then the final observation. Before anything is written, an identical action of
+        the run (same tool, same arguments) whose outcome is not established — ``dispatched``,
+        ``unknown`` or ``unknown_commit`` under another node — answers ``unknown_commit`` naming
+        its key: such a proposal is never sent.
+        """
+        assert ready.key is not None
+        spec = ready.compiled.spec
+        pending = await self._io(blocking, self._pending, ready, rec.run_id)
+        if pending is not None:
+            yield self._still_pending(ready, rec, pending)
+            return
+        entry = new_entry(
+            key=ready.key, run_id=rec.run_id, node_id=ready.node_id, spec=spec, arguments=ready.arguments
+        )
+
+        def failed(error: ActionError) -> Observation:
+            return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+        steps = protocol(
+            spec=spec,
+            entry=entry,
+            store=self.ledger,
+            observe=on_outcome or (lambda out: self.observe(ready, out, rec)),
+            fail=failed,
+            record=rec.add,
+        )
+        async for obs in self.drive(steps, dispatch, blocking=blocking):
+            yield obs
+
+    async def drive(
+        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
+    ) -> AsyncGenerator[Observation, None]:
+        """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
+
+        Plans' atomic groups drive their group protocol through here too.
+        """
+        command = await self._io(blocking, _step, steps, None)
+        while not isinstance(command, _Done):
+            if isinstance(command, Sleep):
+                if blocking:
+                    time.sleep(command.seconds)
+                else:
+                    await asyncio.sleep(command.seconds)
+                command = await self._io(blocking, _step, steps, None)
+                continue
+            outcome: Outcome | None = None
+            async for item in dispatch():
+                if isinstance(item, Observation):
+                    yield item
+                else:
+                    outcome = item
+            assert outcome is not None
+            command = await self._io(blocking, _step, steps, outcome)
+        yield command.value
+
+    async def _io(self, blocking: bool, fn: Callable[..., T], *args: Any) -> T:
+        """Run a step that touches the store: inline when blocking or in memory, else on a thread."""
+        if blocking or not self._offload:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+    def _pending(self, ready: Ready, run_id: str) -> LedgerEntry | None:
+        spec = ready.compiled.spec
+        found = self.ledger.pending_action(run_id, spec.key, args_digest(ready.arguments))
+        return None if found is None or found.key == ready.key else found
+
+    def _still_pending(self, ready: Ready, rec: Recorder, pending: LedgerEntry) -> Observation:
+        spec = ready.compiled.spec
+        error = ActionError.of(
+            "unknown_commit",
+            f"an identical {spec.name} of this run is {pending.state} and its outcome is not established; "
+            "it is not sent again",
+            resource_ids=(pending.key,),
+            details={
+                "idempotency_key": pending.key,
+                "state": pending.state,
+                "node_id": pending.node_id,
+                "idempotency": spec.idempotency,
+                "settle": f"actionspace ledger resolve {pending.key} --outcome committed|failed",
+            },
+        )
+        rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
+        return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+    # ------------------------------------------------------------------ failures of ours
+    def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation:
+        """A bug of ours (or of a validator) as an ``internal`` observation; never raised at the model."""
+        error = ActionError.of(
+            "internal",
+            f"actionspace failed while handling this call: {type(exc).__name__}: {str(exc)[:300]}",
+            vendor_code=type(exc).__name__,
+        )
+        call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
+        rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
+        return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
+
+
+def _step(steps: Protocol, value: Outcome | None) -> Any:
+    """One step of a protocol generator; its return value comes back wrapped, not as StopIteration."""
+    try:
+        return steps.send(value)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def occurrences(calls: Sequence[ToolCall]) -> list[int]:
+    """For each call of one message: 1 + how many identical calls (name, arguments) came before it."""
+    if len(calls) < 2:
+        return [1] * len(calls)
+    seen: dict[tuple[str, bytes], int] = {}
+    out = []
+    for call in calls:
+        try:
+            key = (call.name, rfc8785.dumps(call.arguments))
+        except Exception:  # arguments that are not JSON fail validation later; count them apart
+            key = (call.name, repr(id(call)).encode())
+        seen[key] = seen.get(key, 0) + 1
+        out.append(seen[key])
+    return out

@@ -1,0 +1,134 @@
+"""The observe stage: a tool outcome shaped into the observation envelope, and its trace events."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.executor import Failed, Outcome
+from actionspace.execution.ready import Ready
+from actionspace.execution.result import ToolResult
+from actionspace.observation import ArtifactStore, shape
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, Provenance
+
+__all__ = ["fail", "observation_event", "observe", "validated_event"]
+
+
+def fail(
+    rec: Recorder, error: ActionError, call_id: str, tool: str, version: str | None = None
+) -> Observation:
+    obs = Observation.failure(error, call_id=call_id, tool=tool, tool_version=version)
+    rec.add("observation", observation_event(obs))
+    return obs
+
+
+def validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "verdict": verdict,
+        "tool": spec.name,
+        "version": spec.version,
+        "schema_hash": spec.schema_hash,
+    }
+    if error is not None:
+        data["category"] = error.category
+        if error.field_errors:
+            data["field_errors"] = [f.to_dict() for f in error.field_errors]
+        else:
+            data["message"] = error.message[:300]
+    return data
+
+
+def observe(
+    ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder, keep_raw: bool = False
+) -> Observation:
+    """Shape a tool outcome into the observation envelope and record it.
+
+    ``keep_raw`` stores the full raw output as an artifact even when nothing was cut (streams).
+    """
+    spec = ready.compiled.spec
+    if isinstance(outcome, Failed):
+        return fail(rec, outcome.error, ready.call_id, spec.name, spec.version)
+    value = outcome.value
+    effects: tuple[Any, ...] = ()
+    version = remote = cursor = None
+    total = None
+    complete = True
+    paging: dict[str, str] = {}
+    if isinstance(value, ToolResult):
+        effects, version, remote = tuple(value.effects), value.resource_version, value.remote_id
+        complete, cursor, total = value.complete, value.cursor, value.total
+        if value.sort_key is not None:
+            paging["sort_key"] = value.sort_key
+        if value.after is not None:
+            paging["after"] = value.after
+        value = value.data
+    shaped = shape(
+        value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts, keep_raw=keep_raw
+    )
+    provenance = object.__new__(Provenance)
+    label = ready.label
+    provenance.__dict__.update(
+        fetched_at=time.time(),
+        resource_version=version,
+        trust=spec.labels.integrity if label is None else label.integrity,
+        labels=ready.compiled.output_labels if label is None else label.tags(),
+    )
+    fields: dict[str, Any] = {
+        "call_id": ready.call_id,
+        "tool": spec.name,
+        "tool_version": spec.version,
+        "data": shaped.data,
+        "content_hash": shaped.content_hash,
+        "provenance": provenance,
+    }
+    if effects:
+        fields["effects"] = effects
+    if shaped.trimming is not None:
+        fields["trimming"] = shaped.trimming
+    if shaped.artifact_ref is not None:
+        fields["artifact_ref"] = shaped.artifact_ref
+    if not (complete and shaped.complete):
+        fields["complete"] = False
+    if cursor is not None or total is not None:
+        fields["cursor"], fields["total"] = cursor, total
+    diagnostics: dict[str, Any] = dict(paging) if paging else {}
+    if outcome.attempts > 1:
+        diagnostics["attempts"] = outcome.attempts
+    if remote is not None:
+        diagnostics["remote_id"] = remote
+    if ready.key is not None:
+        diagnostics["idempotency_key"] = ready.key
+    if spec.lifecycle == "deprecated":
+        diagnostics["deprecated_by"] = spec.deprecated_by
+    if diagnostics:
+        fields["diagnostics"] = diagnostics
+    obs = object.__new__(Observation)  # every field is already checked: skip the keyword checks
+    obs.__dict__.update(fields)
+    if effects or shaped.trimming is not None or shaped.artifact_ref is not None:
+        rec.add("observation", observation_event(obs))
+    else:
+        rec.add(
+            "observation",
+            {"status": "ok", "tool": spec.name, "version": spec.version, "content_hash": shaped.content_hash},
+        )
+    return obs
+
+
+def observation_event(obs: Observation) -> dict[str, Any]:
+    data: dict[str, Any] = {"status": obs.status, "tool": obs.tool, "version": obs.tool_version}
+    if obs.error is not None:
+        data["category"] = obs.error.category
+        data["recovery"] = list(obs.error.recovery)
+        data["message"] = obs.error.message[:300]
+    else:
+        data["content_hash"] = obs.content_hash
+        if obs.trimming is not None:
+            data["trimming"] = obs.trimming.to_dict()
+        if obs.artifact_ref is not None:
+            data["artifact_ref"] = obs.artifact_ref
+        if obs.effects:
+            data["effects"] = [e.to_dict() for e in obs.effects]
+    return data

@@ -1,0 +1,256 @@
+"""The stages a proposed call passes before it may run, in order, over one frozen input.
+
+resolve → **authorize** → validate → approval → flow → budget/cache, then the node's identity and
+key. Authorization comes before everything that could ask a person or spend a budget: a
+principal without the scope gets ``permission_denied`` and no approval request is ever filed
+(DESIGN §1). Each stage reads the frozen :class:`CallInput`, adds what it established to the
+:class:`Draft`, and returns ``None`` to go on or the :class:`ActionError` that ends the call.
+
+A user stage (``Runtime(stages=...)`` / ``Engine.add_stage``) has the same shape; it runs after
+the built-in validate stage (the arguments are normalized then) and before the gates, so a
+business rule can reject a call before anyone is asked to approve it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from actionspace.approval.gate import gate
+from actionspace.approval.requests import ApprovalStore
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.runs import RunState, resolve
+from actionspace.errors import ActionError
+from actionspace.execution.guarded import Admission, Guard
+from actionspace.execution.items import batch_verdict
+from actionspace.execution.ready import Ready
+from actionspace.ledger.keys import idempotency_key
+from actionspace.pipeline.observe import validated_event
+from actionspace.policy.flow import Binding, FlowPolicy
+from actionspace.policy.flow_stage import flow_stage
+from actionspace.policy.labels import Label
+from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.recorder import Recorder
+from actionspace.types import ToolCall
+from actionspace.validation.validator import (
+    CompiledTool,
+    Validated,
+    ValidationContext,
+    compile_tool,
+    validate,
+)
+from actionspace.validation.verdicts import NeedsApproval, Rejected
+
+__all__ = ["CallInput", "Compiler", "Draft", "Stage", "Stages", "identity_node"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallInput:
+    """One proposed call as every stage sees it (frozen: adding a field breaks no stage)."""
+
+    run: RunState
+    call: ToolCall
+    principal: Principal
+    rec: Recorder
+    node_id: str | None = None
+    """The caller's name for the logical action; None: node identity decides (see identity_node)."""
+    provenance: Mapping[str, str] | None = None
+    sources: Mapping[str, Sequence[str]] | None = None
+    bound: Mapping[str, Binding] | None = None
+    occurrence: int = 1
+    """Which identical proposal of the same message this is (1 for the first)."""
+
+
+@dataclass(slots=True)
+class Draft:
+    """What the stages established so far; the engine turns it into a Ready call."""
+
+    call_id: str
+    node: str
+    spec: ToolSpec | None = None
+    compiled: CompiledTool | None = None
+    checked: Validated | None = None
+    approval: NeedsApproval | None = None
+    label: Label | None = None
+    admission: Admission | None = None
+
+
+Stage = Callable[[CallInput, Draft], ActionError | None]
+"""A stage: ``None`` lets the call go on, an ActionError ends it (recorded as its observation)."""
+
+
+def identity_node(turn: int, tool_key: str, arguments: Any, occurrence: int = 1) -> str:
+    """The node of a logical action on the default path: (turn, name@version, canonical args, occurrence).
+
+    Two proposals of the same tool with the same normalized arguments in the same user turn are one
+    action (the second is replayed, never sent again); in a new turn they are a new action.
+    """
+    digest = hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()[:16]
+    suffix = f"/{occurrence}" if occurrence > 1 else ""
+    return f"t{turn}/{tool_key}/{digest}{suffix}"
+
+
+class Compiler:
+    """Compiled tools by ``name@version``, compiled on first use."""
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, CompiledTool] = {}
+
+    def get(self, spec: ToolSpec) -> CompiledTool:
+        compiled = self._compiled.get(spec.key)
+        if compiled is None or compiled.spec is not spec:
+            compiled = self._compiled[spec.key] = compile_tool(spec)
+        return compiled
+
+    def forget(self, spec: ToolSpec) -> None:
+        self._compiled.pop(spec.key, None)
+
+
+ContextFactory = Callable[[RunState, str, str, Principal], ValidationContext]
+
+
+@dataclass(slots=True)
+class Stages:
+    """The built-in stages, bound to the runtime's catalog, approvals, policies and budgets."""
+
+    catalog: Catalog
+    compiler: Compiler
+    ctx_factory: ContextFactory
+    approvals: ApprovalStore | None
+    flow_policy: FlowPolicy | None
+    guard: Guard | None
+
+    def ordered(self, extra: Sequence[Stage] = ()) -> list[Stage]:
+        """resolve → authorize → validate → (user stages) → approval → flow → budget/cache."""
+        return [self.resolve, self.authorize, self.validate, *extra, self.approve, self.flow, self.admit]
+
+    def resolve(self, inp: CallInput, d: Draft) -> ActionError | None:
+        resolved = resolve(self.catalog, inp.run, inp.call.name)
+        if isinstance(resolved, ActionError):
+            inp.rec.add("resolved", {"tool": inp.call.name[:200], "category": resolved.category})
+            return resolved
+        d.spec = resolved
+        d.compiled = self.compiler.get(resolved)
+        return None
+
+    def authorize(self, inp: CallInput, d: Draft) -> ActionError | None:
+        assert d.spec is not None
+        auth = authorize(d.spec, inp.principal)
+        if isinstance(auth, Rejected):
+            missing = auth.error.details.get("missing_scopes", [None])[0]
+            event = {"verdict": "denied", "category": auth.error.category, "missing_scope": missing}
+            inp.rec.add("authorized", event)
+            return auth.error
+        inp.rec.add("authorized", inp.principal.allowed_event)
+        return None
+
+    def validate(self, inp: CallInput, d: Draft) -> ActionError | None:
+        spec, compiled = d.spec, d.compiled
+        assert spec is not None and compiled is not None
+        prov = inp.provenance if inp.provenance is not None else inp.call.provenance
+        ctx = None if compiled.simple else self.ctx_factory(inp.run, d.node, d.call_id, inp.principal)
+        checked = validate(compiled, inp.call.arguments, prov, ctx)
+        verdict = checked.verdict
+        if spec.batch is not None or spec.max_items is not None:
+            verdict = batch_verdict(spec, checked.arguments, verdict)
+        if isinstance(verdict, Rejected):
+            inp.rec.add("validated", validated_event(spec, "rejected", verdict.error))
+            return verdict.error
+        if isinstance(verdict, NeedsApproval):
+            event = {**validated_event(spec, "needs_approval", None), "reason": verdict.reason}
+            inp.rec.add("validated", event)
+            d.approval = verdict
+        else:
+            inp.rec.add("validated", compiled.accepted_event)
+        d.checked = checked
+        if inp.node_id is None and spec.has_side_effects:
+            d.node = identity_node(inp.run.turn, spec.key, checked.arguments, inp.occurrence)
+        return None
+
+    def approve(self, inp: CallInput, d: Draft) -> ActionError | None:
+        verdict, spec, checked = d.approval, d.spec, d.checked
+        if verdict is None:
+            return None
+        assert spec is not None and checked is not None
+        if self.approvals is None:
+            details = {
+                **verdict.details,
+                "arguments": dict(checked.arguments),
+                "provenance": dict(checked.provenance),
+            }
+            return ActionError.of("needs_approval", verdict.reason, details=details)
+        approved = gate(
+            self.approvals,
+            run_id=inp.run.run_id,
+            node_id=d.node,
+            spec=spec,
+            arguments=checked.arguments,
+            provenance=checked.provenance,
+            verdict=verdict,
+            record=inp.rec.add,
+        )
+        if isinstance(approved, ActionError):
+            return approved
+        event = {"request_id": approved.id, "status": "consumed", "by": approved.decided_by}
+        inp.rec.add("approval_decided", event)
+        return None
+
+    def flow(self, inp: CallInput, d: Draft) -> ActionError | None:
+        spec, checked = d.spec, d.checked
+        assert spec is not None and checked is not None
+        label = flow_stage(
+            policy=self.flow_policy,
+            state=inp.run.flow,
+            spec=spec,
+            arguments=checked.arguments,
+            provenance=checked.provenance,
+            principal=inp.principal,
+            run_id=inp.run.run_id,
+            node_id=d.node,
+            call_id=d.call_id,
+            approvals=self.approvals,
+            record=inp.rec.add,
+            sources=inp.sources,
+            bound=inp.bound,
+        )
+        if isinstance(label, ActionError):
+            return label
+        d.label = label
+        return None
+
+    def admit(self, inp: CallInput, d: Draft) -> ActionError | None:
+        if self.guard is None:
+            return None
+        spec, checked = d.spec, d.checked
+        assert spec is not None and checked is not None
+        admitted = self.guard.admit(
+            spec,
+            checked.arguments,
+            run_id=inp.run.run_id,
+            principal=inp.principal,
+            call_id=d.call_id,
+            record=inp.rec.add,
+        )
+        if isinstance(admitted, ActionError):
+            return admitted
+        d.admission = admitted
+        return None
+
+
+def ready_of(inp: CallInput, d: Draft) -> Ready:
+    """The Ready call the stages accepted, with its idempotency key when it has side effects."""
+    spec, compiled, checked = d.spec, d.compiled, d.checked
+    assert spec is not None and compiled is not None and checked is not None
+    args = checked.arguments
+    kwargs: Mapping[str, Any] = checked.python_arguments if checked.python_arguments is not None else args
+    key = None
+    if spec.has_side_effects:
+        key = idempotency_key(inp.run.run_id, d.node, spec.key, args)
+        if spec.takes_key:
+            kwargs = {**kwargs, "idempotency_key": key}
+    return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label)

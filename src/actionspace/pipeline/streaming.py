@@ -1,0 +1,342 @@
+"""Streaming tools: a tool whose function is a generator yields its output chunk by chunk (DESIGN §5).
+
+A streaming tool is a sync or async generator function. Each yielded chunk is ``str``, ``bytes``
+or any JSON-able value (written as one line of canonical JSON); a yielded :class:`ToolResult`
+with ``data=None`` sets the envelope facts of the final observation (effects, versions,
+``complete``). While it runs, :meth:`Runtime.astream` yields *provisional* observations
+(``provisional=True``, ``complete=False``, ``data`` = the output so far shaped by the tool's
+trimming rule, so never above ``max_observation_bytes``), then exactly one final observation:
+the whole output shaped as any other result, its raw bytes always written to the artifact store
+(``artifact_ref``). Only the final observation may feed another action. ``Runtime.call`` and
+``Runtime.acall`` return the final observation only.
+
+Memory stays bounded whatever the length of the stream: the raw output is spooled (in memory up
+to ``SPOOL_MEMORY_BYTES``, then in a temporary file) and the provisional view is a trimming rule
+fed incrementally. A stream is never retried once started; ``timeout_s`` of the tool bounds the
+wait for each next chunk. A tool failing midway ends in an error observation (its category from
+the usual exception map) and stores no artifact claiming a complete output. Side-effecting
+streaming tools go through the ledger like every other write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import copy
+import inspect
+import tempfile
+import time
+from collections.abc import AsyncGenerator, Coroutine, Iterator
+from dataclasses import replace
+from hashlib import sha256
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.errors import ActionError
+from actionspace.execution.errors import ErrorMapper
+from actionspace.execution.executor import Failed, Outcome, Succeeded
+from actionspace.execution.executor import _with_timeout as with_timeout
+from actionspace.execution.ready import Ready
+from actionspace.execution.result import ToolResult
+from actionspace.execution.streaming import StreamPolicy, is_streaming
+from actionspace.observation import canonical_bytes
+from actionspace.observation.rules import RULES, JsonRule, TrimRule
+from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, Provenance, Trimming
+
+if TYPE_CHECKING:
+    from actionspace.pipeline.engine import Engine
+
+__all__ = ["SPOOL_MEMORY_BYTES", "astream", "final_of", "stream_ready"]
+
+SPOOL_MEMORY_BYTES: Final = 256 * 1024
+"""Raw output held in memory before the spool moves to a temporary file."""
+_READ_BYTES: Final = 64 * 1024
+_END: Final = object()
+
+
+class _Output:
+    """The output so far: raw bytes in a spool, text fed to a trimming rule for provisional views."""
+
+    def __init__(self, spec: ToolSpec) -> None:
+        rule = RULES.get(spec.trim, JsonRule)
+        self._view: TrimRule = rule(max_bytes=spec.max_observation_bytes)
+        self.rule = rule
+        self._spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending = False
+        self.size = 0
+        self.chunks = 0
+        self.facts: ToolResult | None = None
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, ToolResult):
+            self.facts = replace(chunk, data=None)
+            if chunk.data is None:
+                return
+            chunk = chunk.data
+        self.chunks += 1
+        if isinstance(chunk, bytes | bytearray | memoryview):
+            raw = bytes(chunk)
+            self._pending = True
+            text = self._decoder.decode(raw)
+        else:
+            self._flush_decoder()
+            text = chunk if isinstance(chunk, str) else canonical_bytes(chunk).decode("utf-8") + "\n"
+            raw = text.encode("utf-8", "surrogatepass")
+        self._spool.write(raw)
+        self.size += len(raw)
+        if text:
+            self._view.feed(text)
+
+    def _flush_decoder(self) -> None:
+        if self._pending:
+            self._pending = False
+            text = self._decoder.decode(b"", final=True)
+            if text:
+                self._view.feed(text)
+
+    def snapshot(self) -> tuple[Any, bool]:
+        """The trimming rule's data for the output so far, and whether it cut anything.
+
+        The rule's state is bounded by the byte budget, so copying it costs O(max bytes).
+        """
+        return copy.deepcopy(self._view).finish()
+
+    def pieces(self) -> Iterator[bytes]:
+        """The whole raw output, re-read from the spool in bounded pieces."""
+        self._spool.seek(0)
+        while piece := self._spool.read(_READ_BYTES):
+            yield piece
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+def _provisional(ready: Ready, output: _Output, rec: Recorder) -> Observation:
+    spec = ready.compiled.spec
+    data, cut = output.snapshot()
+    kept = canonical_bytes(data)
+    digest = sha256(kept).hexdigest()
+    trimming = None
+    if cut or output.rule is not JsonRule:
+        trimming = Trimming(
+            rule=output.rule.name,
+            rule_version=output.rule.version,
+            original_bytes=output.size,
+            kept_bytes=len(kept),
+        )
+    obs = Observation(
+        call_id=ready.call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=data,
+        complete=False,
+        provisional=True,
+        content_hash=digest,
+        trimming=trimming,
+        diagnostics={"bytes_so_far": output.size, "chunks_so_far": output.chunks},
+        provenance=Provenance(
+            fetched_at=time.time(), trust=spec.labels.integrity, labels=ready.compiled.output_labels
+        ),
+    )
+    rec.add(
+        "observation",
+        {
+            "status": "ok",
+            "tool": spec.name,
+            "version": spec.version,
+            "provisional": True,
+            "content_hash": digest,
+            "bytes_so_far": output.size,
+        },
+    )
+    return obs
+
+
+def _idle_timeout(spec: ToolSpec, output: _Output) -> ActionError:
+    details = {"timeout_s": spec.timeout_s, "chunks_received": output.chunks, "bytes_received": output.size}
+    if spec.has_side_effects:
+        message = f"{spec.name} sent no output for {spec.timeout_s}s; it may have committed"
+        return ActionError.of("unknown_commit", message, details=details)
+    return ActionError.of("transient", f"{spec.name} sent no output for {spec.timeout_s}s", details=details)
+
+
+async def _chunks(spec: ToolSpec, kwargs: Any) -> AsyncGenerator[Any, None]:
+    """The tool's chunks; each wait for the next one is bounded by ``timeout_s`` (TimeoutError)."""
+    assert spec.fn is not None
+    produced = spec.fn(**kwargs)
+    if inspect.isasyncgen(produced):
+        async with contextlib.aclosing(produced):
+            while True:
+                try:
+                    # No timer for a chunk that is ready at once: a long stream of ready chunks would
+                    # otherwise pile up cancelled timers until the loop next turns.
+                    chunk = await with_timeout(
+                        cast(Coroutine[Any, Any, Any], anext(produced)), spec.timeout_s
+                    )
+                except StopAsyncIteration:
+                    return
+                yield chunk
+        return
+    try:
+        while True:
+            if spec.blocking:
+                async with asyncio.timeout(spec.timeout_s):
+                    chunk = await asyncio.to_thread(next, produced, _END)
+            else:
+                chunk = next(produced, _END)
+            if chunk is _END:
+                return
+            yield chunk
+    finally:
+        # A generator still running on a worker thread (after a timeout) cannot be closed here.
+        with contextlib.suppress(ValueError):
+            produced.close()
+
+
+async def _run(
+    ready: Ready, rec: Recorder, policy: StreamPolicy, output: _Output, map_error: ErrorMapper
+) -> AsyncGenerator[Observation | Outcome, None]:
+    """Drive the tool once: provisional observations, then its Outcome as the last item."""
+    spec = ready.compiled.spec
+    every_bytes = spec.max_observation_bytes if policy.every_bytes is None else policy.every_bytes
+    reported: int | None = None
+    last = time.monotonic()
+    try:
+        async with contextlib.aclosing(_chunks(spec, ready.kwargs)) as chunks:
+            async for chunk in chunks:
+                output.add(chunk)
+                if output.size == reported:
+                    continue  # nothing new to show (an empty chunk, or only envelope facts)
+                now = time.monotonic()
+                if reported is None or output.size - reported >= every_bytes or now - last >= policy.every_s:
+                    reported, last = output.size, now
+                    yield _provisional(ready, output, rec)
+    except TimeoutError:
+        yield Failed(_idle_timeout(spec, output), 1)
+        return
+    except Exception as exc:
+        error = map_error(exc, side_effects=spec.has_side_effects)
+        details = {**error.details, "chunks_received": output.chunks, "bytes_received": output.size}
+        yield Failed(replace(error, details=details), 1)
+        return
+    facts = output.facts
+    value: Any = output.pieces()
+    yield Succeeded(replace(facts, data=value) if facts is not None else value, 1)
+
+
+def _cancelled(ready: Ready, rec: Recorder) -> None:
+    spec = ready.compiled.spec
+    rec.add(
+        "observation",
+        {
+            "status": "error",
+            "tool": spec.name,
+            "version": spec.version,
+            "category": "cancelled",
+            "message": "the stream was abandoned by its reader before it ended",
+        },
+    )
+
+
+async def stream_ready(
+    engine: Engine, ready: Ready, rec: Recorder, *, policy: StreamPolicy
+) -> AsyncGenerator[Observation, None]:
+    """The observations of one accepted streaming call: provisional ones, then exactly one final.
+
+    A side-effecting call goes through the engine's ledger driver like every other write. A reader
+    that stops early closes the tool's generator; the trace records the call as cancelled (a
+    side-effecting one stays ``dispatched`` in the ledger for ``recover()`` to settle).
+    """
+    spec = ready.compiled.spec
+    map_error = engine.executor.map_error
+
+    def final(outcome: Outcome) -> Observation:
+        return engine.observe(ready, outcome, rec, keep_raw=isinstance(outcome, Succeeded))
+
+    outputs = [_Output(spec)]
+
+    async def dispatch() -> AsyncGenerator[Observation | Outcome, None]:
+        rec.add("dispatched", dispatched_event(ready, spec))
+        outputs[-1].close()
+        outputs.append(_Output(spec))
+        async for item in _run(ready, rec, policy, outputs[-1], map_error):
+            yield item
+
+    try:
+        if ready.key is None:
+            async for item in dispatch():
+                yield item if isinstance(item, Observation) else final(item)
+            return
+        async for obs in engine.drive_stream(ready, rec, dispatch, on_outcome=final):
+            yield obs
+    except (GeneratorExit, asyncio.CancelledError):
+        _cancelled(ready, rec)
+        raise
+    finally:
+        outputs[-1].close()
+
+
+async def final_of(observations: AsyncGenerator[Observation, None]) -> Observation:
+    """The last observation of a stream (its final one), reading and discarding the rest."""
+    last: Observation | None = None
+    async with contextlib.aclosing(observations) as stream:
+        async for obs in stream:
+            last = obs
+    assert last is not None
+    return last
+
+
+async def astream(
+    engine: Engine,
+    raw: Any,
+    *,
+    run_id: str,
+    node_id: str | None,
+    principal: Principal | None,
+    policy: StreamPolicy,
+) -> AsyncGenerator[Observation, None]:
+    """:meth:`Runtime.astream`: every call in ``raw`` in turn, each as its stream of observations.
+
+    A non-streaming tool yields its one (final) observation; a call rejected before execution
+    yields its error observation. The trace is flushed after every observation, so a reader of
+    the trace sees the progress while the stream runs.
+    """
+    run = engine.run(run_id, principal)
+    who = principal or run.principal
+    rec = Recorder(run, None)
+    try:
+        calls = parse_raw(raw, rec)
+        if isinstance(calls, Observation):
+            yield calls
+            return
+        node = node_id if len(calls) == 1 else None
+        for call in calls:
+            ready = engine.prepare(run, call, principal=who, rec=rec, node_id=node)
+            if not isinstance(ready, Ready):
+                run.flow.observed(ready)
+                engine.flush(rec)
+                yield ready
+                continue
+            if not is_streaming(ready.compiled.spec):
+                obs = await engine.aexecute(ready, rec)
+                run.flow.observed(obs)
+                engine.flush(rec)
+                yield obs
+                continue
+            async with contextlib.aclosing(engine.stream(ready, rec, policy)) as observations:
+                async for obs in observations:
+                    if obs.provisional:  # shown to the model too: joins its context at once
+                        run.flow.glimpsed(obs)
+                    else:
+                        run.flow.observed(obs)
+                    engine.flush(rec)
+                    yield obs
+    except Exception as exc:
+        yield engine.internal(exc, rec)
+    finally:
+        engine.flush(rec)

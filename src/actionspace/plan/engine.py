@@ -1,0 +1,65 @@
+"""What the plan scheduler needs of the call engine: its public interface, as a Protocol.
+
+The scheduler sits below the engine (DESIGN §2): it is handed an engine (``Runtime.engine``)
+instead of importing one, and only calls these methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from typing import Protocol
+
+from actionspace.catalog.registry import Catalog
+from actionspace.discovery.runs import RunState
+from actionspace.execution.executor import Executor, Outcome
+from actionspace.execution.ready import Ready
+from actionspace.ledger.commit import Protocol as CommitProtocol
+from actionspace.ledger.entries import LedgerStore
+from actionspace.policy.flow import Binding
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["PlanEngine"]
+
+
+class PlanEngine(Protocol):
+    """The engine's methods a plan uses (see :class:`actionspace.pipeline.Engine`)."""
+
+    catalog: Catalog
+    ledger: LedgerStore
+    executor: Executor
+
+    def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
+
+    def prepare(
+        self,
+        run: RunState,
+        call: ToolCall,
+        *,
+        principal: Principal,
+        rec: Recorder,
+        node_id: str | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        bound: Mapping[str, Binding] | None = None,
+        occurrence: int = 1,
+    ) -> Ready | Observation: ...
+
+    async def aexecute(self, ready: Ready, rec: Recorder) -> Observation: ...
+
+    def observe(
+        self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
+    ) -> Observation: ...
+
+    def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation: ...
+
+    def flush(self, rec: Recorder) -> None: ...
+
+    def drive(
+        self,
+        steps: CommitProtocol,
+        dispatch: Callable[[], AsyncIterator[Observation | Outcome]],
+        *,
+        blocking: bool = False,
+    ) -> AsyncGenerator[Observation, None]: ...

@@ -1,0 +1,158 @@
+"""The agent session: the documented way to drive a model loop through actionspace.
+
+::
+
+    s = rt.session(run_id="conv-42", provider="openai_chat", principal=alice)
+    s.user("Text Bob that I'm running late")   # the user's words: a provenance source, a new turn
+    tools = s.tools()                          # provider-shaped tools offered this turn
+    turn = s.handle(model_output)              # or: await s.ahandle(model_output)
+    turn.observations                          # one Observation per proposed call, in order
+    turn.messages                              # provider items answering the model's own call ids
+
+**Node identity.** A logical action is (user turn, tool@version, canonical arguments, occurrence
+within the message). Proposing it again in the same turn — after a timeout, with a new call id —
+replays the committed result (``diagnostics["replayed"]``) instead of sending again; after
+``s.user(...)`` it is a new action. While an identical action of the run is ``dispatched``,
+``unknown`` or ``unknown_commit``, any new proposal of it is answered ``unknown_commit`` naming the
+original key, and is never sent (see docs/exactly-once.md).
+
+**What the model reads** is the versioned rendering ``render-v2``
+(:mod:`actionspace.discovery.render`), recorded in the trace as a ``rendered`` event. When a
+result was trimmed and carries an ``artifact_ref``, the next ``tools()`` also offers
+``read_artifact(ref, offset, length)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
+from actionspace.discovery.render import RENDERING, render_results, render_tools
+from actionspace.errors import ConfigurationError, DuplicateToolError
+from actionspace.parse import parse
+from actionspace.policy.principal import Principal
+from actionspace.types import Observation
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = ["PROVIDERS", "Provider", "Session", "Turn"]
+
+Provider = Literal["openai_chat", "openai_responses", "anthropic"]
+PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one model output led to."""
+
+    observations: tuple[Observation, ...]
+    """One per proposed call, in the model's order (empty when the model proposed none)."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """Provider items to append to the conversation, answering the model's own call ids."""
+    content: str | None = None
+    """The model's plain text, if any (its answer, when it proposed no call)."""
+
+    @property
+    def done(self) -> bool:
+        """True when the model proposed no call: its content is the answer."""
+        return not self.observations
+
+
+class Session:
+    """One conversation over one run (see the module docstring). Not shared between threads."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        run_id: str,
+        provider: Provider,
+        principal: Principal | None,
+        offer: Mapping[str, Any] | None,
+    ) -> None:
+        if provider not in PROVIDERS:
+            raise ConfigurationError(f"provider must be one of {PROVIDERS}, got {provider!r}")
+        self.rt = rt
+        self.run_id = run_id
+        self.provider: Provider = provider
+        self.principal = principal
+        self._offer = dict(offer or {})
+        self._artifacts: list[str] = []
+        rt.run_state(run_id, principal)
+
+    @property
+    def turn(self) -> int:
+        """The current user turn (0 before the first :meth:`user`)."""
+        return self.rt.run_state(self.run_id).turn
+
+    def user(self, text: str) -> None:
+        """The user's words: a new turn, and a provenance source for later arguments."""
+        run = self.rt.run_state(self.run_id)
+        run.turn += 1
+        self.rt.user_input(self.run_id, text)
+        self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
+
+    def tools(self) -> Any:
+        """The tools offered this turn, in the provider's format (``Runtime.offer`` for this run).
+
+        ``read_artifact`` is among them once a result of this session carried an artifact.
+        """
+        options = dict(self._offer)
+        names = options.pop("names", None)
+        if self._artifacts:
+            self._read_artifact()
+            if names is not None:
+                names = [*names, READ_ARTIFACT]
+        elif names is None:
+            names = [s.name for s in self.rt.catalog.offerable() if s.name != READ_ARTIFACT]
+        definitions = self.rt.offer(names, run_id=self.run_id, principal=self.principal, **options)
+        return render_tools(definitions, self.provider)
+
+    def handle(self, model_output: Any) -> Turn:
+        """Check and run every call the model proposed; one observation and one result per call."""
+        if not _has_calls(model_output):
+            return Turn((), [], _content(model_output))
+        out = self.rt.engine.calls(model_output, run_id=self.run_id, principal=self.principal)
+        return self._turn(model_output, out)
+
+    async def ahandle(self, model_output: Any) -> Turn:
+        """Async :meth:`handle`."""
+        if not _has_calls(model_output):
+            return Turn((), [], _content(model_output))
+        out = await self.rt.engine.acalls(model_output, run_id=self.run_id, principal=self.principal)
+        return self._turn(model_output, out)
+
+    def _turn(self, model_output: Any, out: Sequence[Observation]) -> Turn:
+        for obs in out:
+            if obs.artifact_ref is not None and obs.artifact_ref not in self._artifacts:
+                self._artifacts.append(obs.artifact_ref)
+        messages = render_results(out, self.provider)
+        self.rt.record(
+            self.run_id,
+            "rendered",
+            {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]},
+        )
+        return Turn(tuple(out), messages, _content(model_output))
+
+    def _read_artifact(self) -> None:
+        if self.rt.catalog.current(READ_ARTIFACT) is not None:
+            return
+        with contextlib.suppress(DuplicateToolError):  # another session registered it first
+            self.rt.register(read_artifact_tool(self.rt.artifacts))
+
+
+def _has_calls(raw: Any) -> bool:
+    """False only for output that parses cleanly into no call (a plain answer)."""
+    if not isinstance(raw, str | dict | list):
+        return True
+    parsed = parse(raw)
+    return parsed.error is not None or bool(parsed.calls)
+
+
+def _content(raw: Any) -> str | None:
+    if not isinstance(raw, str | dict | list):
+        return None
+    return parse(raw).content

@@ -1,0 +1,88 @@
+"""A call's trace events, collected as compact records and handed to the store together, once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from actionspace._crash import point
+from actionspace.errors import ActionError
+from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
+
+__all__ = ["RecordSink", "RecordedRun", "Recorder", "record_sink"]
+
+
+class _Context(Protocol):
+    @property
+    def secret(self) -> bool: ...
+    @property
+    def readers(self) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class _Flow(Protocol):
+    @property
+    def context(self) -> _Context: ...
+
+
+class RecordedRun(Protocol):
+    """What a recorder needs of a run: its id, its event counter and its context label."""
+
+    run_id: str
+    seq: Iterator[int]
+
+    @property
+    def flow(self) -> _Flow: ...
+
+
+RecordSink = Callable[[str, Sequence[EventRecord]], None]
+"""Where a Recorder's records go: a store's ``append_records``, or a converter to ``append_many``."""
+
+
+class Recorder:
+    """Collects one call's events as compact records; the store gets them together, once."""
+
+    __slots__ = ("call_id", "records", "run")
+
+    def __init__(self, run: RecordedRun, call_id: str | None) -> None:
+        self.run = run
+        self.call_id = call_id
+        self.records: list[EventRecord] = []
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def add(self, kind: str, data: Mapping[str, Any]) -> None:
+        self.records.append((next(self.run.seq), kind, time.time(), self.call_id, data))
+
+    def retry(self, attempt: int, error: ActionError, delay: float) -> None:
+        """The executor's hook before each retry."""
+        self.add("attempt", {"attempt": attempt, "category": error.category, "delay_s": round(delay, 4)})
+
+    def flush(self, sink: RecordSink) -> None:
+        if self.records:
+            point("during_observation_write")
+            context = self.run.flow.context
+            if context.secret or context.readers is not None:  # viewers see these only if cleared
+                mark = context.to_dict()
+                self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
+            sink(self.run.run_id, self.records)
+            self.records = []
+
+
+def record_sink(store: TraceStore) -> RecordSink:
+    """The cheapest way to hand records to ``store`` (decided once, not per call)."""
+    if isinstance(store, AppendsRecords):
+        return store.append_records
+
+    def convert(run_id: str, records: Sequence[EventRecord]) -> None:
+        store.append_many(
+            [
+                TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
+                for seq, kind, ts, call_id, data in records
+            ]
+        )
+
+    return convert
