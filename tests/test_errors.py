@@ -1,8 +1,20 @@
 from __future__ import annotations
 
+import ast
+import importlib
+from pathlib import Path
+
 import pytest
 
+from actionspace import errors
 from actionspace.errors import CATEGORIES, DEFAULT_RECOVERY, RETRYABLE, ActionError, FieldError, ToolError
+
+SRC = Path(errors.__file__).resolve().parent
+EXCEPTIONS = sorted(
+    name
+    for name in errors.__all__
+    if isinstance(getattr(errors, name), type) and issubclass(getattr(errors, name), BaseException)
+)
 
 
 def test_every_category_has_a_recovery_entry_and_only_transient_kinds_are_retryable() -> None:
@@ -60,3 +72,60 @@ def test_tool_error_carries_a_categorized_action_error() -> None:
     assert exc.error.retryable is True
     assert exc.error.retry_after == 2.0
     assert exc.error.recovery == DEFAULT_RECOVERY["rate_limited"]
+
+
+def test_every_exception_a_user_may_catch_derives_from_actionspace_error() -> None:
+    caught = [name for name in EXCEPTIONS if name != "ToolError"]  # ToolError is raised by tools, to us
+    assert [name for name in caught if not issubclass(getattr(errors, name), errors.ActionspaceError)] == []
+
+
+def test_the_module_docstring_draws_every_exception() -> None:
+    assert errors.__doc__ is not None
+    assert [name for name in EXCEPTIONS if f" {name} " not in errors.__doc__] == []
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("actionspace", "InvalidPlan"),
+        ("actionspace.plan.model", "InvalidPlan"),
+        ("actionspace.plan.refs", "RefError"),
+        ("actionspace.trace.store", "StoreNotFoundError"),
+        ("actionspace.evaluation.suite", "SuiteError"),
+        ("actionspace.evaluation._bfcl_data", "BfclDataError"),
+        ("actionspace.evaluation.bfcl", "BfclAnswerError"),
+        ("actionspace.evaluation._policy_http", "PolicyHTTPError"),
+        ("actionspace.service.errors", "ApiError"),
+    ],
+)
+def test_exceptions_are_reexported_where_they_are_raised(module: str, name: str) -> None:
+    assert getattr(importlib.import_module(module), name) is getattr(errors, name)
+
+
+def _defines_an_exception(node: ast.ClassDef) -> bool:
+    names = [
+        b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
+        for b in node.bases
+    ]
+    return any(n.endswith(("Error", "Exception")) or n in ("Exception", "BaseException") for n in names)
+
+
+def test_no_public_module_defines_an_exception_of_its_own() -> None:
+    """Private helpers may (``_TooBig``, a parser's ``Malformed``); the demo's simulated vendors raise
+    their own errors, as a real vendor would, for its tools to map."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        if parts == ("errors",) or parts[0] == "demo":
+            continue
+        if any(part.startswith("_") and part != "__init__" for part in parts):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.ClassDef)
+                and not node.name.startswith("_")
+                and _defines_an_exception(node)
+            ):
+                found.append(f"{'/'.join(parts)}.py: {node.name}")
+    assert found == []

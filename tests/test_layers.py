@@ -61,6 +61,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "bench": 11,
     "cli": 11,
     "_cli_ledger": 11,
+    "_cli_plan": 11,
     "testing": 11,
     "pgcluster": 11,
     "resources": 11,
@@ -173,7 +174,7 @@ def test_the_checker_sees_relative_type_checking_and_lazy_imports(tmp_path: Path
     assert found == [
         "actionspace",
         "actionspace.observation",
-        "actionspace.plan.refs",
+        "actionspace.plan",
         "actionspace.runtime",
         "actionspace.trace.events",
         "importlib",

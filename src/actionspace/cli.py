@@ -49,7 +49,7 @@ def _mount() -> None:
         "monitor",
         help="Per-tool health of a trace store: selection, rejects, failures, unknown commits, result use.",
     )(monitor_command)
-    from actionspace.plan.cli import plan_app
+    from actionspace._cli_plan import plan_app
 
     app.add_typer(plan_app, name="plan")
     from actionspace.service.cli import serve_command

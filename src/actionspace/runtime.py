@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from actionspace._crash import point
-from actionspace.adapters.python import map_exception
 from actionspace.approval.gate import Approvals
-from actionspace.catalog.functions import spec_from_function
+from actionspace.catalog.functions import TOOL_ATTRIBUTE, TS, Toolset, ToolSource, spec_from_function, tool
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.config import Discovery, DiscoveryConfig, errors_in_trace
@@ -26,6 +25,7 @@ from actionspace.discovery.offer import describer, offer
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ConfigurationError
 from actionspace.execution.cache import ReadCache, cacheable
+from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Executor
 from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy
@@ -41,6 +41,7 @@ from actionspace.pipeline.streaming import astream
 from actionspace.plan.control import CancelScope, ToolLimit
 from actionspace.plan.groups import Environment, SpecsWithGroups
 from actionspace.plan.model import Plan, PlanResult
+from actionspace.plan.planner import Planner
 from actionspace.policy.budget import Budget, Budgets, Meter, Usage
 from actionspace.policy.budget import estimate as estimate_usage
 from actionspace.policy.flow import DEFAULT_FLOW_POLICY, FlowPolicy
@@ -51,14 +52,12 @@ from actionspace.types import Observation, ToolCall
 from actionspace.validation.validator import ValidationContext
 
 if TYPE_CHECKING:
-    from actionspace.adapters.mcp_client import McpServer, McpToolset
     from actionspace.session import Provider, Session
+
 
 __all__ = ["DEFAULT_PRINCIPAL", "DEFAULT_RETENTION_S", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-TOOL_ATTRIBUTE = "__actionspace_tool__"
 
 STARTUP_RECOVERY_AGE_S = 30.0
 """Start-up recovery leaves entries younger than this to the live process that may hold them."""
@@ -107,8 +106,6 @@ class Runtime:
         discovery: DiscoveryConfig | None = None,
         stages: Iterable[Stage] = (),
     ) -> None:
-        if plan_backend not in ("inprocess", "dbos"):
-            raise ConfigurationError(f"plan_backend must be 'inprocess' or 'dbos', got {plan_backend!r}")
         if store is None:
             from actionspace.trace.store import default_store_url
 
@@ -116,8 +113,6 @@ class Runtime:
         self.store_url = store
         self.trace, default_artifacts = open_stores(store)
         self.ledger, approval_store = open_ledger_stores(store)
-        self.plan_backend = plan_backend
-        self.durable = durable  # a DurableConfig for the dbos backend (None: its defaults)
         if isinstance(artifacts, str | Path):
             artifacts = FolderArtifactStore(Path(artifacts))
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
@@ -128,9 +123,8 @@ class Runtime:
         self.meter: Meter | None = Meter(budget_set) if budget_set else None
         self._cache = cache
         self._resource_versions: dict[str, Callable[[str], str | None]] = {}
-        self._environments: dict[str, Environment] = {}
         self._default_run: str | None = None
-        self._mcp: list[McpToolset] = []
+        self._mcp: list[Toolset] = []
         compiler = Compiler()
         self.engine = Engine(
             catalog=self.catalog,
@@ -154,6 +148,7 @@ class Runtime:
             else None,
         )
         self.approvals = Approvals(approval_store, self.record)
+        self.planner = Planner(self.engine, backend=plan_backend, config=durable, owner=self)
         for stage in stages:
             self.engine.add_stage(stage)
         self._compiler = compiler
@@ -480,14 +475,22 @@ class Runtime:
         ``env`` speaks :class:`actionspace.plan.groups.Environment`: ``mode`` (``"transaction"`` or
         ``"switch"``), ``begin(key)`` and ``committed(key)``.
         """
-        if not isinstance(env, Environment):
-            raise ConfigurationError(f"environment {name!r} must have mode, begin(key) and committed(key)")
-        self._environments[name] = env
+        self.planner.environment(name, env)
+
+    @property
+    def plan_backend(self) -> str:
+        """Where ``run_plan`` runs plans by default: ``"inprocess"`` or an installed backend (``"dbos"``)."""
+        return self.planner.backend
+
+    @property
+    def durable(self) -> Any:
+        """The configuration of the durable backend (a ``DurableConfig``; None: its defaults)."""
+        return self.planner.config
 
     @property
     def environments(self) -> Mapping[str, Environment]:
         """The transactional environments registered with :meth:`environment`, by name."""
-        return self._environments
+        return self.planner.environments
 
     async def arun_plan(
         self,
@@ -508,40 +511,21 @@ class Runtime:
         result of the same plan and run; its ok nodes are reused, the others run again (writes
         through the ledger, with their original keys).
         A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set (nothing ran).
-        ``backend``: ``"inprocess"`` or ``"dbos"`` (a durable workflow; see :mod:`actionspace.durable`,
-        which takes no ``tool_limits``, ``cancel`` or ``retry_of``); default: the Runtime's ``plan_backend``.
+        ``backend``: ``"inprocess"`` or an installed backend such as ``"dbos"`` (a durable workflow;
+        see :mod:`actionspace.durable`, which takes no ``tool_limits``, ``cancel`` or ``retry_of``);
+        default: the Runtime's ``plan_backend``.
         """
-        chosen = backend or self.plan_backend
-        if chosen == "dbos":
-            if tool_limits or cancel is not None or retry_of is not None:
-                raise ConfigurationError(
-                    "the dbos backend takes tool limits from DurableConfig and has no cancel or retry_of"
-                )
-            from actionspace.durable.backend import arun_plan_durable
-
-            return await arun_plan_durable(
-                self,
-                plan,
-                run_id=run_id,
-                principal=principal,
-                max_concurrency=max_concurrency,
-                config=self.durable,
-            )
-        if chosen != "inprocess":
-            raise ConfigurationError(f"backend must be 'inprocess' or 'dbos', got {chosen!r}")
-        from actionspace.plan.run import arun_plan
-
-        run = self.run_state(run_id, principal)
-        return await arun_plan(
-            self.engine,
+        if (backend or self.planner.backend) == "inprocess":
+            run_id = self.run_state(run_id, principal).run_id
+        return await self.planner.arun(
             plan,
-            run_id=run.run_id,
+            run_id=run_id,
             principal=principal,
-            environments=self._environments,
             max_concurrency=max_concurrency,
             tool_limits=tool_limits,
             cancel=cancel,
             retry_of=retry_of,
+            backend=backend,
         )
 
     def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
@@ -584,24 +568,20 @@ class Runtime:
         return {"estimate": total.to_dict(), "remaining": remaining, "fits": fits}
 
     # ------------------------------------------------------------------ MCP servers
-    def add_mcp_server(self, server: McpServer) -> McpToolset:
+    def add_mcp_server(self, server: ToolSource[TS]) -> TS:
         """Connect an MCP server and register its tools; the runtime closes it on ``close()``.
 
         See :mod:`actionspace.adapters.mcp_client` for trust, versions and errors. Raises
         ConfigurationError when the server cannot be reached.
         """
-        from actionspace.adapters.mcp_client import McpToolset
-
-        toolset = McpToolset(server)
+        toolset = server.toolset()
         toolset.register(self)
         self._mcp.append(toolset)
         return toolset
 
-    async def aadd_mcp_server(self, server: McpServer) -> McpToolset:
+    async def aadd_mcp_server(self, server: ToolSource[TS]) -> TS:
         """Async :meth:`add_mcp_server`."""
-        from actionspace.adapters.mcp_client import McpToolset
-
-        toolset = McpToolset(server)
+        toolset = server.toolset()
         await toolset.aregister(self)
         self._mcp.append(toolset)
         return toolset
@@ -613,7 +593,8 @@ class Runtime:
         ``min_age_s`` leaves alone entries touched more recently (another live process may hold
         them); the runtime's own start-up recovery uses 30 s.
         """
-        specs = SpecsWithGroups(self.catalog, self._environments) if self._environments else self.catalog
+        envs = self.planner.environments
+        specs = SpecsWithGroups(self.catalog, envs) if envs else self.catalog
         return recover(self.ledger, specs, self.record, min_age_s=min_age_s)
 
     def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
@@ -641,23 +622,3 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@overload
-def tool(fn: F, /) -> F: ...
-@overload
-def tool(fn: None = None, /, **spec: Any) -> Callable[[F], F]: ...
-
-
-def tool(fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
-    """Mark a typed function as a tool, to be registered later (``Runtime(tools=[f])``).
-
-    Takes the same options as :meth:`Runtime.tool`; ``effect`` is required. The function itself
-    is returned unchanged, so it stays callable and testable on its own.
-    """
-
-    def mark(f: F) -> F:
-        setattr(f, TOOL_ATTRIBUTE, dict(spec))
-        return f
-
-    return mark(fn) if fn is not None else mark

@@ -97,6 +97,10 @@ class _ServerSettings:
     mode: ConnectMode = "auto"
     """``auto`` negotiates the newest protocol revision; ``legacy`` forces the initialize handshake."""
 
+    def toolset(self) -> McpToolset:
+        """A toolset for this server, not yet connected (``Runtime.add_mcp_server`` registers it)."""
+        return McpToolset(self)  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True, slots=True)
 class StdioServer(_ServerSettings):

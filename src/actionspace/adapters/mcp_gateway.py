@@ -22,10 +22,10 @@ Who calls, and in which run:
   principal and gateway process when the transport has no session). A client that reconnects
   and must retry an action it may have sent names the run in ``_meta["actionspace/run_id"]``.
 * **Node.** MCP gives ``tools/call`` no idempotency key. A write's node id (the ledger's unit of
-  "one logical action") is ``_meta["actionspace/node_id"]`` when the client gives one, else it
-  is derived from the tool name and the canonical arguments: the same write repeated in a run is
-  the same action and is replayed from the ledger, never sent twice. A client that means two
-  identical writes gives them two node ids. Reads get a fresh node per request.
+  "one logical action") is ``_meta["actionspace/node_id"]`` when the client gives one, else the
+  engine's node identity (the run as the turn, tool@version, the canonical arguments; see
+  docs/exactly-once.md): the same write repeated in a run is the same action and is replayed from
+  the ledger, never sent twice. A client that means two identical writes gives them two node ids.
 
 Results: the observation envelope is ``structuredContent`` (``["error"]["category"]``,
 ``["recovery"]``, ``["field_errors"]``...), the text content is a readable summary, and
@@ -37,7 +37,6 @@ held for approval is ``needs_approval`` with ``details.request_id``; once a pers
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import re
@@ -53,7 +52,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
-import rfc8785
 from anyio.lowlevel import EventLoopToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -294,14 +292,7 @@ class Gateway:
         named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
         if isinstance(named, str) and named:
             return f"c:{_safe(named)}"
-        spec = self.runtime.catalog.current(name.partition("@")[0])
-        if spec is None or not spec.has_side_effects:
-            return None
-        try:
-            digest = hashlib.sha256(rfc8785.dumps([name, dict(arguments)])).hexdigest()[:20]
-        except Exception:  # arguments JSON cannot carry (validation will reject them)
-            return None
-        return f"w:{digest}"
+        return None  # the engine's node identity: (the run as the turn, tool@version, canonical arguments)
 
     # ------------------------------------------------------------------ serving
     def server(self, caller: Callable[[ServerRequestContext[Any, Any]], Principal]) -> Server[Any]:

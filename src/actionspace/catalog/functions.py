@@ -5,14 +5,60 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, get_type_hints
+from typing import Any, Protocol, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ToolDefinitionError
 
-__all__ = ["RESERVED_PARAMETERS", "spec_from_function"]
+__all__ = ["RESERVED_PARAMETERS", "TOOL_ATTRIBUTE", "ToolSource", "Toolset", "spec_from_function", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TOOL_ATTRIBUTE = "__actionspace_tool__"
+"""Where :func:`tool` keeps a function's ToolSpec options until a Runtime registers it."""
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(fn: None = None, /, **spec: Any) -> Callable[[F], F]: ...
+
+
+def tool(fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
+    """Mark a typed function as a tool, to be registered later (``Runtime(tools=[f])``).
+
+    Takes the same options as :meth:`Runtime.tool`; ``effect`` is required. The function itself
+    is returned unchanged, so it stays callable and testable on its own.
+    """
+
+    def mark(f: F) -> F:
+        setattr(f, TOOL_ATTRIBUTE, dict(spec))
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+class Toolset(Protocol):
+    """Tools from elsewhere (an MCP server) that register themselves in a runtime and close."""
+
+    def register(self, rt: Any) -> Any: ...
+
+    async def aregister(self, rt: Any) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+TS = TypeVar("TS", bound=Toolset)
+TS_co = TypeVar("TS_co", bound=Toolset, covariant=True)
+
+
+class ToolSource(Protocol[TS_co]):
+    """Something that opens a :class:`Toolset` (``StdioServer``, ``HttpServer``)."""
+
+    def toolset(self) -> TS_co: ...
+
 
 RESERVED_PARAMETERS = frozenset({"idempotency_key", "transaction"})
 """Parameters the runtime fills in itself; never part of the schema the model sees."""

@@ -90,7 +90,7 @@ class Engine:
         sink: RecordSink,
         stages: Stages,
         default_principal: Principal,
-        on_first_run: Callable[[], None] | None = None,
+        on_first_run: Callable[[], object] | None = None,
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
@@ -163,8 +163,10 @@ class Engine:
                 except ValueError:
                     start = self.trace.next_seq(rec.run_id)
                     rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
-                    with self._runs_lock:
-                        rec.run.seq = itertools.count(start + len(rec.records))
+                    run = self._runs.get(rec.run_id)
+                    if run is not None:
+                        with self._runs_lock:
+                            run.seq = itertools.count(start + len(rec.records))
             rec.flush(self.sink)
         except Exception:
             _log.exception(
@@ -199,6 +201,37 @@ class Engine:
             occurrence=occurrence,
         )
         return self.prepare_input(inp)
+
+    async def aprepare(
+        self,
+        run: RunState,
+        call: ToolCall,
+        *,
+        principal: Principal,
+        rec: Recorder,
+        node_id: str | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        bound: Mapping[str, Binding] | None = None,
+        occurrence: int = 1,
+    ) -> Ready | Observation:
+        """:meth:`prepare` from async code: the stages' store reads (approvals, budgets) run off the loop."""
+        inp = CallInput(
+            run=run,
+            call=call,
+            principal=principal,
+            rec=rec,
+            node_id=node_id,
+            provenance=provenance,
+            sources=sources,
+            bound=bound,
+            occurrence=occurrence,
+        )
+        return await self._io(False, self.prepare_input, inp)
+
+    async def aflush(self, rec: Recorder) -> None:
+        """:meth:`flush` from async code: the trace store write runs off the loop."""
+        await self._io(False, self.flush, rec)
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`."""
@@ -262,17 +295,18 @@ class Engine:
                 return [calls]
             node = node_id if len(calls) == 1 else None
             for call, occurrence in zip(calls, occurrences(calls), strict=True):
+                inp = CallInput(
+                    run=run,
+                    call=call,
+                    principal=who,
+                    rec=rec,
+                    node_id=node,
+                    provenance=provenance,
+                    sources=sources,
+                    occurrence=occurrence,
+                )
                 try:
-                    ready = self.prepare(
-                        run,
-                        call,
-                        principal=who,
-                        rec=rec,
-                        node_id=node,
-                        provenance=provenance,
-                        sources=sources,
-                        occurrence=occurrence,
-                    )
+                    ready = await self._io(blocking, self.prepare_input, inp)
                     obs = await self._execute(ready, rec, blocking) if isinstance(ready, Ready) else ready
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = self.internal(exc, rec, call)
@@ -282,7 +316,7 @@ class Engine:
         except Exception as exc:
             return [*out, self.internal(exc, rec)]
         finally:
-            self.flush(rec)
+            await self._io(blocking, self.flush, rec)
 
     # ------------------------------------------------------------------ one accepted call
     def execute(self, ready: Ready, rec: Recorder) -> Observation:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -50,7 +51,14 @@ def observe(
     """
     spec = ready.compiled.spec
     if isinstance(outcome, Failed):
-        return fail(rec, outcome.error, ready.call_id, spec.name, spec.version)
+        error = outcome.error
+        obs = Observation.failure(error, call_id=ready.call_id, tool=spec.name, tool_version=spec.version)
+        trust = spec.labels.integrity if ready.label is None else ready.label.integrity
+        if trust == "untrusted":  # the message is the tool's (an MCP server's) own text: flag it
+            source = Provenance(source="tool", fetched_at=time.time(), trust="untrusted")
+            obs = dataclasses.replace(obs, provenance=source)
+        rec.add("observation", observation_event(obs))
+        return obs
     value = outcome.value
     effects: tuple[Any, ...] = ()
     version = remote = cursor = None

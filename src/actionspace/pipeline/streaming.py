@@ -316,16 +316,16 @@ async def astream(
             return
         node = node_id if len(calls) == 1 else None
         for call in calls:
-            ready = engine.prepare(run, call, principal=who, rec=rec, node_id=node)
+            ready = await engine.aprepare(run, call, principal=who, rec=rec, node_id=node)
             if not isinstance(ready, Ready):
                 run.flow.observed(ready)
-                engine.flush(rec)
+                await engine.aflush(rec)
                 yield ready
                 continue
             if not is_streaming(ready.compiled.spec):
                 obs = await engine.aexecute(ready, rec)
                 run.flow.observed(obs)
-                engine.flush(rec)
+                await engine.aflush(rec)
                 yield obs
                 continue
             async with contextlib.aclosing(engine.stream(ready, rec, policy)) as observations:
@@ -334,7 +334,7 @@ async def astream(
                         run.flow.glimpsed(obs)
                     else:
                         run.flow.observed(obs)
-                    engine.flush(rec)
+                    await engine.aflush(rec)
                     yield obs
     except Exception as exc:
         yield engine.internal(exc, rec)

@@ -134,7 +134,7 @@ async def _members(
         )
         rec = Recorder(state, call.id)
         try:
-            ready = engine.prepare(state, call, principal=sched.principal, rec=rec, node_id=m.id)
+            ready = await engine.aprepare(state, call, principal=sched.principal, rec=rec, node_id=m.id)
             if isinstance(ready, Ready):
                 spec = ready.compiled.spec
                 rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})

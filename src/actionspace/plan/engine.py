@@ -32,7 +32,7 @@ class PlanEngine(Protocol):
 
     def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
 
-    def prepare(
+    async def aprepare(
         self,
         run: RunState,
         call: ToolCall,
@@ -55,6 +55,8 @@ class PlanEngine(Protocol):
     def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation: ...
 
     def flush(self, rec: Recorder) -> None: ...
+
+    async def aflush(self, rec: Recorder) -> None: ...
 
     def drive(
         self,

@@ -58,7 +58,7 @@ async def arun_plan(
     who = principal or run.principal
     checked = preflight(engine, plan, run, who, environments)
     if isinstance(checked, ActionError):
-        return _rejected(engine, run.run_id, run, checked)
+        return await _rejected(engine, run.run_id, run, checked)
     rec = Recorder(run, None)
     rec.add(
         "plan_started",
@@ -69,7 +69,7 @@ async def arun_plan(
             "retry": retry_of is not None,
         },
     )
-    engine.flush(rec)
+    await engine.aflush(rec)
     limit = max_concurrency or checked.max_concurrency or DEFAULT_CONCURRENCY
     scheduler = Scheduler(
         engine,
@@ -93,7 +93,7 @@ async def arun_plan(
             **result.stats,
         },
     )
-    engine.flush(rec)
+    await engine.aflush(rec)
     return result
 
 
@@ -110,8 +110,8 @@ def _node_event(c: CheckedNode) -> dict[str, Any]:
     return event
 
 
-def _rejected(engine: PlanEngine, run_id: str, run: RunState, error: ActionError) -> PlanResult:
+async def _rejected(engine: PlanEngine, run_id: str, run: RunState, error: ActionError) -> PlanResult:
     rec = Recorder(run, None)
     rec.add("plan_rejected", {"category": error.category, "message": error.message[:500]})
-    engine.flush(rec)
+    await engine.aflush(rec)
     return PlanResult(run_id=run_id, status="error", error=error)

@@ -427,7 +427,7 @@ class Scheduler:
         rec = Recorder(self.run_state, call.id)
         bound = bindings(raw_args, self._ref_label) if node.refs else None  # $ref args carry their labels
         try:
-            ready = self.engine.prepare(
+            ready = await self.engine.aprepare(
                 self.run_state, call, principal=self.principal, rec=rec, node_id=node_id, bound=bound
             )
             if isinstance(ready, Ready):

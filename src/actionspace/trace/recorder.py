@@ -29,8 +29,11 @@ class _Flow(Protocol):
 class RecordedRun(Protocol):
     """What a recorder needs of a run: its id, its event counter and its context label."""
 
-    run_id: str
-    seq: Iterator[int]
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def seq(self) -> Iterator[int]: ...
 
     @property
     def flow(self) -> _Flow: ...

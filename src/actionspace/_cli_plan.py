@@ -1,0 +1,97 @@
+"""``actionspace plan``: the published plan schema, and the checks ``run_plan`` runs, on a plan file."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from actionspace.errors import ActionError
+from actionspace.plan.schema import PLAN_SCHEMA
+from actionspace.runtime import TOOL_ATTRIBUTE, Runtime
+
+__all__ = ["plan_app"]
+
+plan_app = typer.Typer(
+    help="Plans: DAGs of tool calls the runtime checks and schedules by read/write sets.",
+    no_args_is_help=True,
+)
+
+
+@plan_app.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of a plan (give it to a model that should propose plans)."""
+    typer.echo(json.dumps(PLAN_SCHEMA, indent=2))
+
+
+@plan_app.command("check")
+def check_command(
+    path: Annotated[Path, typer.Argument(help="A plan as JSON ('-' reads standard input).", allow_dash=True)],
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            help="module:attribute naming your tools: a Runtime, a list of tools or @tool functions, or a "
+            "function returning either. With it every check runs against your catalog.",
+        ),
+    ] = None,
+) -> None:
+    """Run the checks run_plan runs before anything executes; exit 1 with the typed error if one fails.
+
+    The checks: the JSON form, node ids, references to existing nodes, tools and versions,
+    permissions, reference types, cycles and read/write conflicts (the same function as
+    ``Runtime.run_plan``). Without ``--tools`` every named tool is taken as an open, read-only
+    tool, so schemas and permissions are not checked; say ``--tools`` to check them too.
+    """
+    from actionspace.plan.run import preflight
+
+    text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        typer.echo(f"not JSON: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    rt = _runtime(tools) if tools else _open_runtime(data)
+    with rt:
+        checked = preflight(rt.engine, data, rt.run_state(), rt.principal, rt.environments)
+    if isinstance(checked, ActionError):
+        typer.echo(json.dumps(checked.to_dict(), indent=2))
+        raise typer.Exit(1)
+    scope = "" if tools else " (tools taken as open and read-only; give --tools to check them)"
+    typer.echo(f"ok: {len(checked.order)} nodes, {len(checked.edges)} edges{scope}")
+
+
+def _runtime(spec: str) -> Runtime:
+    module, _, attribute = spec.partition(":")
+    if not module or not attribute:
+        raise typer.BadParameter("--tools takes module:attribute")
+    try:
+        found: Any = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise typer.BadParameter(f"cannot load {spec}: {exc}") from exc
+    if callable(found) and not isinstance(found, Runtime) and not hasattr(found, TOOL_ATTRIBUTE):
+        found = found()
+    if isinstance(found, Runtime):
+        return found
+    items = found if isinstance(found, list | tuple) else [found]
+    return Runtime("memory://", tools=items, recover_on_start=False)
+
+
+def _open_runtime(data: Any) -> Runtime:
+    """A runtime where every tool the plan names exists, open and read-only (structure checks only)."""
+    from actionspace.catalog.spec import ToolSpec
+
+    rt = Runtime("memory://", recover_on_start=False)
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    names = {n.get("tool") for n in nodes if isinstance(n, dict)} if isinstance(nodes, list) else set()
+    for name in sorted(n for n in names if isinstance(n, str) and n):
+        base = name.partition("@")[0]
+        if rt.catalog.current(base) is None:
+            rt.register(ToolSpec(name=base, input_schema={"type": "object"}, effect="read", fn=_nothing))
+    return rt
+
+
+def _nothing(**_: Any) -> None:
+    return None
