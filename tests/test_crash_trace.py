@@ -50,8 +50,8 @@ def test_sigkill_during_calls_leaves_only_whole_calls(tmp_path: Path) -> None:
             by_call.setdefault(e.call_id, []).append(e.kind)
     assert len(by_call) >= 25
     whole = [
-        "validated",
         "authorized",
+        "validated",
         "flow_checked",
         "ledger",
         "ledger",

@@ -251,3 +251,26 @@ def test_an_untrusted_tools_error_message_reaches_the_model_marked_untrusted() -
     text = results("openai_chat", turn.messages)["c1"]
     assert text.startswith("[untrusted content")
     assert "evil@example.com" in payload(text)["error"]["message"]  # the server's own words, flagged
+
+
+def test_two_identical_calls_in_one_message_are_two_actions_and_replay_as_two() -> None:
+    rt = Runtime("memory://")
+    sent: list[str] = []
+
+    @rt.tool(effect="external", idempotency="none")
+    def ping(host: str) -> str:
+        """Send one ping."""
+        sent.append(host)
+        return "pong"
+
+    s = rt.session(provider="openai_chat")
+    s.user("ping the router twice")
+    calls = [("a1", "ping", {"host": "router"}), ("a2", "ping@1", {"host": "router"})]
+    first = s.handle(proposal("openai_chat", calls))
+    again = s.handle(
+        proposal("openai_chat", [("b1", "ping", {"host": "router"}), ("b2", "ping", {"host": "router"})])
+    )
+    assert sent == ["router", "router"]
+    assert [o.call_id for o in again.observations] == ["b1", "b2"]  # each answers its own id
+    assert all(o.diagnostics.get("replayed") for o in again.observations)
+    assert [o.ok for o in first.observations] == [True, True]

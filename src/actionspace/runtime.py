@@ -117,7 +117,6 @@ class Runtime:
             artifacts = FolderArtifactStore(Path(artifacts))
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else default_artifacts
         self.catalog = Catalog()
-        self.principal = principal or DEFAULT_PRINCIPAL
         self.state: dict[str, Any] = dict(state or {})
         budget_set = Budgets.of(budgets)
         self.meter: Meter | None = Meter(budget_set) if budget_set else None
@@ -126,10 +125,10 @@ class Runtime:
         self._default_run: str | None = None
         self._mcp: list[Toolset] = []
         compiler = Compiler()
+        self.approvals = Approvals(approval_store, lambda *a, **k: self.record(*a, **k))
         self.engine = Engine(
             catalog=self.catalog,
             ledger=self.ledger,
-            approvals=approval_store,
             artifacts=self.artifacts,
             executor=Executor(max_threads=max_threads, map_error=map_exception),
             trace=self.trace,
@@ -138,16 +137,15 @@ class Runtime:
                 catalog=self.catalog,
                 compiler=compiler,
                 ctx_factory=self._context,
-                approvals=approval_store,
+                approvals=self.approvals,
                 flow_policy=flow_policy,
                 guard=None if self.meter is None else Guard(meter=self.meter, cache=cache),
             ),
-            default_principal=self.principal,
+            default_principal=principal or DEFAULT_PRINCIPAL,
             on_first_run=(lambda: self.recover(min_age_s=STARTUP_RECOVERY_AGE_S))
             if recover_on_start
             else None,
         )
-        self.approvals = Approvals(approval_store, self.record)
         self.planner = Planner(self.engine, backend=plan_backend, config=durable, owner=self)
         for stage in stages:
             self.engine.add_stage(stage)
@@ -199,6 +197,15 @@ class Runtime:
             raise ConfigurationError(f"{spec.key}: a tool needs an implementation (fn=)")
         self._compiler.get(spec)
         return self.catalog.register(spec)
+
+    @property
+    def principal(self) -> Principal:
+        """The principal of calls and runs that name none."""
+        return self.engine.default_principal
+
+    @principal.setter
+    def principal(self, principal: Principal) -> None:
+        self.engine.default_principal = principal
 
     @property
     def flow_policy(self) -> FlowPolicy | None:

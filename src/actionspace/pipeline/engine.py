@@ -14,6 +14,7 @@ on the async path every ledger step runs on a worker thread; the sync path runs 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import threading
@@ -22,9 +23,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import rfc8785
-
-from actionspace.approval.requests import ApprovalStore
 from actionspace.catalog.registry import Catalog
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
@@ -83,7 +81,6 @@ class Engine:
         *,
         catalog: Catalog,
         ledger: LedgerStore,
-        approvals: ApprovalStore,
         artifacts: ArtifactStore,
         executor: Executor,
         trace: TraceStore,
@@ -94,7 +91,6 @@ class Engine:
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
-        self.approvals = approvals
         self.artifacts = artifacts
         self.executor = executor
         self.trace = trace
@@ -294,7 +290,8 @@ class Engine:
             if isinstance(calls, Observation):
                 return [calls]
             node = node_id if len(calls) == 1 else None
-            for call, occurrence in zip(calls, occurrences(calls), strict=True):
+            message: dict[str, int] = {}
+            for call in calls:
                 inp = CallInput(
                     run=run,
                     call=call,
@@ -303,7 +300,7 @@ class Engine:
                     node_id=node,
                     provenance=provenance,
                     sources=sources,
-                    occurrence=occurrence,
+                    message=message,
                 )
                 try:
                     ready = await self._io(blocking, self.prepare_input, inp)
@@ -424,6 +421,9 @@ class Engine:
             record=rec.add,
         )
         async for obs in self.drive(steps, dispatch, blocking=blocking):
+            if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
+                diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
+                obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
             yield obs
 
     async def drive(
@@ -500,19 +500,3 @@ def _step(steps: Protocol, value: Outcome | None) -> Any:
         return steps.send(value)
     except StopIteration as stop:
         return _Done(stop.value)
-
-
-def occurrences(calls: Sequence[ToolCall]) -> list[int]:
-    """For each call of one message: 1 + how many identical calls (name, arguments) came before it."""
-    if len(calls) < 2:
-        return [1] * len(calls)
-    seen: dict[tuple[str, bytes], int] = {}
-    out = []
-    for call in calls:
-        try:
-            key = (call.name, rfc8785.dumps(call.arguments))
-        except Exception:  # arguments that are not JSON fail validation later; count them apart
-            key = (call.name, repr(id(call)).encode())
-        seen[key] = seen.get(key, 0) + 1
-        out.append(seen[key])
-    return out

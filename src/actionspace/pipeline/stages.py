@@ -20,8 +20,7 @@ from typing import Any
 
 import rfc8785
 
-from actionspace.approval.gate import gate
-from actionspace.approval.requests import ApprovalStore
+from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState, resolve
@@ -63,7 +62,10 @@ class CallInput:
     sources: Mapping[str, Sequence[str]] | None = None
     bound: Mapping[str, Binding] | None = None
     occurrence: int = 1
-    """Which identical proposal of the same message this is (1 for the first)."""
+    """Which identical proposal of the same message this is (1 for the first), when the caller knows."""
+    message: dict[str, int] | None = None
+    """Identity node → proposals of it so far in this message, shared by the message's calls; when
+    given, the occurrence is counted here, after the name resolved and the arguments were normalized."""
 
 
 @dataclass(slots=True)
@@ -121,7 +123,8 @@ class Stages:
     catalog: Catalog
     compiler: Compiler
     ctx_factory: ContextFactory
-    approvals: ApprovalStore | None
+    approvals: Approvals | None
+    """Read at every call: a store swapped on ``rt.approvals`` is the one used."""
     flow_policy: FlowPolicy | None
     guard: Guard | None
 
@@ -169,7 +172,11 @@ class Stages:
             inp.rec.add("validated", compiled.accepted_event)
         d.checked = checked
         if inp.node_id is None and spec.has_side_effects:
-            d.node = identity_node(inp.run.turn, spec.key, checked.arguments, inp.occurrence)
+            occurrence = inp.occurrence
+            if inp.message is not None:
+                first = identity_node(inp.run.turn, spec.key, checked.arguments)
+                occurrence = inp.message[first] = inp.message.get(first, 0) + 1
+            d.node = identity_node(inp.run.turn, spec.key, checked.arguments, occurrence)
         return None
 
     def approve(self, inp: CallInput, d: Draft) -> ActionError | None:
@@ -185,7 +192,7 @@ class Stages:
             }
             return ActionError.of("needs_approval", verdict.reason, details=details)
         approved = gate(
-            self.approvals,
+            self.approvals.store,
             run_id=inp.run.run_id,
             node_id=d.node,
             spec=spec,
@@ -213,7 +220,7 @@ class Stages:
             run_id=inp.run.run_id,
             node_id=d.node,
             call_id=d.call_id,
-            approvals=self.approvals,
+            approvals=None if self.approvals is None else self.approvals.store,
             record=inp.rec.add,
             sources=inp.sources,
             bound=inp.bound,
