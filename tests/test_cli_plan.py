@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def approve(vendors: list[str]) -> int:
     return len(vendors)
 
 
-TOOLS = [licence, approve]
+TOOLS: list[Callable[..., Any]] = [licence, approve]
 
 
 def readers_only() -> Runtime:
