@@ -31,7 +31,7 @@ from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
-from actionspace.observation import ArtifactStore, FolderArtifactStore
+from actionspace.observation import ArtifactStore, FolderArtifactStore, Shaped, shape
 from actionspace.parse import parse
 from actionspace.pipeline.calls import group
 from actionspace.pipeline.engine import Engine
@@ -602,7 +602,7 @@ class Runtime:
         """
         envs = self.planner.environments
         specs = SpecsWithGroups(self.catalog, envs) if envs else self.catalog
-        return recover(self.ledger, specs, self.record, min_age_s=min_age_s)
+        return recover(self.ledger, specs, self.record, min_age_s=min_age_s, shape=self._shape)
 
     def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
         """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""
@@ -611,7 +611,13 @@ class Runtime:
 
     def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
         """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""
-        return resolve_by_hand(self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record)
+        return resolve_by_hand(
+            self.ledger, key, outcome=outcome, by=by, reason=reason, record=self.record, shape=self._shape
+        )
+
+    def _shape(self, value: Any) -> Shaped:
+        """A result settled by recovery, shaped like any other (trimmed, its artifact stored)."""
+        return shape(value, artifacts=self.artifacts)
 
     # ------------------------------------------------------------------ lifetime
     def close(self, *, wait: bool = False) -> None:

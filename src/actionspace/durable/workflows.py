@@ -28,6 +28,7 @@ from actionspace.durable.engine import bound, node_workflow_id
 from actionspace.errors import ActionError
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.recover import recover
+from actionspace.observation import shape
 from actionspace.plan.model import PlanResult
 from actionspace.plan.run import DEFAULT_CONCURRENCY, preflight
 from actionspace.plan.scheduler import Scheduler, _status
@@ -274,7 +275,7 @@ def settle_interrupted(rt: Runtime, run_id: str, node_id: str) -> None:
         elif not engine.heartbeat.is_alive(executor, within_s=guard_s):
             break
         time.sleep(HOLDER_POLL_S)
-    recover(cast(LedgerStore, _OneEntry(rt.ledger, entry)), rt.catalog, rt.record)
+    recover(cast(LedgerStore, _OneEntry(rt.ledger, entry)), rt.catalog, rt.record, shape=shape)
 
 
 class _OneEntry:

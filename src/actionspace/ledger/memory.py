@@ -17,7 +17,8 @@ class MemoryLedgerStore:
     def __init__(self) -> None:
         self._by_key: dict[str, LedgerEntry] = {}
         self._by_node: dict[tuple[str, str], str] = {}
-        self._by_run: dict[str, list[str]] = {}
+        self._by_action: dict[tuple[str, str, str], list[str]] = {}
+        """(run, tool, argument digest) → keys: identical actions of a run, for ``pending_action``."""
         self._lock = threading.Lock()
 
     def begin(self, entry: LedgerEntry) -> Begun:
@@ -30,7 +31,7 @@ class MemoryLedgerStore:
                 return Begun(existing, False)
             self._by_key[entry.key] = entry
             self._by_node[(entry.run_id, entry.node_id)] = entry.key
-            self._by_run.setdefault(entry.run_id, []).append(entry.key)
+            self._by_action.setdefault(_action(entry), []).append(entry.key)
             return Begun(entry, True)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
@@ -52,9 +53,9 @@ class MemoryLedgerStore:
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         with self._lock:
-            for key in self._by_run.get(run_id, ()):
+            for key in self._by_action.get((run_id, tool, args_digest), ()):
                 e = self._by_key.get(key)
-                if e is not None and e.state in UNSETTLED and e.tool == tool and e.args_digest == args_digest:
+                if e is not None and e.state in UNSETTLED:
                     return e
             return None
 
@@ -70,15 +71,19 @@ class MemoryLedgerStore:
             for e in old:
                 del self._by_key[e.key]
                 self._by_node.pop((e.run_id, e.node_id), None)
-                keys = self._by_run.get(e.run_id)
+                keys = self._by_action.get(_action(e))
                 if keys is not None and e.key in keys:
                     keys.remove(e.key)
                     if not keys:
-                        del self._by_run[e.run_id]
+                        del self._by_action[_action(e)]
             return len(old)
 
     def close(self) -> None:
         pass
+
+
+def _action(entry: LedgerEntry) -> tuple[str, str, str]:
+    return entry.run_id, entry.tool, entry.args_digest
 
 
 class MemoryApprovalStore:

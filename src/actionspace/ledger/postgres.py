@@ -77,6 +77,7 @@ _LEDGER_SCHEMA: Final[tuple[LiteralString, ...]] = (
     """,
     "CREATE INDEX IF NOT EXISTS ledger_entries_state_updated ON ledger_entries (state, updated_at)",
     "CREATE INDEX IF NOT EXISTS ledger_entries_updated ON ledger_entries (updated_at)",
+    "CREATE INDEX IF NOT EXISTS ledger_entries_action ON ledger_entries (run_id, tool, args_digest)",
 )
 
 _APPROVAL_SCHEMA: Final[tuple[LiteralString, ...]] = (

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
     UNIQUE (run_id, node_id)
 );
 CREATE INDEX IF NOT EXISTS ledger_entries_state_updated ON ledger_entries (state, updated_at);
+CREATE INDEX IF NOT EXISTS ledger_entries_action ON ledger_entries (run_id, tool, args_digest);
 """
 
 _COLUMNS: Final = (

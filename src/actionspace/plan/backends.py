@@ -36,4 +36,4 @@ def load_backend(name: str) -> PlanBackend:
             backend: PlanBackend = found
             return backend
     names = ["inprocess", *backend_names()]
-    raise ConfigurationError(f"no plan backend {name!r} is installed; one of {names}")
+    raise ConfigurationError(f"no plan backend {name!r} is installed (plan_backend=); one of {names}")

@@ -9,11 +9,12 @@ A reference is a whole argument value (at any depth of the arguments) of the for
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from actionspace.errors import RefError
+from actionspace.types import find_refs
 
 __all__ = ["MISSING", "Ref", "RefError", "find_refs", "parse_ref", "substitute", "walk"]
 
@@ -56,21 +57,6 @@ def parse_ref(text: str) -> Ref:
     if not steps:
         raise RefError(f"$ref {text[:80]!r} names a node but no field (e.g. {text}.data)")
     return Ref(m.group(0), tuple(steps), text)
-
-
-def find_refs(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
-    """Yield (JSON pointer, raw ``$ref`` value) for every reference inside ``value``."""
-    if isinstance(value, Mapping):
-        if "$ref" in value and len(value) == 1:
-            yield at or "/", value["$ref"]
-            return
-        for k, v in value.items():
-            if isinstance(v, (Mapping, list)):
-                yield from find_refs(v, f"{at}/{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            if isinstance(v, (Mapping, list)):
-                yield from find_refs(v, f"{at}/{i}")
 
 
 def walk(document: Any, path: tuple[str | int, ...]) -> Any:
