@@ -324,16 +324,16 @@ class Runtime:
         (``render_results`` gives one provider result per call). ``sources`` binds arguments to
         ``"user"`` and/or earlier call ids (checked; see policy/flow.py).
         """
-        run = self.run_state(run_id, principal)
+        run_id = run_id or self.run_id_of(None, principal=principal)
         out = self.engine.calls(
             raw,
-            run_id=run.run_id,
+            run_id=run_id,
             node_id=node_id,
             principal=principal,
             provenance=provenance,
             sources=sources,
         )
-        return out[0] if len(out) == 1 else group(out, run.run_id)
+        return out[0] if len(out) == 1 else group(out, run_id)
 
     async def acall(
         self,
@@ -346,16 +346,16 @@ class Runtime:
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
-        run = self.run_state(run_id, principal)
+        run_id = run_id or self.run_id_of(None, principal=principal)
         out = await self.engine.acalls(
             raw,
-            run_id=run.run_id,
+            run_id=run_id,
             node_id=node_id,
             principal=principal,
             provenance=provenance,
             sources=sources,
         )
-        return out[0] if len(out) == 1 else group(out, run.run_id)
+        return out[0] if len(out) == 1 else group(out, run_id)
 
     async def acall_all(
         self,

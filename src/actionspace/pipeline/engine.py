@@ -113,6 +113,7 @@ class Engine:
     def set_guard(self, guard: Any) -> None:
         """Budgets and the read cache admit calls last (None: neither applies)."""
         self.stages.guard = guard
+        self._ordered = self.stages.ordered(self._extra)
 
     # ------------------------------------------------------------------ runs and records
     def run(self, run_id: str, principal: Principal | None = None) -> RunState:
@@ -257,7 +258,7 @@ class Engine:
         """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread)."""
         return run_sync(self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=True))
 
-    async def acalls(
+    def acalls(
         self,
         raw: Any,
         *,
@@ -266,9 +267,9 @@ class Engine:
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
-    ) -> list[Observation]:
-        """Async :meth:`calls`: async tools are awaited, blocking ones run on worker threads."""
-        return await self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=False)
+    ) -> Coroutine[Any, Any, list[Observation]]:
+        """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker threads."""
+        return self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=False)
 
     async def _calls(
         self,
@@ -285,6 +286,7 @@ class Engine:
         who = principal or run.principal
         rec = Recorder(run, None)
         out: list[Observation] = []
+        inline = blocking or not self._offload  # store I/O in this thread, or on a worker thread
         try:
             calls = parse_raw(raw, rec)
             if isinstance(calls, Observation):
@@ -303,7 +305,10 @@ class Engine:
                     message=message,
                 )
                 try:
-                    ready = await self._io(blocking, self.prepare_input, inp)
+                    if inline:
+                        ready = self.prepare_input(inp)
+                    else:
+                        ready = await asyncio.to_thread(self.prepare_input, inp)
                     obs = await self._execute(ready, rec, blocking) if isinstance(ready, Ready) else ready
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = self.internal(exc, rec, call)
@@ -313,16 +318,19 @@ class Engine:
         except Exception as exc:
             return [*out, self.internal(exc, rec)]
         finally:
-            await self._io(blocking, self.flush, rec)
+            if inline:
+                self.flush(rec)
+            else:
+                await asyncio.to_thread(self.flush, rec)
 
     # ------------------------------------------------------------------ one accepted call
     def execute(self, ready: Ready, rec: Recorder) -> Observation:
         """Run an accepted call in the calling thread: budgets, cache, batch, stream, ledger."""
         return run_sync(self._execute(ready, rec, True))
 
-    async def aexecute(self, ready: Ready, rec: Recorder) -> Observation:
-        """Async :meth:`execute`."""
-        return await self._execute(ready, rec, False)
+    def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]:
+        """Async :meth:`execute` (await it)."""
+        return self._execute(ready, rec, False)
 
     async def _execute(self, ready: Ready, rec: Recorder, blocking: bool, part: bool = False) -> Observation:
         if ready.admission is not None:  # budgets or the read cache apply
@@ -350,7 +358,7 @@ class Engine:
                 outcome = self.executor.run(spec, ready.kwargs, rec.retry)
             else:
                 outcome = await self.executor.arun(spec, ready.kwargs, rec.retry)
-            return self.observe(ready, outcome, rec)
+            return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
 
         async def dispatch() -> AsyncIterator[Observation | Outcome]:
             rec.add("dispatched", dispatched_event(ready, spec))

@@ -20,6 +20,7 @@ from typing import Any
 
 import rfc8785
 
+from actionspace._fast import fast_init
 from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -48,7 +49,8 @@ from actionspace.validation.verdicts import NeedsApproval, Rejected
 __all__ = ["CallInput", "Compiler", "Draft", "Stage", "Stages", "identity_node"]
 
 
-@dataclass(frozen=True, slots=True)
+@fast_init
+@dataclass(frozen=True, kw_only=True)
 class CallInput:
     """One proposed call as every stage sees it (frozen: adding a field breaks no stage)."""
 
@@ -130,7 +132,8 @@ class Stages:
 
     def ordered(self, extra: Sequence[Stage] = ()) -> list[Stage]:
         """resolve → authorize → validate → (user stages) → approval → flow → budget/cache."""
-        return [self.resolve, self.authorize, self.validate, *extra, self.approve, self.flow, self.admit]
+        gates = [self.approve, self.flow] if self.guard is None else [self.approve, self.flow, self.admit]
+        return [self.resolve, self.authorize, self.validate, *extra, *gates]
 
     def resolve(self, inp: CallInput, d: Draft) -> ActionError | None:
         resolved = resolve(self.catalog, inp.run, inp.call.name)

@@ -6,8 +6,8 @@ instead of importing one, and only calls these methods.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, Protocol
 
 from actionspace.catalog.registry import Catalog
 from actionspace.discovery.runs import RunState
@@ -46,7 +46,7 @@ class PlanEngine(Protocol):
         occurrence: int = 1,
     ) -> Ready | Observation: ...
 
-    async def aexecute(self, ready: Ready, rec: Recorder) -> Observation: ...
+    def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]: ...
 
     def observe(
         self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
