@@ -147,8 +147,8 @@ class FlowState:
         ids = self._groups.setdefault(label, [])
         if len(ids) < MAX_IDS_PER_LABEL and source not in ids:
             ids.append(source)
+            self._origins = None  # the sources changed; past the cap they do not, and neither do origins
         self.context = self.context.join(label)
-        self._origins = None
 
     def add_user_input(self, text: str, label: Label = PUBLIC_TRUSTED) -> None:
         """The user's request (or a later message): joins the context; ``sources=["user"]`` reads it."""
