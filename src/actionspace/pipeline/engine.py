@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from actionspace.catalog.registry import Catalog
 from actionspace.discovery.runs import RunState
@@ -99,6 +99,8 @@ class Engine:
         self.default_principal = default_principal
         self._extra: list[Stage] = []
         self._ordered = stages.ordered()
+        self._checks = stages.checks
+        """How many stages (resolve, authorize, validate) read only memory."""
         self._on_first_run = on_first_run
         self._runs: dict[str, RunState] = {}
         self._runs_lock = threading.Lock()
@@ -224,25 +226,58 @@ class Engine:
             bound=bound,
             occurrence=occurrence,
         )
-        return await self._io(False, self.prepare_input, inp)
+        return await self.aprepare_input(inp)
 
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: the trace store write runs off the loop."""
         await self._io(False, self.flush, rec)
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
-        """:meth:`prepare` over a ready-made :class:`CallInput`."""
+        """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""
+        return self._stages(inp, self._draft(inp), 0)
+
+    async def aprepare_input(self, inp: CallInput) -> Ready | Observation:
+        """:meth:`prepare_input` from async code.
+
+        Resolve, authorize and validate read only memory and run on the loop. The gates after
+        them may read or file approval requests (the approval gate; a flow policy asking to
+        declassify): for a call that can reach them — a side-effecting tool or one that needs
+        approval — they run on a worker thread when the stores are not in memory.
+        """
+        draft = self._draft(inp)
+        first = self._checks
+        result = self._stages(inp, draft, 0, first)
+        if result is not None:
+            return result
+        spec = draft.spec
+        assert spec is not None
+        if self._offload and (spec.has_side_effects or spec.requires_approval):
+            return await asyncio.to_thread(self._stages, inp, draft, first)
+        return self._stages(inp, draft, first)
+
+    def _draft(self, inp: CallInput) -> Draft:
         node = inp.node_id or f"n{next(inp.run.nodes)}"
         draft = Draft(call_id=inp.call.id or f"{inp.run.run_id}:{node}", node=node)
         inp.rec.call_id = draft.call_id
-        for stage in self._ordered:
+        return draft
+
+    @overload
+    def _stages(self, inp: CallInput, draft: Draft, start: int) -> Ready | Observation: ...
+    @overload
+    def _stages(self, inp: CallInput, draft: Draft, start: int, stop: int) -> Observation | None: ...
+
+    def _stages(
+        self, inp: CallInput, draft: Draft, start: int, stop: int | None = None
+    ) -> Ready | Observation | None:
+        """Stages ``start``..``stop`` (None: to the end, then the Ready call); an error ends the call."""
+        for stage in self._ordered[start:stop]:
             error = stage(inp, draft)
             if error is not None:
                 spec = draft.spec
                 if spec is None:
                     return fail(inp.rec, error, draft.call_id, inp.call.name[:200])
                 return fail(inp.rec, error, draft.call_id, spec.name, spec.version)
-        return ready_of(inp, draft)
+        return ready_of(inp, draft) if stop is None else None
 
     # ------------------------------------------------------------------ whole messages
     def calls(
@@ -305,10 +340,7 @@ class Engine:
                     message=message,
                 )
                 try:
-                    if inline:
-                        ready = self.prepare_input(inp)
-                    else:
-                        ready = await asyncio.to_thread(self.prepare_input, inp)
+                    ready = self.prepare_input(inp) if blocking else await self.aprepare_input(inp)
                     obs = await self._execute(ready, rec, blocking) if isinstance(ready, Ready) else ready
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = self.internal(exc, rec, call)

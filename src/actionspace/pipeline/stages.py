@@ -130,6 +130,9 @@ class Stages:
     flow_policy: FlowPolicy | None
     guard: Guard | None
 
+    checks: int = 3
+    """resolve, authorize and validate come first and read only memory; the gates follow."""
+
     def ordered(self, extra: Sequence[Stage] = ()) -> list[Stage]:
         """resolve → authorize → validate → (user stages) → approval → flow → budget/cache."""
         gates = [self.approve, self.flow] if self.guard is None else [self.approve, self.flow, self.admit]
