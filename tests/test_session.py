@@ -274,3 +274,29 @@ def test_two_identical_calls_in_one_message_are_two_actions_and_replay_as_two() 
     assert [o.call_id for o in again.observations] == ["b1", "b2"]  # each answers its own id
     assert all(o.diagnostics.get("replayed") for o in again.observations)
     assert [o.ok for o in first.observations] == [True, True]
+
+
+def test_a_trimmed_result_offers_read_artifact_and_the_model_can_read_the_rest() -> None:
+    rt = Runtime("memory://")
+    lines = [f"line {i}: " + "x" * 60 for i in range(2000)]
+
+    @rt.tool(effect="read")
+    def read_log(name: str) -> str:
+        """Read a log file."""
+        return "\n".join(lines)
+
+    s = rt.session(provider="openai_chat")
+    s.user("what is at the end of build.log?")
+    offered = {t["function"]["name"] for t in s.tools()}
+    assert "read_artifact" not in offered
+    turn = s.handle(proposal("openai_chat", [("c1", "read_log", {"name": "build.log"})]))
+    page = payload(results("openai_chat", turn.messages)["c1"])
+    ref = page["artifact_ref"]
+    assert page["complete"] is False and ref.startswith("artifact://")
+    assert "read_artifact" in {t["function"]["name"] for t in s.tools()}
+    head = s.handle(proposal("openai_chat", [("c2", "read_artifact", {"ref": ref, "length": 100})]))
+    total = payload(results("openai_chat", head.messages)["c2"])["data"]["total_bytes"]
+    tail_args = {"ref": ref, "offset": total - 200, "length": 200}
+    tail = s.handle(proposal("openai_chat", [("c3", "read_artifact", tail_args)]))
+    data = payload(results("openai_chat", tail.messages)["c3"])["data"]
+    assert data["eof"] is True and lines[-1][-50:] in data["text"]

@@ -1,0 +1,70 @@
+"""The call engine: ordered stages with a seam for user stages, and the one rule for pending actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actionspace import ActionError, Principal, Runtime, ToolCall
+from actionspace.pipeline import CallInput, Draft
+
+
+def no_weekend_payments(inp: CallInput, draft: Draft) -> ActionError | None:
+    """A business rule as a stage: it sees the normalized arguments."""
+    assert draft.checked is not None and draft.spec is not None
+    if draft.spec.name == "pay" and draft.checked.arguments.get("day") in ("sat", "sun"):
+        return ActionError.of("policy_violation", "no payments at weekends")
+    return None
+
+
+def _runtime(**options: Any) -> tuple[Runtime, list[int]]:
+    rt = Runtime("memory://", **options)
+    paid: list[int] = []
+
+    @rt.tool(effect="external", requires_approval=True, scopes=["payments:send"])
+    def pay(to: str, cents: int, day: str = "mon") -> int:
+        """Pay someone."""
+        paid.append(cents)
+        return cents
+
+    return rt, paid
+
+
+def test_a_user_stage_rejects_after_validation_and_before_any_approval_is_filed() -> None:
+    rt, paid = _runtime(stages=[no_weekend_payments])
+    obs = rt.call(ToolCall(name="pay", arguments={"to": "bob", "cents": 5, "day": "sun"}))
+    assert obs.error is not None and obs.error.category == "policy_violation"
+    assert rt.approvals.list() == [] and paid == []
+    held = rt.call(ToolCall(name="pay", arguments={"to": "bob", "cents": 5}))
+    assert held.error is not None and held.error.category == "needs_approval"
+
+
+def test_authorization_is_traced_before_validation_and_ends_the_call() -> None:
+    rt, _ = _runtime()
+    run = rt.new_run(principal=Principal(id="intern", scopes=("read:*",)))
+    obs = rt.call(ToolCall(name="pay", arguments={"to": "bob", "cents": "not a number"}), run_id=run)
+    assert obs.error is not None and obs.error.category == "permission_denied"
+    kinds = [e.kind for e in rt.trace.events(run)]
+    assert "authorized" in kinds and "validated" not in kinds
+
+
+def test_a_pending_action_blocks_its_twin_under_any_node_id() -> None:
+    rt = Runtime("memory://")
+    sent: list[str] = []
+
+    @rt.tool(effect="external", idempotency="none")
+    def post(text: str) -> str:
+        """Post to a board that loses its answers."""
+        sent.append(text)
+        raise TimeoutError("no answer")
+
+    call = ToolCall(name="post", arguments={"text": "hello"})
+    first = rt.call(call, run_id="r", node_id="a")
+    twin = rt.call(call, run_id="r", node_id="b")
+    other = rt.call(ToolCall(name="post", arguments={"text": "bye"}), run_id="r", node_id="c")
+    assert first.error is not None and twin.error is not None
+    assert twin.error.category == "unknown_commit"
+    assert twin.error.details["idempotency_key"] == first.error.details["idempotency_key"]
+    assert sent == ["hello", "bye"] and other.error is not None  # other arguments: another action
+    rt.resolve(first.error.details["idempotency_key"], outcome="failed", by="ops", reason="not delivered")
+    rt.call(call, run_id="r", node_id="b")  # settled by a person: the twin may go now
+    assert sent == ["hello", "bye", "hello"]
