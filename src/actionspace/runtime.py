@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from actionspace._crash import point
 from actionspace.approval.gate import Approvals
@@ -47,13 +47,10 @@ from actionspace.policy.budget import estimate as estimate_usage
 from actionspace.policy.flow import DEFAULT_FLOW_POLICY, FlowPolicy
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal
+from actionspace.session import Provider, Session
 from actionspace.trace.recorder import Recorder, record_sink
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.validator import ValidationContext
-
-if TYPE_CHECKING:
-    from actionspace.session import Provider, Session
-
 
 __all__ = ["DEFAULT_PRINCIPAL", "DEFAULT_RETENTION_S", "TOOL_ATTRIBUTE", "Runtime", "tool"]
 
@@ -286,8 +283,6 @@ class Runtime:
         keyword arguments of :meth:`offer` for every turn (default: every tool). See
         :class:`actionspace.session.Session`.
         """
-        from actionspace.session import Session
-
         return Session(self, run_id or self.new_run(principal=principal), provider, principal, offer)
 
     # ------------------------------------------------------------------ calls

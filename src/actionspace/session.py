@@ -25,19 +25,48 @@ result was trimmed and carries an ``artifact_ref``, the next ``tools()`` also of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
 from actionspace.discovery.render import RENDERING, render_results, render_tools
+from actionspace.discovery.runs import RunState
 from actionspace.errors import ConfigurationError, DuplicateToolError
+from actionspace.observation import ArtifactStore
 from actionspace.parse import parse
+from actionspace.pipeline import Engine
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
 
-if TYPE_CHECKING:
-    from actionspace.runtime import Runtime
+
+class SessionRuntime(Protocol):
+    """What a session uses of :class:`actionspace.Runtime` (which imports this module)."""
+
+    catalog: Catalog
+    artifacts: ArtifactStore
+    engine: Engine
+
+    def run_state(self, run_id: str | None = None, principal: Principal | None = None) -> RunState: ...
+
+    def user_input(self, run_id: str, text: str) -> None: ...
+
+    def record(
+        self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None
+    ) -> None: ...
+
+    def offer(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+    def register(self, spec: ToolSpec) -> ToolSpec: ...
+
 
 __all__ = ["PROVIDERS", "Provider", "Session", "Turn"]
 
@@ -67,7 +96,7 @@ class Session:
 
     def __init__(
         self,
-        rt: Runtime,
+        rt: SessionRuntime,
         run_id: str,
         provider: Provider,
         principal: Principal | None,

@@ -236,6 +236,12 @@ class Observation:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def grouped(self) -> bool:
+        """True for the observation of a multi-call message, which stands for its ``items``
+        (one per proposed call). A failed call of a tool the model named ``"*"`` is not one."""
+        return self.tool == "*" and bool(self.items)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "call_id": self.call_id,

@@ -113,7 +113,7 @@ def _content(obs: Observation, *, top: bool, cut: int | None = None) -> dict[str
     if obs.data is not None:
         out["data"] = obs.data
     if obs.items:
-        grouped = obs.tool == "*"
+        grouped = obs.grouped
         out["items"] = [_item(i, grouped) for i in obs.items]
     if obs.error is not None:
         out["error"] = _error(obs.error)
@@ -134,7 +134,7 @@ def _content(obs: Observation, *, top: bool, cut: int | None = None) -> dict[str
         out["provisional"] = True
     if obs.diagnostics.get("replayed"):
         out["replayed"] = True
-    if top and obs.tool != "*":
+    if top and not obs.grouped:
         _origin(out, obs)
     return out
 
@@ -245,7 +245,7 @@ def _minimal(obs: Observation, budget: int) -> dict[str, Any]:
     if obs.artifact_ref is not None:
         out["artifact_ref"] = obs.artifact_ref
         out["hint"] = _artifact_hint(obs)
-    if obs.tool != "*":
+    if not obs.grouped:
         out["trust"] = obs.provenance.trust
         out["source"] = _clip(_source(obs), 64)
     return out

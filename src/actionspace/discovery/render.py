@@ -283,7 +283,7 @@ def render_results(
 ) -> list[dict[str, Any]]:
     """One result per proposed call, each answering the model's own call id, in the calls' order.
 
-    A grouped observation (``tool == "*"``) stands for its ``items``; a list of observations for
+    A grouped observation (``obs.grouped``) stands for its ``items``; a list of observations for
     each of them. ``anthropic``: ONE ``user`` message holding every ``tool_result`` block (the API
     wants all results of a turn in the next user message; no message when there is no result).
     ``openai_chat``: a ``role: tool`` message per call; ``openai_responses``: a
@@ -303,5 +303,5 @@ def _per_call(observations: Observation | Iterable[Observation]) -> list[Observa
     given = [observations] if isinstance(observations, Observation) else list(observations)
     out: list[Observation] = []
     for obs in given:
-        out.extend(obs.items if obs.tool == "*" else (obs,))
+        out.extend(obs.items if obs.grouped else (obs,))
     return out

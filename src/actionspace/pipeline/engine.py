@@ -7,20 +7,18 @@ call — the ledger's commit protocol, driven by the one driver :meth:`Engine.dr
 plan scheduler, atomic groups, streams, durable workflows, the session and the gateway are
 clients of these public methods.
 
-Blocking store I/O (SQLite, PostgreSQL) leaves the event loop in one place, :meth:`Engine._io`:
-on the async path every ledger step runs on a worker thread; the sync path runs it inline.
+Blocking store I/O (SQLite, PostgreSQL) leaves the event loop on the async path: every ledger
+step (:class:`~actionspace.pipeline.commit.LedgerDriver`), the trace flush, and the gates of calls
+that may read or file approval requests run on a worker thread; the sync path runs them inline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import threading
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from actionspace.catalog.registry import Catalog
@@ -30,13 +28,15 @@ from actionspace.execution.batch import arun_batch, run_batch
 from actionspace.execution.executor import Executor, Outcome
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import StreamPolicy, is_streaming
-from actionspace.ledger.commit import Protocol, Sleep, args_digest, new_entry, protocol
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.commit import Protocol
+from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.observation import ArtifactStore
 from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.observe import fail, observe
 from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, ready_of
+from actionspace.pipeline.streaming import final_of, stream_ready
 from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
@@ -62,15 +62,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return result
     coro.close()
     raise RuntimeError("a blocking engine step suspended; this is a bug in actionspace")
-
-
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Observation
-
-
-Dispatch = Callable[[], AsyncIterator[Observation | Outcome]]
-"""Sends the tool once: yields provisional observations (streams), then the Outcome last."""
 
 
 class Engine:
@@ -105,6 +96,7 @@ class Engine:
         self._runs: dict[str, RunState] = {}
         self._runs_lock = threading.Lock()
         self._offload = not isinstance(ledger, MemoryLedgerStore)
+        self.driver = LedgerDriver(ledger, offload=self._offload)
 
     # ------------------------------------------------------------------ stages
     def add_stage(self, stage: Stage) -> None:
@@ -230,7 +222,10 @@ class Engine:
 
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: the trace store write runs off the loop."""
-        await self._io(False, self.flush, rec)
+        if self._offload:
+            await asyncio.to_thread(self.flush, rec)
+        else:
+            self.flush(rec)
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""
@@ -378,8 +373,6 @@ class Engine:
                 )
             return await arun_batch(ready, rec, self.ledger, lambda sub: self._execute(sub, rec, False, True))
         if is_streaming(spec):
-            from actionspace.pipeline.streaming import final_of
-
             if blocking:
                 final: Observation = self.executor.block_on(final_of(self.stream(ready, rec)))
                 return final
@@ -409,8 +402,6 @@ class Engine:
         self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
     ) -> AsyncGenerator[Observation, None]:
         """An accepted streaming call's observations: provisional ones, then exactly one final."""
-        from actionspace.pipeline.streaming import stream_ready
-
         admission, ready.admission = ready.admission, None
         stream = stream_ready(self, ready, rec, policy=policy or StreamPolicy())
         return stream if admission is None else admission.stream(rec.add, stream)
@@ -422,7 +413,7 @@ class Engine:
         return observe(ready, outcome, artifacts=self.artifacts, rec=rec, keep_raw=keep_raw)
 
     # ------------------------------------------------------------------ the ledger protocol
-    async def drive_stream(
+    def drive_stream(
         self,
         ready: Ready,
         rec: Recorder,
@@ -431,95 +422,15 @@ class Engine:
         blocking: bool = False,
         on_outcome: Callable[[Outcome], Observation] | None = None,
     ) -> AsyncGenerator[Observation, None]:
-        """The one driver of the ledger commit protocol (DESIGN §6) for a side-effecting call.
+        """A side-effecting call through the ledger (:meth:`LedgerDriver.drive_call`)."""
+        observe_outcome = on_outcome or (lambda out: self.observe(ready, out, rec))
+        return self.driver.drive_call(ready, rec, dispatch, observe_outcome, blocking=blocking)
 
-        Yields what ``dispatch`` yields while the tool runs (provisional observations of a
-        stream), then the final observation. Before anything is written, an identical action of
-        the run (same tool, same arguments) whose outcome is not established — ``dispatched``,
-        ``unknown`` or ``unknown_commit`` under another node — answers ``unknown_commit`` naming
-        its key: such a proposal is never sent.
-        """
-        assert ready.key is not None
-        spec = ready.compiled.spec
-        pending = await self._io(blocking, self._pending, ready, rec.run_id)
-        if pending is not None:
-            yield self._still_pending(ready, rec, pending)
-            return
-        entry = new_entry(
-            key=ready.key, run_id=rec.run_id, node_id=ready.node_id, spec=spec, arguments=ready.arguments
-        )
-
-        def failed(error: ActionError) -> Observation:
-            return fail(rec, error, ready.call_id, spec.name, spec.version)
-
-        steps = protocol(
-            spec=spec,
-            entry=entry,
-            store=self.ledger,
-            observe=on_outcome or (lambda out: self.observe(ready, out, rec)),
-            fail=failed,
-            record=rec.add,
-        )
-        async for obs in self.drive(steps, dispatch, blocking=blocking):
-            if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
-                diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
-                obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
-            yield obs
-
-    async def drive(
+    def drive(
         self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
     ) -> AsyncGenerator[Observation, None]:
-        """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
-
-        Plans' atomic groups drive their group protocol through here too.
-        """
-        command = await self._io(blocking, _step, steps, None)
-        while not isinstance(command, _Done):
-            if isinstance(command, Sleep):
-                if blocking:
-                    time.sleep(command.seconds)
-                else:
-                    await asyncio.sleep(command.seconds)
-                command = await self._io(blocking, _step, steps, None)
-                continue
-            outcome: Outcome | None = None
-            async for item in dispatch():
-                if isinstance(item, Observation):
-                    yield item
-                else:
-                    outcome = item
-            assert outcome is not None
-            command = await self._io(blocking, _step, steps, outcome)
-        yield command.value
-
-    async def _io(self, blocking: bool, fn: Callable[..., T], *args: Any) -> T:
-        """Run a step that touches the store: inline when blocking or in memory, else on a thread."""
-        if blocking or not self._offload:
-            return fn(*args)
-        return await asyncio.to_thread(fn, *args)
-
-    def _pending(self, ready: Ready, run_id: str) -> LedgerEntry | None:
-        spec = ready.compiled.spec
-        found = self.ledger.pending_action(run_id, spec.key, args_digest(ready.arguments))
-        return None if found is None or found.key == ready.key else found
-
-    def _still_pending(self, ready: Ready, rec: Recorder, pending: LedgerEntry) -> Observation:
-        spec = ready.compiled.spec
-        error = ActionError.of(
-            "unknown_commit",
-            f"an identical {spec.name} of this run is {pending.state} and its outcome is not established; "
-            "it is not sent again",
-            resource_ids=(pending.key,),
-            details={
-                "idempotency_key": pending.key,
-                "state": pending.state,
-                "node_id": pending.node_id,
-                "idempotency": spec.idempotency,
-                "settle": f"actionspace ledger resolve {pending.key} --outcome committed|failed",
-            },
-        )
-        rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
-        return fail(rec, error, ready.call_id, spec.name, spec.version)
+        """Step a commit protocol to its end (:meth:`LedgerDriver.drive`); atomic groups use it."""
+        return self.driver.drive(steps, dispatch, blocking=blocking)
 
     # ------------------------------------------------------------------ failures of ours
     def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation:
@@ -532,11 +443,3 @@ class Engine:
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
-
-
-def _step(steps: Protocol, value: Outcome | None) -> Any:
-    """One step of a protocol generator; its return value comes back wrapped, not as StopIteration."""
-    try:
-        return steps.send(value)
-    except StopIteration as stop:
-        return _Done(stop.value)

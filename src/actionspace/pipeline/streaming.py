@@ -27,15 +27,16 @@ import copy
 import inspect
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from dataclasses import replace
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.errors import ErrorMapper
-from actionspace.execution.executor import Failed, Outcome, Succeeded
+from actionspace.execution.executor import Executor, Failed, Outcome, Succeeded
 from actionspace.execution.executor import _with_timeout as with_timeout
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
@@ -43,12 +44,55 @@ from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.observation import canonical_bytes
 from actionspace.observation.rules import RULES, JsonRule, TrimRule
 from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.pipeline.commit import Dispatch
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, Provenance, Trimming
+from actionspace.types import Observation, Provenance, ToolCall, Trimming
 
-if TYPE_CHECKING:
-    from actionspace.pipeline.engine import Engine
+
+class Engine(Protocol):
+    """What streaming needs of :class:`actionspace.pipeline.Engine` (it imports this module)."""
+
+    executor: Executor
+
+    def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
+
+    async def aprepare(
+        self,
+        run: RunState,
+        call: ToolCall,
+        *,
+        principal: Principal,
+        rec: Recorder,
+        node_id: str | None = None,
+    ) -> Ready | Observation: ...
+
+    def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]: ...
+
+    def stream(
+        self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
+    ) -> AsyncGenerator[Observation, None]: ...
+
+    def observe(
+        self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
+    ) -> Observation: ...
+
+    def drive_stream(
+        self,
+        ready: Ready,
+        rec: Recorder,
+        dispatch: Dispatch,
+        *,
+        blocking: bool = False,
+        on_outcome: Callable[[Outcome], Observation] | None = None,
+    ) -> AsyncGenerator[Observation, None]: ...
+
+    def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation: ...
+
+    def flush(self, rec: Recorder) -> None: ...
+
+    async def aflush(self, rec: Recorder) -> None: ...
+
 
 __all__ = ["SPOOL_MEMORY_BYTES", "astream", "final_of", "stream_ready"]
 

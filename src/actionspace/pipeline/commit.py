@@ -1,0 +1,151 @@
+"""The one driver of the ledger's commit protocol (DESIGN §6): every side-effecting call goes here.
+
+Single calls, batch units, streams and plans' atomic groups all drive their protocol generator
+(:func:`actionspace.ledger.commit.protocol`) through :class:`LedgerDriver`: it sleeps when told,
+dispatches when told, and runs every ledger step — the store I/O — inline on the sync path or in
+memory, and on a worker thread on the async path over a database store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from actionspace.errors import ActionError
+from actionspace.execution.ready import Ready
+from actionspace.ledger.commit import Protocol, Sleep, args_digest, new_entry, protocol
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.pipeline.observe import fail
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, Outcome
+
+__all__ = ["Dispatch", "LedgerDriver"]
+
+T = TypeVar("T")
+
+Dispatch = Callable[[], AsyncIterator[Observation | Outcome]]
+"""Sends the tool once: yields provisional observations (streams), then the Outcome last."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Observation
+
+
+class LedgerDriver:
+    """Drives commit protocols over one ledger store."""
+
+    def __init__(self, ledger: LedgerStore, *, offload: bool) -> None:
+        self.ledger = ledger
+        self._offload = offload
+
+    async def drive_call(
+        self,
+        ready: Ready,
+        rec: Recorder,
+        dispatch: Dispatch,
+        observe_outcome: Callable[[Outcome], Observation],
+        *,
+        blocking: bool = False,
+    ) -> AsyncGenerator[Observation, None]:
+        """The one driver of the ledger commit protocol (DESIGN §6) for a side-effecting call.
+
+        Yields what ``dispatch`` yields while the tool runs (provisional observations of a
+        stream), then the final observation. Before anything is written, an identical action of
+        the run (same tool, same arguments) whose outcome is not established — ``dispatched``,
+        ``unknown`` or ``unknown_commit`` under another node — answers ``unknown_commit`` naming
+        its key: such a proposal is never sent.
+        """
+        assert ready.key is not None
+        spec = ready.compiled.spec
+        pending = await self._io(blocking, self._pending, ready, rec.run_id)
+        if pending is not None:
+            yield self._still_pending(ready, rec, pending)
+            return
+        entry = new_entry(
+            key=ready.key, run_id=rec.run_id, node_id=ready.node_id, spec=spec, arguments=ready.arguments
+        )
+
+        def failed(error: ActionError) -> Observation:
+            return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+        steps = protocol(
+            spec=spec,
+            entry=entry,
+            store=self.ledger,
+            observe=observe_outcome,
+            fail=failed,
+            record=rec.add,
+        )
+        async for obs in self.drive(steps, dispatch, blocking=blocking):
+            if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
+                diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
+                obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
+            yield obs
+
+    async def drive(
+        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
+    ) -> AsyncGenerator[Observation, None]:
+        """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
+
+        Plans' atomic groups drive their group protocol through here too.
+        """
+        command = await self._io(blocking, _step, steps, None)
+        while not isinstance(command, _Done):
+            if isinstance(command, Sleep):
+                if blocking:
+                    time.sleep(command.seconds)
+                else:
+                    await asyncio.sleep(command.seconds)
+                command = await self._io(blocking, _step, steps, None)
+                continue
+            outcome: Outcome | None = None
+            async for item in dispatch():
+                if isinstance(item, Observation):
+                    yield item
+                else:
+                    outcome = item
+            assert outcome is not None
+            command = await self._io(blocking, _step, steps, outcome)
+        yield command.value
+
+    async def _io(self, blocking: bool, fn: Callable[..., T], *args: Any) -> T:
+        """Run a step that touches the store: inline when blocking or in memory, else on a thread."""
+        if blocking or not self._offload:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+    def _pending(self, ready: Ready, run_id: str) -> LedgerEntry | None:
+        spec = ready.compiled.spec
+        found = self.ledger.pending_action(run_id, spec.key, args_digest(ready.arguments))
+        return None if found is None or found.key == ready.key else found
+
+    def _still_pending(self, ready: Ready, rec: Recorder, pending: LedgerEntry) -> Observation:
+        spec = ready.compiled.spec
+        error = ActionError.of(
+            "unknown_commit",
+            f"an identical {spec.name} of this run is {pending.state} and its outcome is not established; "
+            "it is not sent again",
+            resource_ids=(pending.key,),
+            details={
+                "idempotency_key": pending.key,
+                "state": pending.state,
+                "node_id": pending.node_id,
+                "idempotency": spec.idempotency,
+                "settle": f"actionspace ledger resolve {pending.key} --outcome committed|failed",
+            },
+        )
+        rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
+        return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+def _step(steps: Protocol, value: Outcome | None) -> Any:
+    """One step of a protocol generator; its return value comes back wrapped, not as StopIteration."""
+    try:
+        return steps.send(value)
+    except StopIteration as stop:
+        return _Done(stop.value)
