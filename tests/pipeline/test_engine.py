@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from actionspace import ActionError, Principal, Runtime, ToolCall
 from actionspace.pipeline import CallInput, Draft
+from tests.pg import fresh_schema
 
 
 def no_weekend_payments(inp: CallInput, draft: Draft) -> ActionError | None:
@@ -68,3 +73,29 @@ def test_a_pending_action_blocks_its_twin_under_any_node_id() -> None:
     rt.resolve(first.error.details["idempotency_key"], outcome="failed", by="ops", reason="not delivered")
     rt.call(call, run_id="r", node_id="b")  # settled by a person: the twin may go now
     assert sent == ["hello", "bye", "hello"]
+
+
+@pytest.fixture
+def pg_schema_url(pg_url: str) -> Iterator[str]:
+    yield from fresh_schema(pg_url)
+
+
+def test_a_run_opened_by_two_processes_at_once_renumbers_its_first_event(pg_schema_url: str) -> None:
+    first, second = Runtime(pg_schema_url), Runtime(pg_schema_url)
+    first.new_run("r")  # stores run_started as event 0
+    real = second.trace.next_seq
+    stale = iter([0])  # the second read the run's next number before the first wrote
+
+    def next_seq(run_id: str) -> int:
+        found = next(stale, None)
+        return real(run_id) if found is None else found
+
+    second.trace.next_seq = next_seq  # type: ignore[method-assign]
+    opened = threading.Thread(target=second.new_run, args=("r",), daemon=True)
+    opened.start()
+    opened.join(timeout=10)
+    assert not opened.is_alive(), "opening the run deadlocked"
+    events = first.trace.events("r")
+    assert [e.kind for e in events] == ["run_started", "run_started"] and [e.seq for e in events] == [0, 1]
+    first.close()
+    second.close()

@@ -120,14 +120,15 @@ class Engine:
             hook()
         with self._runs_lock:
             run = self._runs.get(run_id)
-            if run is None:
-                start = self.trace.next_seq(run_id)
-                run = RunState(run_id, principal or self.default_principal, itertools.count(start))
-                self._runs[run_id] = run
-                if start == 0:
-                    rec = Recorder(run, None)
-                    rec.add("run_started", {"principal": run.principal.id})
-                    self.flush(rec)
+            if run is not None:
+                return run
+            start = self.trace.next_seq(run_id)
+            run = RunState(run_id, principal or self.default_principal, itertools.count(start))
+            self._runs[run_id] = run
+        if start == 0:  # flushed outside the lock: a clash with another process renumbers under it
+            rec = Recorder(run, None)
+            rec.add("run_started", {"principal": run.principal.id})
+            self.flush(rec)
         return run
 
     def known_run(self, run_id: str) -> RunState | None:

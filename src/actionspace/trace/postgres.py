@@ -54,6 +54,8 @@ _INSERT: Final = (
     " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::float8[], %s::text[], %s::jsonb[])"
 )
 _INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
+_LOCK_RUN: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) AS next FROM trace_events WHERE run_id = %s"
 # Run ids are sorted before the upsert so that two batches touching the same runs lock their
 # trace_runs rows in the same order and cannot deadlock.
 _TOUCH_RUNS: Final = """
@@ -166,10 +168,30 @@ class PostgresTraceStore:
     # -- optional capabilities ----------------------------------------------------------------
 
     def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
-        """Append ``(seq, kind, ts, call_id, data)`` records of one run, like :meth:`append_many`."""
-        if records:
-            rows = [(run_id, seq, kind, ts, call_id, data) for seq, kind, ts, call_id, data in records]
-            self._write(rows, skip_existing=False)
+        """Append one call's records, numbering them after the run's last stored event.
+
+        The numbers the caller proposed only fix the order: several processes may record into one
+        run, and the store is the only place that knows the next seq. Writers of one run take a
+        transaction-scoped advisory lock on it, so they number one after another and none is lost.
+        """
+        if not records:
+            return
+        ordered = sorted(records, key=lambda r: r[0])
+        first, last = min(r[2] for r in ordered), max(r[2] for r in ordered)
+        with self._db.transaction() as conn:
+            conn.execute(_LOCK_RUN, (run_id,))
+            row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
+            base = int(row["next"]) if row is not None else 0
+            columns: list[list[Any]] = [
+                [run_id] * len(ordered),
+                [base + i for i in range(len(ordered))],
+                [r[1] for r in ordered],
+                [r[2] for r in ordered],
+                [r[3] for r in ordered],
+                [Jsonb(dict(r[4])) for r in ordered],
+            ]
+            conn.execute(_INSERT, columns)
+            conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
 
     def append_new(self, events: Sequence[TraceEvent]) -> int:
         """Write, in one transaction, the events whose ``(run_id, seq)`` is not stored yet.
