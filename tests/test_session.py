@@ -300,3 +300,35 @@ def test_a_trimmed_result_offers_read_artifact_and_the_model_can_read_the_rest()
     tail = s.handle(proposal("openai_chat", [("c3", "read_artifact", tail_args)]))
     data = payload(results("openai_chat", tail.messages)["c3"])["data"]
     assert data["eof"] is True and lines[-1][-50:] in data["text"]
+
+
+def test_read_artifact_reads_only_what_the_run_was_shown_as_the_read_that_produced_it() -> None:
+    rt = Runtime("memory://")
+    big = "\n".join(f"salary row {i}: " + "9" * 60 for i in range(2000))
+
+    @rt.tool(effect="read", scopes=["read:payroll"], labels={"confidentiality": "secret"})
+    def payroll(month: str) -> str:
+        """Read the payroll export."""
+        return big
+
+    s = rt.session(provider="openai_chat")
+    s.user("summarise the payroll")
+    turn = s.handle(proposal("openai_chat", [("c1", "payroll", {"month": "2026-11"})]))
+    ref = payload(results("openai_chat", turn.messages)["c1"])["artifact_ref"]
+    s.tools()  # read_artifact is offered now, with its gate
+    read = s.handle(
+        proposal("openai_chat", [("c2", "read_artifact", {"ref": ref, "length": 100})])
+    ).observations[0]
+    assert read.ok and "secret" in read.provenance.labels  # as secret as the payroll read
+    other = rt.session(provider="openai_chat")  # another run never saw it
+    other.user("what is in that file?")
+    stranger = other.handle(proposal("openai_chat", [("c3", "read_artifact", {"ref": ref})])).observations[0]
+    assert stranger.error is not None and stranger.error.category == "invalid_arguments"
+    clerk = Principal(id="clerk", scopes=("read:read_artifact",))
+    s2 = rt.session(provider="openai_chat", principal=clerk)
+    s2.user("read it")
+    denied = s2.handle(proposal("openai_chat", [("c4", "read_artifact", {"ref": ref})])).observations[0]
+    assert denied.error is not None and denied.error.category == "invalid_arguments"  # not shown to it
+    rt.run_state(s2.run_id).flow.artifacts[ref] = rt.run_state(s.run_id).flow.artifacts[ref]
+    shown_anyway = s2.handle(proposal("openai_chat", [("c5", "read_artifact", {"ref": ref})])).observations[0]
+    assert shown_anyway.error is not None and shown_anyway.error.category == "permission_denied"

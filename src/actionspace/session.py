@@ -34,12 +34,13 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
 from actionspace.discovery.render import RENDERING, render_results, render_tools
 from actionspace.discovery.runs import RunState
-from actionspace.errors import ConfigurationError, DuplicateToolError
+from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.observation import ArtifactStore
 from actionspace.parse import parse
-from actionspace.pipeline import Engine
-from actionspace.policy.principal import Principal
+from actionspace.pipeline import CallInput, Draft, Engine
+from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation
+from actionspace.validation.verdicts import Rejected
 
 
 class SessionRuntime(Protocol):
@@ -171,6 +172,46 @@ class Session:
             return
         with contextlib.suppress(DuplicateToolError):  # another session registered it first
             self.rt.register(read_artifact_tool(self.rt.artifacts))
+        self.rt.engine.add_stage(ArtifactGate(self.rt.catalog), after="flow")
+
+
+class ArtifactGate:
+    """``read_artifact`` reads only artifacts its run was shown, as the read that produced them.
+
+    A ref the run never saw is ``invalid_arguments``; a principal not authorized for the producing
+    tool gets ``permission_denied``; the result carries the producing call's label (a secret read
+    stays secret when read back through its artifact). A stage after the flow gate.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def __call__(self, inp: CallInput, draft: Draft) -> ActionError | None:
+        if draft.spec is None or draft.spec.name != READ_ARTIFACT or draft.checked is None:
+            return None
+        ref = draft.checked.arguments.get("ref")
+        shown = inp.run.flow.artifacts.get(ref) if isinstance(ref, str) else None
+        if shown is None:
+            error = FieldError(path="/ref", message="not an artifact this run was shown")
+            return ActionError.of(
+                "invalid_arguments",
+                "read_artifact reads only the artifact_ref of a result shown in this run",
+                field_errors=(error,),
+            )
+        producer_key, label = shown
+        producer = self.catalog.find(producer_key)
+        if producer is not None:
+            allowed = authorize(producer, inp.principal)
+            if isinstance(allowed, Rejected):
+                return allowed.error
+        draft.label = label if draft.label is None else draft.label.join(label)
+        return None
+
+    def __eq__(self, other: object) -> bool:  # one gate per engine, however many sessions ask
+        return isinstance(other, ArtifactGate) and other.catalog is self.catalog
+
+    def __hash__(self) -> int:
+        return id(self.catalog)
 
 
 def _has_calls(raw: Any) -> bool:

@@ -19,7 +19,7 @@ import itertools
 import logging
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from actionspace.catalog.registry import Catalog
 from actionspace.discovery.runs import RunState
@@ -89,6 +89,7 @@ class Engine:
         self.stages = stages
         self.default_principal = default_principal
         self._extra: list[Stage] = []
+        self._late: list[Stage] = []
         self._ordered = stages.ordered()
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""
@@ -99,15 +100,19 @@ class Engine:
         self.driver = LedgerDriver(ledger, offload=self._offload)
 
     # ------------------------------------------------------------------ stages
-    def add_stage(self, stage: Stage) -> None:
-        """Add a stage after validation and before the approval, flow and budget gates."""
-        self._extra.append(stage)
-        self._ordered = self.stages.ordered(self._extra)
+    def add_stage(self, stage: Stage, *, after: Literal["validate", "flow"] = "validate") -> None:
+        """Add a stage after validation and before the approval, flow and budget gates (the
+        default), or after the flow gate (``after="flow"``: the call's output label is known
+        then, in ``draft.label``, and the stage may join more into it)."""
+        if stage in self._extra or stage in self._late:
+            return
+        (self._late if after == "flow" else self._extra).append(stage)
+        self._ordered = self.stages.ordered(self._extra, self._late)
 
     def set_guard(self, guard: Any) -> None:
         """Budgets and the read cache admit calls last (None: neither applies)."""
         self.stages.guard = guard
-        self._ordered = self.stages.ordered(self._extra)
+        self._ordered = self.stages.ordered(self._extra, self._late)
 
     # ------------------------------------------------------------------ runs and records
     def run(self, run_id: str, principal: Principal | None = None) -> RunState:

@@ -133,9 +133,11 @@ class Stages:
     checks: int = 3
     """resolve, authorize and validate come first and read only memory; the gates follow."""
 
-    def ordered(self, extra: Sequence[Stage] = ()) -> list[Stage]:
-        """resolve → authorize → validate → (user stages) → approval → flow → budget/cache."""
-        gates = [self.approve, self.flow] if self.guard is None else [self.approve, self.flow, self.admit]
+    def ordered(self, extra: Sequence[Stage] = (), late: Sequence[Stage] = ()) -> list[Stage]:
+        """resolve → authorize → validate → (stages) → approval → flow → (late stages) → budget/cache."""
+        gates = [self.approve, self.flow, *late]
+        if self.guard is not None:
+            gates.append(self.admit)
         return [self.resolve, self.authorize, self.validate, *extra, *gates]
 
     def resolve(self, inp: CallInput, d: Draft) -> ActionError | None:

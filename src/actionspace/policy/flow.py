@@ -127,7 +127,17 @@ class Binding:
 class FlowState:
     """One run's flow state: the context label, the user's input, what the model was shown."""
 
-    __slots__ = ("_groups", "_lock", "_origins", "context", "pending", "seen", "user_label", "user_texts")
+    __slots__ = (
+        "_groups",
+        "_lock",
+        "_origins",
+        "artifacts",
+        "context",
+        "pending",
+        "seen",
+        "user_label",
+        "user_texts",
+    )
 
     def __init__(self) -> None:
         self.context: Label = PUBLIC_TRUSTED
@@ -137,6 +147,9 @@ class FlowState:
         self.seen: OrderedDict[str, tuple[Label, Any]] = OrderedDict()
         self.pending: dict[str, Label] = {}
         """Call id → output label, for calls that were let through (their errors carry it too)."""
+        self.artifacts: OrderedDict[str, tuple[str, Label]] = OrderedDict()
+        """Artifact ref shown to the model → (``name@version`` of the call that produced it, its
+        label): ``read_artifact`` reads only these, authorized and labelled like that call."""
         self._groups: dict[Label, list[str]] = {}
         self._origins: Origins | None = ()
         self._lock = threading.Lock()
@@ -166,8 +179,13 @@ class FlowState:
                 self._add(item.call_id, lab)
                 self.seen[item.call_id] = (lab, item.data)
                 self.seen.move_to_end(item.call_id)
+                if item.artifact_ref is not None and item.tool_version is not None:
+                    self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
+                    self.artifacts.move_to_end(item.artifact_ref)
             while len(self.seen) > MAX_REMEMBERED:
                 self.seen.popitem(last=False)
+            while len(self.artifacts) > MAX_REMEMBERED:
+                self.artifacts.popitem(last=False)
         return label
 
     def glimpsed(self, obs: Observation) -> Label:
