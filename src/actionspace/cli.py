@@ -170,6 +170,12 @@ def _mount_eval() -> None:
         "utility under attack, targeted ASR.",
     )(eval_agentdojo_command)
 
+    from actionspace.evaluation.parse_corpus import eval_parse_command
+
+    eval_app.command(
+        "parse", help="Raw open-model outputs (cited corpus): exact % and guessed calls by family."
+    )(eval_parse_command)
+
 
 _mount_eval()
 

@@ -230,6 +230,23 @@ FENCED_JSON = (
     '```json\n{"name": "web_search", "arguments": {"query": "python 3.14 release date"}}\n```\n'
 )
 
+GEMMA4 = (
+    "<|channel>thought\nTwo calls: weather, then a note.<channel|>Checking now."
+    '<|tool_call>call:get_weather{city:<|"|>Paris, France<|"|>,days:3,detailed:true,hours:[6,12]}<tool_call|>'
+    '<|tool_call>call:save_note{my note:{text:<|"|>a,b{c}<|"|>,score:1e+21,tags:null}}<tool_call|><turn|>'
+)
+
+DEEPSEEK_DSML = (
+    "<think>Need the weather.</think>Let me check."
+    "<｜DSML｜function_calls>\n"
+    '<｜DSML｜invoke name="get_weather">\n'
+    '<｜DSML｜parameter name="city" string="true">Beijing</｜DSML｜parameter>\n'
+    '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
+    "</｜DSML｜invoke>\n"
+    '<｜DSML｜invoke name="get_time"/>\n'
+    "</｜DSML｜function_calls>"
+)
+
 PLAIN = "The capital of France is Paris."
 
 TEXT_SAMPLES: dict[str, str] = {
@@ -255,6 +272,8 @@ TEXT_SAMPLES: dict[str, str] = {
     "harmony_final": HARMONY_FINAL,
     "gemma_tool_code": GEMMA_TOOL_CODE,
     "function_gemma": FUNCTION_GEMMA,
+    "gemma4": GEMMA4,
+    "deepseek_dsml": DEEPSEEK_DSML,
     "fenced_json": FENCED_JSON,
     "plain": PLAIN,
 }

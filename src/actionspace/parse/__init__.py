@@ -3,9 +3,13 @@
 :func:`parse` reads whatever a model or a provider SDK produced — a ``ToolCall``, provider objects
 (OpenAI chat and Responses, Anthropic, MCP ``tools/call``), their JSON text, or raw model text in
 the formats open-weight models emit without a server-side tool parser (Hermes/Qwen, Qwen3-Coder XML,
-Llama 3.x/4, pythonic lists, Mistral, DeepSeek, GLM-4.5, Kimi K2, gpt-oss harmony, Gemma,
-FunctionGemma, JSON and fenced JSON) — and returns a :class:`ParseResult`. It never raises:
-anything malformed comes back as ``error`` with category ``parse_error``.
+Llama 3.x/4, pythonic lists, Mistral, DeepSeek V3/V3.1 and the DSML of V3.2/V4, GLM-4.5–4.7,
+Kimi K2, gpt-oss harmony, Gemma 4, Gemma ``tool_code``, FunctionGemma, JSON and fenced JSON) — and
+returns a :class:`ParseResult`. It never raises: anything malformed comes back as ``error`` with
+category ``parse_error``. Each text format is written out in its module's docstring.
+
+:class:`StreamParser` reads the same outputs delta by delta (raw text, or OpenAI / Responses /
+Anthropic stream events) and reports each call only once it is complete.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from typing import Any
 
 from actionspace.errors import ActionError
 from actionspace.parse._result import Collector, ParseResult
+from actionspace.parse._stream import StreamParser, StreamProgress
 from actionspace.parse._structured import add_value, fast_openai_entry, loads_object
 from actionspace.types import ToolCall
 
-__all__ = ["ParseResult", "parse"]
+__all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse"]
 
 
 def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> ParseResult:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import math
+import re
 import warnings
 from typing import Any
 
@@ -11,6 +13,7 @@ from actionspace.types import ToolCall
 
 __all__ = ["parse_call_list", "parse_statements"]
 
+_NEWLINE = re.compile("\n")
 _TRUNCATION_HINTS = ("was never closed", "unterminated", "unexpected EOF", "expected ':'")
 
 
@@ -20,10 +23,14 @@ class _Source:
     def __init__(self, text: str, base: int) -> None:
         self.text = text
         self.base = base
-        self.starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self.starts.append(i + 1)
+        self._starts: list[int] | None = None
+
+    @property
+    def starts(self) -> list[int]:
+        """Offsets where each line begins; found only when a position is asked for."""
+        if self._starts is None:
+            self._starts = [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        return self._starts
 
     def offset(self, line: int | None, column: int | None, *, byte_column: bool) -> int:
         if not line:
@@ -74,6 +81,8 @@ def _dotted(node: ast.expr, src: _Source) -> str:
 
 
 def _jsonable(value: Any, node: ast.AST, src: _Source) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise Malformed("non_json_value", f"{value!r} has no JSON form", pos=src.node(node))
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):

@@ -200,6 +200,12 @@ class Collector:
         )
         self.note(fmt)
 
+    def offers(self, name: str) -> bool:
+        """Whether ``tools`` offers a tool named exactly ``name``."""
+        self.properties(name)
+        assert self._properties is not None
+        return name in self._properties
+
     def properties(self, name: str) -> Mapping[str, Any]:
         """JSON Schema ``properties`` of tool ``name`` from ``tools``; empty when unknown."""
         if self._properties is None:

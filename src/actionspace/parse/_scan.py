@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from actionspace.parse._result import Malformed
 
-__all__ = ["decode_arguments", "decode_json_at", "expect_end", "iter_json_values", "skip_ws", "snippet"]
+__all__ = [
+    "TOOL_NAME",
+    "Finder",
+    "decode_arguments",
+    "decode_json_at",
+    "expect_end",
+    "iter_json_values",
+    "skip_ws",
+    "snippet",
+]
 
 _DECODER = json.JSONDecoder()
+TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/\-]*")
+"""What a function name written in model text may look like; anything else is not a call."""
 _WS = " \t\r\n"
 
 
@@ -22,6 +34,32 @@ def skip_ws(text: str, pos: int, end: int | None = None) -> int:
     return pos
 
 
+class Finder:
+    """``str.find`` for offsets that only move forward: each marker's text is scanned at most once.
+
+    A parser that looks for several markers from an advancing position would otherwise rescan the
+    rest of the text for every marker that is absent, which is quadratic on adversarial input.
+    """
+
+    __slots__ = ("_found", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._found: dict[str, tuple[int, int]] = {}
+
+    def find(self, marker: str, pos: int, end: int | None = None) -> int:
+        """The first offset of ``marker`` at or after ``pos`` (starting before ``end``), else -1."""
+        cached = self._found.get(marker)
+        if cached is not None and cached[0] <= pos and (cached[1] < 0 or cached[1] >= pos):
+            found = cached[1]
+        else:
+            found = self.text.find(marker, pos)
+            self._found[marker] = (pos, found)
+        if found < 0 or (end is not None and found + len(marker) > end):
+            return -1
+        return found
+
+
 def snippet(text: str, pos: int, width: int = 24) -> str:
     """A short excerpt of ``text`` from ``pos``, for error messages."""
     piece = text[pos : pos + width]
@@ -29,7 +67,7 @@ def snippet(text: str, pos: int, width: int = 24) -> str:
 
 
 def _json_fault(exc: json.JSONDecodeError, body: str, base: int, what: str) -> Malformed:
-    truncated = exc.pos >= len(body.rstrip()) or exc.msg.startswith("Unterminated string")
+    truncated = skip_ws(body, exc.pos) >= len(body) or exc.msg.startswith("Unterminated string")
     reason = "truncated" if truncated else "invalid_json"
     detail = "is cut off before it is complete" if truncated else "is not valid JSON"
     return Malformed(reason, f"{what} {detail} ({exc.msg})", pos=base + exc.pos)
@@ -45,18 +83,20 @@ def decode_json_at(
     """
     stop = len(text) if end is None else end
     start = skip_ws(text, pos, stop)
-    body = text[start:stop]
-    if not body:
+    if start >= stop:
         raise Malformed("truncated", f"{what} is missing", pos=start)
+    # Decode in place when the value may run to the end of the text: slicing the rest of a long
+    # text for each of many values would be quadratic.
+    body, base = (text, 0) if stop == len(text) else (text[start:stop], start)
     try:
-        value, used = _DECODER.raw_decode(body)
+        value, after = _DECODER.raw_decode(body, start - base)
     except json.JSONDecodeError as exc:
-        raise _json_fault(exc, body, start, what) from None
+        raise _json_fault(exc, body, base, what) from None
     except RecursionError:
         raise Malformed("too_deep", f"{what} is nested too deeply", pos=start) from None
     except ValueError as exc:
         raise Malformed("invalid_json", f"{what} is not valid JSON ({exc})", pos=start) from None
-    return value, start + used
+    return value, base + after
 
 
 def expect_end(text: str, pos: int, end: int, what: str) -> None:

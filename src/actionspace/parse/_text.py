@@ -8,25 +8,35 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from actionspace.parse._pythonic import parse_call_list, parse_statements
-from actionspace.parse._result import Collector, Malformed
-from actionspace.parse._scan import decode_json_at, iter_json_values, skip_ws
-from actionspace.parse._structured import classify, feed, looks_like_call
-from actionspace.parse._tagged import parse_function_blocks, parse_function_gemma, parse_tool_call_tags
-from actionspace.parse._tokens import (
-    DEEPSEEK,
-    KIMI,
-    parse_deepseek,
-    parse_harmony,
-    parse_kimi,
-    parse_llama4,
-    parse_llama_python_tag,
-    parse_mistral,
+from actionspace.parse._deepseek import DEEPSEEK, DSML_MARKERS, parse_deepseek, parse_dsml
+from actionspace.parse._gemma import (
+    FUNCTION_GEMMA,
+    GEMMA4,
+    parse_function_gemma,
+    parse_gemma4,
+    parse_gemma4_after_thought,
 )
+from actionspace.parse._harmony import HARMONY_CHANNEL, HARMONY_START, parse_harmony
+from actionspace.parse._kimi import KIMI, KIMI_SINGULAR, parse_kimi
+from actionspace.parse._llama import PYTHON_START, PYTHON_TAG, parse_llama4, parse_llama_python_tag
+from actionspace.parse._mistral import MISTRAL_CALLS, parse_mistral
+from actionspace.parse._pythonic import parse_call_list, parse_statements
+from actionspace.parse._qwen_xml import FUNCTION_OPEN, parse_function_blocks
+from actionspace.parse._result import Collector, Malformed
+from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, skip_ws
+from actionspace.parse._structured import classify, feed, looks_like_call
+from actionspace.parse._tagged import TOOL_CALL_OPEN, parse_tool_call_tags
 
 __all__ = ["parse_text", "parse_text_or_bytes"]
 
-_REASONING_TAGS = (("<think>", "</think>"), ("<thinking>", "</thinking>"), ("[THINK]", "[/THINK]"))
+# Gemma 4 thinks in ``<|channel>thought\n…<channel|>``: the word ``thought`` names the channel.
+GEMMA4_CHANNEL = "<|channel>"
+_REASONING_TAGS = (
+    ("<think>", "</think>"),
+    ("<thinking>", "</thinking>"),
+    ("[THINK]", "[/THINK]"),
+    (GEMMA4_CHANNEL, "<channel|>"),
+)
 _TERMINATORS = (
     "<|im_end|>",
     "<|eot_id|>",
@@ -39,6 +49,8 @@ _TERMINATORS = (
     "<|return|>",
     "<|endoftext|>",
     "<end_of_turn>",
+    "<turn|>",
+    "<|tool_response>",
     "</s>",
 )
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
@@ -48,17 +60,19 @@ _JSON_FENCES = frozenset({"", "json", "tool_call", "tool_calls"})
 
 TextParser = Callable[[str, Collector], None]
 
-# Checked in order; the first marker present decides the format of the whole output.
+# The earliest marker present decides the format of the whole output (table order breaks ties).
 _MARKED: tuple[tuple[tuple[str, ...], str, TextParser], ...] = (
-    (("<|channel|>", "<|start|>"), "harmony", parse_harmony),
-    ((KIMI.section_open, KIMI.call_open), "kimi_k2", parse_kimi),
+    ((HARMONY_CHANNEL, HARMONY_START), "harmony", parse_harmony),
+    ((KIMI.section_open, KIMI_SINGULAR.section_open, KIMI.call_open), "kimi_k2", parse_kimi),
+    (DSML_MARKERS, "deepseek_dsml", parse_dsml),
     ((DEEPSEEK.section_open, DEEPSEEK.call_open), "deepseek", parse_deepseek),
-    (("[TOOL_CALLS]",), "mistral", parse_mistral),
-    (("<start_function_call>",), "function_gemma", parse_function_gemma),
-    (("<tool_call>",), "hermes", parse_tool_call_tags),
-    (("<function=",), "qwen3_xml", parse_function_blocks),
-    (("<|python_tag|>",), "llama3", parse_llama_python_tag),
-    (("<|python_start|>",), "pythonic", parse_llama4),
+    ((MISTRAL_CALLS,), "mistral", parse_mistral),
+    ((GEMMA4.open,), "gemma4", parse_gemma4),
+    ((FUNCTION_GEMMA.open,), "function_gemma", parse_function_gemma),
+    ((TOOL_CALL_OPEN,), "hermes", parse_tool_call_tags),
+    ((FUNCTION_OPEN,), "qwen3_xml", parse_function_blocks),
+    ((PYTHON_TAG,), "llama3", parse_llama_python_tag),
+    ((PYTHON_START,), "pythonic", parse_llama4),
 )
 
 
@@ -82,49 +96,63 @@ class _View:
         return self.original_starts[i] + pos - self.visible_starts[i] if self.original_starts else pos
 
 
-def _earliest_open(text: str, pos: int) -> tuple[int, str, str]:
+def _earliest_open(finder: Finder, pos: int) -> tuple[int, str, str]:
     best = (-1, "", "")
     for opener, closer in _REASONING_TAGS:
-        found = text.find(opener, pos)
+        found = finder.find(opener, pos)
         if found >= 0 and (best[0] < 0 or found < best[0]):
             best = (found, opener, closer)
     return best
 
 
+def _add_reasoning(coll: Collector, text: str, opener: str) -> None:
+    if opener == GEMMA4_CHANNEL:
+        text = text.lstrip().removeprefix("thought")
+    coll.add_reasoning(text)
+
+
 def _split_reasoning(text: str, coll: Collector) -> tuple[_View, Malformed | None]:
+    finder = Finder(text)
     pos, spans, fault = 0, [], None
-    first_open = _earliest_open(text, 0)[0]
+    first_open = _earliest_open(finder, 0)[0]
     for _, closer in _REASONING_TAGS:
-        orphan = text.find(closer)
+        orphan = finder.find(closer, 0)
         if orphan >= 0 and (first_open < 0 or orphan < first_open):
             coll.add_reasoning(text[:orphan])
             pos = orphan + len(closer)
             break
     while True:
-        start, opener, closer = _earliest_open(text, pos)
+        start, opener, closer = _earliest_open(finder, pos)
         if start < 0:
             spans.append((pos, len(text)))
             break
         spans.append((pos, start))
-        close = text.find(closer, start + len(opener))
+        close = finder.find(closer, start + len(opener))
+        if opener == GEMMA4_CHANNEL:
+            # Gemma 4 may open a call before it closes its thought channel: the call ends the thought.
+            call = finder.find(GEMMA4.open, start + len(opener))
+            if call >= 0 and (close < 0 or call < close):
+                _add_reasoning(coll, text[start + len(opener) : call], opener)
+                pos = call
+                continue
         if close < 0:
-            coll.add_reasoning(text[start + len(opener) :])
+            _add_reasoning(coll, text[start + len(opener) :], opener)
             fault = Malformed("unterminated_reasoning", f"{opener} is never closed by {closer}", pos=start)
             break
-        coll.add_reasoning(text[start + len(opener) : close])
+        _add_reasoning(coll, text[start + len(opener) : close], opener)
         pos = close + len(closer)
     return _View(text, spans), fault
 
 
 def _strip_terminators(text: str) -> str:
+    """``text`` without the end-of-turn tokens (and whitespace) at its end, cut once by index."""
+    end = len(text)
     while True:
-        trimmed = text.rstrip()
-        for marker in _TERMINATORS:
-            if trimmed.endswith(marker):
-                text = trimmed[: -len(marker)]
-                break
-        else:
-            return text
+        while end > 0 and text[end - 1].isspace():
+            end -= 1
+        if not text.endswith(_TERMINATORS, 0, end):
+            return text[:end] if end < len(text) else text
+        end -= next(len(marker) for marker in _TERMINATORS if text.endswith(marker, 0, end))
 
 
 def parse_text_or_bytes(
@@ -152,6 +180,8 @@ def parse_text(text: str, coll: Collector, *, strict: bool = True, path: str = "
     view, reasoning_fault = _split_reasoning(text, coll)
     visible = _strip_terminators(view.text)
     fmt, parser = _detect(visible, strict)
+    if fmt == "text" and GEMMA4_CHANNEL in text and visible.lstrip().startswith("call:"):
+        fmt, parser = GEMMA4.fmt, parse_gemma4_after_thought
     coll.recent = None
     try:
         parser(visible, coll)
@@ -165,9 +195,16 @@ def parse_text(text: str, coll: Collector, *, strict: bool = True, path: str = "
 
 
 def _detect(text: str, strict: bool) -> tuple[str, TextParser]:
+    # The format whose marker comes first wins: a marker of another format further on sits
+    # inside an argument or the text (a Hermes call whose text argument mentions [TOOL_CALLS]).
+    best: tuple[int, str, TextParser] | None = None
     for markers, fmt, parser in _MARKED:
-        if any(marker in text for marker in markers):
-            return fmt, parser
+        for marker in markers:
+            at = text.find(marker, 0, len(text) if best is None else best[0] + len(marker))
+            if at >= 0 and (best is None or at < best[0]):
+                best = (at, fmt, parser)
+    if best is not None:
+        return best[1], best[2]
     start = skip_ws(text, 0)
     if text.startswith("{", start) or (
         text.startswith("[", start) and not _PYTHONIC_START.match(text, start)

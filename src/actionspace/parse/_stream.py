@@ -1,0 +1,335 @@
+"""Parsing while the output streams in: calls are reported only once complete.
+
+:class:`StreamParser` takes deltas of one of two kinds (the first delta decides):
+
+* raw model text (``str``), token by token or in any chunks, in any format :func:`parse` reads;
+* provider events (mappings): OpenAI chat chunks (``choices[0].delta.tool_calls[].function.
+  arguments`` pieces, or the ``delta`` itself), Responses events (``response.output_item.added``,
+  ``response.function_call_arguments.delta`` / ``.done``, ``response.output_item.done``,
+  ``response.output_text.delta``) and Anthropic events (``content_block_start`` of a ``tool_use``,
+  ``input_json_delta``, ``content_block_stop``, ``text_delta``, ``thinking_delta``).
+
+:meth:`StreamParser.feed` returns the calls completed by that delta; :meth:`StreamParser.finish`
+returns the :class:`ParseResult` of the whole output, the same as :func:`parse` of the text (or
+of the assembled message) however it was split. A call reported by ``feed`` is never withdrawn:
+raw text is re-read at most once per delta that could close a call (and, past 8 KiB, only after
+the text has grown by an eighth), and a call counts as complete once a later call follows it or
+the text ends with a token that closes a call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actionspace.parse._result import Collector, Malformed, ParseResult
+from actionspace.parse._scan import decode_arguments
+from actionspace.types import ToolCall
+
+__all__ = ["StreamParser", "StreamProgress"]
+
+# A delta without any of these characters cannot complete a call in any text format.
+_CLOSING_CHARS = frozenset(">}])|｜")
+_SEALS = (
+    "<tool_call|>",
+    "</tool_call>",
+    "</function>",
+    "<|call|>",
+    "<|end|>",
+    "<|return|>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_section_end|>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "</｜DSML｜invoke>",
+    "</｜DSML｜function_calls>",
+    "</｜DSML｜tool_calls>",
+    "</|DSML|invoke>",
+    "<|python_end|>",
+    "<end_function_call>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|eot|>",
+    "<｜end▁of▁sentence｜>",
+    "<turn|>",
+    "<|tool_response>",
+    "</s>",
+)
+_EAGER_LIMIT = 8192
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamProgress:
+    """What has arrived so far, for showing progress before the output ends."""
+
+    calls: tuple[ToolCall, ...]
+    """Calls reported complete, in order."""
+    provisional: tuple[ToolCall, ...]
+    """Calls read so far that may still change or vanish (shown as pending, never executed)."""
+    chars: int
+    """Characters of raw text (or of arguments, for provider events) received."""
+
+
+@dataclass
+class _Pending:
+    """One structured call being assembled from provider events."""
+
+    name: str = ""
+    call_id: str | None = None
+    arguments: list[str] = field(default_factory=list)
+    whole: Any = None
+    done: bool = False
+
+
+class StreamParser:
+    """Feed deltas with :meth:`feed`; read the whole result with :meth:`finish`.
+
+    ``tools`` types text-valued arguments by schema, as for :func:`parse`. Mixing raw text and
+    provider events in one stream raises ``TypeError`` (a misuse, not a model fault).
+    """
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+        self._tools = tools
+        self._mode: str | None = None
+        self._chunks: list[str] = []
+        self._size = 0
+        self._parsed_size = 0
+        self._reported: list[ToolCall] = []
+        self._provisional: tuple[ToolCall, ...] = ()
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._order: list[tuple[str, int]] = []
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._arg_chars = 0
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def feed(self, delta: str | Mapping[str, Any]) -> list[ToolCall]:
+        """Take one delta; return the calls it completed (possibly none)."""
+        if isinstance(delta, str):
+            self._enter("text")
+            return self._feed_text(delta)
+        if isinstance(delta, Mapping):
+            self._enter("events")
+            self._feed_event(delta)
+            return self._report_events()
+        raise TypeError(f"a delta is raw text or a provider event mapping, not {type(delta).__name__}")
+
+    def progress(self) -> StreamProgress:
+        """Calls complete so far and calls still being written."""
+        if self._mode == "events":
+            provisional = tuple(
+                ToolCall(name=p.name, arguments="".join(p.arguments))
+                for key in self._order
+                if not (p := self._pending[key]).done and p.name
+            )
+            return StreamProgress(calls=tuple(self._reported), provisional=provisional, chars=self._arg_chars)
+        return StreamProgress(calls=tuple(self._reported), provisional=self._provisional, chars=self._size)
+
+    def finish(self) -> ParseResult:
+        """The result of the whole output: what :func:`parse` gives for it, never raising."""
+        from actionspace.parse import parse
+
+        if self._mode == "events":
+            return self._events_result()
+        return parse("".join(self._chunks), tools=self._tools)
+
+    # -- raw text ---------------------------------------------------------------------------------
+
+    def _enter(self, mode: str) -> None:
+        if self._mode is None:
+            self._mode = mode
+        elif self._mode != mode:
+            raise TypeError("a stream carries raw text or provider events, not both")
+
+    def _feed_text(self, delta: str) -> list[ToolCall]:
+        self._chunks.append(delta)
+        self._size += len(delta)
+        if not delta or _CLOSING_CHARS.isdisjoint(delta):
+            return []
+        grown = self._size - self._parsed_size
+        if self._size > _EAGER_LIMIT and grown * 8 < self._parsed_size and not self._sealed():
+            return []
+        return self._reparse()
+
+    def _sealed(self) -> bool:
+        pieces: list[str] = []
+        size = 0
+        for chunk in reversed(self._chunks):
+            pieces.append(chunk[-64:])
+            size += len(pieces[-1])
+            if size >= 64:
+                break
+        return "".join(reversed(pieces)).rstrip().endswith(_SEALS)
+
+    def _reparse(self) -> list[ToolCall]:
+        from actionspace.parse import parse
+
+        text = "".join(self._chunks)
+        self._chunks = [text]
+        self._parsed_size = len(text)
+        calls = parse(text, tools=self._tools).calls
+        complete = len(calls) if self._sealed() else len(calls) - 1
+        fresh: list[ToolCall] = []
+        for i in range(len(self._reported), max(complete, 0)):
+            fresh.append(calls[i])
+        if any(calls[i] != call for i, call in enumerate(self._reported[: len(calls)])):
+            fresh = []  # the text no longer reads as it did: wait for more before reporting
+        self._reported.extend(fresh)
+        self._provisional = tuple(calls[len(self._reported) :])
+        return fresh
+
+    # -- provider events --------------------------------------------------------------------------
+
+    def _slot(self, family: str, index: int) -> _Pending:
+        key = (family, index)
+        if key not in self._pending:
+            self._pending[key] = _Pending()
+            self._order.append(key)
+        return self._pending[key]
+
+    def _feed_event(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        if isinstance(kind, str) and kind.startswith("response."):
+            self._responses_event(kind, event)
+        elif isinstance(kind, str) and kind.startswith(("content_block_", "message_")):
+            self._anthropic_event(kind, event)
+        else:
+            self._chat_chunk(event)
+
+    def _chat_chunk(self, chunk: Mapping[str, Any]) -> None:
+        delta: Any = chunk
+        finished = False
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            delta = choices[0].get("delta") or {}
+            finished = choices[0].get("finish_reason") is not None
+        if not isinstance(delta, Mapping):
+            return
+        self._add_text(delta.get("content"))
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(delta.get(key), str):
+                self._reasoning.append(delta[key])
+        for entry in delta.get("tool_calls") or ():
+            if not isinstance(entry, Mapping):
+                continue
+            index = entry.get("index", 0)
+            index = index if isinstance(index, int) else 0
+            for (family, other), pending in self._pending.items():
+                if family == "chat" and other < index:
+                    pending.done = True
+            slot = self._slot("chat", index)
+            if isinstance(entry.get("id"), str):
+                slot.call_id = entry["id"]
+            function = entry.get("function")
+            if isinstance(function, Mapping):
+                if isinstance(function.get("name"), str):
+                    slot.name += function["name"]
+                self._add_arguments(slot, function.get("arguments"))
+        if finished:
+            for pending in self._pending.values():
+                pending.done = True
+
+    def _responses_event(self, kind: str, event: Mapping[str, Any]) -> None:
+        index = event.get("output_index", 0)
+        index = index if isinstance(index, int) else 0
+        item = event.get("item")
+        if kind == "response.output_text.delta":
+            self._add_text(event.get("delta"))
+        elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
+            item, Mapping
+        ):
+            if item.get("type") != "function_call":
+                return
+            slot = self._slot("responses", index)
+            slot.name = str(item.get("name") or slot.name)
+            call_id = item.get("call_id", item.get("id"))
+            slot.call_id = call_id if isinstance(call_id, str) else slot.call_id
+            if kind.endswith(".done"):
+                slot.whole, slot.done = item.get("arguments"), True
+        elif kind == "response.function_call_arguments.delta":
+            self._add_arguments(self._slot("responses", index), event.get("delta"))
+        elif kind == "response.function_call_arguments.done":
+            slot = self._slot("responses", index)
+            slot.whole, slot.done = event.get("arguments"), True
+
+    def _anthropic_event(self, kind: str, event: Mapping[str, Any]) -> None:
+        index = event.get("index", 0)
+        index = index if isinstance(index, int) else 0
+        if kind == "content_block_start":
+            block = event.get("content_block")
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                slot = self._slot("anthropic", index)
+                slot.name = str(block.get("name") or "")
+                slot.call_id = block.get("id") if isinstance(block.get("id"), str) else None
+            elif isinstance(block, Mapping):
+                self._add_text(block.get("text"))
+        elif kind == "content_block_delta":
+            delta = event.get("delta")
+            if not isinstance(delta, Mapping):
+                return
+            if delta.get("type") == "input_json_delta":
+                self._add_arguments(self._slot("anthropic", index), delta.get("partial_json"))
+            elif delta.get("type") == "text_delta":
+                self._add_text(delta.get("text"))
+            elif delta.get("type") == "thinking_delta" and isinstance(delta.get("thinking"), str):
+                self._reasoning.append(delta["thinking"])
+        elif kind == "content_block_stop" and ("anthropic", index) in self._pending:
+            self._pending[("anthropic", index)].done = True
+
+    def _add_text(self, text: object) -> None:
+        if isinstance(text, str):
+            self._text.append(text)
+
+    def _add_arguments(self, slot: _Pending, piece: object) -> None:
+        if isinstance(piece, str):
+            slot.arguments.append(piece)
+            self._arg_chars += len(piece)
+
+    def _event_call(self, pending: _Pending, path: str) -> ToolCall:
+        if not pending.name.strip():
+            raise Malformed("missing_name", f"{path} has no tool name", path=path)
+        raw = pending.whole if isinstance(pending.whole, str) else "".join(pending.arguments)
+        arguments = decode_arguments(raw, path=f"{path}.arguments")
+        return ToolCall(name=pending.name.strip(), arguments=arguments, id=pending.call_id)
+
+    def _report_events(self) -> list[ToolCall]:
+        fresh: list[ToolCall] = []
+        for key in self._order[len(self._reported) :]:
+            pending = self._pending[key]
+            if not pending.done:
+                break
+            try:
+                call = self._event_call(pending, f"$.{key[0]}[{key[1]}]")
+            except Malformed:
+                break  # reported by finish() as a parse_error
+            fresh.append(call)
+        self._reported.extend(fresh)
+        return fresh
+
+    def _events_result(self) -> ParseResult:
+        coll = Collector(self._tools)
+        if self._reasoning:
+            coll.add_reasoning("".join(self._reasoning))
+        text = "".join(self._text)
+        try:
+            if self._order:
+                coll.note("stream")
+                coll.add_content(text)
+                for key in self._order:
+                    coll.add_call(self._event_call(self._pending[key], f"$.{key[0]}[{key[1]}]"))
+            else:
+                from actionspace.parse._text import parse_text
+
+                parse_text(text, coll, strict=False, path="$")
+        except Malformed as fault:
+            coll.fail(fault, "stream")
+        except (TypeError, ValueError, json.JSONDecodeError) as exc:  # defensive: never raise
+            coll.fail(
+                Malformed("internal", f"stream could not be assembled ({type(exc).__name__})"), "stream"
+            )
+        return coll.result()
