@@ -6,12 +6,12 @@ An edge of the CLI (it opens a whole Runtime), so it lives beside ``cli.py``, no
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+
+from actionspace._cli_tables import id_table, say_store, short_time, unique
 
 __all__ = ["approvals_app", "ledger_app"]
 
@@ -24,17 +24,44 @@ StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+RevealOpt = Annotated[
+    bool,
+    typer.Option("--reveal", help="Show the values of runs that held secret data (redacted by default)."),
+]
 
 
 def _runtime(store: str | None) -> Any:
     from actionspace.runtime import Runtime
     from actionspace.trace.store import default_store_url
 
-    return Runtime(store or default_store_url(), recover_on_start=False)
+    url = store or default_store_url()
+    say_store(url)
+    return Runtime(url, recover_on_start=False)
 
 
-def _when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+_SCAN = 100_000
+"""How many entries a prefix is matched against (the newest first)."""
+
+
+def _ledger_key(rt: Any, prefix: str) -> str:
+    if rt.ledger.get(prefix) is not None:
+        return prefix
+    return unique(prefix, (e.key for e in rt.ledger.list(limit=_SCAN)), "ledger entry")
+
+
+def _request_id(rt: Any, prefix: str) -> str:
+    if rt.approvals.get(prefix) is not None:
+        return prefix
+    return unique(prefix, (r.id for r in rt.approvals.list(None, limit=_SCAN)), "approval request")
+
+
+def _visible(rt: Any, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
+    """The entries as JSON; values of runs that held secret data are redacted unless ``reveal``."""
+    if reveal:
+        return [e.to_dict() for e in entries]
+    from actionspace.trace.redact_ledger import visible_entries
+
+    return visible_entries(entries, rt.trace, None)
 
 
 def _fail(message: str) -> None:
@@ -48,39 +75,40 @@ def ledger_list(
     state: Annotated[str | None, typer.Option(help="Only this state, e.g. unknown_commit.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
     json_out: JsonOpt = False,
+    reveal: RevealOpt = False,
 ) -> None:
     """Ledger entries, most recently updated first."""
     rt = _runtime(store)
     try:
         entries = rt.ledger.list(state=state, limit=limit)
+        shown = _visible(rt, entries, reveal)
     finally:
         rt.close()
     if json_out:
-        typer.echo(json.dumps([e.to_dict() for e in entries], indent=2))
+        typer.echo(json.dumps(shown, indent=2))
         return
-    table = Table(title=f"{len(entries)} ledger entries")
-    for col in ("key", "state", "tool", "run", "node", "attempts", "updated"):
-        table.add_column(col)
+    table = id_table(f"{len(entries)} ledger entries", "key", [e.key for e in entries], "state", "action")
     for e in entries:
         style = {"committed": "green", "failed": "red", "unknown_commit": "bold red"}.get(e.state, "yellow")
-        table.add_row(
-            e.key, f"[{style}]{e.state}[/]", e.tool, e.run_id, e.node_id, str(e.attempts), _when(e.updated_at)
-        )
+        action = f"{e.tool} · {e.run_id}/{e.node_id} · {e.attempts}× · {short_time(e.updated_at)}"
+        table.add_row(e.key, f"[{style}]{e.state}[/]", action)
     Console().print(table)
 
 
 @ledger_app.command("show")
-def ledger_show(key: str, store: StoreOpt = None) -> None:
-    """One entry as JSON: arguments, state, outcome, resolution."""
+def ledger_show(key: str, store: StoreOpt = None, reveal: RevealOpt = False) -> None:
+    """One entry (KEY or a unique prefix of it) as JSON: arguments, state, outcome, resolution."""
     rt = _runtime(store)
     try:
+        key = _ledger_key(rt, key)
         entry = rt.ledger.get(key)
+        shown = _visible(rt, [entry], reveal)[0] if entry is not None else None
     finally:
         rt.close()
-    if entry is None:
+    if shown is None:
         _fail(f"no ledger entry {key}")
         return
-    typer.echo(json.dumps(entry.to_dict(), indent=2))
+    typer.echo(json.dumps(shown, indent=2))
 
 
 @ledger_app.command("resolve")
@@ -91,10 +119,10 @@ def ledger_resolve(
     reason: Annotated[str, typer.Option(help="The evidence, e.g. 'payment p17 seen in the bank statement'.")],
     store: StoreOpt = None,
 ) -> None:
-    """Reconcile an unknown_commit by hand; the decision is recorded in the entry and the trace."""
+    """Reconcile an unknown_commit (KEY or a unique prefix) by hand; recorded in the entry and the trace."""
     rt = _runtime(store)
     try:
-        entry = rt.resolve(key, outcome=outcome, by=by, reason=reason)
+        entry = rt.resolve(_ledger_key(rt, key), outcome=outcome, by=by, reason=reason)
     except (KeyError, ValueError) as exc:
         _fail(str(exc).strip("'\""))
         return
@@ -120,21 +148,22 @@ def approvals_list(
     if json_out:
         typer.echo(json.dumps([r.to_dict() for r in requests], indent=2))
         return
-    table = Table(title=f"{len(requests)} approval requests")
-    for col in ("id", "status", "tool", "arguments", "reason", "created"):
-        table.add_column(col)
+    table = id_table(
+        f"{len(requests)} approval requests", "id", [r.id for r in requests], "status", "request"
+    )
     for r in requests:
         args = ", ".join(f"{k}={v!r} ({r.provenance.get(k, '?')})" for k, v in r.arguments.items())
-        table.add_row(r.id, r.status, r.tool, args, r.reason, _when(r.created_at))
+        what = f"{r.tool} · {short_time(r.created_at)}\n{r.reason}\n{args}"
+        table.add_row(r.id, r.status, what)
     Console().print(table)
 
 
 @approvals_app.command("show")
 def approvals_show(request_id: str, store: StoreOpt = None) -> None:
-    """One request with its preview (normalized arguments, provenance, effects) as JSON."""
+    """One request (ID or a unique prefix) with its preview (arguments, provenance, effects) as JSON."""
     rt = _runtime(store)
     try:
-        request = rt.approvals.get(request_id)
+        request = rt.approvals.get(_request_id(rt, request_id))
     finally:
         rt.close()
     if request is None:
@@ -147,6 +176,11 @@ def _decide(
     request_id: str, store: str | None, approve: bool, by: str, reason: str | None, ttl: float
 ) -> None:
     rt = _runtime(store)
+    try:
+        request_id = _request_id(rt, request_id)
+    except typer.Exit:
+        rt.close()
+        raise
     try:
         if approve:
             request = rt.approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)

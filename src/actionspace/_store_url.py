@@ -1,7 +1,10 @@
 """Store URLs: the ``sqlite://`` form that the trace, ledger and approval stores share.
 
-``sqlite:///abs/path.db`` names an absolute file, ``sqlite://relative/path.db`` one relative to
-the working directory; ``~`` is expanded. Opening each kind of store stays with that store.
+SQLAlchemy's convention (which DBOS and most of the field use): after ``sqlite://`` comes an empty
+host, then ``/``, then the path — so ``sqlite:///relative/path.db`` names a file relative to the
+working directory and ``sqlite:////abs/path.db`` an absolute one; ``~`` is expanded. Anything
+between ``sqlite://`` and the third slash would be a host, which SQLite has none of: refused.
+Opening each kind of store stays with that store.
 """
 
 from __future__ import annotations
@@ -10,16 +13,29 @@ from pathlib import Path
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["sqlite_path"]
+__all__ = ["sqlite_path", "sqlite_url"]
+
+_SCHEME = "sqlite://"
 
 
 def sqlite_path(url: str) -> Path:
     """The file a ``sqlite://`` URL names, with ``~`` expanded; raises ConfigurationError if none."""
-    if not url.lower().startswith("sqlite://"):
+    if not url.lower().startswith(_SCHEME):
         raise ConfigurationError(f"not a sqlite:// URL: {url!r}")
-    raw = url[len("sqlite://") :]
-    if raw in ("", "/") or raw.endswith("/"):
-        raise ConfigurationError(f"{url!r} names no database file; expected e.g. sqlite:///var/trace.db")
-    if raw in (":memory:", "/:memory:"):
+    rest = url[len(_SCHEME) :]
+    if rest in (":memory:", "/:memory:"):
         raise ConfigurationError("use memory:// for a store in memory, not sqlite://:memory:")
+    if rest and not rest.startswith("/"):
+        raise ConfigurationError(
+            f"{url!r} names a host, not a file: write sqlite:///{rest} (relative to the working "
+            f"directory) or sqlite:////abs/{rest.rsplit('/', 1)[-1]} (absolute)"
+        )
+    raw = rest[1:]
+    if raw in ("", "/") or raw.endswith("/"):
+        raise ConfigurationError(f"{url!r} names no database file; expected e.g. sqlite:///actionspace.db")
     return Path(raw).expanduser()
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The URL of ``path``: ``sqlite:////abs.db`` when absolute, ``sqlite:///rel.db`` when not."""
+    return f"{_SCHEME}/{Path(path).as_posix()}"

@@ -47,7 +47,7 @@ allowlisted = true
     text = f"""
 [gateway]
 name = "desk"
-store = "sqlite://gateway.db"
+store = "sqlite:///gateway.db"
 stdio_principal = "alice"
 pythonpath = [{str(HERE)!r}]
 
@@ -73,7 +73,7 @@ scopes = ["read:*"]
 
 
 def store_url(folder: Path) -> str:
-    return f"sqlite://{(folder / 'gateway.db').resolve()}"
+    return "sqlite:///" + str((folder / "gateway.db").resolve())
 
 
 def desk_env(folder: Path) -> dict[str, str]:

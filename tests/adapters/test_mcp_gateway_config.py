@@ -26,7 +26,7 @@ def test_a_full_config_is_read_with_tokens_kept_only_as_digests(tmp_path: Path) 
     assert alice is not None and alice.id == "alice"
     assert ALICE_TOKEN not in repr(config)
     assert config.principal_by_token("alice-token-0123456788") is None
-    assert config.store == f"sqlite://{(tmp_path / 'gateway.db').resolve()}"
+    assert config.store == "sqlite:///" + str((tmp_path / "gateway.db").resolve())
     assert config.upstreams[0].tool_prefix == "time_"
     assert config.approval.effects == ("external",)
 

@@ -30,9 +30,12 @@ def gateway_command(
     """Serve the configured tools over MCP, governed: scopes, validation, approvals, ledger, trace."""
     if transport not in ("stdio", "http"):
         raise typer.BadParameter("--transport must be stdio or http")
-    from actionspace.adapters.mcp_gateway import Gateway
+    from actionspace._extras import require
 
     try:
+        require("mcp", "mcp", "actionspace gateway")
+        from actionspace.adapters.mcp_gateway import Gateway
+
         gateway = Gateway.from_file(config)
     except ConfigurationError as exc:
         print(f"actionspace gateway: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ an error, so a typo never silently turns a safety setting off)::
 
     [gateway]
     name = "acme-tools"            # server name reported to MCP clients (default "actionspace")
-    store = "sqlite://gw.db"       # ledger, approvals, trace; relative to this file
+    store = "sqlite:///gw.db"      # ledger, approvals, trace; relative to this file
                                    # (default: ACTIONSPACE_STORE or ~/.actionspace)
     stdio_principal = "alice"      # who stdio sessions act for when ACTIONSPACE_GATEWAY_TOKEN is unset
     host = "127.0.0.1"             # HTTP bind address (default 127.0.0.1)
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, get_args
 
+from actionspace._store_url import sqlite_path, sqlite_url
 from actionspace.catalog.spec import Effect, Risk, ToolSpec
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
@@ -212,13 +213,13 @@ def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, st
 
 
 def _store(url: str | None, base: Path) -> str | None:
-    """A relative ``sqlite://`` path is taken from the config file's folder, not the working one."""
+    """A relative ``sqlite:///`` path is taken from the config file's folder, not the working one."""
     if url is None or not url.startswith("sqlite://"):
         return url
-    rest = url[len("sqlite://") :]
-    if rest.startswith(("/", "~")) or not rest:
+    path = sqlite_path(url)
+    if path.is_absolute():
         return url
-    return f"sqlite://{(base / rest).resolve()}"
+    return sqlite_url((base / path).resolve())
 
 
 def _tool(table: Mapping[str, Any]) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +17,31 @@ from actionspace.demo.vendors import VendorsReport
 __all__ = ["render_checks", "render_report", "render_revenue", "render_steps", "render_vendors"]
 
 _STYLE = {"ok": "green", "partial": "yellow", "error": "red"}
+_NARROW = 110
+"""Below this many columns (CI logs, pipes, 80-column terminals) a timeline stacks each step's fields."""
+
+
+class _Adaptive:
+    """A timeline drawn as a wide table, or, where it has fewer than ``_NARROW`` columns, stacked."""
+
+    def __init__(self, wide: Callable[[], Table], narrow: Callable[[], Table]) -> None:
+        self.wide, self.narrow = wide, narrow
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.narrow() if options.max_width < _NARROW else self.wide()
+
+
+def _stacked(title: str, rows: Iterator[tuple[str, Text, Text, str, str, str]]) -> Table:
+    """One row per step: its number, then head (node / tool and outcome), intent, what it says, next."""
+    table = Table(title=title, expand=True, show_lines=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("step: what the model did, what the observation says, what it does next", ratio=1)
+    for index, head, outcome, intent, says, move in rows:
+        cell = Text.assemble(
+            head, "  ", outcome, "\n", (intent, "italic"), "\n", says, "\n", ("→ ", "dim"), move
+        )
+        table.add_row(index, cell)
+    return table
 
 
 def _detail(step: dict[str, object]) -> str:
@@ -46,6 +71,27 @@ def _detail(step: dict[str, object]) -> str:
 
 
 def render_report(report: DemoReport) -> RenderableType:
+    return Group(
+        _Adaptive(lambda: _report_table(report), lambda: _report_stacked(report)), _report_rest(report)
+    )
+
+
+def _report_stacked(report: DemoReport) -> Table:
+    rows = (
+        (
+            str(step.index),
+            Text(step.tool, style="cyan"),
+            Text(step.category or step.status, style=_STYLE.get(step.status, "")),
+            f"{step.intent} ({step.format})",
+            _detail(step.to_dict()),
+            step.next_move,
+        )
+        for step in report.steps
+    )
+    return _stacked(f"request: {report.request!r}", rows)
+
+
+def _report_table(report: DemoReport) -> Table:
     timeline = Table(title=f"request: {report.request!r}", expand=True, show_lines=True)
     timeline.add_column("#", justify="right", width=3)
     timeline.add_column("model turn (format)", ratio=2)
@@ -59,6 +105,10 @@ def render_report(report: DemoReport) -> RenderableType:
         timeline.add_row(
             str(step.index), f"{step.intent} ({step.format})", step.tool, outcome, _detail(d), step.next_move
         )
+    return timeline
+
+
+def _report_rest(report: DemoReport) -> RenderableType:
     summary = Table(title="summary", show_header=True)
     summary.add_column("outcome")
     summary.add_column("steps", justify="right")
@@ -85,11 +135,30 @@ def render_report(report: DemoReport) -> RenderableType:
         f"trace: {report.store}  run {report.run_id}\n",
         f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
     )
-    return Group(timeline, summary, Panel(footer, title="result"))
+    return Group(summary, Panel(footer, title="result"))
 
 
-def render_steps(title: str, steps: Sequence[PlanStep]) -> Table:
+def render_steps(title: str, steps: Sequence[PlanStep]) -> RenderableType:
     """The timeline of a plan-based scenario, in the spirit of scenario 1's; a section per plan."""
+    return _Adaptive(lambda: _steps_table(title, steps), lambda: _steps_stacked(title, steps))
+
+
+def _steps_stacked(title: str, steps: Sequence[PlanStep]) -> Table:
+    rows = (
+        (
+            str(step.index),
+            Text.assemble((f"{step.plan}: ", "dim"), step.node, " ", (step.tool, "cyan")),
+            Text(step.category or step.status, style=_STYLE.get(step.status, "")),
+            step.intent,
+            step.detail,
+            step.next_move,
+        )
+        for step in steps
+    )
+    return _stacked(title, rows)
+
+
+def _steps_table(title: str, steps: Sequence[PlanStep]) -> Table:
     timeline = Table(title=title, expand=True, show_lines=True)
     timeline.add_column("#", justify="right", width=3)
     timeline.add_column("plan: node / tool", no_wrap=True)

@@ -9,6 +9,10 @@ The token: ``actionspace serve`` prints ``http://host:port/?token=...``; the pag
 into the tab's sessionStorage, removes it from the address bar, and sends it as ``Authorization:
 Bearer``. The pages themselves carry no data and need no token. Every response of this router
 sends a Content-Security-Policy that allows scripts, styles and requests to this origin only.
+
+``/docs`` (Swagger UI) shows the API's OpenAPI document with the bundle vendored in
+``static/vendor/`` (see its README), so it works offline too; ReDoc is not served (its bundle
+loads its logo from a CDN).
 """
 
 from __future__ import annotations
@@ -24,8 +28,21 @@ __all__ = ["CONSOLE_PAGES", "STATIC_DIR", "console_router"]
 
 STATIC_DIR: Final = Path(__file__).with_name("static")
 """The console's assets (HTML shell, JavaScript, CSS, icon), shipped inside the package."""
+VENDOR_DIR: Final = STATIC_DIR / "vendor"
+"""Third-party bundles of the API docs pages, as published on the npm registry."""
 
-CONSOLE_PAGES: Final = ("/", "/runs", "/runs/{run_id}", "/approvals", "/tools", "/tools/{name}")
+_DOCS_PAGES: Final[Mapping[str, str]] = {
+    "/docs": (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>actionspace API</title>'
+        '<link rel="icon" href="/static/favicon.svg">'
+        '<link rel="stylesheet" href="/static/vendor/swagger-ui.css">'
+        '</head><body><div id="swagger-ui"></div><script src="/static/vendor/swagger-ui-bundle.js"></script>'
+        '<script src="/static/api-docs.js"></script></body></html>'
+    ),
+}
+"""The API docs page; the bundle styles itself inline, so it gets no CSP."""
+
+CONSOLE_PAGES: Final = ("/", "/runs", "/runs/{run_id}", "/approvals", "/tools", "/tools/{name}", "/ledger")
 """Paths that answer with the console's HTML shell."""
 
 _MEDIA_TYPES: Final[Mapping[str, str]] = {
@@ -68,6 +85,7 @@ def console_router() -> APIRouter:
 
     for path in CONSOLE_PAGES:
         router.add_api_route(path, page, methods=["GET"], response_class=HTMLResponse, name=f"console:{path}")
+    _docs_routes(router)
 
     @router.get("/static/{name}", name="console:static")
     def static(name: str) -> Response:
@@ -85,3 +103,32 @@ def console_router() -> APIRouter:
         )
 
     return router
+
+
+def _docs_routes(router: APIRouter) -> None:
+    """``/docs`` and its vendored bundle at ``/static/vendor/{name}``."""
+    vendored = {p.name: p for p in sorted(VENDOR_DIR.iterdir()) if p.suffix in (".js", ".css")}
+
+    for path, html in _DOCS_PAGES.items():
+
+        def docs_page(html: str = html) -> HTMLResponse:
+            return HTMLResponse(
+                html, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+            )
+
+        router.add_api_route(
+            path, docs_page, methods=["GET"], response_class=HTMLResponse, name=f"docs:{path}"
+        )
+
+    @router.get("/static/vendor/{name}", name="console:vendor")
+    def vendor(name: str) -> Response:
+        path = vendored.get(name)
+        if path is None:
+            return Response(
+                '{"error": {"message": "no such console asset"}}',
+                status_code=404,
+                media_type="application/json",
+            )
+        return FileResponse(
+            path, media_type=_MEDIA_TYPES[path.suffix], headers={"X-Content-Type-Options": "nosniff"}
+        )

@@ -30,7 +30,7 @@ from opentelemetry.util.types import AttributeValue
 from actionspace._version import package_version
 from actionspace.trace.events import FindsRunIds, TraceEvent, TraceStore
 
-__all__ = ["TOOL_TYPE", "TRACER_NAME", "export_run", "export_runs"]
+__all__ = ["TOOL_TYPE", "TRACER_NAME", "export_call", "export_run", "export_runs", "split_calls", "tracer_of"]
 
 TRACER_NAME: Final = "actionspace"
 """The instrumentation scope name of every exported span."""
@@ -70,8 +70,8 @@ def export_run(store: TraceStore, run_id: str, *, tracer_provider: TracerProvide
     events = store.events(run_id)
     if not events:
         return 0
-    tracer = _tracer(tracer_provider)
-    calls, run_level = _split(events)
+    tracer = tracer_of(tracer_provider)
+    calls, run_level = split_calls(events)
     run_span = tracer.start_span(
         "invoke_agent",
         kind=SpanKind.INTERNAL,
@@ -82,7 +82,7 @@ def export_run(store: TraceStore, run_id: str, *, tracer_provider: TracerProvide
         _add_event(run_span, event)
     parent = trace.set_span_in_context(run_span)
     for call in calls:
-        _export_call(tracer, call, parent)
+        export_call(tracer, call, parent)
     finished = next((e for e in reversed(events) if e.kind == "run_finished"), None)
     status = str(finished.data.get("status", "ok")) if finished is not None else None
     if status not in (None, "ok"):
@@ -106,12 +106,13 @@ def export_runs(
     return sum(export_run(store, rid, tracer_provider=tracer_provider) for rid in ids)
 
 
-def _tracer(provider: TracerProvider | None) -> Tracer:
+def tracer_of(provider: TracerProvider | None) -> Tracer:
+    """The actionspace tracer of ``provider`` (None: the global provider)."""
     source = provider if provider is not None else trace.get_tracer_provider()
     return source.get_tracer(TRACER_NAME, package_version())
 
 
-def _split(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEvent]]:
+def split_calls(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEvent]]:
     """Group a run's events into calls (in order of their first event) and run-level events."""
     calls: list[_Call] = []
     open_calls: dict[str, _Call] = {}
@@ -157,7 +158,8 @@ def _run_attributes(
     return attrs
 
 
-def _export_call(tracer: Tracer, call: _Call, parent: Context) -> None:
+def export_call(tracer: Tracer, call: _Call, parent: Context | None) -> None:
+    """Emit one call's ``execute_tool`` span under ``parent`` (None: the current span)."""
     tool = call.tool or "unknown"
     span = tracer.start_span(
         f"execute_tool {tool}",

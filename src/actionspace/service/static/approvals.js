@@ -1,7 +1,7 @@
 /* actionspace console: the approvals queue, with the preview a person decides on.
  */
 
-import { LIST_POLL_MS, isCurrent, api, h, show, link, cls, badge, when, pretty, provMark, schedule, errorText, refreshPendingCount } from "./core.js";
+import { LIST_POLL_MS, isCurrent, api, h, show, link, cls, badge, when, pretty, provMark, schedule, errorText, refreshPendingCount, searchForm } from "./core.js";
 
 /** Requests decided in this tab, newest first: they stay visible in the queue after the refresh. */
 const decidedHere = [];
@@ -12,11 +12,18 @@ const APPROVAL_FILTERS = ["pending", "approved", "denied", "consumed", "all"];
 export async function approvalsPage(view, serial) {
   const params = new URLSearchParams(window.location.search);
   const status = APPROVAL_FILTERS.includes(params.get("status")) ? params.get("status") : "pending";
-  const query = status === "all" ? "" : "?status=" + status;
-  const requests = await api("/approvals" + query);
+  const runFilter = params.get("run");
+  const text = (params.get("q") || "").toLowerCase();
+  const query = status === "all" ? "?status=all" : "?status=" + status;
+  const requests = (await api("/approvals" + query)).filter(function (r) {
+    if (runFilter && r.run_id !== runFilter) return false;
+    return !text || JSON.stringify([r.tool, r.run_id, r.reason, r.arguments]).toLowerCase().includes(text);
+  });
   if (!isCurrent(serial)) return;
   const tabs = h("div", { class: "tabs" }, APPROVAL_FILTERS.map(function (f) {
-    const a = link("/approvals" + (f === "pending" ? "" : "?status=" + f), f);
+    const keep = new URLSearchParams(params);
+    if (f === "pending") keep.delete("status"); else keep.set("status", f);
+    const a = link("/approvals" + (keep.toString() ? "?" + keep.toString() : ""), f);
     if (f === status) a.classList.add("active");
     return a;
   }));
@@ -25,7 +32,7 @@ export async function approvalsPage(view, serial) {
     list.append(h("p", { class: "empty card" },
       status === "pending" ? "Nothing is waiting for approval." : "No " + status + " requests."));
   }
-  if (status === "pending") {
+  if (status === "pending" && !runFilter && !text) {
     for (const decided of decidedHere) list.append(approvalCard(decided));
   }
   for (const request of requests) list.append(approvalCard(request));
@@ -34,6 +41,10 @@ export async function approvalsPage(view, serial) {
     h("p", { class: "muted" },
       "Each request is exactly one call: the normalized arguments below are what will run. ",
       "Approving binds to these argument values; any change needs a new approval."),
+    searchForm("/approvals", params, "Search tool, run, reason, arguments"),
+    runFilter ? h("p", { id: "run-filter" }, "Requests of run ",
+      link("/runs/" + encodeURIComponent(runFilter), h("span", { class: "mono" }, runFilter)), " · ",
+      link("/approvals" + (status === "pending" ? "" : "?status=" + status), "show every run")) : null,
     list);
   if (status === "pending") {
     const refresh = function () {

@@ -7,6 +7,7 @@ import { TOKEN_KEY, nextSerial, isCurrent, takeTokenFromUrl, token, ApiError, h,
 import { approvalsPage } from "./approvals.js";
 import { overviewPage, runPage, runsPage } from "./runs.js";
 import { toolPage, toolsPage } from "./tools.js";
+import { ledgerPage } from "./ledger.js";
 
 // ------------------------------------------------------------------ routing
 const routes = [
@@ -16,6 +17,7 @@ const routes = [
   [/^\/runs\/([^/]+)\/?$/, runPage, "runs"],
   [/^\/tools\/?$/, toolsPage, "tools"],
   [/^\/tools\/([^/]+)\/?$/, toolPage, "tools"],
+  [/^\/ledger\/?$/, ledgerPage, "ledger"],
 ];
 
 function navigate(href) {

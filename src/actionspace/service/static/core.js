@@ -217,3 +217,21 @@ export async function refreshPendingCount() {
 export function field(key, value) {
   return h("div", null, h("div", { class: "k" }, key), h("div", { class: "v" }, value));
 }
+
+/** A search box that keeps the page's other filters (run, status) in the URL. */
+export function searchForm(path, params, placeholder) {
+  const input = h("input", { type: "search", name: "q", value: params.get("q") || "", placeholder: placeholder,
+    "aria-label": "Search" });
+  const form = h("form", { class: "search", role: "search" }, input, h("button", { type: "submit" }, "Search"));
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    const next = new URLSearchParams(params);
+    if (input.value.trim()) next.set("q", input.value.trim()); else next.delete("q");
+    const a = link(path + (next.toString() ? "?" + next.toString() : ""), "");
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+  });
+  return form;
+}

@@ -1,7 +1,7 @@
 /* actionspace console: the overview, the runs list and a run's page (summary, plan, timeline).
  */
 
-import { RUN_POLL_MS, LIST_POLL_MS, PAGE_SIZE, isCurrent, api, h, s, show, link, cls, badge, seconds, when, short, pretty, schedule, field } from "./core.js";
+import { RUN_POLL_MS, LIST_POLL_MS, PAGE_SIZE, isCurrent, api, h, s, show, link, cls, badge, seconds, when, short, pretty, schedule, field, searchForm } from "./core.js";
 import { planView } from "./dag.js";
 
 // ------------------------------------------------------------------ overview
@@ -65,18 +65,35 @@ function runsTable(runs, compact) {
     })));
 }
 
+const RUN_FILTERS = ["all", "running", "waiting_approval", "ok", "error", "open"];
+
 export async function runsPage(view, serial) {
   const params = new URLSearchParams(window.location.search);
   const before = params.get("before");
-  const runs = await api("/runs?limit=" + PAGE_SIZE + (before ? "&before=" + encodeURIComponent(before) : ""));
+  const text = (params.get("q") || "").toLowerCase();
+  const wanted = RUN_FILTERS.includes(params.get("status")) ? params.get("status") : "all";
+  const fetched = await api("/runs?limit=" + PAGE_SIZE + (before ? "&before=" + encodeURIComponent(before) : ""));
   if (!isCurrent(serial)) return;
-  const older = runs.length === PAGE_SIZE
-    ? link("/runs?before=" + encodeURIComponent(runs[runs.length - 1].last_at || runs[runs.length - 1].started_at),
+  const runs = fetched.filter(function (r) {
+    if (wanted !== "all" && runStatus(r) !== wanted && !(wanted === "error" && runStatus(r) !== "ok" && r.finished_at)) return false;
+    return !text || [r.run_id, r.principal, runStatus(r)].join(" ").toLowerCase().includes(text);
+  });
+  const tabs = h("div", { class: "tabs" }, RUN_FILTERS.map(function (f) {
+    const keep = new URLSearchParams(params);
+    keep.delete("before");
+    if (f === "all") keep.delete("status"); else keep.set("status", f);
+    const a = link("/runs" + (keep.toString() ? "?" + keep.toString() : ""), f.replace("_", " "));
+    if (f === wanted) a.classList.add("active");
+    return a;
+  }));
+  const older = fetched.length === PAGE_SIZE
+    ? link("/runs?before=" + encodeURIComponent(fetched[fetched.length - 1].last_at || fetched[fetched.length - 1].started_at),
       "Older runs →")
     : null;
   show(view,
     h("div", { class: "page-head" }, h("h1", null, "Runs"), h("span", { class: "spacer" }),
-      before ? link("/runs", "← Newest") : null),
+      before ? link("/runs", "← Newest") : null, tabs),
+    searchForm("/runs", params, "Search run id, principal, status"),
     h("section", { class: "card" }, runsTable(runs, false)),
     older ? h("p", null, older) : null);
   if (!before) schedule(serial, LIST_POLL_MS, function () { runsPage(view, serial).catch(function () {}); });
@@ -84,7 +101,7 @@ export async function runsPage(view, serial) {
 
 export async function runPage(view, serial, runId) {
   const path = "/runs/" + encodeURIComponent(runId);
-  const [run, events] = await Promise.all([api(path), api(path + "/events")]);
+  const [run, events, requests] = await Promise.all([api(path), api(path + "/events"), runApprovals(runId)]);
   if (!isCurrent(serial)) return;
   const status = runStatus(run);
   const finished = Boolean(run.finished_at);
@@ -103,11 +120,37 @@ export async function runPage(view, serial, runId) {
       field("calls", run.calls === undefined ? "—" : run.calls),
       field("errors", run.errors === undefined ? "—" : run.errors),
       field("events", events.length)),
+    approvalsOfRun(runId, requests),
     run.plan ? h("section", { class: "card" }, h("h2", null, "Plan"), planView(run.plan)) : null,
     h("section", { class: "card" }, h("h2", null, "Timeline"), timeline(events, openDetails, run.run_id)));
   if (!finished) schedule(serial, RUN_POLL_MS, function () { runPage(view, serial, runId).catch(function () {}); });
 }
 
+
+/** The run's approval requests, or null when this token may not read approvals. */
+async function runApprovals(runId) {
+  try {
+    return (await api("/approvals?status=all&limit=500")).filter(function (r) { return r.run_id === runId; });
+  } catch (_) {
+    return null;
+  }
+}
+
+function approvalsOfRun(runId, requests) {
+  if (!requests || requests.length === 0) return null;
+  const pending = requests.filter(function (r) { return r.status === "pending"; }).length;
+  return h("section", { class: "card", id: "run-approvals" },
+    h("h2", null, "Approvals"),
+    pending ? h("p", null, link("/approvals?run=" + encodeURIComponent(runId),
+      pending === 1 ? "1 call waits for a decision: decide it →" : pending + " calls wait for a decision: decide them →")) : null,
+    h("ul", { class: "plain" }, requests.map(function (r) {
+      const id = r.request_id || r.id;
+      return h("li", { "data-request-id": id },
+        badge(r.status), " ", h("span", { class: "tool-name" }, r.tool), " ",
+        link("/approvals?run=" + encodeURIComponent(runId) + (r.status === "pending" ? "" : "&status=all"),
+          h("span", { class: "mono" }, id)));
+    })));
+}
 
 const KIND_CLASS = {
   run_started: "run", run_finished: "run", plan_started: "run", plan_finished: "run",

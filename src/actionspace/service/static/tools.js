@@ -39,7 +39,8 @@ export async function toolsPage(view, serial) {
           h("td", { class: "num" }, share(t.selection_rate)),
           h("td", { class: "num" }, t.rejects || 0),
           h("td", { class: "num" }, t.failures || 0),
-          h("td", { class: "num" }, t.unknown_commits || 0),
+          h("td", { class: "num" }, t.unknown_commits
+            ? link("/ledger?q=" + encodeURIComponent(name), String(t.unknown_commits)) : 0),
           h("td", { class: "num" }, pct(t.utilization)),
           h("td", { class: "num" }, pct(t.downstream_success)));
       })))));

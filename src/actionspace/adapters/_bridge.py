@@ -1,0 +1,108 @@
+"""What the framework adapters share: one governed run, its tools, its calls and its approvals.
+
+A framework adapter turns each tool the runtime offers into the framework's own tool type whose
+body is :meth:`Bridge.acall`: the call goes through the whole engine (validation, approvals,
+flow, budgets, ledger, trace) and the model reads the ``render-v2`` text of its observation.
+What differs per framework is only how a held call (``needs_approval``) pauses the agent and how
+the person's answer comes back; :meth:`Bridge.settle` records that answer in ``rt.approvals``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actionspace._extras import require
+from actionspace.discovery.render import openai_chat_result
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.session import Session
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["Bridge", "held_request", "require"]
+
+
+def held_request(obs: Observation) -> str | None:
+    """The approval request id when ``obs`` is a call held for a person's decision, else None."""
+    if obs.error is None or obs.error.category != "needs_approval":
+        return None
+    request_id = obs.error.details.get("request_id")
+    return str(request_id) if request_id is not None else None
+
+
+@dataclass
+class Bridge:
+    """One run of an agent framework, governed by ``rt``. Not shared between concurrent runs.
+
+    ``run_id``: the actionspace run (default: a new one). ``principal``: who the calls act for
+    (default: the runtime's). ``names``: the tools offered (default: every offerable tool).
+    ``approver``: who an approval given in the framework is recorded as (default ``"framework"``).
+    """
+
+    rt: Runtime
+    run_id: str | None = None
+    principal: Principal | None = None
+    names: Sequence[str] | None = None
+    approver: str = "framework"
+    session: Session = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.session = self.rt.session(self.run_id, principal=self.principal)
+        self.run_id = self.session.run_id
+
+    def user(self, text: str) -> None:
+        """The user's words: a new turn (node identity), and a provenance source for arguments."""
+        self.session.user(text)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """Full definitions of the tools offered to the run (name, description, input_schema, …)."""
+        names = self.names
+        if names is None:
+            names = [s.name for s in self.rt.catalog.offerable() if s.name != "read_artifact"]
+        return self.rt.offer(names, run_id=self.run_id, principal=self.principal, disclosure=False)
+
+    def requires_approval(self, name: str) -> bool:
+        """Whether every call of ``name`` needs a person's decision (``ToolSpec.requires_approval``)."""
+        return bool(self.rt.catalog.get(name).requires_approval)
+
+    async def acall(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
+        """Run one proposed call through the engine; errors come back inside the observation."""
+        call = ToolCall(name=name, arguments=arguments, id=call_id)
+        return await self.rt.acall(call, run_id=self.run_id, principal=self.principal)
+
+    def call(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
+        """Sync :meth:`acall`."""
+        call = ToolCall(name=name, arguments=arguments, id=call_id)
+        return self.rt.call(call, run_id=self.run_id, principal=self.principal)
+
+    def settle(
+        self, request_id: str, *, approved: bool, by: str | None = None, reason: str | None = None
+    ) -> None:
+        """Record a person's answer to a pending request; one already decided is left as it is."""
+        request = self.rt.approvals.get(request_id)
+        if request is None or request.status != "pending":
+            return
+        who = by or self.approver
+        if approved:
+            self.rt.approvals.approve(request_id, by=who, reason=reason)
+        else:
+            self.rt.approvals.deny(request_id, by=who, reason=reason)
+
+    @staticmethod
+    def text(obs: Observation) -> str:
+        """What the model reads of ``obs`` (``render-v2``)."""
+        return str(openai_chat_result(obs)["content"])
+
+    @staticmethod
+    def preview(obs: Observation) -> Mapping[str, Any]:
+        """What a person deciding a held call is shown: request id, tool, arguments, reason."""
+        assert obs.error is not None
+        details = obs.error.details
+        return {
+            "request_id": details.get("request_id"),
+            "tool": obs.tool,
+            "arguments": details.get("arguments"),
+            "reason": obs.error.message,
+            "effects": details.get("effects", []),
+        }

@@ -1,0 +1,117 @@
+"""Pydantic AI adapter: the runtime's tools as a toolset (``pip install 'actionspace[pydantic-ai]'``).
+
+Every call the agent makes runs through the engine (validation, approvals, flow, budgets, ledger,
+trace); the model reads the ``render-v2`` text of the observation, errors included.
+
+Approvals are Pydantic AI's deferred tools: a call actionspace holds raises ``ApprovalRequired``
+with the request as metadata, so a run whose ``output_type`` includes ``DeferredToolRequests``
+ends with the requests. :meth:`GovernedToolset.decide` records the person's answers in
+``rt.approvals`` and returns the ``DeferredToolResults`` to resume with
+(``agent.run(message_history=..., deferred_tool_results=...)``). A call the framework approved
+whose request is still pending (approved without ``decide``) is approved as ``approver``.
+
+    toolset = GovernedToolset(rt, run_id="conv-1")
+    agent = Agent(model, toolsets=[toolset.toolset], output_type=[str, DeferredToolRequests])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actionspace.adapters._bridge import Bridge, held_request, require
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+
+if TYPE_CHECKING:
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, RunContext
+    from pydantic_ai.toolsets import FunctionToolset
+
+__all__ = ["GovernedToolset"]
+
+EXTRA = "pydantic-ai"
+
+
+class GovernedToolset:
+    """A Pydantic AI ``FunctionToolset`` (:attr:`toolset`) over the tools offered to one run.
+
+    ``run_id`` / ``principal`` / ``names``: as for :class:`~actionspace.adapters._bridge.Bridge`.
+    ``approver``: who a framework approval is recorded as when :meth:`decide` was not used.
+    Raises ConfigurationError naming the extra when Pydantic AI is not installed.
+    """
+
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        run_id: str | None = None,
+        principal: Principal | None = None,
+        names: Sequence[str] | None = None,
+        approver: str = "pydantic-ai",
+    ) -> None:
+        self.bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
+        self.toolset: FunctionToolset[Any] = self._build()
+
+    @property
+    def run_id(self) -> str:
+        return str(self.bridge.run_id)
+
+    def user(self, text: str) -> None:
+        """The user's words: a new turn, and a provenance source for later arguments."""
+        self.bridge.user(text)
+
+    def decide(
+        self,
+        requests: DeferredToolRequests,
+        approvals: Mapping[str, bool],
+        *,
+        by: str,
+        reason: str | None = None,
+    ) -> DeferredToolResults:
+        """Record each answer (tool call id → approved?) in ``rt.approvals``; the results to resume with."""
+        pai = require("pydantic_ai", EXTRA)
+        results: DeferredToolResults = pai.DeferredToolResults()
+        for part in requests.approvals:
+            if part.tool_call_id not in approvals:
+                continue
+            approved = approvals[part.tool_call_id]
+            request_id = (requests.metadata.get(part.tool_call_id) or {}).get("request_id")
+            if request_id is not None:
+                self.bridge.settle(str(request_id), approved=approved, by=by, reason=reason)
+            results.approvals[part.tool_call_id] = (
+                True if approved else pai.ToolDenied(reason or f"denied by {by}")
+            )
+        return results
+
+    def _build(self) -> FunctionToolset[Any]:
+        pai = require("pydantic_ai", EXTRA)
+        toolsets = require("pydantic_ai.toolsets", EXTRA)
+        tools = [
+            pai.Tool.from_schema(
+                self._function(str(d["name"])),
+                name=str(d["name"]),
+                description=str(d.get("description") or d["name"]),
+                json_schema=dict(d["input_schema"]),
+                takes_ctx=True,
+            )
+            for d in self.bridge.definitions()
+        ]
+        toolset: FunctionToolset[Any] = toolsets.FunctionToolset(tools)
+        return toolset
+
+    def _function(self, name: str) -> Any:
+        bridge = self.bridge
+        exceptions = require("pydantic_ai.exceptions", EXTRA)
+
+        async def run(ctx: RunContext[Any], **arguments: Any) -> str:
+            obs = await bridge.acall(name, arguments, ctx.tool_call_id)
+            request_id = held_request(obs)
+            if request_id is not None:
+                if not ctx.tool_call_approved:
+                    raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
+                bridge.settle(request_id, approved=True)
+                obs = await bridge.acall(name, arguments, ctx.tool_call_id)
+            return bridge.text(obs)
+
+        run.__name__ = name
+        return run
