@@ -48,6 +48,7 @@ __all__ = [
     "Request",
     "Selection",
     "request_of",
+    "safe_suggestions",
 ]
 
 LeftOutReason = Literal[
@@ -348,3 +349,71 @@ def request_of(
         errors=frozenset(errors),
         names=None if names is None else frozenset(names),
     )
+
+
+_READ_VERBS: Final = frozenset(
+    {
+        "get",
+        "list",
+        "find",
+        "search",
+        "read",
+        "show",
+        "fetch",
+        "lookup",
+        "query",
+        "describe",
+        "count",
+        "check",
+        "view",
+    }
+)
+_EFFECT_RANK: Final = {"none": 0, "read": 0, "write": 1, "external": 2}
+_RISK_RANK: Final = {"low": 0, "medium": 1, "high": 2}
+
+
+def _verb(name: str) -> str:
+    """The action word a tool name starts with (``archive`` of ``archive_project`` / ``archiveProject``)."""
+    head = name.replace("-", "_").replace(".", "_").split("_", 1)[0]
+    for i, ch in enumerate(head[1:], 1):
+        if ch.isupper():
+            return head[:i].lower()
+    return head.lower()
+
+
+def _risk(spec: ToolSpec) -> int:
+    if spec.risk is not None:
+        return _RISK_RANK[spec.risk]
+    return 0 if _EFFECT_RANK[spec.effect] == 0 else 1
+
+
+def safe_suggestions(
+    requested: str, offered: Sequence[ToolSpec], known: ToolSpec | None = None, *, n: int = 3
+) -> list[str]:
+    """Close names worth suggesting for an unknown tool name: never a different effect or a higher risk.
+
+    ``known`` is the requested tool when the catalog has it but this run may not call it: a
+    suggestion then has its effect and at most its risk. Otherwise the requested name's own verb
+    stands for what it meant: a read verb (``get``, ``list``, ``find``…) is pointed at reads only;
+    any other verb only at tools with the same verb (``delete_projet`` → ``delete_project``, never
+    ``archive_project`` → ``delete_project``, never ``refund`` → ``charge``). Ordered by similarity
+    (difflib ratio ≥ 0.6), at most ``n``.
+    """
+    from difflib import SequenceMatcher, get_close_matches
+
+    by_name = {s.name: s for s in offered}
+    verb = _verb(requested)
+
+    def safe(spec: ToolSpec) -> bool:
+        if known is not None:
+            return spec.effect == known.effect and _risk(spec) <= _risk(known)
+        if verb in _READ_VERBS:
+            return _EFFECT_RANK[spec.effect] == 0
+        theirs = _verb(spec.name)
+        if theirs == verb:
+            return True
+        # a misspelt verb ("ad" for "add") may point at a tool without effects, never at a write
+        return _EFFECT_RANK[spec.effect] == 0 and SequenceMatcher(None, verb, theirs).ratio() >= 0.8
+
+    allowed = sorted(name for name, spec in by_name.items() if safe(spec))
+    return get_close_matches(requested, allowed, n=n, cutoff=0.6)

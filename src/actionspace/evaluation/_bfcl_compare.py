@@ -175,7 +175,8 @@ def compare_with_bfcl(
 def bfcl_reference(
     suite: Suite, outcomes: Sequence[TaskOutcome], *, cache_dir: Path | None = None, workers: int = 1
 ) -> dict[str, Any]:
-    """The comparison with BFCL's checker: ``{"disagreements": [...], "summary": {...}}``.
+    """The comparison with BFCL's checker: ``{"disagreements": [...], "summary": {...}, "verdicts":
+    {task id: BFCL's verdict}}``.
 
     The summary counts compared tasks, agreements, disagreements by explanation, and, where both
     reject, BFCL's error types beside our diagnosis (the first failing layer and the runtime's error
@@ -201,7 +202,8 @@ def bfcl_reference(
         "by_explanation": dict(Counter(d["explanation"] for d in disagreements).most_common()),
         "both_reject": {"bfcl": dict(both_bfcl.most_common()), "ours": dict(both_ours.most_common())},
     }
-    return {"disagreements": disagreements, "summary": summary}
+    verdicts = {str(row["task_id"]): bool(row["bfcl"]) for row in rows if row["bfcl"] is not None}
+    return {"disagreements": disagreements, "summary": summary, "verdicts": verdicts}
 
 
 def _diagnosis(outcome: TaskOutcome) -> str:

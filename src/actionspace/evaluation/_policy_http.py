@@ -13,6 +13,13 @@ it. A token that straddles the name's edge (``"get``) is counted whole, which ca
 value. It is None when there is no call, no logprobs, or the name is not among the logged tokens
 (hosted APIs that parse tool calls server-side often log no tokens for them).
 
+**Streaming.** With ``stream=True`` the request asks for server-sent events (``"stream": true``
+and ``stream_options.include_usage``, as vLLM, llama.cpp's server and OpenAI accept) and the
+deltas are put back together into the same assistant message: content concatenated, each tool
+call (by its ``index``) with its id, its name and its argument fragments joined, the logprob
+entries of every chunk in order, and the usage of the last chunk. The proposal is then exactly the
+one a non-streamed answer with the same content gives.
+
 **Errors.** 429, 5xx, timeouts and connection failures are retried with exponential backoff
 (``Retry-After`` honoured, every delay capped) until ``max_attempts`` or ``deadline_s`` is reached;
 then, or at once for any other HTTP status or a malformed response, :class:`PolicyHTTPError` is
@@ -28,14 +35,20 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace.errors import ConfigurationError, PolicyHTTPError
 from actionspace.evaluation._policy_view import PolicyView, Proposal
 
-__all__ = ["OpenAICompatiblePolicy", "PolicyHTTPError", "proposal_from_completion", "tool_choice_confidence"]
+__all__ = [
+    "OpenAICompatiblePolicy",
+    "PolicyHTTPError",
+    "assemble_stream",
+    "proposal_from_completion",
+    "tool_choice_confidence",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +75,8 @@ class OpenAICompatiblePolicy:
     """Upper bound of any single delay, ``Retry-After`` included; default 8 s."""
     top_logprobs: int = 5
     """Alternatives logged per token; default 5."""
+    stream: bool = False
+    """Ask for the answer as server-sent events and assemble it (see the module docstring); default False."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
     """How to wait between attempts; default ``time.sleep``."""
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
@@ -101,6 +116,9 @@ class OpenAICompatiblePolicy:
         if view.tools:
             body["tools"] = [dict(t) for t in view.tools]
             body["tool_choice"] = "auto"
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         return body
 
     def propose(self, view: PolicyView) -> Proposal:
@@ -109,7 +127,8 @@ class OpenAICompatiblePolicy:
         return proposal_from_completion(self._post(data))
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        accept = "text/event-stream" if self.stream else "application/json"
+        headers = {"Content-Type": "application/json", "Accept": accept}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
@@ -124,6 +143,8 @@ class OpenAICompatiblePolicy:
             retry_after: float | None = None
             try:
                 with urllib.request.urlopen(request, timeout=max(min(self.timeout_s, remaining), 0.001)) as r:
+                    if self.stream:
+                        return assemble_stream(r, attempt)
                     payload = r.read()
                 return _decode(payload, attempt)
             except urllib.error.HTTPError as exc:
@@ -179,6 +200,66 @@ def _decode(payload: bytes, attempts: int) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise PolicyHTTPError("the server's answer is not a JSON object", status=200, attempts=attempts)
     return value
+
+
+def assemble_stream(lines: Iterable[bytes], attempts: int = 1) -> Mapping[str, Any]:
+    """A chat completion put back together from its server-sent ``data:`` events.
+
+    Raises PolicyHTTPError when an event is not JSON or the stream ends without a choice.
+    """
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    logprobs: list[Any] = []
+    usage: Any = None
+    role = "assistant"
+    seen_choice = False
+    for line in lines:
+        text = line.decode("utf-8", "replace").strip()
+        if not text.startswith("data:"):
+            continue  # blank keep-alives, comments and event names
+        data = text[5:].strip()
+        if data == "[DONE]":
+            break
+        chunk = _decode(data.encode("utf-8"), attempts)
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            seen_choice = True
+            delta = choice.get("delta") or {}
+            role = str(delta.get("role") or role)
+            if isinstance(delta.get("content"), str):
+                content.append(delta["content"])
+            for part in delta.get("tool_calls") or ():
+                _merge_call(calls.setdefault(int(part.get("index", 0)), {}), part)
+            entries = (choice.get("logprobs") or {}).get("content")
+            if isinstance(entries, list):
+                logprobs.extend(entries)
+    if not seen_choice:
+        raise PolicyHTTPError("the server's stream held no choice", status=200, attempts=attempts)
+    message: dict[str, Any] = {"role": role, "content": "".join(content) if content else None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    choice_out: dict[str, Any] = {"index": 0, "message": message}
+    if logprobs:
+        choice_out["logprobs"] = {"content": logprobs}
+    completion: dict[str, Any] = {"object": "chat.completion", "choices": [choice_out]}
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
+
+
+def _merge_call(call: dict[str, Any], part: Mapping[str, Any]) -> None:
+    """One streamed fragment of a tool call into the call assembled so far."""
+    if part.get("id"):
+        call["id"] = part["id"]
+    call.setdefault("type", "function")
+    function = call.setdefault("function", {"name": "", "arguments": ""})
+    fragment = part.get("function") or {}
+    if isinstance(fragment.get("name"), str):
+        function["name"] += fragment["name"]
+    if isinstance(fragment.get("arguments"), str):
+        function["arguments"] += fragment["arguments"]
 
 
 def proposal_from_completion(completion: Mapping[str, Any]) -> Proposal:

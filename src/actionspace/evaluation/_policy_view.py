@@ -27,6 +27,11 @@ class PolicyView:
     """The chat so far in OpenAI chat format (``system`` / ``user`` / ``assistant`` / ``tool``)."""
     tools: tuple[Mapping[str, Any], ...] = ()
     """The offered tools as OpenAI tool definitions (see :func:`openai_tools`)."""
+    user_turn: int | None = None
+    """In a task played through a session, the zero-based user turn (``turn`` then counts every
+    proposal of the task); None elsewhere."""
+    step: int = 0
+    """Proposals already made in this user turn (0: the first answer to the user's words)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

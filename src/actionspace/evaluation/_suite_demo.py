@@ -8,6 +8,7 @@ after the requested one, with the Shanghai design team invited.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
@@ -17,9 +18,10 @@ from zoneinfo import ZoneInfo
 
 from actionspace.demo.calendar import CalendarService
 from actionspace.demo.scenario import PRINCIPAL, REQUEST, USER, build_runtime, next_tuesday, seed_calendar
+from actionspace.evaluation._runner_env import Environment, EnvironmentInput
 from actionspace.evaluation.suite import ExpectedCall, Suite, Task, register_predicate
 
-__all__ = ["TODAY", "load_demo_suite"]
+__all__ = ["TODAY", "demo_environment", "load_demo_suite"]
 
 TODAY: Final = date(2026, 1, 5)
 """The fixed "today" of the demo tasks; "next Tuesday" is then 2026-01-13."""
@@ -93,6 +95,21 @@ def load_demo_suite() -> Suite:
         source="actionspace.demo",
         version="1",
     )
+
+
+def demo_environment(inp: EnvironmentInput) -> Environment:
+    """The reset hook of the demo's tasks: a freshly seeded calendar and the demo's own runtime on
+    the evaluation's store (``evaluate(demo_suite(), policy, runtime_factory=demo_environment)``)."""
+    folder = Path(tempfile.mkdtemp(prefix="actionspace-demo-"))
+    service = CalendarService(folder / "calendar.db")
+    seed_calendar(service, next_tuesday(TODAY))
+    rt = build_runtime(service, inp.store)
+
+    def close() -> None:
+        service.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    return Environment(runtime=rt, state=service, close=close)
 
 
 def _tool(description: Mapping[str, Any]) -> dict[str, Any]:

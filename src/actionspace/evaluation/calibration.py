@@ -126,19 +126,74 @@ class ThresholdPolicy:
     def to_dict(self) -> dict[str, float]:
         return {"read": self.read, "write": self.write, "external": self.external}
 
-    def threshold(self, effect: str) -> float:
-        """The threshold for ``effect`` (``none`` and ``read`` share one; unknown means external)."""
-        rank = _RANK.get(effect, _RANK["external"])
+    def threshold(self, effect: str, risk: str = "low") -> float:
+        """The threshold for ``effect`` (``none`` and ``read`` share one; unknown means external).
+
+        The risk class raises the bar: a ``high``-risk write is held to the ``external`` threshold.
+        """
+        rank = _risk_class(effect, risk)
         return (self.read, self.read, self.write, self.external)[rank]
 
-    def decide(self, confidence: float, effect: str) -> Decision:
-        """``execute``, ``observe_more`` or ``ask_user`` for a call of ``effect`` at ``confidence``."""
+    def decide(self, confidence: float, effect: str, risk: str = "low") -> Decision:
+        """``execute``, ``observe_more`` or ``ask_user`` for a call of ``effect`` at ``confidence``.
+
+        Also the run-time gate of a session (``Session.gate``): ``ask_user`` asks for confirmation,
+        ``observe_more`` refuses the call and lets the model look further.
+        """
         c = _check_confidence(float(confidence))
-        if c >= self.threshold(effect):
+        if c >= self.threshold(effect, risk):
             return "execute"
-        if _RANK.get(effect, _RANK["external"]) >= _RANK["write"] and c >= self.read:
+        if _risk_class(effect, risk) >= _RANK["write"] and c >= self.read:
             return "observe_more"
         return "ask_user"
+
+    @classmethod
+    def from_calibration(
+        cls,
+        outcomes: Iterable[TaskOutcome],
+        *,
+        effects: Mapping[str, str],
+        target: Mapping[str, float] | None = None,
+    ) -> ThresholdPolicy:
+        """Thresholds read off recorded outcomes: per class, the lowest confidence at which the
+        steps of that class at or above it were right at least ``target`` of the time.
+
+        ``target`` maps ``read`` / ``write`` / ``external`` to the accuracy wanted (default 0.9,
+        0.95, 0.99). A class without enough evidence (no confidence reaches the target) keeps the
+        strictest threshold, 1.0 (only certain calls run); the thresholds never decrease with risk.
+        """
+        wanted = {"read": 0.9, "write": 0.95, "external": 0.99, **dict(target or {})}
+        by_class: dict[str, list[tuple[float, bool]]] = {"read": [], "write": [], "external": []}
+        for outcome in outcomes:
+            for step in outcome.steps:
+                if step.confidence is None:
+                    continue
+                rank = _RANK.get(step_effect(step, effects), _RANK["external"])
+                klass = "read" if rank <= 1 else "write" if rank == 2 else "external"
+                by_class[klass].append((float(step.confidence), step.select_ok is True))
+        chosen: dict[str, float] = {}
+        floor = 0.0
+        for klass in ("read", "write", "external"):
+            chosen[klass] = max(floor, _lowest_threshold(by_class[klass], wanted[klass]))
+            floor = chosen[klass]
+        return cls(read=chosen["read"], write=chosen["write"], external=chosen["external"])
+
+
+def _risk_class(effect: str, risk: str) -> int:
+    rank = _RANK.get(effect, _RANK["external"])
+    if risk == "high" and rank >= _RANK["write"]:
+        return _RANK["external"]
+    return rank
+
+
+def _lowest_threshold(pairs: Sequence[tuple[float, bool]], accuracy: float) -> float:
+    """The lowest confidence t such that pairs at or above t are right at least ``accuracy``."""
+    best = 1.0
+    for t in sorted({c for c, _ in pairs}, reverse=True):
+        above = [ok for c, ok in pairs if c >= t]
+        if sum(above) / len(above) >= accuracy:
+            best = t
+    return best
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,13 +246,30 @@ def step_effect(step: StepOutcome, effects: Mapping[str, str]) -> str:
     return worst
 
 
+def _riskiest(step: StepOutcome, effects: Mapping[str, str], risks: Mapping[str, str]) -> tuple[str, str]:
+    """(effect, risk) of the step's call with the highest risk class; ``("none", "low")`` without calls."""
+    worst = ("none", "low")
+    for call in step.calls:
+        name = str(call.get("name", NO_CALL))
+        pair = (effects.get(name, "external"), risks.get(name, "low"))
+        if _risk_class(*pair) > _risk_class(*worst):
+            worst = pair
+    return worst
+
+
 def evaluate_thresholds(
-    outcomes: Iterable[TaskOutcome], policy: ThresholdPolicy, *, effects: Mapping[str, str]
+    outcomes: Iterable[TaskOutcome],
+    policy: ThresholdPolicy,
+    *,
+    effects: Mapping[str, str],
+    risks: Mapping[str, str] | None = None,
 ) -> ThresholdReport:
     """Replay ``policy`` over every step of ``outcomes`` that reports a confidence.
 
     ``effects`` maps tool name → effect (``none``/``read``/``write``/``external``, as declared in the
-    catalog); a tool missing from it is treated as ``external``, the strictest case.
+    catalog); a tool missing from it is treated as ``external``, the strictest case. ``risks`` maps
+    tool name → risk class (default: none known, ``low``): the step is judged by its riskiest call,
+    as the run-time gate of a session judges each call.
     """
     counts: dict[Decision, int] = {"execute": 0, "observe_more": 0, "ask_user": 0}
     correct_executed = wrong_avoided = correct_deferred = 0
@@ -205,7 +277,7 @@ def evaluate_thresholds(
         for step in outcome.steps:
             if step.confidence is None:
                 continue
-            decision = policy.decide(step.confidence, step_effect(step, effects))
+            decision = policy.decide(step.confidence, *_riskiest(step, effects, risks or {}))
             counts[decision] += 1
             correct = step.select_ok is True
             if decision == "execute":

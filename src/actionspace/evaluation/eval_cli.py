@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,11 +20,15 @@ __all__ = ["eval_suite_command", "load_suite"]
 
 
 def load_suite(spec: str) -> object:
-    """``bfcl`` / ``bfcl:cat1,cat2`` / ``demo`` / a suite JSON file."""
+    """``bfcl`` / ``bfcl:cat1,cat2`` / ``demo`` / ``support-desk`` / a suite JSON file."""
     from actionspace.evaluation.suite import bfcl_suite, demo_suite, load
 
     if spec == "demo":
         return demo_suite()
+    if spec == "support-desk":
+        from actionspace.evaluation.support_desk import support_desk_suite
+
+        return support_desk_suite()
     if spec == "bfcl" or spec.startswith("bfcl:"):
         categories = [c for c in spec.partition(":")[2].split(",") if c] or None
         return bfcl_suite(categories)
@@ -75,11 +81,28 @@ def eval_suite_command(
         ),
     ] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            help="module:function, a runtime factory (the reset hook: called once per task, returns an "
+            "actionspace.evaluation.runner.Environment); every task is then played turn by turn on your "
+            "real tools. support-desk brings its own; demo has actionspace.evaluation._suite_demo:"
+            "demo_environment."
+        ),
+    ] = None,
+    gate: Annotated[
+        str | None,
+        typer.Option(
+            help="With a runtime factory: also run with a confidence gate and compare. 'default' (read 0.5, "
+            "write 0.8, external 0.95) or 'calibrated' (thresholds read off the ungated run's outcomes)."
+        ),
+    ] = None,
 ) -> None:
     """Run POLICY on SUITE through the real runtime; report p_parse … p_task with 95 % intervals.
 
-    Each task runs in a fresh in-memory runtime; its run id in the outcomes points at the trace
-    that holds every decision. Exit 1 when the suite or policy cannot be loaded.
+    Each task runs in a fresh in-memory runtime (with --tools: a fresh environment from your
+    factory, traces kept in OUT/trace.db or a temporary folder); its run id in the outcomes points
+    at the trace that holds every decision. Exit 1 when the suite or policy cannot be loaded.
     """
     from actionspace.evaluation._parallel_eval import default_workers
     from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
@@ -101,11 +124,19 @@ def eval_suite_command(
             chosen: Policy = MutatedPolicy(loaded, mutate)
         elif policy == "replay:ground-truth":
             chosen = ground_truth_policy(loaded)
+        elif policy == "example:flawed" and suite == "support-desk":
+            from actionspace.evaluation.support_desk import flawed_policy
+
+            chosen = flawed_policy(loaded)
         else:
             chosen = policy_from_spec(policy)
+        factory = _factory(tools, suite)
     except (ActionspaceError, OSError, ValueError) as exc:
         console.print(f"[red]cannot start:[/red] {exc}")
         raise typer.Exit(1) from exc
+    if factory is not None:
+        _eval_env(loaded, chosen, factory, policy=policy, out=out, gate=gate, limit=limit, json_out=json_out)
+        return
     variants = ("baseline", *(ablation or ()))
     skipped = sum(1 for t in loaded.tasks if not runnable(t))
     if skipped:
@@ -141,10 +172,12 @@ def eval_suite_command(
     )
     if reference and any(t.origin.startswith("bfcl:") for t in loaded.tasks):
         from actionspace.evaluation._bfcl_compare import bfcl_reference
+        from actionspace.evaluation._bfcl_leaderboard import bfcl_leaderboard
 
         compared = bfcl_reference(loaded, outcomes, workers=workers or default_workers())
         metrics["disagreements"] = compared["disagreements"]
         metrics["reference_checker"] = compared["summary"]
+        metrics["bfcl_leaderboard"] = bfcl_leaderboard(loaded, outcomes, compared["verdicts"])
     if isinstance(chosen, MutatedPolicy):
         metrics["mutation"] = mutation_summary(chosen, outcomes)
     if any(step.confidence is not None for o in outcomes for step in o.steps):
@@ -162,7 +195,93 @@ def eval_suite_command(
     if json_out:
         typer.echo(json.dumps(public_metrics(metrics), indent=2, default=str))
         return
-    table = Table(title=f"{loaded.name}: {metrics['n_tasks']} tasks, policy {policy}")
+    _print_layers(metrics, loaded.name, policy)
+    if "bfcl_leaderboard" in metrics:
+        _print_bfcl(metrics["bfcl_leaderboard"])
+
+
+def _factory(tools: str | None, suite: str) -> Any:
+    """The runtime factory named by ``--tools`` (support-desk's own when not given), or None."""
+    if tools is None and suite == "support-desk":
+        tools = "actionspace.evaluation.support_desk:support_desk_environment"
+    if tools is None:
+        return None
+    module, _, name = tools.partition(":")
+    if not module or not name:
+        raise ActionspaceError(f"--tools must be module:function, got {tools!r}")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ActionspaceError(f"cannot load {tools}: {exc}") from exc
+    if not callable(factory):
+        raise ActionspaceError(f"{tools} is not callable")
+    return factory
+
+
+def _eval_env(
+    loaded: Any,
+    chosen: Any,
+    factory: Any,
+    *,
+    policy: str,
+    out: Path | None,
+    gate: str | None,
+    limit: int | None,
+    json_out: bool,
+) -> None:
+    """Every task on the user's tools (and, with ``gate``, once more gated); print or write the report."""
+    from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
+    from actionspace.evaluation.gating import compare_gating
+    from actionspace.evaluation.metrics import public_metrics, summarize
+    from actionspace.evaluation.runner import evaluate
+
+    if gate not in (None, "default", "calibrated"):
+        raise typer.BadParameter("--gate must be 'default' or 'calibrated'")
+    folder = out or Path(tempfile.mkdtemp(prefix="actionspace-eval-"))
+    outcomes = evaluate(loaded, chosen, runtime_factory=factory, trace_dir=folder / "ungated", limit=limit)
+    metrics = summarize(outcomes, suite=loaded.name, policy=policy)
+    metrics["traces"] = str(folder / "ungated" / "trace.db")
+    effects = {str(t["name"]): str(t["effect"]) for task in loaded.tasks for t in task.tools if "effect" in t}
+    risks = {str(t["name"]): str(t["risk"]) for task in loaded.tasks for t in task.tools if "risk" in t}
+    if any(step.confidence is not None for o in outcomes for step in o.steps):
+        thresholds = ThresholdPolicy()
+        report = evaluate_thresholds(outcomes, thresholds, effects=effects, risks=risks).to_dict()
+        metrics["thresholds"] = {**report, "policy": thresholds.to_dict()}
+    if gate is not None:
+        chosen_gate = (
+            ThresholdPolicy.from_calibration(outcomes, effects=effects)
+            if gate == "calibrated"
+            else ThresholdPolicy()
+        )
+        gated = evaluate(
+            loaded, chosen, runtime_factory=factory, trace_dir=folder / "gated", limit=limit, gate=chosen_gate
+        )
+        metrics["gating"] = {
+            **compare_gating(outcomes, gated, policy=chosen_gate.to_dict()),
+            "traces": str(folder / "gated" / "trace.db"),
+        }
+    if out is not None:
+        from actionspace.evaluation.report import write_report
+
+        Console(stderr=True).print(f"report: {write_report(metrics, out, outcomes=outcomes)}")
+    if json_out:
+        typer.echo(json.dumps(public_metrics(metrics), indent=2, default=str))
+        return
+    _print_layers(metrics, loaded.name, policy)
+    incidents = metrics["incidents"]
+    Console().print(f"incidents: {incidents['total']} {incidents['by_kind']}; traces: {metrics['traces']}")
+    if "gating" in metrics:
+        g = metrics["gating"]
+        Console().print(
+            f"gated ({g['policy']}): p_task {_pct(g['gated']['p_task'])} vs {_pct(g['ungated']['p_task'])}, "
+            f"incidents {g['gated']['incidents']} vs {g['ungated']['incidents']}, wrong writes avoided "
+            f"{g['wrong_writes_avoided']}, questions asked {g['questions_asked']}, looked further "
+            f"{g['looked_further']}, right calls held {g['right_calls_held']}"
+        )
+
+
+def _print_layers(metrics: Any, name: str, policy: str) -> None:
+    table = Table(title=f"{name}: {metrics['n_tasks']} tasks, policy {policy}")
     for column in ("layer", "conditional", "cumulative", "95 % interval"):
         table.add_column(column)
     for layer in LAYERS:
@@ -175,6 +294,23 @@ def eval_suite_command(
             f"{_pct(cum['low'])} – {_pct(cum['high'])}",
         )
     Console().print(table)
+
+
+def _print_bfcl(board: Any) -> None:
+    """BFCL's categories and overall figure, ours beside BFCL's checker's."""
+    table = Table(title=f"BFCL {board['version']} categories: ours vs BFCL's checker")
+    for column in ("category", "n", "ours", "BFCL"):
+        table.add_column(column)
+    for name, row in board["categories"].items():
+        table.add_row(name, str(row["n"]), _pct(row["ours"]), _pct(row["bfcl"]))
+    for group in ("non_live", "live", "irrelevance", "multi_turn", "agentic", "overall"):
+        table.add_row(f"[bold]{group}[/bold]", "", _pct(board["ours"][group]), _pct(board["bfcl"][group]))
+    Console().print(table)
+    missing = ", ".join(board["not_evaluated"]) or "none"
+    Console().print(
+        f"overall by BFCL's formula (not evaluated = 0: {missing}); over the evaluated categories only: "
+        f"ours {_pct(board['ours_evaluated']['overall'])}, BFCL {_pct(board['bfcl_evaluated']['overall'])}"
+    )
 
 
 def _pct(value: float | None) -> str:

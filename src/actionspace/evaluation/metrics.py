@@ -195,6 +195,22 @@ def _recovery(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
     return {"errors": errors, "recovered": recovered, "rate": recovered / errors if errors else None}
 
 
+def _deviations(outcomes: Sequence[TaskOutcome]) -> dict[str, Any] | None:
+    """Tasks that left the reference path, and what they spent from there (runtime-factory runs)."""
+    played = [o for o in outcomes if "first_deviation" in o.details]
+    if not played:
+        return None
+    costs = [o.details["recovery"] for o in played if o.details.get("recovery")]
+    return {
+        "tasks": len(played),
+        "deviated": len(costs),
+        "recovered": sum(1 for c in costs if c.get("recovered")),
+        "extra_steps": sum(int(c.get("extra_steps") or 0) for c in costs),
+        "tokens": sum(int(c.get("tokens") or 0) for c in costs),
+        "seconds": sum(float(c.get("seconds") or 0.0) for c in costs),
+    }
+
+
 def _incidents(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
     kinds = Counter(kind for o in outcomes for kind in o.incidents)
     return {"total": sum(kinds.values()), "by_kind": dict(sorted(kinds.items()))}
@@ -257,6 +273,7 @@ def summarize(
         "steps": _steps(base),
         "tokens": _tokens(base),
         "recovery": _recovery(base),
+        **({"deviation": d} if (d := _deviations(base)) is not None else {}),
         "incidents": _incidents(base),
         "extra_calls": sum(o.extra_calls for o in base),
         "calibration": reliability(confidence_pairs(base), n_bins=n_bins),
@@ -292,6 +309,19 @@ def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
             for category, group in (metrics.get("by_category") or {}).items()
         },
         "disagreements": list(metrics.get("disagreements") or []),
-        **{key: metrics[key] for key in ("mutation", "thresholds", "reference_checker") if key in metrics},
+        **{
+            key: metrics[key]
+            for key in (
+                "mutation",
+                "thresholds",
+                "reference_checker",
+                "gating",
+                "bfcl_leaderboard",
+                "traces",
+                "deviation",
+                "incidents",
+            )
+            if key in metrics
+        },
         "detail": dict(metrics),
     }

@@ -54,6 +54,9 @@ class StepOutcome:
     tokens: int | None = None
     recovered: bool = False
     """This turn followed an error and was an allowed recovery that succeeded."""
+    gate: tuple[str, ...] = ()
+    """Per call, what a run-time confidence gate decided (``execute``, ``ask_user``,
+    ``observe_more``); empty when the run was not gated."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +72,7 @@ class StepOutcome:
             "confidence": self.confidence,
             "tokens": self.tokens,
             "recovered": self.recovered,
+            "gate": list(self.gate),
         }
 
     @classmethod
@@ -86,6 +90,7 @@ class StepOutcome:
             confidence=data.get("confidence"),
             tokens=data.get("tokens"),
             recovered=bool(data.get("recovered", False)),
+            gate=tuple(str(g) for g in data.get("gate", ())),
         )
 
 
@@ -104,7 +109,7 @@ class TaskOutcome:
     run_id: str | None = None
     """The runtime run whose trace holds every decision of this task."""
     incidents: tuple[str, ...] = ()
-    """Side-effect incidents: ``write_in_negative_task``, ``duplicate_effect`` …"""
+    """Side-effect incidents: ``write_in_negative_task``, ``forbidden_effect``, ``duplicate_effect``."""
     extra_calls: int = 0
     """Calls spent on speculation beyond the one that counted."""
     chosen: tuple[tuple[str, str], ...] = ()

@@ -185,7 +185,8 @@ def _replay_line(line: str, where: str) -> tuple[tuple[str, int], Proposal]:
 
 
 def policy_from_spec(spec: str, *, api_key: str | None = None) -> Policy:
-    """Build a policy from ``scripted:<path.json>``, ``replay:<path.jsonl>`` or ``openai:<base_url>#<model>``.
+    """Build a policy from ``scripted:<path.json>``, ``replay:<path.jsonl>`` or ``openai:<base_url>#<model>``
+    (``openai+stream:…``: the same, streamed).
 
     For ``openai:`` the key is ``api_key`` when given, else the ``OPENAI_API_KEY`` environment
     variable, else none (local servers need none). Raises ConfigurationError for any other form.
@@ -197,10 +198,14 @@ def policy_from_spec(spec: str, *, api_key: str | None = None) -> Policy:
         return ScriptedPolicy.from_file(rest)
     if kind == "replay":
         return ReplayPolicy.from_file(rest)
-    if kind == "openai":
+    if kind in ("openai", "openai+stream"):
         base_url, hash_sign, model = rest.rpartition("#")
         if not hash_sign or not base_url or not model:
-            raise ConfigurationError(f"policy spec {spec!r}: expected openai:<base_url>#<model>")
+            raise ConfigurationError(f"policy spec {spec!r}: expected {kind}:<base_url>#<model>")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        return OpenAICompatiblePolicy(base_url=base_url, model=model, api_key=key or None)
-    raise ConfigurationError(f"policy spec {spec!r}: unknown kind {kind!r} (scripted, replay, openai)")
+        return OpenAICompatiblePolicy(
+            base_url=base_url, model=model, api_key=key or None, stream=kind == "openai+stream"
+        )
+    raise ConfigurationError(
+        f"policy spec {spec!r}: unknown kind {kind!r} (scripted, replay, openai, openai+stream)"
+    )

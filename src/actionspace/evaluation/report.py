@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from actionspace.evaluation import _svg
+from actionspace.evaluation._bfcl_leaderboard import leaderboard_html
 from actionspace.evaluation.outcomes import CATEGORIES, LAYERS, TaskOutcome, outcomes_to_jsonl
 
 __all__ = ["render_html", "write_report"]
@@ -393,9 +394,32 @@ def _signed(v: float | None) -> str:
 def _incidents(metrics: Mapping[str, Any]) -> str:
     by_kind: Mapping[str, Any] = (metrics.get("incidents") or {}).get("by_kind") or {}
     if not by_kind:
-        return _section("incidents", "Side-effect incidents", _empty("No side-effect incident was recorded."))
+        body = _empty("No side-effect incident was recorded.") + _gating(metrics.get("gating"))
+        return _section("incidents", "Side-effect incidents", body)
     rows = (f"<tr><th>{escape(k)}</th>{_num(int(v), str(v))}</tr>" for k, v in sorted(by_kind.items()))
-    return _section("incidents", "Side-effect incidents", _table(["kind", "count"], rows, "incidents-table"))
+    body = _table(["kind", "count"], rows, "incidents-table") + _gating(metrics.get("gating"))
+    return _section("incidents", "Side-effect incidents", body)
+
+
+def _gating(report: Any) -> str:
+    """The same tasks run again with a run-time confidence gate, beside the ungated run."""
+    if not isinstance(report, Mapping):
+        return ""
+    un, ga = report.get("ungated") or {}, report.get("gated") or {}
+    rows = [
+        f"<tr><th>{escape(name)}</th><td>{_pct(run.get('p_exec'))}</td><td>{_pct(run.get('p_task'))}</td>"
+        f"<td>{escape(str(run.get('incidents')))}</td></tr>"
+        for name, run in (("ungated", un), ("gated", ga))
+    ]
+    limits = ", ".join(f"{k} ≥ {v}" for k, v in (report.get("policy") or {}).items())
+    return (
+        f"<h3>Run-time gate ({escape(limits)})</h3><p>Wrong writes avoided: "
+        f"{escape(str(report.get('wrong_writes_avoided')))}; questions asked: "
+        f"{escape(str(report.get('questions_asked')))}; refused to look further: "
+        f"{escape(str(report.get('looked_further')))}; right calls held: "
+        f"{escape(str(report.get('right_calls_held')))}.</p>"
+        + _table(["run", "p_exec", "p_task", "incidents"], rows, "gating-table")
+    )
 
 
 def _first_failure(outcome: TaskOutcome) -> str | None:
@@ -451,7 +475,7 @@ def _disagreements(metrics: Mapping[str, Any]) -> str:
     items = metrics.get("disagreements")
     if items is None:
         return ""
-    note = _reference_note(metrics)
+    note = _reference_note(metrics) + leaderboard_html(metrics.get("bfcl_leaderboard"))
     if not items:
         return _section("disagreements", "Disagreements with the reference checker", note + _empty("None."))
     keys: list[str] = []

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation._parallel_eval import run_split
 from actionspace.evaluation._runner_demo import evaluate_demo, is_demo
+from actionspace.evaluation._runner_env import Environment, EnvironmentInput, RuntimeFactory, evaluate_env
 from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
 from actionspace.evaluation.judge import answer_found, ground_truth_arguments, judge_turn
@@ -35,8 +38,16 @@ from actionspace.evaluation.suite import Suite, Task
 from actionspace.parse import parse
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
+from actionspace.session import GatePolicy
 
-__all__ = ["evaluate", "ground_truth_policy", "runnable"]
+__all__ = [
+    "Environment",
+    "EnvironmentInput",
+    "RuntimeFactory",
+    "evaluate",
+    "ground_truth_policy",
+    "runnable",
+]
 
 Progress = Callable[[TaskOutcome | None], None]
 """Called after every task and variant (None when the variant does not apply to the task)."""
@@ -59,8 +70,19 @@ def evaluate(
     limit: int | None = None,
     progress: Progress | None = None,
     workers: int = 1,
+    runtime_factory: RuntimeFactory | None = None,
+    trace_dir: Path | str | None = None,
+    gate: GatePolicy | None = None,
 ) -> list[TaskOutcome]:
     """Every runnable task of ``suite`` under ``policy``, once per variant.
+
+    With ``runtime_factory`` (the reset hook, see :mod:`._runner_env`), every task of the suite is
+    instead played turn by turn through a session on the fresh environment the factory builds for
+    it (baseline only, in this process): real tools, p_exec from real execution, p_task from the
+    task's predicate on the environment's state, incidents from real effects. The traces go to one
+    SQLite file per evaluation, ``<trace_dir>/trace.db`` (default: a new temporary folder, kept);
+    ``gate`` (e.g. a :class:`~actionspace.evaluation.calibration.ThresholdPolicy`) gates every
+    call on the proposal's confidence (default None: ungated).
 
     A variant is ``baseline``, an interface ablation (:data:`~actionspace.evaluation.ablations.ABLATIONS`)
     or ``counterfactual`` (tasks whose request has no fact copied into an argument are left out).
@@ -73,6 +95,10 @@ def evaluate(
     if unknown:
         choices = sorted([*ABLATIONS, COUNTERFACTUAL])
         raise ActionspaceError(f"unknown variant(s) {unknown}; choose from {choices}")
+    if runtime_factory is not None:
+        if tuple(variants) != ("baseline",):
+            raise ActionspaceError("tasks played on a runtime factory have the baseline variant only")
+        return _evaluate_env(suite, policy, runtime_factory, trace_dir, gate, limit, progress)
     tasks = [t for t in suite.tasks if runnable(t)][:limit]
     jobs = [(variant, task) for variant in variants for task in tasks]
 
@@ -103,6 +129,31 @@ def evaluate(
             if progress is not None:
                 progress(results[-1])
     return [o for o in results if o is not None]
+
+
+def _evaluate_env(
+    suite: Suite,
+    policy: Policy,
+    factory: RuntimeFactory,
+    trace_dir: Path | str | None,
+    gate: GatePolicy | None,
+    limit: int | None,
+    progress: Progress | None,
+) -> list[TaskOutcome]:
+    folder = Path(trace_dir) if trace_dir is not None else Path(tempfile.mkdtemp(prefix="actionspace-eval-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    store = f"sqlite:///{(folder / 'trace.db').resolve()}"
+    outcomes: list[TaskOutcome] = []
+    note = getattr(policy, "note", None)
+    for task in suite.tasks[:limit]:
+        outcome = evaluate_env(suite.name, task, policy, factory, store=store, gate=gate)
+        extra = note(task.id) if callable(note) else None
+        if extra:
+            outcome = dataclasses.replace(outcome, details={**outcome.details, **extra})
+        outcomes.append(outcome)
+        if progress is not None:
+            progress(outcomes[-1])
+    return outcomes
 
 
 def _echo(**arguments: Any) -> dict[str, Any]:
@@ -291,15 +342,17 @@ def ground_truth_policy(suite: Suite) -> ScriptedPolicy:
     """A policy that answers every task with its ground truth (the first acceptable value of each
     argument; arguments whose acceptable values include ``""`` are left out), as an OpenAI
     assistant message; no call where none is right, nor after the task's last turn (a multi-step
-    task then ends with the model's answer)."""
+    task then ends with the model's answer). Played through a session (``view.user_turn`` set),
+    each user turn's calls are proposed at its first step and the next step answers."""
 
     def answer(view: PolicyView) -> Proposal | None:
         task = suite.task(view.task_id)
-        if view.turn >= task.turns:
-            return None
+        at = view.turn if view.user_turn is None else view.user_turn
+        if at >= task.turns or (view.user_turn is not None and view.step > 0):
+            return None  # in a session, each user turn's calls are proposed once, then answered
         if task.answers:
             return Proposal(raw={"role": "assistant", "content": f"The answer is {task.answers[0]}."})
-        turn = task.possible_answers(view.turn)
+        turn = task.possible_answers(at)
         if not turn:
             return None
         tool_calls = []

@@ -1,0 +1,70 @@
+"""The "did you mean" of an unknown tool never points at a tool with another effect or a higher risk."""
+
+from __future__ import annotations
+
+from actionspace import Principal, Runtime
+
+
+def _runtime() -> Runtime:
+    rt = Runtime("memory://", recover_on_start=False, principal=Principal(id="p", scopes=("*",)))
+
+    @rt.tool(effect="write", risk="high", reversible=False)
+    def delete_project(project_id: str) -> str:
+        return project_id
+
+    @rt.tool(effect="external", risk="high")
+    def charge_card(customer_id: str, amount_cents: int) -> str:
+        return customer_id
+
+    @rt.tool(effect="read")
+    def get_project(project_id: str) -> str:
+        return project_id
+
+    @rt.tool(effect="write", risk="low")
+    def rename_project(project_id: str, name: str) -> str:
+        return name
+
+    return rt
+
+
+def _error(rt: Runtime, name: str, **args: object) -> tuple[str, tuple[str, ...]]:
+    obs = rt.call({"name": name, "arguments": args})
+    assert obs.error is not None and obs.error.category == "unknown_tool"
+    return obs.error.message, obs.error.alternatives
+
+
+def test_a_call_to_archive_is_never_told_to_delete() -> None:
+    with _runtime() as rt:
+        message, _ = _error(rt, "archive_project", project_id="p1")
+    assert "delete_project" not in message
+    assert "did you mean" not in message
+
+
+def test_a_refund_is_never_pointed_at_a_charge() -> None:
+    with _runtime() as rt:
+        message, _ = _error(rt, "refund_card", customer_id="c", amount_cents=5)
+    assert "charge_card" not in message
+
+
+def test_a_misspelled_name_still_gets_the_tool_it_meant() -> None:
+    with _runtime() as rt:
+        message, alternatives = _error(rt, "delete_projet", project_id="p1")
+        assert "did you mean 'delete_project'" in message
+        assert alternatives[0] == "delete_project"
+        message, _ = _error(rt, "get_projects", project_id="p1")
+        assert "did you mean 'get_project'" in message
+
+
+def test_a_read_is_only_pointed_at_reads() -> None:
+    with _runtime() as rt:
+        message, _ = _error(rt, "get_project_name", project_id="p1")
+    assert "rename_project" not in message
+
+
+def test_a_tool_not_offered_to_the_run_is_pointed_only_at_tools_as_safe() -> None:
+    with _runtime() as rt:
+        run = rt.new_run("r")
+        rt.offer(["delete_project", "get_project"], run_id=run)
+        obs = rt.call({"name": "rename_project", "arguments": {"project_id": "p", "name": "n"}}, run_id=run)
+    assert obs.error is not None and obs.error.category == "unknown_tool"
+    assert "delete_project" not in obs.error.message
