@@ -22,6 +22,7 @@ EXPECTED = [
     ("create_event", "invalid_arguments"),
     ("create_event", "conflict"),
     ("create_event", "permission_denied"),
+    ("create_event", None),  # the preview (dry run)
     ("create_event", None),
     ("get_event", None),
     ("notify_attendees", "unknown_commit"),
@@ -36,6 +37,7 @@ def test_the_scenario_recovers_from_each_mistake_by_category_and_verifies(tmp_pa
     candidates = report.steps[2].observation["error"]["candidates"]
     assert [c["id"] for c in candidates] == ["t-design-ber", "t-design-sh"]
     assert report.steps[4].observation["error"]["field_errors"][0]["path"] == "/end"
+    assert "dry run" in report.steps[7].intent and report.steps[7].next_move.endswith("book it for real")
     conflict = report.steps[5].observation["error"]
     assert conflict["alternatives"][0]["start"].startswith("2026-12-08T15:30:00+08:00")
     assert report.steps[6].observation["error"]["details"]["attendees"] == ["u-vp"]
@@ -43,8 +45,13 @@ def test_the_scenario_recovers_from_each_mistake_by_category_and_verifies(tmp_pa
     assert report.event is not None
     assert report.event["attendees"] == ["u-chen", "u-wang", "u-zhao"]
     assert report.event["start_utc"] == "2026-12-08T07:30:00Z"
-    created = report.steps[7].observation
+    preview = report.steps[7].observation
+    assert preview["diagnostics"]["dry_run"] is True and preview["effects"] == []
+    assert preview["data"]["would_create"]["start_utc"] == "2026-12-08T07:30:00Z"
+    assert preview["data"]["busy"] == []
+    created = report.steps[8].observation
     assert created["diagnostics"]["resolved_by"] == "status_query"  # its response was lost after commit
+    assert created["diagnostics"]["completion"] == {"reached": "delivered", "required": "delivered"}
     assert report.mails_sent == 3  # sent once, although its response was lost too
     assert len(report.unknown_commits) == 1
 
@@ -80,7 +87,7 @@ def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
     assert report["verified"] is True
     shown = runner.invoke(app, ["trace", "show", report["run_id"], "--store", store, "--json"])
     assert shown.exit_code == 0, shown.output
-    events = json.loads(shown.output)
+    events = json.loads(shown.stdout)
     observations = [e for e in events if e["kind"] == "observation"]
     assert [o["data"].get("category") for o in observations] == [c for _, c in EXPECTED]
     assert events[-1]["kind"] == "run_finished"
@@ -105,7 +112,7 @@ def test_demo_json_and_trace_show_describe_the_same_run(tmp_path: Path) -> None:
     )
     assert resolved.exit_code == 0, resolved.output
     listed = runner.invoke(app, ["ledger", "show", key, "--store", store])
-    entry = json.loads(listed.output)
+    entry = json.loads(listed.stdout)
     assert entry["state"] == "committed" and entry["resolution"]["by"] == "alice"
     again = runner.invoke(
         app,

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from actionspace.types import Observation
 
-__all__ = ["Move", "script"]
+__all__ = ["PREVIEWED", "Move", "script"]
 
 
 def _openai(name: str, args: Mapping[str, Any], call_id: str) -> str:
@@ -41,6 +41,9 @@ def _hermes(name: str, args: Mapping[str, Any], thought: str) -> str:
 
 
 Move = tuple[str, str, Any, Mapping[str, str] | None]
+
+PREVIEWED: frozenset[str] = frozenset({"call_8"})
+"""Call ids of the moves the model previews first (a dry run: checked, previewed, nothing booked)."""
 """(intent, format name, raw model output, provenance of the arguments)."""
 
 

@@ -7,17 +7,18 @@ pipeline, and the policy chooses its next move from the error category and recov
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from actionspace.demo.calendar import CalendarService
-from actionspace.demo.policy import script
+from actionspace.demo.policy import PREVIEWED, script
 from actionspace.errors import ActionError, FieldError
 from actionspace.execution.result import ToolResult
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer
@@ -27,6 +28,7 @@ from actionspace.types import Effect, Observation
 from actionspace.validation.semantic import Timestamp
 from actionspace.validation.validator import ValidationContext, after
 from actionspace.validation.verdicts import Rejected
+from actionspace.verify import read_back
 
 __all__ = ["DemoReport", "StepReport", "build_runtime", "run_demo", "seed_calendar"]
 
@@ -184,6 +186,26 @@ def build_runtime(service: CalendarService, store: str, faults: Faults | None = 
         event = service.find_by_request_key(key)
         return Committed(event_result(event), remote_id=event["id"]) if event else NotCommitted()
 
+    def preview_event(
+        title: str, start: datetime, end: datetime, timezone: str, attendees: list[str]
+    ) -> dict[str, Any]:
+        """What create_event would store, and who would be busy then; nothing is written."""
+        busy = service.busy([USER, *attendees], start, end)
+        return {
+            "would_create": {
+                "title": title,
+                "start_utc": start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "end_utc": end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "timezone": timezone,
+                "attendees": sorted(attendees),
+            },
+            "busy": [{"user": c["user_id"], "event": c["id"]} for c in busy],
+        }
+
+    def stored_event(arguments: Mapping[str, Any], data: Any) -> dict[str, Any] | None:
+        """The event as the calendar now holds it (the read-back that proves delivery)."""
+        return service.event(str(data.get("id"))) if isinstance(data, Mapping) else None
+
     @rt.tool(
         effect="write",
         writes=["calendar:{timezone}"],
@@ -192,6 +214,11 @@ def build_runtime(service: CalendarService, store: str, faults: Faults | None = 
         idempotency="query",
         status_query=event_status,
         timeout_s=LOST_RESPONSE_TIMEOUT_S,
+        preview=preview_event,
+        verify=[
+            read_back(fields=("title", "timezone", "start_utc", "end_utc", "attendees"), read=stored_event)
+        ],
+        completion="delivered",
     )
     def create_event(
         title: str,
@@ -315,6 +342,30 @@ _NEXT_MOVE = {
 }
 
 
+def _call_id(raw: Any) -> str | None:
+    """The id of the first call in an OpenAI-shaped message (JSON text or dict), if it has one."""
+    try:
+        message = json.loads(raw) if isinstance(raw, str) else raw
+        return str(message["tool_calls"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _step(index: int, intent: str, fmt: str, obs: Observation, *, late: bool) -> StepReport:
+    category = obs.error.category if obs.error else None
+    if category == "invalid_arguments" and late:
+        next_move = "fix the field named in field_errors"
+    elif obs.diagnostics.get("dry_run"):
+        busy = obs.data.get("busy") if isinstance(obs.data, dict) else None
+        next_move = "nobody is busy then: book it for real" if not busy else "pick another slot"
+    elif obs.diagnostics.get("completion", {}).get("reached") == "delivered":
+        next_move = "delivered: the calendar, read back, holds the event"
+    else:
+        next_move = _NEXT_MOVE.get(category or "", "continue")
+    recovery = list(obs.error.recovery) if obs.error else []
+    return StepReport(index, intent, fmt, obs.tool, obs.status, category, recovery, next_move, obs.to_dict())
+
+
 def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoReport:
     """Run the scenario against a calendar in ``folder``; the trace goes to ``store``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -330,30 +381,22 @@ def run_demo(folder: Path, *, store: str, today: date | None = None) -> DemoRepo
     try:
         while (move := policy(history)) is not None:
             intent, fmt, raw, prov = move
+            if _call_id(raw) in PREVIEWED:  # first the preview: checked, nothing reaches the calendar
+                preview = rt.call(raw, run_id=run_id, provenance=prov, dry_run=True)
+                steps.append(_step(len(steps) + 1, f"{intent}: preview (dry run)", fmt, preview, late=True))
             obs = rt.call(raw, run_id=run_id, provenance=prov)
             history.append(obs)
-            category = obs.error.category if obs.error else None
-            if category == "invalid_arguments" and len(history) > 2:
-                next_move = "fix the field named in field_errors"
-            else:
-                next_move = _NEXT_MOVE.get(category or "", "continue")
-            steps.append(
-                StepReport(
-                    len(history),
-                    intent,
-                    fmt,
-                    obs.tool,
-                    obs.status,
-                    category,
-                    list(obs.error.recovery) if obs.error else [],
-                    next_move,
-                    obs.to_dict(),
-                )
-            )
+            steps.append(_step(len(steps) + 1, intent, fmt, obs, late=len(history) > 2))
         read_back = next((o for o in history if o.tool == "get_event" and o.ok), None)
         event = read_back.data if read_back is not None else None
-        created = next((o for o in history if o.tool == "create_event" and o.ok), None)
-        verified = bool(event and created and event == created.data)
+        created = next(
+            (o for o in history if o.tool == "create_event" and o.ok and not o.diagnostics.get("dry_run")),
+            None,
+        )
+        delivered = (
+            created is not None and created.diagnostics.get("completion", {}).get("reached") == "delivered"
+        )
+        verified = bool(event and created and event == created.data and delivered)
         rt.record(
             run_id,
             "verified",

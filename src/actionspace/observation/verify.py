@@ -19,13 +19,16 @@ stand as drawn) with ``details["reason"]`` saying why; ``recovery`` names the wa
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
+from actionspace.catalog.spec import Completion
 from actionspace.errors import ActionError
 from actionspace.observation.pagination import page_info, page_items
 from actionspace.types import Observation
@@ -34,7 +37,9 @@ from actionspace.validation.verdicts import ACCEPTED, Accepted, Rejected
 __all__ = [
     "AllOf",
     "AnyOf",
+    "Completion",
     "Observed",
+    "PostInput",
     "Verifier",
     "fields_equal",
     "final",
@@ -62,12 +67,37 @@ def reject(reason: str, message: str, *, recovery: Sequence[str] | None = None, 
     return Rejected(ActionError.of("permanent", message, **fields))
 
 
+@dataclass(frozen=True, kw_only=True)
+class PostInput:
+    """What a post-condition sees of a call that just ran (frozen: a new field breaks no verifier)."""
+
+    observation: Observation
+    """The call's observation (status ok: post-conditions run only after a successful answer)."""
+    arguments: Mapping[str, Any]
+    """The validated arguments the tool received (JSON values)."""
+    tool: str
+    """``name@version``."""
+
+
 def _as_list(observed: Observed) -> list[Observation]:
     return [observed] if isinstance(observed, Observation) else list(observed)
 
 
 class Verifier(ABC):
-    """A check of a conclusion; subclasses implement :meth:`check`."""
+    """A check of a conclusion; subclasses implement :meth:`check`.
+
+    As a tool's post-condition (``@rt.tool(verify=[...])``) it is called through :meth:`after`,
+    which sees the call's arguments too; ``proves`` is the completion level an acceptance
+    establishes (``accepted``: the tool's own answer; ``delivered``: the effect read back).
+    """
+
+    name: str = "verifier"
+    """Named in a rejection and in the ``verified`` trace event."""
+    proves: Completion = "accepted"
+
+    def after(self, inp: PostInput) -> Verdict:
+        """Check the observation of a call that just ran (default: :meth:`check` of it alone)."""
+        return self.check(inp.observation)
 
     @abstractmethod
     def check(self, observed: Observed, claim: Any = None) -> Verdict:
@@ -86,6 +116,8 @@ class Verifier(ABC):
 class AllOf(Verifier):
     """Accepts when every part accepts; otherwise the first rejection."""
 
+    name = "all_of"
+
     def __init__(self, parts: Sequence[Verifier]) -> None:
         flat: list[Verifier] = []
         for part in parts:
@@ -103,6 +135,8 @@ class AllOf(Verifier):
 class AnyOf(Verifier):
     """Accepts when some part accepts; otherwise the last rejection."""
 
+    name = "any_of"
+
     def __init__(self, parts: Sequence[Verifier]) -> None:
         flat: list[Verifier] = []
         for part in parts:
@@ -119,6 +153,8 @@ class AnyOf(Verifier):
 
 
 class _Fresh(Verifier):
+    name = "fresh"
+
     def __init__(self, max_age_s: float) -> None:
         if not max_age_s > 0:
             raise ValueError("max_age_s must be > 0")
@@ -150,6 +186,8 @@ def fresh(max_age_s: float) -> Verifier:
 
 
 class _Final(Verifier):
+    name = "final"
+
     def check(self, observed: Observed, claim: Any = None) -> Verdict:
         for obs in _as_list(observed):
             if obs.provisional:
@@ -168,6 +206,8 @@ def final() -> Verifier:
 
 
 class _NoOtherItems(Verifier):
+    name = "no_other_items"
+
     def __init__(self, max_age_s: float | None, id_field: str | None) -> None:
         self.freshness = _Fresh(max_age_s) if max_age_s is not None else None
         self.id_field = id_field
@@ -193,6 +233,25 @@ class _NoOtherItems(Verifier):
             if found is None:
                 return ACCEPTED if claim is None else _unreadable(obs)
             items.extend(found)
+        totals = [obs.total for obs in pages if obs.total is not None]
+        if len(set(totals)) > 1:
+            return reject(
+                "listing_changed",
+                f"the listing's total changed while it was read ({totals[0]} → {totals[-1]}); "
+                "items may have been skipped or read twice",
+                recovery=("observe_again",),
+                totals=totals[:_SHOWN],
+            )
+        repeated = self._duplicates(items)
+        if repeated:
+            return reject(
+                "duplicate_items",
+                f"the walk read {len(repeated)} item(s) twice ({repeated[:3]!r}); the listing shifted "
+                "between pages, so items may also be missing",
+                recovery=("observe_again",),
+                duplicates=repeated[:_SHOWN],
+                seen=len(items),
+            )
         total = pages[-1].total
         if total is not None and total != len(items):
             return reject(
@@ -233,6 +292,20 @@ class _NoOtherItems(Verifier):
         if self.id_field is not None and isinstance(item, Mapping):
             return item.get(self.id_field)
         return item
+
+    def _duplicates(self, items: list[Any]) -> list[Any]:
+        """Ids (by ``id_field``; whole records without one) read more than once, in walk order."""
+        if self.id_field is None and not all(isinstance(item, Mapping) for item in items):
+            return []  # plain values may repeat legitimately; records without ids are compared whole
+        seen: set[str] = set()
+        repeated: list[Any] = []
+        for item in items:
+            ident = self._id(item) if self.id_field is not None else item
+            token = json.dumps(ident, sort_keys=True, default=str)
+            if token in seen:
+                repeated.append(ident)
+            seen.add(token)
+        return repeated
 
 
 def _usable(obs: Observation) -> Verdict:
@@ -310,6 +383,10 @@ def no_other_items(*, max_age_s: float | None = None, id_field: str | None = Non
     cursor is not followed by the page it leads to (``incomplete_listing``, ``details["cursor"]``
     = where to continue). A known ``total`` must equal the items read. A ``claim`` (a count, or
     the items / ids the conclusion names, compared by ``id_field``) must match the listing.
+    An item read twice (by ``id_field``, or a whole record when there is none) is rejected as
+    ``duplicate_items``: a listing that shifted under the walk repeats one item and skips another,
+    so equal counts prove nothing; pages reporting different totals are rejected as
+    ``listing_changed`` (an item deleted or added behind the cursor shifts the pages: a gap).
     """
     return _NoOtherItems(max_age_s, id_field)
 
@@ -333,6 +410,8 @@ def lookup(obs: Observation, path: str) -> Any:
 
 
 class _FieldsEqual(Verifier):
+    name = "fields_equal"
+
     def __init__(self, expected: Mapping[str, Any]) -> None:
         if not expected:
             raise ValueError("fields_equal needs at least one field")
@@ -370,6 +449,8 @@ def fields_equal(expected: Mapping[str, Any] | None = None, /, **data_fields: An
 
 
 class _Predicate(Verifier):
+    name = "predicate"
+
     def __init__(self, test: Callable[[Observation], bool], reason: str, message: str) -> None:
         self.test, self.reason, self.message = test, reason, message
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, FieldError
+from actionspace.errors import ActionError, ConfigurationError, FieldError
 from actionspace.plan.conflicts import ANY, conflicting, expand, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.refs import Ref, RefError, find_refs, parse_ref
-from actionspace.plan.types import reference_mismatch
+from actionspace.plan.types import reference_mismatch, template_mismatch
 from actionspace.policy.principal import Principal, authorize
+from actionspace.validation.validator import compile_tool
 from actionspace.validation.verdicts import Rejected
 
 __all__ = ["CheckedNode", "CheckedPlan", "check_plan"]
@@ -250,7 +251,8 @@ def _sets(
     reads: list[str] = []
     writes: list[str] = []
     argument_sets = [a.arguments for a in node.first_of] or [node.arguments]
-    for spec, args in zip(specs, argument_sets, strict=True):
+    for spec, given in zip(specs, argument_sets, strict=True):
+        args = _canonical(spec, given)
         unknown = [k for k, v in args.items() if any(True for _ in find_refs(v))]
         r = expand(spec.reads, args, unknown)
         w = expand(spec.writes, args, unknown)
@@ -272,13 +274,29 @@ def _sets(
     return tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
 
 
+def _canonical(spec: ToolSpec, args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``args`` with marked paths in canonical form, so ``./a.json`` and ``a.json`` are one resource."""
+    try:
+        checks = compile_tool(spec).checks
+    except ConfigurationError:
+        return args  # the call itself is refused at validation
+    return checks.canonical(args) if not checks.empty else args
+
+
 def _check_reference_types(nodes: dict[str, CheckedNode], errors: list[FieldError]) -> None:
-    """Whole-argument references whose source output type cannot match the argument's type."""
+    """Whole-argument references (and templates) whose source output type cannot match the argument's."""
     for c in nodes.values():
         if not c.refs or c.node.first_of:
             continue
         target = c.specs[0]
         for name, value in c.node.arguments.items():
+            if isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("$template"), str):
+                used = [r for r in c.refs if r.text in {raw for _p, raw in find_refs(value)}]
+                sources = {r.node: nodes[r.node].specs[0] for r in used if not nodes[r.node].node.first_of}
+                why = template_mismatch(used, sources, target, name)
+                if why is not None:
+                    errors.append(FieldError(path=f"/nodes/{c.index}/arguments/{name}", message=why))
+                continue
             if isinstance(value, Mapping) and len(value) == 1 and isinstance(value.get("$ref"), str):
                 ref = next((r for r in c.refs if r.text == value["$ref"]), None)
                 if ref is None or nodes[ref.node].node.first_of:
@@ -350,7 +368,7 @@ def _conflict_edges(
                 continue  # writer pairs are seen once, from the earlier writer
             first, second = (w, other) if position[w.id] < position[other.id] else (other, w)
             resource = conflicting(first.reads, first.writes, second.reads, second.writes)
-            if resource is None:
+            if resource is None or _commute_by_contract(first, second):
                 continue
             claimed = second.id in first.node.independent_of or first.id in second.node.independent_of
             if claimed:
@@ -370,3 +388,23 @@ def _conflict_edges(
             ancestors[second.id] |= ancestors[first.id]
             added.append({"from": first.id, "to": second.id, "resource": resource})
     return added
+
+
+def _commute_by_contract(a: CheckedNode, b: CheckedNode) -> bool:
+    """Pairs whose declared contract makes them commute although their resource sets overlap.
+
+    Two appends commute when neither reads what the other writes (only the order of the appended
+    entries differs). A read pinned to a version (``isolation="at_version"``) reads the same whatever
+    a write does to the latest state, so it commutes with writes.
+    """
+    if _all(a, "write_mode", "append") and _all(b, "write_mode", "append"):
+        return (
+            conflicting(a.reads, a.writes, b.reads, ()) is None
+            and conflicting(a.reads, (), b.reads, b.writes) is None
+        )
+    # a reader without writes can only conflict through the other's writes: pinned, it does not
+    return any(not n.writes and _all(n, "isolation", "at_version") for n in (a, b))
+
+
+def _all(node: CheckedNode, attribute: str, value: str) -> bool:
+    return bool(node.specs) and all(getattr(spec, attribute) == value for spec in node.specs)

@@ -1,4 +1,5 @@
-"""What a caller controls while a plan runs: per-tool limits and cancellation."""
+"""What a caller controls while a plan runs: per-tool limits and cancellation, and how a
+cancelled node is reported (never as undone)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import dataclasses
 import threading
 from typing import Any
 
-__all__ = ["CancelScope", "ToolLimit"]
+from actionspace.errors import ActionError
+from actionspace.types import Observation
+
+__all__ = ["CancelScope", "ToolLimit", "abort_outcome", "named_blocker"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +44,40 @@ class CancelScope:
             self._wake = wake
             return list(self._requests)
 
+    def _pending(self) -> bool:
+        with self._lock:
+            return bool(self._requests)
+
     def _take(self) -> list[tuple[tuple[str, ...] | None, str]]:
         with self._lock:
             out, self._requests = self._requests, []
             return out
+
+
+def named_blocker(inherited: tuple[str, str] | None, predecessor: str) -> str:
+    """The node a cancelled waiter names: its predecessor's own blocker, else the predecessor."""
+    return predecessor if inherited is None or inherited[0] == predecessor else inherited[0]
+
+
+def abort_outcome(obs: Observation, answer: str) -> Observation:
+    """A write asked to abort, reported as it ended: cancelled, committed anyway, or unknown_commit."""
+    cancel = {"phase": "running", "hook": answer, "undone": False}
+    if obs.status == "ok":  # committed anyway, whatever the hook said
+        diagnostics = {**obs.diagnostics, "cancel": {**cancel, "phase": "committed"}}
+        return dataclasses.replace(obs, diagnostics=diagnostics)
+    assert obs.error is not None
+    if answer == "cancelled":
+        error = ActionError.of(
+            "cancelled",
+            f"{obs.tool} stopped before committing: its cancel hook confirmed the abort",
+            details={**obs.error.details, "phase": "running", "hook": answer, "committed": False},
+        )
+    elif answer == "committed" or obs.error.category == "unknown_commit":
+        error = ActionError.of(
+            "unknown_commit",
+            f"{obs.tool} was asked to abort and its outcome is not established; query its status",
+            details={**obs.error.details, "phase": "running", "hook": answer},
+        )
+    else:
+        return obs  # a definite failure of the tool stays what it was
+    return dataclasses.replace(obs, error=error, diagnostics={**obs.diagnostics, "cancel": cancel})

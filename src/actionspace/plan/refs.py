@@ -1,22 +1,35 @@
 """References from one node's arguments to another node's observation: ``{"$ref": "n1.data.items[0].id"}``.
 
 A reference is a whole argument value (at any depth of the arguments) of the form
-``{"$ref": "<node>.<path>"}``; the path walks the referenced node's observation dict
+``{"$ref": "<node>.<path>"}``, or a placeholder inside a template string
+``{"$template": "My GPA is {n1.data.gpa}"}`` (the template becomes that string; ``{{``/``}}`` are
+literal braces); the path walks the referenced node's observation dict
 (``data``, ``content_hash``, ``provenance.resource_version``, ``effects[0].resource_id`` …) with
 ``.key`` and ``[index]`` steps. Only a final, successful observation can be referenced.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from actionspace.errors import RefError
-from actionspace.types import find_refs
+from actionspace.types import find_refs, template_parts
 
-__all__ = ["MISSING", "Ref", "RefError", "find_refs", "parse_ref", "substitute", "walk"]
+__all__ = [
+    "MISSING",
+    "Ref",
+    "RefError",
+    "find_refs",
+    "parse_ref",
+    "render_value",
+    "substitute",
+    "template_parts",
+    "walk",
+]
 
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(-?\d+)\]|\[\"([^\"]*)\"\]")
 _NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
@@ -75,11 +88,40 @@ def walk(document: Any, path: tuple[str | int, ...]) -> Any:
 
 
 def substitute(value: Any, resolve: Any) -> Any:
-    """A copy of ``value`` with every reference replaced by ``resolve(ref_text)``."""
+    """A copy of ``value`` with every reference replaced by ``resolve(ref_text)``.
+
+    A template is replaced by its string, each reference formatted by :func:`render_value`; when
+    ``resolve`` leaves a reference in place (answers ``{"$ref": ...}``), so does the template.
+    """
     if isinstance(value, Mapping):
         if "$ref" in value and len(value) == 1:
             return resolve(value["$ref"])
+        if "$template" in value and len(value) == 1 and isinstance(value["$template"], str):
+            return _fill(value["$template"], resolve)
         return {k: substitute(v, resolve) for k, v in value.items()}
     if isinstance(value, list):
         return [substitute(v, resolve) for v in value]
     return value
+
+
+def render_value(value: Any) -> str:
+    """How a referenced value reads inside a template: strings as they are, ``true``/``false``/
+    ``null`` and numbers as in JSON (``3`` for an integral float), anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def _fill(text: str, resolve: Any) -> Any:
+    out: list[str] = []
+    for part, is_ref in template_parts(text):
+        if not is_ref:
+            out.append(part)
+            continue
+        value = resolve(part)
+        if isinstance(value, Mapping) and set(value) == {"$ref"}:
+            return {"$template": text}
+        out.append(render_value(value))
+    return "".join(out)

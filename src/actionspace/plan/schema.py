@@ -17,6 +17,17 @@ _REF: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+_TEMPLATE: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "A string built from other nodes' final observations, e.g. "
+        '{"$template": "My GPA is {n1.data.gpa}"}; {{ and }} are literal braces.'
+    ),
+    "properties": {"$template": {"type": "string"}},
+    "required": ["$template"],
+    "additionalProperties": False,
+}
+
 PLAN_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://actionspace.dev/schemas/plan-1.json",
@@ -41,8 +52,11 @@ PLAN_SCHEMA: dict[str, Any] = {
                     },
                     "arguments": {
                         "type": "object",
-                        "description": 'The tool\'s arguments; any value may be a {"$ref": ...} object.',
-                        "$comment": "Reference objects follow #/$defs/ref.",
+                        "description": (
+                            'The tool\'s arguments; any value may be a {"$ref": ...} or a {"$template": ...} '
+                            "object."
+                        ),
+                        "$comment": "Reference objects follow #/$defs/ref, templates #/$defs/template.",
                     },
                     "depends_on": {
                         **_STRINGS,
@@ -81,5 +95,5 @@ PLAN_SCHEMA: dict[str, Any] = {
     },
     "required": ["nodes"],
     "additionalProperties": False,
-    "$defs": {"ref": _REF},
+    "$defs": {"ref": _REF, "template": _TEMPLATE},
 }
