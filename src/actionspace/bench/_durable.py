@@ -4,21 +4,29 @@ Both rows write to a SQLite file with the same settings as the ledger (WAL, ``sy
 the floor commits one INSERT per transaction; ours runs a full ``rt.call`` of a ``write`` tool,
 whose ledger entry is made durable before dispatch and again at commit, plus the trace. The ratio
 is the price of exactly-once, in transactions' worth.
+
+A third row runs the same call from ``CALLERS`` threads at once (one round = one call from each):
+its figure is the wall time of a round divided by ``CALLERS``, so one caller's median over it is
+how much concurrent callers gain by sharing commits.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actionspace.bench._timing import Pass
+from actionspace.bench._timing import Pass, _describe, summarize, time_sync
 
-__all__ = ["FLOOR_ROW", "OUR_ROW", "run_durable_floor", "run_durable_ours"]
+__all__ = ["CALLERS", "FLOOR_ROW", "GROUP_ROW", "OUR_ROW", "run_durable_floor", "run_durable_ours"]
 
 FLOOR_ROW = "sqlite_commit.insert_per_transaction"
 OUR_ROW = "actionspace.call.durable_write_sqlite"
+CALLERS = 8
+"""Concurrent callers of the group-commit row."""
+GROUP_ROW = f"actionspace.call.durable_write_sqlite.{CALLERS}_callers"
 CALLS = 2000
 
 
@@ -42,7 +50,7 @@ def run_durable_floor(p: Pass) -> None:
 
 
 def run_durable_ours(p: Pass) -> None:
-    if not p.want(OUR_ROW):
+    if not p.want(OUR_ROW) and not p.want(GROUP_ROW):
         return
     from actionspace.runtime import Runtime
     from actionspace.types import ToolCall
@@ -71,4 +79,27 @@ def run_durable_ours(p: Pass) -> None:
             extract=lambda o: {"status": o.status, "data": o.data},
             expect={"status": "ok", "data": 3},
         )
+        if p.want(GROUP_ROW):
+            _group_row(p, lambda i: rt.call(calls[i % len(calls)], run_id=run, node_id=f"g{i}"))
         rt.close()
+
+
+def _group_row(p: Pass, call: Any) -> None:
+    """``CALLERS`` threads each make one call per round; the figure is a round's wall ÷ ``CALLERS``."""
+    with ThreadPoolExecutor(max_workers=CALLERS, thread_name_prefix="bench-caller") as pool:
+
+        def round_of(i: int) -> list[Any]:
+            return list(pool.map(call, range(i * CALLERS, (i + 1) * CALLERS)))
+
+        try:
+            first = round_of(10**6)
+            bad = [o for o in first if (o.status, o.data) != ("ok", 3)]
+            if bad:
+                raise AssertionError(f"{GROUP_ROW} returned {bad[0]!r}")
+            samples = time_sync(round_of, max(25, p.calls(CALLS) // CALLERS))
+            row = summarize([t // CALLERS for t in samples], CALLERS)
+        except Exception as exc:
+            p.errors[GROUP_ROW] = _describe(exc)
+        else:
+            p.percall[GROUP_ROW] = {**row, "result": {"status": "ok", "data": 3}}
+        p._report(GROUP_ROW)

@@ -37,6 +37,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "plan": ("plan.", "dag."),
     "trim": ("trim.",),
     "discovery": ("discovery.",),
+    "adapters": ("actionspace.adapter.",),
 }
 """Group → the prefixes of the rows it measures (its batch rows are the same under ``batch.``)."""
 

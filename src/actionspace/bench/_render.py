@@ -91,9 +91,14 @@ def _targets(result: dict[str, Any]) -> RenderableType:
         else:
             line.append(
                 f"{t['ours']} {t['ours_median_us']:.2f} µs = {t['ratio']:.2f} × fastest peer "
-                f"{t['peer']} {t['peer_median_us']:.2f} µs (target ≤ {t['limit']:.2f}×)"
+                f"{t['peer']} {t['peer_median_us']:.2f} µs (target ≤ {t['limit']:.2f}×); "
+                f"p99 = {t['p99_over_median']:.2f} × median (target ≤ {t['p99_limit']:g}×)"
             )
         lines.append(line)
+    for t in result.get("durable_targets", ()):
+        status = t["status"]
+        style = {"PASS": "bold green", "FAIL": "bold red"}.get(status, "yellow")
+        lines.append(Text.assemble((f"{status:<4}", style), f"  {t['label']}: {t['detail']}"))
     overall = result["target"]
     style = {"PASS": "bold green", "FAIL": "bold red"}.get(overall, "yellow")
     head = Text.assemble(("target: ", "bold"), (overall, style), " — actionspace full pipeline median ≤ ")

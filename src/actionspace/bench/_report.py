@@ -9,12 +9,34 @@ from importlib import metadata
 from typing import Any
 
 from actionspace.bench._discovery import discovery_section
+from actionspace.bench._durable import CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
 from actionspace.bench._parallel_report import parallel_section
 
-__all__ = ["BATCH_OURS", "PACKAGES", "TARGETS", "TARGET_RATIO", "annotate", "machine", "versions"]
+__all__ = [
+    "BATCH_OURS",
+    "DURABLE_GROUP_LIMIT",
+    "DURABLE_ONE_LIMIT",
+    "P99_LIMIT",
+    "PACKAGES",
+    "TARGETS",
+    "TARGET_RATIO",
+    "annotate",
+    "durable_targets",
+    "machine",
+    "versions",
+]
 
 TARGET_RATIO = 0.5
 """Our full pipeline's median must be at most this fraction of the fastest peer's median."""
+
+P99_LIMIT = 3.0
+"""And its p99 at most this multiple of its own median (no tail hidden behind a fast median)."""
+
+DURABLE_ONE_LIMIT = 0.5
+"""One caller at a time, a durable write call must reach this fraction of the raw commit rate."""
+
+DURABLE_GROUP_LIMIT = 3.0
+"""With ``DURABLE_CALLERS`` concurrent callers, the call rate must be this multiple of one caller's."""
 
 TARGETS: tuple[tuple[str, str, str], ...] = (
     ("async tool", "actionspace.acall.async_tool", "async"),
@@ -110,6 +132,7 @@ def annotate(agg: dict[str, Any]) -> dict[str, Any]:
         row["ratio"] = None if row["kind"] == "actionspace" else _ratio(ours_batch, row["median_ms"])
     targets = [_target(percall, label, ours, variant) for label, ours, variant in TARGETS]
     agg["targets"] = targets
+    agg["durable_targets"] = durable_targets(percall)
     states = {t["status"] for t in targets}
     agg["target"] = "FAIL" if "FAIL" in states else ("PASS" if states == {"PASS"} else "n/a")
     agg["parallel"] = parallel_section(agg)
@@ -128,13 +151,42 @@ def _target(percall: dict[str, Any], label: str, ours: str, variant: str) -> dic
         return out
     fastest = min(peers, key=lambda n: peers[n])
     ratio = mine / peers[fastest]
+    tail = percall[ours]["p99_us"] / mine
     out.update(
         peer=fastest,
         ours_median_us=mine,
         peer_median_us=peers[fastest],
         ratio=ratio,
-        status="PASS" if ratio <= TARGET_RATIO else "FAIL",
+        p99_over_median=tail,
+        p99_limit=P99_LIMIT,
+        status="PASS" if ratio <= TARGET_RATIO and tail <= P99_LIMIT else "FAIL",
     )
+    return out
+
+
+def durable_targets(percall: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SQLite durable-write targets: one caller against the raw commit, and group commit."""
+    raw = percall.get(FLOOR_ROW, {}).get("median_us")
+    one = percall.get(OUR_ROW, {}).get("median_us")
+    group = percall.get(GROUP_ROW, {}).get("median_us")
+    label = f"durable write, one caller ≥ {DURABLE_ONE_LIMIT:.0%} of the raw fsync'd insert rate"
+    out: list[dict[str, Any]] = []
+    if raw is None or one is None:
+        out.append({"label": label, "status": "n/a", "detail": f"no {FLOOR_ROW} or {OUR_ROW} row"})
+    else:
+        share = raw / one
+        detail = f"{one:,.0f} µs per call vs {raw:,.0f} µs per raw insert = {share:.0%} of the raw rate"
+        out.append(
+            {"label": label, "status": "PASS" if share >= DURABLE_ONE_LIMIT else "FAIL", "detail": detail}
+        )
+    label = f"durable write, {CALLERS} concurrent callers ≥ {DURABLE_GROUP_LIMIT:g} × the one-caller rate"
+    if one is None or group is None:
+        out.append({"label": label, "status": "n/a", "detail": f"no {OUR_ROW} or {GROUP_ROW} row"})
+    else:
+        gain = one / group
+        detail = f"{group:,.0f} µs per call with {CALLERS} callers vs {one:,.0f} µs alone = {gain:.2f}×"
+        status = "PASS" if gain >= DURABLE_GROUP_LIMIT else "FAIL"
+        out.append({"label": label, "status": status, "detail": detail})
     return out
 
 

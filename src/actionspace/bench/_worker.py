@@ -58,6 +58,10 @@ def measure(group: str, p: Pass) -> None:
         from actionspace.bench._discovery import run_discovery_rows
 
         run_discovery_rows(p)
+    elif group == "adapters":
+        from actionspace.bench._adapters import run_adapter_rows
+
+        run_adapter_rows(p)
     else:
         from actionspace.bench._peers import run_peer
 
@@ -77,6 +81,8 @@ def preload(group: str) -> None:
         names = ("actionspace.observation", "actionspace.bench._trimming")
     elif group == "discovery":
         names = ("actionspace.discovery", "bm25s", "actionspace.bench._discovery")
+    elif group == "adapters":
+        names = ("actionspace.runtime", "actionspace.bench._adapters")
     else:
         from actionspace.bench._peers import MODULES
 

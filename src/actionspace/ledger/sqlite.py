@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +25,7 @@ from typing import Any, Final
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
 
-__all__ = ["SCHEMA_VERSION", "SqliteConnections", "SqliteLedgerStore", "from_json", "to_json"]
+__all__ = ["SCHEMA_VERSION", "GroupCommit", "SqliteConnections", "SqliteLedgerStore", "from_json", "to_json"]
 
 SCHEMA_VERSION: Final = 1
 """Version of the ledger tables; stored in ``ledger_meta`` and checked on open."""
@@ -208,6 +208,89 @@ class SqliteConnections:
                 time.sleep(0.01)
 
 
+class _Slot:
+    """One caller's operation waiting for a shared commit."""
+
+    __slots__ = ("done", "error", "lead", "op", "result")
+
+    def __init__(self, op: Callable[[sqlite3.Connection], Any]) -> None:
+        self.op = op
+        self.done = threading.Event()
+        self.lead = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """Concurrent writers of one process share a transaction, and so its fsync.
+
+    Each caller hands in its operation and returns only after the transaction holding it
+    committed: nothing is acknowledged before it is on disk. The first caller to arrive leads: it
+    runs every queued operation, each inside its own savepoint (one that raises is rolled back
+    alone and its caller gets the exception), then commits once. Callers arriving meanwhile queue
+    up; when the leader is done the first of them leads the next group. A lone caller runs its
+    operation at once, as a plain transaction would.
+    """
+
+    def __init__(self, db: SqliteConnections) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._queue: list[_Slot] = []
+        self._busy = False
+        self._pid = os.getpid()
+
+    def run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
+        slot = _Slot(op)
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
+                self._queue, self._busy, self._pid = [], False, os.getpid()
+            self._queue.append(slot)
+            slot.lead = not self._busy
+            self._busy = True
+        if not slot.lead:
+            slot.done.wait()
+        if slot.lead:  # arrived first, or handed the lead when the group before it committed
+            self._lead()
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def _lead(self) -> None:
+        with self._lock:
+            group, self._queue = self._queue, []
+        try:
+            self._commit(group)
+        except BaseException as exc:  # the commit itself failed: nothing of the group is durable
+            for slot in group:
+                slot.error = exc
+        finally:
+            with self._lock:
+                if self._queue:
+                    self._queue[0].lead = True
+                    self._queue[0].done.set()
+                else:
+                    self._busy = False
+            for slot in group:
+                slot.lead = False
+                slot.done.set()
+
+    def _commit(self, group: list[_Slot]) -> None:
+        with self._db.write() as conn:
+            if len(group) == 1:  # alone: no savepoint needed, an error rolls the transaction back
+                slot = group[0]
+                slot.result = slot.op(conn)
+                return
+            for slot in group:
+                conn.execute("SAVEPOINT op")
+                try:
+                    slot.result = slot.op(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    slot.error = exc
+                conn.execute("RELEASE op")
+
+
 class SqliteLedgerStore:
     """A :class:`~actionspace.ledger.entries.LedgerStore` in one SQLite file.
 
@@ -226,14 +309,24 @@ class SqliteLedgerStore:
         except BaseException:
             self._db.close()
             raise
+        self._group = GroupCommit(self._db)
 
     def begin(self, entry: LedgerEntry) -> Begun:
-        """Insert ``entry`` unless its ``(run_id, node_id)`` or its key is stored; return the stored one."""
-        with self._db.write() as conn:
+        """Insert ``entry`` unless its ``(run_id, node_id)`` or its key is stored; return the stored one.
+
+        Returns once the transaction holding the insert committed (concurrent callers share it).
+        """
+
+        def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None]:
             created = conn.execute(_INSERT, _row(entry)).rowcount == 1
+            if created:  # what was just written, without reading it back
+                return True, entry
             stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
             if stored is None:
                 stored = self._select(conn, "WHERE key = ?", (entry.key,))
+            return False, stored
+
+        created, stored = self._group.run(insert)
         if stored is None:
             raise RuntimeError(f"ledger entry {entry.key} vanished inside its own transaction")
         return Begun(stored, created)
@@ -249,10 +342,12 @@ class SqliteLedgerStore:
         if not states:
             return None
         where = f" AND state IN ({', '.join('?' * len(states))})"
-        returning = f" RETURNING {', '.join(_COLUMNS)}"
-        with self._db.write() as conn:
-            rows = conn.execute(_UPDATE + where + returning, (*_row(entry)[1:], key, *states)).fetchall()
-        return _entry(rows[0]) if rows else None
+        sql, params = _UPDATE + where, (*_row(entry)[1:], key, *states)
+
+        def update(conn: sqlite3.Connection) -> bool:
+            return conn.execute(sql, params).rowcount == 1
+
+        return entry if self._group.run(update) else None  # every column was set from ``entry``
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE key = ?", (key,))

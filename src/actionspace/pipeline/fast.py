@@ -1,0 +1,387 @@
+"""The precompiled call path: one simple call of a tool that nothing can object to.
+
+What the stages would decide about a call that depends only on the run, the principal and the
+tool — authorization, the flow verdict, the trace payloads of the accepted call — is decided once
+per (run, tool) and kept in an :class:`Entry`. The entry is used only while what it was decided
+from is unchanged: the same spec (the run's own resolution of the name under the current catalog
+generation, made by :func:`~actionspace.discovery.runs.resolve` on an earlier call; the first
+call of a tool in a run, and the first after any catalog change, takes the general path), the
+same principal, the same flow policy, no stage added or guard set, and the same run label (a new
+label recomputes the output label only).
+
+A call takes this path only when it provably ends as the general path would:
+
+- the raw input is a single OpenAI ``tool_calls`` entry as JSON text (read once, with
+  ``pydantic_core.from_json``) or a ``ToolCall`` whose arguments are an object — or, through
+  :meth:`FastPath.ready`, one call its caller parsed already (a message of several calls, a plan
+  node), which skips only the stages;
+- the tool has no side effects, needs no approval, is not a batch or a stream, and validates
+  with the JSON Schema alone (``CompiledTool.simple``, no conversion);
+- the principal holds the tool's scopes and the flow policy allows the tool whatever labels its
+  arguments carry (:func:`always_allows`: the built-in policies only, by exact type);
+- no provenance, sources or bindings were given, and the arguments match the schema.
+
+Anything else — a rejection, an unknown policy, a user stage, budgets, the read cache, streams,
+approvals — returns ``None`` before any state changed, and the caller runs the general path.
+After the tool ran, observation and flow state go through the same functions the general path
+uses (:func:`~actionspace.pipeline.observe.observe`, ``FlowState.observed``), so failures,
+trimming and artifacts come out the same. ``tests/pipeline/test_fast.py`` shows the two paths
+produce the same events, observations and flow state over generated tools and calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import from_json
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.runs import RunState
+from actionspace.execution.executor import Executor
+from actionspace.execution.ready import Ready
+from actionspace.execution.streaming import is_streaming
+from actionspace.observation import ArtifactStore
+from actionspace.pipeline.observe import observe
+from actionspace.pipeline.stages import CallInput, Stage, Stages
+from actionspace.policy.flow import MAX_REMEMBERED, FlowState, spec_label
+from actionspace.policy.flow_policies import (
+    AllOf,
+    AllowAll,
+    AnyOf,
+    FlowPolicy,
+    NoSecretToExternalSink,
+    ReadClearance,
+    UntrustedHighRiskArgs,
+    UntrustedWrites,
+)
+from actionspace.policy.labels import Label, may_read
+from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.recorder import Recorder
+from actionspace.trace.store_encoding import bounded_raw
+from actionspace.types import Observation, ToolCall
+from actionspace.validation.validator import CompiledTool
+from actionspace.validation.verdicts import Rejected
+
+__all__ = ["Entry", "FastCall", "FastPath", "always_allows"]
+
+MAX_ENTRIES = 4096
+"""Entries kept before the table is cleared (each is rebuilt on the next call of its tool)."""
+
+
+def always_allows(policy: FlowPolicy | None, spec: ToolSpec, principal: Principal) -> bool:
+    """True when ``policy`` allows every call of ``spec`` by ``principal``, whatever its labels.
+
+    Only the built-in policies are known, by exact type (a subclass may override ``check``);
+    any other policy answers False and the call takes the general path.
+    """
+    if policy is None:
+        return True
+    kind = type(policy)
+    labels = spec.labels
+    writes = spec.effect in ("write", "external") or bool(labels.sink)
+    if kind is AllowAll:
+        return True
+    if kind is NoSecretToExternalSink:
+        return not labels.sink
+    if kind is UntrustedHighRiskArgs or kind is UntrustedWrites:
+        return not writes
+    if kind is ReadClearance:
+        if labels.confidentiality != "secret" and labels.readers is None:
+            return True
+        return may_read(Label(confidentiality=labels.confidentiality, readers=labels.readers), principal)
+    if kind is AllOf:
+        assert isinstance(policy, AllOf)
+        return all(always_allows(p, spec, principal) for p in policy.policies)
+    if kind is AnyOf:
+        assert isinstance(policy, AnyOf)
+        return any(always_allows(p, spec, principal) for p in policy.policies)
+    return False
+
+
+def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
+    """No side effects, approvals, batches, streams or argument conversion: nothing to defer to."""
+    return (
+        not spec.has_side_effects
+        and not spec.requires_approval
+        and spec.batch is None
+        and spec.max_items is None
+        and not is_streaming(spec)
+        and compiled.simple
+        and spec.fn is not None
+        and not spec.labels.sink
+        and spec.effect not in ("write", "external")
+    )
+
+
+@dataclass(slots=True)
+class Entry:
+    """What the stages decide about any simple call of one tool in one run, decided once."""
+
+    run: RunState
+    spec: ToolSpec
+    compiled: CompiledTool
+    principal: Principal
+    policy: FlowPolicy | None
+    ordered: Sequence[Stage]
+    bare: Label
+    """The output label of a call without arguments (the tool's label)."""
+    joined: tuple[Label, Label]
+    """(run label, the tool's label joined with it): replaced whole, so a reader in another
+    thread never pairs one run label with the output label of another."""
+    authorized: Mapping[str, Any]
+    validated: Mapping[str, Any]
+
+    def output(self, context: Label, arguments: Mapping[str, Any]) -> Label:
+        """The output label of a call with ``arguments`` while the run label is ``context``.
+
+        Each argument is labelled with the run label (no sources, no bindings), so it joins in
+        once there is any argument.
+        """
+        if not arguments:
+            return self.bare
+        joined = self.joined
+        if joined[0] is not context:
+            joined = self.joined = (context, self.bare.join(context))
+        return joined[1]
+
+
+@dataclass(slots=True)
+class FastCall:
+    """One parsed call that may take the precompiled path, before any state changed."""
+
+    entry: Entry
+    name: str
+    call_id: str | None
+    arguments: dict[str, Any]
+    raw: Any
+    """The model output (recorded as ``model_output``); None for a ToolCall."""
+
+    def tool_call(self) -> ToolCall:
+        return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
+
+
+def _openai_entry(raw: Any) -> tuple[str, str | None, Any] | None:
+    """(name, id, arguments) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse`` reads it."""
+    try:
+        value = from_json(raw)
+    except ValueError:
+        return None
+    if type(value) is not dict:
+        return None
+    function = value.get("function")
+    if type(function) is not dict or value.get("type", "function") != "function":
+        return None
+    name = function.get("name")
+    call_id = value.get("id")
+    if type(name) is not str or (call_id is not None and type(call_id) is not str):
+        return None
+    arguments = function.get("arguments")
+    if type(arguments) is str:
+        if arguments[:1] != "{":
+            return None
+        try:
+            arguments = from_json(arguments)
+        except ValueError:
+            return None
+    elif arguments is None:
+        arguments = {}
+    return name.strip(), call_id, arguments
+
+
+class FastPath:
+    """The table of entries of one engine and the precompiled path itself."""
+
+    def __init__(self, stages: Stages) -> None:
+        self.stages = stages
+        self.enabled = True
+        """False: every call runs the stages (for comparisons and the equivalence test)."""
+        self._entries: dict[tuple[int, str], Entry] = {}
+
+    def take(
+        self, raw: Any, run: RunState, principal: Principal, ordered: Sequence[Stage]
+    ) -> FastCall | None:
+        """The call in ``raw`` when it may take the precompiled path, else None (nothing changed)."""
+        if not self.enabled:
+            return None
+        if type(raw) is str:
+            if raw[:1] != "{":
+                return None
+            parsed = _openai_entry(raw)
+            if parsed is None:
+                return None
+            name, call_id, arguments = parsed
+            model_output: Any = raw
+        elif type(raw) is ToolCall:
+            if raw.provenance:
+                return None
+            name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
+        else:
+            return None
+        if type(arguments) is not dict or not name:
+            return None
+        entry = self.entry(run, name, principal, ordered)
+        if entry is None or not entry.compiled.validator.is_valid(arguments):
+            return None
+        return FastCall(entry, name, call_id, arguments, model_output)
+
+    def ready(self, inp: CallInput, ordered: Sequence[Stage]) -> Ready | None:
+        """The Ready call the stages would return for ``inp``, with their events, or None to run them.
+
+        For a caller that parsed the call already (a message of several calls, a plan node): the
+        same conditions as :meth:`take`, plus no bindings, provenance or sources.
+        """
+        call = inp.call
+        if (
+            not self.enabled
+            or inp.fresh
+            or inp.sources
+            or inp.bound
+            or inp.provenance
+            or call.provenance
+            or type(call.arguments) is not dict
+            or not call.name
+        ):
+            return None
+        run = inp.run
+        entry = self.entry(run, call.name, inp.principal, ordered)
+        args = call.arguments
+        if entry is None or not entry.compiled.validator.is_valid(args):
+            return None
+        node = inp.node_id or f"n{next(run.nodes)}"
+        call_id = call.id or f"{run.run_id}:{node}"
+        rec = inp.rec
+        rec.call_id = call_id
+        label = entry.output(run.flow.context, args)
+        run.flow.pending[call_id] = label
+        rec.add("authorized", entry.authorized)
+        rec.add("validated", entry.validated)
+        return Ready(entry.compiled, call_id, node, args, args, None, None, label)
+
+    def entry(self, run: RunState, name: str, principal: Principal, ordered: Sequence[Stage]) -> Entry | None:
+        """The valid entry of (run, tool ``name``) for ``principal``, built when missing or stale."""
+        # Only a resolution this run already made under the current catalog: resolving anew may
+        # change the run (a version mismatch re-pins the name), which the general path must do.
+        hit = run.resolved.get(name)
+        if run.disclosure or hit is None or hit[0] != self.stages.catalog.generation:
+            return None
+        spec = hit[1]
+        stages = self.stages
+        key = (id(run), name)
+        entry = self._entries.get(key)
+        if (
+            entry is not None
+            and entry.run is run
+            and entry.spec is spec
+            and entry.principal is principal
+            and entry.policy is stages.flow_policy
+            and entry.ordered is ordered
+            and stages.guard is None
+        ):
+            return entry
+        built = self._build(run, spec, principal, ordered)
+        if built is not None:
+            if len(self._entries) >= MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[key] = built
+        else:
+            self._entries.pop(key, None)
+        return built
+
+    def _build(
+        self, run: RunState, spec: ToolSpec, principal: Principal, ordered: Sequence[Stage]
+    ) -> Entry | None:
+        stages = self.stages
+        if stages.guard is not None or len(ordered) != stages.checks + 2:
+            return None  # budgets, the read cache or a user stage apply
+        compiled = stages.compiler.get(spec)
+        if not _simple_tool(spec, compiled) or not always_allows(stages.flow_policy, spec, principal):
+            return None
+        if isinstance(authorize(spec, principal), Rejected):
+            return None
+        bare = spec_label(spec)
+        context = run.flow.context
+        return Entry(
+            run=run,
+            spec=spec,
+            compiled=compiled,
+            principal=principal,
+            policy=stages.flow_policy,
+            ordered=ordered,
+            bare=bare,
+            joined=(context, bare.join(context)),
+            authorized=principal.allowed_event,
+            validated=compiled.accepted_event,
+        )
+
+    async def run(
+        self,
+        call: FastCall,
+        rec: Recorder,
+        node_id: str | None,
+        *,
+        blocking: bool,
+        executor: Executor,
+        artifacts: ArtifactStore | None,
+    ) -> Observation:
+        """Record the stages' events, run the tool and shape its observation, as the general path does."""
+        entry = call.entry
+        run, spec = entry.run, entry.spec
+        seq = run.seq
+        ts = time.time()
+        records = rec.records
+        if call.raw is not None:
+            records.append((next(seq), "model_output", ts, None, bounded_raw(call.raw, artifacts)))
+            fmt = "openai_chat"
+        else:
+            fmt = "toolcall"
+        records.append(
+            (
+                next(seq),
+                "parsed",
+                ts,
+                None,
+                {"format": fmt, "calls": ({"name": call.name, "id": call.call_id},)},
+            )
+        )
+        node = node_id or f"n{next(run.nodes)}"
+        call_id = call.call_id or f"{run.run_id}:{node}"
+        rec.call_id = call_id
+        label = entry.output(run.flow.context, call.arguments)
+        run.flow.pending[call_id] = label
+        records.append((next(seq), "authorized", ts, call_id, entry.authorized))
+        records.append((next(seq), "validated", ts, call_id, entry.validated))
+        dispatched = {"tool": spec.name, "version": spec.version, "node_id": node, "attempt": 1}
+        records.append((next(seq), "dispatched", ts, call_id, dispatched))
+        args = call.arguments
+        if blocking:
+            outcome = executor.run(spec, args, rec.retry)
+        else:
+            outcome = await executor.arun(spec, args, rec.retry)
+        ready = Ready(entry.compiled, call_id, node, args, args, None, None, label)
+        obs = observe(ready, outcome, artifacts=artifacts, rec=rec)
+        shown(run.flow, obs, label)
+        return obs
+
+
+def shown(state: FlowState, obs: Observation, label: Label) -> None:
+    """``state.observed(obs)`` for an observation shaped with output label ``label``.
+
+    Its label is known: a result carries ``label`` in its provenance and an error made from a
+    failed outcome reads the pending ``label``, so the label is not read back from the tags.
+    An observation with an artifact goes through ``observed`` itself (it remembers the artifact).
+    """
+    if obs.artifact_ref is not None or obs.items:
+        state.observed(obs)
+        return
+    call_id = obs.call_id
+    seen = state.seen
+    with state._lock:  # the flow state's own lock and join, taken as observed() takes them
+        state.pending.pop(call_id, None)
+        state._add(call_id, label)
+        seen[call_id] = (label, obs.data)
+        seen.move_to_end(call_id)
+        while len(seen) > MAX_REMEMBERED:
+            seen.popitem(last=False)
