@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from actionspace import Runtime, ToolCall
+from actionspace.types import SYSTEM_CLOCK, Clock, ManualClock
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -20,8 +20,8 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _runtime() -> tuple[Runtime, list[dict[str, Any]]]:
-    rt = Runtime("memory://")
+def _runtime(clock: Clock = SYSTEM_CLOCK) -> tuple[Runtime, list[dict[str, Any]]]:
+    rt = Runtime("memory://", clock=clock)
     sent: list[dict[str, Any]] = []
 
     def transfer(to: str, amount: int, memo: str) -> dict[str, Any]:
@@ -88,13 +88,24 @@ def test_changing_one_argument_after_approval_voids_it() -> None:
 
 
 def test_an_expired_approval_is_not_honoured() -> None:
-    rt, sent = _runtime()
+    clock = ManualClock(start=1_000_000.0)
+    rt, sent = _runtime(clock)
     request_id = _held(rt)
-    rt.approvals.approve(request_id, by="alice", ttl_s=0.001)
-    time.sleep(0.01)
+    approved = rt.approvals.approve(request_id, by="alice", ttl_s=60)
+    assert approved.decided_at == 1_000_000.0 and approved.expires_at == 1_000_060.0
+    clock.advance(60)
     late = _call(rt)
     assert late.error is not None and late.error.category == "needs_approval"
     assert sent == []
+
+
+def test_an_approval_is_honoured_until_the_last_moment_of_its_ttl() -> None:
+    clock = ManualClock(start=1_000_000.0)
+    rt, sent = _runtime(clock)
+    rt.approvals.approve(_held(rt), by="alice", ttl_s=60)
+    clock.advance(59.999)
+    assert _call(rt).error is None
+    assert len(sent) == 1
 
 
 def test_a_denial_is_permission_denied_naming_who_and_why() -> None:

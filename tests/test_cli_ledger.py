@@ -33,24 +33,24 @@ def _pending(db: Path) -> str:
 
 def test_a_pending_request_is_listed_then_approved_by_name_from_the_command_line(tmp_path: Path) -> None:
     _mount()
-    store = f"sqlite://{tmp_path / 'as.db'}"
+    store = f"sqlite:///{tmp_path / 'as.db'}"
     request_id = _pending(tmp_path / "as.db")
     listed = runner.invoke(app, ["approvals", "list", "--store", store, "--json"])
     assert listed.exit_code == 0, listed.output
-    assert [r["id"] for r in json.loads(listed.output)] == [request_id]
+    assert [r["id"] for r in json.loads(listed.stdout)] == [request_id]
     approved = runner.invoke(app, ["approvals", "approve", request_id, "--by", "alice", "--store", store])
     assert approved.exit_code == 0, approved.output
     assert f"{request_id}: approved by alice" in approved.output
     shown = runner.invoke(app, ["approvals", "show", request_id, "--store", store])
-    assert json.loads(shown.output)["decided_by"] == "alice"
+    assert json.loads(shown.stdout)["decided_by"] == "alice"
     again = runner.invoke(app, ["approvals", "deny", request_id, "--by", "bob", "--store", store])
     assert again.exit_code == 1 and "not pending" in again.output
 
 
 def test_an_unknown_ledger_key_is_an_error_exit(tmp_path: Path) -> None:
     _mount()
-    store = f"sqlite://{tmp_path / 'as.db'}"
+    store = f"sqlite:///{tmp_path / 'as.db'}"
     shown = runner.invoke(app, ["ledger", "show", "as1_missing", "--store", store])
     assert shown.exit_code == 1 and "no ledger entry as1_missing" in shown.output
     listed = runner.invoke(app, ["ledger", "list", "--store", store, "--json"])
-    assert listed.exit_code == 0 and json.loads(listed.output) == []
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == []

@@ -39,6 +39,7 @@ class Bank:
         self.lock = threading.Lock()
         self.lose_next_response = 0
         self.fail_before_commit = 0
+        self.fail_after_s = LOST_S
         self.lose_first_response_of_each_amount = False
         self.lost_amounts: set[int] = set()
 
@@ -73,7 +74,7 @@ class Bank:
     def pay_query(self, to: str, amount: int, idempotency_key: str) -> dict[str, Any]:
         if self.fail_before_commit > 0:
             self.fail_before_commit -= 1
-            time.sleep(LOST_S)  # hangs before committing anything
+            time.sleep(self.fail_after_s)  # hangs before committing anything
             raise TimeoutError("never reached the bank")
         return self.pay_native(to, amount, idempotency_key)
 
@@ -178,10 +179,23 @@ def test_query_tool_whose_response_is_lost_is_found_by_its_status_query() -> Non
 def test_query_tool_that_never_committed_is_sent_again_with_the_same_key() -> None:
     bank = Bank()
     bank.fail_before_commit = 1
+    bank.fail_after_s = 0.0  # its client gave up at once: the attempt is over, the status query is the truth
     rt = _runtime(bank, "query")
     obs = _call(rt)
     assert obs.ok, obs.error
     assert len(bank.payments) == 1
+
+
+def test_query_tool_is_not_sent_again_while_its_timed_out_attempt_still_runs() -> None:
+    bank = Bank()
+    bank.fail_before_commit = 1  # hangs past the timeout (and past one more), then fails
+    rt = _runtime(bank, "query")
+    obs = _call(rt)
+    assert obs.error is not None and obs.error.category == "unknown_commit"
+    assert "still runs" in obs.error.message
+    assert bank.payments == []  # the status query said "not committed", truthfully; nothing was resent
+    rt.close(wait=True)
+    assert bank.payments == []
 
 
 def test_a_tool_without_status_query_ends_in_unknown_commit_and_a_person_resolves_it() -> None:

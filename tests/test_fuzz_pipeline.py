@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,7 @@ def _runtime() -> tuple[Runtime, list[dict[str, Any]]]:
 RT, EXECUTED = _runtime()
 
 
+@pytest.mark.slow  # over 10 s: 600 generated proposals
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=raws)
 def test_any_proposal_ends_as_an_observation_and_only_valid_arguments_execute(raw: Any) -> None:

@@ -27,6 +27,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_crash": 0,
     "_canonical": 0,
     "_store_url": 0,
+    "_extras": 0,
     "_version": 0,
     # 1: provider formats in, tool specs and the catalog
     "parse": 1,
@@ -43,6 +44,7 @@ LAYERS: Final[Mapping[str, int]] = {
     # 6: the envelope, trimming, artifacts; events, stores, export
     "observation": 6,
     "trace": 6,
+    "verify": 6,
     # 7: candidate sets, disclosure, ranking, renderings
     "discovery": 7,
     # 8: plans, a client of the engine's public interface
@@ -62,6 +64,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "cli": 11,
     "_cli_ledger": 11,
     "_cli_plan": 11,
+    "_cli_tables": 11,
     "testing": 11,
     "pgcluster": 11,
     "resources": 11,

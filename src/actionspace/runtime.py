@@ -8,7 +8,6 @@ the calling thread. :meth:`Runtime.session` is the documented way to drive a mod
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,8 +28,10 @@ from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Executor
 from actionspace.execution.guarded import Guard
 from actionspace.execution.streaming import StreamPolicy
+from actionspace.ledger.budget_store import open_meter
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport, recover, resolve_by_hand
+from actionspace.ledger.run_state import open_run_states
 from actionspace.observation import ArtifactStore, FolderArtifactStore, Shaped, shape
 from actionspace.parse import parse
 from actionspace.pipeline.calls import group
@@ -48,8 +49,9 @@ from actionspace.policy.flow import DEFAULT_FLOW_POLICY, FlowPolicy
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal
 from actionspace.session import Provider, Session
+from actionspace.trace.otel_live import live_sink
 from actionspace.trace.recorder import Recorder, record_sink
-from actionspace.types import Observation, ToolCall
+from actionspace.types import SYSTEM_CLOCK, Clock, Observation, ToolCall
 from actionspace.validation.validator import ValidationContext
 
 __all__ = ["DEFAULT_PRINCIPAL", "DEFAULT_RETENTION_S", "TOOL_ATTRIBUTE", "Runtime", "tool"]
@@ -69,8 +71,8 @@ DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 class Runtime:
     """Stands between a model and its tools. Thread-safe; usable from sync and async code.
 
-    ``store``: ``"memory://"``, ``"sqlite:///path.db"`` (the default comes from
-    ``ACTIONSPACE_STORE`` or ``~/.actionspace/actionspace.db``). ``principal``: the default
+    ``store``: ``"memory://"`` (the default), ``"sqlite:///relative.db"`` /
+    ``"sqlite:////abs/path.db"`` (SQLAlchemy's convention) or ``"postgresql://…"``. ``principal``: the default
     principal of calls that name none. ``state``: handles to live services that business
     validators read (``ctx.state``). ``budgets``: limits every call must fit (a Budget, several
     combined with ``&``, or a list; all apply). ``cache``: the read cache for tools with
@@ -82,7 +84,8 @@ class Runtime:
     ``DEFAULT_FLOW_POLICY``; None checks nothing but still labels observations).
     ``discovery``: how offers are built (progressive disclosure, availability, rank cut,
     embeddings; see :class:`~actionspace.discovery.DiscoveryConfig`). ``stages``: extra stages
-    (see :mod:`actionspace.pipeline.stages`), run after validation and before the gates.
+    (see :mod:`actionspace.pipeline.stages`), run after validation and before the gates. ``clock``:
+    where approval expiry reads the time (default the system clock; tests pass a ``ManualClock``).
     """
 
     def __init__(
@@ -102,11 +105,10 @@ class Runtime:
         flow_policy: FlowPolicy | None = DEFAULT_FLOW_POLICY,
         discovery: DiscoveryConfig | None = None,
         stages: Iterable[Stage] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        if store is None:
-            from actionspace.trace.store import default_store_url
-
-            store = default_store_url()
+        store = store or "memory://"
+        self.clock = clock
         self.store_url = store
         self.trace, default_artifacts = open_stores(store)
         self.ledger, approval_store = open_ledger_stores(store)
@@ -116,20 +118,21 @@ class Runtime:
         self.catalog = Catalog()
         self.state: dict[str, Any] = dict(state or {})
         budget_set = Budgets.of(budgets)
-        self.meter: Meter | None = Meter(budget_set) if budget_set else None
+        # usage lives where the store is: every process sharing it shares the budgets
+        self.meter: Meter | None = open_meter(store, budget_set) if budget_set else None
         self._cache = cache
         self._resource_versions: dict[str, Callable[[str], str | None]] = {}
         self._default_run: str | None = None
         self._mcp: list[Toolset] = []
         compiler = Compiler()
-        self.approvals = Approvals(approval_store, lambda *a, **k: self.record(*a, **k))
+        self.approvals = Approvals(approval_store, lambda *a, **k: self.record(*a, **k), clock=clock)
         self.engine = Engine(
             catalog=self.catalog,
             ledger=self.ledger,
             artifacts=self.artifacts,
             executor=Executor(max_threads=max_threads, map_error=map_exception),
             trace=self.trace,
-            sink=record_sink(self.trace),
+            sink=live_sink(record_sink(self.trace)),  # live OTel spans only when OTel is configured
             stages=Stages(
                 catalog=self.catalog,
                 compiler=compiler,
@@ -139,6 +142,7 @@ class Runtime:
                 guard=None if self.meter is None else Guard(meter=self.meter, cache=cache),
             ),
             default_principal=principal or DEFAULT_PRINCIPAL,
+            run_states=open_run_states(store),
             on_first_run=(lambda: self.recover(min_age_s=STARTUP_RECOVERY_AGE_S))
             if recover_on_start
             else None,
@@ -262,8 +266,9 @@ class Runtime:
         return run_id
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
-        """Record the end of a run."""
+        """Record the end of a run; its state leaves memory (kept in the store, read back on use)."""
         self.record(run_id, "run_finished", {"status": status, **data})
+        self.engine.forget(run_id)
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append an event of another stage (for example ``verified``) to a run's trace."""
@@ -310,8 +315,16 @@ class Runtime:
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
     ) -> Observation:
         """Check and run one proposed call; returns its Observation (errors are values, not raised).
+
+        ``dry_run``: the call passes the stages up to the gates (resolve, authorize, validate and
+        the user stages), then the tool's ``preview`` runs instead of the tool: the observation's
+        ``data`` is the preview, ``diagnostics["dry_run"]`` is True; no ledger entry, no effect.
+        ``fresh``: a read is not served from the read cache (its new result is cached). A committed
+        write drops the cached reads whose read set its write set overlaps.
 
         ``node_id`` names the logical action within the run (default: node identity — the same
         tool with the same arguments in the same turn is one action). When ``raw`` holds several
@@ -327,6 +340,8 @@ class Runtime:
             principal=principal,
             provenance=provenance,
             sources=sources,
+            dry_run=dry_run,
+            fresh=fresh,
         )
         return out[0] if len(out) == 1 else group(out, run_id)
 
@@ -339,6 +354,8 @@ class Runtime:
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
         run_id = run_id or self.run_id_of(None, principal=principal)
@@ -349,6 +366,8 @@ class Runtime:
             principal=principal,
             provenance=provenance,
             sources=sources,
+            dry_run=dry_run,
+            fresh=fresh,
         )
         return out[0] if len(out) == 1 else group(out, run_id)
 
@@ -597,12 +616,14 @@ class Runtime:
         """
         envs = self.planner.environments
         specs = SpecsWithGroups(self.catalog, envs) if envs else self.catalog
-        return recover(self.ledger, specs, self.record, min_age_s=min_age_s, shape=self._shape)
+        return recover(
+            self.ledger, specs, self.record, min_age_s=min_age_s, shape=self._shape, now=self.clock.time()
+        )
 
     def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
         """Delete settled ledger entries older than ``retention_s`` (default 24 h); never unresolved ones."""
         point("during_purge")
-        return self.ledger.purge(older_than=time.time() - retention_s)
+        return self.ledger.purge(older_than=self.clock.time() - retention_s)
 
     def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
         """Reconcile an ``unknown_commit`` by hand (``committed`` or ``failed``); the decision is traced."""

@@ -20,12 +20,22 @@ original key, and is never sent (see docs/exactly-once.md).
 (:mod:`actionspace.discovery.render`), recorded in the trace as a ``rendered`` event. When a
 result was trimmed and carries an ``artifact_ref``, the next ``tools()`` also offers
 ``read_artifact(ref, offset, length)``.
+
+**Confidence gating.** With ``s.gate`` set (any object with ``decide(confidence, effect, risk)``
+returning ``"execute"``, ``"ask_user"`` or ``"observe_more"``, such as
+:class:`actionspace.evaluation.calibration.ThresholdPolicy`), ``s.handle(output, confidence=0.7)``
+(one value for every call, or a mapping call id → value) decides per call after validation: an
+``execute`` call goes on; any other is held back unrun as ``needs_approval`` whose ``details.gate``
+names the decision (``ask_user``: confirm with the user; ``observe_more``: read more, then propose
+again). Every decision is a ``gate_decided`` event in the trace. A call without a confidence is
+not gated (its event says so).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -69,7 +79,7 @@ class SessionRuntime(Protocol):
     def register(self, spec: ToolSpec) -> ToolSpec: ...
 
 
-__all__ = ["PROVIDERS", "Provider", "Session", "Turn"]
+__all__ = ["PROVIDERS", "ConfidenceGate", "GatePolicy", "Provider", "Session", "Turn"]
 
 Provider = Literal["openai_chat", "openai_responses", "anthropic"]
 PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic")
@@ -111,6 +121,8 @@ class Session:
         self.principal = principal
         self._offer = dict(offer or {})
         self._artifacts: list[str] = []
+        self.gate: GatePolicy | None = None
+        """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
         rt.run_state(run_id, principal)
 
     @property
@@ -141,19 +153,47 @@ class Session:
         definitions = self.rt.offer(names, run_id=self.run_id, principal=self.principal, **options)
         return render_tools(definitions, self.provider)
 
-    def handle(self, model_output: Any) -> Turn:
-        """Check and run every call the model proposed; one observation and one result per call."""
+    def handle(self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False) -> Turn:
+        """Check and run every call the model proposed; one observation and one result per call.
+
+        ``confidence`` (0–1, one for all calls or call id → value) feeds :attr:`gate` when set.
+        ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
+        of the tool (``diagnostics["dry_run"]``); nothing is committed.
+        """
         if not _has_calls(model_output):
             return Turn((), [], _content(model_output))
-        out = self.rt.engine.calls(model_output, run_id=self.run_id, principal=self.principal)
+        with self._gating(confidence):
+            out = self.rt.engine.calls(
+                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run
+            )
         return self._turn(model_output, out)
 
-    async def ahandle(self, model_output: Any) -> Turn:
+    async def ahandle(
+        self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
+    ) -> Turn:
         """Async :meth:`handle`."""
         if not _has_calls(model_output):
             return Turn((), [], _content(model_output))
-        out = await self.rt.engine.acalls(model_output, run_id=self.run_id, principal=self.principal)
+        with self._gating(confidence):
+            out = await self.rt.engine.acalls(
+                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run
+            )
         return self._turn(model_output, out)
+
+    @contextlib.contextmanager
+    def _gating(self, confidence: Confidence) -> Iterator[None]:
+        if self.gate is None:
+            yield
+            return
+        stage = _GATES.get(self.rt.engine)
+        if stage is None:
+            stage = _GATES[self.rt.engine] = ConfidenceGate()
+            self.rt.engine.add_stage(stage)
+        stage.pending[self.run_id] = (self.gate, confidence)
+        try:
+            yield
+        finally:
+            stage.pending.pop(self.run_id, None)
 
     def _turn(self, model_output: Any, out: Sequence[Observation]) -> Turn:
         for obs in out:
@@ -212,6 +252,55 @@ class ArtifactGate:
 
     def __hash__(self) -> int:
         return id(self.catalog)
+
+
+Confidence = float | Mapping[str, float] | None
+"""One confidence for every call of a model output, or call id → confidence; None: not given."""
+
+
+class GatePolicy(Protocol):
+    """Decides what to do with a call from its confidence and its tool's effect and risk."""
+
+    def decide(self, confidence: float, effect: str, risk: str = "low") -> str: ...
+
+
+class ConfidenceGate:
+    """The stage (after validation) that applies a session's :class:`GatePolicy`; one per engine."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[GatePolicy, Confidence]] = {}
+        """Run id → (policy, confidence) while a gated session handles an output."""
+
+    def __call__(self, inp: CallInput, draft: Draft) -> ActionError | None:
+        entry = self.pending.get(inp.run.run_id)
+        if entry is None or draft.spec is None:
+            return None
+        policy, given = entry
+        spec = draft.spec
+        value = given.get(inp.call.id or "") if isinstance(given, Mapping) else given
+        risk = spec.risk or "low"
+        event: dict[str, Any] = {"tool": spec.key, "effect": spec.effect, "risk": risk}
+        if value is None:
+            inp.rec.add("gate_decided", {**event, "confidence": None, "decision": "execute"})
+            return None
+        decision = policy.decide(float(value), spec.effect, risk)
+        threshold = getattr(policy, "threshold", None)
+        if callable(threshold):
+            event["threshold"] = threshold(spec.effect, risk)
+        inp.rec.add("gate_decided", {**event, "confidence": float(value), "decision": decision})
+        if decision == "execute":
+            return None
+        ask = decision == "ask_user"
+        return ActionError.of(
+            "needs_approval",
+            f"confidence {float(value):.2f} is too low to run {spec.name} ({spec.effect}, {spec.risk} risk): "
+            + ("confirm with the user first" if ask else "gather more evidence, then propose again"),
+            recovery=("confirm_with_user",) if ask else ("observe_more", "propose_again"),
+            details={"gate": decision, "confidence": float(value), **event},
+        )
+
+
+_GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDictionary()
 
 
 def _has_calls(raw: Any) -> bool:

@@ -4,35 +4,106 @@ The records (``ToolCall``, ``Observation``, ``Effect``, ``Provenance``, ``Trimmi
 keyword-only dataclasses with ``to_dict`` / ``from_dict`` so they round-trip through JSON (trace,
 ledger, HTTP, MCP) unchanged. ``ToolResult`` is what a tool may return; ``Outcome``
 (``Succeeded | Failed``) is what one send of a tool came back with, handed from the executor to
-the ledger's commit protocol inside one process.
+the ledger's commit protocol inside one process. ``Clock`` is where expiry and deadlines read
+the time (``SYSTEM_CLOCK`` by default; tests drive a ``ManualClock`` instead of sleeping).
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 
 __all__ = [
+    "SYSTEM_CLOCK",
     "ArgSource",
+    "Clock",
     "Effect",
     "EffectKind",
     "Failed",
+    "ManualClock",
     "Observation",
     "ObservationStatus",
     "Outcome",
     "Provenance",
     "Succeeded",
+    "SystemClock",
     "ToolCall",
     "ToolResult",
     "Trimming",
     "find_refs",
+    "template_parts",
 ]
 
 ObservationStatus = Literal["ok", "partial", "error"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where expiry (approvals, ledger retention) and deadlines read the time."""
+
+    def time(self) -> float:
+        """Wall-clock Unix seconds: what is stored (``expires_at``, ``created_at``)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin that never goes back: what deadlines are measured in."""
+        ...
+
+
+class SystemClock:
+    """The real clock: ``time.time`` and ``time.monotonic``."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+"""The clock everything uses unless given another."""
+
+
+class ManualClock:
+    """A clock that moves only when told to (:meth:`advance`): tests drive expiry with it.
+
+    Both readings start at ``start`` (Unix seconds, default the real time now) and move together.
+    Thread-safe.
+    """
+
+    def __init__(self, start: float | None = None) -> None:
+        self._now = time.time() if start is None else float(start)
+        self._origin = self._now
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        with self._lock:
+            return self._now
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self._now - self._origin
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds`` (never back: a negative value raises ValueError)."""
+        if seconds < 0:
+            raise ValueError("a clock never goes back")
+        with self._lock:
+            self._now += seconds
+
+    def __repr__(self) -> str:
+        return f"ManualClock({self._now!r})"
+
+
 EffectKind = Literal["created", "updated", "deleted", "sent"]
 
 
@@ -62,15 +133,65 @@ ArgSource = str
 ``default``."""
 
 
+def template_parts(text: str) -> list[tuple[str, bool]]:
+    """Split a ``$template`` string into (text, is_reference) parts.
+
+    ``"My GPA is {var1.data.gpa}"`` → ``[("My GPA is ", False), ("var1.data.gpa", True)]``;
+    ``{{`` and ``}}`` stand for literal braces. Raises ValueError on an unbalanced brace.
+    """
+    parts: list[tuple[str, bool]] = []
+    literal: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "{}" and text[i : i + 2] in ("{{", "}}"):
+            literal.append(ch)
+            i += 2
+            continue
+        if ch == "}":
+            raise ValueError(f"unbalanced '}}' at position {i} of the template")
+        if ch == "{":
+            end = text.find("}", i + 1)
+            if end < 0 or "{" in text[i + 1 : end]:
+                raise ValueError(f"unbalanced '{{' at position {i} of the template")
+            if literal:
+                parts.append(("".join(literal), False))
+                literal = []
+            parts.append((text[i + 1 : end].strip(), True))
+            i = end + 1
+            continue
+        literal.append(ch)
+        i += 1
+    if literal:
+        parts.append(("".join(literal), False))
+    return parts
+
+
+def _is_template(value: Mapping[str, Any]) -> bool:
+    return "$template" in value and len(value) == 1
+
+
 def find_refs(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
     """Yield (JSON pointer, raw ``$ref`` value) for every reference inside an argument ``value``.
 
     A reference is an object whose only key is ``"$ref"`` (a plan node's argument bound to another
     node's observation, see :mod:`actionspace.plan.refs`); the pointer is relative to ``value``.
+    A template ``{"$template": "My GPA is {n1.data.gpa}"}`` yields each of its references at the
+    template's pointer (an unreadable template yields its text, which no reference parser accepts).
     """
     if isinstance(value, Mapping):
         if "$ref" in value and len(value) == 1:
             yield at or "/", value["$ref"]
+            return
+        if _is_template(value):
+            text = value["$template"]
+            try:
+                parts = template_parts(text) if isinstance(text, str) else [(repr(text), True)]
+            except ValueError as exc:
+                parts = [(f"$template: {exc}", True)]
+            for part, is_ref in parts:
+                if is_ref:
+                    yield at or "/", part
             return
         for k, v in value.items():
             if isinstance(v, (Mapping, list)):
@@ -347,6 +468,10 @@ class Failed:
 
     error: ActionError
     attempts: int
+    running: Any = None
+    """For a timeout whose attempt still runs on its worker thread: a
+    ``concurrent.futures.Future`` of the Outcome that attempt ends with. While it runs, nothing
+    may ask the tool's status or send again for the same action."""
 
 
 Outcome = Succeeded | Failed

@@ -149,6 +149,9 @@ def test_concurrent_calls_with_different_timeouts_each_time_out_on_their_own_dea
     once = RetryPolicy(max_attempts=1)
     long = ToolSpec(name="long", effect="read", fn=sleeper, timeout_s=5.0, retry=once)
     short = ToolSpec(name="short", effect="read", fn=sleeper, timeout_s=0.05, retry=once)
+    # a call well inside its deadline: armed after the long one, it must not wait for it (a 10 ms
+    # sleep against the 50 ms deadline raced under CPU load)
+    medium = ToolSpec(name="medium", effect="read", fn=sleeper, timeout_s=1.0, retry=once)
     executor = Executor()
 
     async def scenario() -> tuple[Any, Any, Any, float]:
@@ -156,7 +159,7 @@ def test_concurrent_calls_with_different_timeouts_each_time_out_on_their_own_dea
         a = asyncio.ensure_future(executor.arun(long, {"seconds": 0.3}))
         await asyncio.sleep(0)
         b = asyncio.ensure_future(executor.arun(short, {"seconds": 2.0}))
-        c = asyncio.ensure_future(executor.arun(short, {"seconds": 0.01}))
+        c = asyncio.ensure_future(executor.arun(medium, {"seconds": 0.0}))
         done_b = await b
         elapsed = time.monotonic() - started
         return await a, done_b, await c, elapsed

@@ -26,7 +26,7 @@ def test_memory_urls_open_new_memory_stores() -> None:
 
 def test_a_sqlite_url_opens_one_file_for_both_and_creates_its_folder(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "er" / "actionspace.db"
-    url = f"sqlite://{path.as_posix()}"
+    url = f"sqlite:///{path.as_posix()}"
     ledger, approvals = open_ledger(url), open_approvals(url)
     try:
         assert isinstance(ledger, SqliteLedgerStore) and isinstance(approvals, SqliteApprovalStore)

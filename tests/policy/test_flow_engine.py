@@ -34,7 +34,10 @@ def test_strings_occur_as_whole_tokens_case_insensitively() -> None:
     assert not occurs("bobby", ["bob"])
     assert occurs(["a", "b"], ["a and b"])
     assert not occurs(["a", "c"], ["a and b"])
-    assert occurs({"to": "a"}, ["a"])
+    assert occurs({"to": "a"}, ["to a"])
+    assert not occurs({"to": "a"}, ["a"])  # a key is data: "to" occurs nowhere
+    assert not occurs({"hunter2": "a"}, [{"x": "a"}])
+    assert occurs({"a": 1}, [{"a": 1}])  # the source's keys are data too
 
 
 def test_numbers_occur_as_numbers_or_numerals_in_text() -> None:

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,6 +184,7 @@ def _judge(spec: ToolSpec, decision: Any, flowing: Item, per_arg: dict[str, Item
     tally.precision_errors += not ok
 
 
+@pytest.mark.slow  # about 110 s: 100,000 graphs
 @settings(
     max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )

@@ -88,7 +88,7 @@ def test_run_events_come_in_sequence_order_with_their_call_ids() -> None:
         kinds = [e["kind"] for e in events]
         assert kinds[0] == "run_started" and kinds[-1] == "observation"
         assert events[-1]["call_id"] == "r-ev:n1" and events[-1]["data"]["status"] == "ok"
-        assert all(isinstance(e["at"], float) for e in events)
+        assert all(isinstance(e["at"], str) and e["at"].endswith("Z") for e in events)  # ISO-8601 UTC
 
 
 def test_an_unknown_run_is_404_with_an_error_body() -> None:

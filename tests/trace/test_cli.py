@@ -21,7 +21,7 @@ def url(tmp_path: Path) -> str:
     with SqliteTraceStore(path) as store:
         store.append_many(calendar_run("run-7f3a9c", start=1_700_000_000.0))
         store.append_many(calendar_run("run-81bc02", start=1_700_000_100.0, finished=False))
-    return f"sqlite://{path}"
+    return f"sqlite:///{path}"
 
 
 def invoke(*args: str) -> Result:
@@ -51,7 +51,7 @@ def test_list_json_prints_the_run_summaries(url: str) -> None:
 
 
 def test_list_on_a_store_that_does_not_exist_yet_reports_no_runs(tmp_path: Path) -> None:
-    result = invoke("list", "--store", f"sqlite://{tmp_path}/none.db")
+    result = invoke("list", "--store", f"sqlite:///{tmp_path}/none.db")
     assert result.exit_code == 0
     assert "No runs" in result.stderr
     assert not (tmp_path / "none.db").exists()
@@ -106,7 +106,7 @@ def test_a_bad_store_url_fails_with_the_supported_forms(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_database_fails_cleanly(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_text("this is not sqlite" * 100)
-    result = invoke("list", "--store", f"sqlite://{bogus}")
+    result = invoke("list", "--store", f"sqlite:///{bogus}")
     assert result.exit_code == 1
     assert "cannot read trace store" in result.stderr
 
@@ -117,7 +117,7 @@ def test_export_and_import_round_trip_through_a_file(url: str, tmp_path: Path) -
     assert exported.exit_code == 0, exported.output
     assert len(out.read_text().splitlines()) == 43
 
-    target = f"sqlite://{tmp_path}/copy.db"
+    target = f"sqlite:///{tmp_path}/copy.db"
     first = invoke("import", str(out), "--store", target)
     again = invoke("import", str(out), "--store", target)
     assert "43 new" in first.stderr and "0 new" in again.stderr

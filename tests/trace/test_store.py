@@ -24,7 +24,7 @@ def test_memory_url_opens_a_fresh_memory_store() -> None:
 
 def test_absolute_sqlite_url_creates_missing_parent_directories(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "trace.db"
-    store = open_trace_store(f"sqlite://{path}")
+    store = open_trace_store(f"sqlite:///{path}")
     assert isinstance(store, SqliteTraceStore)
     assert store.path == path
     assert path.exists()
@@ -35,14 +35,14 @@ def test_relative_sqlite_url_is_relative_to_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    store = open_trace_store("sqlite://data/trace.db")
+    store = open_trace_store("sqlite:///data/trace.db")
     store.close()
     assert (tmp_path / "data" / "trace.db").exists()
 
 
 def test_a_missing_file_is_not_created_when_create_is_false(tmp_path: Path) -> None:
     with pytest.raises(StoreNotFoundError, match="no trace store"):
-        open_trace_store(f"sqlite://{tmp_path}/missing.db", create=False)
+        open_trace_store(f"sqlite:///{tmp_path}/missing.db", create=False)
     assert not (tmp_path / "missing.db").exists()
 
 
@@ -71,7 +71,7 @@ def test_the_default_url_comes_from_actionspace_store_first() -> None:
 
 
 def test_the_default_url_lives_under_actionspace_home() -> None:
-    assert default_store_url({"ACTIONSPACE_HOME": "/srv/as"}) == "sqlite:///srv/as/actionspace.db"
+    assert default_store_url({"ACTIONSPACE_HOME": "/srv/as"}) == "sqlite:////srv/as/actionspace.db"
 
 
 def test_without_settings_the_default_url_lives_under_the_home_directory(
@@ -80,7 +80,7 @@ def test_without_settings_the_default_url_lives_under_the_home_directory(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("ACTIONSPACE_STORE", raising=False)
     monkeypatch.delenv("ACTIONSPACE_HOME", raising=False)
-    assert default_store_url() == f"sqlite://{tmp_path}/.actionspace/actionspace.db"
+    assert default_store_url() == f"sqlite:///{tmp_path}/.actionspace/actionspace.db"
 
 
 def _store_with(*run_ids: str) -> MemoryTraceStore:

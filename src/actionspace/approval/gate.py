@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -10,6 +9,7 @@ from actionspace._canonical import args_digest
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.types import SYSTEM_CLOCK, Clock
 from actionspace.validation.items import preview_items
 from actionspace.validation.verdicts import NeedsApproval
 
@@ -38,6 +38,8 @@ def gate(
     provenance: Mapping[str, str],
     verdict: NeedsApproval,
     record: Record,
+    proposed_by: Mapping[str, Any] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
@@ -45,7 +47,7 @@ def gate(
     digest, so the changed call needs its own approval. Expired approvals are not honoured.
     """
     digest = args_digest(dict(arguments))
-    found = find_decision(store, run_id=run_id, node_id=node_id, tool=spec.key, digest=digest)
+    found = find_decision(store, run_id=run_id, node_id=node_id, tool=spec.key, digest=digest, clock=clock)
     if found is not None:
         return found
     full_provenance = {name: provenance.get(name, "model_inferred") for name in arguments}
@@ -61,7 +63,7 @@ def gate(
         reason=verdict.reason,
         details={**verdict.details, **preview_items(spec, arguments)},
     )
-    return file_request(store, request, record, reason=verdict.reason)
+    return file_request(store, request, record, reason=verdict.reason, proposed_by=proposed_by)
 
 
 def find_decision(
@@ -74,6 +76,7 @@ def find_decision(
     rule: str | None = None,
     record: Record | None = None,
     effects: bool = True,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ApprovalRequest | ActionError | None:
     """What the requests already filed for this exact call decide, or None when there is none yet.
 
@@ -81,9 +84,9 @@ def find_decision(
     node is returned as it is, so the ledger replays the action), ``permission_denied`` for a denied
     request, or ``needs_approval`` for one still pending. ``rule``: only requests filed for that
     ``approval_rule`` count. ``record``: when given, consuming an approval is traced as
-    ``approval_decided``. ``effects``: as in :func:`held`.
+    ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads the time.
     """
-    now = time.time()
+    now = clock.time()
     for request in store.find(run_id, tool, digest):
         if rule is not None and request.details.get("approval_rule") != rule:
             continue
@@ -115,13 +118,17 @@ def file_request(
     reason: str,
     rule: str | None = None,
     effects: bool = True,
+    proposed_by: Mapping[str, Any] | None = None,
 ) -> ActionError:
     """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the call.
 
     The store may answer with the pending request already bound to the same call; the error names
     that one. ``reason`` is what the event records; ``rule``, when given, is recorded as well.
-    ``effects``: as in :func:`held`.
+    ``effects``: as in :func:`held`. ``proposed_by`` (``Principal.to_dict()``) is kept in the
+    request's details: a call resumed after the decision runs as that principal, re-authorized.
     """
+    if proposed_by is not None:
+        request = request.evolve(details={**request.details, "proposed_by": dict(proposed_by)})
     stored = store.create(request)
     requested = {
         "request_id": stored.id,
@@ -154,9 +161,17 @@ def held(request: ApprovalRequest, *, effects: bool = True) -> ActionError:
 class Approvals:
     """``rt.approvals``: list pending requests and decide them (the decision is traced)."""
 
-    def __init__(self, store: ApprovalStore, record: Callable[[str, str, Mapping[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        store: ApprovalStore,
+        record: Callable[[str, str, Mapping[str, Any]], None],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.store = store
         self._record = record
+        self.clock = clock
+        """Where decisions and expiry read the time (see ``actionspace.types.Clock``)."""
 
     def list(self, status: str | None = "pending", *, limit: int = 100) -> list[ApprovalRequest]:
         return self.store.list(status=status, limit=limit)
@@ -168,7 +183,7 @@ class Approvals:
         self, request_id: str, *, by: str, reason: str | None = None, ttl_s: float | None = 3600.0
     ) -> ApprovalRequest:
         """Approve a pending request; the approval expires after ``ttl_s`` seconds (None: never)."""
-        now = time.time()
+        now = self.clock.time()
         expires = now + ttl_s if ttl_s is not None else None
         return self._decide(request_id, "approved", by, reason, expires)
 
@@ -184,7 +199,11 @@ class Approvals:
         if request is None:
             raise KeyError(f"no approval request {request_id}")
         decided = request.evolve(
-            status=status, decided_by=by, decided_at=time.time(), decision_reason=reason, expires_at=expires
+            status=status,
+            decided_by=by,
+            decided_at=self.clock.time(),
+            decision_reason=reason,
+            expires_at=expires,
         )
         point("during_approval_decision")
         stored = self.store.update(request_id, ("pending",), decided)

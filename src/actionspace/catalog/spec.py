@@ -18,22 +18,31 @@ __all__ = [
     "EFFECTS",
     "HIGH_RISK_ARG_NAMES",
     "BatchMode",
+    "Completion",
     "Cost",
     "Effect",
     "Idempotency",
+    "Isolation",
     "Labels",
     "Lifecycle",
     "RetryPolicy",
     "Risk",
     "ToolSpec",
+    "WriteMode",
     "schema_hash",
 ]
+
+DEFAULT_TIMEOUT_S = 30.0
+"""A tool's per-attempt timeout when it declares none."""
 
 Effect = Literal["none", "read", "write", "external"]
 Risk = Literal["low", "medium", "high"]
 Idempotency = Literal["native", "query", "none"]
 Lifecycle = Literal["active", "deprecated", "retired"]
 BatchMode = Literal["all_or_nothing", "per_item", "chunked"]
+Isolation = Literal["latest", "at_version", "snapshot"]
+WriteMode = Literal["overwrite", "conditional", "append"]
+Completion = Literal["sent", "accepted", "delivered"]
 Confidentiality = Literal["public", "internal", "secret"]
 Integrity = Literal["trusted", "untrusted"]
 
@@ -42,6 +51,9 @@ _RISKS: tuple[Risk, ...] = ("low", "medium", "high")
 _IDEMPOTENCY: tuple[Idempotency, ...] = ("native", "query", "none")
 _LIFECYCLES: tuple[Lifecycle, ...] = ("active", "deprecated", "retired")
 _BATCH_MODES: tuple[BatchMode, ...] = ("all_or_nothing", "per_item", "chunked")
+_ISOLATIONS: tuple[Isolation, ...] = ("latest", "at_version", "snapshot")
+_WRITE_MODES: tuple[WriteMode, ...] = ("overwrite", "conditional", "append")
+_COMPLETIONS: tuple[Completion, ...] = ("sent", "accepted", "delivered")
 _DEFAULT_RISK: dict[Effect, Risk] = {"none": "low", "read": "low", "write": "medium", "external": "high"}
 
 
@@ -191,6 +203,9 @@ class ToolSpec:
     data_class: str | None = None
     lifecycle: Lifecycle = "active"
     deprecated_by: str | None = None
+    items_from: str | None = None
+    """A top-level list argument whose length budgets count as the call's items (``get_many(ids=[…])``
+    counts ``len(ids)``); a batch tool's items are counted anyway. None: the call is one item."""
     cache_ttl: float | None = None
     transaction: str | None = None
     """Name of a runtime environment (``rt.environment``) whose transaction this tool can join in an
@@ -201,12 +216,13 @@ class ToolSpec:
     """Scopes a principal needs; default ``("<effect>:<name>",)``."""
     high_risk_args: tuple[str, ...] = ()
     """Top-level arguments that need approval when their value was inferred by the model."""
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # DEFAULT_TIMEOUT_S
     """Per-attempt timeout in seconds. Default 30."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     blocking: bool | None = None
     """For sync functions: True runs them on a worker thread (timeout enforced), False inline in
-    the caller (no thread hop, no timeout). Default: inline for ``effect="none"``, thread otherwise."""
+    the caller (no thread hop, no timeout). Default: inline for ``effect="none"`` with the default
+    timeout, a thread otherwise (a tool that declares its ``timeout_s`` gets it enforced)."""
     trim: str = "json-v1"
     """Trimming rule for the observation: ``json-v1``, ``log-v1``, ``search-v1``, ``web-v1``."""
     max_observation_bytes: int = 16_384
@@ -225,6 +241,27 @@ class ToolSpec:
     coerce: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
     """Turns validated JSON arguments into the Python values ``fn`` expects (set by ``@tool``)."""
     examples: tuple[Mapping[str, Any], ...] = ()
+    preview: Callable[..., Any] | None = None
+    """What the call would do, without doing it: called with the tool's arguments on a dry run
+    (``rt.call(..., dry_run=True)``); its return value is the observation's ``data``."""
+    verify: tuple[Any, ...] = ()
+    """Post-conditions checked after the tool answered ok (``actionspace.verify``: ``read_back``,
+    ``fresh``, ``no_other_items`` …); a rejection is an error observation naming the verifier."""
+    completion: Completion | None = None
+    """Which evidence proves the effect: ``sent``, ``accepted`` (the tool answered ok) or
+    ``delivered`` (a post-condition that reads the effect back accepted it; one is required).
+    None: not reported. The observation's ``diagnostics["completion"]`` says the level reached."""
+    isolation: Isolation | None = None
+    """What a read sees: ``latest`` (whatever is current), ``at_version`` (the version named in the
+    arguments) or ``snapshot`` (one consistent snapshot). Pinned reads commute with writes in a plan."""
+    write_mode: WriteMode | None = None
+    """How a write lands: ``overwrite`` (last writer wins), ``conditional`` (only on the expected
+    version; otherwise ``conflict``) or ``append`` (appends commute with each other in a plan)."""
+    dedupe_window_s: float | None = None
+    """Seconds the tool remembers an idempotency key (a resend after that is a new action)."""
+    cancel: Callable[..., Any] | None = None
+    """Asks a running call to stop: ``cancel(arguments, idempotency_key)`` returns ``"cancelled"``
+    (it stopped before committing), ``"committed"`` (too late) or anything else (unknown)."""
     _schema_hash: str = field(init=False, repr=False, compare=False, default="")
     _is_async: bool = field(init=False, repr=False, compare=False, default=False)
     _streams: bool = field(init=False, repr=False, compare=False, default=False)
@@ -249,6 +286,7 @@ class ToolSpec:
         if self.timeout_s <= 0:
             raise ToolDefinitionError(f"{self.name}: timeout_s must be > 0")
         self._check_batch()
+        self._check_contract()
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
         object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
@@ -266,8 +304,8 @@ class ToolSpec:
             object.__setattr__(self, "risk", _DEFAULT_RISK[self.effect])
         if self.reversible is None:
             object.__setattr__(self, "reversible", self.effect in ("none", "read"))
-        if self.blocking is None:
-            object.__setattr__(self, "blocking", self.effect != "none")
+        if self.blocking is None:  # a timeout the tool declares is one it gets: a thread enforces it
+            object.__setattr__(self, "blocking", self.effect != "none" or self.timeout_s != DEFAULT_TIMEOUT_S)
         if self.scopes is None:
             object.__setattr__(self, "scopes", (f"{self.effect}:{self.name}",))
         if not self.summary and self.description:
@@ -296,6 +334,63 @@ class ToolSpec:
         props = self.input_schema.get("properties")
         if self.batch is not None and isinstance(props, Mapping) and self.items_arg not in props:
             raise ToolDefinitionError(f"{self.name}: batch tool has no argument {self.items_arg!r}")
+
+    def _check_contract(self) -> None:
+        if self.isolation is not None and self.isolation not in _ISOLATIONS:
+            raise ToolDefinitionError(f"{self.name}: isolation must be one of {_ISOLATIONS}")
+        if self.write_mode is not None:
+            if self.write_mode not in _WRITE_MODES:
+                raise ToolDefinitionError(f"{self.name}: write_mode must be one of {_WRITE_MODES}")
+            if self.effect not in ("write", "external"):
+                raise ToolDefinitionError(f"{self.name}: write_mode is for write/external tools")
+        if self.dedupe_window_s is not None:
+            if not self.dedupe_window_s > 0:
+                raise ToolDefinitionError(f"{self.name}: dedupe_window_s must be > 0")
+            if self.idempotency == "none":
+                raise ToolDefinitionError(f"{self.name}: dedupe_window_s needs idempotency native or query")
+        object.__setattr__(self, "verify", tuple(self.verify))
+        for check in self.verify:
+            if not callable(check) and not hasattr(check, "after"):
+                raise ToolDefinitionError(f"{self.name}: verify holds {check!r}, which is not a verifier")
+        if self.completion is not None:
+            if self.completion not in _COMPLETIONS:
+                raise ToolDefinitionError(f"{self.name}: completion must be one of {_COMPLETIONS}")
+            if self.completion == "delivered" and not any(
+                getattr(v, "proves", None) == "delivered" for v in self.verify
+            ):
+                raise ToolDefinitionError(
+                    f"{self.name}: completion='delivered' needs a verifier that reads the effect back "
+                    "(verify=[read_back(...)])"
+                )
+
+    def contract_note(self) -> str:
+        """One sentence for the model on the declared isolation, write mode, dedupe window, dry run
+        and completion evidence ("" when none is declared)."""
+        parts: list[str] = []
+        if self.isolation is not None:
+            parts.append(
+                {
+                    "latest": "reads the latest state",
+                    "at_version": "reads the version named in its arguments",
+                    "snapshot": "reads one consistent snapshot",
+                }[self.isolation]
+            )
+        if self.write_mode is not None:
+            parts.append(
+                {
+                    "overwrite": "overwrites (last write wins)",
+                    "conditional": "writes only if the resource is still at the expected version, "
+                    "else conflict",
+                    "append": "appends (never replaces)",
+                }[self.write_mode]
+            )
+        if self.dedupe_window_s is not None:
+            parts.append(f"dedupes a repeated request for {self.dedupe_window_s:g}s")
+        if self.preview is not None:
+            parts.append("supports a dry run that previews the effect")
+        if self.completion is not None:
+            parts.append(f"its effect is confirmed as {self.completion}")
+        return ("Contract: " + "; ".join(parts) + ".") if parts else ""
 
     @property
     def key(self) -> str:
@@ -340,7 +435,21 @@ class ToolSpec:
             "effect": self.effect,
             "risk": self.risk,
             "schema_hash": self.schema_hash,
+            **self._contract(),
         }
+
+    def _contract(self) -> dict[str, Any]:
+        declared = {
+            "isolation": self.isolation,
+            "write_mode": self.write_mode,
+            "dedupe_window_s": self.dedupe_window_s,
+            "completion": self.completion,
+            "dry_run": True if self.preview is not None else None,
+        }
+        out: dict[str, Any] = {k: v for k, v in declared.items() if v is not None}
+        if out:
+            out["contract_note"] = self.contract_note()
+        return out
 
 
 _PARAMETERS: dict[Any, frozenset[str]] = {}

@@ -88,7 +88,9 @@ def _description(d: Mapping[str, Any]) -> str:
         marks = ", ".join(f"{k}: {d[k]}" for k in ("effect", "risk") if d.get(k) is not None)
         suffix = f"[{marks}] " if marks else ""
         return f"{text} {suffix}(call {DESCRIBE_TOOL} with tool={d['name']!r} for its arguments first)"
-    return str(d.get("description") or d.get("summary") or "")
+    text = str(d.get("description") or d.get("summary") or "")
+    note = d.get("contract_note")
+    return f"{text}\n\n{note}".strip() if note else text
 
 
 def _schema(d: Mapping[str, Any]) -> dict[str, Any]:

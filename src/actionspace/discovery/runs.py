@@ -8,12 +8,13 @@ a call names a tool and gets that pinned version, ``unknown_tool`` (with close n
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from typing import Any
 
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.candidates import safe_suggestions
 from actionspace.discovery.disclosure import undescribed
 from actionspace.errors import ActionError
 from actionspace.policy.flow import FlowState
@@ -22,7 +23,7 @@ from actionspace.policy.principal import Principal
 __all__ = ["RunState", "resolve"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class RunState:
     """What the runtime remembers of one run: its event counter, turns, offer pins and flow state."""
 
@@ -44,6 +45,54 @@ class RunState:
     """The run's context label and what the model was shown (policy/flow.py)."""
     turn: int = 0
     """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
+    saved: tuple[Any, ...] | None = None
+    """The :meth:`mark` of the last snapshot saved (None: never saved)."""
+
+    def mark(self) -> tuple[Any, ...]:
+        """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
+        return (
+            self.flow.version,
+            self.turn,
+            len(self.pins),
+            self.explicit_offer,
+            self.disclosure,
+            len(self.described),
+            id(self.principal),
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """What any process continuing this run rebuilds it from (:meth:`restore`): JSON."""
+        return {
+            "v": 1,
+            "principal": self.principal.to_dict(),
+            "turn": self.turn,
+            "pins": {name: list(pin) for name, pin in self.pins.items()},
+            "explicit_offer": self.explicit_offer,
+            "disclosure": self.disclosure,
+            "described": sorted(self.described),
+            "flow": self.flow.to_state(),
+        }
+
+    @classmethod
+    def restore(
+        cls, run_id: str, data: Mapping[str, Any], seq: itertools.count[int], first_node: int
+    ) -> RunState:
+        """The run a :meth:`snapshot` describes, continued with event numbers from ``seq``."""
+        who = data.get("principal") or {}
+        run = cls(
+            run_id,
+            Principal.from_dict(who),
+            seq,
+            nodes=itertools.count(first_node),
+            pins={str(k): (str(v[0]), str(v[1])) for k, v in (data.get("pins") or {}).items()},
+            explicit_offer=bool(data.get("explicit_offer")),
+            disclosure=bool(data.get("disclosure")),
+            described={str(n) for n in data.get("described") or ()},
+            flow=FlowState.from_state(data.get("flow") or {}),
+            turn=int(data.get("turn") or 0),
+        )
+        run.saved = run.mark()
+        return run
 
 
 def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:
@@ -71,7 +120,8 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
         spec = None if run.explicit_offer else catalog.current(base)
         if spec is None:
             offered = sorted(run.pins) if run.explicit_offer else sorted(s.name for s in catalog.offerable())
-            close = get_close_matches(base, offered, n=3, cutoff=0.6)
+            shown = [t for t in (catalog.current(name) for name in offered) if t is not None]
+            close = safe_suggestions(base, shown, catalog.current(base))
             return ActionError.of(
                 "unknown_tool",
                 f"no tool {base!r} is offered to this run"

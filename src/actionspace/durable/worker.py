@@ -96,6 +96,13 @@ def worker_command(
     ] = 60.0,
 ) -> None:
     """Run durable plans (rt.run_plan(..., backend="dbos") and PlanClient.submit) from a shared store."""
+    from actionspace._extras import require
+
+    try:
+        require("dbos", "durable", "actionspace worker")
+    except ConfigurationError as exc:
+        typer.echo(f"actionspace worker: {exc}", err=True)
+        raise typer.Exit(1) from exc
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -50,6 +50,9 @@ class _Entry:
     produced_at: float
     ttl_s: float | None
     """None: a static entry (no age limit)."""
+    spec: ToolSpec | None = None
+    arguments: Mapping[str, Any] | None = None
+    """The call the entry answers: a committed write whose write set overlaps its read set drops it."""
 
 
 _MAX_EXACT_INT = 2**53
@@ -120,7 +123,9 @@ class ReadCache:
         diagnostics = {**fields["diagnostics"], "cache": info}
         return Observation(**{**fields, "call_id": call_id, "diagnostics": diagnostics})
 
-    def put(self, key: str, spec: ToolSpec, obs: Observation) -> bool:
+    def put(
+        self, key: str, spec: ToolSpec, obs: Observation, arguments: Mapping[str, Any] | None = None
+    ) -> bool:
         """Keep ``obs`` when it is a complete success of a cacheable tool; True when stored."""
         if obs.status != "ok" or obs.error is not None or obs.provisional or not obs.complete:
             return False
@@ -131,13 +136,26 @@ class ReadCache:
         ttl = None if static else spec.cache_ttl
         fields = {name: getattr(obs, name) for name in obs.__dataclass_fields__}
         fields["provenance"] = replace(obs.provenance, source="cache")
-        entry = _Entry(fields, produced if produced is not None else self.clock(), ttl)
+        entry = _Entry(fields, produced if produced is not None else self.clock(), ttl, spec, arguments)
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
         return True
+
+    def invalidate(self, stale: Callable[[ToolSpec, Mapping[str, Any]], bool]) -> int:
+        """Drop the entries whose call ``stale(spec, arguments)`` says a write may have changed
+        (an entry stored without its call is dropped too); returns how many were dropped."""
+        with self._lock:
+            entries = list(self._entries.items())
+        dropped = [
+            k for k, e in entries if e.spec is None or e.arguments is None or stale(e.spec, e.arguments)
+        ]
+        with self._lock:
+            for k in dropped:
+                self._entries.pop(k, None)
+        return len(dropped)
 
     def clear(self) -> None:
         """Drop every entry."""

@@ -8,13 +8,14 @@ tool may have committed, so it is never retried blindly.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import inspect
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
@@ -41,6 +42,15 @@ def _timeout_error(spec: ToolSpec) -> ActionError:
         "transient",
         f"{spec.name} did not answer within {spec.timeout_s}s",
         details={"timeout_s": spec.timeout_s},
+    )
+
+
+def _not_started(spec: ToolSpec, waited_s: float) -> ActionError:
+    """The attempt waited for a worker thread past its timeout and was withdrawn: it never ran."""
+    return ActionError.of(
+        "transient",
+        f"{spec.name} was not started within {waited_s}s (every worker thread was busy); it was not sent",
+        details={"timeout_s": waited_s, "sent": False},
     )
 
 
@@ -77,6 +87,55 @@ class Executor:
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="actionspace-tool")
         self._portal = _Portal()
         self.map_error = map_error
+        self.max_abandoned = max(1, max_threads // 2)
+        """Attempts still running past their timeout beyond which no new blocking attempt starts."""
+        self._abandoned: set[Future[Any]] = set()
+        self._abandoned_lock = threading.Lock()
+
+    @property
+    def abandoned(self) -> int:
+        """Attempts that timed out and still run on a worker thread (Python cannot stop them)."""
+        return len(self._abandoned)
+
+    def _submit(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Future[Any] | Failed:
+        """Start a blocking attempt on a worker thread, unless too many earlier ones still run."""
+        if len(self._abandoned) >= self.max_abandoned:
+            return Failed(
+                ActionError.of(
+                    "transient",
+                    f"{spec.name} was not sent: {len(self._abandoned)} earlier attempts still run past"
+                    " their timeouts",
+                    details={"abandoned_threads": len(self._abandoned), "sent": False},
+                ),
+                1,
+            )
+        ctx = contextvars.copy_context()
+        return self._pool.submit(ctx.run, spec.fn, **kwargs)  # type: ignore[arg-type]
+
+    def _timed_out(self, spec: ToolSpec, fut: Future[Any]) -> Failed:
+        """What a blocking attempt that did not answer in time is: never started, or still running."""
+        if fut.cancel():
+            return Failed(_not_started(spec, spec.timeout_s), 1)
+        with self._abandoned_lock:
+            self._abandoned.add(fut)
+        late: Future[Outcome] = Future()
+
+        def ended(done: Future[Any]) -> None:
+            with self._abandoned_lock:
+                self._abandoned.discard(done)
+            exc = done.exception()
+            if exc is None:
+                late.set_result(Succeeded(done.result(), 1))
+            else:
+                error = self.map_error(exc, side_effects=spec.has_side_effects)
+                late.set_result(Failed(error, 1))
+
+        fut.add_done_callback(ended)
+        error = _timeout_error(spec)
+        error = replace(
+            error, details={**error.details, "still_running": True, "abandoned_threads": self.abandoned}
+        )
+        return Failed(error, 1, running=late)
 
     # ------------------------------------------------------------------ async callers
     async def arun(
@@ -136,7 +195,13 @@ class Executor:
             if spec.is_async:
                 value = await _with_timeout(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
-                value = await asyncio.wait_for(asyncio.to_thread(fn, **kwargs), spec.timeout_s)
+                fut = self._submit(spec, kwargs)
+                if isinstance(fut, Failed):
+                    return fut
+                try:
+                    value = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), spec.timeout_s)
+                except TimeoutError:
+                    return self._timed_out(spec, fut)
             else:
                 value = fn(**kwargs)
                 if inspect.isawaitable(value):
@@ -176,7 +241,13 @@ class Executor:
             if spec.is_async:
                 value = self._run_coroutine(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
-                value = self._pool.submit(fn, **kwargs).result(timeout=spec.timeout_s)
+                fut = self._submit(spec, kwargs)
+                if isinstance(fut, Failed):
+                    return fut
+                try:
+                    value = fut.result(timeout=spec.timeout_s)
+                except (TimeoutError, FutureTimeout):
+                    return self._timed_out(spec, fut)
             else:
                 value = fn(**kwargs)
                 if inspect.isawaitable(value):

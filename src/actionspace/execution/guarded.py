@@ -10,6 +10,7 @@ reservation with what the call actually used.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,7 @@ class Admission:
     cache_key: str | None
     hit: Observation | None
     items: int
+    arguments: Mapping[str, Any] | None = None
 
     def run(self, record: Record, execute: Callable[[], Observation]) -> Observation:
         """Serve the hit, or execute and settle."""
@@ -118,7 +120,7 @@ class Admission:
 
     def _done(self, record: Record, obs: Observation) -> Observation:
         if self.cache is not None and self.cache_key is not None:
-            self.cache.put(self.cache_key, self.spec, obs)
+            self.cache.put(self.cache_key, self.spec, obs, self.arguments)
         if self.meter is not None and self.reservation is not None:
             nbytes = observation_bytes(obs)
             items = _dispatched_items(obs, self.items)
@@ -128,12 +130,20 @@ class Admission:
                 actual = charge(self.spec, calls=1, items=items, nbytes=nbytes)
             self.meter.settle(self.reservation, actual)
             record("metered", {"charged": actual.to_dict()})
+            left = _left(self.reservation.remaining, actual)
+            if left:  # the model (and its loop) can see how much budget the run has left
+                obs = dataclasses.replace(obs, diagnostics={**obs.diagnostics, "budget_remaining": left})
         return obs
 
     def _abandoned(self) -> None:
         # The call may have run before it was interrupted: charge it, without observation bytes.
         if self.meter is not None and self.reservation is not None:
             self.meter.settle(self.reservation, charge(self.spec, calls=1, items=self.items, nbytes=0))
+
+
+def _left(before: Mapping[str, float], used: Usage) -> dict[str, float]:
+    """Per limited unit, what remains after a call that used ``used`` (never negative)."""
+    return {unit: max(0, left - getattr(used, unit)) for unit, left in before.items()}
 
 
 class Guard:
@@ -156,15 +166,19 @@ class Guard:
         principal: Principal,
         call_id: str,
         record: Record,
+        fresh: bool = False,
     ) -> Admission | ActionError | None:
-        """Look the call up in the cache and reserve its estimate; an error means it must not run."""
+        """Look the call up in the cache and reserve its estimate; an error means it must not run.
+
+        ``fresh``: the caller wants a new read, not a cached one (the result is cached again).
+        """
         cache, meter = self.cache, self.meter
         key = hit = None
         if cache is not None and cacheable(spec):
             key = cache.key(spec, principal, arguments)
-            hit = cache.get(key, call_id=call_id)
+            hit = None if fresh else cache.get(key, call_id=call_id)
         if meter is None:
-            return None if key is None else Admission(spec, None, None, cache, key, hit, 0)
+            return None if key is None else Admission(spec, None, None, cache, key, hit, 0, arguments)
         if hit is not None:
             items, amount = 0, Usage(bytes=observation_bytes(hit))
         else:
@@ -187,10 +201,10 @@ class Guard:
             "budget",
             {"verdict": "allowed", "estimate": amount.to_dict(), "remaining": reservation.remaining},
         )
-        return Admission(spec, meter, reservation, cache, key, hit, items)
+        return Admission(spec, meter, reservation, cache, key, hit, items, arguments)
 
     def _estimate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[int, Usage]:
-        if spec.batch is not None:
+        if spec.batch is not None or spec.items_from is not None:
             items = item_count(spec, arguments)
             return items, estimate(spec, arguments, items=items)
         known = self._estimates.get(spec.key)

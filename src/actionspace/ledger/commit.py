@@ -11,8 +11,10 @@ asked for the status, ``none`` tools end in ``unknown_commit`` for a person to r
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Generator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,17 @@ from actionspace.ledger.entries import LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
 from actionspace.types import Observation, Outcome, Succeeded
 
-__all__ = ["Dispatch", "Sleep", "args_digest", "protocol", "query_status", "unknown_commit_error"]
+__all__ = [
+    "AwaitAttempt",
+    "Dispatch",
+    "Sleep",
+    "args_digest",
+    "protocol",
+    "query_status",
+    "still_running",
+    "unknown_commit_error",
+    "within_window",
+]
 
 MAX_WAIT_S = 30.0
 """How long a caller waits for another caller that holds the same action before answering ``transient``."""
@@ -40,7 +52,43 @@ class Sleep:
     seconds: float
 
 
-Command = Dispatch | Sleep
+@dataclass(frozen=True, slots=True)
+class AwaitAttempt:
+    """Wait up to ``seconds`` for an attempt still running past its timeout; send back its Outcome
+    (None if it still runs)."""
+
+    running: Future[Outcome]
+    seconds: float
+
+
+Command = Dispatch | Sleep | AwaitAttempt
+
+_STILL_RUNS = "an attempt that timed out still runs and may yet commit"
+_PAST_WINDOW = "past the tool's dedupe window: the same key again could be a second request"
+_RUNNING: dict[str, Future[Outcome]] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+def still_running(key: str) -> bool:
+    """True while an attempt of ``key`` that timed out still runs in this process: its status may
+    not be asked and it may not be sent again until it ends (it may yet commit)."""
+    with _RUNNING_LOCK:
+        fut = _RUNNING.get(key)
+    return fut is not None and not fut.done()
+
+
+def _hold(key: str, running: Future[Outcome]) -> None:
+    with _RUNNING_LOCK:
+        _RUNNING[key] = running
+
+    def release(_: Future[Outcome]) -> None:
+        with _RUNNING_LOCK:
+            if _RUNNING.get(key) is running:
+                del _RUNNING[key]
+
+    running.add_done_callback(release)
+
+
 Protocol = Generator[Command, "Outcome | None", Observation]
 Observe = Callable[[Outcome], Observation]
 Fail = Callable[[ActionError], Observation]
@@ -54,6 +102,13 @@ def unknown_commit_error(spec: ToolSpec, key: str, why: str) -> ActionError:
         resource_ids=(key,),
         details={"idempotency_key": key, "idempotency": spec.idempotency, "reason": why},
     )
+
+
+def within_window(spec: ToolSpec, entry: LedgerEntry, now: float | None = None) -> bool:
+    """True while the tool still dedupes ``entry``'s key (its ``dedupe_window_s`` from the entry's
+    creation; no declared window: always). Past it, the same key is a new request to the tool."""
+    window = spec.dedupe_window_s
+    return window is None or (time.time() if now is None else now) - entry.created_at < window
 
 
 def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
@@ -179,6 +234,9 @@ def protocol(
 
 def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Protocol:
     sends = 1
+    busy = False
+    """An attempt that timed out still runs: only a ``Committed`` answer is acted on, nothing is
+    sent again except to a ``native`` tool (which dedupes its key, concurrent sends included)."""
     while True:
         outcome = yield Dispatch()
         assert outcome is not None
@@ -187,14 +245,27 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
             obs = observe(outcome)
             return _commit(led, _noted(obs, resolved_by="same_key_resend", sends=sends) if sends > 1 else obs)
         error = outcome.error
+        if error.category == "unknown_commit" and outcome.running is not None:
+            # The attempt still runs on its thread: it may yet commit. Wait (one more timeout) for
+            # its answer rather than act on a status that truthfully says "not yet".
+            late = yield AwaitAttempt(outcome.running, min(spec.timeout_s, MAX_WAIT_S))
+            if late is None:
+                _hold(led.entry.key, outcome.running)
+                busy = True
+            else:
+                outcome = late
+                if isinstance(outcome, Succeeded):
+                    return _commit(led, _noted(observe(outcome), resolved_by="late_answer", sends=sends))
+                error = outcome.error
         if error.category != "unknown_commit":
             led.move(("dispatched",), "failed", error=error.to_dict())
             return fail(error)
         led.move(("dispatched",), "unknown", error=error.to_dict())
-        # A native tool dedupes by key: asking again is the status query.
+        # A native tool dedupes by key (within its window): asking again is the status query.
         if (
             spec.idempotency == "native"
             and sends < spec.retry.max_attempts
+            and within_window(spec, led.entry)
             and led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1)
         ):
             sends += 1
@@ -204,19 +275,24 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
             if isinstance(answer, Committed):
                 found = _noted(observe(Succeeded(answer.result, 1)), resolved_by="status_query", sends=sends)
                 return _commit(led, found, remote_id=answer.remote_id)
-            if (
+            if busy:
+                why = _STILL_RUNS
+            elif (
                 isinstance(answer, NotCommitted)
                 and sends < spec.retry.max_attempts
                 and led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1)
             ):
                 sends += 1
                 continue
-            why = answer.reason if isinstance(answer, StillUnknown) else "still not committed after retries"
+            else:
+                why = (
+                    answer.reason if isinstance(answer, StillUnknown) else "still not committed after retries"
+                )
         else:
-            why = "the tool has no status query and does not dedupe"
-        final = unknown_commit_error(
-            spec, led.entry.key, why if spec.idempotency != "native" else "no answer"
-        )
+            why = _STILL_RUNS if busy else "the tool has no status query and does not dedupe"
+        if spec.idempotency == "native":
+            why = "no answer" if within_window(spec, led.entry) else _PAST_WINDOW
+        final = unknown_commit_error(spec, led.entry.key, why)
         led.move(("unknown",), "unknown_commit", error=final.to_dict())
         return fail(final)
 

@@ -1,18 +1,18 @@
 """Open the ledger and approval stores a store URL names (the same URL as the trace store).
 
 * ``memory://`` — a new store in this process only; lost when it exits.
-* ``sqlite:///abs/path.db`` or ``sqlite://relative/path.db`` — the file shared with the trace store;
-  ``~`` is expanded and missing parent directories are created.
+* ``sqlite:///relative/path.db`` or ``sqlite:////abs/path.db`` (SQLAlchemy's convention) — the file
+  shared with the trace store; ``~`` is expanded and missing parent directories are created.
 * ``postgresql://…`` (or ``postgres://…``) — :mod:`actionspace.ledger.postgres`, imported only then.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Final, cast
 
+from actionspace._extras import require
 from actionspace._store_url import sqlite_path
 from actionspace.approval.requests import ApprovalStore
 from actionspace.errors import ConfigurationError
@@ -21,9 +21,14 @@ from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.sqlite import SqliteLedgerStore
 from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
 
-__all__ = ["SUPPORTED_URLS", "open_approvals", "open_ledger"]
+__all__ = ["SUPPORTED_URLS", "open_approvals", "open_ledger", "scheme_of", "sqlite_file"]
 
-SUPPORTED_URLS: Final = ("memory://", "sqlite:///absolute/path.db", "postgresql://user@host/db")
+SUPPORTED_URLS: Final = (
+    "memory://",
+    "sqlite:///relative.db",
+    "sqlite:////abs/path.db",
+    "postgresql://user@host/db",
+)
 _POSTGRES_MODULE: Final = "actionspace.ledger.postgres"
 
 
@@ -47,6 +52,16 @@ def open_approvals(url: str) -> ApprovalStore:
     return cast(ApprovalStore, _postgres().PostgresApprovalStore(url))
 
 
+def scheme_of(url: str) -> str:
+    """``memory``, ``sqlite`` or ``postgresql`` for a supported store URL; ConfigurationError otherwise."""
+    return _scheme(url)
+
+
+def sqlite_file(url: str) -> Path:
+    """The file a ``sqlite://`` URL names, its parent directories created."""
+    return _sqlite_file(url)
+
+
 def _scheme(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -66,10 +81,4 @@ def _sqlite_file(url: str) -> Path:
 
 
 def _postgres() -> ModuleType:
-    try:
-        return importlib.import_module(_POSTGRES_MODULE)
-    except ImportError as exc:
-        missing = exc.name or _POSTGRES_MODULE
-        raise ConfigurationError(
-            f"postgresql:// stores need the module {missing!r}, which cannot be imported: {exc}"
-        ) from exc
+    return require(_POSTGRES_MODULE, "postgres", "a postgresql:// store")

@@ -12,6 +12,7 @@ starting at once against an empty database do not trip over each other.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -468,7 +469,11 @@ def _approval_params(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def _jsonb(value: Mapping[str, Any] | Sequence[Any] | None) -> Jsonb | None:
-    return None if value is None else Jsonb(value)
+    return None if value is None else Jsonb(value, dumps=_strict_dumps)
+
+
+def _strict_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)  # NaN is not JSON: never stored
 
 
 def redacted(url: str) -> str:

@@ -24,7 +24,7 @@ from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger.commit import query_status, unknown_commit_error
+from actionspace.ledger.commit import query_status, still_running, unknown_commit_error, within_window
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.status import Committed, NotCommitted
 from actionspace.types import Observation, ToolResult
@@ -111,13 +111,15 @@ def recover(
     *,
     min_age_s: float = 0.0,
     shape: Shape = unshaped,
+    now: float | None = None,
 ) -> RecoveryReport:
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
 
-    ``shape`` makes a committed result the observation's data (default :func:`unshaped`).
+    ``shape`` makes a committed result the observation's data (default :func:`unshaped`); ``now``
+    is the current Unix time (default the system clock's: the runtime passes its clock's).
     """
     report = RecoveryReport()
-    cutoff = time.time() - min_age_s
+    cutoff = (time.time() if now is None else now) - min_age_s
     entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
     for entry in entries:
         if entry.updated_at > cutoff:
@@ -133,8 +135,11 @@ def recover(
             )
             final = entry.evolve(state="unknown_commit", error=unasked.to_dict())
             bucket = report.unknown_commit
-        elif spec.idempotency == "native":
+        elif spec.idempotency == "native" and within_window(spec, entry, now):
             final, bucket = entry.evolve(state="accepted"), report.redispatchable
+        elif spec.idempotency == "native":
+            error = unknown_commit_error(spec, entry.key, "lost past the tool's dedupe window")
+            final, bucket = entry.evolve(state="unknown_commit", error=error.to_dict()), report.unknown_commit
         elif spec.idempotency == "query":
             answer = query_status(spec, entry)
             if isinstance(answer, Committed):
@@ -189,6 +194,8 @@ def resolve_by_hand(
         raise KeyError(f"no ledger entry {key}")
     if entry.state != "unknown_commit":
         raise ValueError(f"{key} is {entry.state}; only unknown_commit entries are resolved by hand")
+    if outcome == "failed" and still_running(key):
+        raise ValueError(f"{key}: an attempt that timed out still runs in this process and may yet commit")
     resolution = {"by": by, "reason": reason, "at": time.time(), "outcome": outcome}
     changes: dict[str, Any] = {"state": outcome, "resolution": resolution}
     if outcome == "committed":

@@ -10,16 +10,19 @@ from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
 from actionspace.parse import parse
 from actionspace.trace.recorder import Recorder
+from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ObservationStatus, ToolCall
 
 __all__ = ["dispatched_event", "group", "parse_raw"]
 
 
-def parse_raw(raw: Any, rec: Recorder) -> list[ToolCall] | Observation:
+def parse_raw(raw: Any, rec: Recorder, artifacts: Any = None) -> list[ToolCall] | Observation:
+    """The calls in ``raw``, or the parse_error observation; a long raw output is recorded bounded
+    (a prefix and its sha256 in the trace, the whole in ``artifacts`` when given)."""
     if isinstance(raw, ToolCall):
         rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
         return [raw]
-    rec.add("model_output", {"raw": raw if isinstance(raw, str | dict | list) else repr(raw)[:10_000]})
+    rec.add("model_output", bounded_raw(raw, artifacts))
     parsed = parse(raw)
     event: dict[str, Any] = {
         "format": parsed.format,

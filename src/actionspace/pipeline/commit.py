@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
-from actionspace.ledger.commit import Protocol, Sleep, args_digest, new_entry, protocol
+from actionspace.ledger.commit import AwaitAttempt, Protocol, Sleep, args_digest, new_entry, protocol
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
@@ -103,6 +103,10 @@ class LedgerDriver:
                     await asyncio.sleep(command.seconds)
                 command = await self._io(blocking, _step, steps, None)
                 continue
+            if isinstance(command, AwaitAttempt):
+                late = await _late(command, blocking)
+                command = await self._io(blocking, _step, steps, late)
+                continue
             outcome: Outcome | None = None
             async for item in dispatch():
                 if isinstance(item, Observation):
@@ -141,6 +145,16 @@ class LedgerDriver:
         )
         rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
         return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+async def _late(command: AwaitAttempt, blocking: bool) -> Outcome | None:
+    """The Outcome of an attempt still running past its timeout, if it ends within the wait."""
+    try:
+        if blocking:
+            return command.running.result(timeout=command.seconds)
+        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(command.running)), command.seconds)
+    except TimeoutError:
+        return None
 
 
 def _step(steps: Protocol, value: Outcome | None) -> Any:

@@ -15,39 +15,53 @@ that may read or file approval requests run on a worker thread; the sync path ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import itertools
 import logging
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
 from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.batch import arun_batch, run_batch
+from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Executor, Outcome
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.ledger.commit import Protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
+from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.observation import ArtifactStore
 from actionspace.pipeline.calls import dispatched_event, parse_raw
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
+from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
+from actionspace.pipeline.fast import FastPath
 from actionspace.pipeline.observe import fail, observe
 from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, ready_of
 from actionspace.pipeline.streaming import final_of, stream_ready
+from actionspace.plan.conflicts import ANY, conflicting, expand
 from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
-from actionspace.types import Observation, ToolCall
+from actionspace.types import Failed, Observation, Succeeded, ToolCall
 
 __all__ = ["Engine", "run_sync"]
 
 _log = logging.getLogger("actionspace")
 
 T = TypeVar("T")
+
+MAX_LIVE_RUNS = 4096
+"""Runs an engine keeps in memory; the least recently used beyond it are evicted (their state is
+in the run-state store, and any later call reads it back)."""
 
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
@@ -79,6 +93,8 @@ class Engine:
         stages: Stages,
         default_principal: Principal,
         on_first_run: Callable[[], object] | None = None,
+        run_states: RunStateStore | None = None,
+        max_live_runs: int = MAX_LIVE_RUNS,
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
@@ -94,10 +110,18 @@ class Engine:
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""
         self._on_first_run = on_first_run
-        self._runs: dict[str, RunState] = {}
+        self._runs: OrderedDict[str, RunState] = OrderedDict()
+        self._evicted: weakref.WeakValueDictionary[str, RunState] = weakref.WeakValueDictionary()
+        """Evicted runs something still holds (a call in flight, a session): reused, never reloaded
+        beside the live object."""
         self._runs_lock = threading.Lock()
+        self.run_states: RunStateStore = run_states if run_states is not None else MemoryRunStateStore()
+        """Where each run's principal, context label, turn and pins are kept for any process."""
+        self.max_live_runs = max_live_runs
         self._offload = not isinstance(ledger, MemoryLedgerStore)
         self.driver = LedgerDriver(ledger, offload=self._offload)
+        self.fast = FastPath(stages)
+        """The precompiled path of simple calls (pipeline/fast.py); anything else runs the stages."""
 
     # ------------------------------------------------------------------ stages
     def add_stage(self, stage: Stage, *, after: Literal["validate", "flow"] = "validate") -> None:
@@ -116,25 +140,88 @@ class Engine:
 
     # ------------------------------------------------------------------ runs and records
     def run(self, run_id: str, principal: Principal | None = None) -> RunState:
-        """The state of ``run_id``, opened (and ``run_started`` recorded) on first use."""
+        """The state of ``run_id``, opened (and ``run_started`` recorded) on first use.
+
+        A run another process (or this one, before evicting it) worked on comes back from the
+        run-state store: its principal, context label, turn and pins, whoever continues it.
+        ``principal`` names the principal of a run that has none yet.
+        """
         run = self._runs.get(run_id)
         if run is not None:
             return run
         if self._on_first_run is not None:
             hook, self._on_first_run = self._on_first_run, None
             hook()
+        evicted: list[RunState] = []
+        with self._runs_lock:
+            run = self._evicted.pop(run_id, None)
+            if run is not None:
+                self._runs[run_id] = run
+                evicted = self._evict()
+        if run is not None:
+            for old in evicted:
+                self.persist(old)
+            return run
+        stored = self.run_states.load(run_id)
         with self._runs_lock:
             run = self._runs.get(run_id)
             if run is not None:
                 return run
             start = self.trace.next_seq(run_id)
-            run = RunState(run_id, principal or self.default_principal, itertools.count(start))
+            if stored is not None:
+                # node numbers past every event stored: a call id of an earlier process is never reused
+                run = RunState.restore(run_id, stored, itertools.count(start), start + 1)
+            else:
+                run = RunState(
+                    run_id,
+                    principal or self.default_principal,
+                    itertools.count(start),
+                    nodes=itertools.count(start + 1),
+                )
             self._runs[run_id] = run
+            evicted = self._evict()
+        for old in evicted:
+            self.persist(old)
+        if stored is None:
+            self.persist(run)
         if start == 0:  # flushed outside the lock: a clash with another process renumbers under it
             rec = Recorder(run, None)
-            rec.add("run_started", {"principal": run.principal.id})
+            started = {"principal": run.principal.id}
+            if run.principal.tenant is not None:  # listings are filtered by tenant
+                started["tenant"] = run.principal.tenant
+            rec.add("run_started", started)
             self.flush(rec)
         return run
+
+    def _evict(self) -> list[RunState]:
+        """Drop the least recently opened runs past ``max_live_runs`` (under the runs lock)."""
+        out = []
+        while len(self._runs) > self.max_live_runs:
+            run_id, run = self._runs.popitem(last=False)
+            self._evicted[run_id] = run
+            out.append(run)
+        return out
+
+    def persist(self, run: RunState) -> None:
+        """Save the run's state when it changed since the last save (a cheap compare otherwise).
+
+        Called before a call's events are stored and its observation returned, so that a label the
+        run gained is durable before the model is shown what carried it.
+        """
+        mark = run.mark()
+        if mark == run.saved:
+            return
+        self.run_states.save(run.run_id, run.snapshot())
+        run.saved = mark
+
+    def forget(self, run_id: str) -> None:
+        """Save a run's state and drop it from memory (a finished or idle run); it comes back on use."""
+        with self._runs_lock:
+            run = self._runs.pop(run_id, None)
+            if run is not None:
+                self._evicted[run_id] = run
+        if run is not None:
+            self.persist(run)
 
     def known_run(self, run_id: str) -> RunState | None:
         """The state of ``run_id`` if this engine has opened it, else None (never opens one)."""
@@ -152,6 +239,9 @@ class Engine:
         When another process already stored events under the same numbers (several workers run
         nodes of one run), the batch is renumbered after the stored events instead of being lost.
         """
+        owner = rec.run
+        if isinstance(owner, RunState) and owner.mark() != owner.saved:
+            self.persist(owner)  # raises: the call's observation must not outrun its label
         try:
             for _ in range(TRACE_RENUMBER_ATTEMPTS):
                 try:
@@ -235,7 +325,8 @@ class Engine:
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""
-        return self._stages(inp, self._draft(inp), 0)
+        quick = self.fast.ready(inp, self._ordered)  # what the stages would decide, decided once
+        return quick if quick is not None else self._stages(inp, self._draft(inp), 0)
 
     async def aprepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare_input` from async code.
@@ -245,6 +336,9 @@ class Engine:
         declassify): for a call that can reach them — a side-effecting tool or one that needs
         approval — they run on a worker thread when the stores are not in memory.
         """
+        quick = self.fast.ready(inp, self._ordered)  # what the stages would decide, decided once
+        if quick is not None:
+            return quick
         draft = self._draft(inp)
         first = self._checks
         result = self._stages(inp, draft, 0, first)
@@ -290,9 +384,28 @@ class Engine:
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
     ) -> list[Observation]:
-        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread)."""
-        return run_sync(self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=True))
+        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread).
+
+        ``dry_run``: each call passes the stages up to the gates, then its tool's preview runs
+        instead of the tool (:mod:`actionspace.pipeline.contract`); nothing reaches the ledger.
+        ``fresh``: reads are not served from the read cache.
+        """
+        return run_sync(
+            self._calls(
+                raw,
+                run_id,
+                node_id,
+                principal,
+                provenance,
+                sources,
+                blocking=True,
+                dry_run=dry_run,
+                fresh=fresh,
+            )
+        )
 
     def acalls(
         self,
@@ -303,9 +416,13 @@ class Engine:
         principal: Principal | None = None,
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
     ) -> Coroutine[Any, Any, list[Observation]]:
         """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker threads."""
-        return self._calls(raw, run_id, node_id, principal, provenance, sources, blocking=False)
+        return self._calls(
+            raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
+        )
 
     async def _calls(
         self,
@@ -317,6 +434,8 @@ class Engine:
         sources: Mapping[str, Sequence[str]] | None,
         *,
         blocking: bool,
+        dry_run: bool = False,
+        fresh: bool = False,
     ) -> list[Observation]:
         run = self.run(run_id, principal)
         who = principal or run.principal
@@ -324,9 +443,28 @@ class Engine:
         out: list[Observation] = []
         inline = blocking or not self._offload  # store I/O in this thread, or on a worker thread
         try:
-            calls = parse_raw(raw, rec)
+            general = provenance or sources or dry_run or fresh
+            quick = None if general else self.fast.take(raw, run, who, self._ordered)
+            if quick is not None and (quick.entry.spec.verify or quick.entry.spec.completion is not None):
+                quick = None  # post-conditions run on the staged path
+            if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
+                try:
+                    obs = await self.fast.run(
+                        quick,
+                        rec,
+                        node_id,
+                        blocking=blocking,
+                        executor=self.executor,
+                        artifacts=self.artifacts,
+                    )
+                except Exception as exc:
+                    obs = self.internal(exc, rec, quick.tool_call())
+                    run.flow.observed(obs)
+                out.append(obs)
+            calls = [] if quick is not None else parse_raw(raw, rec, self.artifacts)
             if isinstance(calls, Observation):
-                return [calls]
+                out.append(calls)
+                calls = []
             node = node_id if len(calls) == 1 else None
             message: dict[str, int] = {}
             for call in calls:
@@ -339,31 +477,81 @@ class Engine:
                     provenance=provenance,
                     sources=sources,
                     message=message,
+                    fresh=fresh,
                 )
                 try:
-                    ready = self.prepare_input(inp) if blocking else await self.aprepare_input(inp)
-                    obs = await self._execute(ready, rec, blocking) if isinstance(ready, Ready) else ready
+                    if dry_run:
+                        obs = await self._dry_run(inp, blocking)
+                    else:
+                        ready = self.prepare_input(inp) if blocking else await self.aprepare_input(inp)
+                        obs = await self._run(ready, rec, blocking) if isinstance(ready, Ready) else ready
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = self.internal(exc, rec, call)
                 run.flow.observed(obs)
                 out.append(obs)
-            return out
         except Exception as exc:
-            return [*out, self.internal(exc, rec)]
-        finally:
+            out.append(self.internal(exc, rec))
+        except BaseException:  # cancelled: what was recorded is still stored
+            with contextlib.suppress(Exception):
+                self.flush(rec)
+            raise
+        try:
             if inline:
                 self.flush(rec)
             else:
                 await asyncio.to_thread(self.flush, rec)
+        except Exception as exc:  # the run's state could not be saved: show nothing it would have labelled
+            _log.exception("actionspace: saving the state of run %s failed", run.run_id)
+            error = ActionError.of(
+                "transient",
+                f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
+            )
+            return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
+        return out
 
     # ------------------------------------------------------------------ one accepted call
     def execute(self, ready: Ready, rec: Recorder) -> Observation:
-        """Run an accepted call in the calling thread: budgets, cache, batch, stream, ledger."""
-        return run_sync(self._execute(ready, rec, True))
+        """Run an accepted call in the calling thread: budgets, cache, batch, stream, ledger,
+        then the tool's post-conditions."""
+        return run_sync(self._run(ready, rec, True))
 
     def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]:
         """Async :meth:`execute` (await it)."""
-        return self._execute(ready, rec, False)
+        return self._run(ready, rec, False)
+
+    async def _run(self, ready: Ready, rec: Recorder, blocking: bool) -> Observation:
+        obs = await self._execute(ready, rec, blocking)
+        spec = ready.compiled.spec
+        if spec.bindings and obs.error is not None:
+            obs = gone_is_stale(ready, obs)
+        if spec.verify or spec.completion is not None:
+            obs = postcheck(ready, obs, rec)
+        return obs
+
+    async def _dry_run(self, inp: CallInput, blocking: bool) -> Observation:
+        """The stages up to the gates, then the tool's preview instead of the tool."""
+        draft = self._draft(inp)
+        stopped = self._stages(inp, draft, 0, self._checks + len(self._extra))
+        if stopped is not None:
+            return stopped
+        ready = ready_of(inp, draft)
+        pending: list[Any] = []
+
+        def run(value: Any) -> Any:
+            if not inspect.isawaitable(value):
+                return value
+            if blocking:
+                return self.executor.block_on(_awaited(value))
+            pending.append(value)
+            return None
+
+        outcome = preview_outcome(ready, run)
+        if pending:
+            try:
+                outcome = Succeeded(await pending[0], 1)
+            except Exception as exc:
+                outcome = Failed(map_exception(exc, side_effects=False), 1)
+        return dry_run(ready, outcome, lambda out: self.observe(ready, out, inp.rec), inp.rec)
 
     async def _execute(self, ready: Ready, rec: Recorder, blocking: bool, part: bool = False) -> Observation:
         if ready.admission is not None:  # budgets or the read cache apply
@@ -399,10 +587,30 @@ class Engine:
                 yield await self.executor.arun(spec, ready.kwargs, rec.retry)
 
         last: Observation | None = None
-        async for obs in self.drive_stream(ready, rec, dispatch, blocking=blocking):
-            last = obs
+        try:
+            async for obs in self.drive_stream(ready, rec, dispatch, blocking=blocking):
+                last = obs
+        finally:
+            self._invalidate(spec, ready.arguments, rec)
         assert last is not None
         return last
+
+    def _invalidate(self, spec: ToolSpec, arguments: Mapping[str, Any], rec: Recorder) -> None:
+        """A write (which may have committed, whatever it answered) drops the cached reads its
+        write set overlaps (an undeclared set overlaps everything)."""
+        guard = self.stages.guard
+        cache = None if guard is None else guard.cache
+        if cache is None or not len(cache):
+            return
+        writes = expand(spec.writes, arguments) if spec.writes else (ANY,)
+
+        def stale(read: ToolSpec, args: Mapping[str, Any]) -> bool:
+            reads = expand(read.reads, args) if read.reads else (ANY,)
+            return conflicting(reads, (), (), writes) is not None
+
+        dropped = cache.invalidate(stale)
+        if dropped:
+            rec.add("cache_invalidated", {"tool": spec.name, "writes": list(writes[:20]), "dropped": dropped})
 
     def stream(
         self, ready: Ready, rec: Recorder, policy: StreamPolicy | None = None
@@ -449,3 +657,7 @@ class Engine:
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
+
+
+async def _awaited(value: Any) -> Any:
+    return await value

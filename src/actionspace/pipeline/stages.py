@@ -24,6 +24,7 @@ from actionspace._fast import fast_init
 from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.versions import earlier_version_mismatch
 from actionspace.discovery.runs import RunState, resolve
 from actionspace.errors import ActionError
 from actionspace.execution.guarded import Admission, Guard
@@ -68,6 +69,8 @@ class CallInput:
     message: dict[str, int] | None = None
     """Identity node → proposals of it so far in this message, shared by the message's calls; when
     given, the occurrence is counted here, after the name resolved and the arguments were normalized."""
+    fresh: bool = False
+    """The caller wants a new read, not one served from the read cache."""
 
 
 @dataclass(slots=True)
@@ -82,6 +85,8 @@ class Draft:
     approval: NeedsApproval | None = None
     label: Label | None = None
     admission: Admission | None = None
+    values: Mapping[str, tuple[Any, ...]] | None = None
+    """Per argument, each value's provenance, when a provenance stage established it."""
 
 
 Stage = Callable[[CallInput, Draft], ActionError | None]
@@ -170,8 +175,12 @@ class Stages:
         if spec.batch is not None or spec.max_items is not None:
             verdict = batch_verdict(spec, checked.arguments, verdict)
         if isinstance(verdict, Rejected):
-            inp.rec.add("validated", validated_event(spec, "rejected", verdict.error))
-            return verdict.error
+            error = verdict.error
+            versions = self.catalog.versions(spec.name) if error.category == "invalid_arguments" else []
+            if len(versions) > 1:  # arguments written for an earlier version: say so, naming both
+                error = earlier_version_mismatch(spec, versions, inp.call.arguments) or error
+            inp.rec.add("validated", validated_event(spec, "rejected", error))
+            return error
         if isinstance(verdict, NeedsApproval):
             event = {**validated_event(spec, "needs_approval", None), "reason": verdict.reason}
             inp.rec.add("validated", event)
@@ -208,6 +217,8 @@ class Stages:
             provenance=checked.provenance,
             verdict=verdict,
             record=inp.rec.add,
+            proposed_by=inp.principal.to_dict(),
+            clock=self.approvals.clock,
         )
         if isinstance(approved, ActionError):
             return approved
@@ -232,6 +243,7 @@ class Stages:
             record=inp.rec.add,
             sources=inp.sources,
             bound=inp.bound,
+            values=d.values,
         )
         if isinstance(label, ActionError):
             return label
@@ -250,6 +262,7 @@ class Stages:
             principal=inp.principal,
             call_id=d.call_id,
             record=inp.rec.add,
+            fresh=inp.fresh,
         )
         if isinstance(admitted, ActionError):
             return admitted

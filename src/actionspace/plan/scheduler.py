@@ -28,7 +28,7 @@ from actionspace.execution.ready import Ready
 from actionspace.plan.atomic import member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
-from actionspace.plan.control import CancelScope, ToolLimit
+from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome, named_blocker
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.ready import ReadyQueue
@@ -97,6 +97,9 @@ class Scheduler:
         self.running: dict[str, asyncio.Task[Observation]] = {}
         self.per_tool: dict[str, int] = {}
         self.abort_requested: set[str] = set()
+        self.dispatched_args: dict[str, Mapping[str, Any]] = {}
+        self.abort_answers: dict[str, asyncio.Future[str]] = {}
+        """Per running write asked to abort through its tool's ``cancel`` hook: the hook's answer."""
         self.cancelled: set[str] = set()
         self.max_parallel = 0
         self.extra_calls = 0
@@ -219,11 +222,18 @@ class Scheduler:
         try:
             obs = await self._node(node)
         except asyncio.CancelledError:
-            obs = self._cancelled_obs(k, "running", "abort requested; the read was cancelled")
+            obs = self._aborted_read(k, "abort requested; the read was cancelled")
         except Exception as exc:  # a bug of ours: typed, and the plan goes on
             rec = Recorder(self.run_state, self._call_id(k))
             obs = self.engine.internal(exc, rec)
             self._buffer(rec)
+        if self.cancel_scope is not None and self.cancel_scope._pending() and k in self.running:
+            self._apply_cancel()  # asked while a read ran inline (it could not be interrupted)
+        if k in self.abort_requested and obs.status == "ok" and _safe(node):
+            obs = self._aborted_read(k, "abort requested while it ran; its result was discarded")
+        answer = self.abort_answers.pop(k, None)
+        if answer is not None:
+            obs = abort_outcome(obs, await answer)
         if k in self.running:
             self._finish(k, obs)
             self._ready.extend(self._newly_ready)
@@ -236,7 +246,8 @@ class Scheduler:
         name = self.plan.nodes[k].specs[0].name
         self.per_tool[name] -= 1
         if k in self.abort_requested and obs.status == "ok":
-            diagnostics = {**obs.diagnostics, "cancel": {"phase": "committed", "undone": False}}
+            cancel = {**obs.diagnostics.get("cancel", {}), "phase": "committed", "undone": False}
+            diagnostics = {**obs.diagnostics, "cancel": cancel}
             obs = dataclasses.replace(obs, diagnostics=diagnostics)
         self._settle(k, obs)
 
@@ -259,7 +270,12 @@ class Scheduler:
             if s in self.blocked_by:
                 root, why = self.blocked_by[s]
                 node = self.plan.nodes[s]
-                reason = "it was cancelled" if root == s else f"{root} did not succeed ({why})"
+                if root == s:  # cancelled while it waited: it names the node it waited on, not itself
+                    root = named_blocker(self.blocked_by.get(k), k)
+                    self.blocked_by[s] = (root, why)
+                    reason = f"it was cancelled while waiting for {k}"
+                else:
+                    reason = f"{root} did not succeed ({why})"
                 self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
                 self._settle(s, _blocked(self._call_id(s), node, root, reason))
             else:
@@ -296,7 +312,31 @@ class Scheduler:
             None, "plan_node_cancelled", {"node": k, "phase": "running", "aborted": safe, "reason": reason}
         )
         if safe:
-            self.running[k].cancel()
+            task = self.running[k]
+            if task is not asyncio.current_task():
+                task.cancel()
+        elif node.specs[0].cancel is not None and k not in self.abort_answers:
+            self.abort_answers[k] = asyncio.get_running_loop().run_in_executor(None, self._ask_to_abort, k)
+
+    def _ask_to_abort(self, k: str) -> str:
+        """Call the tool's ``cancel`` hook (on a worker thread): ``cancelled``, ``committed``, ``unknown``."""
+        spec = self.plan.nodes[k].specs[0]
+        assert spec.cancel is not None
+        try:
+            entry = self.engine.ledger.get_node(self.run_state.run_id, k)
+            answer = spec.cancel(dict(self.dispatched_args.get(k, {})), None if entry is None else entry.key)
+        except Exception:
+            answer = None
+        said = answer if answer in ("cancelled", "committed") else "unknown"
+        self._record(self._call_id(k), "plan_node_abort_answered", {"node": k, "answer": said})
+        return said
+
+    def _aborted_read(self, k: str, reason: str) -> Observation:
+        """A read (or pure call) stopped by an abort: cancelled, traced as aborted, never as finished."""
+        obs = self._cancelled_obs(k, "running", reason)
+        event = {"status": "error", "tool": obs.tool, "version": obs.tool_version, "category": "cancelled"}
+        self._record(obs.call_id, "observation", {**event, "aborted": True})
+        return obs
 
     def _cancelled_obs(self, k: str, phase: str, reason: str) -> Observation:
         spec = self.plan.nodes[k].specs[0]
@@ -324,6 +364,7 @@ class Scheduler:
         arguments = self._arguments(node, node.node.arguments)
         if isinstance(arguments, Observation):
             return arguments
+        self.dispatched_args[node.id] = arguments
         obs = await self._call(node, node.id, node.node.tool, arguments)
         return self._verify(node, obs)
 
@@ -488,3 +529,7 @@ def _status(observations: Any) -> PlanStatus:
     if any(s != "error" for s in statuses):  # some node (or some items of a batch node) succeeded
         return "partial"
     return "error"
+
+
+def _safe(node: CheckedNode) -> bool:
+    return all(spec.effect in _SAFE_TO_ABORT for spec in node.specs)

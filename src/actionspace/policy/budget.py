@@ -176,6 +176,9 @@ class Reservation:
     amount: Usage
     remaining: dict[str, float]
     """Per limited unit, what the applicable budgets allowed before this call."""
+    keys: tuple[str, str] | None = None
+    """For a meter kept in a store: the run's and the principal's rows (``run`` and ``principal``
+    are then copies, and :meth:`Meter.settle` writes the difference to the store)."""
 
 
 _EPSILON = 1e-9
@@ -193,7 +196,8 @@ def _usage(vector: list[float]) -> Usage:
 
 
 class Meter:
-    """Usage per run and per principal (id and tenant), thread-safe, in memory.
+    """Usage per run and per principal (id and tenant), thread-safe, in memory (``memory://``;
+    :mod:`actionspace.ledger.budget_store` keeps it in the database every process shares).
 
     Usage includes what in-flight calls have reserved. Nothing is ever forgotten during the life of
     the meter: a long-lived process with many runs should call :meth:`forget_run` for finished runs.
@@ -236,16 +240,24 @@ class Meter:
             shared = self._principals.get(principal)
             if shared is None:
                 shared = self._principals[principal] = [0, 0, 0, 0.0]
-            for budget, per_principal, limits in self._limits:
-                used = shared if per_principal else run
-                for unit, i, limit in limits:
-                    if need[i] > limit - used[i] + _EPSILON:
-                        return _exceeded(budget, unit, _usage(used), amount)
+            refused = self._check(run, shared, amount)
+            if refused is not None:
+                return refused
             remaining = self._remaining(run, shared)
             for i in range(4):
                 run[i] += need[i]
                 shared[i] += need[i]
             return Reservation(run, shared, amount, remaining)
+
+    def _check(self, run: list[float], shared: list[float], amount: Usage) -> ActionError | None:
+        """The ``budget_exceeded`` error when ``amount`` does not fit every applicable budget."""
+        need = _vector(amount)
+        for budget, per_principal, limits in self._limits:
+            used = shared if per_principal else run
+            for unit, i, limit in limits:
+                if need[i] > limit - used[i] + _EPSILON:
+                    return _exceeded(budget, unit, _usage(used), amount)
+        return None
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         """Replace a reservation by what the call actually used."""

@@ -137,6 +137,7 @@ class FlowState:
         "seen",
         "user_label",
         "user_texts",
+        "version",
     )
 
     def __init__(self) -> None:
@@ -153,6 +154,8 @@ class FlowState:
         self._groups: dict[Label, list[str]] = {}
         self._origins: Origins | None = ()
         self._lock = threading.Lock()
+        self.version = 0
+        """Bumped whenever what :meth:`to_state` keeps changes (the engine saves it then)."""
 
     def _add(self, source: str, label: Label) -> None:
         if label == PUBLIC_TRUSTED:
@@ -161,7 +164,36 @@ class FlowState:
         if len(ids) < MAX_IDS_PER_LABEL and source not in ids:
             ids.append(source)
             self._origins = None  # the sources changed; past the cap they do not, and neither do origins
+            self.version += 1
         self.context = self.context.join(label)
+
+    # ------------------------------------------------------------------ kept across processes
+    def to_state(self) -> dict[str, Any]:
+        """What another process continuing the run needs: labels, the user's input, the sources of
+        the context and the artifacts shown. (Observations kept for ``sources=`` checks are not:
+        a source another process does not know falls back to the context label.)"""
+        with self._lock:
+            return {
+                "context": self.context.to_dict(),
+                "user_label": self.user_label.to_dict(),
+                "user_texts": list(self.user_texts[-MAX_REMEMBERED:]),
+                "groups": [[lab.to_dict(), list(ids)] for lab, ids in self._groups.items()],
+                "artifacts": [[ref, tool, lab.to_dict()] for ref, (tool, lab) in self.artifacts.items()],
+            }
+
+    @classmethod
+    def from_state(cls, data: Mapping[str, Any]) -> FlowState:
+        """The flow state :meth:`to_state` described (unknown keys are ignored)."""
+        state = cls()
+        state.context = Label.from_dict(data.get("context") or {})
+        state.user_label = Label.from_dict(data.get("user_label") or {})
+        state.user_texts = [str(t) for t in data.get("user_texts") or ()]
+        for lab, ids in data.get("groups") or ():
+            state._groups[Label.from_dict(lab)] = [str(i) for i in ids][:MAX_IDS_PER_LABEL]
+        for ref, tool, lab in data.get("artifacts") or ():
+            state.artifacts[str(ref)] = (str(tool), Label.from_dict(lab))
+        state._origins = None
+        return state
 
     def add_user_input(self, text: str, label: Label = PUBLIC_TRUSTED) -> None:
         """The user's request (or a later message): joins the context; ``sources=["user"]`` reads it."""
@@ -169,6 +201,7 @@ class FlowState:
             self.user_texts.append(text)
             self.user_label = self.user_label.join(label)
             self._add(USER, label)
+            self.version += 1
 
     def observed(self, obs: Observation) -> Label:
         """The model was shown ``obs`` (and its items): it joins the context. Returns its label."""
@@ -181,6 +214,7 @@ class FlowState:
                 self.seen.move_to_end(item.call_id)
                 if item.artifact_ref is not None and item.tool_version is not None:
                     self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
+                    self.version += 1
                     self.artifacts.move_to_end(item.artifact_ref)
             while len(self.seen) > MAX_REMEMBERED:
                 self.seen.popitem(last=False)
@@ -228,8 +262,10 @@ class FlowState:
 
 
 def _leaves(value: Any) -> Iterator[Any]:
+    """Every scalar of ``value``, object keys included: a key is data as much as a value is."""
     if isinstance(value, Mapping):
-        for v in value.values():
+        for k, v in value.items():
+            yield k
             yield from _leaves(v)
     elif isinstance(value, list | tuple):
         for v in value:
@@ -357,7 +393,7 @@ def _has_literal(value: Any) -> bool:
     if isinstance(value, Mapping):
         if "$ref" in value and len(value) == 1:
             return False
-        return any(_has_literal(v) for v in value.values())
+        return bool(value)  # its keys were written by the model: literal data, whatever the values are
     if isinstance(value, list):
         return any(_has_literal(v) for v in value)
     return True
@@ -384,11 +420,18 @@ def evaluate(
     sources: Mapping[str, Sequence[str]] | None = None,
     bound: Mapping[str, Binding] | None = None,
     defaults: Sequence[str] = (),
+    provenance: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> FlowCheck:
     """Label a call's arguments and ask ``policy`` (None allows): the function the runtime uses."""
     labels, origins, how = argument_labels(state, arguments, sources=sources, bound=bound, defaults=defaults)
     request = FlowRequest(
-        spec=spec, arguments=arguments, arg_labels=labels, principal=principal, run_id=run_id, origins=origins
+        spec=spec,
+        arguments=arguments,
+        arg_labels=labels,
+        principal=principal,
+        run_id=run_id,
+        origins=origins,
+        provenance=provenance,
     )
     decision = ALLOW if policy is None else policy.check(request)
     return FlowCheck(decision, output_label(spec, labels), request, how)

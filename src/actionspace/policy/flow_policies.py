@@ -95,6 +95,9 @@ class FlowRequest:
     run_id: str
     origins: Mapping[str, Origins] = field(default_factory=dict)
     """Per argument, the sources that made up its label (for error details and the trace)."""
+    provenance: Mapping[str, tuple[Any, ...]] | None = None
+    """Per argument, the provenance of each of its values (``ValueProvenance``, see
+    :mod:`actionspace.policy.provenance`); None when no provenance stage ran."""
     joined: Label = field(init=False)
     """The join of every argument label (bottom for a call without arguments)."""
 

@@ -47,6 +47,7 @@ def flow_stage(
     record: Record,
     sources: Mapping[str, Sequence[str]] | None = None,
     bound: Mapping[str, Binding] | None = None,
+    values: Mapping[str, tuple[Any, ...]] | None = None,
 ) -> Label | ActionError:
     """The call's output label when it may go on, else the error that ends it."""
     defaults = [a for a, p in provenance.items() if p == "default"] if provenance else ()
@@ -60,6 +61,7 @@ def flow_stage(
         sources=sources,
         bound=bound,
         defaults=defaults,
+        provenance=values,
     )
     decision = check.decision
     verdict = "allow" if isinstance(decision, Allow) else ("ask" if isinstance(decision, Ask) else "deny")
@@ -71,6 +73,7 @@ def flow_stage(
         "arguments": arguments,
         "provenance": provenance,
         "record": record,
+        "proposed_by": principal.to_dict(),
     }
     if isinstance(decision, Ask):
         asked = _gate(approvals, "flow", decision.reason, decision.details, **bind)
@@ -127,6 +130,7 @@ def _gate(
     arguments: Mapping[str, Any],
     provenance: Mapping[str, str],
     record: Record,
+    proposed_by: Mapping[str, Any],
 ) -> ApprovalRequest | ActionError:
     """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
     if store is None:
@@ -155,4 +159,6 @@ def _gate(
         reason=reason,
         details={**dict(details), "approval_rule": rule},
     )
-    return file_request(store, request, record, reason=reason[:300], rule=rule, effects=False)
+    return file_request(
+        store, request, record, reason=reason[:300], rule=rule, effects=False, proposed_by=proposed_by
+    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
+from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
@@ -51,6 +52,20 @@ class Principal:
     def missing(self, scopes: Iterable[str]) -> list[str]:
         """The scopes of ``scopes`` this principal lacks."""
         return [s for s in scopes if not self.allows(s)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"id", "scopes", "tenant"}``: how a run's state and an approval request record it."""
+        return {"id": self.id, "scopes": list(self.scopes), "tenant": self.tenant}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Principal:
+        """The principal :meth:`to_dict` recorded."""
+        tenant = data.get("tenant")
+        return cls(
+            id=str(data.get("id") or "unknown"),
+            scopes=tuple(str(s) for s in data.get("scopes") or ()),
+            tenant=None if tenant is None else str(tenant),
+        )
 
 
 def authorize(spec: ToolSpec, principal: Principal) -> Accepted | Rejected:

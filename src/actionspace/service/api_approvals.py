@@ -1,7 +1,9 @@
 """``/api/approvals``: the queue of held calls, and the decisions on them.
 
 A decision names the token's principal as ``by``. Approving wakes the background run waiting on
-the request; an approval no run here waits on is resumed by the runner (see ``runner.py``).
+the request; an approval no run here waits on is resumed by the runner (see ``runner.py``). A
+token sees and decides only its tenant's requests (see :mod:`actionspace.service.scoping`);
+another tenant's answer 404.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 
+from actionspace.approval.requests import ApprovalRequest
 from actionspace.durable.approval import wake_decided
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
@@ -18,6 +21,7 @@ from actionspace.service.deps import runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
+from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all
 from actionspace.service.views import approval_view
 
 __all__ = ["approvals_router"]
@@ -41,12 +45,20 @@ def approvals_router() -> APIRouter:
     @router.get("", response_model=list[ApprovalView], summary="Approval requests, newest first")
     def list_approvals(
         rt: Rt,
-        _: Annotated[Principal, Depends(require("approvals:read"))],
+        who: Annotated[Principal, Depends(require("approvals:read"))],
         status: Annotated[Status, Query(description="Which requests; `all` for every status.")] = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        requests = rt.approvals.list(None if status == "all" else status, limit=limit)
-        return [approval_view(r) for r in requests]
+        scan = limit if sees_all(who) else min(limit * 4, 4000)
+        requests = rt.approvals.list(None if status == "all" else status, limit=scan)
+        tenants = RunTenants(rt.trace)
+        return [approval_view(r) for r in requests if may_see(who, request_tenant(r, tenants))][:limit]
+
+    def visible(rt: Runtime, request_id: str, who: Principal) -> ApprovalRequest:
+        request = rt.approvals.get(request_id)
+        if request is None or not may_see(who, request_tenant(request, RunTenants(rt.trace))):
+            raise ApiError(404, f"no approval request {request_id!r}")
+        return request
 
     @router.get(
         "/{request_id}",
@@ -55,16 +67,14 @@ def approvals_router() -> APIRouter:
         summary="One approval request",
     )
     def get_approval(
-        request_id: str, rt: Rt, _: Annotated[Principal, Depends(require("approvals:read"))]
+        request_id: str, rt: Rt, who: Annotated[Principal, Depends(require("approvals:read"))]
     ) -> dict[str, Any]:
-        request = rt.approvals.get(request_id)
-        if request is None:
-            raise ApiError(404, f"no approval request {request_id!r}")
-        return approval_view(request)
+        return approval_view(visible(rt, request_id, who))
 
     def decide(
         rt: Runtime, runner: BackgroundRuns, request_id: str, approve: bool, by: Principal, reason: str | None
     ) -> dict[str, Any]:
+        visible(rt, request_id, by)  # another tenant's request is not this token's to decide
         try:
             if approve:
                 decided = rt.approvals.approve(request_id, by=by.id, reason=reason)

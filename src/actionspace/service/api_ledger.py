@@ -1,4 +1,8 @@
-"""``/api/ledger``: entries of the commit ledger, and a person's reconciliation of unknown commits."""
+"""``/api/ledger``: entries of the commit ledger, and a person's reconciliation of unknown commits.
+
+Entries are shown as the token's principal may see them: an entry of a run that held secret (or
+reader-restricted) data has its values redacted (see :mod:`actionspace.trace.redact_ledger`).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from actionspace.service.auth import require
 from actionspace.service.deps import runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ErrorResponse, LedgerEntryView, ResolveBody
+from actionspace.service.scoping import RunTenants, may_see, sees_all
+from actionspace.trace.redact_ledger import visible_entries
 
 __all__ = ["ledger_router"]
 
@@ -25,11 +31,14 @@ def ledger_router() -> APIRouter:
     @router.get("", response_model=list[LedgerEntryView], summary="Ledger entries, latest update first")
     def list_entries(
         rt: Rt,
-        _: Annotated[Principal, Depends(require("ledger:read"))],
+        who: Annotated[Principal, Depends(require("ledger:read"))],
         state: Annotated[State | None, Query(description="Only entries in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        return [e.to_dict() for e in rt.ledger.list(state=state, limit=limit)]
+        scan = limit if sees_all(who) else min(limit * 4, 4000)
+        tenants = RunTenants(rt.trace)
+        entries = [e for e in rt.ledger.list(state=state, limit=scan) if may_see(who, tenants(e.run_id))]
+        return visible_entries(entries[:limit], rt.trace, who)
 
     @router.post(
         "/{key}/resolve",
@@ -47,6 +56,9 @@ def ledger_router() -> APIRouter:
         rt: Rt,
         principal: Annotated[Principal, Depends(require("ledger:resolve"))],
     ) -> dict[str, Any]:
+        found = rt.ledger.get(key)
+        if found is None or not may_see(principal, RunTenants(rt.trace)(found.run_id)):
+            raise ApiError(404, f"no ledger entry {key!r}")
         outcome = "committed" if body.outcome == "committed" else "failed"
         reason = body.note or f"reconciled through the API as {body.outcome}"
         try:
@@ -55,6 +67,6 @@ def ledger_router() -> APIRouter:
             raise ApiError(404, f"no ledger entry {key!r}") from exc
         except ValueError as exc:
             raise ApiError(409, str(exc), category="conflict") from exc
-        return entry.to_dict()
+        return visible_entries([entry], rt.trace, principal)[0]
 
     return router

@@ -2,7 +2,9 @@
 
 Events are shown as the caller may see them: an event recorded while its run held secret (or
 reader-restricted) data has its values redacted unless the token's principal may read that label
-(in the readers, or holding ``labels:secret``; see :mod:`actionspace.policy.redaction`).
+(in the readers, or holding ``labels:secret``; see :mod:`actionspace.policy.redaction`). Runs of
+another tenant are not listed and answer 404 (see :mod:`actionspace.service.scoping`). A listing
+reads each run's aggregate counts and its start and finish events, never every event.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query
+from pydantic import AwareDatetime
 
 from actionspace.policy.principal import Principal
 from actionspace.policy.redaction import redact_events
@@ -28,8 +31,9 @@ from actionspace.service.models import (
     SubmitRun,
 )
 from actionspace.service.runner import BackgroundRuns
+from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
 from actionspace.service.views import event_view, pending_run_ids, plan_view, run_row, runs_page
-from actionspace.trace.events import summarize
+from actionspace.trace.events import TraceEvent, summarize
 
 __all__ = ["runs_router"]
 
@@ -49,21 +53,46 @@ def runs_router() -> APIRouter:
         who: Annotated[Principal, Depends(require("runs:read"))],
         limit: Annotated[int, Query(ge=1, le=500, description="Most rows returned.")] = 50,
         before: Annotated[
-            float | None,
-            Query(description="Unix seconds: only runs last active before this (page with a row's last_at)."),
+            AwareDatetime | None,
+            Query(description="ISO-8601: only runs last active before this (page with a row's last_at)."),
         ] = None,
+        principal: Annotated[str | None, Query(description="Only runs started by this principal.")] = None,
     ) -> list[dict[str, Any]]:
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
-        return [
-            run_row(s, redact_events(rt.trace.events(s.run_id), who), runner.live, pending)
-            for s in runs_page(rt.trace, limit=limit, before=before)
-        ]
+        filtered = principal is not None or not sees_all(who)
+        scan = min(limit * 4, 2000) if filtered else limit
+        rows: list[dict[str, Any]] = []
+        tenants = RunTenants(rt.trace)
+        # a row's last_at is shown to the microsecond, rounded: step 1 µs back so it is not listed again
+        cutoff = None if before is None else before.timestamp() - 1e-6
+        page = runs_page(rt.trace, limit=scan, before=cutoff)
+        heads = heads_of(rt.trace, [s.run_id for s in page])  # the counts come from the aggregate
+        for summary in page:
+            head = heads[summary.run_id]
+            tenants.remember(summary.run_id, head)
+            if not may_see(who, tenants(summary.run_id)):
+                continue
+            row = run_row(summary, redact_events(head, who), runner.live, pending)
+            if principal is not None and row["principal"] != principal:
+                continue
+            rows.append(row)
+            if len(rows) >= limit:
+                break
+        return rows
+
+    def visible_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
+        events = rt.trace.events(run_id)
+        tenants = RunTenants(rt.trace)
+        tenants.remember(run_id, events)
+        if not events or not may_see(who, tenants(run_id)):
+            raise ApiError(404, f"no run {run_id!r}")
+        return redact_events(events, who)
 
     @router.get("/{run_id}", response_model=RunDetail, responses=_NOT_FOUND, summary="One run and its plan")
     def get_run(
         run_id: str, rt: Rt, runner: Runner, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> dict[str, Any]:
-        events = redact_events(rt.trace.events(run_id), who)
+        events = visible_events(rt, run_id, who)
         summary = summarize(run_id, events)
         if summary is None:
             raise ApiError(404, f"no run {run_id!r}")
@@ -76,10 +105,7 @@ def runs_router() -> APIRouter:
     def get_events(
         run_id: str, rt: Rt, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> list[dict[str, Any]]:
-        events = redact_events(rt.trace.events(run_id), who)
-        if not events:
-            raise ApiError(404, f"no run {run_id!r}")
-        return [event_view(e) for e in events]
+        return [event_view(e) for e in visible_events(rt, run_id, who)]
 
     @router.post(
         "",

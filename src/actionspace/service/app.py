@@ -15,6 +15,7 @@ from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, admin_principal, new_token
 from actionspace.service.errors import install_handlers
+from actionspace.service.limits import DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 
 __all__ = ["create_app"]
@@ -25,12 +26,15 @@ def create_app(
     *,
     tokens: Mapping[str, Principal] | None,
     runner: RunnerConfig | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
     ``tokens`` maps each API token to the principal it acts as; its scopes gate the routes and the
-    tools of the runs it starts. ``None`` makes one admin token (every scope), readable as
+    tools of the runs it starts; ``None`` makes one admin token (every scope), readable as
     ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
+    ``max_body_bytes`` (default 16 MiB) bounds a request body; a larger one is answered 413 before
+    authentication (see :mod:`actionspace.service.limits`).
     The application closes its background runner at shutdown; the runtime stays the caller's.
     """
     table = dict(tokens) if tokens is not None else {}
@@ -43,12 +47,15 @@ def create_app(
         title="actionspace",
         version=package_version(),
         description="Runs, traces, approvals, the commit ledger, the tool catalog and per-tool metrics.",
+        docs_url=None,  # the console serves /docs from a vendored bundle: no CDN
+        redoc_url=None,  # ReDoc's bundle fetches its logo from a CDN: not served
     )
     app.state.runtime = runtime
     app.state.runner = background
     app.state.auth = Auth(table)
     app.state.admin_token = admin_token
     install_handlers(app)
+    app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes)
     for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
         app.include_router(router)
     _include_console(app)

@@ -9,15 +9,18 @@ the console's URL with it.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError
+from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -45,8 +48,13 @@ def prepare(
     token: str | None,
     tools: Sequence[str] = (),
     demo: bool = True,
+    tokens_file: str | None = None,
 ) -> Served:
-    """Build the runtime and the app of ``actionspace serve`` (without starting the server)."""
+    """Build the runtime and the app of ``actionspace serve`` (without starting the server).
+
+    ``tokens_file``: a JSON object mapping API tokens to principals (``{"id", "scopes",
+    "tenant"}``), served besides the admin token. Raises ConfigurationError for a bad file.
+    """
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
     from actionspace.trace.store import default_store_url
@@ -64,7 +72,8 @@ def prepare(
         for item in _load_tools(tools):
             rt.register(item)
         secret = token or new_token()
-        app = create_app(rt, tokens={secret: admin_principal()})
+        table = {**_read_tokens(tokens_file), secret: admin_principal()}
+        app = create_app(rt, tokens=table)
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
         stack.close()
@@ -73,6 +82,19 @@ def prepare(
     return Served(
         app=app, url=f"http://{shown}:{port}/?token={secret}", token=secret, runtime=rt, stack=stack
     )
+
+
+def _read_tokens(path: str | None) -> dict[str, Principal]:
+    """The token table of ``--tokens FILE`` (empty without one)."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object of token: principal")
+        return {str(t): Principal.from_dict(p) for t, p in data.items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigurationError(f"--tokens {path}: {exc}") from exc
 
 
 def _load_tools(refs: Iterable[str]) -> list[Any]:
@@ -112,15 +134,34 @@ def serve_command(
         typer.Option("--tools", metavar="MODULE:ATTR", help="Register more tools (repeatable)."),
     ] = None,
     demo: Annotated[bool, typer.Option("--demo/--no-demo", help="Register the demo's tools.")] = True,
+    tokens_file: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens",
+            metavar="FILE",
+            help='More API tokens: a JSON object {"<token>": {"id", "scopes", "tenant"}}.',
+        ),
+    ] = None,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
-    import uvicorn
+    from actionspace._extras import require
 
     try:
-        served = prepare(store=store, host=host, port=port, token=token, tools=tools or (), demo=demo)
+        require("fastapi", "service", "actionspace serve")
+        uvicorn = require("uvicorn", "service", "actionspace serve")
+        served = prepare(
+            store=store,
+            host=host,
+            port=port,
+            token=token,
+            tools=tools or (),
+            demo=demo,
+            tokens_file=tokens_file,
+        )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         typer.echo(f"actionspace serve: {exc}", err=True)
         raise typer.Exit(1) from exc
     with served.stack:
+        typer.echo(f"actionspace store: {served.runtime.store_url}")
         typer.echo(f"actionspace console: {served.url}")
         uvicorn.run(served.app, host=host, port=port, log_level="warning")

@@ -23,7 +23,11 @@ ERRORS: Final[dict[int | str, dict[str, Any]]] = {
 """Responses every authenticated route declares (the spec must list what the API may answer)."""
 
 BAD_BODY: Final[dict[int | str, dict[str, Any]]] = {
-    400: {"model": ErrorResponse, "description": "The body is not JSON."},
+    400: {
+        "model": ErrorResponse,
+        "description": "The body is not JSON, holds NaN/Infinity, or nests too deep.",
+    },
+    413: {"model": ErrorResponse, "description": "The body is larger than the service accepts."},
 }
 """What a route that reads a JSON body declares besides :data:`ERRORS`."""
 

@@ -1,10 +1,14 @@
-"""Request and response bodies of the JSON API (pydantic), so the OpenAPI spec is exact."""
+"""Request and response bodies of the JSON API (pydantic), so the OpenAPI spec is exact.
+
+Times are ISO-8601 UTC strings (``2026-12-01T22:27:10.123456Z``); the views hand the stores' Unix
+seconds to these models, which convert them.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 __all__ = [
     "ApprovalView",
@@ -48,9 +52,11 @@ class Health(_Out):
 
 class RunRow(_Out):
     run_id: str
-    started_at: float = Field(description="Unix seconds of the run's first event.")
-    finished_at: float | None = Field(description="Unix seconds of ``run_finished``; null while open.")
-    last_at: float = Field(description="Unix seconds of the run's latest event (the list's order).")
+    started_at: AwareDatetime = Field(description="When the run's first event was recorded (ISO-8601 UTC).")
+    finished_at: AwareDatetime | None = Field(
+        description="When ``run_finished`` was recorded; null while open."
+    )
+    last_at: AwareDatetime = Field(description="When the run's latest event was recorded (the list's order).")
     status: str = Field(
         description="What ``run_finished`` recorded; else ``running``, ``waiting_approval`` or ``open``."
     )
@@ -82,7 +88,7 @@ class EventView(_Out):
     seq: int
     kind: str
     call_id: str | None
-    at: float = Field(description="Unix seconds.")
+    at: AwareDatetime = Field(description="When it was recorded (ISO-8601 UTC).")
     data: dict[str, Any]
 
 
@@ -133,11 +139,11 @@ class ApprovalView(_Out):
     reason: str
     details: dict[str, Any]
     status: str
-    created_at: float
-    decided_at: float | None
+    created_at: AwareDatetime
+    decided_at: AwareDatetime | None
     decided_by: str | None
     decision_reason: str | None
-    expires_at: float | None
+    expires_at: AwareDatetime | None
     preview: dict[str, Any] = Field(
         description="What a person approves: tool, arguments, provenance per argument, effects, items."
     )
@@ -158,8 +164,8 @@ class LedgerEntryView(_Out):
     arguments: dict[str, Any]
     state: str
     attempts: int
-    created_at: float
-    updated_at: float
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
     remote_id: str | None
     observation: dict[str, Any] | None
     error: dict[str, Any] | None
@@ -189,6 +195,12 @@ class ToolView(_Out):
     reads: list[str]
     writes: list[str]
     owner: str | None
+    completion: str | None = None
+    """The completion level the tool's contract declares (``ToolSpec.completion``), when any."""
+    dry_run: bool | None = None
+    """True when the tool has a preview (``dry_run`` calls run it instead of the tool)."""
+    contract_note: str | None = None
+    """One line on the tool's contract for a person reviewing the catalog."""
 
 
 class ToolHealthView(_Out):
@@ -221,6 +233,6 @@ class AlertView(_Out):
 class MetricsView(_Out):
     runs: int
     calls: int
-    since: float | None
+    since: AwareDatetime | None
     tools: list[ToolHealthView]
     alerts: list[AlertView]

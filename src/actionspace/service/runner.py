@@ -6,10 +6,13 @@ the request is decided, then runs the call again. The gate lets the approved cal
 exactly once, bound to its argument digest; a denied call ends ``permission_denied``. A request
 still pending when ``approval_wait_s`` runs out leaves the node with its ``needs_approval`` error.
 
-Runs execute on one dedicated thread with its own event loop, so they outlive the request that
-started them and do not depend on the web server's loop. Approvals decided for calls no run here
+Runs execute on lanes, threads with their own event loops (one lane per group of principals, see
+``service/lanes.py``), so they outlive the request that started them, do not depend on the web
+server's loop, and a run of one principal does not hold up another's. Parsing a raw output runs
+off the lanes under ``parse_timeout_s``. Approvals decided for calls no run here
 is waiting on (for example a pending call the demo left in the store) can be *resumed*: the
-approved call is sent again under the same run and node, with the runtime's default principal.
+approved call is sent again under the same run and node, re-authorized as the principal that
+proposed it (recorded in the request), never as the runtime's default principal.
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.parse import parse
+from actionspace.errors import ActionError
+from actionspace.parse import ParseResult, parse
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
+from actionspace.service.lanes import DEFAULT_LANES, PROCESSES, Lanes, off_loop
+from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ToolCall
 
 __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
@@ -49,6 +55,11 @@ class RunnerConfig:
     """Most times one call or plan is sent again after decisions; default 32 (bounds every loop)."""
     resume_orphans: bool = True
     """Run approved calls that no run of this process waits on (see the module docstring); default on."""
+    lanes: int = DEFAULT_LANES
+    """Event loops the runs are spread over by principal (see ``service/lanes.py``); default 4."""
+    parse_timeout_s: float = 10.0
+    """Seconds parsing one raw model output may take, off the runs' loops; default 10. Past it the
+    output is answered ``parse_error`` and nothing of it runs."""
 
 
 class BackgroundRuns:
@@ -57,10 +68,9 @@ class BackgroundRuns:
     def __init__(self, rt: Runtime, config: RunnerConfig | None = None) -> None:
         self.rt = rt
         self.config = config or RunnerConfig()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="actionspace-runs", daemon=True)
-        self._thread.start()
+        self._lanes = Lanes(self.config.lanes)
         self._lock = threading.Lock()
+        self._run_loop: dict[str, asyncio.AbstractEventLoop] = {}  # live run id → its lane's loop
         self._state: dict[str, LiveState] = {}
         self._futures: dict[str, concurrent.futures.Future[str]] = {}
         self._waiting: dict[str, str] = {}  # request id → run id
@@ -70,11 +80,11 @@ class BackgroundRuns:
     # ------------------------------------------------------------------ starting runs
     def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
         """Run ``plan`` (Plan JSON) in the background; the run must have been created already."""
-        self._submit(run_id, self._plan(dict(plan), run_id, principal))
+        self._submit(run_id, self._plan(dict(plan), run_id, principal), lane=principal.id)
 
     def start_calls(self, calls: Sequence[Any], *, run_id: str, principal: Principal) -> None:
         """Run raw model outputs one after another in the background."""
-        self._submit(run_id, self._calls(list(calls), run_id, principal))
+        self._submit(run_id, self._calls(list(calls), run_id, principal), lane=principal.id)
 
     def resume(self, request: ApprovalRequest) -> bool:
         """Send an approved call that no run here waits on; False when nothing was started."""
@@ -86,20 +96,24 @@ class BackgroundRuns:
         with self._lock:
             if key in self._futures or request.run_id in self._state:
                 return False
-        self._submit(key, self._resume(request), live_id=request.run_id)
+        proposer = request.details.get("proposed_by")
+        lane = str(proposer.get("id", "")) if isinstance(proposer, Mapping) else ""
+        self._submit(key, self._resume(request), live_id=request.run_id, lane=lane)
         return True
 
-    def _submit(self, key: str, coro: Coroutine[Any, Any, str], *, live_id: str | None = None) -> None:
+    def _submit(
+        self, key: str, coro: Coroutine[Any, Any, str], *, lane: str, live_id: str | None = None
+    ) -> None:
         if self._closed:
             coro.close()
             raise RuntimeError("the background runner is closed")
         live = live_id or key
+        loop = self._lanes.loop_for(lane)
         with self._lock:
             self._state[live] = "running"
             self._wake[live] = asyncio.Event()
-        future = asyncio.run_coroutine_threadsafe(
-            self._guarded(live, coro, owned=live_id is None), self._loop
-        )
+            self._run_loop[live] = loop
+        future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro, owned=live_id is None), loop)
         with self._lock:
             self._futures[key] = future
 
@@ -115,6 +129,7 @@ class BackgroundRuns:
             with self._lock:
                 self._state.pop(run_id, None)
                 self._wake.pop(run_id, None)
+                self._run_loop.pop(run_id, None)
 
     # ------------------------------------------------------------------ what the API reads
     def live(self, run_id: str) -> LiveState | None:
@@ -136,8 +151,9 @@ class BackgroundRuns:
         with self._lock:
             run_id = self._waiting.get(request_id)
             event = self._wake.get(run_id) if run_id is not None else None
-        if event is not None:
-            self._loop.call_soon_threadsafe(event.set)
+            loop = self._run_loop.get(run_id) if run_id is not None else None
+        if event is not None and loop is not None:
+            loop.call_soon_threadsafe(event.set)
 
     def wait(self, run_id: str, timeout: float | None = None) -> str:
         """Block until the run started as ``run_id`` finished; its final status.
@@ -170,14 +186,17 @@ class BackgroundRuns:
     async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
         observations: list[Observation] = []
         for index, raw in enumerate(raws, start=1):
-            parsed = parse(raw)
-            if parsed.error is not None or len(parsed.calls) <= 1:
-                first = await self.rt.acall(raw, run_id=run_id, node_id=f"c{index}", principal=principal)
-                retry = parsed.calls[0] if parsed.calls else None
-                observations.append(await self._until_decided(first, retry, run_id, f"c{index}", principal))
+            parsed = await self._parse(raw)
+            self.rt.record(run_id, "model_output", bounded_raw(raw, self.rt.artifacts))
+            if isinstance(parsed, ActionError) or parsed.error is not None or not parsed.calls:
+                observations.append(self._unparsed(run_id, parsed))
                 continue
-            shown = raw if isinstance(raw, str | dict | list) else repr(raw)
-            self.rt.record(run_id, "model_output", {"raw": shown})
+            self.rt.record(run_id, "parsed", _parsed_event(parsed))
+            if len(parsed.calls) == 1:
+                call = parsed.calls[0]
+                first = await self.rt.acall(call, run_id=run_id, node_id=f"c{index}", principal=principal)
+                observations.append(await self._until_decided(first, call, run_id, f"c{index}", principal))
+                continue
             for sub, call in enumerate(parsed.calls, start=1):
                 node = f"c{index}.{sub}"
                 first = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
@@ -186,6 +205,39 @@ class BackgroundRuns:
         errors = {o.call_id: o.error.category for o in observations if o.error is not None}
         self.rt.finish(run_id, status=status, calls=len(observations), failed=errors)
         return status
+
+    async def _parse(self, raw: Any) -> ParseResult | ActionError:
+        """``parse(raw)`` off the runs' loops; a parse past ``parse_timeout_s`` is a parse_error."""
+        timeout = self.config.parse_timeout_s
+        try:
+            if _size(raw) <= _INLINE_PARSE_CHARS:
+                return await off_loop(lambda: parse(raw), timeout_s=timeout)
+            return await PROCESSES.run(parse, raw, timeout_s=timeout)
+        except TimeoutError:
+            return ActionError.of(
+                "parse_error",
+                f"parsing the output took longer than {timeout:g} s; emit a shorter output",
+                details={"reason": "parse_timeout", "timeout_s": timeout},
+            )
+
+    def _unparsed(self, run_id: str, parsed: ParseResult | ActionError) -> Observation:
+        """The parse_error observation of an output with no call, recorded as the engine does."""
+        if isinstance(parsed, ActionError):
+            error, event = parsed, {"format": "unknown", "calls": [], "error": parsed.message[:300]}
+        elif parsed.error is not None:
+            error, event = parsed.error, {**_parsed_event(parsed), "error": parsed.error.message[:300]}
+        else:
+            content = (parsed.content or "")[:200]
+            error = ActionError.of(
+                "parse_error",
+                "the output contains no tool call",
+                details={"format": parsed.format, "content": content},
+            )
+            event = _parsed_event(parsed)
+        self.rt.record(run_id, "parsed", event)
+        observed = {"status": "error", "category": error.category, "recovery": list(error.recovery)}
+        self.rt.record(run_id, "observation", observed)
+        return Observation.failure(error, call_id=f"{run_id}:parse", tool="")
 
     async def _until_decided(
         self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
@@ -199,8 +251,14 @@ class BackgroundRuns:
 
     async def _resume(self, request: ApprovalRequest) -> str:
         call = ToolCall(name=request.tool, arguments=dict(request.arguments))
+        proposed_by = request.details.get("proposed_by")
+        # re-authorized as whoever proposed it (never as this process's default principal)
         obs = await self.rt.acall(
-            call, run_id=request.run_id, node_id=request.node_id, provenance=dict(request.provenance)
+            call,
+            run_id=request.run_id,
+            node_id=request.node_id,
+            provenance=dict(request.provenance),
+            principal=Principal.from_dict(proposed_by) if isinstance(proposed_by, Mapping) else None,
         )
         return obs.status
 
@@ -243,17 +301,28 @@ class BackgroundRuns:
         self._closed = True
 
         def cancel_all() -> None:
-            for task in asyncio.all_tasks(self._loop):
+            for task in asyncio.all_tasks():
                 task.cancel()
 
-        self._loop.call_soon_threadsafe(cancel_all)
+        for loop in self._lanes.loops():
+            loop.call_soon_threadsafe(cancel_all)
         with self._lock:
             futures = list(self._futures.values())
         concurrent.futures.wait(futures, timeout=timeout)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=timeout)
-        if not self._thread.is_alive():
-            self._loop.close()
+        self._lanes.stop(timeout=timeout)
+
+
+_INLINE_PARSE_CHARS = 65_536
+"""Raw outputs up to this size are parsed on a thread; longer ones in a worker process."""
+
+
+def _size(raw: Any) -> int:
+    """Characters of a raw text output (a structured one is already parsed JSON: cheap to read)."""
+    return len(raw) if isinstance(raw, str) else 0
+
+
+def _parsed_event(parsed: ParseResult) -> dict[str, Any]:
+    return {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
 
 
 def _request_id(obs: Observation) -> str | None:

@@ -6,12 +6,14 @@ runs recorded by any process sharing the store, not only those this server start
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.catalog.spec import ToolSpec
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
+from actionspace.trace.store_encoding import encode_data
 
 __all__ = ["approval_view", "plan_view", "run_row", "runs_page", "tool_view"]
 
@@ -109,12 +111,13 @@ def _observed(data: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 def event_view(event: TraceEvent) -> dict[str, Any]:
+    """An event as the API answers it; its data as a store would write it (finite, depth-capped)."""
     return {
         "seq": event.seq,
         "kind": event.kind,
         "call_id": event.call_id,
         "at": event.ts,
-        "data": dict(event.data),
+        "data": json.loads(encode_data(event.data)),
     }
 
 

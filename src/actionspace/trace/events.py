@@ -56,10 +56,12 @@ EventKind = Literal[
     # information flow and progressive disclosure
     "user_input",
     "flow_checked",
+    "proposed",
     "described",
     # agent sessions (actionspace.session)
     "user_turn",
     "rendered",
+    "gate_decided",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 

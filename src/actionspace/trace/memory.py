@@ -8,6 +8,7 @@ traverse all of them, which costs the hot path more than encoding them once, in 
 
 from __future__ import annotations
 
+import json
 import marshal
 import pickle
 import threading
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent, summarize
+from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 
 __all__ = ["MemoryTraceStore"]
 
@@ -75,6 +77,10 @@ class MemoryTraceStore:
         out.sort(key=lambda s: s.last_at, reverse=True)
         return out[:limit]
 
+    def heads(self, run_id: str) -> list[TraceEvent]:
+        """The run's ``run_started`` and ``run_finished`` events, in order."""
+        return [e for e in self.events(run_id) if e.kind in HEAD_KINDS]
+
     def next_seq(self, run_id: str) -> int:
         with self._lock:
             return self._next.get(run_id, 0)
@@ -93,7 +99,13 @@ def _encode(records: Sequence[EventRecord]) -> bytes:
     try:
         return b"m" + marshal.dumps(cast(Any, tuple(records)))
     except ValueError:  # a payload value marshal does not know (it is still picklable)
+        pass
+    try:
         return b"p" + pickle.dumps(tuple(records), protocol=pickle.HIGHEST_PROTOCOL)
+    except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
+        # nested too deep or not picklable: keep what the safe encoder keeps, never drop the batch
+        safe = tuple((q, k, t, c, json.loads(encode_data(d))) for q, k, t, c, d in records)
+        return b"m" + marshal.dumps(cast(Any, safe))
 
 
 def _decode(blob: bytes) -> tuple[EventRecord, ...]:

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from actionspace.ledger.postgres import PostgresConnections, redacted
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
+from actionspace.trace.store_encoding import encode_data
 
 __all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
 
@@ -188,7 +189,7 @@ class PostgresTraceStore:
                 [r[1] for r in ordered],
                 [r[2] for r in ordered],
                 [r[3] for r in ordered],
-                [Jsonb(dict(r[4])) for r in ordered],
+                [Jsonb(dict(r[4]), dumps=encode_data) for r in ordered],
             ]
             conn.execute(_INSERT, columns)
             conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
@@ -230,7 +231,7 @@ class PostgresTraceStore:
             spans[run_id] = (min(first, ts), max(last, ts))
         run_ids = sorted(spans)
         columns = [list(column) for column in zip(*rows, strict=True)]
-        columns[5] = [Jsonb(dict(data)) for data in columns[5]]
+        columns[5] = [Jsonb(dict(data), dumps=encode_data) for data in columns[5]]
         try:
             with self._db.transaction() as conn:
                 written = conn.execute(_INSERT_NEW if skip_existing else _INSERT, columns).rowcount

@@ -23,7 +23,9 @@ class _Context(Protocol):
 
 class _Flow(Protocol):
     @property
-    def context(self) -> _Context: ...
+    def context(self) -> Any: ...
+    @property
+    def pending(self) -> Mapping[str, Any]: ...
 
 
 class RecordedRun(Protocol):
@@ -67,12 +69,26 @@ class Recorder:
     def flush(self, sink: RecordSink) -> None:
         if self.records:
             point("during_observation_write")
-            context = self.run.flow.context
-            if context.secret or context.readers is not None:  # viewers see these only if cleared
+            flow = self.run.flow
+            context: _Context = flow.context
+            if flow.pending:
+                # Calls let through whose observations the model has not been shown yet (plan
+                # nodes): their events carry their own output label now, not when it joins the run.
+                self.records = [_marked(r, context, flow.pending) for r in self.records]
+            elif context.secret or context.readers is not None:  # viewers see these only if cleared
                 mark = context.to_dict()
                 self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
             sink(self.run.run_id, self.records)
             self.records = []
+
+
+def _marked(record: EventRecord, context: Any, pending: Mapping[str, Any]) -> EventRecord:
+    seq, kind, ts, call_id, data = record
+    own = pending.get(call_id) if call_id is not None else None
+    label = context if own is None else context.join(own)
+    if label.secret or label.readers is not None:
+        return (seq, kind, ts, call_id, {**data, "label": label.to_dict()})
+    return record
 
 
 def record_sink(store: TraceStore) -> RecordSink:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -295,10 +296,11 @@ def timeline_table(events: Iterable[TraceEvent], *, title: str | None = None) ->
 
 
 def runs_table(summaries: Sequence[RunSummary]) -> Table:
-    """The Rich table of ``actionspace trace list``."""
-    table = Table()
-    table.add_column("run id", overflow="fold", style="cyan")
-    table.add_column("started", no_wrap=True)
+    """The Rich table of ``actionspace trace list``; run ids are never cut (they are what one copies)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    width = max((len(s.run_id) for s in summaries), default=6)
+    table.add_column("run id", no_wrap=True, min_width=width, overflow="ignore", style="cyan")
+    table.add_column("started", overflow="fold")
     table.add_column("events", justify="right")
     table.add_column("calls", justify="right")
     table.add_column("errors", justify="right")

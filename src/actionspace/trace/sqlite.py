@@ -20,6 +20,7 @@ from typing import Final
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
+from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -70,7 +71,8 @@ _RUNS: Final = """
 SELECT r.run_id, r.started_at, r.last_at,
        count(e.id),
        coalesce(sum(e.kind = 'observation'), 0),
-       coalesce(sum(e.kind = 'observation' AND json_extract(e.data, '$.status') = 'error'), 0),
+       coalesce(sum(e.kind = 'observation' AND CASE WHEN json_valid(e.data)
+                     THEN json_extract(e.data, '$.status') END = 'error'), 0),
        coalesce(max(e.kind = 'run_finished'), 0)
 FROM (SELECT run_id, started_at, last_at FROM trace_runs
       ORDER BY last_at DESC, run_id LIMIT ?) AS r
@@ -79,6 +81,14 @@ GROUP BY r.run_id
 ORDER BY r.last_at DESC, r.run_id
 """
 _EVENTS: Final = "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = ? ORDER BY seq"
+_HEADS: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
+    " WHERE run_id = ? AND kind IN (?, ?) ORDER BY seq"
+)
+_HEADS_MANY: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
+    " WHERE run_id IN ({marks}) AND kind IN (?, ?) ORDER BY run_id, seq"
+)
 _MAX_CHAR: Final = "\U0010ffff"
 
 
@@ -132,7 +142,7 @@ class SqliteTraceStore:
         with self._db.write() as conn:
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
             rows = [
-                (run_id, base + i, kind, ts, call_id, json.dumps(dict(data), ensure_ascii=False))
+                (run_id, base + i, kind, ts, call_id, encode_data(data))
                 for i, (_, kind, ts, call_id, data) in enumerate(ordered)
             ]
             conn.executemany(_INSERT, rows)
@@ -157,6 +167,22 @@ class SqliteTraceStore:
             )
             for run_id, started, last, count, calls, errors, finished in rows
         ]
+
+    def heads(self, run_id: str) -> list[TraceEvent]:
+        """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
+        rows = self._db.conn().execute(_HEADS, (run_id, *HEAD_KINDS)).fetchall()
+        return [_event(row) for row in rows]
+
+    def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
+        """:meth:`heads` of several runs in one query (a page of a run listing)."""
+        out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
+        for start in range(0, len(run_ids), 500):  # under SQLite's bound on query parameters
+            chunk = list(run_ids[start : start + 500])
+            marks = ", ".join("?" * len(chunk))
+            query = _HEADS_MANY.format(marks=marks)
+            for row in self._db.conn().execute(query, (*chunk, *HEAD_KINDS)).fetchall():
+                out[row[0]].append(_event(row))
+        return out
 
     def next_seq(self, run_id: str) -> int:
         row = self._db.conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
@@ -200,10 +226,7 @@ class SqliteTraceStore:
     # -- internals ----------------------------------------------------------------------------
 
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
-        rows = [
-            (e.run_id, e.seq, e.kind, e.ts, e.call_id, json.dumps(dict(e.data), ensure_ascii=False))
-            for e in events
-        ]
+        rows = [(e.run_id, e.seq, e.kind, e.ts, e.call_id, encode_data(e.data)) for e in events]
         spans: dict[str, tuple[float, float]] = {}
         for e in events:
             first, last = spans.get(e.run_id, (e.ts, e.ts))

@@ -3,8 +3,8 @@
 Supported URLs:
 
 * ``memory://`` — in this process only; lost when it exits.
-* ``sqlite:///abs/path.db`` (absolute) or ``sqlite://relative/path.db`` (from the working
-  directory); ``~`` is expanded and missing parent directories are created.
+* ``sqlite:///relative/path.db`` (from the working directory) or ``sqlite:////abs/path.db``
+  (absolute), SQLAlchemy's convention; ``~`` is expanded and missing parent directories are created.
 * ``postgresql://user@host/db`` (or ``postgres://…``) — a PostgreSQL database shared by many
   processes and hosts; the tables are created if missing (``create`` does not apply).
 """
@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from actionspace._store_url import sqlite_path
+from actionspace._extras import require
+from actionspace._store_url import sqlite_path, sqlite_url
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.trace.events import FindsRunIds, TraceStore
 from actionspace.trace.memory import MemoryTraceStore
@@ -33,8 +34,8 @@ __all__ = [
 
 SUPPORTED_URLS: Final = (
     "memory://",
-    "sqlite:///absolute/path.db",
-    "sqlite://relative/path.db",
+    "sqlite:///relative/path.db",
+    "sqlite:////absolute/path.db",
     "postgresql://user@host/db",
 )
 _MAX_AMBIGUOUS_SHOWN: Final = 5
@@ -64,14 +65,14 @@ def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
         return SqliteTraceStore(path)
     if scheme in ("postgresql", "postgres"):
         # Imported here so that psycopg is loaded only by processes that use PostgreSQL.
-        from actionspace.trace.postgres import PostgresTraceStore
-
-        return PostgresTraceStore(url)
+        postgres = require("actionspace.trace.postgres", "postgres", "a postgresql:// store")
+        store: TraceStore = postgres.PostgresTraceStore(url)
+        return store
     raise _unsupported(url)
 
 
 def default_store_url(environ: Mapping[str, str] | None = None) -> str:
-    """``$ACTIONSPACE_STORE`` if set, else ``sqlite:///$ACTIONSPACE_HOME/actionspace.db``.
+    """``$ACTIONSPACE_STORE`` if set, else ``sqlite:////…`` naming ``$ACTIONSPACE_HOME/actionspace.db``.
 
     ``ACTIONSPACE_HOME`` defaults to ``~/.actionspace``. ``environ`` defaults to ``os.environ``.
     """
@@ -79,7 +80,7 @@ def default_store_url(environ: Mapping[str, str] | None = None) -> str:
     if url := env.get("ACTIONSPACE_STORE", "").strip():
         return url
     home = Path(env.get("ACTIONSPACE_HOME", "").strip() or "~/.actionspace").expanduser()
-    return f"sqlite://{(home.absolute() / 'actionspace.db').as_posix()}"
+    return sqlite_url(home.absolute() / "actionspace.db")
 
 
 def resolve_run_id(store: TraceStore, prefix: str) -> str:

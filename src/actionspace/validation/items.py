@@ -57,10 +57,13 @@ def item_keys(items: Sequence[Any]) -> list[str]:
 def count_items(spec: ToolSpec, arguments: Mapping[str, Any]) -> int:
     """How many items a call carries, for budgets that meter items.
 
-    A batch tool's call counts the items in its list (0 when the list is missing); any other call
-    counts as one item.
+    A batch tool's call counts the items in its list (0 when the list is missing); a tool that names
+    ``items_from`` counts that list argument's length; any other call counts as one item.
     """
     if spec.batch is None:
+        if spec.items_from is not None:
+            listed = arguments.get(spec.items_from)
+            return len(listed) if isinstance(listed, list | tuple) else 1
         return 1
     items = items_of(spec, arguments)
     return len(items) if items is not None else 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -24,17 +24,22 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetJsonSchemaH
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from actionspace.errors import ConfigurationError
+from actionspace.validation.schema_walk import Walk, compile_walk
+
 __all__ = [
     "MARKER",
+    "MAX_MONEY_DIGITS",
     "URL",
     "Currency",
     "Money",
     "PathWithin",
     "ResourceKind",
     "ResourceRef",
-    "SemanticCheck",
+    "SemanticChecks",
     "Timestamp",
     "UrlRule",
+    "canonical_path",
     "compile_checkers",
 ]
 
@@ -128,44 +133,111 @@ URL = Annotated[str, UrlRule()]
 
 
 @dataclass(frozen=True, slots=True)
-class SemanticCheck:
-    """One compiled check: where it applies and what it runs.
+class SemanticChecks:
+    """Every semantic check of one schema, found through its compiled walk.
 
-    ``check(value)`` returns None when the value is fine, else the reason (for ``invalid_arguments``).
-    Resource references are not checked here: their version is live state (see ``resource_kind``).
+    At one value, the markers of every subschema that applies are merged per type, the outermost
+    winning (a field's ``Currency("EUR")`` refines the ``Money`` model's marker).
     """
 
-    path: tuple[str, ...]
-    """Property names from the arguments' root; ``"*"`` stands for every item of an array."""
-    kind: str
-    check: Callable[[Any], str | None]
-    resource_kind: str | None = None
+    walk: Walk
 
-    def values(self, args: Any) -> Iterator[tuple[str, Any]]:
-        """Every (JSON pointer, value) of ``args`` this check applies to."""
-        yield from _walk(args, self.path, "")
+    @property
+    def empty(self) -> bool:
+        """True when the schema has no marker at all."""
+        return not self.walk.marked
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The marker types present."""
+        return frozenset(str(n.marker["type"]) for n in self.walk.marked if n.marker is not None)
+
+    def markers(self, args: Any) -> Iterator[tuple[tuple[str | int, ...], Any, Mapping[str, Any]]]:
+        """Every (segments, value, merged marker) of ``args``, parents before children."""
+        pending: dict[tuple[str | int, ...], tuple[Any, dict[str, dict[str, Any]]]] = {}
+        order: list[tuple[str | int, ...]] = []
+        for loc in self.walk.locate(args):
+            assert loc.node.marker is not None
+            if loc.segments not in pending:
+                pending[loc.segments] = (loc.value, {})
+                order.append(loc.segments)
+            merged = pending[loc.segments][1]
+            kind = str(loc.node.marker["type"])
+            merged[kind] = {**dict(loc.node.marker), **merged.get(kind, {})}
+        for segments in order:
+            value, by_kind = pending[segments]
+            for marker in by_kind.values():
+                yield segments, value, marker
+
+    def canonical(self, args: Any) -> Any:
+        """``args`` with every marked path in canonical form (``./a/../b.json`` -> ``b.json``).
+
+        Returns ``args`` itself when nothing changes; never mutates it.
+        """
+        out = args
+        for segments, value, marker in list(self.markers(args)):
+            if marker.get("type") != "path" or not isinstance(value, str):
+                continue
+            fixed = canonical_path(str(marker.get("root", ".")), value)
+            if fixed != value:
+                out = _replace(out, segments, fixed)
+        return out
+
+    def problems(self, args: Any) -> Iterator[tuple[str, str]]:
+        """Every (JSON pointer, reason) of a marked value that fails its check."""
+        for segments, value, marker in self.markers(args):
+            check = _checker(marker)
+            reason = check(value) if check is not None else None
+            if reason is not None:
+                yield _pointer(segments), reason
+
+    def resource_refs(self, args: Any) -> Iterator[tuple[str, str, Any]]:
+        """Every (JSON pointer, kind, value) of a ``ResourceRef`` argument, to check for staleness."""
+        for segments, value, marker in self.markers(args):
+            if marker.get("type") == "resource_ref" and isinstance(value, Mapping):
+                yield _pointer(segments), str(marker.get("kind", "")), value
 
 
-def _walk(node: Any, path: tuple[str, ...], pointer: str) -> Iterator[tuple[str, Any]]:
-    if not path:
-        yield pointer, node
-        return
-    head, rest = path[0], path[1:]
-    if head == "*":
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                yield from _walk(item, rest, f"{pointer}/{i}")
-    elif isinstance(node, dict) and head in node:
-        yield from _walk(node[head], rest, f"{pointer}/{_escape(head)}")
+def _pointer(segments: Sequence[str | int]) -> str:
+    return "".join("/" + str(s).replace("~", "~0").replace("/", "~1") for s in segments)
 
 
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
+def _replace(node: Any, segments: Sequence[str | int], value: Any) -> Any:
+    """A copy of ``node`` with ``value`` at ``segments`` (only the containers on the way are copied)."""
+    if not segments:
+        return value
+    head, rest = segments[0], segments[1:]
+    if isinstance(node, list) and isinstance(head, int):
+        out_list = list(node)
+        out_list[head] = _replace(node[head], rest, value)
+        return out_list
+    if isinstance(node, Mapping):
+        out = dict(node)
+        out[head] = _replace(node[head], rest, value)
+        return out
+    return node
+
+
+def canonical_path(root: str, value: str) -> str:
+    """``value`` normalized against ``root``: relative to it, without ``.``/``..`` or repeated ``/``.
+
+    A path that stays inside ``root`` lexically comes back relative to it (``"."`` for the root);
+    one that leaves it comes back unchanged (the path check rejects it).
+    """
+    if "\x00" in value or not value:
+        return value
+    base = os.path.abspath(root)
+    joined = os.path.normpath(os.path.join(base, value))
+    if joined == base:
+        return "."
+    if joined.startswith(base.rstrip(os.sep) + os.sep):
+        return os.path.relpath(joined, base)
+    return value
 
 
 def _check_timestamp(value: Any) -> str | None:
     if isinstance(value, datetime):
-        return None if value.tzinfo is not None else "timestamp needs a UTC offset"
+        return _in_range(value) if value.tzinfo is not None else "timestamp needs a UTC offset"
     if not isinstance(value, str):
         return None  # the JSON Schema type check reports it
     try:
@@ -174,8 +246,21 @@ def _check_timestamp(value: Any) -> str | None:
         return f"not an ISO 8601 timestamp: {value[:64]!r}"
     if parsed.tzinfo is None:
         return f"timestamp {value[:64]!r} has no UTC offset; write it as e.g. {value[:19]}+08:00"
+    return _in_range(parsed)
+
+
+def _in_range(moment: datetime) -> str | None:
+    """None when ``moment`` converts to UTC, the reason otherwise (year 1 at +01:00 does not)."""
+    try:
+        moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return f"timestamp {moment.isoformat()[:64]!r} is out of range once converted to UTC"
     return None
 
+
+MAX_MONEY_DIGITS = 18
+"""Most integer digits of a money amount (below 10^18 units): ``1E+999999999`` is refused."""
+_MAX_AMOUNT_CHARS = 64
 
 _MINOR_UNITS = {"JPY": 0, "KRW": 0, "VND": 0, "CLP": 0, "ISK": 0, "BHD": 3, "KWD": 3, "JOD": 3, "OMR": 3}
 
@@ -192,12 +277,17 @@ def _money_check(currency: str | None) -> Callable[[Any], str | None]:
         raw = value.get("amount")
         if isinstance(raw, bool) or not isinstance(raw, int | float | str | Decimal):
             return None
+        text = str(raw)
+        if len(text) > _MAX_AMOUNT_CHARS:
+            return f"amount has more than {_MAX_AMOUNT_CHARS} characters"
         try:
-            amount = Decimal(str(raw))
+            amount = Decimal(text)
         except InvalidOperation:
-            return f"amount {str(raw)[:32]!r} is not a decimal number"
+            return f"amount {text[:32]!r} is not a decimal number"
         if not amount.is_finite():
             return "amount must be finite"
+        if amount and amount.adjusted() >= MAX_MONEY_DIGITS:
+            return f"amount must be below 10^{MAX_MONEY_DIGITS} in magnitude"
         exponent = amount.as_tuple().exponent
         places = _MINOR_UNITS.get(str(code), 2)
         if isinstance(exponent, int) and -exponent > places:
@@ -247,6 +337,9 @@ def _no_check(value: Any) -> str | None:
     return None
 
 
+_KINDS = frozenset({"timestamp", "money", "path", "url", "resource_ref"})
+
+
 def _checker_for(marker: Mapping[str, Any]) -> Callable[[Any], str | None] | None:
     kind = marker.get("type")
     if kind == "timestamp":
@@ -262,43 +355,28 @@ def _checker_for(marker: Mapping[str, Any]) -> Callable[[Any], str | None] | Non
     return None
 
 
-def compile_checkers(schema: Mapping[str, Any]) -> tuple[SemanticCheck, ...]:
-    """Every semantic check that a schema's ``x-actionspace`` markers ask for."""
-    defs: Mapping[str, Any] = schema.get("$defs", schema.get("definitions", {})) or {}
-    found: dict[tuple[str, ...], dict[str, Any]] = {}
-    _collect(schema, (), defs, found, depth=0)
-    out: list[SemanticCheck] = []
-    for path, marker in found.items():
-        check = _checker_for(marker)
-        if check is None:
-            continue
-        kind = str(marker["type"])
-        resource_kind = str(marker.get("kind", "")) or None if kind == "resource_ref" else None
-        out.append(SemanticCheck(path=path, kind=kind, check=check, resource_kind=resource_kind))
-    return tuple(out)
+_CHECKERS: dict[str, Callable[[Any], str | None] | None] = {}
 
 
-def _collect(
-    node: Any,
-    path: tuple[str, ...],
-    defs: Mapping[str, Any],
-    found: dict[tuple[str, ...], dict[str, Any]],
-    depth: int,
-) -> None:
-    if not isinstance(node, Mapping) or depth > 32:
-        return
-    marker = node.get(MARKER)
-    if isinstance(marker, Mapping) and "type" in marker:
-        # A field-level marker refines the type-level one (``Currency`` on a ``Money``).
-        found[path] = {**dict(marker), **found.get(path, {})}
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
-        _collect(defs.get(ref.rsplit("/", 1)[1]), path, defs, found, depth + 1)
-    for key in ("allOf", "anyOf", "oneOf"):
-        for sub in node.get(key, ()) or ():
-            _collect(sub, path, defs, found, depth + 1)
-    for name, sub in (node.get("properties") or {}).items():
-        _collect(sub, (*path, name), defs, found, depth + 1)
-    items = node.get("items")
-    if isinstance(items, Mapping):
-        _collect(items, (*path, "*"), defs, found, depth + 1)
+def _checker(marker: Mapping[str, Any]) -> Callable[[Any], str | None] | None:
+    """The check of one merged marker (compiled once per distinct marker)."""
+    key = repr(sorted(marker.items()))
+    if key not in _CHECKERS:
+        if len(_CHECKERS) >= 4096:
+            _CHECKERS.clear()
+        _CHECKERS[key] = _checker_for(marker)
+    return _CHECKERS[key]
+
+
+def compile_checkers(schema: Mapping[str, Any]) -> SemanticChecks:
+    """Every semantic check that a schema's ``x-actionspace`` markers ask for.
+
+    Raises :class:`~actionspace.errors.ConfigurationError` when a marker sits where no value is
+    checked (see :mod:`actionspace.validation.schema_walk`) or names an unknown type.
+    """
+    walk = compile_walk(schema, MARKER)
+    for node in walk.marked:
+        assert node.marker is not None
+        if node.marker.get("type") not in _KINDS:
+            raise ConfigurationError(f"unknown {MARKER} type {node.marker.get('type')!r}")
+    return SemanticChecks(walk)

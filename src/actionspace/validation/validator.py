@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
-from actionspace.validation.semantic import SemanticCheck, compile_checkers
+from actionspace.validation.semantic import SemanticChecks, compile_checkers
 from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
 
 __all__ = ["CompiledTool", "Validated", "ValidationContext", "after", "compile_tool", "validate"]
@@ -52,8 +52,7 @@ class CompiledTool:
 
     spec: ToolSpec
     validator: Any
-    checks: tuple[SemanticCheck, ...]
-    resource_checks: tuple[SemanticCheck, ...]
+    checks: SemanticChecks
     defaults: tuple[tuple[str, Any], ...]
     simple: bool
     """No check beyond the JSON Schema: validation is one ``is_valid`` call."""
@@ -106,15 +105,16 @@ def _compile(spec: ToolSpec) -> CompiledTool:
         if len(_VALIDATORS) >= 4096:
             _VALIDATORS.clear()
         _VALIDATORS[spec.schema_hash] = validator
-    checks = compile_checkers(spec.input_schema)
-    value_checks = tuple(c for c in checks if c.kind != "resource_ref")
-    resource_checks = tuple(c for c in checks if c.kind == "resource_ref")
+    try:
+        checks = compile_checkers(spec.input_schema)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{spec.key}: {exc}") from exc
     props = spec.input_schema.get("properties") or {}
     defaults = tuple(
         (name, sub["default"]) for name, sub in props.items() if isinstance(sub, Mapping) and "default" in sub
     )
     simple = not (
-        checks
+        not checks.empty
         or defaults
         or spec.refinements
         or spec.validators
@@ -130,7 +130,7 @@ def _compile(spec: ToolSpec) -> CompiledTool:
         "schema_hash": spec.schema_hash,
     }
     labels = (spec.labels.confidentiality,)
-    return CompiledTool(spec, validator, value_checks, resource_checks, defaults, simple, accepted, labels)
+    return CompiledTool(spec, validator, checks, defaults, simple, accepted, labels)
 
 
 def _reject(message: str, errors: list[FieldError], **details: Any) -> Validated:
@@ -195,12 +195,8 @@ def _validate_rich(
         if name not in args:
             args[name] = value
             provenance[name] = "default"
-    errors: list[FieldError] = []
-    for check in compiled.checks:
-        for pointer, value in check.values(args):
-            reason = check.check(value)
-            if reason is not None:
-                errors.append(FieldError(path=pointer, message=reason))
+    args = compiled.checks.canonical(args)
+    errors = [FieldError(path=p, message=m) for p, m in compiled.checks.problems(args)]
     for refine in spec.refinements:
         errors.extend(refine(args) or ())
     python_args: dict[str, Any] | None = None
@@ -263,21 +259,19 @@ def _no_resources(kind: str, rid: str) -> str | None:
 def _check_resources(
     compiled: CompiledTool, args: Mapping[str, Any], ctx: ValidationContext
 ) -> ActionError | None:
-    for check in compiled.resource_checks:
-        kind = check.resource_kind or ""
-        for pointer, ref in check.values(args):
-            rid, version = str(ref.get("id")), str(ref.get("version"))
-            current = ctx.resource_version(kind, rid)
-            if current == version:
-                continue
-            what = "no longer exists" if current is None else f"is at version {current}, not {version}"
-            return ActionError.of(
-                "stale_reference",
-                f"{kind or 'resource'} {rid} {what}; observe it again",
-                resource_ids=(rid,),
-                current_version=current,
-                details={"path": pointer, "kind": kind, "given_version": version},
-            )
+    for pointer, kind, ref in compiled.checks.resource_refs(args):
+        rid, version = str(ref.get("id")), str(ref.get("version"))
+        current = ctx.resource_version(kind, rid)
+        if current == version:
+            continue
+        what = "no longer exists" if current is None else f"is at version {current}, not {version}"
+        return ActionError.of(
+            "stale_reference",
+            f"{kind or 'resource'} {rid} {what}; observe it again",
+            resource_ids=(rid,),
+            current_version=current,
+            details={"path": pointer, "kind": kind, "given_version": version},
+        )
     return None
 
 

@@ -1,0 +1,161 @@
+"""Event loops for background runs, one lane per group of principals, and time-limited CPU work.
+
+Runs of one principal share a lane (a thread running an event loop); each principal newly seen
+takes the next lane in turn, so up to :attr:`Lanes.count` principals never share one, and a run
+that keeps its loop busy delays only the runs that share its lane. CPU-heavy steps
+(parsing a raw model output) do not run on a lane at all: :func:`off_loop` runs short ones on a
+worker thread under a time limit, :data:`PROCESSES` long ones in worker processes, stopped at the
+time limit, so they hold neither a lane nor the interpreter lock the server's threads share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+__all__ = ["DEFAULT_LANES", "PROCESSES", "Lanes", "ProcessWork", "off_loop"]
+
+DEFAULT_LANES: Final = 4
+"""Lanes of a runner by default."""
+_MAX_ASSIGNED: Final = 10_000
+
+T = TypeVar("T")
+A = TypeVar("A")
+
+_CPU: Final = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="actionspace-cpu")
+"""Workers for CPU-heavy steps: bounded, so a flood of huge inputs queues instead of multiplying."""
+
+
+async def off_loop(fn: Callable[[], T], *, timeout_s: float) -> T:
+    """``fn()`` on a worker thread; raises ``TimeoutError`` after ``timeout_s`` seconds.
+
+    ``fn`` must be free of side effects: after a timeout it may still finish on its thread, and
+    its result is dropped. For work long enough to hold the interpreter from the server's threads,
+    use :data:`PROCESSES` instead.
+    """
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(_CPU, fn)
+    return await asyncio.wait_for(future, timeout=timeout_s)
+
+
+class ProcessWork:
+    """A small pool of worker processes for CPU-heavy pure functions, with a hard time limit.
+
+    A thread cannot be stopped and, holding the interpreter lock, slows every thread of the server;
+    a process can be. :meth:`run` sends ``fn(arg)`` (both picklable) to a worker; past the time
+    limit the workers are terminated and replaced, and ``TimeoutError`` is raised. Work of other
+    callers cut short by that replacement is sent again once, to the new workers.
+    """
+
+    def __init__(self, workers: int = 2) -> None:
+        self.workers = workers
+        self._pool: Any = None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def _current(self) -> tuple[Any, int]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+            return self._pool, self._generation
+
+    def _replace(self, generation: int) -> None:
+        with self._lock:
+            if generation != self._generation or self._pool is None:
+                return  # another caller replaced it already
+            pool, self._pool = self._pool, None
+            self._generation += 1
+        pool.terminate()
+
+    def _wait(self, result: Any, generation: int, deadline: float) -> tuple[str, Any]:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout", None
+            try:
+                return "done", result.get(min(left, _POLL_S))
+            except multiprocessing.TimeoutError:
+                if generation != self._generation:
+                    return "lost", None
+
+    async def run(self, fn: Callable[[A], T], arg: A, *, timeout_s: float) -> T:
+        """``fn(arg)`` in a worker process; ``TimeoutError`` after ``timeout_s`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + timeout_s
+        for _ in range(2):
+            pool, generation = self._current()
+            result = pool.apply_async(fn, (arg,))
+            state, value = await loop.run_in_executor(_CPU, self._wait, result, generation, deadline)
+            if state == "done":
+                out: T = value
+                return out
+            if state == "timeout":
+                self._replace(generation)
+                raise TimeoutError(f"the work took longer than {timeout_s:g} s")
+        raise TimeoutError("the worker processes were replaced twice while this work waited")
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.terminate()
+
+
+PROCESSES: Final = ProcessWork()
+"""The process pool CPU-heavy service steps share (started when first used, stopped at exit)."""
+atexit.register(PROCESSES.close)
+_POLL_S: Final = 0.05
+
+
+class Lanes:
+    """``count`` event loops on daemon threads, started when first used."""
+
+    def __init__(self, count: int = DEFAULT_LANES) -> None:
+        if count < 1:
+            raise ValueError("a runner needs at least one lane")
+        self.count = count
+        self._loops: dict[int, tuple[asyncio.AbstractEventLoop, threading.Thread]] = {}
+        self._assigned: dict[str, int] = {}
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    def loop_for(self, key: str) -> asyncio.AbstractEventLoop:
+        """The loop of ``key``'s lane (a principal id): the next lane in turn for a key not seen
+        recently, so up to ``count`` principals never share one."""
+        with self._lock:
+            index = self._assigned.get(key)
+            if index is None:
+                if len(self._assigned) >= _MAX_ASSIGNED:
+                    self._assigned.clear()  # forget old principals; their lanes stay as they are
+                index = self._assigned[key] = self._turn % self.count
+                self._turn += 1
+            found = self._loops.get(index)
+            if found is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name=f"actionspace-runs-{index}", daemon=True
+                )
+                thread.start()
+                found = self._loops[index] = (loop, thread)
+        return found[0]
+
+    def loops(self) -> list[asyncio.AbstractEventLoop]:
+        with self._lock:
+            return [loop for loop, _ in self._loops.values()]
+
+    def stop(self, *, timeout: float) -> None:
+        """Stop every lane's loop and join its thread (waits at most ``timeout`` s per lane)."""
+        with self._lock:
+            lanes = list(self._loops.values())
+        for loop, _ in lanes:
+            loop.call_soon_threadsafe(loop.stop)
+        for loop, thread in lanes:
+            thread.join(timeout=timeout)
+            if not thread.is_alive():
+                loop.close()

@@ -1,0 +1,84 @@
+"""Which runs, approval requests and ledger entries a token's principal may see and decide.
+
+A principal sees what belongs to its own tenant: runs its tenant started (the tenant recorded in
+``run_started``), approval requests proposed by a principal of its tenant, ledger entries of its
+tenant's runs. A principal without a tenant sees what was started without one (a single-tenant
+deployment sees everything, as before tenants existed). The scope :data:`ADMIN_SCOPE` (and
+``"*"``) sees and decides across tenants. Deciding needs ``approvals:decide`` *and* visibility:
+a request of another tenant is answered 404, as if it did not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceEvent, TraceStore
+from actionspace.trace.store_encoding import HEAD_KINDS
+
+__all__ = ["ADMIN_SCOPE", "RunTenants", "heads", "heads_of", "may_see", "request_tenant", "sees_all"]
+
+ADMIN_SCOPE: Final = "admin:all"
+"""The scope that sees and decides across tenants."""
+
+
+def sees_all(viewer: Principal) -> bool:
+    return viewer.allows(ADMIN_SCOPE)
+
+
+def may_see(viewer: Principal, tenant: str | None) -> bool:
+    """True when ``viewer`` may see something of ``tenant`` (None: started without a tenant)."""
+    return sees_all(viewer) or tenant == viewer.tenant
+
+
+def heads(store: TraceStore, run_id: str) -> list[TraceEvent]:
+    """The run's ``run_started``/``run_finished`` events, without reading the rest when the store can."""
+    read = getattr(store, "heads", None)
+    if callable(read):
+        found: list[TraceEvent] = read(run_id)
+        return found
+    return [e for e in store.events(run_id) if e.kind in HEAD_KINDS]
+
+
+def heads_of(store: TraceStore, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
+    """:func:`heads` of several runs, in one query when the store can."""
+    read = getattr(store, "heads_many", None)
+    if callable(read):
+        found: dict[str, list[TraceEvent]] = read(run_ids)
+        return found
+    return {run_id: heads(store, run_id) for run_id in run_ids}
+
+
+def _tenant_of(events: Iterable[TraceEvent]) -> str | None:
+    for event in events:
+        if event.kind == "run_started":
+            tenant = event.data.get("tenant")
+            return None if tenant is None else str(tenant)
+    return None
+
+
+class RunTenants:
+    """Each run's tenant, read once per run from the trace (one lookup per request)."""
+
+    def __init__(self, store: TraceStore) -> None:
+        self._store = store
+        self._known: dict[str, str | None] = {}
+
+    def __call__(self, run_id: str) -> str | None:
+        if run_id not in self._known:
+            self._known[run_id] = _tenant_of(heads(self._store, run_id))
+        return self._known[run_id]
+
+    def remember(self, run_id: str, events: Iterable[TraceEvent]) -> None:
+        self._known[run_id] = _tenant_of(events)
+
+
+def request_tenant(request: ApprovalRequest, run_tenant: RunTenants) -> str | None:
+    """The tenant of an approval request: its proposer's, else its run's."""
+    proposed: Any = request.details.get("proposed_by")
+    if isinstance(proposed, Mapping) and "tenant" in proposed:
+        tenant = proposed.get("tenant")
+        return None if tenant is None else str(tenant)
+    return run_tenant(request.run_id)

@@ -1,0 +1,131 @@
+"""How trace stores encode an event's data: strict JSON that never fails, and never drops an event.
+
+:func:`encode_data` is strict first (``allow_nan=False``: a NaN or an infinity written as a JSON
+number would break every reader that queries the column, SQLite's ``json_extract`` included). When
+the data cannot be encoded as it is — a non-finite number, nesting deeper than the encoder's
+recursion, an integer too long to print, a value that is not JSON — a safe encoder writes what it
+can: non-finite numbers as strings (``"NaN"``, ``"Infinity"``), containers deeper than
+:data:`MAX_DEPTH` as ``{"$truncated": "depth"}``, other values by ``repr``. An event larger than
+:data:`MAX_EVENT_CHARS` keeps its short top-level fields (status, tool, category, label, …) and
+a digest and prefix of the rest. Whatever is given, the event is written.
+
+:func:`bounded_raw` is what a ``model_output`` event records: the raw text itself when short, else
+its length, sha256 and a prefix, with the whole kept as an artifact when a store is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+__all__ = [
+    "HEAD_KINDS",
+    "MAX_DEPTH",
+    "MAX_EVENT_CHARS",
+    "RAW_PREFIX_CHARS",
+    "bounded_raw",
+    "encode_data",
+    "strict_dumps",
+]
+
+HEAD_KINDS: Final = ("run_started", "run_finished")
+"""The events a run listing reads of each run (a store's ``heads``), besides its aggregate counts."""
+MAX_DEPTH: Final = 64
+"""Deepest nesting of containers the safe encoder writes; deeper ones are marked truncated."""
+MAX_EVENT_CHARS: Final = 1_000_000
+"""Largest encoded event data kept whole, in characters (about 1 MB)."""
+RAW_PREFIX_CHARS: Final = 16_384
+"""Characters of a long raw model output kept in its trace event."""
+_MAX_SHORT: Final = 512
+_MAX_INT_DIGITS: Final = 4000
+
+
+class _PutsBytes(Protocol):
+    def put(self, data: bytes) -> str: ...
+
+
+def strict_dumps(value: Any) -> str:
+    """``json.dumps`` as every store writes: no NaN or infinity, non-ASCII kept."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def encode_data(data: Mapping[str, Any]) -> str:
+    """The JSON text a store writes for an event's ``data`` (see the module docstring)."""
+    try:
+        text = strict_dumps(dict(data))
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        text = strict_dumps(_safe(dict(data), 0))
+    if len(text) <= MAX_EVENT_CHARS:
+        return text
+    return strict_dumps(_shrunk(data, text))
+
+
+def _safe(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if abs(value).bit_length() > _MAX_INT_DIGITS * 3:
+            return f"<int of {abs(value).bit_length()} bits>"
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
+        return {"$truncated": "depth"}
+    if isinstance(value, Mapping):
+        return {str(k): _safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe(v, depth + 1) for v in value]
+    return repr(value)[:_MAX_SHORT]
+
+
+def _shrunk(data: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """The short top-level fields of an oversized event, and a digest and prefix of the whole."""
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if (
+            key == "label"
+            or (isinstance(value, str) and len(value) <= _MAX_SHORT)
+            or value is None
+            or isinstance(value, bool | int | float)
+        ):
+            kept[str(key)] = _safe(value, 0)
+    kept["$truncated"] = {
+        "chars": len(text),
+        "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        "prefix": text[:RAW_PREFIX_CHARS],
+    }
+    return kept
+
+
+def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]:
+    """The data of a ``model_output`` event for ``raw`` (see the module docstring)."""
+    if isinstance(raw, str):
+        text = raw
+    elif isinstance(raw, dict | list):
+        try:
+            text = strict_dumps(raw)
+        except (ValueError, TypeError, RecursionError, OverflowError):
+            text = strict_dumps(_safe(raw, 0))
+        if len(text) <= RAW_PREFIX_CHARS:
+            return {"raw": _safe(raw, 0)}
+    else:
+        text = repr(raw)[: RAW_PREFIX_CHARS * 4]
+    if len(text) <= RAW_PREFIX_CHARS:
+        return {"raw": text}
+    encoded = text.encode("utf-8", "surrogatepass")
+    out: dict[str, Any] = {
+        "raw": text[:RAW_PREFIX_CHARS],
+        "raw_truncated": True,
+        "raw_chars": len(text),
+        "raw_sha256": hashlib.sha256(encoded).hexdigest(),
+    }
+    if artifacts is not None:
+        out["artifact_ref"] = artifacts.put(encoded)
+    return out
