@@ -49,6 +49,8 @@ class CallRecord:
     """The final error category (``policy_violation``, ``permission_denied``, …), None when it ran."""
     approval: str | None = None
     """``approved`` or ``denied`` when the call asked for approval."""
+    reason: str | None = None
+    """Why the runtime stopped or held the call (the error or approval message), when it did."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class CallRecord:
             "status": self.status,
             "category": self.category,
             "approval": self.approval,
+            "reason": self.reason,
         }
 
 
@@ -157,6 +160,7 @@ class SuiteReplay:
         benchmark_version: str,
         flow_policy: FlowPolicy | None = None,
         approver: Approver = "task",
+        stages: Sequence[Any] = (),
     ) -> None:
         from agentdojo.task_suite.load_suites import get_suite
 
@@ -166,7 +170,7 @@ class SuiteReplay:
         self.suite: Any = get_suite(benchmark_version, suite_name)
         self.approver: Approver = approver
         self.slot = EnvironmentSlot()
-        self.runtime = Runtime("memory://", recover_on_start=False, flow_policy=flow_policy)
+        self.runtime = Runtime("memory://", recover_on_start=False, flow_policy=flow_policy, stages=stages)
         register_suite_tools(self.runtime, self.suite, self.slot)
         self.injector = Injector(self.suite)
         self._envs: dict[tuple[tuple[str, str], ...], Any] = {}
@@ -244,6 +248,7 @@ class SuiteReplay:
             sources = {} if injected else declared_sources(arguments, run.prompt, run.seen)
             obs = self._call(run.run_id, node, call.function, arguments, sources)
             approval = None
+            reason = None if obs.error is None else obs.error.message[:300]
             if obs.error is not None and obs.error.category == "needs_approval":
                 request_id = str(obs.error.details.get("request_id", ""))
                 request = self.runtime.approvals.get(request_id)
@@ -263,6 +268,7 @@ class SuiteReplay:
                     status=obs.status,
                     category=None if obs.error is None else obs.error.category,
                     approval=approval,
+                    reason=reason,
                 )
             )
             if obs.error is None:

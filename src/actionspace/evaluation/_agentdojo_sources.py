@@ -27,9 +27,11 @@ class Seen:
 
 
 def leaves(value: Any) -> Iterator[Any]:
-    """The scalar pieces of ``value`` (strings, numbers, booleans; None and "" carry nothing)."""
+    """The scalar pieces of ``value`` (strings, numbers, booleans, object keys; None and "" carry
+    nothing)."""
     if isinstance(value, Mapping):
-        for item in value.values():
+        for key, item in value.items():
+            yield key
             yield from leaves(item)
     elif isinstance(value, list | tuple):
         for item in value:

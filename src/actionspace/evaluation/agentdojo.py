@@ -25,9 +25,11 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from actionspace.evaluation._agentdojo_policies import argument_policy, field_trust
 from actionspace.evaluation._agentdojo_replay import Approver, PairResult, SimulatedUser, SuiteReplay
 from actionspace.evaluation._agentdojo_tools import TOOL_LABELS
-from actionspace.policy import DEFAULT_FLOW_POLICY, FlowPolicy, UntrustedWrites
+from actionspace.policy import DEFAULT_FLOW_POLICY, FlowPolicy, NoSecretToExternalSink, UntrustedWrites
+from actionspace.policy.provenance_stage import ProvenanceStage
 
 __all__ = [
     "DEFAULT_BENCHMARK_VERSION",
@@ -47,10 +49,12 @@ SUITES: tuple[str, ...] = ("workspace", "travel", "banking", "slack")
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
 """The newest task set in agentdojo 0.1.35 (97 user tasks, 26 injection tasks with a ground truth)."""
 
-PolicyName = Literal["strict", "default", "none"]
-POLICIES: tuple[PolicyName, ...] = ("strict", "default", "none")
-"""``strict``: the default flow policy and ``UntrustedWrites(on="ask")``; ``default``: the
-runtime's ``DEFAULT_FLOW_POLICY``; ``none``: no flow policy (the undefended baseline)."""
+PolicyName = Literal["provenance", "strict", "default", "none"]
+POLICIES: tuple[PolicyName, ...] = ("provenance", "strict", "default", "none")
+"""``provenance``: ``NoSecretToExternalSink()`` and the operator's per-argument provenance rules
+(:mod:`actionspace.evaluation._agentdojo_policies`); ``strict``: the default flow policy and
+``UntrustedWrites(on="ask")``; ``default``: the runtime's ``DEFAULT_FLOW_POLICY``; ``none``: no
+flow policy (the undefended baseline)."""
 
 Mode = Literal["benign", "attack"]
 
@@ -80,8 +84,8 @@ class AgentDojoConfig:
     """Suites to run, by name. Default: all four."""
     benchmark_version: str = DEFAULT_BENCHMARK_VERSION
     """AgentDojo task-set version. Default ``v1.2.2``."""
-    policy: PolicyName = "strict"
-    """Flow policy, see :data:`POLICIES`. Default ``strict``."""
+    policy: PolicyName = "provenance"
+    """Flow policy, see :data:`POLICIES`. Default ``provenance``."""
     approver: Approver = "task"
     """``task``: the simulated user approves exactly its own task's calls; ``deny``: refuses all."""
     user_tasks: int | None = None
@@ -98,6 +102,8 @@ def flow_policy(name: PolicyName) -> FlowPolicy | None:
         return DEFAULT_FLOW_POLICY
     if name == "strict":
         return DEFAULT_FLOW_POLICY & UntrustedWrites(on="ask")
+    if name == "provenance":
+        return NoSecretToExternalSink() & argument_policy()
     raise ValueError(f"policy must be one of {POLICIES}, got {name!r}")
 
 
@@ -146,8 +152,13 @@ def run_agentdojo(
     policy = flow_policy(config.policy)
     results: list[PairResult] = []
     for name, (users, injections) in work.items():
+        stages = [ProvenanceStage(fields=field_trust())] if config.policy == "provenance" else []
         replay = SuiteReplay(
-            name, benchmark_version=config.benchmark_version, flow_policy=policy, approver=config.approver
+            name,
+            benchmark_version=config.benchmark_version,
+            flow_policy=policy,
+            approver=config.approver,
+            stages=stages,
         )
         try:
             for user in users:
@@ -240,8 +251,12 @@ def eval_agentdojo_command(
         list[str] | None, typer.Option(help="Suite (repeatable): workspace, travel, banking, slack.")
     ] = None,
     policy: Annotated[
-        str, typer.Option(help="strict (default & UntrustedWrites), default, or none (undefended).")
-    ] = "strict",
+        str,
+        typer.Option(
+            help="provenance (per-argument rules), strict (default & UntrustedWrites), default, "
+            "or none (undefended)."
+        ),
+    ] = "provenance",
     approver: Annotated[
         str, typer.Option(help="task: the simulated user approves its own task's calls; deny: refuses all.")
     ] = "task",

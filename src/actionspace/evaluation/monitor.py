@@ -10,8 +10,10 @@ tool that was called:
   (the ledger moved the call to ``unknown_commit``);
 * result utilization: the share of its ok results that another call of the same run consumed —
   through an argument provenance mark ``tool_result:<call_id>`` (a ``provenance`` mapping on one
-  of the consumer's events) or through a plan reference (the ``refs`` of a ``plan_started`` node;
-  without them, the plan's declared edges);
+  of the consumer's events), a value the runtime found in that result (the ``proposed`` event's
+  inferred provenance, ``tool_result(<call_id>, …)`` or ``untrusted(<call_id>, …)``) or through
+  a plan reference (the ``refs`` of a ``plan_started`` node; without them, the plan's declared
+  edges);
 * downstream success: the share of those consuming calls that ended ok.
 
 Alerts name a tool whose rejects concentrate on one field, and a tool with unknown commits.
@@ -249,12 +251,30 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
     return list(calls.values())
 
 
+def _inferred_sources(values: Sequence[Any]) -> set[str]:
+    """Call ids in a ``proposed`` event's provenance: ``tool_result(<id>, <path>)`` and
+    ``untrusted(<id>, <path>)`` (a value the runtime found in that call's result)."""
+    found: set[str] = set()
+    for value in values:
+        source = value.get("source") if isinstance(value, Mapping) else None
+        if not isinstance(source, str):
+            continue
+        for kind in ("tool_result(", "untrusted("):
+            if source.startswith(kind) and source.endswith(")"):
+                call_id = source[len(kind) : -1].rpartition(", ")[0]
+                if call_id and call_id != "user":
+                    found.add(call_id)
+    return found
+
+
 def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
     provenance = data.get("provenance")
     if isinstance(provenance, Mapping):
         for mark in provenance.values():
             if isinstance(mark, str) and mark.startswith(_MARK):
                 call.sources.add(mark[len(_MARK) :])
+            elif kind == "proposed" and isinstance(mark, list):
+                call.sources.update(_inferred_sources(mark))
     if kind == "resolved" and data.get("category"):
         call.rejected = str(data["category"])
     elif kind == "validated" and data.get("verdict") == "rejected":

@@ -7,6 +7,7 @@ print one line to stderr and exit with code 1.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         metavar="URL",
-        help="Trace store URL: sqlite:///abs/path.db, sqlite://relative.db or memory://. "
+        help="Trace store URL: sqlite:///relative.db, sqlite:////abs/path.db or memory://. "
         "Default: $ACTIONSPACE_STORE, else sqlite:///$ACTIONSPACE_HOME/actionspace.db "
         "(ACTIONSPACE_HOME defaults to ~/.actionspace).",
         show_default=False,
@@ -173,6 +174,40 @@ def import_runs(
     _stderr().print(Text(f"Read {result.read} events, {result.written} new."))
 
 
+@trace_app.command("replay")
+def replay_run(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="A run id, or a prefix that matches only one run.")
+    ],
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--runtime", metavar="MODULE:FUNCTION", help="Builds the fresh runtime to replay against."
+        ),
+    ],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Re-decide every recorded call of a run against a fresh runtime, without running any tool.
+
+    Exit 1 when any decision (resolve, authorize, validate, flow, approval) differs.
+    """
+    from actionspace.trace.replay import load_factory, render_text, replay_events
+
+    try:
+        factory = load_factory(runtime)
+    except ValueError as exc:
+        _fail(str(exc))
+    url = store or default_store_url()
+    with _opened(url) as opened:
+        rid = _resolve(opened, run_id)
+        events = opened.events(rid)
+    result = replay_events(rid, events, factory())
+    typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_text(result))
+    if result.differences:
+        raise typer.Exit(code=1)
+
+
 @contextmanager
 def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
     with _reading(url):
@@ -188,6 +223,7 @@ def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
 
 @contextmanager
 def _reading(url: str) -> Iterator[None]:
+    _stderr().print(Text(f"store: {url}", style="dim"), soft_wrap=True)  # stdout stays the output
     try:
         yield
     except sqlite3.DatabaseError as exc:

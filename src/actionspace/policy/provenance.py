@@ -1,0 +1,485 @@
+"""Value-level provenance: where every value of a call's arguments came from, established by the runtime.
+
+Provenance is a closed set (:data:`KINDS`), inferred for every scalar of every argument — every
+element of a list, every field of a nested object, and every object key (a key is data as much as
+a value is):
+
+- ``user``: the value occurs in the user's messages of the run (the span is recorded);
+- ``tool_result(call_id, path)``: it occurs at ``path`` in an earlier observation whose content
+  is trusted (or in a field a :class:`FieldTrust` declares written by the system, not by others);
+- ``untrusted(call_id, path)``: it occurs only in content whose integrity is untrusted;
+- ``default``: the schema's default filled it in;
+- ``model``: it occurs nowhere — the model wrote it.
+
+The strongest evidence wins, in that order (``user`` first: a value the user typed is the user's
+choice even when an untrusted page repeats it). Matching is by normalised value (:func:`norm`):
+
+- case-insensitive, with runs of whitespace collapsed; a string matches as a whole token of a
+  longer text (``"bob"`` occurs in ``"ask Bob."``, not in ``"bobby"``);
+- numbers as numbers: ``1000``, ``1000.0``, ``"1,000"`` and ``"$1,000.00"`` are one value, and a
+  numeral in a text counts (currency signs and codes around it are ignored);
+- dates: ``2024-05-03``, ``2024/05/03``, ``May 3, 2024``, ``3 May 2024`` are one date; a date-time
+  value (``2024-05-03 10:00``) needs its date and its time (``10:00``) in the same text.
+
+A string is also judged by the addresses it embeds: every URL, e-mail address and IBAN-like
+account number inside a longer string gets a provenance of its own (path
+``/body#www.example.com``, ``embedded=True``), so a message that points its reader at a link or an
+account an untrusted page chose is not ``model`` just because the sentence around it is new.
+
+A plan argument bound by ``$ref`` takes its provenance from the referenced node (``tool_result``
+or ``untrusted`` by that node's output label).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+__all__ = [
+    "KINDS",
+    "Evidence",
+    "FieldTrust",
+    "Kind",
+    "Source",
+    "ValueProvenance",
+    "embedded",
+    "infer",
+    "leaves",
+    "norm",
+    "strongest",
+    "structure",
+]
+
+Kind = Literal["user", "tool_result", "untrusted", "default", "model"]
+KINDS: tuple[Kind, ...] = ("user", "tool_result", "untrusted", "default", "model")
+"""Every provenance kind, strongest evidence first."""
+
+_RANK = {k: i for i, k in enumerate(KINDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One provenance: its kind, and for tool results the call and the path (a JSON pointer) of
+    the value; for ``user`` the message index and character span (``"0:12-20"``)."""
+
+    kind: Kind
+    call_id: str | None = None
+    path: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "user":
+            return f"user({self.path})" if self.path else "user"
+        if self.kind in ("tool_result", "untrusted"):
+            return f"{self.kind}({self.call_id}, {self.path or '/'})"
+        return self.kind
+
+
+MODEL = Source("model")
+DEFAULT = Source("default")
+
+
+@dataclass(frozen=True, slots=True)
+class ValueProvenance:
+    """The provenance of one scalar (or key) of an argument, at ``path`` (a JSON pointer)."""
+
+    path: str
+    source: Source
+    key: bool = False
+    """True when the scalar is an object key."""
+    embedded: bool = False
+    """True for an address (URL, e-mail, account number) found inside a longer string."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "source": str(self.source)}
+        if self.key:
+            out["key"] = True
+        if self.embedded:
+            out["embedded"] = True
+        return out
+
+
+def strongest(sources: Sequence[Source]) -> Source:
+    """The strongest of ``sources`` (``model`` for none)."""
+    return min(sources, key=lambda s: _RANK[s.kind], default=MODEL)
+
+
+# ---------------------------------------------------------------------- normalisation
+
+_WS = re.compile(r"\s+")
+_NUMERAL = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?")
+_MONEY = re.compile(
+    r"^\s*(?:[$€£¥]|usd|eur|gbp|chf)?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(?:[$€£¥]|usd|eur|gbp|chf)?\s*$"
+)
+_MONTHS = {
+    m: i + 1
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ]
+    )
+    for m in names
+}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
+_MDY = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b")
+_ENTITY = re.compile(
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail address
+    r"|(?:https?://|www\.)[^\s<>\"')\]]+"  # URL
+    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|io|info|biz|co|de|uk|ch)(?:/[^\s<>\"')\]]*)?"
+    r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"  # IBAN-like account number
+)
+_TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::\d{2})?$")
+_DATE_SPAN = re.compile(
+    rf"(?<!\d)\d{{4}}[-/.]\d{{1,2}}[-/.]\d{{1,2}}(?!\d)"
+    rf"|\b(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH})\b(?:\.?,?\s+\d{{4}}\b)?"
+    rf"|(?<!\d)\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?!\d)"
+)
+_DATETIME = re.compile(r"^(\d{4}-\d{1,2}-\d{1,2})[ T](\d{1,2}:\d{2})(?::\d{2})?$")
+
+
+def norm(text: str) -> str:
+    """Case-folded, with runs of whitespace collapsed to one space and the ends stripped."""
+    return _WS.sub(" ", text.casefold()).strip()
+
+
+def _number(value: Any) -> float | None:
+    """The number a value stands for (``"$1,000.00"`` → 1000.0), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        m = _MONEY.match(value.casefold())
+        if m is not None:
+            try:
+                return float(m.group(1).replace(",", ""))
+            except ValueError:
+                return None
+    return None
+
+
+def _iso(y: str, m: int, d: str) -> str | None:
+    try:
+        return date(int(y), m, int(d)).isoformat()
+    except ValueError:
+        return None
+
+
+def _dates(text: str) -> set[str]:
+    """Every date a (normalised) text names, as ISO ``YYYY-MM-DD``."""
+    found: set[str | None] = set()
+    for y, m, d in _ISO_DATE.findall(text):
+        found.add(_iso(y, int(m), d))
+    for mon, d, y in _MDY.findall(text):
+        found.add(_iso(y, _MONTHS[mon], d))
+    for d, mon, y in _DMY.findall(text):
+        found.add(_iso(y, _MONTHS[mon], d))
+    found.discard(None)
+    return {f for f in found if f is not None}
+
+
+def _times(text: str) -> set[str]:
+    return {f"{int(h):02d}:{mi}" for h, mi in re.findall(r"(?<!\d)(\d{1,2}):(\d{2})(?!\d)", text)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """A normalised text of the evidence, with what it names pre-extracted."""
+
+    text: str
+    numbers: frozenset[float]
+    dates: frozenset[str]
+    times: frozenset[str]
+    spans: tuple[tuple[int, int], ...]
+    """Where the text names a date or a time: a number inside one is part of it, not a value."""
+
+
+def _prepare(text: str) -> _Text:
+    t = norm(text)
+    spans = tuple(m.span() for m in _DATE_SPAN.finditer(t))
+    numbers = set()
+    for m in _NUMERAL.finditer(t):
+        if _inside(m.start(), m.end(), spans):
+            continue
+        try:
+            numbers.add(float(m.group(0).replace(",", "")))
+        except ValueError:  # pragma: no cover - the pattern only matches numerals
+            continue
+    return _Text(t, frozenset(numbers), frozenset(_dates(t)), frozenset(_times(t)), spans)
+
+
+def _inside(start: int, end: int, spans: Sequence[tuple[int, int]]) -> bool:
+    """True when [start, end) lies within a date span without being all of it."""
+    return any(a <= start and end <= b and (a, b) != (start, end) for a, b in spans)
+
+
+def _token_in(needle: str, text: str, spans: Sequence[tuple[int, int]] = ()) -> int:
+    """Start of ``needle`` as a whole token of ``text`` (both normalised), else -1. A token that is
+    only part of a date or time (the ``13`` of ``june 13``) does not count."""
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+        after = end == len(text) or not (text[end].isalnum() or text[end] == "_")
+        if before and after and not _inside(start, end, spans):
+            return start
+        start = text.find(needle, start + 1)
+    return -1
+
+
+def _matches(value: Any, text: _Text) -> tuple[int, int] | None:
+    """The span of ``value`` in ``text`` ((-1, -1) when matched by meaning, not by span), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        needle = norm(value)
+        if not needle:
+            return None
+        at = _token_in(needle, text.text, text.spans)
+        if at >= 0:
+            return (at, at + len(needle))
+        dt = _DATETIME.match(needle)
+        if dt is not None:
+            day = _ISO_DATE.match(dt.group(1))
+            iso = _iso(day.group(1), int(day.group(2)), day.group(3)) if day is not None else None
+            hm = _TIME.match(dt.group(2))
+            clock = f"{int(hm.group(1)):02d}:{hm.group(2)}" if hm is not None else None
+            return (-1, -1) if iso in text.dates and clock in text.times else None
+        day = _ISO_DATE.fullmatch(needle)
+        if day is not None:
+            return (-1, -1) if _iso(day.group(1), int(day.group(2)), day.group(3)) in text.dates else None
+    number = _number(value)
+    if number is not None and number in text.numbers:
+        return (-1, -1)
+    return None
+
+
+# ---------------------------------------------------------------------- evidence
+
+
+def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any, bool]]:
+    """(JSON pointer, scalar, is-a-key) for every scalar of ``value``, object keys included."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            here = f"{path}/{_escape(str(k))}"
+            yield here, k, True
+            yield from leaves(v, here)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from leaves(v, f"{path}/{i}")
+    else:
+        yield path, value, False
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _field(path: str) -> str:
+    """The last object key of a pointer (``/0/sender`` → ``sender``; list indexes skipped)."""
+    for part in reversed(path.split("/")):
+        if part and not part.isdigit():
+            return part.replace("~1", "/").replace("~0", "~")
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldTrust:
+    """Fields of an untrusted tool's output that the system writes, not the people who write the
+    rest (a message's sender, an id, a timestamp): a value that *is* such a field (not a piece of
+    its text) is a ``tool_result``.
+
+    ``fields``: tool name → field names (the last object key of the value's path).
+    """
+
+    fields: Mapping[str, frozenset[str]]
+
+    def trusted(self, tool: str | None, path: str) -> bool:
+        """True when ``path`` of ``tool``'s output is a system field (an unknown tool has none)."""
+        names = None if tool is None else self.fields.get(tool)
+        return names is not None and _field(path) in names
+
+
+class Evidence:
+    """What a run's provenance is read from: the user's messages and the observations shown.
+
+    ``users``: the user's messages (with whether each is untrusted); ``observations``: call id →
+    (tool name or None, untrusted?, data), oldest first. Texts are normalised once per instance,
+    or once per ``cache`` (a dict the caller keeps per run: call id → prepared observation).
+    """
+
+    def __init__(
+        self,
+        users: Sequence[tuple[str, bool]],
+        observations: Mapping[str, tuple[str | None, bool, Any]],
+        *,
+        fields: FieldTrust | None = None,
+        cache: dict[str, Any] | None = None,
+    ) -> None:
+        self._users = [(_prepare(text), untrusted) for text, untrusted in users]
+        self._fields = fields
+        self._obs: list[tuple[str, str | None, bool, list[tuple[str, Any, _Text | None]]]] = []
+        for call_id, (tool, untrusted, data) in reversed(list(observations.items())):
+            hit = None if cache is None else cache.get(call_id)
+            if hit is not None and hit[0] is data:
+                flat = hit[1]
+            else:
+                flat = [(p, v, _prepare(v) if isinstance(v, str) else None) for p, v, _k in leaves(data)]
+                if cache is not None:
+                    cache[call_id] = (data, flat)
+            self._obs.append((call_id, tool, untrusted, flat))
+        self._known = set(observations)
+
+    def knows(self, call_id: str) -> bool:
+        return call_id in self._known
+
+    def sources(self, value: Any, *, only: str | None = None) -> list[Source]:
+        """Every source ``value`` occurs in (``only``: ``"user"`` or one call id)."""
+        found: list[Source] = []
+        if value is None or value == "" or isinstance(value, bool):
+            return found
+        if only in (None, "user"):
+            for i, (text, untrusted) in enumerate(self._users):
+                span = _matches(value, text)
+                if span is not None:
+                    where = f"{i}" if span[0] < 0 else f"{i}:{span[0]}-{span[1]}"
+                    found.append(
+                        Source("untrusted", "user", where) if untrusted else Source("user", None, where)
+                    )
+                    break
+        for call_id, tool, untrusted, flat in self._obs:
+            if only is not None and only != call_id:
+                continue
+            hit = _find(value, flat)
+            if hit is None:
+                continue
+            path, whole = hit
+            # a system field vouches for the whole value it holds, not for a piece of its text
+            vouched = whole and self._fields is not None and self._fields.trusted(tool, path)
+            weak = untrusted and not vouched
+            found.append(Source("untrusted" if weak else "tool_result", call_id, path))
+        return found
+
+
+def _find(value: Any, flat: Sequence[tuple[str, Any, _Text | None]]) -> tuple[str, bool] | None:
+    """(path, whole) of the first leaf of an observation that holds ``value``: ``whole`` when the
+    leaf is the value (after normalisation), else the value is a token of the leaf's text."""
+    number = _number(value)
+    needle = norm(value) if isinstance(value, str) else None
+    for path, leaf, text in flat:
+        if leaf == value and type(leaf) is type(value):
+            return path, True
+        if needle is not None and text is not None and text.text == needle:
+            return path, True
+        if number is not None and _number(leaf) == number:
+            return path, True
+    for path, _leaf, text in flat:
+        if text is not None and _matches(value, text) is not None:
+            return path, False
+    return None
+
+
+# ---------------------------------------------------------------------- inference
+
+
+def structure(schema: Mapping[str, Any]) -> frozenset[Any]:
+    """What a tool's input schema fixes, anywhere in it: declared property names, ``const``
+    values and the member of one-member enums. Such keys and values are the tool's structure,
+    written by whoever wrote the schema, so they carry no provenance of their own."""
+    out: set[Any] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            props = node.get("properties")
+            if isinstance(props, Mapping):
+                out.update(str(k) for k in props)
+            if "const" in node and isinstance(node["const"], str | int | float):
+                out.add(node["const"])
+            enum = node.get("enum")
+            if isinstance(enum, list) and len(enum) == 1 and isinstance(enum[0], str | int | float):
+                out.add(enum[0])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return frozenset(out)
+
+
+def infer(
+    evidence: Evidence,
+    arguments: Mapping[str, Any],
+    *,
+    defaults: Sequence[str] = (),
+    bound: Mapping[str, Sequence[tuple[str, bool]]] | None = None,
+    fixed: frozenset[Any] = frozenset(),
+) -> dict[str, tuple[ValueProvenance, ...]]:
+    """Per argument, the provenance of each of its scalars and keys (empty for ``None`` / ``""``).
+
+    ``defaults``: arguments the schema's default filled in; ``bound``: plan arguments bound by
+    ``$ref`` → (call id, untrusted?) of each referenced node; ``fixed``: keys and values below
+    the top level that the schema fixes (:func:`structure`), skipped.
+    """
+    out: dict[str, tuple[ValueProvenance, ...]] = {}
+    for name, value in arguments.items():
+        if name in defaults:
+            out[name] = tuple(ValueProvenance(p, DEFAULT, k) for p, v, k in leaves(value) if _carries(v))
+            continue
+        if bound is not None and name in bound:
+            refs = bound[name]
+            src = strongest([Source("untrusted" if u else "tool_result", c) for c, u in refs])
+            if any(u for _c, u in refs):  # a mix is as weak as its weakest reference
+                src = next(Source("untrusted", c) for c, u in refs if u)
+            out[name] = tuple(ValueProvenance(p, src, k) for p, v, k in leaves(value) if _carries(v))
+            continue
+        found: list[ValueProvenance] = []
+        for p, v, k in leaves(value):
+            if not _carries(v) or (p and _fixed(v, fixed)):
+                continue
+            source = strongest(evidence.sources(v))
+            found.append(ValueProvenance(p, source, k))
+            if isinstance(v, str) and source.kind != "user":
+                for entity in embedded(v):
+                    where = strongest(evidence.sources(entity))
+                    found.append(ValueProvenance(f"{p}#{entity}", where, k, embedded=True))
+        out[name] = tuple(found)
+    return out
+
+
+def embedded(text: str) -> list[str]:
+    """The addresses a text embeds: URLs, e-mail addresses, IBAN-like account numbers (deduplicated,
+    trailing punctuation dropped)."""
+    out: list[str] = []
+    for m in _ENTITY.finditer(text):
+        entity = m.group(0).rstrip(".,;:!?")
+        if entity and entity not in out and entity != text.strip():
+            out.append(entity)
+    return out
+
+
+def _fixed(value: Any, fixed: frozenset[Any]) -> bool:
+    return not isinstance(value, bool) and value in fixed
+
+
+def _carries(value: Any) -> bool:
+    """None and "" carry nothing; everything else is data."""
+    return value is not None and value != ""
