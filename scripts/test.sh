@@ -27,5 +27,7 @@ bash scripts/install-chromium.sh
 echo "== pytest"
 # exit status 5 is "no test selected" (a path argument with no test of that kind): not a failure
 .venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "not slow" "$@" || [ $? -eq 5 ]
-echo "== pytest (slow: external data sets, sweeps, property tests over 10 s, the service load test)"
-.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m slow "$@" || [ $? -eq 5 ]
+echo "== pytest (slow: external data sets, sweeps, property tests over 10 s)"
+.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "slow and not load" "$@" || [ $? -eq 5 ]
+echo "== pytest (load: the service's latency bounds, alone on the machine)"
+.venv/bin/pytest -m load "$@" || [ $? -eq 5 ]

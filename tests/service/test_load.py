@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.load]
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "load-test-admin-token"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import gc
 import math
 import re
 import warnings
@@ -51,7 +52,15 @@ def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
         with warnings.catch_warnings():
             # Invalid escapes such as "\s" in a model's string literal are kept as written.
             warnings.simplefilter("ignore")
-            return ast.parse(text, mode=mode)
+            # An AST holds no cycles, yet building a large one triggers the cyclic collector over
+            # and over (time grows faster than the text): it is paused while the tree is built.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return ast.parse(text, mode=mode)
+            finally:
+                if collecting:
+                    gc.enable()
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
         reason = "truncated" if any(h in message for h in _TRUNCATION_HINTS) else "invalid_syntax"
