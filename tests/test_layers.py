@@ -28,6 +28,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_canonical": 0,
     "_store_url": 0,
     "_extras": 0,
+    "_loader": 0,
     "_version": 0,
     # 1: provider formats in, tool specs and the catalog
     "parse": 1,

@@ -8,7 +8,6 @@ joins again. SIGTERM or Ctrl-C stops a worker in order and hands its workflows o
 
 from __future__ import annotations
 
-import importlib
 import signal
 import threading
 from collections.abc import Callable, Iterable
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from actionspace._loader import load_callable
 from actionspace.durable.config import DurableConfig
 from actionspace.errors import ConfigurationError
 
@@ -31,15 +31,7 @@ def load_tools(target: str) -> Callable[[Runtime], Any]:
     A function that returns tools (functions marked with ``@tool`` or ToolSpecs) instead has them
     registered. Raises ConfigurationError when the target cannot be imported.
     """
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise ConfigurationError(f"--tools takes module:function, got {target!r}")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load tools from {target!r}: {exc}") from exc
-    if not callable(fn):
-        raise ConfigurationError(f"{target!r} is not callable")
+    fn = load_callable(target, option="--tools")
 
     def install(rt: Runtime) -> None:
         made = fn(rt)

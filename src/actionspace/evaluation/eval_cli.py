@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import tempfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from actionspace._loader import load_callable
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.outcomes import LAYERS, TaskOutcome
 
@@ -206,16 +206,7 @@ def _factory(tools: str | None, suite: str) -> Any:
         tools = "actionspace.evaluation.support_desk:support_desk_environment"
     if tools is None:
         return None
-    module, _, name = tools.partition(":")
-    if not module or not name:
-        raise ActionspaceError(f"--tools must be module:function, got {tools!r}")
-    try:
-        factory = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ActionspaceError(f"cannot load {tools}: {exc}") from exc
-    if not callable(factory):
-        raise ActionspaceError(f"{tools} is not callable")
-    return factory
+    return load_callable(tools, option="--tools")
 
 
 def _eval_env(

@@ -196,7 +196,7 @@ def replay_run(
 
     try:
         factory = load_factory(runtime)
-    except ValueError as exc:
+    except ConfigurationError as exc:
         _fail(str(exc))
     url = store or default_store_url()
     with _opened(url) as opened:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from actionspace._loader import load_callable
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import UnknownToolError
 from actionspace.policy.flow_policies import Allow, Ask, FlowPolicy, FlowRequest
@@ -292,19 +293,8 @@ Factory = Callable[[], ReplayRuntime]
 
 
 def load_factory(spec: str) -> Factory:
-    """``module:function`` → the function that builds the fresh runtime. Raises ValueError."""
-    import importlib
-
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise ValueError(f"--runtime must be module:function, got {spec!r}")
-    try:
-        factory = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load {spec!r}: {exc}") from exc
-    if not callable(factory):
-        raise ValueError(f"{spec!r} is not callable")
-    return factory  # type: ignore[no-any-return]
+    """``module:function`` → the function that builds the fresh runtime. Raises ConfigurationError."""
+    return load_callable(spec, option="--runtime")
 
 
 def render_text(result: Replayed) -> str:
