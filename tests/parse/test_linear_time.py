@@ -1,8 +1,8 @@
 """Parsing time grows linearly with the input on adversarial outputs of every family.
 
 Ratios of times, never absolute times: growing the input tenfold must grow the time by well under
-the hundredfold a quadratic scan would take (the bound is 30x). Each time is the best of a few runs; a floor keeps
-sub-millisecond timings (dominated by noise) from making ratios meaningless.
+the hundredfold a quadratic scan would take (the bound is 30x). Each time is the best of a few
+runs; a floor keeps sub-millisecond timings (dominated by noise) from making ratios meaningless.
 """
 
 from __future__ import annotations
