@@ -142,7 +142,7 @@ def test_an_approval_names_who_proposed_it_and_the_resumed_call_runs_as_them(tmp
 def test_an_evicted_run_comes_back_with_its_label_and_turn(tmp_path: Path, store: str) -> None:
     url = "memory://" if store == "memory" else f"sqlite:///{tmp_path / 'run.db'}"
     rt = _runtime(url, [])
-    rt.engine.max_live_runs = 8
+    rt.engine.runs.max_live_runs = 8
     run = rt.new_run()
     rt.user_input(run, "read it", label=Label(confidentiality="internal"))
     assert rt.call({"name": "read_password", "arguments": {}}, run_id=run).status == "ok"
@@ -150,7 +150,7 @@ def test_an_evicted_run_comes_back_with_its_label_and_turn(tmp_path: Path, store
     rt.call({"name": "read_password", "arguments": {}}, run_id=run)  # a flush saves the turn
     for _ in range(40):  # other runs push it out of memory
         rt.new_run()
-    assert len(rt.engine._runs) <= 8
+    assert len(rt.engine.runs) <= 8
     assert rt.engine.known_run(run) is None
     back = rt.run_state(run)
     assert back.flow.context == Label(confidentiality="secret")
@@ -177,7 +177,7 @@ def test_a_run_state_that_cannot_be_saved_shows_the_model_nothing(tmp_path: Path
 
     rt = _runtime("memory://", [])
     run = rt.new_run()
-    rt.engine.run_states = Broken()
+    rt.engine.runs.run_states = Broken()
     obs = rt.call({"name": "read_password", "arguments": {}}, run_id=run)
     assert obs.status == "error"
     assert obs.error is not None and obs.error.category == "transient"

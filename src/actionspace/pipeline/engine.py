@@ -17,11 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import itertools
 import logging
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -37,13 +33,14 @@ from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.ledger.commit import Protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
-from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
+from actionspace.ledger.run_state import RunStateStore
 from actionspace.observation import ArtifactStore
 from actionspace.pipeline.calls import dispatched_event, parse_raw
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
 from actionspace.pipeline.fast import FastPath
 from actionspace.pipeline.observe import fail, observe
+from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
 from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, ready_of
 from actionspace.pipeline.streaming import final_of, stream_ready
 from actionspace.plan.conflicts import ANY, conflicting, expand
@@ -58,10 +55,6 @@ __all__ = ["Engine", "run_sync"]
 _log = logging.getLogger("actionspace")
 
 T = TypeVar("T")
-
-MAX_LIVE_RUNS = 4096
-"""Runs an engine keeps in memory; the least recently used beyond it are evicted (their state is
-in the run-state store, and any later call reads it back)."""
 
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
@@ -109,15 +102,8 @@ class Engine:
         self._ordered = stages.ordered()
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""
-        self._on_first_run = on_first_run
-        self._runs: OrderedDict[str, RunState] = OrderedDict()
-        self._evicted: weakref.WeakValueDictionary[str, RunState] = weakref.WeakValueDictionary()
-        """Evicted runs something still holds (a call in flight, a session): reused, never reloaded
-        beside the live object."""
-        self._runs_lock = threading.Lock()
-        self.run_states: RunStateStore = run_states if run_states is not None else MemoryRunStateStore()
-        """Where each run's principal, context label, turn and pins are kept for any process."""
-        self.max_live_runs = max_live_runs
+        self.runs = RunRegistry(trace, run_states, max_live_runs=max_live_runs, on_first_run=on_first_run)
+        """The open runs (pipeline/runs.py)."""
         self._offload = not isinstance(ledger, MemoryLedgerStore)
         self.driver = LedgerDriver(ledger, offload=self._offload)
         self.fast = FastPath(stages)
@@ -146,86 +132,30 @@ class Engine:
         run-state store: its principal, context label, turn and pins, whoever continues it.
         ``principal`` names the principal of a run that has none yet.
         """
-        run = self._runs.get(run_id)
+        run = self.runs.known(run_id)
         if run is not None:
             return run
-        if self._on_first_run is not None:
-            hook, self._on_first_run = self._on_first_run, None
-            hook()
-        evicted: list[RunState] = []
-        with self._runs_lock:
-            run = self._evicted.pop(run_id, None)
-            if run is not None:
-                self._runs[run_id] = run
-                evicted = self._evict()
-        if run is not None:
-            for old in evicted:
-                self.persist(old)
-            return run
-        stored = self.run_states.load(run_id)
-        with self._runs_lock:
-            run = self._runs.get(run_id)
-            if run is not None:
-                return run
-            start = self.trace.next_seq(run_id)
-            if stored is not None:
-                # node numbers past every event stored: a call id of an earlier process is never reused
-                run = RunState.restore(run_id, stored, itertools.count(start), start + 1)
-            else:
-                run = RunState(
-                    run_id,
-                    principal or self.default_principal,
-                    itertools.count(start),
-                    nodes=itertools.count(start + 1),
-                )
-            self._runs[run_id] = run
-            evicted = self._evict()
-        for old in evicted:
-            self.persist(old)
-        if stored is None:
-            self.persist(run)
-        if start == 0:  # flushed outside the lock: a clash with another process renumbers under it
-            rec = Recorder(run, None)
-            started = {"principal": run.principal.id}
-            if run.principal.tenant is not None:  # listings are filtered by tenant
-                started["tenant"] = run.principal.tenant
-            rec.add("run_started", started)
-            self.flush(rec)
-        return run
+        return self.runs.open(run_id, principal or self.default_principal, self._started)
 
-    def _evict(self) -> list[RunState]:
-        """Drop the least recently opened runs past ``max_live_runs`` (under the runs lock)."""
-        out = []
-        while len(self._runs) > self.max_live_runs:
-            run_id, run = self._runs.popitem(last=False)
-            self._evicted[run_id] = run
-            out.append(run)
-        return out
+    def _started(self, run: RunState) -> None:
+        rec = Recorder(run, None)
+        started = {"principal": run.principal.id}
+        if run.principal.tenant is not None:  # listings are filtered by tenant
+            started["tenant"] = run.principal.tenant
+        rec.add("run_started", started)
+        self.flush(rec)
 
     def persist(self, run: RunState) -> None:
-        """Save the run's state when it changed since the last save (a cheap compare otherwise).
-
-        Called before a call's events are stored and its observation returned, so that a label the
-        run gained is durable before the model is shown what carried it.
-        """
-        mark = run.mark()
-        if mark == run.saved:
-            return
-        self.run_states.save(run.run_id, run.snapshot())
-        run.saved = mark
+        """Save the run's state if it changed (see :class:`~actionspace.pipeline.runs.RunRegistry`)."""
+        self.runs.persist(run)
 
     def forget(self, run_id: str) -> None:
         """Save a run's state and drop it from memory (a finished or idle run); it comes back on use."""
-        with self._runs_lock:
-            run = self._runs.pop(run_id, None)
-            if run is not None:
-                self._evicted[run_id] = run
-        if run is not None:
-            self.persist(run)
+        self.runs.forget(run_id)
 
     def known_run(self, run_id: str) -> RunState | None:
         """The state of ``run_id`` if this engine has opened it, else None (never opens one)."""
-        return self._runs.get(run_id)
+        return self.runs.known(run_id)
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append one event to a run's trace."""
@@ -250,10 +180,7 @@ class Engine:
                 except ValueError:
                     start = self.trace.next_seq(rec.run_id)
                     rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
-                    run = self._runs.get(rec.run_id)
-                    if run is not None:
-                        with self._runs_lock:
-                            run.seq = itertools.count(start + len(rec.records))
+                    self.runs.renumber(rec.run_id, start + len(rec.records))
             rec.flush(self.sink)
         except Exception:
             _log.exception(
