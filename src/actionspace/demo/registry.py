@@ -4,20 +4,38 @@ It is the environment of scenario 2. Lists are versioned: a save names the versi
 on and fails with a version conflict when someone else saved in between (no silent overwrite).
 A save carries an idempotency key; the same key saved again returns the first answer and
 writes nothing (the ``saves`` table keeps one row per key, which is what the demo reads back).
+
+For ``actionspace trace replay`` it also builds each scenario's runtime over new services
+(:data:`DEMO_RUNTIMES`), so that a demo run can be decided again without running a tool.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actionspace.demo._sqlite import SqliteService
 
-__all__ = ["Vendor", "VendorRegistry", "VersionConflict"]
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = [
+    "DEMO_RUNTIMES",
+    "Vendor",
+    "VendorRegistry",
+    "VersionConflict",
+    "calendar_runtime",
+    "followup_runtime",
+    "migration_runtime",
+    "revenue_runtime",
+    "vendors_runtime",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vendors (
@@ -169,3 +187,85 @@ class VendorRegistry(SqliteService):
                 (key, list_id, author, base_version, current + 1, json.dumps(result)),
             )
         return result
+
+
+# ---------------------------------------------------------------------- fresh runtimes for replay
+# ``actionspace trace replay RUN --runtime actionspace.demo.registry:<scenario>_runtime`` re-decides
+# a demo run against the runtime its scenario builds, over new services in a temporary folder,
+# seeded as the demo seeds them; nothing is run. The calendar and vendor scenarios seed for a
+# day: ``today`` (default: $ACTIONSPACE_DEMO_TODAY, an ISO date, else today) must be the day the
+# demo ran with (its ``--today``).
+
+
+def _today(today: date | None) -> date:
+    if today is not None:
+        return today
+    told = os.environ.get("ACTIONSPACE_DEMO_TODAY")
+    return date.fromisoformat(told) if told else date.today()
+
+
+def _folder(folder: Path | None) -> Path:
+    where = folder or Path(tempfile.mkdtemp(prefix="actionspace-replay-"))
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+def calendar_runtime(*, today: date | None = None, folder: Path | None = None) -> Runtime:
+    """Scenario 1's runtime (calendar tools, validators, bindings) over a new seeded calendar."""
+    from actionspace.demo.calendar import CalendarService
+    from actionspace.demo.scenario import build_runtime, next_tuesday, seed_calendar
+
+    service = CalendarService(_folder(folder) / "calendar.db")
+    seed_calendar(service, next_tuesday(_today(today)))
+    return build_runtime(service, "memory://")
+
+
+def followup_runtime(*, today: date | None = None, folder: Path | None = None) -> Runtime:
+    """The runtime of scenario 1's follow-up run (``share_with_partner``, with its principal)."""
+    from actionspace.demo.followup import TOOL, register
+    from actionspace.demo.scenario import PRINCIPAL
+    from actionspace.policy.principal import Principal
+    from actionspace.runtime import Runtime
+
+    scoped = Principal(id=PRINCIPAL.id, scopes=(*PRINCIPAL.scopes, f"external:{TOOL}"))
+    rt = Runtime("memory://", principal=scoped, recover_on_start=False)
+    register(rt, store=f"sqlite:///{_folder(folder) / 'replay.db'}")  # the channel lives beside it
+    return rt
+
+
+def vendors_runtime(*, today: date | None = None, folder: Path | None = None) -> Runtime:
+    """Scenario 2's runtime over a freshly seeded vendor registry."""
+    from actionspace.demo.vendor_tools import SlowAnswers, build_runtime, seed_registry
+
+    day = _today(today)
+    registry = VendorRegistry(_folder(folder) / "vendors.db")
+    seed_registry(registry, day)
+    return build_runtime(registry, "memory://", day, SlowAnswers([]))
+
+
+def migration_runtime(*, today: date | None = None, folder: Path | None = None) -> Runtime:
+    """Scenario 3's runtime over an empty config folder."""
+    from actionspace.demo import migrate
+
+    root = _folder(folder)
+    return migrate._runtime(root, "memory://", migrate._Fault(root, None))
+
+
+def revenue_runtime(*, today: date | None = None, folder: Path | None = None) -> Runtime:
+    """Scenario 4's runtime over a freshly seeded document store."""
+    from actionspace.demo.documents import DocumentStore
+    from actionspace.demo.revenue import build_runtime
+
+    docs = DocumentStore(_folder(folder) / "documents.db")
+    docs.seed()
+    return build_runtime(docs, "memory://")
+
+
+DEMO_RUNTIMES: dict[str, Callable[..., Runtime]] = {
+    "calendar": calendar_runtime,
+    "followup": followup_runtime,
+    "vendors": vendors_runtime,
+    "migration": migration_runtime,
+    "revenue": revenue_runtime,
+}
+"""Scenario → the function that builds its fresh runtime (keywords ``today`` and ``folder``)."""

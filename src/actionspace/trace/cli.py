@@ -187,10 +187,16 @@ def replay_run(
     ],
     store: StoreOption = None,
     as_json: JsonOption = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Exit 1 also when a decision could not be replayed."),
+    ] = False,
 ) -> None:
-    """Re-decide every recorded call of a run against a fresh runtime, without running any tool.
+    """Re-decide every recorded decision of a run against a fresh runtime, running no tool.
 
-    Exit 1 when any decision (resolve, authorize, validate, flow, approval) differs.
+    Decisions: offer, resolve, authorize, validate, provenance, flow, approval, budget. Exit 1
+    when any differs. A decision the trace does not let the replay make (e.g. a plan node's
+    arguments are not recorded) is shown with '?' and counted as not replayed.
     """
     from actionspace.trace.replay import load_factory, render_text, replay_events
 
@@ -204,7 +210,7 @@ def replay_run(
         events = opened.events(rid)
     result = replay_events(rid, events, factory())
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_text(result))
-    if result.differences:
+    if result.differences or (strict and result.unreplayed):
         raise typer.Exit(code=1)
 
 

@@ -1,47 +1,74 @@
 """Replay a recorded run's decisions against a fresh runtime, without executing any tool.
 
-For every call of the run, in order, the replay takes the call as the model proposed it (the
-``model_output`` event; the normalized arguments of ``proposed`` when recorded) and decides it
-again with the fresh runtime's catalog, principal, validators and flow policy:
+The replay reads the run's events and decides every recorded decision again with the fresh
+runtime's catalog, principal, validators, flow policy, discovery and budgets. No tool runs: the
+decisions are the stages before dispatch.
 
-- **resolve**: the recorded ``name@version`` must exist in the fresh catalog with the same schema
-  hash (a changed schema is a different tool);
+- **offer** (``candidates_offered``): the same request (names, query, limit, phase,
+  capabilities, errors seen) to the fresh discovery must offer the same set of tools, each with
+  the same ``name@version`` and schema hash;
+- **resolve** (``resolved``, and the tool a ``validated`` event names): the recorded
+  ``name@version`` must exist in the fresh catalog with the same schema hash;
 - **authorize**: the principal's scopes against the tool (``allowed`` / ``denied``);
 - **validate**: schema, refinements, bindings and business validators (``accepted`` /
-  ``rejected`` / ``needs_approval``), with the recorded provenance;
+  ``rejected`` / ``needs_approval``), on the arguments as proposed (``model_output``), or as
+  normalized (``proposed``) when recorded;
+- **provenance** (``proposed``): the caller's provenance claims checked again; a false claim is
+  a ``policy_violation`` (see :func:`actionspace.trace._replay_checks.provenance_again` for
+  which claims the trace lets it check);
 - **flow**: the flow policy over the argument labels and value provenance the trace recorded
   (``flow_checked``, ``proposed``): ``allow`` / ``ask`` / ``deny``;
 - **approval**: a call the replay holds for approval must be one the run asked a person about,
-  and the other way round (the person's answer is an input and is not replayed).
+  and the other way round (the person's answer is an input and is not replayed);
+- **budget**: each admission asked again of a fresh meter holding the fresh runtime's budgets,
+  fed what the run's earlier calls used (``allowed`` / ``denied:<unit>``).
 
-Decisions that read only the trace-independent parts of the world (budgets and the read cache
-spend and fill as tools run) are listed as recorded; a decision the replay cannot re-run is
-``skipped``, never reported as reproduced. A difference is a :class:`Decision` with
-``same=False``; ``actionspace trace replay`` exits 1 on any.
+A decision the trace does not let the replay make (a plan node's arguments are not recorded, an
+event is malformed or from an older format) is ``unreplayed`` with the reason: reported, never
+counted as reproduced, and never an exception. Every recorded decision event
+(:data:`DECISION_KINDS`) yields at least one decision naming its ``seq``. A difference is a
+:class:`Decision` that was re-decided with another outcome; ``actionspace trace replay`` exits 1
+on any (and, with ``--strict``, on any unreplayed decision).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from actionspace._loader import load_callable
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import UnknownToolError
-from actionspace.policy.flow_policies import Allow, Ask, FlowPolicy, FlowRequest
-from actionspace.policy.labels import Label
+from actionspace.policy.flow_policies import FlowPolicy
 from actionspace.policy.principal import Principal, authorize
-from actionspace.policy.provenance import KINDS, Source, ValueProvenance
+from actionspace.trace import _replay_checks as checks
+from actionspace.trace._replay_calls import DECISION_KINDS, Call, split
+from actionspace.trace._replay_checks import parse_source
 from actionspace.trace.events import TraceEvent
 from actionspace.validation.validator import ValidationContext, compile_tool, validate
 from actionspace.validation.verdicts import NeedsApproval, Rejected
 
-__all__ = ["Decision", "ReplayRuntime", "Replayed", "replay_events"]
+__all__ = [
+    "DECISION_KINDS",
+    "UNREPLAYED",
+    "Decision",
+    "ReplayRuntime",
+    "Replayed",
+    "parse_source",
+    "replay_events",
+]
+
+UNREPLAYED = "unreplayed"
+"""The ``replayed`` value (with ``: reason``) of a decision the replay could not make."""
 
 
 class ReplayRuntime(Protocol):
-    """What the replay needs of a runtime (``actionspace.Runtime`` is one)."""
+    """What the replay needs of a runtime (``actionspace.Runtime`` is one).
+
+    Optional: ``discovery`` (for offers) and ``meter`` (whose ``budgets`` the budget decisions
+    use; none means no budget applies).
+    """
 
     @property
     def catalog(self) -> Any: ...
@@ -58,23 +85,35 @@ class ReplayRuntime(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
-    """One decision of one call: what the run recorded and what the replay decided."""
+    """One decision of one call (or offer): what the run recorded and what the replay decided."""
 
     call_id: str
     tool: str
     stage: str
     recorded: str
     replayed: str
+    seq: int | None = None
+    """The recorded event this decision re-decides (None: derived, e.g. an approval not asked)."""
+
+    @property
+    def replayable(self) -> bool:
+        """False when the replay could not make this decision (see ``replayed`` for why)."""
+        return not self.replayed.startswith(UNREPLAYED)
 
     @property
     def same(self) -> bool:
-        return self.recorded == self.replayed or self.replayed == "skipped"
+        return self.recorded == self.replayed
+
+    @property
+    def differs(self) -> bool:
+        return self.replayable and not self.same
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "call_id": self.call_id,
             "tool": self.tool,
             "stage": self.stage,
+            "seq": self.seq,
             "recorded": self.recorded,
             "replayed": self.replayed,
             "same": self.same,
@@ -87,137 +126,248 @@ class Replayed:
 
     run_id: str
     decisions: tuple[Decision, ...] = field(default_factory=tuple)
+    recorded_events: tuple[int, ...] = ()
+    """The seq of every recorded decision event of the run."""
+    problems: tuple[str, ...] = ()
+    """Events the replay could not read (reported, never raised)."""
 
     @property
     def differences(self) -> list[Decision]:
-        return [d for d in self.decisions if not d.same]
+        return [d for d in self.decisions if d.differs]
+
+    @property
+    def unreplayed(self) -> list[Decision]:
+        return [d for d in self.decisions if not d.replayable]
+
+    @property
+    def redecided_events(self) -> set[int]:
+        """The recorded decision events whose every decision was re-decided."""
+        out = {d.seq for d in self.decisions if d.seq is not None}
+        out -= {d.seq for d in self.unreplayed}
+        return {s for s in out if s is not None}
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "decisions": [d.to_dict() for d in self.decisions],
+            "recorded_decision_events": len(self.recorded_events),
+            "redecided_decision_events": len(self.redecided_events),
             "differences": len(self.differences),
+            "unreplayed": len(self.unreplayed),
+            "problems": list(self.problems),
         }
 
 
-@dataclass(slots=True)
-class _Call:
-    call_id: str
-    name: str = ""
-    arguments: Any = None
-    provenance: Mapping[str, str] = field(default_factory=dict)
-    events: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)
-
-
-def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
-    """The run's calls in order, each with its proposal and its events by kind."""
-    from actionspace.parse import parse
-
-    pending: list[Any] = []
-    calls: dict[str, _Call] = {}
-    for e in events:
-        if e.kind == "model_output":
-            pending = list(parse(e.data.get("raw")).calls)
-            continue
-        if e.call_id is None:
-            continue
-        call = calls.get(e.call_id)
-        if call is None:
-            call = calls[e.call_id] = _Call(e.call_id)
-            if pending:
-                proposed = pending.pop(0)
-                call.name, call.arguments = proposed.name, proposed.arguments
-                call.provenance = dict(proposed.provenance)
-        call.events.setdefault(e.kind, []).append(e.data)
-        if e.kind == "proposed":
-            call.arguments = dict(e.data.get("arguments") or {})
-        if e.kind in ("validated", "resolved") and e.data.get("tool") and not call.name:
-            call.name = str(e.data["tool"])
-    return list(calls.values())
-
-
 def replay_events(run_id: str, events: Iterable[TraceEvent], runtime: ReplayRuntime) -> Replayed:
-    """Replay every recorded decision of ``events`` (one run's) against ``runtime``."""
-    ordered = sorted(events, key=lambda e: e.seq)
+    """Replay every recorded decision of ``events`` (one run's) against ``runtime``.
+
+    Never raises on what the events hold: what cannot be read is reported.
+    """
+    run = split(events)
     decisions: list[Decision] = []
-    for call in _calls(ordered):
-        decisions.extend(_replay_call(call, runtime, run_id))
-    return Replayed(run_id, tuple(decisions))
+    budget = _budgets(run_id, runtime)
+    offers = iter(run.offers)
+    offer = next(offers, None)
+    for call in run.calls:  # in the run's order: each offer before the calls that followed it
+        while offer is not None and offer.seq < call.first_seq:
+            decisions.append(_offer(offer.seq, offer.data, runtime))
+            offer = next(offers, None)
+        try:
+            decisions.extend(_replay_call(call, runtime, run_id, budget))
+        except Exception as exc:  # a malformed or older event: the call's decisions are reported
+            why = f"{UNREPLAYED}: {type(exc).__name__}: {str(exc)[:120]}"
+            for kind, items in call.events.items():
+                if kind in DECISION_KINDS:
+                    for seq, _ in items:
+                        decisions.append(_unread(call, kind, seq, why))
+    while offer is not None:
+        decisions.append(_offer(offer.seq, offer.data, runtime))
+        offer = next(offers, None)
+    covered = {d.seq for d in decisions}
+    for seq in run.decision_events:  # a decision event no call or offer holds (no data, no call id)
+        if seq not in covered:
+            decisions.append(
+                Decision(
+                    call_id="",
+                    tool="",
+                    stage="event",
+                    recorded="recorded",
+                    replayed=f"{UNREPLAYED}: event {seq} is not readable",
+                    seq=seq,
+                )
+            )
+    return Replayed(run_id, tuple(decisions), tuple(run.decision_events), tuple(run.problems))
 
 
-def _replay_call(call: _Call, rt: ReplayRuntime, run_id: str) -> list[Decision]:
+def _unread(call: Call, kind: str, seq: int, why: str) -> Decision:
+    return Decision(
+        call_id=call.call_id, tool=call.name, stage=kind, recorded="recorded", replayed=why, seq=seq
+    )
+
+
+def _budgets(run_id: str, rt: ReplayRuntime) -> checks.BudgetReplay | None:
+    try:
+        return checks.BudgetReplay(run_id, rt)
+    except Exception:
+        return None
+
+
+def _offer(seq: int, data: Mapping[str, Any], rt: ReplayRuntime) -> Decision:
+    try:
+        recorded = checks.offered(data)
+    except Exception as exc:
+        return Decision(
+            call_id="",
+            tool="",
+            stage="offer",
+            recorded="recorded",
+            replayed=f"{UNREPLAYED}: {exc}",
+            seq=seq,
+        )
+    try:
+        again = checks.offered_again(data, rt)
+    except Exception as exc:
+        again = f"{UNREPLAYED}: {type(exc).__name__}: {str(exc)[:120]}"
+    return Decision(call_id="", tool="", stage="offer", recorded=recorded, replayed=again, seq=seq)
+
+
+def _replay_call(
+    call: Call, rt: ReplayRuntime, run_id: str, budget: checks.BudgetReplay | None
+) -> list[Decision]:
     out: list[Decision] = []
 
-    def add(stage: str, recorded: str, replayed: str) -> None:
+    def add(stage: str, recorded: str, replayed: str, seq: int | None) -> None:
         out.append(
-            Decision(call_id=call.call_id, tool=call.name, stage=stage, recorded=recorded, replayed=replayed)
+            Decision(
+                call_id=call.call_id,
+                tool=call.name,
+                stage=stage,
+                recorded=recorded,
+                replayed=replayed,
+                seq=seq,
+            )
         )
 
-    validated = _last(call, "validated")
-    resolved = _last(call, "resolved")
+    resolved = call.last("resolved")
+    validated_at = call.last("validated")
+    validated = None if validated_at is None else validated_at[1]
     spec = _resolve(rt, call, validated)
     if resolved is not None:
-        add(
-            "resolve", f"error:{resolved.get('category')}", "ok" if spec is not None else "error:unknown_tool"
-        )
-        return out
-    if validated is not None:
-        recorded = f"{validated.get('tool')}@{validated.get('version')}#{validated.get('schema_hash')}"
-        replayed = "error:unknown_tool" if spec is None else f"{spec.name}@{spec.version}#{spec.schema_hash}"
-        add("resolve", recorded, replayed)
-    if spec is None:
-        return out
-    authorized = _last(call, "authorized")
+        replayed = "ok" if spec is not None else "error:unknown_tool"
+        add("resolve", f"error:{resolved[1].get('category')}", replayed, resolved[0])
+    elif validated_at is not None:
+        recorded = f"{validated_at[1].get('tool')}@{validated_at[1].get('version')}"
+        recorded += f"#{validated_at[1].get('schema_hash')}"
+        if not isinstance(validated_at[1].get("tool"), str):
+            replayed = f"{UNREPLAYED}: the event names no tool"
+        elif spec is None:
+            replayed = "error:unknown_tool"
+        else:
+            replayed = f"{spec.name}@{spec.version}#{spec.schema_hash}"
+        add("resolve", recorded, replayed, validated_at[0])
+    authorized = call.last("authorized")
     if authorized is not None:
-        verdict = authorize(spec, rt.principal)
-        add(
-            "authorize",
-            str(authorized.get("verdict")),
-            "denied" if isinstance(verdict, Rejected) else "allowed",
-        )
-    if validated is None:
+        if spec is None:
+            add(
+                "authorize",
+                str(authorized[1].get("verdict")),
+                f"{UNREPLAYED}: no such tool",
+                authorized[0],
+            )
+        else:
+            verdict = authorize(spec, rt.principal)
+            again = "denied" if isinstance(verdict, Rejected) else "allowed"
+            add("authorize", str(authorized[1].get("verdict")), again, authorized[0])
+    later = ("proposed", "flow_checked", "approval_requested", "budget")
+    rest = [k for k in later if k in call.events]
+    if spec is None or validated_at is None:
+        for kind in rest:
+            for seq, _ in call.events[kind]:
+                add(kind, "recorded", f"{UNREPLAYED}: the call was not validated again", seq)
+        if validated_at is not None:
+            was = str(validated_at[1].get("verdict"))
+            add("validate", was, f"{UNREPLAYED}: no such tool", validated_at[0])
         return out
-    checked = validate(compile_tool(spec), call.arguments, call.provenance, _context(rt, run_id, call))
-    verdict_name = (
-        "rejected"
-        if isinstance(checked.verdict, Rejected)
-        else "needs_approval"
-        if isinstance(checked.verdict, NeedsApproval)
-        else "accepted"
-    )
-    add("validate", str(validated.get("verdict")), verdict_name)
-    flowed = _last(call, "flow_checked")
+    verdict_name, arguments = _validate(rt, run_id, call, spec)
+    add("validate", str(validated_at[1].get("verdict")), verdict_name, validated_at[0])
+    for seq, data in call.events.get("proposed", []):
+        add(
+            "provenance",
+            checks.provenance_recorded(data),
+            _guard(checks.provenance_again, call, data),
+            seq,
+        )
+    flowed = call.last("flow_checked")
     flow = "skipped"
-    if flowed is not None and verdict_name != "rejected":
-        flow = _flow(rt, spec, checked.arguments, flowed, call, run_id)
-        add("flow", _recorded_flow(str(flowed.get("decision"))), flow)
-    asked = bool(call.events.get("approval_requested")) or any(
-        d.get("status") == "consumed" for d in call.events.get("approval_decided", [])
+    if flowed is not None:
+        if verdict_name == "rejected":
+            flow = f"{UNREPLAYED}: validation rejects the call now"
+        else:
+            flow = _guard(checks.flow_again, rt, spec, arguments or {}, flowed[1], call, run_id)
+        add("flow", checks.recorded_flow(str(flowed[1].get("decision"))), flow, flowed[0])
+    asked = call.last("approval_requested")
+    was_asked = asked is not None or any(
+        d.get("status") == "consumed" for _, d in call.events.get("approval_decided", [])
     )
-    if flowed is not None or verdict_name == "needs_approval":
-        wants = verdict_name == "needs_approval" or flow == "ask"
-        add("approval", "asked" if asked else "not asked", "asked" if wants else "not asked")
-    for budget in call.events.get("budget", []):
-        add("budget", str(budget.get("verdict", budget.get("decision", "recorded"))), "skipped")
+    recorded_approval = validated_at[1].get("verdict") == "needs_approval"
+    held = recorded_approval or asked is not None or verdict_name == "needs_approval"
+    if flowed is not None or held:
+        if verdict_name.startswith(UNREPLAYED) or flow.startswith(UNREPLAYED):
+            wants = f"{UNREPLAYED}: the decisions it follows were not replayed"
+        else:
+            wants = "asked" if verdict_name == "needs_approval" or flow == "ask" else "not asked"
+        add(
+            "approval",
+            "asked" if was_asked else "not asked",
+            wants,
+            None if asked is None else asked[0],
+        )
+    for seq, data in call.events.get("budget", []):
+        if budget is None:
+            again = f"{UNREPLAYED}: the runtime's budgets could not be read"
+        else:
+            again = _guard(budget.admit, call, spec, data)
+        add("budget", checks.budget_recorded(data), again, seq)
     return out
 
 
-def _last(call: _Call, kind: str) -> Mapping[str, Any] | None:
-    found = call.events.get(kind)
-    return found[-1] if found else None
-
-
-def _resolve(rt: ReplayRuntime, call: _Call, validated: Mapping[str, Any] | None) -> ToolSpec | None:
-    """The fresh catalog's ``name@version`` the run used (None when it has no such tool)."""
-    version = None if validated is None else validated.get("version")
+def _guard(fn: Callable[..., str], *args: Any) -> str:
+    """``fn(*args)``, or ``unreplayed: <why>`` when the trace does not hold what it needs."""
     try:
-        spec: ToolSpec = rt.catalog.get(call.name, str(version) if version is not None else None)
+        return fn(*args)
+    except Exception as exc:
+        return f"{UNREPLAYED}: {type(exc).__name__}: {str(exc)[:120]}"
+
+
+def _validate(rt: ReplayRuntime, run_id: str, call: Call, spec: ToolSpec) -> tuple[str, Any]:
+    """The validation verdict again, and the normalized arguments (None when not replayed)."""
+    if call.arguments is None:
+        return f"{UNREPLAYED}: the trace does not hold the call's arguments", None
+    try:
+        context = _context(rt, run_id, call)
+        checked = validate(compile_tool(spec), call.arguments, call.claims, context)
+    except Exception as exc:
+        return f"{UNREPLAYED}: {type(exc).__name__}: {str(exc)[:120]}", None
+    if isinstance(checked.verdict, Rejected):
+        return "rejected", checked.arguments
+    if isinstance(checked.verdict, NeedsApproval):
+        return "needs_approval", checked.arguments
+    return "accepted", checked.arguments
+
+
+def _resolve(rt: ReplayRuntime, call: Call, validated: Mapping[str, Any] | None) -> ToolSpec | None:
+    """The fresh catalog's ``name@version`` the run used (None when it has no such tool)."""
+    name, _, version = call.name.partition("@")
+    if validated is not None and isinstance(validated.get("tool"), str):
+        name, version = validated["tool"], str(validated.get("version") or "")
+    try:
+        spec: ToolSpec = rt.catalog.get(name, version or None)
     except (UnknownToolError, KeyError):
         return None
     return spec
 
 
-def _context(rt: ReplayRuntime, run_id: str, call: _Call) -> ValidationContext:
+def _context(rt: ReplayRuntime, run_id: str, call: Call) -> ValidationContext:
     return ValidationContext(
         run_id=run_id,
         node_id=call.call_id,
@@ -229,80 +379,33 @@ def _context(rt: ReplayRuntime, run_id: str, call: _Call) -> ValidationContext:
     )
 
 
-def _recorded_flow(decision: str) -> str:
-    """The policy's answer behind a recorded flow decision (approvals are the person's)."""
-    return {"approved": "ask", "declassified": "deny"}.get(decision, decision)
-
-
-def _flow(
-    rt: ReplayRuntime,
-    spec: ToolSpec,
-    arguments: Mapping[str, Any],
-    flowed: Mapping[str, Any],
-    call: _Call,
-    run_id: str,
-) -> str:
-    policy = rt.flow_policy
-    if policy is None:
-        return "allow"
-    recorded = flowed.get("arguments") or {}
-    labels = {a: Label.from_dict(v.get("label") or {}) for a, v in recorded.items() if isinstance(v, Mapping)}
-    proposed = _last(call, "proposed")
-    values = None if proposed is None else _values(proposed.get("provenance") or {})
-    request = FlowRequest(
-        spec=spec,
-        arguments=arguments,
-        arg_labels=labels,
-        principal=rt.principal,
-        run_id=run_id,
-        provenance=values,
-    )
-    decision = policy.check(request)
-    return "allow" if isinstance(decision, Allow) else "ask" if isinstance(decision, Ask) else "deny"
-
-
-def _values(recorded: Mapping[str, Any]) -> dict[str, tuple[ValueProvenance, ...]]:
-    """The ``proposed`` event's provenance strings back as values."""
-    return {
-        name: tuple(
-            ValueProvenance(
-                str(v.get("path", "")),
-                parse_source(str(v.get("source", "model"))),
-                bool(v.get("key")),
-                bool(v.get("embedded")),
-            )
-            for v in items
-        )
-        for name, items in recorded.items()
-    }
-
-
-def parse_source(text: str) -> Source:
-    """``str(Source)`` back into a Source (an unknown kind reads as ``model``)."""
-    kind, _, rest = text.partition("(")
-    rest = rest.rstrip(")")
-    if kind not in KINDS:
-        return Source("model")
-    if kind in ("tool_result", "untrusted"):
-        call_id, _, path = rest.rpartition(", ")
-        return Source(kind, call_id or None, "" if path == "/" else path)
-    return Source(kind, None, rest)
-
-
 Factory = Callable[[], ReplayRuntime]
 
 
 def load_factory(spec: str) -> Factory:
-    """``module:function`` → the function that builds the fresh runtime. Raises ConfigurationError."""
+    """``module:function`` → the function that builds the fresh runtime.
+
+    Raises ConfigurationError.
+    """
     return load_callable(spec, option="--runtime")
 
 
 def render_text(result: Replayed) -> str:
-    """One line per decision (``=`` reproduced, ``!`` differs), then the count of differences."""
-    lines = [
-        f"{'=' if d.same else '!'} {d.call_id} {d.tool} {d.stage}: "
-        f"recorded {d.recorded}, replayed {d.replayed}"
-        for d in result.decisions
-    ]
-    lines.append(f"{len(result.decisions)} decisions, {len(result.differences)} differ")
+    """One line per decision, then the counts.
+
+    ``=`` reproduced, ``!`` differs, ``?`` not replayed.
+    """
+    lines = [f"? {p}" for p in result.problems]
+    for d in result.decisions:
+        mark = "?" if not d.replayable else "=" if d.same else "!"
+        where = "" if d.seq is None else f"#{d.seq} "
+        lines.append(
+            f"{mark} {where}{d.call_id or '-'} {d.tool or '-'} {d.stage}: "
+            f"recorded {d.recorded}, replayed {d.replayed}"
+        )
+    lines.append(
+        f"{len(result.decisions)} decisions, {len(result.differences)} differ, "
+        f"{len(result.unreplayed)} not replayed; {len(result.redecided_events)} of "
+        f"{len(result.recorded_events)} recorded decision events re-decided"
+    )
     return "\n".join(lines)
