@@ -12,9 +12,17 @@ import pytest
 
 from actionspace import Runtime
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.durable import DurableConfig, PlanClient, launch, plan_workflow_id, shutdown
+from actionspace.durable import (
+    DurableConfig,
+    PlanClient,
+    launch,
+    node_workflow_id,
+    plan_workflow_id,
+    shutdown,
+)
 from actionspace.durable import sweep_tools as tools
 from actionspace.durable.approval import wake, wake_decided
+from actionspace.durable.engine import plan_result
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.commit import new_entry
 from actionspace.ledger.keys import idempotency_key
@@ -87,6 +95,72 @@ def test_a_plan_runs_as_a_workflow_with_the_same_results_as_in_process(rt: Runti
         entry = rt.ledger.get_node(durable_run, k)
         assert entry is not None and entry.state == "committed"
         assert _effects(store, f"{durable_run}/{k}") == 1
+
+
+def _node_workflows(run_id: str, nodes: str) -> list[str]:
+    """The ids of the node workflows that exist for ``nodes`` of the plan of ``run_id``."""
+    from dbos import DBOS
+
+    ids = [node_workflow_id(run_id, k) for k in nodes]
+    return sorted(w.workflow_id for w in DBOS.list_workflows(workflow_ids=ids, load_input=False))
+
+
+def test_a_plan_runs_its_ready_nodes_in_waves_of_one_workflow_with_one_checkpoint_each(
+    rt: Runtime, store: str
+) -> None:
+    from dbos import DBOS
+
+    run_id = _clean_run("waves")
+    result = rt.run_plan(_chain(run_id), run_id=run_id)
+    assert result.status == "ok"
+    assert result.stats["waves"] == 3  # {a, c}, then b, then d
+    assert result.stats["max_parallel"] == 2
+    assert _node_workflows(run_id, "abcd") == []  # no workflow per node
+    steps = [s["function_name"] for s in DBOS.list_workflow_steps(plan_workflow_id(run_id))]
+    assert steps.count("actionspace.plan.wave") == 3
+    assert [_effects(store, f"{run_id}/{k}") for k in "abcd"] == [1, 1, 1, 1]
+    kinds = [e.kind for e in rt.trace.events(run_id)]
+    assert kinds.count("plan_started") == kinds.count("plan_finished") == 1
+    assert kinds[-1] == "plan_finished"
+
+
+def test_a_plan_whose_last_wave_blocks_nodes_closes_its_trace_once_after_them(rt: Runtime) -> None:
+    run_id = next(f"shut{i}" for i in range(10_000) if tools.fault(f"shut{i}/x"))
+    plan = {
+        "nodes": [
+            {"id": "x", "tool": "none_write", "arguments": {"ref": f"{run_id}/x", "value": 1}},
+            {
+                "id": "y",
+                "tool": "native_write",
+                "arguments": {"ref": f"{run_id}/y", "value": {"$ref": "x.data.value"}},
+            },
+        ]
+    }
+    result = rt.run_plan(plan, run_id=run_id)
+    assert result.status != "ok"
+    events = [(e.kind, e.data) for e in rt.trace.events(run_id)]
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("plan_finished") == 1 and kinds[-1] == "plan_finished"
+    assert kinds.index("plan_node_blocked") < kinds.index("plan_finished")
+    assert events[-1][1]["failed"] == {"x": "unknown_commit", "y": "cancelled"}
+
+
+def test_a_plan_resumed_from_a_later_wave_replays_the_earlier_ones_and_sends_nothing_again(
+    rt: Runtime, store: str
+) -> None:
+    from dbos import DBOS
+
+    run_id = _clean_run("fork")
+    first = rt.run_plan(_chain(run_id), run_id=run_id)
+    steps = DBOS.list_workflow_steps(plan_workflow_id(run_id))
+    waves = [s for s in steps if s["function_name"] == "actionspace.plan.wave"]
+    # a new execution that keeps the first wave's checkpoint and runs the last two waves again
+    handle = DBOS.fork_workflow(plan_workflow_id(run_id), waves[1]["function_id"])
+    again = plan_result(handle.get_result())
+    assert again.status == first.status == "ok"
+    values = {k: o.data for k, o in first.nodes.items()}
+    assert {k: o.data for k, o in again.nodes.items()} == values
+    assert [_effects(store, f"{run_id}/{k}") for k in "abcd"] == [1, 1, 1, 1]
 
 
 def test_running_the_same_run_again_returns_the_stored_result_without_new_effects(
@@ -185,6 +259,7 @@ def test_a_node_waiting_for_approval_resumes_when_the_request_is_approved_and_wo
     assert result.status == "ok"
     assert result.nodes["b"].data == {"ref": f"{run_id}/b", "value": 3}
     assert _effects(store, f"{run_id}/b") == 1
+    assert _node_workflows(run_id, "ab") == [node_workflow_id(run_id, "b")]  # only b had to wait
 
 
 def test_a_decision_taken_in_the_store_wakes_the_waiting_node_at_once(rt: Runtime, store: str) -> None:

@@ -105,3 +105,35 @@ def test_the_dbos_backend_needs_a_postgresql_store(tmp_path: Path) -> None:
         local.add_tool(name="noop", fn=lambda: 1, effect="none", input_schema={"type": "object"})
         with pytest.raises(ConfigurationError, match="postgresql"):
             local.run_plan({"nodes": [{"id": "n", "tool": "noop", "arguments": {}}]})
+
+
+def _figures(inprocess_ms: float, dbos_ms: float) -> dict[str, object]:
+    def row(ms: float) -> dict[str, float]:
+        return {
+            "sequential_plans_per_s": round(100 / ms, 2),
+            "sequential_ms_per_node": ms,
+            "concurrent_plans_per_s": 1.0,
+            "concurrent_ms_per_node": ms,
+        }
+
+    return {
+        "plans": 20,
+        "nodes_per_plan": 10,
+        "dbos_launch_s": 1.0,
+        "inprocess": row(inprocess_ms),
+        "dbos": row(dbos_ms),
+        "dbos_overhead_ms_per_node": round(dbos_ms - inprocess_ms, 2),
+        "sequential_ratio": 1.0,
+        "concurrent_ratio": 1.0,
+    }
+
+
+@pytest.mark.parametrize(("dbos_ms", "status"), [(12.9, "PASS"), (13.1, "FAIL")])
+def test_the_dbos_bench_prints_its_per_node_overhead_target_as_pass_or_fail(
+    dbos_ms: float, status: str
+) -> None:
+    from actionspace.bench._dbos import render_dbos
+
+    last = render_dbos(_figures(8.0, dbos_ms)).splitlines()[-1]
+    assert last.startswith(f"{status}  DBOS per-node overhead ≤ 5 ms over in-process: ")
+    assert f"{round(dbos_ms - 8.0, 2)} ms per node" in last

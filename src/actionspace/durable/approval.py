@@ -2,7 +2,9 @@
 
 A node waiting for approval looks at its request now and then on its own (``approval_poll_s``,
 doubling up to ``approval_poll_max_s``), so deciding the request in the store (API, CLI, console)
-is enough. :func:`wake` makes it look at once: it sends the node's workflow a message.
+is enough. :func:`wake` makes it look at once: it sends the node's workflow a message. The node
+files its request inside its plan's step and gets its own workflow just after; its first act
+there is a look at the request, so a decision taken before that workflow exists is seen at once.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ __all__ = ["wake", "wake_decided"]
 
 
 def wake(client: PlanClient, request: ApprovalRequest) -> bool:
-    """Tell the node workflow of ``request`` to look at its decision now; False if there is none."""
-    from dbos._error import DBOSException
+    """Make the node of ``request`` look at its decision now.
 
-    from actionspace.durable.workflows import APPROVAL_TOPIC
+    True when the node's workflow was told, or has yet to start (its plan still runs) and so
+    looks first thing; False when no plan of the request's run is running.
+    """
+    from dbos._error import DBOSException, DBOSNonExistentWorkflowError
+
+    from actionspace.durable.nodes import APPROVAL_TOPIC
 
     try:
         client.send(node_workflow_id(request.run_id, request.node_id), request.status, APPROVAL_TOPIC)
+    except DBOSNonExistentWorkflowError:
+        return client.status(request.run_id) in ("PENDING", "ENQUEUED")
     except DBOSException:
         return False
     return True

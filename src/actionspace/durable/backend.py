@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from actionspace.durable.config import PLAN_QUEUE, DurableConfig
 from actionspace.durable.engine import launch, plan_result, plan_workflow_id, system_url
@@ -13,7 +13,7 @@ from actionspace.plan.model import Plan, PlanResult
 from actionspace.policy.principal import Principal
 
 if TYPE_CHECKING:
-    from dbos import DBOSClient, WorkflowHandle, WorkflowHandleAsync
+    from dbos import DBOSClient, WorkflowHandle
 
     from actionspace.runtime import Runtime
 
@@ -37,7 +37,7 @@ def plan_request(
                 "node verifiers are Python callables; the dbos backend cannot carry them"
             )
         plan = plan.to_dict()
-    from actionspace.durable.workflows import principal_to_dict
+    from actionspace.durable.nodes import principal_to_dict
 
     return {
         "run_id": run_id,
@@ -61,26 +61,27 @@ async def arun_plan_durable(
     The workflow id derives from the run id, so calling again with the same ``run_id`` attaches to
     the same plan (its stored result once it has ended) instead of running it twice.
     """
-    from dbos import DBOS
-
     await asyncio.to_thread(launch, rt, config)
     run_id = run_id or rt.new_run(principal=principal)
     request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
-    workflow_id = await asyncio.to_thread(_start, request)
-    handle: WorkflowHandleAsync[dict[str, Any]] = await DBOS.retrieve_workflow_async(workflow_id)
-    return plan_result(await handle.get_result(polling_interval_sec=RESULT_POLL_S))
+    return plan_result(await asyncio.to_thread(_run, request))
 
 
-def _start(request: dict[str, Any]) -> str:
-    """Start (or attach to) the plan workflow of the request's run; returns its workflow id."""
+def _run(request: dict[str, Any]) -> dict[str, Any]:
+    """Start (or attach to) the plan workflow of the request's run and wait for its result.
+
+    DBOS runs an async workflow started from sync code on its own event loop, so the plan goes on
+    whatever becomes of the caller's loop. A plan started here is awaited on its own future; one
+    that runs elsewhere is polled for every :data:`RESULT_POLL_S`.
+    """
     from dbos import DBOS, SetWorkflowID
 
     from actionspace.durable.workflows import plan_workflow
 
-    workflow_id = plan_workflow_id(request["run_id"])
-    with SetWorkflowID(workflow_id):
-        DBOS.start_workflow(plan_workflow, request)
-    return workflow_id
+    workflow = cast(Callable[[dict[str, Any]], dict[str, Any]], plan_workflow)
+    with SetWorkflowID(plan_workflow_id(request["run_id"])):
+        handle = DBOS.start_workflow(workflow, request)
+    return handle.get_result(polling_interval_sec=RESULT_POLL_S)
 
 
 class PlanClient:

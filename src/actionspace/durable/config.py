@@ -14,7 +14,7 @@ PLAN_QUEUE = "actionspace_plans"
 """The DBOS queue plan workflows are submitted to; every worker takes from it."""
 
 NODE_QUEUE = "actionspace_nodes"
-"""The DBOS queue of node workflows of tools without a limit of their own."""
+"""The DBOS queue of node workflows when ``node_concurrency`` caps plan nodes over every process."""
 
 
 def tool_queue(tool: str) -> str:
@@ -38,17 +38,22 @@ class DurableConfig:
     executor_id: str | None = None
     """This process's DBOS executor id; None (the default) makes a unique one per process start."""
     worker_concurrency: int = 8
-    """Node workflows this process runs at once (default 8)."""
+    """Plan nodes this process runs at once, over all its plans (default 8)."""
     plan_concurrency: int = 64
     """Plan workflows this process drives at once (default 64); they mostly wait."""
     node_concurrency: int | None = None
-    """Node workflows running at once over every process (default None: no cluster-wide cap)."""
+    """Plan nodes running at once over every process (default None: no cluster-wide cap).
+
+    With a cap, every node goes through the node queue as a workflow of its own (slower); without
+    one, a plan's ready nodes run as steps of the plan's workflow."""
     tool_limits: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    """Per tool name, node workflows of that tool running at once over every process (default none)."""
+    """Per tool name, nodes of that tool running at once over every process (default none).
+
+    The nodes of a limited tool go through that tool's queue as workflows of their own."""
     queue_poll_s: float = 0.05
     """Seconds between two looks at a queue for work (default 0.05)."""
     wait_poll_s: float = 5.0
-    """Seconds a plan waits for a node message before checking its children (default 5)."""
+    """Seconds a plan waits for a node workflow's message before checking on them (default 5)."""
     approval_poll_s: float = 2.0
     """First wait (seconds) between two looks at a pending approval; doubles each time (default 2)."""
     approval_poll_max_s: float = 60.0
@@ -60,6 +65,12 @@ class DurableConfig:
 
     Too short and a worker that merely paused (a loaded host) is taken over while it still runs:
     safe (DBOS fences it, the ledger settles its actions) but wasteful."""
+    checkpoint_fsync: bool = False
+    """True: every DBOS checkpoint waits for its own fsync. False (the default): checkpoints
+    commit without waiting (PostgreSQL ``synchronous_commit = off``) and are made durable by the
+    next synchronous commit in the cluster — the ledger's, which comes before any effect — since
+    WAL is flushed in order. A database crash can then lose only checkpoints that no effect
+    depends on; the workflow runs those parts again and the ledger settles them."""
     sys_db_pool_size: int = 10
     """Connections of DBOS to its system tables, per process (default 10)."""
     log_level: str = "WARNING"

@@ -3,7 +3,8 @@
 DBOS Transact is a process-wide singleton, so one Runtime per process runs durable plans. Its
 workflows (:mod:`actionspace.durable.workflows`) find that Runtime here. Processes that launch
 the backend over the same PostgreSQL database share the work: plan workflows on
-:data:`~actionspace.durable.config.PLAN_QUEUE`, node workflows on the node queues.
+:data:`~actionspace.durable.config.PLAN_QUEUE` (each runs its plan's nodes as its own steps), and
+the node workflows of capped tools on the node queues.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 from actionspace.durable.config import NODE_QUEUE, PLAN_QUEUE, DurableConfig, tool_queue
 from actionspace.errors import ActionError, ConfigurationError
@@ -73,6 +75,10 @@ class Engine:
     def queue_of(self, tool: str) -> str:
         return tool_queue(tool) if tool in self.config.tool_limits else NODE_QUEUE
 
+    def queued(self, tool: str) -> bool:
+        """True when nodes of ``tool`` go through a queue: a cluster-wide limit applies to them."""
+        return tool in self.config.tool_limits or self.config.node_concurrency is not None
+
 
 def bound() -> Engine:
     """The engine of this process; raises ConfigurationError when none was launched."""
@@ -114,6 +120,8 @@ def launch(rt: Runtime, config: DurableConfig | None = None) -> Engine:
             "notification_listener_polling_interval_sec": 0.05,
             "sys_db_pool_size": config.sys_db_pool_size,
         }
+        if not config.checkpoint_fsync:
+            dbos_config["db_engine_kwargs"] = {"connect_args": _async_commit_args(url)}
         heartbeat = Heartbeat(
             rt.store_url,
             executor_id,
@@ -148,6 +156,16 @@ def shutdown(*, hand_over: bool = True) -> None:
 
         engine.heartbeat.stop(hand_over=hand_over)
         DBOS.destroy()
+
+
+def _async_commit_args(url: str) -> dict[str, Any]:
+    """Connection arguments of DBOS's engine: ``synchronous_commit = off`` on top of the URL's own
+    ``options`` (a keyword argument replaces the URL's value, so both go in it)."""
+    own = parse_qs(urlsplit(url).query).get("options", [""])[0]
+    return {
+        "application_name": "dbos_transact",
+        "options": f"{own} -c synchronous_commit=off".strip(),
+    }
 
 
 def _register_queues(config: DurableConfig) -> None:

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -130,11 +130,23 @@ class Heartbeat:
 
     def begin_attempt(self, run_id: str, node_id: str, attempt_id: str) -> None:
         """Note that this executor starts attempt ``attempt_id`` at the node now."""
-        with self._pool.connection() as conn:
-            conn.execute(
+        self.begin_attempts(run_id, [(node_id, attempt_id)])
+
+    def begin_attempts(self, run_id: str, attempts: Sequence[tuple[str, str]]) -> None:
+        """Note, in one transaction, that this executor starts each (node id, attempt id) now.
+
+        The commit does not wait for its fsync: an attempt matters only once the ledger holds its
+        action ``dispatched``, a synchronous commit after this one, which makes it durable too.
+        """
+        now = time.time()
+        me = self.executor_id
+        rows = [(run_id, node_id, me, attempt_id, now) for node_id, attempt_id in attempts]
+        with self._pool.connection() as conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL synchronous_commit = off")
+            cur.executemany(
                 "INSERT INTO actionspace_node_attempts (run_id, node_id, executor_id, attempt_id, started_at)"
                 " VALUES (%s, %s, %s, %s, %s)",
-                (run_id, node_id, self.executor_id, attempt_id, time.time()),
+                rows,
             )
 
     def attempt_at(self, run_id: str, node_id: str, at: float) -> tuple[str, str] | None:

@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plans", type=int, default=200)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--concurrency", type=int, default=8, help="node workflows per worker")
+    parser.add_argument("--concurrency", type=int, default=8, help="plan nodes at once per worker")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dead-after", type=float, default=10.0, help="seconds of silence before a takeover")
     parser.add_argument("--store", default=None, help="postgresql:// URL (default: a throwaway cluster)")

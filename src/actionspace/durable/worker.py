@@ -54,7 +54,8 @@ def run_worker(
     from actionspace.durable.engine import launch, shutdown
     from actionspace.runtime import Runtime
 
-    # Start-up ledger recovery is left to the node workflows: each settles its own interrupted action.
+    # Start-up ledger recovery is left to the plan workflows: each node settles its own interrupted
+    # action before it runs again.
     rt = Runtime(store=store, recover_on_start=False)
     try:
         tools(rt)

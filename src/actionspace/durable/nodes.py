@@ -1,0 +1,218 @@
+"""One node of a durable plan: its DBOS step, and the child workflow of a node that has to wait.
+
+A node runs its call through the normal pipeline in one async DBOS step
+(:func:`execute_step`), with the plan node id as ``node_id``, so the ledger key is the same on
+every attempt. DBOS steps are at-least-once: a step cut short by a crash runs again, and before it
+does, an action the ledger holds as ``dispatched`` or ``unknown`` is settled through the tool's
+status query (``native`` tools are asked again with the same key, ``none`` tools end
+``unknown_commit``) — never a blind re-send.
+
+Most nodes are steps of the plan workflow itself. A node gets a child workflow
+(:func:`node_workflow`, id :func:`~actionspace.durable.engine.node_workflow_id`) only when it has
+to wait: for a person's approval (``DBOS.recv`` with a timeout, then a look at the request, on
+whichever worker holds it by then), or for a cluster-wide slot of a limited tool (it then goes
+through that tool's queue). The child tells the plan its final observation in a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+import weakref
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from dbos import DBOS
+
+from actionspace.durable.engine import bound
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.recover import recover
+from actionspace.observation import shape
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.types import ToolCall
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = [
+    "APPROVAL_TOPIC",
+    "NODE_TOPIC",
+    "NODE_WORKFLOW",
+    "begin_attempts",
+    "execute_step",
+    "node_slots",
+    "node_workflow",
+    "principal_from_dict",
+    "principal_to_dict",
+    "running",
+    "settle_interrupted",
+    "waiting_request",
+]
+
+NODE_WORKFLOW: Final = "actionspace.node"
+NODE_TOPIC: Final = "actionspace.node_done"
+APPROVAL_TOPIC: Final = "actionspace.approval"
+SETTLE_GUARD_S: Final = 10.0
+"""An earlier attempt's executor counts as alive while it beat within max(this, 2 × dead_after_s)."""
+MAX_HOLDER_WAIT_S: Final = 600.0
+"""Longest wait (seconds) for a live earlier attempt to settle the action itself."""
+HOLDER_POLL_S: Final = 0.2
+_running: set[str] = set()
+"""Attempt ids of the node steps running in this process."""
+_Slots = weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
+_slots: _Slots = weakref.WeakKeyDictionary()
+
+
+def principal_to_dict(principal: Principal | None) -> dict[str, Any] | None:
+    if principal is None:
+        return None
+    return {"id": principal.id, "scopes": list(principal.scopes), "tenant": principal.tenant}
+
+
+def principal_from_dict(data: Mapping[str, Any] | None) -> Principal | None:
+    if data is None:
+        return None
+    return Principal(id=data["id"], scopes=tuple(data["scopes"]), tenant=data.get("tenant"))
+
+
+def waiting_request(obs: Mapping[str, Any]) -> str | None:
+    """The approval request id an observation (dict form) waits on, None when it waits on none."""
+    error = obs.get("error")
+    if obs.get("status") != "error" or not error or error.get("category") != "needs_approval":
+        return None
+    request_id = (error.get("details") or {}).get("request_id")
+    return request_id if isinstance(request_id, str) else None
+
+
+def node_slots() -> asyncio.Semaphore:
+    """This process's node slots on the running loop: ``worker_concurrency`` calls at once."""
+    loop = asyncio.get_running_loop()
+    slots = _slots.get(loop)
+    if slots is None:
+        slots = _slots[loop] = asyncio.Semaphore(bound().config.worker_concurrency)
+    return slots
+
+
+# ---------------------------------------------------------------------- the step
+@DBOS.step(name="actionspace.node.execute")
+async def execute_step(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run one node's call (settling an interrupted earlier attempt first); its observation dict."""
+    rt = bound().runtime
+    run_id, node_id = payload["run_id"], payload["node_id"]
+    attempt = uuid.uuid4().hex
+    async with node_slots():
+        with running([attempt]):
+            try:
+                await asyncio.to_thread(begin_attempts, rt, run_id, {node_id: attempt})
+                call = ToolCall(
+                    name=payload["tool"],
+                    arguments=dict(payload["arguments"]),
+                    id=f"{run_id}:{node_id}",
+                    provenance=payload.get("provenance") or {},
+                )
+                principal = principal_from_dict(payload.get("principal"))
+                obs = await rt.acall(call, run_id=run_id, node_id=node_id, principal=principal)
+            except Exception as exc:  # a bug of ours: a typed observation, and the plan goes on
+                rec = Recorder(rt.engine.run(run_id), f"{run_id}:{node_id}")
+                obs = rt.engine.internal(exc, rec)
+    return obs.to_dict()
+
+
+@contextmanager
+def running(attempts: Collection[str]) -> Iterator[None]:
+    """Count ``attempts`` as running in this process while the context lasts."""
+    _running.update(attempts)
+    try:
+        yield
+    finally:
+        _running.difference_update(attempts)
+
+
+def begin_attempts(rt: Runtime, run_id: str, attempts: Mapping[str, str]) -> None:
+    """Note the attempts (node id → attempt id) in one write, then settle what earlier ones left.
+
+    Blocking (database, and waits for a live earlier attempt): run it off the event loop.
+    """
+    bound().heartbeat.begin_attempts(run_id, list(attempts.items()))
+    for node_id in attempts:
+        settle_interrupted(rt, run_id, node_id)
+
+
+# ---------------------------------------------------------------------- the child workflow
+@DBOS.workflow(name=NODE_WORKFLOW)
+async def node_workflow(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run one node to its final observation, waiting for approvals, then tell the plan workflow.
+
+    ``payload["request_id"]``, when given, is the approval request the node already waits on.
+    """
+    cfg = bound().config
+    request_id: str | None = payload.get("request_id")
+    obs = await execute_step(payload) if request_id is None else None
+    while obs is None or (request_id := waiting_request(obs)) is not None:
+        wait = cfg.approval_poll_s
+        while await _approval_status_step(cast(str, request_id)) == "pending":
+            await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=wait)
+            wait = min(wait * 2, cfg.approval_poll_max_s)
+        obs = await execute_step(payload)
+    message = {"node": payload["node_id"], "observation": obs}
+    await DBOS.send_async(payload["parent"], message, topic=NODE_TOPIC)
+    return obs
+
+
+@DBOS.step(name="actionspace.node.approval_status")
+async def _approval_status_step(request_id: str) -> str:
+    request = await asyncio.to_thread(bound().runtime.approvals.get, request_id)
+    return "gone" if request is None else request.status
+
+
+# ---------------------------------------------------------------------- settling
+def settle_interrupted(rt: Runtime, run_id: str, node_id: str) -> None:
+    """Settle this node's action if an earlier attempt left it ``dispatched`` or ``unknown``.
+
+    The attempt that last moved the entry is found by time among the node's attempts. While it may
+    still run — its executor beats (a worker taken for dead during a long pause goes on with its
+    step), or it is a live attempt of this process — its send may still land, so this attempt waits
+    for it. Otherwise the entry goes through :func:`actionspace.ledger.recover.recover`: the status
+    query decides; nothing is sent blindly.
+    """
+    engine = bound()
+    guard_s = max(2 * engine.config.dead_after_s, SETTLE_GUARD_S)
+    deadline = time.monotonic() + MAX_HOLDER_WAIT_S
+    while True:
+        entry = rt.ledger.get_node(run_id, node_id)
+        if entry is None or entry.state not in ("dispatched", "unknown"):
+            return
+        holder = engine.heartbeat.attempt_at(run_id, node_id, entry.updated_at)
+        if holder is None or time.monotonic() > deadline:
+            break
+        executor, attempt = holder
+        if executor == engine.executor_id:
+            if attempt not in _running:
+                break
+        elif not engine.heartbeat.is_alive(executor, within_s=guard_s):
+            break
+        time.sleep(HOLDER_POLL_S)
+    recover(cast(LedgerStore, _OneEntry(rt.ledger, entry)), rt.catalog, rt.record, shape=shape)
+
+
+class _OneEntry:
+    """The ledger seen through one entry: what ``recover`` lists is that entry only."""
+
+    def __init__(self, ledger: LedgerStore, entry: LedgerEntry) -> None:
+        self._ledger = ledger
+        self._entry = entry
+
+    def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
+        return [self._entry] if state in (None, self._entry.state) else []
+
+    def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
+        return self._ledger.transition(key, expected, entry)
+
+    def get(self, key: str) -> LedgerEntry | None:
+        return self._ledger.get(key)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
