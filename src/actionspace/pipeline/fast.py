@@ -15,18 +15,22 @@ A call takes this path only when it provably ends as the general path would:
   ``pydantic_core.from_json``) or a ``ToolCall`` whose arguments are an object — or, through
   :meth:`FastPath.ready`, one call its caller parsed already (a message of several calls, a plan
   node), which skips only the stages;
-- the tool has no side effects, needs no approval, is not a batch or a stream, and validates
-  with the JSON Schema alone (``CompiledTool.simple``, no conversion);
+- the tool has no side effects, needs no approval, has no post-conditions, is not a batch or a
+  stream, and validates with the JSON Schema alone (``CompiledTool.simple``, no conversion);
 - the principal holds the tool's scopes and the flow policy allows the tool whatever labels its
   arguments carry (:func:`always_allows`: the built-in policies only, by exact type);
 - no provenance, sources or bindings were given, and the arguments match the schema.
 
 Anything else — a rejection, an unknown policy, a user stage, budgets, the read cache, streams,
 approvals — returns ``None`` before any state changed, and the caller runs the general path.
-After the tool ran, observation and flow state go through the same functions the general path
-uses (:func:`~actionspace.pipeline.observe.observe`, ``FlowState.observed``), so failures,
-trimming and artifacts come out the same. ``tests/pipeline/test_fast.py`` shows the two paths
-produce the same events, observations and flow state over generated tools and calls.
+A call's events are held as one compact record (:data:`~actionspace.trace.events.CompactCall`),
+which the trace store expands into the events the stages record. After the tool ran, an ``ok``
+plain result shaped without cutting anything gets its envelope here and is folded into that
+record; anything else (failures, trimming, artifacts, retries) goes through
+:func:`~actionspace.pipeline.observe.observe`, as on the general path. The flow state records
+what the model was shown as ``FlowState.observed`` does (:func:`shown`).
+``tests/pipeline/test_fast.py`` shows the two paths produce the same events, observations and
+flow state over generated tools and calls.
 """
 
 from __future__ import annotations
@@ -43,10 +47,10 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
-from actionspace.observation import ArtifactStore
+from actionspace.observation import ArtifactStore, shape
 from actionspace.pipeline.observe import observe
 from actionspace.pipeline.stages import CallInput, Stage, Stages
-from actionspace.policy.flow import MAX_REMEMBERED, FlowState, spec_label
+from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
 from actionspace.policy.flow_policies import (
     AllOf,
     AllowAll,
@@ -57,11 +61,12 @@ from actionspace.policy.flow_policies import (
     UntrustedHighRiskArgs,
     UntrustedWrites,
 )
-from actionspace.policy.labels import Label, may_read
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label, may_read
 from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
-from actionspace.trace.store_encoding import bounded_raw
-from actionspace.types import Observation, ToolCall
+from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw
+from actionspace.types import Observation, Provenance, Succeeded, ToolCall
 from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 
@@ -113,7 +118,19 @@ def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
         and spec.fn is not None
         and not spec.labels.sink
         and spec.effect not in ("write", "external")
+        and not spec.verify
+        and spec.completion is None  # post-conditions run on the staged path
     )
+
+
+Output = tuple[Label, "Label | None"]
+"""An output label, and the run label it adds nothing to (None: not known to add nothing)."""
+
+
+def _output(label: Label, context: Label | None = None) -> Output:
+    if label == PUBLIC_TRUSTED:
+        return label, context
+    return label, context if context is not None and context.join(label) is context else None
 
 
 @dataclass(slots=True)
@@ -126,16 +143,17 @@ class Entry:
     principal: Principal
     policy: FlowPolicy | None
     ordered: Sequence[Stage]
-    bare: Label
-    """The output label of a call without arguments (the tool's label)."""
-    joined: tuple[Label, Label]
+    bare: Output
+    """The output of a call without arguments (the tool's label)."""
+    joined: tuple[Label, Output]
     """(run label, the tool's label joined with it): replaced whole, so a reader in another
     thread never pairs one run label with the output label of another."""
-    authorized: Mapping[str, Any]
-    validated: Mapping[str, Any]
+    shape: CallShape
+    """The payloads every call's trace events share (authorized, validated, tool and version)."""
 
-    def output(self, context: Label, arguments: Mapping[str, Any]) -> Label:
-        """The output label of a call with ``arguments`` while the run label is ``context``.
+    def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
+        """The output label of a call with ``arguments`` while the run label is ``context``, and
+        ``context`` again when that label is known to add nothing to it (else None).
 
         Each argument is labelled with the run label (no sources, no bindings), so it joins in
         once there is any argument.
@@ -144,7 +162,7 @@ class Entry:
             return self.bare
         joined = self.joined
         if joined[0] is not context:
-            joined = self.joined = (context, self.bare.join(context))
+            joined = self.joined = (context, _output(self.bare[0].join(context), context))
         return joined[1]
 
 
@@ -254,10 +272,10 @@ class FastPath:
         call_id = call.id or f"{run.run_id}:{node}"
         rec = inp.rec
         rec.call_id = call_id
-        label = entry.output(run.flow.context, args)
+        label = entry.output(run.flow.context, args)[0]
         run.flow.pending[call_id] = label
-        rec.add("authorized", entry.authorized)
-        rec.add("validated", entry.validated)
+        rec.add("authorized", entry.shape.authorized)
+        rec.add("validated", entry.shape.validated)
         return Ready(entry.compiled, call_id, node, args, args, None, None, label)
 
     def entry(self, run: RunState, name: str, principal: Principal, ordered: Sequence[Stage]) -> Entry | None:
@@ -301,7 +319,7 @@ class FastPath:
             return None
         if isinstance(authorize(spec, principal), Rejected):
             return None
-        bare = spec_label(spec)
+        bare = _output(spec_label(spec))
         context = run.flow.context
         return Entry(
             run=run,
@@ -311,9 +329,13 @@ class FastPath:
             policy=stages.flow_policy,
             ordered=ordered,
             bare=bare,
-            joined=(context, bare.join(context)),
-            authorized=principal.allowed_event,
-            validated=compiled.accepted_event,
+            joined=(context, _output(bare[0].join(context), context)),
+            shape=CallShape(
+                principal.allowed_event,
+                compiled.accepted_event,
+                spec.name,
+                spec.version,
+            ),
         )
 
     async def run(
@@ -326,52 +348,109 @@ class FastPath:
         executor: Executor,
         artifacts: ArtifactStore | None,
     ) -> Observation:
-        """Record the stages' events, run the tool and shape its observation, as the general path does."""
+        """Record the stages' events, run the tool and shape its observation, as the stages do.
+
+        The events are held as one compact call record
+        (:data:`~actionspace.trace.events.CompactCall`) that the trace store expands into the same
+        events when read; an ``ok`` observation of a plain result, shaped without cutting
+        anything, is folded into it as well.
+        """
         entry = call.entry
         run, spec = entry.run, entry.spec
         seq = run.seq
         ts = time.time()
-        records = rec.records
-        if call.raw is not None:
-            records.append((next(seq), "model_output", ts, None, bounded_raw(call.raw, artifacts)))
-            fmt = "openai_chat"
+        raw = call.raw
+        if raw is not None:
+            model = raw if len(raw) <= RAW_PREFIX_CHARS else bounded_raw(raw, artifacts)
+            numbers: tuple[int, ...] = (next(seq), next(seq), next(seq), next(seq), next(seq))
         else:
-            fmt = "toolcall"
-        records.append(
-            (
-                next(seq),
-                "parsed",
-                ts,
-                None,
-                {"format": fmt, "calls": ({"name": call.name, "id": call.call_id},)},
-            )
-        )
+            model = None
+            numbers = (next(seq), next(seq), next(seq), next(seq))
+        first = numbers[0]
         node = node_id or f"n{next(run.nodes)}"
         call_id = call.call_id or f"{run.run_id}:{node}"
         rec.call_id = call_id
-        label = entry.output(run.flow.context, call.arguments)
+        label, within = entry.output(run.flow.context, call.arguments)
         run.flow.pending[call_id] = label
-        records.append((next(seq), "authorized", ts, call_id, entry.authorized))
-        records.append((next(seq), "validated", ts, call_id, entry.validated))
-        dispatched = {"tool": spec.name, "version": spec.version, "node_id": node, "attempt": 1}
-        records.append((next(seq), "dispatched", ts, call_id, dispatched))
+        ident = call.call_id
+        name, shape_ = call.name, entry.shape
+        held: CompactCall = (first, ts, call_id, shape_, model, name, ident, node, -1, ts, None)
+        compact = numbers[-1] - first == len(numbers) - 1
+        if compact:
+            rec.add_call(held)
+        else:  # another thread numbered events of this run in between: keep the numbers taken
+            events = expand_call(held)
+            numbered = zip(numbers, events, strict=True)
+            rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in numbered)
         args = call.arguments
         if blocking:
             outcome = executor.run(spec, args, rec.retry)
         else:
             outcome = await executor.arun(spec, args, rec.retry)
+        if compact and type(outcome) is Succeeded and outcome.attempts == 1 and rec.call is held:
+            now = time.time()
+            obs = _plain_observation(spec, call_id, outcome.value, label, artifacts, now)
+            if obs is not None:  # folded into the call's record
+                done = (next(seq), now, obs.content_hash)
+                rec.add_call(held[:8] + done)
+                shown(run.flow, obs, label, within)
+                return obs
         ready = Ready(entry.compiled, call_id, node, args, args, None, None, label)
         obs = observe(ready, outcome, artifacts=artifacts, rec=rec)
-        shown(run.flow, obs, label)
+        shown(run.flow, obs, label, within)
         return obs
 
 
-def shown(state: FlowState, obs: Observation, label: Label) -> None:
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+"""Result types shaped the same way every time (a first shape would consume an iterator)."""
+
+
+def _plain_observation(
+    spec: ToolSpec,
+    call_id: str,
+    value: Any,
+    label: Label,
+    artifacts: ArtifactStore | None,
+    now: float,
+) -> Observation | None:
+    """The observation ``observe`` makes of a plain ``value`` that is shaped without cutting
+    anything; None for anything else (``observe`` itself shapes it then)."""
+    if type(value) not in _PLAIN or spec.lifecycle == "deprecated":
+        return None
+    limit = spec.max_observation_bytes
+    shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts)
+    if shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete:
+        return None
+    provenance = object.__new__(Provenance)
+    provenance.__dict__.update(
+        fetched_at=now, resource_version=None, trust=label.integrity, labels=label.tags()
+    )
+    obs = object.__new__(Observation)  # every field is already checked, as observe() does
+    obs.__dict__.update(
+        call_id=call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=shaped.data,
+        content_hash=shaped.content_hash,
+        provenance=provenance,
+    )
+    return obs
+
+
+def _open(state: FlowState, label: Label) -> bool:
+    """True when ``state`` still keeps more call ids for ``label``."""
+    ids = state._groups.get(label)
+    return ids is None or len(ids) < MAX_IDS_PER_LABEL
+
+
+def shown(state: FlowState, obs: Observation, label: Label, within: Label | None = None) -> None:
     """``state.observed(obs)`` for an observation shaped with output label ``label``.
 
     Its label is known: a result carries ``label`` in its provenance and an error made from a
     failed outcome reads the pending ``label``, so the label is not read back from the tags.
     An observation with an artifact goes through ``observed`` itself (it remembers the artifact).
+    ``within``: a run label that ``label`` adds nothing to. While it is still the run label and
+    the call ids kept for ``label`` are at their cap, joining ``label`` in changes nothing.
     """
     if obs.artifact_ref is not None or obs.items:
         state.observed(obs)
@@ -380,7 +459,8 @@ def shown(state: FlowState, obs: Observation, label: Label) -> None:
     seen = state.seen
     with state._lock:  # the flow state's own lock and join, taken as observed() takes them
         state.pending.pop(call_id, None)
-        state._add(call_id, label)
+        if within is not state.context or (label is not PUBLIC_TRUSTED and _open(state, label)):
+            state._add(call_id, label)
         seen[call_id] = (label, obs.data)
         seen.move_to_end(call_id)
         while len(seen) > MAX_REMEMBERED:

@@ -15,12 +15,15 @@ __all__ = [
     "EVENT_KINDS",
     "AppendsNew",
     "AppendsRecords",
+    "CallShape",
+    "CompactCall",
     "EventKind",
     "EventRecord",
     "FindsRunIds",
     "RunSummary",
     "TraceEvent",
     "TraceStore",
+    "expand_call",
 ]
 
 EventKind = Literal[
@@ -68,6 +71,54 @@ EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 
 EventRecord = tuple[int, str, float, "str | None", Mapping[str, Any]]
 """A compact event of one run: ``(seq, kind, ts, call_id, data)``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CallShape:
+    """What the events of every simple call of one tool by one principal share."""
+
+    authorized: Mapping[str, Any]
+    """The ``authorized`` payload (shared: never mutated)."""
+    validated: Mapping[str, Any]
+    """The ``validated`` payload of an accepted call (shared: never mutated)."""
+    tool: str
+    version: str
+
+
+CompactCall = tuple[
+    int, float, "str | None", CallShape, Any, str, "str | None", str, int, float, "str | None"
+]
+"""One simple call's events as one record, expanded by :func:`expand_call`:
+``(seq, ts, call_id, shape, model, name, id, node, obs_seq, obs_ts, content_hash)``.
+
+``seq`` numbers the first event; ``model_output`` (when ``model`` is not None: the raw text,
+or the ``model_output`` payload itself when it is not a string), ``parsed``, ``authorized``,
+``validated`` and ``dispatched`` follow it at ``ts`` with consecutive numbers. ``obs_seq`` is
+the number of the ``ok`` observation (``-1``: none is folded in; the call records it on its own),
+recorded at ``obs_ts`` with ``content_hash``.
+"""
+
+
+def expand_call(call: CompactCall) -> list[EventRecord]:
+    """The events a compact call record stands for, as the staged path records them."""
+    seq, ts, call_id, shape, model, name, ident, node, obs_seq, obs_ts, digest = call
+    out: list[EventRecord] = []
+    if model is not None:
+        out.append((seq, "model_output", ts, None, {"raw": model} if type(model) is str else model))
+        seq += 1
+        fmt = "openai_chat"
+    else:
+        fmt = "toolcall"
+    tool, version = shape.tool, shape.version
+    out.append((seq, "parsed", ts, None, {"format": fmt, "calls": ({"name": name, "id": ident},)}))
+    out.append((seq + 1, "authorized", ts, call_id, shape.authorized))
+    out.append((seq + 2, "validated", ts, call_id, shape.validated))
+    dispatched = {"tool": tool, "version": version, "node_id": node, "attempt": 1}
+    out.append((seq + 3, "dispatched", ts, call_id, dispatched))
+    if obs_seq >= 0:
+        observed = {"status": "ok", "tool": tool, "version": version, "content_hash": digest}
+        out.append((obs_seq, "observation", obs_ts, call_id, observed))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,6 +4,11 @@ Records arrive as compact tuples and are packed, every ``COMPACT_AT`` records, i
 blob; they become ``TraceEvent`` objects only when read. A blob is not a container the garbage
 collector walks: keeping a million events as tuples and dicts would make every full collection
 traverse all of them, which costs the hot path more than encoding them once, in bulk.
+
+A simple call's events arrive as one compact call record (see
+:data:`~actionspace.trace.events.CompactCall`) and are kept as that record, its shared payloads
+replaced by a number: a tuple of strings and numbers, which the collector stops tracking the first
+time it sees it, so it is never encoded at all. Reading expands it into the events it stands for.
 """
 
 from __future__ import annotations
@@ -15,7 +20,15 @@ import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
-from actionspace.trace.events import EventRecord, RunSummary, TraceEvent, summarize
+from actionspace.trace.events import (
+    CallShape,
+    CompactCall,
+    EventRecord,
+    RunSummary,
+    TraceEvent,
+    expand_call,
+    summarize,
+)
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 
 __all__ = ["MemoryTraceStore"]
@@ -32,7 +45,33 @@ class MemoryTraceStore:
         self._runs: dict[str, list[bytes]] = {}
         self._pending: dict[str, list[EventRecord]] = {}
         self._next: dict[str, int] = {}
+        self._calls: dict[str, list[tuple[Any, ...]]] = {}
+        """Compact call records per run, each with its shape replaced by its index in _shapes."""
+        self._shapes: list[CallShape] = []
+        self._shape_index: dict[CallShape, int] = {}
         self._lock = threading.Lock()
+
+    def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
+        """Append one simple call's compact record and its other ``records``, together."""
+        seq, ts, call_id, shape, model, name, ident, node, obs_seq, obs_ts, digest = call
+        top = (seq + 5 if model is not None else seq + 4) if obs_seq < 0 else obs_seq + 1
+        if records and records[-1][0] >= top:
+            top = records[-1][0] + 1
+        with self._lock:
+            index = self._shape_index.get(shape)
+            if index is None:
+                index = self._shape_index[shape] = len(self._shapes)
+                self._shapes.append(shape)
+            kept = (seq, ts, call_id, index, model, name, ident, node, obs_seq, obs_ts, digest)
+            calls = self._calls.get(run_id)
+            if calls is None:
+                calls = self._calls[run_id] = []
+                self._runs.setdefault(run_id, [])
+            calls.append(kept)
+            if records:
+                self._add(run_id, records)
+            if top > self._next.get(run_id, 0):
+                self._next[run_id] = top
 
     def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
         """Append ``(seq, kind, ts, call_id, data)`` records of one run, in ``seq`` order."""
@@ -40,16 +79,19 @@ class MemoryTraceStore:
             return
         top = records[-1][0] + 1
         with self._lock:
-            pending = self._pending.get(run_id)
-            if pending is None:
-                pending = self._pending[run_id] = []
-                self._runs.setdefault(run_id, [])
-            pending.extend(records)
-            if len(pending) >= COMPACT_AT:
-                self._runs[run_id].append(_encode(pending))
-                pending.clear()
+            self._add(run_id, records)
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
+
+    def _add(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        pending = self._pending.get(run_id)
+        if pending is None:
+            pending = self._pending[run_id] = []
+            self._runs.setdefault(run_id, [])
+        pending.extend(records)
+        if len(pending) >= COMPACT_AT:
+            self._runs[run_id].append(_encode(pending))
+            pending.clear()
 
     def append_many(self, events: Sequence[TraceEvent]) -> None:
         by_run: dict[str, list[EventRecord]] = {}
@@ -63,8 +105,11 @@ class MemoryTraceStore:
         with self._lock:
             blobs = list(self._runs.get(run_id, ()))
             pending = list(self._pending.get(run_id, ()))
+            calls = list(self._calls.get(run_id, ()))
+            shapes = self._shapes
         packed = (r for blob in blobs for r in _decode(blob))
-        records = sorted([*packed, *pending], key=lambda r: r[0])
+        expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
+        records = sorted([*packed, *pending, *expanded], key=lambda r: r[0])
         return [
             TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
             for seq, kind, ts, call_id, data in records
@@ -93,6 +138,10 @@ class MemoryTraceStore:
 
     def close(self) -> None:
         pass
+
+
+def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall:
+    return cast(CompactCall, (*kept[:3], shapes[kept[3]], *kept[4:]))
 
 
 def _encode(records: Sequence[EventRecord]) -> bytes:

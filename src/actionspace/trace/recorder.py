@@ -8,9 +8,16 @@ from typing import Any, Protocol
 
 from actionspace._crash import point
 from actionspace.errors import ActionError
-from actionspace.trace.events import AppendsRecords, EventRecord, TraceEvent, TraceStore
+from actionspace.trace.events import (
+    AppendsRecords,
+    CompactCall,
+    EventRecord,
+    TraceEvent,
+    TraceStore,
+    expand_call,
+)
 
-__all__ = ["RecordSink", "RecordedRun", "Recorder", "record_sink"]
+__all__ = ["AppendsCalls", "RecordSink", "RecordedRun", "Recorder", "record_sink"]
 
 
 class _Context(Protocol):
@@ -45,15 +52,25 @@ RecordSink = Callable[[str, Sequence[EventRecord]], None]
 """Where a Recorder's records go: a store's ``append_records``, or a converter to ``append_many``."""
 
 
+class AppendsCalls(Protocol):
+    """A store that keeps compact call records as they are and expands them when read."""
+
+    def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
+        """Append one compact call record and the call's other ``records``, together."""
+        ...
+
+
 class Recorder:
     """Collects one call's events as compact records; the store gets them together, once."""
 
-    __slots__ = ("call_id", "records", "run")
+    __slots__ = ("call", "call_id", "records", "run")
 
     def __init__(self, run: RecordedRun, call_id: str | None) -> None:
         self.run = run
         self.call_id = call_id
         self.records: list[EventRecord] = []
+        self.call: CompactCall | None = None
+        """The events of the simple call this recorder holds as one record (pipeline/fast.py)."""
 
     @property
     def run_id(self) -> str:
@@ -66,7 +83,39 @@ class Recorder:
         """The executor's hook before each retry."""
         self.add("attempt", {"attempt": attempt, "category": error.category, "delay_s": round(delay, 4)})
 
+    def add_call(self, call: CompactCall) -> None:
+        """Hold a simple call's events as one record (replacing the one this call held before)."""
+        held = self.call
+        if held is not None and held[0] != call[0]:
+            self.expand()  # another call's record: keep its events as they are
+        self.call = call
+
+    def expand(self) -> None:
+        """Turn the compact call record held into ordinary records, in event order."""
+        call = self.call
+        if call is not None:
+            self.call = None
+            merged = expand_call(call)
+            if self.records:
+                merged.extend(self.records)
+                merged.sort(key=_seq)
+            self.records = merged
+
     def flush(self, sink: RecordSink) -> None:
+        call = self.call
+        if call is not None:
+            store = getattr(sink, "__self__", None)
+            append_call = getattr(store, "append_call", None)
+            flow = self.run.flow
+            label: _Context = flow.context
+            if append_call is None or flow.pending or label.secret or label.readers is not None:
+                self.expand()  # a store without compact records, or events to label one by one
+            else:
+                point("during_observation_write")
+                self.call = None
+                append_call(self.run.run_id, call, self.records)
+                self.records = []
+                return
         if self.records:
             point("during_observation_write")
             flow = self.run.flow
@@ -80,6 +129,10 @@ class Recorder:
                 self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
             sink(self.run.run_id, self.records)
             self.records = []
+
+
+def _seq(record: EventRecord) -> int:
+    return record[0]
 
 
 def _marked(record: EventRecord, context: Any, pending: Mapping[str, Any]) -> EventRecord:
