@@ -8,6 +8,7 @@ by listing order). Anything wrong gives one ``ActionError`` naming every offendi
 
 from __future__ import annotations
 
+import gc
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ _REF_TOPS = frozenset(
     }
 )
 _SPECULATIVE_EFFECTS = frozenset({"none", "read"})
+_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass(slots=True)
@@ -77,18 +79,37 @@ class CheckedPlan:
     """Every node id of the plan, in listing order (group members included)."""
     max_concurrency: int | None = None
     """The plan's own concurrency limit, if it sets one."""
+    topo: list[str] = field(default_factory=list)
+    """The keys of ``nodes`` in an order where every node follows its predecessors."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
 
 
 def check_plan(
-    plan: Plan, resolve: Resolver, principal: Principal, environments: Mapping[str, Any] | None = None
+    plan: Plan,
+    resolve: Resolver,
+    principal: Principal,
+    environments: Mapping[str, Any] | None = None,
 ) -> CheckedPlan | ActionError:
     """Check ``plan`` against the catalog (via ``resolve``) and ``principal``; see the module docstring.
 
     ``environments``: the runtime's transactional environments, for atomic groups.
     """
+    # Checking builds many small objects and no reference cycles: the cyclic collector, which
+    # would walk every live object of the process several times for a large plan, pauses.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(plan, resolve, principal, environments)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check(
+    plan: Plan, resolve: Resolver, principal: Principal, environments: Mapping[str, Any] | None
+) -> CheckedPlan | ActionError:
     errors: list[FieldError] = []
     ids: dict[str, int] = {}
     for i, node in enumerate(plan.nodes):
@@ -123,6 +144,7 @@ def check_plan(
         added,
         [n.id for n in plan.nodes],
         plan.max_concurrency,
+        order,
     )
     if plan.groups:
         from actionspace.plan.groups import collapse
@@ -138,6 +160,7 @@ def check_plan(
                 f"({units.details.get('cycle', [])[:10]})",
                 field_errors=[FieldError(path="/groups", message="a group is split by an outside node")],
             )
+        collapsed.topo = units
         return collapsed
     return result
 
@@ -177,7 +200,10 @@ def _check_node(
     at = f"/nodes/{i}"
     before = len(errors)
     if node.depends_on or node.independent_of:
-        for name, targets in (("depends_on", node.depends_on), ("independent_of", node.independent_of)):
+        for name, targets in (
+            ("depends_on", node.depends_on),
+            ("independent_of", node.independent_of),
+        ):
             for j, target in enumerate(targets):
                 if target not in ids:
                     errors.append(
@@ -192,7 +218,7 @@ def _check_node(
     refs: list[Ref] = []
     specs: list[ToolSpec] = []
     for tool, arguments, where in calls:
-        nested = any(isinstance(v, (Mapping, list)) for v in arguments.values())
+        nested = any(type(v) not in _SCALARS for v in arguments.values())
         for pointer, raw in find_refs(arguments) if nested else ():
             try:
                 ref = parse_ref(raw)
@@ -202,7 +228,8 @@ def _check_node(
             if ref.node not in ids:
                 errors.append(
                     FieldError(
-                        path=f"{where}/arguments{pointer}", message=f"$ref to unknown node {ref.node!r}"
+                        path=f"{where}/arguments{pointer}",
+                        message=f"$ref to unknown node {ref.node!r}",
                     )
                 )
             elif ref.node == node.id:

@@ -21,13 +21,13 @@ class ReadyQueue:
         self.heap: list[tuple[int, int, str]] = []
         self.queued: set[str] = set()
         self.rank = _chain_lengths(plan)
-        self.index = {k: c.index for k, c in plan.nodes.items()}
+        self.nodes = plan.nodes
 
     def extend(self, ids: Iterable[str]) -> None:
         for k in ids:
             if k not in self.queued:
                 self.queued.add(k)
-                heapq.heappush(self.heap, (-self.rank[k], self.index[k], k))
+                heapq.heappush(self.heap, (-self.rank[k], self.nodes[k].index, k))
 
     def pop(self) -> str:
         while True:
@@ -51,17 +51,26 @@ class ReadyQueue:
 
 def _chain_lengths(plan: CheckedPlan) -> dict[str, int]:
     """Per node, the most nodes on a path from it to a sink (itself included)."""
+    nodes = plan.nodes
+    order = plan.topo if len(plan.topo) == len(nodes) else _sinks_first(plan)[::-1]
     rank: dict[str, int] = {}
+    for k in reversed(order):  # successors first
+        succs = nodes[k].succs
+        rank[k] = 1 + max([rank.get(s, 0) for s in succs]) if succs else 1
+    return rank
+
+
+def _sinks_first(plan: CheckedPlan) -> list[str]:
+    """The plan's nodes, each after all of its successors (a plan checked without an order)."""
+    done: list[str] = []
     pending = {k: len(c.succs) for k, c in plan.nodes.items()}
     stack = [k for k, n in pending.items() if n == 0]
     while stack:
         k = stack.pop()
-        node = plan.nodes[k]
-        rank[k] = 1 + max((rank[s] for s in node.succs), default=0)
-        for p in node.preds:
+        done.append(k)
+        for p in plan.nodes[k].preds:
             pending[p] -= 1
             if pending[p] == 0:
                 stack.append(p)
-    for k in plan.nodes:  # unreachable for an acyclic plan; never fail on it
-        rank.setdefault(k, 1)
-    return rank
+    seen = set(done)
+    return done + [k for k in plan.nodes if k not in seen]  # unreachable for an acyclic plan

@@ -1,0 +1,266 @@
+"""Starting plan nodes: waves of ready nodes, run inline until one of them waits.
+
+A *wave* is every ready node the limits admit at one moment; its nodes count as running from
+then on (``max_parallel`` and the concurrency limits see them together), in the ready queue's
+order. A driver task steps the wave's nodes one after the other in itself: a node whose call
+ends without waiting (a memory store, a tool that answers at once) settles there, with no task
+of its own. The first node that waits keeps the driver's task — so whatever its call armed
+against the current task (a tool's timeout) belongs to that node alone — and the rest of the
+wave moves to a new driver task. Once a node of a tool waited, the tool's next nodes each get a
+task of their own at once (they would wait too, and a wave handed on one node at a time would
+start one node per turn of the event loop). A driver whose node ended takes the next wave; a
+wave that ran inline hands the next one to a new task, so the loop runs other tasks in between.
+
+Nodes stepped inline share their driver's context variables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import types
+from collections import deque
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+from actionspace.plan.check import CheckedNode
+from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
+from actionspace.plan.model import PlanResult
+from actionspace.plan.node import NodeRunner, is_plain
+from actionspace.plan.ready import ReadyQueue
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation
+
+__all__ = ["Driver", "is_safe", "resumed"]
+
+_SAFE_TO_ABORT = frozenset({"none", "read"})
+
+
+@types.coroutine
+def resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Await a coroutine that was stepped once by hand and answered ``yielded`` (its first wait)."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # a cancellation, or what the awaited future raised
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+class Driver(NodeRunner):
+    """The half of the scheduler that starts nodes; settling and cancelling are the subclass's."""
+
+    limit: int
+    tool_limits: dict[str, ToolLimit]
+    starts: dict[str, deque[float]]
+    per_tool: dict[str, int]
+    running: dict[str, asyncio.Task[Any] | None]
+    """Running nodes → the task stepping them (None: in a wave, not stepped yet)."""
+    retry_of: PlanResult | None
+    reused: int
+    max_parallel: int
+    settled: int
+    cancel_scope: CancelScope | None
+    abort_requested: set[str]
+    abort_answers: dict[str, asyncio.Future[str]]
+    _newly_ready: list[str]
+    _timer: asyncio.TimerHandle | None
+    _loop: asyncio.AbstractEventLoop
+    _ready: ReadyQueue
+    _deferred: deque[str]
+    _all_settled: asyncio.Future[None]
+    _waits: set[str]
+    """Tools a node of which waited in this plan: their next nodes get a task at once."""
+    _closed: bool
+
+    # ------------------------------------------------------------------ the subclass's part
+    def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
+        raise NotImplementedError
+
+    def _apply_cancel(self) -> None:
+        raise NotImplementedError
+
+    def _aborted_read(self, k: str, reason: str) -> Observation:
+        raise NotImplementedError
+
+    async def _node(self, node: CheckedNode) -> Observation:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ waves
+    def _pump(self) -> None:
+        """Hand the next wave to a new driver task; resolve the plan when everything has settled."""
+        if not self._closed:
+            wave = self._take_wave()
+            if wave:
+                self._spawn(wave)
+        self._check_settled()
+
+    def _spawn(self, wave: list[str]) -> None:
+        # not kept: once the plan ended (``_closed``) a driver that had not begun steps nothing
+        self._loop.create_task(self._drive(wave))
+
+    def _check_settled(self) -> None:
+        done = self.settled == len(self.plan.nodes) or not (
+            self.running or self._ready or self._deferred or self._timer
+        )
+        if done and not self._all_settled.done():
+            self._all_settled.set_result(None)
+
+    def _take_wave(self) -> list[str]:
+        """Every ready node the limits admit now, marked running, in the ready queue's order."""
+        ready, deferred, newly = self._ready, self._deferred, self._newly_ready
+        if newly:
+            ready.extend(newly)
+            newly.clear()
+        if deferred:  # waiting for a tool's slot: back in line (by priority), checked below
+            ready.extend(deferred)
+            deferred.clear()
+        running, limited, per_tool = self.running, bool(self.tool_limits), self.per_tool
+        wave: list[str] = []
+        while ready and len(running) < self.limit:
+            k = ready.pop()
+            if limited and not self._tool_slot(k):
+                deferred.append(k)
+                continue
+            if self.retry_of is not None and self._reuse(k):
+                if newly:
+                    ready.extend(newly)
+                    newly.clear()
+                continue
+            name = self.plan.nodes[k].specs[0].name
+            per_tool[name] = per_tool.get(name, 0) + 1
+            running[k] = None
+            wave.append(k)
+        if len(running) > self.max_parallel:
+            self.max_parallel = len(running)
+        return wave
+
+    def _reuse(self, k: str) -> bool:
+        """Settle ``k`` with its ok observation of the plan run retried, if it has one."""
+        assert self.retry_of is not None
+        before = self.retry_of.nodes.get(k)
+        if before is None or before.status != "ok":
+            return False
+        self.reused += 1
+        self._record(None, "plan_node_reused", {"node": k, "call_id": before.call_id})
+        self._settle(k, before)
+        return True
+
+    def _tool_slot(self, k: str) -> bool:
+        name = self.plan.nodes[k].specs[0].name
+        limit = self.tool_limits.get(name)
+        if limit is None:
+            return True
+        if limit.max_concurrent is not None and self.per_tool.get(name, 0) >= limit.max_concurrent:
+            return False
+        if limit.per_second is None:
+            return True
+        window = self.starts.setdefault(name, deque())
+        now = time.monotonic()
+        while window and now - window[0] >= 1.0:
+            window.popleft()
+        if len(window) < limit.per_second:
+            window.append(now)
+            return True
+        if self._timer is None:  # wake up when the oldest start leaves the window
+            self._timer = self._loop.call_later(1.0 - (now - window[0]), self._tick)
+        return False
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._pump()
+
+    # ------------------------------------------------------------------ a driver task
+    async def _drive(self, wave: list[str]) -> None:
+        """Step ``wave`` inline; keep the first node that waits, hand the rest on; repeat."""
+        task = asyncio.current_task()
+        assert task is not None
+        running, nodes = self.running, self.plan.nodes
+        while wave and not self._closed:
+            waited = False
+            for i, k in enumerate(wave):
+                if self._closed:
+                    break
+                if k not in running:
+                    continue  # settled while it waited for its turn
+                tool = nodes[k].specs[0].name
+                if tool in self._waits and i + 1 < len(wave):
+                    self._spawn([k])  # it will wait as its tool did: a task of its own, started now
+                    continue
+                running[k] = task
+                coro = self._body(k, nodes[k])
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    obs: Observation = stop.value
+                else:  # it waits: it keeps this task; the rest of the wave gets another
+                    waited = True
+                    self._waits.add(tool)
+                    if i + 1 < len(wave):
+                        self._spawn(wave[i + 1 :])
+                    obs = await resumed(coro, yielded)
+                    if k in running:
+                        self._finish(k, obs)
+                    break
+                if k in running:
+                    self._finish(k, obs)
+            if not waited or task.cancelling():
+                # A wave that ran inline hands the next one to a new task, so other tasks of the
+                # loop run in between (one wave per turn of the loop, as one task per node had);
+                # a cancel of an aborted read that landed on this task is not carried further.
+                self._pump()
+                return
+            wave = [] if self._closed else self._take_wave()
+        self._check_settled()
+
+    async def _body(self, k: str, node: CheckedNode) -> Observation:
+        """One node's final observation (aborts and the cancel hook's answer applied)."""
+        if k in self.abort_requested and is_safe(node):  # aborted in its wave, before its turn
+            return self._aborted_read(k, "abort requested; the read was cancelled")
+        try:
+            obs = await (self._plain(node) if is_plain(node) else self._node(node))
+        except asyncio.CancelledError:
+            obs = self._aborted_read(k, "abort requested; the read was cancelled")
+        except Exception as exc:  # a bug of ours: typed, and the plan goes on
+            rec = Recorder(self.run_state, self._call_id(k))
+            obs = self.engine.internal(exc, rec)
+            self._buffer(rec)
+        if self.cancel_scope is not None and self.cancel_scope._pending() and k in self.running:
+            self._apply_cancel()  # asked while a read ran inline (it could not be interrupted)
+        if self.abort_requested:
+            if k in self.abort_requested and obs.status == "ok" and is_safe(node):
+                why = "abort requested while it ran; its result was discarded"
+                obs = self._aborted_read(k, why)
+            answer = self.abort_answers.pop(k, None)
+            if answer is not None:
+                obs = abort_outcome(obs, await answer)
+        return obs
+
+    def _finish(self, k: str, obs: Observation) -> None:
+        del self.running[k]
+        node = self.plan.nodes[k]
+        self.per_tool[node.specs[0].name] -= 1
+        if k in self.abort_requested and obs.status == "ok":
+            cancel = {**obs.diagnostics.get("cancel", {}), "phase": "committed", "undone": False}
+            obs = dataclasses.replace(obs, diagnostics={**obs.diagnostics, "cancel": cancel})
+        self._settle(k, obs, node)
+        newly = self._newly_ready
+        if newly:  # queued now, so a cancel arriving before the next wave finds them
+            self._ready.extend(newly)
+            newly.clear()
+
+
+def is_safe(node: CheckedNode) -> bool:
+    """Every tool of ``node`` may be stopped mid-call (no side effects, or reads only)."""
+    return all(spec.effect in _SAFE_TO_ABORT for spec in node.specs)

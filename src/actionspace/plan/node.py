@@ -1,0 +1,264 @@
+"""One plan node through the call engine: its arguments, the call, its verifier and its records.
+
+:class:`NodeRunner` is the half of the scheduler that runs a single node; the other half
+(:mod:`actionspace.plan.scheduler`) decides when nodes start and what their results release.
+
+- References are substituted with the final values of the nodes they name; a missing path or
+  inputs read from two versions of one resource fail the node before its tool is called.
+- A node without references, alternatives, members or verifier (a *plain* node) takes
+  :meth:`NodeRunner._plain`: the same engine calls and records with nothing to substitute.
+- Records of finished calls are buffered and reach the trace store every ``FLUSH_S`` seconds,
+  every ``FLUSH_RECORDS`` records, and at the end of the plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from actionspace.discovery.runs import RunState
+from actionspace.errors import ActionError, FieldError
+from actionspace.execution.ready import Ready
+from actionspace.plan.check import CheckedNode, CheckedPlan
+from actionspace.plan.conflicts import overlaps
+from actionspace.plan.engine import PlanEngine
+from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
+from actionspace.policy.flow import bindings, label_of
+from actionspace.policy.labels import Label
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import EventRecord
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, ToolCall
+from actionspace.validation.verdicts import Rejected
+
+__all__ = ["FLUSH_RECORDS", "FLUSH_S", "NodeRunner", "is_plain"]
+
+_NO_MARKS: Mapping[str, str] = MappingProxyType({})
+_SCALARS = (str, int, float, bool, type(None))
+
+FLUSH_S = 0.05
+"""Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
+FLUSH_RECORDS = 2000
+
+
+def is_plain(node: CheckedNode) -> bool:
+    """A node with nothing to substitute, race, group or verify: one call of its tool."""
+    return not (node.refs or node.members or node.node.first_of or node.node.verify is not None)
+
+
+class NodeRunner:
+    """Runs one node through the engine; the scheduler owns the state read and written here."""
+
+    engine: PlanEngine
+    run_state: RunState
+    principal: Principal
+    plan: CheckedPlan
+    results: dict[str, Observation]
+    dispatched_args: dict[str, Mapping[str, Any]]
+    pending: list[EventRecord]
+    flushed_at: float
+
+    def _call_id(self, k: str) -> str:
+        return f"{self.run_state.run_id}:{k}"
+
+    def _record(self, call_id: str | None, kind: str, data: Mapping[str, Any]) -> None:
+        rec = Recorder(self.run_state, call_id)
+        rec.add(kind, data)
+        self._buffer(rec)
+
+    async def _plain(self, node: CheckedNode) -> Observation:
+        """:meth:`_node` for a plain node (see :func:`is_plain`): the same call, fewer steps."""
+        spec = node.node
+        k = spec.id
+        raw = spec.arguments
+        # a copy when nested: a tool that mutates its arguments must not change the plan
+        nested = any(type(v) not in _SCALARS for v in raw.values())
+        arguments = substitute(raw, _no_refs) if nested else raw
+        self.dispatched_args[k] = arguments
+        run = self.run_state
+        call_id = f"{run.run_id}:{k}"
+        marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
+        call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
+        rec = Recorder(run, call_id)
+        engine = self.engine
+        try:
+            ready = await engine.aprepare(run, call, principal=self.principal, rec=rec, node_id=k)
+            if isinstance(ready, Ready):
+                return await engine.aexecute(ready, rec)
+            return ready
+        except asyncio.CancelledError:
+            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+            raise
+        except Exception as exc:
+            return engine.internal(exc, rec)
+        finally:
+            self._buffer(rec)
+
+    def _arguments(
+        self,
+        node: CheckedNode,
+        raw: Mapping[str, Any],
+    ) -> Mapping[str, Any] | Observation:
+        """Substitute references with final values; a missing path or incompatible join fails
+        the node."""
+        if not node.refs:
+            # a copy: a tool that mutates its arguments must not change the plan (or a retry's key)
+            nested = any(isinstance(v, (dict, list)) for v in raw.values())
+            return substitute(raw, _no_refs) if nested else raw
+        missing: list[FieldError] = []
+
+        def resolve(text: str) -> Any:
+            ref = parse_ref(text)
+            value = self._ref_value(ref)
+            if value is MISSING:
+                missing.append(
+                    FieldError(
+                        path=f"$ref:{text}",
+                        message=f"{text} does not exist in {ref.node}'s observation",
+                    )
+                )
+                return None
+            return value
+
+        arguments: Mapping[str, Any] = substitute(raw, resolve)
+        spec = node.specs[0]
+        if missing:
+            error = ActionError.of(
+                "invalid_arguments", f"node {node.id}: {missing[0].message}", field_errors=missing
+            )
+            return Observation.failure(
+                error, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
+            )
+        clash = self._join_clash(node)
+        if clash is not None:
+            return Observation.failure(
+                clash, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
+            )
+        return arguments
+
+    def _ref_value(self, ref: Ref, source: Observation | None = None) -> Any:
+        """The value ``ref`` points at (:data:`MISSING` when the path does not exist)."""
+        if source is None:
+            source = self.results.get(ref.node)
+            if source is None:
+                return MISSING
+        whole = ref.top != "data"  # data is walked in place; anything else needs the dict form
+        return walk(source.to_dict(), ref.path) if whole else walk(source.data, ref.path[1:])
+
+    def _ref_label(self, text: str) -> tuple[str, Label] | None:
+        """(call id, output label) of the node a reference points at."""
+        source = self.results.get(parse_ref(text).node)
+        return None if source is None else (source.call_id, label_of(source))
+
+    def _join_clash(self, node: CheckedNode) -> ActionError | None:
+        """Inputs read from overlapping resources must report the same resource version."""
+        sources = list(dict.fromkeys(r.node for r in node.refs))
+        if len(sources) < 2:
+            return None
+        for i, a in enumerate(sources):
+            va = self.results[a].provenance.resource_version
+            if va is None:
+                continue
+            ra = self.plan.nodes[a].reads + self.plan.nodes[a].writes
+            for b in sources[i + 1 :]:
+                vb = self.results[b].provenance.resource_version
+                if vb is None or vb == va:
+                    continue
+                rb = self.plan.nodes[b].reads + self.plan.nodes[b].writes
+                pairs = ((x, y) for x in ra for y in rb if x != "*" and y != "*")
+                shared = next((x for x, y in pairs if overlaps(x, y)), None)
+                if shared is not None:
+                    return ActionError.of(
+                        "stale_reference",
+                        f"node {node.id} joins {a} (version {va}) and {b} (version {vb}) of "
+                        f"{shared!r}; observe again so both come from one version",
+                        details={"inputs": {a: va, b: vb}, "resource": shared},
+                        current_version=vb,
+                    )
+        return None
+
+    def _provenance(self, node: CheckedNode, arguments: Mapping[str, Any]) -> Mapping[str, str]:
+        if not node.refs and not node.node.provenance:
+            return _NO_MARKS
+        marks = dict(node.node.provenance)
+        for name, value in arguments.items():
+            for _pointer, raw in find_refs(value):
+                marks[name] = f"tool_result:{self._call_id(parse_ref(raw).node)}"
+                break
+        return marks
+
+    async def _call(
+        self, node: CheckedNode, node_id: str, tool: str, arguments: Mapping[str, Any]
+    ) -> Observation:
+        raw_args = node.node.arguments if not node.node.first_of else {}
+        call = ToolCall(
+            name=tool,
+            arguments=dict(arguments),
+            id=f"{self.run_state.run_id}:{node_id}",
+            provenance=self._provenance(node, raw_args),
+        )
+        rec = Recorder(self.run_state, call.id)
+        # $ref arguments carry their labels
+        bound = bindings(raw_args, self._ref_label) if node.refs else None
+        try:
+            ready = await self.engine.aprepare(
+                self.run_state,
+                call,
+                principal=self.principal,
+                rec=rec,
+                node_id=node_id,
+                bound=bound,
+            )
+            if isinstance(ready, Ready):
+                return await self.engine.aexecute(ready, rec)
+            return ready
+        except asyncio.CancelledError:
+            rec.add("plan_node_cancelled", {"node": node_id, "phase": "running"})
+            raise
+        except Exception as exc:
+            return self.engine.internal(exc, rec)
+        finally:
+            self._buffer(rec)
+
+    def _buffer(self, rec: Recorder) -> None:
+        """Keep a call's whole records; hand them to the store at most every FLUSH_S (and at the
+        end)."""
+        self.pending += rec.records
+        rec.records = []
+        now = time.monotonic()
+        if now - self.flushed_at >= FLUSH_S or len(self.pending) >= FLUSH_RECORDS:
+            self._flush_pending(now)
+
+    def _flush_pending(self, now: float) -> None:
+        self.flushed_at = now
+        if self.pending:
+            rec = Recorder(self.run_state, None)
+            rec.records, self.pending = self.pending, []
+            self.engine.flush(rec)
+
+    def _verify(self, node: CheckedNode, obs: Observation) -> Observation:
+        check = node.node.verify
+        if check is None or obs.status != "ok":
+            return obs
+        try:
+            verdict = check(obs)
+        except Exception as exc:
+            why = f"the verifier of {node.id} raised {type(exc).__name__}: {exc}"
+            verdict = Rejected(ActionError.of("internal", why))
+        rejected = isinstance(verdict, Rejected)
+        data: dict[str, Any] = {"node": node.id, "verdict": "rejected" if rejected else "accepted"}
+        if isinstance(verdict, Rejected):
+            data["category"] = verdict.error.category
+            data["message"] = verdict.error.message[:300]
+        self._record(obs.call_id, "verified", data)
+        if not isinstance(verdict, Rejected):
+            return obs
+        return dataclasses.replace(obs, status="error", error=verdict.error)
+
+
+def _no_refs(text: str) -> Any:
+    return {"$ref": text}

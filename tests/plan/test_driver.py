@@ -1,0 +1,224 @@
+"""Nodes whose calls never wait run inline in one driver task; a node that waits gets a task of
+its own (its timeout is its own); a cancel finds nodes released but not started yet."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from actionspace import CancelScope, Plan, Runtime
+from actionspace.plan.model import PlanResult
+
+
+def _runtime() -> Runtime:
+    return Runtime("memory://", recover_on_start=False)
+
+
+async def _within(rt: Runtime, plan: Plan, seconds: float = 10.0, **kwargs: Any) -> PlanResult:
+    return await asyncio.wait_for(rt.arun_plan(plan, **kwargs), seconds)
+
+
+def test_nodes_whose_calls_never_wait_run_without_a_task_each() -> None:
+    rt = _runtime()
+    tasks: list[object] = []
+
+    @rt.tool(effect="none")
+    async def quick(x: int) -> int:
+        tasks.append(asyncio.current_task())
+        return x
+
+    nodes = [{"id": f"r{i}", "tool": "quick", "arguments": {"x": i}} for i in range(40)]
+    refs = [{"x": {"$ref": f"r{i}.data"}} for i in range(40)]
+    nodes += [{"id": f"s{i}", "tool": "quick", "arguments": refs[i]} for i in range(40)]
+    result = asyncio.run(_within(rt, Plan.from_dict({"nodes": nodes}), max_concurrency=100))
+
+    assert result.status == "ok"
+    assert {k: o.data for k, o in result.nodes.items()} == {
+        **{f"r{i}": i for i in range(40)},
+        **{f"s{i}": i for i in range(40)},
+    }
+    assert len(tasks) == 80
+    # one driver task per wave: the 40 roots, then the 40 nodes they released
+    assert len({id(t) for t in tasks[:40]}) == 1
+    assert len({id(t) for t in tasks[40:]}) == 1
+    assert result.stats["max_parallel"] == 40  # the wave still counts as running together
+
+
+def test_a_cancel_arriving_after_a_node_was_released_and_before_it_started_cancels_it() -> None:
+    rt = _runtime()
+    scope = CancelScope()
+    ran: list[str] = []
+
+    @rt.tool(effect="none")
+    async def quick(name: str) -> str:
+        ran.append(name)
+        return name
+
+    @rt.tool(effect="none")
+    async def stop(target: str) -> str:
+        scope.cancel([target], reason="no longer needed")
+        return "asked"
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "a", "tool": "quick", "arguments": {"name": "a"}},
+                {"id": "x", "tool": "stop", "arguments": {"target": "d"}},
+                {"id": "d", "tool": "quick", "arguments": {"name": "d"}, "depends_on": ["a"]},
+            ]
+        }
+    )
+    result = asyncio.run(_within(rt, plan, cancel=scope))
+
+    assert result.nodes["a"].status == "ok" and result.nodes["x"].status == "ok"
+    d = result.nodes["d"]
+    assert d.error is not None and d.error.category == "cancelled"
+    assert d.error.details["phase"] == "not_dispatched"
+    assert ran == ["a"]
+    assert result.stats["cancelled"] == ["d"]
+
+
+def test_a_node_that_waits_past_its_timeout_fails_alone() -> None:
+    rt = _runtime()
+
+    @rt.tool(effect="none")
+    async def quick(x: float) -> float:
+        return x
+
+    @rt.tool(effect="none", timeout_s=0.05)
+    async def nap(seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
+
+    nodes: list[dict[str, Any]] = [
+        {"id": "q0", "tool": "quick", "arguments": {"x": 0}},
+        {"id": "late", "tool": "nap", "arguments": {"seconds": 2.0}},
+        {"id": "q1", "tool": "quick", "arguments": {"x": 1}},
+        {"id": "n0", "tool": "nap", "arguments": {"seconds": 0.001}},
+        {"id": "n1", "tool": "nap", "arguments": {"seconds": 0.002}},
+        {
+            "id": "after",
+            "tool": "quick",
+            "arguments": {"x": {"$ref": "n0.data"}},
+            "depends_on": ["q1"],
+        },
+        {"id": "blocked", "tool": "quick", "arguments": {"x": 2}, "depends_on": ["late"]},
+    ]
+    result = asyncio.run(_within(rt, Plan.from_dict({"nodes": nodes})))
+
+    late = result.nodes["late"]
+    assert late.error is not None and "did not answer within 0.05s" in late.error.message
+    assert {k for k, o in result.nodes.items() if o.status == "ok"} == {
+        "q0",
+        "q1",
+        "n0",
+        "n1",
+        "after",
+    }
+    assert result.nodes["after"].data == 0.001
+    blocked = result.nodes["blocked"]
+    assert blocked.error is not None and blocked.error.details["blocked_by"] == "late"
+
+
+def test_a_read_aborted_while_it_waits_ends_cancelled_and_the_plan_goes_on() -> None:
+    rt = _runtime()
+    scope = CancelScope()
+    started = asyncio.Event()
+
+    @rt.tool(effect="read", reads=["res:x"])
+    async def slow_read() -> str:
+        started.set()
+        await asyncio.sleep(5)
+        return "late"
+
+    @rt.tool(effect="none")
+    async def quick(x: int) -> int:
+        return x
+
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "r", "tool": "slow_read", "arguments": {}},
+                *({"id": f"q{i}", "tool": "quick", "arguments": {"x": i}} for i in range(5)),
+                {"id": "then", "tool": "quick", "arguments": {"x": 9}, "depends_on": ["q4"]},
+            ]
+        }
+    )
+
+    async def scenario() -> PlanResult:
+        running = asyncio.ensure_future(_within(rt, plan, cancel=scope))
+        await asyncio.wait_for(started.wait(), 5)
+        scope.cancel(["r"], reason="user pressed stop")
+        return await running
+
+    result = asyncio.run(scenario())
+
+    r = result.nodes["r"]
+    assert r.error is not None and r.error.category == "cancelled"
+    assert r.error.details["phase"] == "running"
+    assert all(result.nodes[f"q{i}"].data == i for i in range(5))
+    assert result.nodes["then"].data == 9
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_inline_nodes_respect_the_concurrency_limit_and_priority(limit: int) -> None:
+    rt = _runtime()
+    order: list[str] = []
+
+    @rt.tool(effect="none")
+    async def mark(name: str) -> str:
+        order.append(name)
+        return name
+
+    # c0 → c1 → c2 is the longest chain: its head goes first whenever nodes wait for a slot
+    nodes = [
+        {"id": "a", "tool": "mark", "arguments": {"name": "a"}},
+        {"id": "b", "tool": "mark", "arguments": {"name": "b"}},
+        {"id": "c0", "tool": "mark", "arguments": {"name": "c0"}},
+        {"id": "c1", "tool": "mark", "arguments": {"name": "c1"}, "depends_on": ["c0"]},
+        {"id": "c2", "tool": "mark", "arguments": {"name": "c2"}, "depends_on": ["c1"]},
+    ]
+    result = asyncio.run(_within(rt, Plan.from_dict({"nodes": nodes}), max_concurrency=limit))
+
+    assert result.status == "ok"
+    assert result.stats["max_parallel"] <= limit
+    assert order[0] == "c0"
+    assert order.index("c1") > order.index("c0") and order.index("c2") > order.index("c1")
+
+
+def test_a_plan_of_nodes_that_never_wait_lets_other_tasks_run_between_its_waves() -> None:
+    rt = _runtime()
+    seen: list[str] = []
+
+    @rt.tool(effect="none")
+    async def step(name: str) -> str:
+        seen.append(name)
+        return name
+
+    chain = [{"id": "c0", "tool": "step", "arguments": {"name": "c0"}}]
+    chain += [
+        {"id": f"c{i}", "tool": "step", "arguments": {"name": f"c{i}"}, "depends_on": [f"c{i - 1}"]}
+        for i in range(1, 6)
+    ]
+
+    async def ticker() -> None:
+        while True:
+            seen.append("tick")
+            await asyncio.sleep(0)
+
+    async def scenario() -> PlanResult:
+        other = asyncio.ensure_future(ticker())
+        try:
+            return await _within(rt, Plan.from_dict({"nodes": chain}))
+        finally:
+            other.cancel()
+
+    result = asyncio.run(scenario())
+
+    assert result.status == "ok"
+    steps = [s for s in seen if s != "tick"]
+    assert steps == [f"c{i}" for i in range(6)]
+    between = [seen[seen.index(f"c{i}") + 1 : seen.index(f"c{i + 1}")] for i in range(5)]
+    assert all("tick" in gap for gap in between)  # the loop ran the ticker between waves
