@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace.catalog.registry import Catalog
-from actionspace.discovery.candidates import Availability, CandidateIndex
+from actionspace.discovery.candidates import Availability, CandidateIndex, Selection, request_of
 from actionspace.discovery.disclosure import DESCRIBE_TOOL
 from actionspace.discovery.ranking import Embedder
+from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceEvent
 
 __all__ = ["Discovery", "DiscoveryConfig", "errors_in_trace"]
@@ -85,6 +86,15 @@ class Discovery:
                 )
                 self._built_for = stamp
             return self._index
+
+    def select(self, catalog: Catalog, principal: Principal, **request: Any) -> Selection:
+        """The selection ``catalog`` gives ``principal`` for a request of plain values.
+
+        ``request`` takes the keywords of :func:`~actionspace.discovery.candidates.request_of`
+        (query, limit, phase, capabilities, errors, names): a caller holding only the runtime's
+        discovery (the trace replay) asks again without importing this layer.
+        """
+        return self.index(catalog).select(request_of(principal, **request))
 
 
 def errors_in_trace(events: Iterable[TraceEvent]) -> set[str]:

@@ -51,8 +51,6 @@ def _unrequested(item: Mapping[str, Any]) -> bool:
 
 def offered_again(data: Mapping[str, Any], rt: Any) -> str:
     """The same request (names, query, limit, phase, capabilities, errors seen) to ``rt``."""
-    from actionspace.discovery.candidates import request_of
-
     discovery, catalog = getattr(rt, "discovery", None), getattr(rt, "catalog", None)
     if discovery is None or catalog is None:
         raise ValueError("the runtime has no discovery")
@@ -63,7 +61,8 @@ def offered_again(data: Mapping[str, Any], rt: Any) -> str:
         full = [str(k) for k in data.get("full_set") or []]
         names = {k.partition("@")[0] for k in full if k not in skipped}
     caps = data.get("capabilities")
-    request = request_of(
+    selection = discovery.select(
+        catalog,
         rt.principal,
         query=data.get("query"),
         limit=data.get("limit"),
@@ -72,7 +71,6 @@ def offered_again(data: Mapping[str, Any], rt: Any) -> str:
         errors=[str(x) for x in data.get("errors_seen") or []],
         names=names,
     )
-    selection = discovery.index(catalog).select(request)
     specs: Sequence[ToolSpec] = selection.offered
     again = sorted(f"{s.name}@{s.version}#{s.schema_hash}" for s in specs if s.name != _DESCRIBE)
     return " ".join(again) or "(none)"
