@@ -225,3 +225,13 @@ def test_the_runs_listing_never_reads_every_event_of_a_run(tmp_path: Path) -> No
         rows = client.get("/api/runs", headers=ADMIN).json()
     assert [(r["run_id"], r["status"], r["calls"]) for r in rows] == [(run_id, "ok", 1)]
     assert read == []
+
+
+def test_a_metrics_window_past_year_9999_is_a_typed_422_never_a_500(tmp_path: Path) -> None:
+    with served(f"sqlite://{tmp_path / 'as.db'}") as (client, _rt, _, _, _app):
+        for since in ("253402300800000", "-1"):
+            answer = client.get(f"/api/metrics?since={since}", headers=ADMIN)
+            assert answer.status_code == 422, (since, answer.text)
+        ok = client.get("/api/metrics?since=253402300799", headers=ADMIN)
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["since"].startswith("9999-12-31T23:59:59")

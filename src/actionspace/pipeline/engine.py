@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -214,7 +215,7 @@ class Engine:
             bound=bound,
             occurrence=occurrence,
         )
-        return self.prepare_input(inp)
+        return _proposed(inp, self.prepare_input(inp))
 
     async def aprepare(
         self,
@@ -241,7 +242,7 @@ class Engine:
             bound=bound,
             occurrence=occurrence,
         )
-        return await self.aprepare_input(inp)
+        return _proposed(inp, await self.aprepare_input(inp))
 
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: the trace store write runs off the loop."""
@@ -584,6 +585,26 @@ class Engine:
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
+
+
+def _proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
+    """Record ``proposed`` for a call that no recorded model output holds (a plan node, a member of
+    an atomic group, a call of a stream): the arguments it was checked with, so that the trace
+    replay can decide it again. The provenance stage, when present, has recorded it already."""
+    rec = inp.rec
+    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
+    if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
+        return result
+    args = result.arguments if isinstance(result, Ready) else inp.call.arguments
+    spec = result.compiled.spec if isinstance(result, Ready) else None
+    data: dict[str, Any] = {"tool": spec.name if spec is not None else inp.call.name}
+    if spec is not None:
+        data["version"] = spec.version
+    if isinstance(args, Mapping):
+        data["arguments"] = dict(args)
+    seq = next(inp.run.seq)
+    rec.records.append((seq, "proposed", time.time(), call_id, data))
+    return result
 
 
 async def _awaited(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -20,6 +21,10 @@ from actionspace.service.views import tool_view
 __all__ = ["catalog_router", "health_router"]
 
 Rt = Annotated[Runtime, Depends(runtime_of)]
+
+
+LAST_SECOND = 253_402_300_799
+"""9999-12-31T23:59:59Z in Unix seconds: the last instant an ISO-8601 answer can name."""
 
 
 def health_router() -> APIRouter:
@@ -57,9 +62,15 @@ def catalog_router() -> APIRouter:
     def metrics(
         rt: Rt,
         _: Annotated[Principal, Depends(require("metrics:read"))],
-        since: Annotated[float | None, Query(description="Unix seconds: only calls since then.")] = None,
+        since: Annotated[
+            float | None,
+            Query(ge=0, le=LAST_SECOND, description="Unix seconds: only calls since then."),
+        ] = None,
         max_runs: Annotated[int, Query(ge=1, le=100_000, description="Most recent runs read.")] = 1000,
     ) -> dict[str, Any]:
-        return monitor(rt.trace, since=since, max_runs=max_runs).to_dict()
+        view = monitor(rt.trace, since=since, max_runs=max_runs).to_dict()
+        # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
+        view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
+        return view
 
     return router
