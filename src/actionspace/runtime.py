@@ -358,7 +358,11 @@ class Runtime:
         fresh: bool = False,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
-        run_id = run_id or self.run_id_of(None, principal=principal)
+        run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
+        if not (provenance or sources or dry_run or fresh):
+            quick = await self.engine.aquick(raw, run_id, node_id, principal)
+            if quick is not None:
+                return quick
         out = await self.engine.acalls(
             raw,
             run_id=run_id,

@@ -352,6 +352,58 @@ class Engine:
             raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
         )
 
+    async def aquick(
+        self, raw: Any, run_id: str, node_id: str | None, principal: Principal | None
+    ) -> Observation | None:
+        """One simple call of an open run on the precompiled path (pipeline/fast.py), or None
+        when it is not one (the caller then runs :meth:`acalls`): the same observation and the
+        same events the stages would give, without their cost."""
+        run = self.runs.known(run_id)
+        if run is None:
+            return None
+        quick = self.fast.take(raw, run, principal or run.principal, self._ordered)
+        if quick is None:
+            return None
+        rec = Recorder(run, None)
+        try:
+            obs = await self._quick(quick, run, rec, node_id, blocking=False)
+        except BaseException:  # cancelled: what was recorded is still stored
+            with contextlib.suppress(Exception):
+                self.flush(rec)
+            raise
+        return (await self._flushed(rec, run, [obs], inline=not self._offload))[0]
+
+    async def _quick(
+        self, quick: Any, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
+    ) -> Observation:
+        try:
+            return await self.fast.run(
+                quick, rec, node_id, blocking=blocking, executor=self.executor, artifacts=self.artifacts
+            )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            obs = self.internal(exc, rec, quick.tool_call())
+            run.flow.observed(obs)
+            return obs
+
+    async def _flushed(
+        self, rec: Recorder, run: RunState, out: list[Observation], *, inline: bool
+    ) -> list[Observation]:
+        """``out`` once the call's events and the run's state are stored; if the state could not
+        be saved, a ``transient`` observation per call instead (nothing it would have labelled)."""
+        try:
+            if inline:
+                self.flush(rec)
+            else:
+                await asyncio.to_thread(self.flush, rec)
+        except Exception as exc:
+            _log.exception("actionspace: saving the state of run %s failed", run.run_id)
+            error = ActionError.of(
+                "transient",
+                f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
+            )
+            return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
+        return out
+
     async def _calls(
         self,
         raw: Any,
@@ -369,26 +421,11 @@ class Engine:
         who = principal or run.principal
         rec = Recorder(run, None)
         out: list[Observation] = []
-        inline = blocking or not self._offload  # store I/O in this thread, or on a worker thread
         try:
             general = provenance or sources or dry_run or fresh
             quick = None if general else self.fast.take(raw, run, who, self._ordered)
-            if quick is not None and (quick.entry.spec.verify or quick.entry.spec.completion is not None):
-                quick = None  # post-conditions run on the staged path
             if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
-                try:
-                    obs = await self.fast.run(
-                        quick,
-                        rec,
-                        node_id,
-                        blocking=blocking,
-                        executor=self.executor,
-                        artifacts=self.artifacts,
-                    )
-                except Exception as exc:
-                    obs = self.internal(exc, rec, quick.tool_call())
-                    run.flow.observed(obs)
-                out.append(obs)
+                out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
             calls = [] if quick is not None else parse_raw(raw, rec, self.artifacts)
             if isinstance(calls, Observation):
                 out.append(calls)
@@ -423,19 +460,8 @@ class Engine:
             with contextlib.suppress(Exception):
                 self.flush(rec)
             raise
-        try:
-            if inline:
-                self.flush(rec)
-            else:
-                await asyncio.to_thread(self.flush, rec)
-        except Exception as exc:  # the run's state could not be saved: show nothing it would have labelled
-            _log.exception("actionspace: saving the state of run %s failed", run.run_id)
-            error = ActionError.of(
-                "transient",
-                f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
-            )
-            return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
-        return out
+        # store I/O in this thread, or on a worker thread
+        return await self._flushed(rec, run, out, inline=blocking or not self._offload)
 
     # ------------------------------------------------------------------ one accepted call
     def execute(self, ready: Ready, rec: Recorder) -> Observation:
