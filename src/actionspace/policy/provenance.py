@@ -1,4 +1,5 @@
-"""Value-level provenance: where every value of a call's arguments came from, established by the runtime.
+"""Value-level provenance: where every value of a call's arguments came from, as the runtime
+establishes it.
 
 Provenance is a closed set (:data:`KINDS`), inferred for every scalar of every argument — every
 element of a list, every field of a nested object, and every object key (a key is data as much as
@@ -6,7 +7,8 @@ a value is):
 
 - ``user``: the value occurs in the user's messages of the run (the span is recorded);
 - ``tool_result(call_id, path)``: it occurs at ``path`` in an earlier observation whose content
-  is trusted (or in a field a :class:`FieldTrust` declares written by the system, not by others);
+  is trusted (or in a field a :class:`FieldTrust` declares written by the system, not by others —
+  as the field's whole value, or as a key of the object the field holds);
 - ``untrusted(call_id, path)``: it occurs only in content whose integrity is untrusted;
 - ``default``: the schema's default filled it in;
 - ``model``: it occurs nowhere — the model wrote it.
@@ -111,9 +113,8 @@ def strongest(sources: Sequence[Source]) -> Source:
 
 _WS = re.compile(r"\s+")
 _NUMERAL = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?")
-_MONEY = re.compile(
-    r"^\s*(?:[$€£¥]|usd|eur|gbp|chf)?\s*(-?[\d,]*\d(?:\.\d+)?)\s*(?:[$€£¥]|usd|eur|gbp|chf)?\s*$"
-)
+_CURRENCY = r"(?:[$€£¥]|usd|eur|gbp|chf)?"
+_MONEY = re.compile(rf"^\s*{_CURRENCY}\s*(-?[\d,]*\d(?:\.\d+)?)\s*{_CURRENCY}\s*$")
 _MONTHS = {
     m: i + 1
     for i, names in enumerate(
@@ -141,7 +142,8 @@ _DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s
 _ENTITY = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail address
     r"|(?:https?://|www\.)[^\s<>\"')\]]+"  # URL
-    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|io|info|biz|co|de|uk|ch)(?:/[^\s<>\"')\]]*)?"
+    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"  # a bare domain name ...
+    r"\.(?:com|org|net|io|info|biz|co|de|uk|ch)(?:/[^\s<>\"')\]]*)?"  # ... with a known ending
     r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"  # IBAN-like account number
 )
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::\d{2})?$")
@@ -245,7 +247,8 @@ def _token_in(needle: str, text: str, spans: Sequence[tuple[int, int]] = ()) -> 
 
 
 def _matches(value: Any, text: _Text) -> tuple[int, int] | None:
-    """The span of ``value`` in ``text`` ((-1, -1) when matched by meaning, not by span), or None."""
+    """The span of ``value`` in ``text`` ((-1, -1) when matched by meaning, not by span), or
+    None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -264,7 +267,8 @@ def _matches(value: Any, text: _Text) -> tuple[int, int] | None:
             return (-1, -1) if iso in text.dates and clock in text.times else None
         day = _ISO_DATE.fullmatch(needle)
         if day is not None:
-            return (-1, -1) if _iso(day.group(1), int(day.group(2)), day.group(3)) in text.dates else None
+            iso = _iso(day.group(1), int(day.group(2)), day.group(3))
+            return (-1, -1) if iso in text.dates else None
     number = _number(value)
     if number is not None and number in text.numbers:
         return (-1, -1)
@@ -298,6 +302,10 @@ def _field(path: str) -> str:
         if part and not part.isdigit():
             return part.replace("~1", "/").replace("~0", "~")
     return ""
+
+
+_Leaf = tuple[str, Any, _Text | None, bool]
+"""One scalar of an observation: (JSON pointer, scalar, its prepared text, is-a-key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,13 +343,13 @@ class Evidence:
     ) -> None:
         self._users = [(_prepare(text), untrusted) for text, untrusted in users]
         self._fields = fields
-        self._obs: list[tuple[str, str | None, bool, list[tuple[str, Any, _Text | None]]]] = []
+        self._obs: list[tuple[str, str | None, bool, list[_Leaf]]] = []
         for call_id, (tool, untrusted, data) in reversed(list(observations.items())):
             hit = None if cache is None else cache.get(call_id)
             if hit is not None and hit[0] is data:
                 flat = hit[1]
             else:
-                flat = [(p, v, _prepare(v) if isinstance(v, str) else None) for p, v, _k in leaves(data)]
+                flat = [(p, v, _text_of(v), k) for p, v, k in leaves(data)]
                 if cache is not None:
                     cache[call_id] = (data, flat)
             self._obs.append((call_id, tool, untrusted, flat))
@@ -360,9 +368,8 @@ class Evidence:
                 span = _matches(value, text)
                 if span is not None:
                     where = f"{i}" if span[0] < 0 else f"{i}:{span[0]}-{span[1]}"
-                    found.append(
-                        Source("untrusted", "user", where) if untrusted else Source("user", None, where)
-                    )
+                    kind: Kind = "untrusted" if untrusted else "user"
+                    found.append(Source(kind, "user" if untrusted else None, where))
                     break
         for call_id, tool, untrusted, flat in self._obs:
             if only is not None and only != call_id:
@@ -370,39 +377,57 @@ class Evidence:
             hit = _find(value, flat)
             if hit is None:
                 continue
-            path, whole = hit
-            # a system field vouches for the whole value it holds, not for a piece of its text
-            vouched = whole and self._fields is not None and self._fields.trusted(tool, path)
+            path, holder = hit
+            # a system field vouches for the whole value it holds, not for a piece of its text;
+            # a key is held by the field its object is (``/0/shared_with/bob@x`` by shared_with)
+            trust = self._fields
+            vouched = holder is not None and trust is not None and trust.trusted(tool, holder)
             weak = untrusted and not vouched
             found.append(Source("untrusted" if weak else "tool_result", call_id, path))
         return found
 
 
-def _find(value: Any, flat: Sequence[tuple[str, Any, _Text | None]]) -> tuple[str, bool] | None:
-    """(path, whole) of the first leaf of an observation that holds ``value``: ``whole`` when the
-    leaf is the value (after normalisation), else the value is a token of the leaf's text."""
+def _text_of(value: Any) -> _Text | None:
+    return _prepare(value) if isinstance(value, str) else None
+
+
+def _parent(path: str) -> str:
+    """The pointer of the object a key belongs to (``/0/a/bob`` → ``/0/a``)."""
+    return path.rsplit("/", 1)[0]
+
+
+def _find(value: Any, flat: Sequence[_Leaf]) -> tuple[str, str | None] | None:
+    """(path, holder) of the first leaf of an observation that holds ``value``. ``holder`` is the
+    pointer whose field holds the whole value — the leaf's own, or for an object key the object's
+    — or None when the value is only a token of the leaf's text."""
     number = _number(value)
     needle = norm(value) if isinstance(value, str) else None
-    for path, leaf, text in flat:
-        if leaf == value and type(leaf) is type(value):
-            return path, True
-        if needle is not None and text is not None and text.text == needle:
-            return path, True
-        if number is not None and _number(leaf) == number:
-            return path, True
-    for path, _leaf, text in flat:
+    for path, leaf, text, key in flat:
+        whole = (
+            (leaf == value and type(leaf) is type(value))
+            or (needle is not None and text is not None and text.text == needle)
+            or (number is not None and _number(leaf) == number)
+        )
+        if whole:
+            return path, _parent(path) if key else path
+    for path, _leaf, text, _key in flat:
         if text is not None and _matches(value, text) is not None:
-            return path, False
+            return path, None
     return None
 
 
 # ---------------------------------------------------------------------- inference
 
 
+_QUOTED_NAME = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"')
+"""A name in double quotes in a schema's description (``has as "type" "file"``)."""
+
+
 def structure(schema: Mapping[str, Any]) -> frozenset[Any]:
     """What a tool's input schema fixes, anywhere in it: declared property names, ``const``
-    values and the member of one-member enums. Such keys and values are the tool's structure,
-    written by whoever wrote the schema, so they carry no provenance of their own."""
+    values, the member of one-member enums, and the names its descriptions quote (``"file_id"``;
+    names only — a quoted address or phrase is not structure). Such keys and values are the tool's
+    structure, written by whoever wrote the schema, so they carry no provenance of their own."""
     out: set[Any] = set()
 
     def walk(node: Any) -> None:
@@ -410,6 +435,9 @@ def structure(schema: Mapping[str, Any]) -> frozenset[Any]:
             props = node.get("properties")
             if isinstance(props, Mapping):
                 out.update(str(k) for k in props)
+            text = node.get("description")
+            if isinstance(text, str):
+                out.update(_QUOTED_NAME.findall(text))
             if "const" in node and isinstance(node["const"], str | int | float):
                 out.add(node["const"])
             enum = node.get("enum")
@@ -442,14 +470,14 @@ def infer(
     out: dict[str, tuple[ValueProvenance, ...]] = {}
     for name, value in arguments.items():
         if name in defaults:
-            out[name] = tuple(ValueProvenance(p, DEFAULT, k) for p, v, k in leaves(value) if _carries(v))
+            out[name] = _all(value, DEFAULT)
             continue
         if bound is not None and name in bound:
             refs = bound[name]
             src = strongest([Source("untrusted" if u else "tool_result", c) for c, u in refs])
             if any(u for _c, u in refs):  # a mix is as weak as its weakest reference
                 src = next(Source("untrusted", c) for c, u in refs if u)
-            out[name] = tuple(ValueProvenance(p, src, k) for p, v, k in leaves(value) if _carries(v))
+            out[name] = _all(value, src)
             continue
         found: list[ValueProvenance] = []
         for p, v, k in leaves(value):
@@ -463,6 +491,11 @@ def infer(
                     found.append(ValueProvenance(f"{p}#{entity}", where, k, embedded=True))
         out[name] = tuple(found)
     return out
+
+
+def _all(value: Any, source: Source) -> tuple[ValueProvenance, ...]:
+    """Every scalar and key of ``value`` with one provenance."""
+    return tuple(ValueProvenance(p, source, k) for p, v, k in leaves(value) if _carries(v))
 
 
 def embedded(text: str) -> list[str]:

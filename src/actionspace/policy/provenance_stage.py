@@ -19,22 +19,33 @@ For every call it:
 3. records ``proposed``: the tool, the normalized arguments and each value's provenance (the
    Recorder marks it with the run's label, so a viewer who may not read it sees it redacted);
 4. hands the provenance to the flow policies (``FlowRequest.provenance``), where an
-   :class:`~actionspace.policy.arguments.ArgumentPolicy` judges it.
+   :class:`~actionspace.policy.arguments.ArgumentPolicy` judges it;
+5. writes each verified ``sources=`` binding into the call's per-argument provenance
+   (:func:`verified_provenance`), so an approval request shows ``user`` or
+   ``tool_result:<call id>`` for such an argument, not ``model_inferred``.
 
 A runtime with a user stage never takes the precompiled fast path, so every call is seen here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionError
 from actionspace.policy.flow import USER, FlowState
-from actionspace.policy.provenance import Evidence, FieldTrust, ValueProvenance, infer, leaves, structure
+from actionspace.policy.provenance import (
+    Evidence,
+    FieldTrust,
+    ValueProvenance,
+    infer,
+    leaves,
+    structure,
+)
 
-__all__ = ["ProvenanceStage", "check_claims", "evidence_of"]
+__all__ = ["ProvenanceStage", "check_claims", "evidence_of", "verified_provenance"]
 
 MAX_RUNS = 256
 """Runs whose call-id → tool map the stage keeps (the oldest are forgotten first)."""
@@ -151,17 +162,18 @@ class ProvenanceStage:
         evidence = evidence_of(inp.run.flow, tools, self.fields, cache)
         arguments = checked.arguments
         supplied = inp.call.arguments if isinstance(inp.call.arguments, dict) else {}
-        defaults = [a for a, p in checked.provenance.items() if p == "default" and a not in supplied]
+        filled = checked.provenance.items()
+        defaults = [a for a, p in filled if p == "default" and a not in supplied]
         claimed = inp.provenance if inp.provenance is not None else inp.call.provenance
         bound = None
         if inp.bound:
-            bound = {
-                n: [(c, lab.untrusted) for c, lab in b.origins] for n, b in inp.bound.items() if b.origins
-            }
+            refs = {n: b.origins for n, b in inp.bound.items() if b.origins}
+            bound = {n: [(c, lab.untrusted) for c, lab in o] for n, o in refs.items()}
         values = infer(evidence, arguments, defaults=defaults, bound=bound, fixed=self._fixed(spec))
+        unbound = {a: v for a, v in arguments.items() if not (bound and a in bound)}
         false = check_claims(
             evidence,
-            {a: v for a, v in arguments.items() if not (bound and a in bound)},
+            unbound,
             provenance={a: p for a, p in (claimed or {}).items() if a not in defaults},
             sources=inp.sources,
             defaults=defaults,
@@ -181,10 +193,35 @@ class ProvenanceStage:
                 "policy_violation",
                 f"false provenance claim(s) for {spec.name}: "
                 + "; ".join(f"{a}: {why}" for a, why in sorted(false.items())),
-                details={"rule": "provenance_claim", "arguments": {a: [w] for a, w in false.items()}},
+                details={
+                    "rule": "provenance_claim",
+                    "arguments": {a: [w] for a, w in false.items()},
+                },
             )
         d.values = values
+        if inp.sources:
+            shown = verified_provenance(checked.provenance, inp.sources, unbound)
+            if shown != checked.provenance:
+                d.checked = dataclasses.replace(checked, provenance=shown)
         return None
+
+
+def verified_provenance(
+    provenance: Mapping[str, str],
+    sources: Mapping[str, Sequence[str]],
+    arguments: Mapping[str, Any],
+) -> dict[str, str]:
+    """``provenance`` (per argument: the caller's claim, ``model_inferred`` when it made none) with
+    each unclaimed argument that a ``sources=`` binding names shown by that binding (``user``,
+    ``tool_result:<call id>``; several joined by `` + ``). Call it once the binding is verified:
+    approval requests show what it says, not ``model_inferred``."""
+    out = dict(provenance)
+    for name, claimed in sources.items():
+        ids = [str(i) for i in claimed]
+        if name not in arguments or not ids or out.get(name, "model_inferred") not in _NO_CLAIM:
+            continue
+        out[name] = " + ".join(USER if i == USER else f"tool_result:{i}" for i in ids)
+    return out
 
 
 def provenance_summary(values: Mapping[str, Sequence[ValueProvenance]]) -> dict[str, list[str]]:
