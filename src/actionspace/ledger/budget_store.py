@@ -10,10 +10,10 @@ call used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from actionspace.errors import ActionError
 from actionspace.policy.budget import ZERO, Budgets, Meter, Reservation, Usage, _usage, _vector
@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS budget_usage (
 )
 """
 SCHEMA_VERSION: Final = 1
+T = TypeVar("T")
 
 
 def _run_key(run_id: str) -> str:
@@ -57,6 +58,11 @@ class _StoredMeter(Meter):
 
     def _read(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
+
+    def _transact(self, work: Callable[[Any], T]) -> T:
+        """``work(conn)`` inside one write transaction; its result."""
+        with self._write() as conn:
+            return work(conn)
 
     def _row(self, conn: Any, scope: str, *, lock: bool = False) -> list[float]:
         p = self._placeholder
@@ -94,7 +100,8 @@ class _StoredMeter(Meter):
     ) -> Reservation | ActionError:
         keys = (_run_key(run_id), _principal_key(principal))
         need = _vector(amount)
-        with self._write() as conn:
+
+        def reserve(conn: Any) -> Reservation | ActionError:
             run = self._row(conn, keys[0], lock=True)
             shared = self._row(conn, keys[1], lock=True)
             refused = self._check(run, shared, amount)
@@ -103,7 +110,9 @@ class _StoredMeter(Meter):
             remaining = self._remaining(run, shared)
             for key in keys:
                 self._add(conn, key, need)
-        return Reservation(run, shared, amount, remaining, keys=keys)
+            return Reservation(run, shared, amount, remaining, keys=keys)
+
+        return self._transact(reserve)
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         if reservation.keys is None:
@@ -118,33 +127,50 @@ class _StoredMeter(Meter):
         )
         if not any(delta):
             return
-        with self._write() as conn:
-            for key in reservation.keys:
+        keys = reservation.keys
+
+        def add(conn: Any) -> None:
+            for key in keys:
                 self._add(conn, key, delta)
 
+        self._transact(add)
+
     def forget_run(self, run_id: str) -> None:
-        with self._write() as conn:
-            conn.execute(f"DELETE FROM budget_usage WHERE scope = {self._placeholder}", (_run_key(run_id),))
+        sql = f"DELETE FROM budget_usage WHERE scope = {self._placeholder}"
+        self._transact(lambda conn: conn.execute(sql, (_run_key(run_id),)))
 
 
 class SqliteMeter(_StoredMeter):
-    """Usage in the SQLite file shared with the ledger (table ``budget_usage``)."""
+    """Usage in the SQLite file shared with the ledger (table ``budget_usage``).
+
+    Admissions and settlements go through the file's writer, shared with the ledger: they wait
+    for the WAL write, not for an fsync (a power loss may forget the latest usage).
+    """
 
     def __init__(self, budgets: Budgets, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         super().__init__(budgets)
-        from actionspace.ledger.sqlite import SqliteConnections
+        from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 
         self._db = SqliteConnections(path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
-        self._db.init_schema(_SQLITE_SCHEMA, "budget_meta", "schema_version", SCHEMA_VERSION)
+        try:
+            self._db.init_schema(_SQLITE_SCHEMA, "budget_meta", "schema_version", SCHEMA_VERSION)
+        except BaseException:
+            self._db.close()
+            raise
+        self._group = GroupCommit.open(path, busy_timeout_s=busy_timeout_s)
 
-    def _write(self) -> AbstractContextManager[Any]:
-        return self._db.write()
+    def _transact(self, work: Callable[[Any], T]) -> T:
+        self._db.check_open()
+        result: T = self._group.run(work, durable=False)
+        return result
 
     @contextmanager
     def _read(self) -> Iterator[Any]:
         yield self._db.conn()
 
     def close(self) -> None:
+        if not self._db.closed:
+            self._group.close()
         self._db.close()
 
 

@@ -6,6 +6,10 @@ caller holds the action, and returns the final ``Observation``. The ledger entry
 ``dispatched`` before every send; an outcome that cannot be established is never sent again
 blindly: ``native`` tools are asked again with the same key (they dedupe), ``query`` tools are
 asked for the status, ``none`` tools end in ``unknown_commit`` for a person to reconcile.
+
+A new action is accepted and dispatched in one write: the entry is inserted ``dispatched`` (the
+trace still records both steps), so the one durable write before the send is the intent itself.
+An entry found ``accepted`` (a recovery proved it was not committed) moves to ``dispatched`` first.
 """
 
 from __future__ import annotations
@@ -185,12 +189,17 @@ def protocol(
 ) -> Protocol:
     """Drive one side-effecting action to a settled observation (see the module docstring)."""
     point("before_intent")
-    begun = store.begin(entry)
+    sent = entry.evolve(state="dispatched", attempts=1)
+    begun = store.begin(sent)
     point("after_intent")
     led = _Ledger(store, begun.entry, record)
     if begun.created:
         record("ledger", {"key": entry.key, "from": None, "to": "accepted"})
-    elif led.entry.args_digest != entry.args_digest or led.entry.tool != entry.tool:
+        dispatched = {"key": entry.key, "from": "accepted", "to": "dispatched", "attempts": 1}
+        record("ledger", dispatched)
+        point("after_dispatch_durable")
+        return (yield from _settle(spec, led, observe, fail))
+    if led.entry.args_digest != entry.args_digest or led.entry.tool != entry.tool:
         return fail(
             ActionError.of(
                 "conflict",
@@ -314,13 +323,20 @@ def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Obs
 
 
 def new_entry(
-    *, key: str, run_id: str, node_id: str, spec: ToolSpec, arguments: Mapping[str, Any]
+    *,
+    key: str,
+    run_id: str,
+    node_id: str,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    digest: str | None = None,
 ) -> LedgerEntry:
+    """An ``accepted`` entry; ``digest`` is ``args_digest(arguments)`` when the caller has it."""
     return LedgerEntry(
         key=key,
         run_id=run_id,
         node_id=node_id,
         tool=spec.key,
-        args_digest=args_digest(arguments),
+        args_digest=args_digest(arguments) if digest is None else digest,
         arguments=dict(arguments),
     )

@@ -81,27 +81,35 @@ class MemoryRunStateStore:
 
 
 class SqliteRunStateStore:
-    """Snapshots in the SQLite file shared with the ledger and the trace (table ``run_state``)."""
+    """Snapshots in the SQLite file shared with the ledger and the trace (table ``run_state``).
+
+    A save returns once on disk; it shares the file's writer (and its fsync) with the ledger.
+    """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
-        from actionspace.ledger.sqlite import SqliteConnections
+        from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 
         self._db = SqliteConnections(path, synchronous="FULL", busy_timeout_s=busy_timeout_s)
-        self._db.init_schema(_SQLITE_SCHEMA, "run_state_meta", "schema_version", SCHEMA_VERSION)
+        try:
+            self._db.init_schema(_SQLITE_SCHEMA, "run_state_meta", "schema_version", SCHEMA_VERSION)
+        except BaseException:
+            self._db.close()
+            raise
+        self._group = GroupCommit.open(path, busy_timeout_s=busy_timeout_s)
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
         row = self._db.conn().execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def save(self, run_id: str, state: Mapping[str, Any]) -> None:
-        text = _encode(state)
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL,
-                (run_id, text, time.time()),
-            )
+        self._db.check_open()
+        params = (run_id, _encode(state), time.time())
+        sql = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
+        self._group.run(lambda conn: conn.execute(sql, params))
 
     def close(self) -> None:
+        if not self._db.closed:
+            self._group.close()
         self._db.close()
 
 

@@ -1,9 +1,20 @@
 """SQLite ledger store: the embedded default (DESIGN §6).
 
 The ledger shares one file with the trace and the approval requests (its tables are prefixed
-``ledger_``). The database runs in WAL mode with ``synchronous=FULL`` on the ledger's connections:
-a ``begin`` or ``transition`` that returned has reached the disk, so the intent recorded before a
-dispatch survives the process being killed and the machine losing power.
+``ledger_``). The database runs in WAL mode. Every write of one process to one file goes through
+that file's :class:`GroupCommit` (shared with the trace, run-state and budget stores of the
+file), so concurrent writers share a transaction and its fsync instead of waiting for each
+other's locks.
+
+Durability, exactly: a ``begin`` and a transition into ``accepted`` or ``dispatched`` (or carrying
+a person's resolution) return once their transaction is on disk (``synchronous=FULL``): the intent
+recorded before a dispatch survives the process being killed and the machine losing power. A
+transition into an outcome (``committed``, ``failed``, ``unknown``, ``unknown_commit``) returns
+once its transaction is in the WAL file (``synchronous=NORMAL``): it survives the process being
+killed; a power loss before the next fsync of the file (any later durable write) can lose it,
+which leaves the entry ``dispatched`` for ``recover()`` to settle by the status query (or report
+``unknown_commit``), never to send again blindly. The WAL is one sequence, so a power loss loses
+at most the latest outcomes, never an intent written after them.
 
 Uniqueness of ``key`` and of ``(run_id, node_id)`` is a table constraint, and a transition is one
 ``UPDATE … WHERE state IN (…)``: the database, not a Python lock, decides which of several threads,
@@ -13,10 +24,12 @@ processes or hosts sharing the file wins.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +38,14 @@ from typing import Any, Final
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
 
-__all__ = ["SCHEMA_VERSION", "GroupCommit", "SqliteConnections", "SqliteLedgerStore", "from_json", "to_json"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "GroupCommit",
+    "SqliteConnections",
+    "SqliteLedgerStore",
+    "from_json",
+    "to_json",
+]
 
 SCHEMA_VERSION: Final = 1
 """Version of the ledger tables; stored in ``ledger_meta`` and checked on open."""
@@ -81,6 +101,8 @@ _INSERT: Final = (
 _UPDATED: Final = _COLUMNS[1:]
 _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPDATED)} WHERE key = ?"
 _TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
+_BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
+"""States a transition must have on disk before returning: a send may follow at once."""
 
 
 def to_json(value: Mapping[str, Any] | Sequence[Any] | None) -> str | None:
@@ -108,7 +130,7 @@ class SqliteConnections:
         if str(path) in ("", ":memory:"):
             raise ConfigurationError("a SQLite store needs a file path; use memory:// for a store in memory")
         self.path = Path(path)
-        self._synchronous = synchronous
+        self.synchronous = synchronous
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -116,6 +138,15 @@ class SqliteConnections:
         self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._pid = os.getpid()
         self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise ``ValueError`` once closed."""
+        if self._closed:
+            raise ValueError(f"the store on {self.path} is closed")
 
     def conn(self) -> sqlite3.Connection:
         """This thread's connection in this process; raises ``ValueError`` once closed."""
@@ -186,7 +217,7 @@ class SqliteConnections:
                 self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             alive.append((threading.current_thread(), conn))
             self._conns = alive
             self._local.conn = conn
@@ -208,28 +239,51 @@ class SqliteConnections:
                 time.sleep(0.01)
 
 
+Operation = Callable[[sqlite3.Connection], Any]
+"""What a caller hands the writer: it runs inside the shared transaction on the given connection."""
+
+
 class _Slot:
     """One caller's operation waiting for a shared commit."""
 
-    __slots__ = ("done", "error", "lead", "op", "result")
+    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "result")
 
-    def __init__(self, op: Callable[[sqlite3.Connection], Any]) -> None:
+    def __init__(self, op: Operation, durable: bool) -> None:
         self.op = op
-        self.done = threading.Event()
+        self.durable = durable
+        self.detached = False
+        """Its caller did not wait: a failure is logged, not raised."""
+        self.done: threading.Event | None = None
+        """Set when the slot's group committed or it was handed the lead; only if it waits."""
         self.lead = False
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+_WRITERS: weakref.WeakValueDictionary[tuple[int, str], GroupCommit] = weakref.WeakValueDictionary()
+"""The writer of each file in this process; one its stores dropped without closing goes too."""
+_WRITERS_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
 
 
 class GroupCommit:
     """Concurrent writers of one process share a transaction, and so its fsync.
 
     Each caller hands in its operation and returns only after the transaction holding it
-    committed: nothing is acknowledged before it is on disk. The first caller to arrive leads: it
+    committed: nothing is acknowledged before it is written. The first caller to arrive leads: it
     runs every queued operation, each inside its own savepoint (one that raises is rolled back
     alone and its caller gets the exception), then commits once. Callers arriving meanwhile queue
-    up; when the leader is done the first of them leads the next group. A lone caller runs its
-    operation at once, as a plain transaction would.
+    up; when the leader is done the first of them that waits leads the next group. A lone caller
+    runs its operation at once, as a plain transaction would.
+
+    A ``durable`` operation returns once its transaction is on disk (the connections' own
+    ``synchronous`` level, FULL for the stores); the others once it is in the WAL file
+    (``synchronous=NORMAL``: it survives the process, not a power loss before the next fsync). A
+    group holding any durable operation commits durably, the others' writes with it. An operation
+    handed in with ``wait=False`` while a group is being committed returns at once and is
+    committed with the next group; the leader does not leave while such operations are queued,
+    and :meth:`settle` waits for them.
+    :meth:`open` gives the one writer of a file in this process, shared by every store on it.
     """
 
     def __init__(self, db: SqliteConnections) -> None:
@@ -238,57 +292,148 @@ class GroupCommit:
         self._queue: list[_Slot] = []
         self._busy = False
         self._pid = os.getpid()
+        self._shared: tuple[int, str] | None = None
+        self._users = 0
+        self._levels = threading.local()
+        """This thread's connection and the ``synchronous`` level last set on it."""
+        self._detached = 0
+        """Operations queued whose callers did not wait, not committed yet."""
 
-    def run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
-        """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
-        slot = _Slot(op)
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, busy_timeout_s: float) -> GroupCommit:
+        """The writer of ``path`` in this process, shared until every opener called :meth:`close`.
+
+        ``busy_timeout_s`` (seconds) bounds the wait for writers of other processes; the first
+        opener's value holds while the writer is shared. Raises
+        :class:`~actionspace.errors.ConfigurationError` for ``":memory:"``.
+        """
+        key = (os.getpid(), os.path.realpath(path))
+        with _WRITERS_LOCK:
+            writer = _WRITERS.get(key)
+            if writer is None:
+                db = SqliteConnections(path, synchronous="FULL", busy_timeout_s=busy_timeout_s)
+                writer = _WRITERS[key] = cls(db)
+                writer._shared = key
+            writer._users += 1
+            return writer
+
+    @property
+    def queued(self) -> int:
+        """How many operations wait for the transaction after the one being committed."""
+        with self._lock:
+            return len(self._queue)
+
+    def run(self, op: Operation, *, durable: bool = True, wait: bool = True) -> Any:
+        """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
+
+        With ``wait=False``, while another group is being committed, ``op`` is queued for the
+        next one and None is returned at once (a failure of it is logged); when the writer is
+        idle it runs at once as with ``wait=True``.
+        """
+        slot = _Slot(op, durable)
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
                 self._queue, self._busy, self._pid = [], False, os.getpid()
+                self._detached = 0
             self._queue.append(slot)
             slot.lead = not self._busy
             self._busy = True
+            if not slot.lead:
+                if not wait:
+                    slot.detached = True
+                    self._detached += 1
+                    return None
+                slot.done = done = threading.Event()
         if not slot.lead:
-            slot.done.wait()
+            done.wait()
         if slot.lead:  # arrived first, or handed the lead when the group before it committed
             self._lead()
         if slot.error is not None:
             raise slot.error
         return slot.result
 
-    def _lead(self) -> None:
+    def settle(self) -> None:
+        """Return once every operation queued without waiting (``wait=False``) is committed."""
         with self._lock:
-            group, self._queue = self._queue, []
-        try:
-            self._commit(group)
-        except BaseException as exc:  # the commit itself failed: nothing of the group is durable
-            for slot in group:
-                slot.error = exc
-        finally:
+            if not self._detached:
+                return
+        self.run(_nothing, durable=False)
+
+    def close(self) -> None:
+        """Let go of a writer from :meth:`open`; the last to let go closes its connections."""
+        self.settle()
+        with _WRITERS_LOCK:
+            self._users -= 1
+            if self._users > 0 or self._shared is None:
+                return
+            if _WRITERS.get(self._shared) is self:
+                del _WRITERS[self._shared]
+        self._db.close()
+
+    def _lead(self) -> None:
+        again = True
+        while again:  # only queued operations nobody waits for: commit them before leaving
             with self._lock:
-                if self._queue:
-                    self._queue[0].lead = True
-                    self._queue[0].done.set()
-                else:
-                    self._busy = False
+                group, self._queue = self._queue, []
+            try:
+                self._commit(group)
+            except BaseException as exc:  # the commit failed: nothing of the group is written
+                for slot in group:
+                    slot.error = exc
+            with self._lock:
+                heir = next((slot for slot in self._queue if slot.done is not None), None)
+                if heir is not None:
+                    heir.lead = True
+                    _wake(heir)
+                again = heir is None and bool(self._queue)
+                self._busy = bool(self._queue)
+                if self._detached:
+                    self._detached -= sum(slot.detached for slot in group)
             for slot in group:
                 slot.lead = False
-                slot.done.set()
+                if slot.done is not None:
+                    slot.done.set()
+                elif slot.detached and slot.error is not None:
+                    _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
     def _commit(self, group: list[_Slot]) -> None:
-        with self._db.write() as conn:
+        level = self._db.synchronous if any(slot.durable for slot in group) else "NORMAL"
+        conn = self._db.conn()
+        last = self._levels
+        if getattr(last, "conn", None) is not conn or last.level != level:  # kept until it changes
+            conn.execute(f"PRAGMA synchronous = {level}")
+            last.conn, last.level = conn, level
+        conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
+        try:
             if len(group) == 1:  # alone: no savepoint needed, an error rolls the transaction back
                 slot = group[0]
                 slot.result = slot.op(conn)
-                return
-            for slot in group:
-                conn.execute("SAVEPOINT op")
-                try:
-                    slot.result = slot.op(conn)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO op")
-                    slot.error = exc
-                conn.execute("RELEASE op")
+            else:
+                _each_in_a_savepoint(conn, group)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+
+def _each_in_a_savepoint(conn: sqlite3.Connection, group: list[_Slot]) -> None:
+    for slot in group:
+        conn.execute("SAVEPOINT op")
+        try:
+            slot.result = slot.op(conn)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO op")
+            slot.error = exc
+        conn.execute("RELEASE op")
+
+
+def _wake(slot: _Slot) -> None:
+    if slot.done is not None:
+        slot.done.set()
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
 
 
 class SqliteLedgerStore:
@@ -309,13 +454,14 @@ class SqliteLedgerStore:
         except BaseException:
             self._db.close()
             raise
-        self._group = GroupCommit(self._db)
+        self._group = GroupCommit.open(self.path, busy_timeout_s=busy_timeout_s)
 
     def begin(self, entry: LedgerEntry) -> Begun:
         """Insert ``entry`` unless its ``(run_id, node_id)`` or its key is stored; return the stored one.
 
-        Returns once the transaction holding the insert committed (concurrent callers share it).
+        Returns once the transaction holding the insert is on disk (concurrent callers share it).
         """
+        self._db.check_open()
 
         def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None]:
             created = conn.execute(_INSERT, _row(entry)).rowcount == 1
@@ -334,8 +480,11 @@ class SqliteLedgerStore:
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it was not.
 
+        Returns once on disk when ``entry`` may be sent next (``accepted``, ``dispatched``) or holds
+        a person's resolution; an outcome once in the WAL (see the module docstring).
         Raises ``ValueError`` when ``entry.key`` is not ``key``.
         """
+        self._db.check_open()
         if entry.key != key:
             raise ValueError(f"transition of {key} was given the entry of {entry.key}")
         states = list(dict.fromkeys(expected))
@@ -347,7 +496,9 @@ class SqliteLedgerStore:
         def update(conn: sqlite3.Connection) -> bool:
             return conn.execute(sql, params).rowcount == 1
 
-        return entry if self._group.run(update) else None  # every column was set from ``entry``
+        durable = entry.state in _BEFORE_SENDING or entry.resolution is not None
+        # every column was set from ``entry``: nothing to read back
+        return entry if self._group.run(update, durable=durable) else None
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE key = ?", (key,))
@@ -373,12 +524,14 @@ class SqliteLedgerStore:
 
     def purge(self, *, older_than: float) -> int:
         """Delete committed and failed entries last updated before ``older_than`` (unix s)."""
-        with self._db.write() as conn:
-            cursor = conn.execute(
-                f"DELETE FROM ledger_entries WHERE state IN ({_TERMINAL_SQL}) AND updated_at < ?",
-                (older_than,),
-            )
-            return cursor.rowcount
+        self._db.check_open()
+
+        def delete(conn: sqlite3.Connection) -> int:
+            sql = f"DELETE FROM ledger_entries WHERE state IN ({_TERMINAL_SQL}) AND updated_at < ?"
+            return conn.execute(sql, (older_than,)).rowcount
+
+        count: int = self._group.run(delete)
+        return count
 
     def schema_version(self) -> int:
         """The ledger schema version recorded in the file."""
@@ -387,6 +540,8 @@ class SqliteLedgerStore:
 
     def close(self) -> None:
         """Close every connection this store opened; later calls raise ``ValueError``."""
+        if not self._db.closed:
+            self._group.close()
         self._db.close()
 
     def _conn(self) -> sqlite3.Connection:

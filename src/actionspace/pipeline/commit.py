@@ -62,12 +62,18 @@ class LedgerDriver:
         """
         assert ready.key is not None
         spec = ready.compiled.spec
-        pending = await self._io(blocking, self._pending, ready, rec.run_id)
+        digest = args_digest(ready.arguments)
+        pending = await self._io(blocking, self._pending, ready, rec.run_id, digest)
         if pending is not None:
             yield self._still_pending(ready, rec, pending)
             return
         entry = new_entry(
-            key=ready.key, run_id=rec.run_id, node_id=ready.node_id, spec=spec, arguments=ready.arguments
+            key=ready.key,
+            run_id=rec.run_id,
+            node_id=ready.node_id,
+            spec=spec,
+            arguments=ready.arguments,
+            digest=digest,
         )
 
         def failed(error: ActionError) -> Observation:
@@ -123,9 +129,8 @@ class LedgerDriver:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)
 
-    def _pending(self, ready: Ready, run_id: str) -> LedgerEntry | None:
-        spec = ready.compiled.spec
-        found = self.ledger.pending_action(run_id, spec.key, args_digest(ready.arguments))
+    def _pending(self, ready: Ready, run_id: str, digest: str) -> LedgerEntry | None:
+        found = self.ledger.pending_action(run_id, ready.compiled.spec.key, digest)
         return None if found is None or found.key == ready.key else found
 
     def _still_pending(self, ready: Ready, rec: Recorder, pending: LedgerEntry) -> Observation:

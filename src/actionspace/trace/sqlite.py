@@ -1,11 +1,18 @@
 """SQLite trace store: the embedded default (DESIGN §10).
 
-One file, shared by every thread and every process of a host. The database runs in WAL mode with
-``synchronous=NORMAL``: a committed batch survives the process being killed, and a batch cut short
-by a kill is rolled back when the file is next opened, so readers only ever see whole batches.
+One file, shared by every thread and every process of a host. The database runs in WAL mode and
+batches are written without waiting for an fsync (``synchronous=NORMAL``); a batch cut short by a
+kill is rolled back when the file is next opened, so readers only ever see whole batches.
 
-Each thread gets its own connection (SQLite connections must not be used by two threads at once);
-writers on other connections or in other processes wait up to ``busy_timeout_s`` for the lock.
+Writes go through the file's writer in this process
+(:meth:`~actionspace.ledger.sqlite.GroupCommit.open`), shared with the ledger. A call's records
+appended while the writer is idle are written before ``append_records`` returns (they survive the
+process being killed; a power loss may take the latest ones). Appended while another write is
+being committed, they are queued for the next shared transaction and ``append_records`` returns
+at once: a kill within that moment can lose them. Every read of this store first waits for the
+queued records, so a thread reads what it appended. Each thread reads on its own connection
+(SQLite connections must not be used by two threads at once); writers in other processes wait up
+to ``busy_timeout_s`` for the lock.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from actionspace.errors import ConfigurationError
-from actionspace.ledger.sqlite import SqliteConnections
+from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 
@@ -111,8 +118,9 @@ class SqliteTraceStore:
         try:
             self._db.init_schema(_SCHEMA, "trace_meta", "schema_version", SCHEMA_VERSION)
         except BaseException:
-            self.close()
+            self._db.close()
             raise
+        self._group = GroupCommit.open(self.path, busy_timeout_s=busy_timeout_s)
 
     # -- the TraceStore protocol --------------------------------------------------------------
 
@@ -135,25 +143,30 @@ class SqliteTraceStore:
 
         The numbers the caller proposed only fix the order: several processes may record into one
         run, and the store (inside its write transaction) is the only place that knows the next seq.
+        Returns before the write while another write is being committed (see the module docstring).
         """
         if not records:
             return
+        self._db.check_open()
         ordered = sorted(records, key=lambda r: r[0])
-        with self._db.write() as conn:
+        rows = [(kind, ts, call_id, encode_data(data)) for _, kind, ts, call_id, data in ordered]
+        stamps = [r[2] for r in ordered]
+        span = (run_id, min(stamps), max(stamps))
+
+        def append(conn: sqlite3.Connection) -> None:
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
-            rows = [
-                (run_id, base + i, kind, ts, call_id, encode_data(data))
-                for i, (_, kind, ts, call_id, data) in enumerate(ordered)
-            ]
-            conn.executemany(_INSERT, rows)
-            stamps = [r[2] for r in ordered]
-            conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
+            conn.executemany(_INSERT, [(run_id, base + i, *row) for i, row in enumerate(rows)])
+            conn.execute(_TOUCH_RUN, span)
+
+        self._group.run(append, durable=False, wait=False)
 
     def events(self, run_id: str) -> list[TraceEvent]:
+        self._settle()
         rows = self._db.conn().execute(_EVENTS, (run_id,)).fetchall()
         return [_event(row) for row in rows]
 
     def runs(self, *, limit: int = 50) -> list[RunSummary]:
+        self._settle()
         rows = self._db.conn().execute(_RUNS, (limit,)).fetchall()
         return [
             RunSummary(
@@ -170,11 +183,13 @@ class SqliteTraceStore:
 
     def heads(self, run_id: str) -> list[TraceEvent]:
         """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
+        self._settle()
         rows = self._db.conn().execute(_HEADS, (run_id, *HEAD_KINDS)).fetchall()
         return [_event(row) for row in rows]
 
     def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
         """:meth:`heads` of several runs in one query (a page of a run listing)."""
+        self._settle()
         out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
         for start in range(0, len(run_ids), 500):  # under SQLite's bound on query parameters
             chunk = list(run_ids[start : start + 500])
@@ -185,11 +200,14 @@ class SqliteTraceStore:
         return out
 
     def next_seq(self, run_id: str) -> int:
+        self._settle()
         row = self._db.conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
         return int(row[0])
 
     def close(self) -> None:
         """Close every connection this store opened; later calls raise ``ValueError``."""
+        if not self._db.closed:
+            self._group.close()
         self._db.close()
 
     def append_new(self, events: Sequence[TraceEvent]) -> int:
@@ -203,6 +221,7 @@ class SqliteTraceStore:
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
+        self._settle()
         rows = self._db.conn().execute(
             "SELECT run_id FROM trace_runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?",
             (prefix, prefix + _MAX_CHAR, -1 if limit is None else limit),
@@ -225,13 +244,20 @@ class SqliteTraceStore:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _settle(self) -> None:
+        """Wait for records queued by this process's writer, so that reads see them."""
+        self._db.check_open()
+        self._group.settle()
+
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
         rows = [(e.run_id, e.seq, e.kind, e.ts, e.call_id, encode_data(e.data)) for e in events]
         spans: dict[str, tuple[float, float]] = {}
         for e in events:
             first, last = spans.get(e.run_id, (e.ts, e.ts))
             spans[e.run_id] = (min(first, e.ts), max(last, e.ts))
-        with self._db.write() as conn:
+        self._db.check_open()
+
+        def write(conn: sqlite3.Connection) -> int:
             before = conn.total_changes
             conn.executemany(_INSERT_NEW if skip_existing else _INSERT, rows)
             written = conn.total_changes - before
@@ -240,7 +266,10 @@ class SqliteTraceStore:
                 conn.executemany(_SPAN_FROM_EVENTS, [(rid,) for rid in spans])
             else:
                 conn.executemany(_TOUCH_RUN, [(rid, first, last) for rid, (first, last) in spans.items()])
-        return written
+            return written
+
+        count: int = self._group.run(write, durable=False)
+        return count
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
