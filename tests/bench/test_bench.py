@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from actionspace.bench import SCHEMA, render, run_bench
 from actionspace.bench import _peers as peers
-from actionspace.bench._durable import CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
+from actionspace.bench._durable import BESIDE_ROW, CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
 from actionspace.bench._passes import _collect, run_group
 from actionspace.bench._report import annotate, durable_targets
 from actionspace.bench._timing import Pass, matches
@@ -99,6 +99,14 @@ def test_the_durable_targets_hold_one_caller_to_the_raw_commit_and_eight_to_thre
     one, group = durable_targets({**percall, OUR_ROW: _row(500.0), GROUP_ROW: _row(200.0)})
     assert one["status"] == "FAIL" and group["status"] == "FAIL"
     assert [t["status"] for t in durable_targets({})] == ["n/a", "n/a"]
+
+
+def test_the_one_caller_ratio_takes_the_raw_insert_timed_beside_our_calls_when_there_is_one() -> None:
+    # the floor process saw a fast disk, our calls a slow one: the pair timed together decides
+    percall = {FLOOR_ROW: _row(100.0), BESIDE_ROW: _row(300.0), OUR_ROW: _row(500.0)}
+    one, _ = durable_targets(percall)
+    assert one["status"] == "PASS" and "300 µs per raw insert" in one["detail"]
+    assert durable_targets({**percall, BESIDE_ROW: _row(200.0)})[0]["status"] == "FAIL"
 
 
 def test_the_target_passes_at_half_the_fastest_peer_and_fails_above() -> None:

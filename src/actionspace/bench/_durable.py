@@ -8,45 +8,96 @@ is the price of exactly-once, in transactions' worth.
 A third row runs the same call from ``CALLERS`` threads at once (one round = one call from each):
 its figure is the wall time of a round divided by ``CALLERS``, so one caller's median over it is
 how much concurrent callers gain by sharing commits.
+
+The disk's fsync latency drifts by several times within a minute on a shared machine, so the
+one-caller ratio is measured on pairs: each of our calls is timed right after one raw insert into
+a second file on the same disk, both recorded (``BESIDE_ROW`` is that interleaved floor).
 """
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import tempfile
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actionspace.bench._timing import Pass, _describe, summarize, time_sync
+from actionspace.bench._timing import Pass, _describe, summarize, time_sync, warmup_count
 
-__all__ = ["CALLERS", "FLOOR_ROW", "GROUP_ROW", "OUR_ROW", "run_durable_floor", "run_durable_ours"]
+__all__ = [
+    "BESIDE_ROW",
+    "CALLERS",
+    "FLOOR_ROW",
+    "GROUP_ROW",
+    "OUR_ROW",
+    "run_durable_floor",
+    "run_durable_ours",
+]
 
 FLOOR_ROW = "sqlite_commit.insert_per_transaction"
 OUR_ROW = "actionspace.call.durable_write_sqlite"
+BESIDE_ROW = f"{OUR_ROW}.raw_insert_beside"
+"""The raw insert (as :data:`FLOOR_ROW`) timed alternately with :data:`OUR_ROW`, one each in turn."""
 CALLERS = 8
 """Concurrent callers of the group-commit row."""
 GROUP_ROW = f"actionspace.call.durable_write_sqlite.{CALLERS}_callers"
 CALLS = 2000
 
 
+def _raw_commit(path: Path) -> tuple[sqlite3.Connection, Callable[[int], int]]:
+    """A SQLite file with the ledger's settings and a function committing one INSERT per call."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT UNIQUE, v INTEGER)")
+
+    def commit(i: int) -> int:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT OR REPLACE INTO t (k, v) VALUES (?, ?)", (f"k{i}", i))
+        db.execute("COMMIT")
+        return 3
+
+    return db, commit
+
+
 def run_durable_floor(p: Pass) -> None:
     if not p.want(FLOOR_ROW):
         return
     with tempfile.TemporaryDirectory(prefix="actionspace-bench-") as tmp:
-        db = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, k TEXT UNIQUE, v INTEGER)")
-
-        def commit(i: int) -> int:
-            db.execute("BEGIN IMMEDIATE")
-            db.execute("INSERT OR REPLACE INTO t (k, v) VALUES (?, ?)", (f"k{i}", i))
-            db.execute("COMMIT")
-            return 3
-
+        db, commit = _raw_commit(Path(tmp) / "raw.db")
         p.sync(FLOOR_ROW, commit, CALLS, extract=lambda r: r, expect=3)
         db.close()
+
+
+def _paired(p: Pass, raw: Callable[[int], int], ours: Callable[[int], Any]) -> None:
+    """Time ``raw`` and ``ours`` one after the other, ``p.calls(CALLS)`` times each."""
+    try:
+        first = ours(0)
+        if (first.status, first.data) != ("ok", 3):
+            raise AssertionError(f"{OUR_ROW} returned {first!r}")
+        n = p.calls(CALLS)
+        for i in range(1, warmup_count(n)):
+            raw(i)
+            ours(i)
+        gc.collect()
+        clock = time.perf_counter_ns
+        floor, mine = [0] * n, [0] * n
+        for i in range(n):
+            t0 = clock()
+            raw(10**6 + i)
+            t1 = clock()
+            ours(10**6 + i)
+            floor[i], mine[i] = t1 - t0, clock() - t1
+    except Exception as exc:
+        p.errors[OUR_ROW] = _describe(exc)
+    else:
+        p.percall[BESIDE_ROW] = {**summarize(floor), "result": 3}
+        p.percall[OUR_ROW] = {**summarize(mine), "result": {"status": "ok", "data": 3}}
+        p._report(BESIDE_ROW)
+    p._report(OUR_ROW)
 
 
 def run_durable_ours(p: Pass) -> None:
@@ -72,13 +123,10 @@ def run_durable_ours(p: Pass) -> None:
         def call(i: int) -> Any:
             return rt.call(calls[i % len(calls)], run_id=run, node_id=f"n{i}")
 
-        p.sync(
-            OUR_ROW,
-            call,
-            CALLS,
-            extract=lambda o: {"status": o.status, "data": o.data},
-            expect={"status": "ok", "data": 3},
-        )
+        if p.want(OUR_ROW):
+            db, raw = _raw_commit(Path(tmp) / "raw.db")  # same disk, same settings
+            _paired(p, raw, call)
+            db.close()
         if p.want(GROUP_ROW):
             _group_row(p, lambda i: rt.call(calls[i % len(calls)], run_id=run, node_id=f"g{i}"))
         rt.close()
