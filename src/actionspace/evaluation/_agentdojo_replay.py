@@ -15,6 +15,7 @@ from typing import Any, Literal
 from actionspace.evaluation._agentdojo_env import Injector, load_environment
 from actionspace.evaluation._agentdojo_sources import Seen, declared_sources
 from actionspace.evaluation._agentdojo_tools import EnvironmentSlot, jsonable, register_suite_tools
+from actionspace.evaluation.outcomes import tool_versions
 from actionspace.policy import FlowPolicy, Label
 from actionspace.types import Observation
 
@@ -77,6 +78,9 @@ class PairResult:
     """AgentDojo's ``security`` check (True: the injection's goal was reached); None when benign."""
     calls: tuple[CallRecord, ...]
     seconds: float
+    tools: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """``{name: {"key": "name@version", "schema_hash": …}}`` of every tool the pair's runtime
+    could be called with."""
 
     @property
     def false_blocks(self) -> int:
@@ -114,6 +118,7 @@ class PairResult:
             "errors": self.errors,
             "calls": [c.to_dict() for c in self.calls],
             "seconds": round(self.seconds, 4),
+            "tools": {name: dict(entry) for name, entry in self.tools.items()},
         }
 
 
@@ -237,6 +242,7 @@ class SuiteReplay:
             attack_success=None if success is None else bool(success),
             calls=tuple(run.calls),
             seconds=time.perf_counter() - started,
+            tools=tool_versions(self.runtime),
         )
 
     def _replay(self, run: _Run, calls: Sequence[Any], *, injected: bool) -> None:

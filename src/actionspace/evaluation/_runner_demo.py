@@ -35,7 +35,7 @@ from actionspace.demo.scenario import PRINCIPAL, build_runtime, seed_calendar
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
 from actionspace.evaluation.suite import Task, get_predicate
 from actionspace.parse import parse
@@ -82,7 +82,9 @@ def evaluate_demo(suite_name: str, task: Task, policy: Policy, *, max_steps: int
             try:
                 rt.new_run(run_id, principal=PRINCIPAL)
                 names = [str(t.get("name")) for t in task.offered(0)]
-                tools = openai_tools(rt.offer(names, run_id=run_id))
+                offered = rt.offer(names, run_id=run_id)
+                details["tools"] = tool_versions(rt, (str(d["name"]) for d in offered))
+                tools = openai_tools(offered)
                 chat: list[Mapping[str, Any]] = list(task.messages(0))
                 for index in range(max_steps):
                     view = PolicyView(task_id=task.id, turn=index, messages=tuple(chat), tools=tools)

@@ -53,7 +53,7 @@ from typing import Any, Final
 from actionspace._canonical import canonical_text
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal
 from actionspace.evaluation.suite import Task, get_predicate
 from actionspace.parse import ParseResult, parse
@@ -154,7 +154,7 @@ def evaluate_env(
                 run_id, principal=Principal(id="eval", scopes=task.scopes), offer={"names": names}
             )
             session.gate = gate
-            details["tools"] = _tool_versions(rt, names)
+            details["tools"] = tool_versions(rt, names)
             if _play_turns(play, session, policy, max_steps):
                 details["max_steps_reached"] = True
         finally:
@@ -177,14 +177,6 @@ def evaluate_env(
         chosen=tuple(play.chosen),
         details=details,
     )
-
-
-def _tool_versions(rt: Runtime, names: Sequence[str] | None) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
-    for spec in rt.catalog.offerable():
-        if names is None or spec.name in names:
-            out[spec.name] = {"key": spec.key, "schema_hash": spec.schema_hash}
-    return out
 
 
 def _play_turns(play: _Play, session: Session, policy: Policy, max_steps: int) -> bool:

@@ -29,7 +29,7 @@ from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, pub
 from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.bfcl_multiturn import MultiTurnEntry, _Reference
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
 from actionspace.evaluation.suite import ExpectedCall, Task
 from actionspace.parse import parse
@@ -73,6 +73,7 @@ def evaluate_multiturn(
     chosen: list[tuple[str, str]] = []
     checks: list[bool] = []
     details: dict[str, Any] = {}
+    tools: dict[str, dict[str, Any]] = {}
     run_id = f"eval:{task.id}:{variant}"
     try:
         for spec in _specs(entry.involved_classes, instances):
@@ -82,6 +83,7 @@ def evaluate_multiturn(
         for turn in range(task.turns):
             chat.extend(task.messages(turn))
             offered = rt.offer([str(t.get("name")) for t in task.offered(turn)], run_id=run_id)
+            tools = _union(tools, tool_versions(rt, (str(d["name"]) for d in offered)))
             view = PolicyView(task_id=task.id, turn=turn, messages=tuple(chat), tools=openai_tools(offered))
             proposal = policy.propose(view)
             step, pairs, reply = _play_turn(rt, run_id, turn, view, proposal, task.possible_answers(turn))
@@ -98,6 +100,7 @@ def evaluate_multiturn(
         rt.close()
         reference.release(entry)
     details["state_checks"] = checks
+    details["tools"] = tools
     return TaskOutcome(
         suite=suite_name,
         task_id=task.id,
@@ -109,6 +112,30 @@ def evaluate_multiturn(
         chosen=tuple(chosen),
         details=details,
     )
+
+
+def _union(
+    seen: Mapping[str, Mapping[str, Any]], offered: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, Any]]:
+    """The tools of earlier turns joined with this turn's.
+
+    A tool offered at another version than before keeps the newest as ``key``/``schema_hash`` and
+    lists every version it was offered at, in order, in ``versions``.
+    """
+    out = {name: dict(entry) for name, entry in seen.items()}
+    for name, now in offered.items():
+        before = out.get(name)
+        if before is None:
+            out[name] = dict(now)
+            continue
+        versions = list(before.get("versions") or [_version(before)])
+        if _version(now) not in versions:
+            out[name] = {**now, "versions": [*versions, dict(now)]}
+    return out
+
+
+def _version(entry: Mapping[str, Any]) -> dict[str, str]:
+    return {"key": str(entry["key"]), "schema_hash": str(entry["schema_hash"])}
 
 
 class _Slot:

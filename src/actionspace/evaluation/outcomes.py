@@ -14,11 +14,22 @@ Records are plain frozen dataclasses with ``to_dict`` / ``from_dict`` so they ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["CATEGORIES", "LAYERS", "Category", "Layer", "StepOutcome", "TaskOutcome"]
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = [
+    "CATEGORIES",
+    "LAYERS",
+    "Category",
+    "Layer",
+    "StepOutcome",
+    "TaskOutcome",
+    "tool_versions",
+]
 
 Layer = Literal["parse", "select", "args", "exec", "task"]
 LAYERS: tuple[Layer, ...] = ("parse", "select", "args", "exec", "task")
@@ -167,3 +178,18 @@ def outcomes_to_jsonl(outcomes: Sequence[TaskOutcome]) -> str:
     import json
 
     return "".join(json.dumps(o.to_dict(), default=str) + "\n" for o in outcomes)
+
+
+def tool_versions(rt: Runtime, names: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
+    """``{name: {"key": "name@version", "schema_hash": …}}`` of the tools ``rt`` offers now.
+
+    ``names`` (default None: every offerable tool of the catalog) keeps only those names, in
+    catalog order; a name the catalog does not offer (retired, unknown, or a meta-tool such as
+    ``describe_tool``) is left out.
+    """
+    wanted = None if names is None else set(names)
+    return {
+        spec.name: {"key": spec.key, "schema_hash": spec.schema_hash}
+        for spec in rt.catalog.offerable()
+        if wanted is None or spec.name in wanted
+    }

@@ -32,7 +32,7 @@ from actionspace.evaluation._runner_env import Environment, EnvironmentInput, Ru
 from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
 from actionspace.evaluation.judge import answer_found, ground_truth_arguments, judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
 from actionspace.evaluation.suite import Suite, Task
 from actionspace.parse import parse
@@ -240,6 +240,7 @@ def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -
     try:
         run_id = rt.new_run(f"eval:{task.id}:{variant}")
         offered = rt.offer(run_id=run_id)
+        details: dict[str, Any] = {"tools": tool_versions(rt, (str(d["name"]) for d in offered))}
         view = PolicyView(task_id=task.id, turn=0, messages=messages, tools=openai_tools(offered))
         proposal = policy.propose(view)
         if task.answers:
@@ -258,7 +259,7 @@ def _run_task(suite: str, task: Task, policy: Policy, variant: str, seed: int) -
         task_ok=task_ok,
         run_id=run_id,
         chosen=chosen,
-        details={"schema_rejected": rejected} if rejected else {},
+        details={**details, "schema_rejected": rejected} if rejected else details,
     )
 
 
