@@ -294,3 +294,77 @@ def test_waking_is_skipped_where_no_durable_node_can_wait(store: str) -> None:
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (other.system_schema,)
         ).fetchone()
     assert found == (0,), "waking must not create DBOS tables"
+
+
+class _CountingLedger:
+    """The runtime's ledger, counting the reads of entries by node."""
+
+    def __init__(self, ledger: Any) -> None:
+        self._ledger = ledger
+        self.reads = 0
+
+    def get_node(self, run_id: str, node_id: str) -> Any:
+        self.reads += 1
+        return self._ledger.get_node(run_id, node_id)
+
+    def entries_of(self, run_id: str, node_ids: Any) -> Any:
+        self.reads += 1
+        return self._ledger.entries_of(run_id, node_ids)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+
+def test_a_wave_reads_its_nodes_ledger_entries_at_once_and_settles_only_the_interrupted(
+    rt: Runtime, store: str
+) -> None:
+    from types import SimpleNamespace
+
+    from actionspace.durable.nodes import begin_attempts
+
+    run_id = _clean_run("onereads")
+    warm = {"id": "a", "tool": "native_write", "arguments": {"ref": f"{run_id}/a", "value": 1}}
+    rt.run_plan({"nodes": [warm]}, run_id=f"{run_id}-warm")  # launches the backend
+    ledger = _CountingLedger(rt.ledger)
+    view: Any = SimpleNamespace(ledger=ledger, catalog=rt.catalog, record=rt.record)
+    nodes = [f"n{i}" for i in range(6)]
+    begin_attempts(view, run_id, {k: uuid.uuid4().hex for k in nodes})
+    assert ledger.reads == 1  # nothing stored yet: one query for the whole wave
+
+    spec = rt.catalog.get("query_write")
+    keys = {}
+    for k in nodes[:3]:  # n0 committed, n1 dispatched by an attempt that died, n2 accepted
+        arguments = {"ref": f"{run_id}/{k}", "value": 1}
+        keys[k] = key = idempotency_key(run_id, k, spec.key, arguments)
+        began = rt.ledger.begin(
+            new_entry(key=key, run_id=run_id, node_id=k, spec=spec, arguments=arguments)
+        ).entry
+        if k != "n2":
+            state = "committed" if k == "n0" else "dispatched"
+            rt.ledger.transition(key, ("accepted",), began.evolve(state=state, attempts=1))
+    ledger.reads = 0
+    begin_attempts(view, run_id, {k: uuid.uuid4().hex for k in nodes})
+    assert ledger.reads == 1  # the interrupted entry is settled from the wave's read
+    states = {k: rt.ledger.get(key) for k, key in keys.items()}
+    assert {k: e.state if e else None for k, e in states.items()} == {
+        "n0": "committed",
+        "n1": "accepted",  # its status query found nothing: it may be sent again, same key
+        "n2": "accepted",
+    }
+    assert _effects(store, f"{run_id}/n1") == 0  # settling sent nothing
+
+
+def test_a_plan_on_a_launched_backend_does_not_launch_again(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actionspace.durable import backend
+
+    run_id = _clean_run("nolaunch")
+    rt.run_plan(_chain(f"{run_id}-first"), run_id=f"{run_id}-first")  # launches the backend
+
+    def launch_again(*_args: Any) -> None:
+        raise AssertionError("launched again")
+
+    monkeypatch.setattr(backend, "launch", launch_again)
+    result = rt.run_plan(_chain(run_id), run_id=run_id)
+    assert result.status == "ok" and result.stats["backend"] == "dbos"

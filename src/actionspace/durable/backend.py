@@ -7,7 +7,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from actionspace.durable.config import PLAN_QUEUE, DurableConfig
-from actionspace.durable.engine import launch, plan_result, plan_workflow_id, system_url
+from actionspace.durable.engine import (
+    launch,
+    launched_for,
+    plan_result,
+    plan_workflow_id,
+    system_url,
+)
 from actionspace.errors import ConfigurationError
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.policy.principal import Principal
@@ -61,7 +67,8 @@ async def arun_plan_durable(
     The workflow id derives from the run id, so calling again with the same ``run_id`` attaches to
     the same plan (its stored result once it has ended) instead of running it twice.
     """
-    await asyncio.to_thread(launch, rt, config)
+    if not launched_for(rt):  # launching blocks (DBOS, database): off the loop, once
+        await asyncio.to_thread(launch, rt, config)
     run_id = run_id or rt.new_run(principal=principal)
     request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
     return plan_result(await asyncio.to_thread(_run, request))

@@ -31,6 +31,7 @@ __all__ = [
     "Engine",
     "bound",
     "launch",
+    "launched_for",
     "node_workflow_id",
     "plan_result",
     "plan_workflow_id",
@@ -86,6 +87,12 @@ def bound() -> Engine:
     if engine is None:
         raise ConfigurationError("no durable backend in this process; call actionspace.durable.launch(rt)")
     return engine
+
+
+def launched_for(rt: Runtime) -> bool:
+    """True when this process's backend is launched for ``rt`` (``launch`` would do nothing)."""
+    engine = _engine
+    return engine is not None and engine.runtime is rt
 
 
 def launch(rt: Runtime, config: DurableConfig | None = None) -> Engine:

@@ -56,6 +56,16 @@ WHERE executor_id <> %(me)s AND state IN ('starting', 'alive', 'recovering') AND
 RETURNING executor_id
 """
 
+_NOTE_ATTEMPTS: Final = """
+INSERT INTO actionspace_node_attempts (run_id, node_id, executor_id, attempt_id, started_at)
+SELECT %s, node_id, %s, attempt_id, %s FROM unnest(%s::text[], %s::text[]) AS a(node_id, attempt_id)
+"""
+
+
+def _no_commit_wait(conn: psycopg.Connection[Any]) -> None:
+    """Commits of the heartbeat's pool do not wait for their fsync (see ``begin_attempts``)."""
+    conn.execute("SET synchronous_commit = off")
+
 
 def ensure_table(url: str) -> None:
     """Create the heartbeat table when missing (safe to run from many processes)."""
@@ -101,8 +111,14 @@ class Heartbeat:
         self._recover = recover
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="actionspace-heartbeat", daemon=True)
+        # autocommit: every statement of this pool is one round trip, its own transaction
         self._pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
-            url, min_size=1, max_size=4, open=False
+            url,
+            min_size=1,
+            max_size=4,
+            open=False,
+            kwargs={"autocommit": True},
+            configure=_no_commit_wait,
         )
         self.recovered: list[str] = []
         self._opened = False
@@ -133,21 +149,17 @@ class Heartbeat:
         self.begin_attempts(run_id, [(node_id, attempt_id)])
 
     def begin_attempts(self, run_id: str, attempts: Sequence[tuple[str, str]]) -> None:
-        """Note, in one transaction, that this executor starts each (node id, attempt id) now.
+        """Note, in one statement, that this executor starts each (node id, attempt id) now.
 
         The commit does not wait for its fsync: an attempt matters only once the ledger holds its
         action ``dispatched``, a synchronous commit after this one, which makes it durable too.
         """
-        now = time.time()
-        me = self.executor_id
-        rows = [(run_id, node_id, me, attempt_id, now) for node_id, attempt_id in attempts]
-        with self._pool.connection() as conn, conn.cursor() as cur:
-            cur.execute("SET LOCAL synchronous_commit = off")
-            cur.executemany(
-                "INSERT INTO actionspace_node_attempts (run_id, node_id, executor_id, attempt_id, started_at)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                rows,
-            )
+        if not attempts:
+            return
+        nodes = [node_id for node_id, _ in attempts]
+        ids = [attempt_id for _, attempt_id in attempts]
+        with self._pool.connection() as conn:
+            conn.execute(_NOTE_ATTEMPTS, (run_id, self.executor_id, time.time(), nodes, ids))
 
     def attempt_at(self, run_id: str, node_id: str, at: float) -> tuple[str, str] | None:
         """(executor id, attempt id) of the last attempt at the node that started by ``at``."""

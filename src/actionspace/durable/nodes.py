@@ -60,6 +60,8 @@ SETTLE_GUARD_S: Final = 10.0
 MAX_HOLDER_WAIT_S: Final = 600.0
 """Longest wait (seconds) for a live earlier attempt to settle the action itself."""
 HOLDER_POLL_S: Final = 0.2
+_INTERRUPTED: Final = frozenset({"dispatched", "unknown"})
+"""Ledger states an interrupted attempt can leave that the next attempt settles before sending."""
 _running: set[str] = set()
 """Attempt ids of the node steps running in this process."""
 _Slots = weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
@@ -134,11 +136,15 @@ def running(attempts: Collection[str]) -> Iterator[None]:
 def begin_attempts(rt: Runtime, run_id: str, attempts: Mapping[str, str]) -> None:
     """Note the attempts (node id → attempt id) in one write, then settle what earlier ones left.
 
+    The wave's ledger entries are read in one query; only an entry an earlier attempt left
+    ``dispatched`` or ``unknown`` is looked at again, by :func:`settle_interrupted`.
+
     Blocking (database, and waits for a live earlier attempt): run it off the event loop.
     """
     bound().heartbeat.begin_attempts(run_id, list(attempts.items()))
-    for node_id in attempts:
-        settle_interrupted(rt, run_id, node_id)
+    for node_id, entry in rt.ledger.entries_of(run_id, list(attempts)).items():
+        if entry.state in _INTERRUPTED:
+            settle_interrupted(rt, run_id, node_id, entry)
 
 
 # ---------------------------------------------------------------------- the child workflow
@@ -169,21 +175,28 @@ async def _approval_status_step(request_id: str) -> str:
 
 
 # ---------------------------------------------------------------------- settling
-def settle_interrupted(rt: Runtime, run_id: str, node_id: str) -> None:
+def settle_interrupted(
+    rt: Runtime,
+    run_id: str,
+    node_id: str,
+    entry: LedgerEntry | None = None,
+) -> None:
     """Settle this node's action if an earlier attempt left it ``dispatched`` or ``unknown``.
 
     The attempt that last moved the entry is found by time among the node's attempts. While it may
     still run — its executor beats (a worker taken for dead during a long pause goes on with its
     step), or it is a live attempt of this process — its send may still land, so this attempt waits
     for it. Otherwise the entry goes through :func:`actionspace.ledger.recover.recover`: the status
-    query decides; nothing is sent blindly.
+    query decides; nothing is sent blindly. ``entry``, when given, is the node's entry as just
+    read (it is not read once more).
     """
     engine = bound()
     guard_s = max(2 * engine.config.dead_after_s, SETTLE_GUARD_S)
     deadline = time.monotonic() + MAX_HOLDER_WAIT_S
     while True:
-        entry = rt.ledger.get_node(run_id, node_id)
-        if entry is None or entry.state not in ("dispatched", "unknown"):
+        if entry is None:
+            entry = rt.ledger.get_node(run_id, node_id)
+        if entry is None or entry.state not in _INTERRUPTED:
             return
         holder = engine.heartbeat.attempt_at(run_id, node_id, entry.updated_at)
         if holder is None or time.monotonic() > deadline:
@@ -195,6 +208,7 @@ def settle_interrupted(rt: Runtime, run_id: str, node_id: str) -> None:
         elif not engine.heartbeat.is_alive(executor, within_s=guard_s):
             break
         time.sleep(HOLDER_POLL_S)
+        entry = None
     recover(cast(LedgerStore, _OneEntry(rt.ledger, entry)), rt.catalog, rt.record, shape=shape)
 
 

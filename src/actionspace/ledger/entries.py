@@ -13,7 +13,7 @@ The entry is durable before the tool is called; its state records what is known 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -156,6 +156,13 @@ class LedgerStore(Protocol):
     def get(self, key: str) -> LedgerEntry | None: ...
 
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None: ...
+
+    def entries_of(self, run_id: str, node_ids: Collection[str]) -> dict[str, LedgerEntry]:
+        """The stored entries of ``node_ids`` in ``run_id``, by node id, read at once.
+
+        Nodes without an entry are left out.
+        """
+        ...
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         """The oldest entry of ``run_id`` for ``tool`` (name@version) and ``args_digest`` in UNSETTLED."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.ledger.entries import TERMINAL, UNSETTLED, Begun, LedgerEntry
@@ -50,6 +50,11 @@ class MemoryLedgerStore:
         with self._lock:
             key = self._by_node.get((run_id, node_id))
             return self._by_key.get(key) if key is not None else None
+
+    def entries_of(self, run_id: str, node_ids: Collection[str]) -> dict[str, LedgerEntry]:
+        with self._lock:
+            keys = {n: self._by_node.get((run_id, n)) for n in node_ids}
+            return {n: self._by_key[k] for n, k in keys.items() if k is not None}
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         with self._lock:

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, LiteralString
 
@@ -115,6 +115,7 @@ _LEDGER_COLUMNS: Final = (
     " remote_id, observation, error, resolution"
 )
 _LEDGER_SELECT: Final = "SELECT " + _LEDGER_COLUMNS + " FROM ledger_entries"
+_LEDGER_OF_NODES: Final = _LEDGER_SELECT + " WHERE run_id = %s AND node_id = ANY(%s)"
 _LEDGER_INSERT: Final = (
     "INSERT INTO ledger_entries (" + _LEDGER_COLUMNS + ") VALUES"
     " (%(key)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(state)s,"
@@ -317,6 +318,15 @@ class PostgresLedgerStore:
 
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
         return self._one(_LEDGER_SELECT + " WHERE run_id = %s AND node_id = %s", (run_id, node_id))
+
+    def entries_of(self, run_id: str, node_ids: Collection[str]) -> dict[str, LedgerEntry]:
+        nodes = list(dict.fromkeys(node_ids))
+        if not nodes:
+            return {}
+        with self._db.connection() as conn:
+            cur = conn.execute(_LEDGER_OF_NODES, (run_id, nodes))
+            entries = [LedgerEntry.from_dict(row) for row in cur]
+        return {e.node_id: e for e in entries}
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         return self._one(

@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -103,6 +103,8 @@ _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPD
 _TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
+_NODES_PER_READ: Final = 500
+"""Most node ids one ``entries_of`` query names (SQLite bounds the parameters of a statement)."""
 
 
 def to_json(value: Mapping[str, Any] | Sequence[Any] | None) -> str | None:
@@ -505,6 +507,19 @@ class SqliteLedgerStore:
 
     def get_node(self, run_id: str, node_id: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE run_id = ? AND node_id = ?", (run_id, node_id))
+
+    def entries_of(self, run_id: str, node_ids: Collection[str]) -> dict[str, LedgerEntry]:
+        nodes = list(dict.fromkeys(node_ids))
+        found: dict[str, LedgerEntry] = {}
+        conn = self._db.conn()
+        for at in range(0, len(nodes), _NODES_PER_READ):
+            part = nodes[at : at + _NODES_PER_READ]
+            marks = ", ".join("?" * len(part))
+            sql = f"{_SELECT} WHERE run_id = ? AND node_id IN ({marks})"
+            for row in conn.execute(sql, (run_id, *part)):
+                e = _entry(row)
+                found[e.node_id] = e
+        return found
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         return self._select(
