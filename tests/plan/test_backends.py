@@ -8,6 +8,7 @@ import pytest
 
 import actionspace.plan.backends as backends
 from actionspace.errors import ConfigurationError
+from actionspace.plan.model import PlanResult
 
 
 def test_a_backend_is_looked_up_once_and_a_missing_one_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -19,8 +20,8 @@ def test_a_backend_is_looked_up_once_and_a_missing_one_every_time(monkeypatch: p
         def load(self) -> Any:
             return run_elsewhere
 
-    def run_elsewhere(*_: Any, **__: Any) -> None:
-        return None
+    async def run_elsewhere(*_: Any, **__: Any) -> PlanResult:
+        raise AssertionError("only looked up here, never run")
 
     def entry_points(*, group: str) -> list[_Point]:
         scans.append(group)

@@ -284,13 +284,14 @@ def test_trace_replay_exits_1_on_each_kind_of_change_and_0_when_reproduced(tmp_p
     store = f"sqlite:///{tmp_path / 'trace.db'}"
     run, _ = _record(store)
     target = ["replay", run, "--store", store, "--runtime", f"{__name__}:fresh_shop"]
-    for change, stage in [
+    changes: list[tuple[dict[str, Any], str | None]] = [
         ({}, None),
         ({"strict": True}, "validate"),
         ({"scopes": ("read:*",)}, "authorize"),
         ({"budget": Budget(calls=1)}, "budget"),
         ({"changed_schema": True}, "offer"),
-    ]:
+    ]
+    for change, stage in changes:
         SHOP.clear()
         SHOP.update(change)
         out = CliRunner().invoke(trace_app, [*target, "--json"])
