@@ -13,6 +13,7 @@ import heapq
 import inspect
 import threading
 import time
+import types
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +26,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.types import Failed, Outcome, Succeeded
 
-__all__ = ["Executor", "Failed", "Outcome", "Succeeded"]
+__all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed"]
 
 AttemptHook = Callable[[int, ActionError, float], None]
 """Called before each retry with (attempt that failed, its error, delay in seconds)."""
@@ -311,10 +312,10 @@ async def _resume_within(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s
     task = asyncio.current_task()
     if task is None:  # not inside a task: fall back to the standard timer
         async with asyncio.timeout(timeout_s):
-            return await _Resume(coro, yielded)
+            return await resumed(coro, yielded)
     deadline = _watchdog(task.get_loop()).arm(task, timeout_s)
     try:
-        return await _Resume(coro, yielded)
+        return await resumed(coro, yielded)
     except asyncio.CancelledError:
         if deadline.fired and task.uncancel() == 0:
             raise TimeoutError from None
@@ -387,30 +388,26 @@ def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
     return dog
 
 
-class _Resume:
-    """Awaitable that drives an already-started coroutine to its end, passing its waits through."""
-
-    __slots__ = ("coro", "yielded")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
-        self.coro = coro
-        self.yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, yielded = self.coro, self.yielded
-        while True:
+@types.coroutine
+def resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Await a coroutine that was stepped once by hand and answered ``yielded`` (its first wait):
+    its further waits pass through, and a cancellation or timeout thrown in reaches it."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # a cancellation, or what the awaited future raised
             try:
-                sent = yield yielded
-            except BaseException as exc:  # cancellation or timeout thrown in by the task
-                try:
-                    yielded = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    yielded = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 def _exhausted(error: ActionError, attempts: int) -> ActionError:

@@ -19,11 +19,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import types
 from collections import deque
-from collections.abc import Coroutine, Generator
 from typing import Any
 
+from actionspace.execution.executor import resumed
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
@@ -32,30 +31,9 @@ from actionspace.plan.ready import ReadyQueue
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
-__all__ = ["Driver", "is_safe", "resumed"]
+__all__ = ["Driver", "is_safe"]
 
 _SAFE_TO_ABORT = frozenset({"none", "read"})
-
-
-@types.coroutine
-def resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
-    """Await a coroutine that was stepped once by hand and answered ``yielded`` (its first wait)."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # a cancellation, or what the awaited future raised
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
 
 
 class Driver(NodeRunner):
