@@ -5,7 +5,7 @@ batches are written without waiting for an fsync (``synchronous=NORMAL``); a bat
 kill is rolled back when the file is next opened, so readers only ever see whole batches.
 
 Writes go through the file's writer in this process
-(:meth:`~actionspace.ledger.sqlite.GroupCommit.open`), shared with the ledger. A call's records
+(:meth:`~actionspace.ledger.sqlite_writer.GroupCommit.open`), shared with the ledger. A call's records
 appended while the writer is idle are written before ``append_records`` returns (they survive the
 process being killed; a power loss may take the latest ones). Appended while another write is
 being committed, they are queued for the next shared transaction and ``append_records`` returns

@@ -1,0 +1,343 @@
+"""The one writer of a SQLite file in a process, and its connections.
+
+:class:`SqliteConnections` keeps one connection per thread to a file (reopened in a forked child)
+with the stores' settings (WAL, ``synchronous=FULL``, a busy timeout). :class:`GroupCommit` is the
+file's writer: concurrent writers of one process share a transaction and its fsync (group
+commit), and every store on the file (ledger, trace, run state, budgets) writes through it. The
+ledger's durability statement is in :mod:`actionspace.ledger.sqlite`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from actionspace.errors import ConfigurationError
+
+__all__ = ["GroupCommit", "Operation", "SqliteConnections"]
+
+
+class SqliteConnections:
+    """Connections to one SQLite file: one per thread, reopened in a forked child.
+
+    ``synchronous`` is the SQLite level set on every connection (``FULL`` or ``NORMAL``);
+    ``busy_timeout_s`` (seconds) bounds how long a write waits for another writer.
+    Raises :class:`~actionspace.errors.ConfigurationError` for ``":memory:"``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str, busy_timeout_s: float) -> None:
+        if str(path) in ("", ":memory:"):
+            raise ConfigurationError("a SQLite store needs a file path; use memory:// for a store in memory")
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._busy_timeout_s = busy_timeout_s
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._pid = os.getpid()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise ``ValueError`` once closed."""
+        if self._closed:
+            raise ValueError(f"the store on {self.path} is closed")
+
+    def conn(self) -> sqlite3.Connection:
+        """This thread's connection in this process; raises ``ValueError`` once closed."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._pid == os.getpid() and not self._closed:
+            return conn
+        return self._open_for_this_thread()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: committed on exit, rolled back on an exception."""
+        # Taking the write lock up front makes a busy file wait here, under busy_timeout, rather
+        # than fail when a read lock would have to be upgraded mid-transaction.
+        conn = self.conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def init_schema(self, schema: str, meta_table: str, meta_key: str, version: int) -> None:
+        """Create ``schema`` if missing and record ``version``; refuse a file from a newer version."""
+        conn = self.conn()
+        self._enable_wal(conn)
+        with self.write():
+            for statement in schema.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {meta_table} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                (meta_key, str(version)),
+            )
+        row = conn.execute(f"SELECT value FROM {meta_table} WHERE key = ?", (meta_key,)).fetchone()
+        if int(row[0]) > version:
+            raise ConfigurationError(
+                f"{self.path} has schema version {row[0]} ({meta_key});"
+                f" this actionspace reads up to {version};"
+                " upgrade actionspace"
+            )
+
+    def close(self) -> None:
+        """Close every connection opened in this process; later calls raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, []
+            mine = self._pid == os.getpid()
+        if mine:
+            for _, conn in conns:
+                conn.close()
+
+    def _open_for_this_thread(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the store on {self.path} is closed")
+            if self._pid != os.getpid():
+                # A forked child must not touch its parent's connections, not even to close them.
+                self._local = threading.local()
+                self._inherited += self._conns
+                self._conns = []
+                self._pid = os.getpid()
+            alive = [(t, c) for t, c in self._conns if t.is_alive()]
+            for thread, stale in self._conns:
+                if not thread.is_alive():
+                    stale.close()
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            alive.append((threading.current_thread(), conn))
+            self._conns = alive
+            self._local.conn = conn
+            return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching to WAL needs an exclusive lock and does not always go through the busy
+        # handler, so retry until the busy timeout runs out.
+        deadline = time.monotonic() + self._busy_timeout_s
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                raise ConfigurationError(f"cannot put {self.path} in WAL mode (got {mode!r})")
+            except sqlite3.OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
+
+Operation = Callable[[sqlite3.Connection], Any]
+"""What a caller hands the writer: it runs inside the shared transaction on the given connection."""
+
+
+class _Slot:
+    """One caller's operation waiting for a shared commit."""
+
+    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "result")
+
+    def __init__(self, op: Operation, durable: bool) -> None:
+        self.op = op
+        self.durable = durable
+        self.detached = False
+        """Its caller did not wait: a failure is logged, not raised."""
+        self.done: threading.Event | None = None
+        """Set when the slot's group committed or it was handed the lead; only if it waits."""
+        self.lead = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+_WRITERS: weakref.WeakValueDictionary[tuple[int, str], GroupCommit] = weakref.WeakValueDictionary()
+"""The writer of each file in this process; one its stores dropped without closing goes too."""
+_WRITERS_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
+
+
+class GroupCommit:
+    """Concurrent writers of one process share a transaction, and so its fsync.
+
+    Each caller hands in its operation and returns only after the transaction holding it
+    committed: nothing is acknowledged before it is written. The first caller to arrive leads: it
+    runs every queued operation, each inside its own savepoint (one that raises is rolled back
+    alone and its caller gets the exception), then commits once. Callers arriving meanwhile queue
+    up; when the leader is done the first of them that waits leads the next group. A lone caller
+    runs its operation at once, as a plain transaction would.
+
+    A ``durable`` operation returns once its transaction is on disk (the connections' own
+    ``synchronous`` level, FULL for the stores); the others once it is in the WAL file
+    (``synchronous=NORMAL``: it survives the process, not a power loss before the next fsync). A
+    group holding any durable operation commits durably, the others' writes with it. An operation
+    handed in with ``wait=False`` while a group is being committed returns at once and is
+    committed with the next group; the leader does not leave while such operations are queued,
+    and :meth:`settle` waits for them.
+    :meth:`open` gives the one writer of a file in this process, shared by every store on it.
+    """
+
+    def __init__(self, db: SqliteConnections) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._queue: list[_Slot] = []
+        self._busy = False
+        self._pid = os.getpid()
+        self._shared: tuple[int, str] | None = None
+        self._users = 0
+        self._levels = threading.local()
+        """This thread's connection and the ``synchronous`` level last set on it."""
+        self._detached = 0
+        """Operations queued whose callers did not wait, not committed yet."""
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, busy_timeout_s: float) -> GroupCommit:
+        """The writer of ``path`` in this process, shared until every opener called :meth:`close`.
+
+        ``busy_timeout_s`` (seconds) bounds the wait for writers of other processes; the first
+        opener's value holds while the writer is shared. Raises
+        :class:`~actionspace.errors.ConfigurationError` for ``":memory:"``.
+        """
+        key = (os.getpid(), os.path.realpath(path))
+        with _WRITERS_LOCK:
+            writer = _WRITERS.get(key)
+            if writer is None:
+                db = SqliteConnections(path, synchronous="FULL", busy_timeout_s=busy_timeout_s)
+                writer = _WRITERS[key] = cls(db)
+                writer._shared = key
+            writer._users += 1
+            return writer
+
+    @property
+    def queued(self) -> int:
+        """How many operations wait for the transaction after the one being committed."""
+        with self._lock:
+            return len(self._queue)
+
+    def run(self, op: Operation, *, durable: bool = True, wait: bool = True) -> Any:
+        """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
+
+        With ``wait=False``, while another group is being committed, ``op`` is queued for the
+        next one and None is returned at once (a failure of it is logged); when the writer is
+        idle it runs at once as with ``wait=True``.
+        """
+        slot = _Slot(op, durable)
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
+                self._queue, self._busy, self._pid = [], False, os.getpid()
+                self._detached = 0
+            self._queue.append(slot)
+            slot.lead = not self._busy
+            self._busy = True
+            if not slot.lead:
+                if not wait:
+                    slot.detached = True
+                    self._detached += 1
+                    return None
+                slot.done = done = threading.Event()
+        if not slot.lead:
+            done.wait()
+        if slot.lead:  # arrived first, or handed the lead when the group before it committed
+            self._lead()
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def settle(self) -> None:
+        """Return once every operation queued without waiting (``wait=False``) is committed."""
+        with self._lock:
+            if not self._detached:
+                return
+        self.run(_nothing, durable=False)
+
+    def close(self) -> None:
+        """Let go of a writer from :meth:`open`; the last to let go closes its connections."""
+        self.settle()
+        with _WRITERS_LOCK:
+            self._users -= 1
+            if self._users > 0 or self._shared is None:
+                return
+            if _WRITERS.get(self._shared) is self:
+                del _WRITERS[self._shared]
+        self._db.close()
+
+    def _lead(self) -> None:
+        again = True
+        while again:  # only queued operations nobody waits for: commit them before leaving
+            with self._lock:
+                group, self._queue = self._queue, []
+            try:
+                self._commit(group)
+            except BaseException as exc:  # the commit failed: nothing of the group is written
+                for slot in group:
+                    slot.error = exc
+            with self._lock:
+                heir = next((slot for slot in self._queue if slot.done is not None), None)
+                if heir is not None:
+                    heir.lead = True
+                    _wake(heir)
+                again = heir is None and bool(self._queue)
+                self._busy = bool(self._queue)
+                if self._detached:
+                    self._detached -= sum(slot.detached for slot in group)
+            for slot in group:
+                slot.lead = False
+                if slot.done is not None:
+                    slot.done.set()
+                elif slot.detached and slot.error is not None:
+                    _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
+
+    def _commit(self, group: list[_Slot]) -> None:
+        level = self._db.synchronous if any(slot.durable for slot in group) else "NORMAL"
+        conn = self._db.conn()
+        last = self._levels
+        if getattr(last, "conn", None) is not conn or last.level != level:  # kept until it changes
+            conn.execute(f"PRAGMA synchronous = {level}")
+            last.conn, last.level = conn, level
+        conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
+        try:
+            if len(group) == 1:  # alone: no savepoint needed, an error rolls the transaction back
+                slot = group[0]
+                slot.result = slot.op(conn)
+            else:
+                _each_in_a_savepoint(conn, group)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+
+def _each_in_a_savepoint(conn: sqlite3.Connection, group: list[_Slot]) -> None:
+    for slot in group:
+        conn.execute("SAVEPOINT op")
+        try:
+            slot.result = slot.op(conn)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO op")
+            slot.error = exc
+        conn.execute("RELEASE op")
+
+
+def _wake(slot: _Slot) -> None:
+    if slot.done is not None:
+        slot.done.set()
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
