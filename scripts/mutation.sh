@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation testing of the information-flow policy modules (policy/flow.py, flow_policies.py,
-# labels.py, and the value-provenance modules provenance.py and arguments.py) with mutmut, configured in pyproject.toml [tool.mutmut]: only those modules are
+# labels.py, and the value-provenance modules provenance.py, matching.py and arguments.py) with mutmut, configured in pyproject.toml [tool.mutmut]: only those modules are
 # mutated and only the tests under tests/policy that exercise them run against each mutant.
 #
 # It runs in a temporary copy of the project, so the checkout gets no mutants/ directory.

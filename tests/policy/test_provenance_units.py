@@ -9,6 +9,11 @@ import pytest
 from actionspace import Runtime
 from actionspace.policy.arguments import ANY, ArgumentPolicy, Param, kinds
 from actionspace.policy.flow_policies import Ask, Deny, FlowRequest
+from actionspace.policy.matching import inside as _inside
+from actionspace.policy.matching import matches as _matches
+from actionspace.policy.matching import number as _number
+from actionspace.policy.matching import prepare as _prepare
+from actionspace.policy.matching import token_in as _token_in
 from actionspace.policy.principal import Principal
 from actionspace.policy.provenance import (
     Evidence,
@@ -16,12 +21,7 @@ from actionspace.policy.provenance import (
     Source,
     ValueProvenance,
     _field,
-    _inside,
-    _matches,
-    _number,
     _parent,
-    _prepare,
-    _token_in,
     embedded,
     infer,
     leaves,

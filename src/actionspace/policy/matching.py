@@ -1,0 +1,183 @@
+"""Finding a value in a text by meaning: the matching value-level provenance rests on.
+
+Texts and values are normalised (:func:`norm`: case-folded, whitespace collapsed); a string
+matches as a whole token, numbers as numbers (``"$1,000.00"`` is ``1000``), dates and times by the
+day and the clock they name, whatever their format. :func:`prepare` reads a text once (its
+numbers, dates, times and the spans a date or a time covers); :func:`matches` then finds a value
+in it. :mod:`actionspace.policy.provenance` judges the values of a call with these.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+__all__ = ["ENTITY", "Text", "inside", "matches", "norm", "number", "prepare", "token_in"]
+
+
+_WS = re.compile(r"\s+")
+_NUMERAL = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?")
+_CURRENCY = r"(?:[$€£¥]|usd|eur|gbp|chf)?"
+_MONEY = re.compile(rf"^\s*{_CURRENCY}\s*(-?[\d,]*\d(?:\.\d+)?)\s*{_CURRENCY}\s*$")
+_MONTHS = {
+    m: i + 1
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ]
+    )
+    for m in names
+}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)")
+_MDY = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b")
+ENTITY = re.compile(
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail address
+    r"|(?:https?://|www\.)[^\s<>\"')\]]+"  # URL
+    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"  # a bare domain name ...
+    r"\.(?:com|org|net|io|info|biz|co|de|uk|ch)(?:/[^\s<>\"')\]]*)?"  # ... with a known ending
+    r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"  # IBAN-like account number
+)
+_TIME = re.compile(r"^(\d{1,2}):(\d{2})(?::\d{2})?$")
+_DATE_SPAN = re.compile(
+    rf"(?<!\d)\d{{4}}[-/.]\d{{1,2}}[-/.]\d{{1,2}}(?!\d)"
+    rf"|\b(?:{_MONTH})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTH})\b(?:\.?,?\s+\d{{4}}\b)?"
+    rf"|(?<!\d)\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?!\d)"
+)
+_DATETIME = re.compile(r"^(\d{4}-\d{1,2}-\d{1,2})[ T](\d{1,2}:\d{2})(?::\d{2})?$")
+
+
+def norm(text: str) -> str:
+    """Case-folded, with runs of whitespace collapsed to one space and the ends stripped."""
+    return _WS.sub(" ", text.casefold()).strip()
+
+
+def number(value: Any) -> float | None:
+    """The number a value stands for (``"$1,000.00"`` → 1000.0), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        m = _MONEY.match(value.casefold())
+        if m is not None:
+            try:
+                return float(m.group(1).replace(",", ""))
+            except ValueError:
+                return None
+    return None
+
+
+def _iso(y: str, m: int, d: str) -> str | None:
+    try:
+        return date(int(y), m, int(d)).isoformat()
+    except ValueError:
+        return None
+
+
+def _dates(text: str) -> set[str]:
+    """Every date a (normalised) text names, as ISO ``YYYY-MM-DD``."""
+    found: set[str | None] = set()
+    for y, m, d in _ISO_DATE.findall(text):
+        found.add(_iso(y, int(m), d))
+    for mon, d, y in _MDY.findall(text):
+        found.add(_iso(y, _MONTHS[mon], d))
+    for d, mon, y in _DMY.findall(text):
+        found.add(_iso(y, _MONTHS[mon], d))
+    found.discard(None)
+    return {f for f in found if f is not None}
+
+
+def _times(text: str) -> set[str]:
+    return {f"{int(h):02d}:{mi}" for h, mi in re.findall(r"(?<!\d)(\d{1,2}):(\d{2})(?!\d)", text)}
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A normalised text of the evidence, with what it names pre-extracted."""
+
+    text: str
+    numbers: frozenset[float]
+    dates: frozenset[str]
+    times: frozenset[str]
+    spans: tuple[tuple[int, int], ...]
+    """Where the text names a date or a time: a number inside one is part of it, not a value."""
+
+
+def prepare(text: str) -> Text:
+    t = norm(text)
+    spans = tuple(m.span() for m in _DATE_SPAN.finditer(t))
+    numbers = set()
+    for m in _NUMERAL.finditer(t):
+        if inside(m.start(), m.end(), spans):
+            continue
+        try:
+            numbers.add(float(m.group(0).replace(",", "")))
+        except ValueError:  # pragma: no cover - the pattern only matches numerals
+            continue
+    return Text(t, frozenset(numbers), frozenset(_dates(t)), frozenset(_times(t)), spans)
+
+
+def inside(start: int, end: int, spans: Sequence[tuple[int, int]]) -> bool:
+    """True when [start, end) lies within a date span without being all of it."""
+    return any(a <= start and end <= b and (a, b) != (start, end) for a, b in spans)
+
+
+def token_in(needle: str, text: str, spans: Sequence[tuple[int, int]] = ()) -> int:
+    """Start of ``needle`` as a whole token of ``text`` (both normalised), else -1. A token that is
+    only part of a date or time (the ``13`` of ``june 13``) does not count."""
+    start = text.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        before = start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+        after = end == len(text) or not (text[end].isalnum() or text[end] == "_")
+        if before and after and not inside(start, end, spans):
+            return start
+        start = text.find(needle, start + 1)
+    return -1
+
+
+def matches(value: Any, text: Text) -> tuple[int, int] | None:
+    """The span of ``value`` in ``text`` ((-1, -1) when matched by meaning, not by span), or
+    None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        needle = norm(value)
+        if not needle:
+            return None
+        at = token_in(needle, text.text, text.spans)
+        if at >= 0:
+            return (at, at + len(needle))
+        dt = _DATETIME.match(needle)
+        if dt is not None:
+            day = _ISO_DATE.match(dt.group(1))
+            iso = _iso(day.group(1), int(day.group(2)), day.group(3)) if day is not None else None
+            hm = _TIME.match(dt.group(2))
+            clock = f"{int(hm.group(1)):02d}:{hm.group(2)}" if hm is not None else None
+            return (-1, -1) if iso in text.dates and clock in text.times else None
+        day = _ISO_DATE.fullmatch(needle)
+        if day is not None:
+            iso = _iso(day.group(1), int(day.group(2)), day.group(3))
+            return (-1, -1) if iso in text.dates else None
+    amount = number(value)
+    if amount is not None and amount in text.numbers:
+        return (-1, -1)
+    return None
