@@ -50,6 +50,10 @@ def _body(returns: str) -> Callable[..., Any]:
             return None
         if returns == "value_error":
             raise ValueError(f"bad a={a}")
+        if returns == "timeout":
+            raise TimeoutError("took too long")
+        if returns == "suspend":
+            return a - b
         raise RuntimeError("boom")
 
     return body
@@ -61,6 +65,8 @@ def _fn(shape: ToolShape) -> Callable[..., Any]:
         return body
 
     async def run(**kwargs: Any) -> Any:
+        if shape.returns == "suspend":  # its first step waits: the tool finishes on a later step
+            await asyncio.sleep(0)
         return body(**kwargs)
 
     return run
@@ -114,7 +120,9 @@ tool_shapes = st.builds(
     is_async=st.booleans(),
     confidentiality=st.sampled_from(["public", "internal", "secret"]),
     integrity=st.sampled_from(["trusted", "trusted", "untrusted"]),
-    returns=st.sampled_from(["int", "int", "text", "dict", "big", "none", "value_error", "runtime_error"]),
+    returns=st.sampled_from(
+        ["int", "int", "text", "dict", "big", "none", "value_error", "runtime_error", "timeout", "suspend"]
+    ),
 )
 
 arguments: st.SearchStrategy[dict[str, Any]] = st.one_of(

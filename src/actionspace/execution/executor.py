@@ -154,13 +154,43 @@ class Executor:
                 except BaseException:
                     coro.close()
                     raise
-                first: Outcome = Succeeded(await _resume_within(coro, yielded, spec.timeout_s), 1)
+            except Exception as exc:
+                return await self.acontinue(spec, kwargs, on_retry, start, failure=exc)
+            return await self.acontinue(spec, kwargs, on_retry, start, coro=coro, yielded=yielded)
+        first = await self._aattempt(spec, kwargs)
+        if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
+            return first
+        return await self._aretry(spec, kwargs, first.error, on_retry, start)
+
+    async def acontinue(
+        self,
+        spec: ToolSpec,
+        kwargs: Mapping[str, Any],
+        on_retry: AttemptHook | None,
+        start: float,
+        *,
+        coro: Coroutine[Any, Any, Any] | None = None,
+        yielded: Any = None,
+        failure: Exception | None = None,
+    ) -> Outcome:
+        """:meth:`arun` of an async tool whose first step its caller took by hand: ``coro``
+        answered ``yielded`` (its first wait), or calling or stepping it raised ``failure``.
+
+        ``start``: the ``time.monotonic()`` before that step (retries are timed from it).
+        """
+        first: Outcome
+        if failure is None:
+            assert coro is not None
+            try:
+                first = Succeeded(await _resume_within(coro, yielded, spec.timeout_s), 1)
             except TimeoutError:
                 first = Failed(_timeout_error(spec), 1)
             except Exception as exc:
                 first = Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
+        elif isinstance(failure, TimeoutError):
+            first = Failed(_timeout_error(spec), 1)
         else:
-            first = await self._aattempt(spec, kwargs)
+            first = Failed(self.map_error(failure, side_effects=spec.has_side_effects), 1)
         if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
             return first
         return await self._aretry(spec, kwargs, first.error, on_retry, start)

@@ -66,7 +66,7 @@ from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw
-from actionspace.types import Observation, Provenance, Succeeded, ToolCall
+from actionspace.types import Observation, Outcome, Provenance, Succeeded, ToolCall
 from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 
@@ -150,6 +150,8 @@ class Entry:
     thread never pairs one run label with the output label of another."""
     shape: CallShape
     """The payloads every call's trace events share (authorized, validated, tool and version)."""
+    inline: bool
+    """An async tool: the first step of its coroutine is taken on the calling path."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
         """The output label of a call with ``arguments`` while the run label is ``context``, and
@@ -336,6 +338,7 @@ class FastPath:
                 spec.name,
                 spec.version,
             ),
+            inline=spec.is_async,
         )
 
     async def run(
@@ -370,34 +373,72 @@ class FastPath:
         node = node_id or f"n{next(run.nodes)}"
         call_id = call.call_id or f"{run.run_id}:{node}"
         rec.call_id = call_id
-        label, within = entry.output(run.flow.context, call.arguments)
-        run.flow.pending[call_id] = label
-        ident = call.call_id
-        name, shape_ = call.name, entry.shape
-        held: CompactCall = (first, ts, call_id, shape_, model, name, ident, node, -1, ts, None)
+        flow = run.flow
+        label, within = entry.output(flow.context, call.arguments)
+        flow.pending[call_id] = label
+        held: CompactCall = (
+            first,
+            ts,
+            call_id,
+            entry.shape,
+            model,
+            call.name,
+            call.call_id,
+            node,
+            -1,
+            ts,
+            None,
+        )
         compact = numbers[-1] - first == len(numbers) - 1
-        if compact:
-            rec.add_call(held)
-        else:  # another thread numbered events of this run in between: keep the numbers taken
+        if not compact:  # another thread numbered events of this run in between: keep the numbers
             events = expand_call(held)
             numbered = zip(numbers, events, strict=True)
             rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in numbered)
+        elif rec.call is None:
+            rec.call = held
+        else:
+            rec.add_call(held)
         args = call.arguments
+        outcome: Outcome | None = None
         if blocking:
             outcome = executor.run(spec, args, rec.retry)
+        elif entry.inline:  # an async tool's first step, taken here: most finish without waiting
+            start = time.monotonic()
+            try:
+                coro = spec.fn(**args)  # type: ignore[misc]
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    value = stop.value
+                except BaseException:
+                    coro.close()
+                    raise
+                else:
+                    outcome = await executor.acontinue(
+                        spec, args, rec.retry, start, coro=coro, yielded=yielded
+                    )
+            except Exception as exc:
+                outcome = await executor.acontinue(spec, args, rec.retry, start, failure=exc)
         else:
             outcome = await executor.arun(spec, args, rec.retry)
-        if compact and type(outcome) is Succeeded and outcome.attempts == 1 and rec.call is held:
+        if outcome is None:
+            attempts = 1
+        elif type(outcome) is Succeeded:
+            value, attempts = outcome.value, outcome.attempts
+        else:
+            attempts = 0
+        if compact and attempts == 1 and rec.call is held:
             now = time.time()
-            obs = _plain_observation(spec, call_id, outcome.value, label, artifacts, now)
+            obs = _plain_observation(spec, call_id, value, label, artifacts, now)
             if obs is not None:  # folded into the call's record
-                done = (next(seq), now, obs.content_hash)
-                rec.add_call(held[:8] + done)
-                shown(run.flow, obs, label, within)
+                rec.call = (*held[:8], next(seq), now, obs.content_hash)
+                shown(flow, obs, label, within)
                 return obs
         ready = Ready(entry.compiled, call_id, node, args, args, None, None, label)
-        obs = observe(ready, outcome, artifacts=artifacts, rec=rec)
-        shown(run.flow, obs, label, within)
+        obs = observe(
+            ready, Succeeded(value, 1) if outcome is None else outcome, artifacts=artifacts, rec=rec
+        )
+        shown(flow, obs, label, within)
         return obs
 
 

@@ -48,7 +48,8 @@ class MemoryTraceStore:
         self._calls: dict[str, list[tuple[Any, ...]]] = {}
         """Compact call records per run, each with its shape replaced by its index in _shapes."""
         self._shapes: list[CallShape] = []
-        self._shape_index: dict[CallShape, int] = {}
+        self._shape_index: dict[int, int] = {}
+        """``id`` of a shape → its index (every shape indexed stays alive in ``_shapes``)."""
         self._lock = threading.Lock()
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
@@ -58,9 +59,9 @@ class MemoryTraceStore:
         if records and records[-1][0] >= top:
             top = records[-1][0] + 1
         with self._lock:
-            index = self._shape_index.get(shape)
+            index = self._shape_index.get(id(shape))
             if index is None:
-                index = self._shape_index[shape] = len(self._shapes)
+                index = self._shape_index[id(shape)] = len(self._shapes)
                 self._shapes.append(shape)
             kept = (seq, ts, call_id, index, model, name, ident, node, obs_seq, obs_ts, digest)
             calls = self._calls.get(run_id)
