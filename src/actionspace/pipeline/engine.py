@@ -244,6 +244,25 @@ class Engine:
         )
         return _proposed(inp, await self.aprepare_input(inp))
 
+    async def anode(
+        self,
+        run: RunState,
+        call: ToolCall,
+        *,
+        principal: Principal,
+        rec: Recorder,
+        node_id: str,
+    ) -> Observation:
+        """:meth:`aprepare` then :meth:`aexecute` of one call a plan node makes: what they give,
+        events included, on the precompiled path when the call qualifies (pipeline/fast.py)."""
+        inp = CallInput(run=run, call=call, principal=principal, rec=rec, node_id=node_id)
+        quick = self.fast.ready(inp, self._ordered)
+        if quick is not None:
+            _proposed(inp, quick)
+            return await self.fast.execute(quick, rec, executor=self.executor, artifacts=self.artifacts)
+        ready = _proposed(inp, await self.aprepare_input(inp))
+        return await self._run(ready, rec, False) if isinstance(ready, Ready) else ready
+
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: the trace store write runs off the loop."""
         if self._offload:
@@ -366,12 +385,23 @@ class Engine:
             return None
         rec = Recorder(run, None)
         try:
-            obs = await self._quick(quick, run, rec, node_id, blocking=False)
+            obs = await self.fast.run(
+                quick, rec, node_id, blocking=False, executor=self.executor, artifacts=self.artifacts
+            )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            obs = self.internal(exc, rec, quick.tool_call())
+            run.flow.observed(obs)
         except BaseException:  # cancelled: what was recorded is still stored
             with contextlib.suppress(Exception):
                 self.flush(rec)
             raise
-        return (await self._flushed(rec, run, [obs], inline=not self._offload))[0]
+        if self._offload:
+            return (await self._flushed(rec, run, [obs], inline=False))[0]
+        try:
+            self.flush(rec)
+        except Exception as exc:
+            return self._unsaved(run, [obs], exc)[0]
+        return obs
 
     async def _quick(
         self, quick: Any, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
@@ -396,13 +426,17 @@ class Engine:
             else:
                 await asyncio.to_thread(self.flush, rec)
         except Exception as exc:
-            _log.exception("actionspace: saving the state of run %s failed", run.run_id)
-            error = ActionError.of(
-                "transient",
-                f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
-            )
-            return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
+            return self._unsaved(run, out, exc)
         return out
+
+    def _unsaved(self, run: RunState, out: list[Observation], exc: Exception) -> list[Observation]:
+        """A ``transient`` observation per call of ``out``: the run's state could not be saved."""
+        _log.error("actionspace: saving the state of run %s failed", run.run_id, exc_info=exc)
+        error = ActionError.of(
+            "transient",
+            f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
+        )
+        return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
 
     async def _calls(
         self,

@@ -280,6 +280,25 @@ class FastPath:
         rec.add("validated", entry.shape.validated)
         return Ready(entry.compiled, call_id, node, args, args, None, None, label)
 
+    async def execute(
+        self, ready: Ready, rec: Recorder, *, executor: Executor, artifacts: ArtifactStore | None
+    ) -> Observation:
+        """What the engine's execution gives for a Ready call :meth:`ready` made, its events
+        included: an ``ok`` plain result is put in its envelope directly, anything else goes
+        through :func:`~actionspace.pipeline.observe.observe`."""
+        spec = ready.compiled.spec
+        dispatched = {"tool": spec.name, "version": spec.version, "node_id": ready.node_id, "attempt": 1}
+        rec.add("dispatched", dispatched)
+        outcome = await executor.arun(spec, ready.kwargs, rec.retry)
+        if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
+            obs = _plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
+            if obs is not None:
+                observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
+                observed["content_hash"] = obs.content_hash
+                rec.add("observation", observed)
+                return obs
+        return observe(ready, outcome, artifacts=artifacts, rec=rec)
+
     def entry(self, run: RunState, name: str, principal: Principal, ordered: Sequence[Stage]) -> Entry | None:
         """The valid entry of (run, tool ``name``) for ``principal``, built when missing or stale."""
         # Only a resolution this run already made under the current catalog: resolving anew may

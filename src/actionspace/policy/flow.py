@@ -111,7 +111,23 @@ def output_label(spec: ToolSpec, arg_labels: Mapping[str, Label]) -> Label:
 
 def label_of(obs: Observation) -> Label:
     """The label an observation was stamped with (its provenance ``labels`` and ``trust``)."""
-    return Label.from_tags(obs.provenance.labels, obs.provenance.trust)
+    provenance = obs.provenance
+    key = (provenance.labels, provenance.trust)
+    try:
+        label = _STAMPED.get(key)
+    except TypeError:  # labels given as a list: not a key, read them each time
+        return Label.from_tags(provenance.labels, provenance.trust)
+    if label is None:
+        label = Label.from_tags(provenance.labels, provenance.trust)
+        if len(_STAMPED) >= _STAMPED_MAX:
+            _STAMPED.clear()
+        _STAMPED[key] = label
+    return label
+
+
+_STAMPED: dict[tuple[Any, str], Label] = {}
+"""Labels read back from provenance tags: a run's observations carry a handful of distinct ones."""
+_STAMPED_MAX = 1024
 
 
 @dataclass(frozen=True, slots=True)
