@@ -123,7 +123,7 @@ class Recorder:
             if flow.pending:
                 # Calls let through whose observations the model has not been shown yet (plan
                 # nodes): their events carry their own output label now, not when it joins the run.
-                self.records = [_marked(r, context, flow.pending) for r in self.records]
+                self.records = _all_marked(self.records, context, flow.pending)
             elif context.secret or context.readers is not None:  # viewers see these only if cleared
                 mark = context.to_dict()
                 self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
@@ -133,6 +133,25 @@ class Recorder:
 
 def _seq(record: EventRecord) -> int:
     return record[0]
+
+
+def _all_marked(records: list[EventRecord], context: Any, pending: Mapping[str, Any]) -> list[EventRecord]:
+    """``records``, each marked by :func:`_marked`; the list itself when none needs a mark.
+
+    While the run label restricts nothing (not secret, readable by anyone), joining a call's own
+    label into it restricts exactly when that label does, so only those records are looked at.
+    """
+    if context.secret or context.readers is not None:
+        return [_marked(r, context, pending) for r in records]
+    out = records
+    for i, record in enumerate(records):
+        call_id = record[3]
+        own = pending.get(call_id) if call_id is not None else None
+        if own is not None and (own.confidentiality == "secret" or own.readers is not None):
+            if out is records:
+                out = list(records)
+            out[i] = _marked(record, context, pending)
+    return out
 
 
 def _marked(record: EventRecord, context: Any, pending: Mapping[str, Any]) -> EventRecord:
