@@ -257,8 +257,8 @@ class Engine:
         events included, on the precompiled path when the call qualifies (pipeline/fast.py)."""
         inp = CallInput(run=run, call=call, principal=principal, rec=rec, node_id=node_id)
         quick = self.fast.ready(inp, self._ordered)
-        if quick is not None:
-            _proposed(inp, quick)
+        if quick is not None:  # no stage ran that could have recorded ``proposed``
+            _record_proposed(inp, quick)
             return await self.fast.execute(quick, rec, executor=self.executor, artifacts=self.artifacts)
         ready = _proposed(inp, await self.aprepare_input(inp))
         return await self._run(ready, rec, False) if isinstance(ready, Ready) else ready
@@ -655,6 +655,13 @@ def _proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observatio
     call_id = result.call_id if isinstance(result, Ready) else rec.call_id
     if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
         return result
+    return _record_proposed(inp, result)
+
+
+def _record_proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
+    """:func:`_proposed` once known that nothing recorded ``proposed`` for the call yet."""
+    rec = inp.rec
+    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
     args = result.arguments if isinstance(result, Ready) else inp.call.arguments
     spec = result.compiled.spec if isinstance(result, Ready) else None
     data: dict[str, Any] = {"tool": spec.name if spec is not None else inp.call.name}

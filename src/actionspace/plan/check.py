@@ -63,6 +63,8 @@ class CheckedNode:
     """For an atomic group (see :mod:`actionspace.plan.groups`): its nodes, in the order they run."""
     group: Any = None
     """For an atomic group: the :class:`~actionspace.plan.model.Group` and its environment."""
+    scalar_arguments: bool = False
+    """Every argument is a scalar: nothing to substitute or copy before the call."""
 
     @property
     def id(self) -> str:
@@ -120,8 +122,11 @@ def _check(
     checked: dict[str, CheckedNode] = {}
     resolve = _memo(resolve)
     principal_ok: dict[str, ActionError | None] = {}
+    plain: dict[str, tuple[ToolSpec, ActionError | None] | None] = {}
     for i, node in enumerate(plan.nodes):
-        c = _check_node(node, i, ids, resolve, principal, errors, denied, principal_ok)
+        c = _simple_node(node, i, ids, plain, resolve, principal, denied, principal_ok)
+        if c is None:
+            c = _check_node(node, i, ids, resolve, principal, errors, denied, principal_ok)
         if c is not None and node.id not in checked:
             checked[node.id] = c
     if denied and not errors:
@@ -266,7 +271,65 @@ def _check_node(
     if len(errors) > before:
         return None
     reads, writes = _sets(node, specs, errors, at)
-    return CheckedNode(node, i, tuple(specs), reads, writes, tuple(refs))
+    scalars = not node.first_of and all(type(v) in _SCALARS for v in node.arguments.values())
+    checked = CheckedNode(node, i, tuple(specs), reads, writes, tuple(refs))
+    checked.scalar_arguments = scalars
+    return checked
+
+
+def _simple_node(
+    node: PlanNode,
+    i: int,
+    ids: Mapping[str, int],
+    plain: dict[str, tuple[ToolSpec, ActionError | None] | None],
+    resolve: Resolver,
+    principal: Principal,
+    denied: list[ActionError],
+    principal_ok: dict[str, ActionError | None],
+) -> CheckedNode | None:
+    """:func:`_check_node` for the commonest node: one tool of effect ``none`` without declared
+    read/write sets, scalar arguments (no references), edges to other nodes of the plan. None:
+    the general path decides (and names what is wrong).
+
+    ``plain`` keeps, per tool name, its spec and the principal's refusal (None: allowed), or
+    None for a tool this path does not take.
+    """
+    name = node.tool
+    if node.first_of or not name or node.reads is not None or node.writes is not None:
+        return None
+    me = node.id
+    for target in node.depends_on:
+        if target == me or target not in ids:
+            return None
+    for target in node.independent_of:
+        if target == me or target not in ids:
+            return None
+    for v in node.arguments.values():
+        if type(v) not in _SCALARS:
+            return None
+    if name in plain:
+        tool = plain[name]
+    else:
+        tool = plain[name] = _plain_tool(name, resolve, principal, principal_ok)
+    if tool is None:
+        return None
+    if tool[1] is not None:
+        denied.append(tool[1])
+    return CheckedNode(node, i, (tool[0],), (), (), (), scalar_arguments=True)
+
+
+def _plain_tool(
+    name: str, resolve: Resolver, principal: Principal, principal_ok: dict[str, ActionError | None]
+) -> tuple[ToolSpec, ActionError | None] | None:
+    """(spec, the principal's refusal or None) of a tool :func:`_simple_node` takes, else None."""
+    spec = resolve(name)
+    if isinstance(spec, ActionError) or spec.effect != "none":
+        return None
+    key = spec.key
+    if key not in principal_ok:
+        auth = authorize(spec, principal)
+        principal_ok[key] = auth.error if isinstance(auth, Rejected) else None
+    return spec, principal_ok[key]
 
 
 def _sets(
@@ -335,18 +398,25 @@ def _check_reference_types(nodes: dict[str, CheckedNode], errors: list[FieldErro
 
 def _declared_edges(nodes: dict[str, CheckedNode]) -> list[tuple[str, str]]:
     edges: list[tuple[str, str]] = []
+    add = edges.append
     for c in nodes.values():
-        for pred in (*c.node.depends_on, *(r.node for r in c.refs)):
-            if pred not in c.preds:
-                c.preds.add(pred)
-                c.needs.add(pred)
-                nodes[pred].succs.append(c.id)
-                edges.append((pred, c.id))
+        declared = c.node.depends_on
+        if not declared and not c.refs:
+            continue
+        me, preds, needs = c.node.id, c.preds, c.needs
+        for pred in (*declared, *(r.node for r in c.refs)) if c.refs else declared:
+            if pred not in preds:
+                preds.add(pred)
+                needs.add(pred)
+                nodes[pred].succs.append(me)
+                add((pred, me))
     return edges
 
 
 def _topological(nodes: dict[str, CheckedNode]) -> list[str] | ActionError:
     """Kahn's order, ties broken by listing order; a cycle is an error naming its nodes."""
+    if _listed_in_order(nodes):  # what Kahn's order with these ties gives: no heap needed
+        return list(nodes)
     indegree = {k: len(c.preds) for k, c in nodes.items()}
     heap = [(c.index, k) for k, c in nodes.items() if indegree[k] == 0]
     heapq.heapify(heap)
@@ -372,15 +442,30 @@ def _topological(nodes: dict[str, CheckedNode]) -> list[str] | ActionError:
     return order
 
 
+def _listed_in_order(nodes: dict[str, CheckedNode]) -> bool:
+    """Every node is listed after its predecessors (and listing indexes ascend)."""
+    last = -1
+    for c in nodes.values():
+        index = c.index
+        if index <= last:
+            return False
+        last = index
+        for p in c.preds:
+            pred = nodes.get(p)
+            if pred is None or pred.index >= index:
+                return False
+    return True
+
+
 def _conflict_edges(
     nodes: dict[str, CheckedNode], order: list[str], errors: list[FieldError]
 ) -> list[dict[str, str]]:
     """Order every non-commuting pair that is not already ordered; reject false independence claims."""
-    position = {k: i for i, k in enumerate(order)}
-    touching = [nodes[k] for k in order if nodes[k].writes or nodes[k].reads]
+    touching = [c for c in map(nodes.__getitem__, order) if c.writes or c.reads]
     writers = [c for c in touching if c.writes]
     if not writers:
         return []
+    position = {k: i for i, k in enumerate(order)}
     ancestors: dict[str, set[str]] = {}
     for k in order:
         acc: set[str] = set()

@@ -105,19 +105,22 @@ class Driver(NodeRunner):
             ready.extend(deferred)
             deferred.clear()
         running, limited, per_tool = self.running, bool(self.tool_limits), self.per_tool
+        retrying = self.retry_of is not None
         wave: list[str] = []
-        while ready and len(running) < self.limit:
+        queued = ready.queued
+        while queued and len(running) < self.limit:
             k = ready.pop()
             if limited and not self._tool_slot(k):
                 deferred.append(k)
                 continue
-            if self.retry_of is not None and self._reuse(k):
+            if retrying and self._reuse(k):
                 if newly:
                     ready.extend(newly)
                     newly.clear()
                 continue
-            name = self.plan.nodes[k].specs[0].name
-            per_tool[name] = per_tool.get(name, 0) + 1
+            if limited:  # counted only where the limits read it
+                name = self.plan.nodes[k].specs[0].name
+                per_tool[name] = per_tool.get(name, 0) + 1
             running[k] = None
             wave.append(k)
         if len(running) > self.max_parallel:
@@ -193,13 +196,14 @@ class Driver(NodeRunner):
                     break
                 if k in running:
                     self._finish(k, obs)
-            if not waited or task.cancelling():
-                # A wave that ran inline hands the next one to a new task, so other tasks of the
-                # loop run in between (one wave per turn of the loop, as one task per node had);
-                # a cancel of an aborted read that landed on this task is not carried further.
-                self._pump()
+            if task.cancelling():  # a cancel of an aborted read that landed on this task
+                self._pump()  # is not carried further: the next wave gets a new task
                 return
             wave = [] if self._closed else self._take_wave()
+            if not waited and wave:
+                # A wave that ran inline lets the loop turn once before the next one, so other
+                # tasks run in between (one wave per turn, as one task per node had).
+                await asyncio.sleep(0)
         self._check_settled()
 
     async def _body(self, k: str, node: CheckedNode) -> Observation:
@@ -228,7 +232,8 @@ class Driver(NodeRunner):
     def _finish(self, k: str, obs: Observation) -> None:
         del self.running[k]
         node = self.plan.nodes[k]
-        self.per_tool[node.specs[0].name] -= 1
+        if self.tool_limits:
+            self.per_tool[node.specs[0].name] -= 1
         if k in self.abort_requested and obs.status == "ok":
             cancel = {**obs.diagnostics.get("cancel", {}), "phase": "committed", "undone": False}
             obs = dataclasses.replace(obs, diagnostics={**obs.diagnostics, "cancel": cancel})

@@ -48,6 +48,10 @@ class PlanEngine(Protocol):
 
     def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]: ...
 
+    async def anode(
+        self, run: RunState, call: ToolCall, *, principal: Principal, rec: Recorder, node_id: str
+    ) -> Observation: ...
+
     def observe(
         self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
     ) -> Observation: ...

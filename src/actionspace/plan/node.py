@@ -38,7 +38,6 @@ from actionspace.validation.verdicts import Rejected
 __all__ = ["FLUSH_RECORDS", "FLUSH_S", "NodeRunner", "is_plain"]
 
 _NO_MARKS: Mapping[str, str] = MappingProxyType({})
-_SCALARS = (str, int, float, bool, type(None))
 
 FLUSH_S = 0.05
 """Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
@@ -76,8 +75,7 @@ class NodeRunner:
         k = spec.id
         raw = spec.arguments
         # a copy when nested: a tool that mutates its arguments must not change the plan
-        nested = any(type(v) not in _SCALARS for v in raw.values())
-        arguments = substitute(raw, _no_refs) if nested else raw
+        arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
         self.dispatched_args[k] = arguments
         run = self.run_state
         call_id = f"{run.run_id}:{k}"
@@ -86,10 +84,7 @@ class NodeRunner:
         rec = Recorder(run, call_id)
         engine = self.engine
         try:
-            ready = await engine.aprepare(run, call, principal=self.principal, rec=rec, node_id=k)
-            if isinstance(ready, Ready):
-                return await engine.aexecute(ready, rec)
-            return ready
+            return await engine.anode(run, call, principal=self.principal, rec=rec, node_id=k)
         except asyncio.CancelledError:
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
             raise

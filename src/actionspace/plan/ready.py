@@ -55,8 +55,12 @@ def _chain_lengths(plan: CheckedPlan) -> dict[str, int]:
     order = plan.topo if len(plan.topo) == len(nodes) else _sinks_first(plan)[::-1]
     rank: dict[str, int] = {}
     for k in reversed(order):  # successors first
-        succs = nodes[k].succs
-        rank[k] = 1 + max([rank.get(s, 0) for s in succs]) if succs else 1
+        longest = 0
+        for s in nodes[k].succs:
+            r = rank.get(s, 0)
+            if r > longest:
+                longest = r
+        rank[k] = longest + 1
     return rank
 
 

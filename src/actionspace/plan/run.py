@@ -82,8 +82,7 @@ async def arun_plan(
         retry_of=retry_of,
     )
     result = await scheduler.run()
-    for obs in result.nodes.values():  # the model is shown every node's observation now
-        run.flow.observed(obs)
+    run.flow.observed_many(result.nodes.values())  # the model is shown every node's observation now
     rec = Recorder(run, None)
     rec.add(
         "plan_finished",
@@ -98,7 +97,9 @@ async def arun_plan(
 
 
 def _node_event(c: CheckedNode) -> dict[str, Any]:
-    event: dict[str, Any] = {"id": c.id, "tool": c.specs[0].key}
+    event: dict[str, Any] = {"id": c.node.id, "tool": c.specs[0].key}
+    if not (c.reads or c.writes or c.refs or c.specs[0].requires_approval or len(c.specs) > 1):
+        return event
     if c.reads:
         event["reads"] = list(c.reads)
     if c.writes:

@@ -272,9 +272,9 @@ class Scheduler(Driver):
 
 
 def _status(observations: Any) -> PlanStatus:
-    statuses = [o.status for o in observations]
-    if all(s == "ok" for s in statuses):
+    statuses = {o.status for o in observations}
+    if statuses <= {"ok"}:
         return "ok"
-    if any(s != "error" for s in statuses):  # some node (or some items of a batch node) succeeded
+    if statuses - {"error"}:  # some node (or some items of a batch node) succeeded
         return "partial"
     return "error"

@@ -25,7 +25,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -223,20 +223,33 @@ class FlowState:
         """The model was shown ``obs`` (and its items): it joins the context. Returns its label."""
         label = self._label(obs)
         with self._lock:
-            for item in (obs, *obs.items):
-                lab = label if item is obs else self._label(item)
-                self._add(item.call_id, lab)
-                self.seen[item.call_id] = (lab, item.data)
-                self.seen.move_to_end(item.call_id)
-                if item.artifact_ref is not None and item.tool_version is not None:
-                    self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
-                    self.version += 1
-                    self.artifacts.move_to_end(item.artifact_ref)
-            while len(self.seen) > MAX_REMEMBERED:
-                self.seen.popitem(last=False)
-            while len(self.artifacts) > MAX_REMEMBERED:
-                self.artifacts.popitem(last=False)
+            self._shown(obs, label)
+            self._trim()
         return label
+
+    def observed_many(self, observations: Iterable[Observation]) -> None:
+        """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
+        with self._lock:
+            for obs in observations:
+                self._shown(obs, self._label(obs))
+            self._trim()
+
+    def _shown(self, obs: Observation, label: Label) -> None:
+        for item in (obs, *obs.items):
+            lab = label if item is obs else self._label(item)
+            self._add(item.call_id, lab)
+            self.seen[item.call_id] = (lab, item.data)
+            self.seen.move_to_end(item.call_id)
+            if item.artifact_ref is not None and item.tool_version is not None:
+                self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
+                self.version += 1
+                self.artifacts.move_to_end(item.artifact_ref)
+
+    def _trim(self) -> None:
+        while len(self.seen) > MAX_REMEMBERED:
+            self.seen.popitem(last=False)
+        while len(self.artifacts) > MAX_REMEMBERED:
+            self.artifacts.popitem(last=False)
 
     def glimpsed(self, obs: Observation) -> Label:
         """The model was shown a provisional observation of a call still running: its label (and

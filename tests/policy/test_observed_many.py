@@ -1,0 +1,71 @@
+"""A plan's observations shown to the flow state at once leave it as showing them one by one."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actionspace.policy.flow import FlowState
+from actionspace.policy.labels import Label
+from actionspace.types import Observation, Provenance
+
+labels = st.builds(
+    Label,
+    confidentiality=st.sampled_from(["public", "internal", "secret"]),
+    integrity=st.sampled_from(["trusted", "untrusted"]),
+    readers=st.one_of(st.none(), st.frozensets(st.sampled_from(["ann", "bob"]), max_size=2)),
+)
+
+
+@st.composite
+def observations(draw: st.DrawFn) -> Observation:
+    call_id = draw(st.sampled_from(["c0", "c1", "c2", "c3"]))
+    label = draw(labels)
+    if draw(st.booleans()):  # an error made by the runtime: it reads the pending label
+        from actionspace.errors import ActionError
+
+        return Observation.failure(
+            ActionError.of("transient", "later"), call_id=call_id, tool="t", tool_version="1"
+        )
+    ref = draw(st.sampled_from([None, "artifact://sha256/ab", "artifact://sha256/cd"]))
+    provenance = Provenance(fetched_at=1.0, trust=label.integrity, labels=label.tags())
+    return Observation(
+        call_id=call_id,
+        tool="t",
+        tool_version="1",
+        data=draw(st.integers()),
+        content_hash="h",
+        provenance=provenance,
+        artifact_ref=ref,
+    )
+
+
+def _state(pending: dict[str, Label]) -> FlowState:
+    state = FlowState()
+    state.pending.update(pending)
+    return state
+
+
+def _view(state: FlowState) -> tuple[object, ...]:
+    return (
+        state.context,
+        list(state.seen.items()),
+        dict(state.pending),
+        list(state.artifacts.items()),
+        state.origins(),
+        state.version,
+    )
+
+
+@given(
+    pending=st.dictionaries(st.sampled_from(["c0", "c1", "c2", "c3"]), labels, max_size=4),
+    shown=st.lists(observations(), max_size=8),
+)
+def test_showing_a_plans_observations_at_once_is_showing_them_one_by_one(
+    pending: dict[str, Label], shown: list[Observation]
+) -> None:
+    one_by_one, at_once = _state(pending), _state(pending)
+    for obs in shown:
+        one_by_one.observed(obs)
+    at_once.observed_many(shown)
+    assert _view(at_once) == _view(one_by_one)
