@@ -1,0 +1,117 @@
+"""Instructions per call of one path, counted by valgrind's callgrind (they do not move with the
+machine's load, unlike wall-clock figures).
+
+    python scripts/instructions.py acall-async      # rt.acall of add_async, memory store
+    python scripts/instructions.py acall-sync       # rt.acall of add (a sync tool, awaited)
+    python scripts/instructions.py openai-async     # OpenAI Agents' on_invoke_tool of add_async
+    python scripts/instructions.py dag-node         # one node of the zero-latency 1,000-node DAG
+
+Each path runs twice under callgrind, with a small and a large count; the difference divided by
+the extra calls cancels start-up and imports. Needs ``valgrind`` (Debian: ``apt-get install
+valgrind``); about two minutes per path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+PATHS = ("acall-async", "acall-sync", "openai-async", "dag-node")
+COUNTS = {"dag-node": (1, 3), "default": (2000, 6000)}
+"""(small, large) repetitions; a DAG repetition is a whole 1,000-node plan."""
+
+
+def _acall(tool: str) -> Callable[[int], Awaitable[Any]]:
+    from actionspace import Runtime
+    from actionspace.bench._workload import add, add_async, openai_calls
+
+    rt = Runtime("memory://")
+    rt.tool(effect="none")(add)
+    rt.tool(effect="none")(add_async)
+    calls = openai_calls(tool)
+    return lambda i: rt.acall(calls[i % len(calls)])
+
+
+def _openai() -> Callable[[int], Awaitable[Any]]:
+    from agents import function_tool
+    from agents.tool_context import ToolContext
+
+    from actionspace.bench._workload import ARGS_JSON, add_async
+
+    tool = function_tool(add_async)
+
+    def invoke(i: int) -> Awaitable[Any]:
+        args = ARGS_JSON[i % len(ARGS_JSON)]
+        ctx = ToolContext(context=None, tool_name=tool.name, tool_call_id=f"call_{i}", tool_arguments=args)
+        return tool.on_invoke_tool(ctx, args)
+
+    return invoke
+
+
+def _dag() -> Callable[[int], Awaitable[Any]]:
+    from actionspace.bench._parallel import _runtime, dag_plan, random_dag
+
+    rt = _runtime("memory://")
+    plan = dag_plan(random_dag(), zero=True)
+    run = rt.new_run()
+    return lambda _i: rt.arun_plan(plan, run_id=run)
+
+
+def _run(path: str, n: int) -> None:
+    """The child: ``n`` calls of ``path``."""
+    make = {
+        "acall-async": lambda: _acall("add_async"),
+        "acall-sync": lambda: _acall("add"),
+        "openai-async": _openai,
+        "dag-node": _dag,
+    }[path]
+
+    async def main() -> None:
+        call = make()
+        for i in range(n):
+            await call(i)
+
+    asyncio.run(main())
+
+
+def _instructions(path: str, n: int) -> int:
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            path,
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    match = re.search(r"Collected : (\d+)", out.stderr)
+    if match is None:
+        raise SystemExit(f"callgrind printed no count:\n{out.stderr[-2000:]}")
+    return int(match.group(1))
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--child"]:
+        _run(argv[1], int(argv[2]))
+        return
+    if len(argv) != 1 or argv[0] not in PATHS:
+        raise SystemExit(f"usage: python scripts/instructions.py {{{','.join(PATHS)}}}")
+    path = argv[0]
+    small, large = COUNTS.get(path, COUNTS["default"])
+    per = (_instructions(path, large) - _instructions(path, small)) / (large - small)
+    unit = "per node" if path == "dag-node" else "per call"
+    print(f"{path}: {per / (1000 if path == 'dag-node' else 1):,.0f} instructions {unit}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
