@@ -1,8 +1,9 @@
 """Canonical JSON and digests: the form ``content_hash``, byte budgets and argument digests use.
 
-Two forms live here. :func:`args_digest` hashes exact RFC 8785 (``rfc8785``), because it binds
-approvals and ledger entries to a call's arguments and must never drift. Everything else uses the
-fast canonical form below.
+Two forms live here. :func:`canonical_json` is exact RFC 8785 (the C encoder where its output
+is RFC 8785, ``rfc8785`` otherwise): :func:`args_digest` and the idempotency key hash it, because
+they bind approvals and ledger entries to a call's arguments and must never drift. Everything
+else uses the fast canonical form below.
 
 The canonical form is ``json.dumps(value, sort_keys=True, separators=(",", ":"),
 ensure_ascii=False, allow_nan=False)`` of the *normalized* value, encoded as UTF-8. For the values
@@ -40,6 +41,7 @@ import rfc8785
 __all__ = [
     "args_digest",
     "canonical_bytes",
+    "canonical_json",
     "canonical_text",
     "clip_end",
     "clip_middle",
@@ -47,6 +49,7 @@ __all__ = [
     "dumps_plain",
     "json_size",
     "normalize",
+    "strict_dumps",
 ]
 
 _MAX_DEPTH: Final = 200
@@ -57,27 +60,45 @@ def _reject(value: object) -> object:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def _make_encoder() -> Callable[[Any], str]:
+def _c_encoder(item: str, key: str, *, sort_keys: bool) -> Callable[[Any], str]:
+    """The C JSON encoder built once (no NaN, non-ASCII kept), or ``json.JSONEncoder``'s.
+
+    Built without the circular-reference check (its marks would be shared by threads): a cycle
+    raises ``RecursionError``, not ``ValueError``.
+    """
     import json.encoder
 
     c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-    encode_basestring = json.encoder.encode_basestring
+    quote = json.encoder.encode_basestring
     if c_make_encoder is not None:
         try:
-            chunks = c_make_encoder(None, _reject, encode_basestring, None, ":", ",", True, False, False)
+            chunks = c_make_encoder(None, _reject, quote, None, key, item, sort_keys, False, False)
         except TypeError:  # pragma: no cover - a future signature change
             chunks = None
         if chunks is not None:
-            return lambda value: "".join(chunks(value, 0))
-    encoder = json.JSONEncoder(
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_reject
+            join = "".join
+
+            def dumps(value: Any) -> str:
+                if type(value) is str:  # the C encoder takes containers only
+                    text: str = quote(value)
+                    return text
+                return join(chunks(value, 0))
+
+            return dumps
+    encoder = json.JSONEncoder(  # pragma: no cover - an interpreter without the C accelerator
+        sort_keys=sort_keys, separators=(item, key), ensure_ascii=False, allow_nan=False, default=_reject
     )
     return encoder.encode  # pragma: no cover
 
 
-dumps_plain: Final = _make_encoder()
+dumps_plain: Final = _c_encoder(",", ":", sort_keys=True)
 """Canonical text of a value that is already plain JSON; raises TypeError, ValueError or
 RecursionError otherwise (callers fall back to ``normalize``)."""
+
+strict_dumps: Final = _c_encoder(", ", ": ", sort_keys=False)
+"""``json.dumps(value, ensure_ascii=False, allow_nan=False)`` as every store writes it (keys in
+their order): ``ValueError`` for NaN and infinities, ``TypeError`` for what is not JSON,
+``RecursionError`` for nesting too deep (a cycle included)."""
 
 
 def canonical_text(value: object) -> str:
@@ -98,13 +119,56 @@ def content_hash(value: object) -> str:
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
 
 
+_SAFE_INT: Final = 2**53 - 1
+"""Largest magnitude RFC 8785 writes as an integer (``rfc8785`` rejects larger ones)."""
+_RFC_DEPTH: Final = 64
+"""Deeper values take ``rfc8785`` itself."""
+
+
+def _rfc_plain(value: Any, depth: int) -> bool:
+    """True when :data:`dumps_plain` writes ``value`` exactly as RFC 8785 does: objects with ASCII
+    keys (code point order is then UTF-16 order), arrays, strings, safe integers, booleans and
+    null, of exactly those types."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        safe: bool = -_SAFE_INT <= value <= _SAFE_INT
+        return safe
+    if depth >= _RFC_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not key.isascii() or not _rfc_plain(item, depth + 1):
+                return False
+        return True
+    if kind is list:
+        return all(_rfc_plain(item, depth + 1) for item in value)
+    return False
+
+
+def canonical_json(value: Any) -> bytes:
+    """The RFC 8785 canonical JSON of ``value`` as UTF-8 bytes, exactly as ``rfc8785.dumps``.
+
+    Plain values (see :func:`_rfc_plain`) are written by the C encoder; anything else (floats,
+    other key characters, subclasses, tuples, deep nesting) by ``rfc8785``. Raises
+    ``rfc8785.CanonicalizationError`` (a ``ValueError``) for what RFC 8785 cannot encode.
+    """
+    if _rfc_plain(value, 0):
+        try:
+            return dumps_plain(value).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: rfc8785 raises its own error for it
+            pass
+    return rfc8785.dumps(value)
+
+
 def args_digest(arguments: Any) -> str:
     """sha256 hex of the RFC 8785 canonical JSON of ``arguments`` (a call's arguments).
 
     Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for values RFC 8785 cannot
     encode: integers beyond 2**53, non-finite floats, values that are not JSON.
     """
-    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
+    return hashlib.sha256(canonical_json(arguments)).hexdigest()
 
 
 def json_size(value: object) -> int:

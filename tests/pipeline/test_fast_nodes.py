@@ -99,7 +99,7 @@ def test_a_simple_nodes_call_is_executed_on_the_precompiled_path(monkeypatch: py
     monkeypatch.setattr(FastPath, "execute", spy)
     tools = [ToolShape("t0", "none", True, "public", "trusted", "int")]
     with _runtime(tools, "default", fast=True) as rt:
-        calls = [
+        calls: list[tuple[str, dict[str, Any], str]] = [
             ("t0", {"a": 1}, "default"),
             ("t0", {"a": 2, "b": 3}, "default"),
             ("t0", {"a": "x"}, "default"),

@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from actionspace._canonical import args_digest
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger.entries import LedgerEntry, LedgerState, LedgerStore
+from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
+from actionspace.ledger.keys import args_digest
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
 from actionspace.types import Observation, Outcome, Succeeded
 
@@ -186,11 +186,22 @@ def protocol(
     observe: Observe,
     fail: Fail,
     record: Record,
+    still_pending: Callable[[LedgerEntry], Observation] | None = None,
 ) -> Protocol:
-    """Drive one side-effecting action to a settled observation (see the module docstring)."""
+    """Drive one side-effecting action to a settled observation (see the module docstring).
+
+    With ``still_pending``, ``store`` must be :class:`BeginsUnlessPending`: an unsettled identical
+    action of the run under another key, found in the insert's own transaction, is answered by
+    ``still_pending(that_entry)`` and nothing is written.
+    """
     point("before_intent")
     sent = entry.evolve(state="dispatched", attempts=1)
-    begun = store.begin(sent)
+    if still_pending is not None:
+        begun = cast(BeginsUnlessPending, store).begin_unless_pending(sent)
+        if begun.pending is not None:
+            return still_pending(begun.pending)
+    else:
+        begun = store.begin(sent)
     point("after_intent")
     led = _Ledger(store, begun.entry, record)
     if begun.created:

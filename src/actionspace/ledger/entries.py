@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "TRANSITIONS",
     "UNRESOLVED",
     "UNSETTLED",
+    "BeginsUnlessPending",
     "Begun",
     "LedgerEntry",
     "LedgerState",
@@ -86,7 +87,11 @@ class LedgerEntry:
     """A person's reconciliation: ``{"by", "reason", "at", "outcome"}``."""
 
     def evolve(self, **changes: Any) -> LedgerEntry:
-        return replace(self, updated_at=time.time(), **changes)
+        """A copy with ``changes`` applied and ``updated_at`` now (``replace``, unrolled)."""
+        values = {name: getattr(self, name) for name in _FIELDS}
+        values["updated_at"] = time.time()
+        values.update(changes)
+        return LedgerEntry(**values)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,12 +131,18 @@ class LedgerEntry:
         )
 
 
+_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(LedgerEntry))
+
+
 @dataclass(frozen=True, slots=True)
 class Begun:
     """The result of :meth:`LedgerStore.begin`: the stored entry and whether this call created it."""
 
     entry: LedgerEntry
     created: bool
+    pending: LedgerEntry | None = None
+    """From :meth:`BeginsUnlessPending.begin_unless_pending`: the unsettled identical action of
+    the run under another key that stopped the insert (then ``entry`` is it, ``created`` False)."""
 
 
 @runtime_checkable
@@ -180,3 +191,14 @@ class LedgerStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class BeginsUnlessPending(Protocol):
+    """A store that checks for an unsettled identical action inside the insert's own transaction."""
+
+    def begin_unless_pending(self, entry: LedgerEntry) -> Begun:
+        """:meth:`LedgerStore.begin`, unless :meth:`LedgerStore.pending_action` of the entry's run,
+        tool and digest finds an entry with another key: then nothing is written and that entry
+        comes back as ``pending``."""
+        ...

@@ -29,7 +29,8 @@ import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
-from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
+from actionspace._canonical import strict_dumps
+from actionspace.ledger.entries import STATES, TERMINAL, Begun, LedgerEntry
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = [
@@ -92,11 +93,26 @@ _INSERT: Final = (
     f"INSERT INTO ledger_entries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
     " ON CONFLICT DO NOTHING"
 )
-_UPDATED: Final = _COLUMNS[1:]
+_UPDATED: Final = _COLUMNS[5:]
+"""What a transition writes; the indexed identity (key, run, node, tool, digest) is fixed at begin,
+so a transition does not rewrite the indexes over it."""
 _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPDATED)} WHERE key = ?"
+
+
+def _update_sql(states: int) -> str:
+    """The transition statement for ``states`` expected states."""
+    return f"{_UPDATE} AND state IN ({', '.join('?' * states)})"
+
+
+_UPDATES: Final = {n: _update_sql(n) for n in range(1, len(STATES) + 1)}
 _TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
+_PENDING: Final = (
+    f"{_SELECT} WHERE run_id = ? AND tool = ? AND args_digest = ?"
+    " AND state IN ('dispatched', 'unknown', 'unknown_commit') ORDER BY created_at LIMIT 1"
+)
+"""The oldest unsettled entry of a run's action (tool and arguments digest)."""
 _NODES_PER_READ: Final = 500
 """Most node ids one ``entries_of`` query names (SQLite bounds the parameters of a statement)."""
 
@@ -105,8 +121,9 @@ def to_json(value: Mapping[str, Any] | Sequence[Any] | None) -> str | None:
     """Stable JSON text for a mapping or sequence column; None stays SQL NULL."""
     if value is None:
         return None
-    plain: Any = dict(value) if isinstance(value, Mapping) else list(value)
-    return json.dumps(plain, ensure_ascii=False, allow_nan=False)
+    if type(value) is not dict and type(value) is not list:
+        value = dict(value) if isinstance(value, Mapping) else list(value)
+    return strict_dumps(value)
 
 
 def from_json(text: str | None) -> Any:
@@ -139,24 +156,42 @@ class SqliteLedgerStore:
 
         Returns once the transaction holding the insert is on disk (concurrent callers share it).
         """
-        self._db.check_open()
+        return self._begin(entry, unless_pending=False)
 
-        def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None]:
+    def begin_unless_pending(self, entry: LedgerEntry) -> Begun:
+        """:meth:`begin`, unless an identical action of the run under another key is unsettled.
+
+        The check and the insert are one transaction on the writing connection (no read of its
+        own before it). Returns a :class:`Begun` naming that entry as ``pending`` then.
+        """
+        return self._begin(entry, unless_pending=True)
+
+    def _begin(self, entry: LedgerEntry, *, unless_pending: bool) -> Begun:
+        self._db.check_open()
+        action = (entry.run_id, entry.tool, entry.args_digest)
+
+        def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None, bool]:
+            if unless_pending:
+                row = conn.execute(_PENDING, action).fetchone()
+                if row is not None and row[0] != entry.key:
+                    return False, _entry(row), True
             created = conn.execute(_INSERT, _row(entry)).rowcount == 1
             if created:  # what was just written, without reading it back
-                return True, entry
+                return True, entry, False
             stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
             if stored is None:
                 stored = self._select(conn, "WHERE key = ?", (entry.key,))
-            return False, stored
+            return False, stored, False
 
-        created, stored = self._group.run(insert)
+        created, stored, pending = self._group.run(insert)
         if stored is None:
             raise RuntimeError(f"ledger entry {entry.key} vanished inside its own transaction")
-        return Begun(stored, created)
+        return Begun(stored, created, stored if pending else None)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it was not.
+
+        The entry's identity (key, run, node, tool, arguments digest) stays the one begun.
 
         Returns once on disk when ``entry`` may be sent next (``accepted``, ``dispatched``) or holds
         a person's resolution; an outcome once in the WAL (see the module docstring).
@@ -168,8 +203,20 @@ class SqliteLedgerStore:
         states = list(dict.fromkeys(expected))
         if not states:
             return None
-        where = f" AND state IN ({', '.join('?' * len(states))})"
-        sql, params = _UPDATE + where, (*_row(entry)[1:], key, *states)
+        sql = _UPDATES.get(len(states)) or _update_sql(len(states))
+        params = (
+            to_json(entry.arguments),
+            entry.state,
+            entry.attempts,
+            entry.created_at,
+            entry.updated_at,
+            entry.remote_id,
+            to_json(entry.observation),
+            to_json(entry.error),
+            to_json(entry.resolution),
+            key,
+            *states,
+        )
 
         def update(conn: sqlite3.Connection) -> bool:
             return conn.execute(sql, params).rowcount == 1
@@ -198,12 +245,8 @@ class SqliteLedgerStore:
         return found
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
-        return self._select(
-            self._db.conn(),
-            "WHERE run_id = ? AND tool = ? AND args_digest = ? AND state IN ('dispatched', 'unknown', "
-            "'unknown_commit') ORDER BY created_at LIMIT 1",
-            (run_id, tool, args_digest),
-        )
+        row = self._db.conn().execute(_PENDING, (run_id, tool, args_digest)).fetchone()
+        return _entry(row) if row is not None else None
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """At most ``limit`` entries (all of them in ``state`` if given), most recently updated first."""

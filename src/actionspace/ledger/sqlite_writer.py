@@ -1,10 +1,11 @@
 """The one writer of a SQLite file in a process, and its connections.
 
-:class:`SqliteConnections` keeps one connection per thread to a file (reopened in a forked child)
-with the stores' settings (WAL, ``synchronous=FULL``, a busy timeout). :class:`GroupCommit` is the
-file's writer: concurrent writers of one process share a transaction and its fsync (group
-commit), and every store on the file (ledger, trace, run state, budgets) writes through it. The
-ledger's durability statement is in :mod:`actionspace.ledger.sqlite`.
+:class:`SqliteConnections` keeps one reading connection per thread to a file, and one writing
+connection (reopened in a forked child), with the stores' settings (WAL, ``synchronous=FULL``, a
+busy timeout). :class:`GroupCommit` is the file's writer: concurrent writers of one process share
+a transaction and its fsync (group commit) on that one connection, and every store on the file
+(ledger, trace, run state, budgets) writes through it. The ledger's durability statement is in
+:mod:`actionspace.ledger.sqlite`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
 
 
 class SqliteConnections:
-    """Connections to one SQLite file: one per thread, reopened in a forked child.
+    """Connections to one SQLite file: one per thread, and :meth:`writer`; reopened after a fork.
 
     ``synchronous`` is the SQLite level set on every connection (``FULL`` or ``NORMAL``);
     ``busy_timeout_s`` (seconds) bounds how long a write waits for another writer.
@@ -43,6 +44,8 @@ class SqliteConnections:
         self._local = threading.local()
         self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._writer: sqlite3.Connection | None = None
+        self._writer_pid = 0
         self._pid = os.getpid()
         self._closed = False
 
@@ -61,6 +64,26 @@ class SqliteConnections:
         if conn is not None and self._pid == os.getpid() and not self._closed:
             return conn
         return self._open_for_this_thread()
+
+    def writer(self) -> sqlite3.Connection:
+        """The connection this process writes with, whichever thread writes (one at a time).
+
+        A connection's page cache is dropped whenever another connection wrote to the file, so
+        the writes of every thread go through this one, whose cache stays warm. The caller makes
+        sure no two threads use it at once. Raises ``ValueError`` once closed.
+        """
+        conn = self._writer
+        if conn is not None and self._writer_pid == os.getpid() and not self._closed:
+            return conn
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the store on {self.path} is closed")
+            if self._writer is not None and self._writer_pid != os.getpid():
+                # the parent's: a forked child must not touch it, not even to close it
+                self._inherited.append((threading.current_thread(), self._writer))
+            conn = self._connect()
+            self._writer, self._writer_pid = conn, os.getpid()
+            return conn
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -102,6 +125,9 @@ class SqliteConnections:
             self._closed = True
             conns, self._conns = self._conns, []
             mine = self._pid == os.getpid()
+            writer, self._writer = self._writer, None
+        if writer is not None and self._writer_pid == os.getpid():
+            writer.close()
         if mine:
             for _, conn in conns:
                 conn.close()
@@ -120,15 +146,19 @@ class SqliteConnections:
             for thread, stale in self._conns:
                 if not thread.is_alive():
                     stale.close()
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn = self._connect()
             alive.append((threading.current_thread(), conn))
             self._conns = alive
             self._local.conn = conn
             return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
+        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         # Switching to WAL needs an exclusive lock and does not always go through the busy
@@ -201,8 +231,8 @@ class GroupCommit:
         self._pid = os.getpid()
         self._shared: tuple[int, str] | None = None
         self._users = 0
-        self._levels = threading.local()
-        """This thread's connection and the ``synchronous`` level last set on it."""
+        self._level: tuple[sqlite3.Connection, str] | None = None
+        """The writing connection and the ``synchronous`` level last set on it."""
         self._detached = 0
         """Operations queued whose callers did not wait, not committed yet."""
 
@@ -305,11 +335,10 @@ class GroupCommit:
 
     def _commit(self, group: list[_Slot]) -> None:
         level = self._db.synchronous if any(slot.durable for slot in group) else "NORMAL"
-        conn = self._db.conn()
-        last = self._levels
-        if getattr(last, "conn", None) is not conn or last.level != level:  # kept until it changes
+        conn = self._db.writer()  # only the leader of a group uses it
+        if self._level != (conn, level):  # kept until it changes
             conn.execute(f"PRAGMA synchronous = {level}")
-            last.conn, last.level = conn, level
+            self._level = (conn, level)
         conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
         try:
             if len(group) == 1:  # alone: no savepoint needed, an error rolls the transaction back

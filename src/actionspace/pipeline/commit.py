@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import AwaitAttempt, Protocol, Sleep, args_digest, new_entry, protocol
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Outcome
@@ -42,6 +42,7 @@ class LedgerDriver:
     def __init__(self, ledger: LedgerStore, *, offload: bool) -> None:
         self.ledger = ledger
         self._offload = offload
+        self._checks_pending = isinstance(ledger, BeginsUnlessPending)
 
     async def drive_call(
         self,
@@ -63,10 +64,17 @@ class LedgerDriver:
         assert ready.key is not None
         spec = ready.compiled.spec
         digest = args_digest(ready.arguments)
-        pending = await self._io(blocking, self._pending, ready, rec.run_id, digest)
-        if pending is not None:
-            yield self._still_pending(ready, rec, pending)
-            return
+        still_pending: Callable[[LedgerEntry], Observation] | None = None
+        if self._checks_pending:  # in the insert's own transaction
+
+            def still_pending(found: LedgerEntry) -> Observation:
+                return self._still_pending(ready, rec, found)
+
+        else:
+            pending = await self._io(blocking, self._pending, ready, rec.run_id, digest)
+            if pending is not None:
+                yield self._still_pending(ready, rec, pending)
+                return
         entry = new_entry(
             key=ready.key,
             run_id=rec.run_id,
@@ -86,6 +94,7 @@ class LedgerDriver:
             observe=observe_outcome,
             fail=failed,
             record=rec.add,
+            still_pending=still_pending,
         )
         async for obs in self.drive(steps, dispatch, blocking=blocking):
             if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id

@@ -16,10 +16,11 @@ its length, sha256 and a prefix, with the whole kept as an artifact when a store
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
+
+from actionspace._canonical import strict_dumps
 
 __all__ = [
     "HEAD_KINDS",
@@ -47,15 +48,11 @@ class _PutsBytes(Protocol):
     def put(self, data: bytes) -> str: ...
 
 
-def strict_dumps(value: Any) -> str:
-    """``json.dumps`` as every store writes: no NaN or infinity, non-ASCII kept."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
 def encode_data(data: Mapping[str, Any]) -> str:
     """The JSON text a store writes for an event's ``data`` (see the module docstring)."""
+    plain = data if type(data) is dict else dict(data)
     try:
-        text = strict_dumps(dict(data))
+        text = strict_dumps(plain)
     except (ValueError, TypeError, RecursionError, OverflowError):
         text = strict_dumps(_safe(dict(data), 0))
     if len(text) <= MAX_EVENT_CHARS:

@@ -1,0 +1,67 @@
+"""The stores' JSON text is ``json.dumps(v, ensure_ascii=False, allow_nan=False)`` exactly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actionspace.ledger.sqlite import to_json
+from actionspace.trace.store_encoding import encode_data, strict_dumps
+
+_keys = st.text(max_size=6) | st.integers() | st.booleans() | st.none() | st.floats(allow_nan=False)
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    lists = st.lists(inner, max_size=4) | st.tuples(inner)
+    return lists | st.dictionaries(_keys, inner, max_size=4)
+
+
+_values = st.recursive(_scalars, _containers, max_leaves=12)
+
+
+def _reference(value: Any) -> str | type[BaseException]:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except Exception as exc:
+        return type(exc)
+
+
+def _ours(value: Any) -> str | type[BaseException]:
+    try:
+        return strict_dumps(value)
+    except Exception as exc:
+        return type(exc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_values)
+def test_strict_dumps_writes_what_json_dumps_writes(value: Any) -> None:
+    assert _ours(value) == _reference(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), _values, max_size=5))
+def test_ledger_columns_and_trace_events_are_the_same_text(data: dict[str, Any]) -> None:
+    expected = _reference(data)
+    if isinstance(expected, str):
+        assert to_json(data) == expected
+        assert encode_data(data) == expected
+
+
+def test_a_value_that_is_not_json_is_refused_as_before() -> None:
+    assert _ours({"x": object()}) is TypeError
+    assert _ours([float("inf")]) is ValueError
+    assert _ours({(1, 2): 3}) is TypeError
+    assert strict_dumps("é\n") == '"é\\n"'
+
+
+def test_a_cycle_is_still_written_as_a_truncated_event() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    text = encode_data({"loop": loop})
+    assert json.loads(text)["loop"]  # written, depth-truncated, never raised
+    assert '"$truncated": "depth"' in text
