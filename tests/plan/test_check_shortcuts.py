@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from actionspace import Plan, Runtime
 from actionspace.errors import ActionError
-from actionspace.plan import check
+from actionspace.plan import check, order
 from actionspace.plan.check import CheckedPlan
 from actionspace.plan.run import preflight
 from actionspace.policy.principal import Principal
@@ -130,7 +130,7 @@ def test_the_shortcuts_check_as_the_general_path(
     fast = _checked(plan, who)
     with monkeypatch.context() as m:
         m.setattr(check, "_simple_node", lambda *a, **k: None)
-        m.setattr(check, "_listed_in_order", lambda nodes: False)
+        m.setattr(order, "_listed_in_order", lambda nodes: False)
         general = _checked(plan, who)
     assert fast == general
 

@@ -47,8 +47,8 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
-from actionspace.observation import ArtifactStore, shape
-from actionspace.pipeline.observe import observe
+from actionspace.observation import ArtifactStore
+from actionspace.pipeline.observe import observe, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
 from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
 from actionspace.policy.flow_policies import (
@@ -66,7 +66,7 @@ from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw
-from actionspace.types import Observation, Outcome, Provenance, Succeeded, ToolCall
+from actionspace.types import Observation, Outcome, Succeeded, ToolCall
 from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 
@@ -291,7 +291,7 @@ class FastPath:
         rec.add("dispatched", dispatched)
         outcome = await executor.arun(spec, ready.kwargs, rec.retry)
         if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
-            obs = _plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
+            obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
             if obs is not None:
                 observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
                 observed["content_hash"] = obs.content_hash
@@ -448,7 +448,7 @@ class FastPath:
             attempts = 0
         if compact and attempts == 1 and rec.call is held:
             now = time.time()
-            obs = _plain_observation(spec, call_id, value, label, artifacts, now)
+            obs = plain_observation(spec, call_id, value, label, artifacts, now)
             if obs is not None:  # folded into the call's record
                 rec.call = (*held[:8], next(seq), now, obs.content_hash)
                 shown(flow, obs, label, within)
@@ -459,42 +459,6 @@ class FastPath:
         )
         shown(flow, obs, label, within)
         return obs
-
-
-_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
-"""Result types shaped the same way every time (a first shape would consume an iterator)."""
-
-
-def _plain_observation(
-    spec: ToolSpec,
-    call_id: str,
-    value: Any,
-    label: Label,
-    artifacts: ArtifactStore | None,
-    now: float,
-) -> Observation | None:
-    """The observation ``observe`` makes of a plain ``value`` that is shaped without cutting
-    anything; None for anything else (``observe`` itself shapes it then)."""
-    if type(value) not in _PLAIN or spec.lifecycle == "deprecated":
-        return None
-    limit = spec.max_observation_bytes
-    shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts)
-    if shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete:
-        return None
-    provenance = object.__new__(Provenance)
-    provenance.__dict__.update(
-        fetched_at=now, resource_version=None, trust=label.integrity, labels=label.tags()
-    )
-    obs = object.__new__(Observation)  # every field is already checked, as observe() does
-    obs.__dict__.update(
-        call_id=call_id,
-        tool=spec.name,
-        tool_version=spec.version,
-        data=shaped.data,
-        content_hash=shaped.content_hash,
-        provenance=provenance,
-    )
-    return obs
 
 
 def _open(state: FlowState, label: Label) -> bool:

@@ -12,10 +12,11 @@ from actionspace.execution.executor import Failed, Outcome
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
+from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance
 
-__all__ = ["fail", "observation_event", "observe", "validated_event"]
+__all__ = ["fail", "observation_event", "observe", "plain_observation", "validated_event"]
 
 
 def fail(
@@ -140,3 +141,40 @@ def observation_event(obs: Observation) -> dict[str, Any]:
         if obs.effects:
             data["effects"] = [e.to_dict() for e in obs.effects]
     return data
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+"""Result types shaped the same way every time (a first shape would consume an iterator)."""
+
+
+def plain_observation(
+    spec: ToolSpec,
+    call_id: str,
+    value: Any,
+    label: Label,
+    artifacts: ArtifactStore | None,
+    now: float,
+) -> Observation | None:
+    """The observation :func:`observe` makes of an ``ok`` plain ``value`` of a call whose output
+    label is ``label``, when it is shaped without cutting anything (the precompiled path); None
+    for anything else (``observe`` itself shapes it then)."""
+    if type(value) not in _PLAIN or spec.lifecycle == "deprecated":
+        return None
+    limit = spec.max_observation_bytes
+    shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts)
+    if shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete:
+        return None
+    provenance = object.__new__(Provenance)
+    provenance.__dict__.update(
+        fetched_at=now, resource_version=None, trust=label.integrity, labels=label.tags()
+    )
+    obs = object.__new__(Observation)  # every field is already checked, as observe() does
+    obs.__dict__.update(
+        call_id=call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=shaped.data,
+        content_hash=shaped.content_hash,
+        provenance=provenance,
+    )
+    return obs
