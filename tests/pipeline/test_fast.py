@@ -191,7 +191,12 @@ def _play(rt: Runtime, calls: list[tuple[str, Any, str]], user_labels: list[str]
         return out
 
     observations = asyncio.run(play())
-    flow = state.flow
+    return {**_view(rt, run_id, observations), "nodes": next(state.nodes)}
+
+
+def _view(rt: Runtime, run_id: str, observations: list[Any]) -> dict[str, Any]:
+    """What two ways of running the same calls must leave alike: observations, events, flow state."""
+    flow = rt.engine.run(run_id).flow
     return {
         "observations": [_strip(o.to_dict()) for o in observations],
         "events": [
@@ -204,7 +209,6 @@ def _play(rt: Runtime, calls: list[tuple[str, Any, str]], user_labels: list[str]
         "pending": dict(flow.pending),
         "artifacts": dict(flow.artifacts),
         "origins": flow.origins(),
-        "nodes": next(state.nodes),
     }
 
 

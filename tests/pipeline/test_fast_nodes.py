@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from actionspace.pipeline.engine import Engine
 from actionspace.pipeline.fast import FastPath
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
-from tests.pipeline.test_fast import PRINCIPALS, RUN, ToolShape, _runtime, _strip, arguments, tool_shapes
+from tests.pipeline.test_fast import PRINCIPALS, RUN, ToolShape, _runtime, _view, arguments, tool_shapes
 
 
 async def _node(
@@ -52,19 +51,7 @@ def _play(rt: Runtime, calls: list[tuple[str, dict[str, Any], str]], *, one_step
             state.flow.observed(obs)
         return out
 
-    observations = asyncio.run(play())
-    flow = state.flow
-    return {
-        "observations": [_strip(o.to_dict()) for o in observations],
-        "events": [
-            (e.seq, e.kind, e.call_id, _strip(json.loads(json.dumps(e.data, default=repr))))
-            for e in rt.trace.events(run_id)
-        ],
-        "context": flow.context,
-        "seen": [(k, lab, repr(data)) for k, (lab, data) in flow.seen.items()],
-        "pending": dict(flow.pending),
-        "origins": flow.origins(),
-    }
+    return _view(rt, run_id, asyncio.run(play()))
 
 
 node_calls = st.lists(

@@ -93,7 +93,9 @@ _INSERT: Final = (
     f"INSERT INTO ledger_entries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
     " ON CONFLICT DO NOTHING"
 )
-_UPDATED: Final = _COLUMNS[5:]
+_IDENTITY: Final = 5
+"""Leading columns (of :data:`_COLUMNS` and :func:`_row`) that name the action."""
+_UPDATED: Final = _COLUMNS[_IDENTITY:]
 """What a transition writes; the indexed identity (key, run, node, tool, digest) is fixed at begin,
 so a transition does not rewrite the indexes over it."""
 _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPDATED)} WHERE key = ?"
@@ -204,19 +206,7 @@ class SqliteLedgerStore:
         if not states:
             return None
         sql = _UPDATES.get(len(states)) or _update_sql(len(states))
-        params = (
-            to_json(entry.arguments),
-            entry.state,
-            entry.attempts,
-            entry.created_at,
-            entry.updated_at,
-            entry.remote_id,
-            to_json(entry.observation),
-            to_json(entry.error),
-            to_json(entry.resolution),
-            key,
-            *states,
-        )
+        params = (*_row(entry)[_IDENTITY:], key, *states)  # the identity columns stay as they are
 
         def update(conn: sqlite3.Connection) -> bool:
             return conn.execute(sql, params).rowcount == 1
