@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actionspace import Runtime, ToolCall
 from actionspace.ledger.entries import BeginsUnlessPending
 from actionspace.ledger.sqlite import SqliteLedgerStore
 from tests.ledger.factories import entry
@@ -34,27 +33,3 @@ def test_the_same_action_again_or_a_settled_twin_is_begun_as_before(tmp_path: Pa
     begun = store.begin_unless_pending(twin)
     assert begun.created and begun.pending is None
     store.close()
-
-
-def test_on_sqlite_a_pending_action_blocks_its_twin_under_any_node_id(tmp_path: Path) -> None:
-    rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}", recover_on_start=False)
-    sent: list[str] = []
-
-    @rt.tool(effect="external", idempotency="none")
-    def post(text: str) -> str:
-        """Post to a board that loses its answers."""
-        sent.append(text)
-        raise TimeoutError("no answer")
-
-    call = ToolCall(name="post", arguments={"text": "hello"})
-    first = rt.call(call, run_id="r", node_id="a")
-    twin = rt.call(call, run_id="r", node_id="b")
-    assert first.error is not None and twin.error is not None
-    assert twin.error.category == "unknown_commit"
-    assert twin.error.details["idempotency_key"] == first.error.details["idempotency_key"]
-    assert sent == ["hello"]
-    assert rt.ledger.get_node("r", "b") is None
-    events = rt.trace.events("r")
-    held = [e.data for e in events if e.kind == "ledger" and e.data.get("sent") is False]
-    assert held and held[0]["pending"] == first.error.details["idempotency_key"]
-    rt.close()

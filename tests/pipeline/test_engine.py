@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,8 +53,10 @@ def test_authorization_is_traced_before_validation_and_ends_the_call() -> None:
     assert "authorized" in kinds and "validated" not in kinds
 
 
-def test_a_pending_action_blocks_its_twin_under_any_node_id() -> None:
-    rt = Runtime("memory://")
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_pending_action_blocks_its_twin_under_any_node_id(store: str, tmp_path: Path) -> None:
+    url = "memory://" if store == "memory" else f"sqlite:///{tmp_path / 'a.db'}"
+    rt = Runtime(url, recover_on_start=False)
     sent: list[str] = []
 
     @rt.tool(effect="external", idempotency="none")
@@ -65,14 +68,18 @@ def test_a_pending_action_blocks_its_twin_under_any_node_id() -> None:
     call = ToolCall(name="post", arguments={"text": "hello"})
     first = rt.call(call, run_id="r", node_id="a")
     twin = rt.call(call, run_id="r", node_id="b")
-    other = rt.call(ToolCall(name="post", arguments={"text": "bye"}), run_id="r", node_id="c")
     assert first.error is not None and twin.error is not None
     assert twin.error.category == "unknown_commit"
     assert twin.error.details["idempotency_key"] == first.error.details["idempotency_key"]
+    assert rt.ledger.get_node("r", "b") is None  # the twin was never written, let alone sent
+    held = [e.data for e in rt.trace.events("r") if e.kind == "ledger" and e.data.get("sent") is False]
+    assert held and held[0]["pending"] == first.error.details["idempotency_key"]
+    other = rt.call(ToolCall(name="post", arguments={"text": "bye"}), run_id="r", node_id="c")
     assert sent == ["hello", "bye"] and other.error is not None  # other arguments: another action
     rt.resolve(first.error.details["idempotency_key"], outcome="failed", by="ops", reason="not delivered")
     rt.call(call, run_id="r", node_id="b")  # settled by a person: the twin may go now
     assert sent == ["hello", "bye", "hello"]
+    rt.close()
 
 
 @pytest.fixture

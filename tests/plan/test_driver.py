@@ -188,19 +188,21 @@ def test_inline_nodes_respect_the_concurrency_limit_and_priority(limit: int) -> 
     assert order.index("c1") > order.index("c0") and order.index("c2") > order.index("c1")
 
 
-def test_a_plan_of_nodes_that_never_wait_lets_other_tasks_run_between_its_waves() -> None:
+def test_a_chain_of_nodes_that_never_wait_runs_in_one_task_and_yields_between_waves() -> None:
     rt = _runtime()
+    tasks: list[object] = []
     seen: list[str] = []
 
     @rt.tool(effect="none")
     async def step(name: str) -> str:
+        tasks.append(asyncio.current_task())
         seen.append(name)
         return name
 
     chain = [{"id": "c0", "tool": "step", "arguments": {"name": "c0"}}]
     chain += [
         {"id": f"c{i}", "tool": "step", "arguments": {"name": f"c{i}"}, "depends_on": [f"c{i - 1}"]}
-        for i in range(1, 6)
+        for i in range(1, 8)
     ]
 
     async def ticker() -> None:
@@ -218,7 +220,8 @@ def test_a_plan_of_nodes_that_never_wait_lets_other_tasks_run_between_its_waves(
     result = asyncio.run(scenario())
 
     assert result.status == "ok"
-    steps = [s for s in seen if s != "tick"]
-    assert steps == [f"c{i}" for i in range(6)]
-    between = [seen[seen.index(f"c{i}") + 1 : seen.index(f"c{i + 1}")] for i in range(5)]
-    assert all("tick" in gap for gap in between)  # the loop ran the ticker between waves
+    assert [s for s in seen if s != "tick"] == [f"c{i}" for i in range(8)]
+    assert len(tasks) == 8
+    assert len({id(t) for t in tasks}) == 1  # one driver task for the eight waves, none per wave
+    between = [seen[seen.index(f"c{i}") + 1 : seen.index(f"c{i + 1}")] for i in range(7)]
+    assert all("tick" in gap for gap in between)  # and the loop ran the ticker between them
