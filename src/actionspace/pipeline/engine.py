@@ -1,11 +1,11 @@
 """The call engine: every proposed call, whoever proposes it, runs through here.
 
-``Engine.calls`` / ``acalls`` take a model's raw output (or a ToolCall), parse it, and for each
-call run the stages (:mod:`actionspace.pipeline.stages`) and then :meth:`Engine.execute` /
-:meth:`Engine.aexecute`: budgets and the read cache, batches, streams, and — for a side-effecting
-call — the ledger's commit protocol, driven by the one driver :meth:`Engine.drive_stream`. The
-plan scheduler, atomic groups, streams, durable workflows, the session and the gateway are
-clients of these public methods.
+``Engine.calls`` / ``acalls`` (:mod:`actionspace.pipeline.messages`) take a model's raw output
+(or a ToolCall), parse it, and for each call run the stages (:mod:`actionspace.pipeline.stages`)
+and then :meth:`Engine.execute` / :meth:`Engine.aexecute`: budgets and the read cache, batches,
+streams, and — for a side-effecting call — the ledger's commit protocol, driven by the one
+driver :meth:`Engine.drive_stream`. The plan scheduler, atomic groups, streams, durable
+workflows, the session and the gateway are clients of these public methods.
 
 Blocking store I/O (SQLite, PostgreSQL) leaves the event loop on the async path: every ledger
 step (:class:`~actionspace.pipeline.commit.LedgerDriver`), the trace flush, and the gates of calls
@@ -15,10 +15,8 @@ that may read or file approval requests run on a worker thread; the sync path ru
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -36,13 +34,14 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.ledger.run_state import RunStateStore
 from actionspace.observation import ArtifactStore
-from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
 from actionspace.pipeline.fast import FastPath
+from actionspace.pipeline.messages import Messages
 from actionspace.pipeline.observe import fail, observe
 from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
-from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, ready_of
+from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, proposed, ready_of, record_proposed
 from actionspace.pipeline.streaming import final_of, stream_ready
 from actionspace.plan.conflicts import ANY, conflicting, expand
 from actionspace.policy.flow import Binding
@@ -109,6 +108,21 @@ class Engine:
         self.driver = LedgerDriver(ledger, offload=self._offload)
         self.fast = FastPath(stages)
         """The precompiled path of simple calls (pipeline/fast.py); anything else runs the stages."""
+        self.messages = Messages(self)
+        """Whole messages (pipeline/messages.py): :meth:`Messages.calls` and its async forms."""
+        self.calls = self.messages.calls
+        self.acalls = self.messages.acalls
+        self.aquick = self.messages.aquick
+
+    @property
+    def ordered(self) -> Sequence[Stage]:
+        """The stages every call runs, in order (they change when a stage is added)."""
+        return self._ordered
+
+    @property
+    def offload(self) -> bool:
+        """Store I/O leaves the event loop (the stores are not in memory)."""
+        return self._offload
 
     # ------------------------------------------------------------------ stages
     def add_stage(self, stage: Stage, *, after: Literal["validate", "flow"] = "validate") -> None:
@@ -215,7 +229,7 @@ class Engine:
             bound=bound,
             occurrence=occurrence,
         )
-        return _proposed(inp, self.prepare_input(inp))
+        return proposed(inp, self.prepare_input(inp))
 
     async def aprepare(
         self,
@@ -242,7 +256,7 @@ class Engine:
             bound=bound,
             occurrence=occurrence,
         )
-        return _proposed(inp, await self.aprepare_input(inp))
+        return proposed(inp, await self.aprepare_input(inp))
 
     async def anode(
         self,
@@ -258,10 +272,10 @@ class Engine:
         inp = CallInput(run=run, call=call, principal=principal, rec=rec, node_id=node_id)
         quick = self.fast.ready(inp, self._ordered)
         if quick is not None:  # no stage ran that could have recorded ``proposed``
-            _record_proposed(inp, quick)
+            record_proposed(inp, quick)
             return await self.fast.execute(quick, rec, executor=self.executor, artifacts=self.artifacts)
-        ready = _proposed(inp, await self.aprepare_input(inp))
-        return await self._run(ready, rec, False) if isinstance(ready, Ready) else ready
+        ready = proposed(inp, await self.aprepare_input(inp))
+        return await self.run_ready(ready, rec, False) if isinstance(ready, Ready) else ready
 
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: the trace store write runs off the loop."""
@@ -321,193 +335,18 @@ class Engine:
                 return fail(inp.rec, error, draft.call_id, spec.name, spec.version)
         return ready_of(inp, draft) if stop is None else None
 
-    # ------------------------------------------------------------------ whole messages
-    def calls(
-        self,
-        raw: Any,
-        *,
-        run_id: str,
-        node_id: str | None = None,
-        principal: Principal | None = None,
-        provenance: Mapping[str, str] | None = None,
-        sources: Mapping[str, Sequence[str]] | None = None,
-        dry_run: bool = False,
-        fresh: bool = False,
-    ) -> list[Observation]:
-        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread).
-
-        ``dry_run``: each call passes the stages up to the gates, then its tool's preview runs
-        instead of the tool (:mod:`actionspace.pipeline.contract`); nothing reaches the ledger.
-        ``fresh``: reads are not served from the read cache.
-        """
-        return run_sync(
-            self._calls(
-                raw,
-                run_id,
-                node_id,
-                principal,
-                provenance,
-                sources,
-                blocking=True,
-                dry_run=dry_run,
-                fresh=fresh,
-            )
-        )
-
-    def acalls(
-        self,
-        raw: Any,
-        *,
-        run_id: str,
-        node_id: str | None = None,
-        principal: Principal | None = None,
-        provenance: Mapping[str, str] | None = None,
-        sources: Mapping[str, Sequence[str]] | None = None,
-        dry_run: bool = False,
-        fresh: bool = False,
-    ) -> Coroutine[Any, Any, list[Observation]]:
-        """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker threads."""
-        return self._calls(
-            raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
-        )
-
-    async def aquick(
-        self, raw: Any, run_id: str, node_id: str | None, principal: Principal | None
-    ) -> Observation | None:
-        """One simple call of an open run on the precompiled path (pipeline/fast.py), or None
-        when it is not one (the caller then runs :meth:`acalls`): the same observation and the
-        same events the stages would give, without their cost."""
-        run = self.runs.known(run_id)
-        if run is None:
-            return None
-        quick = self.fast.take(raw, run, principal or run.principal, self._ordered)
-        if quick is None:
-            return None
-        rec = Recorder(run, None)
-        try:
-            obs = await self.fast.run(
-                quick, rec, node_id, blocking=False, executor=self.executor, artifacts=self.artifacts
-            )
-        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-            obs = self.internal(exc, rec, quick.tool_call())
-            run.flow.observed(obs)
-        except BaseException:  # cancelled: what was recorded is still stored
-            with contextlib.suppress(Exception):
-                self.flush(rec)
-            raise
-        if self._offload:
-            return (await self._flushed(rec, run, [obs], inline=False))[0]
-        try:
-            self.flush(rec)
-        except Exception as exc:
-            return self._unsaved(run, [obs], exc)[0]
-        return obs
-
-    async def _quick(
-        self, quick: Any, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
-    ) -> Observation:
-        try:
-            return await self.fast.run(
-                quick, rec, node_id, blocking=blocking, executor=self.executor, artifacts=self.artifacts
-            )
-        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-            obs = self.internal(exc, rec, quick.tool_call())
-            run.flow.observed(obs)
-            return obs
-
-    async def _flushed(
-        self, rec: Recorder, run: RunState, out: list[Observation], *, inline: bool
-    ) -> list[Observation]:
-        """``out`` once the call's events and the run's state are stored; if the state could not
-        be saved, a ``transient`` observation per call instead (nothing it would have labelled)."""
-        try:
-            if inline:
-                self.flush(rec)
-            else:
-                await asyncio.to_thread(self.flush, rec)
-        except Exception as exc:
-            return self._unsaved(run, out, exc)
-        return out
-
-    def _unsaved(self, run: RunState, out: list[Observation], exc: Exception) -> list[Observation]:
-        """A ``transient`` observation per call of ``out``: the run's state could not be saved."""
-        _log.error("actionspace: saving the state of run %s failed", run.run_id, exc_info=exc)
-        error = ActionError.of(
-            "transient",
-            f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
-        )
-        return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
-
-    async def _calls(
-        self,
-        raw: Any,
-        run_id: str,
-        node_id: str | None,
-        principal: Principal | None,
-        provenance: Mapping[str, str] | None,
-        sources: Mapping[str, Sequence[str]] | None,
-        *,
-        blocking: bool,
-        dry_run: bool = False,
-        fresh: bool = False,
-    ) -> list[Observation]:
-        run = self.run(run_id, principal)
-        who = principal or run.principal
-        rec = Recorder(run, None)
-        out: list[Observation] = []
-        try:
-            general = provenance or sources or dry_run or fresh
-            quick = None if general else self.fast.take(raw, run, who, self._ordered)
-            if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
-                out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
-            calls = [] if quick is not None else parse_raw(raw, rec, self.artifacts)
-            if isinstance(calls, Observation):
-                out.append(calls)
-                calls = []
-            node = node_id if len(calls) == 1 else None
-            message: dict[str, int] = {}
-            for call in calls:
-                inp = CallInput(
-                    run=run,
-                    call=call,
-                    principal=who,
-                    rec=rec,
-                    node_id=node,
-                    provenance=provenance,
-                    sources=sources,
-                    message=message,
-                    fresh=fresh,
-                )
-                try:
-                    if dry_run:
-                        obs = await self._dry_run(inp, blocking)
-                    else:
-                        ready = self.prepare_input(inp) if blocking else await self.aprepare_input(inp)
-                        obs = await self._run(ready, rec, blocking) if isinstance(ready, Ready) else ready
-                except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
-                    obs = self.internal(exc, rec, call)
-                run.flow.observed(obs)
-                out.append(obs)
-        except Exception as exc:
-            out.append(self.internal(exc, rec))
-        except BaseException:  # cancelled: what was recorded is still stored
-            with contextlib.suppress(Exception):
-                self.flush(rec)
-            raise
-        # store I/O in this thread, or on a worker thread
-        return await self._flushed(rec, run, out, inline=blocking or not self._offload)
-
     # ------------------------------------------------------------------ one accepted call
     def execute(self, ready: Ready, rec: Recorder) -> Observation:
         """Run an accepted call in the calling thread: budgets, cache, batch, stream, ledger,
         then the tool's post-conditions."""
-        return run_sync(self._run(ready, rec, True))
+        return run_sync(self.run_ready(ready, rec, True))
 
     def aexecute(self, ready: Ready, rec: Recorder) -> Coroutine[Any, Any, Observation]:
         """Async :meth:`execute` (await it)."""
-        return self._run(ready, rec, False)
+        return self.run_ready(ready, rec, False)
 
-    async def _run(self, ready: Ready, rec: Recorder, blocking: bool) -> Observation:
+    async def run_ready(self, ready: Ready, rec: Recorder, blocking: bool) -> Observation:
+        """:meth:`execute` (``blocking``) or :meth:`aexecute` as one coroutine."""
         obs = await self._execute(ready, rec, blocking)
         spec = ready.compiled.spec
         if spec.bindings and obs.error is not None:
@@ -516,7 +355,7 @@ class Engine:
             obs = postcheck(ready, obs, rec)
         return obs
 
-    async def _dry_run(self, inp: CallInput, blocking: bool) -> Observation:
+    async def dry_run(self, inp: CallInput, blocking: bool) -> Observation:
         """The stages up to the gates, then the tool's preview instead of the tool."""
         draft = self._draft(inp)
         stopped = self._stages(inp, draft, 0, self._checks + len(self._extra))
@@ -645,33 +484,6 @@ class Engine:
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
         rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
-
-
-def _proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
-    """Record ``proposed`` for a call that no recorded model output holds (a plan node, a member of
-    an atomic group, a call of a stream): the arguments it was checked with, so that the trace
-    replay can decide it again. The provenance stage, when present, has recorded it already."""
-    rec = inp.rec
-    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
-    if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
-        return result
-    return _record_proposed(inp, result)
-
-
-def _record_proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
-    """:func:`_proposed` once known that nothing recorded ``proposed`` for the call yet."""
-    rec = inp.rec
-    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
-    args = result.arguments if isinstance(result, Ready) else inp.call.arguments
-    spec = result.compiled.spec if isinstance(result, Ready) else None
-    data: dict[str, Any] = {"tool": spec.name if spec is not None else inp.call.name}
-    if spec is not None:
-        data["version"] = spec.version
-    if isinstance(args, Mapping):
-        data["arguments"] = dict(args)
-    seq = next(inp.run.seq)
-    rec.records.append((seq, "proposed", time.time(), call_id, data))
-    return result
 
 
 async def _awaited(value: Any) -> Any:

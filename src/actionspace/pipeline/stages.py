@@ -14,6 +14,7 @@ business rule can reject a call before anyone is asked to approve it.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ from actionspace.policy.flow_stage import flow_stage
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.recorder import Recorder
-from actionspace.types import ToolCall
+from actionspace.types import Observation, ToolCall
 from actionspace.validation.validator import (
     CompiledTool,
     Validated,
@@ -47,7 +48,16 @@ from actionspace.validation.validator import (
 )
 from actionspace.validation.verdicts import NeedsApproval, Rejected
 
-__all__ = ["CallInput", "Compiler", "Draft", "Stage", "Stages", "identity_node"]
+__all__ = [
+    "CallInput",
+    "Compiler",
+    "Draft",
+    "Stage",
+    "Stages",
+    "identity_node",
+    "proposed",
+    "record_proposed",
+]
 
 
 @fast_init
@@ -282,3 +292,30 @@ def ready_of(inp: CallInput, d: Draft) -> Ready:
         if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
     return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label)
+
+
+def proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
+    """Record ``proposed`` for a call that no recorded model output holds (a plan node, a member of
+    an atomic group, a call of a stream): the arguments it was checked with, so that the trace
+    replay can decide it again. The provenance stage, when present, has recorded it already."""
+    rec = inp.rec
+    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
+    if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
+        return result
+    return record_proposed(inp, result)
+
+
+def record_proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
+    """:func:`proposed` once known that nothing recorded ``proposed`` for the call yet."""
+    rec = inp.rec
+    call_id = result.call_id if isinstance(result, Ready) else rec.call_id
+    args = result.arguments if isinstance(result, Ready) else inp.call.arguments
+    spec = result.compiled.spec if isinstance(result, Ready) else None
+    data: dict[str, Any] = {"tool": spec.name if spec is not None else inp.call.name}
+    if spec is not None:
+        data["version"] = spec.version
+    if isinstance(args, Mapping):
+        data["arguments"] = dict(args)
+    seq = next(inp.run.seq)
+    rec.records.append((seq, "proposed", time.time(), call_id, data))
+    return result

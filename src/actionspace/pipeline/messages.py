@@ -1,0 +1,237 @@
+"""A model message through the engine: its calls parsed, each run through the stages and
+executed, every event of the message stored once at the end.
+
+:class:`Messages` is the front of :class:`~actionspace.pipeline.engine.Engine` (``engine.calls``,
+``engine.acalls``, ``engine.aquick`` are its methods): a simple call of an open run takes the
+precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages one call at a time.
+A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
+stores what was recorded before it propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actionspace.discovery.runs import RunState
+from actionspace.errors import ActionError
+from actionspace.execution.ready import Ready
+from actionspace.pipeline.calls import parse_raw
+from actionspace.pipeline.observe import fail
+from actionspace.pipeline.stages import CallInput
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation
+
+if TYPE_CHECKING:
+    from actionspace.pipeline.engine import Engine
+
+
+__all__ = ["Messages"]
+
+_log = logging.getLogger("actionspace")
+
+
+class Messages:
+    """Whole messages through one engine (see the module docstring)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def calls(
+        self,
+        raw: Any,
+        *,
+        run_id: str,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
+    ) -> list[Observation]:
+        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread).
+
+        ``dry_run``: each call passes the stages up to the gates, then its tool's preview runs
+        instead of the tool (:mod:`actionspace.pipeline.contract`); nothing reaches the ledger.
+        ``fresh``: reads are not served from the read cache.
+        """
+        from actionspace.pipeline.engine import run_sync  # the engine imports this module
+
+        return run_sync(
+            self._calls(
+                raw,
+                run_id,
+                node_id,
+                principal,
+                provenance,
+                sources,
+                blocking=True,
+                dry_run=dry_run,
+                fresh=fresh,
+            )
+        )
+
+    def acalls(
+        self,
+        raw: Any,
+        *,
+        run_id: str,
+        node_id: str | None = None,
+        principal: Principal | None = None,
+        provenance: Mapping[str, str] | None = None,
+        sources: Mapping[str, Sequence[str]] | None = None,
+        dry_run: bool = False,
+        fresh: bool = False,
+    ) -> Coroutine[Any, Any, list[Observation]]:
+        """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker threads."""
+        return self._calls(
+            raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
+        )
+
+    async def aquick(
+        self, raw: Any, run_id: str, node_id: str | None, principal: Principal | None
+    ) -> Observation | None:
+        """One simple call of an open run on the precompiled path (pipeline/fast.py), or None
+        when it is not one (the caller then runs :meth:`acalls`): the same observation and the
+        same events the stages would give, without their cost."""
+        engine = self.engine
+        run = engine.runs.known(run_id)
+        if run is None:
+            return None
+        quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
+        if quick is None:
+            return None
+        rec = Recorder(run, None)
+        try:
+            obs = await engine.fast.run(
+                quick,
+                rec,
+                node_id,
+                blocking=False,
+                executor=engine.executor,
+                artifacts=engine.artifacts,
+            )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            obs = engine.internal(exc, rec, quick.tool_call())
+            run.flow.observed(obs)
+        except BaseException:  # cancelled: what was recorded is still stored
+            with contextlib.suppress(Exception):
+                engine.flush(rec)
+            raise
+        if engine.offload:
+            return (await self._flushed(rec, run, [obs], inline=False))[0]
+        try:
+            engine.flush(rec)
+        except Exception as exc:
+            return self._unsaved(run, [obs], exc)[0]
+        return obs
+
+    async def _quick(
+        self, quick: Any, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
+    ) -> Observation:
+        engine = self.engine
+        try:
+            return await engine.fast.run(
+                quick,
+                rec,
+                node_id,
+                blocking=blocking,
+                executor=engine.executor,
+                artifacts=engine.artifacts,
+            )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            obs = engine.internal(exc, rec, quick.tool_call())
+            run.flow.observed(obs)
+            return obs
+
+    async def _flushed(
+        self, rec: Recorder, run: RunState, out: list[Observation], *, inline: bool
+    ) -> list[Observation]:
+        """``out`` once the call's events and the run's state are stored; if the state could not
+        be saved, a ``transient`` observation per call instead (nothing it would have labelled)."""
+        engine = self.engine
+        try:
+            if inline:
+                engine.flush(rec)
+            else:
+                await asyncio.to_thread(engine.flush, rec)
+        except Exception as exc:
+            return self._unsaved(run, out, exc)
+        return out
+
+    def _unsaved(self, run: RunState, out: list[Observation], exc: Exception) -> list[Observation]:
+        """A ``transient`` observation per call of ``out``: the run's state could not be saved."""
+        _log.error("actionspace: saving the state of run %s failed", run.run_id, exc_info=exc)
+        error = ActionError.of(
+            "transient",
+            f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
+        )
+        return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
+
+    async def _calls(
+        self,
+        raw: Any,
+        run_id: str,
+        node_id: str | None,
+        principal: Principal | None,
+        provenance: Mapping[str, str] | None,
+        sources: Mapping[str, Sequence[str]] | None,
+        *,
+        blocking: bool,
+        dry_run: bool = False,
+        fresh: bool = False,
+    ) -> list[Observation]:
+        engine = self.engine
+        run = engine.run(run_id, principal)
+        who = principal or run.principal
+        rec = Recorder(run, None)
+        out: list[Observation] = []
+        try:
+            general = provenance or sources or dry_run or fresh
+            quick = None if general else engine.fast.take(raw, run, who, engine.ordered)
+            if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
+                out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
+            calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts)
+            if isinstance(calls, Observation):
+                out.append(calls)
+                calls = []
+            node = node_id if len(calls) == 1 else None
+            message: dict[str, int] = {}
+            for call in calls:
+                inp = CallInput(
+                    run=run,
+                    call=call,
+                    principal=who,
+                    rec=rec,
+                    node_id=node,
+                    provenance=provenance,
+                    sources=sources,
+                    message=message,
+                    fresh=fresh,
+                )
+                try:
+                    if dry_run:
+                        obs = await engine.dry_run(inp, blocking)
+                    else:
+                        ready = engine.prepare_input(inp) if blocking else await engine.aprepare_input(inp)
+                        obs = (
+                            await engine.run_ready(ready, rec, blocking)
+                            if isinstance(ready, Ready)
+                            else ready
+                        )
+                except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
+                    obs = engine.internal(exc, rec, call)
+                run.flow.observed(obs)
+                out.append(obs)
+        except Exception as exc:
+            out.append(engine.internal(exc, rec))
+        except BaseException:  # cancelled: what was recorded is still stored
+            with contextlib.suppress(Exception):
+                engine.flush(rec)
+            raise
+        # store I/O in this thread, or on a worker thread
+        return await self._flushed(rec, run, out, inline=blocking or not engine.offload)
