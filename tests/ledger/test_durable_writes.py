@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 
 from actionspace import Runtime, ToolCall
+from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections, SqliteLedgerStore
 from actionspace.trace.sqlite import SqliteTraceStore
 from tests.ledger import durable_workers
@@ -132,7 +135,8 @@ def test_a_write_call_fsyncs_its_intent_once_before_the_tool_and_nothing_of_the_
     before = [c for c in until_tool if "LEDGER_ENTRIES" in c.tables]
     after = commits.since(at_tool["commits"])
     assert [c.durable for c in before] == [True]
-    assert not [c for c in after if c.durable and c.tables & {"LEDGER_ENTRIES", "TRACE_EVENTS"}]
+    # (the trace is deferred: it may ride along any later transaction, a durable one included)
+    assert not [c for c in after if c.durable and "LEDGER_ENTRIES" in c.tables]
     assert [c.durable for c in after if "LEDGER_ENTRIES" in c.tables] == [False]
     assert _state(path, "n1") == "committed"  # in the WAL when the call returned
     rt.close()
@@ -157,7 +161,7 @@ def test_an_operation_that_need_not_wait_for_the_disk_commits_without_fsync(
     db.close()
 
 
-def test_ledger_and_trace_writes_of_one_file_queued_together_share_one_commit(
+def test_a_trace_append_queued_behind_a_ledger_write_is_not_added_to_its_transaction(
     tmp_path: Path, commits: Commits
 ) -> None:
     path = tmp_path / "a.db"
@@ -174,29 +178,81 @@ def test_ledger_and_trace_writes_of_one_file_queued_together_share_one_commit(
     assert entered.wait(DEADLINE_S)
     start = len(commits)
     record = (0, "ledger", time.time(), "c1", {"to": "accepted"})
-    queued = [
-        threading.Thread(target=ledger.begin, args=(entry("n1"),)),
-        threading.Thread(target=trace.append_records, args=("r1", [record])),
-    ]
-    for t in queued:
-        t.start()
+    trace.append_records("r1", [record])  # returns at once: deferred
+    begin = threading.Thread(target=ledger.begin, args=(entry("n1"),))
+    begin.start()
     deadline = time.monotonic() + DEADLINE_S
     while writer.queued < 2:  # both wait behind the held transaction
         assert time.monotonic() < deadline, "the writes never queued on the file's writer"
         time.sleep(0.001)
     release.set()
-    for t in (holder, *queued):
+    for t in (holder, begin):
         t.join(DEADLINE_S)
 
-    done = commits.since(start)
-    shared = ["LEDGER_ENTRIES", "TRACE_EVENTS", "TRACE_RUNS"]
-    assert [sorted(c.tables) for c in done[1:]] == [shared]
-    assert done[1].durable  # the intent waited for the disk, and the trace with it
+    # the intent's fsync'd transaction carries the intent only; the trace follows on its own
+    assert [c.durable for c in commits.since(start)[1:2]] == [True]
+    assert sorted(commits.since(start)[1].tables) == ["LEDGER_ENTRIES"]
     assert ledger.get_node("r1", "n1") == entry("n1")
     assert [e.kind for e in trace.events("r1")] == ["ledger"]
     writer.close()
     ledger.close()
     trace.close()
+
+
+def test_calls_do_not_wait_for_their_trace_and_the_flusher_writes_several_at_once(
+    tmp_path: Path, commits: Commits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_writer, "LINGER_S", 0.5, raising=False)  # tells the two apart
+    path = tmp_path / "a.db"
+    at_tool: dict[str, Any] = {}
+    rt = _put_runtime(path, at_tool, commits)
+    run = rt.new_run()
+    rt.call(ToolCall(name="put", arguments={"key": "w", "value": 0}), run_id=run, node_id="w")
+    assert rt.trace.events(run)  # a read commits what is deferred: the first call's trace
+    start = len(commits)
+
+    for i in range(3):
+        call = ToolCall(name="put", arguments={"key": f"k{i}", "value": i})
+        assert rt.call(call, run_id=run, node_id=f"k{i}").status == "ok"
+    on_the_calls = commits.since(start)
+    deadline = time.monotonic() + DEADLINE_S
+    while not any("TRACE_EVENTS" in c.tables for c in commits.since(start)):
+        assert time.monotonic() < deadline, "the deferred trace was never written"
+        time.sleep(0.01)
+    later = commits.since(start + len(on_the_calls))
+
+    # three intents and three outcomes, nothing of the trace while the calls ran ...
+    assert [c.durable for c in on_the_calls if "LEDGER_ENTRIES" in c.tables] == [True, False] * 3
+    assert not [c for c in on_the_calls if c.tables & {"TRACE_EVENTS", "TRACE_RUNS"}]
+    # ... then the three calls' events in one transaction, without an fsync of its own
+    trace_commits = [c for c in later if "TRACE_EVENTS" in c.tables]
+    assert len(trace_commits) == 1 and not trace_commits[0].durable
+    events = rt.trace.events(run)
+    assert {e.call_id for e in events if e.kind == "observation"} >= {f"{run}:k{i}" for i in range(3)}
+    rt.close()
+
+
+def test_the_deferred_trace_of_a_process_that_exits_without_closing_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    code = (
+        "import sys\n"
+        "from actionspace import Runtime, ToolCall\n"
+        "from actionspace.ledger import sqlite_writer\n"
+        "sqlite_writer.LINGER_S = 60.0\n"
+        f"rt = Runtime('sqlite:///{path}')\n"
+        "@rt.tool(effect='write')\n"
+        "def put(key: str) -> str:\n"
+        "    return key\n"
+        "run = rt.new_run()\n"
+        "rt.call(ToolCall(name='put', arguments={'key': 'x'}), run_id=run, node_id='n1')\n"
+        "print(run)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    with SqliteTraceStore(path) as trace:
+        kinds = [e.kind for e in trace.events(run_id)]
+    assert "observation" in kinds and "dispatched" in kinds
 
 
 def test_stores_of_one_file_share_its_writer_until_the_last_closes(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ a transaction and its fsync (group commit) on that one connection, and every sto
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import sqlite3
@@ -180,6 +182,11 @@ Operation = Callable[[sqlite3.Connection], Any]
 """What a caller hands the writer: it runs inside the shared transaction on the given connection."""
 
 
+LINGER_S = 0.01
+"""Longest a deferred operation (:meth:`GroupCommit.defer`) waits for another transaction of the
+file before the writer's flusher thread commits it (seconds)."""
+
+
 class _Slot:
     """One caller's operation waiting for a shared commit."""
 
@@ -216,10 +223,14 @@ class GroupCommit:
     A ``durable`` operation returns once its transaction is on disk (the connections' own
     ``synchronous`` level, FULL for the stores); the others once it is in the WAL file
     (``synchronous=NORMAL``: it survives the process, not a power loss before the next fsync). A
-    group holding any durable operation commits durably, the others' writes with it. An operation
-    handed in with ``wait=False`` while a group is being committed returns at once and is
-    committed with the next group; the leader does not leave while such operations are queued,
-    and :meth:`settle` waits for them.
+    group holding any durable operation commits durably, the others' writes with it.
+
+    An operation handed to :meth:`defer` is not waited for: it rides along the next transaction of
+    the file, whoever commits it, or the writer's flusher thread commits it within
+    :data:`LINGER_S` when nothing else writes. A caller that writes after every call (the trace of
+    a durable call, written after its outcome) so pays no transaction of its own. :meth:`settle`
+    commits what is deferred (the trace store's reads do so first), :meth:`close` and the
+    interpreter's exit too; a process killed within that moment loses its deferred operations.
     :meth:`open` gives the one writer of a file in this process, shared by every store on it.
     """
 
@@ -235,6 +246,9 @@ class GroupCommit:
         """The writing connection and the ``synchronous`` level last set on it."""
         self._detached = 0
         """Operations queued whose callers did not wait, not committed yet."""
+        self._armed = False
+        """The flusher was told about deferred operations and has not committed them yet."""
+        self._flusher: _Flusher | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, busy_timeout_s: float) -> GroupCommit:
@@ -260,38 +274,50 @@ class GroupCommit:
         with self._lock:
             return len(self._queue)
 
-    def run(self, op: Operation, *, durable: bool = True, wait: bool = True) -> Any:
-        """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
-
-        With ``wait=False``, while another group is being committed, ``op`` is queued for the
-        next one and None is returned at once (a failure of it is logged); when the writer is
-        idle it runs at once as with ``wait=True``.
-        """
+    def run(self, op: Operation, *, durable: bool = True) -> Any:
+        """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
         slot = _Slot(op, durable)
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
-                self._queue, self._busy, self._pid = [], False, os.getpid()
-                self._detached = 0
+                self._forked()
             self._queue.append(slot)
             slot.lead = not self._busy
             self._busy = True
             if not slot.lead:
-                if not wait:
-                    slot.detached = True
-                    self._detached += 1
-                    return None
                 slot.done = done = threading.Event()
         if not slot.lead:
             done.wait()
         if slot.lead:  # arrived first, or handed the lead when the group before it committed
-            self._lead()
+            self._lead(flush=op is _nothing)
         if slot.error is not None:
             raise slot.error
         return slot.result
 
-    def settle(self) -> None:
-        """Return once every operation queued without waiting (``wait=False``) is committed."""
+    def defer(self, op: Operation) -> None:
+        """Have ``op(conn)`` committed with the next transaction of the file, without waiting.
+
+        It runs in its own savepoint of whichever group commits next (``synchronous=NORMAL`` unless
+        that group is durable), or the flusher's within :data:`LINGER_S`; a failure is logged.
+        """
+        slot = _Slot(op, False)
+        slot.detached = True
         with self._lock:
+            if self._pid != os.getpid():
+                self._forked()
+            self._queue.append(slot)
+            self._detached += 1
+            if self._busy or self._armed:
+                return  # the group being committed hands it on, or the flusher was told already
+            self._armed = True
+            flusher = self._flusher
+            if flusher is None:
+                flusher = self._flusher = _Flusher(self)
+        flusher.poke()
+
+    def settle(self) -> None:
+        """Return once every operation handed to :meth:`defer` before is committed."""
+        with self._lock:
+            self._armed = False
             if not self._detached:
                 return
         self.run(_nothing, durable=False)
@@ -305,33 +331,52 @@ class GroupCommit:
                 return
             if _WRITERS.get(self._shared) is self:
                 del _WRITERS[self._shared]
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.stop()
         self._db.close()
 
-    def _lead(self) -> None:
-        again = True
-        while again:  # only queued operations nobody waits for: commit them before leaving
-            with self._lock:
+    def _forked(self) -> None:
+        """In a forked child: the parent's queue and flusher thread are not this process's."""
+        self._queue, self._busy, self._pid = [], False, os.getpid()
+        self._detached, self._armed, self._flusher = 0, False, None
+
+    def _lead(self, flush: bool = False) -> None:
+        with self._lock:
+            if flush:
                 group, self._queue = self._queue, []
-            try:
-                self._commit(group)
-            except BaseException as exc:  # the commit failed: nothing of the group is written
-                for slot in group:
-                    slot.error = exc
-            with self._lock:
-                heir = next((slot for slot in self._queue if slot.done is not None), None)
-                if heir is not None:
-                    heir.lead = True
-                    _wake(heir)
-                again = heir is None and bool(self._queue)
-                self._busy = bool(self._queue)
-                if self._detached:
-                    self._detached -= sum(slot.detached for slot in group)
+            else:
+                group = [slot for slot in self._queue if not slot.detached]
+                self._queue = [slot for slot in self._queue if slot.detached]
+        try:
+            self._commit(group)
+        except BaseException as exc:  # the commit failed: nothing of the group is written
             for slot in group:
-                slot.lead = False
-                if slot.done is not None:
-                    slot.done.set()
-                elif slot.detached and slot.error is not None:
-                    _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
+                slot.error = exc
+        with self._lock:
+            heir = next((slot for slot in self._queue if slot.done is not None), None)
+            if heir is not None:
+                heir.lead = True
+                _wake(heir)
+            self._busy = heir is not None
+            if self._detached:
+                self._detached -= sum(slot.detached for slot in group)
+            # Only deferred operations queued behind the group: the flusher commits them
+            # unless another caller's write takes them first; the leader's caller goes on.
+            poke = heir is None and bool(self._queue) and not self._armed
+            if poke:
+                self._armed = True
+                if self._flusher is None:
+                    self._flusher = _Flusher(self)
+            flusher = self._flusher
+        if poke and flusher is not None:
+            flusher.poke()
+        for slot in group:
+            slot.lead = False
+            if slot.done is not None:
+                slot.done.set()
+            elif slot.detached and slot.error is not None:
+                _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
     def _commit(self, group: list[_Slot]) -> None:
         level = self._db.synchronous if any(slot.durable for slot in group) else "NORMAL"
@@ -361,6 +406,61 @@ def _each_in_a_savepoint(conn: sqlite3.Connection, group: list[_Slot]) -> None:
             conn.execute("ROLLBACK TO op")
             slot.error = exc
         conn.execute("RELEASE op")
+
+
+class _Flusher:
+    """A writer's thread committing deferred operations nobody else's transaction took.
+
+    It holds its writer weakly: a writer its stores dropped without closing goes, and the thread
+    with it.
+    """
+
+    def __init__(self, writer: GroupCommit) -> None:
+        self._poked = threading.Event()
+        self._stopped = False
+        ref = weakref.ref(writer)
+        self._thread = threading.Thread(
+            target=self._loop, args=(ref,), name=f"actionspace-flush-{writer._db.path.name}", daemon=True
+        )
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._poked.set()
+
+    def _loop(self, ref: weakref.ReferenceType[GroupCommit]) -> None:
+        poked = self._poked
+        while not self._stopped:
+            if not poked.wait(timeout=5.0):
+                if ref() is None:
+                    return
+                continue
+            time.sleep(LINGER_S)  # let another caller's transaction take them first
+            poked.clear()
+            writer = ref()
+            if writer is None or self._stopped:
+                return
+            try:
+                writer.settle()
+            except Exception:  # a closed store, a full disk: reported, the thread stays
+                _log.exception("committing deferred writes to %s failed", writer._db.path)
+            del writer
+
+
+def _settle_all() -> None:
+    """At the interpreter's exit: commit every writer's deferred operations."""
+    with _WRITERS_LOCK:
+        writers = list(_WRITERS.values())
+    for writer in writers:
+        if writer._pid == os.getpid():
+            with contextlib.suppress(Exception):
+                writer.settle()
+
+
+atexit.register(_settle_all)
 
 
 def _wake(slot: _Slot) -> None:
