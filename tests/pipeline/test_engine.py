@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,3 +107,43 @@ def test_a_run_opened_by_two_processes_at_once_renumbers_its_first_event(pg_sche
     assert [e.kind for e in events] == ["run_started", "run_started"] and [e.seq for e in events] == [0, 1]
     first.close()
     second.close()
+
+
+def test_an_async_read_on_sqlite_stays_on_the_loop_thread_unless_the_run_state_must_be_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SQLite trace store defers its appends, so writing a call's events cannot block the loop:
+    no worker thread for them. Saving a changed run state still may block, and leaves the loop."""
+    rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}")
+
+    @rt.tool(effect="none", labels={"confidentiality": "public"})  # the run label never changes
+    async def look(q: str) -> str:
+        return q.upper()
+
+    @rt.tool(effect="none", labels={"confidentiality": "secret"})
+    async def vault(q: str) -> str:
+        return "s3cret"
+
+    hops: list[str] = []
+    real = asyncio.to_thread
+
+    async def counting(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    async def main(run: str) -> list[Any]:
+        await rt.acall(ToolCall(name="look", arguments={"q": "warm"}), run_id=run)  # the run opens
+        monkeypatch.setattr(asyncio, "to_thread", counting)
+        calls = [ToolCall(name="look", arguments={"q": f"x{i}"}) for i in range(5)]
+        plain = [await rt.acall(call, run_id=run) for call in calls]
+        assert hops == []  # five calls, their events written without leaving the loop's thread
+        secret = await rt.acall(ToolCall(name="vault", arguments={"q": "k"}), run_id=run)
+        assert hops  # the run's label changed: its state is saved off the loop, then the events
+        return [*plain, secret]
+
+    run = rt.new_run()
+    out = asyncio.run(main(run))
+    assert [o.data for o in out] == ["X0", "X1", "X2", "X3", "X4", "s3cret"]
+    looked = [e for e in rt.trace.events(run) if e.kind == "observation"]
+    assert len(looked) == 7  # every call's events are in the store when read
+    rt.close()

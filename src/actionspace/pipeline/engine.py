@@ -105,6 +105,8 @@ class Engine:
         self.runs = RunRegistry(trace, run_states, max_live_runs=max_live_runs, on_first_run=on_first_run)
         """The open runs (pipeline/runs.py)."""
         self._offload = not isinstance(ledger, MemoryLedgerStore)
+        self._defers = bool(getattr(trace, "defers_appends", False))
+        """The trace store's appends return without waiting for its file (SQLite)."""
         self.driver = LedgerDriver(ledger, offload=self._offload)
         self.fast = FastPath(stages)
         """The precompiled path of simple calls (pipeline/fast.py); anything else runs the stages."""
@@ -118,11 +120,6 @@ class Engine:
     def ordered(self) -> Sequence[Stage]:
         """The stages every call runs, in order (they change when a stage is added)."""
         return self._ordered
-
-    @property
-    def offload(self) -> bool:
-        """Store I/O leaves the event loop (the stores are not in memory)."""
-        return self._offload
 
     # ------------------------------------------------------------------ stages
     def add_stage(self, stage: Stage, *, after: Literal["validate", "flow"] = "validate") -> None:
@@ -278,11 +275,22 @@ class Engine:
         return await self.run_ready(ready, rec, False) if isinstance(ready, Ready) else ready
 
     async def aflush(self, rec: Recorder) -> None:
-        """:meth:`flush` from async code: the trace store write runs off the loop."""
-        if self._offload:
+        """:meth:`flush` from async code: off the loop when it may wait for store I/O."""
+        if self.flush_blocks(rec):
             await asyncio.to_thread(self.flush, rec)
         else:
             self.flush(rec)
+
+    def flush_blocks(self, rec: Recorder) -> bool:
+        """Whether :meth:`flush` of ``rec`` may wait for store I/O (async callers then run it on a
+        worker thread): the stores are not in memory, and the trace store writes on the calling
+        thread or the run's state changed (it is saved before the events)."""
+        if not self._offload:
+            return False
+        if not self._defers:
+            return True
+        owner = rec.run
+        return isinstance(owner, RunState) and owner.mark() != owner.saved
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""

@@ -122,7 +122,7 @@ class Messages:
             with contextlib.suppress(Exception):
                 engine.flush(rec)
             raise
-        if engine.offload:
+        if engine.flush_blocks(rec):
             return (await self._flushed(rec, run, [obs], inline=False))[0]
         try:
             engine.flush(rec)
@@ -234,4 +234,4 @@ class Messages:
                 engine.flush(rec)
             raise
         # store I/O in this thread, or on a worker thread
-        return await self._flushed(rec, run, out, inline=blocking or not engine.offload)
+        return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))

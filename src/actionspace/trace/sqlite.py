@@ -110,6 +110,9 @@ class SqliteTraceStore:
     by a newer schema version.
     """
 
+    defers_appends = True
+    """``append_records`` returns without waiting for the file (see the module docstring)."""
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
         if str(path) in ("", ":memory:"):
             raise ConfigurationError(
