@@ -270,6 +270,8 @@ class Engine:
         quick = self.fast.ready(inp, self._ordered)
         if quick is not None:  # no stage ran that could have recorded ``proposed``
             record_proposed(inp, quick)
+            if quick.key is not None:  # side effects: the ledger runs it
+                return await self.run_ready(quick, rec, False)
             return await self.fast.execute(quick, rec, executor=self.executor, artifacts=self.artifacts)
         ready = proposed(inp, await self.aprepare_input(inp))
         return await self.run_ready(ready, rec, False) if isinstance(ready, Ready) else ready

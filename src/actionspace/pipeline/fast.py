@@ -19,6 +19,9 @@ A call takes this path only when it provably ends as the general path would:
   stream, and validates with the JSON Schema alone (``CompiledTool.simple``, no conversion);
 - the principal holds the tool's scopes and the flow policy allows the tool whatever labels its
   arguments carry (:func:`always_allows`: the built-in policies only, by exact type);
+- a side-effecting tool (a write, an external call, a sink) is only *prepared* here, through
+  :meth:`FastPath.ready` (pipeline/fast_effects.py): its flow verdict is kept per run label, its
+  node and key are what the stages would give, and the ledger runs it as it runs any such call;
 - no provenance, sources or bindings were given, and the arguments match the schema.
 
 Anything else — a rejection, an unknown policy, a user stage, budgets, the read cache, streams,
@@ -48,20 +51,12 @@ from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
+from actionspace.pipeline.fast_effects import Verdict, always_allows, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
 from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
-from actionspace.policy.flow_policies import (
-    AllOf,
-    AllowAll,
-    AnyOf,
-    FlowPolicy,
-    NoSecretToExternalSink,
-    ReadClearance,
-    UntrustedHighRiskArgs,
-    UntrustedWrites,
-)
-from actionspace.policy.labels import PUBLIC_TRUSTED, Label, may_read
+from actionspace.policy.flow_policies import FlowPolicy
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
@@ -76,51 +71,23 @@ MAX_ENTRIES = 4096
 """Entries kept before the table is cleared (each is rebuilt on the next call of its tool)."""
 
 
-def always_allows(policy: FlowPolicy | None, spec: ToolSpec, principal: Principal) -> bool:
-    """True when ``policy`` allows every call of ``spec`` by ``principal``, whatever its labels.
-
-    Only the built-in policies are known, by exact type (a subclass may override ``check``);
-    any other policy answers False and the call takes the general path.
-    """
-    if policy is None:
-        return True
-    kind = type(policy)
-    labels = spec.labels
-    writes = spec.effect in ("write", "external") or bool(labels.sink)
-    if kind is AllowAll:
-        return True
-    if kind is NoSecretToExternalSink:
-        return not labels.sink
-    if kind is UntrustedHighRiskArgs or kind is UntrustedWrites:
-        return not writes
-    if kind is ReadClearance:
-        if labels.confidentiality != "secret" and labels.readers is None:
-            return True
-        return may_read(Label(confidentiality=labels.confidentiality, readers=labels.readers), principal)
-    if kind is AllOf:
-        assert isinstance(policy, AllOf)
-        return all(always_allows(p, spec, principal) for p in policy.policies)
-    if kind is AnyOf:
-        assert isinstance(policy, AnyOf)
-        return any(always_allows(p, spec, principal) for p in policy.policies)
-    return False
-
-
 def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
-    """No side effects, approvals, batches, streams or argument conversion: nothing to defer to."""
+    """No approvals, batches, streams or argument conversion: nothing to defer to."""
     return (
-        not spec.has_side_effects
-        and not spec.requires_approval
+        not spec.requires_approval
         and spec.batch is None
         and spec.max_items is None
         and not is_streaming(spec)
         and compiled.simple
         and spec.fn is not None
-        and not spec.labels.sink
-        and spec.effect not in ("write", "external")
         and not spec.verify
         and spec.completion is None  # post-conditions run on the staged path
     )
+
+
+def _effects(spec: ToolSpec) -> bool:
+    """A call that changes or leaves the system: only its preparation is precompiled."""
+    return spec.has_side_effects or bool(spec.labels.sink) or spec.effect in ("write", "external")
 
 
 Output = tuple[Label, "Label | None"]
@@ -152,6 +119,12 @@ class Entry:
     """The payloads every call's trace events share (authorized, validated, tool and version)."""
     inline: bool
     """An async tool: the first step of its coroutine is taken on the calling path."""
+    effects: bool = False
+    """A side-effecting tool (:func:`_effects`): :meth:`FastPath.ready` prepares its calls (the
+    ledger runs them, pipeline/fast_effects.py); :meth:`FastPath.take` leaves them to the stages."""
+    verdict: Verdict | None = None
+    """The flow verdict last computed for a call of a side-effecting tool, with the run label and
+    argument names it holds for (replaced whole)."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
         """The output label of a call with ``arguments`` while the run label is ``context``, and
@@ -243,7 +216,7 @@ class FastPath:
         if type(arguments) is not dict or not name:
             return None
         entry = self.entry(run, name, principal, ordered)
-        if entry is None or not entry.compiled.validator.is_valid(arguments):
+        if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
             return None
         return FastCall(entry, name, call_id, arguments, model_output)
 
@@ -270,6 +243,8 @@ class FastPath:
         args = call.arguments
         if entry is None or not entry.compiled.validator.is_valid(args):
             return None
+        if entry.effects:
+            return ready_effect(entry, inp, args)
         node = inp.node_id or f"n{next(run.nodes)}"
         call_id = call.id or f"{run.run_id}:{node}"
         rec = inp.rec
@@ -336,7 +311,14 @@ class FastPath:
         if stages.guard is not None or len(ordered) != stages.checks + 2:
             return None  # budgets, the read cache or a user stage apply
         compiled = stages.compiler.get(spec)
-        if not _simple_tool(spec, compiled) or not always_allows(stages.flow_policy, spec, principal):
+        if not _simple_tool(spec, compiled):
+            return None
+        effects = _effects(spec)
+        if not (
+            labels_decide(stages.flow_policy)
+            if effects
+            else always_allows(stages.flow_policy, spec, principal)
+        ):
             return None
         if isinstance(authorize(spec, principal), Rejected):
             return None
@@ -358,6 +340,7 @@ class FastPath:
                 spec.version,
             ),
             inline=spec.is_async,
+            effects=effects,
         )
 
     async def run(
