@@ -226,3 +226,17 @@ def test_a_run_continues_on_another_runtime_sharing_postgresql(pg_url: str) -> N
         assert obs.error is not None and obs.error.category == "policy_violation"
         assert sent == []
         second.close()
+
+
+def test_a_snapshot_saved_for_later_never_overwrites_a_newer_one(tmp_path: Path) -> None:
+    store = SqliteRunStateStore(tmp_path / "s.db")
+    store.save_later("r", {"n": 1})  # deferred ...
+    store.save("r", {"n": 2})  # ... and overtaken by a snapshot saved (and waited for) after it
+    assert store.load("r") == {"n": 2}
+    store.save_later("r", {"n": 3})
+    assert store.load("r") == {"n": 3}  # a read commits what is deferred first
+    store.save_later("q", {"n": 4})
+    store.close()  # and so does closing
+    again = SqliteRunStateStore(tmp_path / "s.db")
+    assert again.load("q") == {"n": 4}
+    again.close()

@@ -323,3 +323,34 @@ def test_a_trace_append_does_not_wait_behind_a_busy_writer_and_reads_see_it(tmp_
     assert read == [["observation"]]  # the read waited for the queued append
     writer.close()
     trace.close()
+
+
+def test_a_call_that_adds_only_its_id_behind_the_run_label_does_not_wait_for_the_run_state(
+    tmp_path: Path, commits: Commits
+) -> None:
+    path = tmp_path / "a.db"
+    rt = Runtime(f"sqlite:///{path}", recover_on_start=False)
+
+    @rt.tool(effect="read")  # an internal result: the first one raises the run label
+    def look(q: str) -> str:
+        return q
+
+    run = rt.new_run()
+    start = len(commits)
+    rt.call(ToolCall(name="look", arguments={"q": "a"}), run_id=run)
+    raised = [c for c in commits.since(start) if "RUN_STATE" in c.tables]
+    assert [c.durable for c in raised] == [True]  # the new label is on disk before the answer
+
+    start = len(commits)
+    for q in "bcd":
+        rt.call(ToolCall(name="look", arguments={"q": q}), run_id=run)
+    assert not [c for c in commits.since(start) if "RUN_STATE" in c.tables and c.durable]
+    assert rt.trace.events(run)  # a read of the file commits what is deferred
+    later = [c for c in commits.since(start) if "RUN_STATE" in c.tables]
+    assert later and not any(c.durable for c in later)
+
+    with Runtime(f"sqlite:///{path}", recover_on_start=False) as other:  # another process's view
+        flow = other.engine.run(run).flow
+        assert flow.context == rt.engine.run(run).flow.context
+        assert {source for source, _ in flow.origins()} == {f"{run}:n{i}" for i in range(1, 5)}
+    rt.close()

@@ -47,11 +47,26 @@ class RunState:
     """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
     saved: tuple[Any, ...] | None = None
     """The :meth:`mark` of the last snapshot saved (None: never saved)."""
+    saved_label: tuple[Any, ...] | None = None
+    """The :meth:`label_mark` of the last snapshot saved and waited for (None: never)."""
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
         return (
             self.flow.version,
+            self.turn,
+            len(self.pins),
+            self.explicit_offer,
+            self.disclosure,
+            len(self.described),
+            id(self.principal),
+        )
+
+    def label_mark(self) -> tuple[Any, ...]:
+        """Changes whenever what a later call of the run may do changes: the principal, turn, pins,
+        offer and disclosure, and the flow state's labels (not the call ids kept behind them)."""
+        return (
+            self.flow.label_version,
             self.turn,
             len(self.pins),
             self.explicit_offer,
@@ -92,6 +107,7 @@ class RunState:
             turn=int(data.get("turn") or 0),
         )
         run.saved = run.mark()
+        run.saved_label = run.label_mark()
         return run
 
 

@@ -6,7 +6,10 @@ in the memory of the process that opened the run, they are lost when another pro
 it (a restart, an API resume, another worker): a secret read in one process could be sent out by
 the next without the declassification gate. The engine writes a snapshot here whenever one of
 them changes — before the observation that changed it reaches the caller — and any process that
-opens the run reads it back.
+opens the run reads it back. The call ids kept behind each label (which calls a label came from,
+named in a denial's details) change with most calls and decide nothing: a snapshot that differs
+from the saved one only in them is written without waiting (``save_later``, where a store has it;
+the SQLite store's rides along the file's next transaction, within its writer's linger).
 
 A snapshot is a JSON object (see :meth:`actionspace.discovery.runs.RunState.snapshot`); the stores
 here keep the latest one per run: in memory (``memory://``), in the SQLite file shared with the
@@ -15,6 +18,7 @@ ledger (table ``run_state``), or in PostgreSQL (table ``actionspace_run_state``)
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -44,6 +48,7 @@ SCHEMA_VERSION: Final = 1
 _UPSERT_TAIL: Final = (
     " ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"
 )
+_SQLITE_UPSERT: Final = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
 
 
 @runtime_checkable
@@ -55,7 +60,11 @@ class RunStateStore(Protocol):
         ...
 
     def save(self, run_id: str, state: Mapping[str, Any]) -> None:
-        """Replace the run's snapshot (durable when this returns, for a database store)."""
+        """Replace the run's snapshot (durable when this returns, for a database store).
+
+        A store may also offer ``save_later(run_id, state)``: the same without waiting, used when
+        only the call ids kept behind the run's labels changed; without it ``save`` is used.
+        """
         ...
 
 
@@ -79,11 +88,15 @@ class MemoryRunStateStore:
         with self._lock:
             self._states[run_id] = text
 
+    save_later = save
+
 
 class SqliteRunStateStore:
     """Snapshots in the SQLite file shared with the ledger and the trace (table ``run_state``).
 
     A save returns once on disk; it shares the file's writer (and its fsync) with the ledger.
+    :meth:`save_later` returns at once: the snapshot rides along the file's next transaction (the
+    writer's deferred operations), unless a newer snapshot of the run was saved meanwhile.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
@@ -96,16 +109,42 @@ class SqliteRunStateStore:
             self._db.close()
             raise
         self._group = GroupCommit.open(path, busy_timeout_s=busy_timeout_s)
+        self._latest: dict[str, int] = {}
+        """Run → number of its newest snapshot handed in (a deferred older one is not written)."""
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
+        self._group.settle()  # a snapshot saved for later is read back like any other
         row = self._db.conn().execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else dict(json.loads(row[0]))
 
     def save(self, run_id: str, state: Mapping[str, Any]) -> None:
         self._db.check_open()
+        self._number(run_id)
         params = (run_id, _encode(state), time.time())
-        sql = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
-        self._group.run(lambda conn: conn.execute(sql, params))
+        self._group.run(lambda conn: conn.execute(_SQLITE_UPSERT, params))
+
+    def save_later(self, run_id: str, state: Mapping[str, Any]) -> None:
+        """:meth:`save` without waiting: written with the file's next transaction (or its flusher's,
+        within ``LINGER_S``), unless a newer snapshot of the run was saved first."""
+        self._db.check_open()
+        number = self._number(run_id)
+        params = (run_id, _encode(state), time.time())
+
+        def write(conn: Any) -> None:
+            if self._latest.get(run_id) == number:  # else a newer snapshot was saved: keep it
+                conn.execute(_SQLITE_UPSERT, params)
+
+        self._group.defer(write)
+
+    def _number(self, run_id: str) -> int:
+        with self._lock:
+            number = self._latest[run_id] = next(self._numbers)
+            if len(self._latest) > 65_536:  # runs long gone: their deferred writes are committed
+                self._group.settle()
+                self._latest = {run_id: number}
+            return number
 
     def close(self) -> None:
         if not self._db.closed:

@@ -286,13 +286,14 @@ class Engine:
     def flush_blocks(self, rec: Recorder) -> bool:
         """Whether :meth:`flush` of ``rec`` may wait for store I/O (async callers then run it on a
         worker thread): the stores are not in memory, and the trace store writes on the calling
-        thread or the run's state changed (it is saved before the events)."""
+        thread or what a later call of the run may do changed (the run's state is saved, and
+        waited for, before the events; ``RunRegistry.must_save``)."""
         if not self._offload:
             return False
         if not self._defers:
             return True
         owner = rec.run
-        return isinstance(owner, RunState) and owner.mark() != owner.saved
+        return isinstance(owner, RunState) and self.runs.must_save(owner)
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""

@@ -14,6 +14,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
@@ -106,12 +107,30 @@ class RunRegistry:
         return out
 
     def persist(self, run: RunState) -> None:
-        """Save the run's state when it changed since the last save (a cheap compare otherwise)."""
+        """Save the run's state when it changed since the last save (a cheap compare otherwise).
+
+        When only the call ids kept behind its labels changed (:meth:`RunState.label_mark` is as
+        saved), the store may write it later, without waiting (``save_later``): nothing a later
+        call may do depends on them. Anything else is saved before this returns.
+        """
         mark = run.mark()
         if mark == run.saved:
             return
-        self.run_states.save(run.run_id, run.snapshot())
+        label = run.label_mark()
+        if label == run.saved_label:
+            self._save_later(run.run_id, run.snapshot())
+        else:
+            self.run_states.save(run.run_id, run.snapshot())
+            run.saved_label = label
         run.saved = mark
+
+    def must_save(self, run: RunState) -> bool:
+        """True when :meth:`persist` would wait for the store."""
+        return run.label_mark() != run.saved_label and run.mark() != run.saved
+
+    def _save_later(self, run_id: str, state: dict[str, Any]) -> None:
+        later = getattr(self.run_states, "save_later", None)
+        (later or self.run_states.save)(run_id, state)
 
     def forget(self, run_id: str) -> None:
         """Save a run's state and drop it from memory; it comes back on use."""

@@ -149,6 +149,7 @@ class FlowState:
         "_origins",
         "artifacts",
         "context",
+        "label_version",
         "pending",
         "seen",
         "user_label",
@@ -172,6 +173,9 @@ class FlowState:
         self._lock = threading.Lock()
         self.version = 0
         """Bumped whenever what :meth:`to_state` keeps changes (the engine saves it then)."""
+        self.label_version = 0
+        """Bumped when what the next call may do changes: the context label, the user's input, an
+        artifact shown. Not when only a call id joins those kept behind a label (``version``)."""
 
     def _add(self, source: str, label: Label) -> None:
         if label == PUBLIC_TRUSTED:
@@ -181,7 +185,11 @@ class FlowState:
             ids.append(source)
             self._origins = None  # the sources changed; past the cap they do not, and neither do origins
             self.version += 1
-        self.context = self.context.join(label)
+        before = self.context
+        joined = before.join(label)
+        if joined is not before and joined != before:
+            self.label_version += 1
+        self.context = joined
 
     # ------------------------------------------------------------------ kept across processes
     def to_state(self) -> dict[str, Any]:
@@ -218,6 +226,7 @@ class FlowState:
             self.user_label = self.user_label.join(label)
             self._add(USER, label)
             self.version += 1
+            self.label_version += 1
 
     def observed(self, obs: Observation) -> Label:
         """The model was shown ``obs`` (and its items): it joins the context. Returns its label."""
@@ -243,6 +252,7 @@ class FlowState:
             if item.artifact_ref is not None and item.tool_version is not None:
                 self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
                 self.version += 1
+                self.label_version += 1
                 self.artifacts.move_to_end(item.artifact_ref)
 
     def _trim(self) -> None:
