@@ -20,10 +20,26 @@ from tests.pipeline.test_fast import PRINCIPALS, RUN, ToolShape, _runtime, _view
 
 
 async def _node(
-    engine: Engine, run: Any, call: ToolCall, who: Any, rec: Recorder, node: str, *, one_step: bool
+    engine: Engine,
+    run: Any,
+    call: ToolCall,
+    who: Any,
+    rec: Recorder,
+    node: str,
+    *,
+    one_step: bool,
+    plain: bool = False,
 ) -> Observation:
-    """A node's call as the plan runner makes it (a failure of ours is typed, never raised)."""
+    """A node's call as the plan runner makes it (a failure of ours is typed, never raised).
+
+    ``plain``: first ``Engine.plain_node``, as the runner tries it for a plain node."""
     try:
+        if plain:
+            quick = engine.plain_node(
+                run, call.name, dict(call.arguments), node_id=node, principal=who, rec=rec
+            )
+            if quick is not None:
+                return quick if isinstance(quick, Observation) else await quick
         if one_step:
             return await engine.anode(run, call, principal=who, rec=rec, node_id=node)
         ready = await engine.aprepare(run, call, principal=who, rec=rec, node_id=node)
@@ -32,7 +48,9 @@ async def _node(
         return engine.internal(exc, rec)
 
 
-def _play(rt: Runtime, calls: list[tuple[str, dict[str, Any], str]], *, one_step: bool) -> dict[str, Any]:
+def _play(
+    rt: Runtime, calls: list[tuple[str, dict[str, Any], str]], *, one_step: bool, plain: bool = False
+) -> dict[str, Any]:
     run_id = rt.new_run(RUN)
     engine = rt.engine
     state = engine.run(run_id)
@@ -44,7 +62,7 @@ def _play(rt: Runtime, calls: list[tuple[str, dict[str, Any], str]], *, one_step
             node = f"n{i}"
             call = ToolCall(name=name, arguments=dict(args), id=f"{run_id}:{node}")
             rec = Recorder(state, call.id)
-            obs = await _node(engine, state, call, principal, rec, node, one_step=one_step)
+            obs = await _node(engine, state, call, principal, rec, node, one_step=one_step, plain=plain)
             engine.flush(rec)
             out.append(obs)
         for obs in out:  # the model is shown the plan's observations when it ends
@@ -73,6 +91,49 @@ def test_a_plan_nodes_call_in_one_step_gives_what_prepare_then_execute_give(
     with _runtime(tools, policy, fast=True) as one, _runtime(tools, policy, fast=True) as two:
         want = _play(two, calls, one_step=False)
         assert _play(one, calls, one_step=True) == want
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tools=st.lists(tool_shapes, min_size=1, max_size=3, unique_by=lambda t: t.name),
+    calls=node_calls,
+    policy=st.sampled_from(["default", "none", "allow_all", "read_clearance"]),
+)
+def test_a_plain_nodes_call_without_call_objects_gives_what_the_stages_give(
+    tools: list[ToolShape], calls: list[tuple[str, dict[str, Any], str]], policy: str
+) -> None:
+    with _runtime(tools, policy, fast=True) as plain, _runtime(tools, policy, fast=False) as staged:
+        want = _play(staged, calls, one_step=False)
+        assert _play(plain, calls, one_step=True, plain=True) == want
+
+
+def test_a_plain_node_of_an_instant_tool_runs_without_the_engine_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plan runner's precompiled node: no ``ToolCall``, no ``Engine.anode`` for a node whose tool
+    the run resolved already; a node it cannot take (a rejected argument) goes the general way."""
+    general: list[str] = []
+    original = Engine.anode
+
+    async def spy(self: Engine, run: Any, call: ToolCall, **kwargs: Any) -> Any:
+        general.append(kwargs["node_id"])
+        return await original(self, run, call, **kwargs)
+
+    monkeypatch.setattr(Engine, "anode", spy)
+    tools = [ToolShape("t0", "none", True, "public", "trusted", "int")]
+    with _runtime(tools, "default", fast=True) as rt:
+        run = rt.new_run(RUN)
+        rt.call(ToolCall(name="t0", arguments={"a": 0}), run_id=run)  # the run resolves t0
+        plan = {
+            "nodes": [
+                {"id": "p", "tool": "t0", "arguments": {"a": 1}},
+                {"id": "q", "tool": "t0", "arguments": {"a": 2, "b": 3}},
+                {"id": "r", "tool": "t0", "arguments": {"a": 4, "s": "x" * 20}},
+            ]
+        }
+        result = rt.run_plan(plan, run_id=run)
+    assert {k: o.data for k, o in result.nodes.items()} == {"p": 1, "q": 5, "r": 4}
+    assert general == []
 
 
 def test_a_simple_nodes_call_is_executed_on_the_precompiled_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,6 +38,7 @@ from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
 from actionspace.pipeline.fast import FastPath
+from actionspace.pipeline.fast_nodes import plain_node
 from actionspace.pipeline.messages import Messages
 from actionspace.pipeline.observe import fail, observe
 from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
@@ -275,6 +276,32 @@ class Engine:
             return await self.fast.execute(quick, rec, executor=self.executor, artifacts=self.artifacts)
         ready = proposed(inp, await self.aprepare_input(inp))
         return await self.run_ready(ready, rec, False) if isinstance(ready, Ready) else ready
+
+    def plain_node(
+        self,
+        run: RunState,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        node_id: str,
+        principal: Principal,
+        rec: Recorder,
+    ) -> Observation | Coroutine[Any, Any, Observation] | None:
+        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py): its
+        observation, a coroutine giving it, or None (nothing recorded) to take :meth:`anode`.
+        ``rec.call_id`` is the node's call id and ``arguments`` the call's own copy."""
+        return plain_node(
+            self.fast,
+            run,
+            name,
+            arguments,
+            node_id,
+            principal,
+            self._ordered,
+            rec,
+            executor=self.executor,
+            artifacts=self.artifacts,
+        )
 
     async def aflush(self, rec: Recorder) -> None:
         """:meth:`flush` from async code: off the loop when it may wait for store I/O."""

@@ -52,6 +52,17 @@ class PlanEngine(Protocol):
         self, run: RunState, call: ToolCall, *, principal: Principal, rec: Recorder, node_id: str
     ) -> Observation: ...
 
+    def plain_node(
+        self,
+        run: RunState,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        node_id: str,
+        principal: Principal,
+        rec: Recorder,
+    ) -> Observation | Coroutine[Any, Any, Observation] | None: ...
+
     def observe(
         self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False
     ) -> Observation: ...

@@ -79,11 +79,17 @@ class NodeRunner:
         self.dispatched_args[k] = arguments
         run = self.run_state
         call_id = f"{run.run_id}:{k}"
-        marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
-        call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
         rec = Recorder(run, call_id)
         engine = self.engine
         try:
+            if not spec.provenance:  # the precompiled path, with no call object (pipeline/fast_nodes.py)
+                quick = engine.plain_node(
+                    run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec
+                )
+                if quick is not None:
+                    return quick if type(quick) is Observation else await quick  # type: ignore[misc]
+            marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
+            call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
             return await engine.anode(run, call, principal=self.principal, rec=rec, node_id=k)
         except asyncio.CancelledError:
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})

@@ -1,0 +1,138 @@
+"""A plain plan node on the precompiled path, with no call object between the plan and the tool.
+
+:meth:`Engine.anode <actionspace.pipeline.Engine.anode>` takes a node's call through a
+``ToolCall``, a ``CallInput``, a ``Ready`` and three coroutines (the engine's, the precompiled
+execution's, the executor's) before the tool runs; for a plan of a thousand instant nodes those
+objects and frames cost more than the scheduling itself. :func:`plain_node` decides the same
+thing from the node's own fields (the conditions of ``FastPath.ready``: a simple tool without
+side effects, a resolution the run made already, arguments the schema accepts, no provenance),
+records the same events (``authorized``, ``validated``, ``proposed``, ``dispatched``, then the
+``observation``) and steps an async tool's coroutine once on the calling path: an instant tool
+ends without any coroutine of ours. One that waits, fails or is not async is handed to the
+executor (``Executor.acontinue`` / ``Executor.arun``), which times it out, maps its errors and
+retries it as it would on the general path. ``tests/pipeline/test_fast_nodes.py`` compares both.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from actionspace.discovery.runs import RunState
+from actionspace.execution.executor import Executor
+from actionspace.execution.ready import Ready
+from actionspace.observation import ArtifactStore
+from actionspace.pipeline.observe import observe, plain_observation
+from actionspace.policy.labels import Label
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, Outcome, Succeeded
+
+if TYPE_CHECKING:
+    from actionspace.pipeline.fast import Entry, FastPath
+    from actionspace.pipeline.stages import Stage
+
+__all__ = ["plain_node"]
+
+
+def plain_node(
+    fast: FastPath,
+    run: RunState,
+    name: str,
+    arguments: dict[str, Any],
+    node_id: str,
+    principal: Principal,
+    ordered: Sequence[Stage],
+    rec: Recorder,
+    *,
+    executor: Executor,
+    artifacts: ArtifactStore | None,
+) -> Observation | Coroutine[Any, Any, Observation] | None:
+    """The node's observation, or a coroutine giving it once the tool answered; None (nothing
+    recorded) when the call does not qualify and the caller takes :meth:`Engine.anode`.
+
+    ``rec.call_id`` is the node's call id; ``arguments`` is the call's own copy.
+    """
+    if not fast.enabled or not name:
+        return None
+    entry = fast.entry(run, name, principal, ordered)
+    if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
+        return None
+    spec = entry.spec
+    call_id = rec.call_id
+    assert call_id is not None
+    label = entry.output(run.flow.context, arguments)[0]
+    run.flow.pending[call_id] = label
+    seq, shape, add = run.seq, entry.shape, rec.records.append
+    ts = time.time()
+    # the events of FastPath.ready, then record_proposed's, then the execution's
+    add((next(seq), "authorized", ts, call_id, shape.authorized))
+    add((next(seq), "validated", ts, call_id, shape.validated))
+    proposed = {"tool": spec.name, "version": spec.version, "arguments": dict(arguments)}
+    add((next(seq), "proposed", ts, call_id, proposed))
+    dispatched = {"tool": spec.name, "version": spec.version, "node_id": node_id, "attempt": 1}
+    add((next(seq), "dispatched", ts, call_id, dispatched))
+    if not entry.inline:
+        return _later(
+            entry,
+            call_id,
+            node_id,
+            arguments,
+            label,
+            rec,
+            artifacts,
+            executor.arun(spec, arguments, rec.retry),
+        )
+    start = time.monotonic()
+    try:
+        coro = spec.fn(**arguments)  # type: ignore[misc]
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            return _done(entry, call_id, node_id, arguments, label, Succeeded(stop.value, 1), rec, artifacts)
+        except BaseException:
+            coro.close()
+            raise
+    except Exception as exc:
+        pending = executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
+        return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
+    pending = executor.acontinue(spec, arguments, rec.retry, start, coro=coro, yielded=yielded)
+    return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
+
+
+async def _later(
+    entry: Entry,
+    call_id: str,
+    node_id: str,
+    arguments: Mapping[str, Any],
+    label: Label,
+    rec: Recorder,
+    artifacts: ArtifactStore | None,
+    outcome: Awaitable[Outcome],
+) -> Observation:
+    return _done(entry, call_id, node_id, arguments, label, await outcome, rec, artifacts)
+
+
+def _done(
+    entry: Entry,
+    call_id: str,
+    node_id: str,
+    arguments: Mapping[str, Any],
+    label: Label,
+    outcome: Outcome,
+    rec: Recorder,
+    artifacts: ArtifactStore | None,
+) -> Observation:
+    """What ``FastPath.execute`` makes of the outcome: an ``ok`` plain result put in its envelope
+    here, anything else through :func:`~actionspace.pipeline.observe.observe`."""
+    spec = entry.spec
+    if type(outcome) is Succeeded and outcome.attempts == 1:
+        obs = plain_observation(spec, call_id, outcome.value, label, artifacts, time.time())
+        if obs is not None:
+            observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
+            observed["content_hash"] = obs.content_hash
+            rec.add("observation", observed)
+            return obs
+    ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
+    return observe(ready, outcome, artifacts=artifacts, rec=rec)
