@@ -52,15 +52,7 @@ class RunState:
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
-        return (
-            self.flow.version,
-            self.turn,
-            len(self.pins),
-            self.explicit_offer,
-            self.disclosure,
-            len(self.described),
-            id(self.principal),
-        )
+        return (self.flow.version, self.label_mark())
 
     def label_mark(self) -> tuple[Any, ...]:
         """Changes whenever what a later call of the run may do changes: the principal, turn, pins,
