@@ -9,7 +9,7 @@ them changes — before the observation that changed it reaches the caller — a
 opens the run reads it back. The call ids kept behind each label (which calls a label came from,
 named in a denial's details) change with most calls and decide nothing: a snapshot that differs
 from the saved one only in them is written without waiting (``save_later``, where a store has it;
-the SQLite store's rides along the file's next transaction, within its writer's linger).
+the SQLite store's writer commits it within its linger).
 
 A snapshot is a JSON object (see :meth:`actionspace.discovery.runs.RunState.snapshot`); the stores
 here keep the latest one per run: in memory (``memory://``), in the SQLite file shared with the
@@ -95,8 +95,8 @@ class SqliteRunStateStore:
     """Snapshots in the SQLite file shared with the ledger and the trace (table ``run_state``).
 
     A save returns once on disk; it shares the file's writer (and its fsync) with the ledger.
-    :meth:`save_later` returns at once: the snapshot rides along the file's next transaction (the
-    writer's deferred operations), unless a newer snapshot of the run was saved meanwhile.
+    :meth:`save_later` returns at once: the snapshot is one of the writer's deferred operations,
+    committed within its linger, unless a newer snapshot of the run was saved meanwhile.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
@@ -126,8 +126,8 @@ class SqliteRunStateStore:
         self._group.run(lambda conn: conn.execute(_SQLITE_UPSERT, params))
 
     def save_later(self, run_id: str, state: Mapping[str, Any]) -> None:
-        """:meth:`save` without waiting: written with the file's next transaction (or its flusher's,
-        within ``LINGER_S``), unless a newer snapshot of the run was saved first."""
+        """:meth:`save` without waiting: the file's writer commits it within ``LINGER_S`` (or a
+        read commits it first), unless a newer snapshot of the run was saved meanwhile."""
         self._db.check_open()
         number = self._number(run_id)
         params = (run_id, _encode(state), time.time())

@@ -183,8 +183,8 @@ Operation = Callable[[sqlite3.Connection], Any]
 
 
 LINGER_S = 0.01
-"""Longest a deferred operation (:meth:`GroupCommit.defer`) waits for another transaction of the
-file before the writer's flusher thread commits it (seconds)."""
+"""How long after a deferred operation (:meth:`GroupCommit.defer`) arrives the writer's flusher
+thread commits it with everything deferred meanwhile (seconds)."""
 
 
 class _Slot:
@@ -225,12 +225,14 @@ class GroupCommit:
     (``synchronous=NORMAL``: it survives the process, not a power loss before the next fsync). A
     group holding any durable operation commits durably, the others' writes with it.
 
-    An operation handed to :meth:`defer` is not waited for: it rides along the next transaction of
-    the file, whoever commits it, or the writer's flusher thread commits it within
-    :data:`LINGER_S` when nothing else writes. A caller that writes after every call (the trace of
-    a durable call, written after its outcome) so pays no transaction of its own. :meth:`settle`
-    commits what is deferred (the trace store's reads do so first), :meth:`close` and the
-    interpreter's exit too; a process killed within that moment loses its deferred operations.
+    An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits
+    everything deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the
+    operations of many calls at once). A waiting caller's group does not carry deferred operations,
+    so an intent's fsync'd transaction stays as small as the intent. A caller that writes after
+    every call (the trace of a call, written after its outcome) so pays no transaction of its
+    own. :meth:`settle` commits what is deferred (the trace store's reads do so first), and so do
+    :meth:`close` and the interpreter's exit; a process killed within that moment loses its
+    deferred operations.
     :meth:`open` gives the one writer of a file in this process, shared by every store on it.
     """
 
@@ -294,11 +296,9 @@ class GroupCommit:
         return slot.result
 
     def defer(self, op: Operation) -> None:
-        """Have ``op(conn)`` committed with the next transaction of the file, without waiting.
-
-        It runs in its own savepoint of whichever group commits next (``synchronous=NORMAL`` unless
-        that group is durable), or the flusher's within :data:`LINGER_S`; a failure is logged.
-        """
+        """Have ``op(conn)`` committed without waiting: by the flusher within :data:`LINGER_S`,
+        or by :meth:`settle` before that (``synchronous=NORMAL`` unless a durable operation
+        shares that transaction), in its own savepoint; a failure is logged."""
         slot = _Slot(op, False)
         slot.detached = True
         with self._lock:
@@ -307,7 +307,7 @@ class GroupCommit:
             self._queue.append(slot)
             self._detached += 1
             if self._busy or self._armed:
-                return  # the group being committed hands it on, or the flusher was told already
+                return  # the leader of the group being committed or the flusher sees it
             self._armed = True
             flusher = self._flusher
             if flusher is None:
@@ -438,7 +438,7 @@ class _Flusher:
                 if ref() is None:
                     return
                 continue
-            time.sleep(LINGER_S)  # let another caller's transaction take them first
+            time.sleep(LINGER_S)  # what more is deferred meanwhile goes in the same transaction
             poked.clear()
             writer = ref()
             if writer is None or self._stopped:

@@ -6,13 +6,13 @@ kill is rolled back when the file is next opened, so readers only ever see whole
 
 Writes go through the file's writer in this process
 (:meth:`~actionspace.ledger.sqlite_writer.GroupCommit.open`), shared with the ledger. A call's records
-are not waited for: ``append_records`` defers them to the next transaction of the file (the
-ledger intent of the next call, say) or, when nothing else writes, to the writer's flusher within
-:data:`~actionspace.ledger.sqlite_writer.LINGER_S`; closing the store and the interpreter's exit
-commit them too. A process killed within that moment loses them (a power loss may take the
-latest ones in any case); the ledger, not the trace, is what recovery reads. Every read of this
-store first commits the deferred records, so a thread reads what it appended; another process
-sees them within the linger. Each thread reads on its own connection
+are not waited for: ``append_records`` defers them to the writer's flusher, which commits them
+:data:`~actionspace.ledger.sqlite_writer.LINGER_S` later with every call's records deferred
+meanwhile; closing the store and the interpreter's exit commit them too. A process killed within
+that moment loses them (a power loss may take the latest ones in any case); the ledger, not the
+trace, is what recovery reads. Every read of this store first commits the deferred records, so a
+thread reads what it appended; another process sees them within the linger. Each thread reads on
+its own connection
 (SQLite connections must not be used by two threads at once); writers in other processes wait up
 to ``busy_timeout_s`` for the lock.
 """
@@ -148,8 +148,7 @@ class SqliteTraceStore:
 
         The numbers the caller proposed only fix the order: several processes may record into one
         run, and the store (inside its write transaction) is the only place that knows the next seq.
-        Returns before the write: it rides along the file's next transaction (see the module
-        docstring).
+        Returns before the write: the file's writer commits it later (see the module docstring).
         """
         if not records:
             return
