@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, overload
 
@@ -53,12 +52,7 @@ from actionspace.types import Failed, Observation, Succeeded, ToolCall
 
 __all__ = ["Engine", "run_sync"]
 
-_log = logging.getLogger("actionspace")
-
 T = TypeVar("T")
-
-TRACE_RENUMBER_ATTEMPTS = 5
-"""How often a batch of trace events is renumbered after another process took its numbers."""
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -103,11 +97,15 @@ class Engine:
         self._ordered = stages.ordered()
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""
-        self.runs = RunRegistry(trace, run_states, max_live_runs=max_live_runs, on_first_run=on_first_run)
-        """The open runs (pipeline/runs.py)."""
         self._offload = not isinstance(ledger, MemoryLedgerStore)
-        self._defers = bool(getattr(trace, "defers_appends", False))
-        """The trace store's appends return without waiting for its file (SQLite)."""
+        self.runs = RunRegistry(
+            trace,
+            run_states,
+            max_live_runs=max_live_runs,
+            on_first_run=on_first_run,
+            in_memory=not self._offload,
+        )
+        """The open runs, their state and their events (pipeline/runs.py)."""
         self.driver = LedgerDriver(ledger, offload=self._offload)
         self.fast = FastPath(stages)
         """The precompiled path of simple calls (pipeline/fast.py); anything else runs the stages."""
@@ -177,29 +175,20 @@ class Engine:
         self.flush(rec)
 
     def flush(self, rec: Recorder) -> None:
-        """Hand a call's events to the trace store; a failing store never turns into a failed call.
+        """Hand a call's events to the trace store, the run's state saved first if it changed
+        (:meth:`RunRegistry.flush <actionspace.pipeline.runs.RunRegistry.flush>`)."""
+        self.runs.flush(rec, self.sink)
 
-        When another process already stored events under the same numbers (several workers run
-        nodes of one run), the batch is renumbered after the stored events instead of being lost.
-        """
-        owner = rec.run
-        if isinstance(owner, RunState) and owner.mark() != owner.saved:
-            self.persist(owner)  # raises: the call's observation must not outrun its label
-        try:
-            for _ in range(TRACE_RENUMBER_ATTEMPTS):
-                try:
-                    rec.flush(self.sink)
-                    return
-                except ValueError:
-                    start = self.trace.next_seq(rec.run_id)
-                    rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
-                    self.runs.renumber(rec.run_id, start + len(rec.records))
-            rec.flush(self.sink)
-        except Exception:
-            _log.exception(
-                "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run_id
-            )
-            rec.records = []
+    async def aflush(self, rec: Recorder) -> None:
+        """:meth:`flush` from async code: off the loop when it may wait for store I/O."""
+        if self.runs.flush_blocks(rec):
+            await asyncio.to_thread(self.flush, rec)
+        else:
+            self.flush(rec)
+
+    def flush_blocks(self, rec: Recorder) -> bool:
+        """Whether :meth:`flush` of ``rec`` may wait for store I/O (``RunRegistry.flush_blocks``)."""
+        return self.runs.flush_blocks(rec)
 
     # ------------------------------------------------------------------ the stages
     def prepare(
@@ -302,25 +291,6 @@ class Engine:
             executor=self.executor,
             artifacts=self.artifacts,
         )
-
-    async def aflush(self, rec: Recorder) -> None:
-        """:meth:`flush` from async code: off the loop when it may wait for store I/O."""
-        if self.flush_blocks(rec):
-            await asyncio.to_thread(self.flush, rec)
-        else:
-            self.flush(rec)
-
-    def flush_blocks(self, rec: Recorder) -> bool:
-        """Whether :meth:`flush` of ``rec`` may wait for store I/O (async callers then run it on a
-        worker thread): the stores are not in memory, and the trace store writes on the calling
-        thread or what a later call of the run may do changed (the run's state is saved, and
-        waited for, before the events; ``RunRegistry.must_save``)."""
-        if not self._offload:
-            return False
-        if not self._defers:
-            return True
-        owner = rec.run
-        return isinstance(owner, RunState) and self.runs.must_save(owner)
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""

@@ -1,15 +1,18 @@
-"""The runs an engine has open: opened on first use, read back from the run-state store, evicted.
+"""The runs an engine has open: opened on first use, read back from the run-state store, evicted;
+their state and their events stored.
 
 A run's principal, context label, turn and pins decide what its next call may do, so they are
 saved in the run-state store (:mod:`actionspace.ledger.run_state`) whenever they change and any
 process that continues the run reads them back. In memory an engine keeps at most
 ``max_live_runs`` runs; an evicted run that something still holds (a call in flight, a session)
-is reused when it is asked for again, never reloaded beside the live object.
+is reused when it is asked for again, never reloaded beside the live object. A call's events
+reach the trace store through :meth:`RunRegistry.flush`, after the run's state they depend on.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import weakref
 from collections import OrderedDict
@@ -20,11 +23,16 @@ from actionspace.discovery.runs import RunState
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
+from actionspace.trace.recorder import Recorder, RecordSink
 
 __all__ = ["MAX_LIVE_RUNS", "RunRegistry"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
+TRACE_RENUMBER_ATTEMPTS = 5
+"""How often a batch of trace events is renumbered after another process took its numbers."""
+
+_log = logging.getLogger("actionspace")
 
 
 class RunRegistry:
@@ -37,8 +45,13 @@ class RunRegistry:
         *,
         max_live_runs: int = MAX_LIVE_RUNS,
         on_first_run: Callable[[], object] | None = None,
+        in_memory: bool = True,
     ) -> None:
+        """``in_memory``: the stores are in memory, so storing never waits for I/O."""
         self.trace = trace
+        self._in_memory = in_memory
+        self._defers = bool(getattr(trace, "defers_appends", False))
+        """The trace store's appends return without waiting for its file (SQLite)."""
         self.run_states: RunStateStore = run_states if run_states is not None else MemoryRunStateStore()
         """Where each run's principal, context label, turn and pins are kept for any process."""
         self.max_live_runs = max_live_runs
@@ -131,6 +144,45 @@ class RunRegistry:
     def _save_later(self, run_id: str, state: dict[str, Any]) -> None:
         later = getattr(self.run_states, "save_later", None)
         (later or self.run_states.save)(run_id, state)
+
+    def flush(self, rec: Recorder, sink: RecordSink) -> None:
+        """Hand a call's events to ``sink``, the run's state saved first if it changed; a failing
+        trace store never turns into a failed call (a failing run-state save raises: the call's
+        observation must not outrun its label).
+
+        When another process already stored events under the same numbers (several workers run
+        nodes of one run), the batch is renumbered after the stored events instead of being lost.
+        """
+        owner = rec.run
+        if isinstance(owner, RunState) and owner.mark() != owner.saved:
+            self.persist(owner)
+        try:
+            for _ in range(TRACE_RENUMBER_ATTEMPTS):
+                try:
+                    rec.flush(sink)
+                    return
+                except ValueError:
+                    start = self.trace.next_seq(rec.run_id)
+                    rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
+                    self.renumber(rec.run_id, start + len(rec.records))
+            rec.flush(sink)
+        except Exception:
+            _log.exception(
+                "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run_id
+            )
+            rec.records = []
+
+    def flush_blocks(self, rec: Recorder) -> bool:
+        """Whether :meth:`flush` of ``rec`` may wait for store I/O (async callers then run it on a
+        worker thread): the stores are not in memory, and the trace store writes on the calling
+        thread or what a later call of the run may do changed (the run's state is saved, and
+        waited for, before the events: :meth:`must_save`)."""
+        if self._in_memory:
+            return False
+        if not self._defers:
+            return True
+        owner = rec.run
+        return isinstance(owner, RunState) and self.must_save(owner)
 
     def forget(self, run_id: str) -> None:
         """Save a run's state and drop it from memory; it comes back on use."""
