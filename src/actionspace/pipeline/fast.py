@@ -52,7 +52,7 @@ from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
 from actionspace.pipeline.fast_effects import Verdict, always_allows, labels_decide, ready_effect
-from actionspace.pipeline.observe import observe, plain_observation
+from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
 from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
 from actionspace.policy.flow_policies import FlowPolicy
@@ -264,15 +264,7 @@ class FastPath:
         spec = ready.compiled.spec
         dispatched = {"tool": spec.name, "version": spec.version, "node_id": ready.node_id, "attempt": 1}
         rec.add("dispatched", dispatched)
-        outcome = await executor.arun(spec, ready.kwargs, rec.retry)
-        if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
-            obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
-            if obs is not None:
-                observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
-                observed["content_hash"] = obs.content_hash
-                rec.add("observation", observed)
-                return obs
-        return observe(ready, outcome, artifacts=artifacts, rec=rec)
+        return observe_ready(ready, await executor.arun(spec, ready.kwargs, rec.retry), rec, artifacts)
 
     def entry(self, run: RunState, name: str, principal: Principal, ordered: Sequence[Stage]) -> Entry | None:
         """The valid entry of (run, tool ``name``) for ``principal``, built when missing or stale."""

@@ -23,7 +23,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
-from actionspace.pipeline.observe import observe, plain_observation
+from actionspace.pipeline.observe import observe_ready
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
@@ -124,15 +124,6 @@ def _done(
     rec: Recorder,
     artifacts: ArtifactStore | None,
 ) -> Observation:
-    """What ``FastPath.execute`` makes of the outcome: an ``ok`` plain result put in its envelope
-    here, anything else through :func:`~actionspace.pipeline.observe.observe`."""
-    spec = entry.spec
-    if type(outcome) is Succeeded and outcome.attempts == 1:
-        obs = plain_observation(spec, call_id, outcome.value, label, artifacts, time.time())
-        if obs is not None:
-            observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
-            observed["content_hash"] = obs.content_hash
-            rec.add("observation", observed)
-            return obs
+    """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`)."""
     ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
-    return observe(ready, outcome, artifacts=artifacts, rec=rec)
+    return observe_ready(ready, outcome, rec, artifacts)

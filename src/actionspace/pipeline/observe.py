@@ -8,7 +8,7 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.execution.executor import Failed, Outcome
+from actionspace.execution.executor import Failed, Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, shape
@@ -178,3 +178,20 @@ def plain_observation(
         provenance=provenance,
     )
     return obs
+
+
+def observe_ready(
+    ready: Ready, outcome: Outcome, rec: Recorder, artifacts: ArtifactStore | None
+) -> Observation:
+    """:func:`observe` for a call the precompiled path prepared: an ``ok`` plain result of one
+    attempt is put in its envelope here (:func:`plain_observation`) and its ``observation`` event
+    recorded; anything else goes through :func:`observe` itself."""
+    spec = ready.compiled.spec
+    if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
+        obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
+        if obs is not None:
+            observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
+            observed["content_hash"] = obs.content_hash
+            rec.add("observation", observed)
+            return obs
+    return observe(ready, outcome, artifacts=artifacts, rec=rec)
