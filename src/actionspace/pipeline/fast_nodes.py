@@ -7,7 +7,9 @@ objects and frames cost more than the scheduling itself. :func:`plain_node` deci
 thing from the node's own fields (the conditions of ``FastPath.ready``: a simple tool without
 side effects, a resolution the run made already, arguments the schema accepts, no provenance),
 records the same events (``authorized``, ``validated``, ``proposed``, ``dispatched``, then the
-``observation``) and steps an async tool's coroutine once on the calling path: an instant tool
+``observation``), held as one compact record that the trace store expands when read
+(:data:`~actionspace.trace.events.CompactNode`; an ``ok`` plain observation is folded into it),
+and steps an async tool's coroutine once on the calling path: an instant tool
 ends without any coroutine of ours. One that waits, fails or is not async is handed to the
 executor (``Executor.acontinue`` / ``Executor.arun``), which times it out, maps its errors and
 retries it as it would on the general path. ``tests/pipeline/test_fast_nodes.py`` compares both.
@@ -23,9 +25,10 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
-from actionspace.pipeline.observe import observe_ready
+from actionspace.pipeline.observe import observe_ready, plain_observation
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
+from actionspace.trace.events import CompactNode, expand_node
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Outcome, Succeeded
 
@@ -64,15 +67,20 @@ def plain_node(
     assert call_id is not None
     label = entry.output(run.flow.context, arguments)[0]
     run.flow.pending[call_id] = label
-    seq, shape, add = run.seq, entry.shape, rec.records.append
+    seq, shape = run.seq, entry.shape
     ts = time.time()
-    # the events of FastPath.ready, then record_proposed's, then the execution's
-    add((next(seq), "authorized", ts, call_id, shape.authorized))
-    add((next(seq), "validated", ts, call_id, shape.validated))
-    proposed = {"tool": spec.name, "version": spec.version, "arguments": dict(arguments)}
-    add((next(seq), "proposed", ts, call_id, proposed))
-    dispatched = {"tool": spec.name, "version": spec.version, "node_id": node_id, "attempt": 1}
-    add((next(seq), "dispatched", ts, call_id, dispatched))
+    # the events of FastPath.ready, then record_proposed's, then the execution's: held as one
+    # compact record (trace/events.py CompactNode) while they are numbered in a row and the
+    # node's own label marks none of them (see Recorder.flush)
+    numbers = (next(seq), next(seq), next(seq), next(seq))
+    first = numbers[0]
+    # ``arguments`` is the call's own copy, never changed (the tool gets its own keyword dict)
+    node: CompactNode = (first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)
+    if numbers[3] - first == 3 and not label.secret and label.readers is None:
+        rec.nodes = [node]
+    else:  # numbered apart (another thread numbered events of this run in between), or labelled
+        events = expand_node(node)
+        rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in zip(numbers, events, strict=True))
     if not entry.inline:
         return _later(
             entry,
@@ -124,6 +132,15 @@ def _done(
     rec: Recorder,
     artifacts: ArtifactStore | None,
 ) -> Observation:
-    """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`)."""
+    """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`); an ``ok`` plain
+    observation of one attempt is folded into the node's compact record when it holds one."""
+    nodes = rec.nodes
+    if nodes and type(outcome) is Succeeded and outcome.attempts == 1:
+        now = time.time()
+        obs = plain_observation(entry.spec, call_id, outcome.value, label, artifacts, now)
+        if obs is not None:
+            held = nodes[0]
+            nodes[0] = (*held[:6], next(rec.run.seq), now, obs.content_hash)
+            return obs
     ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
     return observe_ready(ready, outcome, rec, artifacts)

@@ -30,7 +30,7 @@ from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute
 from actionspace.policy.flow import bindings, label_of
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import EventRecord
+from actionspace.trace.events import CompactNode, EventRecord
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
@@ -59,6 +59,7 @@ class NodeRunner:
     results: dict[str, Observation]
     dispatched_args: dict[str, Mapping[str, Any]]
     pending: list[EventRecord]
+    pending_nodes: list[CompactNode]
     flushed_at: float
 
     def _call_id(self, k: str) -> str:
@@ -230,15 +231,21 @@ class NodeRunner:
         end)."""
         self.pending += rec.records
         rec.records = []
+        if rec.nodes:  # a plain node's compact record (pipeline/fast_nodes.py): five events
+            self.pending_nodes += rec.nodes
+            rec.nodes = None
         now = time.monotonic()
-        if now - self.flushed_at >= FLUSH_S or len(self.pending) >= FLUSH_RECORDS:
+        held = len(self.pending) + 5 * len(self.pending_nodes)
+        if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS:
             self._flush_pending(now)
 
     def _flush_pending(self, now: float) -> None:
         self.flushed_at = now
-        if self.pending:
+        if self.pending or self.pending_nodes:
             rec = Recorder(self.run_state, None)
             rec.records, self.pending = self.pending, []
+            if self.pending_nodes:
+                rec.nodes, self.pending_nodes = self.pending_nodes, []
             self.engine.flush(rec)
 
     def _verify(self, node: CheckedNode, obs: Observation) -> Observation:

@@ -35,7 +35,7 @@ from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S
 from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import EventRecord
+from actionspace.trace.events import CompactNode, EventRecord
 from actionspace.types import Observation
 
 __all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit"]
@@ -98,6 +98,7 @@ class Scheduler(Driver):
         self.speculative: dict[str, list[Observation]] = {}
         self.member_results: dict[str, Observation] = {}
         self.pending: list[EventRecord] = []
+        self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
         self._closed = False
         self._waits: set[str] = set()

@@ -17,6 +17,7 @@ __all__ = [
     "AppendsRecords",
     "CallShape",
     "CompactCall",
+    "CompactNode",
     "EventKind",
     "EventRecord",
     "FindsRunIds",
@@ -24,6 +25,7 @@ __all__ = [
     "TraceEvent",
     "TraceStore",
     "expand_call",
+    "expand_node",
 ]
 
 EventKind = Literal[
@@ -97,6 +99,35 @@ or the ``model_output`` payload itself when it is not a string), ``parsed``, ``a
 the number of the ``ok`` observation (``-1``: none is folded in; the call records it on its own),
 recorded at ``obs_ts`` with ``content_hash``.
 """
+
+
+CompactNode = tuple[int, float, str, CallShape, Mapping[str, Any], str, int, float, "str | None"]
+"""One plain plan node's events as one record, expanded by :func:`expand_node`:
+``(seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, content_hash)``.
+
+``authorized``, ``validated``, ``proposed`` (with a copy of ``arguments``) and ``dispatched``
+are numbered ``seq`` to ``seq + 3``, at ``ts``. ``obs_seq`` is the number of the ``ok``
+observation (``-1``: none is folded in; the node recorded whatever followed on its own),
+recorded at ``obs_ts`` with ``content_hash``.
+"""
+
+
+def expand_node(node: CompactNode) -> list[EventRecord]:
+    """The events a compact plan-node record stands for, as the staged path records them."""
+    seq, ts, call_id, shape, arguments, node_id, obs_seq, obs_ts, digest = node
+    tool, version = shape.tool, shape.version
+    proposed = {"tool": tool, "version": version, "arguments": dict(arguments)}
+    dispatched = {"tool": tool, "version": version, "node_id": node_id, "attempt": 1}
+    out: list[EventRecord] = [
+        (seq, "authorized", ts, call_id, shape.authorized),
+        (seq + 1, "validated", ts, call_id, shape.validated),
+        (seq + 2, "proposed", ts, call_id, proposed),
+        (seq + 3, "dispatched", ts, call_id, dispatched),
+    ]
+    if obs_seq >= 0:
+        observed = {"status": "ok", "tool": tool, "version": version, "content_hash": digest}
+        out.append((obs_seq, "observation", obs_ts, call_id, observed))
+    return out
 
 
 def expand_call(call: CompactCall) -> list[EventRecord]:

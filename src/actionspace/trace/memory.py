@@ -9,6 +9,9 @@ A simple call's events arrive as one compact call record (see
 :data:`~actionspace.trace.events.CompactCall`) and are kept as that record, its shared payloads
 replaced by a number: a tuple of strings and numbers, which the collector stops tracking the first
 time it sees it, so it is never encoded at all. Reading expands it into the events it stands for.
+A plain plan node's events arrive the same way (:data:`~actionspace.trace.events.CompactNode`);
+its record holds the node's arguments, so those records are packed with ``marshal`` too, every
+``COMPACT_AT // 4`` of them.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from typing import Any, cast
 from actionspace.trace.events import (
     CallShape,
     CompactCall,
+    CompactNode,
     EventRecord,
     RunSummary,
     TraceEvent,
     expand_call,
+    expand_node,
     summarize,
 )
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
@@ -48,6 +53,10 @@ class MemoryTraceStore:
         self._calls: dict[str, list[tuple[Any, ...]]] = {}
         """Compact call records per run, each with its shape replaced by its index in _shapes."""
         self._shapes: list[CallShape] = []
+        self._nodes: dict[str, list[tuple[Any, ...]]] = {}
+        """Compact plan-node records per run, as tuples, each shape replaced by its index."""
+        self._node_blobs: dict[str, list[bytes]] = {}
+        """The same, packed by ``marshal`` every ``COMPACT_AT // 4`` of them."""
         self._shape_index: dict[int, int] = {}
         """``id`` of a shape → its index (every shape indexed stays alive in ``_shapes``)."""
         self._lock = threading.Lock()
@@ -73,6 +82,42 @@ class MemoryTraceStore:
                 self._add(run_id, records)
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
+
+    def append_nodes(self, run_id: str, nodes: Sequence[CompactNode], records: Sequence[EventRecord]) -> None:
+        """Append compact plan-node records and other ``records`` of the run, together."""
+        top = records[-1][0] + 1 if records else 0
+        with self._lock:
+            kept = self._nodes.get(run_id)
+            if kept is None:
+                kept = self._nodes[run_id] = []
+                self._runs.setdefault(run_id, [])
+            index_of, shapes = self._shape_index, self._shapes
+            for seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, digest in nodes:
+                index = index_of.get(id(shape))
+                if index is None:
+                    index = index_of[id(shape)] = len(shapes)
+                    shapes.append(shape)
+                kept.append((seq, ts, call_id, index, arguments, node, obs_seq, obs_ts, digest))
+                last = obs_seq if obs_seq >= 0 else seq + 3
+                if last >= top:
+                    top = last + 1
+            if len(kept) >= COMPACT_AT // 4:
+                self._pack_nodes(run_id, kept)
+            if records:
+                self._add(run_id, records)
+            if top > self._next.get(run_id, 0):
+                self._next[run_id] = top
+
+    def _pack_nodes(self, run_id: str, kept: list[tuple[Any, ...]]) -> None:
+        """Node records held as tuples (their arguments are dicts the collector walks) into a blob."""
+        try:
+            blob = b"m" + marshal.dumps(tuple(kept))
+        except ValueError:  # an argument value marshal does not know: keep them as events
+            shapes = self._shapes
+            self._add(run_id, [r for n in kept for r in expand_node(_unpacked_node(n, shapes))])
+        else:
+            self._node_blobs.setdefault(run_id, []).append(blob)
+        kept.clear()
 
     def append_records(self, run_id: str, records: Sequence[EventRecord]) -> None:
         """Append ``(seq, kind, ts, call_id, data)`` records of one run, in ``seq`` order."""
@@ -107,10 +152,13 @@ class MemoryTraceStore:
             blobs = list(self._runs.get(run_id, ()))
             pending = list(self._pending.get(run_id, ()))
             calls = list(self._calls.get(run_id, ()))
+            nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
+            nodes.extend(self._nodes.get(run_id, ()))
             shapes = self._shapes
         packed = (r for blob in blobs for r in _decode(blob))
         expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
-        records = sorted([*packed, *pending, *expanded], key=lambda r: r[0])
+        plan_nodes = (r for n in nodes for r in expand_node(_unpacked_node(n, shapes)))
+        records = sorted([*packed, *pending, *expanded, *plan_nodes], key=lambda r: r[0])
         return [
             TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
             for seq, kind, ts, call_id, data in records
@@ -143,6 +191,10 @@ class MemoryTraceStore:
 
 def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall:
     return cast(CompactCall, (*kept[:3], shapes[kept[3]], *kept[4:]))
+
+
+def _unpacked_node(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactNode:
+    return cast(CompactNode, (*kept[:3], shapes[kept[3]], *kept[4:]))
 
 
 def _encode(records: Sequence[EventRecord]) -> bytes:

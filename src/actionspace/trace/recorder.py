@@ -11,13 +11,15 @@ from actionspace.errors import ActionError
 from actionspace.trace.events import (
     AppendsRecords,
     CompactCall,
+    CompactNode,
     EventRecord,
     TraceEvent,
     TraceStore,
     expand_call,
+    expand_node,
 )
 
-__all__ = ["AppendsCalls", "RecordSink", "RecordedRun", "Recorder", "record_sink"]
+__all__ = ["AppendsCalls", "AppendsNodes", "RecordSink", "RecordedRun", "Recorder", "record_sink"]
 
 
 class _Context(Protocol):
@@ -60,10 +62,18 @@ class AppendsCalls(Protocol):
         ...
 
 
+class AppendsNodes(Protocol):
+    """A store that keeps compact plan-node records as they are and expands them when read."""
+
+    def append_nodes(self, run_id: str, nodes: Sequence[CompactNode], records: Sequence[EventRecord]) -> None:
+        """Append compact plan-node records and other ``records`` of the run, together."""
+        ...
+
+
 class Recorder:
     """Collects one call's events as compact records; the store gets them together, once."""
 
-    __slots__ = ("call", "call_id", "records", "run")
+    __slots__ = ("call", "call_id", "nodes", "records", "run")
 
     def __init__(self, run: RecordedRun, call_id: str | None) -> None:
         self.run = run
@@ -71,6 +81,8 @@ class Recorder:
         self.records: list[EventRecord] = []
         self.call: CompactCall | None = None
         """The events of the simple call this recorder holds as one record (pipeline/fast.py)."""
+        self.nodes: list[CompactNode] | None = None
+        """The events of plain plan nodes, one record each (pipeline/fast_nodes.py)."""
 
     @property
     def run_id(self) -> str:
@@ -91,44 +103,67 @@ class Recorder:
         self.call = call
 
     def expand(self) -> None:
-        """Turn the compact call record held into ordinary records, in event order."""
-        call = self.call
-        if call is not None:
-            self.call = None
-            merged = expand_call(call)
-            if self.records:
-                merged.extend(self.records)
-                merged.sort(key=_seq)
-            self.records = merged
+        """Turn the compact records held into ordinary records, in event order."""
+        call, nodes = self.call, self.nodes
+        self.call = self.nodes = None
+        if call is None and not nodes:
+            return
+        merged = expand_call(call) if call is not None else []
+        for node in nodes or ():
+            merged.extend(expand_node(node))
+        if self.records or nodes:
+            merged.extend(self.records)
+            merged.sort(key=_seq)
+        self.records = merged
 
     def flush(self, sink: RecordSink) -> None:
-        call = self.call
-        if call is not None:
+        call, nodes = self.call, self.nodes
+        if call is not None or nodes:
             store = getattr(sink, "__self__", None)
-            append_call = getattr(store, "append_call", None)
             flow = self.run.flow
             label: _Context = flow.context
-            if append_call is None or flow.pending or label.secret or label.readers is not None:
-                self.expand()  # a store without compact records, or events to label one by one
+            if label.secret or label.readers is not None or (call is not None and nodes):
+                self.expand()  # events to label one by one
+            elif call is not None:
+                append_call = getattr(store, "append_call", None)
+                if append_call is None or flow.pending:
+                    self.expand()  # a store without compact records, or events to label one by one
+                else:
+                    point("during_observation_write")
+                    self.call = None
+                    append_call(self.run.run_id, call, self.records)
+                    self.records = []
+                    return
             else:
-                point("during_observation_write")
-                self.call = None
-                append_call(self.run.run_id, call, self.records)
-                self.records = []
-                return
+                # A node is kept compact only when its own label marks nothing (fast_nodes.py);
+                # the other records of the batch are labelled as below.
+                append_nodes = getattr(store, "append_nodes", None)
+                if append_nodes is None:
+                    self.expand()  # a store without compact records
+                else:
+                    point("during_observation_write")
+                    assert nodes is not None
+                    self.nodes = None
+                    records, self.records = self.records, []
+                    append_nodes(self.run.run_id, nodes, self._labelled(records) if records else records)
+                    return
         if self.records:
             point("during_observation_write")
-            flow = self.run.flow
-            context: _Context = flow.context
-            if flow.pending:
-                # Calls let through whose observations the model has not been shown yet (plan
-                # nodes): their events carry their own output label now, not when it joins the run.
-                self.records = _all_marked(self.records, context, flow.pending)
-            elif context.secret or context.readers is not None:  # viewers see these only if cleared
-                mark = context.to_dict()
-                self.records = [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in self.records]
-            sink(self.run.run_id, self.records)
-            self.records = []
+            records, self.records = self._labelled(self.records), []
+            sink(self.run.run_id, records)
+
+    def _labelled(self, records: list[EventRecord]) -> list[EventRecord]:
+        """``records`` with the label viewers need to be cleared for, where one applies."""
+        flow = self.run.flow
+        context: _Context = flow.context
+        if flow.pending:
+            # Calls let through whose observations the model has not been shown yet (plan
+            # nodes): their events carry their own output label now, not when it joins the run.
+            return _all_marked(records, context, flow.pending)
+        if context.secret or context.readers is not None:  # viewers see these only if cleared
+            mark = context.to_dict()
+            return [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in records]
+        return records
 
 
 def _seq(record: EventRecord) -> int:
