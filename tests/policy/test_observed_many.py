@@ -54,6 +54,7 @@ def _view(state: FlowState) -> tuple[object, ...]:
         list(state.artifacts.items()),
         state.origins(),
         state.version,
+        state.label_version,
     )
 
 

@@ -239,8 +239,22 @@ class FlowState:
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
         with self._lock:
+            pending, seen = self.pending, self.seen
             for obs in observations:
-                self._shown(obs, self._label(obs))
+                if obs.items or obs.artifact_ref is not None:
+                    self._shown(obs, self._label(obs))
+                    continue
+                # _shown(obs, _label(obs)) for an observation without items or artifact, inline
+                call_id = obs.call_id
+                own = pending.pop(call_id, None)
+                if obs.provenance.labels:
+                    label = label_of(obs)
+                else:
+                    label = PUBLIC_TRUSTED if own is None else own
+                if label is not PUBLIC_TRUSTED:
+                    self._add(call_id, label)
+                seen[call_id] = (label, obs.data)
+                seen.move_to_end(call_id)
             self._trim()
 
     def _shown(self, obs: Observation, label: Label) -> None:
