@@ -5,6 +5,9 @@ machine's load, unlike wall-clock figures).
     python scripts/instructions.py acall-sync       # rt.acall of add (a sync tool, awaited)
     python scripts/instructions.py openai-async     # OpenAI Agents' on_invoke_tool of add_async
     python scripts/instructions.py dag-node         # one node of the zero-latency 1,000-node DAG
+    python scripts/instructions.py dag-tasks        # the same DAG as bare asyncio tasks, per node
+    python scripts/instructions.py batch-node       # one node of the 100 x sleep(10 ms) plan
+    python scripts/instructions.py gather-node      # asyncio.gather of the same 100 sleeps, per call
 
 Each path runs twice under callgrind, with a small and a large count; the difference divided by
 the extra calls cancels start-up and imports. Needs ``valgrind`` (Debian: ``apt-get install
@@ -20,9 +23,16 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-PATHS = ("acall-async", "acall-sync", "openai-async", "dag-node")
-COUNTS = {"dag-node": (1, 3), "default": (2000, 6000)}
-"""(small, large) repetitions; a DAG repetition is a whole 1,000-node plan."""
+PATHS = ("acall-async", "acall-sync", "openai-async", "dag-node", "dag-tasks", "batch-node", "gather-node")
+COUNTS = {
+    "dag-node": (1, 3),
+    "dag-tasks": (1, 3),
+    "batch-node": (5, 15),
+    "gather-node": (5, 15),
+    "default": (2000, 6000),
+}
+"""(small, large) repetitions; a DAG repetition is a whole 1,000-node plan, a batch one 100 calls."""
+NODES = {"dag-node": 1000, "dag-tasks": 1000, "batch-node": 100, "gather-node": 100}
 
 
 def _acall(tool: str) -> Callable[[int], Awaitable[Any]]:
@@ -61,6 +71,31 @@ def _dag() -> Callable[[int], Awaitable[Any]]:
     return lambda _i: rt.arun_plan(plan, run_id=run)
 
 
+def _dag_tasks() -> Callable[[int], Awaitable[Any]]:
+    from actionspace.bench._parallel import asyncio_dag, random_dag
+
+    dag = random_dag()
+    return lambda _i: asyncio_dag(dag, zero=True)
+
+
+def _batch() -> Callable[[int], Awaitable[Any]]:
+    from actionspace.bench._parallel import _runtime, batch_plan
+
+    rt = _runtime("memory://")
+    plan = batch_plan()
+    run = rt.new_run()
+    return lambda _i: rt.arun_plan(plan, run_id=run)
+
+
+def _gather() -> Callable[[int], Awaitable[Any]]:
+    from actionspace.bench._workload import BATCH, slow
+
+    async def batch(_i: int) -> Any:
+        return await asyncio.gather(*(slow(i) for i in range(BATCH)))
+
+    return batch
+
+
 def _run(path: str, n: int) -> None:
     """The child: ``n`` calls of ``path``."""
     make = {
@@ -68,6 +103,9 @@ def _run(path: str, n: int) -> None:
         "acall-sync": lambda: _acall("add"),
         "openai-async": _openai,
         "dag-node": _dag,
+        "dag-tasks": _dag_tasks,
+        "batch-node": _batch,
+        "gather-node": _gather,
     }[path]
 
     async def main() -> None:
@@ -109,8 +147,9 @@ def main(argv: list[str]) -> None:
     path = argv[0]
     small, large = COUNTS.get(path, COUNTS["default"])
     per = (_instructions(path, large) - _instructions(path, small)) / (large - small)
-    unit = "per node" if path == "dag-node" else "per call"
-    print(f"{path}: {per / (1000 if path == 'dag-node' else 1):,.0f} instructions {unit}")
+    nodes = NODES.get(path, 1)
+    unit = "per node" if "node" in path or path == "dag-tasks" else "per call"
+    print(f"{path}: {per / nodes:,.0f} instructions {unit}")
 
 
 if __name__ == "__main__":

@@ -112,11 +112,11 @@ def test_the_plain_path_ends_as_the_general_path(plan: dict[str, Any], monkeypat
 
 
 def test_a_plan_of_plain_nodes_takes_the_plain_path(monkeypatch: Any) -> None:
-    taken: list[bool] = []
+    taken: dict[str, bool] = {}
 
     def spy(node: Any) -> bool:
-        taken.append(is_plain(node))
-        return taken[-1]
+        taken[node.id] = is_plain(node)
+        return taken[node.id]
 
     monkeypatch.setattr(driver, "is_plain", spy)
     plan = {
@@ -127,4 +127,4 @@ def test_a_plan_of_plain_nodes_takes_the_plain_path(monkeypatch: Any) -> None:
     }
     nodes, _per_call, _plan_events = _outcome(_runtime(), plan)
     assert nodes["b"]["data"] == 1
-    assert taken == [True, False]
+    assert taken == {"a": True, "b": False}

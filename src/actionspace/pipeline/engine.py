@@ -275,10 +275,12 @@ class Engine:
         node_id: str,
         principal: Principal,
         rec: Recorder,
+        waits: bool = False,
     ) -> Observation | Coroutine[Any, Any, Observation] | None:
         """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py): its
         observation, a coroutine giving it, or None (nothing recorded) to take :meth:`anode`.
-        ``rec.call_id`` is the node's call id and ``arguments`` the call's own copy."""
+        ``rec.call_id`` is the node's call id and ``arguments`` the call's own copy; ``waits``:
+        an earlier node of the tool waited (its coroutine is awaited as it is)."""
         return plain_node(
             self.fast,
             run,
@@ -290,6 +292,7 @@ class Engine:
             rec,
             executor=self.executor,
             artifacts=self.artifacts,
+            waits=waits,
         )
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:

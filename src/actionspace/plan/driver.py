@@ -26,7 +26,7 @@ from actionspace.execution.executor import resumed
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
-from actionspace.plan.node import NodeRunner, is_plain
+from actionspace.plan.node import NodeRunner, Started, is_plain
 from actionspace.plan.ready import ReadyQueue
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
@@ -67,9 +67,6 @@ class Driver(NodeRunner):
         raise NotImplementedError
 
     def _apply_cancel(self) -> None:
-        raise NotImplementedError
-
-    def _aborted_read(self, k: str, reason: str) -> Observation:
         raise NotImplementedError
 
     async def _node(self, node: CheckedNode) -> Observation:
@@ -177,10 +174,19 @@ class Driver(NodeRunner):
                     continue  # settled while it waited for its turn
                 tool = nodes[k].specs[0].name
                 if tool in self._waits and i + 1 < len(wave):
-                    self._spawn([k])  # it will wait as its tool did: a task of its own, started now
+                    # it will wait as its tool did: a task of its own, started now
+                    self._loop.create_task(self._solo(k))
                     continue
                 running[k] = task
-                coro = self._body(k, nodes[k])
+                node = nodes[k]
+                started: Started | None = None
+                if self.cancel_scope is None and not self.abort_requested and is_plain(node):
+                    now = self._plain_now(k, node)  # nothing can ask to cancel it meanwhile
+                    if isinstance(now, Observation):
+                        self._finish(k, now)
+                        continue
+                    started = now
+                coro = self._body(k, node, started)
                 try:
                     yielded = coro.send(None)
                 except StopIteration as stop:
@@ -206,12 +212,44 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
-    async def _body(self, k: str, node: CheckedNode) -> Observation:
-        """One node's final observation (aborts and the cancel hook's answer applied)."""
+    async def _solo(self, k: str) -> None:
+        """One node of a tool that waited before, in a task of its own. It is awaited directly:
+        there is no rest of a wave to hand on when it waits. Then the task drives what is ready."""
+        running = self.running
+        if self._closed or k not in running:  # settled (cancelled) before its task began
+            self._check_settled()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        running[k] = task
+        node = self.plan.nodes[k]
+        if self.cancel_scope is None and not self.abort_requested and is_plain(node):
+            now = self._plain_now(k, node, waits=True)  # its tool waited before: awaited as it is
+            obs = now if isinstance(now, Observation) else await self._body(k, node, now)
+        else:
+            obs = await self._body(k, node)
+        if k in running:
+            self._finish(k, obs)
+        if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
+            self._pump()
+            return
+        wave = [] if self._closed else self._take_wave()
+        if wave:
+            await self._drive(wave)
+        else:
+            self._check_settled()
+
+    async def _body(self, k: str, node: CheckedNode, started: Started | None = None) -> Observation:
+        """One node's final observation (aborts and the cancel hook's answer applied).
+
+        ``started``: the call of a plain node :meth:`_plain_now` began, whose tool waits."""
         if k in self.abort_requested and is_safe(node):  # aborted in its wave, before its turn
             return self._aborted_read(k, "abort requested; the read was cancelled")
         try:
-            obs = await (self._plain(node) if is_plain(node) else self._node(node))
+            if started is not None:
+                obs = await self._plain_rest(k, started)
+            else:
+                obs = await (self._plain(node) if is_plain(node) else self._node(node))
         except asyncio.CancelledError:
             obs = self._aborted_read(k, "abort requested; the read was cancelled")
         except Exception as exc:  # a bug of ours: typed, and the plan goes on

@@ -61,6 +61,7 @@ class PlanEngine(Protocol):
         node_id: str,
         principal: Principal,
         rec: Recorder,
+        waits: bool = False,
     ) -> Observation | Coroutine[Any, Any, Observation] | None: ...
 
     def observe(

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, FieldError
@@ -35,13 +35,17 @@ from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
-__all__ = ["FLUSH_RECORDS", "FLUSH_S", "NodeRunner", "is_plain"]
+__all__ = ["FLUSH_RECORDS", "FLUSH_S", "NodeRunner", "Started", "is_plain"]
 
 _NO_MARKS: Mapping[str, str] = MappingProxyType({})
 
 FLUSH_S = 0.05
 """Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
 FLUSH_RECORDS = 2000
+
+
+Started = tuple[Recorder, Awaitable[Observation]]
+"""A plain node's call begun on the precompiled path whose tool waits: its recorder, and the rest."""
 
 
 def is_plain(node: CheckedNode) -> bool:
@@ -62,6 +66,10 @@ class NodeRunner:
     pending_nodes: list[CompactNode]
     flushed_at: float
 
+    def _aborted_read(self, k: str, reason: str) -> Observation:
+        """A read stopped by an abort (the scheduler's part)."""
+        raise NotImplementedError
+
     def _call_id(self, k: str) -> str:
         return f"{self.run_state.run_id}:{k}"
 
@@ -69,6 +77,51 @@ class NodeRunner:
         rec = Recorder(self.run_state, call_id)
         rec.add(kind, data)
         self._buffer(rec)
+
+    def _plain_now(self, k: str, node: CheckedNode, waits: bool = False) -> Observation | Started | None:
+        """A plain node's call on the precompiled path, begun here without a coroutine of ours:
+        its observation when the tool answered at once (the records buffered), the begun call
+        when the tool waits (:meth:`_plain_rest` ends it), None when the node does not qualify
+        (nothing recorded; :meth:`_plain` takes it). ``waits``: an earlier node of its tool
+        waited (see ``Engine.plain_node``)."""
+        spec = node.node
+        if spec.provenance:
+            return None
+        raw = spec.arguments
+        arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
+        run = self.run_state
+        rec = Recorder(run, f"{run.run_id}:{k}")
+        engine = self.engine
+        try:
+            quick = engine.plain_node(
+                run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec, waits=waits
+            )
+        except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
+            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+            self._buffer(rec)
+            return self._aborted_read(k, "abort requested; the read was cancelled")
+        except Exception as exc:
+            quick = engine.internal(exc, rec)
+        if quick is None:
+            return None
+        self.dispatched_args[k] = arguments
+        if type(quick) is Observation:
+            self._buffer(rec)
+            return quick
+        return rec, cast("Awaitable[Observation]", quick)
+
+    async def _plain_rest(self, k: str, started: Started) -> Observation:
+        """The end of a call :meth:`_plain_now` began, as :meth:`_plain` ends it."""
+        rec, pending = started
+        try:
+            return await pending
+        except asyncio.CancelledError:
+            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+            raise
+        except Exception as exc:
+            return self.engine.internal(exc, rec)
+        finally:
+            self._buffer(rec)
 
     async def _plain(self, node: CheckedNode) -> Observation:
         """:meth:`_node` for a plain node (see :func:`is_plain`): the same call, fewer steps."""

@@ -247,10 +247,7 @@ class FlowState:
                 # _shown(obs, _label(obs)) for an observation without items or artifact, inline
                 call_id = obs.call_id
                 own = pending.pop(call_id, None)
-                if obs.provenance.labels:
-                    label = label_of(obs)
-                else:
-                    label = PUBLIC_TRUSTED if own is None else own
+                label = label_of(obs) if obs.provenance.labels else (PUBLIC_TRUSTED if own is None else own)
                 if label is not PUBLIC_TRUSTED:
                     self._add(call_id, label)
                 seen[call_id] = (label, obs.data)

@@ -139,6 +139,8 @@ class Label:
                 readers = readers if readers is not None else set()
                 readers.add(tag[len(READER_TAG) :])
         integrity: Integrity = "untrusted" if trust == "untrusted" else "trusted"
+        if readers is None and cls is Label:
+            return _PLAIN[conf, integrity]  # shared, as joins return them: compared by identity first
         return cls(
             confidentiality=conf,
             integrity=integrity,
