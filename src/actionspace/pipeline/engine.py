@@ -277,10 +277,9 @@ class Engine:
         rec: Recorder,
         waits: bool = False,
     ) -> Observation | Coroutine[Any, Any, Observation] | None:
-        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py): its
-        observation, a coroutine giving it, or None (nothing recorded) to take :meth:`anode`.
-        ``rec.call_id`` is the node's call id and ``arguments`` the call's own copy; ``waits``:
-        an earlier node of the tool waited (its coroutine is awaited as it is)."""
+        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py ``plain_node``,
+        which says what ``waits`` does): its observation, a coroutine giving it, or None (nothing
+        recorded) to take :meth:`anode`."""
         return plain_node(
             self.fast,
             run,

@@ -103,8 +103,15 @@ class Driver(NodeRunner):
             deferred.clear()
         running, limited, per_tool = self.running, bool(self.tool_limits), self.per_tool
         retrying = self.retry_of is not None
-        wave: list[str] = []
         queued = ready.queued
+        if not (limited or retrying) and len(queued) <= self.limit - len(running):
+            wave = ready.take_all()  # every ready node fits: no heap to pop one by one
+            for k in wave:
+                running[k] = None
+            if len(running) > self.max_parallel:
+                self.max_parallel = len(running)
+            return wave
+        wave = []
         while queued and len(running) < self.limit:
             k = ready.pop()
             if limited and not self._tool_slot(k):

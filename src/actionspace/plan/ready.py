@@ -36,6 +36,14 @@ class ReadyQueue:
                 self.queued.discard(k)
                 return k
 
+    def take_all(self) -> list[str]:
+        """Every queued node, in the order :meth:`pop` would give them, and the queue emptied."""
+        queued = self.queued
+        out = [k for _, _, k in sorted(self.heap) if k in queued]
+        self.heap.clear()
+        queued.clear()
+        return list(dict.fromkeys(out))  # a node queued again after a removal: once
+
     def remove(self, k: str) -> None:
         self.queued.discard(k)  # its heap entry is skipped when it surfaces
 

@@ -1,0 +1,56 @@
+"""The scheduler's ready queue: taking every queued node at once gives them in the order popping
+them one by one gives, each once, whatever was queued, removed and queued again."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actionspace import Plan, Runtime
+from actionspace.plan.check import CheckedPlan, check_plan
+from actionspace.plan.ready import ReadyQueue
+
+
+def _checked(edges: list[tuple[int, int]], n: int) -> CheckedPlan:
+    rt = Runtime("memory://")
+
+    @rt.tool(effect="none")
+    def noop(x: int) -> int:
+        return x
+
+    depends: dict[int, list[str]] = {}
+    for a, b in edges:
+        if a < b:
+            depends.setdefault(b, []).append(f"n{a}")
+    nodes = [
+        {"id": f"n{i}", "tool": "noop", "arguments": {"x": i}, "depends_on": sorted(set(depends.get(i, [])))}
+        for i in range(n)
+    ]
+    spec = rt.engine.catalog.get("noop")
+    checked = check_plan(Plan.from_dict({"nodes": nodes}), lambda _name: spec, rt.principal)
+    assert isinstance(checked, CheckedPlan)
+    return checked
+
+
+@given(
+    n=st.integers(1, 12),
+    edges=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=20),
+    steps=st.lists(st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 11)), max_size=30),
+)
+def test_taking_every_ready_node_at_once_is_popping_them_one_by_one(
+    n: int, edges: list[tuple[int, int]], steps: list[tuple[str, int]]
+) -> None:
+    plan = _checked([(a, b) for a, b in edges if a < n and b < n], n)
+    queues = ReadyQueue(plan), ReadyQueue(plan)
+    for op, i in steps:
+        k = f"n{i % n}"
+        for q in queues:
+            if op == "add":
+                q.extend([k])
+            else:
+                q.remove(k)
+    one_by_one = []
+    while queues[0].queued:
+        one_by_one.append(queues[0].pop())
+    assert queues[1].take_all() == one_by_one
+    assert not queues[1].queued and len(queues[1]) == 0
