@@ -101,9 +101,11 @@ class Driver(NodeRunner):
         if deferred:  # waiting for a tool's slot: back in line (by priority), checked below
             ready.extend(deferred)
             deferred.clear()
+        queued = ready.queued
+        if not queued:
+            return []
         running, limited, per_tool = self.running, bool(self.tool_limits), self.per_tool
         retrying = self.retry_of is not None
-        queued = ready.queued
         if not (limited or retrying) and len(queued) <= self.limit - len(running):
             wave = ready.take_all()  # every ready node fits: no heap to pop one by one
             for k in wave:
