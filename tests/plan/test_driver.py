@@ -225,3 +225,40 @@ def test_a_chain_of_nodes_that_never_wait_runs_in_one_task_and_yields_between_wa
     assert len({id(t) for t in tasks}) == 1  # one driver task for the eight waves, none per wave
     between = [seen[seen.index(f"c{i}") + 1 : seen.index(f"c{i + 1}")] for i in range(7)]
     assert all("tick" in gap for gap in between)  # and the loop ran the ticker between them
+
+
+def test_cancelling_a_plan_ends_the_tasks_of_its_waiting_nodes_and_leaves_nothing_running() -> None:
+    """Nodes of a tool that waited run in tasks of their own (Driver._solo); a cancelled plan
+    cancels them, each ends (its tool's sleep cut short), and no task outlives the plan."""
+    rt = _runtime()
+    started: list[int] = []
+    ended: list[int] = []
+
+    @rt.tool(effect="none")
+    async def nap(x: int) -> int:
+        started.append(x)
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(x)
+        return x
+
+    plan = Plan.from_dict(
+        {"nodes": [{"id": f"n{i}", "tool": "nap", "arguments": {"x": i}} for i in range(6)]}
+    )
+
+    async def scenario() -> set[asyncio.Task[Any]]:
+        run = rt.new_run()
+        task = asyncio.ensure_future(rt.arun_plan(plan, run_id=run, max_concurrency=6))
+        while len(started) < 6:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+    left = asyncio.run(scenario())
+    assert left == set()
+    assert sorted(ended) == list(range(6))

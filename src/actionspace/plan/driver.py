@@ -233,8 +233,17 @@ class Driver(NodeRunner):
         running[k] = task
         node = self.plan.nodes[k]
         if self.cancel_scope is None and not self.abort_requested and is_plain(node):
+            # nothing can ask to abort it: _body's checks have nothing to do
             now = self._plain_now(k, node, waits=True)  # its tool waited before: awaited as it is
-            obs = now if isinstance(now, Observation) else await self._body(k, node, now)
+            if isinstance(now, Observation):
+                obs = now
+            elif now is None:
+                obs = await self._body(k, node)
+            else:
+                try:
+                    obs = await self._plain_rest(k, now)
+                except asyncio.CancelledError:  # the plan itself was cancelled meanwhile
+                    obs = self._aborted_read(k, "abort requested; the read was cancelled")
         else:
             obs = await self._body(k, node)
         if k in running:
