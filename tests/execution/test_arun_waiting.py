@@ -1,13 +1,12 @@
 """``Executor.arun_waiting`` (an async tool awaited as it is, for calls expected to wait) ends every
 call as ``Executor.arun`` (first step by hand, then the rest) does: same outcome, same attempts,
-same retries, and a cancel from outside is still a cancel."""
+same retries (a cancel from outside stays a cancel: tests/execution/test_executor.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,21 +77,3 @@ def test_a_call_awaited_as_it_is_ends_as_one_stepped_by_hand(waits: int, action:
     waiting, waiting_retries = asyncio.run(_run("waiting", waits, action, effect))
     assert _view(waiting) == _view(stepped)
     assert waiting_retries == stepped_retries
-
-
-def test_an_outside_cancel_of_a_call_awaited_as_it_is_is_not_a_timeout() -> None:
-    async def forever() -> None:
-        await asyncio.sleep(10)
-
-    spec = ToolSpec(name="forever", effect="read", fn=forever, timeout_s=5.0)
-    executor = Executor()
-
-    async def scenario() -> None:
-        task = asyncio.ensure_future(executor.arun_waiting(spec, {}))
-        await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(scenario())
-    executor.close()

@@ -172,7 +172,8 @@ def test_concurrent_calls_with_different_timeouts_each_time_out_on_their_own_dea
     executor.close()
 
 
-def test_an_outside_cancel_is_not_mistaken_for_a_timeout() -> None:
+@pytest.mark.parametrize("way", ["arun", "arun_waiting"])
+def test_an_outside_cancel_is_not_mistaken_for_a_timeout(way: str) -> None:
     import asyncio
 
     from actionspace.catalog import ToolSpec
@@ -185,7 +186,7 @@ def test_an_outside_cancel_is_not_mistaken_for_a_timeout() -> None:
     executor = Executor()
 
     async def scenario() -> None:
-        task = asyncio.ensure_future(executor.arun(spec, {}))
+        task = asyncio.ensure_future(getattr(executor, way)(spec, {}))
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

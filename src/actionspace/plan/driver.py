@@ -241,7 +241,7 @@ class Driver(NodeRunner):
                 obs = await self._body(k, node)
             else:
                 try:
-                    obs = await self._plain_rest(k, now)
+                    obs = await self._ended(k, *now)
                 except asyncio.CancelledError:  # the plan itself was cancelled meanwhile
                     obs = self._aborted_read(k, "abort requested; the read was cancelled")
         else:
@@ -265,7 +265,7 @@ class Driver(NodeRunner):
             return self._aborted_read(k, "abort requested; the read was cancelled")
         try:
             if started is not None:
-                obs = await self._plain_rest(k, started)
+                obs = await self._ended(k, *started)
             else:
                 obs = await (self._plain(node) if is_plain(node) else self._node(node))
         except asyncio.CancelledError:

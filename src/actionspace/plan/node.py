@@ -81,7 +81,7 @@ class NodeRunner:
     def _plain_now(self, k: str, node: CheckedNode, waits: bool = False) -> Observation | Started | None:
         """A plain node's call on the precompiled path, begun here without a coroutine of ours:
         its observation when the tool answered at once (the records buffered), the begun call
-        when the tool waits (:meth:`_plain_rest` ends it), None when the node does not qualify
+        when the tool waits (:meth:`_ended` ends it), None when the node does not qualify
         (nothing recorded; :meth:`_plain` takes it). ``waits``: an earlier node of its tool
         waited (see ``Engine.plain_node``)."""
         spec = node.node
@@ -110,9 +110,9 @@ class NodeRunner:
             return quick
         return rec, cast("Awaitable[Observation]", quick)
 
-    async def _plain_rest(self, k: str, started: Started) -> Observation:
-        """The end of a call :meth:`_plain_now` began, as :meth:`_plain` ends it."""
-        rec, pending = started
+    async def _ended(self, k: str, rec: Recorder, pending: Awaitable[Observation]) -> Observation:
+        """The observation ``pending`` gives for node ``k`` (a failure of ours typed, a cancel
+        recorded and raised), the call's records buffered whatever happens."""
         try:
             return await pending
         except asyncio.CancelledError:
@@ -127,6 +127,11 @@ class NodeRunner:
         """:meth:`_node` for a plain node (see :func:`is_plain`): the same call, fewer steps."""
         spec = node.node
         k = spec.id
+        now = self._plain_now(k, node)  # the precompiled path, with no call object
+        if isinstance(now, Observation):
+            return now
+        if now is not None:
+            return await self._ended(k, *now)
         raw = spec.arguments
         # a copy when nested: a tool that mutates its arguments must not change the plan
         arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
@@ -134,24 +139,10 @@ class NodeRunner:
         run = self.run_state
         call_id = f"{run.run_id}:{k}"
         rec = Recorder(run, call_id)
-        engine = self.engine
-        try:
-            if not spec.provenance:  # the precompiled path, with no call object (pipeline/fast_nodes.py)
-                quick = engine.plain_node(
-                    run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec
-                )
-                if quick is not None:
-                    return quick if type(quick) is Observation else await quick  # type: ignore[misc]
-            marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
-            call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
-            return await engine.anode(run, call, principal=self.principal, rec=rec, node_id=k)
-        except asyncio.CancelledError:
-            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
-            raise
-        except Exception as exc:
-            return engine.internal(exc, rec)
-        finally:
-            self._buffer(rec)
+        marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
+        call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
+        pending = self.engine.anode(run, call, principal=self.principal, rec=rec, node_id=k)
+        return await self._ended(k, rec, pending)
 
     def _arguments(
         self,
@@ -259,25 +250,15 @@ class NodeRunner:
         rec = Recorder(self.run_state, call.id)
         # $ref arguments carry their labels
         bound = bindings(raw_args, self._ref_label) if node.refs else None
-        try:
-            ready = await self.engine.aprepare(
-                self.run_state,
-                call,
-                principal=self.principal,
-                rec=rec,
-                node_id=node_id,
-                bound=bound,
-            )
-            if isinstance(ready, Ready):
-                return await self.engine.aexecute(ready, rec)
-            return ready
-        except asyncio.CancelledError:
-            rec.add("plan_node_cancelled", {"node": node_id, "phase": "running"})
-            raise
-        except Exception as exc:
-            return self.engine.internal(exc, rec)
-        finally:
-            self._buffer(rec)
+        return await self._ended(node_id, rec, self._prepared(call, rec, node_id, bound))
+
+    async def _prepared(
+        self, call: ToolCall, rec: Recorder, node_id: str, bound: Mapping[str, Any] | None
+    ) -> Observation:
+        ready = await self.engine.aprepare(
+            self.run_state, call, principal=self.principal, rec=rec, node_id=node_id, bound=bound
+        )
+        return await self.engine.aexecute(ready, rec) if isinstance(ready, Ready) else ready
 
     def _buffer(self, rec: Recorder) -> None:
         """Keep a call's whole records; hand them to the store at most every FLUSH_S (and at the
