@@ -88,6 +88,7 @@ class NodeRunner:
         if spec.provenance:
             return None
         raw = spec.arguments
+        # a copy when nested: a tool that mutates its arguments must not change the plan
         arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
         run = self.run_state
         rec = Recorder(run, f"{run.run_id}:{k}")
