@@ -262,3 +262,37 @@ def test_cancelling_a_plan_ends_the_tasks_of_its_waiting_nodes_and_leaves_nothin
     left = asyncio.run(scenario())
     assert left == set()
     assert sorted(ended) == list(range(6))
+
+
+def test_the_head_of_a_wave_of_waiting_nodes_starts_first() -> None:
+    """Once a tool's node waited, a wave of its nodes starts the longest chain's head on the spot
+    and the others in tasks of their own, which begin on the loop's next turn."""
+    rt = _runtime()
+    order: list[str] = []
+
+    @rt.tool(effect="none")
+    async def hop(name: str) -> str:
+        order.append(name)
+        await asyncio.sleep(0.001)
+        return name
+
+    def node(name: str, *after: str) -> dict[str, Any]:
+        return {"id": name, "tool": "hop", "arguments": {"name": name}, "depends_on": list(after)}
+
+    # x heads the longest chain after w: the ready queue puts it first in the wave [x, y, z]
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                node("w"),
+                node("y", "w"),
+                node("z", "w"),
+                node("x", "w"),
+                node("x2", "x"),
+                node("x3", "x2"),
+            ]
+        }
+    )
+    result = asyncio.run(_within(rt, plan))
+    assert result.status == "ok"
+    assert order[:2] == ["w", "x"]
+    assert set(order[2:4]) == {"y", "z"}

@@ -8,7 +8,9 @@ of its own. The first node that waits keeps the driver's task — so whatever it
 against the current task (a tool's timeout) belongs to that node alone — and the rest of the
 wave moves to a new driver task. Once a node of a tool waited, the tool's next nodes each get a
 task of their own at once (they would wait too, and a wave handed on one node at a time would
-start one node per turn of the event loop). A driver whose node ended takes the next wave; a
+start one node per turn of the event loop); the wave's first node, the head of the longest
+chain, is then stepped after the others got their tasks, so it starts at once and they on the
+loop's next turn. A driver whose node ended takes the next wave; a
 wave that ran inline hands the next one to a new task, so the loop runs other tasks in between.
 
 Nodes stepped inline share their driver's context variables.
@@ -176,6 +178,10 @@ class Driver(NodeRunner):
         running, nodes = self.running, self.plan.nodes
         while wave and not self._closed:
             waited = False
+            if len(wave) > 1 and nodes[wave[0]].specs[0].name in self._waits:
+                # the wave's first node (the longest chain ahead) will wait: the others get their
+                # tasks first and it starts here, now, instead of on the loop's next turn
+                wave = [*wave[1:], wave[0]]
             for i, k in enumerate(wave):
                 if self._closed:
                     break
