@@ -17,17 +17,27 @@ labels = st.builds(
 )
 
 
+FEW_IDS = ["c0", "c1", "c2", "c3"]
+MANY_IDS = [f"c{i}" for i in range(40)]
+"""More call ids than the flow state keeps behind one label (16)."""
+
+
 @st.composite
-def observations(draw: st.DrawFn) -> Observation:
-    call_id = draw(st.sampled_from(["c0", "c1", "c2", "c3"]))
-    label = draw(labels)
+def observations(
+    draw: st.DrawFn,
+    ids: list[str] = FEW_IDS,
+    label_of: st.SearchStrategy[Label] = labels,
+    refs: list[str | None] = [None, "artifact://sha256/ab", "artifact://sha256/cd"],  # noqa: B006
+) -> Observation:
+    call_id = draw(st.sampled_from(ids))
+    label = draw(label_of)
     if draw(st.booleans()):  # an error made by the runtime: it reads the pending label
         from actionspace.errors import ActionError
 
         return Observation.failure(
             ActionError.of("transient", "later"), call_id=call_id, tool="t", tool_version="1"
         )
-    ref = draw(st.sampled_from([None, "artifact://sha256/ab", "artifact://sha256/cd"]))
+    ref = draw(st.sampled_from(refs))
     provenance = Provenance(fetched_at=1.0, trust=label.integrity, labels=label.tags())
     return Observation(
         call_id=call_id,
@@ -70,3 +80,42 @@ def test_showing_a_plans_observations_at_once_is_showing_them_one_by_one(
         one_by_one.observed(obs)
     at_once.observed_many(shown)
     assert _view(at_once) == _view(one_by_one)
+
+
+SHARED = [
+    Label(confidentiality="internal", integrity="trusted"),
+    Label(confidentiality="internal", integrity="untrusted"),
+    Label(confidentiality="secret", integrity="trusted", readers=frozenset({"ann"})),
+]
+"""Label objects shared by many pending calls (as a plan's nodes of one tool share one)."""
+
+
+@given(
+    pending=st.dictionaries(st.sampled_from(MANY_IDS), st.sampled_from(SHARED), max_size=40),
+    shown=st.lists(
+        observations(MANY_IDS, st.sampled_from(SHARED), [None] * 9 + ["artifact://sha256/ab"]), max_size=80
+    ),
+)
+def test_many_observations_of_a_few_labels_past_their_cap_of_call_ids_are_shown_as_one_by_one(
+    pending: dict[str, Label], shown: list[Observation]
+) -> None:
+    one_by_one, at_once = _state(pending), _state(pending)
+    for obs in shown:
+        one_by_one.observed(obs)
+    at_once.observed_many(shown)
+    assert _view(at_once) == _view(one_by_one)
+
+
+def test_a_call_id_shown_twice_does_not_stop_the_next_ones_from_being_kept() -> None:
+    label = Label(confidentiality="internal", integrity="trusted")
+    tags = Provenance(fetched_at=1.0, trust="trusted", labels=label.tags())
+    shown = [
+        Observation(call_id=c, tool="t", tool_version="1", data=0, content_hash="h", provenance=tags)
+        for c in ("c1", "c1", "c2", "c3")
+    ]
+    one_by_one, at_once = FlowState(), FlowState()
+    for obs in shown:
+        one_by_one.observed(obs)
+    at_once.observed_many(shown)
+    assert _view(at_once) == _view(one_by_one)
+    assert [source for source, _label in at_once.origins()] == ["c1", "c2", "c3"]

@@ -3,6 +3,7 @@ that keeps them gets one record per node, and every reader sees the events the s
 
 from __future__ import annotations
 
+import gc
 import marshal
 from collections.abc import Sequence
 from typing import Any
@@ -139,3 +140,25 @@ def test_node_records_marshal_cannot_encode_are_kept_as_events() -> None:
     assert len(events) == 5 * count
     proposed = [e for e in events if e.kind == "proposed"]
     assert [e.data["arguments"]["tag"] for e in proposed] == [f"t{i}" for i in range(count)]
+
+
+def test_records_holding_long_lists_are_packed_as_soon_as_as_many_small_records_would_be() -> None:
+    """A large plan's ``plan_started`` lists every node and edge: a few of them held as objects
+    would keep thousands of lists for the collector to walk on every full collection."""
+    store = MemoryTraceStore()
+    edges = [[f"n{i}", f"n{i + 1}"] for i in range(1000)]
+
+    def started(seq: int) -> EventRecord:
+        return (seq, "plan_started", float(seq), None, {"edges": [list(e) for e in edges], "retry": False})
+
+    store.append_records("run", [started(0)])
+    gc.collect()
+    before = len(gc.get_objects())
+    for seq in range(1, 5):
+        store.append_records("run", [started(seq)])
+    gc.collect()
+    # four records of 1,000 lists each arrived; at most the last two are still held as objects
+    assert len(gc.get_objects()) - before < COMPACT_AT
+    events = store.events("run")
+    assert [e.seq for e in events] == [0, 1, 2, 3, 4]
+    assert all(e.data["edges"] == edges for e in events)

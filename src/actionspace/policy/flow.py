@@ -240,16 +240,27 @@ class FlowState:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
         with self._lock:
             pending, seen = self.pending, self.seen
+            # a label whose call ids are at their cap and whose last _add changed nothing (the
+            # context was already above it), and the context then: while both stay, adding it
+            # again changes nothing
+            quiet: tuple[Label, Label] | None = None
             for obs in observations:
                 if obs.items or obs.artifact_ref is not None:
                     self._shown(obs, self._label(obs))
+                    quiet = None
                     continue
                 # _shown(obs, _label(obs)) for an observation without items or artifact, inline
                 call_id = obs.call_id
                 own = pending.pop(call_id, None)
                 label = label_of(obs) if obs.provenance.labels else (PUBLIC_TRUSTED if own is None else own)
-                if label is not PUBLIC_TRUSTED:
+                if label is not PUBLIC_TRUSTED and (
+                    quiet is None or quiet[0] is not label or quiet[1] is not self.context
+                ):
+                    context, marks = self.context, (self.version, self.label_version)
                     self._add(call_id, label)
+                    full = len(self._groups.get(label, ())) >= MAX_IDS_PER_LABEL
+                    same = self.context is context and marks == (self.version, self.label_version)
+                    quiet = (label, context) if full and same else None
                 seen[call_id] = (label, obs.data)
                 seen.move_to_end(call_id)
             self._trim()

@@ -40,7 +40,9 @@ __all__ = ["MemoryTraceStore"]
 
 
 COMPACT_AT = 2048
-"""Pending records of a run packed into one blob at a time."""
+"""Pending records of a run are packed into one blob once they weigh this much: one per record,
+plus the length of every list in their data, so that a few records holding thousands of objects
+(a large plan's ``plan_started``) are packed as soon as many small ones would be."""
 
 
 class MemoryTraceStore:
@@ -49,6 +51,8 @@ class MemoryTraceStore:
     def __init__(self) -> None:
         self._runs: dict[str, list[bytes]] = {}
         self._pending: dict[str, list[EventRecord]] = {}
+        self._weights: dict[str, int] = {}
+        """Per run, the weight (see ``_weight``) of its pending records."""
         self._next: dict[str, int] = {}
         self._calls: dict[str, list[tuple[Any, ...]]] = {}
         """Compact call records per run, each with its shape replaced by its index in _shapes."""
@@ -135,9 +139,12 @@ class MemoryTraceStore:
             pending = self._pending[run_id] = []
             self._runs.setdefault(run_id, [])
         pending.extend(records)
-        if len(pending) >= COMPACT_AT:
+        weight = self._weights.get(run_id, 0) + _weight(records)
+        if weight >= COMPACT_AT:
             self._runs[run_id].append(_encode(pending))
             pending.clear()
+            weight = 0
+        self._weights[run_id] = weight
 
     def append_many(self, events: Sequence[TraceEvent]) -> None:
         by_run: dict[str, list[EventRecord]] = {}
@@ -195,6 +202,17 @@ def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall
 
 def _unpacked_node(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactNode:
     return cast(CompactNode, (*kept[:3], shapes[kept[3]], *kept[4:]))
+
+
+def _weight(records: Sequence[EventRecord]) -> int:
+    """How much keeping ``records`` as objects costs the collector, roughly: one per record, plus
+    the length of each list in its data (a plan's ``plan_started`` lists every node and edge)."""
+    weight = len(records)
+    for record in records:
+        for value in record[4].values():
+            if type(value) is list:
+                weight += len(value)
+    return weight
 
 
 def _encode(records: Sequence[EventRecord]) -> bytes:
