@@ -186,3 +186,40 @@ def test_skipped_duplicates_do_not_move_a_run_in_the_listing(tmp_path: Path) -> 
         store.append_new(batch("r", 0, 3, ts=900.0))
         [summary] = store.runs()
         assert summary.last_at == pytest.approx(100.002)
+
+
+def test_calls_appended_before_one_commit_are_numbered_with_one_read_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements: list[str] = []
+    connect = sqlite3.connect
+
+    def watching(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)  # type: ignore[arg-type]
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", watching)
+    store = SqliteTraceStore(tmp_path / "t.db")
+    statements.clear()
+    for call in range(12):  # calls of two runs, each call three records
+        run = "ra" if call % 3 else "rb"
+        store.append_records(
+            run, [(3 * call + i, "ev", 1.0 + call, f"{run}-c{call}", {"i": i}) for i in range(3)]
+        )
+    events = {run: store.events(run) for run in ("ra", "rb")}  # a read commits what is held first
+    transactions = statements.count("BEGIN IMMEDIATE")  # one, unless the flusher's linger ran out
+    reads = [s for s in statements if s.startswith("SELECT coalesce(max(seq)")]
+    assert 1 <= transactions <= 3
+    assert len(reads) <= 2 * transactions  # once per run a transaction writes, not once per call
+    assert [e.seq for e in events["ra"]] == list(range(24))
+    assert [e.seq for e in events["rb"]] == list(range(12))
+    assert [(e.call_id, e.data["i"]) for e in events["rb"][:6]] == [
+        ("rb-c0", 0),
+        ("rb-c0", 1),
+        ("rb-c0", 2),
+        ("rb-c3", 0),
+        ("rb-c3", 1),
+        ("rb-c3", 2),
+    ]
+    store.close()

@@ -5,16 +5,16 @@ batches are written without waiting for an fsync (``synchronous=NORMAL``); a bat
 kill is rolled back when the file is next opened, so readers only ever see whole batches.
 
 Writes go through the file's writer in this process
-(:meth:`~actionspace.ledger.sqlite_writer.GroupCommit.open`), shared with the ledger. A call's records
-are not waited for: ``append_records`` defers them to the writer's flusher, which commits them
-:data:`~actionspace.ledger.sqlite_writer.LINGER_S` later with every call's records deferred
-meanwhile; closing the store and the interpreter's exit commit them too. A process killed within
-that moment loses them (a power loss may take the latest ones in any case); the ledger, not the
-trace, is what recovery reads. Every read of this store first commits the deferred records, so a
-thread reads what it appended; another process sees them within the linger. Each thread reads on
-its own connection
-(SQLite connections must not be used by two threads at once); writers in other processes wait up
-to ``busy_timeout_s`` for the lock.
+(:meth:`~actionspace.ledger.sqlite_writer.GroupCommit.open`), shared with the ledger. A call's
+records are not waited for: ``append_records`` encodes and holds them, and defers one operation to
+the writer's flusher, which commits them :data:`~actionspace.ledger.sqlite_writer.LINGER_S` later
+with every call's records appended meanwhile (each run's numbered after one read of its last
+event); closing the store and the interpreter's exit commit them too. A process killed within that
+moment loses them (a power loss may take the latest ones in any case); the ledger, not the trace,
+is what recovery reads. Every read of this store first commits the deferred records, so a thread
+reads what it appended; another process sees them within the linger. Each thread reads on its own
+connection (SQLite connections must not be used by two threads at once); writers in other
+processes wait up to ``busy_timeout_s`` for the lock.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -101,6 +102,10 @@ _HEADS_MANY: Final = (
 _MAX_CHAR: Final = "\U0010ffff"
 
 
+def _seq(record: EventRecord) -> int:
+    return record[0]
+
+
 class SqliteTraceStore:
     """A :class:`~actionspace.trace.events.TraceStore` in one SQLite file.
 
@@ -126,6 +131,10 @@ class SqliteTraceStore:
             self._db.close()
             raise
         self._group = GroupCommit.open(self.path, busy_timeout_s=busy_timeout_s)
+        self._held: dict[str, list[tuple[str, float, str | None, str]]] = {}
+        """Per run, the encoded rows (kind, ts, call id, data) of the calls appended since the
+        writer's last transaction took them."""
+        self._held_lock = threading.Lock()
 
     # -- the TraceStore protocol --------------------------------------------------------------
 
@@ -148,22 +157,34 @@ class SqliteTraceStore:
 
         The numbers the caller proposed only fix the order: several processes may record into one
         run, and the store (inside its write transaction) is the only place that knows the next seq.
-        Returns before the write: the file's writer commits it later (see the module docstring).
+        Returns before the write: the records wait in this store until the file's writer commits
+        them (see the module docstring), together with every call's records appended meanwhile.
         """
         if not records:
             return
         self._db.check_open()
-        ordered = sorted(records, key=lambda r: r[0])
+        ordered = sorted(records, key=_seq)
         rows = [(kind, ts, call_id, encode_data(data)) for _, kind, ts, call_id, data in ordered]
-        stamps = [r[2] for r in ordered]
-        span = (run_id, min(stamps), max(stamps))
+        with self._held_lock:
+            held = self._held.get(run_id)
+            if held is None:
+                self._held[run_id] = rows
+            else:
+                held += rows
+            if len(self._held) > 1 or held is not None:
+                return  # the operation writing them is deferred already
+        self._group.defer(self._write_held)
 
-        def append(conn: sqlite3.Connection) -> None:
+    def _write_held(self, conn: sqlite3.Connection) -> None:
+        """The writer's deferred operation: the rows of every call appended since the last one,
+        each run's numbered once after its last stored event (one read per run, not per call)."""
+        with self._held_lock:
+            held, self._held = self._held, {}
+        for run_id, rows in held.items():  # per run, in the order the calls appended them
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
             conn.executemany(_INSERT, [(run_id, base + i, *row) for i, row in enumerate(rows)])
-            conn.execute(_TOUCH_RUN, span)
-
-        self._group.defer(append)
+            stamps = [row[1] for row in rows]
+            conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
 
     def events(self, run_id: str) -> list[TraceEvent]:
         self._settle()
