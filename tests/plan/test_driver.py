@@ -4,6 +4,8 @@ its own (its timeout is its own); a cancel finds nodes released but not started 
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from typing import Any
 
 import pytest
@@ -20,14 +22,19 @@ async def _within(rt: Runtime, plan: Plan, seconds: float = 10.0, **kwargs: Any)
     return await asyncio.wait_for(rt.arun_plan(plan, **kwargs), seconds)
 
 
-def test_nodes_whose_calls_never_wait_run_without_a_task_each() -> None:
+@pytest.mark.parametrize("sync", [False, True])
+def test_nodes_whose_calls_never_wait_run_without_a_task_each(sync: bool) -> None:
     rt = _runtime()
     tasks: list[object] = []
 
-    @rt.tool(effect="none")
-    async def quick(x: int) -> int:
+    def quick_sync(x: int) -> int:
         tasks.append(asyncio.current_task())
         return x
+
+    async def quick_async(x: int) -> int:
+        return quick_sync(x)
+
+    rt.tool(effect="none", name="quick")(quick_sync if sync else quick_async)
 
     nodes = [{"id": f"r{i}", "tool": "quick", "arguments": {"x": i}} for i in range(40)]
     refs = [{"x": {"$ref": f"r{i}.data"}} for i in range(40)]
@@ -296,3 +303,82 @@ def test_the_head_of_a_wave_of_waiting_nodes_starts_first() -> None:
     assert result.status == "ok"
     assert order[:2] == ["w", "x"]
     assert set(order[2:4]) == {"y", "z"}
+
+
+def test_every_plain_node_of_a_wave_begins_before_the_loop_turns() -> None:
+    """A wave's calls whose tools wait are each stepped to their first wait by the driver, then
+    continue in tasks of their own: no node of the wave waits for a turn of the loop to begin."""
+    rt = _runtime()
+    began: list[int] = []
+    turns = [0]
+
+    @rt.tool(effect="none")
+    async def nap(x: int) -> int:
+        began.append(turns[0])
+        await asyncio.sleep(0.005)
+        return x
+
+    async def ticker() -> None:
+        while True:
+            turns[0] += 1
+            await asyncio.sleep(0)
+
+    async def scenario() -> PlanResult:
+        tick = asyncio.ensure_future(ticker())
+        plan = Plan.from_dict(
+            {"nodes": [{"id": f"n{i}", "tool": "nap", "arguments": {"x": i}} for i in range(8)]}
+        )
+        try:
+            return await rt.arun_plan(plan, run_id=rt.new_run(), max_concurrency=8)
+        finally:
+            tick.cancel()
+
+    for _ in range(2):  # the second plan: its tool waited before
+        began.clear()
+        result = asyncio.run(scenario())
+        assert result.status == "ok" and [result.nodes[f"n{i}"].data for i in range(8)] == list(range(8))
+        assert len(began) == 8 and len(set(began)) == 1  # all eight in one turn of the loop
+
+
+def test_a_plan_cancelled_while_its_wave_begins_ends_every_call_that_began() -> None:
+    """The plan is cancelled by the first step of its wave's first call, before the tasks that
+    would continue the calls begun in that wave have started: each call is cancelled where its
+    tool waits, nothing is left running and no coroutine is left unawaited."""
+    rt = _runtime()
+    started: list[int] = []
+    ended: list[int] = []
+    outer: dict[str, asyncio.Task[Any]] = {}
+
+    @rt.tool(effect="none")
+    async def hang(x: int) -> int:
+        started.append(x)
+        if x == 0:
+            outer["plan"].cancel()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(x)
+        return x
+
+    plan = Plan.from_dict(
+        {"nodes": [{"id": f"n{i}", "tool": "hang", "arguments": {"x": i}} for i in range(4)]}
+    )
+    run = rt.new_run()
+
+    async def scenario() -> set[asyncio.Task[Any]]:
+        outer["plan"] = task = asyncio.ensure_future(rt.arun_plan(plan, run_id=run, max_concurrency=4))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        left = asyncio.run(scenario())
+        gc.collect()
+    assert left == set()
+    assert started and sorted(ended) == sorted(started)
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    cancelled = [e.data["node"] for e in rt.trace.events(run) if e.kind == "plan_node_cancelled"]
+    assert sorted(cancelled) == [f"n{x}" for x in sorted(started)]

@@ -65,8 +65,10 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
     return {"nodes": nodes, "max_concurrency": draw(st.sampled_from([1, 2, 16]))}
 
 
-CLOCKS = frozenset({"fetched_at", "wall_s"})
-"""Fields that read a clock: they differ between any two runs."""
+CLOCKS = frozenset({"fetched_at", "wall_s", "max_parallel"})
+"""Fields that read a clock, or depend on how calls that wait overlap (a plain node's call begins
+in its wave and waits in a task of its own; the general path keeps its first waiting node in the
+driver's task): they differ between runs. ``max_parallel`` is checked against the limit."""
 
 
 def _normal(value: Any, run_id: str) -> Any:
@@ -79,7 +81,7 @@ def _normal(value: Any, run_id: str) -> Any:
     return value
 
 
-def _outcome(rt: Runtime, plan: dict[str, Any]) -> tuple[Any, Any, Any]:
+def _outcome(rt: Runtime, plan: dict[str, Any]) -> tuple[Any, Any, Any, int]:
     result = rt.run_plan(Plan.from_dict(plan))
     run_id = result.run_id
     nodes = {k: _normal(o.to_dict(), run_id) for k, o in result.nodes.items()}
@@ -93,7 +95,7 @@ def _outcome(rt: Runtime, plan: dict[str, Any]) -> tuple[Any, Any, Any]:
             plan_events.append(entry)
         else:
             per_call.setdefault(_normal(e.call_id, run_id), []).append(entry)
-    return nodes, per_call, plan_events
+    return nodes, per_call, plan_events, result.stats["max_parallel"]
 
 
 FIXTURES_OK = [HealthCheck.function_scoped_fixture]  # monkeypatch is undone inside each example
@@ -109,6 +111,8 @@ def test_the_plain_path_ends_as_the_general_path(plan: dict[str, Any], monkeypat
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
     assert fast[2] == slow[2]
+    for seen in (fast[3], slow[3]):
+        assert 1 <= seen <= plan["max_concurrency"]
 
 
 def test_a_plan_of_plain_nodes_takes_the_plain_path(monkeypatch: Any) -> None:
@@ -125,6 +129,6 @@ def test_a_plan_of_plain_nodes_takes_the_plain_path(monkeypatch: Any) -> None:
             {"id": "b", "tool": "quick", "arguments": {"x": {"$ref": "a.data"}}},
         ]
     }
-    nodes, _per_call, _plan_events = _outcome(_runtime(), plan)
+    nodes, _per_call, _plan_events, _parallel = _outcome(_runtime(), plan)
     assert nodes["b"]["data"] == 1
     assert taken == {"a": True, "b": False}

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -194,8 +195,8 @@ def test_calls_appended_before_one_commit_are_numbered_with_one_read_per_run(
     statements: list[str] = []
     connect = sqlite3.connect
 
-    def watching(*args: object, **kwargs: object) -> sqlite3.Connection:
-        conn = connect(*args, **kwargs)  # type: ignore[arg-type]
+    def watching(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn: sqlite3.Connection = connect(*args, **kwargs)
         conn.set_trace_callback(statements.append)
         return conn
 

@@ -162,35 +162,6 @@ class Executor:
             return first
         return await self._aretry(spec, kwargs, first.error, on_retry, start)
 
-    async def arun_waiting(
-        self, spec: ToolSpec, kwargs: Mapping[str, Any], on_retry: AttemptHook | None = None
-    ) -> Outcome:
-        """:meth:`arun` of an async tool expected to wait (an earlier call of it did): its
-        coroutine is awaited as it is, under the task's deadline, instead of being stepped once by
-        hand first (which would take two more frames between the task and the tool on each
-        resumption). The same outcomes, timeouts and retries."""
-        task = asyncio.current_task()
-        if task is None or not spec.is_async:
-            return await self.arun(spec, kwargs, on_retry)
-        start = time.monotonic()
-        deadline = _watchdog(task.get_loop()).arm(task, spec.timeout_s)
-        first: Outcome
-        try:
-            first = Succeeded(await spec.fn(**kwargs), 1)  # type: ignore[misc]
-        except asyncio.CancelledError:
-            if not (deadline.fired and task.uncancel() == 0):
-                raise
-            first = Failed(_timeout_error(spec), 1)
-        except TimeoutError:
-            first = Failed(_timeout_error(spec), 1)
-        except Exception as exc:
-            first = Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
-        finally:
-            deadline.done = True
-        if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
-            return first
-        return await self._aretry(spec, kwargs, first.error, on_retry, start)
-
     async def acontinue(
         self,
         spec: ToolSpec,

@@ -275,11 +275,10 @@ class Engine:
         node_id: str,
         principal: Principal,
         rec: Recorder,
-        waits: bool = False,
     ) -> Observation | Coroutine[Any, Any, Observation] | None:
-        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py ``plain_node``,
-        which says what ``waits`` does): its observation, a coroutine giving it, or None (nothing
-        recorded) to take :meth:`anode`."""
+        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py
+        ``plain_node``): its observation, a coroutine giving it, or None (nothing recorded) to
+        take :meth:`anode`."""
         return plain_node(
             self.fast,
             run,
@@ -291,7 +290,6 @@ class Engine:
             rec,
             executor=self.executor,
             artifacts=self.artifacts,
-            waits=waits,
         )
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:

@@ -51,14 +51,11 @@ def plain_node(
     *,
     executor: Executor,
     artifacts: ArtifactStore | None,
-    waits: bool = False,
 ) -> Observation | Coroutine[Any, Any, Observation] | None:
     """The node's observation, or a coroutine giving it once the tool answered; None (nothing
     recorded) when the call does not qualify and the caller takes :meth:`Engine.anode`.
 
-    ``rec.call_id`` is the node's call id; ``arguments`` is the call's own copy. ``waits``: an
-    earlier node of the tool waited, so this one is expected to (its async tool is awaited as it
-    is, ``Executor.arun_waiting``, rather than stepped once here).
+    ``rec.call_id`` is the node's call id; ``arguments`` is the call's own copy.
     """
     if not fast.enabled or not name:
         return None
@@ -84,8 +81,8 @@ def plain_node(
     else:  # numbered apart (another thread numbered events of this run in between), or labelled
         events = expand_node(node)
         rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in zip(numbers, events, strict=True))
-    if not entry.inline or waits:
-        outcome = (executor.arun_waiting if waits else executor.arun)(spec, arguments, rec.retry)
+    if not entry.inline:
+        outcome = executor.arun(spec, arguments, rec.retry)
         return _later(entry, call_id, node_id, arguments, label, rec, artifacts, outcome)
     start = time.monotonic()
     try:

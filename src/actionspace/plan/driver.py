@@ -1,17 +1,19 @@
-"""Starting plan nodes: waves of ready nodes, run inline until one of them waits.
+"""Starting plan nodes: waves of ready nodes, begun inline, each that waits in a task of its own.
 
 A *wave* is every ready node the limits admit at one moment; its nodes count as running from
 then on (``max_parallel`` and the concurrency limits see them together), in the ready queue's
-order. A driver task steps the wave's nodes one after the other in itself: a node whose call
-ends without waiting (a memory store, a tool that answers at once) settles there, with no task
-of its own. The first node that waits keeps the driver's task — so whatever its call armed
-against the current task (a tool's timeout) belongs to that node alone — and the rest of the
-wave moves to a new driver task. Once a node of a tool waited, the tool's next nodes each get a
-task of their own at once (they would wait too, and a wave handed on one node at a time would
-start one node per turn of the event loop); the wave's first node, the head of the longest
-chain, is then stepped after the others got their tasks, so it starts at once and they on the
-loop's next turn. A driver whose node ended takes the next wave; a
-wave that ran inline hands the next one to a new task, so the loop runs other tasks in between.
+order. A driver task steps the wave's nodes one after the other in itself. A plain node (one call
+on the precompiled path, no cancel scope) begins there: a call that ends without waiting (a memory
+store, a tool that answers at once) settles at once, with no task of its own; an async tool that
+waits was stepped up to its first wait (its timeout not armed yet) and continues in a task of its
+own (:meth:`Driver._rest`), which arms it, so every such node of a wave has begun before the loop
+turns. Any other node (a sync tool's call included) is stepped as a coroutine: the first that
+waits keeps the driver's task — whatever its call armed against the current task (a tool's
+timeout) belongs to that node alone — and the rest of the wave moves to a new driver task; once
+a node of a tool waited, the tool's next such nodes each get a task of their own at once, the
+wave's head (the longest chain ahead) stepped after the others got theirs. A task whose node
+ended takes the next wave; a wave that ran inline hands the next one over after one turn of the
+loop, so the loop runs other tasks in between.
 
 Nodes stepped inline share their driver's context variables.
 """
@@ -22,7 +24,8 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, cast
 
 from actionspace.execution.executor import resumed
 from actionspace.plan.check import CheckedNode
@@ -62,6 +65,8 @@ class Driver(NodeRunner):
     _all_settled: asyncio.Future[None]
     _waits: set[str]
     """Tools a node of which waited in this plan: their next nodes get a task at once."""
+    _begun: dict[str, Started]
+    """Plain nodes whose call began in a wave and whose task (:meth:`_rest`) has not started."""
     _closed: bool
 
     # ------------------------------------------------------------------ the subclass's part
@@ -187,21 +192,37 @@ class Driver(NodeRunner):
                     break
                 if k not in running:
                     continue  # settled while it waited for its turn
-                tool = nodes[k].specs[0].name
-                if tool in self._waits and i + 1 < len(wave):
-                    # it will wait as its tool did: a task of its own, started now
-                    self._loop.create_task(self._solo(k))
-                    continue
-                running[k] = task
                 node = nodes[k]
-                started: Started | None = None
-                if self.cancel_scope is None and not self.abort_requested and is_plain(node):
-                    now = self._plain_now(k, node)  # nothing can ask to cancel it meanwhile
+                spec = node.specs[0]
+                tool = spec.name
+                coro: Coroutine[Any, Any, Observation] | None = None
+                if (
+                    self.cancel_scope is None
+                    and not self.abort_requested
+                    and (spec.is_async or tool not in self._waits)
+                    and is_plain(node)
+                ):
+                    # nothing can ask to cancel it meanwhile: its call begins here, at once
+                    running[k] = task
+                    now = self._plain_now(k, node)
                     if isinstance(now, Observation):
                         self._finish(k, now)
                         continue
-                    started = now
-                coro = self._body(k, node, started)
+                    if now is not None and spec.is_async:
+                        # stepped to its tool's first wait, nothing armed yet: the rest of the
+                        # call in a task of its own
+                        self._begun[k] = now
+                        running[k] = self._loop.create_task(self._rest(k))
+                        continue
+                    if now is not None:  # a sync tool's call, not begun: stepped here, below
+                        coro = self._started(k, now)
+                if coro is None:
+                    if tool in self._waits and i + 1 < len(wave):
+                        # it will wait as its tool did: a task of its own, started now
+                        self._loop.create_task(self._solo(k))
+                        continue
+                    coro = self._body(k, node)
+                running[k] = task
                 try:
                     yielded = coro.send(None)
                 except StopIteration as stop:
@@ -227,33 +248,56 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
-    async def _solo(self, k: str) -> None:
-        """One node of a tool that waited before, in a task of its own. It is awaited directly:
-        there is no rest of a wave to hand on when it waits. Then the task drives what is ready."""
-        running = self.running
-        if self._closed or k not in running:  # settled (cancelled) before its task began
+    async def _rest(self, k: str) -> None:
+        """The rest of a plain node's call begun in a wave (:meth:`_plain_now`) whose tool waits,
+        in a task of its own: what the call arms against the current task (its tool's timeout) is
+        its own. Then the task drives what is ready."""
+        started = self._begun.pop(k, None)
+        if started is None:  # the plan ended before this task began, and ended the call
             self._check_settled()
             return
+        await self._then(k, await self._started(k, started))
+
+    async def _started(self, k: str, started: Started) -> Observation:
+        """The observation of a plain node's call :meth:`_plain_now` began (a cancel of its task,
+        the plan's own, ends it as an aborted read)."""
+        try:
+            return await self._ended(k, *started)
+        except asyncio.CancelledError:
+            return self._aborted_read(k, "abort requested; the read was cancelled")
+
+    def _end_begun(self) -> None:
+        """When the plan ends: the calls begun in a wave whose tasks never started (the plan was
+        cancelled first) are cancelled here, as a cancel of their tasks would have done, and
+        recorded so."""
+        begun, self._begun = self._begun, {}
+        for k, (rec, pending) in begun.items():
+            call = cast("Coroutine[Any, Any, Observation]", pending)
+            try:  # back to where its tool waits, then the cancel thrown in there
+                call.send(None)
+                call.throw(asyncio.CancelledError())
+            except BaseException:  # the cancel, or what the tool made of it: the call is over
+                pass
+            finally:
+                call.close()
+            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+            self._buffer(rec)
+
+    async def _solo(self, k: str) -> None:
+        """A node of a tool that waited before (one :meth:`_drive` does not begin itself), in a
+        task of its own. Then the task drives what is ready."""
+        if self._closed or k not in self.running:  # settled (cancelled) before its task began
+            self._check_settled()
+            return
+        self.running[k] = asyncio.current_task()
+        await self._then(k, await self._body(k, self.plan.nodes[k]))
+
+    async def _then(self, k: str, obs: Observation) -> None:
+        """Settle ``k`` with ``obs`` in the node's own task, then drive what is ready."""
+        if k in self.running:
+            self._finish(k, obs)
         task = asyncio.current_task()
         assert task is not None
-        running[k] = task
-        node = self.plan.nodes[k]
-        if self.cancel_scope is None and not self.abort_requested and is_plain(node):
-            # nothing can ask to abort it: _body's checks have nothing to do
-            now = self._plain_now(k, node, waits=True)  # its tool waited before: awaited as it is
-            if isinstance(now, Observation):
-                obs = now
-            elif now is None:
-                obs = await self._body(k, node)
-            else:
-                try:
-                    obs = await self._ended(k, *now)
-                except asyncio.CancelledError:  # the plan itself was cancelled meanwhile
-                    obs = self._aborted_read(k, "abort requested; the read was cancelled")
-        else:
-            obs = await self._body(k, node)
-        if k in running:
-            self._finish(k, obs)
         if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
             self._pump()
             return
@@ -263,17 +307,12 @@ class Driver(NodeRunner):
         else:
             self._check_settled()
 
-    async def _body(self, k: str, node: CheckedNode, started: Started | None = None) -> Observation:
-        """One node's final observation (aborts and the cancel hook's answer applied).
-
-        ``started``: the call of a plain node :meth:`_plain_now` began, whose tool waits."""
+    async def _body(self, k: str, node: CheckedNode) -> Observation:
+        """One node's final observation (aborts and the cancel hook's answer applied)."""
         if k in self.abort_requested and is_safe(node):  # aborted in its wave, before its turn
             return self._aborted_read(k, "abort requested; the read was cancelled")
         try:
-            if started is not None:
-                obs = await self._ended(k, *started)
-            else:
-                obs = await (self._plain(node) if is_plain(node) else self._node(node))
+            obs = await (self._plain(node) if is_plain(node) else self._node(node))
         except asyncio.CancelledError:
             obs = self._aborted_read(k, "abort requested; the read was cancelled")
         except Exception as exc:  # a bug of ours: typed, and the plan goes on

@@ -61,7 +61,6 @@ class PlanEngine(Protocol):
         node_id: str,
         principal: Principal,
         rec: Recorder,
-        waits: bool = False,
     ) -> Observation | Coroutine[Any, Any, Observation] | None: ...
 
     def observe(

@@ -78,12 +78,11 @@ class NodeRunner:
         rec.add(kind, data)
         self._buffer(rec)
 
-    def _plain_now(self, k: str, node: CheckedNode, waits: bool = False) -> Observation | Started | None:
+    def _plain_now(self, k: str, node: CheckedNode) -> Observation | Started | None:
         """A plain node's call on the precompiled path, begun here without a coroutine of ours:
         its observation when the tool answered at once (the records buffered), the begun call
         when the tool waits (:meth:`_ended` ends it), None when the node does not qualify
-        (nothing recorded; :meth:`_plain` takes it). ``waits``: an earlier node of its tool
-        waited (see ``Engine.plain_node``)."""
+        (nothing recorded; :meth:`_plain` takes it)."""
         spec = node.node
         if spec.provenance:
             return None
@@ -95,7 +94,7 @@ class NodeRunner:
         engine = self.engine
         try:
             quick = engine.plain_node(
-                run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec, waits=waits
+                run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec
             )
         except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})

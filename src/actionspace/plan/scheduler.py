@@ -32,7 +32,7 @@ from actionspace.plan.control import CancelScope, ToolLimit, named_blocker
 from actionspace.plan.driver import Driver, is_safe
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import PlanResult, PlanStatus
-from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S
+from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started
 from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import CompactNode, EventRecord
@@ -102,6 +102,7 @@ class Scheduler(Driver):
         self.flushed_at = time.monotonic()
         self._closed = False
         self._waits: set[str] = set()
+        self._begun: dict[str, Started] = {}
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> PlanResult:
@@ -126,6 +127,7 @@ class Scheduler(Driver):
                     task.cancel()
             if self._timer is not None:
                 self._timer.cancel()
+            self._end_begun()
             self._flush_pending(time.monotonic())
         for k, node in self.plan.nodes.items():
             if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
