@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,28 @@ def _runtime() -> Runtime:
 
 async def _within(rt: Runtime, plan: Plan, seconds: float = 10.0, **kwargs: Any) -> PlanResult:
     return await asyncio.wait_for(rt.arun_plan(plan, **kwargs), seconds)
+
+
+def _sleepers(
+    rt: Runtime, n: int, started: list[int], ended: list[int], first: Callable[[], object] | None = None
+) -> Plan:
+    """A plan of ``n`` nodes of a tool that sleeps 30 s; each call's start and end are noted
+    (``first`` is called at the start of node 0's)."""
+
+    @rt.tool(effect="none")
+    async def nap(x: int) -> int:
+        started.append(x)
+        if x == 0 and first is not None:
+            first()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            ended.append(x)
+        return x
+
+    return Plan.from_dict(
+        {"nodes": [{"id": f"n{i}", "tool": "nap", "arguments": {"x": i}} for i in range(n)]}
+    )
 
 
 @pytest.mark.parametrize("sync", [False, True])
@@ -240,19 +263,7 @@ def test_cancelling_a_plan_ends_the_tasks_of_its_waiting_nodes_and_leaves_nothin
     rt = _runtime()
     started: list[int] = []
     ended: list[int] = []
-
-    @rt.tool(effect="none")
-    async def nap(x: int) -> int:
-        started.append(x)
-        try:
-            await asyncio.sleep(30)
-        finally:
-            ended.append(x)
-        return x
-
-    plan = Plan.from_dict(
-        {"nodes": [{"id": f"n{i}", "tool": "nap", "arguments": {"x": i}} for i in range(6)]}
-    )
+    plan = _sleepers(rt, 6, started, ended)
 
     async def scenario() -> set[asyncio.Task[Any]]:
         run = rt.new_run()
@@ -348,21 +359,7 @@ def test_a_plan_cancelled_while_its_wave_begins_ends_every_call_that_began() -> 
     started: list[int] = []
     ended: list[int] = []
     outer: dict[str, asyncio.Task[Any]] = {}
-
-    @rt.tool(effect="none")
-    async def hang(x: int) -> int:
-        started.append(x)
-        if x == 0:
-            outer["plan"].cancel()
-        try:
-            await asyncio.sleep(30)
-        finally:
-            ended.append(x)
-        return x
-
-    plan = Plan.from_dict(
-        {"nodes": [{"id": f"n{i}", "tool": "hang", "arguments": {"x": i}} for i in range(4)]}
-    )
+    plan = _sleepers(rt, 4, started, ended, first=lambda: outer["plan"].cancel())
     run = rt.new_run()
 
     async def scenario() -> set[asyncio.Task[Any]]:

@@ -56,6 +56,16 @@ def _state(pending: dict[str, Label]) -> FlowState:
     return state
 
 
+def _shown_both_ways(pending: dict[str, Label], shown: list[Observation]) -> FlowState:
+    """Show ``shown`` one by one and at once, from the same pending labels; check both end alike."""
+    one_by_one, at_once = _state(pending), _state(pending)
+    for obs in shown:
+        one_by_one.observed(obs)
+    at_once.observed_many(shown)
+    assert _view(at_once) == _view(one_by_one)
+    return at_once
+
+
 def _view(state: FlowState) -> tuple[object, ...]:
     return (
         state.context,
@@ -75,11 +85,7 @@ def _view(state: FlowState) -> tuple[object, ...]:
 def test_showing_a_plans_observations_at_once_is_showing_them_one_by_one(
     pending: dict[str, Label], shown: list[Observation]
 ) -> None:
-    one_by_one, at_once = _state(pending), _state(pending)
-    for obs in shown:
-        one_by_one.observed(obs)
-    at_once.observed_many(shown)
-    assert _view(at_once) == _view(one_by_one)
+    _shown_both_ways(pending, shown)
 
 
 SHARED = [
@@ -99,11 +105,7 @@ SHARED = [
 def test_many_observations_of_a_few_labels_past_their_cap_of_call_ids_are_shown_as_one_by_one(
     pending: dict[str, Label], shown: list[Observation]
 ) -> None:
-    one_by_one, at_once = _state(pending), _state(pending)
-    for obs in shown:
-        one_by_one.observed(obs)
-    at_once.observed_many(shown)
-    assert _view(at_once) == _view(one_by_one)
+    _shown_both_ways(pending, shown)
 
 
 def test_a_call_id_shown_twice_does_not_stop_the_next_ones_from_being_kept() -> None:
@@ -113,9 +115,5 @@ def test_a_call_id_shown_twice_does_not_stop_the_next_ones_from_being_kept() -> 
         Observation(call_id=c, tool="t", tool_version="1", data=0, content_hash="h", provenance=tags)
         for c in ("c1", "c1", "c2", "c3")
     ]
-    one_by_one, at_once = FlowState(), FlowState()
-    for obs in shown:
-        one_by_one.observed(obs)
-    at_once.observed_many(shown)
-    assert _view(at_once) == _view(one_by_one)
+    at_once = _shown_both_ways({}, shown)
     assert [source for source, _label in at_once.origins()] == ["c1", "c2", "c3"]
