@@ -110,7 +110,11 @@ def test_the_plain_path_ends_as_the_general_path(plan: dict[str, Any], monkeypat
         slow = _outcome(_runtime(), plan)
     assert fast[0] == slow[0]
     assert fast[1] == slow[1]
-    assert fast[2] == slow[2]
+    # the plan's own events: the same, plan_started first and plan_finished last; nodes blocked by
+    # failures in different branches are recorded in the order those failures ended, which
+    # depends on how the calls that wait overlap
+    assert fast[2][0] == slow[2][0] and fast[2][-1] == slow[2][-1]
+    assert sorted(fast[2], key=repr) == sorted(slow[2], key=repr)
     for seen in (fast[3], slow[3]):
         assert 1 <= seen <= plan["max_concurrency"]
 

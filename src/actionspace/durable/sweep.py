@@ -3,8 +3,10 @@
 ``python -m actionspace.durable.sweep --plans 200 --kills 20`` starts a throwaway PostgreSQL
 cluster (or uses ``--store``), three ``actionspace worker`` processes with the sweep tools
 (:mod:`actionspace.durable.sweep_tools`), submits plans of 5–20 nodes of the three idempotency
-kinds, and kills a random worker with SIGKILL ``--kills`` times (restarting it each time) while
-they run. Then it checks, at the tools' own table:
+kinds, and kills a worker with SIGKILL ``--kills`` times (restarting it each time, under a new
+executor id) while they run: the worker that began the most node attempts in the last two seconds,
+so that its plans in flight must be taken over by another (a random one when none began any).
+Then it checks, at the tools' own table:
 
 * every plan completed (its workflow returned a result);
 * duplicates: actions whose effect is stored more than once — must be 0;
@@ -161,9 +163,15 @@ class Workers:
         self.url, self.schema, self.concurrency, self.dead_after_s = url, schema, concurrency, dead_after_s
         self.logs, self.tools, self.extra = logs, tools, list(extra)
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.ids: list[str] = []
+        """The DBOS executor id of each process (a restarted one gets a new id)."""
         self.started = 0
         for _ in range(count):
             self.procs.append(self._spawn())
+            self.ids.append(self._id())
+
+    def _id(self) -> str:
+        return f"{self.schema}-w{self.started}"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         self.started += 1
@@ -171,6 +179,7 @@ class Workers:
         command = [
             sys.executable, "-m", "actionspace.durable.worker",
             "--store", self.url,
+            "--executor-id", self._id(),
             "--tools", self.tools,
             "--concurrency", str(self.concurrency),
             "--dead-after", str(self.dead_after_s),
@@ -185,11 +194,24 @@ class Workers:
 
     def restart(self, i: int) -> None:
         self.procs[i] = self._spawn()
+        self.ids[i] = self._id()
 
     def kill_and_restart(self, i: int) -> None:
         self.procs[i].send_signal(signal.SIGKILL)
         self.procs[i].wait()
-        self.procs[i] = self._spawn()
+        self.restart(i)
+
+    def busiest(self, within_s: float = 2.0) -> int | None:
+        """The index of the worker that began the most node attempts in the last ``within_s``
+        seconds (it has plans in flight), or None when none began any."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT executor_id FROM actionspace_node_attempts"
+                " WHERE started_at >= %s AND executor_id = ANY(%s)"
+                " GROUP BY executor_id ORDER BY count(*) DESC LIMIT 1",
+                (time.time() - within_s, self.ids),
+            ).fetchone()
+        return None if row is None else self.ids.index(row[0])
 
     def wait_live(self, n: int, deadline_s: float, *, exclude: Collection[str] = ()) -> set[str]:
         """Wait until ``n`` executors not in ``exclude`` beat; returns every live executor id."""
@@ -285,7 +307,8 @@ def _kill_loop(
     plans: int,
     progress: Callable[[str], None],
 ) -> None:
-    """Kill at random moments spread over the run: after random shares (up to 85 %) of the plans ended."""
+    """Kill at random moments spread over the run (after random shares, up to 85 %, of the plans
+    ended) the worker with the most work in flight."""
     marks = sorted(rng.uniform(0.0, 0.85) * plans for _ in range(kills))
     for mark in marks:
         while seen.finished < mark:
@@ -293,7 +316,8 @@ def _kill_loop(
                 return
         if done.wait(rng.uniform(0.0, 0.5)):
             return
-        victim = rng.randrange(len(pool.procs))
+        busiest = pool.busiest()
+        victim = busiest if busiest is not None else rng.randrange(len(pool.procs))
         pool.kill_and_restart(victim)
         report.kills += 1
         progress(f"kill {report.kills}: worker {victim} after {seen.finished} plans ended")

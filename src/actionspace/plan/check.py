@@ -122,7 +122,7 @@ def _check(
     checked: dict[str, CheckedNode] = {}
     resolve = _memo(resolve)
     principal_ok: dict[str, ActionError | None] = {}
-    plain: dict[str, tuple[ToolSpec, ActionError | None] | None] = {}
+    plain: dict[str, tuple[tuple[ToolSpec], ActionError | None] | None] = {}
     for i, node in enumerate(plan.nodes):
         c = _simple_node(node, i, ids, plain, resolve, principal, denied, principal_ok)
         if c is None:
@@ -281,7 +281,7 @@ def _simple_node(
     node: PlanNode,
     i: int,
     ids: Mapping[str, int],
-    plain: dict[str, tuple[ToolSpec, ActionError | None] | None],
+    plain: dict[str, tuple[tuple[ToolSpec], ActionError | None] | None],
     resolve: Resolver,
     principal: Principal,
     denied: list[ActionError],
@@ -315,13 +315,23 @@ def _simple_node(
         return None
     if tool[1] is not None:
         denied.append(tool[1])
-    return CheckedNode(node, i, (tool[0],), (), (), (), scalar_arguments=True)
+    # CheckedNode(node, i, tool[0], (), (), (), scalar_arguments=True), without the generated
+    # __init__'s keyword handling: a plan checks one per node
+    checked: CheckedNode = _new(CheckedNode)
+    checked.node, checked.index, checked.specs = node, i, tool[0]
+    checked.reads = checked.writes = checked.refs = checked.members = ()
+    checked.preds, checked.needs, checked.succs = set(), set(), []
+    checked.group, checked.scalar_arguments = None, True
+    return checked
+
+
+_new = object.__new__
 
 
 def _plain_tool(
     name: str, resolve: Resolver, principal: Principal, principal_ok: dict[str, ActionError | None]
-) -> tuple[ToolSpec, ActionError | None] | None:
-    """(spec, the principal's refusal or None) of a tool :func:`_simple_node` takes, else None."""
+) -> tuple[tuple[ToolSpec], ActionError | None] | None:
+    """((spec,), the principal's refusal or None) of a tool :func:`_simple_node` takes, else None."""
     spec = resolve(name)
     if isinstance(spec, ActionError) or spec.effect != "none":
         return None
@@ -329,7 +339,7 @@ def _plain_tool(
     if key not in principal_ok:
         auth = authorize(spec, principal)
         principal_ok[key] = auth.error if isinstance(auth, Rejected) else None
-    return spec, principal_ok[key]
+    return (spec,), principal_ok[key]
 
 
 def _sets(

@@ -64,7 +64,7 @@ async def arun_plan(
         "plan_started",
         {
             "nodes": [_node_event(c) for c in itertools.islice(checked.nodes.values(), 1000)],
-            "edges": [list(e) for e in checked.edges][:5000],
+            "edges": [list(e) for e in itertools.islice(checked.edges, 5000)],
             "added_edges": checked.added_edges[:1000],
             "retry": retry_of is not None,
         },
