@@ -203,14 +203,18 @@ class Workers:
 
     def busiest(self, within_s: float = 2.0) -> int | None:
         """The index of the worker that began the most node attempts in the last ``within_s``
-        seconds (it has plans in flight), or None when none began any."""
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT executor_id FROM actionspace_node_attempts"
-                " WHERE started_at >= %s AND executor_id = ANY(%s)"
-                " GROUP BY executor_id ORDER BY count(*) DESC LIMIT 1",
-                (time.time() - within_s, self.ids),
-            ).fetchone()
+        seconds (it has plans in flight), or None when none began any or the database cannot be
+        asked now (its connections all taken by the workers, say)."""
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT executor_id FROM actionspace_node_attempts"
+                    " WHERE started_at >= %s AND executor_id = ANY(%s)"
+                    " GROUP BY executor_id ORDER BY count(*) DESC LIMIT 1",
+                    (time.time() - within_s, self.ids),
+                ).fetchone()
+        except psycopg.Error:
+            return None
         return None if row is None else self.ids.index(row[0])
 
     def wait_live(self, n: int, deadline_s: float, *, exclude: Collection[str] = ()) -> set[str]:
