@@ -283,8 +283,8 @@ def test_cancelling_a_plan_ends_the_tasks_of_its_waiting_nodes_and_leaves_nothin
 
 
 def test_the_head_of_a_wave_of_waiting_nodes_starts_first() -> None:
-    """Once a tool's node waited, a wave of its nodes starts the longest chain's head on the spot
-    and the others in tasks of their own, which begin on the loop's next turn."""
+    """A wave of a waiting tool's nodes begins with the head of the longest chain: the driver
+    steps the wave's nodes in the ready queue's order, each to its tool's first wait."""
     rt = _runtime()
     order: list[str] = []
 

@@ -276,7 +276,7 @@ class Driver(NodeRunner):
             try:  # back to where its tool waits, then the cancel thrown in there
                 call.send(None)
                 call.throw(asyncio.CancelledError())
-            except BaseException:  # the cancel, or what the tool made of it: the call is over
+            except (asyncio.CancelledError, Exception):  # the cancel, or what the tool made of it
                 pass
             finally:
                 call.close()
