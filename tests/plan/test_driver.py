@@ -379,3 +379,43 @@ def test_a_plan_cancelled_while_its_wave_begins_ends_every_call_that_began() -> 
     assert not [w for w in caught if "never awaited" in str(w.message)]
     cancelled = [e.data["node"] for e in rt.trace.events(run) if e.kind == "plan_node_cancelled"]
     assert sorted(cancelled) == [f"n{x}" for x in sorted(started)]
+
+
+def _awaits(coro: Any) -> list[str]:
+    """The names of the coroutines and generators ``coro`` awaits, one inside the next (down to
+    one that steps what it drives by hand)."""
+    chain: list[str] = []
+    while coro is not None and hasattr(coro, "__name__"):
+        chain.append(coro.__name__)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return chain
+
+
+def test_a_waiting_plain_node_resumes_its_tool_through_four_frames_of_ours() -> None:
+    """A plain node whose tool waits is continued by its task through the driver's frame, the
+    node's call (observation and trace), the executor's (errors, retries) and the frame that steps
+    the tool under its timeout: each wake of the tool passes those four and no more."""
+    rt = _runtime()
+    waiting = asyncio.Event()
+    chains: list[list[str]] = []
+
+    @rt.tool(effect="none")
+    async def wait_for_it(x: int) -> int:
+        await waiting.wait()
+        return x
+
+    async def scenario() -> PlanResult:
+        plan = Plan.from_dict({"nodes": [{"id": "a", "tool": "wait_for_it", "arguments": {"x": 1}}]})
+        running = asyncio.ensure_future(rt.arun_plan(plan, run_id=rt.new_run()))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        me = asyncio.current_task()
+        chains.extend(_awaits(t.get_coro()) for t in asyncio.all_tasks() if t is not me and t is not running)
+        waiting.set()
+        return await asyncio.wait_for(running, 5)
+
+    result = asyncio.run(scenario())
+    assert result.status == "ok" and result.nodes["a"].data == 1
+    # the node's task: the driver's frame, the call's, the executor's and the one stepping the
+    # tool under its timeout (before: seven, the driver's and the executor's in three each)
+    assert len(chains) == 1 and len(chains[0]) == 4, chains

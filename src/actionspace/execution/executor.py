@@ -337,21 +337,21 @@ async def _with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any
     return await _resume_within(coro, yielded, timeout_s)
 
 
-async def _resume_within(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s: float) -> Any:
-    """Drive a started coroutine to its end; TimeoutError after ``timeout_s`` seconds."""
+def _resume_within(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s: float) -> Awaitable[Any]:
+    """Drive a started coroutine to its end; TimeoutError after ``timeout_s`` seconds.
+
+    Inside a task the deadline is armed now, with the task's watchdog, and the coroutine is driven
+    by one generator frame (:func:`_driven`) rather than a coroutine awaiting :func:`resumed`.
+    """
     task = asyncio.current_task()
     if task is None:  # not inside a task: fall back to the standard timer
-        async with asyncio.timeout(timeout_s):
-            return await resumed(coro, yielded)
-    deadline = _watchdog(task.get_loop()).arm(task, timeout_s)
-    try:
+        return _within_standard_timer(coro, yielded, timeout_s)
+    return _driven(coro, yielded, task, _watchdog(task.get_loop()).arm(task, timeout_s))
+
+
+async def _within_standard_timer(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s: float) -> Any:
+    async with asyncio.timeout(timeout_s):
         return await resumed(coro, yielded)
-    except asyncio.CancelledError:
-        if deadline.fired and task.uncancel() == 0:
-            raise TimeoutError from None
-        raise
-    finally:
-        deadline.done = True
 
 
 class _Deadline:
@@ -428,26 +428,45 @@ def _watchdog(loop: asyncio.AbstractEventLoop) -> _Watchdog:
     return dog
 
 
-@types.coroutine
-def resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+def resumed(coro: Coroutine[Any, Any, Any], yielded: Any) -> Awaitable[Any]:
     """Await a coroutine that was stepped once by hand and answered ``yielded`` (its first wait):
     its further waits pass through, and a cancellation or timeout thrown in reaches it."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # a cancellation, or what the awaited future raised
+    return _driven(coro, yielded, None, None)
+
+
+@types.coroutine
+def _driven(
+    coro: Coroutine[Any, Any, Any],
+    yielded: Any,
+    task: asyncio.Task[Any] | None,
+    deadline: _Deadline | None,
+) -> Generator[Any, Any, Any]:
+    """:func:`resumed`; with a ``deadline`` armed for ``task``, a cancel its watchdog fired (and
+    nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end."""
+    try:
+        while True:
             try:
-                yielded = coro.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as stop:
-                return stop.value
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation, or what the awaited future raised
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+    except asyncio.CancelledError:
+        if deadline is not None and deadline.fired and task is not None and task.uncancel() == 0:
+            raise TimeoutError from None
+        raise
+    finally:
+        if deadline is not None:
+            deadline.done = True
 
 
 def _exhausted(error: ActionError, attempts: int) -> ActionError:

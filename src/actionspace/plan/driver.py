@@ -251,12 +251,30 @@ class Driver(NodeRunner):
     async def _rest(self, k: str) -> None:
         """The rest of a plain node's call begun in a wave (:meth:`_plain_now`) whose tool waits,
         in a task of its own: what the call arms against the current task (its tool's timeout) is
-        its own. Then the task drives what is ready."""
+        its own. Then the task drives what is ready.
+
+        :meth:`_started` and :meth:`_ended` written out in one frame (the task resumes it at
+        every wait of the tool)."""
         started = self._begun.pop(k, None)
         if started is None:  # the plan ended before this task began, and ended the call
             self._check_settled()
             return
-        await self._then(k, await self._started(k, started))
+        rec, pending = started
+        cancelled = False
+        try:
+            obs = await pending
+        except asyncio.CancelledError:
+            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+            cancelled = True
+        except Exception as exc:
+            obs = self.engine.internal(exc, rec)
+        finally:
+            self._buffer(rec)
+        if cancelled:
+            obs = self._aborted_read(k, "abort requested; the read was cancelled")
+        wave = self._then(k, obs)
+        if wave:
+            await self._drive(wave)
 
     async def _started(self, k: str, started: Started) -> Observation:
         """The observation of a plain node's call :meth:`_plain_now` began (a cancel of its task,
@@ -290,22 +308,24 @@ class Driver(NodeRunner):
             self._check_settled()
             return
         self.running[k] = asyncio.current_task()
-        await self._then(k, await self._body(k, self.plan.nodes[k]))
+        wave = self._then(k, await self._body(k, self.plan.nodes[k]))
+        if wave:
+            await self._drive(wave)
 
-    async def _then(self, k: str, obs: Observation) -> None:
-        """Settle ``k`` with ``obs`` in the node's own task, then drive what is ready."""
+    def _then(self, k: str, obs: Observation) -> list[str]:
+        """Settle ``k`` with ``obs`` in the node's own task; the wave that task drives next (none:
+        the plan was told whether it settled)."""
         if k in self.running:
             self._finish(k, obs)
         task = asyncio.current_task()
         assert task is not None
         if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
             self._pump()
-            return
+            return []
         wave = [] if self._closed else self._take_wave()
-        if wave:
-            await self._drive(wave)
-        else:
+        if not wave:
             self._check_settled()
+        return wave
 
     async def _body(self, k: str, node: CheckedNode) -> Observation:
         """One node's final observation (aborts and the cancel hook's answer applied)."""
