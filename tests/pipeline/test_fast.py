@@ -60,12 +60,16 @@ def _body(returns: str) -> Callable[..., Any]:
 
 
 def _fn(shape: ToolShape) -> Callable[..., Any]:
-    body = _body(shape.returns)
+    """The tool of ``shape``; ``wait_then_<returns>``: an async tool waits once, then ends as
+    ``<returns>`` (a failure after a wait is typed, timed and retried past the first step)."""
+    returns = shape.returns.removeprefix("wait_then_")
+    body = _body(returns)
     if not shape.is_async:
         return body
+    waits = returns == "suspend" or returns != shape.returns
 
     async def run(**kwargs: Any) -> Any:
-        if shape.returns == "suspend":  # its first step waits: the tool finishes on a later step
+        if waits:  # its first step waits: the tool finishes on a later step
             await asyncio.sleep(0)
         return body(**kwargs)
 
@@ -121,7 +125,10 @@ tool_shapes = st.builds(
     confidentiality=st.sampled_from(["public", "internal", "secret"]),
     integrity=st.sampled_from(["trusted", "trusted", "untrusted"]),
     returns=st.sampled_from(
-        ["int", "int", "text", "dict", "big", "none", "value_error", "runtime_error", "timeout", "suspend"]
+        [
+            *("int", "int", "text", "dict", "big", "none", "value_error", "runtime_error", "timeout"),
+            *("suspend", "wait_then_value_error", "wait_then_timeout", "wait_then_big"),
+        ]
     ),
 )
 

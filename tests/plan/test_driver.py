@@ -391,10 +391,11 @@ def _awaits(coro: Any) -> list[str]:
     return chain
 
 
-def test_a_waiting_plain_node_resumes_its_tool_through_four_frames_of_ours() -> None:
+def test_a_waiting_plain_node_resumes_its_tool_through_three_frames_of_ours() -> None:
     """A plain node whose tool waits is continued by its task through the driver's frame, the
-    node's call (observation and trace), the executor's (errors, retries) and the frame that steps
-    the tool under its timeout: each wake of the tool passes those four and no more."""
+    node's call (observation and trace) and the frame that steps the tool under its timeout: each
+    wake of the tool passes those three and no more (the executor's own frame, which types
+    failures and retries, is entered only when the tool failed)."""
     rt = _runtime()
     waiting = asyncio.Event()
     chains: list[list[str]] = []
@@ -416,6 +417,6 @@ def test_a_waiting_plain_node_resumes_its_tool_through_four_frames_of_ours() -> 
 
     result = asyncio.run(scenario())
     assert result.status == "ok" and result.nodes["a"].data == 1
-    # the node's task: the driver's frame, the call's, the executor's and the one stepping the
-    # tool under its timeout (before: seven, the driver's and the executor's in three each)
-    assert len(chains) == 1 and len(chains[0]) == 4, chains
+    # the node's task: the driver's frame, the call's and the one stepping the tool under its
+    # timeout (before: seven, the driver's three, the call's, the executor's three)
+    assert len(chains) == 1 and len(chains[0]) == 3, chains

@@ -162,6 +162,13 @@ class Executor:
             return first
         return await self._aretry(spec, kwargs, first.error, on_retry, start)
 
+    def resume(self, spec: ToolSpec, coro: Coroutine[Any, Any, Any], yielded: Any) -> Awaitable[Any]:
+        """The value of an async tool's coroutine its caller stepped once by hand (it answered
+        ``yielded``, its first wait), driven to its end under the tool's timeout (armed now:
+        await it at once). What it raises (``TimeoutError`` at the deadline) goes to
+        :meth:`acontinue` as ``failure``, which types it and retries as :meth:`arun` would."""
+        return _resume_within(coro, yielded, spec.timeout_s)
+
     async def acontinue(
         self,
         spec: ToolSpec,

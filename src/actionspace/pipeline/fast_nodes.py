@@ -10,9 +10,10 @@ records the same events (``authorized``, ``validated``, ``proposed``, ``dispatch
 ``observation``), held as one compact record that the trace store expands when read
 (:data:`~actionspace.trace.events.CompactNode`; an ``ok`` plain observation is folded into it),
 and steps an async tool's coroutine once on the calling path: an instant tool
-ends without any coroutine of ours. One that waits, fails or is not async is handed to the
-executor (``Executor.acontinue`` / ``Executor.arun``), which times it out, maps its errors and
-retries it as it would on the general path. ``tests/pipeline/test_fast_nodes.py`` compares both.
+ends without any coroutine of ours. One that waits is resumed under its timeout
+(``Executor.resume``); one that fails, times out or is not async is handed to the executor
+(``Executor.acontinue`` / ``Executor.arun``), which types its errors and retries it as it would on
+the general path. ``tests/pipeline/test_fast_nodes.py`` compares both.
 """
 
 from __future__ import annotations
@@ -97,8 +98,7 @@ def plain_node(
     except Exception as exc:
         pending = executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
         return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
-    pending = executor.acontinue(spec, arguments, rec.retry, start, coro=coro, yielded=yielded)
-    return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
+    return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
 
 
 async def _later(
@@ -112,6 +112,29 @@ async def _later(
     outcome: Awaitable[Outcome],
 ) -> Observation:
     return _done(entry, call_id, node_id, arguments, label, await outcome, rec, artifacts)
+
+
+async def _resumed(
+    entry: Entry,
+    call_id: str,
+    node_id: str,
+    arguments: Mapping[str, Any],
+    label: Label,
+    rec: Recorder,
+    artifacts: ArtifactStore | None,
+    executor: Executor,
+    coro: Coroutine[Any, Any, Any],
+    yielded: Any,
+    start: float,
+) -> Observation:
+    """:func:`_later` of ``executor.acontinue(..., coro=coro, yielded=yielded)``, with the
+    executor's frame entered only when the tool failed or timed out (then it types the failure
+    and retries): a tool that answers is resumed through this frame and the timeout's alone."""
+    try:
+        outcome: Outcome = Succeeded(await executor.resume(entry.spec, coro, yielded), 1)
+    except Exception as exc:
+        outcome = await executor.acontinue(entry.spec, arguments, rec.retry, start, failure=exc)
+    return _done(entry, call_id, node_id, arguments, label, outcome, rec, artifacts)
 
 
 def _done(
