@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from rich.console import Console
 from actionspace.bench import SECTIONS, render, run_bench
 from actionspace.bench._parallel import (
     DAG_ROW,
+    GATHER_BESIDE_ROW,
     PLAN_ROWS,
     RandomDag,
     _runtime,
@@ -25,7 +27,7 @@ from actionspace.bench._parallel import (
 )
 from actionspace.bench._parallel_report import parallel_section
 from actionspace.bench._report import annotate, kind_of
-from actionspace.bench._timing import Pass
+from actionspace.bench._timing import Pass, time_batches
 from actionspace.bench._trimming import (
     CHUNK_BYTES,
     MIN_LOG_BYTES,
@@ -35,6 +37,7 @@ from actionspace.bench._trimming import (
     log_chunks,
     measure_trim,
 )
+from actionspace.bench._workload import BATCH
 from actionspace.observation import shape
 
 DIAMOND = RandomDag(latency_ms=(5, 1, 10, 2), parents=((), (0,), (0,), (1, 2)))
@@ -92,7 +95,7 @@ def test_the_plan_rows_measure_both_stores_and_the_dag() -> None:
     p = Pass(0.01, [], log=lines.append)
     run_plan_rows(p)
     assert p.errors == {} and p.skipped == {}
-    assert set(p.batch) == set(PLAN_ROWS)
+    assert set(p.batch) == {*PLAN_ROWS, GATHER_BESIDE_ROW}
     assert all(row["reps"] >= 5 for row in p.batch.values())
     dag = p.extra[DAG_ROW]
     assert dag["nodes"] == 1000 and dag["critical_path_ms"] == critical_path_ms(random_dag())
@@ -104,7 +107,7 @@ def test_the_plan_rows_measure_both_stores_and_the_dag() -> None:
 def test_the_plan_rows_follow_the_only_filter() -> None:
     p = Pass(0.01, ["batch.plan.arun_plan.memory"], log=lambda _line: None)
     run_plan_rows(p)
-    assert set(p.batch) == {PLAN_ROWS[0]} and p.extra == {}
+    assert set(p.batch) == {PLAN_ROWS[0], GATHER_BESIDE_ROW} and p.extra == {}
     nothing = Pass(0.01, ["direct"], log=lambda _line: None)
     run_plan_rows(nothing)
     assert nothing.batch == {} and nothing.extra == {}
@@ -220,6 +223,39 @@ def test_a_peer_faster_than_the_plan_or_a_slow_dag_or_a_large_heap_fails() -> No
     section = parallel_section(agg)
     statuses = [t["status"] for t in section["targets"]]
     assert statuses == ["FAIL", "FAIL", "FAIL", "FAIL", "FAIL"]
+
+
+@pytest.mark.parametrize(("apart", "beside", "status"), [(9.0, 10.5, "PASS"), (10.5, 9.0, "FAIL")])
+def test_the_gather_target_reads_the_gather_timed_beside_the_plan(
+    apart: float, beside: float, status: str
+) -> None:
+    """The plan (11.0 ms) against gather: the batches timed alternately with it decide, not the
+    floor row timed in another part of the run (the machine's load moves between the two)."""
+    agg = _agg({"mcp.x": 22.0}, makespan=209.0, growth=5 << 20)
+    agg["batch"]["batch.direct.asyncio_gather"] = {"median_ms": apart}
+    agg["batch"][GATHER_BESIDE_ROW] = {"median_ms": beside}
+    section = parallel_section(agg)
+    target = section["targets"][0]
+    assert target["status"] == status
+    assert f"{11.0 / beside:.2f} × gather timed beside it ({beside:.2f} ms" in target["detail"]
+    assert f"{11.0 / apart:.2f} × the gather row timed apart" in target["detail"]
+    assert section["peers"] == {"batch.mcp.x": 22.0}  # the gather beside the plan is no peer
+    assert kind_of(GATHER_BESIDE_ROW) == "floor"
+
+
+def test_batches_timed_beside_each_other_alternate() -> None:
+    order: list[str] = []
+
+    def batch(tag: str) -> Any:
+        async def run() -> list[int]:
+            order.append(tag)
+            return list(range(BATCH))
+
+        return run
+
+    rows = asyncio.run(time_batches([batch("plan"), batch("gather")], 4))
+    assert order == ["plan", "gather"] + ["plan", "gather"] * 4  # a check of each, then in turn
+    assert [row["reps"] for row in rows] == [4, 4]
 
 
 def test_without_parallel_rows_every_target_is_not_applicable() -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "DAG_NODES",
     "DAG_ROW",
     "DAG_SEED",
+    "GATHER_BESIDE_ROW",
     "PLAN_ROWS",
     "RandomDag",
     "asyncio_dag",
@@ -51,6 +52,9 @@ __all__ = [
 
 PLAN_ROWS: Final = ("batch.plan.arun_plan.memory_store", "batch.plan.arun_plan.sqlite_store")
 """The 100-node plan rows: the in-memory store, and the default SQLite store in a temporary folder."""
+GATHER_BESIDE_ROW: Final = f"{PLAN_ROWS[0]}.gather_beside"
+"""``asyncio.gather`` of the same coroutines, its batches timed alternately with the memory-store
+plan's (the ``batch.direct.asyncio_gather`` floor is timed in another part of the run)."""
 
 DAG_ROW: Final = "dag.random_1000"
 DAG_NODES: Final = 1000
@@ -197,7 +201,14 @@ async def _batch_row(p: Pass, name: str, store: str) -> None:
         if why is not None:
             p.fail(name, AssertionError(why))
             return
-        await p.abatch(name, batch)
+        if name != PLAN_ROWS[0]:
+            await p.abatch(name, batch)
+            return
+
+        async def gather() -> list[int]:
+            return list(await asyncio.gather(*(slow(i) for i in range(BATCH))))
+
+        await p.abatch_beside(name, batch, GATHER_BESIDE_ROW, gather)
 
 
 async def _ms(work: Awaitable[Any]) -> float:

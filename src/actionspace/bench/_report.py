@@ -84,7 +84,7 @@ _FLOOR_REFERENCE = {
 def kind_of(name: str) -> str:
     """``floor``, ``actionspace`` or ``peer``."""
     bare = name.removeprefix("batch.")
-    if bare.startswith(_FLOOR_PREFIXES):
+    if bare.startswith(_FLOOR_PREFIXES) or bare.endswith(".gather_beside"):
         return "floor"
     if bare.startswith(("actionspace.", "plan.")):
         return "actionspace"

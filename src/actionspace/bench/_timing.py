@@ -70,24 +70,39 @@ def summarize(samples_ns: Sequence[int], calls_per_sample: int = 1) -> dict[str,
 
 async def time_batch(afn: Callable[[], Awaitable[Sequence[Any]]], reps: int) -> dict[str, Any]:
     """Wall time of ``reps`` batches; ``afn`` issues ``BATCH`` slow calls at once and returns them all."""
-    first = await afn()
-    if len(first) != BATCH:
-        raise AssertionError(f"a batch returned {len(first)} results, expected {BATCH}")
+    return (await time_batches([afn], reps))[0]
+
+
+async def time_batches(
+    afns: Sequence[Callable[[], Awaitable[Sequence[Any]]]], reps: int
+) -> list[dict[str, Any]]:
+    """:func:`time_batch` of each of ``afns``, their batches alternated (one of each in turn), so
+    that a change of the machine's load between them is shared."""
+    for afn in afns:
+        first = await afn()
+        if len(first) != BATCH:
+            raise AssertionError(f"a batch returned {len(first)} results, expected {BATCH}")
     gc.collect()
     clock = time.perf_counter_ns
-    out = []
+    walls: list[list[int]] = [[] for _ in afns]
     for _ in range(reps):
-        t0 = clock()
-        await afn()
-        out.append(clock() - t0)
-    s = sorted(out)
-    return {
-        "reps": reps,
-        "median_ms": s[len(s) // 2] / 1e6,
-        "min_ms": s[0] / 1e6,
-        "max_ms": s[-1] / 1e6,
-        "ideal_ms": SLOW_S * 1e3,
-    }
+        for afn, out in zip(afns, walls, strict=True):
+            t0 = clock()
+            await afn()
+            out.append(clock() - t0)
+    summaries = []
+    for out in walls:
+        s = sorted(out)
+        summaries.append(
+            {
+                "reps": reps,
+                "median_ms": s[len(s) // 2] / 1e6,
+                "min_ms": s[0] / 1e6,
+                "max_ms": s[-1] / 1e6,
+                "ideal_ms": SLOW_S * 1e3,
+            }
+        )
+    return summaries
 
 
 def _describe(exc: BaseException) -> str:
@@ -181,6 +196,26 @@ class Pass:
             self.batch[name] = await time_batch(afn, self.reps(base_reps))
         except Exception as exc:
             self.errors[name] = _describe(exc)
+        self._report(name)
+
+    async def abatch_beside(
+        self,
+        name: str,
+        afn: Callable[[], Awaitable[Sequence[Any]]],
+        beside: str,
+        floor: Callable[[], Awaitable[Sequence[Any]]],
+        base_reps: int = 30,
+    ) -> None:
+        """:meth:`abatch` of ``afn``, with the batches of ``floor`` timed alternately with its own
+        and recorded as row ``beside``."""
+        if not self.want(name):
+            return
+        try:
+            self.batch[name], self.batch[beside] = await time_batches([afn, floor], self.reps(base_reps))
+        except Exception as exc:
+            self.errors[name] = _describe(exc)
+        else:
+            self._report(beside)
         self._report(name)
 
     def skip(self, prefix: str, reason: str) -> None:
