@@ -131,10 +131,11 @@ async def _resumed(
     executor's frame entered only when the tool failed or timed out (then it types the failure
     and retries): a tool that answers is resumed through this frame and the timeout's alone."""
     try:
-        outcome: Outcome = Succeeded(await executor.resume(entry.spec, coro, yielded), 1)
+        value = await executor.resume(entry.spec, coro, yielded)
     except Exception as exc:
         outcome = await executor.acontinue(entry.spec, arguments, rec.retry, start, failure=exc)
-    return _done(entry, call_id, node_id, arguments, label, outcome, rec, artifacts)
+        return _done(entry, call_id, node_id, arguments, label, outcome, rec, artifacts)
+    return _done(entry, call_id, node_id, arguments, label, None, rec, artifacts, value)
 
 
 def _done(
@@ -143,19 +144,26 @@ def _done(
     node_id: str,
     arguments: Mapping[str, Any],
     label: Label,
-    outcome: Outcome,
+    outcome: Outcome | None,
     rec: Recorder,
     artifacts: ArtifactStore | None,
+    value: Any = None,
 ) -> Observation:
     """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`); an ``ok`` plain
-    observation of one attempt is folded into the node's compact record when it holds one."""
-    nodes = rec.nodes
-    if nodes and type(outcome) is Succeeded and outcome.attempts == 1:
-        now = time.time()
-        obs = plain_observation(entry.spec, call_id, outcome.value, label, artifacts, now)
-        if obs is not None:
-            held = nodes[0]
-            nodes[0] = (*held[:6], next(rec.run.seq), now, obs.content_hash)
-            return obs
+    observation of one attempt is folded into the node's compact record when it holds one.
+    ``outcome`` None: the first attempt returned ``value``."""
+    if outcome is None or (type(outcome) is Succeeded and outcome.attempts == 1):
+        nodes = rec.nodes
+        if outcome is not None:
+            value = outcome.value
+        if nodes:
+            now = time.time()
+            obs = plain_observation(entry.spec, call_id, value, label, artifacts, now)
+            if obs is not None:
+                held = nodes[0]
+                nodes[0] = (*held[:6], next(rec.run.seq), now, obs.content_hash)
+                return obs
+        if outcome is None:
+            outcome = Succeeded(value, 1)
     ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
     return observe_ready(ready, outcome, rec, artifacts)

@@ -317,11 +317,12 @@ class Driver(NodeRunner):
         the plan was told whether it settled)."""
         if k in self.running:
             self._finish(k, obs)
-        task = asyncio.current_task()
-        assert task is not None
-        if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
-            self._pump()
-            return []
+        if self.cancel_scope is not None:  # only its aborts cancel a node's task
+            task = asyncio.current_task()
+            assert task is not None
+            if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
+                self._pump()
+                return []
         wave = [] if self._closed else self._take_wave()
         if not wave:
             self._check_settled()
