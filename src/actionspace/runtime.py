@@ -27,6 +27,7 @@ from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Executor
 from actionspace.execution.guarded import Guard
+from actionspace.execution.loop import new_event_loop
 from actionspace.execution.streaming import StreamPolicy
 from actionspace.ledger.budget_store import open_meter
 from actionspace.ledger.entries import LedgerEntry
@@ -558,7 +559,8 @@ class Runtime:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun_plan(plan, **options))
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:  # waits end on time
+                return runner.run(self.arun_plan(plan, **options))
         raise ConfigurationError("run_plan was called inside a running event loop; await rt.arun_plan(...)")
 
     # ------------------------------------------------------------------ budgets

@@ -24,6 +24,7 @@ from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from actionspace.adapters._mcp_errors import ServerUnavailable
+from actionspace.execution.loop import new_event_loop
 
 __all__ = ["Connection", "OpenClient"]
 
@@ -82,7 +83,7 @@ class Connection:
             raise
 
     def _new_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name=f"actionspace-mcp-{self.name}", daemon=True)
         return loop, thread
 

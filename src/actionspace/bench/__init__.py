@@ -20,6 +20,7 @@ from actionspace.bench._passes import aggregate, run_passes
 from actionspace.bench._render import render
 from actionspace.bench._report import annotate, machine, versions
 from actionspace.bench._workload import BATCH, SLOW_S
+from actionspace.execution.loop import LOOPS
 
 __all__ = ["SCHEMA", "SECTIONS", "render", "run_bench"]
 
@@ -37,6 +38,7 @@ def run_bench(
     only: Sequence[str] = (),
     *,
     progress: Callable[[str], None] | None = None,
+    loop: str = "once",
 ) -> dict[str, Any]:
     """Run the bench and return its JSON-safe result.
 
@@ -46,8 +48,14 @@ def run_bench(
     matching, so ``actionspace`` selects our batch row too; a name in ``SECTIONS`` stands for its
     prefixes). The trimming row's log is ``scale`` GiB, at least 64 MiB. ``progress`` receives one line per
     measured row. Raises ValueError on a non-positive ``passes`` or ``scale``; a peer that is
-    missing or fails is reported in ``skipped`` / ``errors``, never raised.
+    missing or fails is reported in ``skipped`` / ``errors``, never raised. ``loop``: the event loop
+    every row runs on, ours and the peers' alike: ``"once"`` (the default;
+    :func:`actionspace.execution.loop.new_event_loop`, whose timed waits are rounded up to the
+    millisecond once) or ``"stdlib"`` (asyncio's own, whose epoll selector rounds some waits up
+    twice, one millisecond more). Raises ValueError for another name.
     """
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {LOOPS}, got {loop!r}")
     if passes < 1:
         raise ValueError(f"passes must be at least 1, got {passes}")
     if not scale > 0:
@@ -55,7 +63,7 @@ def run_bench(
     before = machine()
     started = time.perf_counter()
     prefixes = [q for o in only for q in SECTIONS.get(o, (o,))]
-    raw, processes = run_passes(passes, scale, prefixes, progress)
+    raw, processes = run_passes(passes, scale, prefixes, progress, loop)
     agg = annotate(aggregate(raw))
     after = machine()
     host = {k: v for k, v in before.items() if k != "loadavg"}
@@ -65,6 +73,7 @@ def run_bench(
             "passes": passes,
             "scale": scale,
             "only": list(only),
+            "loop": loop,
             "batch": BATCH,
             "slow_ms": SLOW_S * 1e3,
         },

@@ -89,13 +89,14 @@ def _forward(stream: IO[str], say: Progress, tail: list[str]) -> None:
 
 
 def run_group(
-    group: str, scale: float, only: Sequence[str], progress: Progress | None = None
+    group: str, scale: float, only: Sequence[str], progress: Progress | None = None, loop: str = "once"
 ) -> dict[str, Any]:
     """One pass of one group in a newly spawned interpreter; a crash or a timeout becomes an error entry."""
     say = progress or (lambda _line: None)
     with tempfile.TemporaryDirectory(prefix="actionspace-bench-") as tmp:
         out = Path(tmp) / "pass.json"
         cmd = [sys.executable, "-m", _WORKER, group, "--out", str(out), "--scale", repr(scale)]
+        cmd += ["--loop", loop]
         for prefix in only:
             cmd += ["--only", prefix]
         started = time.perf_counter()
@@ -143,11 +144,17 @@ class _Server:
         """The ready line (with ``import_s``), or None if the server died or hung while importing."""
         return self._answer(_IMPORT_TIMEOUT_S)
 
-    def run(self, scale: float, only: Sequence[str]) -> dict[str, Any]:
+    def run(self, scale: float, only: Sequence[str], loop: str = "once") -> dict[str, Any]:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="actionspace-bench-") as tmp:
             out = Path(tmp) / "pass.json"
-            request = {"out": str(out), "scale": scale, "only": list(only), "timeout_s": _timeout(scale)}
+            request = {
+                "out": str(out),
+                "scale": scale,
+                "only": list(only),
+                "timeout_s": _timeout(scale),
+                "loop": loop,
+            }
             try:
                 self.stdin.write(json.dumps(request) + "\n")
                 self.stdin.flush()
@@ -187,7 +194,7 @@ def _merge(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_passes(
-    passes: int, scale: float, only: Sequence[str], progress: Progress | None = None
+    passes: int, scale: float, only: Sequence[str], progress: Progress | None = None, loop: str = "once"
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``passes`` rounds over the selected groups, each pass of each group in a fresh process.
 
@@ -195,6 +202,7 @@ def run_passes(
     all groups importing side by side before any timing starts; elsewhere every pass spawns a new
     interpreter. Rounds interleave the groups, so a change of machine load is shared among them.
     Returns one merged dict per pass, and how the processes were made (``mode``, ``import_s``).
+    ``loop``: the event loop every row runs on (:data:`~actionspace.execution.loop.LOOPS`).
     """
     say = progress or (lambda _line: None)
     groups = _selected(only)
@@ -202,7 +210,7 @@ def run_passes(
         out = []
         for n in range(passes):
             say(f"pass {n + 1}/{passes}")
-            out.append(_merge([run_group(g, scale, only, progress) for g in groups]))
+            out.append(_merge([run_group(g, scale, only, progress, loop) for g in groups]))
         return out, {"mode": "spawn", "import_s": {}}
     say(f"importing {', '.join(groups)}")
     servers = {g: _Server(g, say) for g in groups}
@@ -217,7 +225,7 @@ def run_passes(
                 if ready[group] is None:
                     parts.append(_collect(group, None, Path(os.devnull), server.tail, time.perf_counter()))
                 else:
-                    parts.append(server.run(scale, only))
+                    parts.append(server.run(scale, only, loop))
             out.append(_merge(parts))
         return out, {"mode": "fork", "import_s": imports}
     finally:

@@ -132,6 +132,12 @@ def _batch_table(result: dict[str, Any]) -> Table:
     return table
 
 
+_LOOP_NAMES = {
+    "once": "timed waits rounded up to the millisecond once (--loop once)",
+    "stdlib": "asyncio's own epoll selector (--loop stdlib)",
+}
+
+
 def _footer(result: dict[str, Any]) -> RenderableType:
     m = result["machine"]
     cfg = result["config"]
@@ -143,6 +149,7 @@ def _footer(result: dict[str, Any]) -> RenderableType:
     runs = Text(
         f"{cfg['passes']} pass(es) × scale {cfg['scale']:g}"
         + (f", only {', '.join(cfg['only'])}" if cfg["only"] else "")
+        + f" · event loop: {_LOOP_NAMES.get(cfg.get('loop', 'stdlib'), cfg.get('loop'))}"
         + f" · {result['elapsed_s']:.1f} s · {m['implementation']} {m['python']} on {m['platform']}, "
         f"{m['cpus']} CPUs · load average (1/5/15 min) {load}",
         style="dim",

@@ -17,6 +17,7 @@ Progress lines go to stderr; stdout carries only the protocol lines.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import json
 import os
@@ -32,6 +33,7 @@ from typing import Any
 
 from actionspace.bench._passes import GROUPS
 from actionspace.bench._timing import Pass
+from actionspace.execution.loop import LOOPS, OnceRoundedPolicy
 
 __all__ = ["main", "measure", "preload"]
 
@@ -94,7 +96,9 @@ def preload(group: str) -> None:
             continue
 
 
-def _measure_to(group: str, scale: float, only: Sequence[str], out: Path) -> None:
+def _measure_to(group: str, scale: float, only: Sequence[str], out: Path, loop: str = "once") -> None:
+    if loop == "once":  # every asyncio.run of the pass, peers' rows included, on this loop
+        asyncio.set_event_loop_policy(OnceRoundedPolicy())
     p = Pass(scale, only)
     started = time.perf_counter()
     try:
@@ -114,7 +118,7 @@ def _fork_pass(group: str, request: dict[str, Any]) -> int:
         try:
             os.dup2(2, 1)  # stdout is the protocol pipe: whatever the pass prints goes to stderr
             signal.alarm(max(1, int(request["timeout_s"])))  # the default action ends the child
-            _measure_to(group, request["scale"], request["only"], Path(request["out"]))
+            _measure_to(group, request["scale"], request["only"], Path(request["out"]), request["loop"])
             code = 0
         except BaseException:
             traceback.print_exc()
@@ -127,7 +131,7 @@ def _fork_pass(group: str, request: dict[str, Any]) -> int:
 
 def _spawn_pass(group: str, request: dict[str, Any]) -> int:
     cmd = [sys.executable, "-m", "actionspace.bench._worker", group, "--out", request["out"]]
-    cmd += ["--scale", repr(request["scale"])]
+    cmd += ["--scale", repr(request["scale"]), "--loop", request["loop"]]
     for prefix in request["only"]:
         cmd += ["--only", prefix]
     try:
@@ -162,13 +166,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--loop", choices=LOOPS, default="once", help="the event loop the rows run on")
     args = ap.parse_args(argv)
     if args.serve:
         serve(args.group)
     elif args.out is None:
         ap.error("--out is required without --serve")
     else:
-        _measure_to(args.group, args.scale, args.only, args.out)
+        _measure_to(args.group, args.scale, args.only, args.out, args.loop)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,15 @@ def bench_command(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print progress on stderr.")] = False,
+    loop: Annotated[
+        str,
+        typer.Option(
+            "--loop",
+            help="The event loop every row runs on, ours and the peers' alike: 'once' (timed waits "
+            "rounded up to the millisecond once; actionspace.execution.loop) or 'stdlib' (asyncio's "
+            "own epoll selector, which rounds some waits up twice: one millisecond more).",
+        ),
+    ] = "once",
     quick: Annotated[
         bool,
         typer.Option("--quick", help="A quick look: one pass at scale 0.05 (a 64 MiB log); overrides both."),
@@ -71,6 +80,7 @@ def bench_command(
     Prints median and p99 in µs, ratios, and PASS/FAIL of: our median ≤ 0.5 × the fastest peer's.
     """
     from actionspace.bench import render, run_bench
+    from actionspace.execution.loop import LOOPS
 
     err = Console(stderr=True)
 
@@ -88,7 +98,9 @@ def bench_command(
         only = [o for o in only if o != "dbos"]
         if not only:
             return
-    result = run_bench(passes=passes, scale=scale, only=only or [], progress=progress)
+    if loop not in LOOPS:
+        raise typer.BadParameter(f"--loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+    result = run_bench(passes=passes, scale=scale, only=only or [], progress=progress, loop=loop)
     if json_out:
         typer.echo(json.dumps(result, indent=1))
     else:

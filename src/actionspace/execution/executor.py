@@ -24,6 +24,7 @@ from typing import Any
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.errors import ErrorMapper, map_exception
+from actionspace.execution.loop import new_event_loop
 from actionspace.types import Failed, Outcome, Succeeded
 
 __all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed"]
@@ -67,7 +68,7 @@ class _Portal:
         if loop is None:
             with self._lock:
                 if self._loop is None:
-                    self._loop = asyncio.new_event_loop()
+                    self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
                     threading.Thread(
                         target=self._loop.run_forever, name="actionspace-portal", daemon=True
                     ).start()

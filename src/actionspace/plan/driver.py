@@ -187,6 +187,9 @@ class Driver(NodeRunner):
                 # the wave's first node (the longest chain ahead) will wait: the others get their
                 # tasks first and it starts here, now, instead of on the loop's next turn
                 wave = [*wave[1:], wave[0]]
+            # plain nodes whose calls began in this wave and wait: their tasks are made once every
+            # call of the wave began (a task costs microseconds no tool of the wave need wait for)
+            begun: list[str] = []
             for i, k in enumerate(wave):
                 if self._closed:
                     break
@@ -212,7 +215,7 @@ class Driver(NodeRunner):
                         # stepped to its tool's first wait, nothing armed yet: the rest of the
                         # call in a task of its own
                         self._begun[k] = now
-                        running[k] = self._loop.create_task(self._rest(k))
+                        begun.append(k)
                         continue
                     if now is not None:  # a sync tool's call, not begun: stepped here, below
                         coro = self._started(k, now)
@@ -230,6 +233,7 @@ class Driver(NodeRunner):
                 else:  # it waits: it keeps this task; the rest of the wave gets another
                     waited = True
                     self._waits.add(tool)
+                    self._give_tasks(begun)
                     if i + 1 < len(wave):
                         self._spawn(wave[i + 1 :])
                     obs = await resumed(coro, yielded)
@@ -238,6 +242,7 @@ class Driver(NodeRunner):
                     break
                 if k in running:
                     self._finish(k, obs)
+            self._give_tasks(begun)
             if task.cancelling():  # a cancel of an aborted read that landed on this task
                 self._pump()  # is not carried further: the next wave gets a new task
                 return
@@ -247,6 +252,14 @@ class Driver(NodeRunner):
                 # tasks run in between (one wave per turn, as one task per node had).
                 await asyncio.sleep(0)
         self._check_settled()
+
+    def _give_tasks(self, begun: list[str]) -> None:
+        """A task of its own (:meth:`_rest`) for each plain node of ``begun`` (emptied)."""
+        running, create = self.running, self._loop.create_task
+        for k in begun:
+            if k in running:
+                running[k] = create(self._rest(k))
+        begun.clear()
 
     async def _rest(self, k: str) -> None:
         """The rest of a plain node's call begun in a wave (:meth:`_plain_now`) whose tool waits,

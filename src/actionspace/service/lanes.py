@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from actionspace.execution.loop import new_event_loop
+
 __all__ = ["DEFAULT_LANES", "PROCESSES", "Lanes", "ProcessWork", "off_loop"]
 
 DEFAULT_LANES: Final = 4
@@ -137,7 +139,7 @@ class Lanes:
                 self._turn += 1
             found = self._loops.get(index)
             if found is None:
-                loop = asyncio.new_event_loop()
+                loop = new_event_loop()
                 thread = threading.Thread(
                     target=loop.run_forever, name=f"actionspace-runs-{index}", daemon=True
                 )
