@@ -13,8 +13,9 @@ tool notes when each node's sleep began and ended, so the makespan splits into:
 - ``tail``: from the end of the last node of the critical path until the plan (or ``gather``)
   returned; for the plan, the part of it after every node settled is split further:
   ``flush`` (the trace records held since the last flush), ``observed`` (the flow state told the
-  model was shown every node's observation), and ``teardown`` (the rest, mostly dropping the
-  checked plan and the scheduler's state when ``arun_plan`` returns).
+  model was shown every node's observation, ``FlowState.observed_taken``), and ``teardown`` (the
+  rest: the result, and dropping the checked plan and the scheduler's state when ``arun_plan``
+  returns).
 
 Medians over the rounds, in milliseconds.
 """
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actionspace.bench._parallel import _runtime, critical_path_ms, random_dag
+from actionspace.execution.loop import LOOPS, new_event_loop
 from actionspace.plan import Plan, PlanNode
 from actionspace.plan.scheduler import Scheduler
 from actionspace.policy.flow import FlowState
@@ -81,7 +83,7 @@ def _instrument() -> None:
             flush(self, now)
 
     Scheduler._flush_pending = final_flush  # type: ignore[method-assign]
-    FlowState.observed_many = _spans("observed", FlowState.observed_many)  # type: ignore[method-assign]
+    FlowState.observed_taken = _spans("observed", FlowState.observed_taken)  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -89,7 +91,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=10, help="rounds, each the plan then the bare tasks")
-    rounds = parser.parse_args().rounds
+    parser.add_argument(
+        "--loop", choices=LOOPS, default="once", help="the event loop (as actionspace bench --loop)"
+    )
+    args = parser.parse_args()
+    rounds = args.rounds
     dag = random_dag()
     rt = _runtime("memory://")
     rt.tool(effect="none")(timed_pause)
@@ -154,7 +160,11 @@ def main() -> None:
         return rows
 
     _instrument()
-    rows = asyncio.run(measure())
+    if args.loop == "once":
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            rows = runner.run(measure())
+    else:
+        rows = asyncio.run(measure())
     print(
         f"DAG: {len(dag.parents)} nodes, critical path {critical_path_ms(dag)} ms over {len(critical)} nodes;"
         f" medians of {rounds} rounds, ms"

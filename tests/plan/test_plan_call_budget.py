@@ -68,3 +68,43 @@ def test_a_plain_node_costs_the_plan_a_handful_of_calls() -> None:
     assert [o.data for o in ok_large.nodes.values()] == list(range(220))
     per_node = (large - small) / 200
     assert per_node <= 13, per_node
+
+
+def test_showing_a_plans_observations_at_its_end_calls_nothing_per_node(monkeypatch: Any) -> None:
+    """The flow state is shown a plan's observations once it ended; what that reads of each was
+    taken when its node settled, so the end makes no Python call per node (it called
+    ``label_of`` once per observation, whose objects were made long before and had left the
+    processor's caches)."""
+    from actionspace.policy.flow import FlowState
+
+    counts: list[int] = []
+    for name in ("observed_many", "observed_taken"):
+        shown = getattr(FlowState, name, None)
+        if shown is None:
+            continue
+
+        def counting(self: FlowState, items: Any, _shown: Any = shown) -> None:
+            calls = 0
+
+            def profile(frame: FrameType, event: str, arg: Any) -> None:
+                nonlocal calls
+                calls += event == "call"
+
+            sys.setprofile(profile)
+            try:
+                _shown(self, items)
+            finally:
+                sys.setprofile(None)
+            counts.append(calls)
+
+        monkeypatch.setattr(FlowState, name, counting)
+    with _runtime() as rt:
+        run_id = rt.new_run()
+        asyncio.run(rt.arun_plan(_plan(20), run_id=run_id))
+        result = asyncio.run(rt.arun_plan(_plan(300), run_id=run_id))
+        again = rt.run_state(run_id).flow
+    assert result.status == "ok"
+    assert all(o.provenance.labels for o in result.nodes.values())  # each is read for its label
+    # the first plan of the run adds its labels' first call ids; the second finds them at their cap
+    assert len(counts) == 2 and counts[1] < 30, counts
+    assert set(again.seen) >= {o.call_id for o in result.nodes.values()}  # and every one was shown

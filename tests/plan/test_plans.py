@@ -144,6 +144,38 @@ def test_conflicting_writes_are_ordered_and_a_stale_write_fails_alone(
     assert world["files"]["c"] == "C1"
 
 
+def test_a_failed_write_does_not_block_the_write_it_was_only_ordered_before(
+    rt: Runtime, world: dict[str, Any]
+) -> None:
+    """w1 and w2 both write file:c, so a conflict edge orders them; it only orders: w1 failing
+    (its base is stale) blocks nothing, and w2, which also depends on r, still runs. (A checked
+    node's needs share its preds set until a conflict edge is added: the edge must not become a
+    need.)"""
+    plan = Plan.from_dict(
+        {
+            "nodes": [
+                {"id": "r", "tool": "read_file", "arguments": {"path": "c"}},
+                {
+                    "id": "w1",
+                    "tool": "write_file",
+                    "arguments": {"path": "c", "content": "C1", "base": "h:old"},
+                },
+                {
+                    "id": "w2",
+                    "tool": "write_file",
+                    "arguments": {"path": "c", "content": "C2", "base": {"$ref": "r.data.hash"}},
+                },
+            ]
+        }
+    )
+    result = rt.run_plan(plan)
+    assert {"from": "w1", "to": "w2", "resource": "file:c"} in result.added_edges
+    err = result.nodes["w1"].error
+    assert err is not None and err.category == "stale_reference"
+    assert result.nodes["w2"].ok, result.nodes["w2"].error
+    assert world["files"]["c"] == "C2"
+
+
 def test_a_false_independence_claim_rejects_the_plan_before_anything_runs(
     rt: Runtime, world: dict[str, Any]
 ) -> None:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from actionspace.policy.flow import FlowState
 from actionspace.policy.labels import Label
+from actionspace.policy.stamped import taken
 from actionspace.types import Observation, Provenance
 
 labels = st.builds(
@@ -57,12 +58,16 @@ def _state(pending: dict[str, Label]) -> FlowState:
 
 
 def _shown_both_ways(pending: dict[str, Label], shown: list[Observation]) -> FlowState:
-    """Show ``shown`` one by one and at once, from the same pending labels; check both end alike."""
-    one_by_one, at_once = _state(pending), _state(pending)
+    """Show ``shown`` one by one, at once, and at once from entries taken before, from the same
+    pending labels; check all three end alike."""
+    one_by_one, at_once, read_before = _state(pending), _state(pending), _state(pending)
+    entries = [taken(obs) for obs in shown]  # as a plan reads them when its nodes settle
     for obs in shown:
         one_by_one.observed(obs)
     at_once.observed_many(shown)
+    read_before.observed_taken(entries)
     assert _view(at_once) == _view(one_by_one)
+    assert _view(read_before) == _view(one_by_one)
     return at_once
 
 

@@ -57,7 +57,9 @@ class CheckedNode:
     preds: set[str] = field(default_factory=set)
     """Every node that must end before this one starts."""
     needs: set[str] = field(default_factory=set)
-    """The predecessors that must end ok (declared or referenced); conflict edges only order."""
+    """The predecessors that must end ok (declared or referenced); conflict edges only order. A
+    checked node's ``needs`` is its ``preds`` set itself until a conflict edge is added to
+    ``preds`` alone (:func:`~actionspace.plan.order.conflict_edges` copies it first)."""
     succs: list[str] = field(default_factory=list)
     members: tuple[CheckedNode, ...] = ()
     """For an atomic group (see :mod:`actionspace.plan.groups`): its nodes, in the order they run."""
@@ -83,6 +85,8 @@ class CheckedPlan:
     """The plan's own concurrency limit, if it sets one."""
     topo: list[str] = field(default_factory=list)
     """The keys of ``nodes`` in an order where every node follows its predecessors."""
+    units: list[str] = field(default_factory=list)
+    """The keys of ``nodes`` that stand for an atomic group, in the order of ``nodes``."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
@@ -273,6 +277,7 @@ def _check_node(
     reads, writes = _sets(node, specs, errors, at)
     scalars = not node.first_of and all(type(v) in _SCALARS for v in node.arguments.values())
     checked = CheckedNode(node, i, tuple(specs), reads, writes, tuple(refs))
+    checked.needs = checked.preds  # one set until a conflict edge orders it (order.py)
     checked.scalar_arguments = scalars
     return checked
 
@@ -320,7 +325,8 @@ def _simple_node(
     checked: CheckedNode = _new(CheckedNode)
     checked.node, checked.index, checked.specs = node, i, tool[0]
     checked.reads = checked.writes = checked.refs = checked.members = ()
-    checked.preds, checked.needs, checked.succs = set(), set(), []
+    checked.preds = checked.needs = set()  # one set until a conflict edge orders it (order.py)
+    checked.succs = []
     checked.group, checked.scalar_arguments = None, True
     return checked
 

@@ -119,7 +119,10 @@ def collapse(
         c.preds = {owner.get(p, p) for p in c.preds if p not in inside}
         c.needs = {owner.get(p, p) for p in c.needs if p not in inside}
         c.succs = list(dict.fromkeys(owner.get(s, s) for s in c.succs if s not in inside))
-    return CheckedPlan(nodes, checked.edges, checked.added_edges, checked.order, checked.max_concurrency)
+    grouped = [k for k, c in nodes.items() if c.members]
+    return CheckedPlan(
+        nodes, checked.edges, checked.added_edges, checked.order, checked.max_concurrency, units=grouped
+    )
 
 
 def _check_group(

@@ -115,6 +115,8 @@ def conflict_edges(
                 continue
             if first.id in ancestors[second.id]:
                 continue
+            if second.needs is second.preds:  # one set so far (check.py): the needs stay as they are
+                second.needs = set(second.preds)
             second.preds.add(first.id)
             first.succs.append(second.id)
             ancestors[second.id].add(first.id)

@@ -82,13 +82,15 @@ async def arun_plan(
         retry_of=retry_of,
     )
     result = await scheduler.run()
-    run.flow.observed_many(result.nodes.values())  # the model is shown every node's observation now
+    # the model is shown every node's observation now (what that reads of each was taken when it
+    # settled), and the trace says which failed (the scheduler noted it then too)
+    run.flow.observed_taken(scheduler.shown)
     rec = Recorder(run, None)
     rec.add(
         "plan_finished",
         {
             "status": result.status,
-            "failed": {k: e.category for k, e in result.failed.items()},
+            "failed": scheduler.failed,
             **result.stats,
         },
     )

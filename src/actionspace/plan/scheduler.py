@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actionspace.discovery.runs import RunState
@@ -35,6 +35,7 @@ from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started
 from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
+from actionspace.policy.stamped import Taken, taken
 from actionspace.trace.events import CompactNode, EventRecord
 from actionspace.types import Observation
 
@@ -81,6 +82,13 @@ class Scheduler(Driver):
         self.cancel_scope = cancel
         self.retry_of = retry_of
         self.results: dict[str, Observation] = {}
+        self._notes: dict[str, Taken] = {}
+        """Per result, what the plan's end reads of it, read when it settled (``taken``)."""
+        self.shown: list[Taken] = []
+        """Once the plan ended: every observation of the result, in its order, as read when it
+        settled (:func:`~actionspace.policy.stamped.taken`; for ``FlowState.observed_taken``)."""
+        self.failed: dict[str, str] = {}
+        """Once the plan ended: node id → error category, for every observation with an error."""
         self.waiting = {k: len(c.preds) for k, c in plan.nodes.items()}
         self.blocked_by: dict[str, tuple[str, str]] = {}
         self.running: dict[str, asyncio.Task[Any] | None] = {}
@@ -129,17 +137,31 @@ class Scheduler(Driver):
                 self._timer.cancel()
             self._end_begun()
             self._flush_pending(time.monotonic())
-        for k, node in self.plan.nodes.items():
-            if k not in self.results:  # unreachable unless a bug left a node waiting: never hang, say so
-                root = self.blocked_by.get(k, (k, "internal"))[0]
-                self.results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
-        order = [*self.plan.order, *(k for k, c in self.plan.nodes.items() if c.members)] or list(
-            self.plan.nodes
-        )
-        nodes = {k: self.results[k] for k in order if k in self.results}
+        results = self.results
+        if self.plan.nodes.keys() - results.keys():
+            for k, node in self.plan.nodes.items():
+                if k not in results:  # unreachable unless a bug left a node waiting: never hang, say so
+                    root = self.blocked_by.get(k, (k, "internal"))[0]
+                    results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
+        nodes: dict[str, Observation] = {}
+        statuses: set[str] = set()
+        notes, shown, failed = self._notes, self.shown, self.failed
+        for k in [*self.plan.order, *self.plan.units] or list(self.plan.nodes):
+            obs = results.get(k)
+            if obs is None:
+                continue
+            nodes[k] = obs
+            note = notes.get(k)
+            if note is None or note[0] is not obs:
+                note = taken(obs)
+            statuses.add(note[5])
+            error = note[6]
+            if error is not None:
+                failed[k] = error.category
+            shown.append(note)  # its observation and shown entry first, as observed_taken reads
         return PlanResult(
             run_id=self.run_state.run_id,
-            status=_status(nodes.values()),
+            status=_status_of(statuses),
             nodes=nodes,
             edges=list(self.plan.edges),
             added_edges=list(self.plan.added_edges),
@@ -159,9 +181,11 @@ class Scheduler(Driver):
         if node is None:
             node = nodes[k]
         self.results[k] = obs
+        self._notes[k] = taken(obs)  # read while at hand
         self.settled += 1
         for member in node.members:  # a group: its members' own observations
-            self.results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
+            own = self.results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
+            self._notes[member.id] = taken(own)
         blocked_by = self.blocked_by
         if obs.status != "ok" or k in self.abort_requested:
             inherited = blocked_by.get(k)
@@ -274,8 +298,11 @@ class Scheduler(Driver):
         return self._verify(node, obs)
 
 
-def _status(observations: Any) -> PlanStatus:
-    statuses = {o.status for o in observations}
+def _status(observations: Iterable[Observation]) -> PlanStatus:
+    return _status_of({o.status for o in observations})
+
+
+def _status_of(statuses: set[str]) -> PlanStatus:
     if statuses <= {"ok"}:
         return "ok"
     if statuses - {"error"}:  # some node (or some items of a batch node) succeeded

@@ -51,6 +51,7 @@ from actionspace.policy.flow_policies import (
     UntrustedWrites,
 )
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
+from actionspace.policy.stamped import Taken, label_of, stamped, taken
 from actionspace.types import Observation, find_refs
 
 __all__ = [
@@ -107,27 +108,6 @@ def output_label(spec: ToolSpec, arg_labels: Mapping[str, Label]) -> Label:
     for lab in arg_labels.values():
         label = label.join(lab)
     return label
-
-
-def label_of(obs: Observation) -> Label:
-    """The label an observation was stamped with (its provenance ``labels`` and ``trust``)."""
-    provenance = obs.provenance
-    key = (provenance.labels, provenance.trust)
-    try:
-        label = _STAMPED.get(key)
-    except TypeError:  # labels given as a list: not a key, read them each time
-        return Label.from_tags(provenance.labels, provenance.trust)
-    if label is None:
-        label = Label.from_tags(provenance.labels, provenance.trust)
-        if len(_STAMPED) >= _STAMPED_MAX:
-            _STAMPED.clear()
-        _STAMPED[key] = label
-    return label
-
-
-_STAMPED: dict[tuple[Any, str], Label] = {}
-"""Labels read back from provenance tags: a run's observations carry a handful of distinct ones."""
-_STAMPED_MAX = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,21 +218,32 @@ class FlowState:
 
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
+        self.observed_taken(map(taken, observations))
+
+    def observed_taken(self, shown: Iterable[Taken]) -> None:
+        """:meth:`observed_many` of observations read before (:func:`~actionspace.policy.stamped.
+        taken`, when a plan's nodes settled): a plain one is not read again."""
         with self._lock:
             pending, seen = self.pending, self.seen
             # a label whose call ids are at their cap and whose last _add changed nothing (the
             # context was already above it), and the context then: while both stay, adding it
             # again changes nothing
             quiet: tuple[Label, Label] | None = None
-            for obs in observations:
-                if obs.items or obs.artifact_ref is not None:
+            tagged: tuple[Any, str, Label] | None = None  # the last tags read, their trust, label
+            for obs, call_id, tags, trust, data, _status, _error in shown:
+                if call_id is None:  # items or an artifact: read whole
                     self._shown(obs, self._label(obs))
                     quiet = None
                     continue
                 # _shown(obs, _label(obs)) for an observation without items or artifact, inline
-                call_id = obs.call_id
                 own = pending.pop(call_id, None)
-                label = label_of(obs) if obs.provenance.labels else (PUBLIC_TRUSTED if own is None else own)
+                if not tags:
+                    label = PUBLIC_TRUSTED if own is None else own
+                elif tagged is not None and tagged[0] == tags and tagged[1] == trust:
+                    label = tagged[2]  # a plan's nodes of one tool share their tags
+                else:
+                    label = stamped(tags, trust)
+                    tagged = (tags, trust, label)
                 if label is not PUBLIC_TRUSTED and (
                     quiet is None or quiet[0] is not label or quiet[1] is not self.context
                 ):
@@ -261,7 +252,7 @@ class FlowState:
                     full = len(self._groups.get(label, ())) >= MAX_IDS_PER_LABEL
                     same = self.context is context and marks == (self.version, self.label_version)
                     quiet = (label, context) if full and same else None
-                seen[call_id] = (label, obs.data)
+                seen[call_id] = (label, data)
                 seen.move_to_end(call_id)
             self._trim()
 
