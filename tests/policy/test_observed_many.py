@@ -61,7 +61,7 @@ def _shown_both_ways(pending: dict[str, Label], shown: list[Observation]) -> Flo
     """Show ``shown`` one by one, at once, and at once from entries taken before, from the same
     pending labels; check all three end alike."""
     one_by_one, at_once, read_before = _state(pending), _state(pending), _state(pending)
-    entries = [taken(obs) for obs in shown]  # as a plan reads them when its nodes settle
+    entries = [(obs, taken(obs)) for obs in shown]  # as a plan reads them when its nodes settle
     for obs in shown:
         one_by_one.observed(obs)
     at_once.observed_many(shown)

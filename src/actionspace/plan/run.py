@@ -84,7 +84,7 @@ async def arun_plan(
     result = await scheduler.run()
     # the model is shown every node's observation now (what that reads of each was taken when it
     # settled), and the trace says which failed (the scheduler noted it then too)
-    run.flow.observed_taken(scheduler.shown)
+    run.flow.observed_taken(scheduler.shown())
     rec = Recorder(run, None)
     rec.add(
         "plan_finished",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from actionspace.discovery.runs import RunState
@@ -84,9 +84,8 @@ class Scheduler(Driver):
         self.results: dict[str, Observation] = {}
         self._notes: dict[str, Taken] = {}
         """Per result, what the plan's end reads of it, read when it settled (``taken``)."""
-        self.shown: list[Taken] = []
-        """Once the plan ended: every observation of the result, in its order, as read when it
-        settled (:func:`~actionspace.policy.stamped.taken`; for ``FlowState.observed_taken``)."""
+        self._shown: list[Taken] = []
+        self._result: PlanResult | None = None
         self.failed: dict[str, str] = {}
         """Once the plan ended: node id → error category, for every observation with an error."""
         self.waiting = {k: len(c.preds) for k, c in plan.nodes.items()}
@@ -145,21 +144,21 @@ class Scheduler(Driver):
                     results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
         nodes: dict[str, Observation] = {}
         statuses: set[str] = set()
-        notes, shown, failed = self._notes, self.shown, self.failed
+        notes, shown, failed = self._notes, self._shown, self.failed
         for k in [*self.plan.order, *self.plan.units] or list(self.plan.nodes):
             obs = results.get(k)
             if obs is None:
                 continue
             nodes[k] = obs
-            note = notes.get(k)
-            if note is None or note[0] is not obs:
+            note = notes.get(k)  # written with every result _settle wrote
+            if note is None:
                 note = taken(obs)
-            statuses.add(note[5])
-            error = note[6]
+            statuses.add(note[4])
+            error = note[5]
             if error is not None:
                 failed[k] = error.category
-            shown.append(note)  # its observation and shown entry first, as observed_taken reads
-        return PlanResult(
+            shown.append(note)
+        self._result = PlanResult(
             run_id=self.run_state.run_id,
             status=_status_of(statuses),
             nodes=nodes,
@@ -174,6 +173,13 @@ class Scheduler(Driver):
                 "cancelled": sorted(self.cancelled),
             },
         )
+        return self._result
+
+    def shown(self) -> Iterator[tuple[Observation, Taken]]:
+        """Once the plan ended: each observation of its result, in order, with what was read of it
+        when it settled (:func:`~actionspace.policy.stamped.taken`), for ``FlowState.observed_taken``."""
+        assert self._result is not None, "the plan has not ended"
+        return zip(self._result.nodes.values(), self._shown, strict=True)
 
     def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
         """Store a node's final observation and release or block its successors."""

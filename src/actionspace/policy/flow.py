@@ -218,11 +218,12 @@ class FlowState:
 
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
-        self.observed_taken(map(taken, observations))
+        self.observed_taken((obs, taken(obs)) for obs in observations)
 
-    def observed_taken(self, shown: Iterable[Taken]) -> None:
-        """:meth:`observed_many` of observations read before (:func:`~actionspace.policy.stamped.
-        taken`, when a plan's nodes settled): a plain one is not read again."""
+    def observed_taken(self, shown: Iterable[tuple[Observation, Taken]]) -> None:
+        """:meth:`observed_many` of observations each with what was read of it before
+        (:func:`~actionspace.policy.stamped.taken`, when a plan's node settled): a plain one is
+        not read again."""
         with self._lock:
             pending, seen = self.pending, self.seen
             # a label whose call ids are at their cap and whose last _add changed nothing (the
@@ -230,7 +231,7 @@ class FlowState:
             # again changes nothing
             quiet: tuple[Label, Label] | None = None
             tagged: tuple[Any, str, Label] | None = None  # the last tags read, their trust, label
-            for obs, call_id, tags, trust, data, _status, _error in shown:
+            for obs, (call_id, tags, trust, data, _status, _error) in shown:
                 if call_id is None:  # items or an artifact: read whole
                     self._shown(obs, self._label(obs))
                     quiet = None
