@@ -108,3 +108,27 @@ def test_showing_a_plans_observations_at_its_end_calls_nothing_per_node(monkeypa
     # the first plan of the run adds its labels' first call ids; the second finds them at their cap
     assert len(counts) == 2 and counts[1] < 30, counts
     assert set(again.seen) >= {o.call_id for o in result.nodes.values()}  # and every one was shown
+
+
+def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
+    """A node whose tool waits is begun in its wave, resumed in a task of its own and settled
+    there: a dozen Python calls in ``actionspace.plan`` per node (13 while every node's end also
+    asked the ready queue for a wave when nothing was queued)."""
+    rt = Runtime("memory://", recover_on_start=False)
+
+    @rt.tool(effect="none")
+    async def nap(x: int) -> int:
+        await asyncio.sleep(0)
+        return x
+
+    def plan(n: int) -> Plan:
+        nodes = [PlanNode(id=f"n{i}", tool="nap", arguments={"x": i}) for i in range(n)]
+        return Plan(nodes=nodes, max_concurrency=n)
+
+    with rt:
+        small, ok_small = _plan_calls(rt, plan(20))
+        large, ok_large = _plan_calls(rt, plan(220))
+    assert ok_small.status == ok_large.status == "ok"
+    assert [o.data for o in ok_large.nodes.values()] == list(range(220))
+    per_node = (large - small) / 200
+    assert per_node <= 12, per_node

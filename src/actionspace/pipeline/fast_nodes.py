@@ -160,8 +160,8 @@ def _done(
             now = time.time()
             obs = plain_observation(entry.spec, call_id, value, label, artifacts, now)
             if obs is not None:
-                held = nodes[0]
-                nodes[0] = (*held[:6], next(rec.run.seq), now, obs.content_hash)
+                h = nodes[0]
+                nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, obs.content_hash)
                 return obs
         if outcome is None:
             outcome = Succeeded(value, 1)

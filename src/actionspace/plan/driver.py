@@ -336,7 +336,10 @@ class Driver(NodeRunner):
             if task.cancelling():  # as in _drive: an aborted read's cancel is not carried further
                 self._pump()
                 return []
-        wave = [] if self._closed else self._take_wave()
+        if self._closed or not (self._newly_ready or self._deferred or self._ready.queued):
+            wave = []  # what _take_wave would find: nothing released, nothing queued
+        else:
+            wave = self._take_wave()
         if not wave:
             self._check_settled()
         return wave

@@ -263,8 +263,9 @@ class NodeRunner:
     def _buffer(self, rec: Recorder) -> None:
         """Keep a call's whole records; hand them to the store at most every FLUSH_S (and at the
         end)."""
-        self.pending += rec.records
-        rec.records = []
+        if rec.records:
+            self.pending += rec.records
+            rec.records = []
         if rec.nodes:  # a plain node's compact record (pipeline/fast_nodes.py): five events
             self.pending_nodes += rec.nodes
             rec.nodes = None
