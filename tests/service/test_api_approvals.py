@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tests.service.apptools import bearer, served
@@ -101,8 +102,15 @@ def test_a_background_plan_node_waits_and_its_successor_runs_after_approval() ->
     with served() as (client, _rt, world, signalling, app):
         client.post("/api/runs", json={"plan": plan, "run_id": "plan1"}, headers=AGENT)
         request = signalling.wait_for_request()
-        waiting = client.get("/api/runs/plan1", headers=ADMIN).json()
-        statuses = {n["id"]: n["status"] for n in waiting["plan"]["nodes"]}
+        # the request is filed while the node's call runs; its observation reaches the trace
+        # when the plan flushes its records, a moment later
+        deadline = time.monotonic() + 10
+        while True:
+            waiting = client.get("/api/runs/plan1", headers=ADMIN).json()
+            statuses = {n["id"]: n["status"] for n in waiting["plan"]["nodes"]}
+            if statuses["pay"] != "pending" or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         assert statuses["pay"] == "waiting_approval" and statuses["look"] == "ok"
         client.post(f"/api/approvals/{request.id}/approve", headers=APPROVER)
         assert app.state.runner.wait("plan1", timeout=10) == "ok"
