@@ -8,6 +8,7 @@ machine's load, unlike wall-clock figures).
     python scripts/instructions.py dag-tasks        # the same DAG as bare asyncio tasks, per node
     python scripts/instructions.py batch-node       # one node of the 100 x sleep(10 ms) plan
     python scripts/instructions.py gather-node      # asyncio.gather of the same 100 sleeps, per call
+    python scripts/instructions.py durable-call     # rt.call of a write tool on a SQLite file
 
 Each path runs twice under callgrind, with a small and a large count; the difference divided by
 the extra calls cancels start-up and imports. Needs ``valgrind`` (Debian: ``apt-get install
@@ -24,12 +25,22 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-PATHS = ("acall-async", "acall-sync", "openai-async", "dag-node", "dag-tasks", "batch-node", "gather-node")
+PATHS = (
+    "acall-async",
+    "acall-sync",
+    "openai-async",
+    "dag-node",
+    "dag-tasks",
+    "batch-node",
+    "gather-node",
+    "durable-call",
+)
 COUNTS = {
     "dag-node": (1, 3),
     "dag-tasks": (1, 3),
     "batch-node": (5, 15),
     "gather-node": (5, 15),
+    "durable-call": (500, 1500),
     "default": (2000, 6000),
 }
 """(small, large) repetitions; a DAG repetition is a whole 1,000-node plan, a batch one 100 calls."""
@@ -97,8 +108,39 @@ def _gather() -> Callable[[int], Awaitable[Any]]:
     return batch
 
 
+def _durable() -> Callable[[int], Any]:
+    """The bench's durable row without its raw-insert twin: ``rt.call`` of a ``write`` tool on a
+    SQLite file (the intent fsync'd, the outcome and the deferred trace written). Counts what the
+    calling process executes in user space: the wait for the disk is not an instruction."""
+    import tempfile
+    from pathlib import Path
+
+    from actionspace import Runtime, ToolCall
+
+    home = Path(tempfile.mkdtemp(prefix="actionspace-instructions-"))
+    rt = Runtime(f"sqlite:///{home / 'actionspace.db'}", recover_on_start=False)
+
+    def put(key: str, value: int) -> int:
+        return 3
+
+    schema = {"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "integer"}}}
+    rt.add_tool(name="put", input_schema=schema, fn=put, effect="write", blocking=False)
+    run = rt.new_run()
+
+    def call(i: int) -> Any:
+        put_call = ToolCall(name="put", arguments={"key": f"k{i}", "value": i})
+        return rt.call(put_call, run_id=run, node_id=f"n{i}")
+
+    return call
+
+
 def _run(path: str, n: int) -> None:
     """The child: ``n`` calls of ``path``."""
+    if path == "durable-call":
+        call = _durable()
+        for i in range(n):
+            call(i)
+        return
     make = {
         "acall-async": lambda: _acall("add_async"),
         "acall-sync": lambda: _acall("add"),

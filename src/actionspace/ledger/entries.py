@@ -87,11 +87,20 @@ class LedgerEntry:
     """A person's reconciliation: ``{"by", "reason", "at", "outcome"}``."""
 
     def evolve(self, **changes: Any) -> LedgerEntry:
-        """A copy with ``changes`` applied and ``updated_at`` now (``replace``, unrolled)."""
-        values = {name: getattr(self, name) for name in _FIELDS}
-        values["updated_at"] = time.time()
-        values.update(changes)
-        return LedgerEntry(**values)
+        """A copy with ``changes`` applied and ``updated_at`` now (``replace``, unrolled).
+
+        Raises ``TypeError`` for a name that is not a field, as ``replace`` would.
+        """
+        new: LedgerEntry = _new_entry(LedgerEntry)
+        for name, put in _SLOTS:  # the frozen __init__'s fourteen object.__setattr__ calls, skipped
+            put(new, getattr(self, name))
+        _set_updated_at(new, time.time())
+        for name, value in changes.items():
+            put = _SETTERS.get(name)
+            if put is None:
+                raise TypeError(f"LedgerEntry has no field {name!r}")
+            put(new, value)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,6 +141,11 @@ class LedgerEntry:
 
 
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(LedgerEntry))
+_SETTERS: dict[str, Any] = {name: LedgerEntry.__dict__[name].__set__ for name in _FIELDS}
+"""Each field's slot setter (a frozen dataclass's own ``__setattr__`` refuses)."""
+_SLOTS: tuple[tuple[str, Any], ...] = tuple(_SETTERS.items())
+_set_updated_at = _SETTERS["updated_at"]
+_new_entry = object.__new__
 
 
 @dataclass(frozen=True, slots=True)

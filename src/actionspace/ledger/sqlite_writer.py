@@ -343,27 +343,29 @@ class GroupCommit:
 
     def _lead(self, flush: bool = False) -> None:
         with self._lock:
-            if flush:
-                group, self._queue = self._queue, []
+            queue = self._queue
+            if flush or (len(queue) == 1 and not queue[0].detached):  # everything, or a lone caller
+                group, self._queue = queue, []
             else:
-                group = [slot for slot in self._queue if not slot.detached]
-                self._queue = [slot for slot in self._queue if slot.detached]
+                group = [slot for slot in queue if not slot.detached]
+                self._queue = [slot for slot in queue if slot.detached]
         try:
             self._commit(group)
         except BaseException as exc:  # the commit failed: nothing of the group is written
             for slot in group:
                 slot.error = exc
         with self._lock:
-            heir = next((slot for slot in self._queue if slot.done is not None), None)
+            queue = self._queue
+            heir = next((slot for slot in queue if slot.done is not None), None) if queue else None
             if heir is not None:
                 heir.lead = True
                 _wake(heir)
             self._busy = heir is not None
             if self._detached:
-                self._detached -= sum(slot.detached for slot in group)
+                self._detached -= sum([slot.detached for slot in group])
             # Only deferred operations queued behind the group: the flusher commits them
             # unless another caller's write takes them first; the leader's caller goes on.
-            poke = heir is None and bool(self._queue) and not self._armed
+            poke = heir is None and bool(queue) and not self._armed
             if poke:
                 self._armed = True
                 if self._flusher is None:
@@ -379,7 +381,8 @@ class GroupCommit:
                 _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
     def _commit(self, group: list[_Slot]) -> None:
-        level = self._db.synchronous if any(slot.durable for slot in group) else "NORMAL"
+        durable = group[0].durable if len(group) == 1 else any([slot.durable for slot in group])
+        level = self._db.synchronous if durable else "NORMAL"
         conn = self._db.writer()  # only the leader of a group uses it
         if self._level != (conn, level):  # kept until it changes
             conn.execute(f"PRAGMA synchronous = {level}")

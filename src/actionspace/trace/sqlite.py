@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Final
 
@@ -102,8 +103,8 @@ _HEADS_MANY: Final = (
 _MAX_CHAR: Final = "\U0010ffff"
 
 
-def _seq(record: EventRecord) -> int:
-    return record[0]
+_seq = itemgetter(0)
+"""An event record's number (the sort key of a call's records)."""
 
 
 class SqliteTraceStore:
