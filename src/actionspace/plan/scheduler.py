@@ -41,8 +41,6 @@ from actionspace.types import Observation
 
 __all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit"]
 
-_OK = frozenset({"ok"})
-
 
 def _blocked(call_id: str, node: CheckedNode, blocked_by: str, reason: str) -> Observation:
     error = ActionError.of(
@@ -144,25 +142,22 @@ class Scheduler(Driver):
                 if k not in results:  # unreachable unless a bug left a node waiting: never hang, say so
                     root = self.blocked_by.get(k, (k, "internal"))[0]
                     results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
-        order = [*self.plan.order, *self.plan.units] or list(self.plan.nodes)
-        notes, failed = self._notes, self.failed
-        try:  # the usual end: every node settled through _settle, which noted each result
-            nodes = {k: results[k] for k in order}
-            shown = self._shown = [notes[k] for k in order]
-        except KeyError:  # a node without a result or without a note: read one by one
-            nodes, shown = {}, []
-            self._shown = shown
-            for k in order:
-                obs = results.get(k)
-                if obs is not None:
-                    nodes[k] = obs
-                    note = notes.get(k)
-                    shown.append(taken(obs) if note is None else note)
-        statuses = {note[4] for note in shown}
-        if statuses != _OK:
-            for k, note in zip(nodes, shown, strict=True):
-                if note[5] is not None:
-                    failed[k] = note[5].category
+        nodes: dict[str, Observation] = {}
+        statuses: set[str] = set()
+        notes, shown, failed = self._notes, self._shown, self.failed
+        for k in [*self.plan.order, *self.plan.units] or list(self.plan.nodes):
+            obs = results.get(k)
+            if obs is None:
+                continue
+            nodes[k] = obs
+            note = notes.get(k)  # written with every result _settle wrote
+            if note is None:
+                note = taken(obs)
+            statuses.add(note[4])
+            error = note[5]
+            if error is not None:
+                failed[k] = error.category
+            shown.append(note)
         self._result = PlanResult(
             run_id=self.run_state.run_id,
             status=_status_of(statuses),
