@@ -314,9 +314,15 @@ def sweep_command(
     points = point or list(_crash.POINTS)
     kinds = kind or list(KINDS)
     total = len(points) * len(kinds) * seeds
-    with Progress(transient=True, disable=json_out) as bar:
+    # Redrawn by the sweep's own thread after each case: a refreshing thread would be running
+    # while every case forks its workload, and a lock it held then stays held in the child.
+    with Progress(transient=True, disable=json_out, auto_refresh=False) as bar:
         task = bar.add_task("crash sweep", total=total)
-        results = sweep(seeds=seeds, points=points, kinds=kinds, progress=lambda _: bar.advance(task))
+
+        def advance(_: object) -> None:
+            bar.update(task, advance=1, refresh=True)
+
+        results = sweep(seeds=seeds, points=points, kinds=kinds, progress=advance)
     rows = table(results)
     if json_out:
         typer.echo(json.dumps(rows, indent=2))

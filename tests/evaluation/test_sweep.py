@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actionspace import _crash
-from actionspace.evaluation.sweep import KINDS, run_case
+from actionspace.evaluation import sweep as sweep_module
+from actionspace.evaluation.sweep import KINDS, CaseResult, run_case
 
 SEEDS = 20
 
@@ -31,3 +35,46 @@ def test_a_crash_at_any_ledger_boundary_never_duplicates_or_loses_an_effect(
         if kind != "none":
             assert result.unknown_commit == 0, result
     assert crashed > 0, f"{point} was never reached"
+
+
+def test_a_run_that_hangs_is_reported_as_a_problem_not_counted_as_the_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sweep_module._workload
+
+    def workload(folder: Path, kind: str) -> None:
+        if _crash._target is not None:  # the first run, armed to crash: it hangs before any call
+            time.sleep(60)
+        real(folder, kind)
+
+    monkeypatch.setattr(sweep_module, "_workload", workload)  # the forked children inherit it
+    monkeypatch.setattr(sweep_module, "CASE_TIMEOUT_S", 1.0, raising=False)  # (the code before: 120 s)
+    result = run_case("after_response", "none", 0, tmp_path)
+    assert not result.crashed
+    assert result.problems == ["the first run did not end within 1 s and was killed"]
+    assert not result.ok
+    # the restart ran the whole workload: every payment made once, every node committed
+    assert (result.duplicates, result.lost, result.incomplete, result.unknown_commit) == (0, 0, 0, 0)
+
+
+def test_the_sweep_command_forks_its_cases_with_no_other_thread_running(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from actionspace.cli import app
+
+    threads: list[list[str]] = []
+
+    def fake_sweep(**kwargs: Any) -> list[CaseResult]:
+        out = []
+        for seed in range(3):  # where each case would fork its workload
+            threads.append([t.name for t in threading.enumerate()])
+            out.append(CaseResult("after_response", "none", seed, crashed=True, unknown_commit=1))
+            kwargs["progress"](out[-1])
+        return out
+
+    monkeypatch.setattr(sweep_module, "sweep", fake_sweep)
+    result = CliRunner().invoke(app, ["sweep", "--seeds", "1", "--point", "after_response", "--kind", "none"])
+    assert result.exit_code == 0, result.output
+    assert threads == [[threading.main_thread().name]] * 3

@@ -28,6 +28,9 @@ __all__ = ["KINDS", "Bank", "CaseResult", "run_case", "sweep"]
 
 KINDS: tuple[str, ...] = ("native", "query", "none")
 CALLS = 6
+CASE_TIMEOUT_S = 120.0
+"""A run of the workload still alive after this long is killed and reported as a problem: it hung,
+which is not the crash the case is about (a kill then lands anywhere, or nowhere near the point)."""
 HITS = {"during_purge": 1, "during_approval_decision": 2, "during_observation_write": 2 * CALLS}
 """How often the workload reaches a point, when that differs from once per call."""
 RUN_ID = "sweep"
@@ -140,14 +143,21 @@ class CaseResult:
         return not (self.duplicates or self.lost or self.incomplete or self.problems)
 
 
-def _run(folder: Path, kind: str, point: str | None, hit: int) -> int | None:
+HUNG = "hung"
+"""What :func:`_run` returns for a run killed because it outlived :data:`CASE_TIMEOUT_S`."""
+
+
+def _run(folder: Path, kind: str, point: str | None, hit: int) -> int | str | None:
+    """The workload in a forked child: its exit code (``-SIGKILL`` for the armed crash), or
+    :data:`HUNG` when it had to be killed."""
     ctx = mp.get_context("fork")
     proc = ctx.Process(target=_child, args=(str(folder), kind, point, hit))
     proc.start()
-    proc.join(120)
+    proc.join(CASE_TIMEOUT_S)
     if proc.is_alive():
         proc.kill()
         proc.join()
+        return HUNG
     return proc.exitcode
 
 
@@ -156,9 +166,14 @@ def run_case(point: str, kind: str, seed: int, folder: Path) -> CaseResult:
     hit = random.Random(f"{point}/{kind}/{seed}").randint(1, HITS.get(point, CALLS))
     first = _run(folder, kind, point, hit)
     result = CaseResult(point, kind, seed, crashed=first == -signal.SIGKILL)
-    if first not in (0, -signal.SIGKILL):
+    if first == HUNG:
+        result.problems.append(f"the first run did not end within {CASE_TIMEOUT_S:g} s and was killed")
+    elif first not in (0, -signal.SIGKILL):
         result.problems.append(f"first run exited {first}")
     second = _run(folder, kind, None, 0)
+    if second == HUNG:
+        result.problems.append(f"the restart did not end within {CASE_TIMEOUT_S:g} s and was killed")
+        return result
     if second != 0:
         result.problems.append(f"restart exited {second}")
         return result
