@@ -52,8 +52,9 @@ LAYERS: Final[Mapping[str, int]] = {
     "plan": 8,
     # 9: the call engine
     "pipeline": 9,
-    # 10: the runtime and the agent session
+    # 10: the runtime, how it is put together, and the agent session
     "runtime": 10,
+    "_assembly": 10,
     "session": 10,
     # 11: edges, each through public interfaces
     "adapters": 11,

@@ -10,9 +10,18 @@ from typing import Any, Protocol, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ToolDefinitionError
+from actionspace.errors import ConfigurationError, ToolDefinitionError
 
-__all__ = ["RESERVED_PARAMETERS", "TOOL_ATTRIBUTE", "ToolSource", "Toolset", "spec_from_function", "tool"]
+__all__ = [
+    "RESERVED_PARAMETERS",
+    "TOOL_ATTRIBUTE",
+    "ToolSource",
+    "Toolset",
+    "as_spec",
+    "spec_from_function",
+    "spec_from_schema",
+    "tool",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -85,6 +94,33 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
     if "coerce" not in options and _needs_coercion(model):
         options["coerce"] = _coercer(model)
     return ToolSpec(name=name, fn=fn, **options)
+
+
+def spec_from_schema(
+    name: str, input_schema: Mapping[str, Any], fn: Callable[..., Any], **options: Any
+) -> ToolSpec:
+    """A ToolSpec for a tool known by its JSON Schema; ``options`` are ToolSpec fields.
+
+    Raises ConfigurationError when ``effect`` is not among them.
+    """
+    if "effect" not in options:
+        raise ConfigurationError(f"{name}: declare effect= ('none', 'read', 'write' or 'external')")
+    return ToolSpec(name=name, input_schema=dict(input_schema), fn=fn, **options)
+
+
+def as_spec(item: ToolSpec | Callable[..., Any]) -> ToolSpec:
+    """``item`` itself, or the ToolSpec of a function decorated with :func:`tool`.
+
+    Raises ConfigurationError for anything else, and for a ToolSpec with no implementation (``fn``).
+    """
+    if not isinstance(item, ToolSpec):
+        options = getattr(item, TOOL_ATTRIBUTE, None)
+        if options is None:
+            raise ConfigurationError(f"{item!r} is neither a ToolSpec nor decorated with @tool")
+        item = spec_from_function(item, **options)
+    if item.fn is None:
+        raise ConfigurationError(f"{item.key}: a tool needs an implementation (fn=)")
+    return item
 
 
 def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:

@@ -8,13 +8,21 @@ from typing import Any
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import request_of
-from actionspace.discovery.config import Discovery
-from actionspace.discovery.disclosure import DESCRIBE_TOOL, describe_tool, short_definition
+from actionspace.discovery.config import Discovery, errors_in_trace
+from actionspace.discovery.disclosure import (
+    DESCRIBE_TOOL,
+    describe_event,
+    describe_tool,
+    described_spec,
+    full_definition,
+    short_definition,
+)
 from actionspace.discovery.runs import RunState
 from actionspace.errors import DuplicateToolError
 from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceStore
 
-__all__ = ["describer", "offer"]
+__all__ = ["Offers", "describer", "offer"]
 
 Record = Callable[[str, str, Mapping[str, Any]], None]
 
@@ -83,3 +91,70 @@ def offer(
     if disclose:  # the describe tool itself comes whole: the model needs its schema to use it
         return [s.describe() if s is described else short_definition(s) for s in offered], event
     return [s.describe() for s in offered], event
+
+
+class Offers:
+    """A runtime's offers and descriptions of its tools to its runs, each recorded in the run's trace."""
+
+    __slots__ = ("catalog", "known_run", "open_run", "record", "trace")
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        trace: TraceStore,
+        *,
+        open_run: Callable[[str], RunState],
+        known_run: Callable[[str], RunState | None],
+        record: Record,
+    ) -> None:
+        self.catalog = catalog
+        self.trace = trace
+        self.open_run = open_run
+        self.known_run = known_run
+        self.record = record
+
+    def offer(
+        self,
+        discovery: Discovery,
+        run: RunState,
+        principal: Principal | None,
+        errors: Iterable[str],
+        *,
+        names: Iterable[str] | None,
+        query: str | None,
+        limit: int | None,
+        phase: str | None,
+        capabilities: Iterable[str] | None,
+        disclosure: bool | None,
+    ) -> list[dict[str, Any]]:
+        """:func:`offer` to ``run`` for ``principal`` (None: the run's), recorded as ``candidates_offered``.
+
+        Recovery tools are unlocked by the errors observed in the run's trace and those in ``errors``.
+        """
+        definitions, event = offer(
+            catalog=self.catalog,
+            discovery=discovery,
+            run=run,
+            principal=principal or run.principal,
+            seen_errors=errors_in_trace(self.trace.events(run.run_id)) | set(errors),
+            names=names,
+            query=query,
+            limit=limit,
+            phase=phase,
+            capabilities=capabilities,
+            disclosure=disclosure,
+            describe=lambda: describer(self.catalog, self.known_run, self.record),
+        )
+        self.record(run.run_id, "candidates_offered", event)
+        return definitions
+
+    def describe(self, name: str, run_id: str | None) -> dict[str, Any]:
+        """The current version's ``describe()``; with ``run_id`` the full definition offered there, recorded.
+
+        Raises UnknownToolError for a tool not registered (or, with ``run_id``, not offered to the run).
+        """
+        if run_id is None:
+            return self.catalog.get(name).describe()
+        spec = described_spec(self.catalog.find, self.open_run(run_id), name)
+        self.record(run_id, "described", describe_event(spec, via="host"))
+        return full_definition(spec)

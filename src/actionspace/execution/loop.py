@@ -28,9 +28,14 @@ import asyncio
 import math
 import select
 import selectors
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
-__all__ = ["LOOPS", "OnceRoundedPolicy", "epoll_seconds", "new_event_loop", "rounds_once"]
+from actionspace.errors import ConfigurationError
+
+__all__ = ["LOOPS", "OnceRoundedPolicy", "epoll_seconds", "new_event_loop", "rounds_once", "run_on_own_loop"]
+
+T = TypeVar("T")
 
 LOOPS = ("once", "stdlib")
 """The loops a caller may ask for by name: :func:`new_event_loop`'s, or asyncio's own."""
@@ -87,6 +92,20 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     if hasattr(select, "epoll"):
         return asyncio.SelectorEventLoop(OnceRoundedSelector())
     return asyncio.new_event_loop()
+
+
+def run_on_own_loop(start: Callable[[], Coroutine[Any, Any, T]], *, misuse: str) -> T:
+    """Run ``start()`` to its end on a loop of :func:`new_event_loop`: a sync form of an async method.
+
+    Raises ConfigurationError(``misuse``) when called inside a running event loop (``start`` is
+    then not called, so no coroutine is left unawaited).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:  # waits end on time
+            return runner.run(start())
+    raise ConfigurationError(misuse)
 
 
 class OnceRoundedPolicy(asyncio.DefaultEventLoopPolicy):

@@ -20,11 +20,23 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from actionspace._fast import fast_init
+from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError
+from actionspace.types import ToolCall
 from actionspace.validation.items import count_items
 
-__all__ = ["UNITS", "Budget", "Budgets", "Meter", "Reservation", "Usage", "estimate", "item_count"]
+__all__ = [
+    "UNITS",
+    "Budget",
+    "Budgets",
+    "Meter",
+    "Reservation",
+    "Usage",
+    "estimate",
+    "estimate_calls",
+    "item_count",
+]
 
 Unit = Literal["calls", "items", "bytes", "money"]
 UNITS: tuple[Unit, ...] = ("calls", "items", "bytes", "money")
@@ -60,6 +72,10 @@ class Usage:
 
     def to_dict(self) -> dict[str, float]:
         return {"calls": self.calls, "items": self.items, "bytes": self.bytes, "money": round(self.money, 9)}
+
+    def fits(self, remaining: Mapping[str, float]) -> bool:
+        """True when no unit exceeds what ``remaining`` allows of it (a unit not named there is unlimited)."""
+        return all(getattr(self, unit) <= left for unit, left in remaining.items())
 
 
 ZERO = Usage()
@@ -158,6 +174,19 @@ def estimate(spec: ToolSpec, arguments: Mapping[str, Any], *, items: int | None 
     """
     n = item_count(spec, arguments) if items is None else items
     return charge(spec, calls=1, items=n, nbytes=spec.max_observation_bytes * max(1, n))
+
+
+def estimate_calls(catalog: Catalog, calls: Iterable[ToolCall]) -> Usage:
+    """The most ``calls`` can use together: :func:`estimate` of each, summed.
+
+    A call's ``name@version`` resolves in ``catalog`` (a bare name to the current version); raises
+    ``UnknownToolError`` for a tool that is not registered.
+    """
+    total = Usage()
+    for call in calls:
+        name, _, version = call.name.partition("@")
+        total += estimate(catalog.get(name, version or None), call.arguments)
+    return total
 
 
 def charge(spec: ToolSpec, *, calls: int, items: int, nbytes: int) -> Usage:

@@ -1,0 +1,186 @@
+"""How a Runtime is put together: its stores, catalog, call engine, stages and planner, wired once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from actionspace.approval.gate import Approvals
+from actionspace.catalog.registry import Catalog
+from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.toolsets import Toolsets
+from actionspace.discovery.offer import Offers
+from actionspace.execution.cache import ReadCache, cacheable
+from actionspace.execution.errors import map_exception
+from actionspace.execution.executor import Executor
+from actionspace.execution.guarded import Guard
+from actionspace.ledger.admin import LedgerAdmin
+from actionspace.ledger.budget_store import open_meter
+from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.run_state import open_run_states
+from actionspace.observation import ArtifactStore, FolderArtifactStore, shape
+from actionspace.pipeline.engine import Engine
+from actionspace.pipeline.stages import Compiler, Stage, Stages
+from actionspace.pipeline.stores import open_ledger_stores, open_stores
+from actionspace.plan.groups import SpecsWithGroups
+from actionspace.plan.planner import Planner
+from actionspace.policy.budget import Budget, Budgets, Meter
+from actionspace.policy.flow import FlowPolicy
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import TraceStore
+from actionspace.trace.otel_live import live_sink
+from actionspace.trace.recorder import record_sink
+from actionspace.types import Clock
+from actionspace.validation.context import ResourceVersions
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
+
+__all__ = ["STARTUP_RECOVERY_AGE_S", "Parts", "assemble"]
+
+STARTUP_RECOVERY_AGE_S = 30.0
+"""Start-up recovery leaves entries younger than this to the live process that may hold them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """What a Runtime is made of: its public attributes and the parts its methods delegate to."""
+
+    trace: TraceStore
+    ledger: LedgerStore
+    artifacts: ArtifactStore
+    catalog: Catalog
+    meter: Meter | None
+    """None when no budgets are configured."""
+    approvals: Approvals
+    engine: Engine
+    planner: Planner
+    compiler: Compiler
+    versions: ResourceVersions
+    """The resource-version readers that validation contexts are built with."""
+    offers: Offers
+    toolsets: Toolsets
+    ledger_admin: LedgerAdmin
+
+    def close(self, *, wait: bool) -> None:
+        """Close the toolsets, the executor (``wait``: let timed-out tool calls finish), then the stores."""
+        self.toolsets.close()
+        self.engine.executor.close(wait=wait)
+        self.ledger.close()
+        self.approvals.store.close()
+        self.trace.close()
+
+
+def assemble(
+    owner: Runtime,
+    store: str,
+    *,
+    principal: Principal,
+    artifacts: ArtifactStore | str | Path | None,
+    max_threads: int,
+    recover_on_start: bool,
+    budgets: Budget | Budgets | Iterable[Budget] | None,
+    cache: ReadCache | None,
+    plan_backend: str,
+    durable: Any,
+    flow_policy: FlowPolicy | None,
+    stages: Iterable[Stage],
+    clock: Clock,
+) -> Parts:
+    """Open the stores ``store`` names and wire ``owner``'s parts (arguments as ``Runtime``'s).
+
+    The parts call back ``owner.record`` (approvals, recovery) and ``owner.recover`` (start-up
+    recovery on the first run, unless ``recover_on_start`` is False).
+    """
+    trace, default_artifacts = open_stores(store)
+    ledger, approval_store = open_ledger_stores(store)
+    if isinstance(artifacts, str | Path):
+        artifacts = FolderArtifactStore(Path(artifacts))
+    kept: ArtifactStore = artifacts if artifacts is not None else default_artifacts
+    catalog = Catalog()
+    versions = ResourceVersions(owner)
+    budget_set = Budgets.of(budgets)
+    # usage lives where the store is: every process sharing it shares the budgets
+    meter = open_meter(store, budget_set) if budget_set else None
+    compiler = Compiler()
+    approvals = Approvals(approval_store, lambda *a, **k: owner.record(*a, **k), clock=clock)
+    engine = Engine(
+        catalog=catalog,
+        ledger=ledger,
+        artifacts=kept,
+        executor=Executor(max_threads=max_threads, map_error=map_exception),
+        trace=trace,
+        sink=live_sink(record_sink(trace)),  # live OTel spans only when OTel is configured
+        stages=Stages(
+            catalog=catalog,
+            compiler=compiler,
+            ctx_factory=versions.context,
+            approvals=approvals,
+            flow_policy=flow_policy,
+            guard=None if meter is None else Guard(meter=meter, cache=cache),
+        ),
+        default_principal=principal,
+        run_states=open_run_states(store),
+        on_first_run=(lambda: owner.recover(min_age_s=STARTUP_RECOVERY_AGE_S)) if recover_on_start else None,
+    )
+    planner = Planner(engine, backend=plan_backend, config=durable, owner=owner)
+    for stage in stages:
+        engine.add_stage(stage)
+    catalog.on_change(compiler.forget)
+    catalog.on_change(_ReadCacheSwitch(engine, meter, cache).enable)
+    # a result settled by recovery is shaped like any other (trimmed, its artifact stored)
+    ledger_admin = LedgerAdmin(
+        ledger,
+        specs=_recovery_specs(catalog, planner),
+        record=owner.record,
+        shape=partial(shape, artifacts=kept),
+        clock=clock,
+    )
+    return Parts(
+        trace=trace,
+        ledger=ledger,
+        artifacts=kept,
+        catalog=catalog,
+        meter=meter,
+        approvals=approvals,
+        engine=engine,
+        planner=planner,
+        compiler=compiler,
+        versions=versions,
+        offers=Offers(catalog, trace, open_run=engine.run, known_run=engine.known_run, record=owner.record),
+        toolsets=Toolsets(owner),
+        ledger_admin=ledger_admin,
+    )
+
+
+def _recovery_specs(catalog: Catalog, planner: Planner) -> Callable[[], Catalog | SpecsWithGroups]:
+    """Where recovery finds an entry's tool: with its atomic group's environment once any is registered."""
+
+    def specs() -> Catalog | SpecsWithGroups:
+        envs = planner.environments
+        return SpecsWithGroups(catalog, envs) if envs else catalog
+
+    return specs
+
+
+class _ReadCacheSwitch:
+    """Gives the engine a read cache once a tool that may use it is registered (made then if none given)."""
+
+    __slots__ = ("cache", "engine", "meter")
+
+    def __init__(self, engine: Engine, meter: Meter | None, cache: ReadCache | None) -> None:
+        self.engine = engine
+        self.meter = meter
+        self.cache = cache
+
+    def enable(self, spec: ToolSpec) -> None:
+        """A catalog listener: switch the read cache on for ``spec`` if it is cacheable and it is off."""
+        guard = self.engine.stages.guard
+        if (guard is not None and guard.cache is not None) or not cacheable(spec):
+            return
+        if self.cache is None:
+            self.cache = ReadCache()
+        self.engine.set_guard(Guard(meter=self.meter, cache=self.cache))
