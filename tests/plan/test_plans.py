@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actionspace import Plan, PlanNode, Principal, Runtime, ToolError
+from actionspace import Plan, Principal, Runtime, ToolError
 from actionspace.execution.result import ToolResult
 from actionspace.validation.verdicts import Accepted, Rejected
 
@@ -353,25 +353,6 @@ def test_a_verifier_rejection_fails_the_node_and_blocks_its_successors(rt: Runti
     assert kinds.count("verified") == 2 and "plan_started" in kinds and "plan_finished" in kinds
 
 
-def test_tool_limits_bound_concurrency_per_tool() -> None:
-    rt = Runtime("memory://", recover_on_start=False)
-    running = {"now": 0, "peak": 0}
-
-    @rt.tool(effect="read", reads=["api:"])
-    async def search(q: str) -> str:
-        """Search."""
-        running["now"] += 1
-        running["peak"] = max(running["peak"], running["now"])
-        await asyncio.sleep(0.002)
-        running["now"] -= 1
-        return q
-
-    nodes = [PlanNode(id=f"q{i}", tool="search", arguments={"q": str(i)}) for i in range(12)]
-    result = rt.run_plan(Plan(nodes=nodes), tool_limits={"search": 3})
-    assert result.status == "ok"
-    assert running["peak"] == 3
-
-
 def test_run_plan_inside_an_event_loop_is_a_configuration_error(rt: Runtime) -> None:
     from actionspace.errors import ConfigurationError
 
@@ -380,28 +361,6 @@ def test_run_plan_inside_an_event_loop_is_a_configuration_error(rt: Runtime) -> 
             rt.run_plan({"nodes": [{"id": "a", "tool": "concat", "arguments": {"parts": []}}]})
 
     asyncio.run(inner())
-
-
-def test_a_per_second_limit_spaces_call_starts() -> None:
-    import time
-
-    from actionspace.plan import ToolLimit
-
-    rt = Runtime("memory://", recover_on_start=False)
-    starts: list[float] = []
-
-    @rt.tool(effect="read", reads=["api:"])
-    async def ping(i: int) -> int:
-        """Ping."""
-        starts.append(time.monotonic())
-        return i
-
-    nodes = [PlanNode(id=f"p{i}", tool="ping", arguments={"i": i}) for i in range(6)]
-    result = rt.run_plan(Plan(nodes=nodes), tool_limits={"ping": ToolLimit(per_second=4)})
-    assert result.status == "ok"
-    assert len(starts) == 6
-    assert starts[4] - starts[0] >= 0.95  # the fifth start waited for the window
-    assert starts[3] - starts[0] < 0.5
 
 
 def test_a_write_that_failed_transiently_is_sent_again_on_retry_and_only_once() -> None:
@@ -530,30 +489,3 @@ def test_references_are_type_checked_against_both_schemas_before_anything_runs()
         }
     )
     assert good.status == "ok" and good.nodes["l"].data == "b"
-
-
-def test_when_slots_are_short_the_head_of_the_longest_chain_starts_first() -> None:
-    rt = Runtime("memory://", recover_on_start=False)
-    started: list[str] = []
-
-    @rt.tool(effect="none")
-    async def step(name: str) -> str:
-        """One step."""
-        started.append(name)
-        await asyncio.sleep(0)
-        return name
-
-    plan = Plan.from_dict(
-        {
-            "nodes": [
-                {"id": "lone", "tool": "step", "arguments": {"name": "lone"}},
-                {"id": "head", "tool": "step", "arguments": {"name": "head"}},
-                {"id": "mid", "tool": "step", "arguments": {"name": "mid"}, "depends_on": ["head"]},
-                {"id": "tail", "tool": "step", "arguments": {"name": "tail"}, "depends_on": ["mid"]},
-            ]
-        }
-    )
-    result = rt.run_plan(plan, max_concurrency=1)
-    assert result.status == "ok"
-    assert started[0] == "head"
-    assert set(started) == {"lone", "head", "mid", "tail"}
