@@ -111,9 +111,11 @@ def test_showing_a_plans_observations_at_its_end_calls_nothing_per_node(monkeypa
 
 
 def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
-    """A node whose tool waits is begun in its wave, resumed in a task of its own and settled
-    there: a dozen Python calls in ``actionspace.plan`` per node (13 while every node's end also
-    asked the ready queue for a wave when nothing was queued)."""
+    """A node whose tool waits is begun in its wave, as a task of its own made for it first,
+    resumed and settled in that task: 13 Python calls in ``actionspace.plan`` per node (12 while
+    its call began in the driver's name, which left what its tool bound to its task on the
+    driver's; 13 while every node's end also asked the ready queue for a wave when nothing was
+    queued)."""
     rt = Runtime("memory://", recover_on_start=False)
 
     @rt.tool(effect="none")
@@ -131,4 +133,4 @@ def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
     assert ok_small.status == ok_large.status == "ok"
     assert [o.data for o in ok_large.nodes.values()] == list(range(220))
     per_node = (large - small) / 200
-    assert per_node <= 12, per_node
+    assert per_node <= 13, per_node

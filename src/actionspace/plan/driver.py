@@ -3,19 +3,20 @@
 A *wave* is every ready node the limits admit at one moment; its nodes count as running from
 then on (``max_parallel`` and the concurrency limits see them together), in the ready queue's
 order. A driver task steps the wave's nodes one after the other in itself. A plain node (one call
-on the precompiled path, no cancel scope) begins there: a call that ends without waiting (a memory
-store, a tool that answers at once) settles at once, with no task of its own; an async tool that
-waits was stepped up to its first wait (its timeout not armed yet) and continues in a task of its
-own (:meth:`Driver._rest`), which arms it, so every such node of a wave has begun before the loop
-turns. Any other node (a sync tool's call included) is stepped as a coroutine: the first that
-waits keeps the driver's task — whatever its call armed against the current task (a tool's
-timeout) belongs to that node alone — and the rest of the wave moves to a new driver task; once
-a node of a tool waited, the tool's next such nodes each get a task of their own at once, the
-wave's head (the longest chain ahead) stepped after the others got theirs. A task whose node
-ended takes the next wave; a wave that ran inline hands the next one over after one turn of the
-loop, so the loop runs other tasks in between.
+on the precompiled path, no cancel scope) that ends without waiting (a memory store, a tool that
+answers at once) settles there, with no task of its own. The first node that waits keeps the
+driver's task — whatever its tool bound to the current task (its own ``asyncio.timeout``, a
+``TaskGroup``) and the timeout we armed after its first step belong to that node alone — and the
+rest of the wave moves to a new driver task. Once a node of a tool waited (``RunState.waiting``,
+kept for the run and cleared by a node of the tool that answers at once), the tool's next nodes
+each get a task of their own, made before anything of the node runs, in which the node begins on
+the loop's next turn (:meth:`Driver._own` for a plain node, :meth:`Driver._solo` for any other),
+as under ``asyncio.gather``; the wave's head (the longest chain ahead) is stepped by the driver
+after the others got theirs. A task whose node ended takes the next wave; a wave that ran inline
+hands the next one over after one turn of the loop, so the loop runs other tasks in between.
 
-Nodes stepped inline share their driver's context variables.
+Nodes stepped inline by a driver share its context variables; a node in a task of its own has
+its own copy.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any, cast
+from typing import Any
 
 from actionspace.execution.executor import resumed
 from actionspace.plan.check import CheckedNode
@@ -64,10 +65,8 @@ class Driver(NodeRunner):
     _deferred: deque[str]
     _all_settled: asyncio.Future[None]
     _waits: set[str]
-    """Tools a node of which waited in this plan: their next nodes get a task at once."""
-    _begun: dict[str, Started]
-    """Plain nodes whose call began in a wave and whose task (:meth:`_rest`) has not started."""
-    _closed: bool
+    """Tools whose last node in this run waited (``RunState.waiting``): their next nodes get a
+    task at once."""
 
     # ------------------------------------------------------------------ the subclass's part
     def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
@@ -180,60 +179,67 @@ class Driver(NodeRunner):
         """Step ``wave`` inline; keep the first node that waits, hand the rest on; repeat."""
         task = asyncio.current_task()
         assert task is not None
-        running, nodes = self.running, self.plan.nodes
+        running, nodes, waits = self.running, self.plan.nodes, self._waits
+        obs: Observation
         while wave and not self._closed:
             waited = False
-            if len(wave) > 1 and nodes[wave[0]].specs[0].name in self._waits:
+            if len(wave) > 1 and nodes[wave[0]].specs[0].name in waits:
                 # the wave's first node (the longest chain ahead) will wait: the others get their
                 # tasks first and it starts here, now, instead of on the loop's next turn
                 wave = [*wave[1:], wave[0]]
-            # plain nodes whose calls began in this wave and wait: their tasks are made once every
-            # call of the wave began (a task costs microseconds no tool of the wave need wait for)
-            begun: list[str] = []
             for i, k in enumerate(wave):
                 if self._closed:
                     break
                 if k not in running:
                     continue  # settled while it waited for its turn
                 node = nodes[k]
-                spec = node.specs[0]
-                tool = spec.name
+                tool = node.specs[0].name
+                # nothing can ask to cancel it meanwhile: its call takes the precompiled path
+                fast = self.cancel_scope is None and not self.abort_requested and is_plain(node)
+                if tool in waits and i + 1 < len(wave):
+                    # it will wait as its tool did: a task of its own, in which it begins
+                    if fast:
+                        running[k] = self._loop.create_task(self._own(k))
+                    else:
+                        self._loop.create_task(self._solo(k))
+                    continue
                 coro: Coroutine[Any, Any, Observation] | None = None
-                if (
-                    self.cancel_scope is None
-                    and not self.abort_requested
-                    and (spec.is_async or tool not in self._waits)
-                    and is_plain(node)
-                ):
-                    # nothing can ask to cancel it meanwhile: its call begins here, at once
+                if fast:  # its call begins here, at once
                     running[k] = task
                     now = self._plain_now(k, node)
                     if isinstance(now, Observation):
                         self._finish(k, now)
                         continue
-                    if now is not None and spec.is_async:
-                        # stepped to its tool's first wait, nothing armed yet: the rest of the
-                        # call in a task of its own
-                        self._begun[k] = now
-                        begun.append(k)
-                        continue
-                    if now is not None:  # a sync tool's call, not begun: stepped here, below
+                    if now is not None and node.specs[0].is_async:
+                        # its tool waits (stepped to its first wait): as a node that waits below
+                        waited = True
+                        waits.add(tool)
+                        if i + 1 < len(wave):
+                            self._spawn(wave[i + 1 :])
+                        rec, pending = now
+                        try:
+                            obs = await pending
+                        except BaseException as exc:
+                            obs = self._failed(k, rec, exc)
+                        else:
+                            self._buffer(rec)
+                        if k in running:
+                            self._finish(k, obs)
+                        break
+                    if now is not None:  # a sync tool's call, not begun yet: stepped below
                         coro = self._started(k, now)
                 if coro is None:
-                    if tool in self._waits and i + 1 < len(wave):
-                        # it will wait as its tool did: a task of its own, started now
-                        self._loop.create_task(self._solo(k))
-                        continue
                     coro = self._body(k, node)
                 running[k] = task
                 try:
                     yielded = coro.send(None)
                 except StopIteration as stop:
-                    obs: Observation = stop.value
-                else:  # it waits: it keeps this task; the rest of the wave gets another
+                    obs = stop.value
+                else:
+                    # it waits: what its tool bound to the current task (its own timeout, a task
+                    # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
-                    self._waits.add(tool)
-                    self._give_tasks(begun)
+                    waits.add(tool)
                     if i + 1 < len(wave):
                         self._spawn(wave[i + 1 :])
                     obs = await resumed(coro, yielded)
@@ -242,7 +248,6 @@ class Driver(NodeRunner):
                     break
                 if k in running:
                     self._finish(k, obs)
-            self._give_tasks(begun)
             if task.cancelling():  # a cancel of an aborted read that landed on this task
                 self._pump()  # is not carried further: the next wave gets a new task
                 return
@@ -253,66 +258,59 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
-    def _give_tasks(self, begun: list[str]) -> None:
-        """A task of its own (:meth:`_rest`) for each plain node of ``begun`` (emptied)."""
-        running, create = self.running, self._loop.create_task
-        for k in begun:
-            if k in running:
-                running[k] = create(self._rest(k))
-        begun.clear()
+    async def _own(self, k: str) -> None:
+        """A plain node of a tool that waited before, in a task made for it before anything of
+        it ran: its call begins and ends here (what its tool binds to its task is bound to this
+        one). Then the task drives what is ready.
 
-    async def _rest(self, k: str) -> None:
-        """The rest of a plain node's call begun in a wave (:meth:`_plain_now`) whose tool waits,
-        in a task of its own: what the call arms against the current task (its tool's timeout) is
-        its own. Then the task drives what is ready.
-
-        :meth:`_started` and :meth:`_ended` written out in one frame (the task resumes it at
+        :meth:`_plain_now` and :meth:`_started` written out in one frame (the task resumes it at
         every wait of the tool)."""
-        started = self._begun.pop(k, None)
-        if started is None:  # the plan ended before this task began, and ended the call
+        if self._closed or k not in self.running:  # settled (cancelled) before its task began
             self._check_settled()
             return
-        rec, pending = started
-        cancelled = False
-        try:
-            obs = await pending
-        except asyncio.CancelledError:
-            rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
-            cancelled = True
-        except Exception as exc:
-            obs = self.engine.internal(exc, rec)
-        finally:
-            self._buffer(rec)
-        if cancelled:
-            obs = self._aborted_read(k, "abort requested; the read was cancelled")
+        node = self.plan.nodes[k]
+        now = self._plain_now(k, node)
+        if isinstance(now, Observation):  # it answered at once: its tool's next node is stepped inline
+            self._waits.discard(node.specs[0].name)
+            obs = now
+        elif now is None:  # not on the precompiled path
+            obs = await self._body(k, node)
+        else:
+            rec, pending = now
+            try:
+                obs = await pending
+            except BaseException as exc:
+                obs = self._failed(k, rec, exc)
+            else:
+                self._buffer(rec)
         wave = self._then(k, obs)
         if wave:
             await self._drive(wave)
 
     async def _started(self, k: str, started: Started) -> Observation:
-        """The observation of a plain node's call :meth:`_plain_now` began (a cancel of its task,
-        the plan's own, ends it as an aborted read)."""
+        """The observation of a plain node's call :meth:`_plain_now` began."""
+        rec, pending = started
         try:
-            return await self._ended(k, *started)
-        except asyncio.CancelledError:
-            return self._aborted_read(k, "abort requested; the read was cancelled")
+            obs = await pending
+        except BaseException as exc:
+            return self._failed(k, rec, exc)
+        self._buffer(rec)
+        return obs
 
-    def _end_begun(self) -> None:
-        """When the plan ends: the calls begun in a wave whose tasks never started (the plan was
-        cancelled first) are cancelled here, as a cancel of their tasks would have done, and
-        recorded so."""
-        begun, self._begun = self._begun, {}
-        for k, (rec, pending) in begun.items():
-            call = cast("Coroutine[Any, Any, Observation]", pending)
-            try:  # back to where its tool waits, then the cancel thrown in there
-                call.send(None)
-                call.throw(asyncio.CancelledError())
-            except (asyncio.CancelledError, Exception):  # the cancel, or what the tool made of it
-                pass
-            finally:
-                call.close()
+    def _failed(self, k: str, rec: Recorder, exc: BaseException) -> Observation:
+        """The observation of a plain node's begun call that raised ``exc``, its records
+        buffered: a cancel of its task ends it as an aborted read, a failure of ours is typed,
+        anything else is raised again."""
+        if isinstance(exc, asyncio.CancelledError):
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
             self._buffer(rec)
+            return self._aborted_read(k, "abort requested; the read was cancelled")
+        if isinstance(exc, Exception):
+            obs = self.engine.internal(exc, rec)
+            self._buffer(rec)
+            return obs
+        self._buffer(rec)
+        raise exc
 
     async def _solo(self, k: str) -> None:
         """A node of a tool that waited before (one :meth:`_drive` does not begin itself), in a

@@ -65,6 +65,8 @@ class NodeRunner:
     pending: list[EventRecord]
     pending_nodes: list[CompactNode]
     flushed_at: float
+    _closed: bool
+    """The plan ended: its scheduler flushed what it held and starts nothing more."""
 
     def _aborted_read(self, k: str, reason: str) -> Observation:
         """A read stopped by an abort (the scheduler's part)."""
@@ -271,7 +273,8 @@ class NodeRunner:
             rec.nodes = None
         now = time.monotonic()
         held = len(self.pending) + 5 * len(self.pending_nodes)
-        if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS:
+        # once the plan ended (its last flush done), a call ending late (cancelled) goes at once
+        if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS or self._closed:
             self._flush_pending(now)
 
     def _flush_pending(self, now: float) -> None:

@@ -32,7 +32,7 @@ from actionspace.plan.control import CancelScope, ToolLimit, named_blocker
 from actionspace.plan.driver import Driver, is_safe
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import PlanResult, PlanStatus
-from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started
+from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S
 from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
 from actionspace.policy.stamped import Taken, taken
@@ -108,8 +108,7 @@ class Scheduler(Driver):
         self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
         self._closed = False
-        self._waits: set[str] = set()
-        self._begun: dict[str, Started] = {}
+        self._waits = run.waiting
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> PlanResult:
@@ -134,7 +133,6 @@ class Scheduler(Driver):
                     task.cancel()
             if self._timer is not None:
                 self._timer.cancel()
-            self._end_begun()
             self._flush_pending(time.monotonic())
         results = self.results
         if self.plan.nodes.keys() - results.keys():
