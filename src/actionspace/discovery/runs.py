@@ -49,9 +49,6 @@ class RunState:
     """The :meth:`mark` of the last snapshot saved (None: never saved)."""
     saved_label: tuple[Any, ...] | None = None
     """The :meth:`label_mark` of the last snapshot saved and waited for (None: never)."""
-    waiting: set[str] = field(default_factory=set)
-    """Tools whose last plan node in this run waited at its first step: a plan begins their next
-    plain nodes in tasks of their own (a hint; not part of the snapshot)."""
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""

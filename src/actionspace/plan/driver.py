@@ -6,14 +6,15 @@ order. A driver task steps the wave's nodes one after the other in itself. A pla
 on the precompiled path, no cancel scope) that ends without waiting (a memory store, a tool that
 answers at once) settles there, with no task of its own. The first node that waits keeps the
 driver's task — whatever its tool bound to the current task (its own ``asyncio.timeout``, a
-``TaskGroup``) and the timeout we armed after its first step belong to that node alone — and the
-rest of the wave moves to a new driver task. Once a node of a tool waited (``RunState.waiting``,
-kept for the run and cleared by a node of the tool that answers at once), the tool's next nodes
-each get a task of their own, made before anything of the node runs, in which the node begins on
-the loop's next turn (:meth:`Driver._own` for a plain node, :meth:`Driver._solo` for any other),
-as under ``asyncio.gather``; the wave's head (the longest chain ahead) is stepped by the driver
-after the others got theirs. A task whose node ended takes the next wave; a wave that ran inline
-hands the next one over after one turn of the loop, so the loop runs other tasks in between.
+``TaskGroup``) and the timeout we armed after its first step belong to that node alone. Once a
+node of a tool waited in the plan, the tool's next nodes each get a task of their own, made
+before anything of the node runs, in which the node begins on the loop's next turn
+(:meth:`Driver._own` for a plain node, :meth:`Driver._solo` for any other), as under
+``asyncio.gather``: the rest of the wave of a node that waits gets those tasks at once, and a new
+driver task takes its other nodes (:meth:`Driver._hand_on`); in a later wave, the wave's head
+(the longest chain ahead) is stepped by the driver after the others got theirs. A task whose node
+ended takes the next wave; a wave that ran inline hands the next one over after one turn of the
+loop, so the loop runs other tasks in between.
 
 Nodes stepped inline by a driver share its context variables; a node in a task of its own has
 its own copy.
@@ -65,8 +66,7 @@ class Driver(NodeRunner):
     _deferred: deque[str]
     _all_settled: asyncio.Future[None]
     _waits: set[str]
-    """Tools whose last node in this run waited (``RunState.waiting``): their next nodes get a
-    task at once."""
+    """Tools a node of which waited in this plan: their next nodes get a task at once."""
 
     # ------------------------------------------------------------------ the subclass's part
     def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
@@ -197,11 +197,7 @@ class Driver(NodeRunner):
                 # nothing can ask to cancel it meanwhile: its call takes the precompiled path
                 fast = self.cancel_scope is None and not self.abort_requested and is_plain(node)
                 if tool in waits and i + 1 < len(wave):
-                    # it will wait as its tool did: a task of its own, in which it begins
-                    if fast:
-                        running[k] = self._loop.create_task(self._own(k))
-                    else:
-                        self._loop.create_task(self._solo(k))
+                    self._task_for(k, node)  # it will wait as its tool did
                     continue
                 coro: Coroutine[Any, Any, Observation] | None = None
                 if fast:  # its call begins here, at once
@@ -214,8 +210,7 @@ class Driver(NodeRunner):
                         # its tool waits (stepped to its first wait): as a node that waits below
                         waited = True
                         waits.add(tool)
-                        if i + 1 < len(wave):
-                            self._spawn(wave[i + 1 :])
+                        self._hand_on(wave[i + 1 :])
                         rec, pending = now
                         try:
                             obs = await pending
@@ -240,8 +235,7 @@ class Driver(NodeRunner):
                     # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
                     waits.add(tool)
-                    if i + 1 < len(wave):
-                        self._spawn(wave[i + 1 :])
+                    self._hand_on(wave[i + 1 :])
                     obs = await resumed(coro, yielded)
                     if k in running:
                         self._finish(k, obs)
@@ -258,6 +252,28 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
+    def _task_for(self, k: str, node: CheckedNode) -> None:
+        """A task of its own for node ``k`` of a wave, in which it begins on the loop's next turn."""
+        if self.cancel_scope is None and not self.abort_requested and is_plain(node):
+            self.running[k] = self._loop.create_task(self._own(k))
+        else:
+            self._loop.create_task(self._solo(k))
+
+    def _hand_on(self, rest: list[str]) -> None:
+        """The rest of a wave whose node keeps this driver's task: a task of its own for each node
+        of a tool that waited in this plan, and a new driver for the others."""
+        waits, nodes, others = self._waits, self.plan.nodes, []
+        for k in rest:
+            if k not in self.running:
+                continue  # settled while it waited for its turn
+            node = nodes[k]
+            if node.specs[0].name in waits:
+                self._task_for(k, node)
+            else:
+                others.append(k)
+        if others:
+            self._spawn(others)
+
     async def _own(self, k: str) -> None:
         """A plain node of a tool that waited before, in a task made for it before anything of
         it ran: its call begins and ends here (what its tool binds to its task is bound to this
@@ -270,8 +286,7 @@ class Driver(NodeRunner):
             return
         node = self.plan.nodes[k]
         now = self._plain_now(k, node)
-        if isinstance(now, Observation):  # it answered at once: its tool's next node is stepped inline
-            self._waits.discard(node.specs[0].name)
+        if isinstance(now, Observation):  # it answered at once
             obs = now
         elif now is None:  # not on the precompiled path
             obs = await self._body(k, node)

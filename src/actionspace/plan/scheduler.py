@@ -108,7 +108,7 @@ class Scheduler(Driver):
         self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
         self._closed = False
-        self._waits = run.waiting
+        self._waits: set[str] = set()
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> PlanResult:
