@@ -450,7 +450,10 @@ def _driven(
     deadline: _Deadline | None,
 ) -> Generator[Any, Any, Any]:
     """:func:`resumed`; with a ``deadline`` armed for ``task``, a cancel its watchdog fired (and
-    nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end."""
+    nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end.
+    A cancel the watchdog fired is always taken back (``task.uncancel()``), also when the tool
+    swallowed it and answered or raised something else, as ``asyncio.timeout`` does: the task
+    is left with no cancel of ours pending."""
     try:
         while True:
             try:
@@ -469,12 +472,16 @@ def _driven(
                 except StopIteration as stop:
                     return stop.value
     except asyncio.CancelledError:
-        if deadline is not None and deadline.fired and task is not None and task.uncancel() == 0:
-            raise TimeoutError from None
+        if deadline is not None and deadline.fired and task is not None:
+            deadline.fired = False  # taken back here
+            if task.uncancel() == 0:
+                raise TimeoutError from None
         raise
     finally:
         if deadline is not None:
             deadline.done = True
+            if deadline.fired and task is not None:  # the tool swallowed the cancel
+                task.uncancel()
 
 
 def _exhausted(error: ActionError, attempts: int) -> ActionError:
