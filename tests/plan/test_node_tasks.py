@@ -6,6 +6,7 @@ to another node."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from typing import Any
 
@@ -114,3 +115,28 @@ def test_a_failing_task_group_in_one_node_cancels_no_other_node() -> None:
         steady_obs = result.nodes["s"]
         assert steady_obs.status == "ok" and steady_obs.data == 7, steady_obs.error
         assert [c.get("message") for c in reported] == []
+
+
+def test_what_a_node_sets_in_its_context_no_other_node_sees() -> None:
+    """A tool that makes something current for the length of its call (as a tracing span does:
+    a context variable set in its first step and reset at its end): every node finds the value
+    the plan's caller had as its parent, never another node's, as under ``asyncio.gather``."""
+    rt = _runtime()
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="caller")
+    parents: dict[int, str] = {}
+
+    @rt.tool(effect="none")
+    async def spanned(x: int) -> int:
+        parents[x] = current.get()
+        token = current.set(f"span of node {x}")
+        try:
+            await asyncio.sleep(0.001)
+        finally:
+            current.reset(token)
+        return x
+
+    for _ in range(2):
+        parents.clear()
+        result = asyncio.run(_within(rt, _plan("spanned", 6), max_concurrency=6))
+        assert result.status == "ok"
+        assert parents == dict.fromkeys(range(6), "caller")

@@ -16,13 +16,15 @@ driver task takes its other nodes (:meth:`Driver._hand_on`); in a later wave, th
 ended takes the next wave; a wave that ran inline hands the next one over after one turn of the
 loop, so the loop runs other tasks in between.
 
-Nodes stepped inline by a driver share its context variables; a node in a task of its own has
-its own copy.
+Nodes stepped inline by a driver share its context variables; a node in a task of its own, and a
+new driver, get a copy of what was current when their wave began (what the driver's first node
+made current does not reach them), as ``asyncio.gather`` copies its caller's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import time
 from collections import deque
@@ -87,9 +89,9 @@ class Driver(NodeRunner):
                 self._spawn(wave)
         self._check_settled()
 
-    def _spawn(self, wave: list[str]) -> None:
+    def _spawn(self, wave: list[str], context: contextvars.Context | None = None) -> None:
         # not kept: once the plan ended (``_closed``) a driver that had not begun steps nothing
-        self._loop.create_task(self._drive(wave))
+        self._loop.create_task(self._drive(wave), context=context)
 
     def _check_settled(self) -> None:
         done = self.settled == len(self.plan.nodes) or not (
@@ -183,6 +185,9 @@ class Driver(NodeRunner):
         obs: Observation
         while wave and not self._closed:
             waited = False
+            # what the wave's nodes find current: no node's first step (stepped here) changes it
+            # for the tasks the others get
+            base = contextvars.copy_context()
             if len(wave) > 1 and nodes[wave[0]].specs[0].name in waits:
                 # the wave's first node (the longest chain ahead) will wait: the others get their
                 # tasks first and it starts here, now, instead of on the loop's next turn
@@ -194,13 +199,12 @@ class Driver(NodeRunner):
                     continue  # settled while it waited for its turn
                 node = nodes[k]
                 tool = node.specs[0].name
-                # nothing can ask to cancel it meanwhile: its call takes the precompiled path
-                fast = self.cancel_scope is None and not self.abort_requested and is_plain(node)
                 if tool in waits and i + 1 < len(wave):
-                    self._task_for(k, node)  # it will wait as its tool did
+                    self._task_for(k, node, base)  # it will wait as its tool did
                     continue
                 coro: Coroutine[Any, Any, Observation] | None = None
-                if fast:  # its call begins here, at once
+                if self.cancel_scope is None and not self.abort_requested and is_plain(node):
+                    # nothing can ask to cancel it meanwhile: its call begins here, at once
                     running[k] = task
                     now = self._plain_now(k, node)
                     if isinstance(now, Observation):
@@ -210,7 +214,7 @@ class Driver(NodeRunner):
                         # its tool waits (stepped to its first wait): as a node that waits below
                         waited = True
                         waits.add(tool)
-                        self._hand_on(wave[i + 1 :])
+                        self._hand_on(wave[i + 1 :], base)
                         rec, pending = now
                         try:
                             obs = await pending
@@ -235,7 +239,7 @@ class Driver(NodeRunner):
                     # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
                     waits.add(tool)
-                    self._hand_on(wave[i + 1 :])
+                    self._hand_on(wave[i + 1 :], base)
                     obs = await resumed(coro, yielded)
                     if k in running:
                         self._finish(k, obs)
@@ -252,27 +256,29 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
-    def _task_for(self, k: str, node: CheckedNode) -> None:
-        """A task of its own for node ``k`` of a wave, in which it begins on the loop's next turn."""
+    def _task_for(self, k: str, node: CheckedNode, base: contextvars.Context) -> None:
+        """A task of its own for node ``k`` of a wave, in which it begins on the loop's next turn,
+        in a copy of ``base`` (what was current when the wave began)."""
         if self.cancel_scope is None and not self.abort_requested and is_plain(node):
-            self.running[k] = self._loop.create_task(self._own(k))
+            self.running[k] = self._loop.create_task(self._own(k), context=base.copy())
         else:
-            self._loop.create_task(self._solo(k))
+            self._loop.create_task(self._solo(k), context=base.copy())
 
-    def _hand_on(self, rest: list[str]) -> None:
+    def _hand_on(self, rest: list[str], base: contextvars.Context) -> None:
         """The rest of a wave whose node keeps this driver's task: a task of its own for each node
-        of a tool that waited in this plan, and a new driver for the others."""
+        of a tool that waited in this plan, and a new driver for the others, each in a copy of
+        ``base``."""
         waits, nodes, others = self._waits, self.plan.nodes, []
         for k in rest:
             if k not in self.running:
                 continue  # settled while it waited for its turn
             node = nodes[k]
             if node.specs[0].name in waits:
-                self._task_for(k, node)
+                self._task_for(k, node, base)
             else:
                 others.append(k)
         if others:
-            self._spawn(others)
+            self._spawn(others, base.copy())
 
     async def _own(self, k: str) -> None:
         """A plain node of a tool that waited before, in a task made for it before anything of
