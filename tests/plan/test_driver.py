@@ -410,7 +410,8 @@ def test_a_waiting_plain_node_resumes_its_tool_through_three_frames_of_ours() ->
         return x
 
     async def scenario() -> PlanResult:
-        plan = Plan.from_dict({"nodes": [{"id": "a", "tool": "wait_for_it", "arguments": {"x": 1}}]})
+        nodes = [{"id": k, "tool": "wait_for_it", "arguments": {"x": 1}} for k in ("a", "b")]
+        plan = Plan.from_dict({"nodes": nodes})
         running = asyncio.ensure_future(rt.arun_plan(plan, run_id=rt.new_run()))
         for _ in range(5):
             await asyncio.sleep(0)
@@ -420,7 +421,9 @@ def test_a_waiting_plain_node_resumes_its_tool_through_three_frames_of_ours() ->
         return await asyncio.wait_for(running, 5)
 
     result = asyncio.run(scenario())
-    assert result.status == "ok" and result.nodes["a"].data == 1
-    # the node's task: the driver's frame, the call's and the one stepping the tool under its
-    # timeout (before: seven, the driver's three, the call's, the executor's three)
-    assert len(chains) == 1 and len(chains[0]) == 3, chains
+    assert result.status == "ok" and result.nodes["a"].data == result.nodes["b"].data == 1
+    # each node's task: the driver's frame (the first node, which kept the driver) or the node
+    # task's own (the second), the call's and the one stepping the tool under its timeout
+    # (before: seven, the driver's three, the call's, the executor's three)
+    assert sorted(chain[0] for chain in chains) == ["_drive", "_own"], chains
+    assert [len(chain) for chain in chains] == [3, 3], chains
