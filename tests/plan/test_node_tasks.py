@@ -140,3 +140,27 @@ def test_what_a_node_sets_in_its_context_no_other_node_sees() -> None:
         result = asyncio.run(_within(rt, _plan("spanned", 6), max_concurrency=6))
         assert result.status == "ok"
         assert parents == dict.fromkeys(range(6), "caller")
+
+
+def test_a_tool_that_cancels_its_own_task_in_its_first_step_sees_the_cancel_at_its_wait() -> None:
+    """As under ``asyncio.gather``: the cancel reaches the tool where it waits next, the tool
+    may catch it and answer, and the plan goes on (whether the node was begun by the driver or
+    in a task of its own)."""
+    rt = _runtime()
+
+    @rt.tool(effect="none")
+    async def restless(x: int) -> str:
+        if x % 2 == 0:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            return "cancel caught"
+        return "slept"
+
+    for _ in range(2):
+        result = asyncio.run(_within(rt, _plan("restless", 6), seconds=5, max_concurrency=6))
+        assert result.status == "ok"
+        assert [o.data for o in result.nodes.values()] == ["cancel caught", "slept"] * 3

@@ -8,13 +8,16 @@ answers at once) settles there, with no task of its own. The first node that wai
 driver's task — whatever its tool bound to the current task (its own ``asyncio.timeout``, a
 ``TaskGroup``) and the timeout we armed after its first step belong to that node alone. Once a
 node of a tool waited in the plan, the tool's next nodes each get a task of their own, made
-before anything of the node runs, in which the node begins on the loop's next turn
-(:meth:`Driver._own` for a plain node, :meth:`Driver._solo` for any other), as under
-``asyncio.gather``: the rest of the wave of a node that waits gets those tasks at once, and a new
-driver task takes its other nodes (:meth:`Driver._hand_on`); in a later wave, the wave's head
-(the longest chain ahead) is stepped by the driver after the others got theirs. A task whose node
-ended takes the next wave; a wave that ran inline hands the next one over after one turn of the
-loop, so the loop runs other tasks in between.
+before anything of the node runs, as under ``asyncio.gather``: the rest of the wave of a node
+that waits gets those tasks at once, and a new driver task takes its other nodes
+(:meth:`Driver._hand_on`). A plain node's call begins at once, its first step taken by the driver
+with the node's task current and in the task's context, as Python 3.12's eager tasks begin
+(:meth:`Driver._task_for`, :meth:`Driver._own`): every call of a wave has begun, and armed its
+tool's own timers, before the loop turns, and the task continues it from its first run. Any
+other node begins when its task first runs (:meth:`Driver._solo`), the wave's head (the longest
+chain ahead) then stepped by the driver after the others got theirs. A task whose node ended
+takes the next wave; a wave that ran inline hands the next one over after one turn of the loop,
+so the loop runs other tasks in between.
 
 Nodes stepped inline by a driver share its context variables; a node in a task of its own, and a
 new driver, get a copy of what was current when their wave began (what the driver's first node
@@ -28,8 +31,8 @@ import contextvars
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, cast
 
 from actionspace.execution.executor import resumed
 from actionspace.plan.check import CheckedNode
@@ -43,6 +46,27 @@ from actionspace.types import Observation
 __all__ = ["Driver", "is_safe"]
 
 _SAFE_TO_ABORT = frozenset({"none", "read"})
+
+_Swap = Callable[[asyncio.AbstractEventLoop, "asyncio.Task[Any]"], None]
+_swap: tuple[_Swap, _Swap] | None
+try:  # what makes a task current while a step of it runs (Python 3.12's eager tasks use them too)
+    from asyncio.tasks import _enter_task, _leave_task
+
+    _swap = (_enter_task, _leave_task)
+except ImportError:  # pragma: no cover - every CPython from 3.7 has them
+    _swap = None
+
+
+class _Hop(tuple[None]):
+    """Awaited, one bare yield with no frame of its own (its ``__await__`` is ``tuple.__iter__``):
+    a node's first step, taken by the driver, ends there, and its task's own first step resumes
+    after it."""
+
+    __slots__ = ()
+    __await__ = tuple.__iter__
+
+
+_HOP = cast("Awaitable[None]", _Hop((None,)))  # an iterator's one step is what ``await`` takes
 
 
 class Driver(NodeRunner):
@@ -188,9 +212,10 @@ class Driver(NodeRunner):
             # what the wave's nodes find current: no node's first step (stepped here) changes it
             # for the tasks the others get
             base = contextvars.copy_context()
-            if len(wave) > 1 and nodes[wave[0]].specs[0].name in waits:
-                # the wave's first node (the longest chain ahead) will wait: the others get their
-                # tasks first and it starts here, now, instead of on the loop's next turn
+            head = nodes[wave[0]]
+            if len(wave) > 1 and head.specs[0].name in waits and not self._begins_at_once(head):
+                # the wave's first node (the longest chain ahead) will wait in a task that begins
+                # it on the loop's next turn: the others get theirs first and it starts here, now
                 wave = [*wave[1:], wave[0]]
             for i, k in enumerate(wave):
                 if self._closed:
@@ -200,7 +225,7 @@ class Driver(NodeRunner):
                 node = nodes[k]
                 tool = node.specs[0].name
                 if tool in waits and i + 1 < len(wave):
-                    self._task_for(k, node, base)  # it will wait as its tool did
+                    self._task_for(k, node, base)  # its tool waited: a task of its own
                     continue
                 coro: Coroutine[Any, Any, Observation] | None = None
                 if self.cancel_scope is None and not self.abort_requested and is_plain(node):
@@ -256,13 +281,34 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
+    def _begins_at_once(self, node: CheckedNode) -> bool:
+        """A task made for ``node`` (:meth:`_task_for`) begins its call at once."""
+        return _swap is not None and self.cancel_scope is None and not self.abort_requested and is_plain(node)
+
     def _task_for(self, k: str, node: CheckedNode, base: contextvars.Context) -> None:
-        """A task of its own for node ``k`` of a wave, in which it begins on the loop's next turn,
-        in a copy of ``base`` (what was current when the wave began)."""
-        if self.cancel_scope is None and not self.abort_requested and is_plain(node):
-            self.running[k] = self._loop.create_task(self._own(k), context=base.copy())
-        else:
-            self._loop.create_task(self._solo(k), context=base.copy())
+        """A task of its own for node ``k`` of a wave, in a copy of ``base`` (what was current when
+        the wave began). A plain node's call begins at once, as that task (:meth:`_own`); any
+        other node begins when its task first runs (:meth:`_solo`)."""
+        context = base.copy()
+        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):
+            self._loop.create_task(self._solo(k), context=context)
+            return
+        loop = self._loop
+        own = self._own(k, node)
+        task = self.running[k] = loop.create_task(own, context=context)
+        if _swap is None:  # no way to make it current here: it begins when its task first runs
+            return
+        # its first step, up to _HOP, taken now with its task current, as an eager task's is
+        enter, leave = _swap
+        driver = asyncio.current_task()
+        assert driver is not None
+        leave(loop, driver)
+        enter(loop, task)
+        try:
+            context.run(own.send, None)
+        finally:
+            leave(loop, task)
+            enter(loop, driver)
 
     def _hand_on(self, rest: list[str], base: contextvars.Context) -> None:
         """The rest of a wave whose node keeps this driver's task: a task of its own for each node
@@ -280,18 +326,27 @@ class Driver(NodeRunner):
         if others:
             self._spawn(others, base.copy())
 
-    async def _own(self, k: str) -> None:
-        """A plain node of a tool that waited before, in a task made for it before anything of
-        it ran: its call begins and ends here (what its tool binds to its task is bound to this
-        one). Then the task drives what is ready.
+    async def _own(self, k: str, node: CheckedNode) -> None:
+        """A plain node of a tool that waited in the plan, as a task of its own: the call begins
+        (the tool's first step, its task current), the rest waits for the task's own first step
+        (``_HOP``), then the call ends here and the task drives what is ready.
 
         :meth:`_plain_now` and :meth:`_started` written out in one frame (the task resumes it at
         every wait of the tool)."""
-        if self._closed or k not in self.running:  # settled (cancelled) before its task began
+        begun = not self._closed and k in self.running  # (settled, cancelled, before it began)
+        now = self._plain_now(k, node) if begun else None
+        cancelled = False
+        try:
+            await _HOP
+        except asyncio.CancelledError:  # before its task ran: the plan ended, or the tool asked
+            cancelled = True
+        if not begun:
             self._check_settled()
             return
-        node = self.plan.nodes[k]
-        now = self._plain_now(k, node)
+        task = asyncio.current_task()
+        assert task is not None
+        if cancelled and not isinstance(now, Observation):
+            task.cancel()  # asked again, so the call sees it where its tool waits next
         if isinstance(now, Observation):  # it answered at once
             obs = now
         elif now is None:  # not on the precompiled path
@@ -304,6 +359,8 @@ class Driver(NodeRunner):
                 obs = self._failed(k, rec, exc)
             else:
                 self._buffer(rec)
+        if cancelled and not isinstance(now, Observation):
+            task.uncancel()  # the cancel asked again above, delivered
         wave = self._then(k, obs)
         if wave:
             await self._drive(wave)
