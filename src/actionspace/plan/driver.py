@@ -281,16 +281,20 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
+    def _fast(self, node: CheckedNode) -> bool:
+        """``node`` is plain and nothing can ask to cancel it: its call takes the precompiled path."""
+        return self.cancel_scope is None and not self.abort_requested and is_plain(node)
+
     def _begins_at_once(self, node: CheckedNode) -> bool:
         """A task made for ``node`` (:meth:`_task_for`) begins its call at once."""
-        return _swap is not None and self.cancel_scope is None and not self.abort_requested and is_plain(node)
+        return _swap is not None and self._fast(node)
 
     def _task_for(self, k: str, node: CheckedNode, base: contextvars.Context) -> None:
         """A task of its own for node ``k`` of a wave, in a copy of ``base`` (what was current when
         the wave began). A plain node's call begins at once, as that task (:meth:`_own`); any
         other node begins when its task first runs (:meth:`_solo`)."""
         context = base.copy()
-        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):
+        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):  # _fast
             self._loop.create_task(self._solo(k), context=context)
             return
         loop = self._loop
