@@ -1,17 +1,32 @@
 """A node's tool runs in one task of its own, from its first step to its end, as under
 ``asyncio.gather``: what the tool binds to the current task in its first step (its own
 ``asyncio.timeout``, a ``TaskGroup``) belongs to that node, never to the driver that began it or
-to another node."""
+to another node.
+
+Every test runs twice: with a node's call begun at once as its task (the driver makes the task
+current for the call's first step), and as where asyncio offers no way to do that (the call
+begins when its task first runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from actionspace import Plan, Runtime
+from actionspace.plan import driver
 from actionspace.plan.model import PlanResult
+
+
+@pytest.fixture(autouse=True, params=["begun at once", "begun on the task's first run"])
+def _begin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if request.param != "begun at once":
+        monkeypatch.setattr(driver, "_swap", None)
+    yield
 
 
 def _runtime() -> Runtime:
