@@ -40,7 +40,11 @@ def test_a_smoke_run_measures_the_floors_and_every_path_of_ours(smoke: dict[str,
     names = set(smoke["percall"])
     assert {"direct.sync_tool", "direct.async_tool", *OURS} <= names
     assert all(n.startswith(("direct.", "actionspace.")) for n in names)
-    assert set(smoke["batch"]) == {"batch.direct.asyncio_gather", "batch.actionspace.acall.gather"}
+    assert set(smoke["batch"]) == {
+        "batch.direct.asyncio_gather",
+        "batch.actionspace.acall.gather",
+        "batch.actionspace.acall_all.message",  # the same calls as one model message
+    }
     for name, row in smoke["percall"].items():
         rounds = name == GROUP_ROW  # one sample per round of CALLERS concurrent calls
         assert row["n_per_pass"] >= (200 // CALLERS if rounds else 200) and row["passes"] == 1

@@ -7,6 +7,7 @@ so every call goes parse → resolve → validate → authorize → execute → 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,30 @@ async def _batch_row(p: Pass) -> None:
         await p.abatch(name, batch)
 
 
+async def _message_row(p: Pass) -> None:
+    """The same 100 calls as one model message (an assistant message with 100 ``tool_calls``),
+    handed whole to ``rt.acall_all``: what an agent loop does with a model's parallel calls, and
+    what LangGraph's ToolNode row does with its 100 tool calls."""
+    name = "batch.actionspace.acall_all.message"
+    if not p.want(name):
+        return
+    entries = [json.loads(openai_call("slow", {"x": i}, f"call_{i}")) for i in range(BATCH)]
+    message = json.dumps({"role": "assistant", "content": None, "tool_calls": entries})
+    with _runtime() as rt:
+        run = rt.new_run()
+
+        async def batch() -> list[Any]:
+            return await rt.acall_all(message, run_id=run)
+
+        first = await batch()
+        wrong = [i for i, o in enumerate(first) if observed(o) != {"status": "ok", "data": i}]
+        if wrong or len(first) != BATCH:
+            why = f"{len(first)} observations; calls {wrong[:5]} did not return their x"
+            p.fail(name, AssertionError(why))
+            return
+        await p.abatch(name, batch)
+
+
 def _acaller(rt: Runtime, inputs: list[Any]) -> Callable[[int], Awaitable[Observation]]:
     return lambda i: rt.acall(inputs[i % VARIANTS])
 
@@ -104,6 +129,7 @@ async def _async_rows(p: Pass) -> None:
         with _runtime() as rt:
             await p.aio(name, _acaller(rt, inputs), 20000, extract=observed, expect=OK)
     await _batch_row(p)
+    await _message_row(p)
 
 
 def run_ours(p: Pass) -> None:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pydantic_core import from_json
 
@@ -54,8 +54,8 @@ from actionspace.observation import ArtifactStore
 from actionspace.pipeline.fast_effects import Verdict, always_allows, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
-from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
-from actionspace.policy.flow_policies import FlowPolicy
+from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, evaluate, spec_label
+from actionspace.policy.flow_policies import Allow, FlowPolicy
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
@@ -92,6 +92,11 @@ def _effects(spec: ToolSpec) -> bool:
 
 Output = tuple[Label, "Label | None"]
 """An output label, and the run label it adds nothing to (None: not known to add nothing)."""
+
+
+def _adds_nothing(label: Label, other: Label) -> bool:
+    """Joining ``other`` into ``label`` leaves it as it is."""
+    return other == PUBLIC_TRUSTED or label.join(other) == label
 
 
 def _output(label: Label, context: Label | None = None) -> Output:
@@ -254,6 +259,59 @@ class FastPath:
         rec.add("authorized", entry.shape.authorized)
         rec.add("validated", entry.shape.validated)
         return Ready(entry.compiled, call_id, node, args, args, None, None, label)
+
+    def prepares_alike(self, inp: CallInput, ordered: Sequence[Stage], shown: Sequence[Label | None]) -> bool:
+        """Whether the stages prepare ``inp`` now as they would once calls with output labels
+        ``shown`` (None: not known) were shown to the flow state: nothing is recorded or changed.
+
+        The stages must decide from the call alone: no budget, read cache or user stage, no
+        provenance, sources or bindings, a name this run resolved already under the current
+        catalog, no approval. The flow decision must read no label that those calls change:
+        either their labels add nothing to the run label and the policy answers from labels
+        alone (:func:`labels_decide`), or the tool has no side effects, the policy never refuses
+        it (:func:`always_allows`) and its own output label already holds theirs.
+        """
+        call = inp.call
+        args = call.arguments
+        if (
+            inp.fresh
+            or inp.sources
+            or inp.bound
+            or inp.provenance
+            or call.provenance
+            or type(args) is not dict
+            or not call.name
+            or any(label is None for label in shown)
+        ):
+            return False
+        stages = self.stages
+        if stages.guard is not None or len(ordered) != stages.checks + 2:
+            return False  # budgets, the read cache or a user stage apply
+        run = inp.run
+        hit = run.resolved.get(call.name)
+        if run.disclosure or hit is None or hit[0] != stages.catalog.generation:
+            return False
+        spec = hit[1]
+        if spec.requires_approval:
+            return False
+        context = run.flow.context
+        labels = cast("list[Label]", list(shown))
+        policy = stages.flow_policy
+        if all(_adds_nothing(context, label) for label in labels):
+            if always_allows(policy, spec, inp.principal):
+                return True
+            if not labels_decide(policy):
+                return False
+            # A refusal names every call shown so far as an origin: one that would be refused
+            # waits for the calls before it, and is refused naming them, as one after the other.
+            check = evaluate(policy, run.flow, spec, args, principal=inp.principal, run_id=run.run_id)
+            return isinstance(check.decision, Allow)
+        if _effects(spec) or not always_allows(policy, spec, inp.principal):
+            return False
+        own = spec_label(spec)
+        if args:  # each argument is labelled with the run label
+            own = own.join(context)
+        return all(_adds_nothing(own, label) for label in labels)
 
     async def execute(
         self, ready: Ready, rec: Recorder, *, executor: Executor, artifacts: ArtifactStore | None

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actionspace.discovery.runs import RunState
@@ -22,9 +23,12 @@ from actionspace.execution.ready import Ready
 from actionspace.pipeline.calls import parse_raw
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
+from actionspace.plan.conflicts import call_sets, conflicting
+from actionspace.policy.flow import FlowState
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation
+from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
     from actionspace.pipeline.engine import Engine
@@ -40,6 +44,9 @@ class Messages:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.together = True
+        """False: the calls of a message of several run one after the other, each begun once the
+        one before it was shown (for comparisons and the equivalence test)."""
 
     def calls(
         self,
@@ -201,6 +208,9 @@ class Messages:
                 calls = []
             node = node_id if len(calls) == 1 else None
             message: dict[str, int] = {}
+            if len(calls) > 1 and self.together and not (blocking or dry_run):
+                out.extend(await self._together(calls, run, who, rec, provenance, sources, fresh))
+                calls = []
             for call in calls:
                 inp = CallInput(
                     run=run,
@@ -235,3 +245,137 @@ class Messages:
             raise
         # store I/O in this thread, or on a worker thread
         return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))
+
+    async def _together(
+        self,
+        calls: Sequence[ToolCall],
+        run: RunState,
+        who: Principal,
+        rec: Recorder,
+        provenance: Mapping[str, str] | None,
+        sources: Mapping[str, Sequence[str]] | None,
+        fresh: bool,
+    ) -> list[Observation]:
+        """The observations of a message's several calls, in order, each call's tool begun
+        without waiting for the calls before it to end where that changes no decision.
+
+        The calls are prepared one after the other, in the message's order. A call is prepared
+        while calls before it still run only when the stages decide it as they would once those
+        calls were shown (``FastPath.prepares_alike``: no budget, read cache, user stage,
+        provenance or approval applies, and no label those calls add changes its flow decision
+        or its output label). Any other call
+        first waits for every call before it to end and be shown, as a message's calls did one
+        at a time. A call prepared runs in a task of its own once every call before it whose
+        read/write sets it does not commute with has ended (DESIGN §7). The observations are
+        shown to the run's flow state in the message's order, and each call's events, recorded
+        apart, join the message's in event order.
+        """
+        engine = self.engine
+        flow = run.flow
+        message: dict[str, int] = {}
+        loop = asyncio.get_running_loop()
+        begun: list[_Begun] = []
+        """Calls prepared and not shown yet, in the message's order."""
+        out: list[Observation] = []
+        try:
+            for call in calls:
+                own = Recorder(run, None)
+                inp = CallInput(
+                    run=run,
+                    call=call,
+                    principal=who,
+                    rec=own,
+                    node_id=None,
+                    provenance=provenance,
+                    sources=sources,
+                    message=message,
+                    fresh=fresh,
+                )
+                ready: Ready | Observation
+                try:
+                    if not (
+                        begun and engine.fast.prepares_alike(inp, engine.ordered, [b.label for b in begun])
+                    ):
+                        await _show(begun, out, rec, flow)  # as one call after the other
+                    ready = await engine.aprepare_input(inp)
+                except Exception as exc:  # a bug of ours or of a validator: typed, never raised
+                    ready = engine.internal(exc, own, call)
+                if isinstance(ready, Observation):  # refused before running: shown in its turn
+                    label = None if ready.items or ready.artifact_ref else flow.label_for(ready)
+                    begun.append(_Begun(None, own, label, (), (), ready))
+                    continue
+                reads, writes = call_sets(ready.compiled.spec, ready.arguments)
+                after = (
+                    [
+                        b.task
+                        for b in begun
+                        if b.task is not None and conflicting(b.reads, b.writes, reads, writes) is not None
+                    ]
+                    if writes or any(b.writes for b in begun)
+                    else []
+                )
+                task = loop.create_task(self._one(ready, own, call, after))
+                begun.append(_Begun(task, own, ready.label, reads, writes, None))
+            await _show(begun, out, rec, flow)
+        except BaseException:  # cancelled: the calls begun stop too, and what they recorded is kept
+            tasks = [b.task for b in begun if b.task is not None]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for b in begun:
+                _merge(rec, b.rec)
+            rec.records.sort(key=_seq)
+            raise
+        rec.records.sort(key=_seq)
+        return out
+
+    async def _one(
+        self, ready: Ready, rec: Recorder, call: ToolCall, after: list[asyncio.Task[Observation]]
+    ) -> Observation:
+        """A prepared call of a message, once the calls it must follow have ended."""
+        if after:
+            await asyncio.wait(after)
+        try:
+            return await self.engine.run_ready(ready, rec, False)
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            return self.engine.internal(exc, rec, call)
+
+
+@dataclass(slots=True)
+class _Begun:
+    """One call of a message of several, prepared and not shown to the flow state yet."""
+
+    task: asyncio.Task[Observation] | None
+    rec: Recorder
+    label: Label | None
+    """Its output label (None: unknown, so it may add to the run label)."""
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    done: Observation | None
+    """Its observation when it ended before running (refused by a stage, or a bug of ours)."""
+
+
+async def _show(begun: list[_Begun], out: list[Observation], rec: Recorder, flow: FlowState) -> None:
+    """Wait for every call of ``begun``, in order; show each observation to the flow state, put
+    it in ``out`` and its events with the message's."""
+    while begun:
+        b = begun[0]
+        obs = await b.task if b.task is not None else b.done
+        assert obs is not None  # a call not begun ended before running
+        del begun[0]
+        flow.observed(obs)
+        out.append(obs)
+        _merge(rec, b.rec)
+
+
+def _merge(rec: Recorder, own: Recorder) -> None:
+    """``own``'s events after ``rec``'s (the caller puts them in event order once, at the end)."""
+    own.expand()
+    if own.records:
+        rec.records.extend(own.records)
+        own.records = []
+
+
+def _seq(record: Any) -> int:
+    return int(record[0])

@@ -15,7 +15,7 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
-from actionspace.plan.conflicts import ANY, expand, overlaps
+from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.order import conflict_edges, declared_edges, topological
 from actionspace.plan.refs import Ref, RefError, find_refs, parse_ref
@@ -360,12 +360,7 @@ def _sets(
     for spec, given in zip(specs, argument_sets, strict=True):
         args = _canonical(spec, given)
         unknown = [k for k, v in args.items() if any(True for _ in find_refs(v))]
-        r = expand(spec.reads, args, unknown)
-        w = expand(spec.writes, args, unknown)
-        if spec.effect == "read" and not r:
-            r = (ANY,)
-        if spec.effect in ("write", "external") and not w:
-            w = (ANY,)
+        r, w = call_sets(spec, args, unknown)
         reads.extend(r)
         writes.extend(w)
     if node.reads is not None:

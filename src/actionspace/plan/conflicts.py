@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ANY", "commute", "conflicting", "expand", "overlaps"]
+if TYPE_CHECKING:
+    from actionspace.catalog.spec import ToolSpec
+
+__all__ = ["ANY", "call_sets", "commute", "conflicting", "expand", "overlaps"]
 
 ANY = "*"
 """The pattern of an undeclared set: overlaps every resource (the safe assumption)."""
@@ -88,3 +91,18 @@ def expand(
         text = "".join(pieces)
         out.append((text + "*") if widened else text)
     return tuple(dict.fromkeys(out))
+
+
+def call_sets(
+    spec: ToolSpec, arguments: Mapping[str, Any], unknown: Iterable[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """One call's read and write sets: ``spec``'s templates expanded with ``arguments``
+    (:func:`expand`). An undeclared read set of a ``read`` tool, or write set of a ``write`` or
+    ``external`` tool, is everything (:data:`ANY`): the safe assumption."""
+    reads = expand(spec.reads, arguments, unknown)
+    writes = expand(spec.writes, arguments, unknown)
+    if spec.effect == "read" and not reads:
+        reads = (ANY,)
+    if spec.effect in ("write", "external") and not writes:
+        writes = (ANY,)
+    return reads, writes

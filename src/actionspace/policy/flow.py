@@ -287,6 +287,13 @@ class FlowState:
             self._add(obs.call_id, label)
         return label
 
+    def label_for(self, obs: Observation) -> Label:
+        """The label :meth:`observed` joins in for ``obs`` itself (its items aside); nothing changes."""
+        if obs.provenance.labels:
+            return label_of(obs)
+        pending = self.pending.get(obs.call_id)
+        return pending if pending is not None else PUBLIC_TRUSTED
+
     def _label(self, obs: Observation) -> Label:
         pending = self.pending.pop(obs.call_id, None)
         if obs.provenance.labels:
