@@ -39,7 +39,7 @@ from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, pre
 from actionspace.pipeline.fast import FastPath
 from actionspace.pipeline.fast_nodes import plain_node
 from actionspace.pipeline.messages import Messages
-from actionspace.pipeline.observe import fail, observe
+from actionspace.pipeline.observe import fail, observe, observe_ready
 from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
 from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, proposed, ready_of, record_proposed
 from actionspace.pipeline.streaming import final_of, stream_ready
@@ -412,7 +412,7 @@ class Engine:
                 outcome = self.executor.run(spec, ready.kwargs, rec.retry)
             else:
                 outcome = await self.executor.arun(spec, ready.kwargs, rec.retry)
-            return observe(ready, outcome, artifacts=self.artifacts, rec=rec)
+            return observe_ready(ready, outcome, rec, self.artifacts)  # a plain result put in directly
 
         async def dispatch() -> AsyncIterator[Observation | Outcome]:
             rec.add("dispatched", dispatched_event(ready, spec))

@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from pydantic_core import from_json
 
@@ -260,28 +260,29 @@ class FastPath:
         rec.add("validated", entry.shape.validated)
         return Ready(entry.compiled, call_id, node, args, args, None, None, label)
 
-    def prepares_alike(self, inp: CallInput, ordered: Sequence[Stage], shown: Sequence[Label | None]) -> bool:
-        """Whether the stages prepare ``inp`` now as they would once calls with output labels
-        ``shown`` (None: not known) were shown to the flow state: nothing is recorded or changed.
+    def prepares_alike(self, inp: CallInput, ordered: Sequence[Stage], unshown: Label | None) -> bool:
+        """Whether the stages prepare ``inp`` now as they would once calls not shown to the flow
+        state yet were shown; ``unshown`` is the join of their output labels (None: not known).
+        Nothing is recorded or changed.
 
         The stages must decide from the call alone: no budget, read cache or user stage, no
         provenance, sources or bindings, a name this run resolved already under the current
-        catalog, no approval. The flow decision must read no label that those calls change:
-        either their labels add nothing to the run label and the policy answers from labels
-        alone (:func:`labels_decide`), or the tool has no side effects, the policy never refuses
-        it (:func:`always_allows`) and its own output label already holds theirs.
+        catalog, no approval. The flow decision must read no label those calls change: either
+        their labels add nothing to the run label and the policy answers from labels alone
+        (:func:`labels_decide`) and allows the call, or the tool has no side effects, the policy
+        never refuses it (:func:`always_allows`) and its own output label already holds theirs.
         """
         call = inp.call
         args = call.arguments
         if (
-            inp.fresh
+            unshown is None
+            or inp.fresh
             or inp.sources
             or inp.bound
             or inp.provenance
             or call.provenance
             or type(args) is not dict
             or not call.name
-            or any(label is None for label in shown)
         ):
             return False
         stages = self.stages
@@ -295,9 +296,8 @@ class FastPath:
         if spec.requires_approval:
             return False
         context = run.flow.context
-        labels = cast("list[Label]", list(shown))
         policy = stages.flow_policy
-        if all(_adds_nothing(context, label) for label in labels):
+        if _adds_nothing(context, unshown):
             if always_allows(policy, spec, inp.principal):
                 return True
             if not labels_decide(policy):
@@ -311,7 +311,7 @@ class FastPath:
         own = spec_label(spec)
         if args:  # each argument is labelled with the run label
             own = own.join(context)
-        return all(_adds_nothing(own, label) for label in labels)
+        return _adds_nothing(own, unshown)
 
     async def execute(
         self, ready: Ready, rec: Recorder, *, executor: Executor, artifacts: ArtifactStore | None

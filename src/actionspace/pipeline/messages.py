@@ -25,7 +25,7 @@ from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
 from actionspace.plan.conflicts import call_sets, conflicting
 from actionspace.policy.flow import FlowState
-from actionspace.policy.labels import Label
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
@@ -277,6 +277,10 @@ class Messages:
         begun: list[_Begun] = []
         """Calls prepared and not shown yet, in the message's order."""
         out: list[Observation] = []
+        unshown: Label | None = PUBLIC_TRUSTED
+        """The join of the output labels of the calls of ``begun`` (None: one is not known)."""
+        writing = False
+        """A call of ``begun`` writes."""
         try:
             for call in calls:
                 own = Recorder(run, None)
@@ -293,29 +297,32 @@ class Messages:
                 )
                 ready: Ready | Observation
                 try:
-                    if not (
-                        begun and engine.fast.prepares_alike(inp, engine.ordered, [b.label for b in begun])
-                    ):
+                    if begun and not engine.fast.prepares_alike(inp, engine.ordered, unshown):
                         await _show(begun, out, rec, flow)  # as one call after the other
+                        unshown, writing = PUBLIC_TRUSTED, False
                     ready = await engine.aprepare_input(inp)
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised
                     ready = engine.internal(exc, own, call)
                 if isinstance(ready, Observation):  # refused before running: shown in its turn
                     label = None if ready.items or ready.artifact_ref else flow.label_for(ready)
-                    begun.append(_Begun(None, own, label, (), (), ready))
-                    continue
-                reads, writes = call_sets(ready.compiled.spec, ready.arguments)
-                after = (
-                    [
-                        b.task
-                        for b in begun
-                        if b.task is not None and conflicting(b.reads, b.writes, reads, writes) is not None
-                    ]
-                    if writes or any(b.writes for b in begun)
-                    else []
-                )
-                task = loop.create_task(self._one(ready, own, call, after))
-                begun.append(_Begun(task, own, ready.label, reads, writes, None))
+                    begun.append(_Begun(None, own, (), (), ready))
+                else:
+                    label = ready.label
+                    reads, writes = call_sets(ready.compiled.spec, ready.arguments)
+                    after = (
+                        [
+                            b.task
+                            for b in begun
+                            if b.task is not None
+                            and conflicting(b.reads, b.writes, reads, writes) is not None
+                        ]
+                        if writes or writing
+                        else []
+                    )
+                    writing = writing or bool(writes)
+                    task = loop.create_task(self._one(ready, own, call, after))
+                    begun.append(_Begun(task, own, reads, writes, None))
+                unshown = None if label is None or unshown is None else unshown.join(label)
             await _show(begun, out, rec, flow)
         except BaseException:  # cancelled: the calls begun stop too, and what they recorded is kept
             tasks = [b.task for b in begun if b.task is not None]
@@ -348,8 +355,6 @@ class _Begun:
 
     task: asyncio.Task[Observation] | None
     rec: Recorder
-    label: Label | None
-    """Its output label (None: unknown, so it may add to the run label)."""
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     done: Observation | None
