@@ -380,3 +380,78 @@ def _commute(ta: Shape, a: str, tb: Shape, b: str) -> bool:
         return bool(x & y) or ("*" in x and bool(y)) or ("*" in y and bool(x))
 
     return not (meet(wa, rb | wb) or meet(wb, ra))
+
+
+def test_writes_of_one_message_on_sqlite_commit_once_and_a_reproposal_replays_them(tmp_path: Any) -> None:
+    """Three writes run together on the SQLite store (their intents share commits); the model
+    proposing the same message again in the same turn (it timed out waiting) gets each answer
+    back from the ledger, and no tool runs twice."""
+    sent: list[str] = []
+    rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}")
+
+    @rt.tool(effect="write", writes=["mail:{to}"], idempotency="none")
+    async def send_mail(to: str, body: str) -> str:
+        """Send an e-mail.
+
+        Args:
+            to: the recipient.
+            body: the text.
+        """
+        await asyncio.sleep(0.02)
+        sent.append(to)
+        return f"sent to {to}"
+
+    run = rt.new_run()
+    calls = message(*(("send_mail", {"to": to, "body": "hi"}) for to in ("ann", "bob", "cy")))
+    first = asyncio.run(rt.acall_all(calls, run_id=run))
+    again = asyncio.run(rt.acall_all(calls, run_id=run))
+    assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
+    assert [o.data for o in again] == [o.data for o in first]
+    assert sorted(sent) == ["ann", "bob", "cy"]
+    entries = [e for e in rt.ledger.list(limit=10) if e.run_id == run]
+    assert sorted(e.state for e in entries) == ["committed"] * 3
+    rt.close()
+
+
+def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice() -> None:
+    """The agent loop timed out and the model proposed the same message again while the first
+    one's writes were still running: each call of the second waits for its identical action in
+    flight and answers what it answered; each write reaches the world once."""
+    sent: list[str] = []
+    rt = Runtime("memory://")
+    release = asyncio.Event()
+
+    @rt.tool(effect="write", writes=["mail:{to}"], idempotency="none")
+    async def send_mail(to: str) -> str:
+        """Send an e-mail.
+
+        Args:
+            to: the recipient.
+        """
+        sent.append(to)
+        if to != "zed":
+            await release.wait()
+        return f"sent to {to}"
+
+    run = rt.new_run()
+    # the run sent mail before: its label holds the tool's, so the three writes below run together
+    asyncio.run(rt.acall_all(message(("send_mail", {"to": "zed"})), run_id=run))
+    calls = message(*(("send_mail", {"to": to}) for to in ("ann", "bob", "cy")))
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        first = asyncio.create_task(rt.acall_all(calls, run_id=run))
+        for _ in range(400):
+            if len(sent) == 4:
+                break
+            await asyncio.sleep(0.005)
+        assert sorted(sent) == ["ann", "bob", "cy", "zed"]  # the three writes began together
+        second = asyncio.create_task(rt.acall_all(calls, run_id=run))
+        await asyncio.sleep(0.05)
+        assert not second.done()  # waiting for the writes in flight, not sending them again
+        release.set()
+        return await first, await second
+
+    first, second = asyncio.run(main())
+    assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
+    assert [o.data for o in second] == [o.data for o in first]
+    assert sorted(sent) == ["ann", "bob", "cy", "zed"]
