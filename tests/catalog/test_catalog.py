@@ -77,6 +77,8 @@ def test_defaults_follow_the_declared_effect() -> None:
         ({"input_schema": {"type": "array"}}, "must describe an object"),
         ({"name": "a@b"}, "contain no '@'"),
         ({"timeout_s": 0}, "timeout_s"),
+        ({"effect": "write", "writes": ["doc:{name"]}, "resource template 'doc:{name'"),
+        ({"effect": "read", "reads": ["doc:{name}}"]}, "resource template"),
     ],
 )
 def test_invalid_definitions_are_rejected_at_definition_time(kw: dict[str, Any], message: str) -> None:

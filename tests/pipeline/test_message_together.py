@@ -455,26 +455,3 @@ def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice(
     assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
     assert [o.data for o in second] == [o.data for o in first]
     assert sorted(sent) == ["ann", "bob", "cy", "zed"]
-
-
-def test_a_tool_whose_write_template_cannot_be_formatted_is_taken_to_write_everything() -> None:
-    seen = Timeline()
-    rt = Runtime("memory://")
-
-    @rt.tool(effect="write", writes=["doc:{name"], idempotency="none")  # an unclosed placeholder
-    async def note(name: str) -> str:
-        """Write a note.
-
-        Args:
-            name: the note.
-        """
-        seen.begin(name)
-        await asyncio.sleep(0.01)
-        seen.end(name)
-        return name
-
-    run = rt.new_run()
-    asyncio.run(rt.acall_all(message(("note", {"name": "w"})), run_id=run))
-    out = asyncio.run(rt.acall_all(message(("note", {"name": "a"}), ("note", {"name": "b"})), run_id=run))
-    assert [o.data for o in out] == ["a", "b"]
-    assert not seen.overlap("a", "b")

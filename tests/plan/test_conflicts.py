@@ -58,3 +58,8 @@ def test_templates_expand_from_arguments_and_widen_when_unknown() -> None:
     assert expand(["file:{path}"], {"path": "a"}, unknown=["path"]) == ("file:*",)
     widened = expand(["cal:{a}-{b}"], {"a": "x"})
     assert widened == ("cal:x-*",) and overlaps(widened[0], "cal:x-y")
+
+
+def test_a_template_that_does_not_parse_widens_to_everything_after_its_first_brace() -> None:
+    """A ToolSpec refuses such a template; a set built otherwise still never hides a resource."""
+    assert expand(["doc:{name", "a:{x}"], {"name": "n", "x": 1}) == ("doc:*", "a:1")

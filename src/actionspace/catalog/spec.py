@@ -6,6 +6,7 @@ import functools
 import hashlib
 import inspect
 import json
+import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -289,6 +290,11 @@ class ToolSpec:
         self._check_contract()
         object.__setattr__(self, "reads", tuple(self.reads))
         object.__setattr__(self, "writes", tuple(self.writes))
+        for template in (*self.reads, *self.writes):
+            try:
+                list(string.Formatter().parse(template))
+            except ValueError as exc:  # formatted with each call's arguments: it must parse
+                raise ToolDefinitionError(f"{self.name}: resource template {template!r}: {exc}") from exc
         object.__setattr__(self, "high_risk_args", tuple(self.high_risk_args))
         labels = self.labels
         if isinstance(labels, Mapping):

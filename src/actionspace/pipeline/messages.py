@@ -23,7 +23,7 @@ from actionspace.execution.ready import Ready
 from actionspace.pipeline.calls import parse_raw
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
-from actionspace.plan.conflicts import ANY, call_sets, conflicting
+from actionspace.plan.conflicts import call_sets, conflicting
 from actionspace.policy.flow import FlowState
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal
@@ -308,7 +308,7 @@ class Messages:
                     begun.append(_Begun(None, own, (), (), ready))
                 else:
                     label = ready.label
-                    reads, writes = _sets(ready)
+                    reads, writes = call_sets(ready.compiled.spec, ready.arguments)
                     after = (
                         [
                             b.task
@@ -372,14 +372,6 @@ async def _show(begun: list[_Begun], out: list[Observation], rec: Recorder, flow
         flow.observed(obs)
         out.append(obs)
         _merge(rec, b.rec)
-
-
-def _sets(ready: Ready) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The call's read and write sets; everything when its tool's templates cannot be expanded."""
-    try:
-        return call_sets(ready.compiled.spec, ready.arguments)
-    except Exception:  # a template the tool declared that formatting rejects: the safe assumption
-        return (ANY,), (ANY,)
 
 
 def _merge(rec: Recorder, own: Recorder) -> None:

@@ -78,7 +78,12 @@ def expand(
             continue
         pieces: list[str] = []
         widened = False
-        for literal, field, _spec, _conv in _FORMATTER.parse(template):
+        try:
+            parsed = list(_FORMATTER.parse(template))
+        except ValueError:  # not a template (a ToolSpec refuses one): everything after its first brace
+            out.append(template[: template.index("{")] + "*")
+            continue
+        for literal, field, _spec, _conv in parsed:
             pieces.append(literal)
             if field is None:
                 continue
