@@ -455,3 +455,20 @@ def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice(
     assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
     assert [o.data for o in second] == [o.data for o in first]
     assert sorted(sent) == ["ann", "bob", "cy", "zed"]
+
+
+def test_when_deciding_whether_a_call_may_begin_fails_the_call_waits_and_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actionspace.pipeline.fast import FastPath
+
+    def broken(*_: Any) -> bool:
+        raise RuntimeError("a bug in the decision")
+
+    monkeypatch.setattr(FastPath, "prepares_alike", broken)
+    seen = Timeline()
+    rt = _docs_runtime(seen, {})
+    calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}))
+    out = asyncio.run(rt.acall_all(calls, run_id=rt.new_run()))
+    assert [(o.status, o.data) for o in out] == [("ok", "A"), ("ok", "B")]
+    assert seen.most == 1  # one after the other

@@ -263,12 +263,11 @@ class Messages:
         while calls before it still run only when the stages decide it as they would once those
         calls were shown (``FastPath.prepares_alike``: no budget, read cache, user stage,
         provenance or approval applies, and no label those calls add changes its flow decision
-        or its output label). Any other call
-        first waits for every call before it to end and be shown, as a message's calls did one
-        at a time. A call prepared runs in a task of its own once every call before it whose
-        read/write sets it does not commute with has ended (DESIGN §7). The observations are
-        shown to the run's flow state in the message's order, and each call's events, recorded
-        apart, join the message's in event order.
+        or its output label). Any other call first waits for every call before it to end and be
+        shown, as a message's calls did one at a time. A call prepared runs in a task of its own
+        once every call before it whose read/write sets it does not commute with has ended
+        (DESIGN §7). The observations are shown to the run's flow state in the message's order,
+        and each call's events, recorded apart, join the message's in event order.
         """
         engine = self.engine
         flow = run.flow
@@ -295,11 +294,11 @@ class Messages:
                     message=message,
                     fresh=fresh,
                 )
+                if begun and not self._alike(inp, unshown):
+                    await _show(begun, out, rec, flow)  # as one call after the other
+                    unshown, writing = PUBLIC_TRUSTED, False
                 ready: Ready | Observation
                 try:
-                    if begun and not engine.fast.prepares_alike(inp, engine.ordered, unshown):
-                        await _show(begun, out, rec, flow)  # as one call after the other
-                        unshown, writing = PUBLIC_TRUSTED, False
                     ready = await engine.aprepare_input(inp)
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised
                     ready = engine.internal(exc, own, call)
@@ -336,6 +335,15 @@ class Messages:
             raise
         rec.records.sort(key=_seq)
         return out
+
+    def _alike(self, inp: CallInput, unshown: Label | None) -> bool:
+        """``FastPath.prepares_alike``; False when it cannot tell (the call then waits)."""
+        engine = self.engine
+        try:
+            return engine.fast.prepares_alike(inp, engine.ordered, unshown)
+        except Exception:  # a bug of ours: waiting is the safe answer, and the stages type the call
+            _log.exception("actionspace: deciding whether a call of a message may begin at once failed")
+            return False
 
     async def _one(
         self, ready: Ready, rec: Recorder, call: ToolCall, after: list[asyncio.Task[Observation]]
