@@ -100,3 +100,36 @@ def test_any_proposal_ends_as_an_observation_and_only_valid_arguments_execute(ra
 def test_call_all_returns_one_observation_per_call_and_never_raises(raw: Any) -> None:
     out = RT.call_all(raw)
     assert out and all(o.error is None or o.error.category in CATEGORIES for o in out)
+
+
+messages = st.builds(
+    lambda calls, wrap: {"role": "assistant", "content": None, "tool_calls": calls} if wrap else calls,
+    st.lists(st.builds(_openai, names, arguments, st.booleans()), min_size=2, max_size=6),
+    st.booleans(),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=messages | raws)
+def test_a_message_of_several_calls_run_together_ends_as_observations_and_never_raises(raw: Any) -> None:
+    """The async path runs a message's calls together (pipeline/messages.py): whatever the model
+    sent, one typed observation per call, no ``internal`` error, and only valid arguments run."""
+    import asyncio
+
+    rt, executed = _runtime()
+    out = asyncio.run(rt.acall_all(raw))
+    assert out
+    for o in out:
+        assert o.status in ("ok", "error")
+        if o.status == "error":
+            assert o.error is not None and o.error.category in CATEGORIES
+            assert o.error.category != "internal", o.error.message
+    ok_puts = [o for o in out if o.status == "ok" and o.tool == "put" and not o.diagnostics.get("replayed")]
+    assert len(executed) == len(ok_puts)
+    for args in executed:
+        assert isinstance(args["key"], str) and type(args["value"]) is int and args["value"] >= 0
+    apart, _ = _runtime()
+    apart.engine.messages.together = False
+    assert [(o.status, o.error and o.error.category) for o in out] == [
+        (o.status, o.error and o.error.category) for o in asyncio.run(apart.acall_all(raw))
+    ]
