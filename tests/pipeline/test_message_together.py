@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime
 from actionspace.policy.flow_policies import DEFAULT_FLOW_POLICY, AllowAll, FlowPolicy, UntrustedWrites
+from tests.pg import fresh_schema
 from tests.pipeline.test_fast_effects import _strip  # clocks and approval request ids
 
 
@@ -382,12 +384,24 @@ def _commute(ta: Shape, a: str, tb: Shape, b: str) -> bool:
     return not (meet(wa, rb | wb) or meet(wb, ra))
 
 
-def test_writes_of_one_message_on_sqlite_commit_once_and_a_reproposal_replays_them(tmp_path: Any) -> None:
-    """Three writes run together on the SQLite store (their intents share commits); the model
-    proposing the same message again in the same turn (it timed out waiting) gets each answer
-    back from the ledger, and no tool runs twice."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A SQLite file, or an empty schema of the session's throwaway PostgreSQL cluster."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'a.db'}"
+        return
+    yield from fresh_schema(request.getfixturevalue("pg_url"))
+
+
+def test_writes_of_one_message_on_a_durable_store_commit_once_and_a_reproposal_replays_them(
+    durable_url: str,
+) -> None:
+    """Three writes run together on a durable store (on SQLite their intents share commits); the
+    model proposing the same message again in the same turn (it timed out waiting) gets each
+    answer back from the ledger, and no tool runs twice."""
     sent: list[str] = []
-    rt = Runtime(f"sqlite:///{tmp_path / 'a.db'}")
+    seen = Timeline()
+    rt = Runtime(durable_url)
 
     @rt.tool(effect="write", writes=["mail:{to}"], idempotency="none")
     async def send_mail(to: str, body: str) -> str:
@@ -397,19 +411,24 @@ def test_writes_of_one_message_on_sqlite_commit_once_and_a_reproposal_replays_th
             to: the recipient.
             body: the text.
         """
-        await asyncio.sleep(0.02)
+        seen.begin(to)
+        await asyncio.sleep(0.05)
         sent.append(to)
+        seen.end(to)
         return f"sent to {to}"
 
     run = rt.new_run()
+    # the run sent mail before: its label holds the tool's, so the three writes below run together
+    asyncio.run(rt.acall_all(message(("send_mail", {"to": "zed", "body": "hi"})), run_id=run))
     calls = message(*(("send_mail", {"to": to, "body": "hi"}) for to in ("ann", "bob", "cy")))
     first = asyncio.run(rt.acall_all(calls, run_id=run))
     again = asyncio.run(rt.acall_all(calls, run_id=run))
     assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
     assert [o.data for o in again] == [o.data for o in first]
-    assert sorted(sent) == ["ann", "bob", "cy"]
+    assert sorted(sent) == ["ann", "bob", "cy", "zed"]
+    assert seen.most == 3  # the three writes of the message ran together
     entries = [e for e in rt.ledger.list(limit=10) if e.run_id == run]
-    assert sorted(e.state for e in entries) == ["committed"] * 3
+    assert sorted(e.state for e in entries) == ["committed"] * 4
     rt.close()
 
 
