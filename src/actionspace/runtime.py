@@ -286,7 +286,9 @@ class Runtime:
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
-        """Async :meth:`call_all`."""
+        """Async :meth:`call_all`: the calls of a message of several run together where their
+        read/write sets commute and no decision can differ (docs/plans.md, "Several calls in one
+        model message"); the observations come back in the message's order."""
         run = self.run_state(run_id, principal)
         return await self.engine.acalls(
             raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources

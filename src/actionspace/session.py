@@ -171,7 +171,8 @@ class Session:
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
     ) -> Turn:
-        """Async :meth:`handle`."""
+        """Async :meth:`handle`: the calls of the message run together where their read/write
+        sets commute and no decision can differ, and are answered in the message's order."""
         if not _has_calls(model_output):
             return Turn((), [], _content(model_output))
         with self._gating(confidence):

@@ -3,9 +3,11 @@ executed, every event of the message stored once at the end.
 
 :class:`Messages` is the front of :class:`~actionspace.pipeline.engine.Engine` (``engine.calls``,
 ``engine.acalls``, ``engine.aquick`` are its methods): a simple call of an open run takes the
-precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages one call at a time.
-A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
-stores what was recorded before it propagates.
+precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages. From async code,
+the calls of a message of several run together where their read/write sets commute and no
+decision can differ (:meth:`Messages._together`); from sync code, one after the other. A failure
+of ours is an ``internal`` observation, never raised at the model; a cancellation stores what was
+recorded before it propagates.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ class Messages:
         dry_run: bool = False,
         fresh: bool = False,
     ) -> Coroutine[Any, Any, list[Observation]]:
-        """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker threads."""
+        """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker
+        threads, and the calls of a message of several run together (:meth:`_together`)."""
         return self._calls(
             raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
         )
