@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -210,22 +211,20 @@ class Messages:
                 out.append(calls)
                 calls = []
             node = node_id if len(calls) == 1 else None
-            message: dict[str, int] = {}
+            given = functools.partial(
+                CallInput,
+                run=run,
+                principal=who,
+                provenance=provenance,
+                sources=sources,
+                message={},  # the identical calls of this message, counted
+                fresh=fresh,
+            )
             if len(calls) > 1 and self.together and not (blocking or dry_run):
-                out.extend(await self._together(calls, run, who, rec, provenance, sources, fresh))
+                out.extend(await self._together(calls, run, rec, given))
                 calls = []
             for call in calls:
-                inp = CallInput(
-                    run=run,
-                    call=call,
-                    principal=who,
-                    rec=rec,
-                    node_id=node,
-                    provenance=provenance,
-                    sources=sources,
-                    message=message,
-                    fresh=fresh,
-                )
+                inp = given(call=call, rec=rec, node_id=node)
                 try:
                     if dry_run:
                         obs = await engine.dry_run(inp, blocking)
@@ -253,11 +252,8 @@ class Messages:
         self,
         calls: Sequence[ToolCall],
         run: RunState,
-        who: Principal,
         rec: Recorder,
-        provenance: Mapping[str, str] | None,
-        sources: Mapping[str, Sequence[str]] | None,
-        fresh: bool,
+        given: Callable[..., CallInput],
     ) -> list[Observation]:
         """The observations of a message's several calls, in order, each call's tool begun
         without waiting for the calls before it to end where that changes no decision.
@@ -270,11 +266,11 @@ class Messages:
         shown, as a message's calls did one at a time. A call prepared runs in a task of its own
         once every call before it whose read/write sets it does not commute with has ended
         (DESIGN §7). The observations are shown to the run's flow state in the message's order,
-        and each call's events, recorded apart, join the message's in event order.
+        and each call's events, recorded apart, join the message's in event order. ``given``
+        makes a call's input (:class:`CallInput` with the message's own fields).
         """
         engine = self.engine
         flow = run.flow
-        message: dict[str, int] = {}
         loop = asyncio.get_running_loop()
         begun: list[_Begun] = []
         """Calls prepared and not shown yet, in the message's order."""
@@ -286,17 +282,7 @@ class Messages:
         try:
             for call in calls:
                 own = Recorder(run, None)
-                inp = CallInput(
-                    run=run,
-                    call=call,
-                    principal=who,
-                    rec=own,
-                    node_id=None,
-                    provenance=provenance,
-                    sources=sources,
-                    message=message,
-                    fresh=fresh,
-                )
+                inp = given(call=call, rec=own, node_id=None)
                 if begun and not self._alike(inp, unshown):
                     await _show(begun, out, rec, flow)  # as one call after the other
                     unshown, writing = PUBLIC_TRUSTED, False
