@@ -249,6 +249,8 @@ class Shape:
     integrity: str
     declared: bool
     """Its writes (reads) are declared per argument ``a``; else undeclared (everything)."""
+    approval: bool
+    """A person must approve each call (it is refused with ``needs_approval`` here)."""
 
 
 shapes = st.builds(
@@ -259,6 +261,7 @@ shapes = st.builds(
     confidentiality=st.sampled_from(["public", "public", "internal", "secret"]),
     integrity=st.sampled_from(["trusted", "trusted", "untrusted"]),
     declared=st.sampled_from([True, True, False]),
+    approval=st.sampled_from([False, False, False, True]),
 )
 
 
@@ -290,6 +293,7 @@ def _generated_runtime(tools: list[Shape], policy: str, together: bool, seen: Ti
                 "sink": shape.sink,
             },
             idempotency="none",
+            requires_approval=shape.approval,
         )
     rt.engine.messages.together = together
     return rt
