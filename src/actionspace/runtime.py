@@ -286,9 +286,7 @@ class Runtime:
         provenance: Mapping[str, str] | None = None,
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
-        """Async :meth:`call_all`: the calls of a message of several run together where their
-        read/write sets commute and no decision can differ (docs/plans.md, "Several calls in one
-        model message"); the observations come back in the message's order."""
+        """Async :meth:`call_all`; a message's calls run together where nothing can differ (docs/plans.md)."""
         run = self.run_state(run_id, principal)
         return await self.engine.acalls(
             raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources

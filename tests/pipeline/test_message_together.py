@@ -4,7 +4,7 @@ A model that proposes several calls in one message (OpenAI's parallel tool calls
 several ``tool_use`` blocks) proposed them all before seeing any result. ``rt.acall_all`` and the
 session's ``ahandle`` begin a call's tool without waiting for the calls before it to end when
 their read/write sets commute and the call meets the decisions it would meet after them
-(pipeline/messages.py, ``Messages._together``). These tests hold it to that: tools that commute
+(pipeline/together.py, ``run_together``). These tests hold it to that: tools that commute
 overlap, tools that do not run in the message's order, a label that would change a decision makes
 the call wait, and a generated message ends exactly as it ends one call after the other.
 """
@@ -483,12 +483,12 @@ def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice(
 def test_when_deciding_whether_a_call_may_begin_fails_the_call_waits_and_still_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from actionspace.pipeline.fast import FastPath
+    from actionspace.pipeline import together
 
     def broken(*_: Any) -> bool:
         raise RuntimeError("a bug in the decision")
 
-    monkeypatch.setattr(FastPath, "prepares_alike", broken)
+    monkeypatch.setattr(together, "prepares_alike", broken)
     seen = Timeline()
     rt = _docs_runtime(seen, {})
     calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}))

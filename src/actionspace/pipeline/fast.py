@@ -51,11 +51,11 @@ from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
-from actionspace.pipeline.fast_effects import Verdict, always_allows, labels_decide, ready_effect
+from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
-from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, evaluate, spec_label
-from actionspace.policy.flow_policies import Allow, FlowPolicy
+from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
+from actionspace.policy.flow_policies import FlowPolicy
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
@@ -85,18 +85,8 @@ def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
     )
 
 
-def _effects(spec: ToolSpec) -> bool:
-    """A call that changes or leaves the system: only its preparation is precompiled."""
-    return spec.has_side_effects or bool(spec.labels.sink) or spec.effect in ("write", "external")
-
-
 Output = tuple[Label, "Label | None"]
 """An output label, and the run label it adds nothing to (None: not known to add nothing)."""
-
-
-def _adds_nothing(label: Label, other: Label) -> bool:
-    """Joining ``other`` into ``label`` leaves it as it is."""
-    return other == PUBLIC_TRUSTED or label.join(other) == label
 
 
 def _output(label: Label, context: Label | None = None) -> Output:
@@ -125,8 +115,9 @@ class Entry:
     inline: bool
     """An async tool: the first step of its coroutine is taken on the calling path."""
     effects: bool = False
-    """A side-effecting tool (:func:`_effects`): :meth:`FastPath.ready` prepares its calls (the
-    ledger runs them, pipeline/fast_effects.py); :meth:`FastPath.take` leaves them to the stages."""
+    """A side-effecting tool (:func:`~actionspace.pipeline.fast_effects.has_effects`):
+    :meth:`FastPath.ready` prepares its calls (the ledger runs them, pipeline/fast_effects.py);
+    :meth:`FastPath.take` leaves them to the stages."""
     verdict: Verdict | None = None
     """The flow verdict last computed for a call of a side-effecting tool, with the run label and
     argument names it holds for (replaced whole)."""
@@ -260,59 +251,6 @@ class FastPath:
         rec.add("validated", entry.shape.validated)
         return Ready(entry.compiled, call_id, node, args, args, None, None, label)
 
-    def prepares_alike(self, inp: CallInput, ordered: Sequence[Stage], unshown: Label | None) -> bool:
-        """Whether the stages prepare ``inp`` now as they would once calls not shown to the flow
-        state yet were shown; ``unshown`` is the join of their output labels (None: not known).
-        Nothing is recorded or changed.
-
-        The stages must decide from the call alone: no budget, read cache or user stage, no
-        provenance, sources or bindings, a name this run resolved already under the current
-        catalog, no approval. The flow decision must read no label those calls change: either
-        their labels add nothing to the run label and the policy answers from labels alone
-        (:func:`labels_decide`) and allows the call, or the tool has no side effects, the policy
-        never refuses it (:func:`always_allows`) and its own output label already holds theirs.
-        """
-        call = inp.call
-        args = call.arguments
-        if (
-            unshown is None
-            or inp.fresh
-            or inp.sources
-            or inp.bound
-            or inp.provenance
-            or call.provenance
-            or type(args) is not dict
-            or not call.name
-        ):
-            return False
-        stages = self.stages
-        if stages.guard is not None or len(ordered) != stages.checks + 2:
-            return False  # budgets, the read cache or a user stage apply
-        run = inp.run
-        hit = run.resolved.get(call.name)
-        if run.disclosure or hit is None or hit[0] != stages.catalog.generation:
-            return False
-        spec = hit[1]
-        if spec.requires_approval:
-            return False
-        context = run.flow.context
-        policy = stages.flow_policy
-        if _adds_nothing(context, unshown):
-            if always_allows(policy, spec, inp.principal):
-                return True
-            if not labels_decide(policy):
-                return False
-            # A refusal names every call shown so far as an origin: one that would be refused
-            # waits for the calls before it, and is refused naming them, as one after the other.
-            check = evaluate(policy, run.flow, spec, args, principal=inp.principal, run_id=run.run_id)
-            return isinstance(check.decision, Allow)
-        if _effects(spec) or not always_allows(policy, spec, inp.principal):
-            return False
-        own = spec_label(spec)
-        if args:  # each argument is labelled with the run label
-            own = own.join(context)
-        return _adds_nothing(own, unshown)
-
     async def execute(
         self, ready: Ready, rec: Recorder, *, executor: Executor, artifacts: ArtifactStore | None
     ) -> Observation:
@@ -363,7 +301,7 @@ class FastPath:
         compiled = stages.compiler.get(spec)
         if not _simple_tool(spec, compiled):
             return None
-        effects = _effects(spec)
+        effects = has_effects(spec)
         if not (
             labels_decide(stages.flow_policy)
             if effects

@@ -46,12 +46,17 @@ from actionspace.policy.principal import Principal
 if TYPE_CHECKING:
     from actionspace.pipeline.fast import Entry
 
-__all__ = ["Verdict", "always_allows", "labels_decide", "ready_effect"]
+__all__ = ["Verdict", "always_allows", "has_effects", "labels_decide", "ready_effect"]
 
 _LABEL_ONLY = (AllowAll, NoSecretToExternalSink, ReadClearance, UntrustedHighRiskArgs, UntrustedWrites)
 
 Verdict = tuple[Label, tuple[str, ...], "dict[str, Any] | None", Label]
 """(run label, argument names, the ``flow_checked`` payload or None, the output label) of an allow."""
+
+
+def has_effects(spec: ToolSpec) -> bool:
+    """A call that changes or leaves the system: only its preparation is precompiled."""
+    return spec.has_side_effects or bool(spec.labels.sink) or spec.effect in ("write", "external")
 
 
 def always_allows(policy: FlowPolicy | None, spec: ToolSpec, principal: Principal) -> bool:

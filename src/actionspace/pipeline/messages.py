@@ -5,7 +5,7 @@ executed, every event of the message stored once at the end.
 ``engine.acalls``, ``engine.aquick`` are its methods): a simple call of an open run takes the
 precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages. From async code,
 the calls of a message of several run together where their read/write sets commute and no
-decision can differ (:meth:`Messages._together`); from sync code, one after the other. A failure
+decision can differ (:mod:`actionspace.pipeline.together`); from sync code, one after the other. A failure
 of ours is an ``internal`` observation, never raised at the model; a cancellation stores what was
 recorded before it propagates.
 """
@@ -16,8 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actionspace.discovery.runs import RunState
@@ -26,12 +25,10 @@ from actionspace.execution.ready import Ready
 from actionspace.pipeline.calls import parse_raw
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
-from actionspace.plan.conflicts import call_sets, conflicting
-from actionspace.policy.flow import FlowState
-from actionspace.policy.labels import PUBLIC_TRUSTED, Label
+from actionspace.pipeline.together import run_together
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, ToolCall
+from actionspace.types import Observation
 
 if TYPE_CHECKING:
     from actionspace.pipeline.engine import Engine
@@ -98,7 +95,7 @@ class Messages:
         fresh: bool = False,
     ) -> Coroutine[Any, Any, list[Observation]]:
         """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker
-        threads, and the calls of a message of several run together (:meth:`_together`)."""
+        threads, and the calls of a message of several run together (pipeline/together.py)."""
         return self._calls(
             raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
         )
@@ -221,7 +218,7 @@ class Messages:
                 fresh=fresh,
             )
             if len(calls) > 1 and self.together and not (blocking or dry_run):
-                out.extend(await self._together(calls, run, rec, given))
+                out.extend(await run_together(self.engine, calls, run, rec, given))
                 calls = []
             for call in calls:
                 inp = given(call=call, rec=rec, node_id=node)
@@ -247,137 +244,3 @@ class Messages:
             raise
         # store I/O in this thread, or on a worker thread
         return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))
-
-    async def _together(
-        self,
-        calls: Sequence[ToolCall],
-        run: RunState,
-        rec: Recorder,
-        given: Callable[..., CallInput],
-    ) -> list[Observation]:
-        """The observations of a message's several calls, in order, each call's tool begun
-        without waiting for the calls before it to end where that changes no decision.
-
-        The calls are prepared one after the other, in the message's order. A call is prepared
-        while calls before it still run only when the stages decide it as they would once those
-        calls were shown (``FastPath.prepares_alike``: no budget, read cache, user stage,
-        provenance or approval applies, and no label those calls add changes its flow decision
-        or its output label). Any other call first waits for every call before it to end and be
-        shown, as a message's calls did one at a time. A call prepared runs in a task of its own
-        once every call before it whose read/write sets it does not commute with has ended
-        (DESIGN §7). The observations are shown to the run's flow state in the message's order,
-        and each call's events, recorded apart, join the message's in event order. ``given``
-        makes a call's input (:class:`CallInput` with the message's own fields).
-        """
-        engine = self.engine
-        flow = run.flow
-        loop = asyncio.get_running_loop()
-        begun: list[_Begun] = []
-        """Calls prepared and not shown yet, in the message's order."""
-        out: list[Observation] = []
-        unshown: Label | None = PUBLIC_TRUSTED
-        """The join of the output labels of the calls of ``begun`` (None: one is not known)."""
-        writing = False
-        """A call of ``begun`` writes."""
-        try:
-            for call in calls:
-                own = Recorder(run, None)
-                inp = given(call=call, rec=own, node_id=None)
-                if begun and not self._alike(inp, unshown):
-                    await _show(begun, out, rec, flow)  # as one call after the other
-                    unshown, writing = PUBLIC_TRUSTED, False
-                ready: Ready | Observation
-                try:
-                    ready = await engine.aprepare_input(inp)
-                except Exception as exc:  # a bug of ours or of a validator: typed, never raised
-                    ready = engine.internal(exc, own, call)
-                if isinstance(ready, Observation):  # refused before running: shown in its turn
-                    label = None if ready.items or ready.artifact_ref else flow.label_for(ready)
-                    begun.append(_Begun(None, own, (), (), ready))
-                else:
-                    label = ready.label
-                    reads, writes = call_sets(ready.compiled.spec, ready.arguments)
-                    after = (
-                        [
-                            b.task
-                            for b in begun
-                            if b.task is not None
-                            and conflicting(b.reads, b.writes, reads, writes) is not None
-                        ]
-                        if writes or writing
-                        else []
-                    )
-                    writing = writing or bool(writes)
-                    task = loop.create_task(self._one(ready, own, call, after))
-                    begun.append(_Begun(task, own, reads, writes, None))
-                unshown = None if label is None or unshown is None else unshown.join(label)
-            await _show(begun, out, rec, flow)
-        except BaseException:  # cancelled: the calls begun stop too, and what they recorded is kept
-            tasks = [b.task for b in begun if b.task is not None]
-            for task in tasks:
-                task.cancel()
-            if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
-            for b in begun:
-                _merge(rec, b.rec)
-            rec.records.sort(key=_seq)
-            raise
-        rec.records.sort(key=_seq)
-        return out
-
-    def _alike(self, inp: CallInput, unshown: Label | None) -> bool:
-        """``FastPath.prepares_alike``; False when it cannot tell (the call then waits)."""
-        engine = self.engine
-        try:
-            return engine.fast.prepares_alike(inp, engine.ordered, unshown)
-        except Exception:  # a bug of ours: waiting is the safe answer, and the stages type the call
-            _log.exception("actionspace: deciding whether a call of a message may begin at once failed")
-            return False
-
-    async def _one(
-        self, ready: Ready, rec: Recorder, call: ToolCall, after: list[asyncio.Task[Observation]]
-    ) -> Observation:
-        """A prepared call of a message, once the calls it must follow have ended."""
-        if after:
-            await asyncio.wait(after)
-        try:
-            return await self.engine.run_ready(ready, rec, False)
-        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-            return self.engine.internal(exc, rec, call)
-
-
-@dataclass(slots=True)
-class _Begun:
-    """One call of a message of several, prepared and not shown to the flow state yet."""
-
-    task: asyncio.Task[Observation] | None
-    rec: Recorder
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    done: Observation | None
-    """Its observation when it ended before running (refused by a stage, or a bug of ours)."""
-
-
-async def _show(begun: list[_Begun], out: list[Observation], rec: Recorder, flow: FlowState) -> None:
-    """Wait for every call of ``begun``, in order; show each observation to the flow state, put
-    it in ``out`` and its events with the message's."""
-    while begun:
-        b = begun[0]
-        obs = await b.task if b.task is not None else b.done
-        assert obs is not None  # a call not begun ended before running
-        del begun[0]
-        flow.observed(obs)
-        out.append(obs)
-        _merge(rec, b.rec)
-
-
-def _merge(rec: Recorder, own: Recorder) -> None:
-    """``own``'s events after ``rec``'s (the caller puts them in event order once, at the end)."""
-    own.expand()
-    if own.records:
-        rec.records.extend(own.records)
-        own.records = []
-
-
-def _seq(record: Any) -> int:
-    return int(record[0])

@@ -291,15 +291,14 @@ class FlowState:
         """The label :meth:`observed` joins in for ``obs`` itself (its items aside); nothing changes."""
         if obs.provenance.labels:
             return label_of(obs)
+        # made by the runtime (an error): it carries what the call would have produced
         pending = self.pending.get(obs.call_id)
         return pending if pending is not None else PUBLIC_TRUSTED
 
     def _label(self, obs: Observation) -> Label:
-        pending = self.pending.pop(obs.call_id, None)
-        if obs.provenance.labels:
-            return label_of(obs)
-        # made by the runtime (an error): it carries what the call would have produced
-        return pending if pending is not None else PUBLIC_TRUSTED
+        label = self.label_for(obs)
+        self.pending.pop(obs.call_id, None)
+        return label
 
     def origins(self) -> Origins:
         """The context's sources, one (id, label) pair per remembered id of each distinct label."""
