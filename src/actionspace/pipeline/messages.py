@@ -5,9 +5,9 @@ executed, every event of the message stored once at the end.
 ``engine.acalls``, ``engine.aquick`` are its methods): a simple call of an open run takes the
 precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages. From async code,
 the calls of a message of several run together where their read/write sets commute and no
-decision can differ (:mod:`actionspace.pipeline.together`); from sync code, one after the other. A failure
-of ours is an ``internal`` observation, never raised at the model; a cancellation stores what was
-recorded before it propagates.
+decision can differ (:mod:`actionspace.pipeline.together`); from sync code, one after the other.
+A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
+stores what was recorded before it propagates.
 """
 
 from __future__ import annotations
