@@ -61,19 +61,47 @@ class _Portal:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
+    def here(self) -> bool:
+        """Whether the calling thread is the portal's (whose loop :meth:`run` would wait on)."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """``coro``'s result, run on the portal loop; if the wait is interrupted (a
+        ``KeyboardInterrupt`` in the calling thread), ``coro`` is cancelled and its end awaited
+        (up to ``CANCEL_WAIT_S``) before the interruption propagates."""
         loop = self._loop
         if loop is None:
             with self._lock:
                 if self._loop is None:
                     self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
-                    threading.Thread(
+                    self._thread = threading.Thread(
                         target=self._loop.run_forever, name="actionspace-portal", daemon=True
-                    ).start()
+                    )
+                    self._thread.start()
                 loop = self._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        ended = threading.Event()
+        future = asyncio.run_coroutine_threadsafe(_until_ended(coro, ended), loop)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                future.cancel()  # cancels its task on the loop
+                ended.wait(CANCEL_WAIT_S)
+            raise
+
+
+async def _until_ended(coro: Coroutine[Any, Any, Any], ended: threading.Event) -> Any:
+    try:
+        return await coro
+    finally:
+        ended.set()
+
+
+CANCEL_WAIT_S = 5.0
+"""How long an interrupted :meth:`_Portal.run` waits for the coroutine it cancelled to end (seconds)."""
 
 
 class Executor:
@@ -298,8 +326,15 @@ class Executor:
         return Succeeded(value, 1)
 
     def block_on(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Run ``coro`` to its end from sync code, on the private event loop thread."""
+        """Run ``coro`` to its end from sync code, on the private event loop thread (the one every
+        async tool called from sync code runs on). Not from that thread itself (it would wait on
+        its own loop): see :meth:`on_portal`."""
         return self._portal.run(coro)
+
+    def on_portal(self) -> bool:
+        """Whether the calling thread is the one :meth:`block_on` runs coroutines on (an async tool
+        called from sync code runs there)."""
+        return self._portal.here()
 
     def _run_coroutine(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
         """Run a tool coroutine from sync code, on the portal loop (it may need a running loop)."""

@@ -5,7 +5,9 @@ executed, every event of the message stored once at the end.
 ``engine.acalls``, ``engine.aquick`` are its methods): a simple call of an open run takes the
 precompiled path (:mod:`actionspace.pipeline.fast`), anything else the stages. From async code,
 the calls of a message of several run together where their read/write sets commute and no
-decision can differ (:mod:`actionspace.pipeline.together`); from sync code, one after the other.
+decision can differ (:mod:`actionspace.pipeline.together`); from sync code too when every tool
+the message names runs off the calling thread anyway (async tools on the executor's portal loop,
+blocking ones on its worker threads), else one after the other.
 A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
 stores what was recorded before it propagates.
 """
@@ -28,7 +30,7 @@ from actionspace.pipeline.stages import CallInput
 from actionspace.pipeline.together import run_together
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation
+from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
     from actionspace.pipeline.engine import Engine
@@ -60,7 +62,11 @@ class Messages:
         dry_run: bool = False,
         fresh: bool = False,
     ) -> list[Observation]:
-        """Every call in ``raw``, in order, one observation each (sync; runs in the calling thread).
+        """Every call in ``raw``, in order, one observation each (sync: the calling thread waits).
+
+        The calls of a message of several run together, as :meth:`acalls` runs them, on the
+        executor's portal loop when every tool they name runs off the calling thread anyway
+        (see :meth:`_off_the_caller`); else one after the other in the calling thread.
 
         ``dry_run``: each call passes the stages up to the gates, then its tool's preview runs
         instead of the tool (:mod:`actionspace.pipeline.contract`); nothing reaches the ledger.
@@ -180,6 +186,28 @@ class Messages:
         )
         return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
 
+    def _off_the_caller(self, calls: Sequence[ToolCall], run: RunState) -> bool:
+        """Whether every tool ``calls`` may name runs off the calling thread from sync code too:
+        async tools run on the executor's portal loop, blocking ones on its worker threads. Then
+        the calls of a sync message run together on the portal loop, each tool where it would
+        run one call after the other. A tool that runs in the calling thread (sync, not blocking)
+        or streams keeps the message one call after the other, as does a caller on the portal
+        thread itself."""
+        if self.engine.executor.on_portal():
+            return False
+        catalog = self.engine.catalog
+        for call in calls:
+            name = call.name
+            if type(name) is not str:
+                continue
+            hit = run.resolved.get(name)
+            fresh = hit is not None and hit[0] == catalog.generation
+            specs = [hit[1]] if fresh and hit is not None else catalog.versions(name.partition("@")[0])
+            for spec in specs:
+                if spec.streams or not (spec.is_async or spec.blocking):
+                    return False
+        return True
+
     async def _calls(
         self,
         raw: Any,
@@ -217,9 +245,13 @@ class Messages:
                 message={},  # the identical calls of this message, counted
                 fresh=fresh,
             )
-            if len(calls) > 1 and self.together and not (blocking or dry_run):
-                out.extend(await run_together(self.engine, calls, run, rec, given))
-                calls = []
+            if len(calls) > 1 and self.together and not dry_run:
+                if not blocking:
+                    out.extend(await run_together(engine, calls, run, rec, given))
+                    calls = []
+                elif self._off_the_caller(calls, run):  # on the loop its async tools run on
+                    out.extend(engine.executor.block_on(run_together(engine, calls, run, rec, given)))
+                    calls = []
             for call in calls:
                 inp = given(call=call, rec=rec, node_id=node)
                 try:

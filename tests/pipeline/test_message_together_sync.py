@@ -1,0 +1,356 @@
+"""The calls of one model message run together from sync code too, wherever their tools run anyway.
+
+From sync code (``rt.call_all``, ``rt.call`` of a message, a session's ``handle``) an async tool
+runs on the executor's portal loop and a blocking tool on its worker threads, whoever calls. The
+calls of a message naming only such tools run together on that loop, as ``acall_all`` runs them
+(pipeline/together.py); a message naming a tool that runs in the calling thread (sync, not
+blocking) keeps running one call after the other there. These tests hold it to that, and to ending
+exactly as one call after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actionspace import Runtime
+from tests.pipeline.test_fast_effects import _strip  # clocks and approval request ids
+from tests.pipeline.test_message_together import POLICIES, SCHEMA, Shape, Timeline, _commute, message, shapes
+from tests.pipeline.test_message_together import durable_url as durable_url  # the fixture
+
+
+class Shared(Timeline):
+    """A :class:`Timeline` that tools on several threads write to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.strays: list[str] = []
+        """Calls of a tool of the caller's thread that ran on another thread."""
+
+    def begin(self, what: str) -> None:
+        with self.lock:
+            super().begin(what)
+
+    def end(self, what: str) -> None:
+        with self.lock:
+            super().end(what)
+
+
+def _lookups(seen: Shared, threads: set[int]) -> Runtime:
+    rt = Runtime("memory://")
+
+    @rt.tool(effect="read", reads=["web:{url}"])
+    def fetch(url: str) -> str:
+        """Fetch a page (a blocking read: it runs on a worker thread).
+
+        Args:
+            url: the page.
+        """
+        threads.add(threading.get_ident())
+        seen.begin(f"fetch {url}")
+        time.sleep(0.05)
+        seen.end(f"fetch {url}")
+        return url.upper()
+
+    @rt.tool(effect="read", reads=["db:{key}"])
+    async def lookup(key: str) -> str:
+        """Look a key up (an async read: it runs on the executor's loop).
+
+        Args:
+            key: the key.
+        """
+        seen.begin(f"lookup {key}")
+        await asyncio.sleep(0.05)
+        seen.end(f"lookup {key}")
+        return f"{key}={id(asyncio.get_running_loop())}"
+
+    @rt.tool(effect="none")
+    def word_count(text: str) -> int:
+        """Count words (pure: it runs in the caller's thread).
+
+        Args:
+            text: the text.
+        """
+        threads.add(threading.get_ident())
+        seen.begin(f"count {text}")
+        seen.end(f"count {text}")
+        return len(text.split())
+
+    return rt
+
+
+def test_a_sync_message_runs_its_blocking_calls_at_once() -> None:
+    seen, threads = Shared(), set[int]()
+    rt = _lookups(seen, threads)
+    calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
+    out = rt.call_all(calls, run_id=rt.new_run())
+    assert [(o.status, o.data) for o in out] == [("ok", "A"), ("ok", "B"), ("ok", "C")]
+    assert seen.most == 3  # one after the other, never more than 1
+    assert threading.get_ident() not in threads  # on worker threads, as one at a time
+
+
+def test_a_sync_message_runs_its_async_calls_at_once_on_the_loop_they_always_ran_on() -> None:
+    seen, threads = Shared(), set[int]()
+    rt = _lookups(seen, threads)
+    run = rt.new_run()
+    alone = rt.call(json.loads(message(("lookup", {"key": "z"})))["tool_calls"][0], run_id=run)
+    out = rt.call_all(message(*(("lookup", {"key": k}) for k in "xyz")), run_id=run)
+    assert seen.most == 3
+    loops = {str(o.data).split("=")[1] for o in [alone, *out]}
+    assert len(loops) == 1  # the executor's portal loop, as for one call
+    # the same call again in the same run is the same action: the ledger answers it
+    assert out[2].data == alone.data
+
+
+def test_a_message_naming_a_tool_of_the_callers_thread_runs_one_call_after_the_other_there() -> None:
+    seen, threads = Shared(), set[int]()
+    rt = _lookups(seen, threads)
+    calls = message(("fetch", {"url": "a"}), ("word_count", {"text": "two words"}), ("fetch", {"url": "b"}))
+    out = rt.call_all(calls, run_id=rt.new_run())
+    assert [o.data for o in out] == ["A", 2, "B"]
+    assert seen.most == 1
+    assert threading.get_ident() in threads  # word_count ran in the caller's thread, as always
+
+
+def test_a_sync_message_from_the_portal_thread_runs_one_call_after_the_other() -> None:
+    """An async tool (on the portal loop) that calls the runtime with a message of blocking calls:
+    waiting on its own loop would never end, so the calls run one after the other."""
+    seen, threads = Shared(), set[int]()
+    rt = _lookups(seen, threads)
+    run = rt.new_run()
+    inner: list[Any] = []
+
+    @rt.tool(effect="read")
+    async def crawl(site: str) -> int:
+        """Fetch two pages of a site through the runtime.
+
+        Args:
+            site: the site.
+        """
+        got = rt.call_all(
+            message(("fetch", {"url": f"{site}/1"}), ("fetch", {"url": f"{site}/2"})), run_id=run
+        )
+        inner.extend(got)
+        return len(got)
+
+    obs = rt.call({"name": "crawl", "arguments": {"site": "s"}}, run_id=run)
+    assert (obs.status, obs.data) == ("ok", 2)
+    assert [o.data for o in inner] == ["S/1", "S/2"]
+    assert seen.most == 1
+
+
+def test_three_writes_of_a_sync_message_on_a_durable_store_commit_once_and_replay(durable_url: str) -> None:
+    sent: list[str] = []
+    seen = Shared()
+    rt = Runtime(durable_url)
+
+    @rt.tool(effect="write", writes=["mail:{to}"], idempotency="none")
+    def send_mail(to: str, body: str) -> str:
+        """Send an e-mail (blocking: a worker thread runs it).
+
+        Args:
+            to: the recipient.
+            body: the text.
+        """
+        seen.begin(to)
+        time.sleep(0.05)
+        with seen.lock:
+            sent.append(to)
+        seen.end(to)
+        return f"sent to {to}"
+
+    run = rt.new_run()
+    # the run sent mail before: its label holds the tool's, so the three writes below run together
+    rt.call_all(message(("send_mail", {"to": "zed", "body": "hi"})), run_id=run)
+    calls = message(*(("send_mail", {"to": to, "body": "hi"}) for to in ("ann", "bob", "cy")))
+    first = rt.call_all(calls, run_id=run)
+    again = rt.call_all(calls, run_id=run)
+    assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
+    assert [o.data for o in again] == [o.data for o in first]
+    assert sorted(sent) == ["ann", "bob", "cy", "zed"]
+    assert seen.most == 3
+    entries = [e for e in rt.ledger.list(limit=10) if e.run_id == run]
+    assert sorted(e.state for e in entries) == ["committed"] * 4
+    rt.close()
+
+
+def test_an_interrupted_sync_message_cancels_its_calls_and_keeps_their_events() -> None:
+    """The calling thread's wait is interrupted (say, Ctrl-C): every call begun on the portal loop
+    is cancelled before the interruption propagates, and what the calls recorded is stored."""
+    rt = Runtime("memory://")
+    started: list[str] = []
+    cancelled: list[str] = []
+
+    @rt.tool(effect="read", reads=["page:{url}"], timeout_s=120)
+    async def hang(url: str) -> str:
+        """Wait for a page that never comes.
+
+        Args:
+            url: the page.
+        """
+        started.append(url)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(url)
+            raise
+        return url
+
+    run = rt.new_run()
+
+    class Interrupted(BaseException):
+        pass
+
+    def on_signal(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    def interrupt() -> None:
+        for _ in range(400):
+            if len(started) == 3:
+                break
+            time.sleep(0.005)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    assert threading.current_thread() is threading.main_thread()  # signals reach the main thread
+    before = signal.signal(signal.SIGINT, on_signal)
+    try:
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(Interrupted):
+            rt.call_all(message(*(("hang", {"url": u}) for u in "abc")), run_id=run)
+            time.sleep(5)  # the signal handler runs between two bytecodes of this thread
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert sorted(started) == ["a", "b", "c"]
+    assert sorted(cancelled) == ["a", "b", "c"]
+    dispatched = {e.call_id for e in rt.trace.events(run) if e.kind == "dispatched"}
+    assert len(dispatched) == 3
+
+
+# ---------------------------------------------------------------- generated messages
+
+
+def _generated(
+    tools: list[Shape], policy: str, together: bool, seen: Shared, kinds: dict[str, str]
+) -> Runtime:
+    rt = Runtime("memory://", flow_policy=POLICIES[policy])
+    for shape in tools:
+        if kinds[shape.name] == "async":
+
+            async def body(a: int, wait: int = 0, _name: str = shape.name) -> dict[str, Any]:
+                what = f"{_name}({a}, {wait})#{len(seen.spans)}"
+                seen.begin(what)
+                await asyncio.sleep(wait / 1000)
+                seen.end(what)
+                if a == 3:
+                    raise RuntimeError("the tool failed")
+                return {"tool": _name, "a": a}
+
+            fn: Any = body
+        else:
+
+            def sync_body(a: int, wait: int = 0, _name: str = shape.name) -> dict[str, Any]:
+                with seen.lock:
+                    what = f"{_name}({a}, {wait})#{len(seen.spans)}"
+                    if kinds[_name] == "caller" and threading.current_thread() is not threading.main_thread():
+                        seen.strays.append(what)
+                seen.begin(what)
+                time.sleep(wait / 1000)
+                seen.end(what)
+                if a == 3:
+                    raise RuntimeError("the tool failed")
+                return {"tool": _name, "a": a}
+
+            fn = sync_body
+        templates = ["res:{a}"] if shape.declared else []
+        rt.add_tool(
+            name=shape.name,
+            input_schema=SCHEMA,
+            fn=fn,
+            effect=shape.effect,
+            reads=templates if shape.effect == "read" else [],
+            writes=templates if shape.effect in ("write", "external") else [],
+            labels={
+                "confidentiality": shape.confidentiality,
+                "integrity": shape.integrity,
+                "sink": shape.sink,
+            },
+            idempotency="none",
+            requires_approval=shape.approval,
+            blocking={"async": None, "thread": True, "caller": False}[kinds[shape.name]],
+        )
+    rt.engine.messages.together = together
+    return rt
+
+
+def _play(rt: Runtime, messages: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
+    run = rt.new_run("run-s")
+    observations = [o for calls in messages for o in rt.call_all(message(*calls), run_id=run)]
+    flow = rt.engine.run(run).flow
+    per_call: dict[str | None, list[Any]] = {}
+    for e in rt.trace.events(run):
+        per_call.setdefault(e.call_id, []).append(
+            (e.kind, _strip(json.loads(json.dumps(e.data, default=repr))))
+        )
+    return {
+        "observations": [_strip(o.to_dict()) for o in observations],
+        "events": per_call,
+        "ledger": sorted(
+            (e.node_id, e.key, e.tool, e.state, e.attempts)
+            for e in rt.ledger.list(limit=10_000)
+            if e.run_id == run
+        ),
+        "context": flow.context,
+        "pending": dict(flow.pending),
+        "seen": [(k, lab, repr(data)) for k, (lab, data) in flow.seen.items()],
+        "origins": sorted(map(repr, flow.origins())),
+    }
+
+
+KINDS = ("async", "async", "thread", "thread", "caller")
+"""Where a generated tool runs from sync code: the portal loop, a worker thread, the caller's thread."""
+_valid = st.fixed_dictionaries({"a": st.integers(0, 3), "wait": st.sampled_from([3, 1, 2, 0])})
+calls_ = st.tuples(
+    st.integers(0, 7),  # the tool: 7 names none, any other one of the tools
+    st.integers(0, 5).flatmap(lambda k: _valid if k else st.just({"a": "not a number"})),  # mostly valid
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    tools=st.lists(shapes, min_size=1, max_size=4, unique_by=lambda t: t.name),
+    kinds=st.fixed_dictionaries({n: st.sampled_from(KINDS) for n in ("t0", "t1", "t2", "t3")}),
+    drawn=st.lists(st.lists(calls_, min_size=2, max_size=5), min_size=1, max_size=3),
+    policy=st.sampled_from(list(POLICIES)),
+)
+def test_a_sync_message_run_together_ends_as_it_ends_one_call_after_the_other(
+    tools: list[Shape], kinds: dict[str, str], drawn: list[list[tuple[int, dict[str, Any]]]], policy: str
+) -> None:
+    """Async tools, blocking tools on worker threads and (now and then) a tool of the caller's
+    thread, from sync code: observations, each call's events, ledger entries and the flow state
+    are those of one call after the other, and no two calls that do not commute ran at once."""
+    names = [t.name for t in tools]
+    messages = [
+        [(t.name, {"a": 0, "wait": 1}) for t in tools],
+        *[[("missing" if i == 7 else names[i % len(names)], args) for i, args in m] for m in drawn],
+    ]
+    seen = Shared()
+    together = _play(_generated(tools, policy, True, seen, kinds), messages)
+    apart = _play(_generated(tools, policy, False, Shared(), kinds), messages)
+    assert together == apart
+    assert seen.strays == []
+    by_name = {t.name: t for t in tools}
+    spans = list(seen.spans)
+    for i, a in enumerate(spans):
+        for b in spans[i + 1 :]:
+            ta, tb = by_name[a.split("(")[0]], by_name[b.split("(")[0]]
+            if seen.overlap(a, b):
+                assert _commute(ta, a, tb, b), f"{a} and {b} ran at once"
