@@ -44,6 +44,7 @@ def test_a_smoke_run_measures_the_floors_and_every_path_of_ours(smoke: dict[str,
         "batch.direct.asyncio_gather",
         "batch.actionspace.acall.gather",
         "batch.actionspace.acall_all.message",  # the same calls as one model message
+        "batch.actionspace.call_all.message",  # that message from sync code
     }
     for name, row in smoke["percall"].items():
         rounds = name == GROUP_ROW  # one sample per round of CALLERS concurrent calls

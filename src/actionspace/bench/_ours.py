@@ -82,11 +82,13 @@ async def _batch_row(p: Pass) -> None:
         await p.abatch(name, batch)
 
 
-async def _message_row(p: Pass) -> None:
+async def _message_row(p: Pass, *, sync: bool = False) -> None:
     """The same 100 calls as one model message (an assistant message with 100 ``tool_calls``),
     handed whole to ``rt.acall_all``: what an agent loop does with a model's parallel calls, and
-    what LangGraph's ToolNode row does with its 100 tool calls."""
-    name = "batch.actionspace.acall_all.message"
+    what LangGraph's ToolNode row does with its 100 tool calls. ``sync``: handed to the sync
+    ``rt.call_all`` instead (from sync code the async tool runs on the executor's portal loop;
+    the bench's own loop waits, doing nothing else)."""
+    name = "batch.actionspace.call_all.message" if sync else "batch.actionspace.acall_all.message"
     if not p.want(name):
         return
     entries = [json.loads(openai_call("slow", {"x": i}, f"call_{i}")) for i in range(BATCH)]
@@ -95,6 +97,8 @@ async def _message_row(p: Pass) -> None:
         run = rt.new_run()
 
         async def batch() -> list[Any]:
+            if sync:
+                return rt.call_all(message, run_id=run)
             return await rt.acall_all(message, run_id=run)
 
         first = await batch()
@@ -130,6 +134,7 @@ async def _async_rows(p: Pass) -> None:
             await p.aio(name, _acaller(rt, inputs), 20000, extract=observed, expect=OK)
     await _batch_row(p)
     await _message_row(p)
+    await _message_row(p, sync=True)
 
 
 def run_ours(p: Pass) -> None:
