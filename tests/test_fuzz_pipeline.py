@@ -109,15 +109,22 @@ messages = st.builds(
 )
 
 
+@pytest.mark.parametrize("form", ["async", "sync"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=messages | raws)
-def test_a_message_of_several_calls_run_together_ends_as_observations_and_never_raises(raw: Any) -> None:
-    """The async path runs a message's calls together (pipeline/messages.py): whatever the model
-    sent, one typed observation per call, no ``internal`` error, and only valid arguments run."""
+def test_a_message_of_several_calls_run_together_ends_as_observations_and_never_raises(
+    form: str, raw: Any
+) -> None:
+    """A message's calls run together (pipeline/messages.py), from async code and from sync code
+    (its tools are blocking: worker threads run them either way): whatever the model sent, one
+    typed observation per call, no ``internal`` error, and only valid arguments run."""
     import asyncio
 
+    def call_all(rt: Runtime) -> list[Any]:
+        return asyncio.run(rt.acall_all(raw)) if form == "async" else rt.call_all(raw)
+
     rt, executed = _runtime()
-    out = asyncio.run(rt.acall_all(raw))
+    out = call_all(rt)
     assert out
     for o in out:
         assert o.status in ("ok", "error")
@@ -131,5 +138,5 @@ def test_a_message_of_several_calls_run_together_ends_as_observations_and_never_
     apart, _ = _runtime()
     apart.engine.messages.together = False
     assert [(o.status, o.error and o.error.category) for o in out] == [
-        (o.status, o.error and o.error.category) for o in asyncio.run(apart.acall_all(raw))
+        (o.status, o.error and o.error.category) for o in call_all(apart)
     ]
