@@ -20,7 +20,7 @@ from typing import Any
 from actionspace.errors import ActionError
 from actionspace.parse._result import Collector, ParseResult
 from actionspace.parse._stream import StreamParser, StreamProgress
-from actionspace.parse._structured import add_value, fast_openai_entry, loads_object
+from actionspace.parse._structured import add_value, fast_openai_entry, fast_openai_message, loads_object
 from actionspace.types import ToolCall
 
 __all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse"]
@@ -45,9 +45,13 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
         if isinstance(raw, str) and raw[:1] == "{":
             value = loads_object(raw)
             if value is not None:
-                fast = fast_openai_entry(value)
+                fast = fast_openai_entry(value) or fast_openai_message(value)
                 if fast is not None:
                     return fast
+        elif type(raw) is dict:
+            fast = fast_openai_message(raw)
+            if fast is not None:
+                return fast
         coll = Collector(tools)
         add_value(raw, coll)
         return coll.result()

@@ -58,6 +58,8 @@ def fast_openai_entry(value: object) -> ParseResult | None:
         or (call_id is not None and type(call_id) is not str)
     ):
         return None
+    if not call_id:
+        call_id = None  # an empty id is no id, as the full path reads it
     arguments = function.get("arguments")
     if type(arguments) is str:
         if arguments[:1] == "{":
@@ -73,6 +75,35 @@ def fast_openai_entry(value: object) -> ParseResult | None:
         arguments = {}
     call = ToolCall(name=name, arguments=arguments, id=call_id)
     return ParseResult(calls=(call,), content=None, reasoning=None, error=None, format="openai_chat")
+
+
+def fast_openai_message(value: object) -> ParseResult | None:
+    """An OpenAI Chat Completions assistant message whose every ``tool_calls`` entry
+    :func:`fast_openai_entry` reads, with no content or plain text content, no reasoning and no
+    legacy ``function_call``: what the full path gives, with plain dict checks only (None: take
+    the full path)."""
+    if type(value) is not dict or value.get("role", "assistant") != "assistant" or "type" in value:
+        return None
+    entries = value.get("tool_calls")
+    content = value.get("content")
+    if (
+        type(entries) is not list
+        or not entries
+        or (content is not None and type(content) is not str)
+        or value.get("function_call") is not None
+        or any(value.get(key) is not None for key in _REASONING_FIELDS)
+    ):
+        return None
+    calls: list[ToolCall] = []
+    for entry in entries:
+        one = fast_openai_entry(entry)
+        if one is None:
+            return None
+        calls.append(one.calls[0])
+    text = content.strip() if content else None
+    return ParseResult(
+        calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
+    )
 
 
 def _name(value: object, path: str) -> str:
