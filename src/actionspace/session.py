@@ -46,7 +46,7 @@ from actionspace.discovery.render import RENDERING, render_results, render_tools
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.observation import ArtifactStore
-from actionspace.parse import parse
+from actionspace.parse import ParseResult, parse
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation
@@ -160,26 +160,28 @@ class Session:
         ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
         of the tool (``diagnostics["dry_run"]``); nothing is committed.
         """
-        if not _has_calls(model_output):
-            return Turn((), [], _content(model_output))
+        parsed = _parsed(model_output)
+        if parsed is not None and parsed.error is None and not parsed.calls:
+            return Turn((), [], parsed.content)  # a plain answer
         with self._gating(confidence):
             out = self.rt.engine.calls(
-                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run
+                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(model_output, out)
+        return self._turn(parsed, out)
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
     ) -> Turn:
         """Async :meth:`handle`: the calls of the message run together where their read/write
         sets commute and no decision can differ, and are answered in the message's order."""
-        if not _has_calls(model_output):
-            return Turn((), [], _content(model_output))
+        parsed = _parsed(model_output)
+        if parsed is not None and parsed.error is None and not parsed.calls:
+            return Turn((), [], parsed.content)  # a plain answer
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
-                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run
+                model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(model_output, out)
+        return self._turn(parsed, out)
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:
@@ -196,7 +198,7 @@ class Session:
         finally:
             stage.pending.pop(self.run_id, None)
 
-    def _turn(self, model_output: Any, out: Sequence[Observation]) -> Turn:
+    def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
         for obs in out:
             if obs.artifact_ref is not None and obs.artifact_ref not in self._artifacts:
                 self._artifacts.append(obs.artifact_ref)
@@ -206,7 +208,7 @@ class Session:
             "rendered",
             {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]},
         )
-        return Turn(tuple(out), messages, _content(model_output))
+        return Turn(tuple(out), messages, None if parsed is None else parsed.content)
 
     def _read_artifact(self) -> None:
         if self.rt.catalog.current(READ_ARTIFACT) is not None:
@@ -304,15 +306,9 @@ class ConfidenceGate:
 _GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDictionary()
 
 
-def _has_calls(raw: Any) -> bool:
-    """False only for output that parses cleanly into no call (a plain answer)."""
-    if not isinstance(raw, str | dict | list):
-        return True
-    parsed = parse(raw)
-    return parsed.error is not None or bool(parsed.calls)
-
-
-def _content(raw: Any) -> str | None:
+def _parsed(raw: Any) -> ParseResult | None:
+    """``parse(raw)`` for output that may hold a plain answer (text, a provider dict or list);
+    None for anything else (a ``ToolCall``, an SDK object: calls, never an answer)."""
     if not isinstance(raw, str | dict | list):
         return None
-    return parse(raw).content
+    return parse(raw)

@@ -149,7 +149,18 @@ def proposals(draw: st.DrawFn) -> tuple[str, Any, str]:
     args = draw(arguments)
     call_id = draw(st.one_of(st.none(), st.just(""), st.from_regex(r"call_[a-z0-9]{1,6}", fullmatch=True)))
     fmt = draw(
-        st.sampled_from(["openai", "openai", "toolcall", "openai_dict_args", "openai_bad_args", "message"])
+        st.sampled_from(
+            [
+                "openai",
+                "openai",
+                "toolcall",
+                "openai_dict_args",
+                "openai_bad_args",
+                "message",
+                "assistant",
+                "assistant2",
+            ]
+        )
     )
     who = draw(st.sampled_from(list(PRINCIPALS)))
     raw: Any
@@ -169,6 +180,11 @@ def proposals(draw: st.DrawFn) -> tuple[str, Any, str]:
         if fmt == "message":  # two calls in one message: parsed once, each prepared on its own
             twin = {**entry, "id": f"{call_id}_2"} if call_id else entry
             raw = json.dumps([entry, twin])
+        elif fmt == "assistant":  # a Chat Completions message as a dict (a session's turn)
+            raw = {"role": "assistant", "content": None, "tool_calls": [entry]}
+        elif fmt == "assistant2":
+            twin = {**entry, "id": f"{call_id}_2"} if call_id else entry
+            raw = {"role": "assistant", "content": "Two calls.", "tool_calls": [entry, twin]}
     return fmt, raw, who
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
-from actionspace.parse import parse
+from actionspace.parse import ParseResult, parse
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ObservationStatus, ToolCall
@@ -16,14 +16,18 @@ from actionspace.types import Observation, ObservationStatus, ToolCall
 __all__ = ["dispatched_event", "group", "parse_raw"]
 
 
-def parse_raw(raw: Any, rec: Recorder, artifacts: Any = None) -> list[ToolCall] | Observation:
+def parse_raw(
+    raw: Any, rec: Recorder, artifacts: Any = None, parsed: ParseResult | None = None
+) -> list[ToolCall] | Observation:
     """The calls in ``raw``, or the parse_error observation; a long raw output is recorded bounded
-    (a prefix and its sha256 in the trace, the whole in ``artifacts`` when given)."""
+    (a prefix and its sha256 in the trace, the whole in ``artifacts`` when given). ``parsed``:
+    ``parse(raw)``, when the caller has it already."""
     if isinstance(raw, ToolCall):
         rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
         return [raw]
     rec.add("model_output", bounded_raw(raw, artifacts))
-    parsed = parse(raw)
+    if parsed is None:
+        parsed = parse(raw)
     event: dict[str, Any] = {
         "format": parsed.format,
         "calls": tuple({"name": c.name, "id": c.id} for c in parsed.calls),

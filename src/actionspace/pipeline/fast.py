@@ -51,6 +51,7 @@ from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
+from actionspace.parse import ParseResult
 from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
@@ -60,7 +61,7 @@ from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
-from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw
+from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw, compact_raw
 from actionspace.types import Observation, Outcome, Succeeded, ToolCall
 from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
@@ -146,7 +147,8 @@ class FastCall:
     call_id: str | None
     arguments: dict[str, Any]
     raw: Any
-    """The model output (recorded as ``model_output``); None for a ToolCall."""
+    """The model output (recorded as ``model_output``): JSON text, a provider dict, or None for a
+    ToolCall."""
 
     def tool_call(self) -> ToolCall:
         return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
@@ -177,7 +179,7 @@ def _openai_entry(raw: Any) -> tuple[str, str | None, Any] | None:
             return None
     elif arguments is None:
         arguments = {}
-    return name.strip(), call_id, arguments
+    return name.strip(), call_id or None, arguments  # an empty id is no id, as parse reads it
 
 
 class FastPath:
@@ -190,23 +192,39 @@ class FastPath:
         self._entries: dict[tuple[int, str], Entry] = {}
 
     def take(
-        self, raw: Any, run: RunState, principal: Principal, ordered: Sequence[Stage]
+        self,
+        raw: Any,
+        run: RunState,
+        principal: Principal,
+        ordered: Sequence[Stage],
+        parsed: ParseResult | None = None,
     ) -> FastCall | None:
-        """The call in ``raw`` when it may take the precompiled path, else None (nothing changed)."""
+        """The call in ``raw`` when it may take the precompiled path, else None (nothing changed).
+
+        ``parsed``: ``parse(raw)`` of a provider object (a dict); such a raw output qualifies when
+        it holds exactly one call of an OpenAI Chat Completions message.
+        """
         if not self.enabled:
             return None
         if type(raw) is str:
             if raw[:1] != "{":
                 return None
-            parsed = _openai_entry(raw)
-            if parsed is None:
+            read = _openai_entry(raw)
+            if read is None:
                 return None
-            name, call_id, arguments = parsed
+            name, call_id, arguments = read
             model_output: Any = raw
         elif type(raw) is ToolCall:
             if raw.provenance:
                 return None
             name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
+        elif type(raw) is dict and parsed is not None:
+            if parsed.error is not None or parsed.format != "openai_chat" or len(parsed.calls) != 1:
+                return None
+            one = parsed.calls[0]
+            if one.provenance:
+                return None
+            name, call_id, arguments, model_output = one.name, one.id, one.arguments, raw
         else:
             return None
         if type(arguments) is not dict or not name:
@@ -353,8 +371,12 @@ class FastPath:
         seq = run.seq
         ts = time.time()
         raw = call.raw
+        model: str | bytes | dict[str, Any] | None
         if raw is not None:
-            model = raw if len(raw) <= RAW_PREFIX_CHARS else bounded_raw(raw, artifacts)
+            if type(raw) is str:
+                model = raw if len(raw) <= RAW_PREFIX_CHARS else bounded_raw(raw, artifacts)
+            else:  # a provider object
+                model = compact_raw(raw, artifacts)
             numbers: tuple[int, ...] = (next(seq), next(seq), next(seq), next(seq), next(seq))
         else:
             model = None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
+from actionspace.parse import ParseResult, parse
 from actionspace.pipeline.calls import parse_raw
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
@@ -61,6 +62,7 @@ class Messages:
         sources: Mapping[str, Sequence[str]] | None = None,
         dry_run: bool = False,
         fresh: bool = False,
+        parsed: ParseResult | None = None,
     ) -> list[Observation]:
         """Every call in ``raw``, in order, one observation each (sync: the calling thread waits).
 
@@ -70,7 +72,8 @@ class Messages:
 
         ``dry_run``: each call passes the stages up to the gates, then its tool's preview runs
         instead of the tool (:mod:`actionspace.pipeline.contract`); nothing reaches the ledger.
-        ``fresh``: reads are not served from the read cache.
+        ``fresh``: reads are not served from the read cache. ``parsed``: ``parse(raw)``, when the
+        caller has it already (a session read the message first).
         """
         from actionspace.pipeline.engine import run_sync  # the engine imports this module
 
@@ -85,6 +88,7 @@ class Messages:
                 blocking=True,
                 dry_run=dry_run,
                 fresh=fresh,
+                parsed=parsed,
             )
         )
 
@@ -99,11 +103,21 @@ class Messages:
         sources: Mapping[str, Sequence[str]] | None = None,
         dry_run: bool = False,
         fresh: bool = False,
+        parsed: ParseResult | None = None,
     ) -> Coroutine[Any, Any, list[Observation]]:
         """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker
         threads, and the calls of a message of several run together (pipeline/together.py)."""
         return self._calls(
-            raw, run_id, node_id, principal, provenance, sources, blocking=False, dry_run=dry_run, fresh=fresh
+            raw,
+            run_id,
+            node_id,
+            principal,
+            provenance,
+            sources,
+            blocking=False,
+            dry_run=dry_run,
+            fresh=fresh,
+            parsed=parsed,
         )
 
     async def aquick(
@@ -220,6 +234,7 @@ class Messages:
         blocking: bool,
         dry_run: bool = False,
         fresh: bool = False,
+        parsed: ParseResult | None = None,
     ) -> list[Observation]:
         engine = self.engine
         run = engine.run(run_id, principal)
@@ -228,10 +243,12 @@ class Messages:
         out: list[Observation] = []
         try:
             general = provenance or sources or dry_run or fresh
-            quick = None if general else engine.fast.take(raw, run, who, engine.ordered)
+            if parsed is None and type(raw) is dict and not general:
+                parsed = parse(raw)  # read once, for the precompiled path and the stages alike
+            quick = None if general else engine.fast.take(raw, run, who, engine.ordered, parsed)
             if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
                 out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
-            calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts)
+            calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts, parsed)
             if isinstance(calls, Observation):
                 out.append(calls)
                 calls = []

@@ -7,6 +7,7 @@ process leaves whole calls, never half of one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -93,8 +94,9 @@ CompactCall = tuple[
 """One simple call's events as one record, expanded by :func:`expand_call`:
 ``(seq, ts, call_id, shape, model, name, id, node, obs_seq, obs_ts, content_hash)``.
 
-``seq`` numbers the first event; ``model_output`` (when ``model`` is not None: the raw text,
-or the ``model_output`` payload itself when it is not a string), ``parsed``, ``authorized``,
+``seq`` numbers the first event; ``model_output`` (when ``model`` is not None: the raw text;
+bytes: the UTF-8 JSON of a provider object, whose payload is ``{"raw": that object}``; else the
+``model_output`` payload itself), ``parsed`` (format ``openai_chat``), ``authorized``,
 ``validated`` and ``dispatched`` follow it at ``ts`` with consecutive numbers. ``obs_seq`` is
 the number of the ``ok`` observation (``-1``: none is folded in; the call records it on its own),
 recorded at ``obs_ts`` with ``content_hash``.
@@ -135,7 +137,13 @@ def expand_call(call: CompactCall) -> list[EventRecord]:
     seq, ts, call_id, shape, model, name, ident, node, obs_seq, obs_ts, digest = call
     out: list[EventRecord] = []
     if model is not None:
-        out.append((seq, "model_output", ts, None, {"raw": model} if type(model) is str else model))
+        if type(model) is str:
+            raw: Mapping[str, Any] = {"raw": model}
+        elif type(model) is bytes:  # a provider object's JSON (store_encoding.compact_raw)
+            raw = {"raw": json.loads(model)}
+        else:
+            raw = model
+        out.append((seq, "model_output", ts, None, raw))
         seq += 1
         fmt = "openai_chat"
     else:

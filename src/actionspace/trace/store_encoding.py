@@ -16,6 +16,7 @@ its length, sha256 and a prefix, with the whole kept as an artifact when a store
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_EVENT_CHARS",
     "RAW_PREFIX_CHARS",
     "bounded_raw",
+    "compact_raw",
     "encode_data",
     "strict_dumps",
 ]
@@ -111,7 +113,8 @@ def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]
         except (ValueError, TypeError, RecursionError, OverflowError):
             text = strict_dumps(_safe(raw, 0))
         if len(text) <= RAW_PREFIX_CHARS:
-            return {"raw": _safe(raw, 0)}
+            # a copy as strict JSON (the caller's object may change later): what the text says
+            return {"raw": json.loads(text)}
     else:
         text = repr(raw)[: RAW_PREFIX_CHARS * 4]
     if len(text) <= RAW_PREFIX_CHARS:
@@ -126,3 +129,19 @@ def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]
     if artifacts is not None:
         out["artifact_ref"] = artifacts.put(encoded)
     return out
+
+
+def compact_raw(
+    raw: dict[str, Any] | list[Any], artifacts: _PutsBytes | None = None
+) -> bytes | dict[str, Any]:
+    """:func:`bounded_raw` of a provider object as a compact call record holds it
+    (:data:`~actionspace.trace.events.CompactCall`): its UTF-8 JSON text when that is short (read
+    back as ``{"raw": the object}``), else the payload itself. Bytes are not tracked by the garbage
+    collector, and the text is decoded only when the trace is read."""
+    try:
+        text = strict_dumps(raw)
+    except (ValueError, TypeError, RecursionError, OverflowError):
+        return bounded_raw(raw, artifacts)
+    if len(text) <= RAW_PREFIX_CHARS:
+        return text.encode("utf-8", "surrogatepass")
+    return bounded_raw(raw, artifacts)
