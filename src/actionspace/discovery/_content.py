@@ -177,7 +177,21 @@ def _source(obs: Observation) -> str:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    """``ts`` as ISO 8601 in UTC to the second; the last second rendered is kept (most results of
+    a turn share it)."""
+    global _last_iso
+    second = ts // 1
+    if not 1e-6 <= ts - second <= 1 - 1e-6:  # datetime rounds to the microsecond first
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    last = _last_iso
+    if last[0] == second:
+        return last[1]
+    text = datetime.fromtimestamp(second, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    _last_iso = (second, text)  # replaced whole: a reader in another thread sees one pair or the other
+    return text
+
+
+_last_iso: tuple[float, str] = (0.5, "")
 
 
 def _error(error: ActionError) -> dict[str, Any]:
@@ -274,7 +288,12 @@ def _clip(text: str, limit: int) -> str:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON, non-ASCII kept, anything else by ``str``: ``json.dumps(value,
+    ensure_ascii=False, separators=(",", ":"), default=str)`` with its encoder made once."""
+    return _encode(value)
+
+
+_encode: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 def _size(text: str) -> int:
