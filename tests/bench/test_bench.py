@@ -25,6 +25,7 @@ OURS = (
     "actionspace.acall.async_tool",
     "actionspace.acall.sync_tool",
     "actionspace.acall.toolcall",
+    "actionspace.session.ahandle.async_tool",  # one agent-loop turn
 )
 
 

@@ -110,6 +110,26 @@ async def _message_row(p: Pass, *, sync: bool = False) -> None:
         await p.abatch(name, batch)
 
 
+async def _session_row(p: Pass) -> None:
+    """One agent-loop turn: a session's ``ahandle`` of a Chat Completions assistant message (a
+    dict, as the provider's SDK returns it) holding one call of the async tool; what the row
+    measures ends with the provider's tool message rendered for the next request."""
+    name = "actionspace.session.ahandle.async_tool"
+    if not p.want(name):
+        return
+    entries = [json.loads(call) for call in openai_calls("add_async")]
+    messages = [{"role": "assistant", "content": None, "tool_calls": [e]} for e in entries]
+    with _runtime() as rt:
+        s = rt.session(provider="openai_chat")
+        s.user("add two numbers")
+
+        def extract(turn: Any) -> dict[str, Any]:
+            (obs,) = turn.observations
+            return observed(obs)
+
+        await p.aio(name, lambda i: s.ahandle(messages[i % VARIANTS]), 20000, extract=extract, expect=OK)
+
+
 def _acaller(rt: Runtime, inputs: list[Any]) -> Callable[[int], Awaitable[Observation]]:
     return lambda i: rt.acall(inputs[i % VARIANTS])
 
@@ -132,6 +152,7 @@ async def _async_rows(p: Pass) -> None:
             continue
         with _runtime() as rt:
             await p.aio(name, _acaller(rt, inputs), 20000, extract=observed, expect=OK)
+    await _session_row(p)
     await _batch_row(p)
     await _message_row(p)
     await _message_row(p, sync=True)
