@@ -136,7 +136,7 @@ class Offers:
             discovery=discovery,
             run=run,
             principal=principal or run.principal,
-            seen_errors=errors_in_trace(self.trace.events(run.run_id)) | set(errors),
+            seen_errors=self._errors_seen(run) | set(errors),
             names=names,
             query=query,
             limit=limit,
@@ -147,6 +147,17 @@ class Offers:
         )
         self.record(run.run_id, "candidates_offered", event)
         return definitions
+
+    def _errors_seen(self, run: RunState) -> set[str]:
+        """The error categories observed in ``run`` (a copy): read from its trace the first time
+        (events another process stored included), then kept by the engine as it stores events
+        (``RunRegistry.flush``), so an offer does not read the whole trace again each turn."""
+        seen = run.errors_seen
+        if seen is None:
+            # set first: a batch stored while the trace is read adds to it (and is in the trace too)
+            seen = run.errors_seen = set()
+            seen |= errors_in_trace(self.trace.events(run.run_id))
+        return set(seen)
 
     def describe(self, name: str, run_id: str | None) -> dict[str, Any]:
         """The current version's ``describe()``; with ``run_id`` the full definition offered there, recorded.

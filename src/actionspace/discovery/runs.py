@@ -45,6 +45,10 @@ class RunState:
     """The run's context label and what the model was shown (policy/flow.py)."""
     turn: int = 0
     """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
+    errors_seen: set[str] | None = None
+    """Error categories of the run's error observations (what unlocks recovery tools): read from
+    the trace once, by the first offer in this process, and kept up to date from then on by
+    every batch of events this process stores for the run (None: not read yet)."""
     saved: tuple[Any, ...] | None = None
     """The :meth:`mark` of the last snapshot saved (None: never saved)."""
     saved_label: tuple[Any, ...] | None = None

@@ -16,13 +16,13 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import TraceStore
+from actionspace.trace.events import EventRecord, TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
 
 __all__ = ["MAX_LIVE_RUNS", "RunRegistry"]
@@ -154,8 +154,11 @@ class RunRegistry:
         nodes of one run), the batch is renumbered after the stored events instead of being lost.
         """
         owner = rec.run
-        if isinstance(owner, RunState) and owner.mark() != owner.saved:
-            self.persist(owner)
+        if isinstance(owner, RunState):
+            if owner.mark() != owner.saved:
+                self.persist(owner)
+            if owner.errors_seen is not None:
+                note_errors(rec.records, owner.errors_seen)
         try:
             for _ in range(TRACE_RENUMBER_ATTEMPTS):
                 try:
@@ -199,3 +202,14 @@ class RunRegistry:
         if run is not None:
             with self._lock:
                 run.seq = itertools.count(next_seq)
+
+
+def note_errors(records: Sequence[EventRecord], seen: set[str]) -> None:
+    """Add to ``seen`` the category of each error observation among ``records`` (as
+    ``errors_in_trace`` reads them back; a compact record is never an error)."""
+    for record in records:
+        if record[1] == "observation":
+            data = record[4]
+            category = data.get("category")
+            if data.get("status") == "error" and isinstance(category, str):
+                seen.add(category)

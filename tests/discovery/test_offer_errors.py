@@ -1,0 +1,77 @@
+"""Recovery tools are unlocked by the errors a run observed, without an offer reading the whole
+trace each turn: the first offer in a process reads the run's trace once (errors another process
+stored included), and the engine keeps the categories up to date as it stores events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from actionspace import Plan, PlanNode, Runtime, ToolCall
+from actionspace.errors import ToolError
+
+
+def _records(rt: Runtime) -> None:
+    @rt.tool(effect="write")
+    def save_record(key: str) -> str:
+        """Save a record."""
+        raise ToolError("conflict", f"{key} changed since it was read")
+
+    @rt.tool(effect="write")
+    def merge_record(key: str) -> str:
+        """Merge the stored record with the proposed one."""
+        return key
+
+    rt.discovery.annotate("merge_record", recovers=("conflict",))
+
+
+def _names(rt: Runtime, run: str) -> list[str]:
+    return [d["name"] for d in rt.offer(run_id=run)]
+
+
+def test_a_session_offering_tools_every_turn_reads_the_trace_once() -> None:
+    rt = Runtime("memory://")
+    _records(rt)
+    reads: list[str] = []
+    events = rt.trace.events
+
+    def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return events(run_id)
+
+    rt.trace.events = counted  # type: ignore[method-assign]
+    s = rt.session(provider="openai_chat")
+    s.user("save the record")
+    for turn in range(30):
+        tools = [t["function"]["name"] for t in s.tools()]
+        assert tools == (["save_record"] if turn < 10 else ["save_record", "merge_record"])
+        if turn == 9:
+            failed = rt.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=s.run_id)
+            assert failed.error is not None and failed.error.category == "conflict"
+    assert reads == [s.run_id]  # once, however long the session
+
+
+def test_an_error_of_a_plan_node_unlocks_its_recovery_tool() -> None:
+    rt = Runtime("memory://")
+    _records(rt)
+    run = rt.new_run()
+    assert _names(rt, run) == ["save_record"]
+    result = rt.run_plan(
+        Plan(nodes=[PlanNode(id="n1", tool="save_record", arguments={"key": "a"})]), run_id=run
+    )
+    assert result.nodes["n1"].error is not None and result.nodes["n1"].error.category == "conflict"
+    assert _names(rt, run) == ["save_record", "merge_record"]
+
+
+def test_a_process_continuing_a_run_sees_the_errors_an_earlier_one_stored(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    first = Runtime(url)
+    _records(first)
+    run = first.new_run()
+    assert _names(first, run) == ["save_record"]
+    first.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=run)
+    first.close()
+    second = Runtime(url)  # another process continuing the run: its first offer reads the trace
+    _records(second)
+    assert _names(second, run) == ["save_record", "merge_record"]
+    second.close()
