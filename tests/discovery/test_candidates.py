@@ -16,7 +16,7 @@ from actionspace.discovery import (
     request_of,
     words,
 )
-from actionspace.errors import ConfigurationError, ToolError
+from actionspace.errors import ConfigurationError
 
 EVERYONE = Principal(id="all", scopes=("*",))
 
@@ -181,32 +181,6 @@ def test_runtime_offer_filters_by_principal_and_records_every_reason() -> None:
     assert event.data["principal"] == "reader" and event.data["limit"] == 2
     denied = rt.call(ToolCall(name="delete_calendar", arguments={}), run_id=run)
     assert denied.error is not None and denied.error.category == "unknown_tool"
-
-
-def test_runtime_offers_a_recovery_tool_once_its_error_occurred_in_the_run() -> None:
-    rt = Runtime("memory://")
-
-    @rt.tool(effect="write")
-    def save_record(key: str) -> str:
-        """Save a record."""
-        raise ToolError("conflict", f"{key} changed since it was read")
-
-    @rt.tool(effect="write")
-    def merge_record(key: str) -> str:
-        """Merge the stored record with the proposed one."""
-        return key
-
-    rt.discovery.annotate("merge_record", recovers=("conflict",))
-    run = rt.new_run()
-    assert [d["name"] for d in rt.offer(run_id=run)] == ["save_record"]
-    refused = rt.call(ToolCall(name="merge_record", arguments={"key": "a"}), run_id=run)
-    assert refused.error is not None and refused.error.category == "unknown_tool"
-    failed = rt.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=run)
-    assert failed.error is not None and failed.error.category == "conflict"
-    assert [d["name"] for d in rt.offer(run_id=run)] == ["save_record", "merge_record"]
-    assert rt.call(ToolCall(name="merge_record", arguments={"key": "a"}), run_id=run).data == "a"
-    fresh = rt.new_run()
-    assert [d["name"] for d in rt.offer(run_id=fresh)] == ["save_record"]  # per run, not global
 
 
 def test_runtime_offer_by_name_keeps_the_old_contract() -> None:

@@ -29,6 +29,21 @@ def _names(rt: Runtime, run: str) -> list[str]:
     return [d["name"] for d in rt.offer(run_id=run)]
 
 
+def test_runtime_offers_a_recovery_tool_once_its_error_occurred_in_the_run() -> None:
+    rt = Runtime("memory://")
+    _records(rt)
+    run = rt.new_run()
+    assert _names(rt, run) == ["save_record"]
+    refused = rt.call(ToolCall(name="merge_record", arguments={"key": "a"}), run_id=run)
+    assert refused.error is not None and refused.error.category == "unknown_tool"
+    failed = rt.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=run)
+    assert failed.error is not None and failed.error.category == "conflict"
+    assert _names(rt, run) == ["save_record", "merge_record"]
+    assert rt.call(ToolCall(name="merge_record", arguments={"key": "a"}), run_id=run).data == "a"
+    fresh = rt.new_run()
+    assert _names(rt, fresh) == ["save_record"]  # per run, not global
+
+
 def test_a_session_offering_tools_every_turn_reads_the_trace_once() -> None:
     rt = Runtime("memory://")
     _records(rt)

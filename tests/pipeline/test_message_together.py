@@ -12,9 +12,6 @@ the call wait, and a generated message ends exactly as it ends one call after th
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -22,43 +19,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime
-from actionspace.policy.flow_policies import DEFAULT_FLOW_POLICY, AllowAll, FlowPolicy, UntrustedWrites
-from tests.pg import fresh_schema
-from tests.pipeline.test_fast_effects import _strip  # clocks and approval request ids
-
-
-def message(*calls: tuple[str, dict[str, Any]]) -> str:
-    """One OpenAI assistant message proposing ``calls`` (name, arguments) at once."""
-    entries = [
-        {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        for i, (name, args) in enumerate(calls)
-    ]
-    return json.dumps({"role": "assistant", "content": None, "tool_calls": entries})
-
-
-@dataclass
-class Timeline:
-    """What the tools saw: how many ran at once, and when each began and ended."""
-
-    active: int = 0
-    most: int = 0
-    spans: dict[str, list[int]] = field(default_factory=dict)
-    clock: int = 0
-
-    def begin(self, what: str) -> None:
-        self.active += 1
-        self.most = max(self.most, self.active)
-        self.clock += 1
-        self.spans[what] = [self.clock, -1]
-
-    def end(self, what: str) -> None:
-        self.active -= 1
-        self.clock += 1
-        self.spans[what][1] = self.clock
-
-    def overlap(self, a: str, b: str) -> bool:
-        (a0, a1), (b0, b1) = self.spans[a], self.spans[b]
-        return a0 < b1 and b0 < a1
+from actionspace.policy.flow_policies import DEFAULT_FLOW_POLICY
+from tests.pipeline.messages_gen import (
+    POLICIES,
+    Shape,
+    Timeline,
+    calls_,
+    check_together_as_apart,
+    hanging,
+    message,
+    shapes,
+)
+from tests.pipeline.messages_gen import durable_url as durable_url  # the fixture
 
 
 def _docs_runtime(seen: Timeline, docs: dict[str, str], **kw: Any) -> Runtime:
@@ -190,22 +162,7 @@ def test_cancelling_a_message_cancels_every_call_begun_and_keeps_their_events() 
     rt = Runtime("memory://")
     started: list[str] = []
     cancelled: list[str] = []
-
-    @rt.tool(effect="read", reads=["page:{url}"], timeout_s=120)
-    async def hang(url: str) -> str:
-        """Wait for a page that never comes.
-
-        Args:
-            url: the page.
-        """
-        started.append(url)
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.append(url)
-            raise
-        return url
-
+    hanging(rt, started, cancelled)
     run = rt.new_run()
 
     async def main() -> None:
@@ -225,119 +182,6 @@ def test_cancelling_a_message_cancels_every_call_begun_and_keeps_their_events() 
     assert len(dispatched) == 3
 
 
-# ---------------------------------------------------------------- generated messages
-
-POLICIES: dict[str, FlowPolicy | None] = {
-    "default": DEFAULT_FLOW_POLICY,
-    "none": None,
-    "allow_all": AllowAll(),
-    "untrusted_writes": UntrustedWrites(on="deny") & DEFAULT_FLOW_POLICY,
-}
-SCHEMA = {
-    "type": "object",
-    "properties": {"a": {"type": "integer"}, "wait": {"type": "integer"}},
-    "required": ["a"],
-}
-
-
-@dataclass(frozen=True)
-class Shape:
-    name: str
-    effect: str
-    sink: bool
-    confidentiality: str
-    integrity: str
-    declared: bool
-    """Its writes (reads) are declared per argument ``a``; else undeclared (everything)."""
-    approval: bool
-    """A person must approve each call (it is refused with ``needs_approval`` here)."""
-
-
-shapes = st.builds(
-    Shape,
-    name=st.sampled_from(["t0", "t1", "t2", "t3"]),
-    effect=st.sampled_from(["none", "read", "read", "write", "external"]),
-    sink=st.booleans(),
-    confidentiality=st.sampled_from(["public", "public", "internal", "secret"]),
-    integrity=st.sampled_from(["trusted", "trusted", "untrusted"]),
-    declared=st.sampled_from([True, True, False]),
-    approval=st.sampled_from([False, False, False, True]),
-)
-
-
-def _generated_runtime(tools: list[Shape], policy: str, together: bool, seen: Timeline) -> Runtime:
-    rt = Runtime("memory://", flow_policy=POLICIES[policy])
-    for shape in tools:
-
-        async def body(a: int, wait: int = 0, _name: str = shape.name) -> dict[str, Any]:
-            what = f"{_name}({a}, {wait})#{len(seen.spans)}"
-            seen.begin(what)
-            for _ in range(wait):
-                await asyncio.sleep(0)
-            seen.end(what)
-            if a == 3:
-                raise RuntimeError("the tool failed")
-            return {"tool": _name, "a": a}
-
-        templates = ["res:{a}"] if shape.declared else []
-        rt.add_tool(
-            name=shape.name,
-            input_schema=SCHEMA,
-            fn=body,
-            effect=shape.effect,
-            reads=templates if shape.effect == "read" else [],
-            writes=templates if shape.effect in ("write", "external") else [],
-            labels={
-                "confidentiality": shape.confidentiality,
-                "integrity": shape.integrity,
-                "sink": shape.sink,
-            },
-            idempotency="none",
-            requires_approval=shape.approval,
-        )
-    rt.engine.messages.together = together
-    return rt
-
-
-_valid = st.fixed_dictionaries({"a": st.integers(0, 3), "wait": st.sampled_from([3, 1, 2, 0])})
-calls_ = st.tuples(
-    st.integers(0, 7),  # the tool: 7 names none, any other one of the tools
-    st.integers(0, 5).flatmap(lambda k: _valid if k else st.just({"a": "not a number"})),  # mostly valid
-)
-
-
-def _play(rt: Runtime, messages: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
-    run = rt.new_run("run-m")
-
-    async def play() -> list[Any]:
-        out: list[Any] = []
-        for calls in messages:
-            out.extend(await rt.acall_all(message(*calls), run_id=run))
-        return out
-
-    observations = asyncio.run(play())
-    flow = rt.engine.run(run).flow
-    events = rt.trace.events(run)
-    per_call: dict[str | None, list[Any]] = {}
-    for e in events:
-        per_call.setdefault(e.call_id, []).append(
-            (e.kind, _strip(json.loads(json.dumps(e.data, default=repr))))
-        )
-    return {
-        "observations": [_strip(o.to_dict()) for o in observations],
-        "events": per_call,
-        "ledger": sorted(
-            (e.node_id, e.key, e.tool, e.state, e.attempts)
-            for e in rt.ledger.list(limit=10_000)
-            if e.run_id == run
-        ),
-        "context": flow.context,
-        "pending": dict(flow.pending),
-        "seen": [(k, lab, repr(data)) for k, (lab, data) in flow.seen.items()],
-        "origins": sorted(map(repr, flow.origins())),
-    }
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     tools=st.lists(shapes, min_size=1, max_size=4, unique_by=lambda t: t.name),
@@ -348,53 +192,8 @@ def test_a_message_run_together_ends_as_it_ends_one_call_after_the_other(
     tools: list[Shape], drawn: list[list[tuple[int, dict[str, Any]]]], policy: str
 ) -> None:
     """Observations, each call's events, ledger entries and the flow state are the same; no two
-    calls whose read/write sets do not commute ever ran at once."""
-    names = [t.name for t in tools]
-    # every tool called once first: its name resolved, the run label holding its label
-    messages = [
-        [(t.name, {"a": 0, "wait": 1}) for t in tools],
-        *[[("missing" if i == 7 else names[i % len(names)], args) for i, args in m] for m in drawn],
-    ]
-    seen = Timeline()
-    together = _play(_generated_runtime(tools, policy, True, seen), messages)
-    apart = _play(_generated_runtime(tools, policy, False, Timeline()), messages)
-    assert together == apart
-    by_name = {t.name: t for t in tools}
-    spans = list(seen.spans)
-    for i, a in enumerate(spans):
-        for b in spans[i + 1 :]:
-            ta, tb = by_name[a.split("(")[0]], by_name[b.split("(")[0]]
-            if seen.overlap(a, b):
-                assert _commute(ta, a, tb, b), f"{a} and {b} ran at once"
-
-
-def _commute(ta: Shape, a: str, tb: Shape, b: str) -> bool:
-    """Whether calls ``a`` and ``b`` of tools ``ta`` and ``tb`` commute (DESIGN §7)."""
-
-    def sets(t: Shape, call: str) -> tuple[set[str], set[str]]:
-        arg = call.split("(")[1].split(",")[0]
-        mine = {f"res:{arg}"} if t.declared else {"*"}
-        if t.effect == "read":
-            return mine, set()
-        if t.effect in ("write", "external"):
-            return set(), mine
-        return set(), set()
-
-    (ra, wa), (rb, wb) = sets(ta, a), sets(tb, b)
-
-    def meet(x: set[str], y: set[str]) -> bool:
-        return bool(x & y) or ("*" in x and bool(y)) or ("*" in y and bool(x))
-
-    return not (meet(wa, rb | wb) or meet(wb, ra))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def durable_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    """A SQLite file, or an empty schema of the session's throwaway PostgreSQL cluster."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
+    calls whose read/write sets do not commute ever ran at once (tests/pipeline/messages_gen.py)."""
+    check_together_as_apart(tools, drawn, policy)
 
 
 def test_writes_of_one_message_on_a_durable_store_commit_once_and_a_reproposal_replays_them(

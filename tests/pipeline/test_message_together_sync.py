@@ -22,30 +22,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime
-from tests.pipeline.test_fast_effects import _strip  # clocks and approval request ids
-from tests.pipeline.test_message_together import POLICIES, SCHEMA, Shape, Timeline, _commute, message, shapes
-from tests.pipeline.test_message_together import durable_url as durable_url  # the fixture
+from tests.pipeline.messages_gen import (
+    POLICIES,
+    Shape,
+    Timeline,
+    calls_,
+    check_together_as_apart,
+    hanging,
+    kinds,
+    message,
+    shapes,
+)
+from tests.pipeline.messages_gen import durable_url as durable_url  # the fixture
 
 
-class Shared(Timeline):
-    """A :class:`Timeline` that tools on several threads write to."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-        self.strays: list[str] = []
-        """Calls of a tool of the caller's thread that ran on another thread."""
-
-    def begin(self, what: str) -> None:
-        with self.lock:
-            super().begin(what)
-
-    def end(self, what: str) -> None:
-        with self.lock:
-            super().end(what)
-
-
-def _lookups(seen: Shared, threads: set[int]) -> Runtime:
+def _lookups(seen: Timeline, threads: set[int]) -> Runtime:
     rt = Runtime("memory://")
 
     @rt.tool(effect="read", reads=["web:{url}"])
@@ -89,7 +80,7 @@ def _lookups(seen: Shared, threads: set[int]) -> Runtime:
 
 
 def test_a_sync_message_runs_its_blocking_calls_at_once() -> None:
-    seen, threads = Shared(), set[int]()
+    seen, threads = Timeline(), set[int]()
     rt = _lookups(seen, threads)
     calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
     out = rt.call_all(calls, run_id=rt.new_run())
@@ -99,7 +90,7 @@ def test_a_sync_message_runs_its_blocking_calls_at_once() -> None:
 
 
 def test_a_sync_message_runs_its_async_calls_at_once_on_the_loop_they_always_ran_on() -> None:
-    seen, threads = Shared(), set[int]()
+    seen, threads = Timeline(), set[int]()
     rt = _lookups(seen, threads)
     run = rt.new_run()
     alone = rt.call(json.loads(message(("lookup", {"key": "z"})))["tool_calls"][0], run_id=run)
@@ -112,7 +103,7 @@ def test_a_sync_message_runs_its_async_calls_at_once_on_the_loop_they_always_ran
 
 
 def test_a_message_naming_a_tool_of_the_callers_thread_runs_one_call_after_the_other_there() -> None:
-    seen, threads = Shared(), set[int]()
+    seen, threads = Timeline(), set[int]()
     rt = _lookups(seen, threads)
     calls = message(("fetch", {"url": "a"}), ("word_count", {"text": "two words"}), ("fetch", {"url": "b"}))
     out = rt.call_all(calls, run_id=rt.new_run())
@@ -124,7 +115,7 @@ def test_a_message_naming_a_tool_of_the_callers_thread_runs_one_call_after_the_o
 def test_a_sync_message_from_the_portal_thread_runs_one_call_after_the_other() -> None:
     """An async tool (on the portal loop) that calls the runtime with a message of blocking calls:
     waiting on its own loop would never end, so the calls run one after the other."""
-    seen, threads = Shared(), set[int]()
+    seen, threads = Timeline(), set[int]()
     rt = _lookups(seen, threads)
     run = rt.new_run()
     inner: list[Any] = []
@@ -150,7 +141,7 @@ def test_a_sync_message_from_the_portal_thread_runs_one_call_after_the_other() -
 
 def test_three_writes_of_a_sync_message_on_a_durable_store_commit_once_and_replay(durable_url: str) -> None:
     sent: list[str] = []
-    seen = Shared()
+    seen = Timeline()
     rt = Runtime(durable_url)
 
     @rt.tool(effect="write", writes=["mail:{to}"], idempotency="none")
@@ -190,21 +181,7 @@ def test_an_interrupted_sync_message_cancels_its_calls_and_keeps_their_events() 
     started: list[str] = []
     cancelled: list[str] = []
 
-    @rt.tool(effect="read", reads=["page:{url}"], timeout_s=120)
-    async def hang(url: str) -> str:
-        """Wait for a page that never comes.
-
-        Args:
-            url: the page.
-        """
-        started.append(url)
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.append(url)
-            raise
-        return url
-
+    hanging(rt, started, cancelled)
     run = rt.new_run()
 
     class Interrupted(BaseException):
@@ -235,99 +212,10 @@ def test_an_interrupted_sync_message_cancels_its_calls_and_keeps_their_events() 
     assert len(dispatched) == 3
 
 
-# ---------------------------------------------------------------- generated messages
-
-
-def _generated(
-    tools: list[Shape], policy: str, together: bool, seen: Shared, kinds: dict[str, str]
-) -> Runtime:
-    rt = Runtime("memory://", flow_policy=POLICIES[policy])
-    for shape in tools:
-        if kinds[shape.name] == "async":
-
-            async def body(a: int, wait: int = 0, _name: str = shape.name) -> dict[str, Any]:
-                what = f"{_name}({a}, {wait})#{len(seen.spans)}"
-                seen.begin(what)
-                await asyncio.sleep(wait / 1000)
-                seen.end(what)
-                if a == 3:
-                    raise RuntimeError("the tool failed")
-                return {"tool": _name, "a": a}
-
-            fn: Any = body
-        else:
-
-            def sync_body(a: int, wait: int = 0, _name: str = shape.name) -> dict[str, Any]:
-                with seen.lock:
-                    what = f"{_name}({a}, {wait})#{len(seen.spans)}"
-                    if kinds[_name] == "caller" and threading.current_thread() is not threading.main_thread():
-                        seen.strays.append(what)
-                seen.begin(what)
-                time.sleep(wait / 1000)
-                seen.end(what)
-                if a == 3:
-                    raise RuntimeError("the tool failed")
-                return {"tool": _name, "a": a}
-
-            fn = sync_body
-        templates = ["res:{a}"] if shape.declared else []
-        rt.add_tool(
-            name=shape.name,
-            input_schema=SCHEMA,
-            fn=fn,
-            effect=shape.effect,
-            reads=templates if shape.effect == "read" else [],
-            writes=templates if shape.effect in ("write", "external") else [],
-            labels={
-                "confidentiality": shape.confidentiality,
-                "integrity": shape.integrity,
-                "sink": shape.sink,
-            },
-            idempotency="none",
-            requires_approval=shape.approval,
-            blocking={"async": None, "thread": True, "caller": False}[kinds[shape.name]],
-        )
-    rt.engine.messages.together = together
-    return rt
-
-
-def _play(rt: Runtime, messages: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
-    run = rt.new_run("run-s")
-    observations = [o for calls in messages for o in rt.call_all(message(*calls), run_id=run)]
-    flow = rt.engine.run(run).flow
-    per_call: dict[str | None, list[Any]] = {}
-    for e in rt.trace.events(run):
-        per_call.setdefault(e.call_id, []).append(
-            (e.kind, _strip(json.loads(json.dumps(e.data, default=repr))))
-        )
-    return {
-        "observations": [_strip(o.to_dict()) for o in observations],
-        "events": per_call,
-        "ledger": sorted(
-            (e.node_id, e.key, e.tool, e.state, e.attempts)
-            for e in rt.ledger.list(limit=10_000)
-            if e.run_id == run
-        ),
-        "context": flow.context,
-        "pending": dict(flow.pending),
-        "seen": [(k, lab, repr(data)) for k, (lab, data) in flow.seen.items()],
-        "origins": sorted(map(repr, flow.origins())),
-    }
-
-
-KINDS = ("async", "async", "thread", "thread", "caller")
-"""Where a generated tool runs from sync code: the portal loop, a worker thread, the caller's thread."""
-_valid = st.fixed_dictionaries({"a": st.integers(0, 3), "wait": st.sampled_from([3, 1, 2, 0])})
-calls_ = st.tuples(
-    st.integers(0, 7),  # the tool: 7 names none, any other one of the tools
-    st.integers(0, 5).flatmap(lambda k: _valid if k else st.just({"a": "not a number"})),  # mostly valid
-)
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     tools=st.lists(shapes, min_size=1, max_size=4, unique_by=lambda t: t.name),
-    kinds=st.fixed_dictionaries({n: st.sampled_from(KINDS) for n in ("t0", "t1", "t2", "t3")}),
+    kinds=kinds,
     drawn=st.lists(st.lists(calls_, min_size=2, max_size=5), min_size=1, max_size=3),
     policy=st.sampled_from(list(POLICIES)),
 )
@@ -336,21 +224,6 @@ def test_a_sync_message_run_together_ends_as_it_ends_one_call_after_the_other(
 ) -> None:
     """Async tools, blocking tools on worker threads and (now and then) a tool of the caller's
     thread, from sync code: observations, each call's events, ledger entries and the flow state
-    are those of one call after the other, and no two calls that do not commute ran at once."""
-    names = [t.name for t in tools]
-    messages = [
-        [(t.name, {"a": 0, "wait": 1}) for t in tools],
-        *[[("missing" if i == 7 else names[i % len(names)], args) for i, args in m] for m in drawn],
-    ]
-    seen = Shared()
-    together = _play(_generated(tools, policy, True, seen, kinds), messages)
-    apart = _play(_generated(tools, policy, False, Shared(), kinds), messages)
-    assert together == apart
-    assert seen.strays == []
-    by_name = {t.name: t for t in tools}
-    spans = list(seen.spans)
-    for i, a in enumerate(spans):
-        for b in spans[i + 1 :]:
-            ta, tb = by_name[a.split("(")[0]], by_name[b.split("(")[0]]
-            if seen.overlap(a, b):
-                assert _commute(ta, a, tb, b), f"{a} and {b} ran at once"
+    are those of one call after the other, no two calls that do not commute ran at once, and a
+    tool of the caller's thread ran there (tests/pipeline/messages_gen.py)."""
+    check_together_as_apart(tools, drawn, policy, kinds, sync=True)
