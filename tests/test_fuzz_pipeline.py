@@ -140,3 +140,31 @@ def test_a_message_of_several_calls_run_together_ends_as_observations_and_never_
     assert [(o.status, o.error and o.error.category) for o in out] == [
         (o.status, o.error and o.error.category) for o in call_all(apart)
     ]
+
+
+@pytest.mark.parametrize("form", ["async", "sync"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=messages | raws)
+def test_a_session_turn_ends_as_typed_observations_each_answered_and_never_raises(
+    form: str, raw: Any
+) -> None:
+    """A session reads the model's output once and hands what it read to the engine: whatever the
+    model sent, the turn is a plain answer or one typed observation per call, never ``internal``,
+    each answered by one tool message, and only valid arguments run."""
+    import asyncio
+
+    rt, executed = _runtime()
+    s = rt.session(provider="openai_chat")
+    s.user("store something")
+    turn = asyncio.run(s.ahandle(raw)) if form == "async" else s.handle(raw)
+    for o in turn.observations:
+        assert o.status in ("ok", "error")
+        if o.status == "error":
+            assert o.error is not None and o.error.category in CATEGORIES
+            assert o.error.category != "internal", o.error.message
+    assert len(turn.messages) == len(turn.observations)
+    assert [m["tool_call_id"] for m in turn.messages] == [o.call_id for o in turn.observations]
+    for args in executed:
+        assert isinstance(args["key"], str) and type(args["value"]) is int and args["value"] >= 0
+    if not turn.observations:  # a plain answer: nothing ran
+        assert executed == []
