@@ -191,12 +191,15 @@ class Executor:
             return first
         return await self._aretry(spec, kwargs, first.error, on_retry, start)
 
-    def resume(self, spec: ToolSpec, coro: Coroutine[Any, Any, Any], yielded: Any) -> Awaitable[Any]:
+    def resume(
+        self, spec: ToolSpec, coro: Coroutine[Any, Any, Any], yielded: Any, start: float
+    ) -> Awaitable[Any]:
         """The value of an async tool's coroutine its caller stepped once by hand (it answered
-        ``yielded``, its first wait), driven to its end under the tool's timeout (armed now:
-        await it at once). What it raises (``TimeoutError`` at the deadline) goes to
-        :meth:`acontinue` as ``failure``, which types it and retries as :meth:`arun` would."""
-        return _resume_within(coro, yielded, spec.timeout_s)
+        ``yielded``, its first wait), driven to its end under the tool's timeout, counted from
+        ``start`` (the ``time.monotonic()`` before that step; armed now: await it at once). What
+        it raises (``TimeoutError`` at the deadline) goes to :meth:`acontinue` as ``failure``,
+        which types it and retries as :meth:`arun` would."""
+        return _resume_within(coro, yielded, spec.timeout_s - (time.monotonic() - start))
 
     async def acontinue(
         self,
@@ -218,7 +221,8 @@ class Executor:
         if failure is None:
             assert coro is not None
             try:
-                first = Succeeded(await _resume_within(coro, yielded, spec.timeout_s), 1)
+                left = spec.timeout_s - (time.monotonic() - start)  # the first step counts
+                first = Succeeded(await _resume_within(coro, yielded, left), 1)
             except TimeoutError:
                 first = Failed(_timeout_error(spec), 1)
             except Exception as exc:
@@ -368,8 +372,10 @@ async def _with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any
 
     Most tool coroutines that answer from memory finish without ever waiting; for those, a timer
     (and the event-loop round trips ``wait_for`` costs) is pure overhead. The first step runs
-    synchronously; a coroutine that then waits continues under ``asyncio.timeout``.
+    synchronously; a coroutine that then waits continues under the timeout, which counts the
+    first step (a step that took the whole timeout ends at the coroutine's first wait).
     """
+    start = time.monotonic()
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
@@ -377,7 +383,7 @@ async def _with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any
     except BaseException:
         coro.close()
         raise
-    return await _resume_within(coro, yielded, timeout_s)
+    return await _resume_within(coro, yielded, timeout_s - (time.monotonic() - start))
 
 
 def _resume_within(coro: Coroutine[Any, Any, Any], yielded: Any, timeout_s: float) -> Awaitable[Any]:

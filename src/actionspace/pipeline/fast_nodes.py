@@ -131,7 +131,7 @@ async def _resumed(
     executor's frame entered only when the tool failed or timed out (then it types the failure
     and retries): a tool that answers is resumed through this frame and the timeout's alone."""
     try:
-        value = await executor.resume(entry.spec, coro, yielded)
+        value = await executor.resume(entry.spec, coro, yielded, start)
     except Exception as exc:
         outcome = await executor.acontinue(entry.spec, arguments, rec.retry, start, failure=exc)
         return _done(entry, call_id, node_id, arguments, label, outcome, rec, artifacts)
