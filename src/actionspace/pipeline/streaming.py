@@ -35,9 +35,9 @@ from typing import Any, Final, Protocol, cast
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
+from actionspace.execution.deadlines import with_timeout
 from actionspace.execution.errors import ErrorMapper
 from actionspace.execution.executor import Executor, Failed, Outcome, Succeeded
-from actionspace.execution.executor import _with_timeout as with_timeout
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
