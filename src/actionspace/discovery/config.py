@@ -14,7 +14,7 @@ from actionspace.discovery.ranking import Embedder
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceEvent
 
-__all__ = ["Discovery", "DiscoveryConfig", "errors_in_trace"]
+__all__ = ["Discovery", "DiscoveryConfig", "error_category", "errors_in_trace"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,12 +99,12 @@ class Discovery:
 
 def errors_in_trace(events: Iterable[TraceEvent]) -> set[str]:
     """Error categories of the error observations among ``events`` (what unlocks recovery tools)."""
-    seen: set[str] = set()
-    for event in events:
-        if event.kind != "observation":
-            continue
-        data: Mapping[str, Any] = event.data
-        category = data.get("category")
-        if data.get("status") == "error" and isinstance(category, str):
-            seen.add(category)
-    return seen
+    return {c for e in events if (c := error_category(e.kind, e.data)) is not None}
+
+
+def error_category(kind: str, data: Mapping[str, Any]) -> str | None:
+    """The category of an event that is an error observation, else None."""
+    if kind != "observation":
+        return None
+    category = data.get("category")
+    return category if data.get("status") == "error" and isinstance(category, str) else None

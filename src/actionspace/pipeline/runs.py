@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
@@ -205,11 +206,9 @@ class RunRegistry:
 
 
 def note_errors(records: Sequence[EventRecord], seen: set[str]) -> None:
-    """Add to ``seen`` the category of each error observation among ``records`` (as
-    ``errors_in_trace`` reads them back; a compact record is never an error)."""
+    """Add to ``seen`` the category of each error observation among ``records``, as
+    ``errors_in_trace`` reads them back (a compact record is never an error)."""
     for record in records:
-        if record[1] == "observation":
-            data = record[4]
-            category = data.get("category")
-            if data.get("status") == "error" and isinstance(category, str):
-                seen.add(category)
+        category = error_category(record[1], record[4])
+        if category is not None:
+            seen.add(category)
