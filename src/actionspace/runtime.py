@@ -349,8 +349,8 @@ class Runtime:
         the run's) holds every scope of, and at most ``limit`` of them (default: the configured limit when a
         query is given). ``disclosure`` (default: the runtime's setting) returns short definitions (name,
         summary, effect, risk) plus ``describe_tool``; a tool must then be described before it is called.
-        Otherwise each tool's full ``ToolSpec.describe()``. Records ``candidates_offered`` with the full
-        set, the offered set and the reason each other tool was left out.
+        Otherwise each tool's full ``ToolSpec.describe()``. Records ``candidates_offered``: the full set, the
+        offered set, why each other tool was left out (large catalogs: :mod:`actionspace.trace.offers`).
         """
         return self._parts.offers.offer(
             self.discovery,

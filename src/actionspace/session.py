@@ -121,6 +121,7 @@ class Session:
         self.principal = principal
         self._offer = dict(offer or {})
         self._artifacts: list[str] = []
+        self._every_name: tuple[int, frozenset[str]] = (-1, frozenset())
         self.gate: GatePolicy | None = None
         """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
         rt.run_state(run_id, principal)
@@ -149,9 +150,20 @@ class Session:
             if names is not None:
                 names = [*names, READ_ARTIFACT]
         elif names is None:
-            names = [s.name for s in self.rt.catalog.offerable() if s.name != READ_ARTIFACT]
+            names = self._every_tool()
         definitions = self.rt.offer(names, run_id=self.run_id, principal=self.principal, **options)
         return render_tools(definitions, self.provider)
+
+    def _every_tool(self) -> frozenset[str]:
+        """Every offerable tool's name but ``read_artifact``, the same set object until the catalog
+        changes (the offer's selection keeps what a set of names selects by the set)."""
+        catalog = self.rt.catalog
+        generation, names = self._every_name
+        if generation != catalog.generation:
+            generation = catalog.generation
+            names = frozenset(s.name for s in catalog.offerable() if s.name != READ_ARTIFACT)
+            self._every_name = (generation, names)
+        return names
 
     def handle(self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False) -> Turn:
         """Check and run every call the model proposed; one observation and one result per call.

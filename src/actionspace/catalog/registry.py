@@ -25,6 +25,7 @@ class Catalog:
         self._listeners: list[Callable[[ToolSpec], None]] = []
         self.generation = 0
         """Incremented on every change, so resolutions can be cached until the catalog changes."""
+        self._offerable: tuple[int, tuple[ToolSpec, ...]] = (-1, ())
 
     def register(self, spec: ToolSpec) -> ToolSpec:
         """Add a tool version. Raises DuplicateToolError if ``name@version`` exists."""
@@ -74,13 +75,18 @@ class Catalog:
         return [self._specs[f"{name}@{v}"] for v in self._order.get(name, ())]
 
     def offerable(self) -> list[ToolSpec]:
-        """The current version of every tool that is not retired, in registration order."""
-        out = []
-        for name in self._order:
-            spec = self.current(name)
-            if spec is not None:
-                out.append(spec)
-        return out
+        """The current version of every tool that is not retired, in registration order.
+
+        Kept until the catalog changes: an agent loop asks for it every turn.
+        """
+        generation, specs = self._offerable
+        if generation != self.generation:
+            with self._lock:
+                generation = self.generation
+                current = (self.current(name) for name in list(self._order))
+                specs = tuple(spec for spec in current if spec is not None)
+                self._offerable = (generation, specs)
+        return list(specs)
 
     def set_lifecycle(self, key: str, lifecycle: Lifecycle, *, deprecated_by: str | None = None) -> ToolSpec:
         """Move ``name@version`` to another lifecycle state; returns the new spec."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -39,6 +39,7 @@ from actionspace.discovery._scopes import ScopeTable
 from actionspace.discovery.ranking import Embedder, Ranker
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
+from actionspace.trace.offers import CODES, LISTED_MAX, OFFERED_CODE, catalog_digest, pack_codes
 
 __all__ = [
     "REASONS",
@@ -66,9 +67,14 @@ REASONS: Final[tuple[LeftOutReason, ...]] = (
 """Every reason a tool can be left out, in the order the filters apply."""
 
 _OFFERED: Final = -1
+_LETTERS: Final = np.frombuffer(("".join(CODES[r] for r in REASONS) + OFFERED_CODE).encode(), dtype=np.uint8)
+"""Reason code → its letter in ``left_out_codes`` (``_OFFERED``, -1, indexes the last: offered)."""
 _CODE: Final = {reason: i for i, reason in enumerate(REASONS)}
 _PERMISSION_CACHE: Final = 64
 """Permission masks kept per index, one per distinct principal scope set (least recently used goes)."""
+
+_NAMES_CACHE: Final = 16
+"""Masks of requested names kept per index, one per distinct set (least recently used goes)."""
 
 Mask = npt.NDArray[np.bool_]
 
@@ -130,7 +136,7 @@ class Selection:
     (:attr:`left_out`, :meth:`event`): a selection over 10,000 tools stays a few vector operations.
     """
 
-    __slots__ = ("_keys", "_left", "_reason", "_retired", "offered", "scores")
+    __slots__ = ("_catalog", "_keys", "_left", "_reason", "_retired", "offered", "scores")
 
     def __init__(
         self,
@@ -139,6 +145,7 @@ class Selection:
         keys: npt.NDArray[Any],
         reason: npt.NDArray[np.int8],
         retired: tuple[str, ...],
+        catalog: str | None = None,
     ) -> None:
         self.offered = offered
         """Best first (registration order without a query); under a ``limit``, unlocked recovery
@@ -148,6 +155,7 @@ class Selection:
         self._keys = keys
         self._reason = reason
         self._retired = retired
+        self._catalog = catalog
         self._left: tuple[tuple[str, LeftOutReason], ...] | None = None
 
     @property
@@ -175,20 +183,38 @@ class Selection:
             out["retired"] = out.get("retired", 0) + len(self._retired)
         return out
 
-    def event(self) -> dict[str, Any]:
-        """The ``candidates_offered`` trace payload: full set, offered set, reason per left-out tool."""
+    def event(self, recorded: Container[str] = ()) -> dict[str, Any]:
+        """The ``candidates_offered`` trace payload: full set, offered set, reason per left-out tool.
+
+        Listed whole for a full set of at most ``LISTED_MAX`` tools; larger ones are packed
+        (:mod:`actionspace.trace.offers`), their ``full_set`` left out when ``recorded`` holds the
+        catalog's digest (the run's trace already has it).
+        """
         offered: list[dict[str, Any]] = [
             {"name": s.name, "version": s.version, "schema_hash": s.schema_hash} for s in self.offered
         ]
         if self.scores is not None:
             for item, score in zip(offered, self.scores, strict=True):
                 item["score"] = round(score, 4)
-        return {
-            "offered": offered,
-            "left_out": [{"name": key, "reason": reason} for key, reason in self.left_out],
-            "full_set": list(self.full_set),
-            "reasons": self.reasons(),
-        }
+        if self._catalog is None:
+            return {
+                "offered": offered,
+                "left_out": [{"name": key, "reason": reason} for key, reason in self.left_out],
+                "full_set": list(self.full_set),
+                "reasons": self.reasons(),
+            }
+        codes = _LETTERS[self._reason].tobytes() + CODES["retired"].encode() * len(self._retired)
+        event: dict[str, Any] = {"offered": offered, "catalog": self._catalog}
+        if self._catalog not in recorded:
+            event["full_set"] = list(self.full_set)
+        event["left_out_codes"] = pack_codes(codes)
+        event["reasons"] = self.reasons()
+        return event
+
+    @property
+    def catalog(self) -> str | None:
+        """The digest naming the full set when events of this selection are packed, else None."""
+        return self._catalog
 
 
 def _flag(n: int, members: Iterable[int]) -> Mask:
@@ -234,6 +260,10 @@ class CandidateIndex:
         self._permissions: OrderedDict[tuple[str, ...], Mask] = OrderedDict()
         self._lock = threading.Lock()
         self.ranker = Ranker(self.specs, embedder=embedder, embedding_weight=embedding_weight)
+        full = n + len(self.retired)
+        self.catalog = None if full <= LISTED_MAX else catalog_digest((*self._keys.tolist(), *self.retired))
+        """The digest of the full set when offers record it packed (more than ``LISTED_MAX`` tools)."""
+        self._names: OrderedDict[frozenset[str], Mask] = OrderedDict()
 
     @staticmethod
     def _members(per_tool: Sequence[Availability], attr: str) -> dict[str, Mask]:
@@ -264,13 +294,26 @@ class CandidateIndex:
                 self._permissions.popitem(last=False)
         return mask
 
+    def _requested(self, names: frozenset[str]) -> Mask:
+        """Which tools ``names`` names (cached per set: an agent loop offers the same names each turn)."""
+        with self._lock:
+            mask = self._names.get(names)
+            if mask is not None:
+                self._names.move_to_end(names)
+                return mask
+        mask = _flag(len(self.specs), (self._position[x] for x in names if x in self._position))
+        with self._lock:
+            self._names[names] = mask
+            if len(self._names) > _NAMES_CACHE:
+                self._names.popitem(last=False)
+        return mask
+
     def select(self, request: Request) -> Selection:
         """Apply the filters of the module docstring, rank, filter by permission, cut."""
         n = len(self.specs)
         reason = np.full(n, _OFFERED, dtype=np.int8)
         if request.names is not None:
-            wanted = _flag(n, (self._position[x] for x in request.names if x in self._position))
-            reason[~wanted] = _CODE["not_requested"]
+            reason[~self._requested(request.names)] = _CODE["not_requested"]
         if request.phase is not None:
             ok = self._phase_free | self._phases.get(request.phase, np.zeros(n, dtype=np.bool_))
             reason[~ok & (reason == _OFFERED)] = _CODE["phase"]
@@ -306,7 +349,7 @@ class CandidateIndex:
             ranked = np.concatenate([self._order(pinned, scores), self._order(np.sort(rest), scores)])
         ranked_scores = None if scores is None else tuple(scores[ranked].tolist())
         offered = tuple(self._spec_array[ranked].tolist())
-        return Selection(offered, ranked_scores, self._keys, reason, self.retired)
+        return Selection(offered, ranked_scores, self._keys, reason, self.retired, self.catalog)
 
     @staticmethod
     def _order(idx: npt.NDArray[np.intp], scores: npt.NDArray[np.float64] | None) -> npt.NDArray[np.intp]:

@@ -69,6 +69,7 @@ def offer(
         offered.append(described)
     before = run.pins
     run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
+    run.pins_version += 1
     run.resolved.clear()
     run.explicit_offer = True
     run.disclosure = disclose
@@ -76,7 +77,9 @@ def offer(
     run.described = {n for n in run.described if n in run.pins and before.get(n) == run.pins[n]}
     if described is not None:
         run.described.add(DESCRIBE_TOOL)
-    event = selection.event()
+    event = selection.event(run.catalogs)
+    if selection.catalog is not None:
+        run.catalogs.add(selection.catalog)
     if described is not None:
         event["offered"].append({"name": described.name, "version": described.version})
     event.update(

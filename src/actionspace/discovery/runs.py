@@ -32,7 +32,11 @@ class RunState:
     seq: itertools.count[int]
     nodes: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     pins: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Tool name → (version, schema hash) as offered (or first resolved) in this run."""
+    """Tool name → (version, schema hash) as offered (or first resolved) in this run. Changed
+    through :meth:`pin` or with :attr:`pins_version` moved, so the change is saved."""
+    pins_version: int = 0
+    """Moves with every change of :attr:`pins`: another process continuing the run must read an
+    offer that replaced the tools by as many others (a count would not move)."""
     explicit_offer: bool = False
     """True after ``Runtime.offer``: only pinned names may be called."""
     resolved: dict[str, tuple[int, ToolSpec]] = field(default_factory=dict)
@@ -49,10 +53,18 @@ class RunState:
     """Error categories of the run's error observations (what unlocks recovery tools): read from
     the trace once, by the first offer in this process, and kept up to date from then on by
     every batch of events this process stores for the run (None: not read yet)."""
+    catalogs: set[str] = field(default_factory=set)
+    """Digests of the large catalogs whose full set an offer of this process recorded in the
+    run's trace (later offers of the same catalog record it packed, without the full set)."""
     saved: tuple[Any, ...] | None = None
     """The :meth:`mark` of the last snapshot saved (None: never saved)."""
     saved_label: tuple[Any, ...] | None = None
     """The :meth:`label_mark` of the last snapshot saved and waited for (None: never)."""
+
+    def pin(self, name: str, pin: tuple[str, str]) -> None:
+        """Pin ``name`` to ``(version, schema hash)`` in this run."""
+        self.pins[name] = pin
+        self.pins_version += 1
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
@@ -64,7 +76,7 @@ class RunState:
         return (
             self.flow.label_version,
             self.turn,
-            len(self.pins),
+            self.pins_version,
             self.explicit_offer,
             self.disclosure,
             len(self.described),
@@ -141,7 +153,8 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
                 alternatives=close or offered[:20],
                 details={"offered": offered[:50], "requested": name[:200]},
             )
-        pin = run.pins[base] = (spec.version, spec.schema_hash)
+        pin = (spec.version, spec.schema_hash)
+        run.pin(base, pin)
     version, offered_hash = pin
     spec = catalog.find(f"{base}@{version}")
     current = catalog.current(base)
@@ -161,5 +174,5 @@ def _mismatch(run: RunState, base: str, message: str, current: ToolSpec | None) 
     }
     if current is not None:
         details["current"] = current.describe()
-        run.pins[base] = (current.version, current.schema_hash)
+        run.pin(base, (current.version, current.schema_hash))
     return ActionError.of("version_mismatch", message, details=details)

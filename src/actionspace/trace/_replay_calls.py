@@ -8,11 +8,12 @@ provider's call id, else to the first unmatched proposal of the last model outpu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace.trace.events import TraceEvent
+from actionspace.trace.offers import with_full_set
 
 __all__ = ["DECISION_KINDS", "Call", "Offer", "Run", "split"]
 
@@ -122,6 +123,7 @@ def split(events: Iterable[TraceEvent]) -> Run:
     current: dict[str, Call] = {}
     users: list[tuple[str, bool, bool]] = []
     observed: set[str] = set()
+    full_sets: dict[str, Sequence[str]] = {}
     for e in good:
         data = _data(e)
         if data is None:
@@ -143,7 +145,7 @@ def split(events: Iterable[TraceEvent]) -> Run:
             users.append((text, untrusted, cut))
             continue
         if e.kind == "candidates_offered":
-            run.offers.append(Offer(e.seq, data))
+            run.offers.append(Offer(e.seq, with_full_set(data, full_sets)))
             continue
         if e.call_id is None:
             continue

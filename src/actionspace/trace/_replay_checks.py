@@ -14,6 +14,7 @@ from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.policy.provenance import KINDS, Evidence, Source, ValueProvenance, leaves
 from actionspace.trace._replay_calls import Call
+from actionspace.trace.offers import left_out_of
 
 __all__ = [
     "BudgetReplay",
@@ -45,17 +46,15 @@ def offered(data: Mapping[str, Any]) -> str:
     return " ".join(sorted(t for t in map(_tool, items) if t is not None)) or "(none)"
 
 
-def _unrequested(item: Mapping[str, Any]) -> bool:
-    return item.get("reason") == "not_requested"
-
-
 def offered_again(data: Mapping[str, Any], rt: Any) -> str:
-    """The same request (names, query, limit, phase, capabilities, errors seen) to ``rt``."""
+    """The same request (names, query, limit, phase, capabilities, errors seen) to ``rt``.
+
+    A packed event needs its ``full_set`` (:func:`~actionspace.trace.offers.with_full_set`).
+    """
     discovery, catalog = getattr(rt, "discovery", None), getattr(rt, "catalog", None)
     if discovery is None or catalog is None:
         raise ValueError("the runtime has no discovery")
-    left = data.get("left_out") or []
-    skipped = {str(i.get("name")) for i in left if isinstance(i, Mapping) and _unrequested(i)}
+    skipped = {key for key, reason in left_out_of(data) if reason == "not_requested"}
     names = None
     if skipped:
         full = [str(k) for k in data.get("full_set") or []]

@@ -97,6 +97,10 @@ def _candidates_offered(data: Mapping[str, Any]) -> str:
     line = f"{len(offered)} offered: {_names(offered) or '-'}"
     if left_out:
         line += f"; {len(left_out)} left out: {_names(left_out)}"
+    elif isinstance(data.get("reasons"), Mapping) and data["reasons"]:  # a packed event: the counts
+        counts = [(str(k), n) for k, n in data["reasons"].items() if isinstance(n, int)]
+        total = sum(n for _, n in counts)
+        line += f"; {total:,} left out: " + ", ".join(f"{n:,} {_text(k)}" for k, n in counts)
     return line
 
 
