@@ -61,3 +61,24 @@ def test_a_second_process_keeps_the_version_a_mismatch_pinned(tmp_path: Path) ->
     second.catalog.retire("tool_a@1")
     assert _status(second, run, "tool_a") == "ok"  # the pin to @2 the first process made holds
     second.close()
+
+
+def test_offering_the_same_tools_again_saves_nothing_and_another_set_saves_once(tmp_path: Path) -> None:
+    rt = _runtime(f"sqlite:///{tmp_path / 'run.db'}")
+    run = rt.new_run()
+    rt.offer(["tool_a", "tool_b"], run_id=run)
+    saves: list[str] = []
+    save = rt.engine.runs.run_states.save
+
+    def counted(run_id: str, state: object) -> None:
+        saves.append(run_id)
+        save(run_id, state)  # type: ignore[arg-type]
+
+    rt.engine.runs.run_states.save = counted  # type: ignore[method-assign]
+    for _ in range(5):  # an agent loop offering the same tools every turn
+        rt.offer(["tool_b", "tool_a"], run_id=run)
+    assert saves == []
+    rt.offer(["tool_c", "tool_d"], run_id=run)
+    rt.offer(["tool_c", "tool_d"], run_id=run)
+    assert saves == [run]
+    rt.close()

@@ -69,7 +69,8 @@ def offer(
         offered.append(described)
     before = run.pins
     run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
-    run.pins_version += 1
+    if run.pins != before:  # the same tools offered again (every turn of a loop) change nothing to save
+        run.pins_version += 1
     run.resolved.clear()
     run.explicit_offer = True
     run.disclosure = disclose
