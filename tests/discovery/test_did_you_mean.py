@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from actionspace import Principal, Runtime
 
 
@@ -68,3 +70,32 @@ def test_a_tool_not_offered_to_the_run_is_pointed_only_at_tools_as_safe() -> Non
         obs = rt.call({"name": "rename_project", "arguments": {"project_id": "p", "name": "n"}}, run_id=run)
     assert obs.error is not None and obs.error.category == "unknown_tool"
     assert "delete_project" not in obs.error.message
+
+
+def test_an_unknown_name_in_a_large_catalog_compares_each_verb_once_not_each_tool(monkeypatch: Any) -> None:
+    """A hallucinated name is answered on the caller's thread (the event loop, for async callers):
+    the verbs of 2,000 tools are a handful, and each is compared with the misspelt one once."""
+    import difflib
+
+    rt = Runtime("memory://", recover_on_start=False)
+    verbs = ("list", "count", "show", "add", "sum", "view", "lookup", "check")
+    for i in range(2000):
+        rt.add_tool(
+            name=f"{verbs[i % len(verbs)]}_items_{i}",
+            input_schema={"type": "object"},
+            fn=lambda: 1,
+            effect="none",
+        )
+    made: list[int] = []
+
+    class Counted(difflib.SequenceMatcher):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", Counted)
+    obs = rt.call({"name": "ad_items_1", "arguments": {}})  # "ad" for "add": a misspelt verb
+    assert obs.error is not None and obs.error.category == "unknown_tool"
+    assert obs.error.alternatives[0].startswith("add_items_")  # its closest names, of the verb it misspelt
+    assert len(made) <= 2 * len(verbs)
+    rt.close()

@@ -25,6 +25,7 @@ vector operations plus one permission check per distinct scope set (cached per p
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Container, Iterable, Mapping, Sequence
@@ -424,6 +425,10 @@ def _verb(name: str) -> str:
     return head.lower()
 
 
+_tool_verb: Final = functools.lru_cache(maxsize=1 << 16)(_verb)
+""":func:`_verb` of a registered tool's name, kept (an unknown name's suggestions read every tool's)."""
+
+
 def _risk(spec: ToolSpec) -> int:
     if spec.risk is not None:
         return _RISK_RANK[spec.risk]
@@ -446,17 +451,24 @@ def safe_suggestions(
 
     by_name = {s.name: s for s in offered}
     verb = _verb(requested)
+    near: dict[str, bool] = {}  # per verb of the offered tools: a few dozen, whatever the catalog
+
+    def near_verb(theirs: str) -> bool:
+        found = near.get(theirs)
+        if found is None:
+            found = near[theirs] = SequenceMatcher(None, verb, theirs).ratio() >= 0.8
+        return found
 
     def safe(spec: ToolSpec) -> bool:
         if known is not None:
             return spec.effect == known.effect and _risk(spec) <= _risk(known)
         if verb in _READ_VERBS:
             return _EFFECT_RANK[spec.effect] == 0
-        theirs = _verb(spec.name)
+        theirs = _tool_verb(spec.name)
         if theirs == verb:
             return True
         # a misspelt verb ("ad" for "add") may point at a tool without effects, never at a write
-        return _EFFECT_RANK[spec.effect] == 0 and SequenceMatcher(None, verb, theirs).ratio() >= 0.8
+        return _EFFECT_RANK[spec.effect] == 0 and near_verb(theirs)
 
     allowed = sorted(name for name, spec in by_name.items() if safe(spec))
     return get_close_matches(requested, allowed, n=n, cutoff=0.6)

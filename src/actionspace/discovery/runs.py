@@ -143,8 +143,12 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
     if pin is None:
         spec = None if run.explicit_offer else catalog.current(base)
         if spec is None:
-            offered = sorted(run.pins) if run.explicit_offer else sorted(s.name for s in catalog.offerable())
-            shown = [t for t in (catalog.current(name) for name in offered) if t is not None]
+            if run.explicit_offer:
+                offered = sorted(run.pins)
+                shown = [t for t in (catalog.current(name) for name in offered) if t is not None]
+            else:
+                shown = catalog.offerable()
+                offered = sorted(s.name for s in shown)
             close = safe_suggestions(base, shown, catalog.current(base))
             return ActionError.of(
                 "unknown_tool",
