@@ -49,6 +49,7 @@ __all__ = [
     "dumps_plain",
     "json_size",
     "normalize",
+    "normalize_key",
     "strict_dumps",
 ]
 
@@ -272,6 +273,11 @@ def _float(value: float) -> Any:
     if math.isnan(value):
         return "NaN"
     return "Infinity" if value > 0 else "-Infinity"
+
+
+def normalize_key(key: object) -> str:
+    """An object key as :func:`normalize` writes it (a string)."""
+    return _key(key)
 
 
 def _key(key: object) -> str:

@@ -179,7 +179,9 @@ def _shape_json(
         ref = artifacts.put(raw) if keep_raw and artifacts is not None else None
         digest = sha256(canonical).hexdigest()
         return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
-    data = project(normalize(plain), max_bytes)
+    # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote: normalized
+    # only where the projection reads it
+    data = project(plain, max_bytes, normalized=text is None)
     kept = dumps_plain(data).encode("utf-8", "surrogatepass")
     return Shaped(
         data=data,

@@ -441,14 +441,21 @@ class FastPath:
             attempts = 0
         if compact and attempts == 1 and rec.call is held:
             now = time.time()
-            obs = plain_observation(spec, call_id, value, label, artifacts, now)
-            if obs is not None:  # folded into the call's record
-                rec.call = (*held[:8], next(seq), now, obs.content_hash)
-                shown(flow, obs, label, within)
-                return obs
+            plain = plain_observation(spec, call_id, value, label, artifacts, now)
+            if isinstance(plain, Observation):  # folded into the call's record
+                rec.call = (*held[:8], next(seq), now, plain.content_hash)
+                shown(flow, plain, label, within)
+                return plain
+            shaped = plain  # shaped and cut (or None): observe() takes it as it is
+        else:
+            shaped = None
         ready = Ready(entry.compiled, call_id, node, args, args, None, None, label)
         obs = observe(
-            ready, Succeeded(value, 1) if outcome is None else outcome, artifacts=artifacts, rec=rec
+            ready,
+            Succeeded(value, 1) if outcome is None else outcome,
+            artifacts=artifacts,
+            rec=rec,
+            shaped=shaped,
         )
         shown(flow, obs, label, within)
         return obs

@@ -26,7 +26,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
-from actionspace.pipeline.observe import observe_ready, plain_observation
+from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import CompactNode, expand_node
@@ -152,18 +152,21 @@ def _done(
     """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`); an ``ok`` plain
     observation of one attempt is folded into the node's compact record when it holds one.
     ``outcome`` None: the first attempt returned ``value``."""
+    ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
     if outcome is None or (type(outcome) is Succeeded and outcome.attempts == 1):
         nodes = rec.nodes
         if outcome is not None:
             value = outcome.value
         if nodes:
             now = time.time()
-            obs = plain_observation(entry.spec, call_id, value, label, artifacts, now)
-            if obs is not None:
+            plain = plain_observation(entry.spec, call_id, value, label, artifacts, now)
+            if isinstance(plain, Observation):
                 h = nodes[0]
-                nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, obs.content_hash)
-                return obs
+                nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, plain.content_hash)
+                return plain
+            if plain is not None:  # shaped and cut: observe() takes it as it is
+                outcome = outcome or Succeeded(value, 1)
+                return observe(ready, outcome, artifacts=artifacts, rec=rec, shaped=plain)
         if outcome is None:
             outcome = Succeeded(value, 1)
-    ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
     return observe_ready(ready, outcome, rec, artifacts)

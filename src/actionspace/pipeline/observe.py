@@ -11,7 +11,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.executor import Failed, Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
-from actionspace.observation import ArtifactStore, shape
+from actionspace.observation import ArtifactStore, Shaped, shape
 from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance
@@ -44,11 +44,19 @@ def validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> 
 
 
 def observe(
-    ready: Ready, outcome: Outcome, *, artifacts: ArtifactStore | None, rec: Recorder, keep_raw: bool = False
+    ready: Ready,
+    outcome: Outcome,
+    *,
+    artifacts: ArtifactStore | None,
+    rec: Recorder,
+    keep_raw: bool = False,
+    shaped: Shaped | None = None,
 ) -> Observation:
     """Shape a tool outcome into the observation envelope and record it.
 
     ``keep_raw`` stores the full raw output as an artifact even when nothing was cut (streams).
+    ``shaped``: the outcome's value shaped already, as this would (:func:`plain_observation`
+    gives it for a value it cannot put in its envelope), so a large result is shaped once.
     """
     spec = ready.compiled.spec
     if isinstance(outcome, Failed):
@@ -74,9 +82,9 @@ def observe(
         if value.after is not None:
             paging["after"] = value.after
         value = value.data
-    shaped = shape(
-        value, rule=spec.trim, max_bytes=spec.max_observation_bytes, artifacts=artifacts, keep_raw=keep_raw
-    )
+    if shaped is None:
+        limit = spec.max_observation_bytes
+        shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts, keep_raw=keep_raw)
     provenance = object.__new__(Provenance)
     label = ready.label
     provenance.__dict__.update(
@@ -154,16 +162,19 @@ def plain_observation(
     label: Label,
     artifacts: ArtifactStore | None,
     now: float,
-) -> Observation | None:
+) -> Observation | Shaped | None:
     """The observation :func:`observe` makes of an ``ok`` plain ``value`` of a call whose output
-    label is ``label``, when it is shaped without cutting anything (the precompiled path); None
-    for anything else (``observe`` itself shapes it then)."""
-    if type(value) not in _PLAIN or spec.lifecycle == "deprecated":
+    label is ``label``, when it is shaped without cutting anything (the precompiled path). For a
+    value it shaped and cut, the :class:`Shaped` value, for ``observe(..., shaped=)``; None for
+    anything else (``observe`` itself shapes it then)."""
+    if type(value) not in _PLAIN:
         return None
     limit = spec.max_observation_bytes
     shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts)
     if shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete:
-        return None
+        return shaped
+    if spec.lifecycle == "deprecated":
+        return shaped
     provenance = object.__new__(Provenance)
     provenance.__dict__.update(
         fetched_at=now, resource_version=None, trust=label.integrity, labels=label.tags()
@@ -189,9 +200,10 @@ def observe_ready(
     spec = ready.compiled.spec
     if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
         obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
-        if obs is not None:
+        if isinstance(obs, Observation):
             observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
             observed["content_hash"] = obs.content_hash
             rec.add("observation", observed)
             return obs
+        return observe(ready, outcome, artifacts=artifacts, rec=rec, shaped=obs)
     return observe(ready, outcome, artifacts=artifacts, rec=rec)

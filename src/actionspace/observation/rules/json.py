@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any, ClassVar, Final
 
-from actionspace._canonical import canonical_text, clip_middle, json_size
+from actionspace._canonical import canonical_text, clip_middle, json_size, normalize, normalize_key
 from actionspace.observation.rules._base import Source, TrimRule
 
 __all__ = ["JsonRule", "fit_text", "project"]
@@ -52,12 +52,14 @@ class _TooBig(Exception):
 
 
 class _Projector:
-    __slots__ = ("budget", "chars", "depth", "items", "keys", "size")
+    __slots__ = ("budget", "chars", "depth", "items", "keys", "lazy", "size")
 
-    def __init__(self, rung: tuple[int, int, int, int], budget: int) -> None:
+    def __init__(self, rung: tuple[int, int, int, int], budget: int, lazy: bool = False) -> None:
         self.depth, self.items, self.keys, self.chars = rung
         self.budget = budget
         self.size = 0
+        self.lazy = lazy
+        """The value is not normalized yet: each part kept is normalized when it is reached."""
 
     def _spend(self, n: int) -> None:
         # A lower bound of the output size (characters, not bytes), so aborting is always right.
@@ -66,6 +68,8 @@ class _Projector:
             raise _TooBig
 
     def run(self, value: Any, depth: int = 0) -> Any:
+        if self.lazy and type(value) not in _PLAIN:
+            value = _shallow(value)
         if isinstance(value, str):
             clipped = clip_middle(value, self.chars)
             self._spend(len(clipped) + 3)
@@ -81,12 +85,15 @@ class _Projector:
         self._spend(5)
         return value
 
-    def _object(self, value: Mapping[str, Any], depth: int) -> dict[str, Any]:
+    def _object(self, value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
         self._spend(2)
         if depth >= self.depth:
             return {OMITTED_KEYS: len(value)} if value else {}
         out: dict[str, Any] = {}
+        lazy = self.lazy
         for key, item in islice(value.items(), self.keys):
+            if lazy and type(key) is not str:
+                key = normalize_key(key)
             self._spend(len(key) + 4)
             out[key] = self.run(item, depth + 1)
         if len(value) > self.keys:
@@ -103,13 +110,36 @@ class _Projector:
         return out
 
 
-def project(value: Any, max_bytes: int) -> Any:
-    """``value`` (plain JSON that does not fit) cut to at most ``max_bytes`` of canonical JSON."""
+_PLAIN: Final = frozenset({str, dict, list, int, float, bool, type(None)})
+
+
+def _shallow(value: Any) -> Any:
+    """A part of a value the C encoder wrote as JSON, as :func:`normalize` has it at its top: a
+    tuple as a list of the same items (each normalized when reached), a mapping as it is (its keys
+    are read by ``normalize_key``), anything else (a subclass of a scalar, an enum) normalized."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping | list):
+        return value
+    return normalize(value)
+
+
+def project(value: Any, max_bytes: int, *, normalized: bool = True) -> Any:
+    """``value`` (plain JSON that does not fit) cut to at most ``max_bytes`` of canonical JSON.
+
+    ``normalized=False``: ``value`` is one the C encoder wrote as JSON (``dumps_plain`` did not
+    raise: no cycle, no NaN, no set, keys of one kind) but may hold tuples, enums, subclasses and
+    keys that are not strings; the projection is that of ``normalize(value)``, each part it keeps
+    normalized when reached, so a large result costs what is kept, not what was returned.
+    """
+    lazy = not normalized
+    if lazy and type(value) not in _PLAIN:
+        value = _shallow(value)
     if isinstance(value, str):
         return fit_text(value, "", len(value), max_bytes)
     for rung in _LADDER:
         try:
-            data = _Projector(rung, max_bytes).run(value)
+            data = _Projector(rung, max_bytes, lazy).run(value)
         except _TooBig:
             continue
         if json_size(data) <= max_bytes:
