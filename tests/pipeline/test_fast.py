@@ -159,6 +159,9 @@ def proposals(draw: st.DrawFn) -> tuple[str, Any, str]:
                 "message",
                 "assistant",
                 "assistant2",
+                "anthropic",
+                "anthropic2",
+                "responses",
             ]
         )
     )
@@ -185,6 +188,19 @@ def proposals(draw: st.DrawFn) -> tuple[str, Any, str]:
         elif fmt == "assistant2":
             twin = {**entry, "id": f"{call_id}_2"} if call_id else entry
             raw = {"role": "assistant", "content": "Two calls.", "tool_calls": [entry, twin]}
+        elif fmt in ("anthropic", "anthropic2"):  # an Anthropic message (a session's turn)
+            block: dict[str, Any] = {"type": "tool_use", "name": name, "input": args}
+            if call_id is not None:
+                block["id"] = call_id
+            blocks = [block]
+            if fmt == "anthropic2":
+                blocks = [{"type": "text", "text": "Two calls."}, block, {**block, "id": f"{call_id}_2"}]
+            raw = {"role": "assistant", "content": blocks}
+        elif fmt == "responses":  # Responses output items
+            item: dict[str, Any] = {"type": "function_call", "name": name, "arguments": json.dumps(args)}
+            if call_id is not None:
+                item["call_id"] = call_id
+            raw = [{"type": "reasoning", "summary": []}, item]
     return fmt, raw, who
 
 
@@ -338,3 +354,42 @@ def test_a_catalog_change_mid_run_ends_each_call_as_the_stages_do() -> None:
     fast = play(True)
     assert fast == play(False)
     assert fast[2]["error"]["category"] == "version_mismatch" and fast[4]["data"] == -4
+
+
+def test_a_one_call_message_of_every_provider_format_takes_the_precompiled_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session's turn in Anthropic or Responses form is as cheap as one in Chat Completions form:
+    the call takes the compact record, which records the format it was parsed in."""
+    taken: list[str] = []
+    original = FastPath.run
+
+    async def spy(self: FastPath, call: Any, *args: Any, **kwargs: Any) -> Any:
+        taken.append(call.fmt)
+        return await original(self, call, *args, **kwargs)
+
+    monkeypatch.setattr(FastPath, "run", spy)
+    tools = [ToolShape("t0", "none", True, "internal", "trusted", "int")]
+    messages = {
+        "openai_chat": {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t0", "arguments": '{"a": 1}'}}
+            ],
+        },
+        "anthropic": {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c2", "name": "t0", "input": {"a": 2}}],
+        },
+        "openai_responses": [
+            {"type": "function_call", "call_id": "c3", "name": "t0", "arguments": '{"a": 3}'}
+        ],
+    }
+    with _runtime(tools, "default", fast=True) as rt:
+        run = rt.new_run()
+        rt.call(ToolCall(name="t0", arguments={"a": 0}), run_id=run)  # resolves the name: staged
+        for raw in messages.values():
+            assert rt.call(raw, run_id=run).status == "ok"
+        parsed = [e.data["format"] for e in rt.trace.events(run) if e.kind == "parsed"]
+    assert taken == list(messages)
+    assert parsed == ["toolcall", *messages]

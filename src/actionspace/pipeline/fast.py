@@ -147,8 +147,10 @@ class FastCall:
     call_id: str | None
     arguments: dict[str, Any]
     raw: Any
-    """The model output (recorded as ``model_output``): JSON text, a provider dict, or None for a
+    """The model output (recorded as ``model_output``): JSON text, a provider object, or None for a
     ToolCall."""
+    fmt: str = "openai_chat"
+    """The provider format ``parse`` read ``raw`` as (the ``parsed`` event's ``format``)."""
 
     def tool_call(self) -> ToolCall:
         return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
@@ -201,8 +203,9 @@ class FastPath:
     ) -> FastCall | None:
         """The call in ``raw`` when it may take the precompiled path, else None (nothing changed).
 
-        ``parsed``: ``parse(raw)`` of a provider object (a dict); such a raw output qualifies when
-        it holds exactly one call of an OpenAI Chat Completions message.
+        ``parsed``: ``parse(raw)`` of a provider object (a dict, or a list of Responses items);
+        such a raw output qualifies when it holds exactly one call, in any format (a Chat
+        Completions or Anthropic message, Responses items).
         """
         if not self.enabled:
             return None
@@ -218,13 +221,19 @@ class FastPath:
             if raw.provenance:
                 return None
             name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
-        elif type(raw) is dict and parsed is not None:
-            if parsed.error is not None or parsed.format != "openai_chat" or len(parsed.calls) != 1:
+        elif (type(raw) is dict or type(raw) is list) and parsed is not None:
+            if parsed.error is not None or len(parsed.calls) != 1:
                 return None
             one = parsed.calls[0]
             if one.provenance:
                 return None
             name, call_id, arguments, model_output = one.name, one.id, one.arguments, raw
+            if type(arguments) is not dict or not name:
+                return None
+            entry = self.entry(run, name, principal, ordered)
+            if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
+                return None
+            return FastCall(entry, name, call_id, arguments, model_output, parsed.format)
         else:
             return None
         if type(arguments) is not dict or not name:
@@ -371,12 +380,14 @@ class FastPath:
         seq = run.seq
         ts = time.time()
         raw = call.raw
-        model: str | bytes | dict[str, Any] | None
+        model: str | bytes | dict[str, Any] | tuple[str, bytes | dict[str, Any]] | None
         if raw is not None:
             if type(raw) is str:
                 model = raw if len(raw) <= RAW_PREFIX_CHARS else bounded_raw(raw, artifacts)
-            else:  # a provider object
+            else:  # a provider object, with its format when not the commonest
                 model = compact_raw(raw, artifacts)
+                if call.fmt != "openai_chat":
+                    model = (call.fmt, model)
             numbers: tuple[int, ...] = (next(seq), next(seq), next(seq), next(seq), next(seq))
         else:
             model = None

@@ -243,7 +243,7 @@ class Messages:
         out: list[Observation] = []
         try:
             general = provenance or sources or dry_run or fresh
-            if parsed is None and type(raw) is dict and not general:
+            if parsed is None and (type(raw) is dict or type(raw) is list) and not general:
                 parsed = parse(raw)  # read once, for the precompiled path and the stages alike
             quick = None if general else engine.fast.take(raw, run, who, engine.ordered, parsed)
             if quick is not None:  # proven to end as the stages would: see pipeline/fast.py

@@ -95,8 +95,10 @@ CompactCall = tuple[
 ``(seq, ts, call_id, shape, model, name, id, node, obs_seq, obs_ts, content_hash)``.
 
 ``seq`` numbers the first event; ``model_output`` (when ``model`` is not None: the raw text;
-bytes: the UTF-8 JSON of a provider object, whose payload is ``{"raw": that object}``; else the
-``model_output`` payload itself), ``parsed`` (format ``openai_chat``), ``authorized``,
+bytes: the UTF-8 JSON of a provider object, whose payload is ``{"raw": that object}``; a dict:
+the ``model_output`` payload itself; a tuple: ``(format, bytes or dict)``, for a provider object
+parsed in another format than ``openai_chat``), ``parsed`` (format ``openai_chat`` or the tuple's,
+``toolcall`` without ``model``), ``authorized``,
 ``validated`` and ``dispatched`` follow it at ``ts`` with consecutive numbers. ``obs_seq`` is
 the number of the ``ok`` observation (``-1``: none is folded in; the call records it on its own),
 recorded at ``obs_ts`` with ``content_hash``.
@@ -137,6 +139,9 @@ def expand_call(call: CompactCall) -> list[EventRecord]:
     seq, ts, call_id, shape, model, name, ident, node, obs_seq, obs_ts, digest = call
     out: list[EventRecord] = []
     if model is not None:
+        fmt = "openai_chat"
+        if type(model) is tuple:  # (format, the object as below) for a provider format not Chat's
+            fmt, model = model
         if type(model) is str:
             raw: Mapping[str, Any] = {"raw": model}
         elif type(model) is bytes:  # a provider object's JSON (store_encoding.compact_raw)
@@ -145,7 +150,6 @@ def expand_call(call: CompactCall) -> list[EventRecord]:
             raw = model
         out.append((seq, "model_output", ts, None, raw))
         seq += 1
-        fmt = "openai_chat"
     else:
         fmt = "toolcall"
     tool, version = shape.tool, shape.version
