@@ -20,7 +20,14 @@ from typing import Any
 from actionspace.errors import ActionError
 from actionspace.parse._result import Collector, ParseResult
 from actionspace.parse._stream import StreamParser, StreamProgress
-from actionspace.parse._structured import add_value, fast_openai_entry, fast_openai_message, loads_object
+from actionspace.parse._structured import (
+    add_value,
+    fast_anthropic_message,
+    fast_openai_entry,
+    fast_openai_message,
+    fast_responses_items,
+    loads_object,
+)
 from actionspace.types import ToolCall
 
 __all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse"]
@@ -49,7 +56,11 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
                 if fast is not None:
                     return fast
         elif type(raw) is dict:
-            fast = fast_openai_message(raw)
+            fast = fast_openai_message(raw) or fast_anthropic_message(raw)
+            if fast is not None:
+                return fast
+        elif type(raw) is list:
+            fast = fast_responses_items(raw)
             if fast is not None:
                 return fast
         coll = Collector(tools)

@@ -14,7 +14,10 @@ __all__ = [
     "add_value",
     "call_from_generic",
     "classify",
+    "fast_anthropic_message",
     "fast_openai_entry",
+    "fast_openai_message",
+    "fast_responses_items",
     "feed",
     "looks_like_call",
 ]
@@ -104,6 +107,104 @@ def fast_openai_message(value: object) -> ParseResult | None:
     return ParseResult(
         calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
     )
+
+
+def fast_anthropic_message(value: object) -> ParseResult | None:
+    """An Anthropic assistant message (``{"role": "assistant", "content": [blocks]}``) whose
+    blocks are ``text`` and at least one ``tool_use`` with a string name and id and an object
+    ``input``, without reasoning fields: what the full path gives, with plain dict checks only
+    (None: take the full path)."""
+    if type(value) is not dict or value.get("role") != "assistant" or not _plain_message(value):
+        return None
+    blocks = value.get("content")
+    if (
+        type(blocks) is not list
+        or value.get("tool_calls") is not None
+        or value.get("function_call") is not None
+        or any(value.get(key) is not None for key in _REASONING_FIELDS)
+    ):
+        return None
+    calls: list[ToolCall] = []
+    texts: list[str] = []
+    for block in blocks:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "tool_use":
+            call = _fast_call(block.get("name"), block.get("input"), block.get("id"))
+            if call is None:
+                return None
+            calls.append(call)
+        elif kind == "text":
+            text = block.get("text")
+            if type(text) is not str:
+                return None
+            if text := text.strip():
+                texts.append(text)
+        else:
+            return None
+    if not calls:
+        return None
+    content = "\n".join(texts) if texts else None
+    return ParseResult(calls=tuple(calls), content=content, reasoning=None, error=None, format="anthropic")
+
+
+def fast_responses_items(value: object) -> ParseResult | None:
+    """A list of Responses output items holding ``function_call`` items (string name and call
+    id, JSON object text as arguments) and reasoning items without text: what the full path
+    gives, with plain checks only (None: take the full path)."""
+    if type(value) is not list or not value:
+        return None
+    calls: list[ToolCall] = []
+    for item in value:
+        if type(item) is not dict:
+            return None
+        kind = item.get("type")
+        if kind == "function_call":
+            if not _plain_message(item, "type"):
+                return None
+            arguments = item.get("arguments")
+            if type(arguments) is not str or arguments[:1] != "{":
+                return None
+            decoded = loads_object(arguments)
+            if type(decoded) is not dict:
+                return None
+            call = _fast_call(item.get("name"), decoded, item.get("call_id", item.get("id")))
+            if call is None:
+                return None
+            calls.append(call)
+        elif kind == "reasoning":
+            if set(item) - {"type", "id", "summary", "encrypted_content", "status"} or item.get("summary"):
+                return None  # any text in it is the reasoning the full path collects
+        else:
+            return None
+    if not calls:
+        return None
+    return ParseResult(
+        calls=tuple(calls), content=None, reasoning=None, error=None, format="openai_responses"
+    )
+
+
+def _plain_message(value: Mapping[Any, Any], allowed: str | None = None) -> bool:
+    """No key that makes :func:`classify` read ``value`` as another shape (``allowed`` aside)."""
+    return not any(
+        key in value for key in ("choices", "output", "jsonrpc", "method", "type") if key != allowed
+    )
+
+
+def _fast_call(name: object, arguments: object, call_id: object) -> ToolCall | None:
+    """A call from a name, an object of arguments and an id, as ``_call`` makes it; None for
+    anything ``_call`` would read otherwise or refuse."""
+    if (
+        type(name) is not str
+        or type(arguments) is not dict
+        or (call_id is not None and type(call_id) is not str)
+    ):
+        return None
+    name = name.strip()
+    if not name:
+        return None
+    return ToolCall(name=name, arguments=arguments, id=call_id or None)
 
 
 def _name(value: object, path: str) -> str:
