@@ -26,6 +26,7 @@ from actionspace.bench._workload import (
 
 if TYPE_CHECKING:
     from actionspace.runtime import Runtime
+    from actionspace.session import Session, Turn
     from actionspace.types import Observation
 
 __all__ = ["OK", "observed", "run_ours"]
@@ -110,24 +111,61 @@ async def _message_row(p: Pass, *, sync: bool = False) -> None:
         await p.abatch(name, batch)
 
 
-async def _session_row(p: Pass) -> None:
-    """One agent-loop turn: a session's ``ahandle`` of a Chat Completions assistant message (a
-    dict, as the provider's SDK returns it) holding one call of the async tool; what the row
-    measures ends with the provider's tool message rendered for the next request."""
-    name = "actionspace.session.ahandle.async_tool"
-    if not p.want(name):
-        return
+def _turns(provider: str) -> list[Any]:
+    """The bench's calls of the async tool as one-call assistant turns in ``provider``'s form."""
     entries = [json.loads(call) for call in openai_calls("add_async")]
-    messages = [{"role": "assistant", "content": None, "tool_calls": [e]} for e in entries]
-    with _runtime() as rt:
-        s = rt.session(provider="openai_chat")
-        s.user("add two numbers")
+    if provider == "openai_chat":
+        return [{"role": "assistant", "content": None, "tool_calls": [e]} for e in entries]
+    if provider == "anthropic":
+        return [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": e["id"],
+                        "name": e["function"]["name"],
+                        "input": json.loads(e["function"]["arguments"]),
+                    }
+                ],
+            }
+            for e in entries
+        ]
+    return [
+        [{"type": "function_call", "call_id": e["id"], **e["function"]}] for e in entries
+    ]  # openai_responses: the output items
 
-        def extract(turn: Any) -> dict[str, Any]:
-            (obs,) = turn.observations
-            return observed(obs)
 
-        await p.aio(name, lambda i: s.ahandle(messages[i % VARIANTS]), 20000, extract=extract, expect=OK)
+SESSION_ROWS: dict[str, str] = {
+    "openai_chat": "actionspace.session.ahandle.async_tool",
+    "anthropic": "actionspace.session.ahandle.async_tool.anthropic",
+    "openai_responses": "actionspace.session.ahandle.async_tool.responses",
+}
+"""Provider form of the model's turn → its row."""
+
+
+async def _session_row(p: Pass) -> None:
+    """One agent-loop turn: a session's ``ahandle`` of the model's message holding one call of the
+    async tool, as the provider's SDK returns it (a Chat Completions message dict, an Anthropic
+    message dict, a list of Responses output items); what a row measures ends with the provider's
+    tool message rendered for the next request."""
+    for provider, name in SESSION_ROWS.items():
+        if not p.want(name):
+            continue
+        turns = _turns(provider)
+        with _runtime() as rt:
+            s = rt.session(provider=provider)  # type: ignore[arg-type]
+            s.user("add two numbers")
+
+            def extract(turn: Any) -> dict[str, Any]:
+                (obs,) = turn.observations
+                return observed(obs)
+
+            await p.aio(name, _turner(s, turns), 20000, extract=extract, expect=OK)
+
+
+def _turner(s: Session, turns: list[Any]) -> Callable[[int], Awaitable[Turn]]:
+    return lambda i: s.ahandle(turns[i % VARIANTS])
 
 
 def _acaller(rt: Runtime, inputs: list[Any]) -> Callable[[int], Awaitable[Observation]]:
