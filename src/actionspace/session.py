@@ -34,6 +34,7 @@ not gated (its event says so).
 from __future__ import annotations
 
 import contextlib
+import copy
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ class Session:
         self._offer = dict(offer or {})
         self._artifacts: list[str] = []
         self._every_name: tuple[int, frozenset[str]] = (-1, frozenset())
+        self._tool_messages: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.gate: GatePolicy | None = None
         """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
         rt.run_state(run_id, principal)
@@ -152,7 +154,23 @@ class Session:
         elif names is None:
             names = self._every_tool()
         definitions = self.rt.offer(names, run_id=self.run_id, principal=self.principal, **options)
-        return render_tools(definitions, self.provider)
+        return tuple(self._rendered(d) for d in definitions)
+
+    def _rendered(self, definition: dict[str, Any]) -> dict[str, Any]:
+        """``definition`` in the provider's format, rendered once per tool version and form (full or
+        short) in this session: a new dict each time, its dicts new two levels down, and nothing
+        in it shared with the registered tool (a caller may change what it gets)."""
+        key = (
+            definition["name"],
+            definition.get("version"),
+            definition.get("schema_hash"),
+            "input_schema" in definition,
+        )
+        rendered = self._tool_messages.get(key)
+        if rendered is None:  # a deep copy kept: nothing handed out shares a dict with the spec
+            rendered = copy.deepcopy(render_tools((definition,), self.provider)[0])
+            self._tool_messages[key] = rendered
+        return _fresh(rendered)
 
     def _every_tool(self) -> frozenset[str]:
         """Every offerable tool's name but ``read_artifact``, the same set object until the catalog
@@ -324,3 +342,16 @@ def _parsed(raw: Any) -> ParseResult | None:
     if not isinstance(raw, str | dict | list):
         return None
     return parse(raw)
+
+
+def _fresh(value: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a rendered tool whose dicts are copied two levels down (``function`` and its
+    ``parameters``, ``input_schema`` and its ``properties``): a caller may change what it gets."""
+    out = value.copy()
+    for key, inner in value.items():
+        if type(inner) is dict:
+            copied = out[key] = inner.copy()
+            for key2, inner2 in inner.items():
+                if type(inner2) is dict:
+                    copied[key2] = inner2.copy()
+    return out

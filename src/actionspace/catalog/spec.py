@@ -268,6 +268,7 @@ class ToolSpec:
     _streams: bool = field(init=False, repr=False, compare=False, default=False)
     _key: str = field(init=False, repr=False, compare=False, default="")
     _takes_key: bool = field(init=False, repr=False, compare=False, default=False)
+    _described: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if not self.name or "@" in self.name:
@@ -432,17 +433,22 @@ class ToolSpec:
         return replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
-        """The definition as the model may see it (no implementation details)."""
-        return {
-            "name": self.name,
-            "version": self.version,
-            "description": self.description,
-            "input_schema": dict(self.input_schema),
-            "effect": self.effect,
-            "risk": self.risk,
-            "schema_hash": self.schema_hash,
-            **self._contract(),
-        }
+        """The definition as the model may see it (no implementation details). A new dict each
+        time (its ``input_schema`` too), built once per spec: an agent loop offers every turn."""
+        described = self._described
+        if described is None:
+            described = {
+                "name": self.name,
+                "version": self.version,
+                "description": self.description,
+                "input_schema": self.input_schema,
+                "effect": self.effect,
+                "risk": self.risk,
+                "schema_hash": self.schema_hash,
+                **self._contract(),
+            }
+            object.__setattr__(self, "_described", described)
+        return {**described, "input_schema": dict(self.input_schema)}
 
     def _contract(self) -> dict[str, Any]:
         declared = {
