@@ -4,7 +4,9 @@ however deep, reaches the registered tool."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 from typing import Any
 
 import pytest
@@ -14,7 +16,10 @@ from actionspace.session import PROVIDERS, Provider
 
 
 def _runtime() -> Runtime:
-    rt = Runtime("memory://", recover_on_start=False)
+    return _runtime_tools(Runtime("memory://", recover_on_start=False))
+
+
+def _runtime_tools(rt: Runtime) -> Runtime:
     for i in range(5):
         rt.add_tool(
             name=f"report_{i}",
@@ -91,3 +96,47 @@ def test_each_tool_is_rendered_once_per_version_not_every_turn(
         assert all(t == turns[0] for t in turns)
         rt.add_tool(name="report_9", input_schema={"type": "object"}, fn=lambda: 1, effect="read")
         assert len(s.tools()) == 6 and sum(rendered) == 6
+
+
+def _saving_threads(rt: Runtime) -> list[int]:
+    threads: list[int] = []
+    store = rt.engine.runs.run_states
+    save = store.save
+
+    def noted(run_id: str, state: Any) -> None:
+        threads.append(threading.get_ident())
+        save(run_id, state)
+
+    store.save = noted  # type: ignore[method-assign]
+    return threads
+
+
+def _async_turns(rt: Runtime) -> tuple[int, list[int], Any]:
+    s = rt.session(provider="openai_chat")  # the run is made (and saved) here
+
+    async def turns() -> tuple[int, Any]:
+        await s.auser("show report 1")
+        offered = await s.atools()
+        await s.auser("and report 2")
+        assert s.turn == 2
+        return threading.get_ident(), offered
+
+    saving = _saving_threads(rt)
+    loop_thread, offered = asyncio.run(turns())
+    return loop_thread, saving, offered
+
+
+def test_auser_and_atools_save_a_file_stores_run_off_the_event_loop(tmp_path: Any) -> None:
+    """A sync ``user()`` on a file store waits for the disk on the loop's thread, and holds every
+    other session of the loop; ``auser``/``atools`` wait on a worker thread, and save as much."""
+    with Runtime(f"sqlite:///{tmp_path / 'run.db'}", recover_on_start=False) as rt:
+        _runtime_tools(rt)
+        loop_thread, saving, offered = _async_turns(rt)
+    assert len(saving) >= 2 and loop_thread not in saving  # each turn saved, never on the loop
+    assert [t["function"]["name"] for t in offered] == [f"report_{i}" for i in range(5)]
+
+
+def test_auser_and_atools_stay_on_the_loop_with_stores_in_memory() -> None:
+    with _runtime() as rt:
+        loop_thread, saving, _ = _async_turns(rt)
+    assert saving and set(saving) == {loop_thread}  # nothing to wait for: no thread hop

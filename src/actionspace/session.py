@@ -33,6 +33,7 @@ not gated (its event says so).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import weakref
@@ -139,6 +140,22 @@ class Session:
         run.turn += 1
         self.rt.user_input(self.run_id, text)
         self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
+
+    async def auser(self, text: str) -> None:
+        """:meth:`user` from async code. With stores on disk or on a server the turn is saved
+        before this returns, as by :meth:`user`, but on a worker thread: a sync ``user()`` waits
+        for the file's sync on the event loop's thread, and every other task of the loop with it."""
+        if self.rt.engine.runs.in_memory:
+            self.user(text)
+        else:
+            await asyncio.to_thread(self.user, text)
+
+    async def atools(self) -> Any:
+        """:meth:`tools` from async code: off the event loop when the offer may wait for a store
+        (the run's first offer reads its trace once; an offer of other tools saves the run)."""
+        if self.rt.engine.runs.in_memory:
+            return self.tools()
+        return await asyncio.to_thread(self.tools)
 
     def tools(self) -> Any:
         """The tools offered this turn, in the provider's format (``Runtime.offer`` for this run).

@@ -146,6 +146,11 @@ class RunRegistry:
         later = getattr(self.run_states, "save_later", None)
         (later or self.run_states.save)(run_id, state)
 
+    @property
+    def in_memory(self) -> bool:
+        """The stores are in memory: storing never waits for a file or a server."""
+        return self._in_memory
+
     def flush(self, rec: Recorder, sink: RecordSink) -> None:
         """Hand a call's events to ``sink``, the run's state saved first if it changed; a failing
         trace store never turns into a failed call (a failing run-state save raises: the call's
