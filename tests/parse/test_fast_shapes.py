@@ -17,14 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actionspace.parse import parse
-from actionspace.parse._result import Collector, ParseResult
-from actionspace.parse._structured import (
-    add_value,
+from actionspace.parse._fast import (
     fast_anthropic_message,
     fast_openai_entry,
     fast_openai_message,
     fast_responses_items,
 )
+from actionspace.parse._result import Collector, ParseResult
+from actionspace.parse._structured import add_value
 
 
 def full(value: Any) -> ParseResult:

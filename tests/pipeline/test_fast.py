@@ -271,17 +271,21 @@ def test_the_precompiled_path_and_the_stages_give_the_same_events_observations_a
         assert _play(expanded, calls, user_labels) == want
 
 
-def test_a_simple_call_takes_the_precompiled_path_and_a_rejected_one_does_not(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    taken: list[str] = []
+@pytest.fixture
+def fast_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every call ``FastPath.run`` takes (a ``FastCall``), in order."""
+    taken: list[Any] = []
     original = FastPath.run
 
     async def spy(self: FastPath, call: Any, *args: Any, **kwargs: Any) -> Any:
-        taken.append(call.name)
+        taken.append(call)
         return await original(self, call, *args, **kwargs)
 
     monkeypatch.setattr(FastPath, "run", spy)
+    return taken
+
+
+def test_a_simple_call_takes_the_precompiled_path_and_a_rejected_one_does_not(fast_runs: list[Any]) -> None:
     tools = [ToolShape("t0", "none", True, "internal", "trusted", "int")]
     with _runtime(tools, "default", fast=True) as rt:
         first = rt.call(ToolCall(name="t0", arguments={"a": 1, "b": 2}))  # resolves the name: staged
@@ -289,7 +293,7 @@ def test_a_simple_call_takes_the_precompiled_path_and_a_rejected_one_does_not(
         bad = rt.call(ToolCall(name="t0", arguments={"a": "x"}))
     assert first.data == 3 and ok.data == 4
     assert bad.error is not None and bad.error.category == "invalid_arguments"
-    assert taken == ["t0"]
+    assert [call.name for call in fast_runs] == ["t0"]
 
 
 def test_an_entry_is_rebuilt_when_the_policy_or_the_principal_changes() -> None:
@@ -356,19 +360,9 @@ def test_a_catalog_change_mid_run_ends_each_call_as_the_stages_do() -> None:
     assert fast[2]["error"]["category"] == "version_mismatch" and fast[4]["data"] == -4
 
 
-def test_a_one_call_message_of_every_provider_format_takes_the_precompiled_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_one_call_message_of_every_provider_format_takes_the_precompiled_path(fast_runs: list[Any]) -> None:
     """A session's turn in Anthropic or Responses form is as cheap as one in Chat Completions form:
     the call takes the compact record, which records the format it was parsed in."""
-    taken: list[str] = []
-    original = FastPath.run
-
-    async def spy(self: FastPath, call: Any, *args: Any, **kwargs: Any) -> Any:
-        taken.append(call.fmt)
-        return await original(self, call, *args, **kwargs)
-
-    monkeypatch.setattr(FastPath, "run", spy)
     tools = [ToolShape("t0", "none", True, "internal", "trusted", "int")]
     messages = {
         "openai_chat": {
@@ -391,5 +385,5 @@ def test_a_one_call_message_of_every_provider_format_takes_the_precompiled_path(
         for raw in messages.values():
             assert rt.call(raw, run_id=run).status == "ok"
         parsed = [e.data["format"] for e in rt.trace.events(run) if e.kind == "parsed"]
-    assert taken == list(messages)
+    assert [call.fmt for call in fast_runs] == list(messages)
     assert parsed == ["toolcall", *messages]

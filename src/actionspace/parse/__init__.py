@@ -18,16 +18,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionError
-from actionspace.parse._result import Collector, ParseResult
-from actionspace.parse._stream import StreamParser, StreamProgress
-from actionspace.parse._structured import (
-    add_value,
+from actionspace.parse._fast import (
     fast_anthropic_message,
     fast_openai_entry,
     fast_openai_message,
     fast_responses_items,
     loads_object,
 )
+from actionspace.parse._result import Collector, ParseResult
+from actionspace.parse._stream import StreamParser, StreamProgress
+from actionspace.parse._structured import add_value
 from actionspace.types import ToolCall
 
 __all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse"]

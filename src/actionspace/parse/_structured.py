@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actionspace.parse._result import Collector, Malformed, ParseResult
+from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
 
 __all__ = [
+    "REASONING_FIELDS",
     "add_value",
     "call_from_generic",
     "classify",
-    "fast_anthropic_message",
-    "fast_openai_entry",
-    "fast_openai_message",
-    "fast_responses_items",
     "feed",
     "looks_like_call",
 ]
@@ -26,185 +22,8 @@ MAX_DEPTH = 32
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
 _CONTENT_BLOCKS = {"text": "text", "output_text": "text", "refusal": "refusal"}
 _REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_text": "text"}
-_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
-
-
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def loads_object(text: str) -> Any:
-    """``json.loads`` of text starting with ``{`` without the decoder's regex passes; None if invalid.
-
-    The fast path only: any failure returns None and the full parser reports it with its position.
-    """
-    try:
-        value, end = _scan_once(text, 0)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    if end != len(text) and not text[end:].isspace():
-        return None
-    return value
-
-
-def fast_openai_entry(value: object) -> ParseResult | None:
-    """The benchmark's shape, one OpenAI ``tool_calls`` entry, built with plain dict checks only."""
-    if type(value) is not dict:
-        return None
-    function = value.get("function")
-    if type(function) is not dict or value.get("type", "function") != "function":
-        return None
-    name = function.get("name")
-    call_id = value.get("id")
-    if (
-        type(name) is not str
-        or not (name := name.strip())
-        or (call_id is not None and type(call_id) is not str)
-    ):
-        return None
-    if not call_id:
-        call_id = None  # an empty id is no id, as the full path reads it
-    arguments = function.get("arguments")
-    if type(arguments) is str:
-        if arguments[:1] == "{":
-            arguments = loads_object(arguments)
-            if arguments is None:
-                return None  # the full path reports it with its position
-        else:
-            try:
-                arguments = json.loads(arguments)
-            except (ValueError, RecursionError):
-                return None  # the full path reports it with its position (or reads "" as no arguments)
-    elif arguments is None:
-        arguments = {}
-    call = ToolCall(name=name, arguments=arguments, id=call_id)
-    return ParseResult(calls=(call,), content=None, reasoning=None, error=None, format="openai_chat")
-
-
-def fast_openai_message(value: object) -> ParseResult | None:
-    """An OpenAI Chat Completions assistant message whose every ``tool_calls`` entry
-    :func:`fast_openai_entry` reads, with no content or plain text content, no reasoning and no
-    legacy ``function_call``: what the full path gives, with plain dict checks only (None: take
-    the full path)."""
-    if type(value) is not dict or value.get("role", "assistant") != "assistant" or "type" in value:
-        return None
-    entries = value.get("tool_calls")
-    content = value.get("content")
-    if (
-        type(entries) is not list
-        or not entries
-        or (content is not None and type(content) is not str)
-        or value.get("function_call") is not None
-        or any(value.get(key) is not None for key in _REASONING_FIELDS)
-    ):
-        return None
-    calls: list[ToolCall] = []
-    for entry in entries:
-        one = fast_openai_entry(entry)
-        if one is None:
-            return None
-        calls.append(one.calls[0])
-    text = content.strip() if content else None
-    return ParseResult(
-        calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
-    )
-
-
-def fast_anthropic_message(value: object) -> ParseResult | None:
-    """An Anthropic assistant message (``{"role": "assistant", "content": [blocks]}``) whose
-    blocks are ``text`` and at least one ``tool_use`` with a string name and id and an object
-    ``input``, without reasoning fields: what the full path gives, with plain dict checks only
-    (None: take the full path)."""
-    if type(value) is not dict or value.get("role") != "assistant" or not _plain_message(value):
-        return None
-    blocks = value.get("content")
-    if (
-        type(blocks) is not list
-        or value.get("tool_calls") is not None
-        or value.get("function_call") is not None
-        or any(value.get(key) is not None for key in _REASONING_FIELDS)
-    ):
-        return None
-    calls: list[ToolCall] = []
-    texts: list[str] = []
-    for block in blocks:
-        if type(block) is not dict:
-            return None
-        kind = block.get("type")
-        if kind == "tool_use":
-            call = _fast_call(block.get("name"), block.get("input"), block.get("id"))
-            if call is None:
-                return None
-            calls.append(call)
-        elif kind == "text":
-            text = block.get("text")
-            if type(text) is not str:
-                return None
-            if text := text.strip():
-                texts.append(text)
-        else:
-            return None
-    if not calls:
-        return None
-    content = "\n".join(texts) if texts else None
-    return ParseResult(calls=tuple(calls), content=content, reasoning=None, error=None, format="anthropic")
-
-
-def fast_responses_items(value: object) -> ParseResult | None:
-    """A list of Responses output items holding ``function_call`` items (string name and call
-    id, JSON object text as arguments) and reasoning items without text: what the full path
-    gives, with plain checks only (None: take the full path)."""
-    if type(value) is not list or not value:
-        return None
-    calls: list[ToolCall] = []
-    for item in value:
-        if type(item) is not dict:
-            return None
-        kind = item.get("type")
-        if kind == "function_call":
-            if not _plain_message(item, "type"):
-                return None
-            arguments = item.get("arguments")
-            if type(arguments) is not str or arguments[:1] != "{":
-                return None
-            decoded = loads_object(arguments)
-            if type(decoded) is not dict:
-                return None
-            call = _fast_call(item.get("name"), decoded, item.get("call_id", item.get("id")))
-            if call is None:
-                return None
-            calls.append(call)
-        elif kind == "reasoning":
-            if set(item) - {"type", "id", "summary", "encrypted_content", "status"} or item.get("summary"):
-                return None  # any text in it is the reasoning the full path collects
-        else:
-            return None
-    if not calls:
-        return None
-    return ParseResult(
-        calls=tuple(calls), content=None, reasoning=None, error=None, format="openai_responses"
-    )
-
-
-def _plain_message(value: Mapping[Any, Any], allowed: str | None = None) -> bool:
-    """No key that makes :func:`classify` read ``value`` as another shape (``allowed`` aside)."""
-    return not any(
-        key in value for key in ("choices", "output", "jsonrpc", "method", "type") if key != allowed
-    )
-
-
-def _fast_call(name: object, arguments: object, call_id: object) -> ToolCall | None:
-    """A call from a name, an object of arguments and an id, as ``_call`` makes it; None for
-    anything ``_call`` would read otherwise or refuse."""
-    if (
-        type(name) is not str
-        or type(arguments) is not dict
-        or (call_id is not None and type(call_id) is not str)
-    ):
-        return None
-    name = name.strip()
-    if not name:
-        return None
-    return ToolCall(name=name, arguments=arguments, id=call_id or None)
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+"""Fields of a message holding the model's reasoning beside its calls."""
 
 
 def _name(value: object, path: str) -> str:
@@ -432,7 +251,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         coll.note("openai_responses" if kind in ("reasoning", "output_text") else "anthropic")
         _block(value, coll, path, depth)
         return
-    for key in _REASONING_FIELDS:
+    for key in REASONING_FIELDS:
         coll.add_reasoning(value.get(key))
     calls = value.get("tool_calls")
     legacy = value.get("function_call")

@@ -209,6 +209,7 @@ class FastPath:
         """
         if not self.enabled:
             return None
+        fmt = "openai_chat"
         if type(raw) is str:
             if raw[:1] != "{":
                 return None
@@ -222,18 +223,10 @@ class FastPath:
                 return None
             name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
         elif (type(raw) is dict or type(raw) is list) and parsed is not None:
-            if parsed.error is not None or len(parsed.calls) != 1:
+            if parsed.error is not None or len(parsed.calls) != 1 or parsed.calls[0].provenance:
                 return None
-            one = parsed.calls[0]
-            if one.provenance:
-                return None
+            one, fmt = parsed.calls[0], parsed.format
             name, call_id, arguments, model_output = one.name, one.id, one.arguments, raw
-            if type(arguments) is not dict or not name:
-                return None
-            entry = self.entry(run, name, principal, ordered)
-            if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
-                return None
-            return FastCall(entry, name, call_id, arguments, model_output, parsed.format)
         else:
             return None
         if type(arguments) is not dict or not name:
@@ -241,7 +234,7 @@ class FastPath:
         entry = self.entry(run, name, principal, ordered)
         if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
             return None
-        return FastCall(entry, name, call_id, arguments, model_output)
+        return FastCall(entry, name, call_id, arguments, model_output, fmt)
 
     def ready(self, inp: CallInput, ordered: Sequence[Stage]) -> Ready | None:
         """The Ready call the stages would return for ``inp``, with their events, or None to run them.
