@@ -9,6 +9,9 @@ machine's load, unlike wall-clock figures).
     python scripts/instructions.py batch-node       # one node of the 100 x sleep(10 ms) plan
     python scripts/instructions.py gather-node      # asyncio.gather of the same 100 sleeps, per call
     python scripts/instructions.py durable-call     # rt.call of a write tool on a SQLite file
+    python scripts/instructions.py session-chat     # a session turn (s.ahandle), Chat Completions form
+    python scripts/instructions.py session-anthropic  # the same turn as an Anthropic message
+    python scripts/instructions.py session-responses  # the same turn as Responses items
 
 Each path runs twice under callgrind, with a small and a large count; the difference divided by
 the extra calls cancels start-up and imports. Needs ``valgrind`` (Debian: ``apt-get install
@@ -34,6 +37,9 @@ PATHS = (
     "batch-node",
     "gather-node",
     "durable-call",
+    "session-chat",
+    "session-anthropic",
+    "session-responses",
 )
 COUNTS = {
     "dag-node": (1, 3),
@@ -108,6 +114,26 @@ def _gather() -> Callable[[int], Awaitable[Any]]:
     return batch
 
 
+def _session(provider: str) -> Callable[[int], Awaitable[Any]]:
+    """The bench's session row in ``provider``'s form (``actionspace.session.ahandle.async_tool``)."""
+    from actionspace.bench._ours import _turns
+
+    rt = _runtime_add()
+    s = rt.session(provider=provider)  # type: ignore[arg-type]
+    s.user("add two numbers")
+    turns = _turns(provider)
+    return lambda i: s.ahandle(turns[i % len(turns)])
+
+
+def _runtime_add() -> Any:
+    from actionspace import Runtime
+    from actionspace.bench._workload import add_async
+
+    rt = Runtime("memory://")
+    rt.tool(effect="none")(add_async)
+    return rt
+
+
 def _durable() -> Callable[[int], Any]:
     """The bench's durable row without its raw-insert twin: ``rt.call`` of a ``write`` tool on a
     SQLite file (the intent fsync'd, the outcome and the deferred trace written). Counts what the
@@ -149,6 +175,9 @@ def _run(path: str, n: int) -> None:
         "dag-tasks": _dag_tasks,
         "batch-node": _batch,
         "gather-node": _gather,
+        "session-chat": lambda: _session("openai_chat"),
+        "session-anthropic": lambda: _session("anthropic"),
+        "session-responses": lambda: _session("openai_responses"),
     }[path]
 
     async def main() -> None:
