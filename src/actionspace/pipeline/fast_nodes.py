@@ -152,7 +152,7 @@ def _done(
     """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`); an ``ok`` plain
     observation of one attempt is folded into the node's compact record when it holds one.
     ``outcome`` None: the first attempt returned ``value``."""
-    ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
+    shaped = None
     if outcome is None or (type(outcome) is Succeeded and outcome.attempts == 1):
         nodes = rec.nodes
         if outcome is not None:
@@ -164,9 +164,10 @@ def _done(
                 h = nodes[0]
                 nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, plain.content_hash)
                 return plain
-            if plain is not None:  # shaped and cut: observe() takes it as it is
-                outcome = outcome or Succeeded(value, 1)
-                return observe(ready, outcome, artifacts=artifacts, rec=rec, shaped=plain)
+            shaped = plain  # shaped and cut (or None): observe() takes it as it is
         if outcome is None:
             outcome = Succeeded(value, 1)
+    ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
+    if shaped is not None:
+        return observe(ready, outcome, artifacts=artifacts, rec=rec, shaped=shaped)
     return observe_ready(ready, outcome, rec, artifacts)

@@ -171,9 +171,8 @@ def plain_observation(
         return None
     limit = spec.max_observation_bytes
     shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts)
-    if shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete:
-        return shaped
-    if spec.lifecycle == "deprecated":
+    cut = shaped.trimming is not None or shaped.artifact_ref is not None or not shaped.complete
+    if cut or spec.lifecycle == "deprecated":  # observe() adds what this would leave out
         return shaped
     provenance = object.__new__(Provenance)
     provenance.__dict__.update(
