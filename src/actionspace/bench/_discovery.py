@@ -215,7 +215,8 @@ def _session_offer(
         session.user(queries[0])
         session.tools()  # builds the index; the run's first offer records the full set
         index = rt.discovery.index(rt.catalog)
-        request = request_of(rt.principal, query=queries[0], limit=LIMIT, names=session._every_tool())
+        # the session names every tool of the catalog: the same selection as naming none
+        request = request_of(rt.principal, query=queries[0], limit=LIMIT)
         offers: list[float] = []
         selects: list[float] = []
         gc.collect()
