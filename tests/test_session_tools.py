@@ -103,9 +103,9 @@ def _saving_threads(rt: Runtime) -> list[int]:
     store = rt.engine.runs.run_states
     save = store.save
 
-    def noted(run_id: str, state: Any) -> None:
+    def noted(run_id: str, state: Any, texts: Any = ()) -> None:
         threads.append(threading.get_ident())
-        save(run_id, state)
+        save(run_id, state, texts)
 
     store.save = noted  # type: ignore[method-assign]
     return threads

@@ -70,9 +70,9 @@ def test_offering_the_same_tools_again_saves_nothing_and_another_set_saves_once(
     saves: list[str] = []
     save = rt.engine.runs.run_states.save
 
-    def counted(run_id: str, state: object) -> None:
+    def counted(run_id: str, state: object, texts: object = ()) -> None:
         saves.append(run_id)
-        save(run_id, state)  # type: ignore[arg-type]
+        save(run_id, state, texts)  # type: ignore[arg-type]
 
     rt.engine.runs.run_states.save = counted  # type: ignore[method-assign]
     for _ in range(5):  # an agent loop offering the same tools every turn

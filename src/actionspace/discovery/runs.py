@@ -60,6 +60,9 @@ class RunState:
     """The :meth:`mark` of the last snapshot saved (None: never saved)."""
     saved_label: tuple[Any, ...] | None = None
     """The :meth:`label_mark` of the last snapshot saved and waited for (None: never)."""
+    texts_saved: int = 0
+    """How many of the user's messages the store holds (:meth:`FlowState.texts_since` gives the
+    rest, saved with the next snapshot)."""
 
     def pin(self, name: str, pin: tuple[str, str]) -> None:
         """Pin ``name`` to ``(version, schema hash)`` in this run."""
@@ -111,12 +114,21 @@ class RunState:
             explicit_offer=bool(data.get("explicit_offer")),
             disclosure=bool(data.get("disclosure")),
             described={str(n) for n in data.get("described") or ()},
-            flow=FlowState.from_state(data.get("flow") or {}),
+            flow=FlowState.from_state(_with_texts(data)),
             turn=int(data.get("turn") or 0),
         )
         run.saved = run.mark()
         run.saved_label = run.label_mark()
+        # a snapshot of the earlier form held its texts: the next save stores them apart
+        run.texts_saved = run.flow.user_count if "user_count" in (data.get("flow") or {}) else 0
         return run
+
+
+def _with_texts(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The flow part of a loaded snapshot, with the user's messages the store keeps beside it."""
+    flow = data.get("flow") or {}
+    texts = data.get("user_texts")
+    return flow if texts is None else {**flow, "user_texts": texts}
 
 
 def resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionError:

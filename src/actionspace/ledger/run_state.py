@@ -14,6 +14,12 @@ the SQLite store's writer commits it within its linger).
 A snapshot is a JSON object (see :meth:`actionspace.discovery.runs.RunState.snapshot`); the stores
 here keep the latest one per run: in memory (``memory://``), in the SQLite file shared with the
 ledger (table ``run_state``), or in PostgreSQL (table ``actionspace_run_state``).
+
+The user's messages are part of a run's state (``sources=["user"]`` checks read them) but not of
+its snapshot: a conversation would write every earlier message again at each turn. A save hands
+in the messages new since the last one, numbered, and the store keeps them beside the snapshot
+(tables ``run_state_text`` and ``actionspace_run_state_text``), in the same transaction; a load
+returns the latest :data:`TEXTS_KEPT` of them as ``"user_texts"`` beside the snapshot's keys.
 """
 
 from __future__ import annotations
@@ -22,16 +28,25 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = [
+    "TEXTS_KEPT",
     "MemoryRunStateStore",
     "RunStateStore",
     "SqliteRunStateStore",
     "open_run_states",
 ]
+
+TEXTS_KEPT: Final = 1024
+"""The user's messages a load returns per run, the latest (``policy.flow.MAX_REMEMBERED``)."""
+_PRUNE_EVERY: Final = 256
+"""A store drops a run's messages older than the latest :data:`TEXTS_KEPT` every so many."""
+
+Texts = Sequence[tuple[int, str]]
+"""The user's messages new since the last save, each with its number in the run (from 1)."""
 
 _SQLITE_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS run_state_meta (
@@ -42,13 +57,24 @@ CREATE TABLE IF NOT EXISTS run_state (
     run_id     TEXT PRIMARY KEY,
     state      TEXT NOT NULL,
     updated_at REAL NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS run_state_text (
+    run_id TEXT NOT NULL,
+    n      INTEGER NOT NULL,
+    text   TEXT NOT NULL,
+    PRIMARY KEY (run_id, n)
+) WITHOUT ROWID
 """
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""2: the user's messages are kept beside the snapshots (a store of version 1 is read as it is;
+an actionspace that reads only version 1 refuses a store created as version 2)."""
 _UPSERT_TAIL: Final = (
     " ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"
 )
 _SQLITE_UPSERT: Final = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
+_SQLITE_TEXT: Final = "INSERT OR REPLACE INTO run_state_text (run_id, n, text) VALUES (?, ?, ?)"
+_SQLITE_PRUNE: Final = "DELETE FROM run_state_text WHERE run_id = ? AND n <= ?"
+_SQLITE_TEXTS: Final = "SELECT text FROM run_state_text WHERE run_id = ? ORDER BY n DESC LIMIT ?"
 
 
 @runtime_checkable
@@ -56,14 +82,17 @@ class RunStateStore(Protocol):
     """The latest snapshot of each run's state."""
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
-        """The run's latest snapshot, or None when none was saved."""
+        """The run's latest snapshot, or None when none was saved; with ``"user_texts"``, the
+        latest :data:`TEXTS_KEPT` messages saved, oldest first, when there are any."""
         ...
 
-    def save(self, run_id: str, state: Mapping[str, Any]) -> None:
-        """Replace the run's snapshot (durable when this returns, for a database store).
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+        """Replace the run's snapshot and add the user's messages ``texts`` (durable when this
+        returns, for a database store; both or neither).
 
-        A store may also offer ``save_later(run_id, state)``: the same without waiting, used when
-        only the call ids kept behind the run's labels changed; without it ``save`` is used.
+        A store may also offer ``save_later(run_id, state, texts)``: the same without waiting,
+        used when only the call ids kept behind the run's labels changed; without it ``save`` is
+        used. A snapshot saved later never replaces a newer one; its texts are written anyway.
         """
         ...
 
@@ -72,21 +101,48 @@ def _encode(state: Mapping[str, Any]) -> str:
     return json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+def _with_texts(text: str, texts: list[str]) -> dict[str, Any]:
+    state = dict(json.loads(text))
+    if texts:
+        state["user_texts"] = texts
+    return state
+
+
+def _pruned_below(texts: Texts) -> int:
+    """The number up to which a run's older messages go, when ``texts`` crossed a prune point (else 0)."""
+    if not texts:
+        return 0
+    first, last = texts[0][0], texts[-1][0]
+    if last <= TEXTS_KEPT or (first - 1) // _PRUNE_EVERY == last // _PRUNE_EVERY:
+        return 0
+    return last - TEXTS_KEPT
+
+
 class MemoryRunStateStore:
     """Snapshots in this process (``memory://``): a run evicted from the engine comes back from here."""
 
     def __init__(self) -> None:
         self._states: dict[str, str] = {}
+        self._texts: dict[str, dict[int, str]] = {}
         self._lock = threading.Lock()
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
-        text = self._states.get(run_id)
-        return None if text is None else dict(json.loads(text))
+        with self._lock:
+            text = self._states.get(run_id)
+            kept = self._texts.get(run_id) or {}
+            texts = [kept[n] for n in sorted(kept)[-TEXTS_KEPT:]]
+        return None if text is None else _with_texts(text, texts)
 
-    def save(self, run_id: str, state: Mapping[str, Any]) -> None:
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
         text = _encode(state)  # a snapshot that cannot be encoded fails here, as in a database store
+        below = _pruned_below(texts)
         with self._lock:
             self._states[run_id] = text
+            if texts:
+                kept = self._texts.setdefault(run_id, {})
+                kept.update((int(n), str(t)) for n, t in texts)
+                for n in [n for n in kept if n <= below]:
+                    del kept[n]
 
     save_later = save
 
@@ -116,27 +172,52 @@ class SqliteRunStateStore:
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
         self._group.settle()  # a snapshot saved for later is read back like any other
-        row = self._db.conn().execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        conn = self._db.conn()
+        row = conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        texts = [t for (t,) in conn.execute(_SQLITE_TEXTS, (run_id, TEXTS_KEPT)).fetchall()]
+        texts.reverse()
+        return _with_texts(row[0], texts)
 
-    def save(self, run_id: str, state: Mapping[str, Any]) -> None:
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
         self._db.check_open()
         self._number(run_id)
         params = (run_id, _encode(state), time.time())
-        self._group.run(lambda conn: conn.execute(_SQLITE_UPSERT, params))
+        rows, below = self._rows(run_id, texts)
 
-    def save_later(self, run_id: str, state: Mapping[str, Any]) -> None:
+        def write(conn: Any) -> None:
+            conn.execute(_SQLITE_UPSERT, params)
+            self._write_texts(conn, run_id, rows, below)
+
+        self._group.run(write)
+
+    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
         """:meth:`save` without waiting: the file's writer commits it within ``LINGER_S`` (or a
-        read commits it first), unless a newer snapshot of the run was saved meanwhile."""
+        read commits it first), unless a newer snapshot of the run was saved meanwhile (the
+        texts are written in any case)."""
         self._db.check_open()
         number = self._number(run_id)
         params = (run_id, _encode(state), time.time())
+        rows, below = self._rows(run_id, texts)
 
         def write(conn: Any) -> None:
             if self._latest.get(run_id) == number:  # else a newer snapshot was saved: keep it
                 conn.execute(_SQLITE_UPSERT, params)
+            self._write_texts(conn, run_id, rows, below)
 
         self._group.defer(write)
+
+    @staticmethod
+    def _rows(run_id: str, texts: Texts) -> tuple[list[tuple[str, int, str]], int]:
+        return [(run_id, int(n), str(t)) for n, t in texts], _pruned_below(texts)
+
+    @staticmethod
+    def _write_texts(conn: Any, run_id: str, rows: list[tuple[str, int, str]], below: int) -> None:
+        if rows:
+            conn.executemany(_SQLITE_TEXT, rows)
+        if below:
+            conn.execute(_SQLITE_PRUNE, (run_id, below))
 
     def _number(self, run_id: str) -> int:
         with self._lock:
@@ -166,6 +247,8 @@ class PostgresRunStateStore:
                     " (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
                     "CREATE TABLE IF NOT EXISTS actionspace_run_state"
                     " (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)",
+                    "CREATE TABLE IF NOT EXISTS actionspace_run_state_text"
+                    " (run_id TEXT NOT NULL, n BIGINT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, n))",
                 ),
                 meta_table="actionspace_run_state_meta",
                 meta_key="schema_version",
@@ -181,16 +264,33 @@ class PostgresRunStateStore:
             row = conn.execute(
                 "SELECT state FROM actionspace_run_state WHERE run_id = %s", (run_id,)
             ).fetchone()
-        return None if row is None else dict(json.loads(row["state"]))
+            if row is None:
+                return None
+            rows = conn.execute(
+                "SELECT text FROM actionspace_run_state_text WHERE run_id = %s ORDER BY n DESC LIMIT %s",
+                (run_id, TEXTS_KEPT),
+            ).fetchall()
+        return _with_texts(row["state"], [r["text"] for r in reversed(rows)])
 
-    def save(self, run_id: str, state: Mapping[str, Any]) -> None:
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
         text = _encode(state)
-        with self._db.connection() as conn:
-            conn.execute(
-                "INSERT INTO actionspace_run_state (run_id, state, updated_at) VALUES (%s, %s, %s)"
-                + _UPSERT_TAIL,
-                (run_id, text, time.time()),
-            )
+        below = _pruned_below(texts)
+        upsert = (
+            "INSERT INTO actionspace_run_state (run_id, state, updated_at) VALUES (%s, %s, %s)" + _UPSERT_TAIL
+        )
+        with self._db.transaction() as conn:
+            conn.execute(upsert, (run_id, text, time.time()))
+            if texts:
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO actionspace_run_state_text (run_id, n, text) VALUES (%s, %s, %s)"
+                        " ON CONFLICT (run_id, n) DO UPDATE SET text = excluded.text",
+                        [(run_id, int(n), str(t)) for n, t in texts],
+                    )
+            if below:
+                conn.execute(
+                    "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s", (run_id, below)
+                )
 
     def close(self) -> None:
         self._db.close()

@@ -131,20 +131,23 @@ class RunRegistry:
         if mark == run.saved:
             return
         label = run.label_mark()
+        texts = run.flow.texts_since(run.texts_saved)  # each of the user's messages once
         if label == run.saved_label:
-            self._save_later(run.run_id, run.snapshot())
+            self._save_later(run.run_id, run.snapshot(), texts)
         else:
-            self.run_states.save(run.run_id, run.snapshot())
+            self.run_states.save(run.run_id, run.snapshot(), texts)
             run.saved_label = label
         run.saved = mark
+        if texts:
+            run.texts_saved = texts[-1][0]
 
     def must_save(self, run: RunState) -> bool:
         """True when :meth:`persist` would wait for the store."""
         return run.label_mark() != run.saved_label and run.mark() != run.saved
 
-    def _save_later(self, run_id: str, state: dict[str, Any]) -> None:
+    def _save_later(self, run_id: str, state: dict[str, Any], texts: list[tuple[int, str]]) -> None:
         later = getattr(self.run_states, "save_later", None)
-        (later or self.run_states.save)(run_id, state)
+        (later or self.run_states.save)(run_id, state, texts)
 
     @property
     def in_memory(self) -> bool:

@@ -21,11 +21,9 @@ approved declassification of that exact call (argument digest) exists.
 
 from __future__ import annotations
 
-import math
-import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -51,6 +49,7 @@ from actionspace.policy.flow_policies import (
     UntrustedWrites,
 )
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
+from actionspace.policy.occurrence import occurs
 from actionspace.policy.stamped import Taken, label_of, stamped, taken
 from actionspace.types import Observation, find_refs
 
@@ -87,7 +86,8 @@ USER = "user"
 """The source id of the user's input in ``sources=``."""
 CONTEXT = "context"
 MAX_REMEMBERED = 1024
-"""Observations a run keeps for ``sources=`` checks (the oldest are forgotten first)."""
+"""Observations a run keeps for ``sources=`` checks, and messages of the user it keeps (the oldest
+of each are forgotten first)."""
 MAX_IDS_PER_LABEL = 16
 """Source ids kept per distinct label of the context (for error details and the trace)."""
 
@@ -132,6 +132,7 @@ class FlowState:
         "label_version",
         "pending",
         "seen",
+        "user_count",
         "user_label",
         "user_texts",
         "version",
@@ -142,6 +143,10 @@ class FlowState:
         """The join of everything the model was shown in this run."""
         self.user_label: Label = PUBLIC_TRUSTED
         self.user_texts: list[str] = []
+        """The user's latest messages (at most :data:`MAX_REMEMBERED`), oldest first."""
+        self.user_count = 0
+        """How many messages the user sent in the run; the last of ``user_texts`` is number
+        ``user_count`` (numbers from 1), whichever process received it."""
         self.seen: OrderedDict[str, tuple[Label, Any]] = OrderedDict()
         self.pending: dict[str, Label] = {}
         """Call id → output label, for calls that were let through (their errors carry it too)."""
@@ -173,25 +178,30 @@ class FlowState:
 
     # ------------------------------------------------------------------ kept across processes
     def to_state(self) -> dict[str, Any]:
-        """What another process continuing the run needs: labels, the user's input, the sources of
-        the context and the artifacts shown. (Observations kept for ``sources=`` checks are not:
-        a source another process does not know falls back to the context label.)"""
+        """What another process continuing the run needs: labels, how many messages the user
+        sent, the sources of the context and the artifacts shown. The messages themselves are
+        not in it: each is stored once (:meth:`texts_since`), not with every snapshot after it.
+        (Observations kept for ``sources=`` checks are not kept at all: a source another process
+        does not know falls back to the context label.)"""
         with self._lock:
             return {
                 "context": self.context.to_dict(),
                 "user_label": self.user_label.to_dict(),
-                "user_texts": list(self.user_texts[-MAX_REMEMBERED:]),
+                "user_count": self.user_count,
                 "groups": [[lab.to_dict(), list(ids)] for lab, ids in self._groups.items()],
                 "artifacts": [[ref, tool, lab.to_dict()] for ref, (tool, lab) in self.artifacts.items()],
             }
 
     @classmethod
     def from_state(cls, data: Mapping[str, Any]) -> FlowState:
-        """The flow state :meth:`to_state` described (unknown keys are ignored)."""
+        """The flow state :meth:`to_state` described, with the user's latest messages in
+        ``user_texts`` where the store keeps them apart (unknown keys are ignored)."""
         state = cls()
         state.context = Label.from_dict(data.get("context") or {})
         state.user_label = Label.from_dict(data.get("user_label") or {})
-        state.user_texts = [str(t) for t in data.get("user_texts") or ()]
+        texts = [str(t) for t in data.get("user_texts") or ()]
+        state.user_texts = texts[-MAX_REMEMBERED:]
+        state.user_count = max(int(data.get("user_count") or 0), len(texts))
         for lab, ids in data.get("groups") or ():
             state._groups[Label.from_dict(lab)] = [str(i) for i in ids][:MAX_IDS_PER_LABEL]
         for ref, tool, lab in data.get("artifacts") or ():
@@ -202,7 +212,11 @@ class FlowState:
     def add_user_input(self, text: str, label: Label = PUBLIC_TRUSTED) -> None:
         """The user's request (or a later message): joins the context; ``sources=["user"]`` reads it."""
         with self._lock:
-            self.user_texts.append(text)
+            texts = self.user_texts
+            texts.append(text)
+            if len(texts) > MAX_REMEMBERED:
+                del texts[0]
+            self.user_count += 1
             self.user_label = self.user_label.join(label)
             self._add(USER, label)
             self.version += 1
@@ -309,58 +323,19 @@ class FlowState:
                 self._origins = origins
         return origins
 
+    def texts_since(self, count: int) -> list[tuple[int, str]]:
+        """The user's messages after the first ``count`` (those still remembered), numbered."""
+        with self._lock:
+            first = self.user_count - len(self.user_texts) + 1  # the number of user_texts[0]
+            start = max(count + 1, first)
+            return [(n, self.user_texts[n - first]) for n in range(start, self.user_count + 1)]
+
     def source(self, source_id: str) -> tuple[Label, list[Any]] | None:
         """(label, values) of a source id (``user`` or a call id); None when unknown or forgotten."""
         if source_id == USER:
             return (self.user_label, list(self.user_texts)) if self.user_texts else None
         hit = self.seen.get(source_id)
         return None if hit is None else (hit[0], [hit[1]])
-
-
-# ---------------------------------------------------------------------- occurrence
-
-
-def _leaves(value: Any) -> Iterator[Any]:
-    """Every scalar of ``value``, object keys included: a key is data as much as a value is."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            yield k
-            yield from _leaves(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _leaves(v)
-    else:
-        yield value
-
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def _scalar_occurs(value: Any, leaves: Sequence[Any]) -> bool:
-    if value is None or value == "":
-        return True  # carries nothing
-    if isinstance(value, bool):
-        return any(leaf is value for leaf in leaves)
-    if isinstance(value, int | float):
-        if not math.isfinite(value):
-            return False
-        for leaf in leaves:
-            if isinstance(leaf, int | float) and not isinstance(leaf, bool) and leaf == value:
-                return True
-            if isinstance(leaf, str) and any(float(m) == value for m in _NUMBER.findall(leaf)):
-                return True
-        return False
-    if isinstance(value, str):
-        token = re.compile(r"(?<!\w)" + re.escape(value.casefold()) + r"(?!\w)")
-        return any(isinstance(leaf, str) and token.search(leaf.casefold()) is not None for leaf in leaves)
-    return False
-
-
-def occurs(value: Any, sources: Sequence[Any]) -> bool:
-    """True when every leaf of ``value`` occurs in ``sources`` (strings as whole tokens,
-    case-insensitively; numbers as numbers or numerals in text; None and "" always)."""
-    leaves = [leaf for s in sources for leaf in _leaves(s)]
-    return all(_scalar_occurs(v, leaves) for v in _leaves(value))
 
 
 # ---------------------------------------------------------------------- argument labels

@@ -1,0 +1,58 @@
+"""Whether a value occurs in its claimed sources: the check behind ``sources=`` (DESIGN §8).
+
+A string occurs as a whole token, case-insensitively; a number as a number or a numeral in text;
+lists and objects leaf by leaf, keys included. A model that claims a value came from the user
+(or an observation) is believed only when it is there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = ["occurs"]
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """Every scalar of ``value``, object keys included: a key is data as much as a value is."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            yield k
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _scalar_occurs(value: Any, leaves: Sequence[Any]) -> bool:
+    if value is None or value == "":
+        return True  # carries nothing
+    if isinstance(value, bool):
+        return any(leaf is value for leaf in leaves)
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return False
+        for leaf in leaves:
+            if isinstance(leaf, int | float) and not isinstance(leaf, bool) and leaf == value:
+                return True
+            if isinstance(leaf, str) and any(float(m) == value for m in _NUMBER.findall(leaf)):
+                return True
+        return False
+    if isinstance(value, str):
+        token = re.compile(r"(?<!\w)" + re.escape(value.casefold()) + r"(?!\w)")
+        return any(isinstance(leaf, str) and token.search(leaf.casefold()) is not None for leaf in leaves)
+    return False
+
+
+def occurs(value: Any, sources: Sequence[Any]) -> bool:
+    """True when every leaf of ``value`` occurs in ``sources`` (strings as whole tokens,
+    case-insensitively; numbers as numbers or numerals in text; None and "" always)."""
+    leaves = [leaf for s in sources for leaf in _leaves(s)]
+    return all(_scalar_occurs(v, leaves) for v in _leaves(value))
