@@ -69,7 +69,11 @@ class StreamProgress:
     calls: tuple[ToolCall, ...]
     """Calls reported complete, in order."""
     provisional: tuple[ToolCall, ...]
-    """Calls read so far that may still change or vanish (shown as pending, never executed)."""
+    """Calls read so far that may still change or vanish (shown as pending, never executed). For
+    provider events, a call's arguments are the text received so far, up to 8 KB; past that they
+    are brought up to date each time they grew by an eighth (a prefix of what arrived, at least
+    seven eighths of it), so that a console showing progress after every delta does work in
+    proportion to the call, not to its square."""
     chars: int
     """Characters of raw text (or of arguments, for provider events) received."""
 
@@ -81,8 +85,28 @@ class _Pending:
     name: str = ""
     call_id: str | None = None
     arguments: list[str] = field(default_factory=list)
+    chars: int = 0
     whole: Any = None
     done: bool = False
+    shown: ToolCall | None = None
+    """The provisional call last shown, and how many characters of arguments it holds."""
+    shown_chars: int = -1
+
+    def provisional(self) -> ToolCall:
+        """The call as received so far: every delta up to ``_EAGER_LIMIT`` characters, then
+        anew each time it grew by an eighth (the pieces joined into one as they are)."""
+        shown = self.shown
+        grown = self.chars - self.shown_chars
+        if (
+            shown is None
+            or shown.name != self.name
+            or (grown and (self.chars <= _EAGER_LIMIT or grown * 8 >= self.shown_chars))
+        ):
+            text = "".join(self.arguments)
+            self.arguments[:] = [text]
+            shown = self.shown = ToolCall(name=self.name, arguments=text)
+            self.shown_chars = self.chars
+        return shown
 
 
 class StreamParser:
@@ -105,6 +129,10 @@ class StreamParser:
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._arg_chars = 0
+        self._chat_top = -1
+        """The highest index of a chat tool call seen: a higher one completes those below it."""
+        self._chat_open: dict[int, _Pending] = {}
+        """Chat calls by index that a higher index has not completed yet."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -123,9 +151,7 @@ class StreamParser:
         """Calls complete so far and calls still being written."""
         if self._mode == "events":
             provisional = tuple(
-                ToolCall(name=p.name, arguments="".join(p.arguments))
-                for key in self._order
-                if not (p := self._pending[key]).done and p.name
+                p.provisional() for key in self._order if not (p := self._pending[key]).done and p.name
             )
             return StreamProgress(calls=tuple(self._reported), provisional=provisional, chars=self._arg_chars)
         return StreamProgress(calls=tuple(self._reported), provisional=self._provisional, chars=self._size)
@@ -219,10 +245,13 @@ class StreamParser:
                 continue
             index = entry.get("index", 0)
             index = index if isinstance(index, int) else 0
-            for (family, other), pending in self._pending.items():
-                if family == "chat" and other < index:
-                    pending.done = True
+            if index > self._chat_top:  # completes the chat calls still open below it
+                self._chat_top = index
+                for i in [i for i in self._chat_open if i < index]:
+                    self._chat_open.pop(i).done = True
             slot = self._slot("chat", index)
+            if not slot.done:
+                self._chat_open.setdefault(index, slot)
             if isinstance(entry.get("id"), str):
                 slot.call_id = entry["id"]
             function = entry.get("function")
@@ -288,6 +317,7 @@ class StreamParser:
     def _add_arguments(self, slot: _Pending, piece: object) -> None:
         if isinstance(piece, str):
             slot.arguments.append(piece)
+            slot.chars += len(piece)
             self._arg_chars += len(piece)
 
     def _event_call(self, pending: _Pending, path: str) -> ToolCall:
