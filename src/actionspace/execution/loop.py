@@ -103,8 +103,17 @@ def run_on_own_loop(start: Callable[[], Coroutine[Any, Any, T]], *, misuse: str)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        ended: list[T] = []
+
+        async def main() -> None:
+            # the result is kept here, not as the main task's: when the runner puts the interrupt
+            # handler back, the standard library renders the handler it replaced as text, and with
+            # it the main task and the task's result (a plan's every observation)
+            ended.append(await start())
+
         with asyncio.Runner(loop_factory=new_event_loop) as runner:  # waits end on time
-            return runner.run(start())
+            runner.run(main())
+        return ended[0]
     raise ConfigurationError(misuse)
 
 
