@@ -140,3 +140,44 @@ def test_auser_and_atools_stay_on_the_loop_with_stores_in_memory() -> None:
     with _runtime() as rt:
         loop_thread, saving, _ = _async_turns(rt)
     assert saving and set(saving) == {loop_thread}  # nothing to wait for: no thread hop
+
+
+def test_atools_waits_on_a_worker_thread_only_for_a_read_or_a_save(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's first offer in a process reads its trace, and an offer of other tools saves the
+    run: both off the loop. An agent loop's offer of the same tools again waits for nothing, so a
+    thread hop (four to five times the offer itself) buys nothing; it stays on the loop."""
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    with Runtime(url, recover_on_start=False) as rt:
+        _runtime_tools(rt)
+        s = rt.session(provider="openai_chat")
+
+        async def turns() -> list[list[str]]:
+            seen = []
+            for turn in range(4):
+                await s.auser(f"turn {turn}")
+                hops.clear()
+                await s.atools()
+                seen.append(list(hops))
+            rt.add_tool(name="report_new", input_schema={"type": "object"}, fn=lambda: 1, effect="read")
+            hops.clear()
+            offered = await s.atools()  # other tools: the new pins are saved before they are shown
+            seen.append(list(hops))
+            assert "report_new" in [t["function"]["name"] for t in offered]
+            return seen
+
+        seen = asyncio.run(turns())
+        assert seen[0] == ["tools"]  # the first offer reads the run's trace on a worker thread
+        assert seen[1:4] == [[], [], []]  # the same tools again: on the loop, nothing saved
+        assert seen[4] == ["persist"]  # other tools: offered on the loop, saved on a worker thread
+        with Runtime(url, recover_on_start=False) as other:  # another process sees the new pins
+            assert "report_new" in other.run_state(s.run_id).pins

@@ -151,11 +151,21 @@ class Session:
             await asyncio.to_thread(self.user, text)
 
     async def atools(self) -> Any:
-        """:meth:`tools` from async code: off the event loop when the offer may wait for a store
-        (the run's first offer reads its trace once; an offer of other tools saves the run)."""
-        if self.rt.engine.runs.in_memory:
+        """:meth:`tools` from async code, never waiting for a store on the event loop: the run's
+        first offer in this process reads its trace (on a worker thread); an offer of other tools
+        than the last saves the run on a worker thread before it returns. An agent loop's offer
+        of the same tools again waits for nothing and stays on the loop."""
+        runs = self.rt.engine.runs
+        if runs.in_memory:
             return self.tools()
-        return await asyncio.to_thread(self.tools)
+        run = runs.known(self.run_id)
+        if run is None or run.errors_seen is None or not runs.defers_appends:
+            return await asyncio.to_thread(self.tools)
+        with runs.holding() as held:
+            offered = self.tools()
+        for changed in held:
+            await asyncio.to_thread(runs.persist, changed)
+        return offered
 
     def tools(self) -> Any:
         """The tools offered this turn, in the provider's format (``Runtime.offer`` for this run).

@@ -16,7 +16,9 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from actionspace.discovery.config import error_category
@@ -30,6 +32,7 @@ __all__ = ["MAX_LIVE_RUNS", "RunRegistry"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
+_HELD: ContextVar[list[RunState] | None] = ContextVar("actionspace_held_saves", default=None)
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
 
@@ -131,6 +134,9 @@ class RunRegistry:
         if mark == run.saved:
             return
         label = run.label_mark()
+        if label != run.saved_label and (held := _HELD.get()) is not None:
+            held.append(run)  # saved by the caller of holding(), before it shows anything
+            return
         texts = run.flow.texts_since(run.texts_saved)  # each of the user's messages once
         if label == run.saved_label:
             self._save_later(run.run_id, run.snapshot(), texts)
@@ -140,6 +146,23 @@ class RunRegistry:
         run.saved = mark
         if texts:
             run.texts_saved = texts[-1][0]
+
+    @contextmanager
+    def holding(self) -> Iterator[list[RunState]]:
+        """Within the block, :meth:`persist` on this thread (or task) does not wait for a save: it
+        lists the run instead, and the caller saves it with :meth:`persist` before it shows the
+        model anything that depends on it (an async offer does so on a worker thread)."""
+        held: list[RunState] = []
+        token = _HELD.set(held)
+        try:
+            yield held
+        finally:
+            _HELD.reset(token)
+
+    @property
+    def defers_appends(self) -> bool:
+        """The trace store's appends return without waiting for its file (SQLite) or memory."""
+        return self._in_memory or self._defers
 
     def must_save(self, run: RunState) -> bool:
         """True when :meth:`persist` would wait for the store."""
