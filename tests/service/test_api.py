@@ -184,7 +184,7 @@ def test_a_failing_store_is_a_500_with_an_internal_error_body_that_hides_the_det
 
     with served() as (_client, rt, _world, _sig, app):
 
-        def broken(*, limit: int = 50) -> list[Any]:
+        def broken(*, limit: int = 50, since: float | None = None) -> list[Any]:
             raise OSError("disk /secret/path is gone")
 
         rt.trace.runs = broken  # type: ignore[method-assign]

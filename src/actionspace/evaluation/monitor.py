@@ -205,7 +205,7 @@ def monitor(
     100,000 by default). ``thresholds`` default to :class:`MonitorThresholds`.
     """
     if run_ids is None:
-        ids = [s.run_id for s in store.runs(limit=max_runs) if since is None or s.last_at >= since]
+        ids = [s.run_id for s in store.runs(limit=max_runs, since=since)]
     else:
         ids = list(dict.fromkeys(run_ids))
     calls: list[_Call] = []

@@ -226,8 +226,9 @@ class TraceStore(Protocol):
         """Every event of a run, ordered by ``seq``."""
         ...
 
-    def runs(self, *, limit: int = 50) -> list[RunSummary]:
-        """The most recent runs first."""
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """The most recent runs first; with ``since`` (Unix seconds), only runs with an event at
+        or after it (their other runs are not counted at all, where the store keeps run spans)."""
         ...
 
     def next_seq(self, run_id: str) -> int:

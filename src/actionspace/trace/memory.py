@@ -171,10 +171,12 @@ class MemoryTraceStore:
             for seq, kind, ts, call_id, data in records
         ]
 
-    def runs(self, *, limit: int = 50) -> list[RunSummary]:
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         with self._lock:
             ids = list(self._runs)
         out = [s for rid in ids if (s := summarize(rid, self.events(rid))) is not None]
+        if since is not None:
+            out = [s for s in out if s.last_at >= since]
         out.sort(key=lambda s: s.last_at, reverse=True)
         return out[:limit]
 

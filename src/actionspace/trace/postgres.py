@@ -7,6 +7,7 @@ moves are written in one transaction, so readers see whole batches only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, LiteralString
 
@@ -77,7 +78,7 @@ SELECT r.run_id, r.started_at, r.last_at,
        count(*) FILTER (WHERE e.kind = 'observation') AS calls,
        count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error') AS errors,
        bool_or(e.kind = 'run_finished') AS finished
-FROM (SELECT run_id, started_at, last_at FROM trace_runs
+FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= %s
       ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
 JOIN trace_events AS e ON e.run_id = r.run_id
 GROUP BY r.run_id, r.started_at, r.last_at
@@ -137,10 +138,11 @@ class PostgresTraceStore:
             for row in rows
         ]
 
-    def runs(self, *, limit: int = 50) -> list[RunSummary]:
-        """At most ``limit`` runs, the most recently active first."""
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """At most ``limit`` runs, the most recently active first (only those active at or after
+        ``since``, when given)."""
         with self._db.connection() as conn:
-            rows = conn.execute(_RUNS, (limit,)).fetchall()
+            rows = conn.execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
         return [
             RunSummary(
                 run_id=row["run_id"],

@@ -20,6 +20,7 @@ processes wait up to ``busy_timeout_s`` for the lock.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -85,7 +86,7 @@ SELECT r.run_id, r.started_at, r.last_at,
        coalesce(sum(e.kind = 'observation' AND CASE WHEN json_valid(e.data)
                      THEN json_extract(e.data, '$.status') END = 'error'), 0),
        coalesce(max(e.kind = 'run_finished'), 0)
-FROM (SELECT run_id, started_at, last_at FROM trace_runs
+FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= ?
       ORDER BY last_at DESC, run_id LIMIT ?) AS r
 JOIN trace_events AS e ON e.run_id = r.run_id
 GROUP BY r.run_id
@@ -192,9 +193,9 @@ class SqliteTraceStore:
         rows = self._db.conn().execute(_EVENTS, (run_id,)).fetchall()
         return [_event(row) for row in rows]
 
-    def runs(self, *, limit: int = 50) -> list[RunSummary]:
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         self._settle()
-        rows = self._db.conn().execute(_RUNS, (limit,)).fetchall()
+        rows = self._db.conn().execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
         return [
             RunSummary(
                 run_id=run_id,
