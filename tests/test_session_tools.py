@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from actionspace import Runtime
-from actionspace.session import PROVIDERS, Provider
+from actionspace.session import PROVIDERS, Provider, Session
 
 
 def _runtime() -> Runtime:
@@ -145,8 +145,8 @@ def test_auser_and_atools_stay_on_the_loop_with_stores_in_memory() -> None:
 def test_atools_waits_on_a_worker_thread_only_for_a_read_or_a_save(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The run's first offer in a process reads its trace, and an offer of other tools saves the
-    run: both off the loop. An agent loop's offer of the same tools again waits for nothing, so a
+    """Opening a run this process does not hold reads the store, and an offer of other tools saves
+    the run: both off the loop. An agent loop's offer of the same tools again waits for nothing, so a
     thread hop (four to five times the offer itself) buys nothing; it stays on the loop."""
     url = f"sqlite:///{tmp_path / 'run.db'}"
     hops: list[str] = []
@@ -176,8 +176,15 @@ def test_atools_waits_on_a_worker_thread_only_for_a_read_or_a_save(
             return seen
 
         seen = asyncio.run(turns())
-        assert seen[0] == ["tools"]  # the first offer reads the run's trace on a worker thread
+        assert seen[0] == ["persist"]  # the first offer pins the tools: saved off the loop
         assert seen[1:4] == [[], [], []]  # the same tools again: on the loop, nothing saved
         assert seen[4] == ["persist"]  # other tools: offered on the loop, saved on a worker thread
-        with Runtime(url, recover_on_start=False) as other:  # another process sees the new pins
-            assert "report_new" in other.run_state(s.run_id).pins
+    with Runtime(url, recover_on_start=False) as other:  # another process sees the new pins
+        _runtime_tools(other)
+        other.add_tool(name="report_new", input_schema={"type": "object"}, fn=lambda: 1, effect="read")
+        assert "report_new" in other.run_state(s.run_id).pins
+        later = Session(other, s.run_id, "openai_chat", None, None)
+        other.engine.runs.forget(s.run_id)  # evicted (as past max_live_runs) before the turn
+        hops.clear()
+        asyncio.run(later.atools())
+        assert hops == ["tools"]  # a run this process has not open: read from the store off the loop

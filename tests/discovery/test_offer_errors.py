@@ -63,7 +63,7 @@ def test_a_session_offering_tools_every_turn_reads_the_trace_once() -> None:
         if turn == 9:
             failed = rt.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=s.run_id)
             assert failed.error is not None and failed.error.category == "conflict"
-    assert reads == [s.run_id]  # once, however long the session
+    assert reads == []  # a new run: nothing stored to read; its categories are kept as it goes
 
 
 def test_an_error_of_a_plan_node_unlocks_its_recovery_tool() -> None:
@@ -90,3 +90,55 @@ def test_a_process_continuing_a_run_sees_the_errors_an_earlier_one_stored(tmp_pa
     _records(second)
     assert _names(second, run) == ["save_record", "merge_record"]
     second.close()
+
+
+def test_a_run_continued_in_another_process_unlocks_its_recovery_tools_without_reading_its_trace(
+    tmp_path: Path,
+) -> None:
+    """The categories a run has seen are part of its saved state, saved when a new one appears
+    (before the error is shown): a worker continuing a long run offers without reading every event
+    of it (0.1 s for 500 turns before, 0.43 s for 5,000)."""
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+    first = Runtime(url)
+    _records(first)
+    run = first.new_run()
+    for _ in range(3):
+        failed = first.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=run)
+        assert failed.error is not None and failed.error.category == "conflict"
+    first.close()
+
+    second = Runtime(url)
+    _records(second)
+    reads: list[str] = []
+    events = second.trace.events
+
+    def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return events(run_id)
+
+    second.trace.events = counted  # type: ignore[method-assign]
+    assert _names(second, run) == ["save_record", "merge_record"]
+    assert reads == []
+    fresh = second.new_run()
+    assert _names(second, fresh) == ["save_record"] and reads == []  # a new run has no trace to read
+    second.close()
+
+
+def test_a_saved_state_without_the_categories_is_completed_from_the_trace_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+    first = Runtime(url)
+    _records(first)
+    run = first.new_run()
+    first.call(ToolCall(name="save_record", arguments={"key": "a"}), run_id=run)
+    state = dict(first.engine.runs.run_states.load(run) or {})
+    state.pop("errors", None)  # as saved before the categories were part of it
+    first.engine.runs.run_states.save(run, state)
+    first.close()
+    second = Runtime(url)
+    _records(second)
+    assert _names(second, run) == ["save_record", "merge_record"]
+    second.close()
+    third = Runtime(url)  # the second saved the categories it read
+    _records(third)
+    assert "conflict" in (third.engine.runs.run_states.load(run) or {}).get("errors", ())
+    third.close()

@@ -50,9 +50,10 @@ class RunState:
     turn: int = 0
     """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
     errors_seen: set[str] | None = None
-    """Error categories of the run's error observations (what unlocks recovery tools): read from
-    the trace once, by the first offer in this process, and kept up to date from then on by
-    every batch of events this process stores for the run (None: not read yet)."""
+    """Error categories of the run's error observations (what unlocks recovery tools): empty for
+    a new run, saved with the run's state (a new category before the error is shown), and kept up
+    to date by every batch of events this process stores for the run. None when not known yet (a
+    state saved without them): the first offer in this process reads them from the trace."""
     catalogs: set[str] = field(default_factory=set)
     """Digests of the large catalogs whose full set an offer of this process recorded in the
     run's trace (later offers of the same catalog record it packed, without the full set)."""
@@ -84,6 +85,7 @@ class RunState:
             self.disclosure,
             len(self.described),
             id(self.principal),
+            len(self.errors_seen or ()),
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -97,6 +99,7 @@ class RunState:
             "disclosure": self.disclosure,
             "described": sorted(self.described),
             "flow": self.flow.to_state(),
+            **({} if self.errors_seen is None else {"errors": sorted(self.errors_seen)}),
         }
 
     @classmethod
@@ -116,6 +119,8 @@ class RunState:
             described={str(n) for n in data.get("described") or ()},
             flow=FlowState.from_state(_with_texts(data)),
             turn=int(data.get("turn") or 0),
+            # saved by a process that kept every category of the run (else read from its trace)
+            errors_seen={str(c) for c in data["errors"]} if isinstance(data.get("errors"), list) else None,
         )
         run.saved = run.mark()
         run.saved_label = run.label_mark()

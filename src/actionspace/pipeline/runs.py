@@ -104,6 +104,8 @@ class RunRegistry:
                 run = RunState.restore(run_id, stored, itertools.count(start), start + 1)
             else:
                 run = RunState(run_id, principal, itertools.count(start), nodes=itertools.count(start + 1))
+                if start == 0:  # no event stored yet: no error either
+                    run.errors_seen = set()
             self._runs[run_id] = run
             evicted = self._evict()
         for old in evicted:
@@ -187,10 +189,10 @@ class RunRegistry:
         """
         owner = rec.run
         if isinstance(owner, RunState):
+            if owner.errors_seen is not None:  # a new category is saved before the error is stored
+                note_errors(rec.records, owner.errors_seen)
             if owner.mark() != owner.saved:
                 self.persist(owner)
-            if owner.errors_seen is not None:
-                note_errors(rec.records, owner.errors_seen)
         try:
             for _ in range(TRACE_RENUMBER_ATTEMPTS):
                 try:
@@ -217,7 +219,10 @@ class RunRegistry:
         if not self._defers:
             return True
         owner = rec.run
-        return isinstance(owner, RunState) and self.must_save(owner)
+        if not isinstance(owner, RunState):
+            return False
+        seen = owner.errors_seen
+        return self.must_save(owner) or (seen is not None and _new_error(rec.records, seen))
 
     def forget(self, run_id: str) -> None:
         """Save a run's state and drop it from memory; it comes back on use."""
@@ -234,6 +239,16 @@ class RunRegistry:
         if run is not None:
             with self._lock:
                 run.seq = itertools.count(next_seq)
+
+
+def _new_error(records: Sequence[EventRecord], seen: set[str]) -> bool:
+    """An error observation among ``records`` has a category not in ``seen`` (its save waits)."""
+    for record in records:
+        if record[1] == "observation":
+            category = error_category(record[1], record[4])
+            if category is not None and category not in seen:
+                return True
+    return False
 
 
 def note_errors(records: Sequence[EventRecord], seen: set[str]) -> None:
