@@ -8,6 +8,7 @@ import pytest
 
 from actionspace import Runtime
 from actionspace.policy.arguments import ANY, ArgumentPolicy, Param, kinds
+from actionspace.policy.evidence_index import index
 from actionspace.policy.flow_policies import Ask, Deny, FlowRequest
 from actionspace.policy.matching import inside as _inside
 from actionspace.policy.matching import matches as _matches
@@ -154,8 +155,8 @@ def test_the_evidence_cache_is_reused_only_for_the_same_data() -> None:
     cache: dict[str, Any] = {}
     data = {"a": "bob"}
     Evidence([], {"c": ("t", False, data)}, cache=cache)
-    assert cache["c"][0] is data and cache["c"][1][0][0] == "/a"
-    cache["c"] = (data, [("/z", "bob", _prepare("bob"), False)])
+    assert cache["c"][0] is data and cache["c"][1].flat[0][0] == "/a"
+    cache["c"] = (data, index([("/z", "bob", _prepare("bob"), False)]))
     assert Evidence([], {"c": ("t", False, data)}, cache=cache).sources("bob") == [
         Source("tool_result", "c", "/z")
     ]

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-__all__ = ["ENTITY", "Text", "inside", "matches", "norm", "number", "prepare", "token_in"]
+__all__ = [
+    "ENTITY",
+    "Probe",
+    "Text",
+    "inside",
+    "matches",
+    "may_match",
+    "norm",
+    "number",
+    "prepare",
+    "probe",
+    "token_in",
+]
 
 
 _WS = re.compile(r"\s+")
@@ -166,18 +178,67 @@ def matches(value: Any, text: Text) -> tuple[int, int] | None:
         at = token_in(needle, text.text, text.spans)
         if at >= 0:
             return (at, at + len(needle))
+    meaning = _meaning(value)
+    return (-1, -1) if meaning is not None and _named(meaning, text.dates, text.times, text.numbers) else None
+
+
+Meaning = tuple[str, Any, Any]
+"""What a value names besides its own text: ``("datetime", iso day, clock)``, ``("day", iso day,
+None)`` or ``("number", amount, None)``."""
+
+
+def _meaning(value: Any) -> Meaning | None:
+    """What :func:`matches` looks for in a text's dates, times and numbers (after the value's
+    own text), or None."""
+    if isinstance(value, str):
+        needle = norm(value)
         dt = _DATETIME.match(needle)
         if dt is not None:
             day = _ISO_DATE.match(dt.group(1))
             iso = _iso(day.group(1), int(day.group(2)), day.group(3)) if day is not None else None
             hm = _TIME.match(dt.group(2))
             clock = f"{int(hm.group(1)):02d}:{hm.group(2)}" if hm is not None else None
-            return (-1, -1) if iso in text.dates and clock in text.times else None
+            return ("datetime", iso, clock)
         day = _ISO_DATE.fullmatch(needle)
         if day is not None:
-            iso = _iso(day.group(1), int(day.group(2)), day.group(3))
-            return (-1, -1) if iso in text.dates else None
+            return ("day", _iso(day.group(1), int(day.group(2)), day.group(3)), None)
     amount = number(value)
-    if amount is not None and amount in text.numbers:
-        return (-1, -1)
-    return None
+    return None if amount is None else ("number", amount, None)
+
+
+def _named(meaning: Meaning, dates: Set[str], times: Set[str], numbers: Set[float]) -> bool:
+    kind, first, second = meaning
+    if kind == "datetime":
+        return first in dates and second in times
+    if kind == "day":
+        return first in dates
+    return first in numbers
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A value prepared for :func:`may_match`: its normalised text and what it names."""
+
+    needle: str | None
+    meaning: Meaning | None
+    never: bool
+
+
+def probe(value: Any) -> Probe:
+    """``value`` read once, for :func:`may_match` against many texts."""
+    if isinstance(value, bool):
+        return Probe(None, None, True)
+    needle = norm(value) if isinstance(value, str) else None
+    if needle == "":
+        return Probe(None, None, True)
+    return Probe(needle, _meaning(value), False)
+
+
+def may_match(found: Probe, joined: str, dates: Set[str], times: Set[str], numbers: Set[float]) -> bool:
+    """False only when :func:`matches` finds the value in none of some texts: ``joined`` holds
+    their normalised texts (``"\\x00"`` between them), the sets the union of what they name."""
+    if found.never:
+        return False
+    if found.needle is not None and found.needle in joined:
+        return True
+    return found.meaning is not None and _named(found.meaning, dates, times, numbers)

@@ -39,11 +39,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from actionspace.policy.evidence_index import ObservationIndex, find, index
 from actionspace.policy.matching import ENTITY as _ENTITY
 from actionspace.policy.matching import Text as _Text
 from actionspace.policy.matching import matches as _matches
-from actionspace.policy.matching import norm
-from actionspace.policy.matching import number as _number
+from actionspace.policy.matching import norm, probe
 from actionspace.policy.matching import prepare as _prepare
 
 __all__ = [
@@ -143,10 +143,6 @@ def _field(path: str) -> str:
     return ""
 
 
-_Leaf = tuple[str, Any, _Text | None, bool]
-"""One scalar of an observation: (JSON pointer, scalar, its prepared text, is-a-key)."""
-
-
 @dataclass(frozen=True, slots=True)
 class FieldTrust:
     """Fields of an untrusted tool's output that the system writes, not the people who write the
@@ -182,16 +178,16 @@ class Evidence:
     ) -> None:
         self._users = [(_prepare(text), untrusted) for text, untrusted in users]
         self._fields = fields
-        self._obs: list[tuple[str, str | None, bool, list[_Leaf]]] = []
+        self._obs: list[tuple[str, str | None, bool, ObservationIndex]] = []
         for call_id, (tool, untrusted, data) in reversed(list(observations.items())):
             hit = None if cache is None else cache.get(call_id)
             if hit is not None and hit[0] is data:
-                flat = hit[1]
+                indexed = hit[1]
             else:
-                flat = [(p, v, _text_of(v), k) for p, v, k in leaves(data)]
+                indexed = index([(p, v, _text_of(v), k) for p, v, k in leaves(data)])
                 if cache is not None:
-                    cache[call_id] = (data, flat)
-            self._obs.append((call_id, tool, untrusted, flat))
+                    cache[call_id] = (data, indexed)
+            self._obs.append((call_id, tool, untrusted, indexed))
         self._known = set(observations)
 
     def knows(self, call_id: str) -> bool:
@@ -199,21 +195,34 @@ class Evidence:
 
     def sources(self, value: Any, *, only: str | None = None) -> list[Source]:
         """Every source ``value`` occurs in (``only``: ``"user"`` or one call id)."""
-        found: list[Source] = []
+        return list(self._sources(value, only))
+
+    def strongest(self, value: Any) -> Source:
+        """``strongest(self.sources(value))``, reading no further than the strongest source: the
+        user's messages, then the observations newest first up to the first trusted one."""
+        weakest: Source | None = None
+        for source in self._sources(value, None):
+            if source.kind != "untrusted":
+                return source
+            weakest = weakest or source
+        return weakest or MODEL
+
+    def _sources(self, value: Any, only: str | None) -> Iterator[Source]:
         if value is None or value == "" or isinstance(value, bool):
-            return found
+            return
         if only in (None, "user"):
             for i, (text, untrusted) in enumerate(self._users):
                 span = _matches(value, text)
                 if span is not None:
                     where = f"{i}" if span[0] < 0 else f"{i}:{span[0]}-{span[1]}"
                     kind: Kind = "untrusted" if untrusted else "user"
-                    found.append(Source(kind, "user" if untrusted else None, where))
+                    yield Source(kind, "user" if untrusted else None, where)
                     break
-        for call_id, tool, untrusted, flat in self._obs:
+        found = probe(value)
+        for call_id, tool, untrusted, indexed in self._obs:
             if only is not None and only != call_id:
                 continue
-            hit = _find(value, flat)
+            hit = find(value, found, indexed)
             if hit is None:
                 continue
             path, holder = hit
@@ -222,8 +231,7 @@ class Evidence:
             trust = self._fields
             vouched = holder is not None and trust is not None and trust.trusted(tool, holder)
             weak = untrusted and not vouched
-            found.append(Source("untrusted" if weak else "tool_result", call_id, path))
-        return found
+            yield Source("untrusted" if weak else "tool_result", call_id, path)
 
 
 def _text_of(value: Any) -> _Text | None:
@@ -233,26 +241,6 @@ def _text_of(value: Any) -> _Text | None:
 def _parent(path: str) -> str:
     """The pointer of the object a key belongs to (``/0/a/bob`` → ``/0/a``)."""
     return path.rsplit("/", 1)[0]
-
-
-def _find(value: Any, flat: Sequence[_Leaf]) -> tuple[str, str | None] | None:
-    """(path, holder) of the first leaf of an observation that holds ``value``. ``holder`` is the
-    pointer whose field holds the whole value — the leaf's own, or for an object key the object's
-    — or None when the value is only a token of the leaf's text."""
-    number = _number(value)
-    needle = norm(value) if isinstance(value, str) else None
-    for path, leaf, text, key in flat:
-        whole = (
-            (leaf == value and type(leaf) is type(value))
-            or (needle is not None and text is not None and text.text == needle)
-            or (number is not None and _number(leaf) == number)
-        )
-        if whole:
-            return path, _parent(path) if key else path
-    for path, _leaf, text, _key in flat:
-        if text is not None and _matches(value, text) is not None:
-            return path, None
-    return None
 
 
 # ---------------------------------------------------------------------- inference
@@ -322,11 +310,11 @@ def infer(
         for p, v, k in leaves(value):
             if not _carries(v) or (p and _fixed(v, fixed)):
                 continue
-            source = strongest(evidence.sources(v))
+            source = evidence.strongest(v)
             found.append(ValueProvenance(p, source, k))
             if isinstance(v, str) and source.kind != "user":
                 for entity in embedded(v):
-                    where = strongest(evidence.sources(entity))
+                    where = evidence.strongest(entity)
                     found.append(ValueProvenance(f"{p}#{entity}", where, k, embedded=True))
         out[name] = tuple(found)
     return out
