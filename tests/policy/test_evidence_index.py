@@ -129,3 +129,32 @@ def test_a_call_late_in_a_long_run_does_not_read_every_remembered_result(
     assert len(read) < 500, (len(read), time.perf_counter() - began)
     proposed = [e for e in rt.trace.events(run) if e.kind == "proposed"][-1]
     assert json.dumps(proposed.data["provenance"]["to"]).count("tool_result") == 1  # the newest result
+
+
+def test_the_prepared_texts_of_many_results_share_what_repeats() -> None:
+    """An observation's keys and short values repeat in every row; each was prepared anew, with
+    three sets of its own, empty or not: 250-280 MB for the provenance of 300 results of 150
+    rows. A short text is now prepared once, and nothing shares one empty set."""
+    import gc
+    import tracemalloc
+
+    rows = [
+        {"id": i, "name": f"customer {i}", "email": f"c{i}@example.com", "balance": i * 1.5}
+        for i in range(150)
+    ]
+    assert prepare("name") is prepare("name")
+    assert prepare("bob").dates is prepare("alice").numbers  # the one empty set
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kept = [
+            evidence_index.index(
+                [(p, v, prepare(v) if isinstance(v, str) else None, k) for p, v, k in leaves(rows)]
+            )
+            for _ in range(50)
+        ]
+        used = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == 50
+    assert used < 20_000_000, used  # about 12 MB; 47 MB when every text was prepared anew

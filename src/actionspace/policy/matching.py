@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -133,7 +134,23 @@ class Text:
     """Where the text names a date or a time: a number inside one is part of it, not a value."""
 
 
+_NOTHING: frozenset[Any] = frozenset()
+_SHORT = 64
+"""Texts up to this long are prepared once per process (an observation's keys and short values
+repeat in every row: one :class:`Text` each, not one per occurrence)."""
+
+
 def prepare(text: str) -> Text:
+    """``text`` read once for :func:`matches`: normalised, with what it names."""
+    return _prepare_short(text) if len(text) <= _SHORT else _prepare(text)
+
+
+@lru_cache(maxsize=16_384)
+def _prepare_short(text: str) -> Text:
+    return _prepare(text)
+
+
+def _prepare(text: str) -> Text:
     t = norm(text)
     spans = tuple(m.span() for m in _DATE_SPAN.finditer(t))
     numbers = set()
@@ -144,7 +161,14 @@ def prepare(text: str) -> Text:
             numbers.add(float(m.group(0).replace(",", "")))
         except ValueError:  # pragma: no cover - the pattern only matches numerals
             continue
-    return Text(t, frozenset(numbers), frozenset(_dates(t)), frozenset(_times(t)), spans)
+    dates, times = _dates(t), _times(t)
+    return Text(
+        t,
+        frozenset(numbers) if numbers else _NOTHING,
+        frozenset(dates) if dates else _NOTHING,
+        frozenset(times) if times else _NOTHING,
+        spans,
+    )
 
 
 def inside(start: int, end: int, spans: Sequence[tuple[int, int]]) -> bool:
