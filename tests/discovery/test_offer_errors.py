@@ -25,6 +25,19 @@ def _records(rt: Runtime) -> None:
     rt.discovery.annotate("merge_record", recovers=("conflict",))
 
 
+def _reads(rt: Runtime) -> list[str]:
+    """The run ids whose whole trace ``rt`` reads from now on, in order."""
+    reads: list[str] = []
+    events = rt.trace.events
+
+    def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return events(run_id)
+
+    rt.trace.events = counted  # type: ignore[method-assign]
+    return reads
+
+
 def _names(rt: Runtime, run: str) -> list[str]:
     return [d["name"] for d in rt.offer(run_id=run)]
 
@@ -47,14 +60,7 @@ def test_runtime_offers_a_recovery_tool_once_its_error_occurred_in_the_run() -> 
 def test_a_session_offering_tools_every_turn_reads_the_trace_once() -> None:
     rt = Runtime("memory://")
     _records(rt)
-    reads: list[str] = []
-    events = rt.trace.events
-
-    def counted(run_id: str) -> Any:
-        reads.append(run_id)
-        return events(run_id)
-
-    rt.trace.events = counted  # type: ignore[method-assign]
+    reads = _reads(rt)
     s = rt.session(provider="openai_chat")
     s.user("save the record")
     for turn in range(30):
@@ -109,14 +115,7 @@ def test_a_run_continued_in_another_process_unlocks_its_recovery_tools_without_r
 
     second = Runtime(url)
     _records(second)
-    reads: list[str] = []
-    events = second.trace.events
-
-    def counted(run_id: str) -> Any:
-        reads.append(run_id)
-        return events(run_id)
-
-    second.trace.events = counted  # type: ignore[method-assign]
+    reads = _reads(second)
     assert _names(second, run) == ["save_record", "merge_record"]
     assert reads == []
     fresh = second.new_run()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actionspace.policy.flow import USER, occurs
+from actionspace.policy.occurrence import scalars
 
 __all__ = ["Seen", "declared_sources", "leaves"]
 
@@ -29,15 +30,7 @@ class Seen:
 def leaves(value: Any) -> Iterator[Any]:
     """The scalar pieces of ``value`` (strings, numbers, booleans, object keys; None and "" carry
     nothing)."""
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            yield key
-            yield from leaves(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from leaves(item)
-    elif value is not None and value != "":
-        yield value
+    return (leaf for leaf in scalars(value) if leaf is not None and leaf != "")
 
 
 def declared_sources(arguments: Mapping[str, Any], prompt: str, seen: Sequence[Seen]) -> dict[str, list[str]]:

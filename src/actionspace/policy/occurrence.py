@@ -12,18 +12,18 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["occurs"]
+__all__ = ["occurs", "scalars"]
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def scalars(value: Any) -> Iterator[Any]:
     """Every scalar of ``value``, object keys included: a key is data as much as a value is."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             yield k
-            yield from _leaves(v)
+            yield from scalars(v)
     elif isinstance(value, list | tuple):
         for v in value:
-            yield from _leaves(v)
+            yield from scalars(v)
     else:
         yield value
 
@@ -54,5 +54,5 @@ def _scalar_occurs(value: Any, leaves: Sequence[Any]) -> bool:
 def occurs(value: Any, sources: Sequence[Any]) -> bool:
     """True when every leaf of ``value`` occurs in ``sources`` (strings as whole tokens,
     case-insensitively; numbers as numbers or numerals in text; None and "" always)."""
-    leaves = [leaf for s in sources for leaf in _leaves(s)]
-    return all(_scalar_occurs(v, leaves) for v in _leaves(value))
+    leaves = [leaf for s in sources for leaf in scalars(s)]
+    return all(_scalar_occurs(v, leaves) for v in scalars(value))
