@@ -161,6 +161,7 @@ class Offers:
             # set first: a batch stored while the trace is read adds to it (and is in the trace too)
             seen = run.errors_seen = set()
             seen |= errors_in_trace(self.trace.events(run.run_id))
+            run.errors_mark += 1  # saved with the run from now on
         return set(seen)
 
     def describe(self, name: str, run_id: str | None) -> dict[str, Any]:

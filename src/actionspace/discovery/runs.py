@@ -54,6 +54,8 @@ class RunState:
     a new run, saved with the run's state (a new category before the error is shown), and kept up
     to date by every batch of events this process stores for the run. None when not known yet (a
     state saved without them): the first offer in this process reads them from the trace."""
+    errors_mark: int = 0
+    """Moves when :attr:`errors_seen` gains a category (so the run is saved)."""
     catalogs: set[str] = field(default_factory=set)
     """Digests of the large catalogs whose full set an offer of this process recorded in the
     run's trace (later offers of the same catalog record it packed, without the full set)."""
@@ -85,7 +87,7 @@ class RunState:
             self.disclosure,
             len(self.described),
             id(self.principal),
-            len(self.errors_seen or ()),
+            self.errors_mark,
         )
 
     def snapshot(self) -> dict[str, Any]:

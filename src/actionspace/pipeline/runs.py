@@ -189,8 +189,9 @@ class RunRegistry:
         """
         owner = rec.run
         if isinstance(owner, RunState):
-            if owner.errors_seen is not None:  # a new category is saved before the error is stored
-                note_errors(rec.records, owner.errors_seen)
+            seen = owner.errors_seen
+            if seen is not None and rec.records and note_errors(rec.records, seen):
+                owner.errors_mark += 1  # a new category is saved before the error is stored
             if owner.mark() != owner.saved:
                 self.persist(owner)
         try:
@@ -251,10 +252,15 @@ def _new_error(records: Sequence[EventRecord], seen: set[str]) -> bool:
     return False
 
 
-def note_errors(records: Sequence[EventRecord], seen: set[str]) -> None:
+def note_errors(records: Sequence[EventRecord], seen: set[str]) -> bool:
     """Add to ``seen`` the category of each error observation among ``records``, as
-    ``errors_in_trace`` reads them back (a compact record is never an error)."""
+    ``errors_in_trace`` reads them back (a compact record is never an error); True when one
+    was not in it yet."""
+    added = False
     for record in records:
-        category = error_category(record[1], record[4])
-        if category is not None:
-            seen.add(category)
+        if record[1] == "observation":  # the only kind error_category reads (most are not)
+            category = error_category("observation", record[4])
+            if category is not None and category not in seen:
+                seen.add(category)
+                added = True
+    return added
