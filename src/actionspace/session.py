@@ -151,10 +151,11 @@ class Session:
             await asyncio.to_thread(self.user, text)
 
     async def atools(self) -> Any:
-        """:meth:`tools` from async code, never waiting for a store on the event loop: the run's
-        first offer in this process reads its trace (on a worker thread); an offer of other tools
-        than the last saves the run on a worker thread before it returns. An agent loop's offer
-        of the same tools again waits for nothing and stays on the loop."""
+        """:meth:`tools` from async code, never waiting for a store on the event loop: a run this
+        process does not hold is opened, or a run saved without its error categories read from
+        its trace, on a worker thread; an offer of other tools than the last saves the run on a
+        worker thread before it returns. An agent loop's offer of the same tools again waits for
+        nothing and stays on the loop."""
         runs = self.rt.engine.runs
         if runs.in_memory:
             return self.tools()
