@@ -26,6 +26,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_fast": 0,
     "_crash": 0,
     "_canonical": 0,
+    "_unicode": 0,
     "_store_url": 0,
     "_extras": 0,
     "_loader": 0,

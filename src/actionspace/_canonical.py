@@ -46,6 +46,7 @@ __all__ = [
     "clip_end",
     "clip_middle",
     "content_hash",
+    "digest_json",
     "dumps_plain",
     "json_size",
     "normalize",
@@ -163,13 +164,29 @@ def canonical_json(value: Any) -> bytes:
     return rfc8785.dumps(value)
 
 
-def args_digest(arguments: Any) -> str:
-    """sha256 hex of the RFC 8785 canonical JSON of ``arguments`` (a call's arguments).
+def digest_json(value: Any) -> bytes:
+    """What digests of arguments hash: :func:`canonical_json` of ``value``, or, when it holds an
+    integer beyond ±(2**53 − 1), which RFC 8785 cannot write (a 64-bit id, say), ``b"x"`` and the
+    canonical form of :func:`canonical_bytes` (integers written exactly; the ``x`` keeps it apart
+    from any RFC 8785 text, which never starts so).
 
-    Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for values RFC 8785 cannot
-    encode: integers beyond 2**53, non-finite floats, values that are not JSON.
+    Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for what neither can encode:
+    non-finite floats, unpaired surrogates, values that are not JSON.
     """
-    return hashlib.sha256(canonical_json(arguments)).hexdigest()
+    try:
+        return canonical_json(value)
+    except rfc8785.IntegerDomainError:
+        return b"x" + canonical_bytes(value)
+
+
+def args_digest(arguments: Any) -> str:
+    """sha256 hex of :func:`digest_json` of ``arguments`` (a call's arguments): their RFC 8785
+    canonical JSON, unless an integer lies beyond RFC 8785's domain.
+
+    Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for values neither form can
+    encode: non-finite floats, unpaired surrogates, values that are not JSON.
+    """
+    return hashlib.sha256(digest_json(arguments)).hexdigest()
 
 
 def json_size(value: object) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import tempfile
 from datetime import date
 from pathlib import Path
@@ -364,6 +366,11 @@ def sweep_command(
 
 
 def main() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        # a trace may hold text UTF-8 cannot encode (a file name os.fsdecode decoded, half of an
+        # emoji a model sent): print it escaped (\\udce9) rather than fail the command
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     _mount()
     app()
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
-import rfc8785
 
+from actionspace._canonical import digest_json
 from actionspace.catalog.spec import Effect, Integrity, Labels, Risk
 
 __all__ = ["Mapped", "content_value", "fingerprint", "map_annotations", "result_text"]
@@ -73,7 +73,7 @@ def fingerprint(tool: types.Tool) -> str:
         if tool.annotations
         else None,
     }
-    return hashlib.sha256(rfc8785.dumps(shape)).hexdigest()[:16]
+    return hashlib.sha256(digest_json(shape)).hexdigest()[:16]  # int64 bounds too
 
 
 def result_text(result: types.CallToolResult) -> str:

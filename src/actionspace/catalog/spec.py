@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import rfc8785
-
+from actionspace._canonical import digest_json
 from actionspace.errors import ToolDefinitionError
 
 __all__ = [
@@ -152,14 +151,15 @@ as every fresh runtime of an evaluation does, skips the canonicalisation)."""
 
 
 def schema_hash(schema: Mapping[str, Any]) -> str:
-    """sha256 (hex, first 16 chars) of the RFC 8785 canonical JSON of a schema."""
+    """sha256 (hex, first 16 chars) of the RFC 8785 canonical JSON of a schema (its
+    :func:`~actionspace._canonical.digest_json`: a bound such as 2**63 − 1 is beyond RFC 8785)."""
     try:
         text = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):
         text = None
     found = _HASHES.get(text) if text is not None else None
     if found is None:
-        found = hashlib.sha256(rfc8785.dumps(schema)).hexdigest()[:16]
+        found = hashlib.sha256(digest_json(schema)).hexdigest()[:16]  # int64 bounds too
         if text is not None:
             if len(_HASHES) >= 4096:
                 _HASHES.clear()

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from actionspace._unicode import json_for_utf8
 from actionspace.discovery.artifacts import READ_ARTIFACT
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.observation import shape
@@ -289,8 +290,11 @@ def _clip(text: str, limit: int) -> str:
 
 def dumps(value: Any) -> str:
     """Compact JSON, non-ASCII kept, anything else by ``str``: ``json.dumps(value,
-    ensure_ascii=False, separators=(",", ":"), default=str)`` with its encoder made once."""
-    return _encode(value)
+    ensure_ascii=False, separators=(",", ":"), default=str)`` with its encoder made once; an
+    unpaired surrogate (a file name ``os.fsdecode`` decoded, say) as its ``\\uXXXX`` escape, so
+    the text encodes as UTF-8 in the request that takes it to the model."""
+    text: str = _encode(value)
+    return text if text.isascii() else json_for_utf8(text)
 
 
 _encode: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode

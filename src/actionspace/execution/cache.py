@@ -26,7 +26,7 @@ from typing import Any
 
 import rfc8785
 
-from actionspace._canonical import canonical_bytes
+from actionspace._canonical import canonical_bytes, digest_json
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
@@ -99,8 +99,8 @@ class ReadCache:
             body = canonical_bytes(parts)
         else:
             try:
-                body = rfc8785.dumps(parts)
-            except rfc8785.CanonicalizationError:  # integers beyond 2**53: outside RFC 8785's domain
+                body = digest_json(parts)
+            except rfc8785.CanonicalizationError:  # what RFC 8785 cannot write at all
                 body = b"x" + canonical_bytes(parts)
         return hashlib.sha256(body).hexdigest()
 

@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from actionspace._unicode import json_for_postgres
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
@@ -483,7 +484,8 @@ def _jsonb(value: Mapping[str, Any] | Sequence[Any] | None) -> Jsonb | None:
 
 
 def _strict_dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)  # NaN is not JSON: never stored
+    # NaN is not JSON: never stored; jsonb holds no U+0000 and no unpaired surrogate
+    return json_for_postgres(json.dumps(value, ensure_ascii=False, allow_nan=False))
 
 
 def redacted(url: str) -> str:

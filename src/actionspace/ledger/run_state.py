@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
+from actionspace._unicode import json_for_utf8, text_for_postgres, text_for_utf8
+
 __all__ = [
     "TEXTS_KEPT",
     "MemoryRunStateStore",
@@ -98,7 +100,8 @@ class RunStateStore(Protocol):
 
 
 def _encode(state: Mapping[str, Any]) -> str:
-    return json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    text = json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
 
 
 def _with_texts(text: str, texts: list[str]) -> dict[str, Any]:
@@ -210,7 +213,7 @@ class SqliteRunStateStore:
 
     @staticmethod
     def _rows(run_id: str, texts: Texts) -> tuple[list[tuple[str, int, str]], int]:
-        return [(run_id, int(n), str(t)) for n, t in texts], _pruned_below(texts)
+        return [(run_id, int(n), text_for_utf8(str(t))) for n, t in texts], _pruned_below(texts)
 
     @staticmethod
     def _write_texts(conn: Any, run_id: str, rows: list[tuple[str, int, str]], below: int) -> None:
@@ -285,7 +288,7 @@ class PostgresRunStateStore:
                     cur.executemany(
                         "INSERT INTO actionspace_run_state_text (run_id, n, text) VALUES (%s, %s, %s)"
                         " ON CONFLICT (run_id, n) DO UPDATE SET text = excluded.text",
-                        [(run_id, int(n), str(t)) for n, t in texts],
+                        [(run_id, int(n), text_for_postgres(str(t))) for n, t in texts],
                     )
             if below:
                 conn.execute(

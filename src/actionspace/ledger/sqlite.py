@@ -30,6 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from actionspace._canonical import strict_dumps
+from actionspace._unicode import json_for_utf8
 from actionspace.ledger.entries import STATES, TERMINAL, Begun, LedgerEntry
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
@@ -125,7 +126,8 @@ def to_json(value: Mapping[str, Any] | Sequence[Any] | None) -> str | None:
         return None
     if type(value) is not dict and type(value) is not list:
         value = dict(value) if isinstance(value, Mapping) else list(value)
-    return strict_dumps(value)
+    text = strict_dumps(value)
+    return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
 
 
 def from_json(text: str | None) -> Any:

@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from actionspace._unicode import unfit_text
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
@@ -218,19 +219,22 @@ class FastPath:
                 return None
             name, call_id, arguments = read
             model_output: Any = raw
+            plain = raw.isascii() and "\\u" not in raw  # no escape: no U+0000, no surrogate
         elif type(raw) is ToolCall:
             if raw.provenance:
                 return None
             name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
+            plain = False
         elif (type(raw) is dict or type(raw) is list) and parsed is not None:
             if parsed.error is not None or len(parsed.calls) != 1 or parsed.calls[0].provenance:
                 return None
             one, fmt = parsed.calls[0], parsed.format
             name, call_id, arguments, model_output = one.name, one.id, one.arguments, raw
+            plain = False
         else:
             return None
-        if type(arguments) is not dict or not name:
-            return None
+        if type(arguments) is not dict or not name or (not plain and unfit_text(arguments) is not None):
+            return None  # the stages refuse text arguments may not hold
         entry = self.entry(run, name, principal, ordered)
         if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
             return None
@@ -252,6 +256,7 @@ class FastPath:
             or call.provenance
             or type(call.arguments) is not dict
             or not call.name
+            or unfit_text(call.arguments) is not None
         ):
             return None
         run = inp.run

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from actionspace._unicode import unfit_text
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
@@ -61,7 +62,12 @@ def plain_node(
     if not fast.enabled or not name:
         return None
     entry = fast.entry(run, name, principal, ordered)
-    if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
+    if (
+        entry is None
+        or entry.effects
+        or unfit_text(arguments) is not None  # the stages refuse it
+        or not entry.compiled.validator.is_valid(arguments)
+    ):
         return None
     spec = entry.spec
     call_id = rec.call_id

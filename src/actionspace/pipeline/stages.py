@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import rfc8785
-
+from actionspace._canonical import digest_json
 from actionspace._fast import fast_init
 from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
@@ -109,7 +108,7 @@ def identity_node(turn: int, tool_key: str, arguments: Any, occurrence: int = 1)
     Two proposals of the same tool with the same normalized arguments in the same user turn are one
     action (the second is replayed, never sent again); in a new turn they are a new action.
     """
-    digest = hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()[:16]
+    digest = hashlib.sha256(digest_json(arguments)).hexdigest()[:16]
     suffix = f"/{occurrence}" if occurrence > 1 else ""
     return f"t{turn}/{tool_key}/{digest}{suffix}"
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
 
+from actionspace._unicode import value_for_utf8
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.auth import require
@@ -38,7 +39,7 @@ def ledger_router() -> APIRouter:
         scan = limit if sees_all(who) else min(limit * 4, 4000)
         tenants = RunTenants(rt.trace)
         entries = [e for e in rt.ledger.list(state=state, limit=scan) if may_see(who, tenants(e.run_id))]
-        return visible_entries(entries[:limit], rt.trace, who)
+        return value_for_utf8(visible_entries(entries[:limit], rt.trace, who))  # UTF-8 whole
 
     @router.post(
         "/{key}/resolve",
@@ -67,6 +68,6 @@ def ledger_router() -> APIRouter:
             raise ApiError(404, f"no ledger entry {key!r}") from exc
         except ValueError as exc:
             raise ApiError(409, str(exc), category="conflict") from exc
-        return visible_entries([entry], rt.trace, principal)[0]
+        return value_for_utf8(visible_entries([entry], rt.trace, principal)[0])
 
     return router

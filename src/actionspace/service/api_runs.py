@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import AwareDatetime
 
+from actionspace._unicode import value_for_utf8
 from actionspace.policy.principal import Principal
 from actionspace.policy.redaction import redact_events
 from actionspace.runtime import Runtime
@@ -97,7 +98,8 @@ def runs_router() -> APIRouter:
         if summary is None:
             raise ApiError(404, f"no run {run_id!r}")
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
-        return {**run_row(summary, events, runner.live, pending), "plan": plan_view(run_id, events)}
+        detail = {**run_row(summary, events, runner.live, pending), "plan": plan_view(run_id, events)}
+        return value_for_utf8(detail)  # tool names as the model wrote them: a response is UTF-8 whole
 
     @router.get(
         "/{run_id}/events", response_model=list[EventView], responses=_NOT_FOUND, summary="A run's trace"

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from actionspace._unicode import text_for_utf8, value_for_utf8
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.catalog.spec import ToolSpec
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
@@ -115,9 +116,9 @@ def event_view(event: TraceEvent) -> dict[str, Any]:
     return {
         "seq": event.seq,
         "kind": event.kind,
-        "call_id": event.call_id,
+        "call_id": event.call_id if event.call_id is None else text_for_utf8(event.call_id),
         "at": event.ts,
-        "data": json.loads(encode_data(event.data)),
+        "data": value_for_utf8(json.loads(encode_data(event.data))),  # a response is UTF-8 whole
     }
 
 
@@ -136,7 +137,7 @@ def approval_view(request: ApprovalRequest) -> dict[str, Any]:
     items = request.details.get("items")
     if isinstance(items, list):
         preview["items"] = items
-    return {"request_id": request.id, **out, "preview": preview}
+    return value_for_utf8({"request_id": request.id, **out, "preview": preview})  # UTF-8 whole
 
 
 def pending_run_ids(requests: Iterable[ApprovalRequest]) -> set[str]:

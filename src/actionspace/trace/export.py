@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from actionspace._unicode import json_for_utf8
 from actionspace.trace.events import AppendsNew, FindsRunIds, TraceEvent, TraceStore
 
 __all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
@@ -34,7 +35,8 @@ class ImportResult:
 
 def dumps_event(event: TraceEvent) -> str:
     """One event as one line of JSON (no trailing newline), keys sorted."""
-    return json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
 
 
 def loads_event(line: str) -> TraceEvent:

@@ -27,6 +27,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from actionspace._unicode import text_for_utf8
 from actionspace._version import package_version
 from actionspace.trace.events import FindsRunIds, TraceEvent, TraceStore
 
@@ -160,7 +161,7 @@ def _run_attributes(
 
 def export_call(tracer: Tracer, call: _Call, parent: Context | None) -> None:
     """Emit one call's ``execute_tool`` span under ``parent`` (None: the current span)."""
-    tool = call.tool or "unknown"
+    tool = text_for_utf8(call.tool or "unknown")  # a name as the model wrote it: UTF-8 whole
     span = tracer.start_span(
         f"execute_tool {tool}",
         context=parent,
@@ -175,7 +176,8 @@ def export_call(tracer: Tracer, call: _Call, parent: Context | None) -> None:
         category = str(observation.data.get("category") or "unclassified")
         span.set_attribute("error.type", category)
         message = observation.data.get("message")
-        span.set_status(Status(StatusCode.ERROR, str(message)[:_MAX_TEXT] if message else category))
+        described = text_for_utf8(str(message)[:_MAX_TEXT]) if message else category
+        span.set_status(Status(StatusCode.ERROR, described))
     span.end(end_time=_ns(max(call.events[-1].ts, call.started)))
 
 
@@ -183,7 +185,7 @@ def _call_attributes(call: _Call, tool: str) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
-        "gen_ai.tool.call.id": call.call_id,
+        "gen_ai.tool.call.id": text_for_utf8(call.call_id),
         "gen_ai.tool.type": TOOL_TYPE,
     }
     ledger_state: str | None = None
@@ -227,7 +229,9 @@ def _observation_attributes(attrs: dict[str, AttributeValue], data: Mapping[str,
 
 def _put(attrs: dict[str, AttributeValue], key: str, value: Any) -> None:
     """Set ``key`` when ``value`` is a scalar OpenTelemetry accepts; ignore None and the rest."""
-    if isinstance(value, str | bool | int | float):
+    if isinstance(value, str):
+        attrs[key] = text_for_utf8(value)  # an exporter encodes UTF-8: no unpaired surrogate
+    elif isinstance(value, bool | int | float):
         attrs[key] = value
 
 
@@ -237,7 +241,7 @@ def _add_event(span: Span, event: TraceEvent) -> None:
         if key in _HIDDEN_KEYS:
             continue
         if isinstance(value, str):
-            attrs[f"actionspace.{key}"] = value[:_MAX_TEXT]
+            attrs[f"actionspace.{key}"] = text_for_utf8(value[:_MAX_TEXT])
         elif isinstance(value, bool | int | float):
             attrs[f"actionspace.{key}"] = value
     span.add_event(f"actionspace.{event.kind}", attributes=attrs, timestamp=_ns(event.ts))

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from actionspace.ledger.postgres import PostgresConnections, redacted
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
-from actionspace.trace.store_encoding import encode_data
+from actionspace.trace.store_encoding import call_id_for_postgres, encode_for_postgres
 
 __all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
 
@@ -190,8 +190,8 @@ class PostgresTraceStore:
                 [base + i for i in range(len(ordered))],
                 [r[1] for r in ordered],
                 [r[2] for r in ordered],
-                [r[3] for r in ordered],
-                [Jsonb(dict(r[4]), dumps=encode_data) for r in ordered],
+                [call_id_for_postgres(r[3]) for r in ordered],
+                [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
             ]
             conn.execute(_INSERT, columns)
             conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
@@ -233,7 +233,8 @@ class PostgresTraceStore:
             spans[run_id] = (min(first, ts), max(last, ts))
         run_ids = sorted(spans)
         columns = [list(column) for column in zip(*rows, strict=True)]
-        columns[5] = [Jsonb(dict(data), dumps=encode_data) for data in columns[5]]
+        columns[4] = [call_id_for_postgres(call_id) for call_id in columns[4]]
+        columns[5] = [Jsonb(dict(data), dumps=encode_for_postgres) for data in columns[5]]
         try:
             with self._db.transaction() as conn:
                 written = conn.execute(_INSERT_NEW if skip_existing else _INSERT, columns).rowcount

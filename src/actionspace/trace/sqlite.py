@@ -32,7 +32,7 @@ from typing import Final
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
-from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
+from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, encode_data
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -166,7 +166,9 @@ class SqliteTraceStore:
             return
         self._db.check_open()
         ordered = sorted(records, key=_seq)
-        rows = [(kind, ts, call_id, encode_data(data)) for _, kind, ts, call_id, data in ordered]
+        rows = [
+            (kind, ts, call_id_for_utf8(call_id), encode_data(data)) for _, kind, ts, call_id, data in ordered
+        ]
         with self._held_lock:
             held = self._held.get(run_id)
             if held is None:
@@ -278,7 +280,9 @@ class SqliteTraceStore:
         self._group.settle()
 
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
-        rows = [(e.run_id, e.seq, e.kind, e.ts, e.call_id, encode_data(e.data)) for e in events]
+        rows = [
+            (e.run_id, e.seq, e.kind, e.ts, call_id_for_utf8(e.call_id), encode_data(e.data)) for e in events
+        ]
         spans: dict[str, tuple[float, float]] = {}
         for e in events:
             first, last = spans.get(e.run_id, (e.ts, e.ts))

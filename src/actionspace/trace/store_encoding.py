@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from actionspace._canonical import strict_dumps
+from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
 
 __all__ = [
     "HEAD_KINDS",
@@ -29,8 +30,11 @@ __all__ = [
     "MAX_EVENT_CHARS",
     "RAW_PREFIX_CHARS",
     "bounded_raw",
+    "call_id_for_postgres",
+    "call_id_for_utf8",
     "compact_raw",
     "encode_data",
+    "encode_for_postgres",
     "strict_dumps",
 ]
 
@@ -50,16 +54,36 @@ class _PutsBytes(Protocol):
     def put(self, data: bytes) -> str: ...
 
 
-def encode_data(data: Mapping[str, Any]) -> str:
-    """The JSON text a store writes for an event's ``data`` (see the module docstring)."""
+def encode_data(data: Mapping[str, Any], *, utf8: bool = True) -> str:
+    """The JSON text a store writes for an event's ``data`` (see the module docstring).
+
+    ``utf8``: an unpaired surrogate in a string is written as its ``\\uXXXX`` escape, so the
+    text encodes as UTF-8 and reads back the same (:func:`~actionspace._unicode.json_for_utf8`);
+    False leaves it as it is (PostgreSQL's store replaces it, see :func:`encode_for_postgres`).
+    """
     plain = data if type(data) is dict else dict(data)
     try:
         text = strict_dumps(plain)
     except (ValueError, TypeError, RecursionError, OverflowError):
         text = strict_dumps(_safe(dict(data), 0))
-    if len(text) <= MAX_EVENT_CHARS:
-        return text
-    return strict_dumps(_shrunk(data, text))
+    if len(text) > MAX_EVENT_CHARS:
+        text = strict_dumps(_shrunk(data, text))
+    return json_for_utf8(text) if utf8 and not text.isascii() else text
+
+
+def encode_for_postgres(data: Mapping[str, Any]) -> str:
+    """:func:`encode_data` as ``jsonb`` takes it: U+0000 and unpaired surrogates become U+FFFD."""
+    return json_for_postgres(encode_data(data, utf8=False))
+
+
+def call_id_for_utf8(call_id: str | None) -> str | None:
+    """A call id as a UTF-8 text column holds it (an unpaired surrogate becomes U+FFFD)."""
+    return call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id)
+
+
+def call_id_for_postgres(call_id: str | None) -> str | None:
+    """A call id as a PostgreSQL text column holds it (U+0000 and unpaired surrogates: U+FFFD)."""
+    return call_id if call_id is None else text_for_postgres(call_id)
 
 
 def _safe(value: Any, depth: int) -> Any:

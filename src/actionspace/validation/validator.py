@@ -14,6 +14,7 @@ from typing import Any
 import jsonschema_rs
 from pydantic import ValidationError
 
+from actionspace._unicode import unfit_text
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
@@ -169,6 +170,11 @@ def validate(
         return _reject(
             "arguments must be a JSON object",
             [FieldError(path="", message=f"expected an object, got {type(arguments).__name__}")],
+        )
+    unfit = unfit_text(arguments)
+    if unfit is not None:  # before the schema: its checker cannot read such text
+        return _reject(
+            "arguments hold text that is not Unicode", [FieldError(path=unfit[0], message=unfit[1])]
         )
     if compiled.simple:
         if compiled.validator.is_valid(arguments):

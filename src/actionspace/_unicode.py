@@ -1,0 +1,177 @@
+"""Text every store can hold, and the text a proposal's arguments may hold.
+
+A Python ``str`` may hold code points UTF-8 cannot encode: unpaired surrogates (U+D800–U+DFFF).
+They are common enough in the wild: ``os.fsdecode`` makes them of a file name's undecodable bytes
+(``b"caf\\xe9"`` → ``"caf\\udce9"``), and a JSON escape such as ``"\\ud83d"`` without its pair —
+half an emoji, which a model cut between two tokens emits — decodes to one. SQLite's driver
+refuses to write them; PostgreSQL refuses them and U+0000 too, in ``text`` and in ``jsonb``.
+
+- **Arguments** (:func:`unfit_text`): a proposal whose arguments hold either is refused as
+  ``invalid_arguments`` (RFC 7493, I-JSON, §2.1: strings MUST NOT hold surrogates; U+0000 has no
+  use in a tool's arguments and no PostgreSQL column holds it). Refused, they never reach a
+  tool, a digest or a ledger row.
+- **What a store writes** (a tool's result, a model's call id, the user's words, an error naming
+  what the model sent): the JSON a store keeps in a UTF-8 text column carries an unpaired
+  surrogate as its ``\\uXXXX`` escape (:func:`json_for_utf8`, read back exactly); a plain text
+  column, and PostgreSQL's ``jsonb``, which accepts neither, get U+FFFD in its place
+  (:func:`text_for_utf8`, :func:`text_for_postgres`, :func:`json_for_postgres`). Never an error,
+  never a lost row.
+
+Each check costs one ``str.isascii()`` (a flag read) for ASCII text, plus a search for U+0000
+where PostgreSQL is the reader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final, TypeVar, cast
+
+__all__ = [
+    "REPLACEMENT",
+    "json_for_postgres",
+    "json_for_utf8",
+    "text_for_postgres",
+    "text_for_utf8",
+    "unfit_text",
+    "value_for_utf8",
+]
+
+REPLACEMENT: Final = "\ufffd"
+"""What stands in for a code point a store cannot hold (U+FFFD REPLACEMENT CHARACTER)."""
+
+_T = TypeVar("_T")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE_OR_NUL: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_for_utf8(text: str) -> str:
+    """JSON ``text`` with each surrogate code point written as its escape: UTF-8 encodes the
+    result, and ``json.loads`` reads it back as ``json.loads(text)`` — but for a high surrogate
+    directly followed by a low one, which JSON (like UTF-16) reads as the one character the two
+    encode together.
+
+    JSON text written with ``ensure_ascii=False`` holds a surrogate only inside a string, where
+    its ``\\uXXXX`` escape means the same code point.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(_escape, text)
+
+
+def text_for_utf8(text: str) -> str:
+    """``text`` with each unpaired surrogate replaced by U+FFFD (a plain text column)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def text_for_postgres(text: str) -> str:
+    """``text`` with each unpaired surrogate and each U+0000 replaced by U+FFFD."""
+    if text.isascii():
+        return text.replace("\x00", REPLACEMENT) if "\x00" in text else text
+    return _SURROGATE_OR_NUL.sub(REPLACEMENT, text)
+
+
+def json_for_postgres(text: str) -> str:
+    """JSON ``text`` as ``jsonb`` takes it: strings and keys holding an unpaired surrogate or
+    U+0000 (which JSON writes as ``\\u0000``) get U+FFFD in its place; other text unchanged."""
+    if "\\u0000" not in text and (text.isascii() or _SURROGATE.search(text) is None):
+        return text
+    # rare: read it back and clean each string (a "\\u0000" may also be an escaped backslash)
+    return json.dumps(_clean(json.loads(text)), ensure_ascii=False, allow_nan=False)
+
+
+def _clean(value: Any) -> Any:
+    if type(value) is str:
+        return text_for_postgres(value)
+    if type(value) is dict:
+        return {text_for_postgres(k): _clean(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_clean(v) for v in value]
+    return value
+
+
+def value_for_utf8(value: _T) -> _T:
+    """``value`` (plain JSON) with each unpaired surrogate in its strings and keys replaced by
+    U+FFFD, for an answer UTF-8 must carry whole (an HTTP response)."""
+    return cast(_T, _for_utf8(value))
+
+
+def _for_utf8(value: Any) -> Any:
+    if isinstance(value, str):
+        return text_for_utf8(value)
+    if isinstance(value, dict):
+        return {text_for_utf8(k) if isinstance(k, str) else k: _for_utf8(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_for_utf8(v) for v in value]
+    return value
+
+
+def _bad(text: str) -> str | None:
+    """Why ``text`` may not be in arguments, or None."""
+    if text.isascii():
+        if "\x00" not in text:
+            return None
+        return "holds U+0000 (NUL), which arguments may not hold"
+    found = _SURROGATE_OR_NUL.search(text)
+    if found is None:
+        return None
+    point = ord(found.group())
+    if point == 0:
+        return "holds U+0000 (NUL), which arguments may not hold"
+    return (
+        f"holds an unpaired surrogate (U+{point:04X}) at character {found.start()}: not Unicode text "
+        "(half of a character cut in two?); send the whole character"
+    )
+
+
+def unfit_text(value: Any, pointer: str = "") -> tuple[str, str] | None:
+    """(JSON pointer, reason) of a string or key of ``value`` arguments may not hold (an unpaired
+    surrogate, U+0000), else None. Walks mappings, lists and tuples, at any depth, each once."""
+    if type(value) is dict:  # the usual arguments: ASCII keys, scalars and ASCII strings
+        for key, child in value.items():
+            if type(key) is not str or not key.isascii() or "\x00" in key:
+                break
+            kind = type(child)
+            if kind is str:
+                if not child.isascii() or "\x00" in child:
+                    break
+            elif kind is not int and kind is not float and kind is not bool and child is not None:
+                break
+        else:
+            return None
+    elif isinstance(value, str):
+        reason = _bad(value)
+        return None if reason is None else (pointer, reason)
+    stack: list[tuple[Any, str]] = [(value, pointer)]
+    seen: set[int] = set()
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            pairs: Any = item.items()
+        elif isinstance(item, list | tuple):
+            pairs = enumerate(item)
+        else:
+            continue
+        for key, child in pairs:
+            if isinstance(key, str):
+                reason = _bad(key)
+                if reason is not None:
+                    return (f"{where}/{_escape_pointer(text_for_postgres(key))}", f"the key {reason}")
+            if isinstance(child, str):
+                reason = _bad(child)
+                if reason is not None:
+                    return (f"{where}/{_escape_pointer(str(key))}", reason)
+            elif isinstance(child, dict | list | tuple) and id(child) not in seen:
+                seen.add(id(child))
+                stack.append((child, f"{where}/{_escape_pointer(str(key))}"))
+    return None
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")

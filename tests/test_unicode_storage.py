@@ -1,0 +1,128 @@
+"""How stores write text UTF-8 or PostgreSQL cannot hold (``actionspace._unicode``), and how a
+proposal's arguments are checked for it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actionspace._unicode import (
+    REPLACEMENT,
+    json_for_postgres,
+    json_for_utf8,
+    text_for_postgres,
+    text_for_utf8,
+    unfit_text,
+)
+
+_hard = st.sampled_from(["\ud83d", "\ude00", "\udce9", "\x00", "\\", "u", "é", "\U0001f600"])
+any_text = st.lists(_hard | st.characters(codec=None, exclude_categories=()), max_size=12).map("".join)
+"""Any code points, surrogates and U+0000 included and often (``st.text()`` drops surrogates even
+from an alphabet that holds them)."""
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | any_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _unfit(text: str) -> bool:
+    return "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in [k, *_texts(v)]]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_json_for_utf8_reads_back_the_same_and_encodes(value: Any) -> None:
+    text = json_for_utf8(json.dumps(value, ensure_ascii=False))
+    text.encode("utf-8")
+    assert json.loads(text) == _paired(value)
+
+
+def _paired(value: Any) -> Any:
+    """``value`` with each high surrogate directly followed by a low one read as the character
+    the two encode together (as JSON reads their escapes); lone ones kept."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if isinstance(value, dict):
+        return {_paired(k): _paired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_paired(v) for v in value]
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_json_for_postgres_replaces_exactly_what_jsonb_refuses(value: Any) -> None:
+    text = json_for_postgres(json.dumps(value, ensure_ascii=False))
+    text.encode("utf-8")
+    back = json.loads(text)
+    assert unfit_text(back) is None
+    assert [t.replace(REPLACEMENT, "?") for t in _texts(back)] == [
+        "".join("?" if _unfit(c) or c == REPLACEMENT else c for c in t) for t in _texts(value)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_text)
+def test_plain_text_columns_get_a_replacement_for_each_code_point(text: str) -> None:
+    utf8, pg = text_for_utf8(text), text_for_postgres(text)
+    utf8.encode("utf-8")
+    assert "\x00" not in pg and len(pg) == len(utf8) == len(text)
+    assert [a == b for a, b in zip(utf8, text, strict=True)] == [
+        not (0xD800 <= ord(c) <= 0xDFFF) for c in text
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_unfit_text_finds_what_a_walk_of_every_string_finds(value: Any) -> None:
+    found = unfit_text(value)
+    assert (found is not None) == any(_unfit(t) for t in _texts(value))
+    if found is not None:  # the pointer leads to such a string (or to the key holding it)
+        pointer, reason = found
+        assert pointer == "" or pointer.startswith("/")
+        assert "U+" in reason
+
+
+def test_unfit_text_walks_any_depth_without_recursion() -> None:
+    deep: Any = "\ud800"
+    for _ in range(100_000):
+        deep = [deep]
+    found = unfit_text({"a": deep})
+    assert found is not None and found[0] == "/a" + "/0" * 100_000
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"a": 1, "b": "x", "c": None, "d": 1.5, "e": True}, {"nested": {"list": [1, "two", {"x": "é"}]}}],
+)
+def test_arguments_of_plain_text_pass(arguments: dict[str, Any]) -> None:
+    assert unfit_text(arguments) is None
+
+
+def test_a_postgres_store_takes_what_the_encoders_write(pg_url: str) -> None:
+    import psycopg
+
+    values = [{"k\x00": ["\ud800", "a\x00b", "\\u0000 literal", "\\\\u0000"]}, ["ok", "é", "\U0001f600"]]
+    with psycopg.connect(pg_url) as conn:
+        for value in values:
+            text = json_for_postgres(json.dumps(value, ensure_ascii=False))
+            stored = conn.execute("SELECT %s::jsonb", (text,)).fetchone()
+            assert stored is not None and unfit_text(stored[0]) is None
+            assert conn.execute("SELECT %s::text", (text_for_postgres("a\x00\udce9"),)).fetchone() == (
+                f"a{REPLACEMENT}{REPLACEMENT}",
+            )
