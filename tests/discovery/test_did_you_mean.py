@@ -99,3 +99,12 @@ def test_an_unknown_name_in_a_large_catalog_compares_each_verb_once_not_each_too
     assert obs.error.alternatives[0].startswith("add_items_")  # its closest names, of the verb it misspelt
     assert len(made) <= 2 * len(verbs)
     rt.close()
+
+
+def test_a_name_of_any_size_is_named_back_in_a_few_hundred_characters() -> None:
+    # the model's text is echoed in the message the model reads and the trace keeps
+    with _runtime() as rt:
+        message, alternatives = _error(rt, "get_projct" + "x" * 100_000, project_id="p1")
+    assert len(message) < 400 and "chars omitted" in message
+    assert message.startswith("no tool 'get_projct")
+    assert alternatives  # still pointed somewhere

@@ -3,10 +3,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
+import jsonschema_rs
 import pytest
 
 from actionspace.catalog import ToolSpec, spec_from_function
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, FieldError
 from actionspace.validation.semantic import (
     URL,
     Currency,
@@ -16,7 +17,14 @@ from actionspace.validation.semantic import (
     ResourceRef,
     Timestamp,
 )
-from actionspace.validation.validator import Validated, ValidationContext, after, compile_tool, validate
+from actionspace.validation.validator import (
+    Validated,
+    ValidationContext,
+    after,
+    compile_tool,
+    schema_errors,
+    validate,
+)
 from actionspace.validation.verdicts import Accepted, NeedsApproval, Rejected
 
 VERSIONS = {"e1": "v2"}
@@ -208,3 +216,12 @@ def test_at_most_twenty_field_errors_are_reported_and_the_rest_counted() -> None
     err = _error(_check(spec, {f"k{i}": i for i in range(30)}))
     assert len(err.field_errors) == 20
     assert err.details["more_field_errors"] == 10
+
+
+def test_an_object_of_a_hundred_thousand_unexpected_keys_is_read_only_as_far_as_it_is_reported() -> None:
+    validator = jsonschema_rs.validator_for(
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    )
+    errors = schema_errors(validator, {f"k{i}": i for i in range(100_000)})
+    assert 20 < len(errors) <= 4 * 20 + 1  # what _reject keeps, and a count past it
+    assert errors[0] == FieldError(path="/k0", message="unexpected argument 'k0'")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from actionspace._canonical import clip_middle
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import safe_suggestions
@@ -171,7 +172,7 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
             close = safe_suggestions(base, shown, catalog.current(base))
             return ActionError.of(
                 "unknown_tool",
-                f"no tool {base!r} is offered to this run"
+                f"no tool {clip_middle(base, 200)!r} is offered to this run"  # a name may be any size
                 + (f"; did you mean {close[0]!r}?" if close else ""),
                 alternatives=close or offered[:20],
                 details={"offered": offered[:50], "requested": name[:200]},

@@ -6,6 +6,7 @@ compiled JSON Schema check plus whatever the tool declared beyond it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -153,7 +154,7 @@ def schema_errors(validator: Any, args: Any) -> list[FieldError]:
         if isinstance(kind, jsonschema_rs.ValidationErrorKind.Required):
             pointer = f"{pointer}/{kind.property}"
         elif isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties):
-            for name in kind.unexpected:
+            for name in itertools.islice(kind.unexpected, 4 * MAX_FIELD_ERRORS + 1):  # a model may send 100k
                 out.append(FieldError(path=f"{pointer}/{name}", message=f"unexpected argument {name!r}"))
             continue
         out.append(FieldError(path=pointer, message=err.message[:300]))
