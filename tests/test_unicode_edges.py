@@ -384,3 +384,18 @@ def test_spans_carry_such_text_as_utf8() -> None:
     assert any(REPLACEMENT in t for t in texts)  # the unknown name, in its error's message
     for text in texts:
         text.encode("utf-8")  # what an OTLP exporter does to every string
+
+
+@pytest.mark.parametrize("node_id", [f"a{LONE}", "b\x00"])
+def test_a_plan_node_id_holding_such_text_is_a_malformed_plan(url: str, node_id: str) -> None:
+    # a node id names the node's ledger entry and its calls in the trace; it was `internal` before
+    sent: list[Any] = []
+    rt = _runtime(url, sent)
+    nodes = [{"id": node_id, "tool": "put", "arguments": {"key": "k", "value": 1}}]
+    result = rt.run_plan(
+        {"nodes": [*nodes, {"id": "b", "tool": "put", "arguments": {"key": "j", "value": 2}}]}
+    )
+    assert result.error is not None and result.error.category == "invalid_arguments"
+    assert [e.path for e in result.error.field_errors] == ["/nodes/0/id"]
+    assert sent == [] and rt.ledger.list() == []
+    rt.close()

@@ -117,13 +117,13 @@ def _bad(text: str) -> str | None:
     if text.isascii():
         if "\x00" not in text:
             return None
-        return "holds U+0000 (NUL), which arguments may not hold"
+        return "holds U+0000 (NUL), which no database text holds"
     found = _SURROGATE_OR_NUL.search(text)
     if found is None:
         return None
     point = ord(found.group())
     if point == 0:
-        return "holds U+0000 (NUL), which arguments may not hold"
+        return "holds U+0000 (NUL), which no database text holds"
     return (
         f"holds an unpaired surrogate (U+{point:04X}) at character {found.start()}: not Unicode text "
         "(half of a character cut in two?); send the whole character"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from actionspace._unicode import unfit_text
 from actionspace.errors import ActionError, FieldError, InvalidPlan
 from actionspace.types import Observation
 
@@ -245,6 +246,9 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
         errors.append(
             FieldError(path=f"{at}/id", message="required: a non-empty string of at most 128 chars")
         )
+    elif (unfit := unfit_text(node_id)) is not None:  # it names a ledger row and a trace's calls
+        node_id = ""
+        errors.append(FieldError(path=f"{at}/id", message=f"the id {unfit[1]}"))
     extra = set(raw) - _NODE_KEYS
     if extra:
         errors.append(FieldError(path=at, message=f"unexpected keys {sorted(extra)}"))
