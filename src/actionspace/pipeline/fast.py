@@ -233,10 +233,15 @@ class FastPath:
             plain = False
         else:
             return None
-        if type(arguments) is not dict or not name or (not plain and unfit_text(arguments) is not None):
-            return None  # the stages refuse text arguments may not hold
+        if type(arguments) is not dict or not name:
+            return None
         entry = self.entry(run, name, principal, ordered)
-        if entry is None or entry.effects or not entry.compiled.validator.is_valid(arguments):
+        if (
+            entry is None
+            or entry.effects
+            or (not plain and unfit_text(arguments) is not None)  # the stages refuse such text
+            or not entry.compiled.validator.is_valid(arguments)
+        ):
             return None
         return FastCall(entry, name, call_id, arguments, model_output, fmt)
 

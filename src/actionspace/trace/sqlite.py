@@ -29,6 +29,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Final
 
+from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
@@ -167,7 +168,13 @@ class SqliteTraceStore:
         self._db.check_open()
         ordered = sorted(records, key=_seq)
         rows = [
-            (kind, ts, call_id_for_utf8(call_id), encode_data(data)) for _, kind, ts, call_id, data in ordered
+            (
+                kind,
+                ts,
+                call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
+                encode_data(data),
+            )
+            for _, kind, ts, call_id, data in ordered
         ]
         with self._held_lock:
             held = self._held.get(run_id)
