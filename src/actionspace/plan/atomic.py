@@ -11,7 +11,7 @@ from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import new_entry, protocol
 from actionspace.ledger.keys import idempotency_key
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
-from actionspace.plan.refs import MISSING, parse_ref, substitute
+from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 
@@ -37,7 +37,11 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         found = sched._ref_value(ref)
         return None if found is MISSING else found
 
-    planned = [[m.id, m.specs[0].key, substitute(m.node.arguments, outside)] for m in unit.members]
+    try:
+        planned = [[m.id, m.specs[0].key, substitute(m.node.arguments, outside)] for m in unit.members]
+    except TemplateTooLarge as exc:
+        error = ActionError.of("invalid_arguments", f"group {unit.id}: {exc}")
+        return Observation.failure(error, call_id=f"{state.run_id}:{unit.id}", tool=spec.name)
     key = idempotency_key(state.run_id, f"group:{unit.id}", spec.key, planned)
     rec = Recorder(state, call_id)
     done: dict[str, Observation] = {}
@@ -118,10 +122,17 @@ async def _members(
     engine, state = sched.engine, sched.run_state
     for m in unit.members:
         missing: list[str] = []
-        arguments = substitute(m.node.arguments, lambda text, gaps=missing: _value(sched, done, text, gaps))
+        try:
+            arguments = substitute(
+                m.node.arguments, lambda text, gaps=missing: _value(sched, done, text, gaps)
+            )
+        except TemplateTooLarge as exc:
+            arguments, missing = {}, [f"{exc}"]
+        else:
+            missing = [f"{gap} does not exist" for gap in missing]
         if missing:
             spec = m.specs[0]
-            error = ActionError.of("invalid_arguments", f"node {m.id}: {missing[0]} does not exist")
+            error = ActionError.of("invalid_arguments", f"node {m.id}: {missing[0]}")
             done[m.id] = Observation.failure(
                 error, call_id=f"{state.run_id}:{m.id}", tool=spec.name, tool_version=spec.version
             )

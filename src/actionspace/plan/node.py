@@ -26,7 +26,7 @@ from actionspace.execution.ready import Ready
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
 from actionspace.plan.engine import PlanEngine
-from actionspace.plan.refs import MISSING, Ref, find_refs, parse_ref, substitute, walk
+from actionspace.plan.refs import MISSING, Ref, TemplateTooLarge, find_refs, parse_ref, substitute, walk
 from actionspace.policy.flow import bindings, label_of
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
@@ -172,8 +172,11 @@ class NodeRunner:
                 return None
             return value
 
-        arguments: Mapping[str, Any] = substitute(raw, resolve)
         spec = node.specs[0]
+        try:
+            arguments: Mapping[str, Any] = substitute(raw, resolve)
+        except TemplateTooLarge as exc:
+            missing.insert(0, FieldError(path="$template", message=str(exc)))
         if missing:
             error = ActionError.of(
                 "invalid_arguments", f"node {node.id}: {missing[0].message}", field_errors=missing

@@ -14,15 +14,17 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from actionspace.errors import RefError
 from actionspace.types import find_refs, template_parts
 
 __all__ = [
+    "MAX_TEMPLATE_CHARS",
     "MISSING",
     "Ref",
     "RefError",
+    "TemplateTooLarge",
     "find_refs",
     "parse_ref",
     "render_value",
@@ -87,11 +89,21 @@ def walk(document: Any, path: tuple[str | int, ...]) -> Any:
     return here
 
 
+MAX_TEMPLATE_CHARS: Final = 1_000_000
+"""Longest string a ``$template`` may become (a plan's templates are the model's text: each
+reference may name a result of up to the observation budget, as often as the model writes it)."""
+
+
+class TemplateTooLarge(RefError):
+    """A ``$template`` expands past :data:`MAX_TEMPLATE_CHARS`."""
+
+
 def substitute(value: Any, resolve: Any) -> Any:
     """A copy of ``value`` with every reference replaced by ``resolve(ref_text)``.
 
     A template is replaced by its string, each reference formatted by :func:`render_value`; when
     ``resolve`` leaves a reference in place (answers ``{"$ref": ...}``), so does the template.
+    Raises :class:`TemplateTooLarge` for a template expanding past :data:`MAX_TEMPLATE_CHARS`.
     """
     if isinstance(value, Mapping):
         if "$ref" in value and len(value) == 1:
@@ -116,12 +128,21 @@ def render_value(value: Any) -> str:
 
 def _fill(text: str, resolve: Any) -> Any:
     out: list[str] = []
+    size = 0
     for part, is_ref in template_parts(text):
         if not is_ref:
             out.append(part)
+            size += len(part)
             continue
         value = resolve(part)
         if isinstance(value, Mapping) and set(value) == {"$ref"}:
             return {"$template": text}
-        out.append(render_value(value))
+        rendered = render_value(value)
+        out.append(rendered)
+        size += len(rendered)
+        if size > MAX_TEMPLATE_CHARS:  # a short template naming a large result many times
+            raise TemplateTooLarge(
+                f"$template {text[:60]!r} expands past {MAX_TEMPLATE_CHARS:,} characters; "
+                "reference less of the results it names"
+            )
     return "".join(out)
