@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime, ToolCall
 from actionspace.session import Session
+from tests.text_strategies import any_text
 
 LONE = "\ud83d"  # the first half of 😀's UTF-16 escape, as a model cut between tokens emits it
 UNDECODABLE = os.fsdecode(b"caf\xe9.txt")  # "caf\udce9.txt": a Latin-1 file name on a UTF-8 system
@@ -232,16 +233,6 @@ def test_a_tool_schema_bounded_by_int64_registers_and_checks() -> None:
 
 
 # -- properties ----------------------------------------------------------------------------
-
-_hard = st.sampled_from(["\ud83d", "\ude00", "\udce9", "\x00", "\\", "u", "é", "\U0001f600"])
-any_text = st.lists(_hard | st.characters(codec=None, exclude_categories=()), max_size=12).map("".join)
-"""Any code points, surrogates and U+0000 included and often (``st.text()`` drops surrogates even
-from an alphabet that holds them)."""
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | any_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
-    max_leaves=8,
-)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from actionspace._unicode import (
     REPLACEMENT,
@@ -18,16 +17,7 @@ from actionspace._unicode import (
     text_for_utf8,
     unfit_text,
 )
-
-_hard = st.sampled_from(["\ud83d", "\ude00", "\udce9", "\x00", "\\", "u", "é", "\U0001f600"])
-any_text = st.lists(_hard | st.characters(codec=None, exclude_categories=()), max_size=12).map("".join)
-"""Any code points, surrogates and U+0000 included and often (``st.text()`` drops surrogates even
-from an alphabet that holds them)."""
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | any_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
-    max_leaves=8,
-)
+from tests.text_strategies import any_text, json_values
 
 
 def _unfit(text: str) -> bool:
