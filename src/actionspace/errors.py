@@ -39,6 +39,7 @@ The tree::
       UnknownToolError        the API was asked for a tool that is not registered (also KeyError)
       InvalidPlan             a plan cannot be built; .error is the typed error (also ValueError)
       RefError                a $ref cannot be parsed or does not resolve (also ValueError)
+        TemplateTooLarge      a plan's $template expands past MAX_TEMPLATE_CHARS
       SuiteError              evaluation: a suite or task is malformed, or its file unreadable
       BfclDataError           evaluation: BFCL data could not be downloaded, verified or read
       BfclAnswerError         evaluation: a BFCL possible answer has the wrong shape (also ValueError)
@@ -75,6 +76,7 @@ __all__ = [
     "RefError",
     "StoreNotFoundError",
     "SuiteError",
+    "TemplateTooLarge",
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
@@ -291,6 +293,10 @@ class InvalidPlan(ActionspaceError, ValueError):
 
 class RefError(ActionspaceError, ValueError):
     """A reference that cannot be parsed or does not resolve."""
+
+
+class TemplateTooLarge(RefError):
+    """A plan's ``$template`` expands past ``actionspace.plan.refs.MAX_TEMPLATE_CHARS``."""
 
 
 class SuiteError(ActionspaceError):

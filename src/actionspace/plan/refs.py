@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actionspace.errors import RefError
+from actionspace.errors import RefError, TemplateTooLarge
 from actionspace.types import find_refs, template_parts
 
 __all__ = [
@@ -92,10 +92,6 @@ def walk(document: Any, path: tuple[str | int, ...]) -> Any:
 MAX_TEMPLATE_CHARS: Final = 1_000_000
 """Longest string a ``$template`` may become (a plan's templates are the model's text: each
 reference may name a result of up to the observation budget, as often as the model writes it)."""
-
-
-class TemplateTooLarge(RefError):
-    """A ``$template`` expands past :data:`MAX_TEMPLATE_CHARS`."""
 
 
 def substitute(value: Any, resolve: Any) -> Any:
