@@ -210,7 +210,7 @@ class FastPath:
         """
         if not self.enabled:
             return None
-        fmt = "openai_chat"
+        fmt, plain = "openai_chat", False
         if type(raw) is str:
             if raw[:1] != "{":
                 return None
@@ -224,24 +224,19 @@ class FastPath:
             if raw.provenance:
                 return None
             name, call_id, arguments, model_output = raw.name, raw.id, raw.arguments, None
-            plain = False
         elif (type(raw) is dict or type(raw) is list) and parsed is not None:
             if parsed.error is not None or len(parsed.calls) != 1 or parsed.calls[0].provenance:
                 return None
             one, fmt = parsed.calls[0], parsed.format
             name, call_id, arguments, model_output = one.name, one.id, one.arguments, raw
-            plain = False
         else:
             return None
         if type(arguments) is not dict or not name:
             return None
         entry = self.entry(run, name, principal, ordered)
-        if (
-            entry is None
-            or entry.effects
-            or (not plain and unfit_text(arguments) is not None)  # the stages refuse such text
-            or not entry.compiled.validator.is_valid(arguments)
-        ):
+        if entry is None or entry.effects or (not plain and unfit_text(arguments) is not None):
+            return None  # the stages refuse text arguments may not hold
+        if not entry.compiled.validator.is_valid(arguments):
             return None
         return FastCall(entry, name, call_id, arguments, model_output, fmt)
 
