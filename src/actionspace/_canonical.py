@@ -18,7 +18,10 @@ actionspace but not comparable with other JCS implementations for float-bearing 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
 ``model_dump(mode="json")``, dataclasses through ``asdict``, dates as ISO 8601, enums by value,
 sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
-``"-Infinity"``, and anything else as its ``repr``.
+``"-Infinity"``, and anything else as its ``repr``. A value whose conversion raises (its ``repr``,
+its mapping's ``items()``, a dataclass field ``asdict`` cannot copy) becomes a placeholder string
+naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``; the
+values around it are kept. ``normalize`` itself does not raise for what a tool returns.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ __all__ = [
     "normalize",
     "normalize_key",
     "strict_dumps",
+    "unshowable",
 ]
 
 _MAX_DEPTH: Final = 200
@@ -227,19 +231,35 @@ def _normalize(value: object, depth: int, path: set[int]) -> Any:
         return value
     if kind is int:
         return _int(value)  # type: ignore[arg-type]
-    if isinstance(value, enum.Enum):
-        return _normalize(value.value, depth, path)
-    if isinstance(value, int):
-        return _int(int(value))
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, str):
-        return str(value)
-    if depth >= _MAX_DEPTH:
-        return "<nested too deep>"
-    if isinstance(value, Mapping | list | tuple | deque | set | frozenset):
-        return _container(value, depth, path)
-    return _leaf(value, depth, path)
+    if kind is float:
+        return _float(value)  # type: ignore[arg-type]
+    try:
+        if isinstance(value, enum.Enum):
+            return _normalize(value.value, depth, path)
+        if isinstance(value, int):
+            return _int(int(value))
+        if isinstance(value, float):
+            return _float(float(value))
+        if isinstance(value, str):
+            return str(value)
+        if depth >= _MAX_DEPTH:
+            return "<nested too deep>"
+        if isinstance(value, Mapping | list | tuple | deque | set | frozenset):
+            return _container(value, depth, path)
+        return _leaf(value, depth, path)
+    except Exception as exc:  # the value's own code raised: a tool's result is never lost for it
+        return unshowable(value, exc)
+
+
+def unshowable(value: object, exc: BaseException) -> str:
+    """The placeholder of a value whose conversion raised ``exc``: its type's name and the
+    exception's, read without calling anything of either that could raise again."""
+    return f"<{_type_name(value)} object: cannot be shown ({_type_name(exc)})>"
+
+
+def _type_name(value: object) -> str:
+    name = getattr(type(value), "__qualname__", None)  # a metaclass may make it anything
+    return name if type(name) is str else "object"
 
 
 def _container(value: Iterable[Any], depth: int, path: set[int]) -> Any:

@@ -80,6 +80,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
+    "said",
 ]
 
 Category = Literal[
@@ -127,6 +128,15 @@ DEFAULT_RECOVERY: Final[Mapping[Category, tuple[str, ...]]] = {
 }
 
 RETRYABLE: Final[frozenset[Category]] = frozenset({"rate_limited", "transient"})
+
+
+def said(exc: BaseException) -> str:
+    """``str(exc)``: the message of an exception a tool (or a user's hook) raised, or, when its
+    own ``__str__`` raises, a note naming what it raised; never raises itself."""
+    try:
+        return str(exc)
+    except Exception as inner:
+        return f"<the message of {type(exc).__name__} cannot be read: {type(inner).__name__}>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
@@ -262,7 +262,7 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         assert outcome is not None
         point("after_response")
         if isinstance(outcome, Succeeded):
-            obs = observe(outcome)
+            obs = _observed(observe, outcome)
             return _commit(led, _noted(obs, resolved_by="same_key_resend", sends=sends) if sends > 1 else obs)
         error = outcome.error
         if error.category == "unknown_commit" and outcome.running is not None:
@@ -275,7 +275,9 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
             else:
                 outcome = late
                 if isinstance(outcome, Succeeded):
-                    return _commit(led, _noted(observe(outcome), resolved_by="late_answer", sends=sends))
+                    return _commit(
+                        led, _noted(_observed(observe, outcome), resolved_by="late_answer", sends=sends)
+                    )
                 error = outcome.error
         if error.category != "unknown_commit":
             led.move(("dispatched",), "failed", error=error.to_dict())
@@ -293,7 +295,8 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         if spec.idempotency == "query":
             answer = query_status(spec, led.entry)
             if isinstance(answer, Committed):
-                found = _noted(observe(Succeeded(answer.result, 1)), resolved_by="status_query", sends=sends)
+                shown = _observed(observe, Succeeded(answer.result, 1))
+                found = _noted(shown, resolved_by="status_query", sends=sends)
                 return _commit(led, found, remote_id=answer.remote_id)
             if busy:
                 why = _STILL_RUNS
@@ -315,6 +318,19 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         final = unknown_commit_error(spec, led.entry.key, why)
         led.move(("unknown",), "unknown_commit", error=final.to_dict())
         return fail(final)
+
+
+def _observed(observe: Observe, outcome: Succeeded) -> Observation:
+    """``observe(outcome)`` of a send that committed. When the result cannot be shaped (the
+    artifact store failed while keeping a large one, a trim rule or the result's own iterator
+    raised), the observation is a note saying so: the effect happened, so the entry commits and a
+    new proposal of the action replays the note instead of finding it ``dispatched``."""
+    try:
+        return observe(outcome)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {said(exc)[:300]}"
+        note = f"the tool succeeded and its effect is committed; its result cannot be shown ({why})"
+        return observe(Succeeded(note, outcome.attempts))
 
 
 def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Observation:

@@ -15,13 +15,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import AwaitAttempt, Protocol, Sleep, args_digest, new_entry, protocol
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, Outcome
+from actionspace.types import Failed, Observation, Outcome
 
 __all__ = ["Dispatch", "LedgerDriver"]
 
@@ -123,11 +123,14 @@ class LedgerDriver:
                 command = await self._io(blocking, _step, steps, late)
                 continue
             outcome: Outcome | None = None
-            async for item in dispatch():
-                if isinstance(item, Observation):
-                    yield item
-                else:
-                    outcome = item
+            try:
+                async for item in dispatch():
+                    if isinstance(item, Observation):
+                        yield item
+                    else:
+                        outcome = item
+            except Exception as exc:  # ours broke around the send: whether it landed is not known
+                outcome = Failed(_lost(exc), 1)
             assert outcome is not None
             command = await self._io(blocking, _step, steps, outcome)
         yield command.value
@@ -159,6 +162,16 @@ class LedgerDriver:
         )
         rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
         return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+def _lost(exc: Exception) -> ActionError:
+    """The error of a send whose answer was lost to a failure of ours: it may have committed."""
+    why = f"{type(exc).__name__}: {said(exc)[:300]}"
+    return ActionError.of(
+        "unknown_commit",
+        f"the answer of the send was lost ({why}); it may have committed",
+        vendor_code="internal",
+    )
 
 
 async def _late(command: AwaitAttempt, blocking: bool) -> Outcome | None:

@@ -1,0 +1,266 @@
+"""What a tool hands back can be as hostile as what a model proposes: a result no encoder can
+write (its ``__repr__`` raises, its mapping's ``items()`` raises, a dataclass holding a lock), an
+exception whose message raises, an artifact store that fails while a large result is kept, a
+dispatch that breaks. Each ends typed, and a write's ledger entry settles: the effect happened
+once and a new proposal of it replays, or its outcome is honestly ``unknown_commit``.
+
+Before, any of these after a write's dispatch left its entry ``dispatched`` in this process: the
+model read ``internal``, and every new proposal of the same action read ``transient: another
+caller is executing this action``, with ``retry_same_key``, for as long as the process lived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actionspace import Runtime
+from actionspace.session import Session
+
+STORES = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=STORES)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "memory":
+        yield "memory://"
+    elif request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'a.db'}"
+    else:
+        from tests.pg import fresh_schema
+
+        yield from fresh_schema(request.getfixturevalue("pg_url"))
+
+
+class Unprintable:
+    """An object whose ``repr`` and ``str`` raise (a half-built ORM row, a closed handle's proxy)."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of a detached row")
+
+    __str__ = __repr__
+
+
+class BadMapping(Mapping[str, Any]):
+    """A mapping whose reads raise."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("the cursor is closed")
+
+    def __len__(self) -> int:
+        return 1
+
+
+@dataclasses.dataclass
+class WithLock:
+    """``dataclasses.asdict`` deep-copies its fields, and a lock cannot be copied."""
+
+    name: str
+    lock: Any = dataclasses.field(default_factory=threading.Lock)
+
+
+class Unsayable(Exception):
+    """An exception whose message raises when read."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("the message of an exception of a closed connection")
+
+
+class UnsayableTimeout(TimeoutError):
+    """A timeout (a write may have landed behind it) whose message raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def _entry(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _message(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": list(entries)}
+
+
+def _pay_runtime(url: str, result: Any, sent: list[int]) -> Runtime:
+    rt = Runtime(url)
+
+    @rt.tool(effect="write")
+    def pay(amount: int) -> Any:
+        """Pay an amount."""
+        sent.append(amount)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return rt
+
+
+def _ledger_state(rt: Runtime, key: str) -> str:
+    entry = rt.engine.ledger.get(key)
+    assert entry is not None
+    return entry.state
+
+
+@pytest.mark.parametrize(
+    "result",
+    [Unprintable(), [1, Unprintable()], {"row": Unprintable()}, BadMapping(), WithLock("a")],
+    ids=["unprintable", "in-a-list", "in-a-dict", "bad-mapping", "dataclass-with-lock"],
+)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_whose_result_cannot_be_written_commits_once_and_replays(
+    url: str, result: Any, mode: str
+) -> None:
+    sent: list[int] = []
+    with _pay_runtime(url, result, sent) as rt:
+        s = rt.session()
+        s.user("pay 5")
+        first = _handle(s, mode, _message(_entry("a", "pay", '{"amount": 5}')))
+        assert first.status == "ok", first.error
+        assert "cannot be shown" in str(first.data)
+        key = first.diagnostics["idempotency_key"]
+        assert _ledger_state(rt, key) == "committed"
+        again = _handle(s, mode, _message(_entry("b", "pay", '{"amount": 5}')))
+        assert again.status == "ok", again.error
+        assert again.diagnostics.get("replayed") is True
+        assert again.data == first.data
+        assert sent == [5]
+
+
+def test_the_part_that_cannot_be_written_is_replaced_and_the_rest_kept() -> None:
+    with _pay_runtime("memory://", {"id": 7, "row": Unprintable(), "tags": ["a", Unprintable()]}, []) as rt:
+        obs = rt.call(_entry("a", "pay", '{"amount": 1}'))
+        assert obs.status == "ok", obs.error
+        assert obs.data["id"] == 7
+        assert obs.data["tags"][0] == "a"
+        assert obs.data["row"] == obs.data["tags"][1]
+        assert obs.data["row"].startswith("<Unprintable")
+
+
+@pytest.mark.parametrize(
+    ("raised", "category", "state"),
+    [(Unsayable(), "unclassified", "failed"), (UnsayableTimeout(), "unknown_commit", "unknown_commit")],
+    ids=["unsayable", "unsayable-timeout"],
+)
+def test_an_exception_whose_message_raises_keeps_its_category(
+    url: str, raised: BaseException, category: str, state: str
+) -> None:
+    sent: list[int] = []
+    with _pay_runtime(url, raised, sent) as rt:
+        s = rt.session()
+        s.user("pay 5")
+        first = s.handle(_message(_entry("a", "pay", '{"amount": 5}'))).observations[0]
+        assert first.error is not None
+        assert first.error.category == category
+        if category == "unclassified":  # the class named, its message's failure said
+            assert first.error.vendor_code == type(raised).__name__
+            assert "cannot be read" in first.error.message
+        (key,) = {e.data["key"] for e in rt.engine.trace.events(s.run_id) if e.kind == "ledger"}
+        assert _ledger_state(rt, key) == state
+        again = s.handle(_message(_entry("b", "pay", '{"amount": 5}'))).observations[0]
+        assert again.error is not None
+        assert again.error.category != "transient", again.error.message
+        assert len(sent) <= 2 if category == "unclassified" else sent == [5]
+
+
+class _FullDisk:
+    def put(self, raw: bytes) -> str:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_large_result_whose_artifact_cannot_be_kept_commits_and_says_so(tmp_path: Path) -> None:
+    sent: list[int] = []
+    with _pay_runtime(f"sqlite:///{tmp_path / 'a.db'}", {"receipt": "x" * 100_000}, sent) as rt:
+        rt.engine.artifacts.put = _FullDisk().put  # type: ignore[method-assign,assignment]
+        s = rt.session()
+        s.user("pay")
+        first = s.handle(_message(_entry("a", "pay", '{"amount": 5}'))).observations[0]
+        assert first.status == "ok", first.error
+        assert "No space left on device" in str(first.data)
+        assert _ledger_state(rt, first.diagnostics["idempotency_key"]) == "committed"
+        again = s.handle(_message(_entry("b", "pay", '{"amount": 5}'))).observations[0]
+        assert again.diagnostics.get("replayed") is True
+        assert sent == [5]
+
+
+def _handle(s: Session, mode: str, message: dict[str, Any]) -> Any:
+    if mode == "sync":
+        return s.handle(message).observations[0]
+    return asyncio.run(s.ahandle(message)).observations[0]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_dispatch_that_breaks_is_unknown_commit_and_never_sent_again(tmp_path: Path, mode: str) -> None:
+    sent: list[int] = []
+    with _pay_runtime(f"sqlite:///{tmp_path / 'a.db'}", "paid", sent) as rt:
+        executor = rt.engine.executor
+        real, areal = executor.run, executor.arun
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            real(*args, **kwargs)  # the tool runs; what carries its answer back breaks
+            raise RuntimeError("lost on the way back")
+
+        async def abroken(*args: Any, **kwargs: Any) -> Any:
+            await areal(*args, **kwargs)
+            raise RuntimeError("lost on the way back")
+
+        executor.run, executor.arun = broken, abroken  # type: ignore[method-assign]
+        s = rt.session()
+        s.user("pay")
+        first = _handle(s, mode, _message(_entry("a", "pay", '{"amount": 5}')))
+        assert first.error is not None and first.error.category == "unknown_commit", first.error
+        again = _handle(s, mode, _message(_entry("b", "pay", '{"amount": 5}')))
+        assert again.error is not None and again.error.category == "unknown_commit", again.error
+        assert sent == [5]
+
+
+def _hostile_leaves() -> st.SearchStrategy[Any]:
+    makers: dict[str, Callable[[], Any]] = {
+        "unprintable": Unprintable,
+        "bad-mapping": BadMapping,
+        "dataclass-with-lock": lambda: WithLock("x"),
+        "bytes": lambda: b"\xff\xfe",
+        "nan": lambda: float("nan"),
+        "wide-int": lambda: 2**70,
+        "mixed-set": lambda: {1, "a"},
+        "none": lambda: None,
+    }
+    return st.sampled_from(sorted(makers)).map(lambda name: makers[name]())
+
+
+def _hostile_values() -> st.SearchStrategy[Any]:
+    return st.recursive(
+        _hostile_leaves() | st.integers() | st.text(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=4)
+            | st.tuples(inner, inner)
+        ),
+        max_leaves=12,
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_hostile_values())
+def test_any_result_a_write_returns_is_committed_once_and_replayed(tmp_path: Path, value: Any) -> None:
+    sent: list[int] = []
+    with _pay_runtime("memory://", value, sent) as rt:
+        s: Session = rt.session()
+        s.user("pay")
+        first = s.handle(_message(_entry("a", "pay", '{"amount": 5}'))).observations[0]
+        assert first.status == "ok", first.error
+        assert _ledger_state(rt, first.diagnostics["idempotency_key"]) == "committed"
+        again = s.handle(_message(_entry("b", "pay", '{"amount": 5}'))).observations[0]
+        assert again.diagnostics.get("replayed") is True
+        assert again.data == first.data
+        assert sent == [5]
