@@ -264,3 +264,27 @@ def test_any_result_a_write_returns_is_committed_once_and_replayed(tmp_path: Pat
         assert again.diagnostics.get("replayed") is True
         assert again.data == first.data
         assert sent == [5]
+
+
+def test_a_post_condition_whose_exception_cannot_be_read_is_named_and_the_write_replays() -> None:
+    sent: list[int] = []
+    rt = Runtime("memory://")
+
+    def raises(obs: Any) -> Any:
+        raise Unsayable()
+
+    @rt.tool(effect="write", verify=[raises])
+    def pay(amount: int) -> int:
+        """Pay an amount."""
+        sent.append(amount)
+        return amount
+
+    with rt:
+        s = rt.session()
+        s.user("pay")
+        first = _handle(s, "sync", _message(_entry("a", "pay", '{"amount": 5}')))
+        assert first.error is not None
+        assert "the post-condition raises raised Unsayable" in first.error.message
+        again = _handle(s, "sync", _message(_entry("b", "pay", '{"amount": 5}')))
+        assert again.diagnostics.get("replayed") is True
+        assert sent == [5]

@@ -124,7 +124,7 @@ def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
         if inspect.isawaitable(answer):
             return StillUnknown("async status queries are answered by recover()")
     except Exception as exc:
-        return StillUnknown(f"status query failed: {type(exc).__name__}: {exc}")
+        return StillUnknown(f"status query failed: {type(exc).__name__}: {said(exc)}")
     if isinstance(answer, Committed | NotCommitted | StillUnknown):
         return answer
     return StillUnknown(f"status query returned {type(answer).__name__}, not a status answer")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from actionspace.catalog.spec import Completion
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 from actionspace.observation.verify import Observed, PostInput, Verdict, Verifier, reject
 from actionspace.validation.verdicts import ACCEPTED, Rejected
 
@@ -107,9 +107,8 @@ def check_postconditions(
         try:
             verdict = verifier.after(inp) if isinstance(verifier, Verifier) else verifier(obs)
         except Exception as exc:
-            verdict = Rejected(
-                ActionError.of("internal", f"the post-condition {name} raised {type(exc).__name__}: {exc}")
-            )
+            why = f"the post-condition {name} raised {type(exc).__name__}: {said(exc)}"
+            verdict = Rejected(ActionError.of("internal", why))
         event: dict[str, Any] = {"tool": inp.tool, "verifier": name}
         if isinstance(verdict, Rejected):
             events.append({**event, "verdict": "rejected", "reason": verdict.error.details.get("reason")})

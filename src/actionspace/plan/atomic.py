@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 from actionspace.execution.executor import Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import new_entry, protocol
@@ -96,7 +96,8 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, done: dict[st
     try:
         tx = run.environment.begin(key)
     except Exception as exc:
-        return Failed(ActionError.of("transient", f"environment {run.env_name!r} could not begin: {exc}"), 1)
+        why = f"environment {run.env_name!r} could not begin: {said(exc)}"
+        return Failed(ActionError.of("transient", why), 1)
     failure = await _members(sched, unit, tx, done)
     if failure is not None:
         try:
@@ -109,10 +110,8 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, done: dict[st
     try:
         tx.commit()
     except Exception as exc:
-        return Failed(
-            ActionError.of("unknown_commit", f"commit of group {unit.id} raised {type(exc).__name__}: {exc}"),
-            1,
-        )
+        why = f"commit of group {unit.id} raised {type(exc).__name__}: {said(exc)}"
+        return Failed(ActionError.of("unknown_commit", why), 1)
     return Succeeded({m: o.to_dict() for m, o in done.items()}, 1)
 
 

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from actionspace.discovery.runs import RunState
-from actionspace.errors import ActionError, FieldError
+from actionspace.errors import ActionError, FieldError, said
 from actionspace.execution.ready import Ready
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.conflicts import overlaps
@@ -296,7 +296,7 @@ class NodeRunner:
         try:
             verdict = check(obs)
         except Exception as exc:
-            why = f"the verifier of {node.id} raised {type(exc).__name__}: {exc}"
+            why = f"the verifier of {node.id} raised {type(exc).__name__}: {said(exc)}"
             verdict = Rejected(ActionError.of("internal", why))
         rejected = isinstance(verdict, Rejected)
         data: dict[str, Any] = {"node": node.id, "verdict": "rejected" if rejected else "accepted"}
