@@ -188,3 +188,33 @@ def test_atools_waits_on_a_worker_thread_only_for_a_read_or_a_save(
         hops.clear()
         asyncio.run(later.atools())
         assert hops == ["tools"]  # a run this process has not open: read from the store off the loop
+
+
+def test_asession_makes_a_file_stores_run_off_the_event_loop(tmp_path: Any) -> None:
+    """``rt.session()`` saves the new run; from async code ``rt.asession()`` saves it on a worker
+    thread, and a run made earlier is read back there too, with the same session as the sync form."""
+    with Runtime(f"sqlite:///{tmp_path / 'run.db'}", recover_on_start=False) as rt:
+        _runtime_tools(rt)
+        saving = _saving_threads(rt)
+
+        async def made() -> tuple[int, Session]:
+            s = await rt.asession(provider="anthropic", offer={"names": ["report_1"]})
+            await s.auser("show report 1")
+            return threading.get_ident(), s
+
+        loop_thread, s = asyncio.run(made())
+        assert saving and loop_thread not in saving
+        assert s.provider == "anthropic" and s.turn == 1
+        assert [t["name"] for t in s.tools()] == ["report_1"]
+    with Runtime(f"sqlite:///{tmp_path / 'run.db'}", recover_on_start=False) as other:
+        _runtime_tools(other)
+        again = asyncio.run(other.asession(s.run_id))
+        assert again.run_id == s.run_id and again.turn == 1  # read back from the file
+
+
+def test_asession_stays_on_the_loop_with_stores_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    hops: list[Any] = []
+    monkeypatch.setattr(asyncio, "to_thread", lambda fn, *a, **k: hops.append(fn))
+    with _runtime() as rt:
+        s = asyncio.run(rt.asession())
+        assert s.run_id and hops == []

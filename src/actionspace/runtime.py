@@ -2,11 +2,14 @@
 
 Every call goes through :class:`~actionspace.pipeline.Engine` (``rt.engine``); the methods here open runs,
 offer tools, run plans and settle the ledger, and their sync forms run the engine in the calling thread.
-:meth:`Runtime.session` is the documented way to drive a model loop. The parts are wired in ``_assembly``.
+:meth:`Runtime.session` (``asession`` from async code) is the documented way to drive a model loop.
+The parts are wired in ``_assembly``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -194,6 +197,19 @@ class Runtime:
         arguments of :meth:`offer` for every turn (default: every tool).
         """
         return Session(self, run_id or self.new_run(principal=principal), provider, principal, offer)
+
+    async def asession(
+        self,
+        run_id: str | None = None,
+        *,
+        provider: Provider = "openai_chat",
+        principal: Principal | None = None,
+        offer: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """:meth:`session` from async code: a run on disk or on a server is made (or read back) on a
+        worker thread, so the event loop serves the other conversations while the store writes."""
+        make = functools.partial(self.session, run_id, provider=provider, principal=principal, offer=offer)
+        return make() if self.engine.runs.in_memory else await asyncio.to_thread(make)
 
     def call_all(
         self,
