@@ -288,3 +288,25 @@ def test_a_post_condition_whose_exception_cannot_be_read_is_named_and_the_write_
         again = _handle(s, "sync", _message(_entry("b", "pay", '{"amount": 5}')))
         assert again.diagnostics.get("replayed") is True
         assert sent == [5]
+
+
+@settings(max_examples=40, deadline=None)
+@given(value=_hostile_values())
+def test_any_result_is_an_ok_observation_on_every_path(value: Any) -> None:
+    """The precompiled path (``acall`` of a tool without side effects), the stages (``call``) and
+    a plan node shape the same hostile result, and agree on it."""
+    with Runtime("memory://") as rt:
+
+        @rt.tool(effect="none")
+        def give(n: int) -> Any:
+            """Return the value."""
+            return value
+
+        call = _entry("a", "give", '{"n": 1}')
+        fast = asyncio.run(rt.acall(call))
+        staged = rt.call(call)
+        planned = rt.run_plan({"nodes": [{"id": "g", "tool": "give", "arguments": {"n": 1}}]}).nodes["g"]
+        for obs in (fast, staged, planned):
+            assert obs.status == "ok", obs.error
+        assert fast.data == staged.data == planned.data
+        assert fast.content_hash == staged.content_hash == planned.content_hash
