@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionspace import Runtime
+from actionspace import Effect, Runtime, ToolResult
 from actionspace.session import Session
 
 STORES = ["memory", "sqlite", "postgres"]
@@ -310,3 +310,33 @@ def test_any_result_is_an_ok_observation_on_every_path(value: Any) -> None:
             assert obs.status == "ok", obs.error
         assert fast.data == staged.data == planned.data
         assert fast.content_hash == staged.content_hash == planned.content_hash
+
+
+def test_a_tool_result_of_other_types_is_committed_with_its_facts_as_text(url: str) -> None:
+    """``ToolResult`` declares text for versions and ids; a tool returns what it has: a database
+    version number, a list of ids. Before, on SQLite and PostgreSQL such a write failed as
+    ``internal`` after its effect and left its entry ``dispatched``."""
+    result = ToolResult(
+        data={"ok": True},
+        resource_version=5,  # type: ignore[arg-type]
+        remote_id=[1, 2],  # type: ignore[arg-type]
+        sort_key=Unprintable(),  # type: ignore[arg-type]
+        total="many",  # type: ignore[arg-type]
+        effects=["garbage", {"resource_id": 7, "kind": "created"}],  # type: ignore[arg-type]
+    )
+    sent: list[int] = []
+    with _pay_runtime(url, result, sent) as rt:
+        s = rt.session()
+        s.user("pay")
+        first = _handle(s, "sync", _message(_entry("a", "pay", '{"amount": 5}')))
+        assert first.status == "ok", first.error
+        assert first.provenance.resource_version == "5"
+        assert first.diagnostics["remote_id"] == "[1, 2]"
+        assert first.diagnostics["sort_key"] == "<Unprintable>"
+        assert first.total is None
+        assert first.effects == (Effect(resource_id="7", kind="created"),)
+        assert _ledger_state(rt, first.diagnostics["idempotency_key"]) == "committed"
+        again = _handle(s, "sync", _message(_entry("b", "pay", '{"amount": 5}')))
+        assert again.diagnostics.get("replayed") is True
+        assert again.effects == first.effects
+        assert sent == [5]

@@ -243,6 +243,15 @@ class Effect:
     version_before: str | None = None
     version_after: str | None = None
 
+    def well_typed(self) -> bool:
+        """True when every field holds text (or None where it may)."""
+        return (
+            type(self.resource_id) is str
+            and type(self.kind) is str
+            and (self.version_before is None or type(self.version_before) is str)
+            and (self.version_after is None or type(self.version_after) is str)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "resource_id": self.resource_id,
@@ -451,6 +460,79 @@ class ToolResult:
     """The order pages follow (``"id"``, ``"-created_at"``); kept in ``diagnostics["sort_key"]``."""
     after: str | None = None
     """The cursor this page was asked for (None: the first page); kept in ``diagnostics["after"]``."""
+
+    def checked(self) -> ToolResult:
+        """This result with each field of its declared type. A tool's result is taken as it comes
+        (a write's effect has happened by then): a version, id, cursor or sort key of another type
+        is kept as its text (``resource_version=5`` as ``"5"``), a ``total`` that is not a count is
+        dropped, and ``effects`` keeps each :class:`Effect` (or mapping read as one) with its
+        fields as text. Nothing here raises."""
+        texts = (self.resource_version, self.remote_id, self.cursor, self.sort_key, self.after)
+        total = self.total
+        if (
+            all(t is None or type(t) is str for t in texts)
+            and (total is None or type(total) is int)
+            and type(self.complete) is bool
+            and type(self.effects) is tuple
+            and all(type(e) is Effect and e.well_typed() for e in self.effects)
+        ):
+            return self
+        version, remote, cursor, sort_key, after = (_text(t) for t in texts)
+        return ToolResult(
+            data=self.data,
+            effects=_effects(self.effects),
+            resource_version=version,
+            remote_id=remote,
+            complete=self.complete is True,
+            cursor=cursor,
+            total=total if type(total) is int else None,
+            sort_key=sort_key,
+            after=after,
+        )
+
+
+def _text(value: object) -> str | None:
+    """``value`` as text: None and strings as they are, anything else by ``str`` (a note of its
+    type when that raises)."""
+    if value is None or type(value) is str:
+        return value
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+_EFFECT_FIELDS = ("resource_id", "kind", "version_before", "version_after")
+
+
+def _effects(given: object) -> tuple[Effect, ...]:
+    try:
+        items = list(given)  # type: ignore[call-overload]
+    except Exception:
+        return ()
+    out = []
+    fields: tuple[Any, ...] | None
+    for item in items:
+        try:
+            if isinstance(item, Mapping):
+                fields = tuple(item.get(name) for name in _EFFECT_FIELDS)
+            elif isinstance(item, Effect):
+                fields = (item.resource_id, item.kind, item.version_before, item.version_after)
+            else:
+                fields = None
+        except Exception:  # a mapping whose reads raise is no effect
+            fields = None
+        if fields is not None:
+            resource, kind, before, after = (_text(f) for f in fields)
+            out.append(
+                Effect(
+                    resource_id=resource or "",
+                    kind=cast(EffectKind, kind or "updated"),
+                    version_before=before,
+                    version_after=after,
+                )
+            )
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

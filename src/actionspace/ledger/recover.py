@@ -84,7 +84,7 @@ def _committed_observation(entry: LedgerEntry, result: Any, shape: Shape) -> dic
     name, _, version = entry.tool.partition("@")
     effects: tuple[Any, ...] = ()
     if isinstance(result, ToolResult):
-        effects, result = tuple(result.effects), result.data
+        effects, result = result.checked().effects, result.data
     shaped = shape(result)
     obs = Observation(
         call_id=f"{entry.run_id}:{entry.node_id}",

@@ -75,6 +75,7 @@ def observe(
     complete = True
     paging: dict[str, str] = {}
     if isinstance(value, ToolResult):
+        value = value.checked()
         effects, version, remote = tuple(value.effects), value.resource_version, value.remote_id
         complete, cursor, total = value.complete, value.cursor, value.total
         if value.sort_key is not None:

@@ -118,7 +118,7 @@ class _Output:
 
     def add(self, chunk: Any) -> None:
         if isinstance(chunk, ToolResult):
-            self.facts = replace(chunk, data=None)
+            self.facts = replace(chunk.checked(), data=None)
             if chunk.data is None:
                 return
             chunk = chunk.data
