@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionspace import Effect, Runtime, ToolResult
+from actionspace import Effect, Runtime, ToolError, ToolResult
 from actionspace.session import Session
 
 STORES = ["memory", "sqlite", "postgres"]
@@ -164,7 +165,7 @@ def test_an_exception_whose_message_raises_keeps_its_category(
         assert first.error.category == category
         if category == "unclassified":  # the class named, its message's failure said
             assert first.error.vendor_code == type(raised).__name__
-            assert "cannot be read" in first.error.message
+            assert "its text cannot be read" in first.error.message
         (key,) = {e.data["key"] for e in rt.engine.trace.events(s.run_id) if e.kind == "ledger"}
         assert _ledger_state(rt, key) == state
         again = s.handle(_message(_entry("b", "pay", '{"amount": 5}'))).observations[0]
@@ -332,7 +333,7 @@ def test_a_tool_result_of_other_types_is_committed_with_its_facts_as_text(url: s
         assert first.status == "ok", first.error
         assert first.provenance.resource_version == "5"
         assert first.diagnostics["remote_id"] == "[1, 2]"
-        assert first.diagnostics["sort_key"] == "<Unprintable>"
+        assert first.diagnostics["sort_key"].startswith("<Unprintable: its text cannot be read")
         assert first.total is None
         assert first.effects == (Effect(resource_id="7", kind="created"),)
         assert _ledger_state(rt, first.diagnostics["idempotency_key"]) == "committed"
@@ -340,3 +341,41 @@ def test_a_tool_result_of_other_types_is_committed_with_its_facts_as_text(url: s
         assert again.diagnostics.get("replayed") is True
         assert again.effects == first.effects
         assert sent == [5]
+
+
+@pytest.mark.parametrize(
+    ("raised", "category"),
+    [
+        (lambda: ToolError("permanent", "bad", details={"row": object(), 3: Unprintable()}), "permanent"),
+        (lambda: ToolError("permanent", 12345), "permanent"),  # type: ignore[arg-type]
+        (lambda: ToolError("rate_limited", "slow", retry_after="soon"), "rate_limited"),
+        (lambda: ToolError("conflict", "taken", resource_ids=[object()]), "conflict"),
+        (lambda: ToolError("unknown_commit", "?", details={"sent": {1, 2}}), "unknown_commit"),
+    ],
+    ids=["details", "message", "retry-after", "resource-ids", "unknown-commit-details"],
+)
+def test_a_tool_error_with_fields_of_other_types_keeps_its_category_and_settles(
+    url: str, raised: Callable[[], ToolError], category: str
+) -> None:
+    """A ``ToolError``'s fields are the tool's: before, details or ids no store can write failed the
+    write as ``internal`` on SQLite and PostgreSQL, its entry left ``dispatched``; a message that
+    is not text, or a ``retry_after`` that is not seconds, failed any call as ``internal``."""
+    sent: list[int] = []
+    rt = Runtime(url)
+
+    @rt.tool(effect="write")
+    def pay(amount: int) -> int:
+        """Pay an amount."""
+        sent.append(amount)
+        raise raised()
+
+    with rt:
+        s = rt.session()
+        s.user("pay")
+        first = _handle(s, "sync", _message(_entry("a", "pay", '{"amount": 5}')))
+        assert first.error is not None and first.error.category == category, first.error
+        json.dumps(first.error.to_dict())  # plain JSON, as every store writes it
+        (key,) = {e.data["key"] for e in rt.engine.trace.events(s.run_id) if e.kind == "ledger"}
+        assert _ledger_state(rt, key) in ("failed", "unknown_commit")
+        again = _handle(s, "sync", _message(_entry("b", "pay", '{"amount": 5}')))
+        assert again.error is not None and again.error.category != "transient", again.error

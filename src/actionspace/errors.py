@@ -54,9 +54,12 @@ either import path works. This module imports nothing beyond the standard librar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast, get_args
+
+from actionspace._canonical import normalize
 
 __all__ = [
     "CATEGORIES",
@@ -130,13 +133,16 @@ DEFAULT_RECOVERY: Final[Mapping[Category, tuple[str, ...]]] = {
 RETRYABLE: Final[frozenset[Category]] = frozenset({"rate_limited", "transient"})
 
 
-def said(exc: BaseException) -> str:
-    """``str(exc)``: the message of an exception a tool (or a user's hook) raised, or, when its
-    own ``__str__`` raises, a note naming what it raised; never raises itself."""
+def said(value: object) -> str:
+    """``str(value)``: the message of an exception a tool (or a user's hook) raised, or a value a
+    tool handed back as text; when its own ``__str__`` raises, a note naming its type and what it
+    raised. Never raises itself."""
+    if type(value) is str:
+        return value
     try:
-        return str(exc)
+        return str(value)
     except Exception as inner:
-        return f"<the message of {type(exc).__name__} cannot be read: {type(inner).__name__}>"
+        return f"<{type(value).__name__}: its text cannot be read ({type(inner).__name__})>"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,6 +219,33 @@ class ActionError:
             "alternatives": list(self.alternatives),
         }
 
+    def checked(self) -> ActionError:
+        """This error with each field of its declared type, as the stores write it. A tool's own
+        error (``ToolError``) is taken as it comes, after its effect may have happened: a message or
+        an id that is not text is its text, ``details``, ``candidates`` and ``alternatives`` are
+        made plain JSON (:func:`~actionspace._canonical.normalize`), a ``retry_after`` that is not
+        a number of seconds is dropped. Nothing here raises."""
+        details = normalize(self.details)
+        version = self.current_version
+        return ActionError(
+            category=self.category,
+            message=said(self.message),
+            retryable=self.retryable is True,
+            retry_after=_seconds(self.retry_after),
+            recovery=tuple(said(r) for r in _items(self.recovery)),
+            details=details if type(details) is dict else {"details": details},
+            resource_ids=tuple(said(r) for r in _items(self.resource_ids)),
+            vendor_code=None if self.vendor_code is None else said(self.vendor_code),
+            field_errors=tuple(
+                FieldError(path=said(f.path), message=said(f.message))
+                for f in _items(self.field_errors)
+                if isinstance(f, FieldError)
+            ),
+            candidates=tuple(c for c in map(normalize, _items(self.candidates)) if type(c) is dict),
+            current_version=None if version is None else said(version),
+            alternatives=tuple(normalize(a) for a in _items(self.alternatives)),
+        )
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ActionError:
         category = data["category"]
@@ -234,6 +267,23 @@ class ActionError:
             current_version=data.get("current_version"),
             alternatives=tuple(data.get("alternatives", ())),
         )
+
+
+def _items(value: object) -> tuple[Any, ...]:
+    """The items of a field that should hold a tuple: a string is one item; what cannot be
+    iterated, none."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        return (value,) if isinstance(value, str) else ()
+    try:
+        return tuple(value)
+    except Exception:
+        return ()
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
+        return float(value)
+    return None
 
 
 class ToolError(Exception):

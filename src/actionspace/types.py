@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from actionspace._fast import fast_init
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 
 __all__ = [
     "SYSTEM_CLOCK",
@@ -492,14 +492,8 @@ class ToolResult:
 
 
 def _text(value: object) -> str | None:
-    """``value`` as text: None and strings as they are, anything else by ``str`` (a note of its
-    type when that raises)."""
-    if value is None or type(value) is str:
-        return value
-    try:
-        return str(value)
-    except Exception:
-        return f"<{type(value).__name__}>"
+    """``value`` as text (:func:`~actionspace.errors.said`); None stays None."""
+    return None if value is None else said(value)
 
 
 _EFFECT_FIELDS = ("resource_id", "kind", "version_before", "version_after")

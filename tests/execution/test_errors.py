@@ -31,7 +31,8 @@ def test_every_known_python_exception_maps_to_its_category_with_and_without_side
 
 def test_a_tool_error_keeps_its_own_error_and_anything_else_is_unclassified() -> None:
     raised = ToolError("conflict", "slot taken", alternatives=["16:00"])
-    assert map_exception(raised, side_effects=True) is raised.error
+    # the same error, each field as the stores write it
+    assert map_exception(raised, side_effects=True) == raised.error
     other = map_exception(KeyError("calendar"), side_effects=False)
     assert (other.category, other.retryable, other.vendor_code) == ("unclassified", False, "KeyError")
 

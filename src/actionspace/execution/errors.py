@@ -191,7 +191,7 @@ def map_exception(exc: BaseException, *, side_effects: bool) -> ActionError:
     :data:`KNOWN_EXCEPTIONS` map by type; anything else is ``unclassified``.
     """
     if isinstance(exc, ToolError):
-        return exc.error
+        return exc.error.checked()  # the tool's own fields, of any type: as the stores write them
     try:
         http = map_http_error(exc, side_effects=side_effects)
     except Exception:  # an attribute of the exception raised when read: mapped by its type below
