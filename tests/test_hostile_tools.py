@@ -379,3 +379,21 @@ def test_a_tool_error_with_fields_of_other_types_keeps_its_category_and_settles(
         assert _ledger_state(rt, key) in ("failed", "unknown_commit")
         again = _handle(s, "sync", _message(_entry("b", "pay", '{"amount": 5}')))
         assert again.error is not None and again.error.category != "transient", again.error
+
+
+def test_an_event_holding_what_no_encoder_writes_is_kept_with_a_placeholder(url: str) -> None:
+    """``rt.record`` of a verifier's finding (any value) on a store that writes JSON: before, a
+    value whose ``repr`` raised lost the whole batch of events it was written with."""
+    if url == "memory://":
+        pytest.skip("a memory store keeps the values themselves")
+    with Runtime(url) as rt:
+        run = rt.new_run()
+        rt.record(run, "verified", {"row": Unprintable(), Unprintable(): 1, "ok": True})
+        rt.finish(run, why=BadMapping())
+    with Runtime(url) as again:
+        events = again.engine.trace.events(run)
+    kinds = [e.kind for e in events]
+    assert kinds == ["run_started", "verified", "run_finished"]
+    verified = events[1].data
+    assert verified["ok"] is True
+    assert verified["row"].startswith("<Unprintable object: cannot be shown")

@@ -21,8 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from actionspace._canonical import strict_dumps
+from actionspace._canonical import strict_dumps, unshowable
 from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
+from actionspace.errors import said
 
 __all__ = [
     "HEAD_KINDS",
@@ -101,11 +102,14 @@ def _safe(value: Any, depth: int) -> Any:
         return value
     if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
         return {"$truncated": "depth"}
-    if isinstance(value, Mapping):
-        return {str(k): _safe(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_safe(v, depth + 1) for v in value]
-    return repr(value)[:_MAX_SHORT]
+    try:
+        if isinstance(value, Mapping):
+            return {said(k): _safe(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [_safe(v, depth + 1) for v in value]
+        return repr(value)[:_MAX_SHORT]
+    except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
+        return unshowable(value, exc)
 
 
 def _shrunk(data: Mapping[str, Any], text: str) -> dict[str, Any]:
