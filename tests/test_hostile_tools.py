@@ -388,7 +388,7 @@ def test_an_event_holding_what_no_encoder_writes_is_kept_with_a_placeholder(url:
         pytest.skip("a memory store keeps the values themselves")
     with Runtime(url) as rt:
         run = rt.new_run()
-        rt.record(run, "verified", {"row": Unprintable(), Unprintable(): 1, "ok": True})
+        rt.record(run, "verified", {"row": Unprintable(), Unprintable(): 1, "ok": True})  # type: ignore[dict-item]
         rt.finish(run, why=BadMapping())
     with Runtime(url) as again:
         events = again.engine.trace.events(run)
