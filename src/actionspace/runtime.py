@@ -27,7 +27,7 @@ from actionspace.ledger.admin import DEFAULT_RETENTION_S
 from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport
 from actionspace.observation import ArtifactStore
-from actionspace.parse import parse
+from actionspace.parse import parse, user_text
 from actionspace.pipeline.calls import group
 from actionspace.pipeline.stages import Stage
 from actionspace.pipeline.streaming import astream
@@ -333,6 +333,7 @@ class Runtime:
         It joins the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds
         an argument to it (the value must occur in the text). Traced as ``user_input``.
         """
+        text = user_text(text)  # a string, or content parts: checked before anything changes
         run = self.engine.run(run_id)
         run.flow.add_user_input(text, label)
         rec = Recorder(run, None)

@@ -48,7 +48,7 @@ from actionspace.discovery.render import RENDERING, render_results, render_tools
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, parse
+from actionspace.parse import ParseResult, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation
@@ -134,14 +134,17 @@ class Session:
         """The current user turn (0 before the first :meth:`user`)."""
         return self.rt.run_state(self.run_id).turn
 
-    def user(self, text: str) -> None:
-        """The user's words: a new turn, and a provenance source for later arguments."""
+    def user(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
+        """The user's words: a new turn, and a provenance source for later arguments. ``text`` is
+        a string, or the message's content parts, or the user message, as the provider's SDK gives
+        them (:func:`actionspace.parse.user_text`: the text parts are kept)."""
+        words = user_text(text)  # raises before the turn moves
         run = self.rt.run_state(self.run_id)
         run.turn += 1
-        self.rt.user_input(self.run_id, text)
+        self.rt.user_input(self.run_id, words)
         self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
 
-    async def auser(self, text: str) -> None:
+    async def auser(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
         """:meth:`user` from async code. With stores on disk or on a server the turn is saved
         before this returns, as by :meth:`user`, but on a worker thread: a sync ``user()`` waits
         for the file's sync on the event loop's thread, and every other task of the loop with it."""

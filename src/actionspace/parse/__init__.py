@@ -28,9 +28,10 @@ from actionspace.parse._fast import (
 from actionspace.parse._result import Collector, ParseResult
 from actionspace.parse._stream import StreamParser, StreamProgress
 from actionspace.parse._structured import add_value
+from actionspace.parse._user import user_text
 from actionspace.types import ToolCall
 
-__all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse"]
+__all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse", "user_text"]
 
 
 def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> ParseResult:
