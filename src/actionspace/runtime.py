@@ -317,22 +317,17 @@ class Runtime:
         principal: Principal | None = None,
         policy: StreamPolicy | None = None,
     ) -> AsyncGenerator[Observation, None]:
-        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come.
-
-        Each call ends with exactly one final observation (``provisional=False``); only that one
-        may feed another action. ``policy`` sets how often provisional observations come (see
-        :class:`~actionspace.execution.streaming.StreamPolicy`).
-        """
+        """Run ``raw``'s calls, yielding a streaming tool's provisional observations as they come. Each
+        call ends with exactly one final observation (``provisional=False``); only that one may feed another
+        action. ``policy``: how often provisional ones come (an ``execution.streaming.StreamPolicy``)."""
         run_id = self.run_id_of(run_id, principal=principal)
         policy = policy or StreamPolicy()
         return astream(self.engine, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy)
 
-    def user_input(self, run_id: str, text: str, *, label: Label = PUBLIC_TRUSTED) -> None:
-        """Record the user's request (or a later message) in a run: trusted content by default.
-
-        It joins the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds
-        an argument to it (the value must occur in the text). Traced as ``user_input``.
-        """
+    def user_input(self, run_id: str, text: str | Sequence[Any] | Mapping[str, Any], *, label: Label = PUBLIC_TRUSTED) -> None:
+        """Record the user's request (or a later message) in a run: trusted content by default. It joins
+        the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds an argument to it
+        (the value must occur in the text). Traced as ``user_input``."""
         text = user_text(text)  # a string, or content parts: checked before anything changes
         run = self.engine.run(run_id)
         run.flow.add_user_input(text, label)
@@ -383,21 +378,15 @@ class Runtime:
         )
 
     def describe(self, name: str, *, run_id: str | None = None) -> dict[str, Any]:
-        """The definition of a tool, as the model may see it.
-
-        Without ``run_id``: the current version's ``ToolSpec.describe()``. With it: the full
-        definition (schemas, examples) of the version offered to that run, recorded as a
-        ``described`` event; in a disclosure run this is what lets the tool be called. Raises
-        UnknownToolError for a tool not registered (or, with ``run_id``, not offered to the run).
-        """
+        """The definition of a tool, as the model may see it. Without ``run_id``: the current version's
+        ``ToolSpec.describe()``. With it: the full definition (schemas, examples) of the version offered to
+        that run, recorded as a ``described`` event; in a disclosure run this is what lets the tool be called.
+        Raises UnknownToolError for a tool not registered (or, with ``run_id``, not offered to the run)."""
         return self._parts.offers.describe(name, run_id)
 
     def environment(self, name: str, env: Environment) -> None:
-        """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``).
-
-        ``env`` speaks :class:`actionspace.plan.groups.Environment`: ``mode`` (``"transaction"`` or
-        ``"switch"``), ``begin(key)`` and ``committed(key)``.
-        """
+        """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``):
+        ``env`` speaks :class:`~actionspace.plan.groups.Environment` (``mode``, ``begin``, ``committed``)."""
         self.planner.environment(name, env)
 
     @property
@@ -479,11 +468,9 @@ class Runtime:
         return {"estimate": total.to_dict(), "remaining": remaining, "fits": total.fits(remaining)}
 
     def add_mcp_server(self, server: ToolSource[TS]) -> TS:
-        """Connect an MCP server and register its tools; the runtime closes it on ``close()``.
-
-        See :mod:`actionspace.adapters.mcp_client` for trust, versions and errors. Raises
-        ConfigurationError when the server cannot be reached.
-        """
+        """Connect an MCP server and register its tools; the runtime closes it on ``close()``. See
+        :mod:`actionspace.adapters.mcp_client` for trust, versions and errors. Raises ConfigurationError when
+        the server cannot be reached."""
         return self._parts.toolsets.add(server)
 
     async def aadd_mcp_server(self, server: ToolSource[TS]) -> TS:
