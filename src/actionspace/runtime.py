@@ -324,7 +324,9 @@ class Runtime:
         policy = policy or StreamPolicy()
         return astream(self.engine, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy)
 
-    def user_input(self, run_id: str, text: str | Sequence[Any] | Mapping[str, Any], *, label: Label = PUBLIC_TRUSTED) -> None:
+    def user_input(
+        self, run_id: str, text: str | Sequence[Any] | Mapping[str, Any], *, label: Label = PUBLIC_TRUSTED
+    ) -> None:
         """Record the user's request (or a later message) in a run: trusted content by default. It joins
         the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds an argument to it
         (the value must occur in the text). Traced as ``user_input``."""
