@@ -140,7 +140,20 @@ class _Ledger:
 
     def move(self, expected: tuple[str, ...], state: LedgerState, **fields: Any) -> bool:
         new = self.entry.evolve(state=state, **fields)
-        stored = self.store.transition(self.entry.key, expected, new)
+        try:
+            stored = self.store.transition(self.entry.key, expected, new)
+        except Exception as exc:
+            if state not in _SETTLED:
+                raise
+            # The outcome is known and the store did not take it: this process keeps it (a new
+            # proposal replays it and writes it again); the store's entry stays as it was, and
+            # after a crash recovery settles it as any entry a send left behind.
+            _hold_unrecorded(self.store, new)
+            why = f"{type(exc).__name__}: {said(exc)[:200]}"
+            moved = {"key": new.key, "from": self.entry.state, "to": state, "attempts": new.attempts}
+            self.record("ledger", {**moved, "recorded": False, "error": why})
+            self.entry = new
+            return True
         if stored is None:
             current = self.store.get(self.entry.key)
             if current is not None:
@@ -152,6 +165,42 @@ class _Ledger:
         )
         self.entry = stored
         return True
+
+
+_SETTLED: tuple[LedgerState, ...] = ("committed", "failed", "unknown_commit")
+_UNRECORDED: dict[tuple[int, str], LedgerEntry] = {}
+"""(store, key) → a settled entry this process could not write to that store."""
+_UNRECORDED_LOCK = threading.Lock()
+_MAX_UNRECORDED = 10_000
+
+
+def _hold_unrecorded(store: LedgerStore, entry: LedgerEntry) -> None:
+    with _UNRECORDED_LOCK:
+        if len(_UNRECORDED) >= _MAX_UNRECORDED:
+            del _UNRECORDED[next(iter(_UNRECORDED))]
+        _UNRECORDED[(id(store), entry.key)] = entry
+
+
+def _unrecorded(led: _Ledger) -> LedgerEntry | None:
+    """The settled entry of ``led``'s key that this process could not write to its store: written
+    now if the store takes it (then None, and ``led`` holds the store's entry), else returned."""
+    if not _UNRECORDED:
+        return None
+    slot = (id(led.store), led.entry.key)
+    with _UNRECORDED_LOCK:
+        held = _UNRECORDED.get(slot)
+    if held is None:
+        return None
+    try:
+        stored = led.store.transition(held.key, ("dispatched", "unknown"), held)
+    except Exception:
+        return held
+    with _UNRECORDED_LOCK:
+        _UNRECORDED.pop(slot, None)
+    current = stored or led.store.get(held.key)
+    if current is not None:
+        led.entry = current
+    return None
 
 
 def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
@@ -196,12 +245,17 @@ def protocol(
     """
     point("before_intent")
     sent = entry.evolve(state="dispatched", attempts=1)
-    if still_pending is not None:
-        begun = cast(BeginsUnlessPending, store).begin_unless_pending(sent)
-        if begun.pending is not None:
-            return still_pending(begun.pending)
-    else:
-        begun = store.begin(sent)
+    try:
+        if still_pending is not None:
+            begun = cast(BeginsUnlessPending, store).begin_unless_pending(sent)
+            if begun.pending is not None:
+                return still_pending(begun.pending)
+        else:
+            begun = store.begin(sent)
+    except Exception as exc:  # the store did not take the intent (locked, full, gone): nothing is sent
+        why = f"{type(exc).__name__}: {said(exc)[:200]}"
+        message = f"the ledger could not record the intent ({why}); nothing was sent"
+        return fail(ActionError.of("transient", message, details={"sent": False}))
     point("after_intent")
     led = _Ledger(store, begun.entry, record)
     if begun.created:
@@ -219,6 +273,12 @@ def protocol(
                 details={"idempotency_key": led.entry.key, "accepted_tool": led.entry.tool},
             )
         )
+    held = _unrecorded(led)
+    if held is not None:  # settled here, not yet in the store: never sent again
+        if held.state == "failed" and _resendable(held):
+            why = "its last outcome is not recorded in the ledger yet; it is not sent again until it is"
+            return fail(ActionError.of("transient", f"{spec.name}: {why}", details={"sent": False}))
+        return _replay(held, fail)
     deadline = time.monotonic() + MAX_WAIT_S
     delay = 0.002
     while True:
