@@ -31,6 +31,7 @@ from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, Sti
 from actionspace.types import Observation, Outcome, Succeeded
 
 __all__ = [
+    "Abandoned",
     "AwaitAttempt",
     "Dispatch",
     "Sleep",
@@ -167,6 +168,16 @@ class _Ledger:
         return True
 
 
+class Abandoned(Exception):
+    """Thrown into a protocol waiting for its send's outcome when the caller stopped waiting (its
+    task was cancelled while the tool ran): the entry moves to ``unknown`` and is noted."""
+
+
+_ABANDONED: set[tuple[int, str]] = set()
+"""(store, key) of entries whose send this process abandoned: no caller of this process holds
+them, so a new proposal settles them (resend, status query or ``unknown_commit``) at once."""
+
+
 _SETTLED: tuple[LedgerState, ...] = ("committed", "failed", "unknown_commit")
 _UNRECORDED: dict[tuple[int, str], LedgerEntry] = {}
 """(store, key) → a settled entry this process could not write to that store."""
@@ -201,6 +212,17 @@ def _unrecorded(led: _Ledger) -> LedgerEntry | None:
     if current is not None:
         led.entry = current
     return None
+
+
+def _was_abandoned(store: LedgerStore, key: str) -> bool:
+    """True (once) when this process abandoned the send of ``key`` on ``store``."""
+    if not _ABANDONED:
+        return False
+    with _UNRECORDED_LOCK:
+        slot = (id(store), key)
+        found = slot in _ABANDONED
+        _ABANDONED.discard(slot)
+    return found
 
 
 def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
@@ -295,6 +317,25 @@ def protocol(
                 point("after_dispatch_durable")
                 break
             continue
+        if state == "unknown" and _was_abandoned(store, led.entry.key):
+            if spec.idempotency == "native" and within_window(spec, led.entry):
+                if led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1):
+                    break  # the tool dedupes its key: sending again is asking again
+                continue
+            answer = query_status(spec, led.entry) if not still_running(led.entry.key) else None
+            if isinstance(answer, Committed):
+                shown = _observed(observe, Succeeded(answer.result, 1))
+                return _commit(led, _noted(shown, resolved_by="status_query"), remote_id=answer.remote_id)
+            if isinstance(answer, NotCommitted) and spec.is_async:  # its task ended with the caller's
+                if led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1):
+                    break
+                continue
+            why = answer.reason if isinstance(answer, StillUnknown) else _STILL_RUNS
+            if isinstance(answer, NotCommitted):  # a thread Python cannot stop may still commit
+                why = "not committed yet, and a blocking tool's thread may still run"
+            final = unknown_commit_error(spec, led.entry.key, f"its caller was cancelled while it ran; {why}")
+            led.move(("unknown",), "unknown_commit", error=final.to_dict())
+            return fail(final)
         # dispatched or unknown: another caller holds it (or a crashed one; recover() settles that)
         if time.monotonic() > deadline:
             return fail(
@@ -318,7 +359,14 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
     """An attempt that timed out still runs: only a ``Committed`` answer is acted on, nothing is
     sent again except to a ``native`` tool (which dedupes its key, concurrent sends included)."""
     while True:
-        outcome = yield Dispatch()
+        try:
+            outcome = yield Dispatch()
+        except Abandoned:
+            cut = ActionError.of("unknown_commit", "the caller was cancelled while the tool ran")
+            if led.move(("dispatched",), "unknown", error=cut.to_dict()):
+                with _UNRECORDED_LOCK:
+                    _ABANDONED.add((id(led.store), led.entry.key))
+            raise
         assert outcome is not None
         point("after_response")
         if isinstance(outcome, Succeeded):

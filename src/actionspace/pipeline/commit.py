@@ -9,6 +9,7 @@ memory, and on a worker thread on the async path over a database store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -17,7 +18,15 @@ from typing import Any, TypeVar
 
 from actionspace.errors import ActionError, said
 from actionspace.execution.ready import Ready
-from actionspace.ledger.commit import AwaitAttempt, Protocol, Sleep, args_digest, new_entry, protocol
+from actionspace.ledger.commit import (
+    Abandoned,
+    AwaitAttempt,
+    Protocol,
+    Sleep,
+    args_digest,
+    new_entry,
+    protocol,
+)
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
@@ -131,6 +140,9 @@ class LedgerDriver:
                         outcome = item
             except Exception as exc:  # ours broke around the send: whether it landed is not known
                 outcome = Failed(_lost(exc), 1)
+            except asyncio.CancelledError:  # the caller stopped waiting: the entry is left unknown
+                _abandon(steps)
+                raise
             assert outcome is not None
             command = await self._io(blocking, _step, steps, outcome)
         yield command.value
@@ -162,6 +174,12 @@ class LedgerDriver:
         )
         rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
         return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+def _abandon(steps: Protocol) -> None:
+    """Tell a protocol waiting for its send's outcome that nobody waits for it any more."""
+    with contextlib.suppress(Abandoned, StopIteration):
+        steps.throw(Abandoned())
 
 
 def _lost(exc: Exception) -> ActionError:
