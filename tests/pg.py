@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
@@ -19,7 +20,7 @@ import pytest
 
 from actionspace.pgcluster import PG_ROOT, bin_dir, throwaway_cluster
 
-__all__ = ["PG_START_SECONDS", "fresh_schema", "pg_url"]
+__all__ = ["PG_START_SECONDS", "STORES", "fresh_schema", "pg_url", "store_url"]
 
 DATABASE = "actionspace_test"
 
@@ -54,3 +55,18 @@ def fresh_schema(url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+STORES = ["memory", "sqlite", "postgres"]
+"""The kinds of store :func:`store_url` makes, for ``@pytest.fixture(params=STORES)``."""
+
+
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of a fresh store of the kind ``request.param`` (one of :data:`STORES`): memory, a
+    SQLite file under ``tmp_path``, or a schema of its own in the session's PostgreSQL cluster."""
+    if request.param == "memory":
+        yield "memory://"
+    elif request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'a.db'}"
+    else:
+        yield from fresh_schema(request.getfixturevalue("pg_url"))

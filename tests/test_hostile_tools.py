@@ -25,20 +25,12 @@ from hypothesis import strategies as st
 
 from actionspace import Effect, Runtime, ToolError, ToolResult
 from actionspace.session import Session
-
-STORES = ["memory", "sqlite", "postgres"]
+from tests.pg import STORES, store_url
 
 
 @pytest.fixture(params=STORES)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
-        yield "memory://"
-    elif request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-    else:
-        from tests.pg import fresh_schema
-
-        yield from fresh_schema(request.getfixturevalue("pg_url"))
+    yield from store_url(request, tmp_path)
 
 
 class Unprintable:

@@ -26,24 +26,17 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime, ToolCall
 from actionspace.session import Session
+from tests.pg import STORES, store_url
 from tests.text_strategies import any_text
 
 LONE = "\ud83d"  # the first half of 😀's UTF-16 escape, as a model cut between tokens emits it
 UNDECODABLE = os.fsdecode(b"caf\xe9.txt")  # "caf\udce9.txt": a Latin-1 file name on a UTF-8 system
-STORES = ["memory", "sqlite", "postgres"]
 REPLACEMENT = "\ufffd"
 
 
 @pytest.fixture(params=STORES)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "memory":
-        yield "memory://"
-    elif request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-    else:
-        from tests.pg import fresh_schema
-
-        yield from fresh_schema(request.getfixturevalue("pg_url"))
+    yield from store_url(request, tmp_path)
 
 
 def _runtime(url: str, sent: list[Any]) -> Runtime:
