@@ -47,9 +47,13 @@ The tree::
 
     ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
 
+    Abandoned (exception thrown into a write's commit protocol when its caller was cancelled
+               while the tool ran; the protocol notes the entry unknown and re-raises it)
+
 The classes are defined here and re-exported where they are raised (``actionspace.plan``,
 ``actionspace.trace.store``, ``actionspace.evaluation.*``, ``actionspace.service.errors``), so
-either import path works. This module imports nothing beyond the standard library.
+either import path works. This module imports the standard library and ``actionspace._canonical``
+(which ``ActionError.checked`` uses to make a tool's details plain JSON).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ __all__ = [
     "CATEGORIES",
     "DEFAULT_RECOVERY",
     "RETRYABLE",
+    "Abandoned",
     "ActionError",
     "ActionspaceError",
     "ApiError",
@@ -297,6 +302,11 @@ class ToolError(Exception):
     def __init__(self, category: Category, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.error = ActionError.of(category, message, **fields)
+
+
+class Abandoned(Exception):
+    """Thrown into a protocol waiting for its send's outcome when the caller stopped waiting (its
+    task was cancelled while the tool ran): the entry moves to ``unknown`` and is noted."""
 
 
 class ActionspaceError(Exception):

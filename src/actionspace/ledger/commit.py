@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, said
+from actionspace.errors import Abandoned, ActionError, said
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
@@ -166,11 +166,6 @@ class _Ledger:
         )
         self.entry = stored
         return True
-
-
-class Abandoned(Exception):
-    """Thrown into a protocol waiting for its send's outcome when the caller stopped waiting (its
-    task was cancelled while the tool ran): the entry moves to ``unknown`` and is noted."""
 
 
 _ABANDONED: set[tuple[int, str]] = set()
