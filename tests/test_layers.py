@@ -23,6 +23,7 @@ LAYERS: Final[Mapping[str, int]] = {
     # 0: the error taxonomy, values that cross boundaries, canonical JSON and digests
     "errors": 0,
     "types": 0,
+    "outcomes": 0,
     "_fast": 0,
     "_crash": 0,
     "_canonical": 0,

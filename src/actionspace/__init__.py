@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 # Eager: light, and ``parse`` must stay the function, not the ``actionspace.parse`` subpackage.
 from actionspace.errors import CATEGORIES, ActionError, FieldError, ToolError
+from actionspace.outcomes import ToolResult
 from actionspace.parse import ParseResult, parse
-from actionspace.types import Effect, Observation, Provenance, ToolCall, ToolResult, Trimming
+from actionspace.types import Effect, Observation, Provenance, ToolCall, Trimming
 
 if TYPE_CHECKING:
     from actionspace.catalog.spec import Cost, Labels, RetryPolicy, ToolSpec

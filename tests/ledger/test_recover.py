@@ -9,7 +9,8 @@ from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.ledger.recover import Shaped, recover
 from actionspace.ledger.status import Committed
 from actionspace.observation import shape as observation_shape
-from actionspace.types import Effect, Observation, ToolResult
+from actionspace.outcomes import ToolResult
+from actionspace.types import Effect, Observation
 from tests.ledger.factories import entry
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"amount": {"type": "integer"}}}

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from actionspace.errors import ToolError
+from actionspace.outcomes import ToolResult
 from actionspace.runtime import Runtime
-from actionspace.types import Effect, ToolResult
+from actionspace.types import Effect
 
 __all__ = ["CUSTOMERS", "PAYMENTS", "TICKETS", "SupportDesk", "register_tools"]
 

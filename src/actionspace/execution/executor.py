@@ -23,7 +23,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.deadlines import resume_within, resumed, with_timeout
 from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.execution.loop import new_event_loop
-from actionspace.types import Failed, Outcome, Succeeded
+from actionspace.outcomes import Failed, Outcome, Succeeded
 
 __all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed"]
 

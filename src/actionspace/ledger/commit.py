@@ -28,7 +28,8 @@ from actionspace.errors import Abandoned, ActionError, said
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
-from actionspace.types import Observation, Outcome, Succeeded
+from actionspace.outcomes import Outcome, Succeeded
+from actionspace.types import Observation
 
 __all__ = [
     "Abandoned",

@@ -27,7 +27,8 @@ from actionspace.errors import ActionError
 from actionspace.ledger.commit import query_status, still_running, unknown_commit_error, within_window
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.status import Committed, NotCommitted
-from actionspace.types import Observation, ToolResult
+from actionspace.outcomes import ToolResult
+from actionspace.types import Observation
 
 __all__ = ["RecoveryReport", "Shape", "Shaped", "recover", "resolve_by_hand", "unshaped"]
 

@@ -17,7 +17,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ToolError
 from actionspace.observation.aggregate import PagingRuntime, Reducer, aggregate
-from actionspace.types import ToolResult
+from actionspace.outcomes import ToolResult
 
 __all__ = ["RegisteringRuntime", "aggregation_tool"]
 

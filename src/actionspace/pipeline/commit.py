@@ -28,9 +28,10 @@ from actionspace.ledger.commit import (
     protocol,
 )
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
+from actionspace.outcomes import Failed, Outcome
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Failed, Observation, Outcome
+from actionspace.types import Observation
 
 __all__ = ["Dispatch", "LedgerDriver"]
 

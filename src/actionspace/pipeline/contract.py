@@ -22,8 +22,9 @@ from actionspace.execution.errors import map_exception
 from actionspace.execution.ready import Ready
 from actionspace.observation.postconditions import check_postconditions
 from actionspace.observation.verify import PostInput
+from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Failed, Observation, Outcome, Succeeded
+from actionspace.types import Observation
 
 __all__ = ["dry_run", "gone_is_stale", "postcheck", "preview_outcome"]
 

@@ -33,6 +33,7 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.ledger.run_state import RunStateStore
 from actionspace.observation import ArtifactStore
+from actionspace.outcomes import Failed, Succeeded
 from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
@@ -48,7 +49,7 @@ from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
-from actionspace.types import Failed, Observation, Succeeded, ToolCall
+from actionspace.types import Observation, ToolCall
 
 __all__ = ["Engine", "run_sync"]
 

@@ -52,6 +52,7 @@ from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
+from actionspace.outcomes import Outcome, Succeeded
 from actionspace.parse import ParseResult
 from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
@@ -63,7 +64,7 @@ from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw, compact_raw
-from actionspace.types import Observation, Outcome, Succeeded, ToolCall
+from actionspace.types import Observation, ToolCall
 from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 

@@ -27,12 +27,13 @@ from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
+from actionspace.outcomes import Outcome, Succeeded
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import CompactNode, expand_node
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, Outcome, Succeeded
+from actionspace.types import Observation
 
 if TYPE_CHECKING:
     from actionspace.pipeline.fast import Entry, FastPath
