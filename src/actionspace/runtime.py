@@ -192,10 +192,8 @@ class Runtime:
         offer: Mapping[str, Any] | None = None,
     ) -> Session:
         """A :class:`~actionspace.session.Session` over one run: the documented way to drive a model loop.
-
         ``provider``: ``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; ``offer``: keyword
-        arguments of :meth:`offer` for every turn (default: every tool).
-        """
+        arguments of :meth:`offer` for every turn (default: every tool)."""
         return Session(self, run_id or self.new_run(principal=principal), provider, principal, offer)
 
     async def asession(
@@ -448,9 +446,7 @@ class Runtime:
 
     def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
         """What the budgets still allow per limited unit (the least over every applicable budget; {} if none).
-
-        Per-run budgets count only with ``run_id``; ``principal`` defaults to the run's (else the runtime's).
-        """
+        Per-run budgets count only with ``run_id``; ``principal`` defaults to the run's, else the runtime's."""
         if self.meter is None:
             return {}
         run = self.engine.known_run(run_id) if run_id is not None else None
@@ -460,11 +456,9 @@ class Runtime:
     def estimate(
         self, raw: Any, *, run_id: str | None = None, principal: Principal | None = None
     ) -> dict[str, Any]:
-        """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them.
-
-        The most the calls can use (:func:`actionspace.policy.budget.estimate`, summed); tool names resolve to
-        their current version. Nothing is recorded. Raises UnknownToolError for a tool that is not registered.
-        """
+        """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them: the most the
+        calls can use (:func:`actionspace.policy.budget.estimate`, summed); tool names resolve to their
+        current version. Nothing is recorded. Raises UnknownToolError for a tool that is not registered."""
         total = estimate_calls(self.catalog, [raw] if isinstance(raw, ToolCall) else parse(raw).calls)
         remaining = self.budget(run_id=run_id, principal=principal)
         return {"estimate": total.to_dict(), "remaining": remaining, "fits": total.fits(remaining)}
