@@ -446,7 +446,7 @@ class Runtime:
 
     def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
         """What the budgets still allow per limited unit (the least over every applicable budget; {} if none).
-        Per-run budgets count only with ``run_id``; ``principal`` defaults to the run's, else the runtime's."""
+        Per-run budgets count only with ``run_id``; ``principal``: the run's, else the runtime's."""
         if self.meter is None:
             return {}
         run = self.engine.known_run(run_id) if run_id is not None else None
