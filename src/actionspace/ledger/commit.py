@@ -32,7 +32,6 @@ from actionspace.outcomes import Outcome, Succeeded
 from actionspace.types import Observation
 
 __all__ = [
-    "Abandoned",
     "AwaitAttempt",
     "Dispatch",
     "Sleep",

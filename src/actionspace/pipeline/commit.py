@@ -16,10 +16,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from actionspace.errors import ActionError, said
+from actionspace.errors import Abandoned, ActionError, said
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
-    Abandoned,
     AwaitAttempt,
     Protocol,
     Sleep,
