@@ -207,6 +207,13 @@ class ActionError:
                 fields[name] = tuple(fields[name])
         return cls(category=category, message=message, **fields)
 
+    @classmethod
+    def unsent(cls, what: str, exc: BaseException) -> ActionError:
+        """``transient`` for a store that failed before the send (``what`` could not be read or
+        written): nothing was sent (``details["sent"]`` False), so asking again is safe."""
+        why = f"{type(exc).__name__}: {said(exc)[:200]}"
+        return cls.of("transient", f"{what} ({why}); nothing was sent", details={"sent": False})
+
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON shape; empty optional fields are kept so consumers see one schema."""
         return {

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import logging
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation
 from actionspace.validation.verdicts import Rejected
+
+_log = logging.getLogger("actionspace")
 
 
 class SessionRuntime(Protocol):
@@ -264,11 +267,11 @@ class Session:
             if obs.artifact_ref is not None and obs.artifact_ref not in self._artifacts:
                 self._artifacts.append(obs.artifact_ref)
         messages = render_results(out, self.provider)
-        self.rt.record(
-            self.run_id,
-            "rendered",
-            {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]},
-        )
+        rendered = {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]}
+        try:
+            self.rt.record(self.run_id, "rendered", rendered)
+        except Exception:  # the run's state could not be saved: each call already answers transient
+            _log.exception("actionspace: the rendering of a turn of run %s was not recorded", self.run_id)
         return Turn(tuple(out), messages, None if parsed is None else parsed.content)
 
     def _read_artifact(self) -> None:

@@ -82,18 +82,27 @@ def find_decision(
 
     Returns the approved request the call may run under (consumed now; a consumed one for the same
     node is returned as it is, so the ledger replays the action), ``permission_denied`` for a denied
-    request, or ``needs_approval`` for one still pending. ``rule``: only requests filed for that
+    request, ``needs_approval`` for one still pending, or ``transient`` (nothing sent) when the
+    store does not answer. ``rule``: only requests filed for that
     ``approval_rule`` count. ``record``: when given, consuming an approval is traced as
     ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads the time.
     """
     now = clock.time()
-    for request in store.find(run_id, tool, digest):
+    try:
+        filed = store.find(run_id, tool, digest)
+    except Exception as exc:  # the store did not answer (locked, gone): nothing is sent
+        return ActionError.unsent("the approval store could not be read", exc)
+    for request in filed:
         if rule is not None and request.details.get("approval_rule") != rule:
             continue
         if request.status == "consumed" and request.node_id == node_id:
             return request  # a repeat of the very action it approved: the ledger replays it
         if request.honoured(now):
-            used = store.update(request.id, ("approved",), request.evolve(status="consumed", node_id=node_id))
+            taken = request.evolve(status="consumed", node_id=node_id)
+            try:
+                used = store.update(request.id, ("approved",), taken)
+            except Exception as exc:  # consumed or not, asking again finds it for this very node
+                return ActionError.unsent("the approval store could not consume the approval", exc)
             if used is not None:
                 if record is not None:
                     consumed = {"request_id": used.id, "status": "consumed", "by": used.decided_by}
@@ -120,7 +129,8 @@ def file_request(
     effects: bool = True,
     proposed_by: Mapping[str, Any] | None = None,
 ) -> ActionError:
-    """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the call.
+    """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the
+    call (``transient``, nothing sent, when the store does not take it).
 
     The store may answer with the pending request already bound to the same call; the error names
     that one. ``reason`` is what the event records; ``rule``, when given, is recorded as well.
@@ -129,7 +139,10 @@ def file_request(
     """
     if proposed_by is not None:
         request = request.evolve(details={**request.details, "proposed_by": dict(proposed_by)})
-    stored = store.create(request)
+    try:
+        stored = store.create(request)
+    except Exception as exc:
+        return ActionError.unsent("the approval store could not file the request", exc)
     requested = {
         "request_id": stored.id,
         "tool": request.tool,

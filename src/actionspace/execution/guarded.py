@@ -17,7 +17,7 @@ from typing import Any
 
 from actionspace._canonical import json_size
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said
 from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
@@ -103,7 +103,7 @@ class Admission:
 
     def _served(self, record: Record, hit: Observation) -> Observation:
         if self.meter is not None and self.reservation is not None:
-            self.meter.settle(self.reservation, self.reservation.amount)
+            self._settle(self.meter, self.reservation, self.reservation.amount)
         info = hit.diagnostics["cache"]
         record("cache_hit", {"tool": self.spec.name, "version": self.spec.version, **info})
         record(
@@ -128,17 +128,35 @@ class Admission:
                 actual = Usage(bytes=nbytes)  # the ledger served it all: nothing was dispatched
             else:
                 actual = charge(self.spec, calls=1, items=items, nbytes=nbytes)
-            self.meter.settle(self.reservation, actual)
-            record("metered", {"charged": actual.to_dict()})
+            unsettled = self._settle(self.meter, self.reservation, actual)
+            if unsettled is None:
+                record("metered", {"charged": actual.to_dict()})
+                notes: dict[str, Any] = {}
+            else:  # the call ran: its observation stands, with the reservation as its usage
+                record("metered", {"charged": actual.to_dict(), "recorded": False})
+                notes = {"budget_unsettled": unsettled}
             left = _left(self.reservation.remaining, actual)
             if left:  # the model (and its loop) can see how much budget the run has left
-                obs = dataclasses.replace(obs, diagnostics={**obs.diagnostics, "budget_remaining": left})
+                notes["budget_remaining"] = left
+            if notes:
+                obs = dataclasses.replace(obs, diagnostics={**obs.diagnostics, **notes})
         return obs
 
     def _abandoned(self) -> None:
         # The call may have run before it was interrupted: charge it, without observation bytes.
         if self.meter is not None and self.reservation is not None:
-            self.meter.settle(self.reservation, charge(self.spec, calls=1, items=self.items, nbytes=0))
+            self._settle(self.meter, self.reservation, charge(self.spec, calls=1, items=self.items, nbytes=0))
+
+    @staticmethod
+    def _settle(meter: Meter, reservation: Reservation, actual: Usage) -> str | None:
+        """Settle ``reservation`` at ``actual``; why the store did not take it, or None. A call
+        that ran keeps its observation whatever the meter's store does: its reservation stays
+        counted, so the budget errs on the side of having been spent."""
+        try:
+            meter.settle(reservation, actual)
+        except Exception as exc:
+            return f"the budget store did not record this call's usage ({type(exc).__name__}: {said(exc)[:200]})"
+        return None
 
 
 def _left(before: Mapping[str, float], used: Usage) -> dict[str, float]:
@@ -183,7 +201,10 @@ class Guard:
             items, amount = 0, Usage(bytes=observation_bytes(hit))
         else:
             items, amount = self._estimate(spec, arguments)
-        reservation = meter.admit(run_id, (principal.id, principal.tenant), amount)
+        try:
+            reservation = meter.admit(run_id, (principal.id, principal.tenant), amount)
+        except Exception as exc:  # the meter's store did not answer: nothing is reserved or sent
+            return ActionError.unsent("the budget store could not reserve the call's estimate", exc)
         if isinstance(reservation, ActionError):
             details = reservation.details
             record(
