@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 from actionspace.bench import SCHEMA, render, run_bench
 from actionspace.bench import _peers as peers
 from actionspace.bench._durable import BESIDE_ROW, CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
-from actionspace.bench._passes import _collect, run_group
+from actionspace.bench._paired import PAIRED_PEER, PAIRED_ROW, run_paired
+from actionspace.bench._passes import _collect, _selected, run_group
+from actionspace.bench._render import _targets as render_targets
 from actionspace.bench._report import annotate, durable_targets
 from actionspace.bench._timing import Pass, matches
 from actionspace.bench.cli import bench_command
@@ -136,6 +138,56 @@ def test_the_target_passes_at_half_the_fastest_peer_and_fails_above() -> None:
     assert result["target"] == "FAIL"
     assert result["percall"]["openai_agents.on_invoke_tool.async_tool"]["ratio"] == pytest.approx(0.25)
     assert result["batch"]["batch.mcp.x"]["ratio"] == pytest.approx(0.5)
+
+
+def _paired(ratio: float, peer: str = PAIRED_PEER) -> dict[str, Any]:
+    row = {"ours_us": 14.0, "peer_us": 14.0 / ratio, "ratio": ratio, "ratio_q1": ratio, "ratio_q3": ratio}
+    return {PAIRED_ROW: {**row, "blocks": 4, "block_size": 500, "peer": peer}}
+
+
+def test_the_async_target_reads_the_ratio_of_the_calls_alternated_in_one_process() -> None:
+    # ours timed in a fast process, the peer in a slow one: 0.45 across processes, 0.88 paired
+    percall = {"actionspace.acall.async_tool": _row(9.0), PAIRED_PEER: _row(20.0)}
+    agg: dict[str, Any] = {
+        "percall": percall,
+        "batch": {},
+        "extra": [_paired(0.9), _paired(0.88), _paired(0.87)],
+    }
+    target = annotate(agg)["targets"][0]
+    assert target["ratio"] == pytest.approx(0.88) and target["status"] == "FAIL"
+    assert target["ratio_across_processes"] == pytest.approx(0.45)
+    assert target["paired"]["pass_ratios"] == [0.9, 0.88, 0.87]
+    # and the other way round: a slow process of ours beside a fast one of the peer's
+    agg = {"percall": {**percall, PAIRED_PEER: _row(12.0)}, "batch": {}, "extra": [_paired(0.45)]}
+    target = annotate(agg)["targets"][0]
+    assert target["ratio"] == pytest.approx(0.45) and target["status"] == "PASS"
+    out = io.StringIO()
+    Console(file=out, width=300).print(render_targets(annotate({**agg, "extra": [_paired(0.45)]})))
+    assert (
+        "0.45 × fastest peer openai_agents.on_invoke_tool.async_tool, alternated in one process"
+        in out.getvalue()
+    )
+
+
+def test_the_paired_group_alternates_our_calls_and_the_peers_in_one_pass() -> None:
+    p = Pass(0.01, ["paired"], log=lambda _line: None)
+    run_paired(p)
+    row = p.extra[PAIRED_ROW]
+    assert p.errors == {} and row["blocks"] == 4 and row["peer"] == PAIRED_PEER
+    assert row["ours_us"] > 0 and row["peer_us"] > 0
+    assert row["ratio_q1"] <= row["ratio"] <= row["ratio_q3"]
+    assert _selected(["paired"]) == ["paired"]
+
+
+def test_a_paired_ratio_against_a_peer_that_is_not_the_fastest_is_not_read() -> None:
+    percall = {
+        "actionspace.acall.async_tool": _row(9.0),
+        PAIRED_PEER: _row(20.0),
+        "pydantic_ai.tool_manager.handle_call.async_tool": _row(10.0),
+    }
+    target = annotate({"percall": percall, "batch": {}, "extra": [_paired(0.3)]})["targets"][0]
+    assert target["peer"] == "pydantic_ai.tool_manager.handle_call.async_tool"
+    assert target["ratio"] == pytest.approx(0.9) and "paired" not in target
 
 
 def test_only_prefixes_select_rows_and_their_batch_rows() -> None:

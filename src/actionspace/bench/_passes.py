@@ -38,6 +38,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "trim": ("trim.",),
     "discovery": ("discovery.",),
     "adapters": ("actionspace.adapter.",),
+    "paired": ("paired.",),
 }
 """Group → the prefixes of the rows it measures (its batch rows are the same under ``batch.``)."""
 

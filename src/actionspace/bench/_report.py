@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any
 
 from actionspace.bench._discovery import discovery_section
 from actionspace.bench._durable import BESIDE_ROW, CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
+from actionspace.bench._paired import PAIRED_ROW
 from actionspace.bench._parallel_report import parallel_section
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "annotate",
     "durable_targets",
     "machine",
+    "paired_summary",
     "versions",
 ]
 
@@ -130,7 +134,8 @@ def annotate(agg: dict[str, Any]) -> dict[str, Any]:
     for name, row in agg["batch"].items():
         row["kind"] = kind_of(name)
         row["ratio"] = None if row["kind"] == "actionspace" else _ratio(ours_batch, row["median_ms"])
-    targets = [_target(percall, label, ours, variant) for label, ours, variant in TARGETS]
+    paired = paired_summary(agg.get("extra", []))
+    targets = [_target(percall, label, ours, variant, paired) for label, ours, variant in TARGETS]
     agg["targets"] = targets
     agg["durable_targets"] = durable_targets(percall)
     states = {t["status"] for t in targets}
@@ -141,7 +146,25 @@ def annotate(agg: dict[str, Any]) -> dict[str, Any]:
     return agg
 
 
-def _target(percall: dict[str, Any], label: str, ours: str, variant: str) -> dict[str, Any]:
+def paired_summary(extra: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``paired.acall`` rows of the passes (:mod:`actionspace.bench._paired`): the median of
+    each figure across passes, and each pass's ratio; None when no pass measured it."""
+    rows = [p[PAIRED_ROW] for p in extra if PAIRED_ROW in p]
+    if not rows:
+        return None
+    out: dict[str, Any] = {"peer": rows[0]["peer"], "passes": len(rows)}
+    for key in ("ours_us", "peer_us", "ratio", "ratio_q1", "ratio_q3"):
+        out[key] = statistics.median(r[key] for r in rows)
+    out["pass_ratios"] = [round(r["ratio"], 3) for r in rows]
+    return out
+
+
+def _target(
+    percall: dict[str, Any], label: str, ours: str, variant: str, paired: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The row ``ours`` against the fastest peer's row of ``variant``. When that peer is the one
+    :mod:`actionspace.bench._paired` alternates with ours in one process (``paired``), the
+    ratio is the paired one; the ratio of the two rows' own processes is kept beside it."""
     peers = {n: r["median_us"] for n, r in percall.items() if r["kind"] == "peer" and r["variant"] == variant}
     out: dict[str, Any] = {"label": label, "ours": ours, "limit": TARGET_RATIO, "peer": None, "ratio": None}
     mine = percall.get(ours, {}).get("median_us")
@@ -151,6 +174,9 @@ def _target(percall: dict[str, Any], label: str, ours: str, variant: str) -> dic
         return out
     fastest = min(peers, key=lambda n: peers[n])
     ratio = mine / peers[fastest]
+    if paired is not None and paired["peer"] == fastest:
+        out.update(ratio_across_processes=ratio, paired=paired)
+        ratio = paired["ratio"]
     tail = percall[ours]["p99_us"] / mine
     out.update(
         peer=fastest,

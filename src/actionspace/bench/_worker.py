@@ -64,6 +64,10 @@ def measure(group: str, p: Pass) -> None:
         from actionspace.bench._adapters import run_adapter_rows
 
         run_adapter_rows(p)
+    elif group == "paired":
+        from actionspace.bench._paired import run_paired
+
+        run_paired(p)
     else:
         from actionspace.bench._peers import run_peer
 
@@ -85,6 +89,8 @@ def preload(group: str) -> None:
         names = ("actionspace.discovery", "bm25s", "actionspace.bench._discovery")
     elif group == "adapters":
         names = ("actionspace.runtime", "actionspace.bench._adapters")
+    elif group == "paired":
+        names = ("actionspace.runtime", "actionspace.bench._ours", "actionspace.bench._paired", "agents")
     else:
         from actionspace.bench._peers import MODULES
 

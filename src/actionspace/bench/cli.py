@@ -38,8 +38,9 @@ def bench_command(
             help="Run only the paths whose name starts with PREFIX (repeatable), e.g. --only actionspace "
             "--only direct --only mcp. Batch rows match without their 'batch.' prefix. 'parallel' "
             "selects the parallel batches, the 100-node plan and the DAG; 'trim' the log trimming; "
-            "'discovery' the candidate selection over a 10,000-tool catalog; 'dbos' the durable plan "
-            "backend against the in-process scheduler (needs the PostgreSQL server binaries).",
+            "'discovery' the candidate selection over a 10,000-tool catalog; 'paired' rt.acall and "
+            "OpenAI Agents' call alternated in one process (the async-tool target's ratio); 'dbos' the "
+            "durable plan backend against the in-process scheduler (needs the PostgreSQL server binaries).",
             metavar="PREFIX",
         ),
     ] = None,
