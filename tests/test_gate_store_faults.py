@@ -71,6 +71,12 @@ def _down(store: Any, method: str) -> Callable[[], None]:
     return lambda: setattr(store, method, real)
 
 
+def _meter(rt: Runtime) -> Any:
+    guard = rt.engine.stages.guard
+    assert guard is not None and guard.meter is not None
+    return guard.meter
+
+
 def _unsent(obs: Any) -> None:
     assert obs.error is not None and obs.error.category == "transient", obs.error
     assert obs.error.details["sent"] is False and obs.error.retryable
@@ -79,7 +85,9 @@ def _unsent(obs: Any) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("method", ["find", "create"])
-def test_an_approval_store_that_does_not_answer_holds_the_call_unsent(url: str, mode: str, method: str) -> None:
+def test_an_approval_store_that_does_not_answer_holds_the_call_unsent(
+    url: str, mode: str, method: str
+) -> None:
     sent: list[int] = []
     with _runtime(url, sent) as rt:
         s = rt.session()
@@ -120,7 +128,7 @@ def test_a_budget_store_that_does_not_answer_admits_nothing(url: str, mode: str,
         s = rt.session()
         s.user("pay 5")
         arguments = '{"amount": 5}' if tool == "pay" else '{"account": "a"}'
-        up = _down(rt.engine.stages.guard.meter, "admit")
+        up = _down(_meter(rt), "admit")
         _unsent(_call(s, "a", mode, tool, arguments))
         assert sent == []
         up()
@@ -134,7 +142,7 @@ def test_a_budget_store_that_cannot_settle_keeps_the_committed_result(url: str, 
     with _runtime(url, sent, budgets=[Budget(calls=10, bytes=100_000)]) as rt:
         s = rt.session()
         s.user("pay 5")
-        up = _down(rt.engine.stages.guard.meter, "settle")
+        up = _down(_meter(rt), "settle")
         paid = _call(s, "a", mode)
         assert (paid.status, paid.data) == ("ok", "paid 5"), paid.error
         assert "StoreDown" in paid.diagnostics["budget_unsettled"]
@@ -152,7 +160,7 @@ def test_a_budget_store_that_cannot_settle_keeps_the_committed_result(url: str, 
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_run_state_store_that_does_not_answer_ends_the_turn_with_transient_answers(url: str, mode: str) -> None:
+def test_a_run_state_store_that_does_not_answer_ends_the_turn_transient(url: str, mode: str) -> None:
     """The run's state (its label, turn, pins) is saved before the model is shown anything that
     depends on it; when the store does not take it, each call of the turn answers ``transient``
     and the turn still returns (before, ``handle`` raised the driver's exception after the calls

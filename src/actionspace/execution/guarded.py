@@ -155,7 +155,8 @@ class Admission:
         try:
             meter.settle(reservation, actual)
         except Exception as exc:
-            return f"the budget store did not record this call's usage ({type(exc).__name__}: {said(exc)[:200]})"
+            why = f"{type(exc).__name__}: {said(exc)[:200]}"
+            return f"the budget store did not record this call's usage ({why})"
         return None
 
 
