@@ -12,8 +12,6 @@ connection), injected on SQLite and PostgreSQL, sync and async.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,20 +19,10 @@ import pytest
 from actionspace import Runtime
 from actionspace.policy.budget import Budget
 from actionspace.session import Session
+from tests import store_faults
+from tests.store_faults import down
 
-
-class StoreDown(Exception):
-    """What a driver raises when its database does not answer."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-    else:
-        from tests.pg import fresh_schema
-
-        yield from fresh_schema(request.getfixturevalue("pg_url"))
+url = store_faults.url  # the fixture: a fresh SQLite file or PostgreSQL schema
 
 
 def _runtime(url: str, sent: list[int], **options: Any) -> Runtime:
@@ -61,16 +49,6 @@ def _call(s: Session, call_id: str, mode: str, name: str = "pay", arguments: str
     return turn.observations[0]
 
 
-def _down(store: Any, method: str) -> Callable[[], None]:
-    real = getattr(store, method)
-
-    def raising(*args: Any, **kwargs: Any) -> Any:
-        raise StoreDown("the database does not answer")
-
-    setattr(store, method, raising)
-    return lambda: setattr(store, method, real)
-
-
 def _meter(rt: Runtime) -> Any:
     guard = rt.engine.stages.guard
     assert guard is not None and guard.meter is not None
@@ -92,7 +70,7 @@ def test_an_approval_store_that_does_not_answer_holds_the_call_unsent(
     with _runtime(url, sent) as rt:
         s = rt.session()
         s.user("pay 5")
-        up = _down(rt.approvals.store, method)
+        up = down(rt.approvals.store, method)
         _unsent(_call(s, "a", mode))
         assert sent == []
         up()
@@ -111,7 +89,7 @@ def test_an_approval_the_store_cannot_consume_is_unsent_and_runs_once_after(url:
         held = _call(s, "a", mode)
         assert held.error is not None and held.error.category == "needs_approval"
         rt.approvals.approve(held.error.details["request_id"], by="alice")
-        up = _down(rt.approvals.store, "update")
+        up = down(rt.approvals.store, "update")
         _unsent(_call(s, "b", mode))
         assert sent == []
         up()
@@ -128,7 +106,7 @@ def test_a_budget_store_that_does_not_answer_admits_nothing(url: str, mode: str,
         s = rt.session()
         s.user("pay 5")
         arguments = '{"amount": 5}' if tool == "pay" else '{"account": "a"}'
-        up = _down(_meter(rt), "admit")
+        up = down(_meter(rt), "admit")
         _unsent(_call(s, "a", mode, tool, arguments))
         assert sent == []
         up()
@@ -142,7 +120,7 @@ def test_a_budget_store_that_cannot_settle_keeps_the_committed_result(url: str, 
     with _runtime(url, sent, budgets=[Budget(calls=10, bytes=100_000)]) as rt:
         s = rt.session()
         s.user("pay 5")
-        up = _down(_meter(rt), "settle")
+        up = down(_meter(rt), "settle")
         paid = _call(s, "a", mode)
         assert (paid.status, paid.data) == ("ok", "paid 5"), paid.error
         assert "StoreDown" in paid.diagnostics["budget_unsettled"]
@@ -169,7 +147,7 @@ def test_a_run_state_store_that_does_not_answer_ends_the_turn_transient(url: str
     with _runtime(url, sent, budgets=[Budget(calls=10)]) as rt:
         s = rt.session()
         s.user("pay 5")
-        up = _down(rt.engine.runs.run_states, "save")
+        up = down(rt.engine.runs.run_states, "save")
         turn_obs = _call(s, "a", mode)
         assert turn_obs.error is not None and turn_obs.error.category == "transient", turn_obs.error
         up()

@@ -13,28 +13,16 @@ connection), injected on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actionspace import Runtime
 from actionspace.session import Session
+from tests import store_faults
+from tests.store_faults import down
 
-
-class StoreDown(Exception):
-    """What a driver raises when its database does not answer."""
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'a.db'}"
-    else:
-        from tests.pg import fresh_schema
-
-        yield from fresh_schema(request.getfixturevalue("pg_url"))
+url = store_faults.url  # the fixture: a fresh SQLite file or PostgreSQL schema
 
 
 def _runtime(url: str, sent: list[int]) -> Runtime:
@@ -56,16 +44,6 @@ def _pay(s: Session, call_id: str, mode: str) -> Any:
     return turn.observations[0]
 
 
-def _down(store: Any, method: str) -> Any:
-    real = getattr(store, method)
-
-    def raising(*args: Any, **kwargs: Any) -> Any:
-        raise StoreDown("the database does not answer")
-
-    setattr(store, method, raising)
-    return lambda: setattr(store, method, real)
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_an_intent_the_store_does_not_take_is_never_sent(url: str, mode: str) -> None:
     sent: list[int] = []
@@ -73,7 +51,7 @@ def test_an_intent_the_store_does_not_take_is_never_sent(url: str, mode: str) ->
         s = rt.session()
         s.user("pay 5")
         ledger = rt.engine.ledger
-        up = _down(ledger, "begin_unless_pending" if hasattr(ledger, "begin_unless_pending") else "begin")
+        up = down(ledger, "begin_unless_pending" if hasattr(ledger, "begin_unless_pending") else "begin")
         first = _pay(s, "a", mode)
         assert first.error is not None and first.error.category == "transient", first.error
         assert first.error.details["sent"] is False and first.error.retryable
@@ -89,7 +67,7 @@ def test_an_outcome_the_store_does_not_take_is_kept_and_replayed(url: str, mode:
     with _runtime(url, sent) as rt:
         s = rt.session()
         s.user("pay 5")
-        up = _down(rt.engine.ledger, "transition")
+        up = down(rt.engine.ledger, "transition")
         first = _pay(s, "a", mode)
         assert (first.status, first.data) == ("ok", "paid 5"), first.error
         key = first.diagnostics["idempotency_key"]
