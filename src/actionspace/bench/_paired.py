@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import statistics
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from actionspace.bench._timing import Pass
+from actionspace.bench._timing import Pass, timed_async
 from actionspace.bench._workload import ARGS_JSON, VARIANTS, add_async, openai_calls
 
 __all__ = ["PAIRED_PEER", "PAIRED_ROW", "measure_pairs", "run_paired"]
@@ -60,13 +59,7 @@ def peer_caller() -> Caller:
 
 
 async def _block(call: Caller, n: int) -> float:
-    clock = time.perf_counter_ns
-    samples = [0] * n
-    for i in range(n):
-        t0 = clock()
-        await call(i)
-        samples[i] = clock() - t0
-    return statistics.median(samples) / 1e3
+    return statistics.median(await timed_async(call, n)) / 1e3
 
 
 async def measure_pairs(ours: Caller, peer: Caller, blocks: int, size: int = BLOCK_SIZE) -> dict[str, Any]:

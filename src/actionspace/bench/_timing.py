@@ -14,7 +14,16 @@ from typing import Any
 
 from actionspace.bench._workload import BATCH, SLOW_S
 
-__all__ = ["Pass", "matches", "summarize", "time_async", "time_batch", "time_sync", "warmup_count"]
+__all__ = [
+    "Pass",
+    "matches",
+    "summarize",
+    "time_async",
+    "time_batch",
+    "time_sync",
+    "timed_async",
+    "warmup_count",
+]
 
 SyncFn = Callable[[int], Any]
 AsyncFn = Callable[[int], Awaitable[Any]]
@@ -45,6 +54,11 @@ async def time_async(afn: AsyncFn, n: int) -> list[int]:
     for i in range(warmup_count(n)):
         await afn(i)
     gc.collect()
+    return await timed_async(afn, n)
+
+
+async def timed_async(afn: AsyncFn, n: int) -> list[int]:
+    """Nanoseconds of each of ``n`` awaited calls ``afn(i)``, without a warm-up."""
     clock = time.perf_counter_ns
     out = [0] * n
     for i in range(n):
