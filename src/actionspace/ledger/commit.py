@@ -270,9 +270,7 @@ def protocol(
         else:
             begun = store.begin(sent)
     except Exception as exc:  # the store did not take the intent (locked, full, gone): nothing is sent
-        why = f"{type(exc).__name__}: {said(exc)[:200]}"
-        message = f"the ledger could not record the intent ({why}); nothing was sent"
-        return fail(ActionError.of("transient", message, details={"sent": False}))
+        return fail(ActionError.unsent("the ledger could not record the intent", exc))
     point("after_intent")
     led = _Ledger(store, begun.entry, record)
     if begun.created:
