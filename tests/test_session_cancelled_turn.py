@@ -137,3 +137,51 @@ def test_a_query_tool_of_a_cancelled_turn_is_settled_by_its_status(url: str, com
     assert len(sends) == (1 if committed else 2)  # sent again only when it is known not to have landed
     if committed:
         assert again.diagnostics.get("resolved_by") == "status_query"
+
+
+def test_a_process_keeps_a_bounded_memory_of_the_sends_it_abandoned(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived process (a gateway whose clients disconnect) abandons sends for as long as it
+    runs: it remembers the latest ``_MAX_ABANDONED`` of them, not every one, and the latest is
+    still settled at once when proposed again."""
+    from actionspace.ledger import commit
+
+    monkeypatch.setattr(commit, "_MAX_ABANDONED", 3)
+    monkeypatch.setattr(commit, "_ABANDONED", {})
+    sent: list[int] = []
+    rt = Runtime(url)
+
+    def message(call_id: str, amount: int) -> dict[str, Any]:
+        function = {"name": "pay", "arguments": f'{{"amount": {amount}}}'}
+        call = {"id": call_id, "type": "function", "function": function}
+        return {"role": "assistant", "tool_calls": [call]}
+
+    async def main() -> tuple[Any, float]:
+        started = asyncio.Event()
+
+        @rt.tool(effect="write")
+        async def pay(amount: int) -> str:
+            """Pay an amount."""
+            sent.append(amount)
+            started.set()
+            await asyncio.sleep(0.5)
+            return "paid"
+
+        s = rt.session()
+        await s.auser("pay them all")
+        for amount in range(1, 8):
+            started.clear()
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(s.ahandle(message(f"a{amount}", amount)), timeout=0.05)
+            assert started.is_set()
+        assert len(commit._ABANDONED) == 3
+        t0 = time.monotonic()
+        again = (await s.ahandle(message("b", 7))).observations[0]
+        return again, time.monotonic() - t0
+
+    with rt:
+        again, waited = asyncio.run(main())
+    assert again.error is not None and again.error.category == "unknown_commit", again.error
+    assert waited < 5
+    assert sent == list(range(1, 8))

@@ -168,9 +168,12 @@ class _Ledger:
         return True
 
 
-_ABANDONED: set[tuple[int, str]] = set()
+_ABANDONED: dict[tuple[int, str], None] = {}
 """(store, key) of entries whose send this process abandoned: no caller of this process holds
-them, so a new proposal settles them (resend, status query or ``unknown_commit``) at once."""
+them, so a new proposal settles them (resend, status query or ``unknown_commit``) at once. Past
+:data:`_MAX_ABANDONED` the oldest is forgotten (a proposal of it then reads ``transient``, another
+caller executing it, as one of a crashed process's does until ``recover()`` settles it)."""
+_MAX_ABANDONED = 10_000
 
 
 _SETTLED: tuple[LedgerState, ...] = ("committed", "failed", "unknown_commit")
@@ -209,15 +212,20 @@ def _unrecorded(led: _Ledger) -> LedgerEntry | None:
     return None
 
 
+def _note_abandoned(store: LedgerStore, key: str) -> None:
+    with _UNRECORDED_LOCK:
+        if len(_ABANDONED) >= _MAX_ABANDONED:
+            del _ABANDONED[next(iter(_ABANDONED))]
+        _ABANDONED[(id(store), key)] = None
+
+
 def _was_abandoned(store: LedgerStore, key: str) -> bool:
     """True (once) when this process abandoned the send of ``key`` on ``store``."""
     if not _ABANDONED:
         return False
     with _UNRECORDED_LOCK:
         slot = (id(store), key)
-        found = slot in _ABANDONED
-        _ABANDONED.discard(slot)
-    return found
+        return _ABANDONED.pop(slot, False) is None
 
 
 def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
@@ -357,8 +365,7 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         except Abandoned:
             cut = ActionError.of("unknown_commit", "the caller was cancelled while the tool ran")
             if led.move(("dispatched",), "unknown", error=cut.to_dict()):
-                with _UNRECORDED_LOCK:
-                    _ABANDONED.add((id(led.store), led.entry.key))
+                _note_abandoned(led.store, led.entry.key)
             raise
         assert outcome is not None
         point("after_response")
