@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from actionspace.errors import ActionError
-from actionspace.plan.schema import PLAN_SCHEMA
-from actionspace.runtime import TOOL_ATTRIBUTE, Runtime
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
 
 __all__ = ["plan_app"]
 
@@ -24,6 +23,8 @@ plan_app = typer.Typer(
 @plan_app.command("schema")
 def schema_command() -> None:
     """Print the JSON Schema of a plan (give it to a model that should propose plans)."""
+    from actionspace.plan.schema import PLAN_SCHEMA
+
     typer.echo(json.dumps(PLAN_SCHEMA, indent=2))
 
 
@@ -45,6 +46,7 @@ def check_command(
     ``Runtime.run_plan``). Without ``--tools`` every named tool is taken as an open, read-only
     tool, so schemas and permissions are not checked; say ``--tools`` to check them too.
     """
+    from actionspace.errors import ActionError
     from actionspace.plan.run import preflight
 
     text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
@@ -64,6 +66,8 @@ def check_command(
 
 
 def _runtime(spec: str) -> Runtime:
+    from actionspace.runtime import TOOL_ATTRIBUTE, Runtime
+
     module, _, attribute = spec.partition(":")
     if not module or not attribute:
         raise typer.BadParameter("--tools takes module:attribute")
@@ -82,6 +86,7 @@ def _runtime(spec: str) -> Runtime:
 def _open_runtime(data: Any) -> Runtime:
     """A runtime where every tool the plan names exists, open and read-only (structure checks only)."""
     from actionspace.catalog.spec import ToolSpec
+    from actionspace.runtime import Runtime
 
     rt = Runtime("memory://", recover_on_start=False)
     nodes = data.get("nodes") if isinstance(data, dict) else None

@@ -164,7 +164,7 @@ def _mount_eval() -> None:
         help="Replay BFCL's 800 multi-turn ground truths as plans and check the backends' state.",
     )(eval_bfcl_multiturn)
 
-    from actionspace.evaluation.agentdojo import eval_agentdojo_command
+    from actionspace.evaluation.agentdojo_cli import eval_agentdojo_command
 
     eval_app.command(
         "agentdojo",

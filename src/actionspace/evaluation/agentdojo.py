@@ -17,17 +17,21 @@ as in the AgentDojo paper: utility, utility under attack, targeted attack succes
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-import typer
+from typing import Any
 
 from actionspace.evaluation._agentdojo_policies import argument_policy, field_trust
 from actionspace.evaluation._agentdojo_replay import Approver, PairResult, SimulatedUser, SuiteReplay
 from actionspace.evaluation._agentdojo_tools import TOOL_LABELS
+from actionspace.evaluation.agentdojo_cli import (
+    DEFAULT_BENCHMARK_VERSION,
+    POLICIES,
+    SUITES,
+    Mode,
+    PolicyName,
+    eval_agentdojo_command,
+)
 from actionspace.policy import DEFAULT_FLOW_POLICY, FlowPolicy, NoSecretToExternalSink, UntrustedWrites
 from actionspace.policy.provenance_stage import ProvenanceStage
 
@@ -44,19 +48,6 @@ __all__ = [
     "run_agentdojo",
     "summarize",
 ]
-
-SUITES: tuple[str, ...] = ("workspace", "travel", "banking", "slack")
-DEFAULT_BENCHMARK_VERSION = "v1.2.2"
-"""The newest task set in agentdojo 0.1.35 (97 user tasks, 26 injection tasks with a ground truth)."""
-
-PolicyName = Literal["provenance", "strict", "default", "none"]
-POLICIES: tuple[PolicyName, ...] = ("provenance", "strict", "default", "none")
-"""``provenance``: ``NoSecretToExternalSink()`` and the operator's per-argument provenance rules
-(:mod:`actionspace.evaluation._agentdojo_policies`); ``strict``: the default flow policy and
-``UntrustedWrites(on="ask")``; ``default``: the runtime's ``DEFAULT_FLOW_POLICY``; ``none``: no
-flow policy (the undefended baseline)."""
-
-Mode = Literal["benign", "attack"]
 
 PUBLISHED: Mapping[str, Mapping[str, Any]] = {
     "camel": {
@@ -232,133 +223,3 @@ def summarize(results: Sequence[PairResult], config: AgentDojoConfig, *, seconds
         "published": {k: dict(v) for k, v in PUBLISHED.items()},
         "seconds": round(seconds, 2),
     }
-
-
-def _failures(results: Iterable[PairResult]) -> list[dict[str, Any]]:
-    """Results that a reader should look at: lost utility, a false block, or a successful attack."""
-    return [
-        r.to_dict()
-        for r in results
-        if (r.injection_task is None and not r.utility) or r.false_blocks or r.attack_success or r.errors
-    ]
-
-
-def eval_agentdojo_command(
-    mode: Annotated[
-        str, typer.Option(help="benign (the 97 user tasks) or attack (plus every pair).")
-    ] = "benign",
-    suite: Annotated[
-        list[str] | None, typer.Option(help="Suite (repeatable): workspace, travel, banking, slack.")
-    ] = None,
-    policy: Annotated[
-        str,
-        typer.Option(
-            help="provenance (per-argument rules), strict (default & UntrustedWrites), default, "
-            "or none (undefended)."
-        ),
-    ] = "provenance",
-    approver: Annotated[
-        str, typer.Option(help="task: the simulated user approves its own task's calls; deny: refuses all.")
-    ] = "task",
-    benchmark_version: Annotated[str, typer.Option(help="AgentDojo task-set version.")] = (
-        DEFAULT_BENCHMARK_VERSION
-    ),
-    user_tasks: Annotated[
-        int | None, typer.Option(min=1, help="Only the first N user tasks per suite.")
-    ] = None,
-    injection_tasks: Annotated[
-        int | None, typer.Option(min=1, help="Only the first N injection tasks per suite.")
-    ] = None,
-    details: Annotated[bool, typer.Option(help="With --json: also list every failing task or pair.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-) -> None:
-    """AgentDojo's ground truths through the runtime, scored by AgentDojo's own checks.
-
-    Prints utility, utility under attack, targeted attack success rate, false blocks and approvals
-    asked, per suite and overall. Exit 1 on a bad option.
-    """
-    from rich.console import Console
-
-    console = Console(stderr=True)
-    if mode not in ("benign", "attack") or policy not in POLICIES or approver not in ("task", "deny"):
-        console.print(f"[red]bad option:[/red] mode={mode!r} policy={policy!r} approver={approver!r}")
-        raise typer.Exit(1)
-    try:
-        import agentdojo  # noqa: F401
-    except ImportError as exc:
-        console.print("[red]agentdojo is not installed:[/red] pip install 'agentdojo==0.1.35' (dev extra)")
-        raise typer.Exit(1) from exc
-    config = AgentDojoConfig(
-        mode=mode,  # type: ignore[arg-type]
-        suites=tuple(suite) if suite else SUITES,
-        benchmark_version=benchmark_version,
-        policy=policy,
-        approver=approver,  # type: ignore[arg-type]
-        user_tasks=user_tasks,
-        injection_tasks=injection_tasks,
-    )
-    started = time.perf_counter()
-    try:
-        results = run_agentdojo(config) if json_out else _with_bar(config, console)
-    except KeyError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    report = summarize(results, config, seconds=time.perf_counter() - started)
-    if json_out:
-        if details:
-            report["failures"] = _failures(results)
-        typer.echo(json.dumps(report, indent=2))
-        return
-    _table(report)
-
-
-def _with_bar(config: AgentDojoConfig, console: Any) -> list[PairResult]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
-        job = bar.add_task(f"AgentDojo {config.mode}", total=None)
-
-        def step(_: str, n: int) -> None:
-            if bar.tasks[0].total is None:
-                bar.update(job, total=n)
-            else:
-                bar.advance(job, n)
-
-        return run_agentdojo(config, progress=step)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
-def _table(report: Mapping[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(
-        title=f"{report['benchmark']} · {report['mode']} · policy {report['policy']} · "
-        f"approver {report['approver']} · {report['seconds']} s"
-    )
-    for column in ("suite", "utility", "utility under attack", "targeted ASR", "false blocks", "approvals"):
-        table.add_column(column)
-    rows = [*report["suites"].items(), ("overall", report["overall"])]
-    for name, f in rows:
-        table.add_row(
-            name,
-            f"{_pct(f['utility'])} ({f['tasks_solved']}/{f['tasks']})",
-            _pct(f["utility_under_attack"]),
-            f"{_pct(f['attack_success_rate'])} ({f['attacks_succeeded']}/{f['pairs']})",
-            str(f["false_blocks"]),
-            str(f["approvals_asked"]),
-        )
-    Console().print(table)
-    Console().print(
-        "published: CaMeL 77 % utility with provable security (84 % undefended); "
-        "Progent ASR 41.2 % → 2.2 % (sources: docs/agentdojo.md)"
-    )

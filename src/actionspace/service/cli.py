@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError
-from actionspace.policy.principal import Principal
-from actionspace.runtime import Runtime
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the runtime is imported by the command, not by ``actionspace --help``
     from fastapi import FastAPI
+
+    from actionspace.policy.principal import Principal
+    from actionspace.runtime import Runtime
 
 __all__ = ["Served", "prepare", "serve_command"]
 
@@ -67,6 +67,8 @@ def prepare(
 
             rt = demo_runtime(url, stack)
         else:
+            from actionspace.runtime import Runtime
+
             rt = Runtime(url)
             stack.callback(rt.close)
         for item in _load_tools(tools):
@@ -88,6 +90,8 @@ def _read_tokens(path: str | None) -> dict[str, Principal]:
     """The token table of ``--tokens FILE`` (empty without one)."""
     if path is None:
         return {}
+    from actionspace.policy.principal import Principal
+
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(data, dict):
@@ -99,6 +103,8 @@ def _read_tokens(path: str | None) -> dict[str, Principal]:
 
 def _load_tools(refs: Iterable[str]) -> list[Any]:
     """``module:attr`` → the ToolSpec, ``@tool`` function, or list of them it names."""
+    from actionspace.catalog.spec import ToolSpec
+
     out: list[Any] = []
     for ref in refs:
         module_name, sep, attr = ref.partition(":")
