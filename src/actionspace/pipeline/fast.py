@@ -31,7 +31,7 @@ which the trace store expands into the events the stages record. After the tool 
 plain result shaped without cutting anything gets its envelope here and is folded into that
 record; anything else (failures, trimming, artifacts, retries) goes through
 :func:`~actionspace.pipeline.observe.observe`, as on the general path. The flow state records
-what the model was shown as ``FlowState.observed`` does (:func:`shown`).
+what the model was shown as ``FlowState.observed`` does (``FlowState.observed_as``).
 ``tests/pipeline/test_fast.py`` shows the two paths produce the same events, observations and
 flow state over generated tools and calls.
 """
@@ -57,7 +57,7 @@ from actionspace.parse import ParseResult
 from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
-from actionspace.policy.flow import MAX_IDS_PER_LABEL, MAX_REMEMBERED, FlowState, spec_label
+from actionspace.policy.flow import spec_label
 from actionspace.policy.flow_policies import FlowPolicy
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
@@ -454,7 +454,7 @@ class FastPath:
             plain = plain_observation(spec, call_id, value, label, artifacts, now)
             if isinstance(plain, Observation):  # folded into the call's record
                 rec.call = (*held[:8], next(seq), now, plain.content_hash)
-                shown(flow, plain, label, within)
+                flow.observed_as(plain, label, within)
                 return plain
             shaped = plain  # shaped and cut (or None): observe() takes it as it is
         else:
@@ -467,35 +467,5 @@ class FastPath:
             rec=rec,
             shaped=shaped,
         )
-        shown(flow, obs, label, within)
+        flow.observed_as(obs, label, within)
         return obs
-
-
-def _open(state: FlowState, label: Label) -> bool:
-    """True when ``state`` still keeps more call ids for ``label``."""
-    ids = state._groups.get(label)
-    return ids is None or len(ids) < MAX_IDS_PER_LABEL
-
-
-def shown(state: FlowState, obs: Observation, label: Label, within: Label | None = None) -> None:
-    """``state.observed(obs)`` for an observation shaped with output label ``label``.
-
-    Its label is known: a result carries ``label`` in its provenance and an error made from a
-    failed outcome reads the pending ``label``, so the label is not read back from the tags.
-    An observation with an artifact goes through ``observed`` itself (it remembers the artifact).
-    ``within``: a run label that ``label`` adds nothing to. While it is still the run label and
-    the call ids kept for ``label`` are at their cap, joining ``label`` in changes nothing.
-    """
-    if obs.artifact_ref is not None or obs.items:
-        state.observed(obs)
-        return
-    call_id = obs.call_id
-    seen = state.seen
-    with state._lock:  # the flow state's own lock and join, taken as observed() takes them
-        state.pending.pop(call_id, None)
-        if within is not state.context or (label is not PUBLIC_TRUSTED and _open(state, label)):
-            state._add(call_id, label)
-        seen[call_id] = (label, obs.data)
-        seen.move_to_end(call_id)
-        while len(seen) > MAX_REMEMBERED:
-            seen.popitem(last=False)

@@ -230,6 +230,29 @@ class FlowState:
             self._trim()
         return label
 
+    def observed_as(self, obs: Observation, label: Label, within: Label | None = None) -> None:
+        """:meth:`observed` of an observation shaped with output label ``label`` (the precompiled
+        path): a result carries ``label`` in its provenance and an error made from a failed
+        outcome reads the pending ``label``, so the label is not read back from the tags. One with
+        items or an artifact goes through :meth:`observed` itself (it remembers the artifact).
+        ``within``: a run label that ``label`` adds nothing to; while it is still the run label
+        and the call ids kept for ``label`` are at their cap, joining ``label`` changes nothing.
+        """
+        if obs.artifact_ref is not None or obs.items:
+            self.observed(obs)
+            return
+        call_id, seen = obs.call_id, self.seen
+        with self._lock:
+            self.pending.pop(call_id, None)
+            if within is not self.context or (
+                label is not PUBLIC_TRUSTED and len(self._groups.get(label, ())) < MAX_IDS_PER_LABEL
+            ):
+                self._add(call_id, label)
+            seen[call_id] = (label, obs.data)
+            seen.move_to_end(call_id)
+            while len(seen) > MAX_REMEMBERED:
+                seen.popitem(last=False)
+
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
         self.observed_taken((obs, taken(obs)) for obs in observations)
