@@ -112,15 +112,9 @@ def eval_agentdojo_command(
 
 
 def _with_bar(config: AgentDojoConfig, console: Any) -> list[PairResult]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from actionspace.evaluation.eval_cli import counted_bar
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
+    with counted_bar(console) as bar:
         job = bar.add_task(f"AgentDojo {config.mode}", total=None)
 
         def step(_: str, n: int) -> None:

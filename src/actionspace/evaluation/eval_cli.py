@@ -16,7 +16,7 @@ from actionspace._loader import load_callable
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.outcomes import LAYERS, TaskOutcome
 
-__all__ = ["eval_suite_command", "load_suite"]
+__all__ = ["counted_bar", "eval_suite_command", "load_suite"]
 
 
 def load_suite(spec: str) -> object:
@@ -33,6 +33,17 @@ def load_suite(spec: str) -> object:
         categories = [c for c in spec.partition(":")[2].split(",") if c] or None
         return bfcl_suite(categories)
     return load(spec)
+
+
+def counted_bar(console: Console) -> Progress:
+    """The progress bar of an evaluation: its task's name, the bar, done of total, time taken."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
 
 
 def eval_suite_command(
@@ -146,13 +157,7 @@ def eval_suite_command(
         )
     total = min(sum(1 for t in loaded.tasks if runnable(t)), limit or 10**9) * len(variants)
     outcomes: list[TaskOutcome] = []
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
+    with counted_bar(console) as bar:
         job = bar.add_task(f"{loaded.name} × {policy}", total=total)
         try:
             outcomes = evaluate(
