@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+from fastapi.testclient import TestClient
+
 from tests.service.apptools import bearer, served
 
 ADMIN = bearer("admin-token")
@@ -188,3 +191,56 @@ def test_resolving_as_not_committed_marks_the_entry_failed() -> None:
         assert body["state"] == "failed" and body["resolution"]["outcome"] == "failed"
         bad = client.post(f"/api/ledger/{key}/resolve", json={"outcome": "maybe"}, headers=ADMIN)
         assert bad.status_code == 422
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "postgres"])
+def test_a_decision_the_store_cannot_record_is_503_transient_and_can_be_made_again(driver: str) -> None:
+    """An operator approving while the store does not answer (SQLite locked past its busy timeout,
+    PostgreSQL's connection lost) is told to try again, not that the service failed; nothing was
+    decided, and the same decision made again goes through."""
+    import sqlite3
+
+    import psycopg
+
+    failure: Exception = (
+        sqlite3.OperationalError("database is locked")
+        if driver == "sqlite"
+        else psycopg.OperationalError("server closed the connection unexpectedly")
+    )
+    with served() as (_, rt, world, _signalling, app):
+        client = TestClient(app, raise_server_exceptions=False)  # answered as a server answers it
+        held = rt.call(_pay(), run_id="r1", node_id="n1")
+        assert held.error is not None
+        request_id = held.error.details["request_id"]
+        real = rt.approvals.store.update
+
+        def down(*args: Any, **kwargs: Any) -> Any:
+            raise failure
+
+        rt.approvals.store.update = down  # type: ignore[method-assign]
+        refused = client.post(f"/api/approvals/{request_id}/approve", headers=APPROVER)
+        rt.approvals.store.update = real  # type: ignore[method-assign]
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Retry-After"] == "1"
+        error = refused.json()["error"]
+        assert error["category"] == "transient" and "did not answer" in error["message"]
+        assert client.get(f"/api/approvals/{request_id}", headers=APPROVER).json()["status"] == "pending"
+        again = client.post(f"/api/approvals/{request_id}/approve", headers=APPROVER)
+        assert again.status_code == 200 and again.json()["status"] == "approved"
+        resumed = app.state.runner.resumed(request_id, "r1")  # no run here waited: the service sends it
+        assert resumed is not None and resumed.result(timeout=10) == "ok"
+        assert world.payments == [{"id": "p1", "to": "acct-9", "amount": 500}]  # once
+
+
+def test_a_failure_of_the_service_itself_is_still_500_internal() -> None:
+    with served() as (_, rt, _world, _signalling, app):
+        client = TestClient(app, raise_server_exceptions=False)
+        held = rt.call(_pay(), run_id="r1", node_id="n1")
+        assert held.error is not None
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug")
+
+        rt.approvals.store.update = broken  # type: ignore[method-assign]
+        answer = client.post(f"/api/approvals/{held.error.details['request_id']}/approve", headers=APPROVER)
+        assert answer.status_code == 500 and answer.json()["error"]["category"] == "internal"

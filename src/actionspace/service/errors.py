@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -13,7 +15,7 @@ from starlette.routing import Match
 from actionspace.errors import ApiError
 from actionspace.service.models import ErrorResponse
 
-__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
+__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers", "store_unavailable"]
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
@@ -37,6 +39,21 @@ def _body(message: str, category: str | None = None) -> dict[str, Any]:
     if category is not None:
         error["category"] = category
     return {"error": error}
+
+
+_SQLITE_BUSY: Final = ("locked", "busy", "disk i/o error", "unable to open")
+"""What SQLite says when the file did not answer (another writer past the busy timeout, the disk)."""
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` is a store's driver saying its database did not answer: SQLite locked or
+    busy past its timeout, or its file unreadable; PostgreSQL's connection lost or refused, or its
+    pool out of connections. A request that failed so may succeed when asked again."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return any(word in text for word in _SQLITE_BUSY)
+    psycopg = sys.modules.get("psycopg")  # loaded only where a PostgreSQL store is in use
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
 
 
 def _allowed(app: FastAPI, request: Request) -> list[str]:
@@ -72,6 +89,9 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse(_body(exc.message, exc.category), status_code=exc.status)
 
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        if store_unavailable(exc):  # not a failure of the service: ask again
+            message = f"the store did not answer ({type(exc).__name__}: {exc}); try again"
+            return JSONResponse(_body(message, "transient"), status_code=503, headers={"Retry-After": "1"})
         message = f"the service failed: {type(exc).__name__}"  # details stay in the server's log
         return JSONResponse(_body(message, "internal"), status_code=500)
 
