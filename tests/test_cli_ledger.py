@@ -54,3 +54,34 @@ def test_an_unknown_ledger_key_is_an_error_exit(tmp_path: Path) -> None:
     assert shown.exit_code == 1 and "no ledger entry as1_missing" in shown.output
     listed = runner.invoke(app, ["ledger", "list", "--store", store, "--json"])
     assert listed.exit_code == 0 and json.loads(listed.stdout) == []
+
+
+def test_a_decision_the_store_cannot_record_is_one_line_and_can_be_made_again(tmp_path: Path) -> None:
+    """``actionspace approvals approve`` while the file is locked past its busy timeout: one line
+    saying the store did not answer, exit 1, nothing decided; the same command again decides it."""
+    import subprocess
+    import sys
+
+    store = f"sqlite:///{tmp_path / 'as.db'}"
+    request_id = _pending(tmp_path / "as.db")
+    argv = ["approvals", "approve", request_id, "--by", "alice", "--store", store]
+    script = (
+        "import sqlite3, sys\n"
+        "from actionspace.ledger.sqlite_approvals import SqliteApprovalStore\n"
+        "def locked(*args, **kwargs):\n"
+        "    raise sqlite3.OperationalError('database is locked')\n"
+        "SqliteApprovalStore.update = locked\n"
+        f"sys.argv = ['actionspace', *{argv!r}]\n"
+        "from actionspace.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "actionspace: the store did not answer (OperationalError: database is locked); try again"
+    _mount()
+    shown = runner.invoke(app, ["approvals", "show", request_id, "--store", store])
+    assert json.loads(shown.stdout)["status"] == "pending"
+    approved = runner.invoke(app, argv)
+    assert approved.exit_code == 0 and f"{request_id}: approved by alice" in approved.output

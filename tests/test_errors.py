@@ -131,3 +131,22 @@ def test_no_public_module_defines_an_exception_of_its_own() -> None:
             ):
                 found.append(f"{'/'.join(parts)}.py: {node.name}")
     assert found == []
+
+
+def test_a_store_that_did_not_answer_is_told_from_a_failure_of_ours() -> None:
+    import sqlite3
+
+    import psycopg
+    import psycopg_pool
+
+    from actionspace.errors import store_unavailable
+
+    assert store_unavailable(sqlite3.OperationalError("database is locked"))
+    assert store_unavailable(sqlite3.OperationalError("database table is locked: ledger_entries"))
+    assert store_unavailable(sqlite3.OperationalError("disk I/O error"))
+    assert store_unavailable(psycopg.OperationalError("server closed the connection unexpectedly"))
+    assert store_unavailable(psycopg_pool.PoolTimeout("couldn't get a connection after 30.00 sec"))
+    assert not store_unavailable(sqlite3.OperationalError("no such table: ledger_entries"))  # a bug
+    assert not store_unavailable(sqlite3.IntegrityError("UNIQUE constraint failed"))
+    assert not store_unavailable(psycopg.errors.UndefinedTable("relation does not exist"))
+    assert not store_unavailable(ValueError("database is locked"))

@@ -372,7 +372,19 @@ def main() -> None:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     _mount()
-    app()
+    try:
+        app()
+    except Exception as exc:
+        from actionspace.errors import store_unavailable
+
+        if not store_unavailable(exc):
+            raise
+        # the database did not answer (locked past its busy timeout, a lost connection): one
+        # line, as for any other refusal, not a traceback
+        print(
+            f"actionspace: the store did not answer ({type(exc).__name__}: {exc}); try again", file=sys.stderr
+        )
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ The tree::
     Abandoned (exception thrown into a write's commit protocol when its caller was cancelled
                while the tool ran; the protocol notes the entry unknown and re-raises it)
 
+``store_unavailable(exc)`` tells a store driver's "the database did not answer" (SQLite locked or
+busy, PostgreSQL's connection lost) from other failures: the service answers it ``503 transient``,
+the command line with one line, neither as a failure of its own.
+
 The classes are defined here and re-exported where they are raised (``actionspace.plan``,
 ``actionspace.trace.store``, ``actionspace.evaluation.*``, ``actionspace.service.errors``), so
 either import path works. This module imports the standard library and ``actionspace._canonical``
@@ -59,6 +63,8 @@ either import path works. This module imports the standard library and ``actions
 from __future__ import annotations
 
 import math
+import sqlite3
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast, get_args
@@ -89,6 +95,7 @@ __all__ = [
     "ToolError",
     "UnknownToolError",
     "said",
+    "store_unavailable",
 ]
 
 Category = Literal[
@@ -403,3 +410,18 @@ class ApiError(ActionspaceError):
         self.status = status
         self.message = message
         self.category = category
+
+
+_SQLITE_BUSY: Final = ("locked", "busy", "disk i/o error", "unable to open")
+"""What SQLite says when the file did not answer (another writer past the busy timeout, the disk)."""
+
+
+def store_unavailable(exc: BaseException) -> bool:
+    """True when ``exc`` is a store's driver saying its database did not answer: SQLite locked or
+    busy past its timeout, or its file unreadable; PostgreSQL's connection lost or refused, or its
+    pool out of connections. A request that failed so may succeed when asked again."""
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        return any(word in text for word in _SQLITE_BUSY)
+    psycopg = sys.modules.get("psycopg")  # loaded only where a PostgreSQL store is in use
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError)

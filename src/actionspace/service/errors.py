@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-import sys
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -12,10 +10,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from actionspace.errors import ApiError
+from actionspace.errors import ApiError, store_unavailable
 from actionspace.service.models import ErrorResponse
 
-__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers", "store_unavailable"]
+__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
@@ -39,21 +37,6 @@ def _body(message: str, category: str | None = None) -> dict[str, Any]:
     if category is not None:
         error["category"] = category
     return {"error": error}
-
-
-_SQLITE_BUSY: Final = ("locked", "busy", "disk i/o error", "unable to open")
-"""What SQLite says when the file did not answer (another writer past the busy timeout, the disk)."""
-
-
-def store_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` is a store's driver saying its database did not answer: SQLite locked or
-    busy past its timeout, or its file unreadable; PostgreSQL's connection lost or refused, or its
-    pool out of connections. A request that failed so may succeed when asked again."""
-    if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return any(word in text for word in _SQLITE_BUSY)
-    psycopg = sys.modules.get("psycopg")  # loaded only where a PostgreSQL store is in use
-    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
 
 
 def _allowed(app: FastAPI, request: Request) -> list[str]:
