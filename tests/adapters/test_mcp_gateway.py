@@ -258,3 +258,32 @@ def test_every_gateway_call_is_in_the_trace_of_its_run(gateway: Gateway) -> None
     assert "candidates_offered" in kinds
     assert {"validated", "authorized", "observation"} <= set(kinds)
     assert gateway.runtime.call(ToolCall(name="lookup_customer", arguments={"customer_id": "c2"})).ok
+
+
+def test_a_store_that_does_not_answer_before_a_call_is_transient_not_internal(
+    gateway: Gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's offer, made before a call the client did not list for, reads and saves the run
+    in the store: a database locked past its busy timeout then is a reason to ask again (the
+    ledger keeps a repeated write to one send), not a failure to report to the gateway's makers."""
+    import sqlite3
+
+    real = gateway.runtime.offer
+
+    def locked(*args: object, **kwargs: object) -> object:
+        raise sqlite3.OperationalError("database is locked")
+
+    async def calls() -> tuple[types.CallToolResult, types.CallToolResult]:
+        async with client(gateway) as c:
+            monkeypatch.setattr(gateway.runtime, "offer", locked)
+            refused = await c.call_tool("create_ticket", {"customer_id": "c1", "title": "broken"})
+            monkeypatch.setattr(gateway.runtime, "offer", real)
+            again = await c.call_tool("create_ticket", {"customer_id": "c1", "title": "broken"})
+            return refused, again
+
+    refused, again = anyio.run(calls)
+    error = error_of(refused)
+    assert error["category"] == "transient", error
+    assert "did not answer" in error["message"]
+    assert not again.is_error, text_of(again)
+    assert _desk(gateway, "tickets", tmp_path) == 1

@@ -64,7 +64,7 @@ from actionspace.adapters._gateway_results import to_call_result
 from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, ConfigurationError
+from actionspace.errors import ActionError, ConfigurationError, store_unavailable
 from actionspace.policy.principal import Principal, authorize
 from actionspace.runtime import Runtime
 from actionspace.types import Observation, ToolCall
@@ -282,10 +282,15 @@ class Gateway:
             obs = await self.runtime.acall(
                 ToolCall(name=name, arguments=args), run_id=run_id, node_id=node, principal=principal
             )
-        except Exception as exc:  # never an exception at the client: a typed internal error
-            _log.exception("gateway: tools/call %s failed", name)
-            error = ActionError.of("internal", f"the gateway failed: {type(exc).__name__}: {str(exc)[:300]}")
-            obs = Observation.failure(error, call_id=f"{run_id}:internal", tool=name[:200])
+        except Exception as exc:  # never an exception at the client: a typed error
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if store_unavailable(exc):  # ask again: the ledger keeps a repeated write to one send
+                _log.warning("gateway: tools/call %s: the store did not answer (%s)", name, why)
+                error = ActionError.of("transient", f"the store did not answer ({why}); ask again")
+            else:
+                _log.exception("gateway: tools/call %s failed", name)
+                error = ActionError.of("internal", f"the gateway failed: {why}")
+            obs = Observation.failure(error, call_id=f"{run_id}:{error.category}", tool=name[:200])
         return to_call_result(obs)
 
     def _node_id(self, name: str, arguments: Mapping[str, Any], meta: Any) -> str | None:
