@@ -225,7 +225,10 @@ def _was_abandoned(store: LedgerStore, key: str) -> bool:
         return False
     with _UNRECORDED_LOCK:
         slot = (id(store), key)
-        return _ABANDONED.pop(slot, False) is None
+        if slot not in _ABANDONED:
+            return False
+        del _ABANDONED[slot]
+        return True
 
 
 def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
