@@ -225,7 +225,7 @@ class Driver(NodeRunner):
                 node = nodes[k]
                 tool = node.specs[0].name
                 if tool in waits and i + 1 < len(wave):
-                    self._task_for(k, node, base)  # its tool waited: a task of its own
+                    self._task_for(k, node, base, task)  # its tool waited: a task of its own
                     continue
                 coro: Coroutine[Any, Any, Observation] | None = None
                 if self.cancel_scope is None and not self.abort_requested and is_plain(node):
@@ -239,7 +239,7 @@ class Driver(NodeRunner):
                         # its tool waits (stepped to its first wait): as a node that waits below
                         waited = True
                         waits.add(tool)
-                        self._hand_on(wave[i + 1 :], base)
+                        self._hand_on(wave[i + 1 :], base, task)
                         rec, pending = now
                         try:
                             obs = await pending
@@ -264,7 +264,7 @@ class Driver(NodeRunner):
                     # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
                     waits.add(tool)
-                    self._hand_on(wave[i + 1 :], base)
+                    self._hand_on(wave[i + 1 :], base, task)
                     obs = await resumed(coro, yielded)
                     if k in running:
                         self._finish(k, obs)
@@ -289,10 +289,13 @@ class Driver(NodeRunner):
         """A task made for ``node`` (:meth:`_task_for`) begins its call at once."""
         return _swap is not None and self._fast(node)
 
-    def _task_for(self, k: str, node: CheckedNode, base: contextvars.Context) -> None:
+    def _task_for(
+        self, k: str, node: CheckedNode, base: contextvars.Context, driver: asyncio.Task[Any]
+    ) -> None:
         """A task of its own for node ``k`` of a wave, in a copy of ``base`` (what was current when
-        the wave began). A plain node's call begins at once, as that task (:meth:`_own`); any
-        other node begins when its task first runs (:meth:`_solo`)."""
+        the wave began), made by ``driver`` (the current task). A plain node's call begins at once,
+        as that task (:meth:`_own`); any other node begins when its task first runs
+        (:meth:`_solo`)."""
         context = base.copy()
         if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):  # _fast
             self._loop.create_task(self._solo(k), context=context)
@@ -304,8 +307,6 @@ class Driver(NodeRunner):
             return
         # its first step, up to _HOP, taken now with its task current, as an eager task's is
         enter, leave = _swap
-        driver = asyncio.current_task()
-        assert driver is not None
         leave(loop, driver)
         enter(loop, task)
         try:
@@ -314,17 +315,17 @@ class Driver(NodeRunner):
             leave(loop, task)
             enter(loop, driver)
 
-    def _hand_on(self, rest: list[str], base: contextvars.Context) -> None:
-        """The rest of a wave whose node keeps this driver's task: a task of its own for each node
-        of a tool that waited in this plan, and a new driver for the others, each in a copy of
-        ``base``."""
+    def _hand_on(self, rest: list[str], base: contextvars.Context, driver: asyncio.Task[Any]) -> None:
+        """The rest of a wave whose node keeps ``driver``'s task (the current one): a task of its
+        own for each node of a tool that waited in this plan, and a new driver for the others, each
+        in a copy of ``base``."""
         waits, nodes, others = self._waits, self.plan.nodes, []
         for k in rest:
             if k not in self.running:
                 continue  # settled while it waited for its turn
             node = nodes[k]
             if node.specs[0].name in waits:
-                self._task_for(k, node, base)
+                self._task_for(k, node, base, driver)
             else:
                 others.append(k)
         if others:
@@ -347,10 +348,8 @@ class Driver(NodeRunner):
         if not begun:
             self._check_settled()
             return
-        task = asyncio.current_task()
-        assert task is not None
         if cancelled and not isinstance(now, Observation):
-            task.cancel()  # asked again, so the call sees it where its tool waits next
+            _current().cancel()  # asked again, so the call sees it where its tool waits next
         if isinstance(now, Observation):  # it answered at once
             obs = now
         elif now is None:  # not on the precompiled path
@@ -364,7 +363,7 @@ class Driver(NodeRunner):
             else:
                 self._buffer(rec)
         if cancelled and not isinstance(now, Observation):
-            task.uncancel()  # the cancel asked again above, delivered
+            _current().uncancel()  # the cancel asked again above, delivered
         wave = self._then(k, obs)
         if wave:
             await self._drive(wave)
@@ -460,6 +459,12 @@ class Driver(NodeRunner):
         if newly:  # queued now, so a cancel arriving before the next wave finds them
             self._ready.extend(newly)
             newly.clear()
+
+
+def _current() -> asyncio.Task[Any]:
+    task = asyncio.current_task()
+    assert task is not None
+    return task
 
 
 def is_safe(node: CheckedNode) -> bool:
