@@ -22,15 +22,15 @@ Medians over the rounds, in milliseconds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from _rounds import arguments, run_on  # scripts/_rounds.py
+
 from actionspace.bench._parallel import _runtime, critical_path_ms, random_dag
-from actionspace.execution.loop import LOOPS, new_event_loop
 from actionspace.plan import Plan, PlanNode
 from actionspace.plan.scheduler import Scheduler
 from actionspace.policy.flow import FlowState
@@ -87,14 +87,7 @@ def _instrument() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=10, help="rounds, each the plan then the bare tasks")
-    parser.add_argument(
-        "--loop", choices=LOOPS, default="once", help="the event loop (as actionspace bench --loop)"
-    )
-    args = parser.parse_args()
+    args = arguments(__doc__, 10, "the plan then the bare tasks")
     rounds = args.rounds
     dag = random_dag()
     rt = _runtime("memory://")
@@ -160,11 +153,7 @@ def main() -> None:
         return rows
 
     _instrument()
-    if args.loop == "once":
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            rows = runner.run(measure())
-    else:
-        rows = asyncio.run(measure())
+    rows = run_on(args.loop, measure())
     print(
         f"DAG: {len(dag.parents)} nodes, critical path {critical_path_ms(dag)} ms over {len(critical)} nodes;"
         f" medians of {rounds} rounds, ms"

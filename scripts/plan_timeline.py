@@ -26,15 +26,15 @@ of the totals, the bench's ``≤ 1.10 × gather`` row measured the same way.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from _rounds import arguments, run_on  # scripts/_rounds.py
+
 from actionspace.bench._workload import BATCH, SLOW_S
-from actionspace.execution.loop import LOOPS, new_event_loop
 from actionspace.plan import Plan, PlanNode
 from actionspace.runtime import Runtime
 
@@ -103,19 +103,8 @@ async def _measure(rounds: int) -> dict[str, list[dict[str, float]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=40, help="rounds, each the plan then gather")
-    parser.add_argument(
-        "--loop", choices=LOOPS, default="once", help="the event loop (as actionspace bench --loop)"
-    )
-    args = parser.parse_args()
-    if args.loop == "once":
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            rows = runner.run(_measure(args.rounds))
-    else:
-        rows = asyncio.run(_measure(args.rounds))
+    args = arguments(__doc__, 40, "the plan then gather")
+    rows = run_on(args.loop, _measure(args.rounds))
     print(f"{BATCH} calls of a {SLOW_S * 1e3:.0f} ms sleep; medians of {args.rounds} rounds, ms")
     medians = {
         name: {k: statistics.median(r[k] for r in runs) for k in PHASES} for name, runs in rows.items()
