@@ -22,23 +22,10 @@ from hypothesis import strategies as st
 from actionspace import CATEGORIES, Runtime
 from actionspace.session import PROVIDERS, Provider
 from actionspace.types import Observation
-from tests.text_strategies import any_text
+from tests.text_strategies import any_text, wild_json
 
 _words = st.sampled_from(["put", "get", "put@1", "{", "<tool_call>", "n0", "n1", "#/n0/data", ""]) | any_text
-_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=2**63)
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | _words
-)
-wild = st.recursive(
-    _scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_words, inner, max_size=4),
-    max_leaves=15,
-)
-"""Any JSON-like value (NaN, infinities and integers past 64 bits included)."""
+wild = wild_json(_words, max_leaves=15)
 
 _arguments = _words | wild | wild.map(lambda v: json.dumps(v, allow_nan=True))
 _function = st.fixed_dictionaries({}, optional={"name": _words | wild, "arguments": _arguments})
