@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,9 +17,9 @@ from typer.testing import CliRunner
 
 from actionspace.bench import SCHEMA, render, run_bench
 from actionspace.bench import _peers as peers
-from actionspace.bench._durable import BESIDE_ROW, CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW
+from actionspace.bench._durable import BESIDE_ROW, CALLERS, FLOOR_ROW, GROUP_ROW, OUR_ROW, _group_row
 from actionspace.bench._paired import PAIRED_PEER, PAIRED_ROW, run_paired
-from actionspace.bench._passes import _collect, _selected, run_group
+from actionspace.bench._passes import _collect, _selected, aggregate, run_group
 from actionspace.bench._render import _targets as render_targets
 from actionspace.bench._report import annotate, durable_targets
 from actionspace.bench._timing import Pass, matches
@@ -53,6 +56,73 @@ def test_a_smoke_run_measures_the_floors_and_every_path_of_ours(smoke: dict[str,
         rounds = name == GROUP_ROW  # one sample per round of CALLERS concurrent calls
         assert row["n_per_pass"] >= (200 // CALLERS if rounds else 200) and row["passes"] == 1
         assert {"median_us", "p99_us", "pass_medians_us", "kind", "variant", "reference", "ratio"} <= set(row)
+
+
+def test_the_durable_rows_say_how_much_of_a_call_the_processor_spent(smoke: dict[str, Any]) -> None:
+    rows = smoke["percall"]
+    for name in (OUR_ROW, BESIDE_ROW):  # CPU time on the calling thread: never above the call's wall time
+        assert 0 < rows[name]["cpu_us"] <= rows[name]["median_us"] * 1.05 + 5, name
+    group = rows[GROUP_ROW]
+    assert 0 < group["cores_busy"] <= (os.cpu_count() or 1) + 0.1
+    # the process's CPU time per call over the rounds is the cores kept busy times a call's wall share
+    assert group["cpu_us"] > 0
+
+
+def test_the_concurrent_callers_row_times_only_calls_of_node_ids_not_made_before() -> None:
+    # a call of a node id already committed replays its outcome without writing: timing it would
+    # flatter the row
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def call(i: int) -> Any:
+        with lock:
+            seen.append(i)
+        return SimpleNamespace(status="ok", data=3)
+
+    p = Pass(0.01, [], log=lambda _line: None)
+    _group_row(p, call)
+    assert p.errors == {} and GROUP_ROW in p.percall
+    assert len(seen) > CALLERS * 25 and len(set(seen)) == len(seen)
+
+
+def test_aggregate_keeps_the_median_cpu_time_where_every_pass_measured_it() -> None:
+    def row(median: float, **extra: float) -> dict[str, Any]:
+        return {
+            "median_us": median,
+            "p99_us": median,
+            "min_us": median,
+            "calls_per_sample": 1,
+            "n": 9,
+            "result": 3,
+            **extra,
+        }
+
+    passes = [
+        {
+            "percall": {OUR_ROW: row(500, cpu_us=400), GROUP_ROW: row(480, cpu_us=470, cores_busy=0.9)},
+            "batch": {},
+            "errors": {},
+            "skipped": {},
+            "elapsed_s": {},
+        },
+        {
+            "percall": {OUR_ROW: row(520, cpu_us=420), GROUP_ROW: row(470, cpu_us=460)},
+            "batch": {},
+            "errors": {},
+            "skipped": {},
+            "elapsed_s": {},
+        },
+        {
+            "percall": {OUR_ROW: row(510, cpu_us=460), GROUP_ROW: row(490, cpu_us=480, cores_busy=1.0)},
+            "batch": {},
+            "errors": {},
+            "skipped": {},
+            "elapsed_s": {},
+        },
+    ]
+    rows = aggregate(passes)["percall"]
+    assert rows[OUR_ROW]["cpu_us"] == 420 and rows[GROUP_ROW]["cpu_us"] == 470
+    assert "cores_busy" not in rows[GROUP_ROW]  # one pass did not measure it: no figure from two of three
 
 
 def test_our_paths_return_the_tools_result_as_observation_data(smoke: dict[str, Any]) -> None:
@@ -107,6 +177,19 @@ def test_the_durable_targets_hold_one_caller_to_the_raw_commit_and_eight_to_thre
     one, group = durable_targets({**percall, OUR_ROW: _row(500.0), GROUP_ROW: _row(200.0)})
     assert one["status"] == "FAIL" and group["status"] == "FAIL"
     assert [t["status"] for t in durable_targets({})] == ["n/a", "n/a"]
+
+
+def test_the_durable_targets_say_what_the_processor_did_when_the_rows_measured_it() -> None:
+    percall = {
+        BESIDE_ROW: {**_row(200.0), "cpu_us": 140.0},
+        OUR_ROW: {**_row(500.0), "cpu_us": 410.0},
+        GROUP_ROW: {**_row(480.0), "cpu_us": 470.0, "cores_busy": 0.98},
+    }
+    one, group = durable_targets(percall)
+    assert "(410 µs of CPU on its thread)" in one["detail"] and "(140 µs of CPU)" in one["detail"]
+    assert "0.98 of" in group["detail"] and "470 µs of CPU a call" in group["detail"]
+    plain, _ = durable_targets({BESIDE_ROW: _row(200.0), OUR_ROW: _row(500.0)})
+    assert "CPU" not in plain["detail"]
 
 
 def test_the_one_caller_ratio_takes_the_raw_insert_timed_beside_our_calls_when_there_is_one() -> None:

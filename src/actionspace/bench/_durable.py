@@ -9,6 +9,13 @@ A third row runs the same call from ``CALLERS`` threads at once (one round = one
 its figure is the wall time of a round divided by ``CALLERS``, so one caller's median over it is
 how much concurrent callers gain by sharing commits.
 
+Both rows of ours also say what the processor did: ``cpu_us``, the median CPU time (user and
+system, the kernel's part of the fsync included) of one call on its calling thread (the raw insert
+beside it likewise), and for the concurrent callers the process's CPU time per call over the timed
+rounds with ``cores_busy``, that CPU time over the wall time: how many of the machine's cores the
+callers kept busy. A call whose CPU time is most of its wall time is bound by the processor, not
+by the disk.
+
 The disk's fsync latency drifts by several times within a minute on a shared machine, so the
 one-caller ratio is measured on pairs: each of our calls is timed right after one raw insert into
 a second file on the same disk, both recorded (``BESIDE_ROW`` is that interleaved floor).
@@ -25,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from actionspace.bench._timing import Pass, _describe, summarize, time_sync, warmup_count
+from actionspace.bench._timing import Pass, _describe, summarize, warmup_count
 
 __all__ = [
     "BESIDE_ROW",
@@ -83,19 +90,28 @@ def _paired(p: Pass, raw: Callable[[int], int], ours: Callable[[int], Any]) -> N
             raw(i)
             ours(i)
         gc.collect()
-        clock = time.perf_counter_ns
-        floor, mine = [0] * n, [0] * n
+        clock, cpu = time.perf_counter_ns, time.thread_time_ns
+        floor, mine, floor_cpu, mine_cpu = [0] * n, [0] * n, [0] * n, [0] * n
         for i in range(n):
+            c0 = cpu()
             t0 = clock()
             raw(10**6 + i)
             t1 = clock()
+            c1 = cpu()
+            t2 = clock()
             ours(10**6 + i)
-            floor[i], mine[i] = t1 - t0, clock() - t1
+            t3 = clock()
+            floor[i], mine[i] = t1 - t0, t3 - t2
+            floor_cpu[i], mine_cpu[i] = c1 - c0, cpu() - c1
     except Exception as exc:
         p.errors[OUR_ROW] = _describe(exc)
     else:
-        p.percall[BESIDE_ROW] = {**summarize(floor), "result": 3}
-        p.percall[OUR_ROW] = {**summarize(mine), "result": {"status": "ok", "data": 3}}
+        p.percall[BESIDE_ROW] = {**summarize(floor), "cpu_us": _median_us(floor_cpu), "result": 3}
+        p.percall[OUR_ROW] = {
+            **summarize(mine),
+            "cpu_us": _median_us(mine_cpu),
+            "result": {"status": "ok", "data": 3},
+        }
         p._report(BESIDE_ROW)
     p._report(OUR_ROW)
 
@@ -144,10 +160,26 @@ def _group_row(p: Pass, call: Any) -> None:
             bad = [o for o in first if (o.status, o.data) != ("ok", 3)]
             if bad:
                 raise AssertionError(f"{GROUP_ROW} returned {bad[0]!r}")
-            samples = time_sync(round_of, max(25, p.calls(CALLS) // CALLERS))
+            rounds = max(25, p.calls(CALLS) // CALLERS)
+            for i in range(warmup_count(rounds)):  # node ids of their own: a timed call never replays
+                round_of(2 * 10**6 + i)
+            gc.collect()
+            clock = time.perf_counter_ns
+            samples = [0] * rounds
+            c0 = time.process_time_ns()  # every thread of the process: the callers and the writer's
+            for i in range(rounds):
+                t0 = clock()
+                round_of(i)
+                samples[i] = clock() - t0
+            used = time.process_time_ns() - c0
             row = summarize([t // CALLERS for t in samples], CALLERS)
         except Exception as exc:
             p.errors[GROUP_ROW] = _describe(exc)
         else:
-            p.percall[GROUP_ROW] = {**row, "result": {"status": "ok", "data": 3}}
+            cpu = {"cpu_us": used / (rounds * CALLERS) / 1e3, "cores_busy": used / sum(samples)}
+            p.percall[GROUP_ROW] = {**row, **cpu, "result": {"status": "ok", "data": 3}}
         p._report(GROUP_ROW)
+
+
+def _median_us(samples_ns: list[int]) -> float:
+    return sorted(samples_ns)[len(samples_ns) // 2] / 1e3

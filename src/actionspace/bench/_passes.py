@@ -234,6 +234,10 @@ def run_passes(
             server.close()
 
 
+_PROCESSOR_FIGURES = ("cpu_us", "cores_busy")
+"""What a row may say of the processor besides its times (:mod:`actionspace.bench._durable`)."""
+
+
 def aggregate(passes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per row: the median of the pass medians (and of the pass p99s); errors listed per pass."""
     percall: dict[str, dict[str, Any]] = {}
@@ -249,6 +253,9 @@ def aggregate(passes: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "pass_medians_us": [round(r["median_us"], 3) for r in rows],
             "result": rows[0]["result"],
         }
+        for figure in _PROCESSOR_FIGURES:  # a durable row's CPU time, where every pass measured it
+            if all(figure in r for r in rows):
+                percall[name][figure] = statistics.median(r[figure] for r in rows)
     batch: dict[str, dict[str, Any]] = {}
     for name in sorted({k for p in passes for k in p["batch"]}):
         rows = [p["batch"][name] for p in passes if name in p["batch"]]

@@ -193,8 +193,8 @@ def _target(
 def durable_targets(percall: dict[str, Any]) -> list[dict[str, Any]]:
     """The SQLite durable-write targets: one caller against the raw commit, and group commit."""
     # the raw insert timed alternately with our calls when there is one (the disk's latency drifts)
-    raw = percall.get(BESIDE_ROW, percall.get(FLOOR_ROW, {})).get("median_us")
-    one = percall.get(OUR_ROW, {}).get("median_us")
+    raw_row = percall.get(BESIDE_ROW, percall.get(FLOOR_ROW, {}))
+    raw, one = raw_row.get("median_us"), percall.get(OUR_ROW, {}).get("median_us")
     group = percall.get(GROUP_ROW, {}).get("median_us")
     label = f"durable write, one caller ≥ {DURABLE_ONE_LIMIT:.0%} of the raw fsync'd insert rate"
     out: list[dict[str, Any]] = []
@@ -202,7 +202,12 @@ def durable_targets(percall: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"label": label, "status": "n/a", "detail": f"no {FLOOR_ROW} or {OUR_ROW} row"})
     else:
         share = raw / one
-        detail = f"{one:,.0f} µs per call vs {raw:,.0f} µs per raw insert = {share:.0%} of the raw rate"
+        ours_cpu = _cpu(percall[OUR_ROW], "on its thread")
+        raw_cpu = _cpu(raw_row, "")
+        detail = (
+            f"{one:,.0f} µs per call{ours_cpu} vs {raw:,.0f} µs per raw insert{raw_cpu}"
+            f" = {share:.0%} of the raw rate"
+        )
         out.append(
             {"label": label, "status": "PASS" if share >= DURABLE_ONE_LIMIT else "FAIL", "detail": detail}
         )
@@ -211,10 +216,22 @@ def durable_targets(percall: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"label": label, "status": "n/a", "detail": f"no {OUR_ROW} or {GROUP_ROW} row"})
     else:
         gain = one / group
-        detail = f"{group:,.0f} µs per call with {CALLERS} callers vs {one:,.0f} µs alone = {gain:.2f}×"
+        row = percall[GROUP_ROW]
+        busy = ""
+        if "cores_busy" in row and "cpu_us" in row:
+            cores = os.cpu_count() or 1
+            busy = f" ({row['cores_busy']:.2f} of {cores} cores busy, {row['cpu_us']:,.0f} µs of CPU a call)"
+        detail = f"{group:,.0f} µs per call with {CALLERS} callers{busy} vs {one:,.0f} µs alone = {gain:.2f}×"
         status = "PASS" if gain >= DURABLE_GROUP_LIMIT else "FAIL"
         out.append({"label": label, "status": status, "detail": detail})
     return out
+
+
+def _cpu(row: Mapping[str, Any], where: str) -> str:
+    """`` (N µs of CPU …)`` when ``row`` measured its CPU time, else nothing."""
+    if "cpu_us" not in row:
+        return ""
+    return f" ({row['cpu_us']:,.0f} µs of CPU{' ' + where if where else ''})"
 
 
 def versions() -> dict[str, str | None]:
