@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sqlite3
 import threading
+from typing import Any
+
+import pytest
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.service import BackgroundRuns, RunnerConfig
@@ -73,4 +78,63 @@ def test_closing_the_runner_cancels_a_waiting_run_without_running_its_call() -> 
         assert world.payments == []
     finally:
         runner.close()
+        rt.close()
+
+
+def test_a_run_cancelled_before_its_first_step_is_forgotten_and_its_call_closed() -> None:
+    # closing the runner cancels every task of its lanes (close()'s cancel_all); a run whose task
+    # had not taken its first step never entered the runner's guard: it must not stay "running",
+    # and its coroutine must be closed, not left to the collector ("never awaited")
+    world = World()
+    rt, _ = build_runtime(world)
+    runner = BackgroundRuns(rt, RunnerConfig())
+    lane = asyncio.new_event_loop()  # a lane whose loop this test turns by hand
+    runner._lanes.loop_for = lambda _key: lane  # type: ignore[method-assign,assignment]
+    made: list[Any] = []
+    original = runner._calls
+
+    def calls(*args: Any) -> Any:
+        made.append(original(*args))
+        return made[-1]
+
+    def cancel_all() -> None:
+        for task in asyncio.all_tasks(lane):
+            task.cancel()
+
+    runner._calls = calls  # type: ignore[method-assign,assignment]
+    try:
+        rt.new_run("early")
+        runner.start_calls([PAY], run_id="early", principal=rt.principal)
+        assert runner.live("early") == "running"
+        lane.call_soon_threadsafe(cancel_all)  # after the task is made, before its first step
+        for _ in range(5):
+            lane.call_soon(lane.stop)
+            lane.run_forever()
+        assert runner._futures["early"].cancelled()
+        assert [inspect.getcoroutinestate(c) for c in made] == [inspect.CORO_CLOSED]
+        assert runner.live("early") is None
+        assert world.payments == []
+    finally:
+        lane.close()
+        rt.close()
+
+
+def test_a_run_the_closed_runner_cannot_take_is_closed_and_refused() -> None:
+    world = World()
+    rt, _ = build_runtime(world)
+    runner = BackgroundRuns(rt, RunnerConfig())
+    runner.close()
+    try:
+        made: list[Any] = []
+        original = runner._calls
+
+        def calls(*args: Any) -> Any:
+            made.append(original(*args))
+            return made[-1]
+
+        runner._calls = calls  # type: ignore[method-assign,assignment]
+        with pytest.raises(RuntimeError, match="closed"):
+            runner.start_calls([PAY], run_id="late", principal=rt.principal)
+        assert [inspect.getcoroutinestate(c) for c in made] == [inspect.CORO_CLOSED]
+    finally:
         rt.close()

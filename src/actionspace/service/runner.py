@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -114,8 +115,21 @@ class BackgroundRuns:
             self._wake[live] = asyncio.Event()
             self._run_loop[live] = loop
         future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro, owned=live_id is None), loop)
+        future.add_done_callback(lambda _done: self._never_begun(live, coro))
         with self._lock:
             self._futures[key] = future
+
+    def _never_begun(self, run_id: str, coro: Coroutine[Any, Any, str]) -> None:
+        """When a run's task is done: one cancelled before its first step (the runner closing)
+        never entered :meth:`_guarded`, so its run's coroutine is closed and the run forgotten here
+        (a coroutine that began was ended, and the run forgotten, by :meth:`_guarded`)."""
+        if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
+            return
+        coro.close()
+        with self._lock:
+            self._state.pop(run_id, None)
+            self._wake.pop(run_id, None)
+            self._run_loop.pop(run_id, None)
 
     async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str], *, owned: bool) -> str:
         try:
