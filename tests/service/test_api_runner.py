@@ -90,18 +90,12 @@ def test_a_run_cancelled_before_its_first_step_is_forgotten_and_its_call_closed(
     runner = BackgroundRuns(rt, RunnerConfig())
     lane = asyncio.new_event_loop()  # a lane whose loop this test turns by hand
     runner._lanes.loop_for = lambda _key: lane  # type: ignore[method-assign,assignment]
-    made: list[Any] = []
-    original = runner._calls
-
-    def calls(*args: Any) -> Any:
-        made.append(original(*args))
-        return made[-1]
+    made = _recording_runs(runner)
 
     def cancel_all() -> None:
         for task in asyncio.all_tasks(lane):
             task.cancel()
 
-    runner._calls = calls  # type: ignore[method-assign,assignment]
     try:
         rt.new_run("early")
         runner.start_calls([PAY], run_id="early", principal=rt.principal)
@@ -125,16 +119,22 @@ def test_a_run_the_closed_runner_cannot_take_is_closed_and_refused() -> None:
     runner = BackgroundRuns(rt, RunnerConfig())
     runner.close()
     try:
-        made: list[Any] = []
-        original = runner._calls
-
-        def calls(*args: Any) -> Any:
-            made.append(original(*args))
-            return made[-1]
-
-        runner._calls = calls  # type: ignore[method-assign,assignment]
+        made = _recording_runs(runner)
         with pytest.raises(RuntimeError, match="closed"):
             runner.start_calls([PAY], run_id="late", principal=rt.principal)
         assert [inspect.getcoroutinestate(c) for c in made] == [inspect.CORO_CLOSED]
     finally:
         rt.close()
+
+
+def _recording_runs(runner: BackgroundRuns) -> list[Any]:
+    """The coroutines ``runner.start_calls`` makes from now on, each as it was made."""
+    made: list[Any] = []
+    original = runner._calls
+
+    def calls(*args: Any) -> Any:
+        made.append(original(*args))
+        return made[-1]
+
+    runner._calls = calls  # type: ignore[method-assign,assignment]
+    return made
