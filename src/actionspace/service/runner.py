@@ -126,10 +126,7 @@ class BackgroundRuns:
         if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
             return
         coro.close()
-        with self._lock:
-            self._state.pop(run_id, None)
-            self._wake.pop(run_id, None)
-            self._run_loop.pop(run_id, None)
+        self._forget(run_id)
 
     async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str], *, owned: bool) -> str:
         try:
@@ -140,10 +137,14 @@ class BackgroundRuns:
                 self.rt.finish(run_id, status="error", reason="the service's runner failed")
             return "error"
         finally:
-            with self._lock:
-                self._state.pop(run_id, None)
-                self._wake.pop(run_id, None)
-                self._run_loop.pop(run_id, None)
+            self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        """The run's task ended: it is no longer live here."""
+        with self._lock:
+            self._state.pop(run_id, None)
+            self._wake.pop(run_id, None)
+            self._run_loop.pop(run_id, None)
 
     # ------------------------------------------------------------------ what the API reads
     def live(self, run_id: str) -> LiveState | None:
