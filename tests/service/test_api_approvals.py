@@ -244,3 +244,21 @@ def test_a_failure_of_the_service_itself_is_still_500_internal() -> None:
         rt.approvals.store.update = broken  # type: ignore[method-assign]
         answer = client.post(f"/api/approvals/{held.error.details['request_id']}/approve", headers=APPROVER)
         assert answer.status_code == 500 and answer.json()["error"]["category"] == "internal"
+
+
+def test_two_approved_calls_of_one_orphaned_run_are_both_resumed_once() -> None:
+    with served() as (client, rt, world, _sig, app):
+        first = rt.call(_pay("acct-1", 100), run_id="elsewhere", node_id="n1")  # left by another process
+        second = rt.call(_pay("acct-2", 200), run_id="elsewhere", node_id="n2")
+        assert first.error is not None and second.error is not None
+        ids = [first.error.details["request_id"], second.error.details["request_id"]]
+        with world.lock:  # the first resumed payment is still being sent when the second is approved
+            for request_id in ids:
+                answer = client.post(f"/api/approvals/{request_id}/approve", headers=APPROVER)
+                assert answer.status_code == 200, answer.text
+        futures = [app.state.runner.resumed(request_id, "elsewhere") for request_id in ids]
+        assert all(f is not None for f in futures)
+        assert [f.result(timeout=10) for f in futures if f is not None] == ["ok", "ok"]
+        assert sorted(p["to"] for p in world.payments) == ["acct-1", "acct-2"]
+        decided = [rt.approvals.get(request_id) for request_id in ids]
+        assert [r.status if r is not None else None for r in decided] == ["consumed", "consumed"]

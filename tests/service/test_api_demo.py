@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi.testclient import TestClient
 
@@ -59,3 +60,15 @@ def test_serve_without_a_token_makes_one_and_loads_extra_tools(tmp_path: Path) -
         client = TestClient(served.app)
         names = [t["name"] for t in client.get("/api/catalog", headers=bearer(served.token)).json()]
         assert names == ["echo"]
+
+
+def test_the_printed_console_url_carries_any_token_and_host_exactly(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'plain.db'}"
+    token = "k3y+with/base64=&and#more %chars"  # what `openssl rand -base64` and people write
+    for host, netloc in (("127.0.0.1", "127.0.0.1:8765"), ("::1", "[::1]:8765"), ("::", "127.0.0.1:8765")):
+        served = prepare(store=store, host=host, port=8765, token=token, tools=(), demo=False)
+        with served.stack:
+            url = urlsplit(served.url)
+            assert url.netloc == netloc and url.fragment == ""
+            assert parse_qs(url.query) == {"token": [token]}  # as the page's URLSearchParams reads it
+            assert TestClient(served.app).get("/api/runs", headers=bearer(served.token)).status_code == 200

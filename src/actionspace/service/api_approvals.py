@@ -21,7 +21,7 @@ from actionspace.service.deps import runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
-from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all
+from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
 from actionspace.service.views import approval_view
 
 __all__ = ["approvals_router"]
@@ -49,10 +49,14 @@ def approvals_router() -> APIRouter:
         status: Annotated[Status, Query(description="Which requests; `all` for every status.")] = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        scan = limit if sees_all(who) else min(limit * 4, 4000)
-        requests = rt.approvals.list(None if status == "all" else status, limit=scan)
         tenants = RunTenants(rt.trace)
-        return [approval_view(r) for r in requests if may_see(who, request_tenant(r, tenants))][:limit]
+        requests = visible_page(
+            lambda n: rt.approvals.list(None if status == "all" else status, limit=n),
+            lambda r: may_see(who, request_tenant(r, tenants)),
+            limit=limit,
+            scan=limit if sees_all(who) else limit * 4,
+        )
+        return [approval_view(r) for r in requests]
 
     def visible(rt: Runtime, request_id: str, who: Principal) -> ApprovalRequest:
         request = rt.approvals.get(request_id)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
+from actionspace._unicode import value_for_utf8
 from actionspace._version import package_version
 from actionspace.errors import UnknownToolError
 from actionspace.evaluation.monitor import monitor
@@ -71,6 +72,6 @@ def catalog_router() -> APIRouter:
         view = monitor(rt.trace, since=since, max_runs=max_runs).to_dict()
         # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
         view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
-        return view
+        return value_for_utf8(view)  # tool and field names as the model wrote them: UTF-8 whole
 
     return router

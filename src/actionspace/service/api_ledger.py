@@ -17,7 +17,7 @@ from actionspace.service.auth import require
 from actionspace.service.deps import runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ErrorResponse, LedgerEntryView, ResolveBody
-from actionspace.service.scoping import RunTenants, may_see, sees_all
+from actionspace.service.scoping import RunTenants, may_see, sees_all, visible_page
 from actionspace.trace.redact_ledger import visible_entries
 
 __all__ = ["ledger_router"]
@@ -36,10 +36,14 @@ def ledger_router() -> APIRouter:
         state: Annotated[State | None, Query(description="Only entries in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        scan = limit if sees_all(who) else min(limit * 4, 4000)
         tenants = RunTenants(rt.trace)
-        entries = [e for e in rt.ledger.list(state=state, limit=scan) if may_see(who, tenants(e.run_id))]
-        return value_for_utf8(visible_entries(entries[:limit], rt.trace, who))  # UTF-8 whole
+        entries = visible_page(
+            lambda n: rt.ledger.list(state=state, limit=n),
+            lambda e: may_see(who, tenants(e.run_id)),
+            limit=limit,
+            scan=limit if sees_all(who) else limit * 4,
+        )
+        return value_for_utf8(visible_entries(entries, rt.trace, who))  # UTF-8 whole
 
     @router.post(
         "/{key}/resolve",

@@ -32,9 +32,9 @@ from actionspace.service.models import (
     SubmitRun,
 )
 from actionspace.service.runner import BackgroundRuns
-from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
+from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import event_view, pending_run_ids, plan_view, run_row, runs_page
-from actionspace.trace.events import TraceEvent, summarize
+from actionspace.trace.events import RunSummary, TraceEvent, summarize
 
 __all__ = ["runs_router"]
 
@@ -61,25 +61,30 @@ def runs_router() -> APIRouter:
     ) -> list[dict[str, Any]]:
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
         filtered = principal is not None or not sees_all(who)
-        scan = min(limit * 4, 2000) if filtered else limit
-        rows: list[dict[str, Any]] = []
         tenants = RunTenants(rt.trace)
         # a row's last_at is shown to the microsecond, rounded: step 1 µs back so it is not listed again
         cutoff = None if before is None else before.timestamp() - 1e-6
-        page = runs_page(rt.trace, limit=scan, before=cutoff)
-        heads = heads_of(rt.trace, [s.run_id for s in page])  # the counts come from the aggregate
-        for summary in page:
-            head = heads[summary.run_id]
-            tenants.remember(summary.run_id, head)
-            if not may_see(who, tenants(summary.run_id)):
-                continue
-            row = run_row(summary, redact_events(head, who), runner.live, pending)
-            if principal is not None and row["principal"] != principal:
-                continue
-            rows.append(row)
-            if len(rows) >= limit:
-                break
-        return rows
+        rows: dict[str, dict[str, Any] | None] = {}  # run id → its row; None when not listed
+
+        def fetch(n: int) -> list[RunSummary]:
+            page = runs_page(rt.trace, limit=n, before=cutoff)
+            fresh = [s for s in page if s.run_id not in rows]
+            heads = heads_of(rt.trace, [s.run_id for s in fresh])  # the counts come from the aggregate
+            for summary in fresh:
+                head = heads[summary.run_id]
+                tenants.remember(summary.run_id, head)
+                row = None
+                if may_see(who, tenants(summary.run_id)):
+                    row = run_row(summary, redact_events(head, who), runner.live, pending)
+                    if principal is not None and row["principal"] != principal:
+                        row = None
+                rows[summary.run_id] = row
+            return page
+
+        page = visible_page(
+            fetch, lambda s: rows[s.run_id] is not None, limit=limit, scan=limit * 4 if filtered else limit
+        )
+        return [row for s in page if (row := rows[s.run_id]) is not None]
 
     def visible_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
         events = rt.trace.events(run_id)
@@ -123,13 +128,19 @@ def runs_router() -> APIRouter:
         principal: Annotated[Principal, Depends(require("runs:write"))],
     ) -> dict[str, str]:
         run_id = body.run_id or f"run_{uuid.uuid4().hex[:16]}"
-        if runner.is_active(run_id) or rt.trace.next_seq(run_id) > 0:
-            raise ApiError(409, f"run {run_id!r} already exists", category="conflict")
-        rt.new_run(run_id, principal=principal)
-        if isinstance(body, PlanRun):
-            runner.start_plan(body.plan, run_id=run_id, principal=principal)
-        else:
-            runner.start_calls(body.calls, run_id=run_id, principal=principal)
+        taken = ApiError(409, f"run {run_id!r} already exists", category="conflict")
+        if not runner.claim(run_id):  # live here, or another request is starting it right now
+            raise taken
+        try:
+            if rt.trace.next_seq(run_id) > 0:
+                raise taken
+            rt.new_run(run_id, principal=principal)
+            if isinstance(body, PlanRun):
+                runner.start_plan(body.plan, run_id=run_id, principal=principal)
+            else:
+                runner.start_calls(body.calls, run_id=run_id, principal=principal)
+        finally:
+            runner.release(run_id)
         return {"run_id": run_id}
 
     return router

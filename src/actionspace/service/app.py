@@ -35,7 +35,8 @@ def create_app(
     ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
     ``max_body_bytes`` (default 16 MiB) bounds a request body; a larger one is answered 413 before
     authentication (see :mod:`actionspace.service.limits`).
-    The application closes its background runner at shutdown; the runtime stays the caller's.
+    The caller owns both the runtime and the background runner (``app.state.runner``): close
+    the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
     table = dict(tokens) if tokens is not None else {}
     admin_token = None

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote, urlencode
 
 import typer
 
@@ -81,9 +82,11 @@ def prepare(
         stack.close()
         raise
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    return Served(
-        app=app, url=f"http://{shown}:{port}/?token={secret}", token=secret, runtime=rt, stack=stack
-    )
+    if ":" in shown:  # an IPv6 address is bracketed in a URL
+        shown = f"[{shown}]"
+    # any token, percent-encoded: "+", "&", "#" or "%" would otherwise change what the page reads
+    query = urlencode({"token": secret}, quote_via=quote)
+    return Served(app=app, url=f"http://{shown}:{port}/?{query}", token=secret, runtime=rt, stack=stack)
 
 
 def _read_tokens(path: str | None) -> dict[str, Principal]:

@@ -17,7 +17,7 @@ loads its logo from a CDN).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -105,19 +105,23 @@ def console_router() -> APIRouter:
     return router
 
 
+def _fixed_page(html: str) -> Callable[[], HTMLResponse]:
+    """An endpoint answering ``html``; it takes no parameter (a parameter with a default would be
+    read from the query string, letting a link choose the page's markup)."""
+
+    def docs_page() -> HTMLResponse:
+        return HTMLResponse(html, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
+
+    return docs_page
+
+
 def _docs_routes(router: APIRouter) -> None:
     """``/docs`` and its vendored bundle at ``/static/vendor/{name}``."""
     vendored = {p.name: p for p in sorted(VENDOR_DIR.iterdir()) if p.suffix in (".js", ".css")}
 
     for path, html in _DOCS_PAGES.items():
-
-        def docs_page(html: str = html) -> HTMLResponse:
-            return HTMLResponse(
-                html, headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
-            )
-
         router.add_api_route(
-            path, docs_page, methods=["GET"], response_class=HTMLResponse, name=f"docs:{path}"
+            path, _fixed_page(html), methods=["GET"], response_class=HTMLResponse, name=f"docs:{path}"
         )
 
     @router.get("/static/vendor/{name}", name="console:vendor")

@@ -94,6 +94,7 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", ())}
+        types = [v.lower() for k, v in scope.get("headers", ()) if k.lower() == b"content-type"]
         declared = headers.get(b"content-length")
         if declared is not None:
             try:
@@ -119,7 +120,7 @@ class BodyLimits:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        if body and b"json" in headers.get(b"content-type", b"application/json"):
+        if body and _may_be_read_as_json(types):
             problem = json_problem(body, max_depth=self.max_json_depth)
             if problem is not None:
                 await _answer(send, 400, problem, category="invalid_arguments")
@@ -128,6 +129,12 @@ class BodyLimits:
 
     def _too_large(self) -> str:
         return f"the request body exceeds {self.max_body_bytes} bytes"
+
+
+def _may_be_read_as_json(content_types: list[bytes]) -> bool:
+    """Whether a route may parse the body as JSON: without a content type it does, and a media type
+    is case-insensitive; with several headers, whichever one a route or a proxy reads counts."""
+    return not content_types or any(not t.strip() or b"json" in t for t in content_types)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

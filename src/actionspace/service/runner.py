@@ -76,9 +76,27 @@ class BackgroundRuns:
         self._futures: dict[str, concurrent.futures.Future[str]] = {}
         self._waiting: dict[str, str] = {}  # request id → run id
         self._wake: dict[str, asyncio.Event] = {}  # run id → event, set by notify()
+        self._holders: dict[str, int] = {}  # live run id → its run and resumed calls on the lanes
+        self._owned: set[str] = set()  # live run ids started here (not only resumed calls of them)
+        self._claimed: set[str] = set()  # run ids a request is starting (see claim())
         self._closed = False
 
     # ------------------------------------------------------------------ starting runs
+    def claim(self, run_id: str) -> bool:
+        """Reserve ``run_id`` for a run about to start here; False when a run or a resumed call of
+        that id is live here, or another request claimed it first. :meth:`release` it afterwards
+        (its run, once started, stays live until it ends)."""
+        with self._lock:
+            if run_id in self._state or run_id in self._claimed:
+                return False
+            self._claimed.add(run_id)
+            return True
+
+    def release(self, run_id: str) -> None:
+        """Drop the claim of :meth:`claim`."""
+        with self._lock:
+            self._claimed.discard(run_id)
+
     def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
         """Run ``plan`` (Plan JSON) in the background; the run must have been created already."""
         self._submit(run_id, self._plan(dict(plan), run_id, principal), lane=principal.id)
@@ -95,7 +113,8 @@ class BackgroundRuns:
             return False
         key = f"{request.run_id}#{request.id}"
         with self._lock:
-            if key in self._futures or request.run_id in self._state:
+            # a run started here sends its own held calls again; other resumed calls do not block
+            if key in self._futures or request.run_id in self._owned or request.run_id in self._claimed:
                 return False
         proposer = request.details.get("proposed_by")
         lane = str(proposer.get("id", "")) if isinstance(proposer, Mapping) else ""
@@ -111,9 +130,12 @@ class BackgroundRuns:
         live = live_id or key
         loop = self._lanes.loop_for(lane)
         with self._lock:
+            self._holders[live] = self._holders.get(live, 0) + 1
+            if live_id is None:
+                self._owned.add(live)
             self._state[live] = "running"
-            self._wake[live] = asyncio.Event()
-            self._run_loop[live] = loop
+            self._wake.setdefault(live, asyncio.Event())
+            self._run_loop.setdefault(live, loop)
         future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro, owned=live_id is None), loop)
         future.add_done_callback(lambda _done: self._never_begun(live, coro))
         with self._lock:
@@ -140,8 +162,14 @@ class BackgroundRuns:
             self._forget(run_id)
 
     def _forget(self, run_id: str) -> None:
-        """The run's task ended: it is no longer live here."""
+        """A task of the run ended: the run is no longer live here once none of its tasks runs."""
         with self._lock:
+            left = self._holders.get(run_id, 0) - 1
+            if left > 0:
+                self._holders[run_id] = left
+                return
+            self._holders.pop(run_id, None)
+            self._owned.discard(run_id)
             self._state.pop(run_id, None)
             self._wake.pop(run_id, None)
             self._run_loop.pop(run_id, None)

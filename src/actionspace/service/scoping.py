@@ -10,18 +10,32 @@ a request of another tenant is answered 404, as if it did not exist.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceEvent, TraceStore
 from actionspace.trace.store_encoding import HEAD_KINDS
 
-__all__ = ["ADMIN_SCOPE", "RunTenants", "heads", "heads_of", "may_see", "request_tenant", "sees_all"]
+__all__ = [
+    "ADMIN_SCOPE",
+    "MAX_SCAN",
+    "RunTenants",
+    "heads",
+    "heads_of",
+    "may_see",
+    "request_tenant",
+    "sees_all",
+    "visible_page",
+]
 
 ADMIN_SCOPE: Final = "admin:all"
 """The scope that sees and decides across tenants."""
+MAX_SCAN: Final = 10_000
+"""Most rows one listing reads from a store to fill a page narrowed by tenant or principal."""
+
+T = TypeVar("T")
 
 
 def sees_all(viewer: Principal) -> bool:
@@ -31,6 +45,24 @@ def sees_all(viewer: Principal) -> bool:
 def may_see(viewer: Principal, tenant: str | None) -> bool:
     """True when ``viewer`` may see something of ``tenant`` (None: started without a tenant)."""
     return sees_all(viewer) or tenant == viewer.tenant
+
+
+def visible_page(
+    fetch: Callable[[int], Sequence[T]], keep: Callable[[T], bool], *, limit: int, scan: int
+) -> list[T]:
+    """Up to ``limit`` of the newest rows ``keep`` accepts, newest first.
+
+    ``fetch(n)`` reads the ``n`` newest rows; it is read again, ``n`` four times larger each time
+    (from ``scan``), until the page is full, the store has no more rows, or ``n`` reaches
+    :data:`MAX_SCAN`: rows left out do not hide older rows that belong on the page.
+    """
+    n = min(scan, MAX_SCAN)
+    while True:
+        got = fetch(n)
+        kept = [row for row in got if keep(row)]
+        if len(kept) >= limit or len(got) < n or n >= MAX_SCAN:
+            return kept[:limit]
+        n = min(n * 4, MAX_SCAN)
 
 
 def heads(store: TraceStore, run_id: str) -> list[TraceEvent]:
