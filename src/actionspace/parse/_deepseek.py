@@ -30,13 +30,12 @@ accepted as an ASCII ``|``. A call is added only once its invoke is closed.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from actionspace.parse._result import Collector, Malformed
-from actionspace.parse._scan import Finder, decode_json_at, expect_end, skip_ws, snippet
+from actionspace.parse._scan import Finder, decode_json_at, expect_end, loads, skip_ws, snippet
 from actionspace.parse._schema import coerce
 from actionspace.parse._tokens import Markers, parse_sections
 from actionspace.types import ToolCall
@@ -201,7 +200,7 @@ def _dsml_invoke(text: str, coll: Collector, dsml: Dsml, start: int, finder: Fin
 def _dsml_value(raw: str, string: str | None, schema: object) -> Any:
     if string == "false":
         try:
-            return json.loads(raw)
+            return loads(raw)
         except (ValueError, RecursionError):
             return coerce(raw, schema)
     if string == "true":

@@ -8,11 +8,11 @@ items. Each returns exactly what the full path returns, or None for anything it 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from actionspace.parse._result import ParseResult
+from actionspace.parse._scan import DECODER, loads
 from actionspace.parse._structured import REASONING_FIELDS as _REASONING_FIELDS
 from actionspace.types import ToolCall
 
@@ -24,7 +24,7 @@ __all__ = [
     "loads_object",
 ]
 
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_scan_once = DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads_object(text: str) -> Any:
@@ -66,7 +66,7 @@ def fast_openai_entry(value: object) -> ParseResult | None:
                 return None  # the full path reports it with its position
         else:
             try:
-                arguments = json.loads(arguments)
+                arguments = loads(arguments)
             except (ValueError, RecursionError):
                 return None  # the full path reports it with its position (or reads "" as no arguments)
     elif arguments is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -10,17 +11,46 @@ from typing import Any
 from actionspace.parse._result import Malformed
 
 __all__ = [
+    "DECODER",
     "TOOL_NAME",
     "Finder",
+    "NonFinite",
     "decode_arguments",
     "decode_json_at",
     "expect_end",
     "iter_json_values",
+    "loads",
     "skip_ws",
     "snippet",
 ]
 
-_DECODER = json.JSONDecoder()
+
+class NonFinite(ValueError):
+    """A number in JSON text that is not finite: ``NaN``, ``Infinity``, or a literal such as
+    ``1e999`` that overflows to infinity. JSON has no such numbers and a call never carries one."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _constant(text: str) -> float:
+    raise NonFinite(f"{text} is not a finite number")
+
+
+DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
+"""JSON as every format's parser reads it: a non-finite number raises :class:`NonFinite`."""
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)`` by :data:`DECODER`: raises ``JSONDecodeError``, :class:`NonFinite`
+    (both ``ValueError``) or ``RecursionError``."""
+    return DECODER.decode(text)
+
+
 TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/\-]*")
 """What a function name written in model text may look like; anything else is not a call."""
 _WS = " \t\r\n"
@@ -89,9 +119,13 @@ def decode_json_at(
     # text for each of many values would be quadratic.
     body, base = (text, 0) if stop == len(text) else (text[start:stop], start)
     try:
-        value, after = _DECODER.raw_decode(body, start - base)
+        value, after = DECODER.raw_decode(body, start - base)
     except json.JSONDecodeError as exc:
         raise _json_fault(exc, body, base, what) from None
+    except NonFinite as exc:
+        raise Malformed(
+            "invalid_number", f"{what} holds a number that is not finite ({exc})", pos=start
+        ) from None
     except RecursionError:
         raise Malformed("too_deep", f"{what} is nested too deeply", pos=start) from None
     except ValueError as exc:
@@ -110,7 +144,8 @@ def decode_arguments(raw: object, *, path: str) -> Any:
     """Arguments as the format gave them: a JSON string is decoded, anything else is kept as-is.
 
     A missing value or a blank string means no arguments (``{}``). A string that is not valid JSON
-    raises :class:`Malformed` positioned inside that string.
+    raises :class:`Malformed` positioned inside that string; one holding a non-finite number
+    (``NaN``, ``Infinity``, ``1e999``) raises it with reason ``invalid_number``.
     """
     if raw is None:
         return {}
@@ -119,12 +154,16 @@ def decode_arguments(raw: object, *, path: str) -> Any:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw)
+        return loads(raw)
     except json.JSONDecodeError as exc:
         fault = _json_fault(exc, raw, 0, f"arguments at {path}")
         fault.source = raw
         fault.details["path"] = path
         raise fault from None
+    except NonFinite as exc:
+        raise Malformed(
+            "invalid_number", f"arguments at {path} hold a number that is not finite ({exc})", path=path
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise Malformed(
             "invalid_json", f"arguments at {path} cannot be decoded ({type(exc).__name__})", path=path

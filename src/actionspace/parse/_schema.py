@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from actionspace.parse._scan import loads
 
 __all__ = ["coerce", "index_tools", "loose"]
 
@@ -65,9 +66,10 @@ def _types(schema: object) -> list[str]:
 
 
 def loose(text: str) -> Any:
-    """Without a schema: the JSON value the text spells, else the text itself."""
+    """Without a schema: the JSON value the text spells, else the text itself (``NaN`` or
+    ``1e999`` spell no JSON value: they stay text)."""
     try:
-        return json.loads(text)
+        return loads(text)
     except (ValueError, RecursionError):
         return text
 
