@@ -9,7 +9,8 @@ returns a :class:`ParseResult`. It never raises: anything malformed comes back a
 category ``parse_error``. Each text format is written out in its module's docstring.
 
 :class:`StreamParser` reads the same outputs delta by delta (raw text, or OpenAI / Responses /
-Anthropic stream events) and reports each call only once it is complete.
+Anthropic stream events) and reports each call only once it is complete. :func:`call_ids` finds
+the call ids of a provider message whose calls do not all parse.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from actionspace.parse._fast import (
     fast_responses_items,
     loads_object,
 )
+from actionspace.parse._ids import call_ids
 from actionspace.parse._result import Collector, ParseResult
 from actionspace.parse._stream import StreamParser, StreamProgress
 from actionspace.parse._structured import add_value
 from actionspace.parse._user import user_text
 from actionspace.types import ToolCall
 
-__all__ = ["ParseResult", "StreamParser", "StreamProgress", "parse", "user_text"]
+__all__ = ["ParseResult", "StreamParser", "StreamProgress", "call_ids", "parse", "user_text"]
 
 
 def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> ParseResult:

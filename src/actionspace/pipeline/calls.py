@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
-from actionspace.parse import ParseResult, parse
+from actionspace.parse import ParseResult, call_ids, parse
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ObservationStatus, ToolCall
 
-__all__ = ["dispatched_event", "group", "parse_raw"]
+__all__ = ["dispatched_event", "group", "parse_raw", "per_call_id"]
 
 
 def parse_raw(
@@ -49,6 +50,19 @@ def parse_raw(
         )
         return Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
     return list(parsed.calls)
+
+
+def per_call_id(raw: Any, failure: Observation) -> list[Observation]:
+    """The ``parse_error`` :func:`parse_raw` made of ``raw``, once per call id the message gave.
+
+    None of such a message's calls runs, but the provider wants a result for each call id of the
+    message before its next request: each id gets the error (in the message's order). Output
+    without call ids (raw text, a message that holds no call) keeps the one observation.
+    """
+    ids = call_ids(raw)
+    if not ids:
+        return [failure]
+    return [dataclasses.replace(failure, call_id=call_id) for call_id in ids]
 
 
 def dispatched_event(ready: Ready, spec: ToolSpec) -> dict[str, Any]:

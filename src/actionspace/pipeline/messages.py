@@ -25,7 +25,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, parse
-from actionspace.pipeline.calls import parse_raw
+from actionspace.pipeline.calls import parse_raw, per_call_id
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.stages import CallInput
 from actionspace.pipeline.together import run_together
@@ -249,8 +249,8 @@ class Messages:
             if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
                 out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
             calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts, parsed)
-            if isinstance(calls, Observation):
-                out.append(calls)
+            if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
+                out.extend(per_call_id(raw, calls))
                 calls = []
             node = node_id if len(calls) == 1 else None
             given = functools.partial(

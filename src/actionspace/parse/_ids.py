@@ -1,0 +1,85 @@
+"""The call ids a provider message proposes, read without parsing its calls.
+
+A message whose calls do not all parse still owes the provider one result per call id it holds
+(the next request is refused otherwise): :func:`call_ids` finds those ids in the same shapes
+:mod:`actionspace.parse._structured` reads — OpenAI chat ``tool_calls`` entries (``id``), Responses
+``function_call`` / ``custom_tool_call`` items (``call_id``, else ``id``), Anthropic ``tool_use``
+blocks (``id``), generic ``{"name", "id"}`` calls, a completion's first choice, a Responses
+object's ``output``, their JSON text and SDK objects — whatever else the call holds (a missing
+name, cut-off arguments, a wrong type).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from actionspace.parse._structured import classify
+
+__all__ = ["call_ids"]
+
+_MAX_DEPTH = 32
+
+
+def call_ids(raw: object) -> tuple[str, ...]:
+    """The ids of the calls ``raw`` proposes, in its order (an integer id as its digits, as
+    ``parse`` reads it); empty for raw text, for anything that holds none, and for an object
+    that cannot be read (an SDK object whose ``model_dump`` raises). Never raises."""
+    found: list[str] = []
+    try:
+        _walk(raw, found, 0)
+    except Exception:  # a foreign object's failure: no id is known rather than some of them
+        return ()
+    return tuple(found)
+
+
+def _walk(value: object, found: list[str], depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, str):
+        if value.lstrip()[:1] in ("{", "["):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return
+            _walk(value, found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _walk(item, found, depth + 1)
+    elif isinstance(value, Mapping):
+        _mapping(value, found, depth)
+    elif callable(getattr(value, "model_dump", None)):
+        _walk(value.model_dump(), found, depth + 1)  # type: ignore[attr-defined]
+
+
+def _mapping(value: Mapping[Any, Any], found: list[str], depth: int) -> None:
+    kind = classify(value)
+    if kind == "completion":
+        choices = value.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            _walk(choices[0].get("message"), found, depth + 1)
+    elif kind == "responses":
+        _walk(value.get("output"), found, depth + 1)
+    elif kind in ("function_call", "custom_tool_call"):
+        _add(value.get("call_id", value.get("id")), found)
+    elif kind == "generic":
+        _add(value.get("id", value.get("call_id")), found)
+    elif kind in ("tool_use", "entry", "custom", "jsonrpc"):
+        _add(value.get("id"), found)
+    elif kind in ("message", "reasoning", "block"):
+        content = value.get("content")
+        if isinstance(content, list):
+            _walk(content, found, depth + 1)
+        entries = value.get("tool_calls")
+        if isinstance(entries, list):
+            for entry in entries:
+                if isinstance(entry, Mapping):
+                    _add(entry.get("id"), found)
+
+
+def _add(ident: object, found: list[str]) -> None:
+    if isinstance(ident, str) and ident:
+        found.append(ident)
+    elif isinstance(ident, int) and not isinstance(ident, bool):
+        found.append(str(ident))
