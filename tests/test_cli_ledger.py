@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from actionspace._canonical import args_digest
@@ -85,3 +86,61 @@ def test_a_decision_the_store_cannot_record_is_one_line_and_can_be_made_again(tm
     assert json.loads(shown.stdout)["status"] == "pending"
     approved = runner.invoke(app, argv)
     assert approved.exit_code == 0 and f"{request_id}: approved by alice" in approved.output
+
+
+def _unknown_commit(db: Path) -> str:
+    from actionspace.ledger.sqlite import SqliteLedgerStore
+    from tests.ledger.factories import entry
+
+    with SqliteLedgerStore(db) as ledger:
+        return ledger.begin(entry(state="unknown_commit")).entry.key
+
+
+def test_a_refused_outcome_names_both_allowed_outcomes_whole(tmp_path: Path) -> None:
+    _mount()
+    store = f"sqlite:///{tmp_path / 'as.db'}"
+    key = _unknown_commit(tmp_path / "as.db")
+    argv = ["ledger", "resolve", key, "--outcome", "maybe", "--by", "ann", "--reason", "r", "--store", store]
+    refused = runner.invoke(app, argv)
+    assert refused.exit_code == 1
+    assert refused.stderr.splitlines()[-1] == "outcome must be 'committed' or 'failed'"
+    shown = runner.invoke(app, ["ledger", "show", key, "--store", store])
+    assert json.loads(shown.stdout)["state"] == "unknown_commit"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ledger", "list", "--state", "unknown-commit"], "unknown_commit"),
+        (["approvals", "list", "--status", "aproved"], "approved"),
+    ],
+)
+def test_a_misspelt_state_is_refused_naming_the_states_not_listed_as_none(
+    tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    """``--state unknown-commit`` matches nothing: an operator reading "0 entries" would conclude
+    that nothing waits for reconciliation."""
+    _mount()
+    store = f"sqlite:///{tmp_path / 'as.db'}"
+    _unknown_commit(tmp_path / "as.db")
+    _pending(tmp_path / "as.db")
+    result = runner.invoke(app, [*argv, "--store", store, "--json"])
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert expected in result.stderr
+
+
+@pytest.mark.parametrize("ttl", ["nan", "-5"])
+def test_an_approval_lifetime_that_is_not_a_positive_number_is_refused_and_nothing_decided(
+    tmp_path: Path, ttl: str
+) -> None:
+    _mount()
+    store = f"sqlite:///{tmp_path / 'as.db'}"
+    request_id = _pending(tmp_path / "as.db")
+    refused = runner.invoke(
+        app, ["approvals", "approve", request_id, "--by", "ann", "--ttl", ttl, "--store", store]
+    )
+    assert refused.exit_code == 2, refused.output
+    assert "--ttl" in refused.stderr
+    shown = runner.invoke(app, ["approvals", "show", request_id, "--store", store])
+    assert json.loads(shown.stdout)["status"] == "pending"

@@ -95,3 +95,53 @@ def test_a_good_plan_is_ok_with_its_edges(tmp_path: Path) -> None:
     }
     result = _check(tmp_path, plan, "--tools", "tests.test_cli_plan:TOOLS")
     assert result.exit_code == 0 and result.output.startswith("ok: 2 nodes, 1 edges")
+
+
+def _refused_in_one_line(result: Any, *expected: str) -> None:
+    assert result.exit_code in (1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    for part in expected:
+        assert part in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("missing.json", None, "cannot read"),
+        ("folder", "dir", "cannot read"),
+        ("latin1.json", b'{"nodes": [{"id": "caf\xe9"}]}', "cannot read"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ],
+)
+def test_a_plan_file_that_cannot_be_read_is_refused_in_one_line(
+    tmp_path: Path, name: str, content: bytes | str | None, expected: str
+) -> None:
+    _mount()
+    path = tmp_path / name
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    result = runner.invoke(app, ["plan", "check", str(path)])
+    assert result.exit_code == 1, result.output
+    _refused_in_one_line(result, expected, name)
+
+
+@pytest.mark.parametrize(
+    ("source", "attribute", "expected"),
+    [
+        ("x = (\n", "TOOLS", "SyntaxError"),
+        ("raise RuntimeError('no credentials in this shell')\n", "TOOLS", "no credentials in this shell"),
+        ("TOOLS = 5\n", "TOOLS", "neither a ToolSpec"),
+    ],
+)
+def test_a_tools_module_that_cannot_be_used_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, attribute: str, expected: str
+) -> None:
+    _mount()
+    module = f"plan_tools_{abs(hash((source, str(tmp_path)))):x}"
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plan = {"nodes": [{"id": "a", "tool": "licence", "arguments": {"name": "x"}}]}
+    result = _check(tmp_path, plan, "--tools", f"{module}:{attribute}")
+    _refused_in_one_line(result, expected)

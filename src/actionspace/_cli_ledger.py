@@ -6,7 +6,8 @@ An edge of the CLI (it opens a whole Runtime), so it lives beside ``cli.py``, no
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+import sqlite3
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -31,12 +32,24 @@ RevealOpt = Annotated[
 
 
 def _runtime(store: str | None) -> Any:
+    """The runtime on ``store``; one line and exit 1 when the URL is malformed, its file cannot be
+    made, or the file is not a store this actionspace reads (another program's, a newer schema)."""
+    from actionspace.errors import ConfigurationError, store_unavailable
     from actionspace.runtime import Runtime
     from actionspace.trace.store import default_store_url
 
     url = store or default_store_url()
     say_store(url)
-    return Runtime(url, recover_on_start=False)
+    try:
+        return Runtime(url, recover_on_start=False)
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    except OSError as exc:  # its folder cannot be made: a file in the way, a name too long
+        _fail(f"cannot open store {url}: {exc.strerror or exc}")
+    except sqlite3.DatabaseError as exc:
+        if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
+            raise
+        _fail(f"cannot read store {url}: {exc}")
 
 
 _SCAN = 100_000
@@ -64,9 +77,20 @@ def _visible(rt: Any, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
     return visible_entries(entries, rt.trace, None)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(message, err=True)
     raise typer.Exit(1)
+
+
+def _said(exc: KeyError | ValueError) -> str:
+    """The message of ``exc`` as written (``str`` of a KeyError is its repr)."""
+    return str(exc.args[0]) if exc.args else str(exc)
+
+
+def _one_of(value: str | None, allowed: tuple[str, ...], option: str) -> None:
+    """Refuse a filter no stored row can match: a typo would read as "nothing there"."""
+    if value is not None and value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(allowed)}", param_hint=option)
 
 
 @ledger_app.command("list")
@@ -78,6 +102,9 @@ def ledger_list(
     reveal: RevealOpt = False,
 ) -> None:
     """Ledger entries, most recently updated first."""
+    from actionspace.ledger.entries import STATES
+
+    _one_of(state, STATES, "--state")
     rt = _runtime(store)
     try:
         entries = rt.ledger.list(state=state, limit=limit)
@@ -107,7 +134,6 @@ def ledger_show(key: str, store: StoreOpt = None, reveal: RevealOpt = False) -> 
         rt.close()
     if shown is None:
         _fail(f"no ledger entry {key}")
-        return
     typer.echo(json.dumps(shown, indent=2))
 
 
@@ -124,8 +150,7 @@ def ledger_resolve(
     try:
         entry = rt.resolve(_ledger_key(rt, key), outcome=outcome, by=by, reason=reason)
     except (KeyError, ValueError) as exc:
-        _fail(str(exc).strip("'\""))
-        return
+        _fail(_said(exc))
     finally:
         rt.close()
     typer.echo(f"{entry.key}: {entry.state} (by {by})")
@@ -140,6 +165,11 @@ def approvals_list(
     json_out: JsonOpt = False,
 ) -> None:
     """Approval requests, newest first."""
+    from typing import get_args
+
+    from actionspace.approval.requests import ApprovalStatus
+
+    _one_of(status, (*get_args(ApprovalStatus), "all"), "--status")
     rt = _runtime(store)
     try:
         requests = rt.approvals.list(None if status == "all" else status)
@@ -168,7 +198,6 @@ def approvals_show(request_id: str, store: StoreOpt = None) -> None:
         rt.close()
     if request is None:
         _fail(f"no approval request {request_id}")
-        return
     typer.echo(json.dumps(request.to_dict(), indent=2))
 
 
@@ -188,8 +217,7 @@ def _decide(
             request = rt.approvals.deny(request_id, by=by, reason=reason)
     except (KeyError, ValueError) as exc:
         rt.close()
-        _fail(str(exc).strip("'\""))
-        return
+        _fail(_said(exc))
     try:
         from actionspace.durable.approval import wake_decided
 
@@ -209,6 +237,8 @@ def approvals_approve(
     store: StoreOpt = None,
 ) -> None:
     """Approve exactly the previewed call (bound to its argument digest)."""
+    if not ttl > 0:  # NaN too: an approval whose expiry compares false with every time
+        raise typer.BadParameter("takes a positive number of seconds", param_hint="--ttl")
     _decide(request_id, store, True, by, reason, ttl)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -49,11 +48,17 @@ def check_command(
     from actionspace.errors import ActionError
     from actionspace.plan.run import preflight
 
-    text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text()
+    try:
+        text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        unread = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        typer.echo(f"cannot read {path}: {unread}", err=True)
+        raise typer.Exit(1) from exc
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        typer.echo(f"not JSON: {exc}", err=True)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        unparsed = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        typer.echo(f"{path}: not JSON: {unparsed}", err=True)
         raise typer.Exit(1) from exc
     rt = _runtime(tools) if tools else _open_runtime(data)
     with rt:
@@ -66,21 +71,25 @@ def check_command(
 
 
 def _runtime(spec: str) -> Runtime:
+    """The runtime ``--tools`` names; typer.BadParameter (one line, exit 2) when it names none."""
+    from actionspace._loader import load_attribute
+    from actionspace.errors import ActionspaceError
     from actionspace.runtime import TOOL_ATTRIBUTE, Runtime
 
-    module, _, attribute = spec.partition(":")
-    if not module or not attribute:
-        raise typer.BadParameter("--tools takes module:attribute")
     try:
-        found: Any = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise typer.BadParameter(f"cannot load {spec}: {exc}") from exc
-    if callable(found) and not isinstance(found, Runtime) and not hasattr(found, TOOL_ATTRIBUTE):
-        found = found()
-    if isinstance(found, Runtime):
-        return found
-    items = found if isinstance(found, list | tuple) else [found]
-    return Runtime("memory://", tools=items, recover_on_start=False)
+        found: Any = load_attribute(spec, option="--tools")
+        if callable(found) and not isinstance(found, Runtime) and not hasattr(found, TOOL_ATTRIBUTE):
+            found = found()
+        if isinstance(found, Runtime):
+            return found
+        items = found if isinstance(found, list | tuple) else [found]
+        return Runtime("memory://", tools=items, recover_on_start=False)
+    except ActionspaceError as exc:  # not loadable, or not tools (ConfigurationError, ToolDefinitionError)
+        raise typer.BadParameter(str(exc), param_hint="--tools") from exc
+    except Exception as exc:  # the factory's own failure
+        raise typer.BadParameter(
+            f"{spec}() raised {type(exc).__name__}: {exc}", param_hint="--tools"
+        ) from exc
 
 
 def _open_runtime(data: Any) -> Runtime:

@@ -11,6 +11,7 @@ Connections run with ``synchronous=FULL``: a decision that returned has reached 
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -167,6 +168,10 @@ class SqliteApprovalStore:
 
 
 def _row(request: ApprovalRequest) -> tuple[Any, ...]:
+    for name in ("created_at", "decided_at", "expires_at"):
+        if (value := getattr(request, name)) is not None and math.isnan(value):
+            # SQLite binds NaN as NULL, and a NULL expires_at reads back as "never expires"
+            raise ValueError(f"approval request {request.id}: {name} is NaN, not a time")
     return (
         request.id,
         request.run_id,

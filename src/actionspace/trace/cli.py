@@ -236,6 +236,8 @@ def _reading(url: str) -> Iterator[None]:
         _fail(f"cannot read trace store {url}: {exc}")
     except ConfigurationError as exc:
         _fail(str(exc))
+    except OSError as exc:  # a path the system refuses (a name too long, a file where a folder goes)
+        _fail(f"cannot open trace store {url}: {exc.strerror or exc}")
 
 
 def _resolve(store: TraceStore, prefix: str) -> str:
