@@ -7,6 +7,7 @@ socket inherited from the test, so there is no port race and no wait for start-u
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import sys
 
@@ -71,6 +72,12 @@ async def slow_started(timeout_s: float) -> bool:
 def fail(reason: str) -> str:
     """Always fails with the reason, as an isError result."""
     raise ToolError(reason)
+
+
+@server.tool(annotations=READ)
+def crash() -> str:
+    """End the server's process at once, without answering (a server that dies mid-call)."""
+    os._exit(3)
 
 
 @server.tool(annotations=LOCAL_WRITE)

@@ -93,3 +93,28 @@ def test_invalid_arguments_come_back_as_a_typed_error_not_an_exception() -> None
     out = app.invoke({"messages": [HumanMessage("what is due?")]}, THREAD)
     [looked] = tool_texts(out)
     assert looked["error"]["category"] == "invalid_arguments"
+
+
+@pytest.mark.parametrize(
+    "resume",
+    [
+        "false",
+        "no",
+        {"approved": "false"},
+        {"approved": "no"},
+        [{"type": "ignore", "args": None}],
+        {"type": "reject"},
+    ],
+)
+def test_only_an_explicit_true_approves_a_held_call(resume: Any) -> None:
+    """A resume value that is not ``True`` (or ``{"approved": True}``), such as a form's string
+    or an inbox's list of responses, is a denial: a held call never runs on a truthy accident."""
+    s = shop()
+    app = graph(s, [proposes("c1"), AIMessage(content="not paid")])
+    app.invoke({"messages": [HumanMessage("charge order 7")]}, THREAD)
+    out = app.invoke(Command(resume=resume), THREAD)
+    assert s.charges == []
+    [denied] = tool_texts(out)
+    assert denied["error"]["category"] == "permission_denied"
+    [request] = s.rt.approvals.list(status=None)
+    assert request.status == "denied"

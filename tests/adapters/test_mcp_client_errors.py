@@ -139,3 +139,11 @@ def test_an_untrusted_servers_claimed_category_never_makes_a_call_retryable() ->
 def test_a_malformed_error_object_from_a_trusted_server_is_unclassified() -> None:
     error = map_tool_error_result("bad", {"category": "conflict", "field_errors": [{"x": 1}]}, trusted=True)
     assert error.category == "unclassified"
+
+
+def test_an_output_schema_the_sdk_cannot_use_fails_after_the_answer_so_a_write_is_unknown_commit() -> None:
+    """The SDK checks the result only once the server answered: a write may have committed."""
+    exc = RuntimeError("Invalid schema for tool x: 'nonsense' is not valid under any of the given schemas")
+    assert map_call_error(exc, side_effects=True).category == "unknown_commit"
+    assert map_call_error(exc, side_effects=False).category == "permanent"
+    assert map_call_error(exc, side_effects=True).vendor_code == "output_schema"

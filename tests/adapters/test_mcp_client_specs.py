@@ -103,3 +103,19 @@ def test_a_tool_whose_schema_cannot_be_used_is_skipped_not_fatal() -> None:
     assert [s.name for s in added] == ["ok"]
     assert "bad" in toolset.skipped
     rt.close()
+
+
+def test_binary_of_an_embedded_resource_is_summarised_like_a_picture() -> None:
+    blob = types.BlobResourceContents(uri="file:///scan.png", blob="QUJD" * 1000, mime_type="image/png")
+    text = types.TextResourceContents(uri="file:///a.txt", text="hello", mime_type="text/plain")
+    result = types.CallToolResult(
+        content=[
+            types.EmbeddedResource(type="resource", resource=blob),
+            types.EmbeddedResource(type="resource", resource=text),
+        ]
+    )
+    scan, note = content_value(result)
+    assert "blob" not in scan["resource"]
+    assert scan["resource"]["bytes"] == 3000
+    assert scan["resource"]["uri"] == "file:///scan.png" and scan["resource"]["mimeType"] == "image/png"
+    assert note["resource"]["text"] == "hello"

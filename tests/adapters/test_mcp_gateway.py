@@ -287,3 +287,62 @@ def test_a_store_that_does_not_answer_before_a_call_is_transient_not_internal(
     assert "did not answer" in error["message"]
     assert not again.is_error, text_of(again)
     assert _desk(gateway, "tickets", tmp_path) == 1
+
+
+def test_runs_two_principals_name_alike_stay_apart_and_never_replay_each_others_writes() -> None:
+    """``ops`` naming run ``admin_x`` and ``ops_admin`` naming run ``x`` are two runs: one
+    principal never reads another's recorded results, nor blocks its actions."""
+    rt = Runtime("memory://", recover_on_start=False)
+    sent: list[str] = []
+
+    @rt.tool(effect="write")
+    def note(text: str) -> int:
+        """Store a note."""
+        sent.append(text)
+        return len(sent)
+
+    gw = Gateway.from_toml(
+        """
+        [[principals]]
+        id = "ops"
+        token = "ops-token-0000000000"
+        scopes = ["write:*"]
+
+        [[principals]]
+        id = "ops_admin"
+        token = "admin-token-00000000"
+        scopes = ["write:*"]
+        """,
+        runtime=rt,
+    )
+    ops, admin = gw.config.principal_by_id("ops"), gw.config.principal_by_id("ops_admin")
+    assert ops is not None and admin is not None
+    admins_meta = {RUN_META: "x", NODE_META: "n1"}
+    ops_meta = {RUN_META: "admin_x", NODE_META: "n1"}
+    admins_run, ops_run = gw.run_for(admin, "s1", admins_meta), gw.run_for(ops, "s2", ops_meta)
+    assert admins_run != ops_run
+    assert gw.run_for(admin, "s3", admins_meta) == admins_run  # still stable across sessions
+    first = anyio.run(gw.call_tool, admin, admins_run, "note", {"text": "admin's"}, admins_meta)
+    same = anyio.run(gw.call_tool, ops, ops_run, "note", {"text": "admin's"}, ops_meta)
+    assert not first.is_error and not same.is_error
+    assert same.structured_content is not None
+    assert not same.structured_content.get("diagnostics", {}).get("replayed")
+    assert sent == ["admin's", "admin's"]
+    rt.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("job/1", "job_1"), ("ticket 7", "ticket_7"), ("n" * 100 + "1", "n" * 100 + "2")]
+)
+def test_two_node_ids_that_read_alike_are_two_actions(
+    gateway: Gateway, tmp_path: Path, first: str, second: str
+) -> None:
+    alice = gateway.config.principal_by_id("alice")
+    assert alice is not None
+    run_id = gateway.run_for(alice, "nodes", None)
+    args = {"customer_id": "c8", "title": "two identical tickets"}
+    for node in (first, second):
+        meta = {NODE_META: node}
+        done = anyio.run(gateway.call_tool, alice, run_id, "create_ticket", args, meta)
+        assert not done.is_error, text_of(done)
+    assert _desk(gateway, "tickets", tmp_path) == 2

@@ -112,3 +112,35 @@ def test_the_test_model_calls_a_read_tool_through_the_engine() -> None:
     [ret] = returns(result.all_messages())
     assert json.loads(str(ret.content))["data"]["cents"] == 500
     assert "observation" in trace_kinds(s, "r1")
+
+
+@pytest.mark.parametrize("raw", ["[1, 2]", "null", "7", '"order 7"', "true"])
+def test_arguments_that_are_not_an_object_come_back_to_the_model_as_a_typed_error(raw: str) -> None:
+    s = shop()
+    toolset = GovernedToolset(s.rt, run_id="r1")
+
+    def once(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if returns(messages):
+            return ModelResponse(parts=[TextPart("sorry")])
+        return ModelResponse(parts=[ToolCallPart("lookup", raw, tool_call_id="c1")])
+
+    result = Agent(FunctionModel(once), toolsets=[toolset.toolset]).run_sync("what is due?")
+    assert result.output == "sorry"
+    [ret] = returns(result.all_messages())
+    error = json.loads(str(ret.content))["error"]
+    assert error["category"] == "invalid_arguments" and error["recovery"] == ["change_arguments"]
+    assert "validated" in trace_kinds(s, "r1")
+
+
+def test_an_answer_that_is_not_a_bool_is_refused_and_approves_nothing() -> None:
+    s = shop()
+    toolset = GovernedToolset(s.rt, run_id="r1")
+    agent = Agent(
+        FunctionModel(charge_twice), toolsets=[toolset.toolset], output_type=[str, DeferredToolRequests]
+    )
+    result = agent.run_sync("charge order 7")
+    assert isinstance(result.output, DeferredToolRequests)
+    with pytest.raises(TypeError, match="True or False"):
+        toolset.decide(result.output, {"c1": "false"}, by="alice")  # type: ignore[dict-item]
+    [request] = s.rt.approvals.list(status=None)
+    assert request.status == "pending" and s.charges == []

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from actionspace.adapters._mcp_errors import ServerUnavailable
@@ -35,6 +37,8 @@ T = TypeVar("T")
 OpenClient = Callable[[AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
 """Enters a connected ``Client`` (and whatever it needs, e.g. an HTTP client) onto the stack."""
 
+_PROBE_TIMEOUT_S = 5.0
+"""Longest wait for the request that tells a closed request from a session that ended."""
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
 
@@ -167,7 +171,26 @@ class Connection:
         client = self._client
         if client is None:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
-        return await client.call_tool(name, arguments)
+        try:
+            return await client.call_tool(name, arguments)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                await self._check_alive(client, exc)
+            raise
+
+    async def _check_alive(self, client: Client, lost: MCPError) -> None:
+        """After a request's connection closed: when the whole session is gone (a stdio server's
+        process ended), later requests are refused as not connected instead of being "sent"."""
+        try:
+            # a request every protocol revision serves, and that changes nothing
+            await asyncio.wait_for(client.list_tools(cache_mode="refresh"), _PROBE_TIMEOUT_S)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED and self._client is client:
+                self._client = None
+                self.failure = lost
+                _log.warning("MCP server %s: session ended: %r", self.name, lost)
+        except Exception:  # slow or odd, but not known to be gone: keep the session
+            _log.debug("MCP server %s: probe after a closed request failed", self.name, exc_info=True)
 
     def refresh(self, timeout_s: float) -> list[types.Tool]:
         """List the tools again now and hand them to ``on_tools`` (blocks up to ``timeout_s``)."""

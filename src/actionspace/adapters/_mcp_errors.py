@@ -14,6 +14,7 @@ can have committed. What is not known for sure is ``unclassified`` (never retrie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -45,6 +46,9 @@ __all__ = [
     "map_jsonrpc_error",
     "map_tool_error_result",
 ]
+
+_OUTPUT_CHECK: Final = re.compile(r"structured content|invalid schema for tool", re.IGNORECASE)
+"""What the SDK's ``RuntimeError`` says when a result fails its check against the output schema."""
 
 RESOURCE_NOT_FOUND: Final = -32002
 """Retired by newer protocol revisions, still sent by older servers."""
@@ -112,8 +116,9 @@ def map_call_error(exc: BaseException, *, side_effects: bool) -> ActionError:
             category = write_category if side_effects else read_category
             message = f"{name}: {str(exc)[:400]}" if str(exc) else name
             return ActionError.of(category, message, vendor_code=name, details={"error": name})
-    if isinstance(exc, RuntimeError) and "structured content" in str(exc).lower():
-        # The SDK's output-schema check: the server returned data its own schema forbids.
+    if isinstance(exc, RuntimeError) and _OUTPUT_CHECK.search(str(exc)):
+        # The SDK's output-schema check, made once the server answered: the data breaks the
+        # tool's own schema, is missing, or the schema itself cannot be used.
         return ActionError.of(
             "unknown_commit" if side_effects else "permanent",
             str(exc)[:500],

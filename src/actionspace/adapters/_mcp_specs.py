@@ -11,16 +11,19 @@ through the approval gate. MCP gives ``tools/call`` no idempotency key: every to
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema_rs
 import mcp_types as types
 
 from actionspace._canonical import digest_json
-from actionspace.catalog.spec import Effect, Integrity, Labels, Risk
+from actionspace.catalog.spec import Effect, Integrity, Labels, Risk, ToolSpec
+from actionspace.errors import ToolDefinitionError
 
-__all__ = ["Mapped", "content_value", "fingerprint", "map_annotations", "result_text"]
+__all__ = ["Mapped", "check_self_contained", "content_value", "fingerprint", "map_annotations", "result_text"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,7 +76,30 @@ def fingerprint(tool: types.Tool) -> str:
         if tool.annotations
         else None,
     }
-    return hashlib.sha256(digest_json(shape)).hexdigest()[:16]  # int64 bounds too
+    try:
+        encoded = digest_json(shape)
+    except ValueError:  # NaN or an infinity (``1e400`` is valid JSON): the tool is skipped later
+        encoded = b"j" + json.dumps(shape, sort_keys=True, default=str).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]  # int64 bounds too
+
+
+def check_self_contained(spec: ToolSpec) -> None:
+    """Raise ToolDefinitionError unless both schemas of ``spec`` compile with nothing fetched.
+
+    A server's schema is untrusted input: a ``$ref`` (or ``$schema``, or a relative ``$ref``
+    under an ``$id``) naming ``http://…`` or ``file://…`` must not make this process read a
+    URL or a local file. An output schema that does not compile is refused too: the SDK checks
+    every result against it, so each call would run and then fail.
+    """
+    for what, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
+        if schema is None:
+            continue
+        try:
+            jsonschema_rs.validator_for(dict(schema), offline=True)
+        except ValueError as exc:  # jsonschema_rs.ValidationError is one
+            raise ToolDefinitionError(
+                f"{spec.key}: {what} is not a self-contained JSON Schema: {exc}"
+            ) from exc
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -101,4 +127,7 @@ def _block(block: Any) -> Mapping[str, Any]:
     if isinstance(block, types.ImageContent | types.AudioContent):
         raw = data.pop("data", "")
         data["bytes"] = len(raw) * 3 // 4
+    elif isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents):
+        resource = data["resource"]
+        resource["bytes"] = len(resource.pop("blob", "")) * 3 // 4
     return data

@@ -8,7 +8,8 @@ Approvals are LangGraph's ``interrupt``: a call actionspace holds interrupts the
 request (``request_id``, tool, arguments, reason, effects). Resume with
 ``Command(resume={"approved": True, "by": "alice", "reason": "..."})`` (or a bare bool): the answer is
 recorded in ``rt.approvals`` and the call, bound to its exact arguments, runs — or the denial is
-what the model reads. The graph needs a checkpointer, as every ``interrupt`` does.
+what the model reads. Only ``True`` approves; any other resume value is a denial. The graph needs
+a checkpointer, as every ``interrupt`` does.
 
     tools = governed_tools(rt, run_id="conv-1")
     graph.add_node("tools", ToolNode(tools))
@@ -69,16 +70,20 @@ def tools_of(bridge: Bridge) -> list[StructuredTool]:
 
 
 def _answer(resume: Any) -> tuple[bool, str | None, str | None]:
-    """(approved, by, reason) of a resume value: a bool, or a mapping with ``approved``."""
+    """(approved, by, reason) of a resume value: a bool, or a mapping with ``approved``.
+
+    Only ``True`` approves: any other value (``"false"`` from a form, a list of inbox responses)
+    is a denial, never an approval by truthiness.
+    """
     if isinstance(resume, Mapping):
         by = resume.get("by")
         reason = resume.get("reason")
         return (
-            bool(resume.get("approved")),
+            resume.get("approved") is True,
             None if by is None else str(by),
             None if reason is None else str(reason),
         )
-    return bool(resume), None, None
+    return resume is True, None, None
 
 
 def _decided(bridge: Bridge, obs: Observation) -> bool:

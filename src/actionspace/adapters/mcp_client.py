@@ -58,13 +58,18 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actionspace.adapters._mcp_connection import Connection, OpenClient
 from actionspace.adapters._mcp_errors import map_call_error, map_tool_error_result
-from actionspace.adapters._mcp_specs import content_value, fingerprint, map_annotations, result_text
+from actionspace.adapters._mcp_specs import (
+    check_self_contained,
+    content_value,
+    fingerprint,
+    map_annotations,
+    result_text,
+)
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import (
     ActionError,
     ConfigurationError,
-    DuplicateToolError,
     ToolDefinitionError,
     ToolError,
 )
@@ -160,6 +165,8 @@ class McpToolset:
         self._current: dict[str, tuple[str, ToolSpec]] = {}
         """Remote tool name → (fingerprint, registered spec)."""
         self._versions: dict[str, int] = {}
+        self._keys: set[str] = set()
+        """Every ``name@version`` this toolset registered (the names it may add versions to)."""
         self._listeners: list[ChangeListener] = []
         self._lock = threading.Lock()
         self.claimed: dict[str, types.ToolAnnotations | None] = {}
@@ -228,37 +235,51 @@ class McpToolset:
                 listener(added, retired)
 
     def _sync(self, tools: list[types.Tool]) -> tuple[list[ToolSpec], list[ToolSpec]]:
-        """Register new and changed tools, retire changed and removed ones."""
+        """Register new and changed tools; retire changed, removed and no longer usable ones."""
         rt = self._target
         assert rt is not None
         added: list[ToolSpec] = []
         retired: list[ToolSpec] = []
         with self._lock:
-            seen = set()
-            for tool in tools:
-                seen.add(tool.name)
-                digest = fingerprint(tool)
+            usable: set[str] = set()
+            listed, ambiguous = _unambiguous(tools)
+            for name in ambiguous:
+                self.skipped[name] = "listed more than once, with different definitions"
+            for tool, digest in listed:
                 old = self._current.get(tool.name)
-                if old is not None and old[0] == digest:
-                    continue
-                spec = self._build(tool)
-                if spec is None:
-                    continue
-                try:
-                    added.append(rt.register(spec))
-                except DuplicateToolError:
-                    raise
-                except ToolDefinitionError as exc:  # e.g. a schema the validator cannot compile
-                    self.skipped[tool.name] = str(exc)
-                    _log.warning("MCP server %s: tool %r skipped: %s", self.server.label, tool.name, exc)
-                    continue
-                self._current[tool.name] = (digest, spec)
-                if old is not None:
-                    retired.append(rt.catalog.retire(old[1].key))
-            for name in [n for n in self._current if n not in seen]:
+                if old is None or old[0] != digest:
+                    spec = self._register(rt, tool)
+                    if spec is None:
+                        continue  # the old version, if any, is retired below: it is no longer served
+                    added.append(spec)
+                    self._current[tool.name] = (digest, spec)
+                    if old is not None:
+                        retired.append(rt.catalog.retire(old[1].key))
+                usable.add(tool.name)
+                self.skipped.pop(tool.name, None)
+            for name in [n for n in self._current if n not in usable]:
                 _, spec = self._current.pop(name)
                 retired.append(rt.catalog.retire(spec.key))
         return added, retired
+
+    def _register(self, rt: _Registers, tool: types.Tool) -> ToolSpec | None:
+        """Build and register the next version of ``tool``; None (and why in ``skipped``) if unusable."""
+        spec = self._build(tool)
+        if spec is None:
+            return None
+        try:
+            others = [s.key for s in rt.catalog.versions(spec.name) if s.key not in self._keys]
+            if others:  # a new version of another tool would take over its name
+                raise ToolDefinitionError(f"{spec.name!r} is already the name of {others[-1]}; set a prefix")
+            check_self_contained(spec)
+            registered = rt.register(spec)
+        # ToolDefinitionError: e.g. a taken name; ConfigurationError: a schema that does not compile
+        except (ToolDefinitionError, ConfigurationError) as exc:
+            self.skipped[tool.name] = str(exc)
+            _log.warning("MCP server %s: tool %r skipped: %s", self.server.label, tool.name, exc)
+            return None
+        self._keys.add(registered.key)
+        return registered
 
     def _build(self, tool: types.Tool) -> ToolSpec | None:
         server = self.server
@@ -308,6 +329,22 @@ class McpToolset:
 
         call_mcp_tool.__name__ = remote
         return call_mcp_tool
+
+
+def _unambiguous(tools: list[types.Tool]) -> tuple[list[tuple[types.Tool, str]], set[str]]:
+    """Each listed tool once, with its fingerprint, and the names listed with two definitions
+    (left out: which one the server would run is unknown)."""
+    digests: dict[str, str] = {}
+    unique: list[tuple[types.Tool, str]] = []
+    ambiguous: set[str] = set()
+    for tool in tools:
+        digest = fingerprint(tool)
+        if tool.name not in digests:
+            digests[tool.name] = digest
+            unique.append((tool, digest))
+        elif digests[tool.name] != digest:
+            ambiguous.add(tool.name)
+    return [(tool, digest) for tool, digest in unique if tool.name not in ambiguous], ambiguous
 
 
 def _raised(error: ActionError) -> ToolError:

@@ -37,6 +37,8 @@ held for approval is ``needs_approval`` with ``details.request_id``; once a pers
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import re
@@ -237,7 +239,9 @@ class Gateway:
         """The run id of a request: named in ``_meta``, else one per (principal, session)."""
         named = (meta or {}).get(RUN_META)
         if isinstance(named, str) and named:
-            return f"mcp_{_safe(principal.id)}_{_safe(named)}"
+            # one principal's run never is another's: "ops" naming "admin_x" reads like
+            # "ops_admin" naming "x", the digest of both parts keeps them apart
+            return f"mcp_{_safe(principal.id)}_{_distinct(named, [principal.id, named])}"
         key = (principal.id, session or f"process:{self._boot}")
         run_id = self._runs.get(key)
         if run_id is None:
@@ -296,7 +300,7 @@ class Gateway:
     def _node_id(self, name: str, arguments: Mapping[str, Any], meta: Any) -> str | None:
         named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
         if isinstance(named, str) and named:
-            return f"c:{_safe(named)}"
+            return f"c:{_distinct(named, named)}"
         return None  # the engine's node identity: (the run as the turn, tool@version, canonical arguments)
 
     # ------------------------------------------------------------------ serving
@@ -465,3 +469,10 @@ def _session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 def _safe(value: str) -> str:
     return _SAFE_ID.sub("_", value)[:_MAX_ID]
+
+
+def _distinct(value: str, identity: object) -> str:
+    """``value`` made safe for an id, with a digest of ``identity``: two values that read alike
+    once unsafe characters became ``_`` or a long value was cut ("job/1", "job_1") stay apart."""
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
+    return f"{_safe(value)}_{digest}"

@@ -17,7 +17,10 @@ whose request is still pending (approved without ``decide``) is approved as ``ap
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic_core import SchemaValidator, core_schema
 
 from actionspace.adapters._bridge import Bridge, held_request, require
 from actionspace.policy.principal import Principal
@@ -30,6 +33,22 @@ if TYPE_CHECKING:
 __all__ = ["GovernedToolset"]
 
 EXTRA = "pydantic-ai"
+
+
+@dataclass(frozen=True, slots=True)
+class _NotAnObject:
+    """Arguments the model sent as a JSON value other than an object (a list, a number, null)."""
+
+    value: Any
+
+
+_ANY_ARGUMENTS = SchemaValidator(
+    core_schema.no_info_plain_validator_function(
+        lambda value: value if isinstance(value, dict) else {"arguments": _NotAnObject(value)}
+    )
+)
+"""Lets any JSON reach the engine, which answers what is not an object as ``invalid_arguments``
+(Pydantic AI would otherwise spread a list with ``**`` and fail, or assert on null)."""
 
 
 class GovernedToolset:
@@ -68,7 +87,14 @@ class GovernedToolset:
         by: str,
         reason: str | None = None,
     ) -> DeferredToolResults:
-        """Record each answer (tool call id → approved?) in ``rt.approvals``; the results to resume with."""
+        """Record each answer (tool call id → approved?) in ``rt.approvals``; the results to resume with.
+
+        Raises TypeError, recording nothing, when an answer is not ``True`` or ``False`` (a
+        ``"false"`` string would otherwise approve).
+        """
+        odd = {call_id: answer for call_id, answer in approvals.items() if not isinstance(answer, bool)}
+        if odd:
+            raise TypeError(f"approvals must map tool call ids to True or False, got {odd!r}")
         pai = require("pydantic_ai", EXTRA)
         results: DeferredToolResults = pai.DeferredToolResults()
         for part in requests.approvals:
@@ -86,16 +112,17 @@ class GovernedToolset:
     def _build(self) -> FunctionToolset[Any]:
         pai = require("pydantic_ai", EXTRA)
         toolsets = require("pydantic_ai.toolsets", EXTRA)
-        tools = [
-            pai.Tool.from_schema(
+        tools = []
+        for d in self.bridge.definitions():
+            tool = pai.Tool.from_schema(
                 self._function(str(d["name"])),
                 name=str(d["name"]),
                 description=str(d.get("description") or d["name"]),
                 json_schema=dict(d["input_schema"]),
                 takes_ctx=True,
             )
-            for d in self.bridge.definitions()
-        ]
+            tool.function_schema.validator = _ANY_ARGUMENTS
+            tools.append(tool)
         toolset: FunctionToolset[Any] = toolsets.FunctionToolset(tools)
         return toolset
 
@@ -104,6 +131,9 @@ class GovernedToolset:
         exceptions = require("pydantic_ai.exceptions", EXTRA)
 
         async def run(ctx: RunContext[Any], **arguments: Any) -> str:
+            wrapped = arguments.get("arguments")
+            if isinstance(wrapped, _NotAnObject):
+                arguments = wrapped.value
             obs = await bridge.acall(name, arguments, ctx.tool_call_id)
             request_id = held_request(obs)
             if request_id is not None:
