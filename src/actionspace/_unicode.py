@@ -79,7 +79,9 @@ def text_for_postgres(text: str) -> str:
 
 def json_for_postgres(text: str) -> str:
     """JSON ``text`` as ``jsonb`` takes it: strings and keys holding an unpaired surrogate or
-    U+0000 (which JSON writes as ``\\u0000``) get U+FFFD in its place; other text unchanged."""
+    U+0000 (which JSON writes as ``\\u0000``) get U+FFFD in its place; other text unchanged. Two
+    keys of one object that become the same (``"\\ud800"`` and ``"\\udfff"``) are both kept, the
+    later one with a U+FFFD more for each earlier one it would replace: nothing is dropped."""
     if "\\u0000" not in text and (text.isascii() or _SURROGATE.search(text) is None):
         return text
     # rare: read it back and clean each string (a "\\u0000" may also be an escaped backslash)
@@ -90,7 +92,13 @@ def _clean(value: Any) -> Any:
     if type(value) is str:
         return text_for_postgres(value)
     if type(value) is dict:
-        return {text_for_postgres(k): _clean(v) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            key = text_for_postgres(k)
+            while key in out:  # keys that differ only where jsonb refuses: each kept, told apart
+                key += REPLACEMENT
+            out[key] = _clean(v)
+        return out
     if type(value) is list:
         return [_clean(v) for v in value]
     return value
