@@ -28,6 +28,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_crash": 0,
     "_canonical": 0,
     "_unicode": 0,
+    "_json_values": 0,
     "_store_url": 0,
     "_extras": 0,
     "_loader": 0,

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actionspace import Principal, Runtime
+from actionspace._json_values import MAX_DEPTH
 from actionspace.service import RunnerConfig, create_app
 from actionspace.service.limits import BodyLimits
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS
@@ -86,7 +87,7 @@ def test_raw_model_output_is_stored_bounded_with_its_hash_and_the_whole_as_an_ar
         assert rt.artifacts.get(output["artifact_ref"]).decode() == raw
 
 
-def test_arguments_nested_five_thousand_deep_still_leave_the_calls_trace(tmp_path: Path) -> None:
+def test_arguments_nested_five_thousand_deep_are_refused_and_leave_the_calls_trace(tmp_path: Path) -> None:
     rt = Runtime(f"sqlite://{tmp_path / 'as.db'}", recover_on_start=False)
     ran: list[int] = []
 
@@ -102,11 +103,14 @@ def test_arguments_nested_five_thousand_deep_still_leave_the_calls_trace(tmp_pat
     try:
         run = rt.new_run()
         obs = rt.call({"name": "inspect", "arguments": {"payload": deep}}, run_id=run)
-        kinds = [e.kind for e in rt.trace.events(run)]
+        events = rt.trace.events(run)
     finally:
         rt.close()
-    assert ran == [1] and obs.status == "ok"
-    assert "observation" in kinds and "dispatched" in kinds
+    # deeper than any JSON parser of ours reads (MAX_DEPTH): refused at the level too deep, unrun
+    assert ran == [] and obs.error is not None and obs.error.category == "invalid_arguments"
+    assert obs.error.field_errors[0].path == "/payload" + "/0" * (MAX_DEPTH - 1)
+    kinds = [e.kind for e in events]
+    assert "model_output" in kinds and "observation" in kinds  # the model's output is kept, deep as it is
 
 
 TENANTS = {

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import pytest
 
 from actionspace import Plan, Runtime
+from actionspace._json_values import MAX_DEPTH
 from actionspace.catalog import ToolSpec, spec_from_function
 from actionspace.errors import ConfigurationError
 from actionspace.validation.semantic import MARKER, Money, PathWithin, Timestamp, canonical_path
@@ -72,9 +73,16 @@ def test_pattern_properties_and_recursive_refs_are_walked(tmp_path: Path) -> Non
     spec = _schema_spec(schema)
     assert _rejected_at(_check(spec, {"p_x": ESCAPE, "other": ESCAPE})) == ["/p_x"]
     deep: dict[str, Any] = {"file": ESCAPE}
-    for _ in range(3000):  # deeper than the interpreter's recursion limit
+    for _ in range(3000):  # deeper than the interpreter's recursion limit: the walk does not recurse
         deep = {"child": deep}
-    assert _rejected_at(_check(spec, {"tree": deep})) == ["/tree" + "/child" * 3000 + "/file"]
+    problems = compile_tool(spec).checks.problems({"tree": deep})
+    assert [p for p, _ in problems] == ["/tree" + "/child" * 3000 + "/file"]
+    # a proposal nested that deep is refused before any check reads it, at the level too deep
+    assert _rejected_at(_check(spec, {"tree": deep})) == ["/tree" + "/child" * (MAX_DEPTH - 1)]
+    shallow: dict[str, Any] = {"file": ESCAPE}
+    for _ in range(MAX_DEPTH - 2):  # with the arguments object and the innermost one: MAX_DEPTH levels
+        shallow = {"child": shallow}
+    assert _rejected_at(_check(spec, {"tree": shallow})) == ["/tree" + "/child" * (MAX_DEPTH - 2) + "/file"]
 
 
 @pytest.mark.parametrize("keyword", ["not", "if", "contains", "propertyNames"])

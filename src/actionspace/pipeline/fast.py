@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from actionspace._unicode import unfit_text
+from actionspace._json_values import finite_numbers, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
@@ -161,7 +161,7 @@ class FastCall:
 def _openai_entry(raw: Any) -> tuple[str, str | None, Any] | None:
     """(name, id, arguments) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse`` reads it."""
     try:
-        value = from_json(raw)
+        value = from_json(raw, allow_inf_nan=False)
     except ValueError:
         return None
     if type(value) is not dict:
@@ -178,7 +178,7 @@ def _openai_entry(raw: Any) -> tuple[str, str | None, Any] | None:
         if arguments[:1] != "{":
             return None
         try:
-            arguments = from_json(arguments)
+            arguments = from_json(arguments, allow_inf_nan=False)
         except ValueError:
             return None
     elif arguments is None:
@@ -235,8 +235,10 @@ class FastPath:
         if type(arguments) is not dict or not name:
             return None
         entry = self.entry(run, name, principal, ordered)
-        if entry is None or entry.effects or (not plain and unfit_text(arguments) is not None):
-            return None  # the stages refuse text arguments may not hold
+        if entry is None or entry.effects:
+            return None
+        if (not finite_numbers(arguments)) if plain else (unfit_arguments(arguments) is not None):
+            return None  # the stages refuse what arguments may not hold
         if not entry.compiled.validator.is_valid(arguments):
             return None
         return FastCall(entry, name, call_id, arguments, model_output, fmt)
@@ -257,7 +259,7 @@ class FastPath:
             or call.provenance
             or type(call.arguments) is not dict
             or not call.name
-            or unfit_text(call.arguments) is not None
+            or unfit_arguments(call.arguments) is not None
         ):
             return None
         run = inp.run

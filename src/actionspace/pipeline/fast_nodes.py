@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from actionspace._unicode import unfit_text
+from actionspace._json_values import unfit_arguments
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.ready import Ready
@@ -66,7 +66,7 @@ def plain_node(
     if (
         entry is None
         or entry.effects
-        or unfit_text(arguments) is not None  # the stages refuse it
+        or unfit_arguments(arguments) is not None  # the stages refuse it
         or not entry.compiled.validator.is_valid(arguments)
     ):
         return None

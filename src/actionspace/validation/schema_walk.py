@@ -238,7 +238,7 @@ class _Compiler:
                 if not isinstance(branch, Mapping):
                     holder.append(None)
                 else:
-                    holder.append(jsonschema_rs.validator_for({**defs, **branch}))
+                    holder.append(jsonschema_rs.validator_for({**defs, **branch}, offline=True))
             validator = holder[0]
             return bool(branch) if validator is None else bool(validator.is_valid(value))
 

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema_rs
 from pydantic import ValidationError
 
-from actionspace._unicode import unfit_text
+from actionspace._json_values import unfit_arguments
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
@@ -101,7 +101,7 @@ def _compile(spec: ToolSpec) -> CompiledTool:
     validator = _VALIDATORS.get(spec.schema_hash)
     if validator is None:
         try:
-            validator = jsonschema_rs.validator_for(dict(spec.input_schema))
+            validator = jsonschema_rs.validator_for(dict(spec.input_schema), offline=True)  # fetches nothing
         except Exception as exc:
             raise ConfigurationError(f"{spec.key}: input_schema is not a valid JSON Schema: {exc}") from exc
         if len(_VALIDATORS) >= 4096:
@@ -172,11 +172,13 @@ def validate(
             "arguments must be a JSON object",
             [FieldError(path="", message=f"expected an object, got {type(arguments).__name__}")],
         )
-    unfit = unfit_text(arguments)
-    if unfit is not None:  # before the schema: its checker cannot read such text
-        return _reject(
-            "arguments hold text that is not Unicode", [FieldError(path=unfit[0], message=unfit[1])]
+    unfit = unfit_arguments(arguments)
+    if unfit is not None:  # before the schema: its checker cannot read such text, nor a digest such values
+        path, reason, text = unfit
+        summary = (
+            "arguments hold text that is not Unicode" if text else "arguments hold a value that is not JSON"
         )
+        return _reject(summary, [FieldError(path=path, message=reason)])
     if compiled.simple:
         if compiled.validator.is_valid(arguments):
             return Validated(ACCEPTED, arguments, provenance)
