@@ -27,6 +27,7 @@ from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, parse
 from actionspace.pipeline.calls import parse_raw, per_call_id
 from actionspace.pipeline.observe import fail
+from actionspace.pipeline.runs import check_id
 from actionspace.pipeline.stages import CallInput
 from actionspace.pipeline.together import run_together
 from actionspace.policy.principal import Principal
@@ -128,8 +129,8 @@ class Messages:
         same events the stages would give, without their cost."""
         engine = self.engine
         run = engine.runs.known(run_id)
-        if run is None:
-            return None
+        if run is None or (node_id is not None and not node_id.isascii()):
+            return None  # the run is opened, and a node id checked, by acalls
         quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
         if quick is None:
             return None
@@ -237,6 +238,8 @@ class Messages:
         parsed: ParseResult | None = None,
     ) -> list[Observation]:
         engine = self.engine
+        if node_id is not None:
+            check_id("node id", node_id)
         run = engine.run(run_id, principal)
         who = principal or run.principal
         rec = Recorder(run, None)

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
@@ -28,7 +29,7 @@ from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord, TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
 
-__all__ = ["MAX_LIVE_RUNS", "RunRegistry"]
+__all__ = ["MAX_LIVE_RUNS", "RunRegistry", "check_id"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
@@ -80,6 +81,7 @@ class RunRegistry:
         run = self._runs.get(run_id)
         if run is not None:
             return run
+        check_id("run id", run_id)
         if self._on_first_run is not None:
             hook, self._on_first_run = self._on_first_run, None
             hook()
@@ -264,3 +266,10 @@ def note_errors(records: Sequence[EventRecord], seen: set[str]) -> bool:
                 seen.add(category)
                 added = True
     return added
+
+
+def check_id(what: str, value: str) -> None:
+    """Raise ``ValueError`` for a run or node id holding an unpaired surrogate: it names ledger rows
+    and trace events, and no UTF-8 store can write it (SQLite's driver refuses it)."""
+    if not value.isascii() and text_for_utf8(value) != value:
+        raise ValueError(f"the {what} {value!r} holds an unpaired surrogate, which no store can write")
