@@ -82,7 +82,7 @@ def test_a_store_path_through_a_file_is_one_line_and_the_file_left_as_it_was(
 ) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("not a folder")
-    _one_line_refusal(_invoke(command, f"sqlite:///{notes}/as.db"), "cannot open store", "notes.txt")
+    _one_line_refusal(_invoke(command, f"sqlite:///{notes}/as.db"), "notes.txt")
     assert notes.read_text() == "not a folder"
 
 
@@ -96,3 +96,10 @@ def test_a_trace_store_path_the_system_refuses_is_a_clear_error(command: list[st
     said = " ".join(result.stderr.split())  # the path is longer than a line: joined as one
     assert "Traceback" not in said and "error: cannot open trace store" in said and "too long" in said
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_store_path_with_no_store_is_one_line_and_nothing_is_created(command: str, tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "as.db"
+    _one_line_refusal(_invoke(command, f"sqlite:///{missing}"), "no store at", str(missing))
+    assert not (tmp_path / "typo").exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from actionspace import Runtime
 from actionspace._canonical import args_digest
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.cli import _mount, app
@@ -51,6 +52,7 @@ def test_a_pending_request_is_listed_then_approved_by_name_from_the_command_line
 def test_an_unknown_ledger_key_is_an_error_exit(tmp_path: Path) -> None:
     _mount()
     store = f"sqlite:///{tmp_path / 'as.db'}"
+    Runtime(store, recover_on_start=False).close()  # a store with no entry
     shown = runner.invoke(app, ["ledger", "show", "as1_missing", "--store", store])
     assert shown.exit_code == 1 and "no ledger entry as1_missing" in shown.output
     listed = runner.invoke(app, ["ledger", "list", "--store", store, "--json"])

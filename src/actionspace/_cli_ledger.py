@@ -34,6 +34,7 @@ RevealOpt = Annotated[
 def _runtime(store: str | None) -> Any:
     """The runtime on ``store``; one line and exit 1 when the URL is malformed, its file cannot be
     made, or the file is not a store this actionspace reads (another program's, a newer schema)."""
+    from actionspace._store_url import sqlite_path
     from actionspace.errors import ConfigurationError, store_unavailable
     from actionspace.runtime import Runtime
     from actionspace.trace.store import default_store_url
@@ -41,6 +42,9 @@ def _runtime(store: str | None) -> Any:
     url = store or default_store_url()
     say_store(url)
     try:
+        if url.partition("://")[0].lower() == "sqlite" and not sqlite_path(url).exists():
+            # a mistyped path would otherwise become a new, empty store that answers "0 entries"
+            _fail(f"no store at {sqlite_path(url)} (nothing has been recorded there yet)")
         return Runtime(url, recover_on_start=False)
     except ConfigurationError as exc:
         _fail(str(exc))
