@@ -19,6 +19,7 @@ from actionspace.execution.executor import Executor
 from actionspace.execution.guarded import Guard
 from actionspace.ledger.admin import LedgerAdmin
 from actionspace.ledger.budget_store import open_meter
+from actionspace.ledger.commit import RECOVERY_AGE_S
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.run_state import open_run_states
 from actionspace.observation import ArtifactStore, FolderArtifactStore, shape
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STARTUP_RECOVERY_AGE_S", "Parts", "assemble"]
 
-STARTUP_RECOVERY_AGE_S = 30.0
+STARTUP_RECOVERY_AGE_S = RECOVERY_AGE_S
 """Start-up recovery leaves entries younger than this to the live process that may hold them."""
 
 
@@ -139,6 +140,7 @@ def assemble(
         shape=partial(shape, artifacts=kept),
         clock=clock,
     )
+    engine.driver.settle = ledger_admin.recover_key  # an entry whose holder is gone, found by a proposal
     return Parts(
         trace=trace,
         ledger=ledger,

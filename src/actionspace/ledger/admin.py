@@ -7,7 +7,15 @@ from collections.abc import Callable
 from actionspace._crash import point
 from actionspace.catalog.registry import Catalog
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.ledger.recover import FindsSpecs, Record, RecoveryReport, Shape, recover, resolve_by_hand
+from actionspace.ledger.recover import (
+    FindsSpecs,
+    Record,
+    RecoveryReport,
+    Shape,
+    recover,
+    recover_key,
+    resolve_by_hand,
+)
 from actionspace.types import Clock
 
 __all__ = ["DEFAULT_RETENTION_S", "LedgerAdmin"]
@@ -50,6 +58,12 @@ class LedgerAdmin:
             shape=self.shape,
             now=self.clock.time(),
         )
+
+    def recover_key(self, key: str) -> LedgerEntry | None:
+        """:func:`~actionspace.ledger.recover.recover_key`: settle the one entry ``key`` whose holder
+        is gone (the commit protocol decided it), as recovery settles any."""
+        specs, now = self.specs(), self.clock.time()
+        return recover_key(self.ledger, specs, self.record, key, shape=self.shape, now=now)
 
     def resolve(self, key: str, *, outcome: str, by: str, reason: str) -> LedgerEntry:
         """:func:`~actionspace.ledger.recover.resolve_by_hand` of ``key``."""

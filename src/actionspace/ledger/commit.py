@@ -32,8 +32,10 @@ from actionspace.outcomes import Outcome, Succeeded
 from actionspace.types import Observation
 
 __all__ = [
+    "RECOVERY_AGE_S",
     "AwaitAttempt",
     "Dispatch",
+    "Settle",
     "Sleep",
     "args_digest",
     "protocol",
@@ -45,6 +47,9 @@ __all__ = [
 
 MAX_WAIT_S = 30.0
 """How long a caller waits for another caller that holds the same action before answering ``transient``."""
+RECOVERY_AGE_S = 30.0
+"""An entry left ``dispatched`` or ``unknown`` this long is taken as a crashed process's: the
+runtime's recovery at start settles those (younger ones may have a live holder)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +71,15 @@ class AwaitAttempt:
     seconds: float
 
 
-Command = Dispatch | Sleep | AwaitAttempt
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """The holder of ``key`` is gone: settle its entry as recovery does (nothing is sent), then
+    send back None; the protocol reads the entry again."""
+
+    key: str
+
+
+Command = Dispatch | Sleep | AwaitAttempt | Settle
 
 _STILL_RUNS = "an attempt that timed out still runs and may yet commit"
 _PAST_WINDOW = "past the tool's dedupe window: the same key again could be a second request"
@@ -307,6 +320,7 @@ def protocol(
         return _replay(held, fail)
     deadline = time.monotonic() + MAX_WAIT_S
     delay = 0.002
+    settled = False
     while True:
         state = led.entry.state
         if state == "failed" and _resendable(led.entry):
@@ -340,7 +354,14 @@ def protocol(
             final = unknown_commit_error(spec, led.entry.key, f"its caller was cancelled while it ran; {why}")
             led.move(("unknown",), "unknown_commit", error=final.to_dict())
             return fail(final)
-        # dispatched or unknown: another caller holds it (or a crashed one; recover() settles that)
+        # dispatched or unknown: another caller holds it, or a crashed one
+        if not settled and _holder_gone(spec, led.entry):  # as recovery would at the next start
+            settled = True
+            yield Settle(led.entry.key)
+            current = store.get(led.entry.key)
+            if current is not None:
+                led.entry = current
+            continue
         if time.monotonic() > deadline:
             return fail(
                 ActionError.of(
@@ -355,6 +376,16 @@ def protocol(
         if current is not None:
             led.entry = current
     return (yield from _settle(spec, led, observe, fail))
+
+
+def _holder_gone(spec: ToolSpec, entry: LedgerEntry) -> bool:
+    """No caller can still hold ``entry`` (``dispatched`` or ``unknown``): untouched for longer than
+    the start-up recovery's age and than an attempt of its tool and the wait for its late answer
+    take, and no attempt of it still runs in this process. A process that crashed and restarted
+    within :data:`RECOVERY_AGE_S` left it too young for the recovery at its start; a proposal that
+    finds it later settles it, instead of waiting on a holder that is gone at every proposal."""
+    quiet = time.time() - entry.updated_at
+    return quiet >= max(RECOVERY_AGE_S, 2 * spec.timeout_s + MAX_WAIT_S) and not still_running(entry.key)
 
 
 def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Protocol:

@@ -30,7 +30,7 @@ from actionspace.ledger.status import Committed, NotCommitted
 from actionspace.outcomes import ToolResult
 from actionspace.types import Observation
 
-__all__ = ["RecoveryReport", "Shape", "Shaped", "recover", "resolve_by_hand", "unshaped"]
+__all__ = ["RecoveryReport", "Shape", "Shaped", "recover", "recover_key", "resolve_by_hand", "unshaped"]
 
 Record = Callable[[str, str, Mapping[str, Any]], None]
 
@@ -122,56 +122,78 @@ def recover(
     report = RecoveryReport()
     cutoff = (time.time() if now is None else now) - min_age_s
     entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
+    buckets = {"committed": report.committed, "accepted": report.redispatchable}
     for entry in entries:
         if entry.updated_at > cutoff:
             continue
-        spec = catalog.find(entry.tool)
-        expected = (entry.state,)
-        if spec is None:
-            unasked = ActionError.of(
-                "unknown_commit",
-                f"{entry.tool} is not registered here; cannot ask its status",
-                resource_ids=(entry.key,),
-                details={"idempotency_key": entry.key, "reason": "tool not registered"},
-            )
-            final = entry.evolve(state="unknown_commit", error=unasked.to_dict())
-            bucket = report.unknown_commit
-        elif spec.idempotency == "native" and within_window(spec, entry, now):
-            final, bucket = entry.evolve(state="accepted"), report.redispatchable
-        elif spec.idempotency == "native":
-            error = unknown_commit_error(spec, entry.key, "lost past the tool's dedupe window")
-            final, bucket = entry.evolve(state="unknown_commit", error=error.to_dict()), report.unknown_commit
-        elif spec.idempotency == "query":
-            answer = query_status(spec, entry)
-            if isinstance(answer, Committed):
-                final = entry.evolve(
-                    state="committed",
-                    observation=_committed_observation(entry, answer.result, shape),
-                    remote_id=answer.remote_id,
-                    error=None,
-                )
-                bucket = report.committed
-            elif isinstance(answer, NotCommitted):
-                final, bucket = entry.evolve(state="accepted"), report.redispatchable
-            else:
-                error = unknown_commit_error(spec, entry.key, answer.reason)
-                final, bucket = (
-                    entry.evolve(state="unknown_commit", error=error.to_dict()),
-                    report.unknown_commit,
-                )
-        else:
-            error = unknown_commit_error(spec, entry.key, "lost in a crash; the tool cannot be asked")
-            final, bucket = entry.evolve(state="unknown_commit", error=error.to_dict()), report.unknown_commit
-        if ledger.transition(entry.key, expected, final) is None:
+        final = _settled(entry, catalog, shape, now)
+        if ledger.transition(entry.key, (entry.state,), final) is None:
             report.skipped.append(entry.key)
             continue
-        bucket.append(entry.key)
+        buckets.get(final.state, report.unknown_commit).append(entry.key)
         record(
             entry.run_id,
             "ledger",
             {"key": entry.key, "from": entry.state, "to": final.state, "by": "recover"},
         )
     return report
+
+
+def recover_key(
+    ledger: LedgerStore,
+    catalog: Catalog | FindsSpecs,
+    record: Record,
+    key: str,
+    *,
+    shape: Shape = unshaped,
+    now: float | None = None,
+) -> LedgerEntry | None:
+    """:func:`recover` of the one entry ``key``, whatever its age, if it is ``dispatched`` or
+    ``unknown``: the entry as it is stored afterwards (None: no such entry)."""
+    entry = ledger.get(key)
+    if entry is None or entry.state not in ("dispatched", "unknown"):
+        return entry
+    final = _settled(entry, catalog, shape, now)
+    stored = ledger.transition(key, (entry.state,), final)
+    if stored is None:  # moved by another caller meanwhile
+        return ledger.get(key)
+    record(entry.run_id, "ledger", {"key": key, "from": entry.state, "to": final.state, "by": "recover"})
+    return stored
+
+
+def _settled(
+    entry: LedgerEntry, catalog: Catalog | FindsSpecs, shape: Shape, now: float | None
+) -> LedgerEntry:
+    """What recovery makes of a ``dispatched`` / ``unknown`` entry (nothing is sent)."""
+    spec = catalog.find(entry.tool)
+    if spec is None:
+        unasked = ActionError.of(
+            "unknown_commit",
+            f"{entry.tool} is not registered here; cannot ask its status",
+            resource_ids=(entry.key,),
+            details={"idempotency_key": entry.key, "reason": "tool not registered"},
+        )
+        return entry.evolve(state="unknown_commit", error=unasked.to_dict())
+    if spec.idempotency == "native" and within_window(spec, entry, now):
+        return entry.evolve(state="accepted")
+    if spec.idempotency == "native":
+        error = unknown_commit_error(spec, entry.key, "lost past the tool's dedupe window")
+        return entry.evolve(state="unknown_commit", error=error.to_dict())
+    if spec.idempotency == "query":
+        answer = query_status(spec, entry)
+        if isinstance(answer, Committed):
+            return entry.evolve(
+                state="committed",
+                observation=_committed_observation(entry, answer.result, shape),
+                remote_id=answer.remote_id,
+                error=None,
+            )
+        if isinstance(answer, NotCommitted):
+            return entry.evolve(state="accepted")
+        error = unknown_commit_error(spec, entry.key, answer.reason)
+        return entry.evolve(state="unknown_commit", error=error.to_dict())
+    error = unknown_commit_error(spec, entry.key, "lost in a crash; the tool cannot be asked")
+    return entry.evolve(state="unknown_commit", error=error.to_dict())
 
 
 def resolve_by_hand(

@@ -21,6 +21,7 @@ from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
     AwaitAttempt,
     Protocol,
+    Settle,
     Sleep,
     args_digest,
     new_entry,
@@ -52,6 +53,9 @@ class LedgerDriver:
         self.ledger = ledger
         self._offload = offload
         self._checks_pending = isinstance(ledger, BeginsUnlessPending)
+        self.settle: Callable[[str], object] | None = None
+        """Settles one entry whose holder is gone, as recovery does (the runtime's ledger
+        administration); None: such an entry is waited on until the protocol answers ``transient``."""
 
     async def drive_call(
         self,
@@ -130,6 +134,11 @@ class LedgerDriver:
             if isinstance(command, AwaitAttempt):
                 late = await _late(command, blocking)
                 command = await self._io(blocking, _step, steps, late)
+                continue
+            if isinstance(command, Settle):
+                if self.settle is not None:
+                    await self._io(blocking, self.settle, command.key)
+                command = await self._io(blocking, _step, steps, None)
                 continue
             outcome: Outcome | None = None
             try:
