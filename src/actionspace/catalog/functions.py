@@ -85,7 +85,10 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
     doc = inspect.getdoc(fn) or ""
     summary, description, params_doc = _split_docstring(doc)
     model = _arguments_model(fn, name, params_doc)
-    schema = _clean_schema(model.model_json_schema())
+    try:
+        schema = _clean_schema(model.model_json_schema())
+    except Exception as exc:  # a parameter type pydantic validates but cannot describe (a callable)
+        raise ToolDefinitionError(f"{name}: cannot describe the arguments as JSON Schema: {exc}") from exc
     options.setdefault("description", description)
     options.setdefault("summary", summary)
     options.setdefault("input_schema", schema)

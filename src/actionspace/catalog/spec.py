@@ -29,6 +29,7 @@ __all__ = [
     "Risk",
     "ToolSpec",
     "WriteMode",
+    "json_copy",
     "schema_hash",
 ]
 
@@ -434,7 +435,8 @@ class ToolSpec:
 
     def describe(self) -> dict[str, Any]:
         """The definition as the model may see it (no implementation details). A new dict each
-        time (its ``input_schema`` too), built once per spec: an agent loop offers every turn."""
+        time, its ``input_schema`` a copy all the way down (the caller may change it), built once
+        per spec: an agent loop offers every turn."""
         described = self._described
         if described is None:
             described = {
@@ -448,7 +450,7 @@ class ToolSpec:
                 **self._contract(),
             }
             object.__setattr__(self, "_described", described)
-        return {**described, "input_schema": dict(self.input_schema)}
+        return {**described, "input_schema": json_copy(self.input_schema)}
 
     def _contract(self) -> dict[str, Any]:
         declared = {
@@ -462,6 +464,21 @@ class ToolSpec:
         if out:
             out["contract_note"] = self.contract_note()
         return out
+
+
+def json_copy(value: Any) -> Any:
+    """``value`` with every object and array in it copied (mappings as dicts): what a caller
+    does to the copy never reaches the original."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value  # the usual leaves, before the slower ABC checks
+    if kind is dict or isinstance(value, Mapping):
+        return {k: json_copy(v) for k, v in value.items()}
+    if kind is list or isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    return value
 
 
 _PARAMETERS: dict[Any, frozenset[str]] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.spec import ToolSpec, json_copy
 from actionspace.errors import ActionError, UnknownToolError
 from actionspace.validation.validator import ValidationContext
 
@@ -55,9 +55,9 @@ def full_definition(spec: ToolSpec) -> dict[str, Any]:
     out = spec.describe()
     out["summary"] = spec.summary
     out["reversible"] = spec.reversible
-    out["examples"] = [dict(e) for e in spec.examples]
+    out["examples"] = [json_copy(e) for e in spec.examples]
     if spec.output_schema is not None:
-        out["output_schema"] = dict(spec.output_schema)
+        out["output_schema"] = json_copy(spec.output_schema)
     return out
 
 

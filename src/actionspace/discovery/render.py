@@ -94,8 +94,12 @@ def _description(d: Mapping[str, Any]) -> str:
 
 
 def _schema(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The input schema with its top-level ``"type": "object"`` said, as every provider requires
+    (a ToolSpec's schema may leave it out; it describes an object all the same)."""
     schema = d.get("input_schema", d.get("parameters"))
-    return dict(schema) if isinstance(schema, Mapping) else dict(_OPEN_SCHEMA)
+    if not isinstance(schema, Mapping):
+        return dict(_OPEN_SCHEMA)
+    return dict(schema) if "type" in schema else {"type": "object", **schema}
 
 
 def openai_chat_tools(definitions: Iterable[Definition]) -> tuple[dict[str, Any], ...]:

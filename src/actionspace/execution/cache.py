@@ -12,6 +12,11 @@ principal's entries never serve another, and a new tool version starts empty. A 
 original observation with ``provenance.source="cache"``, the original ``provenance.fetched_at``,
 and ``diagnostics["cache"] = {"age_s", "ttl_s"}``, so a stale balance
 can be told from a fresh one. Entries live in memory, per process.
+
+A committed write drops the entries whose reads its writes overlap (:meth:`ReadCache.invalidate`),
+and the reads under way at that moment with them: a read is a :class:`Fill` from the moment it is
+dispatched until its answer is stored, and an overlapping write marks it stale, so an answer read
+before the write never lands in the cache after it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
 
-__all__ = ["ReadCache", "cacheable"]
+__all__ = ["Fill", "ReadCache", "cacheable"]
 
 
 def cacheable(spec: ToolSpec) -> bool:
@@ -53,6 +58,18 @@ class _Entry:
     spec: ToolSpec | None = None
     arguments: Mapping[str, Any] | None = None
     """The call the entry answers: a committed write whose write set overlaps its read set drops it."""
+
+
+class Fill:
+    """A read under way whose answer the cache will be offered (:meth:`ReadCache.filling`)."""
+
+    __slots__ = ("arguments", "spec", "stale")
+
+    def __init__(self, spec: ToolSpec, arguments: Mapping[str, Any] | None) -> None:
+        self.spec = spec
+        self.arguments = arguments
+        self.stale = False
+        """Set when a write overlapping the read was committed while it was under way."""
 
 
 _MAX_EXACT_INT = 2**53
@@ -89,6 +106,7 @@ class ReadCache:
         self.max_entries = max_entries
         self.clock = clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._filling: set[Fill] = set()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -123,13 +141,44 @@ class ReadCache:
         diagnostics = {**fields["diagnostics"], "cache": info}
         return Observation(**{**fields, "call_id": call_id, "diagnostics": diagnostics})
 
+    def filling(self, spec: ToolSpec, arguments: Mapping[str, Any] | None) -> Fill:
+        """Note a read of ``spec`` with ``arguments`` about to be dispatched; hand the result to
+        :meth:`put` (or the fill to :meth:`abandon`) when it ends. A write committed meanwhile
+        that overlaps the read marks it stale, and :meth:`put` then stores nothing."""
+        fill = Fill(spec, arguments)
+        with self._lock:
+            self._filling.add(fill)
+        return fill
+
+    def abandon(self, fill: Fill) -> None:
+        """Forget a read noted by :meth:`filling` that ended without a result to store."""
+        with self._lock:
+            self._filling.discard(fill)
+
     def put(
-        self, key: str, spec: ToolSpec, obs: Observation, arguments: Mapping[str, Any] | None = None
+        self,
+        key: str,
+        spec: ToolSpec,
+        obs: Observation,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        fill: Fill | None = None,
     ) -> bool:
-        """Keep ``obs`` when it is a complete success of a cacheable tool; True when stored."""
-        if obs.status != "ok" or obs.error is not None or obs.provisional or not obs.complete:
-            return False
-        if not cacheable(spec) or obs.diagnostics.get("replayed"):
+        """Keep ``obs`` when it is a complete success of a cacheable tool; True when stored.
+
+        ``fill``: the read that produced ``obs`` (:meth:`filling`); nothing is stored when a write
+        overlapping it was committed while it was under way.
+        """
+        if (
+            obs.status != "ok"
+            or obs.error is not None
+            or obs.provisional
+            or not obs.complete
+            or not cacheable(spec)
+            or obs.diagnostics.get("replayed")
+        ):
+            if fill is not None:
+                self.abandon(fill)
             return False
         static = bool(getattr(spec, "cache_static", False))
         produced = obs.provenance.fetched_at
@@ -138,6 +187,10 @@ class ReadCache:
         fields["provenance"] = replace(obs.provenance, source="cache")
         entry = _Entry(fields, produced if produced is not None else self.clock(), ttl, spec, arguments)
         with self._lock:
+            if fill is not None:  # let go of it and store in one step, as invalidate marks it
+                self._filling.discard(fill)
+                if fill.stale:
+                    return False
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
@@ -146,8 +199,15 @@ class ReadCache:
 
     def invalidate(self, stale: Callable[[ToolSpec, Mapping[str, Any]], bool]) -> int:
         """Drop the entries whose call ``stale(spec, arguments)`` says a write may have changed
-        (an entry stored without its call is dropped too); returns how many were dropped."""
+        (an entry stored without its call is dropped too), and mark the reads under way that it
+        says so of, so that their answers are not stored; returns how many of both."""
+        marked = 0
         with self._lock:
+            # Reads under way first: one that stores its answer before this is an entry below.
+            for fill in self._filling:
+                if not fill.stale and (fill.arguments is None or stale(fill.spec, fill.arguments)):
+                    fill.stale = True
+                    marked += 1
             entries = list(self._entries.items())
         dropped = [
             k for k, e in entries if e.spec is None or e.arguments is None or stale(e.spec, e.arguments)
@@ -155,7 +215,7 @@ class ReadCache:
         with self._lock:
             for k in dropped:
                 self._entries.pop(k, None)
-        return len(dropped)
+        return len(dropped) + marked
 
     def clear(self) -> None:
         """Drop every entry."""
@@ -163,4 +223,5 @@ class ReadCache:
             self._entries.clear()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """Entries held plus reads under way (both are what a write must reach)."""
+        return len(self._entries) + len(self._filling)

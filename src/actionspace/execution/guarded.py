@@ -18,7 +18,7 @@ from typing import Any
 from actionspace._canonical import json_size
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said
-from actionspace.execution.cache import ReadCache, cacheable
+from actionspace.execution.cache import Fill, ReadCache, cacheable
 from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
@@ -55,11 +55,14 @@ class Admission:
     hit: Observation | None
     items: int
     arguments: Mapping[str, Any] | None = None
+    fill: Fill | None = None
+    """The read under way, from dispatch until its result is offered to the cache."""
 
     def run(self, record: Record, execute: Callable[[], Observation]) -> Observation:
         """Serve the hit, or execute and settle."""
         if self.hit is not None:
             return self._served(record, self.hit)
+        self._filling()
         try:
             obs = execute()
         except BaseException:
@@ -71,6 +74,7 @@ class Admission:
         """Async :meth:`run`."""
         if self.hit is not None:
             return self._served(record, self.hit)
+        self._filling()
         try:
             obs = await execute()
         except BaseException:
@@ -87,6 +91,7 @@ class Admission:
             yield self._served(record, self.hit)
             return
         final = None
+        self._filling()
         try:
             async with contextlib.aclosing(observations):
                 async for obs in observations:
@@ -118,9 +123,15 @@ class Admission:
         )
         return hit
 
+    def _filling(self) -> None:
+        """Note the read about to be dispatched, so a write committed meanwhile reaches it."""
+        if self.cache is not None and self.cache_key is not None:
+            self.fill = self.cache.filling(self.spec, self.arguments)
+
     def _done(self, record: Record, obs: Observation) -> Observation:
         if self.cache is not None and self.cache_key is not None:
-            self.cache.put(self.cache_key, self.spec, obs, self.arguments)
+            fill, self.fill = self.fill, None
+            self.cache.put(self.cache_key, self.spec, obs, self.arguments, fill=fill)
         if self.meter is not None and self.reservation is not None:
             nbytes = observation_bytes(obs)
             items = _dispatched_items(obs, self.items)
@@ -143,6 +154,9 @@ class Admission:
         return obs
 
     def _abandoned(self) -> None:
+        fill, self.fill = self.fill, None
+        if fill is not None and self.cache is not None:
+            self.cache.abandon(fill)
         # The call may have run before it was interrupted: charge it, without observation bytes.
         if self.meter is not None and self.reservation is not None:
             self._settle(self.meter, self.reservation, charge(self.spec, calls=1, items=self.items, nbytes=0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -84,12 +84,20 @@ class TrimRule(ABC):
 
 
 def is_stream(value: object) -> bool:
-    """Whether ``value`` is chunked text to consume lazily rather than a value to project."""
+    """Whether ``value`` is chunked text to consume lazily rather than a value to project.
+
+    An iterator is, and so is an iterable without a length; a collection (a deque, a dict's keys
+    or values) is a value: its strings are items, never joined into one text.
+    """
     if isinstance(value, str | bytes | bytearray | memoryview | Mapping | list | tuple | set | frozenset):
         return False
     if isinstance(value, Iterator):
         return True
-    return isinstance(value, Iterable) and getattr(type(value), "model_dump", None) is None
+    return (
+        isinstance(value, Iterable)
+        and not isinstance(value, Collection)
+        and getattr(type(value), "model_dump", None) is None
+    )
 
 
 def small_fields(value: Mapping[str, Any], skip: Iterable[str], *, limit: int = 8) -> dict[str, Any]:
