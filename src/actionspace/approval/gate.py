@@ -44,10 +44,20 @@ def gate(
     """The approved request this exact call may run under (now consumed), or the error to return.
 
     An approval binds ``(run, name@version, argument digest)``: any change of argument is another
-    digest, so the changed call needs its own approval. Expired approvals are not honoured.
+    digest, so the changed call needs its own approval. Expired approvals are not honoured, and
+    an approval is used once: a repeat of the node it let through runs again only as the ledger's
+    replay (a call with side effects), never as a second run of a read.
     """
     digest = args_digest(dict(arguments))
-    found = find_decision(store, run_id=run_id, node_id=node_id, tool=spec.key, digest=digest, clock=clock)
+    found = find_decision(
+        store,
+        run_id=run_id,
+        node_id=node_id,
+        tool=spec.key,
+        digest=digest,
+        clock=clock,
+        replays=spec.has_side_effects,
+    )
     if found is not None:
         return found
     full_provenance = {name: provenance.get(name, "model_inferred") for name in arguments}
@@ -77,15 +87,19 @@ def find_decision(
     record: Record | None = None,
     effects: bool = True,
     clock: Clock = SYSTEM_CLOCK,
+    replays: bool = True,
 ) -> ApprovalRequest | ActionError | None:
     """What the requests already filed for this exact call decide, or None when there is none yet.
 
-    Returns the approved request the call may run under (consumed now; a consumed one for the same
-    node is returned as it is, so the ledger replays the action), ``permission_denied`` for a denied
-    request, ``needs_approval`` for one still pending, or ``transient`` (nothing sent) when the
-    store does not answer. ``rule``: only requests filed for that
-    ``approval_rule`` count. ``record``: when given, consuming an approval is traced as
-    ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads the time.
+    Returns the approved request the call may run under (consumed now; with ``replays``, a consumed
+    one for the same node is returned as it is, so the ledger replays the action),
+    ``permission_denied`` for a denied request, ``needs_approval`` for one still pending, or
+    ``transient`` (nothing sent) when the store does not answer. ``rule``: only requests filed for
+    that ``approval_rule`` count (None: those filed without one, by the approval gate), so one
+    rule's decision never stands in for another's. ``record``: when given, consuming an approval is
+    traced as ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads
+    the time. ``replays``: the call goes through the ledger (it has side effects), which answers a
+    repeat of a node with what the node did; without it a consumed approval approves nothing more.
     """
     now = clock.time()
     try:
@@ -93,10 +107,12 @@ def find_decision(
     except Exception as exc:  # the store did not answer (locked, gone): nothing is sent
         return ActionError.unsent("the approval store could not be read", exc)
     for request in filed:
-        if rule is not None and request.details.get("approval_rule") != rule:
+        if request.details.get("approval_rule") != rule:
             continue
-        if request.status == "consumed" and request.node_id == node_id:
-            return request  # a repeat of the very action it approved: the ledger replays it
+        if request.status == "consumed":
+            if replays and request.node_id == node_id:
+                return request  # a repeat of the very action it approved: the ledger replays it
+            continue
         if request.honoured(now):
             taken = request.evolve(status="consumed", node_id=node_id)
             try:

@@ -37,7 +37,7 @@ from actionspace.policy.flow_stage import flow_stage
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, ToolCall
+from actionspace.types import SYSTEM_CLOCK, Observation, ToolCall
 from actionspace.validation.validator import (
     CompiledTool,
     Validated,
@@ -253,6 +253,7 @@ class Stages:
             sources=inp.sources,
             bound=inp.bound,
             values=d.values,
+            clock=SYSTEM_CLOCK if self.approvals is None else self.approvals.clock,
         )
         if isinstance(label, ActionError):
             return label

@@ -13,12 +13,14 @@ Built-ins: :class:`NoSecretToExternalSink`, :class:`ReadersCoverRecipients`,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.policy.labels import _RANK, PUBLIC_TRUSTED, Label, may_read
+from actionspace.policy.occurrence import scalars
 from actionspace.policy.principal import Principal
 
 __all__ = [
@@ -255,20 +257,27 @@ class NoSecretToExternalSink(FlowPolicy):
         return f"NoSecretToExternalSink(on={self.on!r})"
 
 
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
+def _recipients(value: Any) -> tuple[list[str], list[str]]:
+    """Everyone a recipient argument names, as (addresses, others): every scalar in it — list
+    elements, object keys and values alike — a string as an address, a number or flag as its JSON
+    text among the others (no reader id reads it; null names nobody)."""
+    addresses: list[str] = []
+    others: list[str] = []
+    for leaf in scalars(value):
+        if isinstance(leaf, str):
+            addresses.append(leaf)
+        elif leaf is not None:
+            others.append(json.dumps(leaf))
+    return addresses, others
 
 
 class ReadersCoverRecipients(FlowPolicy):
     """Data with a reader set goes only to its readers.
 
-    For a sink whose joined argument label has a reader set, every recipient (the string values
-    of ``recipient_args``, default :data:`RECIPIENT_ARG_NAMES`) must be a reader; a sink with no
-    recipient argument cannot show that, so it is denied too. Not declassifiable.
+    For a sink whose joined argument label has a reader set, every recipient (every value of
+    ``recipient_args``, default :data:`RECIPIENT_ARG_NAMES`, down to each list element and each
+    key and value of an object) must be a reader; a sink with no recipient argument cannot show
+    that, so it is denied too. Not declassifiable.
     """
 
     def __init__(self, *, recipient_args: Iterable[str] | None = None) -> None:
@@ -279,8 +288,14 @@ class ReadersCoverRecipients(FlowPolicy):
         if not request.spec.labels.sink or readers is None:
             return ALLOW
         names = sorted(a for a in request.arguments if a in self.recipient_args)
-        recipients = [r for a in names for r in _strings(request.arguments[a])]
-        outside = sorted({r for r in recipients if r not in readers})
+        recipients: list[str] = []
+        others: list[str] = []
+        for a in names:
+            addresses, rest = _recipients(request.arguments[a])
+            recipients += addresses
+            others += rest
+        # no address at all cannot show who receives the data; anything else is judged per recipient
+        outside = sorted({r for r in recipients if r not in readers} | (set(others) if recipients else set()))
         if recipients and not outside:
             return ALLOW
         restricted = sorted(a for a, lab in request.arg_labels.items() if lab.readers is not None)

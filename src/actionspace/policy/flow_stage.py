@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from actionspace._canonical import args_digest
+from actionspace._canonical import args_digest, digest_json
 from actionspace.approval.gate import file_request, find_decision
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
@@ -26,8 +26,9 @@ from actionspace.policy.flow import Binding, FlowState, evaluate
 from actionspace.policy.flow_policies import Allow, Ask, Deny, FlowPolicy
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
+from actionspace.types import SYSTEM_CLOCK, Clock
 
-__all__ = ["flow_stage"]
+__all__ = ["flow_stage", "schema_defaults"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
 
@@ -48,9 +49,14 @@ def flow_stage(
     sources: Mapping[str, Sequence[str]] | None = None,
     bound: Mapping[str, Binding] | None = None,
     values: Mapping[str, tuple[Any, ...]] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Label | ActionError:
-    """The call's output label when it may go on, else the error that ends it."""
-    defaults = [a for a, p in provenance.items() if p == "default"] if provenance else ()
+    """The call's output label when it may go on, else the error that ends it.
+
+    ``clock``: where the expiry of an approval reads the time — the clock the approvals were
+    decided by (``Approvals.clock``), so an approval expires here when it expires anywhere.
+    """
+    defaults = schema_defaults(spec, arguments, provenance) if provenance else ()
     check = evaluate(
         policy,
         state,
@@ -74,6 +80,7 @@ def flow_stage(
         "provenance": provenance,
         "record": record,
         "proposed_by": principal.to_dict(),
+        "clock": clock,
     }
     if isinstance(decision, Ask):
         asked = _gate(approvals, "flow", decision.reason, decision.details, **bind)
@@ -110,6 +117,28 @@ def flow_stage(
     return outcome
 
 
+def schema_defaults(spec: ToolSpec, arguments: Mapping[str, Any], provenance: Mapping[str, str]) -> list[str]:
+    """The arguments marked ``default`` that hold exactly their schema's default: those carry no
+    label. The mark alone proves nothing (a caller, or a plan node, may write it for any value),
+    so a value the schema does not fix carries the context label like any other."""
+    props = spec.input_schema.get("properties")
+    if not isinstance(props, Mapping):
+        return []
+    marked = [a for a, mark in provenance.items() if mark == "default" and a in arguments]
+    return [a for a in marked if _is_default(arguments[a], props.get(a))]
+
+
+def _is_default(value: Any, schema: Any) -> bool:
+    """True when ``schema`` declares a default and ``value`` is it as JSON (``1`` is not ``true``;
+    key order does not count)."""
+    if not isinstance(schema, Mapping) or "default" not in schema:
+        return False
+    try:
+        return digest_json(value) == digest_json(schema["default"])
+    except ValueError:  # not JSON: not the schema's constant
+        return False
+
+
 def _violation(decision: Deny) -> ActionError:
     return ActionError.of(
         "policy_violation",
@@ -131,6 +160,7 @@ def _gate(
     provenance: Mapping[str, str],
     record: Record,
     proposed_by: Mapping[str, Any],
+    clock: Clock,
 ) -> ApprovalRequest | ActionError:
     """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
     if store is None:
@@ -145,6 +175,8 @@ def _gate(
         rule=rule,
         record=record,
         effects=False,
+        clock=clock,
+        replays=spec.has_side_effects,
     )
     if found is not None:
         return found
