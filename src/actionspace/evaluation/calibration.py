@@ -76,8 +76,11 @@ def reliability(pairs: Sequence[tuple[float, bool]], *, n_bins: int = 10) -> dic
     for raw, correct in pairs:
         c = _check_confidence(float(raw))
         i = min(int(c * n_bins), n_bins - 1)
-        if c < i / n_bins:  # c·n can round up onto a boundary; keep c within [low, high)
+        # c·n can round across a boundary either way; keep c within [i/n, (i+1)/n) as reported
+        if c < i / n_bins:
             i -= 1
+        elif i < n_bins - 1 and c >= (i + 1) / n_bins:
+            i += 1
         counts[i] += 1
         conf_sums[i] += c
         hits[i] += 1 if correct else 0

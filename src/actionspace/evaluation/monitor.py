@@ -17,8 +17,12 @@ tool that was called:
 * downstream success: the share of those consuming calls that ended ok.
 
 Alerts name a tool whose rejects concentrate on one field, and a tool with unknown commits.
-A *call* is one ``call_id`` of one run that names a tool; its outcome is its last observation, or
-an error when a verifier rejected its result afterwards.
+A *call* is one handling of a ``call_id`` of one run that names a tool: a model that numbers its
+calls ``call_1`` in every output makes a new call each time (a second event of a kind in
+:data:`~actionspace.trace.events.CALL_START_KINDS` starts it). Its outcome is its last
+observation, or an error when a verifier rejected its result afterwards. An atomic group's own
+record (its ledger entry, ``group.<environment>``) is not a call: its members are, and an unknown
+commit of the group is one of each member.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from actionspace.trace.events import TraceEvent, TraceStore
+from actionspace.trace.events import CALL_START_KINDS, TraceEvent, TraceStore
 
 __all__ = [
     "Alert",
@@ -177,7 +181,14 @@ class MonitorReport:
 class _Call:
     call_id: str
     first_ts: float
+    first_seq: int
     tool: str | None = None
+    kinds: set[str] = field(default_factory=set)
+    """The kinds of event this handling of the call id recorded."""
+    group: str | None = None
+    """The atomic group this call belongs to: as a member, or as the group's own record."""
+    own_group: bool = False
+    """True for the group's own record (call id ``<run>:<group>``), which is no tool call."""
     rejected: str | None = None
     fields: set[str] = field(default_factory=set)
     dispatched: bool = False
@@ -229,7 +240,8 @@ def monitor(
 
 
 def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
-    calls: dict[str, _Call] = {}
+    calls: list[_Call] = []
+    current: dict[str, _Call] = {}
     plan_sources: dict[str, set[str]] = {}
     for ev in events:
         if ev.kind == "plan_started":
@@ -237,18 +249,32 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
             continue
         if ev.call_id is None:
             continue
-        call = calls.get(ev.call_id)
-        if call is None:
-            call = calls[ev.call_id] = _Call(ev.call_id, ev.ts)
+        call = current.get(ev.call_id)
+        if call is None or (ev.kind in CALL_START_KINDS and ev.kind in call.kinds):
+            call = current[ev.call_id] = _Call(ev.call_id, ev.ts, ev.seq)
+            calls.append(call)
+        call.kinds.add(ev.kind)
         data = ev.data
         tool = data.get("tool")
         if call.tool is None and isinstance(tool, str):
             call.tool = tool
+        group = data.get("group")
+        if isinstance(group, str):
+            call.group = group
+            call.own_group = call.own_group or ev.call_id == f"{ev.run_id}:{group}"
         _apply(call, ev.kind, data)
-    for call_id, sources in plan_sources.items():
-        if call_id in calls:
-            calls[call_id].sources |= sources
-    return list(calls.values())
+    for call in calls:
+        call.sources |= plan_sources.get(call.call_id, set())
+    return _fold_groups(calls)
+
+
+def _fold_groups(calls: list[_Call]) -> list[_Call]:
+    """The calls without atomic groups' own records; a group's unknown commit marks its members."""
+    unsettled = {c.group for c in calls if c.own_group and c.unknown_commit}
+    for call in calls:
+        if not call.own_group and call.group in unsettled:
+            call.unknown_commit = True
+    return [c for c in calls if not c.own_group]
 
 
 def _inferred_sources(values: Sequence[Any]) -> set[str]:
@@ -309,10 +335,21 @@ def _plan_links(ev: TraceEvent, sources: dict[str, set[str]]) -> None:
 
 
 def _link(calls: Sequence[_Call]) -> None:
-    """Resolve each call's sources to the calls of its run (other than itself)."""
-    by_id = {c.call_id: c for c in calls}
+    """Resolve each call's sources to the calls of its run (other than itself): of the handlings
+    of a source's call id, the latest one that started before the consumer."""
+    by_id: dict[str, list[_Call]] = {}
     for call in calls:
-        call.inputs = [by_id[s] for s in sorted(call.sources) if s in by_id and s != call.call_id]
+        by_id.setdefault(call.call_id, []).append(call)
+    for call in calls:
+        inputs: list[_Call] = []
+        for source in sorted(call.sources):
+            handlings = [c for c in by_id.get(source, ()) if c is not call]
+            before = [c for c in handlings if c.first_seq < call.first_seq]
+            if before:
+                inputs.append(before[-1])
+            elif handlings and source != call.call_id:
+                inputs.append(handlings[0])
+        call.inputs = inputs
 
 
 def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace.trace.events import TraceEvent
+from actionspace.trace.events import CALL_START_KINDS, TraceEvent
 from actionspace.trace.offers import with_full_set
 
 __all__ = ["DECISION_KINDS", "Call", "Offer", "Run", "split"]
@@ -31,7 +31,7 @@ DECISION_KINDS: frozenset[str] = frozenset(
 )
 """The recorded decisions the replay re-decides; every one of them yields at least one decision."""
 
-_STARTS = frozenset({"resolved", "authorized", "validated", "proposed"})
+_STARTS = CALL_START_KINDS
 """A second event of one of these kinds for a call id starts a new handling of that call."""
 
 

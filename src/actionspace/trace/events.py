@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "CALL_START_KINDS",
     "EVENT_KINDS",
     "AppendsNew",
     "AppendsRecords",
@@ -70,6 +71,11 @@ EventKind = Literal[
     "gate_decided",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+CALL_START_KINDS: frozenset[str] = frozenset({"resolved", "authorized", "validated", "proposed"})
+"""Stage events one handling of a call records at most once each: a second event of one of these
+kinds for a call id starts a new handling of that id (a model that numbers its calls ``call_1`` in
+every output, a held call proposed again). Readers that group a run's events by call use it."""
 
 
 EventRecord = tuple[int, str, float, "str | None", Mapping[str, Any]]

@@ -11,7 +11,10 @@ ActionError category (low cardinality, as the convention asks). What the convent
 for is kept under the ``actionspace.`` prefix: error category and recovery, idempotency key,
 final ledger state, trimming rule and version, plan node id, verdicts of validation and
 authorization. Each trace event becomes a span event named ``actionspace.<kind>`` carrying its
-scalar fields; raw model output is left out (content capture is opt-in in the convention).
+scalar fields; raw model output is left out (content capture is opt-in in the convention). Events
+recorded while the run held secret (or reader-restricted) data are exported as a viewer without
+``labels:secret`` sees them (:func:`~actionspace.policy.redaction.redact_events`): values redacted,
+names, verdicts and categories kept. A telemetry backend is no reader of the run's labels.
 
 Needs the ``opentelemetry-api`` package; tests use ``opentelemetry-sdk``'s in-memory exporter.
 """
@@ -29,7 +32,8 @@ from opentelemetry.util.types import AttributeValue
 
 from actionspace._unicode import text_for_utf8
 from actionspace._version import package_version
-from actionspace.trace.events import FindsRunIds, TraceEvent, TraceStore
+from actionspace.policy.redaction import redact_events
+from actionspace.trace.events import CALL_START_KINDS, FindsRunIds, TraceEvent, TraceStore
 
 __all__ = ["TOOL_TYPE", "TRACER_NAME", "export_call", "export_run", "export_runs", "split_calls", "tracer_of"]
 
@@ -39,9 +43,6 @@ TOOL_TYPE: Final = "function"
 """``gen_ai.tool.type`` of every tool span: tools run in the application, not at the provider."""
 
 _ALL_RUNS: Final = 2**62
-_START_KINDS: Final = frozenset({"resolved", "validated"})
-"""Kinds that open a call; seen again after the call's observation, they open a new call that
-reuses the id (some models number their calls ``call_1`` every turn)."""
 _HIDDEN_KEYS: Final = frozenset({"raw"})
 _MAX_TEXT: Final = 300
 
@@ -55,6 +56,7 @@ class _Call:
     """Unix seconds: when the model output naming the call was parsed, else its first event."""
     tool: str | None = None
     events: list[TraceEvent] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)
 
     @property
     def observed(self) -> bool:
@@ -68,7 +70,7 @@ def export_run(store: TraceStore, run_id: str, *, tracer_provider: TracerProvide
     Spans are ended here; with a batching span processor, call its ``force_flush`` to send them
     before the process exits.
     """
-    events = store.events(run_id)
+    events = redact_events(store.events(run_id), None)
     if not events:
         return 0
     tracer = tracer_of(tracer_provider)
@@ -114,7 +116,11 @@ def tracer_of(provider: TracerProvider | None) -> Tracer:
 
 
 def split_calls(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEvent]]:
-    """Group a run's events into calls (in order of their first event) and run-level events."""
+    """Group a run's events into calls (in order of their first event) and run-level events.
+
+    A second event of a kind in :data:`~actionspace.trace.events.CALL_START_KINDS` for a call id
+    opens a new call that reuses the id (some models number their calls ``call_1`` every turn).
+    """
     calls: list[_Call] = []
     open_calls: dict[str, _Call] = {}
     parsed_at: dict[str, float] = {}
@@ -130,12 +136,13 @@ def split_calls(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEv
                         names[str(listed["id"])] = str(listed.get("name", ""))
             continue
         call = open_calls.get(event.call_id)
-        if call is None or (event.kind in _START_KINDS and call.observed):
+        if call is None or (event.kind in CALL_START_KINDS and event.kind in call.kinds):
             started = parsed_at.pop(event.call_id, event.ts)
             call = _Call(call_id=event.call_id, started=min(started, event.ts), tool=names.get(event.call_id))
             open_calls[event.call_id] = call
             calls.append(call)
         call.events.append(event)
+        call.kinds.add(event.kind)
         tool = event.data.get("tool")
         if isinstance(tool, str) and tool:
             call.tool = tool

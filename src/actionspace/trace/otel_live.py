@@ -56,10 +56,13 @@ class LiveSpans:
             logging.getLogger("actionspace").exception("actionspace: emitting OpenTelemetry spans failed")
 
     def _emit(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        from actionspace.policy.redaction import redact_event
         from actionspace.trace import otel
 
-        events = [
-            TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
+        events = [  # as a viewer without labels:secret sees them, like an exported run
+            TraceEvent(
+                run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=redact_event(data, None)
+            )
             for seq, kind, ts, call_id, data in records
         ]
         calls, _ = otel.split_calls(events)
