@@ -2,21 +2,72 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Failed, Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, Shaped, shape
+from actionspace.observation.rules._base import is_stream
 from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance
 
-__all__ = ["fail", "observation_event", "observe", "plain_observation", "validated_event"]
+__all__ = [
+    "MAX_STREAM_CHARS",
+    "fail",
+    "observation_event",
+    "observe",
+    "plain_observation",
+    "validated_event",
+]
+
+MAX_STREAM_CHARS: Final = 64 << 20
+"""Most characters (or bytes) read of an iterator a tool returned; the rest is cut, as its timeout
+cuts it."""
+
+
+class _Bounded:
+    """An iterator a tool returned, read as the tool's output within its timeout and
+    :data:`MAX_STREAM_CHARS`, then closed; what it raises is kept for the observation, not raised
+    through the shaping (an iterator that never ends would hold the call, and fill the artifact
+    store, forever)."""
+
+    __slots__ = ("cut", "deadline", "failure", "source", "timeout_s")
+
+    def __init__(self, source: Iterable[Any], timeout_s: float) -> None:
+        self.source = source
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s
+        self.cut: str | None = None
+        self.failure: Exception | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        read = 0
+        try:
+            for chunk in self.source:
+                yield chunk
+                read += len(chunk) if isinstance(chunk, str | bytes | bytearray) else 1
+                if read > MAX_STREAM_CHARS:
+                    self.cut = f"read up to {MAX_STREAM_CHARS} characters"
+                    return
+                if time.monotonic() > self.deadline:
+                    self.cut = f"read for the tool's timeout ({self.timeout_s:g} s)"
+                    return
+        except Exception as exc:  # the tool's own iterator failed midway
+            self.failure = exc
+        finally:
+            close = getattr(self.source, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
 
 
 def fail(
@@ -83,9 +134,17 @@ def observe(
         if value.after is not None:
             paging["after"] = value.after
         value = value.data
+    bounded = None
     if shaped is None:
+        if is_stream(value):
+            value = bounded = _Bounded(value, spec.timeout_s)
         limit = spec.max_observation_bytes
         shaped = shape(value, rule=spec.trim, max_bytes=limit, artifacts=artifacts, keep_raw=keep_raw)
+        if bounded is not None and bounded.failure is not None:
+            error = map_exception(bounded.failure, side_effects=spec.has_side_effects)
+            return fail(rec, error, ready.call_id, spec.name, spec.version)
+        if bounded is not None and bounded.cut is not None:
+            complete = False
     provenance = object.__new__(Provenance)
     label = ready.label
     provenance.__dict__.update(
@@ -117,6 +176,8 @@ def observe(
         diagnostics["attempts"] = outcome.attempts
     if remote is not None:
         diagnostics["remote_id"] = remote
+    if bounded is not None and bounded.cut is not None:
+        diagnostics["cut"] = f"the output did not end: {bounded.cut}"
     if ready.key is not None:
         diagnostics["idempotency_key"] = ready.key
     if spec.lifecycle == "deprecated":
