@@ -29,7 +29,7 @@ from actionspace.ledger.commit import (
 )
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.outcomes import Failed, Outcome
-from actionspace.pipeline.observe import fail
+from actionspace.pipeline.observe import fail, observation_event
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -113,6 +113,8 @@ class LedgerDriver:
             if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
                 diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
                 obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
+            if obs.diagnostics.get("replayed") is True and obs.error is None:  # a failure's is recorded
+                rec.add("observation", {**observation_event(obs), "replayed": True})
             yield obs
 
     async def drive(
