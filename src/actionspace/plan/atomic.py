@@ -12,6 +12,8 @@ from actionspace.ledger.commit import new_entry, protocol
 from actionspace.ledger.keys import idempotency_key
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
+from actionspace.policy.flow import bindings, label_of
+from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 
@@ -136,6 +138,11 @@ async def _members(
                 error, call_id=f"{state.run_id}:{m.id}", tool=spec.name, tool_version=spec.version
             )
             return error
+        if m.refs and m.node.writes is not None:  # a narrowing the check could not verify
+            undeclared = sched._undeclared_writes(m, arguments)
+            if undeclared is not None:
+                done[m.id] = undeclared
+                return undeclared.error
         call = ToolCall(
             name=m.node.tool,
             arguments=arguments,
@@ -143,8 +150,18 @@ async def _members(
             provenance=sched._provenance(m, m.node.arguments),
         )
         rec = Recorder(state, call.id)
+
+        def label(text: str, done: dict[str, Observation] = done) -> tuple[str, Label] | None:
+            """(call id, output label) of what a reference points at: a member or a plan node."""
+            node = parse_ref(text).node
+            source = done.get(node) or sched.results.get(node)
+            return None if source is None else (source.call_id, label_of(source))
+
+        bound = bindings(m.node.arguments, label) if m.refs else None  # $ref arguments carry their labels
         try:
-            ready = await engine.aprepare(state, call, principal=sched.principal, rec=rec, node_id=m.id)
+            ready = await engine.aprepare(
+                state, call, principal=sched.principal, rec=rec, node_id=m.id, bound=bound
+            )
             if isinstance(ready, Ready):
                 spec = ready.compiled.spec
                 rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})

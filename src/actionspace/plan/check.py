@@ -13,18 +13,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from actionspace._json_values import MAX_DEPTH
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
 from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.order import conflict_edges, declared_edges, topological
-from actionspace.plan.refs import Ref, RefError, find_refs, parse_ref
+from actionspace.plan.refs import Ref, RefError, find_refs, nested_past, parse_ref
 from actionspace.plan.types import reference_mismatch, template_mismatch
 from actionspace.policy.principal import Principal, authorize
 from actionspace.validation.validator import compile_tool
 from actionspace.validation.verdicts import Rejected
 
-__all__ = ["CheckedNode", "CheckedPlan", "check_plan"]
+__all__ = ["CheckedNode", "CheckedPlan", "canonical_arguments", "check_plan"]
 
 _REF_TOPS = frozenset(
     {
@@ -228,6 +229,15 @@ def _check_node(
     specs: list[ToolSpec] = []
     for tool, arguments, where in calls:
         nested = any(type(v) not in _SCALARS for v in arguments.values())
+        if nested and (deep := nested_past(arguments, MAX_DEPTH)) is not None:
+            # deeper than any call may hold (the validate stage's bound), and than a walk by recursion can go
+            errors.append(
+                FieldError(
+                    path=f"{where}/arguments{deep}",
+                    message=f"nests objects and arrays deeper than {MAX_DEPTH} levels",
+                )
+            )
+            continue
         for pointer, raw in find_refs(arguments) if nested else ():
             try:
                 ref = parse_ref(raw)
@@ -358,7 +368,7 @@ def _sets(
     writes: list[str] = []
     argument_sets = [a.arguments for a in node.first_of] or [node.arguments]
     for spec, given in zip(specs, argument_sets, strict=True):
-        args = _canonical(spec, given)
+        args = canonical_arguments(spec, given)
         unknown = [k for k, v in args.items() if any(True for _ in find_refs(v))]
         r, w = call_sets(spec, args, unknown)
         reads.extend(r)
@@ -375,7 +385,7 @@ def _sets(
     return tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))
 
 
-def _canonical(spec: ToolSpec, args: Mapping[str, Any]) -> Mapping[str, Any]:
+def canonical_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> Mapping[str, Any]:
     """``args`` with marked paths in canonical form, so ``./a.json`` and ``a.json`` are one resource."""
     try:
         checks = compile_tool(spec).checks

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Mapping
 from typing import Any
 
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, ConfigurationError
 from actionspace.types import Observation
 
-__all__ = ["CancelScope", "ToolLimit", "abort_outcome", "named_blocker"]
+__all__ = ["CancelScope", "ToolLimit", "abort_outcome", "named_blocker", "tool_limits_of"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +22,27 @@ class ToolLimit:
     """Most calls of the tool running at once; None = only the plan's limit."""
     per_second: float | None = None
     """Most call starts per second (a sliding one-second window); None = unlimited."""
+
+    def __post_init__(self) -> None:
+        # a limit that admits no call would leave a plan waiting for ever: refused when made
+        most = self.max_concurrent
+        if most is not None and not (isinstance(most, int | float) and most >= 1):
+            raise ConfigurationError(f"ToolLimit.max_concurrent must be at least 1 (or None), got {most!r}")
+        rate = self.per_second
+        if rate is not None and not (isinstance(rate, int | float) and rate > 0):
+            raise ConfigurationError(f"ToolLimit.per_second must be above 0 (or None), got {rate!r}")
+
+
+def tool_limits_of(limits: Mapping[str, int | ToolLimit] | None) -> dict[str, ToolLimit]:
+    """Per tool name, its :class:`ToolLimit` (an int is a concurrency cap); raises
+    ConfigurationError, naming the tool, for a limit that admits no call."""
+    out: dict[str, ToolLimit] = {}
+    for name, limit in (limits or {}).items():
+        try:
+            out[name] = limit if isinstance(limit, ToolLimit) else ToolLimit(max_concurrent=limit)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"tool_limits[{name!r}]: {exc}") from None
+    return out
 
 
 class CancelScope:

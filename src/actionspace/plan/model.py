@@ -253,7 +253,9 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
     if extra:
         errors.append(FieldError(path=at, message=f"unexpected keys {sorted(extra)}"))
     first_of: list[Alternative] = []
-    if "first_of" in raw:
+    if "first_of" in raw and "tool" in raw:  # which would run? (the schema's oneOf)
+        errors.append(FieldError(path=f"{at}/tool", message="a node has a tool or first_of, not both"))
+    elif "first_of" in raw:
         alts = raw["first_of"]
         if not isinstance(alts, list) or not alts:
             errors.append(FieldError(path=f"{at}/first_of", message="must be a non-empty array"))
@@ -281,8 +283,10 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
     reads = _strings(raw.get("reads"), f"{at}/reads", errors)
     writes = _strings(raw.get("writes"), f"{at}/writes", errors)
     cost_cap = raw.get("cost_cap")
-    if cost_cap is not None and (isinstance(cost_cap, bool) or not isinstance(cost_cap, (int, float))):
-        errors.append(FieldError(path=f"{at}/cost_cap", message="must be a number"))
+    if cost_cap is not None and (
+        isinstance(cost_cap, bool) or not isinstance(cost_cap, (int, float)) or not cost_cap >= 0
+    ):
+        errors.append(FieldError(path=f"{at}/cost_cap", message="must be a number, at least 0"))
     provenance = raw.get("provenance", {})
     if not isinstance(provenance, Mapping) or not all(isinstance(v, str) for v in provenance.values()):
         errors.append(FieldError(path=f"{at}/provenance", message="must map argument names to strings"))

@@ -23,8 +23,8 @@ from typing import Any, cast
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, FieldError, said
 from actionspace.execution.ready import Ready
-from actionspace.plan.check import CheckedNode, CheckedPlan
-from actionspace.plan.conflicts import overlaps
+from actionspace.plan.check import CheckedNode, CheckedPlan, canonical_arguments
+from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.refs import MISSING, Ref, TemplateTooLarge, find_refs, parse_ref, substitute, walk
 from actionspace.policy.flow import bindings, label_of
@@ -191,6 +191,28 @@ class NodeRunner:
             )
         return arguments
 
+    def _undeclared_writes(self, node: CheckedNode, arguments: Mapping[str, Any]) -> Observation | None:
+        """A node that narrows its writes (``PlanNode.writes``) while references fill its tool's
+        write templates: the check saw only the references, so the writes of the resolved
+        arguments must still be covered, or the node fails before its tool (it could write a
+        resource it was not ordered against). None when they are covered."""
+        declared = node.node.writes
+        assert declared is not None
+        spec = node.specs[0]
+        _reads, writes = call_sets(spec, canonical_arguments(spec, arguments))
+        hidden = [w for w in writes if not any(overlaps(w, mine) for mine in declared)]
+        if not hidden:
+            return None
+        why = f"the resolved arguments write {hidden[:5]}, which the node's writes {list(declared)[:5]} hide"
+        error = ActionError.of(
+            "invalid_arguments",
+            f"node {node.id}: {why}",
+            field_errors=[FieldError(path=f"/nodes/{node.index}/writes", message=why)],
+        )
+        return Observation.failure(
+            error, call_id=self._call_id(node.id), tool=spec.name, tool_version=spec.version
+        )
+
     def _ref_value(self, ref: Ref, source: Observation | None = None) -> Any:
         """The value ``ref`` points at (:data:`MISSING` when the path does not exist)."""
         if source is None:
@@ -243,9 +265,16 @@ class NodeRunner:
         return marks
 
     async def _call(
-        self, node: CheckedNode, node_id: str, tool: str, arguments: Mapping[str, Any]
+        self,
+        node: CheckedNode,
+        node_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        raw: Mapping[str, Any] | None = None,
     ) -> Observation:
-        raw_args = node.node.arguments if not node.node.first_of else {}
+        """One call of ``node``; ``raw``: the arguments as the plan wrote them, references and all
+        (an alternative's own, for a ``first_of`` node), whose references bind their labels."""
+        raw_args = raw if raw is not None else node.node.arguments if not node.node.first_of else {}
         call = ToolCall(
             name=tool,
             arguments=dict(arguments),

@@ -26,6 +26,7 @@ __all__ = [
     "RefError",
     "TemplateTooLarge",
     "find_refs",
+    "nested_past",
     "parse_ref",
     "render_value",
     "substitute",
@@ -87,6 +88,28 @@ def walk(document: Any, path: tuple[str | int, ...]) -> Any:
         else:
             return MISSING
     return here
+
+
+def nested_past(value: Any, levels: int) -> str | None:
+    """The JSON pointer of the first container in ``value`` (itself level 1) nested deeper than
+    ``levels``, else None. Walked without recursion, so any depth (a container holding itself
+    too) is safe to look at."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 1)]
+    while stack:
+        item, at, depth = stack.pop()
+        children: Any
+        if isinstance(item, Mapping):
+            children = item.items()
+        elif isinstance(item, list | tuple):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > levels:
+            return at or "/"
+        for key, child in children:
+            if isinstance(child, Mapping | list | tuple):
+                stack.append((child, f"{at}/{key}", depth + 1))
+    return None
 
 
 MAX_TEMPLATE_CHARS: Final = 1_000_000

@@ -9,6 +9,7 @@ from typing import Any
 from actionspace.discovery.runs import RunState, resolve
 from actionspace.errors import ActionError
 from actionspace.plan.check import CheckedNode, CheckedPlan, check_plan
+from actionspace.plan.control import tool_limits_of
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import InvalidPlan, Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, Scheduler, ToolLimit
@@ -53,7 +54,11 @@ async def arun_plan(
     cancel: CancelScope | None = None,
     retry_of: PlanResult | None = None,
 ) -> PlanResult:
-    """Check ``plan`` and run it; a rejected plan is a result with ``status="error"`` and ``error`` set."""
+    """Check ``plan`` and run it; a rejected plan is a result with ``status="error"`` and ``error`` set.
+
+    Raises ConfigurationError for a tool limit that admits no call (before anything is recorded).
+    """
+    limits = tool_limits_of(tool_limits)
     run = engine.run(run_id, principal)
     who = principal or run.principal
     checked = preflight(engine, plan, run, who, environments)
@@ -77,7 +82,7 @@ async def arun_plan(
         who,
         checked,
         max_concurrency=limit,
-        tool_limits=tool_limits,
+        tool_limits=limits,
         cancel=cancel,
         retry_of=retry_of,
     )

@@ -28,7 +28,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.plan.atomic import member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
-from actionspace.plan.control import CancelScope, ToolLimit, named_blocker
+from actionspace.plan.control import CancelScope, ToolLimit, named_blocker, tool_limits_of
 from actionspace.plan.driver import Driver, is_safe
 from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import PlanResult, PlanStatus
@@ -73,10 +73,7 @@ class Scheduler(Driver):
         self.principal = principal
         self.plan = plan
         self.limit = max(1, max_concurrency)
-        self.tool_limits = {
-            name: limit if isinstance(limit, ToolLimit) else ToolLimit(max_concurrent=limit)
-            for name, limit in (tool_limits or {}).items()
-        }
+        self.tool_limits = tool_limits_of(tool_limits)
         self.starts: dict[str, deque[float]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.cancel_scope = cancel
@@ -180,31 +177,46 @@ class Scheduler(Driver):
         return zip(self._result.nodes.values(), self._shown, strict=True)
 
     def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
-        """Store a node's final observation and release or block its successors."""
+        """Store a node's final observation and release or block its successors.
+
+        The successors it blocks are settled here too, and theirs in turn, depth first, from a
+        list rather than by recursion: a failed node may head a chain of any length."""
         nodes = self.plan.nodes
         if node is None:
             node = nodes[k]
-        self.results[k] = obs
-        self._notes[k] = taken(obs)  # read while at hand
-        self.settled += 1
-        for member in node.members:  # a group: its members' own observations
-            own = self.results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
-            self._notes[member.id] = taken(own)
-        blocked_by = self.blocked_by
-        if obs.status != "ok" or k in self.abort_requested:
-            inherited = blocked_by.get(k)
-            origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
+        blocked_by, waiting, results, notes = self.blocked_by, self.waiting, self.results, self._notes
+        stack: list[tuple[str, str]] | None = None  # (blocked node, the predecessor that released it)
+        while True:
+            results[k] = obs
+            notes[k] = taken(obs)  # read while at hand
+            self.settled += 1
+            for member in node.members:  # a group: its members' own observations
+                own = results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
+                notes[member.id] = taken(own)
+            if obs.status != "ok" or k in self.abort_requested:
+                inherited = blocked_by.get(k)
+                origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
+                for s in node.succs:
+                    if k in nodes[s].needs:  # a conflict edge only orders: its successor still runs
+                        blocked_by.setdefault(s, origin)
+            released: list[tuple[str, str]] | None = None
             for s in node.succs:
-                if k in nodes[s].needs:  # a conflict edge only orders: its successor still runs
-                    blocked_by.setdefault(s, origin)
-        waiting = self.waiting
-        for s in node.succs:
-            left = waiting[s] = waiting[s] - 1
-            if left > 0:
-                continue
-            if s not in blocked_by:
-                self._newly_ready.append(s)
-                continue
+                left = waiting[s] = waiting[s] - 1
+                if left > 0:
+                    continue
+                if s not in blocked_by:
+                    self._newly_ready.append(s)
+                    continue
+                if released is None:
+                    released = []
+                released.append((s, k))
+            if released is not None:
+                if stack is None:
+                    stack = []
+                stack.extend(reversed(released))  # the first released is settled first
+            if not stack:
+                return
+            s, k = stack.pop()
             root, why = blocked_by[s]
             if root == s:  # cancelled while it waited: it names the node it waited on, not itself
                 root = named_blocker(blocked_by.get(k), k)
@@ -213,7 +225,8 @@ class Scheduler(Driver):
             else:
                 reason = f"{root} did not succeed ({why})"
             self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
-            self._settle(s, _blocked(self._call_id(s), nodes[s], root, reason))
+            k, node = s, nodes[s]
+            obs = _blocked(self._call_id(s), node, root, reason)
 
     # ------------------------------------------------------------------ cancellation
     def _apply_cancel(self) -> None:
@@ -268,7 +281,31 @@ class Scheduler(Driver):
         return said
 
     def _aborted_read(self, k: str, reason: str) -> Observation:
-        """A read (or pure call) stopped by an abort: cancelled, traced as aborted, never as finished."""
+        """A read (or pure call) stopped by an abort: cancelled, traced as aborted, never as finished.
+
+        A node with side effects is never stopped by the plan's aborts; a cancel that reached its
+        call anyway (raised by its own tool, or the plan's caller cancelling) leaves its outcome
+        unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled``."""
+        node = self.plan.nodes[k]
+        if not is_safe(node):
+            spec = node.specs[0]
+            error = ActionError.of(
+                "unknown_commit",
+                f"the call of node {k} was cancelled while it ran; whether {spec.name} committed is not "
+                "established: query its status",
+                details={"phase": "running"},
+            )
+            obs = Observation.failure(
+                error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version
+            )
+            outcome = {
+                "status": "error",
+                "tool": spec.name,
+                "version": spec.version,
+                "category": "unknown_commit",
+            }
+            self._record(obs.call_id, "observation", outcome)
+            return obs
         obs = self._cancelled_obs(k, "running", reason)
         event = {
             "status": "error",
@@ -297,6 +334,10 @@ class Scheduler(Driver):
         arguments = self._arguments(node, node.node.arguments)
         if isinstance(arguments, Observation):
             return arguments
+        if node.refs and node.node.writes is not None:  # a narrowing the check could not verify
+            undeclared = self._undeclared_writes(node, arguments)
+            if undeclared is not None:
+                return undeclared
         self.dispatched_args[node.id] = arguments
         obs = await self._call(node, node.id, node.node.tool, arguments)
         return self._verify(node, obs)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from actionspace.catalog.spec import ToolSpec
@@ -36,27 +38,25 @@ async def speculate(sched: Scheduler, node: CheckedNode) -> Observation:
             break
         spent += cost
         chosen.append((j, alt, spec))
-    tasks: dict[asyncio.Task[Observation], int] = {}
-    for j, alt, _spec in chosen:
+    calls = []
+    for j, alt, spec in chosen:  # every alternative's arguments, before any of them is launched
         arguments = sched._arguments(node, alt.arguments)
         if isinstance(arguments, Observation):
             return arguments
-        tasks[asyncio.ensure_future(sched._call(node, f"{node.id}~{j}", alt.tool, arguments))] = j
-    sched.extra_calls += len(tasks) - 1
-    winner: tuple[int, Observation] | None = None
-    finished: dict[int, Observation] = {}
-    pending = set(tasks)
+        calls.append((j, alt, spec, arguments))
+    tasks: dict[asyncio.Task[Observation], int] = {}
+    slots: list[str] = []  # the tool slots the alternatives after the first took
     try:
-        while pending and winner is None:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for t in sorted(done, key=lambda t: tasks[t]):
-                obs = t.result()
-                finished[tasks[t]] = obs
-                if winner is None and obs.status == "ok" and sched._verify(node, obs).status == "ok":
-                    winner = (tasks[t], obs)
+        for j, alt, spec, arguments in calls:
+            if tasks and not _slot(sched, spec.name, slots):
+                continue  # its tool is at its limit: not launched (the node's own slot is the first's)
+            call = sched._call(node, f"{node.id}~{j}", alt.tool, arguments, alt.arguments)
+            tasks[asyncio.ensure_future(call)] = j
+        sched.extra_calls += len(tasks) - 1
+        winner, finished = await _race(sched, node, tasks)
     finally:
-        for t in pending:
-            t.cancel()
+        for name in slots:
+            sched.per_tool[name] -= 1
     losers = sorted(set(tasks.values()) - ({winner[0]} if winner else set()))
     sched._record(
         None,
@@ -66,6 +66,7 @@ async def speculate(sched: Scheduler, node: CheckedNode) -> Observation:
             "winner": winner[0] if winner else None,
             "launched": len(tasks),
             "skipped_by_cost_cap": len(alternatives) - len(chosen),
+            "skipped_by_tool_limit": len(chosen) - len(tasks),
             "non_authoritative": [j for j in losers if j in finished],
             "cancelled": [j for j in losers if j not in finished],
         },
@@ -101,3 +102,46 @@ async def speculate(sched: Scheduler, node: CheckedNode) -> Observation:
         },
     }
     return dataclasses.replace(obs, diagnostics=diagnostics)
+
+
+async def _race(
+    sched: Scheduler, node: CheckedNode, tasks: dict[asyncio.Task[Observation], int]
+) -> tuple[tuple[int, Observation] | None, dict[int, Observation]]:
+    """The first sufficient ok result among ``tasks`` (alternative index, observation), and every
+    observation that finished; the others are cancelled."""
+    winner: tuple[int, Observation] | None = None
+    finished: dict[int, Observation] = {}
+    pending = set(tasks)
+    try:
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for t in sorted(done, key=lambda t: tasks[t]):
+                obs = t.result()
+                finished[tasks[t]] = obs
+                if winner is None and obs.status == "ok" and sched._verify(node, obs).status == "ok":
+                    winner = (tasks[t], obs)
+    finally:
+        for t in pending:
+            t.cancel()
+    return winner, finished
+
+
+def _slot(sched: Scheduler, name: str, slots: list[str]) -> bool:
+    """Take a slot of tool ``name``'s limit (:class:`~actionspace.plan.control.ToolLimit`) for one
+    more alternative, if one is free now; a slot taken is noted in ``slots``."""
+    limit = sched.tool_limits.get(name)
+    if limit is None:
+        return True
+    if limit.max_concurrent is not None and sched.per_tool.get(name, 0) >= limit.max_concurrent:
+        return False
+    if limit.per_second is not None:
+        window = sched.starts.setdefault(name, deque())
+        now = time.monotonic()
+        while window and now - window[0] >= 1.0:
+            window.popleft()
+        if len(window) >= limit.per_second:
+            return False
+        window.append(now)
+    sched.per_tool[name] = sched.per_tool.get(name, 0) + 1
+    slots.append(name)
+    return True
