@@ -51,6 +51,7 @@ __all__ = [
     "content_hash",
     "digest_json",
     "dumps_plain",
+    "json_copy",
     "json_size",
     "normalize",
     "normalize_key",
@@ -326,3 +327,18 @@ def _key(key: object) -> str:
     if isinstance(key, enum.Enum):
         return _key(key.value)
     return str(key)
+
+
+def json_copy(value: Any) -> Any:
+    """``value`` with every object and array in it copied (mappings as dicts): what a caller
+    does to the copy never reaches the original."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value  # the usual leaves, before the slower ABC checks
+    if kind is dict or isinstance(value, Mapping):
+        return {k: json_copy(v) for k, v in value.items()}
+    if kind is list or isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    return value

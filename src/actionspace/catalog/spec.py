@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from actionspace._canonical import digest_json
+from actionspace._canonical import digest_json, json_copy
 from actionspace.errors import ToolDefinitionError
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "Risk",
     "ToolSpec",
     "WriteMode",
-    "json_copy",
     "schema_hash",
 ]
 
@@ -464,21 +463,6 @@ class ToolSpec:
         if out:
             out["contract_note"] = self.contract_note()
         return out
-
-
-def json_copy(value: Any) -> Any:
-    """``value`` with every object and array in it copied (mappings as dicts): what a caller
-    does to the copy never reaches the original."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or kind is float or value is None:
-        return value  # the usual leaves, before the slower ABC checks
-    if kind is dict or isinstance(value, Mapping):
-        return {k: json_copy(v) for k, v in value.items()}
-    if kind is list or isinstance(value, list):
-        return [json_copy(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(json_copy(v) for v in value)
-    return value
 
 
 _PARAMETERS: dict[Any, frozenset[str]] = {}

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from actionspace.catalog.spec import ToolSpec, json_copy
+from actionspace._canonical import json_copy
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, UnknownToolError
 from actionspace.validation.validator import ValidationContext
 

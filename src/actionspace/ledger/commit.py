@@ -14,7 +14,6 @@ An entry found ``accepted`` (a recovery proved it was not committed) moves to ``
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -27,7 +26,14 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import Abandoned, ActionError, said
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
-from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
+from actionspace.ledger.status import (
+    Committed,
+    NotCommitted,
+    StillUnknown,
+    query_status,
+    unknown_commit_error,
+    within_window,
+)
 from actionspace.outcomes import Outcome, Succeeded
 from actionspace.types import Observation
 
@@ -39,10 +45,7 @@ __all__ = [
     "Sleep",
     "args_digest",
     "protocol",
-    "query_status",
     "still_running",
-    "unknown_commit_error",
-    "within_window",
 ]
 
 MAX_WAIT_S = 30.0
@@ -111,37 +114,6 @@ Protocol = Generator[Command, "Outcome | None", Observation]
 Observe = Callable[[Outcome], Observation]
 Fail = Callable[[ActionError], Observation]
 Record = Callable[[str, Mapping[str, Any]], None]
-
-
-def unknown_commit_error(spec: ToolSpec, key: str, why: str) -> ActionError:
-    return ActionError.of(
-        "unknown_commit",
-        f"{spec.name} may or may not have committed ({why}); it will not be sent again blindly",
-        resource_ids=(key,),
-        details={"idempotency_key": key, "idempotency": spec.idempotency, "reason": why},
-    )
-
-
-def within_window(spec: ToolSpec, entry: LedgerEntry, now: float | None = None) -> bool:
-    """True while the tool still dedupes ``entry``'s key (its ``dedupe_window_s`` from the entry's
-    creation; no declared window: always). Past it, the same key is a new request to the tool."""
-    window = spec.dedupe_window_s
-    return window is None or (time.time() if now is None else now) - entry.created_at < window
-
-
-def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
-    """Ask the tool's status query about ``entry``; any failure of the query itself is StillUnknown."""
-    if spec.status_query is None:
-        return StillUnknown("the tool has no status query")
-    try:
-        answer = spec.status_query(key=entry.key, arguments=dict(entry.arguments))
-        if inspect.isawaitable(answer):
-            return StillUnknown("async status queries are answered by recover()")
-    except Exception as exc:
-        return StillUnknown(f"status query failed: {type(exc).__name__}: {said(exc)}")
-    if isinstance(answer, Committed | NotCommitted | StillUnknown):
-        return answer
-    return StillUnknown(f"status query returned {type(answer).__name__}, not a status answer")
 
 
 class _Ledger:

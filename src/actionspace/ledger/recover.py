@@ -24,9 +24,15 @@ from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger.commit import query_status, still_running, unknown_commit_error, within_window
+from actionspace.ledger.commit import still_running
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.ledger.status import Committed, NotCommitted
+from actionspace.ledger.status import (
+    Committed,
+    NotCommitted,
+    query_status,
+    unknown_commit_error,
+    within_window,
+)
 from actionspace.outcomes import ToolResult
 from actionspace.types import Observation
 
