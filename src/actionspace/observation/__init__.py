@@ -16,7 +16,16 @@ from actionspace.observation._artifacts import (
     MemoryArtifactStore,
 )
 from actionspace.observation._shape import Shaped, shape
-from actionspace.observation.rules import RULES, JsonRule, LogRule, SearchRule, Source, TrimRule, WebRule
+from actionspace.observation.rules import (
+    RULES,
+    JsonRule,
+    LogRule,
+    SearchRule,
+    Source,
+    TrimRule,
+    WebRule,
+    is_stream,
+)
 
 __all__ = [
     "ARTIFACT_SCHEME",
@@ -33,5 +42,6 @@ __all__ = [
     "WebRule",
     "canonical_bytes",
     "content_hash",
+    "is_stream",
     "shape",
 ]

@@ -14,8 +14,7 @@ from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Failed, Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
-from actionspace.observation import ArtifactStore, Shaped, shape
-from actionspace.observation.rules._base import is_stream
+from actionspace.observation import ArtifactStore, Shaped, is_stream, shape
 from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance

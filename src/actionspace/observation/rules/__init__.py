@@ -6,13 +6,23 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from actionspace.observation.rules._base import MIN_MAX_BYTES, Source, TrimRule
+from actionspace.observation.rules._base import MIN_MAX_BYTES, Source, TrimRule, is_stream
 from actionspace.observation.rules.json import JsonRule
 from actionspace.observation.rules.log import LogRule
 from actionspace.observation.rules.search import SearchRule
 from actionspace.observation.rules.web import WebRule
 
-__all__ = ["MIN_MAX_BYTES", "RULES", "JsonRule", "LogRule", "SearchRule", "Source", "TrimRule", "WebRule"]
+__all__ = [
+    "MIN_MAX_BYTES",
+    "RULES",
+    "JsonRule",
+    "LogRule",
+    "SearchRule",
+    "Source",
+    "TrimRule",
+    "WebRule",
+    "is_stream",
+]
 
 RULES: Final[Mapping[str, type[TrimRule]]] = MappingProxyType(
     {rule.key(): rule for rule in (LogRule, SearchRule, WebRule, JsonRule)}
