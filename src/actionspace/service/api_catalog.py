@@ -1,4 +1,8 @@
-"""``/api/health``, ``/api/catalog`` and ``/api/metrics`` (per-tool monitoring of the trace store)."""
+"""``/api/health``, ``/api/catalog`` and ``/api/metrics`` (per-tool monitoring of the trace store).
+
+Metrics count only the runs the token's tenant may see (see :mod:`actionspace.service.scoping`):
+another tenant's activity, and the tool names its model wrote, are not shown.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ from actionspace.service.auth import require
 from actionspace.service.deps import runtime_of
 from actionspace.service.errors import ERRORS, ApiError
 from actionspace.service.models import ErrorResponse, Health, MetricsView, ToolView
+from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import tool_view
+from actionspace.trace.events import RunSummary
 
 __all__ = ["catalog_router", "health_router"]
 
@@ -62,16 +68,34 @@ def catalog_router() -> APIRouter:
     @router.get("/metrics", response_model=MetricsView, summary="Per-tool health read from the trace store")
     def metrics(
         rt: Rt,
-        _: Annotated[Principal, Depends(require("metrics:read"))],
+        who: Annotated[Principal, Depends(require("metrics:read"))],
         since: Annotated[
             float | None,
             Query(ge=0, le=LAST_SECOND, description="Unix seconds: only calls since then."),
         ] = None,
         max_runs: Annotated[int, Query(ge=1, le=100_000, description="Most recent runs read.")] = 1000,
     ) -> dict[str, Any]:
-        view = monitor(rt.trace, since=since, max_runs=max_runs).to_dict()
+        run_ids = None if sees_all(who) else _visible_runs(rt, who, since=since, limit=max_runs)
+        view = monitor(rt.trace, since=since, run_ids=run_ids, max_runs=max_runs).to_dict()
         # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
         view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
         return value_for_utf8(view)  # tool and field names as the model wrote them: UTF-8 whole
 
     return router
+
+
+def _visible_runs(rt: Runtime, who: Principal, *, since: float | None, limit: int) -> list[str]:
+    """The ids of up to ``limit`` of the latest runs (active since ``since``) ``who`` may see."""
+    tenants = RunTenants(rt.trace)
+    read: set[str] = set()
+
+    def fetch(n: int) -> list[RunSummary]:
+        page = rt.trace.runs(limit=n, since=since)
+        fresh = [s.run_id for s in page if s.run_id not in read]
+        for run_id, head in heads_of(rt.trace, fresh).items():  # each run's tenant, in one query
+            tenants.remember(run_id, head)
+        read.update(fresh)
+        return page
+
+    page = visible_page(fetch, lambda s: may_see(who, tenants(s.run_id)), limit=limit, scan=limit)
+    return [s.run_id for s in page]

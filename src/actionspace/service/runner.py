@@ -30,10 +30,11 @@ from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ActionError
-from actionspace.parse import ParseResult, parse
+from actionspace.parse import ParseResult, call_ids, parse
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.lanes import DEFAULT_LANES, PROCESSES, Lanes, off_loop
+from actionspace.service.resume_evidence import held_proposal, restore
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ToolCall
 
@@ -232,7 +233,7 @@ class BackgroundRuns:
             parsed = await self._parse(raw)
             self.rt.record(run_id, "model_output", bounded_raw(raw, self.rt.artifacts))
             if isinstance(parsed, ActionError) or parsed.error is not None or not parsed.calls:
-                observations.append(self._unparsed(run_id, parsed))
+                observations.extend(self._unparsed(run_id, parsed, await self._call_ids(raw)))
                 continue
             self.rt.record(run_id, "parsed", _parsed_event(parsed))
             if len(parsed.calls) == 1:
@@ -263,8 +264,21 @@ class BackgroundRuns:
                 details={"reason": "parse_timeout", "timeout_s": timeout},
             )
 
-    def _unparsed(self, run_id: str, parsed: ParseResult | ActionError) -> Observation:
-        """The parse_error observation of an output with no call, recorded as the engine does."""
+    async def _call_ids(self, raw: Any) -> tuple[str, ...]:
+        """``call_ids(raw)`` off the runs' loops, under ``parse_timeout_s`` (none known past it)."""
+        timeout = self.config.parse_timeout_s
+        try:
+            if _size(raw) <= _INLINE_PARSE_CHARS:
+                return await off_loop(lambda: call_ids(raw), timeout_s=timeout)
+            return await PROCESSES.run(call_ids, raw, timeout_s=timeout)
+        except TimeoutError:
+            return ()
+
+    def _unparsed(
+        self, run_id: str, parsed: ParseResult | ActionError, ids: Sequence[str]
+    ) -> list[Observation]:
+        """The parse_error observations of an output none of whose calls runs, as the engine
+        answers it: one per call id the output gave (``ids``), else one under ``<run id>:parse``."""
         if isinstance(parsed, ActionError):
             error, event = parsed, {"format": "unknown", "calls": [], "error": parsed.message[:300]}
         elif parsed.error is not None:
@@ -279,8 +293,12 @@ class BackgroundRuns:
             event = _parsed_event(parsed)
         self.rt.record(run_id, "parsed", event)
         observed = {"status": "error", "category": error.category, "recovery": list(error.recovery)}
-        self.rt.record(run_id, "observation", observed)
-        return Observation.failure(error, call_id=f"{run_id}:parse", tool="")
+        if not ids:
+            self.rt.record(run_id, "observation", observed)
+            return [Observation.failure(error, call_id=f"{run_id}:parse", tool="")]
+        for call_id in ids:
+            self.rt.record(run_id, "observation", observed, call_id=call_id)
+        return [Observation.failure(error, call_id=call_id, tool="") for call_id in ids]
 
     async def _until_decided(
         self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
@@ -293,15 +311,28 @@ class BackgroundRuns:
         return obs
 
     async def _resume(self, request: ApprovalRequest) -> str:
-        call = ToolCall(name=request.tool, arguments=dict(request.arguments))
         proposed_by = request.details.get("proposed_by")
         # re-authorized as whoever proposed it (never as this process's default principal)
+        principal = Principal.from_dict(proposed_by) if isinstance(proposed_by, Mapping) else None
+        events = await asyncio.to_thread(self.rt.trace.events, request.run_id)
+        held = held_proposal(events, request)
+        if held is not None and not isinstance(held, ActionError):
+            # the values the held call was judged on, where this process never saw them
+            run = await asyncio.to_thread(self.rt.run_state, request.run_id, principal)
+            held = restore(run.flow, held, request.arguments, request.id) or held
+        if isinstance(held, ActionError):
+            observed = {"status": "error", "category": held.category, "recovery": list(held.recovery)}
+            observed["message"] = held.message[:300]
+            self.rt.record(request.run_id, "observation", observed, call_id=held.details.get("call_id"))
+            return "error"
+        call_id = held.call_id if held is not None else None
+        call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
         obs = await self.rt.acall(
             call,
             run_id=request.run_id,
             node_id=request.node_id,
             provenance=dict(request.provenance),
-            principal=Principal.from_dict(proposed_by) if isinstance(proposed_by, Mapping) else None,
+            principal=principal,
         )
         return obs.status
 
