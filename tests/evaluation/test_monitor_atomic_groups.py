@@ -71,7 +71,8 @@ def test_a_failed_group_counts_its_members_calls_and_its_failure_once(db: Path) 
     assert [t.tool for t in report.tools] == ["put"]
     put = report.tool("put")
     assert (report.calls, put.calls, put.selection_rate) == (2, 2, 1.0)
-    assert put.failures_by_category == {"conflict": 1}
+    assert put.failures_by_category == {"cancelled": 1, "conflict": 1}  # set_a was rolled back
+    assert put.ok_results == 0
 
 
 def test_an_unknown_commit_of_a_group_is_reported_for_its_members_tool(db: Path) -> None:

@@ -40,6 +40,7 @@ from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
 from actionspace.plan.node import NodeRunner, Started, is_plain
 from actionspace.plan.ready import ReadyQueue
+from actionspace.plan.retry import reusable
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -80,6 +81,8 @@ class Driver(NodeRunner):
     """Running nodes → the task stepping them (None: in a wave, not stepped yet)."""
     retry_of: PlanResult | None
     reused: int
+    reused_nodes: set[str]
+    """The nodes settled with their observation of ``retry_of``."""
     max_parallel: int
     settled: int
     cancel_scope: CancelScope | None
@@ -168,10 +171,11 @@ class Driver(NodeRunner):
     def _reuse(self, k: str) -> bool:
         """Settle ``k`` with its ok observation of the plan run retried, if it has one."""
         assert self.retry_of is not None
-        before = self.retry_of.nodes.get(k)
-        if before is None or before.status != "ok":
+        before = reusable(self.retry_of, self.run_state.run_id, self.plan.nodes[k], self.reused_nodes)
+        if before is None:
             return False
         self.reused += 1
+        self.reused_nodes.add(k)
         self._record(None, "plan_node_reused", {"node": k, "call_id": before.call_id})
         self._settle(k, before)
         return True

@@ -16,6 +16,7 @@ first sufficient result wins).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -170,9 +171,9 @@ class Plan:
         raw_nodes = data.get("nodes")
         if not isinstance(raw_nodes, list) or not raw_nodes:
             raise _invalid([FieldError(path="/nodes", message="'nodes' must be a non-empty array")])
-        unknown_top = set(data) - {"nodes", "max_concurrency", "groups"}
+        unknown_top = _unexpected(data, {"nodes", "max_concurrency", "groups"})
         if unknown_top:
-            errors.append(FieldError(path="/", message=f"unexpected keys {sorted(unknown_top)}"))
+            errors.append(FieldError(path="/", message=f"unexpected keys {unknown_top}"))
         nodes = []
         for i, raw in enumerate(raw_nodes):
             node = _node(raw, f"/nodes/{i}", errors, verify or {})
@@ -218,12 +219,32 @@ def _groups(raw: Any, errors: list[FieldError]) -> tuple[Group, ...]:
         if not nodes:
             errors.append(FieldError(path=f"{at}/nodes", message="must name at least one node"))
             continue
-        extra = set(g) - {"id", "nodes", "mode"}
+        extra = _unexpected(g, {"id", "nodes", "mode"})
         if extra:
-            errors.append(FieldError(path=at, message=f"unexpected keys {sorted(extra)}"))
+            errors.append(FieldError(path=at, message=f"unexpected keys {extra}"))
             continue
         out.append(Group(id=g["id"], nodes=nodes, mode=mode))
     return tuple(out)
+
+
+def _unexpected(raw: Mapping[Any, Any], allowed: set[str] | frozenset[str]) -> list[str]:
+    """The keys of ``raw`` not in ``allowed``, sorted as text (a key JSON cannot hold is one too)."""
+    return sorted(repr(k) if not isinstance(k, str) else k for k in raw if k not in allowed)
+
+
+def _cost_cap(raw: Any) -> float | None:
+    """The cap as a float; None when absent. Raises ValueError unless it is a finite number >= 0."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ValueError(raw)
+    try:
+        cap = float(raw)
+    except OverflowError as exc:  # an integer JSON allows and a float cannot hold
+        raise ValueError(raw) from exc
+    if not (math.isfinite(cap) and cap >= 0):
+        raise ValueError(raw)
+    return cap
 
 
 def _strings(raw: Any, path: str, errors: list[FieldError]) -> tuple[str, ...] | None:
@@ -249,9 +270,9 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
     elif (unfit := unfit_text(node_id)) is not None:  # it names a ledger row and a trace's calls
         node_id = ""
         errors.append(FieldError(path=f"{at}/id", message=f"the id {unfit[1]}"))
-    extra = set(raw) - _NODE_KEYS
+    extra = _unexpected(raw, _NODE_KEYS)
     if extra:
-        errors.append(FieldError(path=at, message=f"unexpected keys {sorted(extra)}"))
+        errors.append(FieldError(path=at, message=f"unexpected keys {extra}"))
     first_of: list[Alternative] = []
     if "first_of" in raw and "tool" in raw:  # which would run? (the schema's oneOf)
         errors.append(FieldError(path=f"{at}/tool", message="a node has a tool or first_of, not both"))
@@ -276,19 +297,21 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
     elif not isinstance(raw.get("tool"), str) or not raw.get("tool"):
         errors.append(FieldError(path=f"{at}/tool", message="required: the tool name"))
     arguments = raw.get("arguments", {})
-    if not isinstance(arguments, Mapping):
+    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
         errors.append(FieldError(path=f"{at}/arguments", message="must be an object"))
     depends_on = _strings(raw.get("depends_on", []), f"{at}/depends_on", errors)
     independent = _strings(raw.get("independent_of", []), f"{at}/independent_of", errors)
     reads = _strings(raw.get("reads"), f"{at}/reads", errors)
     writes = _strings(raw.get("writes"), f"{at}/writes", errors)
-    cost_cap = raw.get("cost_cap")
-    if cost_cap is not None and (
-        isinstance(cost_cap, bool) or not isinstance(cost_cap, (int, float)) or not cost_cap >= 0
-    ):
-        errors.append(FieldError(path=f"{at}/cost_cap", message="must be a number, at least 0"))
+    try:
+        cost_cap = _cost_cap(raw.get("cost_cap"))
+    except ValueError:
+        cost_cap = None
+        errors.append(FieldError(path=f"{at}/cost_cap", message="must be a finite number, at least 0"))
     provenance = raw.get("provenance", {})
-    if not isinstance(provenance, Mapping) or not all(isinstance(v, str) for v in provenance.values()):
+    if not isinstance(provenance, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in provenance.items()
+    ):
         errors.append(FieldError(path=f"{at}/provenance", message="must map argument names to strings"))
     if len(errors) > before:
         return None
@@ -301,7 +324,7 @@ def _node(raw: Any, at: str, errors: list[FieldError], verify: Mapping[str, Veri
         reads=reads,
         writes=writes,
         first_of=tuple(first_of),
-        cost_cap=float(cost_cap) if cost_cap is not None else None,
+        cost_cap=cost_cap,
         provenance=dict(provenance),
         verify=verify.get(node_id),
     )
@@ -325,6 +348,9 @@ class PlanResult:
     speculative: dict[str, list[Observation]] = field(default_factory=dict)
     """Per speculative node, the alternatives that finished but lost: ``diagnostics["authoritative"]``
     is False and ``bound_to`` names the run, principal and tool version they are valid for."""
+    planned: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Node id → what the node was asked (its checked form), so that a retry (``retry_of``) reuses
+    only nodes asked the same again; not part of :meth:`to_dict`."""
 
     @property
     def failed(self) -> dict[str, ActionError]:

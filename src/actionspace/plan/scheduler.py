@@ -97,6 +97,7 @@ class Scheduler(Driver):
         self.max_parallel = 0
         self.extra_calls = 0
         self.reused = 0
+        self.reused_nodes: set[str] = set()
         self._newly_ready: list[str] = []
         self.settled = 0
         self.speculative: dict[str, list[Observation]] = {}
@@ -160,6 +161,7 @@ class Scheduler(Driver):
             edges=list(self.plan.edges),
             added_edges=list(self.plan.added_edges),
             speculative=self.speculative,
+            planned=self.plan.nodes,
             stats={
                 "max_parallel": self.max_parallel,
                 "wall_s": round(time.perf_counter() - started, 6),
@@ -191,7 +193,12 @@ class Scheduler(Driver):
             notes[k] = taken(obs)  # read while at hand
             self.settled += 1
             for member in node.members:  # a group: its members' own observations
-                own = results[member.id] = self.member_results.get(member.id) or member_of(obs, member, k)
+                own = self.member_results.get(member.id)
+                if own is None:
+                    own = member_of(obs, member, k)
+                    if obs.status != "ok":  # the group never ran: the trace names each member too
+                        self._unrun_member(member.id, k)
+                results[member.id] = own
                 notes[member.id] = taken(own)
             if obs.status != "ok" or k in self.abort_requested:
                 inherited = blocked_by.get(k)
@@ -227,6 +234,16 @@ class Scheduler(Driver):
             self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
             k, node = s, nodes[s]
             obs = _blocked(self._call_id(s), node, root, reason)
+
+    def _unrun_member(self, member: str, group: str) -> None:
+        """Record that ``member`` never ran: blocked with its group, or cancelled before it began."""
+        root = self.blocked_by.get(group, (group, ""))[0]
+        if root != group:
+            self._record(None, "plan_node_blocked", {"node": member, "blocked_by": root, "group": group})
+        else:
+            self._record(
+                None, "plan_node_cancelled", {"node": member, "phase": "not_dispatched", "group": group}
+            )
 
     # ------------------------------------------------------------------ cancellation
     def _apply_cancel(self) -> None:
