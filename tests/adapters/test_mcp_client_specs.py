@@ -91,7 +91,11 @@ def test_a_listing_registers_new_tools_versions_changed_ones_and_retires_removed
     assert sorted(s.key for s in rt.catalog.offerable()) == ["s.a@1", "s.b@2", "s.d@1"]
     assert sorted(toolset.specs()) == ["s.a", "s.b", "s.d"]
     again, _ = toolset._sync([_tool(name="a"), _tool(name="b"), _tool(name="c"), _tool(name="d")])
-    assert sorted(s.key for s in again) == ["s.b@3", "s.c@2"]  # versions never reuse a retired one
+    # a definition listed again is its earlier version, active again (never a new number for it)
+    assert sorted(s.key for s in again) == ["s.b@1", "s.c@1"]
+    assert all(s.lifecycle == "active" for s in again)
+    changed, _ = toolset._sync([_tool(name="b", input_schema={"type": "object", "properties": {}})])
+    assert [s.key for s in changed] == ["s.b@3"]  # a new definition: a number never given before
     rt.close()
 
 

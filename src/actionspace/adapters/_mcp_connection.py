@@ -61,6 +61,8 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._owner: concurrent.futures.Future[None] | None = None
         self._refresh_lock: asyncio.Lock | None = None
+        self._refresh_queued = False
+        """A notified refresh waits to list: later notifications ride on it (a storm lists twice)."""
         self._background: set[asyncio.Task[Any]] = set()
         self.refreshes = 0
         """How many listings were taken after the first one (each from a change notification)."""
@@ -213,6 +215,7 @@ class Connection:
         if client is None or self._refresh_lock is None:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
         async with self._refresh_lock:
+            self._refresh_queued = False  # this listing covers every change announced until now
             tools = await self._list(client)
             self.refreshes += 1
             self._on_tools(tools)
@@ -221,16 +224,22 @@ class Connection:
     async def _on_message(self, message: IncomingMessage) -> None:
         """Handshake-era servers announce a changed tool list with a bare notification."""
         if isinstance(message, types.ToolListChangedNotification):
-            self._spawn(self._refresh_logged())
+            self._refresh_soon()
 
     async def _listen(self, client: Client) -> None:
         """2026-era servers deliver change events only on a ``subscriptions/listen`` stream."""
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _event in subscription:
-                    await self._refresh_logged()
+                    self._refresh_soon()
         except Exception as exc:  # the server does not serve listen: the listing stays as it is
             _log.info("MCP server %s: no tool change events: %r", self.name, exc)
+
+    def _refresh_soon(self) -> None:
+        """List again after a change notification, unless a listing yet to start will cover it."""
+        if not self._refresh_queued:
+            self._refresh_queued = True
+            self._spawn(self._refresh_logged())
 
     async def _refresh_logged(self) -> None:
         try:

@@ -31,7 +31,9 @@ API::
   server ``notifications/cancelled``.
 * Versions: every tool starts at version ``"1"``. When the server says its tool list changed,
   a changed tool is registered as the next version and the old one retired (a run that was
-  offered the old schema gets ``version_mismatch``); a removed tool is retired.
+  offered the old schema gets ``version_mismatch``); a removed tool is retired. A definition
+  listed again is its earlier version, active again; retired versions are kept only up to a
+  bound, so a server whose list churns forever cannot grow the catalog (see ``_mcp_versions``).
 * Idempotency: MCP has no idempotency key, so tools are ``idempotency="none"``: a write whose
   answer is lost is ``unknown_commit`` for a person to reconcile, never re-sent.
 
@@ -65,13 +67,17 @@ from actionspace.adapters._mcp_specs import (
     map_annotations,
     result_text,
 )
+from actionspace.adapters._mcp_versions import ToolVersions
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.artifacts import READ_ARTIFACT
+from actionspace.discovery.disclosure import DESCRIBE_TOOL
 from actionspace.errors import (
     ActionError,
     ConfigurationError,
     ToolDefinitionError,
     ToolError,
+    UnknownToolError,
 )
 
 __all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
@@ -79,6 +85,9 @@ __all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
 _log = logging.getLogger("actionspace.mcp")
 
 ConnectMode = Literal["auto", "legacy"]
+
+_RUNTIME_TOOLS = frozenset({DESCRIBE_TOOL, READ_ARTIFACT})
+"""Names the runtime registers its own tools under, on first need: a server's tool never takes them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +171,7 @@ class McpToolset:
         self.server = server
         self.connection = Connection(server.label, _opener(server), self._on_listing)
         self._target: _Registers | None = None
-        self._current: dict[str, tuple[str, ToolSpec]] = {}
-        """Remote tool name → (fingerprint, registered spec)."""
-        self._versions: dict[str, int] = {}
+        self._versions = ToolVersions()
         self._keys: set[str] = set()
         """Every ``name@version`` this toolset registered (the names it may add versions to)."""
         self._listeners: list[ChangeListener] = []
@@ -201,7 +208,7 @@ class McpToolset:
     def specs(self) -> dict[str, ToolSpec]:
         """The current spec of every tool the server lists, by registered name."""
         with self._lock:
-            return {spec.name: spec for _, spec in self._current.values()}
+            return {spec.name: spec for _, spec in self._versions.current.values()}
 
     def on_change(self, listener: ChangeListener) -> None:
         """Call ``listener(registered, retired)`` after a refresh changed the catalog."""
@@ -240,37 +247,72 @@ class McpToolset:
         assert rt is not None
         added: list[ToolSpec] = []
         retired: list[ToolSpec] = []
+        current = self._versions.current
         with self._lock:
             usable: set[str] = set()
             listed, ambiguous = _unambiguous(tools)
+            self._forget_unlisted({t.name for t in tools})
             for name in ambiguous:
                 self.skipped[name] = "listed more than once, with different definitions"
             for tool, digest in listed:
-                old = self._current.get(tool.name)
+                old = current.get(tool.name)
                 if old is None or old[0] != digest:
-                    spec = self._register(rt, tool)
+                    spec = self._reuse(rt, tool, digest) or self._register(rt, tool)
                     if spec is None:
                         continue  # the old version, if any, is retired below: it is no longer served
                     added.append(spec)
-                    self._current[tool.name] = (digest, spec)
+                    current[tool.name] = (digest, spec)
                     if old is not None:
-                        retired.append(rt.catalog.retire(old[1].key))
+                        retired.append(self._retire(rt, tool.name, old))
                 usable.add(tool.name)
                 self.skipped.pop(tool.name, None)
-            for name in [n for n in self._current if n not in usable]:
-                _, spec = self._current.pop(name)
-                retired.append(rt.catalog.retire(spec.key))
+            for name in [n for n in current if n not in usable]:
+                retired.append(self._retire(rt, name, current.pop(name)))
         return added, retired
+
+    def _forget_unlisted(self, names: set[str]) -> None:
+        """What was noted of tools the server no longer lists (a server may rename forever)."""
+        for notes in (self.claimed, self.skipped):
+            for name in [n for n in notes if n not in names]:
+                del notes[name]
+
+    def _reuse(self, rt: _Registers, tool: types.Tool, digest: str) -> ToolSpec | None:
+        """The retired version with this very definition, active again; None when there is none."""
+        kept = self._versions.take(tool.name, digest)
+        if kept is None or rt.catalog.find(kept.key) is None or self._taken(rt, kept.name):
+            return None
+        self.claimed[tool.name] = tool.annotations
+        return rt.catalog.set_lifecycle(kept.key, "active")
+
+    def _retire(self, rt: _Registers, remote: str, old: tuple[str, ToolSpec]) -> ToolSpec:
+        """Retire a version; drop the retired versions beyond the bounded history."""
+        digest, spec = old
+        retired = rt.catalog.retire(spec.key)
+        for evicted in self._versions.keep(remote, digest, retired):
+            self._keys.discard(evicted.key)
+            try:
+                rt.catalog.drop(evicted.key)
+            except (UnknownToolError, ValueError):  # dropped or made active by someone else
+                _log.debug("MCP server %s: %s not dropped", self.server.label, evicted.key)
+        return retired
+
+    def _taken(self, rt: _Registers, name: str) -> str | None:
+        """The key of a version of ``name`` that this toolset did not register, if any."""
+        others = [s.key for s in rt.catalog.versions(name) if s.key not in self._keys]
+        return others[-1] if others else None
 
     def _register(self, rt: _Registers, tool: types.Tool) -> ToolSpec | None:
         """Build and register the next version of ``tool``; None (and why in ``skipped``) if unusable."""
-        spec = self._build(tool)
+        number = self._versions.next_number(tool.name)
+        spec = self._build(tool, number)
         if spec is None:
             return None
         try:
-            others = [s.key for s in rt.catalog.versions(spec.name) if s.key not in self._keys]
-            if others:  # a new version of another tool would take over its name
-                raise ToolDefinitionError(f"{spec.name!r} is already the name of {others[-1]}; set a prefix")
+            if spec.name in _RUNTIME_TOOLS:  # the runtime's own tool must stay the runtime's
+                raise ToolDefinitionError(f"{spec.name!r} is the name of a runtime tool; set a prefix")
+            other = self._taken(rt, spec.name)
+            if other is not None:  # a new version of another tool would take over its name
+                raise ToolDefinitionError(f"{spec.name!r} is already the name of {other}; set a prefix")
             check_self_contained(spec)
             registered = rt.register(spec)
         # ToolDefinitionError: e.g. a taken name; ConfigurationError: a schema that does not compile
@@ -279,13 +321,13 @@ class McpToolset:
             _log.warning("MCP server %s: tool %r skipped: %s", self.server.label, tool.name, exc)
             return None
         self._keys.add(registered.key)
+        self._versions.numbered(tool.name, number)
         return registered
 
-    def _build(self, tool: types.Tool) -> ToolSpec | None:
+    def _build(self, tool: types.Tool, version: int) -> ToolSpec | None:
         server = self.server
         self.claimed[tool.name] = tool.annotations
         mapped = map_annotations(tool.annotations, trusted=server.allowlisted)
-        version = self._versions.get(tool.name, 0) + 1
         options: dict[str, Any] = {
             "name": f"{server.prefix}{tool.name}",
             "version": str(version),
@@ -309,7 +351,6 @@ class McpToolset:
             self.skipped[tool.name] = str(exc)
             _log.warning("MCP server %s: tool %r skipped: %s", server.label, tool.name, exc)
             return None
-        self._versions[tool.name] = version
         return spec
 
     def _caller(self, remote: str, *, side_effects: bool) -> Callable[..., Any]:

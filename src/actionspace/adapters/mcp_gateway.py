@@ -50,17 +50,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
-from anyio.lowlevel import EventLoopToken
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
 from actionspace.adapters._gateway_results import to_call_result
 from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
@@ -116,7 +114,7 @@ class Gateway:
         self._upstreams_open = False
         self._listeners: OrderedDict[str, ServerSession] = OrderedDict()
         """Session key → a request handle of that session, to announce tool list changes on."""
-        self._loop: EventLoopToken | None = None
+        self._announcer = Announcer(self.announce_tools_changed)
 
     @classmethod
     def from_file(cls, path: str | Path, *, runtime: Runtime | None = None) -> Gateway:
@@ -173,29 +171,34 @@ class Gateway:
         return toolset
 
     def _upstream_changed(self, added: list[ToolSpec], retired: list[ToolSpec]) -> None:
-        """An upstream server's tools changed (called on its connection's thread): tell our clients."""
-        loop = self._loop
-        if loop is None:
-            return
-        try:
-            anyio.from_thread.run(self.announce_tools_changed, token=loop)
-        except Exception:  # the serving loop is gone: nobody to tell
-            _log.debug("gateway: could not announce a tool list change", exc_info=True)
+        """An upstream server's tools changed (called on its connection's thread): tell our clients.
+
+        Returns at once; the serving loop announces it (coalesced with other changes).
+        """
+        self._announcer.changed()
 
     async def announce_tools_changed(self) -> int:
         """Send ``notifications/tools/list_changed`` to every live session; returns how many heard it.
 
-        Clients list again and get the new versions; a call built on a retired definition gets
-        ``version_mismatch`` with the current one until then.
+        Sessions are told concurrently, each within ``_ANNOUNCE_TIMEOUT_S``; one that does not take
+        it in time is forgotten. Clients list again and get the new versions; a call built on a
+        retired definition gets ``version_mismatch`` with the current one until then.
         """
         told = 0
-        for key, session in list(self._listeners.items()):
+
+        async def tell(key: str, session: ServerSession) -> None:
+            nonlocal told
             try:
                 with anyio.fail_after(_ANNOUNCE_TIMEOUT_S):
                     await session.send_tool_list_changed()
                 told += 1
-            except Exception:  # that session is closed or stuck: forget it
-                self._listeners.pop(key, None)
+            except Exception:  # that session is closed or stuck: forget it (unless it came back)
+                if self._listeners.get(key) is session:
+                    del self._listeners[key]
+
+        async with anyio.create_task_group() as group:
+            for key, session in list(self._listeners.items()):
+                group.start_soon(tell, key, session)
         return told
 
     def _remember(self, ctx: ServerRequestContext[Any, Any]) -> None:
@@ -337,12 +340,12 @@ class Gateway:
         from mcp.server.stdio import stdio_server
 
         principal = self.stdio_principal()
-        self._loop = anyio.lowlevel.current_token()
-        await anyio.to_thread.run_sync(self.open_upstreams)
-        server = self.server(lambda ctx: principal)
-        options = server.create_initialization_options(NotificationOptions(tools_changed=True))
-        async with stdio_server() as (read, write):
-            await server.run(read, write, options)
+        async with self._announcer.serving():
+            await anyio.to_thread.run_sync(self.open_upstreams)
+            server = self.server(lambda ctx: principal)
+            options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+            async with stdio_server() as (read, write):
+                await server.run(read, write, options)
 
     def http_app(self) -> ASGIApp:
         """The streamable HTTP app (an ASGI app) with bearer-token authentication in front."""
@@ -360,10 +363,10 @@ class Gateway:
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            self._loop = anyio.lowlevel.current_token()
-            await anyio.to_thread.run_sync(self.open_upstreams)
-            async with server.session_manager.run():
-                yield
+            async with self._announcer.serving():
+                await anyio.to_thread.run_sync(self.open_upstreams)
+                async with server.session_manager.run():
+                    yield
 
         inner.router.lifespan_context = lifespan
         return _BearerAuth(inner, self)

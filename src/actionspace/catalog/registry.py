@@ -40,7 +40,7 @@ class Catalog:
         return spec
 
     def on_change(self, listener: Callable[[ToolSpec], None]) -> None:
-        """Call ``listener(spec)`` whenever a version is registered or changes lifecycle."""
+        """Call ``listener(spec)`` whenever a version is registered, changes lifecycle or is dropped."""
         self._listeners.append(listener)
 
     def get(self, name: str, version: str | None = None) -> ToolSpec:
@@ -96,6 +96,30 @@ class Catalog:
                 raise UnknownToolError(f"no tool {key}")
             spec = spec.evolve(lifecycle=lifecycle, deprecated_by=deprecated_by or spec.deprecated_by)
             self._specs[key] = spec
+            self.generation += 1
+        for listener in self._listeners:
+            listener(spec)
+        return spec
+
+    def drop(self, key: str) -> ToolSpec:
+        """Forget the retired version ``name@version``; returns its spec.
+
+        For a source whose tools churn (an MCP server), so retired versions do not pile up. What
+        holds only the key keeps working as for a retired version: a run pinned to it gets
+        ``version_mismatch``, a ledger entry keeps its key. Raises UnknownToolError when there is
+        no such version, ValueError when it is not retired (an offered tool is never dropped).
+        """
+        with self._lock:
+            spec = self._specs.get(key)
+            if spec is None:
+                raise UnknownToolError(f"no tool {key}")
+            if spec.lifecycle != "retired":
+                raise ValueError(f"tool {key} is {spec.lifecycle}; only a retired version is dropped")
+            del self._specs[key]
+            order = self._order[spec.name]
+            order.remove(spec.version)
+            if not order:
+                del self._order[spec.name]
             self.generation += 1
         for listener in self._listeners:
             listener(spec)
