@@ -22,6 +22,12 @@ sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``,
 its mapping's ``items()``, a dataclass field ``asdict`` cannot copy) becomes a placeholder string
 naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``; the
 values around it are kept. ``normalize`` itself does not raise for what a tool returns.
+
+Nothing is lost silently. Keys that write as one text (``1`` and ``"1"``, two objects that print
+alike) are all kept: the first keeps the text, each later one gets a distinct name naming its type
+(:func:`distinct_key`: ``"1 (str)"``). Containers nested deeper than :data:`_MAX_DEPTH` become
+``"<nested too deep>"`` and integers too long to print ``"<int of N bits>"``: those are cuts,
+which :func:`normalize_checked` reports (a shaped observation is then ``complete=false``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import json
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
@@ -50,10 +56,12 @@ __all__ = [
     "clip_middle",
     "content_hash",
     "digest_json",
+    "distinct_key",
     "dumps_plain",
     "json_copy",
     "json_size",
     "normalize",
+    "normalize_checked",
     "normalize_key",
     "strict_dumps",
     "unshowable",
@@ -223,31 +231,50 @@ def clip_middle(text: str, limit: int) -> str:
 
 def normalize(value: object) -> Any:
     """``value`` as plain JSON (see the module docstring for the conversions)."""
-    return _normalize(value, 0, set())
+    return _normalize(value, 0, _Walk())
 
 
-def _normalize(value: object, depth: int, path: set[int]) -> Any:
+def normalize_checked(value: object) -> tuple[Any, bool]:
+    """:func:`normalize` of ``value``, and True when part of it was cut: nesting deeper than
+    :data:`_MAX_DEPTH`, or an integer too long to print (each replaced by a placeholder)."""
+    walk = _Walk()
+    plain = _normalize(value, 0, walk)
+    return plain, walk.cut
+
+
+class _Walk:
+    """One normalization: the containers being walked (cycles) and whether anything was cut."""
+
+    __slots__ = ("cut", "path")
+
+    def __init__(self) -> None:
+        self.path: set[int] = set()
+        self.cut = False
+
+
+def _normalize(value: object, depth: int, walk: _Walk) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is bool:
         return value
     if kind is int:
-        return _int(value)  # type: ignore[arg-type]
+        return _int(value, walk)  # type: ignore[arg-type]
     if kind is float:
         return _float(value)  # type: ignore[arg-type]
     try:
         if isinstance(value, enum.Enum):
-            return _normalize(value.value, depth, path)
+            return _normalize(value.value, depth, walk)
         if isinstance(value, int):
-            return _int(int(value))
+            return _int(int(value), walk)
         if isinstance(value, float):
             return _float(float(value))
         if isinstance(value, str):
             return str(value)
         if depth >= _MAX_DEPTH:
+            walk.cut = True
             return "<nested too deep>"
         if isinstance(value, Mapping | list | tuple | deque | set | frozenset):
-            return _container(value, depth, path)
-        return _leaf(value, depth, path)
+            return _container(value, depth, walk)
+        return _leaf(value, depth, walk)
     except Exception as exc:  # the value's own code raised: a tool's result is never lost for it
         return unshowable(value, exc)
 
@@ -263,15 +290,16 @@ def _type_name(value: object) -> str:
     return name if type(name) is str else "object"
 
 
-def _container(value: Iterable[Any], depth: int, path: set[int]) -> Any:
+def _container(value: Iterable[Any], depth: int, walk: _Walk) -> Any:
     marker = id(value)
+    path = walk.path
     if marker in path:
         return "<cycle>"
     path.add(marker)
     try:
         if isinstance(value, Mapping):
-            return {_key(k): _normalize(v, depth + 1, path) for k, v in value.items()}
-        items = [_normalize(v, depth + 1, path) for v in value]
+            return _mapping(value, depth, walk)
+        items = [_normalize(v, depth + 1, walk) for v in value]
         if isinstance(value, set | frozenset):
             items.sort(key=canonical_text)
         return items
@@ -279,17 +307,46 @@ def _container(value: Iterable[Any], depth: int, path: set[int]) -> Any:
         path.discard(marker)
 
 
-def _leaf(value: object, depth: int, path: set[int]) -> Any:
+def _mapping(value: Mapping[Any, Any], depth: int, walk: _Walk) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    counts: dict[str, int] | None = None
+    for k, v in value.items():
+        key = _key(k)
+        if key in out:  # another key wrote this text already: keep both
+            if counts is None:
+                counts = {}
+            key = distinct_key(key, k, out, counts)
+        out[key] = _normalize(v, depth + 1, walk)
+    return out
+
+
+def distinct_key(text: str, key: object, taken: Container[str], counts: dict[str, int] | None = None) -> str:
+    """A name for ``key``, whose text ``text`` another key of its mapping holds already, that
+    ``taken`` does not hold: ``"<text> (<type>)"``, else ``"<text> (<type> 2)"``, ``3``… ``counts``
+    (kept by the caller over one mapping) remembers the last number tried per name, so that many
+    keys printing alike cost one step each."""
+    base = f"{text} ({_type_name(key)}"
+    number = 1 if counts is None else counts.get(base, 1)
+    name = f"{base})" if number == 1 else f"{base} {number})"
+    while name in taken:
+        number += 1
+        name = f"{base} {number})"
+    if counts is not None:
+        counts[base] = number
+    return name
+
+
+def _leaf(value: object, depth: int, walk: _Walk) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
     dump = getattr(type(value), "model_dump", None)
     if callable(dump):
         try:
-            return _normalize(dump(value, mode="json"), depth + 1, path)
+            return _normalize(dump(value, mode="json"), depth + 1, walk)
         except Exception:
             return repr(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _normalize(dataclasses.asdict(value), depth + 1, path)
+        return _normalize(dataclasses.asdict(value), depth + 1, walk)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return value.isoformat()
     if isinstance(value, Decimal | uuid.UUID | PurePath):
@@ -297,10 +354,11 @@ def _leaf(value: object, depth: int, path: set[int]) -> Any:
     return repr(value)
 
 
-def _int(value: int) -> Any:
+def _int(value: int, walk: _Walk) -> Any:
     try:
         int.__repr__(value)
     except ValueError:
+        walk.cut = True
         return f"<int of {value.bit_length()} bits>"
     return int(value)
 

@@ -11,7 +11,7 @@ from itertools import chain
 from json.encoder import encode_basestring
 from typing import Any, Final
 
-from actionspace._canonical import canonical_text, dumps_plain, normalize
+from actionspace._canonical import canonical_text, dumps_plain, normalize, normalize_checked
 from actionspace.errors import ConfigurationError
 from actionspace.observation._artifacts import ArtifactStore
 from actionspace.observation.rules import MIN_MAX_BYTES, RULES, JsonRule, Source, TrimRule
@@ -172,12 +172,22 @@ def _shape_json(
         if parsed is _NOT_JSON:
             return _run(JsonRule, Source(text=raw), max_bytes, artifacts, keep_raw)
         value = parsed
-    plain = value if text is not None else normalize(value)
+    given = raw
+    plain, deep = (value, False) if text is not None else normalize_checked(value)
     canonical = (text if text is not None else dumps_plain(plain)).encode("utf-8", "surrogatepass")
     raw = canonical if raw is None else raw
     if len(canonical) <= max_bytes:
-        ref = artifacts.put(raw) if keep_raw and artifacts is not None else None
         digest = sha256(canonical).hexdigest()
+        if deep:  # nesting (or an integer) cut by normalize: only the bytes given are the whole
+            stored = artifacts.put(given) if artifacts is not None and given is not None else None
+            cut = Trimming(
+                rule=JsonRule.name,
+                rule_version=JsonRule.version,
+                original_bytes=len(raw),
+                kept_bytes=len(canonical),
+            )
+            return Shaped(data=plain, trimming=cut, complete=False, artifact_ref=stored, content_hash=digest)
+        ref = artifacts.put(raw) if keep_raw and artifacts is not None else None
         return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
     # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote: normalized
     # only where the projection reads it

@@ -34,7 +34,7 @@ from actionspace.service.models import (
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import event_view, pending_run_ids, plan_view, run_row, runs_page
-from actionspace.trace.events import RunSummary, TraceEvent, summarize
+from actionspace.trace.events import ClaimsRuns, RunSummary, TraceEvent, summarize
 
 __all__ = ["runs_router"]
 
@@ -132,7 +132,9 @@ def runs_router() -> APIRouter:
         if not runner.claim(run_id):  # live here, or another request is starting it right now
             raise taken
         try:
-            if rt.trace.next_seq(run_id) > 0:
+            store = rt.trace  # one claim in the store: of services sharing it, exactly one wins
+            fresh = store.claim_run(run_id) if isinstance(store, ClaimsRuns) else store.next_seq(run_id) == 0
+            if not fresh:
                 raise taken
             rt.new_run(run_id, principal=principal)
             if isinstance(body, PlanRun):

@@ -7,6 +7,7 @@ the library does not pull in the CLI's dependencies).
 from actionspace.trace.events import (
     EVENT_KINDS,
     AppendsNew,
+    ClaimsRuns,
     EventKind,
     FindsRunIds,
     RunSummary,
@@ -21,6 +22,7 @@ from actionspace.trace.store import default_store_url, open_trace_store, resolve
 __all__ = [
     "EVENT_KINDS",
     "AppendsNew",
+    "ClaimsRuns",
     "EventKind",
     "FindsRunIds",
     "ImportResult",

@@ -18,6 +18,7 @@ __all__ = [
     "AppendsNew",
     "AppendsRecords",
     "CallShape",
+    "ClaimsRuns",
     "CompactCall",
     "CompactNode",
     "EventKind",
@@ -42,6 +43,7 @@ EventKind = Literal[
     "approval_decided",
     "ledger",
     "dispatched",
+    "dry_run",  # a call checked and answered by its preview instead of dispatched (no ledger, no effect)
     "attempt",
     "observation",
     "verified",
@@ -53,6 +55,7 @@ EventKind = Literal[
     "plan_node_blocked",
     "plan_node_cancelled",
     "plan_node_reused",
+    "plan_node_abort_answered",
     "speculation",
     # budgets and the read cache
     "budget",
@@ -269,13 +272,26 @@ class AppendsNew(Protocol):
         ...
 
 
+@runtime_checkable
+class ClaimsRuns(Protocol):
+    """Optional store capability: create a run id atomically (the service starts runs with it)."""
+
+    def claim_run(self, run_id: str) -> bool:
+        """True when this call claimed ``run_id``: no event and no claim of it was stored, and its
+        claim now is, in one transaction. Of several callers at once, in any threads or processes
+        sharing the store, exactly one gets True. A claim records no event (``next_seq`` stays 0)
+        and a claimed run is listed by ``runs`` only once it has events."""
+        ...
+
+
 def summarize(run_id: str, events: Iterable[TraceEvent]) -> RunSummary | None:
     """Build a RunSummary from a run's events (None when there are none)."""
     evs = list(events)
     if not evs:
         return None
-    calls = sum(1 for e in evs if e.kind == "observation")
-    errors = sum(1 for e in evs if e.kind == "observation" and e.data.get("status") == "error")
+    answers = [e for e in evs if e.kind == "observation" and not _group_record(e)]
+    calls = sum(1 for e in answers if not ("rolled_back" in e.data and "group" in e.data))
+    errors = sum(1 for e in answers if e.data.get("status") == "error")
     return RunSummary(
         run_id=run_id,
         started_at=evs[0].ts,
@@ -285,3 +301,12 @@ def summarize(run_id: str, events: Iterable[TraceEvent]) -> RunSummary | None:
         errors=errors,
         finished=any(e.kind == "run_finished" for e in evs),
     )
+
+
+def _group_record(event: TraceEvent) -> bool:
+    """True for an atomic group's own observation (call id ``<run>:<group>``): no call of a tool.
+
+    A member the group's rollback undid is answered again (an observation with ``rolled_back``):
+    the same call, which :func:`summarize` counts once, as the error it ended in."""
+    group = event.data.get("group")
+    return type(group) is str and event.call_id == f"{event.run_id}:{group}"

@@ -13,6 +13,7 @@ from typing import Any, Final, Protocol
 
 from actionspace._unicode import json_for_utf8
 from actionspace.trace.events import AppendsNew, FindsRunIds, TraceEvent, TraceStore
+from actionspace.trace.store_encoding import check_event
 
 __all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
 
@@ -40,7 +41,8 @@ def dumps_event(event: TraceEvent) -> str:
 
 
 def loads_event(line: str) -> TraceEvent:
-    """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event."""
+    """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event
+    or holds what no store can keep (see :func:`~actionspace.trace.store_encoding.check_event`)."""
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -48,11 +50,23 @@ def loads_event(line: str) -> TraceEvent:
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     try:
-        return TraceEvent.from_dict(raw)
+        event = TraceEvent.from_dict(raw)
     except KeyError as exc:
         raise ValueError(f"missing field {exc.args[0]!r}") from exc
     except (TypeError, ValueError) as exc:
         raise ValueError(f"bad field value: {exc}") from exc
+    seq, call_id = raw["seq"], raw.get("call_id")
+    if type(seq) is not int or seq < 0:
+        raise ValueError(f"bad field value: seq must be a whole number from 0, got {seq!r}")
+    if call_id is not None and type(call_id) is not str:
+        raise ValueError(f"bad field value: call_id must be text or null, got {type(call_id).__name__}")
+    if raw.get("data") is not None and type(raw["data"]) is not dict:
+        raise ValueError("bad field value: data must be an object")
+    try:
+        check_event(event.run_id, event.kind, event.ts)
+    except ValueError as exc:  # what no store can keep: refused before any store sees it
+        raise ValueError(f"bad field value: {exc}") from exc
+    return event
 
 
 def export_jsonl(store: TraceStore, out: _Writer, *, run_id: str | None = None) -> int:

@@ -188,6 +188,14 @@ class MemoryTraceStore:
         with self._lock:
             return self._next.get(run_id, 0)
 
+    def claim_run(self, run_id: str) -> bool:
+        """True when ``run_id`` had no event and no claim, and is claimed now (see ``ClaimsRuns``)."""
+        with self._lock:
+            if run_id in self._runs:  # every append of a run enters it here
+                return False
+            self._runs[run_id] = []
+            return True
+
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix``, sorted; at most ``limit`` of them (None: all)."""
         with self._lock:

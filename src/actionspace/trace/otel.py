@@ -10,11 +10,13 @@ the model provider). A call that ended in an error gets status ERROR and ``error
 ActionError category (low cardinality, as the convention asks). What the convention has no name
 for is kept under the ``actionspace.`` prefix: error category and recovery, idempotency key,
 final ledger state, trimming rule and version, plan node id, verdicts of validation and
-authorization. Each trace event becomes a span event named ``actionspace.<kind>`` carrying its
-scalar fields; raw model output is left out (content capture is opt-in in the convention). Events
-recorded while the run held secret (or reader-restricted) data are exported as a viewer without
-``labels:secret`` sees them (:func:`~actionspace.policy.redaction.redact_events`): values redacted,
-names, verdicts and categories kept. A telemetry backend is no reader of the run's labels.
+authorization, and ``actionspace.dry_run`` (with ``actionspace.dry_run.preview``) on a call that
+was answered without being dispatched. Each trace event becomes a span event named
+``actionspace.<kind>`` carrying its scalar fields; raw model output is left out (content capture
+is opt-in in the convention). Events recorded while the run held secret (or reader-restricted)
+data are exported as a viewer without ``labels:secret`` sees them
+(:func:`~actionspace.policy.redaction.redact_events`): values redacted, names, verdicts and
+categories kept. A telemetry backend is no reader of the run's labels.
 
 Needs the ``opentelemetry-api`` package; tests use ``opentelemetry-sdk``'s in-memory exporter.
 """
@@ -211,6 +213,9 @@ def _call_attributes(call: _Call, tool: str) -> dict[str, AttributeValue]:
             _put(attrs, "actionspace.plan.node_id", data.get("node_id"))
             _put(attrs, "actionspace.idempotency_key", data.get("idempotency_key"))
             _put(attrs, "actionspace.attempts", data.get("attempt"))
+        elif event.kind == "dry_run":  # answered without dispatch: no effect, no ledger entry
+            attrs["actionspace.dry_run"] = True
+            attrs["actionspace.dry_run.preview"] = data.get("preview") is True
         elif event.kind == "attempt":
             _put(attrs, "actionspace.attempts", data.get("attempt"))
         elif event.kind == "ledger":

@@ -14,9 +14,10 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg.types.json import Jsonb
 
+from actionspace._unicode import text_for_postgres
 from actionspace.ledger.postgres import PostgresConnections, redacted
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
-from actionspace.trace.store_encoding import call_id_for_postgres, encode_for_postgres
+from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_for_postgres
 
 __all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
 
@@ -67,6 +68,13 @@ ON CONFLICT (run_id) DO UPDATE SET
     started_at = least(trace_runs.started_at, excluded.started_at),
     last_at    = greatest(trace_runs.last_at, excluded.last_at)
 """
+# A claim's span is empty (started at +inf, last at -inf): the first events set it, and until then
+# the run sorts after every recorded run and is not listed (run listings join its events).
+_CLAIM: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at)
+SELECT %s, 'Infinity', '-Infinity' WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = %s)
+ON CONFLICT (run_id) DO NOTHING
+"""
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ANY(%s) GROUP BY run_id
@@ -75,8 +83,11 @@ ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = e
 _RUNS: Final = """
 SELECT r.run_id, r.started_at, r.last_at,
        count(*) AS events,
-       count(*) FILTER (WHERE e.kind = 'observation') AS calls,
-       count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error') AS errors,
+       count(*) FILTER (WHERE e.kind = 'observation'
+                        AND e.call_id IS DISTINCT FROM e.run_id || ':' || (e.data ->> 'group')
+                        AND NOT (e.data ? 'rolled_back' AND e.data ? 'group')) AS calls,
+       count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error'
+                        AND e.call_id IS DISTINCT FROM e.run_id || ':' || (e.data ->> 'group')) AS errors,
        bool_or(e.kind = 'run_finished') AS finished
 FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= %s
       ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
@@ -179,6 +190,7 @@ class PostgresTraceStore:
         """
         if not records:
             return
+        check_event(run_id, "records", 0.0, postgres=True)
         ordered = sorted(records, key=lambda r: r[0])
         first, last = min(r[2] for r in ordered), max(r[2] for r in ordered)
         with self._db.transaction() as conn:
@@ -188,7 +200,7 @@ class PostgresTraceStore:
             columns: list[list[Any]] = [
                 [run_id] * len(ordered),
                 [base + i for i in range(len(ordered))],
-                [r[1] for r in ordered],
+                [text_for_postgres(r[1]) for r in ordered],
                 [r[2] for r in ordered],
                 [call_id_for_postgres(r[3]) for r in ordered],
                 [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
@@ -204,6 +216,14 @@ class PostgresTraceStore:
         if not events:
             return 0
         return self._write(_rows(events), skip_existing=True)
+
+    def claim_run(self, run_id: str) -> bool:
+        """True when ``run_id`` had no event and no claim in the database, and is claimed now (see
+        ``ClaimsRuns``): one transaction holding the run's advisory lock, so that it waits for the
+        run's writers, and whose insert the primary key of ``trace_runs`` makes one winner of."""
+        with self._db.transaction() as conn:
+            conn.execute(_LOCK_RUN, (run_id,))
+            return conn.execute(_CLAIM, (run_id, run_id)).rowcount == 1
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
@@ -227,6 +247,8 @@ class PostgresTraceStore:
     # -- internals ----------------------------------------------------------------------------
 
     def _write(self, rows: Sequence[_Row], *, skip_existing: bool) -> int:
+        for run_id, _, kind, ts, _, _ in rows:
+            check_event(run_id, kind, ts, postgres=True)
         spans: dict[str, tuple[float, float]] = {}
         for run_id, _, _, ts, _, _ in rows:
             first, last = spans.get(run_id, (ts, ts))

@@ -166,6 +166,15 @@ def _dispatched(data: Mapping[str, Any]) -> str:
     return line
 
 
+def _dry_run(data: Mapping[str, Any]) -> str:
+    line = f"{_tool_ref(data, name_key='tool')} not dispatched"
+    preview = data.get("preview") is True
+    line += ": answered by its preview" if preview else " (no preview: the call described)"
+    if data.get("node"):
+        line += f" node {_text(data['node'])}"
+    return line
+
+
 def _attempt(data: Mapping[str, Any]) -> str:
     line = f"attempt {_text(data.get('attempt')) or '?'}"
     if data.get("category"):
@@ -221,6 +230,7 @@ _SUMMARIZERS: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
     "validated": _validated,
     "authorized": _authorized,
     "dispatched": _dispatched,
+    "dry_run": _dry_run,
     "attempt": _attempt,
     "observation": _observation,
     "run_finished": _run_finished,

@@ -33,7 +33,7 @@ from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
-from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, encode_data
+from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -73,6 +73,13 @@ ON CONFLICT (run_id) DO UPDATE SET
     started_at = min(started_at, excluded.started_at),
     last_at    = max(last_at, excluded.last_at)
 """
+# A claim's span is empty (started at +inf, last at -inf): the first events set it, and until then
+# the run sorts after every recorded run and is not listed (run listings join its events).
+_CLAIM: Final = """
+INSERT INTO trace_runs (run_id, started_at, last_at)
+SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = ?)
+ON CONFLICT (run_id) DO NOTHING
+"""
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ? GROUP BY run_id
@@ -83,9 +90,13 @@ ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = e
 _RUNS: Final = """
 SELECT r.run_id, r.started_at, r.last_at,
        count(e.id),
-       coalesce(sum(e.kind = 'observation'), 0),
+       coalesce(sum(e.kind = 'observation' AND NOT coalesce(CASE WHEN json_valid(e.data) THEN
+                     e.call_id = e.run_id || ':' || json_extract(e.data, '$.group')
+                     OR (json_type(e.data, '$.rolled_back') IS NOT NULL
+                         AND json_type(e.data, '$.group') IS NOT NULL) END, 0)), 0),
        coalesce(sum(e.kind = 'observation' AND CASE WHEN json_valid(e.data)
-                     THEN json_extract(e.data, '$.status') END = 'error'), 0),
+                     THEN json_extract(e.data, '$.status') = 'error' AND NOT coalesce(
+                       e.call_id = e.run_id || ':' || json_extract(e.data, '$.group'), 0) END), 0),
        coalesce(max(e.kind = 'run_finished'), 0)
 FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= ?
       ORDER BY last_at DESC, run_id LIMIT ?) AS r
@@ -169,7 +180,7 @@ class SqliteTraceStore:
         ordered = sorted(records, key=_seq)
         rows = [
             (
-                kind,
+                kind if kind.isascii() else text_for_utf8(kind),
                 ts,
                 call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
                 encode_data(data),
@@ -256,6 +267,18 @@ class SqliteTraceStore:
             return 0
         return self._write(events, skip_existing=True)
 
+    def claim_run(self, run_id: str) -> bool:
+        """True when ``run_id`` had no event and no claim in the file, and is claimed now: one
+        ``INSERT`` in the write transaction, which SQLite gives one process at a time, after the
+        records this process appended are written (see ``ClaimsRuns``)."""
+        self._settle()
+
+        def claim(conn: sqlite3.Connection) -> bool:
+            return conn.execute(_CLAIM, (run_id, math.inf, -math.inf, run_id)).rowcount == 1
+
+        won: bool = self._group.run(claim, durable=False)
+        return won
+
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
         self._settle()
@@ -287,6 +310,8 @@ class SqliteTraceStore:
         self._group.settle()
 
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
+        for e in events:
+            check_event(e.run_id, e.kind, e.ts)
         rows = [
             (e.run_id, e.seq, e.kind, e.ts, call_id_for_utf8(e.call_id), encode_data(e.data)) for e in events
         ]

@@ -9,6 +9,14 @@ can: non-finite numbers as strings (``"NaN"``, ``"Infinity"``), containers deepe
 :data:`MAX_EVENT_CHARS` keeps its short top-level fields (status, tool, category, label, …) and
 a digest and prefix of the rest. Whatever is given, the event is written.
 
+Keys are written as text, as JSON has them: keys that write alike (``1`` and ``"1"``) are all
+kept, each later one under a distinct name (:func:`~actionspace._canonical.distinct_key`). A
+string holding a high surrogate followed by a low one reads back as the one character the pair
+encodes (JSON has no other way to write them); an unpaired surrogate reads back as it was.
+
+:func:`check_event` is what a store refuses outright (``ValueError``, nothing of the batch
+written): a timestamp that is not a finite number, a run id or kind the store cannot hold.
+
 :func:`bounded_raw` is what a ``model_output`` event records: the raw text itself when short, else
 its length, sha256 and a prefix, with the whole kept as an artifact when a store is given.
 """
@@ -21,7 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from actionspace._canonical import strict_dumps, unshowable
+from actionspace._canonical import distinct_key, strict_dumps, unshowable
 from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
 from actionspace.errors import said
 
@@ -33,6 +41,7 @@ __all__ = [
     "bounded_raw",
     "call_id_for_postgres",
     "call_id_for_utf8",
+    "check_event",
     "compact_raw",
     "encode_data",
     "encode_for_postgres",
@@ -48,6 +57,7 @@ MAX_EVENT_CHARS: Final = 1_000_000
 RAW_PREFIX_CHARS: Final = 16_384
 """Characters of a long raw model output kept in its trace event."""
 _MAX_SHORT: Final = 512
+_LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 _MAX_INT_DIGITS: Final = 4000
 
 
@@ -64,6 +74,8 @@ def encode_data(data: Mapping[str, Any], *, utf8: bool = True) -> str:
     """
     plain = data if type(data) is dict else dict(data)
     try:
+        if not _text_keys(plain):  # the encoder would write colliding keys twice: one read back
+            raise TypeError("keys that are not text")
         text = strict_dumps(plain)
     except (ValueError, TypeError, RecursionError, OverflowError):
         text = strict_dumps(_safe(dict(data), 0))
@@ -87,6 +99,37 @@ def call_id_for_postgres(call_id: str | None) -> str | None:
     return call_id if call_id is None else text_for_postgres(call_id)
 
 
+def check_event(run_id: str, kind: str, ts: float, *, postgres: bool = False) -> None:
+    """Raise ``ValueError`` naming the problem when a store cannot keep an event as it is: ``ts``
+    not a finite number, ``run_id`` or ``kind`` holding an unpaired surrogate (no UTF-8 store
+    writes it) or, for PostgreSQL, U+0000. Stores check a batch before writing any of it."""
+    if type(ts) is not float and (type(ts) is not int or isinstance(ts, bool)):
+        raise ValueError(f"event {run_id!r}: ts must be a number of seconds, got {type(ts).__name__}")
+    if not math.isfinite(ts):
+        raise ValueError(f"event {run_id!r}: ts must be a finite number of seconds, got {ts!r}")
+    for what, text in (("run id", run_id), ("kind", kind)):
+        if type(text) is not str:
+            raise ValueError(f"the {what} must be text, got {type(text).__name__}")
+        if text.isascii() and not (postgres and "\x00" in text):
+            continue
+        if (text_for_postgres(text) if postgres else text_for_utf8(text)) != text:
+            held = "U+0000 or an unpaired surrogate" if postgres else "an unpaired surrogate"
+            raise ValueError(f"the {what} {text!r} holds {held}, which the store cannot write")
+
+
+def _text_keys(value: Any) -> bool:
+    """True when every object in ``value`` has text keys only (what else it holds is the
+    encoder's to judge)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str or (type(item) not in _LEAVES and not _text_keys(item)):
+                return False
+        return True
+    if isinstance(value, list | tuple):
+        return all(type(item) in _LEAVES or _text_keys(item) for item in value)
+    return True
+
+
 def _safe(value: Any, depth: int) -> Any:
     if value is None or isinstance(value, bool | str):
         return value
@@ -104,12 +147,32 @@ def _safe(value: Any, depth: int) -> Any:
         return {"$truncated": "depth"}
     try:
         if isinstance(value, Mapping):
-            return {said(k): _safe(v, depth + 1) for k, v in value.items()}
+            out: dict[str, Any] = {}
+            for k, v in value.items():
+                key = _json_key(k)
+                out[key if key not in out else distinct_key(key, k, out)] = _safe(v, depth + 1)
+            return out
         if isinstance(value, list | tuple):
             return [_safe(v, depth + 1) for v in value]
         return repr(value)[:_MAX_SHORT]
     except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
         return unshowable(value, exc)
+
+
+def _json_key(key: object) -> str:
+    """``key`` as ``json.dumps`` writes an object key (``true``, ``null``, ``1.5``), else its text."""
+    if isinstance(key, str):
+        return str(key)
+    if key is None or isinstance(key, bool):
+        return "null" if key is None else "true" if key else "false"
+    if isinstance(key, float):
+        return float.__repr__(key) if math.isfinite(key) else _safe(float(key), 0)
+    if isinstance(key, int):
+        try:
+            return int.__repr__(key)
+        except ValueError:  # too many digits to print
+            return f"<int of {abs(key).bit_length()} bits>"
+    return said(key)
 
 
 def _shrunk(data: Mapping[str, Any], text: str) -> dict[str, Any]:

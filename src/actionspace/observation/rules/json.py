@@ -19,7 +19,14 @@ from collections.abc import Mapping
 from itertools import islice
 from typing import Any, ClassVar, Final
 
-from actionspace._canonical import canonical_text, clip_middle, json_size, normalize, normalize_key
+from actionspace._canonical import (
+    canonical_text,
+    clip_middle,
+    distinct_key,
+    json_size,
+    normalize,
+    normalize_key,
+)
 from actionspace.observation.rules._base import Source, TrimRule
 
 __all__ = ["JsonRule", "fit_text", "project"]
@@ -92,10 +99,11 @@ class _Projector:
         out: dict[str, Any] = {}
         lazy = self.lazy
         for key, item in islice(value.items(), self.keys):
-            if lazy and type(key) is not str:
-                key = normalize_key(key)
-            self._spend(len(key) + 4)
-            out[key] = self.run(item, depth + 1)
+            text = normalize_key(key) if lazy and type(key) is not str else key
+            if text in out:  # two keys that write alike (normalize keeps both the same way)
+                text = distinct_key(text, key, out)
+            self._spend(len(text) + 4)
+            out[text] = self.run(item, depth + 1)
         if len(value) > self.keys:
             out[OMITTED_KEYS] = len(value) - self.keys
         return out
