@@ -18,8 +18,11 @@ original key, and is never sent (see docs/exactly-once.md).
 
 **What the model reads** is the versioned rendering ``render-v2``
 (:mod:`actionspace.discovery.render`), recorded in the trace as a ``rendered`` event. When a
-result was trimmed and carries an ``artifact_ref``, the next ``tools()`` also offers
-``read_artifact(ref, offset, length)``.
+result shown in the run was trimmed and carries an ``artifact_ref``, the next ``tools()`` also
+offers ``read_artifact(ref, offset, length)`` (a session continuing the run in another process too).
+
+**Tool names.** A tool whose name the providers refuse (``files.read``) is offered under one they
+take (:mod:`actionspace.discovery.names`); the model's calls of that name run the tool.
 
 **Confidence gating.** With ``s.gate`` set (any object with ``decide(confidence, effect, risk)``
 returning ``"execute"``, ``"ask_user"`` or ``"observe_more"``, such as
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import logging
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -45,6 +49,7 @@ from typing import Any, Literal, Protocol
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
+from actionspace.discovery.names import ProviderNames
 from actionspace.discovery.render import RENDERING, render_results, render_tools
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
@@ -52,7 +57,7 @@ from actionspace.observation import ArtifactStore
 from actionspace.parse import ParseResult, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
-from actionspace.types import Observation
+from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
 _log = logging.getLogger("actionspace")
@@ -125,12 +130,13 @@ class Session:
         self.provider: Provider = provider
         self.principal = principal
         self._offer = dict(offer or {})
-        self._artifacts: list[str] = []
         self._every_name: tuple[int, frozenset[str]] = (-1, frozenset())
+        self._names = ProviderNames(-1, ())
         self._tool_messages: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.gate: GatePolicy | None = None
         """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
-        rt.run_state(run_id, principal)
+        if rt.run_state(run_id, principal).flow.artifacts:  # a run continued: its artifacts stay readable
+            self._read_artifact()
 
     @property
     def turn(self) -> int:
@@ -177,11 +183,12 @@ class Session:
     def tools(self) -> Any:
         """The tools offered this turn, in the provider's format (``Runtime.offer`` for this run).
 
-        ``read_artifact`` is among them once a result of this session carried an artifact.
+        ``read_artifact`` is among them once a result shown in this run carried an artifact (the
+        run's state remembers it: a session continuing the run in another process offers it too).
         """
         options = dict(self._offer)
         names = options.pop("names", None)
-        if self._artifacts:
+        if self.rt.run_state(self.run_id).flow.artifacts:
             self._read_artifact()
             if names is not None:
                 names = [*names, READ_ARTIFACT]
@@ -194,6 +201,9 @@ class Session:
         """``definition`` in the provider's format, rendered once per tool version and form (full or
         short) in this session: a new dict each time, its dicts new two levels down, and nothing
         in it shared with the registered tool (a caller may change what it gets)."""
+        offered = self._provider_names().offered(definition["name"])
+        if offered != definition["name"]:  # a name the providers refuse: offered under one they take
+            definition = {**definition, "name": offered}
         key = (
             definition["name"],
             definition.get("version"),
@@ -205,6 +215,26 @@ class Session:
             rendered = copy.deepcopy(render_tools((definition,), self.provider)[0])
             self._tool_messages[key] = rendered
         return _fresh(rendered)
+
+    def _provider_names(self) -> ProviderNames:
+        """The names the catalog's tools are offered under (see :mod:`actionspace.discovery.names`)."""
+        catalog = self.rt.catalog
+        if self._names.generation != catalog.generation:
+            self._names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
+        return self._names
+
+    def _named(self, raw: Any, parsed: ParseResult | None) -> tuple[Any, ParseResult | None]:
+        """``raw`` and its parse, each call of a name offered for another tool naming that tool."""
+        names = self._provider_names()
+        if not names.renamed:
+            return raw, parsed
+        if isinstance(raw, ToolCall):
+            return _renamed(raw, names), parsed
+        read = parsed if parsed is not None else parse(raw)
+        calls = tuple(_renamed(c, names) for c in read.calls)
+        if all(a is b for a, b in zip(calls, read.calls, strict=True)):
+            return raw, parsed
+        return raw, dataclasses.replace(read, calls=calls)
 
     def _every_tool(self) -> frozenset[str]:
         """Every offerable tool's name but ``read_artifact``, the same set object until the catalog
@@ -227,6 +257,7 @@ class Session:
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content)  # a plain answer
+        model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
@@ -241,6 +272,7 @@ class Session:
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content)  # a plain answer
+        model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
@@ -263,9 +295,6 @@ class Session:
             stage.pending.pop(self.run_id, None)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
-        for obs in out:
-            if obs.artifact_ref is not None and obs.artifact_ref not in self._artifacts:
-                self._artifacts.append(obs.artifact_ref)
         messages = render_results(out, self.provider)
         rendered = {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]}
         try:
@@ -376,6 +405,14 @@ def _parsed(raw: Any) -> ParseResult | None:
     if not isinstance(raw, str | dict | list):
         return None
     return parse(raw)
+
+
+def _renamed(call: ToolCall, names: ProviderNames) -> ToolCall:
+    """``call`` naming the tool its name was offered for (``call`` itself when it names no other)."""
+    if type(call.name) is not str:
+        return call
+    tool = names.tool(call.name)
+    return call if tool == call.name else dataclasses.replace(call, name=tool)
 
 
 def _fresh(value: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from typing import Any
 
 from actionspace.parse._result import ParseResult
 from actionspace.parse._scan import DECODER, loads
+from actionspace.parse._structured import CUT_OFF_STATUSES as _CUT_OFF_STATUSES
+from actionspace.parse._structured import CUT_OFF_STOP_REASONS as _CUT_OFF_STOP_REASONS
 from actionspace.parse._structured import REASONING_FIELDS as _REASONING_FIELDS
 from actionspace.types import ToolCall
 
@@ -82,6 +84,8 @@ def fast_openai_message(value: object) -> ParseResult | None:
     the full path)."""
     if type(value) is not dict or value.get("role", "assistant") != "assistant" or "type" in value:
         return None
+    if _cut_off(value.get("stop_reason"), _CUT_OFF_STOP_REASONS):
+        return None  # cut off: the full path refuses its calls
     entries = value.get("tool_calls")
     content = value.get("content")
     if (
@@ -111,6 +115,8 @@ def fast_anthropic_message(value: object) -> ParseResult | None:
     (None: take the full path)."""
     if type(value) is not dict or value.get("role") != "assistant" or not _plain_message(value):
         return None
+    if _cut_off(value.get("stop_reason"), _CUT_OFF_STOP_REASONS):
+        return None  # cut off: the full path refuses its calls
     blocks = value.get("content")
     if (
         type(blocks) is not list
@@ -156,7 +162,7 @@ def fast_responses_items(value: object) -> ParseResult | None:
             return None
         kind = item.get("type")
         if kind == "function_call":
-            if not _plain_message(item, "type"):
+            if not _plain_message(item, "type") or _cut_off(item.get("status"), _CUT_OFF_STATUSES):
                 return None
             arguments = item.get("arguments")
             if type(arguments) is not str or arguments[:1] != "{":
@@ -178,6 +184,11 @@ def fast_responses_items(value: object) -> ParseResult | None:
     return ParseResult(
         calls=tuple(calls), content=None, reasoning=None, error=None, format="openai_responses"
     )
+
+
+def _cut_off(value: object, marks: frozenset[str]) -> bool:
+    """Whether ``value`` (a ``stop_reason`` or a ``status``) says the output was cut off."""
+    return type(value) is str and value in marks
 
 
 def _plain_message(value: Mapping[Any, Any], allowed: str | None = None) -> bool:

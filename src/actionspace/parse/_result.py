@@ -16,6 +16,7 @@ _WEAK_FORMATS = frozenset({"text", "empty"})
 # Faults about the input as a whole rather than about one call: they carry no call index.
 _WHOLE_INPUT_REASONS = frozenset(
     {
+        "cut_off",
         "internal",
         "invalid_utf8",
         "missing_choices",
@@ -36,7 +37,8 @@ class ParseResult:
     """What :func:`actionspace.parse.parse` read out of one model output."""
 
     calls: tuple[ToolCall, ...]
-    """Well-formed calls in emitted order; when ``error`` is set, only those before the fault."""
+    """Well-formed calls in emitted order; when ``error`` is set, only those before the fault (none
+    when the provider says the output was cut off: any of its calls may be incomplete)."""
     content: str | None
     """Plain assistant text with calls and reasoning removed, stripped; None when there is none."""
     reasoning: str | None
@@ -187,6 +189,8 @@ class Collector:
         """Record ``fault`` (the first one only). ``pos``/``text`` locate it when it has no source."""
         if self.error is not None:
             return
+        if fault.reason == "cut_off":  # a call that looks whole may have been cut: none is kept
+            self.calls.clear()
         fmt = fault.fmt or fmt
         details = dict(fault.details)
         index = details.pop("index", None if fault.reason in _WHOLE_INPUT_REASONS else len(self.calls))

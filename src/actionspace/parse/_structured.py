@@ -10,6 +10,8 @@ from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
 
 __all__ = [
+    "CUT_OFF_STATUSES",
+    "CUT_OFF_STOP_REASONS",
     "REASONING_FIELDS",
     "add_value",
     "call_from_generic",
@@ -24,6 +26,11 @@ _CONTENT_BLOCKS = {"text": "text", "output_text": "text", "refusal": "refusal"}
 _REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_text": "text"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """Fields of a message holding the model's reasoning beside its calls."""
+CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""Anthropic ``stop_reason`` values of a message the token limit cut off."""
+CUT_OFF_STATUSES = frozenset({"incomplete", "in_progress"})
+"""Responses ``status`` values of an output (or an output item) not emitted to its end."""
+_CUT_OFF_FINISH_REASONS = frozenset({"length"})
 
 
 def _name(value: object, path: str) -> str:
@@ -167,7 +174,11 @@ def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         _completion(value, coll, path, depth)
     elif kind == "responses":
         coll.note("openai_responses")
+        start = len(coll.calls)
         _items(value.get("output"), coll, f"{path}.output", depth)
+        status = value.get("status")
+        if isinstance(status, str) and status in CUT_OFF_STATUSES:
+            _cut_off(coll, start, f"status {status!r}", f"{path}.status")
     elif kind == "jsonrpc":
         coll.note("mcp")
         _jsonrpc(value, coll, path)
@@ -197,7 +208,23 @@ def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int
     message = choice.get("message") if isinstance(choice, Mapping) else None
     if not isinstance(message, Mapping):
         raise Malformed("missing_message", f"{path}.choices[0] has no message object", path=path)
+    start = len(coll.calls)
     _message(message, coll, f"{path}.choices[0].message", depth + 1)
+    finish = choice.get("finish_reason")
+    if isinstance(finish, str) and finish in _CUT_OFF_FINISH_REASONS:
+        _cut_off(coll, start, f"finish_reason {finish!r}", f"{path}.choices[0].finish_reason")
+
+
+def _cut_off(coll: Collector, start: int, why: str, path: str) -> None:
+    """Raise ``cut_off`` when calls were read (from ``start`` on) out of an output whose provider
+    says it was cut off: any of them may hold less than the model meant to send."""
+    if len(coll.calls) > start:
+        raise Malformed(
+            "cut_off",
+            f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
+            "whole (fewer calls per message, or shorter arguments)",
+            path=path,
+        )
 
 
 def _entry(value: Mapping[Any, Any], path: str) -> ToolCall:
@@ -222,6 +249,14 @@ def _item_call(value: Mapping[Any, Any], kind: str, path: str) -> ToolCall:
     if kind == "tool_use":
         return _call(value.get("name"), value.get("input"), value.get("id"), path, args_key="input")
     call_id = value.get("call_id", value.get("id"))
+    status = value.get("status")
+    if isinstance(status, str) and status in CUT_OFF_STATUSES:
+        raise Malformed(
+            "cut_off",
+            f"{path} has status {status!r}: it was not emitted to its end; emit the call again, whole",
+            path=f"{path}.status",
+            call_id=_id(call_id, f"{path}.call_id"),
+        )
     if kind == "custom_tool_call":
         ident = _id(call_id, f"{path}.call_id")
         return ToolCall(name=_name(value.get("name"), f"{path}.name"), arguments=value.get("input"), id=ident)
@@ -255,6 +290,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         coll.add_reasoning(value.get(key))
     calls = value.get("tool_calls")
     legacy = value.get("function_call")
+    start = len(coll.calls)
     _message_content(value, coll, path, depth, has_calls=bool(calls or legacy))
     coll.note("openai_chat")
     if calls is not None:
@@ -268,6 +304,9 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         coll.add_call(_call(legacy.get("name"), legacy.get("arguments"), None, f"{path}.function_call"))
     elif legacy is not None:
         raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
+    stop = value.get("stop_reason")
+    if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
+        _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason")
 
 
 def _message_content(
