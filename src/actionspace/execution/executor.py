@@ -25,10 +25,20 @@ from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.execution.loop import new_event_loop
 from actionspace.outcomes import Failed, Outcome, Succeeded
 
-__all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed"]
+__all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed", "running_attempt"]
 
 AttemptHook = Callable[[int, ActionError, float], None]
 """Called before each retry with (attempt that failed, its error, delay in seconds)."""
+
+
+_RUNNING_ATTEMPT = "actionspace_running_attempt"
+
+
+def running_attempt(cut: BaseException) -> Future[Outcome] | None:
+    """The Outcome a blocking attempt ends with, when ``cut`` cancelled its caller while it ran
+    on its worker thread (which goes on: Python cannot stop it); None for any other exception."""
+    found = getattr(cut, _RUNNING_ATTEMPT, None)
+    return found if isinstance(found, Future) else None
 
 
 def _timeout_error(spec: ToolSpec) -> ActionError:
@@ -144,6 +154,26 @@ class Executor:
         """What a blocking attempt that did not answer in time is: never started, or still running."""
         if fut.cancel():
             return Failed(_not_started(spec, spec.timeout_s), 1)
+        late = self._left_running(spec, fut)
+        error = _timeout_error(spec)
+        error = replace(
+            error, details={**error.details, "still_running": True, "abandoned_threads": self.abandoned}
+        )
+        return Failed(error, 1, running=late)
+
+    def _cut(self, spec: ToolSpec, fut: Future[Any], cut: BaseException) -> None:
+        """Note on ``cut`` (the cancel of the caller of a blocking attempt) the Outcome that
+        attempt ends with (:func:`running_attempt`): withdrawn unsent when it had not started."""
+        if fut.cancel():
+            unsent: Future[Outcome] = Future()
+            unsent.set_result(Failed(_not_started(spec, 0.0), 1))
+            setattr(cut, _RUNNING_ATTEMPT, unsent)
+        else:
+            setattr(cut, _RUNNING_ATTEMPT, self._left_running(spec, fut))
+
+    def _left_running(self, spec: ToolSpec, fut: Future[Any]) -> Future[Outcome]:
+        """The Outcome a blocking attempt nobody waits for any more ends with (counted in
+        :attr:`abandoned` until then)."""
         with self._abandoned_lock:
             self._abandoned.add(fut)
         late: Future[Outcome] = Future()
@@ -154,16 +184,15 @@ class Executor:
             exc = done.exception()
             if exc is None:
                 late.set_result(Succeeded(done.result(), 1))
-            else:
+                return
+            try:
                 error = self.map_error(exc, side_effects=spec.has_side_effects)
-                late.set_result(Failed(error, 1))
+            except Exception as unmapped:  # the owner's mapper broke: what the send did stays unknown
+                error = ActionError.of("unknown_commit", f"{spec.name} raised an unmappable {unmapped!r}")
+            late.set_result(Failed(error, 1))
 
         fut.add_done_callback(ended)
-        error = _timeout_error(spec)
-        error = replace(
-            error, details={**error.details, "still_running": True, "abandoned_threads": self.abandoned}
-        )
-        return Failed(error, 1, running=late)
+        return late
 
     # ------------------------------------------------------------------ async callers
     async def arun(
@@ -271,6 +300,9 @@ class Executor:
                     value = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), spec.timeout_s)
                 except TimeoutError:
                     return self._timed_out(spec, fut)
+                except asyncio.CancelledError as cut:
+                    self._cut(spec, fut, cut)
+                    raise
             else:
                 value = fn(**kwargs)
                 if inspect.isawaitable(value):

@@ -26,6 +26,7 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import Abandoned, ActionError, said
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
+from actionspace.ledger.late import LeftRunning, settle_when_it_ends, still_running
 from actionspace.ledger.status import (
     Committed,
     NotCommitted,
@@ -41,6 +42,7 @@ __all__ = [
     "RECOVERY_AGE_S",
     "AwaitAttempt",
     "Dispatch",
+    "LeftRunning",
     "Settle",
     "Sleep",
     "args_digest",
@@ -86,30 +88,6 @@ Command = Dispatch | Sleep | AwaitAttempt | Settle
 
 _STILL_RUNS = "an attempt that timed out still runs and may yet commit"
 _PAST_WINDOW = "past the tool's dedupe window: the same key again could be a second request"
-_RUNNING: dict[str, Future[Outcome]] = {}
-_RUNNING_LOCK = threading.Lock()
-
-
-def still_running(key: str) -> bool:
-    """True while an attempt of ``key`` that timed out still runs in this process: its status may
-    not be asked and it may not be sent again until it ends (it may yet commit)."""
-    with _RUNNING_LOCK:
-        fut = _RUNNING.get(key)
-    return fut is not None and not fut.done()
-
-
-def _hold(key: str, running: Future[Outcome]) -> None:
-    with _RUNNING_LOCK:
-        _RUNNING[key] = running
-
-    def release(_: Future[Outcome]) -> None:
-        with _RUNNING_LOCK:
-            if _RUNNING.get(key) is running:
-                del _RUNNING[key]
-
-    running.add_done_callback(release)
-
-
 Protocol = Generator[Command, "Outcome | None", Observation]
 Observe = Callable[[Outcome], Observation]
 Fail = Callable[[ActionError], Observation]
@@ -186,7 +164,7 @@ def _unrecorded(led: _Ledger) -> LedgerEntry | None:
     if held is None:
         return None
     try:
-        stored = led.store.transition(held.key, ("dispatched", "unknown"), held)
+        stored = led.store.transition(held.key, ("dispatched", "unknown", "unknown_commit"), held)
     except Exception:
         return held
     with _UNRECORDED_LOCK:
@@ -368,10 +346,12 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
     while True:
         try:
             outcome = yield Dispatch()
-        except Abandoned:
+        except Abandoned as abandoned:
             cut = ActionError.of("unknown_commit", "the caller was cancelled while the tool ran")
             if led.move(("dispatched",), "unknown", error=cut.to_dict()):
                 _note_abandoned(led.store, led.entry.key)
+            if isinstance(abandoned, LeftRunning):
+                _when_it_ends(led, abandoned.running, observe, sends)
             raise
         assert outcome is not None
         point("after_response")
@@ -384,7 +364,7 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
             # its answer rather than act on a status that truthfully says "not yet".
             late = yield AwaitAttempt(outcome.running, min(spec.timeout_s, MAX_WAIT_S))
             if late is None:
-                _hold(led.entry.key, outcome.running)
+                _when_it_ends(led, outcome.running, observe, sends)
                 busy = True
             else:
                 outcome = late
@@ -432,6 +412,23 @@ def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Proto
         final = unknown_commit_error(spec, led.entry.key, why)
         led.move(("unknown",), "unknown_commit", error=final.to_dict())
         return fail(final)
+
+
+def _when_it_ends(led: _Ledger, running: Future[Outcome], observe: Observe, sends: int) -> None:
+    """Write the outcome of the attempt still ``running`` when it ends (ledger/late.py)."""
+
+    def shape(outcome: Succeeded) -> Observation:
+        return _noted(_observed(observe, outcome), resolved_by="late_answer", sends=sends)
+
+    store = led.store
+    settle_when_it_ends(
+        store,
+        led.entry,
+        running,
+        shape=shape,
+        record=led.record,
+        keep=lambda settled: _hold_unrecorded(store, settled),
+    )
 
 
 def _observed(observe: Observe, outcome: Succeeded) -> Observation:

@@ -122,6 +122,9 @@ def recover(
 ) -> RecoveryReport:
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
 
+    An entry whose send still runs in this process (a blocking tool's thread past its timeout or
+    its cancelled caller) is ``skipped``: it may yet commit, and its outcome is written when it ends.
+
     ``shape`` makes a committed result the observation's data (default :func:`unshaped`); ``now``
     is the current Unix time (default the system clock's: the runtime passes its clock's).
     """
@@ -131,6 +134,9 @@ def recover(
     buckets = {"committed": report.committed, "accepted": report.redispatchable}
     for entry in entries:
         if entry.updated_at > cutoff:
+            continue
+        if still_running(entry.key):  # its send runs here and may yet commit: it settles itself
+            report.skipped.append(entry.key)
             continue
         final = _settled(entry, catalog, shape, now)
         if ledger.transition(entry.key, (entry.state,), final) is None:
@@ -155,9 +161,10 @@ def recover_key(
     now: float | None = None,
 ) -> LedgerEntry | None:
     """:func:`recover` of the one entry ``key``, whatever its age, if it is ``dispatched`` or
-    ``unknown``: the entry as it is stored afterwards (None: no such entry)."""
+    ``unknown`` and no send of it still runs in this process: the entry as it is stored
+    afterwards (None: no such entry)."""
     entry = ledger.get(key)
-    if entry is None or entry.state not in ("dispatched", "unknown"):
+    if entry is None or entry.state not in ("dispatched", "unknown") or still_running(key):
         return entry
     final = _settled(entry, catalog, shape, now)
     stored = ledger.transition(key, (entry.state,), final)

@@ -13,13 +13,16 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from actionspace.errors import Abandoned, ActionError, said
+from actionspace.execution.executor import running_attempt
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
     AwaitAttempt,
+    LeftRunning,
     Protocol,
     Settle,
     Sleep,
@@ -151,8 +154,10 @@ class LedgerDriver:
                         outcome = item
             except Exception as exc:  # ours broke around the send: whether it landed is not known
                 outcome = Failed(_lost(exc), 1)
-            except asyncio.CancelledError:  # the caller stopped waiting: the entry is left unknown
-                _abandon(steps)
+            except (asyncio.CancelledError, GeneratorExit) as cut:
+                # the caller stopped waiting (its task cancelled, or a stream's reader left): the
+                # entry is left unknown, noted as abandoned for the next proposal to settle at once
+                _abandon(steps, running_attempt(cut))
                 raise
             assert outcome is not None
             command = await self._io(blocking, _step, steps, outcome)
@@ -187,10 +192,11 @@ class LedgerDriver:
         return fail(rec, error, ready.call_id, spec.name, spec.version)
 
 
-def _abandon(steps: Protocol) -> None:
-    """Tell a protocol waiting for its send's outcome that nobody waits for it any more."""
+def _abandon(steps: Protocol, running: Future[Outcome] | None) -> None:
+    """Tell a protocol waiting for its send's outcome that nobody waits for it any more (and of
+    the blocking attempt still ``running``, whose outcome it records when it ends)."""
     with contextlib.suppress(Abandoned, StopIteration):
-        steps.throw(Abandoned())
+        steps.throw(Abandoned() if running is None else LeftRunning(running))
 
 
 def _lost(exc: Exception) -> ActionError:

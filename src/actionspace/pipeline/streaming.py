@@ -294,7 +294,8 @@ async def stream_ready(
 
     A side-effecting call goes through the engine's ledger driver like every other write. A reader
     that stops early closes the tool's generator; the trace records the call as cancelled (a
-    side-effecting one stays ``dispatched`` in the ledger for ``recover()`` to settle).
+    side-effecting one is left ``unknown`` in the ledger, noted as abandoned: the same action
+    proposed again is settled at once, by its status query or as ``unknown_commit``).
     """
     spec = ready.compiled.spec
     map_error = engine.executor.map_error

@@ -103,7 +103,8 @@ class FileStore:
     ``lock_timeout_s``: how long a writer waits for another writer before giving up with
     ``conflict`` (seconds, default 5). ``between_renames``: called before every rename after the
     first one of a group switch (for crash tests); raising from it interrupts the switch.
-    Opening a store recovers any switch a crash interrupted (:attr:`recovered`).
+    Opening a store recovers any switch a crash interrupted (:attr:`recovered`), and so does every
+    write that finds one (a crash of another process after this store was opened).
     """
 
     def __init__(
@@ -172,7 +173,7 @@ class FileStore:
         data = content.encode("utf-8") if isinstance(content, str) else content
         target = self._resolve(path)
         rid = f"file:{self._rel(target)}"
-        with self._locked(exclusive=True):
+        with self._writing():
             if isinstance(mode, Append):
                 return self._append(target, data)
             if isinstance(mode, Conditional):
@@ -199,7 +200,7 @@ class FileStore:
         targets = [self._resolve(w.path) for w in writes]
         if len(set(targets)) != len(targets):
             raise ToolError("invalid_arguments", "a switch group names the same file twice")
-        with self._locked(exclusive=True):
+        with self._writing():
             staged: list[Staged] = []
             switching = False
             try:
@@ -301,6 +302,15 @@ class FileStore:
 
     def _rel(self, target: Path) -> str:
         return target.relative_to(self.root).as_posix()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The write lock, with any switch a crash interrupted finished (or undone) first: a write
+        checked against a half-switched group, and then undone by its replay, would be lost."""
+        with self._locked(exclusive=True):
+            if self._journal.interrupted():
+                self.recovered.extend(self._journal.recover())
+            yield
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:

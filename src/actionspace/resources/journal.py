@@ -146,6 +146,10 @@ class Journal:
             fsync_dir(parent)
         self._finish(journal, key)
 
+    def interrupted(self) -> bool:
+        """Whether a switch was left unfinished (its journal is still there)."""
+        return any(self.dir.glob("*.json"))
+
     def recover(self) -> list[Recovered]:
         """Replay or roll back every switch a crash interrupted; sweep orphan temporaries."""
         done = []
@@ -168,6 +172,9 @@ class Journal:
                 fsync_dir(parent)
             self._finish(journal, key)
             done.append(Recovered(journal=journal.stem, key=data.get("key"), action=action, paths=paths))
+        for backups in self.dir.iterdir():  # a crash before its journal was written: never switched
+            if backups.is_dir():
+                shutil.rmtree(backups, ignore_errors=True)
         for orphan in self.root.rglob(f"*{TEMP_SUFFIX}"):
             orphan.unlink(missing_ok=True)
         return done
