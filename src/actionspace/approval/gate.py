@@ -43,10 +43,12 @@ def gate(
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
-    An approval binds ``(run, name@version, argument digest)``: any change of argument is another
-    digest, so the changed call needs its own approval. Expired approvals are not honoured, and
-    an approval is used once: a repeat of the node it let through runs again only as the ledger's
-    replay (a call with side effects), never as a second run of a read.
+    An approval binds ``(run, name@version, argument digest)`` and the principal who proposed the
+    call (``proposed_by``: its id and tenant): any change of argument is another digest, so the
+    changed call needs its own approval, and another principal's call needs its own. Expired
+    approvals are not honoured, and an approval is used once: a repeat of the node it let through
+    runs again only as the ledger's replay (a call with side effects), never as a second run of a
+    read.
     """
     digest = args_digest(dict(arguments))
     found = find_decision(
@@ -57,6 +59,7 @@ def gate(
         digest=digest,
         clock=clock,
         replays=spec.has_side_effects,
+        proposer=proposed_by,
     )
     if found is not None:
         return found
@@ -88,6 +91,7 @@ def find_decision(
     effects: bool = True,
     clock: Clock = SYSTEM_CLOCK,
     replays: bool = True,
+    proposer: Mapping[str, Any] | None = None,
 ) -> ApprovalRequest | ActionError | None:
     """What the requests already filed for this exact call decide, or None when there is none yet.
 
@@ -100,6 +104,8 @@ def find_decision(
     traced as ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads
     the time. ``replays``: the call goes through the ledger (it has side effects), which answers a
     repeat of a node with what the node did; without it a consumed approval approves nothing more.
+    ``proposer`` (``Principal.to_dict()`` of the caller): only requests proposed by the same
+    principal (id and tenant) count, so a decision never carries over to another principal's call.
     """
     now = clock.time()
     try:
@@ -107,7 +113,7 @@ def find_decision(
     except Exception as exc:  # the store did not answer (locked, gone): nothing is sent
         return ActionError.unsent("the approval store could not be read", exc)
     for request in filed:
-        if request.details.get("approval_rule") != rule:
+        if request.details.get("approval_rule") != rule or not _same_proposer(request, proposer):
             continue
         if request.status == "consumed":
             if replays and request.node_id == node_id:
@@ -133,6 +139,20 @@ def find_decision(
         elif request.status == "pending":
             return held(request, effects=effects)
     return None
+
+
+def _who(principal: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(id, tenant) of a recorded principal, read as ``Principal.from_dict`` reads them."""
+    tenant = principal.get("tenant")
+    return str(principal.get("id") or "unknown"), None if tenant is None else str(tenant)
+
+
+def _same_proposer(request: ApprovalRequest, proposer: Mapping[str, Any] | None) -> bool:
+    """True when ``request`` was proposed by ``proposer`` (or either of them is not known)."""
+    recorded = request.details.get("proposed_by")
+    if proposer is None or not isinstance(recorded, Mapping):
+        return True
+    return _who(recorded) == _who(proposer)
 
 
 def file_request(

@@ -177,6 +177,7 @@ def _gate(
         effects=False,
         clock=clock,
         replays=spec.has_side_effects,
+        proposer=proposed_by,
     )
     if found is not None:
         return found

@@ -13,6 +13,7 @@ The validator compiles every marker of a schema once into a checker (see :func:`
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -262,6 +263,9 @@ MAX_MONEY_DIGITS = 18
 """Most integer digits of a money amount (below 10^18 units): ``1E+999999999`` is refused."""
 _MAX_AMOUNT_CHARS = 64
 
+_CURRENCY_CODE = re.compile(r"[A-Z]{3}")
+_PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
 _MINOR_UNITS = {"JPY": 0, "KRW": 0, "VND": 0, "CLP": 0, "ISK": 0, "BHD": 3, "KWD": 3, "JOD": 3, "OMR": 3}
 
 
@@ -274,18 +278,25 @@ def _money_check(currency: str | None) -> Callable[[Any], str | None]:
         code = value.get("currency")
         if currency is not None and code != currency:
             return f"currency must be {currency}, got {code!r}"
+        if not isinstance(code, str) or _CURRENCY_CODE.fullmatch(code) is None:
+            return f"currency must be a three-letter ISO 4217 code, got {str(code)[:16]!r}"
         raw = value.get("amount")
         if isinstance(raw, bool) or not isinstance(raw, int | float | str | Decimal):
             return None
         text = str(raw)
         if len(text) > _MAX_AMOUNT_CHARS:
             return f"amount has more than {_MAX_AMOUNT_CHARS} characters"
+        if isinstance(raw, str) and _PLAIN_DECIMAL.fullmatch(raw) is None:
+            # Decimal() also reads " 1", "1_000" and other scripts' digits; the tool may not
+            return f"amount {text[:32]!r} is not a plain decimal number (digits 0-9, '.', an exponent)"
         try:
             amount = Decimal(text)
         except InvalidOperation:
             return f"amount {text[:32]!r} is not a decimal number"
         if not amount.is_finite():
             return "amount must be finite"
+        if not amount and amount.is_signed():
+            return "amount is negative zero; write 0"
         if amount and amount.adjusted() >= MAX_MONEY_DIGITS:
             return f"amount must be below 10^{MAX_MONEY_DIGITS} in magnitude"
         exponent = amount.as_tuple().exponent
@@ -299,6 +310,7 @@ def _money_check(currency: str | None) -> Callable[[Any], str | None]:
 
 def _path_check(root: str) -> Callable[[Any], str | None]:
     real_root = os.path.realpath(root)
+    inside = real_root if real_root.endswith(os.sep) else real_root + os.sep  # the root "/" ends so
 
     def check(value: Any) -> str | None:
         if not isinstance(value, str):
@@ -306,7 +318,7 @@ def _path_check(root: str) -> Callable[[Any], str | None]:
         if "\x00" in value:
             return "path contains a NUL byte"
         target = os.path.realpath(os.path.join(real_root, value))
-        if target != real_root and not target.startswith(real_root + os.sep):
+        if target != real_root and not target.startswith(inside):
             return f"path escapes its root {root!r}"
         return None
 
@@ -317,6 +329,12 @@ def _url_check(schemes: Sequence[str], hosts: Sequence[str] | None) -> Callable[
     def check(value: Any) -> str | None:
         if not isinstance(value, str):
             return None
+        odd = _URL_AMBIGUOUS.search(value)
+        if odd is not None:
+            # read one way here (urlsplit drops some, keeps the rest in the userinfo) and another
+            # by clients: WHATWG reads a backslash as "/", so with one between "evil.com" and
+            # "@allowed.com" urlsplit names allowed.com while a browser goes to evil.com
+            return f"URL holds {odd.group(0)!r} (a backslash, whitespace or a control character)"
         try:
             parts = urlsplit(value)
             host = parts.hostname
@@ -331,6 +349,9 @@ def _url_check(schemes: Sequence[str], hosts: Sequence[str] | None) -> Callable[
         return None
 
     return check
+
+
+_URL_AMBIGUOUS = re.compile(r"[\\\s\x00-\x1f\x7f]")
 
 
 def _no_check(value: Any) -> str | None:

@@ -206,8 +206,13 @@ def _validate_rich(
             provenance[name] = "default"
     args = compiled.checks.canonical(args)
     errors = [FieldError(path=p, message=m) for p, m in compiled.checks.problems(args)]
-    for refine in spec.refinements:
-        errors.extend(refine(args) or ())
+    if spec.refinements:
+        # a refinement relates values that passed their own checks (a start without an offset is
+        # reported at /start, not again as an end that cannot be compared with it)
+        flagged = {_top(e.path) for e in errors}
+        judged = {k: v for k, v in args.items() if k not in flagged} if flagged else args
+        for refine in spec.refinements:
+            errors.extend(refine(judged) or ())
     python_args: dict[str, Any] | None = None
     if not errors and spec.coerce is not None:
         try:
@@ -259,6 +264,12 @@ def _validate_rich(
         details = {"rules": [dict(a.details) for a in approvals]}
         return Validated(NeedsApproval(reasons, details), args, provenance, python_args)
     return Validated(ACCEPTED, args, provenance, python_args)
+
+
+def _top(pointer: str) -> str:
+    """The top-level argument a JSON pointer is in (``""`` for the arguments as a whole)."""
+    head = pointer.split("/", 2)[1] if pointer.startswith("/") else ""
+    return head.replace("~1", "/").replace("~0", "~")
 
 
 def _no_resources(kind: str, rid: str) -> str | None:
@@ -320,7 +331,12 @@ def _bind(spec: ToolSpec, args: dict[str, Any], ctx: ValidationContext) -> dict[
 def after(
     later: str, earlier: str, *, strict: bool = True
 ) -> Callable[[Mapping[str, Any]], Iterable[FieldError]]:
-    """A refinement: argument ``later`` must come after ``earlier`` (timestamps, numbers, strings)."""
+    """A refinement: argument ``later`` must come after ``earlier`` (timestamps, numbers, strings).
+
+    An absent or null argument is not checked. Two values that cannot be ordered (a timestamp with
+    a UTC offset and one without, a timestamp and a word, a number and a string) are an error on
+    ``later``: the rule cannot be shown to hold.
+    """
     from datetime import datetime
 
     def parse(value: Any) -> Any:
@@ -332,13 +348,13 @@ def after(
         return value
 
     def refine(args: Mapping[str, Any]) -> Iterable[FieldError]:
-        if later not in args or earlier not in args:
+        if args.get(later) is None or args.get(earlier) is None:
             return ()
         a, b = parse(args[later]), parse(args[earlier])
         try:
             bad = a <= b if strict else a < b
         except TypeError:
-            return ()
+            return (FieldError(path=f"/{later}", message=_incomparable(later, earlier, a, b)),)
         if bad:
             word = "after" if strict else "at or after"
             return (FieldError(path=f"/{later}", message=f"{later} must be {word} {earlier}"),)
@@ -346,3 +362,11 @@ def after(
 
     refine.__name__ = f"{later}_after_{earlier}"
     return refine
+
+
+def _incomparable(later: str, earlier: str, a: Any, b: Any) -> str:
+    from datetime import datetime
+
+    if isinstance(a, datetime) and isinstance(b, datetime):
+        return f"{later} and {earlier} must both carry a UTC offset (or neither) to be compared"
+    return f"{later} cannot be compared with {earlier}: give both as the same kind of value"
