@@ -6,6 +6,7 @@ An edge of the CLI (it opens a whole Runtime), so it lives beside ``cli.py``, no
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from typing import Annotated, Any, NoReturn
 
@@ -58,6 +59,8 @@ def _runtime(store: str | None) -> Any:
 
 _SCAN = 100_000
 """How many entries a prefix is matched against (the newest first)."""
+_MAX_LIMIT = 1_000_000
+"""The most entries a listing shows."""
 
 
 def _ledger_key(rt: Any, prefix: str) -> str:
@@ -101,7 +104,9 @@ def _one_of(value: str | None, allowed: tuple[str, ...], option: str) -> None:
 def ledger_list(
     store: StoreOpt = None,
     state: Annotated[str | None, typer.Option(help="Only this state, e.g. unknown_commit.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=_MAX_LIMIT, help="Show at most N entries.")
+    ] = 50,
     json_out: JsonOpt = False,
     reveal: RevealOpt = False,
 ) -> None:
@@ -241,8 +246,8 @@ def approvals_approve(
     store: StoreOpt = None,
 ) -> None:
     """Approve exactly the previewed call (bound to its argument digest)."""
-    if not ttl > 0:  # NaN too: an approval whose expiry compares false with every time
-        raise typer.BadParameter("takes a positive number of seconds", param_hint="--ttl")
+    if not (ttl > 0 and math.isfinite(ttl)):  # NaN compares false with every time; inf never expires
+        raise typer.BadParameter("takes a positive, finite number of seconds", param_hint="--ttl")
     _decide(request_id, store, True, by, reason, ttl)
 
 

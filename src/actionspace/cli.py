@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import sys
 import tempfile
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -115,10 +116,12 @@ def demo(
     from actionspace.demo.runner import SCENARIOS, run_scenarios
     from actionspace.trace.store import default_store_url
 
+    day = _iso_date(today)
     where = folder or Path(tempfile.mkdtemp(prefix="actionspace-demo-"))
     url = store or default_store_url()
+    _ready(where, url)
     numbers = [scenario] if scenario is not None else sorted(SCENARIOS)
-    outcomes = run_scenarios(numbers, where, store=url, today=date.fromisoformat(today) if today else None)
+    outcomes = run_scenarios(numbers, where, store=url, today=day)
     for outcome in outcomes:
         if outcome.traceback:
             sys.stderr.write(outcome.traceback)
@@ -137,6 +140,48 @@ def demo(
             console.print(Rule(f"scenarios: {verdicts}", style="green" if passed else "red"))
     if not passed:
         raise typer.Exit(1)
+
+
+def _iso_date(text: str | None) -> date | None:
+    """``--today`` as a date; a usage error (exit 2) when it is not an ISO date."""
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        message = f"takes an ISO date such as 2026-03-02, got {text!r}"
+        raise typer.BadParameter(message, param_hint="--today") from None
+
+
+def _ready(folder: Path, url: str) -> None:
+    """The scenarios' folder made and the trace store opened, or one line and exit 1."""
+    from actionspace.errors import ConfigurationError, store_unavailable
+    from actionspace.trace.store import open_trace_store
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"cannot make the folder {folder}: {_os_said(exc)}")
+    try:
+        open_trace_store(url).close()
+    except ConfigurationError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot open store {url}: {_os_said(exc)}")
+    except sqlite3.DatabaseError as exc:
+        if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
+            raise
+        _fail(f"cannot read store {url}: {exc}")
+
+
+def _os_said(exc: OSError) -> str:
+    """What the system said, and about which path (the one in the way may be a parent)."""
+    return f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"actionspace: {message}", err=True)
+    raise typer.Exit(1)
 
 
 def _verdict_word(outcome: ScenarioOutcome) -> str:

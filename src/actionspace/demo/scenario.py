@@ -97,11 +97,15 @@ class Faults:
         self.lock = threading.Lock()
 
     def lose_response(self, tool: str) -> None:
+        """After the effect: the first time for ``tool``, hang past its timeout, then drop the
+        connection, so the answer never arrives (raises ConnectionResetError)."""
         with self.lock:
             lose = tool in self.pending
             self.pending.discard(tool)
         if lose:
+            # a late success would tell the runtime the effect committed, which a lost answer never does
             time.sleep(LOST_RESPONSE_TIMEOUT_S * 3)
+            raise ConnectionResetError(f"{tool}: the connection dropped after the request was sent")
 
 
 def build_runtime(service: CalendarService, store: str, faults: Faults | None = None) -> Runtime:

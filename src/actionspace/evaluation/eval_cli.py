@@ -112,8 +112,10 @@ def eval_suite_command(
     """Run POLICY on SUITE through the real runtime; report p_parse … p_task with 95 % intervals.
 
     Each task runs in a fresh in-memory runtime (with --tools: a fresh environment from your
-    factory, traces kept in OUT/trace.db or a temporary folder); its run id in the outcomes points
-    at the trace that holds every decision. Exit 1 when the suite or policy cannot be loaded.
+    factory, traces kept in OUT/ungated/trace.db, and OUT/gated/trace.db with --gate, OUT being a
+    temporary folder without --out); its run id in the outcomes points at the trace that holds every
+    decision. Exit 1 when the suite, the policy or OUT cannot be loaded or made; exit 2 for options
+    the run would ignore (--gate without --tools, --ablation with it).
     """
     from actionspace.evaluation._parallel_eval import default_workers
     from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
@@ -142,6 +144,9 @@ def eval_suite_command(
         else:
             chosen = policy_from_spec(policy)
         factory = _factory(tools, suite)
+        _check_options(factory, gate=gate, ablation=ablation)
+        if out is not None:  # refused now rather than after the whole run
+            out.mkdir(parents=True, exist_ok=True)
     except (ActionspaceError, OSError, ValueError) as exc:
         console.print(f"[red]cannot start:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -214,6 +219,21 @@ def _factory(tools: str | None, suite: str) -> Any:
     return load_callable(tools, option="--tools")
 
 
+def _check_options(factory: Any, *, gate: str | None, ablation: list[str] | None) -> None:
+    """Refuse the options a run of this kind would silently ignore."""
+    if gate not in (None, "default", "calibrated"):
+        raise typer.BadParameter("takes 'default' or 'calibrated'", param_hint="--gate")
+    if gate is not None and factory is None:
+        raise typer.BadParameter(
+            "gates calls played on your tools: give a runtime factory with --tools", param_hint="--gate"
+        )
+    if ablation and factory is not None:
+        raise typer.BadParameter(
+            "tasks played on a runtime factory run the baseline only; drop --ablation or --tools",
+            param_hint="--ablation",
+        )
+
+
 def _eval_env(
     loaded: Any,
     chosen: Any,
@@ -231,8 +251,6 @@ def _eval_env(
     from actionspace.evaluation.metrics import public_metrics, summarize
     from actionspace.evaluation.runner import evaluate
 
-    if gate not in (None, "default", "calibrated"):
-        raise typer.BadParameter("--gate must be 'default' or 'calibrated'")
     folder = out or Path(tempfile.mkdtemp(prefix="actionspace-eval-"))
     outcomes = evaluate(loaded, chosen, runtime_factory=factory, trace_dir=folder / "ungated", limit=limit)
     metrics = summarize(outcomes, suite=loaded.name, policy=policy)

@@ -4,8 +4,8 @@
 tool that was called:
 
 * how often it was selected, and its share of all calls;
-* the calls rejected before dispatch (resolution or validation), by error category and by the JSON
-  pointer of each field error;
+* the calls rejected before dispatch (resolution, validation, authorization and its gates: scopes,
+  information flow, budget), by error category and by the JSON pointer of each field error;
 * the dispatched calls that ended in an error, by category, and the unknown commits among them
   (the ledger moved the call to ``unknown_commit``);
 * result utilization: the share of its ok results that another call of the same run consumed —
@@ -45,6 +45,9 @@ __all__ = [
 
 AlertKind = Literal["field_concentration", "unknown_commits"]
 _MARK = "tool_result:"
+_REFUSED = frozenset({"permission_denied", "policy_violation", "budget_exceeded"})
+"""Categories of the authorize stage and its gates (DESIGN §4): a call ending in one undispatched
+was rejected, whichever stage's event said so."""
 _DEFAULT_MAX_RUNS = 100_000
 
 
@@ -70,7 +73,7 @@ class ToolHealth:
     selection_rate: float
     """``calls`` over all calls in the report (0..1)."""
     rejects_by_category: Mapping[str, int] = field(default_factory=dict)
-    """Calls rejected before dispatch (resolution or validation), by error category."""
+    """Calls rejected before dispatch (resolution, validation, authorization), by error category."""
     rejects_by_field: Mapping[str, int] = field(default_factory=dict)
     """Rejected calls per JSON pointer of a field error (a call counts once per field)."""
     failures_by_category: Mapping[str, int] = field(default_factory=dict)
@@ -313,6 +316,8 @@ def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
     elif kind == "observation":
         call.status = str(data.get("status"))
         call.category = data.get("category") if call.status != "ok" else None
+        if call.rejected is None and not call.dispatched and call.category in _REFUSED:
+            call.rejected = str(call.category)
     elif kind == "verified" and data.get("verdict") == "rejected":
         call.status, call.category = "error", str(data.get("category") or "verification_failed")
     elif kind == "ledger" and data.get("to") == "unknown_commit":

@@ -57,8 +57,8 @@ def monitor_command(
         typer.Option(
             "--store",
             metavar="URL",
-            help="Trace store URL: sqlite:///abs/path.db, sqlite://relative.db or postgresql://user@host/db. "
-            "Default: $ACTIONSPACE_STORE, else sqlite:///$ACTIONSPACE_HOME/actionspace.db.",
+            help="Trace store URL: sqlite:///relative.db, sqlite:////abs/path.db or "
+            "postgresql://user@host/db. Default: $ACTIONSPACE_STORE, else sqlite:///$ACTIONSPACE_HOME/actionspace.db.",
             show_default=False,
         ),
     ] = None,

@@ -56,7 +56,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 @trace_app.command("list")
 def list_runs(
     store: StoreOption = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1_000_000, help="Show at most N runs.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=1_000_000, help="Show at most N runs.")
+    ] = 20,
     as_json: JsonOption = False,
 ) -> None:
     """List the most recent runs: id, start time, events, calls, errors, finished."""
