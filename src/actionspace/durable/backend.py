@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from actionspace._json_values import MAX_DEPTH
 from actionspace.durable.config import PLAN_QUEUE, DurableConfig
 from actionspace.durable.engine import (
     launch,
@@ -14,8 +15,9 @@ from actionspace.durable.engine import (
     plan_workflow_id,
     system_url,
 )
-from actionspace.errors import ConfigurationError
+from actionspace.errors import ActionError, ConfigurationError, FieldError
 from actionspace.plan.model import Plan, PlanResult
+from actionspace.plan.refs import nested_past
 from actionspace.policy.principal import Principal
 
 if TYPE_CHECKING:
@@ -27,6 +29,11 @@ __all__ = ["PlanClient", "arun_plan_durable", "plan_request"]
 
 RESULT_POLL_S = 0.05
 """Seconds between two looks at a plan workflow's status while waiting for its result."""
+CARRIED_DEPTH = MAX_DEPTH + 5
+"""Most levels of objects and arrays a plan may nest to reach its workflow as it is written: a node
+alternative's arguments (plan, nodes, node, ``first_of``, alternative) at the most arguments may nest.
+A deeper plan is rejected at its checks whatever else it holds, so its workflow is given that
+rejection instead of the plan (too deep to serialize, or to log)."""
 
 
 def plan_request(
@@ -36,21 +43,38 @@ def plan_request(
     principal: Principal | None = None,
     max_concurrency: int | None = None,
 ) -> dict[str, Any]:
-    """The input of a plan workflow. Raises ConfigurationError for verifiers (JSON cannot carry them)."""
+    """The input of a plan workflow. Raises ConfigurationError for verifiers (JSON cannot carry them)
+    and for a ``max_concurrency`` that is not an integer.
+
+    A plan that is not an object goes as it is: its workflow rejects it as the in-process checks do.
+    """
     if isinstance(plan, Plan):
         if any(node.verify is not None for node in plan.nodes):
             raise ConfigurationError(
                 "node verifiers are Python callables; the dbos backend cannot carry them"
             )
         plan = plan.to_dict()
+    if max_concurrency is not None and (type(max_concurrency) is not int):
+        raise ConfigurationError(f"max_concurrency must be an integer or None, got {max_concurrency!r}")
     from actionspace.durable.nodes import principal_to_dict
 
-    return {
+    carried: Any = dict(plan) if isinstance(plan, Mapping) else plan
+    request: dict[str, Any] = {
         "run_id": run_id,
-        "plan": dict(plan),
+        "plan": carried,
         "principal": principal_to_dict(principal),
         "max_concurrency": max_concurrency,
     }
+    deep = nested_past(carried, CARRIED_DEPTH)
+    if deep is not None:
+        why = f"nests objects and arrays deeper than {CARRIED_DEPTH} levels"
+        error = ActionError.of(
+            "invalid_arguments",
+            f"the plan is malformed: {deep}: {why}",
+            field_errors=[FieldError(path=deep, message=why)],
+        )
+        request["plan"], request["rejected"] = None, error.to_dict()
+    return request
 
 
 async def arun_plan_durable(
@@ -88,7 +112,27 @@ def _run(request: dict[str, Any]) -> dict[str, Any]:
     workflow = cast(Callable[[dict[str, Any]], dict[str, Any]], plan_workflow)
     with SetWorkflowID(plan_workflow_id(request["run_id"])):
         handle = DBOS.start_workflow(workflow, request)
-    return handle.get_result(polling_interval_sec=RESULT_POLL_S)
+    return _outcome(request["run_id"], lambda: handle.get_result(polling_interval_sec=RESULT_POLL_S))
+
+
+def _outcome(run_id: str, wait: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """What ``wait`` returns (a plan workflow's result), or, for a workflow that ended without
+    one, a result that says why: ``cancelled`` when it was cancelled through DBOS, ``internal``
+    when it failed or gave up (its nodes' actions are in the ledger, settled or settling)."""
+    from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded
+
+    try:
+        return wait()
+    except DBOSAwaitedWorkflowCancelledError:
+        error = ActionError.of(
+            "cancelled",
+            f"the workflow of the plan of run {run_id} was cancelled; what its nodes committed before "
+            "stays committed (see the ledger)",
+            details={"phase": "workflow"},
+        )
+    except DBOSAwaitedWorkflowMaxRecoveryAttemptsExceeded as exc:
+        error = ActionError.of("internal", f"the workflow of the plan of run {run_id} gave up: {exc}")
+    return PlanResult(run_id=run_id, status="error", error=error).to_dict()
 
 
 class PlanClient:
@@ -139,7 +183,22 @@ class PlanClient:
     def result(self, run_id: str) -> PlanResult:
         """Wait for the plan of ``run_id`` to end and return its result."""
         handle: WorkflowHandle[dict[str, Any]] = self._client.retrieve_workflow(plan_workflow_id(run_id))
-        return plan_result(handle.get_result(polling_interval_sec=RESULT_POLL_S))
+        return plan_result(_outcome(run_id, lambda: handle.get_result(polling_interval_sec=RESULT_POLL_S)))
+
+    def cancel(self, run_id: str, nodes: Collection[str] | None = None, *, reason: str = "cancelled") -> bool:
+        """Cancel ``nodes`` (None: every node) of the plan of ``run_id`` and the nodes after them.
+
+        Nodes not dispatched yet are removed (``cancelled``, ``phase: not_dispatched``), nodes
+        already calling their tool end as their call does, committed ones stay committed; the plan
+        then ends with its result as usual. True when the plan was queued or running and was told;
+        False when it has ended or is unknown.
+        """
+        from actionspace.durable.nodes import NODE_TOPIC, cancel_message
+
+        if self.status(run_id) not in ("PENDING", "ENQUEUED"):
+            return False
+        self._client.send(plan_workflow_id(run_id), cancel_message(nodes, reason), NODE_TOPIC)
+        return True
 
     def send(self, workflow_id: str, message: Any, topic: str) -> None:
         self._client.send(workflow_id, message, topic)

@@ -12,6 +12,11 @@ Most nodes are steps of the plan workflow itself. A node gets a child workflow
 to wait: for a person's approval (``DBOS.recv`` with a timeout, then a look at the request, on
 whichever worker holds it by then), or for a cluster-wide slot of a limited tool (it then goes
 through that tool's queue). The child tells the plan its final observation in a message.
+
+A plan cancelled while its node's child waits sends the child a cancel message (:func:`cancel_message`):
+a child that has not called its tool yet ends ``cancelled`` (``phase: not_dispatched``) without calling
+it; one already calling it ends as the call does. A child whose plan workflow was cancelled through
+DBOS itself (no message) finds that out at its next look and does not call its tool either.
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from dbos import DBOS
 
 from actionspace.durable.engine import bound
+from actionspace.errors import ActionError
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.recover import recover
 from actionspace.observation import shape
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import ToolCall
+from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
     from actionspace.runtime import Runtime
@@ -42,6 +48,8 @@ __all__ = [
     "NODE_TOPIC",
     "NODE_WORKFLOW",
     "begin_attempts",
+    "cancel_message",
+    "cancel_request",
     "execute_step",
     "node_slots",
     "node_workflow",
@@ -60,6 +68,8 @@ SETTLE_GUARD_S: Final = 10.0
 MAX_HOLDER_WAIT_S: Final = 600.0
 """Longest wait (seconds) for a live earlier attempt to settle the action itself."""
 HOLDER_POLL_S: Final = 0.2
+_PLAN_ENDED: Final = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+"""DBOS statuses of a plan workflow that will read no more node results."""
 _INTERRUPTED: Final = frozenset({"dispatched", "unknown"})
 """Ledger states an interrupted attempt can leave that the next attempt settles before sending."""
 _running: set[str] = set()
@@ -87,6 +97,31 @@ def waiting_request(obs: Mapping[str, Any]) -> str | None:
         return None
     request_id = (error.get("details") or {}).get("request_id")
     return request_id if isinstance(request_id, str) else None
+
+
+def cancel_message(nodes: Collection[str] | None, reason: str) -> dict[str, Any]:
+    """The message that cancels ``nodes`` (None: every node) of a plan, or a waiting node's child."""
+    return {"cancel": None if nodes is None else sorted(nodes), "reason": reason}
+
+
+def cancel_request(message: Any) -> tuple[list[str] | None, str] | None:
+    """(nodes or None for all, reason) when ``message`` asks to cancel, else None."""
+    if not isinstance(message, Mapping) or "cancel" not in message:
+        return None
+    nodes, reason = message.get("cancel"), message.get("reason")
+    if nodes is not None and not (isinstance(nodes, list) and all(isinstance(k, str) for k in nodes)):
+        return None
+    return nodes, reason if isinstance(reason, str) and reason else "cancelled"
+
+
+def cancelled_observation(payload: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """The observation (dict form) of a waiting node removed before its tool was called."""
+    node_id = payload["node_id"]
+    error = ActionError.of(
+        "cancelled", f"node {node_id} was cancelled: {reason}", details={"phase": "not_dispatched"}
+    )
+    call_id = f"{payload['run_id']}:{node_id}"
+    return Observation.failure(error, call_id=call_id, tool=payload["tool"]).to_dict()
 
 
 def node_slots() -> asyncio.Semaphore:
@@ -153,23 +188,50 @@ async def node_workflow(payload: dict[str, Any]) -> dict[str, Any]:
     """Run one node to its final observation, waiting for approvals, then tell the plan workflow.
 
     ``payload["request_id"]``, when given, is the approval request the node already waits on.
+    A cancel message (:func:`cancel_message`) that arrives before the tool is called ends the node
+    ``cancelled`` instead.
     """
     cfg = bound().config
     request_id: str | None = payload.get("request_id")
-    obs = await execute_step(payload) if request_id is None else None
-    while obs is None or (request_id := waiting_request(obs)) is not None:
+    obs: dict[str, Any] | None = None
+    cancelled: str | None = None
+    if request_id is None:  # queued for a slot: a cancel sent meanwhile is read before the call
+        cancelled = _cancel_reason(await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=0.0))
+        if cancelled is None:
+            obs = await execute_step(payload)
+    while cancelled is None and (obs is None or (request_id := waiting_request(obs)) is not None):
         wait = cfg.approval_poll_s
-        while await _approval_status_step(cast(str, request_id)) == "pending":
-            await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=wait)
+        status = await _approval_status_step(cast(str, request_id), payload["parent"])
+        while status == "pending":
+            cancelled = _cancel_reason(await DBOS.recv_async(APPROVAL_TOPIC, timeout_seconds=wait))
+            if cancelled is not None:
+                break
             wait = min(wait * 2, cfg.approval_poll_max_s)
-        obs = await execute_step(payload)
+            status = await _approval_status_step(cast(str, request_id), payload["parent"])
+        if status == "plan_ended":
+            cancelled = "its plan's workflow ended while it waited"
+        if cancelled is None:
+            obs = await execute_step(payload)
+    if cancelled is not None or obs is None:
+        obs = cancelled_observation(payload, cancelled or "cancelled")
     message = {"node": payload["node_id"], "observation": obs}
     await DBOS.send_async(payload["parent"], message, topic=NODE_TOPIC)
     return obs
 
 
+def _cancel_reason(message: Any) -> str | None:
+    """The reason of a cancel message; None for anything else (a wake-up, a decision, nothing)."""
+    asked = cancel_request(message)
+    return None if asked is None else asked[1]
+
+
 @DBOS.step(name="actionspace.node.approval_status")
-async def _approval_status_step(request_id: str) -> str:
+async def _approval_status_step(request_id: str, parent: str) -> str:
+    """The request's status; ``plan_ended`` when the plan workflow will not read the node's result
+    (cancelled through DBOS, say): the node then never calls its tool."""
+    plan = await DBOS.get_workflow_status_async(parent)
+    if plan is not None and plan.status in _PLAN_ENDED:
+        return "plan_ended"
     request = await asyncio.to_thread(bound().runtime.approvals.get, request_id)
     return "gone" if request is None else request.status
 

@@ -17,7 +17,13 @@ status query first (:func:`actionspace.durable.nodes.begin_attempts`).
 A node that has to wait — for a person's approval, or for a cluster-wide slot of a limited tool —
 gets a child workflow (:func:`actionspace.durable.nodes.node_workflow`) that sends its final
 observation back as a message; the plan reads those with ``DBOS.recv`` (checkpointed as well)
-between waves and when nothing else can run.
+before every wave and when nothing else can run.
+
+Cancelling (:meth:`actionspace.durable.PlanClient.cancel`) is a message on the same topic, read
+at the same points, so it is never missed between two waves and is replayed in order: nodes not
+dispatched yet are removed (``cancelled``, ``phase: not_dispatched``), the nodes that wait for them
+are blocked, a waiting child is told (it answers ``cancelled``, or with its call's outcome if the
+call had begun), and a wave already running ends as it does — a cancel never undoes an effect.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from actionspace.durable.nodes import (
     APPROVAL_TOPIC,
     NODE_TOPIC,
     begin_attempts,
+    cancel_message,
+    cancel_request,
     node_slots,
     node_workflow,
     principal_from_dict,
@@ -83,6 +91,8 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
     rt = bound().runtime
     run_id: str = request["run_id"]
     principal = principal_from_dict(request.get("principal"))
+    if request.get("rejected") is not None:  # too deep to carry: rejected before it was sent
+        return await _rejected(run_id, ActionError.from_dict(request["rejected"]))
     # the run's state and the plan's checks read the store: off the loop other plans share
     run, who, checked = await asyncio.to_thread(_check, request["plan"], run_id, principal)
     if isinstance(checked, ActionError):
@@ -95,7 +105,8 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
             details={"nodes": unsupported},
         )
         return await _rejected(run_id, error)
-    limit = int(request.get("max_concurrency") or checked.max_concurrency or DEFAULT_CONCURRENCY)
+    # as in process: at least one node at a time, whatever the caller asked
+    limit = max(1, int(request.get("max_concurrency") or checked.max_concurrency or DEFAULT_CONCURRENCY))
     sched = Scheduler(
         rt.engine, run, who, checked, max_concurrency=limit, tool_limits=None, cancel=None, retry_of=None
     )
@@ -113,6 +124,7 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
             "backend": "dbos",
             "plan_workflow": waves.parent,
             "waves": waves.count,
+            "cancelled": sorted(sched.cancelled),
         },
     )
     if waves.started is None:  # no wave ran to open the trace
@@ -167,6 +179,9 @@ class _Waves:
     async def run(self) -> None:
         sched, total = self.sched, len(self.checked.nodes)
         while sched.settled < total:
+            await self._receive(timeout_s=0.0)  # cancels, and children that ended, before a wave
+            if sched.settled == total:
+                break
             wave = await self._take_wave()
             self.max_parallel = max(self.max_parallel, len(wave) + len(self.children))
             if wave:
@@ -181,8 +196,6 @@ class _Waves:
                     else:
                         payload = {**self._payload(k, arguments), "request_id": request_id}
                         await self._start_child(k, payload)
-                if self.children:
-                    await self._receive(timeout_s=0.0)
             elif self.children:
                 await self._receive(timeout_s=bound().config.wait_poll_s)
             elif not self.ready:
@@ -196,6 +209,9 @@ class _Waves:
             k = self.ready.popleft()
             node = self.checked.nodes[k]
             arguments = self.sched._arguments(node, node.node.arguments)
+            if not isinstance(arguments, Observation) and node.refs and node.node.writes is not None:
+                # a narrowing the check could not verify: the resolved writes must be covered
+                arguments = self.sched._undeclared_writes(node, arguments) or arguments
             if isinstance(arguments, Observation):
                 self._settle(k, arguments)
                 continue
@@ -233,20 +249,26 @@ class _Waves:
         self.sched._newly_ready.clear()
 
     async def _receive(self, *, timeout_s: float) -> None:
-        """Settle the children that sent their observation (waiting up to ``timeout_s`` for one).
+        """Apply the cancels and settle the children that sent their observation (waiting up to
+        ``timeout_s`` for a message).
 
         A child that ended without a message (it failed, or was cancelled) settles as an internal
-        error once a wait of ``timeout_s`` > 0 brought nothing.
+        error once a wait of ``timeout_s`` > 0 brought nothing. A message of any other shape is
+        ignored.
         """
         got = False
-        while self.children:
+        while True:
             wait_s = 0.0 if got else timeout_s
             message = await DBOS.recv_async(NODE_TOPIC, timeout_seconds=wait_s)
             if message is None:
                 break
             got = True
-            k = message["node"]
-            if self.children.pop(k, None) is not None:
+            asked = cancel_request(message)
+            if asked is not None:
+                await self._cancel(*asked)
+                continue
+            k = message.get("node") if isinstance(message, Mapping) else None
+            if isinstance(k, str) and self.children.pop(k, None) is not None:
                 self._settle(k, Observation.from_dict(message["observation"]))
         if got or timeout_s == 0.0 or not self.children:
             return
@@ -254,6 +276,26 @@ class _Waves:
             why = f"the workflow of node {k} ended {status} without a result"
             error = ActionError.of("internal", why)
             self._settle(k, Observation.failure(error, call_id=self.children.pop(k), tool=""))
+
+    async def _cancel(self, nodes: list[str] | None, reason: str) -> None:
+        """Cancel ``nodes`` (None: all) that have not settled, as the in-process scheduler does
+        for nodes not dispatched; a waiting child is told and answers for its node."""
+        sched = self.sched
+        chosen = None if nodes is None else set(nodes)
+        targets = [
+            k for k in self.checked.order if (chosen is None or k in chosen) and k not in sched.results
+        ]
+        for k in targets:  # first, so nodes released below are blocked, not started
+            sched.cancelled.add(k)
+            if k not in self.ready and k not in self.children:
+                sched.blocked_by.setdefault(k, (k, reason))
+        for k in targets:
+            if k in self.children:
+                await DBOS.send_async(self.children[k], cancel_message([k], reason), topic=APPROVAL_TOPIC)
+            elif k in self.ready:
+                self.ready.remove(k)
+                sched._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched"})
+                self._settle(k, sched._cancelled_obs(k, "not_dispatched", reason))
 
 
 @DBOS.step(name="actionspace.plan.wave")
