@@ -116,4 +116,5 @@ def test_a_call_without_a_recorded_provenance_is_resumed_as_before() -> None:
     ]
     found = held_proposal(events, _request({"to": "a"}))
     assert isinstance(found, HeldProposal) and found.provenance is None and found.call_id == "p1"
-    assert held_proposal(events[:1], _request({"to": "a"})) is None
+    lost = held_proposal(events[:1], _request({"to": "a"}))  # filed, its trace never written
+    assert isinstance(lost, ActionError) and lost.category == "policy_violation"

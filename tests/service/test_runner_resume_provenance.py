@@ -10,6 +10,7 @@ taken from a trusted lookup must not come back as ``model`` and be refused.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,10 +87,15 @@ def _app(store: str, rules: dict[str, Param], paid: list[str]) -> Iterator[tuple
 
 
 def _pending(rt: Runtime, run_id: str) -> str:
+    """The held payment's request id, once it is filed and its trace written (the request is
+    filed before the call's events are: a process stopped in between is another test's case)."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         held = [r for r in rt.approvals.list("pending") if r.run_id == run_id]
-        if held:
+        if held and any(
+            e.kind == "approval_requested" and e.data.get("request_id") == held[0].id
+            for e in rt.trace.events(run_id)
+        ):
             return held[0].id
         time.sleep(0.02)
     raise TimeoutError("the payment was never held for approval")
@@ -180,3 +186,27 @@ def test_an_account_from_a_trusted_lookup_still_pays_after_a_restart(tmp_path: P
     assert outcome["kinds"]["to"] == ["tool_result"]
     assert (outcome["status"], outcome["call_id"]) == ("ok", "p1")
     assert paid == ["acct-BOB-42"]
+
+
+def test_a_held_call_whose_trace_was_lost_is_not_resumed_on_weaker_evidence(tmp_path: Path) -> None:
+    """The request was filed, then the process stopped before the call's events were written: the
+    evidence the payment was judged on is gone, and the resumed call must not be judged without it."""
+    rules, calls = LAUNDER
+    path = tmp_path / "store.db"
+    store = f"sqlite:///{path}"
+    paid: list[str] = []
+    with _app(store, rules, paid) as (client, rt, runner):
+        _start(client, calls, "lost")
+        request_id = _pending(rt, "lost")
+    with sqlite3.connect(path) as conn:  # what a stop between filing and tracing leaves
+        conn.execute(
+            "DELETE FROM trace_events WHERE run_id = 'lost' AND kind IN ('approval_requested', 'proposed')"
+        )
+    with _app(store, rules, paid) as (client, rt, runner):
+        _approve(client, request_id)
+        resumed = runner.resumed(request_id, "lost")
+        assert resumed is not None
+        assert resumed.result(timeout=20) == "error"
+        last = [e for e in rt.trace.events("lost") if e.kind == "observation"][-1]
+        assert last.data["category"] == "policy_violation"
+    assert paid == []

@@ -14,8 +14,9 @@ context's confidentiality and readers with the trust the record states). The sta
 each value where it found it before, with the same trust: the same provenance, the same verdict.
 
 A record that cannot be read back (an event the store cut short, arguments that differ from the
-approved ones, a value it names that the arguments do not hold) is a ``policy_violation``: the
-call is not sent on weaker evidence than it was judged on.
+approved ones, a value it names that the arguments do not hold), or none at all (the request was
+filed and the process stopped before its trace was written), is a ``policy_violation``: the call
+is not sent on weaker evidence than it was judged on.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ class HeldProposal:
 def held_proposal(
     events: Iterable[TraceEvent], request: ApprovalRequest
 ) -> HeldProposal | ActionError | None:
-    """The held call's proposal in its run's ``events``; None when the trace does not hold it."""
+    """The held call's proposal in its run's ``events``; None when no stage recorded one (the
+    call was held without a ``proposed`` event), a ``policy_violation`` when the trace holds no
+    ``approval_requested`` of the request (filed, its trace lost) or a record it cannot read."""
     events = list(events)
     known = frozenset(e.call_id for e in events if e.call_id is not None)
     asked = next(
@@ -65,7 +68,9 @@ def held_proposal(
         None,
     )
     if asked is None or asked.call_id is None:
-        return None
+        # filed, but its trace never written (the process stopped in between): what the call was
+        # judged on is unknown
+        return _why(request.id, None, "the trace holds no record of the held call")
     call_id = asked.call_id
     found = next(
         (e for e in reversed(events) if e.kind == "proposed" and e.call_id == call_id and e.seq < asked.seq),
@@ -163,7 +168,7 @@ def _from_context(context: Label, kind: str) -> Label:
     return Label(confidentiality=context.confidentiality, integrity=integrity, readers=context.readers)
 
 
-def _why(request_id: str, call_id: str, why: str) -> ActionError:
+def _why(request_id: str, call_id: str | None, why: str) -> ActionError:
     return ActionError.of(
         "policy_violation",
         f"the approved call cannot be resumed here: {why}, so its arguments' provenance cannot be "
