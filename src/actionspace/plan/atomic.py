@@ -11,7 +11,9 @@ from actionspace.errors import ActionError, said
 from actionspace.execution.executor import Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import new_entry, protocol
+from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
+from actionspace.plan.group_budget import group_estimate, refuse_over_budget
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
 from actionspace.policy.flow import bindings, label_of
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from actionspace.plan.check import CheckedNode
     from actionspace.plan.scheduler import Scheduler
 
-__all__ = ["member_of", "run_group"]
+__all__ = ["GroupAttempt", "member_of", "run_group"]
 
 
 async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
@@ -48,7 +50,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         return Observation.failure(error, call_id=f"{state.run_id}:{unit.id}", tool=spec.name)
     key = idempotency_key(state.run_id, f"group:{unit.id}", spec.key, planned)
     rec = Recorder(state, call_id)
-    attempt = _Attempt()
+    attempt = GroupAttempt()
     done = attempt.done
 
     def observe_group(outcome: Outcome) -> Observation:
@@ -66,6 +68,12 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         rec.add("observation", {"status": "error", "category": error.category, "group": unit.id})
         return Observation.failure(error, call_id=call_id, tool=spec.name)
 
+    refused = await _over_budget(sched, unit, planned, rec)
+    if refused is not None:  # refused whole, before its intent: none of its members runs
+        denied = fail(refused)
+        sched._buffer(rec)
+        sched.member_results.update(_account(sched, unit, denied, attempt))
+        return denied
     entry = new_entry(
         key=key, run_id=state.run_id, node_id=f"group:{unit.id}", spec=spec, arguments={"calls": planned}
     )
@@ -78,24 +86,52 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         yield await _dispatch(sched, unit, key, attempt)
 
     result: Observation | None = None
+    sched.group_attempts[unit.id] = attempt
     try:
         async for obs in engine.drive(steps, dispatch):
             result = obs
     except asyncio.CancelledError:
         if attempt.rolled_back is not None:  # stopped while members ran: their writes were undone
             why = f"group {unit.id} was cancelled while its members ran; its transaction was rolled back"
-            stopped = Observation.failure(ActionError.of("cancelled", why), call_id=call_id, tool=spec.name)
+            details = {"phase": "running", "rolled_back": bool(attempt.rolled_back), "group": unit.id}
+            error = ActionError.of("cancelled", why, details=details)
+            stopped = Observation.failure(error, call_id=call_id, tool=spec.name)
             sched.member_results.update(_account(sched, unit, stopped, attempt))
+            if attempt.cut and attempt.rolled_back and _not_committed(engine.ledger, key, error, rec):
+                sched.stopped_groups[unit.id] = stopped  # the group's observation, once its task ends
         raise
     finally:
+        del sched.group_attempts[unit.id]
         sched._buffer(rec)
     assert result is not None
     sched.member_results.update(_account(sched, unit, result, attempt))
     return result
 
 
+async def _over_budget(
+    sched: Scheduler, unit: CheckedNode, planned: list[list[Any]], rec: Recorder
+) -> ActionError | None:
+    """``budget_exceeded`` when the members' estimates together do not fit (recorded as the
+    budget gate records a refused call); else None."""
+    guard = sched.engine.stages.guard
+    if guard is None or guard.meter is None:
+        return None
+    members = {m.id for m in unit.members}
+    calls = [(m.specs[0], args) for m, (_k, _s, args) in zip(unit.members, planned, strict=True)]
+    need = group_estimate(calls, members)
+    refused = await refuse_over_budget(guard.meter, sched.run_state.run_id, sched.principal, need, unit.id)
+    if refused is not None:
+        details = refused.details
+        event = {"verdict": "denied", "category": refused.category, "unit": details["unit"]}
+        rec.add(
+            "budget",
+            {**event, "estimate": need.to_dict(), "remaining": details["remaining"], "group": unit.id},
+        )
+    return refused
+
+
 @dataclass(slots=True)
-class _Attempt:
+class GroupAttempt:
     """What the latest dispatch of a group did: its members' observations and its rollback."""
 
     done: dict[str, Observation] = field(default_factory=dict)
@@ -104,6 +140,16 @@ class _Attempt:
     rollback_error: str | None = None
     running: str | None = None
     """The member whose call is under way (its writes, if any, are in the transaction)."""
+    members: bool = False
+    """Its members are running: the transaction is open and its commit not begun."""
+    blocking: bool = False
+    """The member under way runs a blocking tool on a worker thread (a cancel would not stop it)."""
+    cut: bool = False
+    """The members were stopped (cancelled) and the transaction rolled back; commit never began."""
+
+    def stoppable(self) -> bool:
+        """Cancelling the group's task now stops it before its commit, its writes rolled back."""
+        return self.members and not self.blocking
 
     def rollback(self, tx: Transaction) -> None:
         """Roll ``tx`` back, noting whether that succeeded (nothing was committed either way)."""
@@ -115,23 +161,32 @@ class _Attempt:
             self.rollback_error = f"{type(exc).__name__}: {said(exc)}"
 
 
-async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: _Attempt) -> Outcome:
+async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: GroupAttempt) -> Outcome:
     """Begin, run every member with the transaction, then commit (or roll back on the first failure)."""
     from actionspace.execution.executor import Failed
 
     run: GroupRun = unit.group
     attempt.done.clear()
     attempt.rolled_back = attempt.rollback_error = attempt.running = None
+    attempt.cut = attempt.blocking = False
     try:
         tx = run.environment.begin(key)
     except Exception as exc:
         why = f"environment {run.env_name!r} could not begin: {said(exc)}"
         return Failed(ActionError.of("transient", why), 1)
+    attempt.members = True
     try:
         failure = await _members(sched, unit, tx, attempt)
-    except BaseException:  # cancelled under the group: nothing of it may stay open or become visible
+    except BaseException as exc:  # cancelled under the group: nothing of it may stay open or become visible
+        attempt.members = False
         attempt.rollback(tx)
-        raise
+        if not isinstance(exc, asyncio.CancelledError):
+            raise
+        attempt.cut = True
+        # a new cancel, without the blocking member's attempt it may carry: that attempt's late
+        # outcome is the member's, never the group's, whose transaction is gone
+        raise asyncio.CancelledError(*exc.args) from None
+    attempt.members = False
     if failure is not None:
         attempt.rollback(tx)
         if attempt.rollback_error is not None:  # never committed all the same
@@ -148,7 +203,7 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: _Att
 
 
 def _account(
-    sched: Scheduler, unit: CheckedNode, group: Observation, attempt: _Attempt
+    sched: Scheduler, unit: CheckedNode, group: Observation, attempt: GroupAttempt
 ) -> dict[str, Observation]:
     """Each member's final observation, the trace told of every member whose outcome the group's
     end changed: an ok member undone by the rollback, one whose commit is unknown, one never run."""
@@ -179,7 +234,12 @@ def _account(
 
 
 def _undone(
-    sched: Scheduler, node: str, obs: Observation, group: str, cause: ActionError | None, attempt: _Attempt
+    sched: Scheduler,
+    node: str,
+    obs: Observation,
+    group: str,
+    cause: ActionError | None,
+    attempt: GroupAttempt,
 ) -> Observation:
     """A member's observation once the rollback undid it, the trace told (and whether the undo held)."""
     undone = _rolled_back(obs, group, cause, attempt)
@@ -198,10 +258,12 @@ def _event_of(obs: Observation) -> dict[str, Any]:
 
 
 async def _members(
-    sched: Scheduler, unit: CheckedNode, tx: Transaction, attempt: _Attempt
+    sched: Scheduler, unit: CheckedNode, tx: Transaction, attempt: GroupAttempt
 ) -> ActionError | None:
     engine, state, done = sched.engine, sched.run_state, attempt.done
     for m in unit.members:
+        if unit.id in sched.abort_requested:  # asked to stop: the members so far are rolled back
+            raise asyncio.CancelledError(f"group {unit.id}: abort requested")
         attempt.running = m.id
         missing: list[str] = []
         try:
@@ -246,7 +308,9 @@ async def _members(
             if isinstance(ready, Ready):
                 spec = ready.compiled.spec
                 rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})
+                attempt.blocking = not spec.is_async
                 outcome = await engine.executor.arun(spec, {**ready.kwargs, "transaction": tx}, rec.retry)
+                attempt.blocking = False
                 obs = engine.observe(ready, outcome, rec)
             else:
                 obs = ready
@@ -254,11 +318,30 @@ async def _members(
             obs = engine.internal(exc, rec)
         finally:
             sched._buffer(rec)
-        done[m.id] = obs
+        done[m.id] = obs = sched._verify(m, obs)  # a rejected result fails the group, as any failure
         attempt.running = None
         if obs.error is not None:
             return obs.error
     return None
+
+
+def _not_committed(store: LedgerStore, key: str, error: ActionError, rec: Recorder) -> bool:
+    """Settle the group's entry, left ``unknown`` by its cancelled send, as not committed: its
+    transaction was rolled back and its commit never began, so it goes back to ``accepted`` (as a
+    recovery that proved it not committed does) and a new proposal sends it again. One write, on
+    the loop as the one that left it ``unknown``; False when the entry was not ``unknown`` or the
+    store did not take the write (the entry stays unknown, for recovery)."""
+    try:
+        entry = store.get(key)
+        if entry is None or entry.state != "unknown":
+            return False
+        stored = store.transition(key, ("unknown",), entry.evolve(state="accepted", error=error.to_dict()))
+    except Exception:
+        return False
+    if stored is None:
+        return False
+    rec.add("ledger", {"key": key, "from": "unknown", "to": "accepted", "attempts": stored.attempts})
+    return True
 
 
 def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: list[str]) -> Any:
@@ -270,7 +353,9 @@ def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: l
     return found
 
 
-def _rolled_back(obs: Observation, group: str, cause: ActionError | None, attempt: _Attempt) -> Observation:
+def _rolled_back(
+    obs: Observation, group: str, cause: ActionError | None, attempt: GroupAttempt
+) -> Observation:
     why = f": {cause.message}" if cause is not None else ""
     details: dict[str, Any] = {"rolled_back": True, "group": group}
     if not attempt.rolled_back:  # never committed all the same, but the undo did not report success

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from actionspace.catalog.registry import Catalog
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor, Outcome
+from actionspace.execution.guarded import Guard
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import Protocol as CommitProtocol
 from actionspace.ledger.entries import LedgerStore
@@ -23,12 +24,24 @@ from actionspace.types import Observation, ToolCall
 __all__ = ["PlanEngine"]
 
 
+class Gates(Protocol):
+    """What a plan reads of the engine's gates: the budgets and read cache (None: neither applies)."""
+
+    @property
+    def guard(self) -> Guard | None: ...
+
+
 class PlanEngine(Protocol):
     """The engine's methods a plan uses (see :class:`actionspace.pipeline.Engine`)."""
 
     catalog: Catalog
     ledger: LedgerStore
     executor: Executor
+
+    @property
+    def stages(self) -> Gates:
+        """The gates every call passes; an atomic group checks its budget against them first."""
+        ...
 
     def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
 

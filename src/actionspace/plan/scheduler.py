@@ -6,8 +6,9 @@
 - Concurrency is bounded globally and per tool. Conflicting nodes never overlap: conflicts were
   turned into edges by :mod:`actionspace.plan.check`.
 - Cancellation has three phases: not dispatched → removed; running → abort requested (reads are
-  cancelled, a dispatched write is let finish so its outcome is known); committed → only successors
-  are blocked. A cancel never claims an effect was undone.
+  cancelled, a dispatched write is let finish so its outcome is known, an atomic group whose commit
+  has not begun is stopped and its transaction rolled back); committed → only successors are
+  blocked. A cancel never claims an effect was undone unless a rollback did undo it.
 - A speculative node (``first_of``) runs its read-only alternatives under a cost cap; the first
   sufficient ok result wins, the others are cancelled and recorded as non-authoritative.
 
@@ -26,7 +27,7 @@ from typing import Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
-from actionspace.plan.atomic import member_of
+from actionspace.plan.atomic import GroupAttempt, member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.control import CancelScope, ToolLimit, named_blocker, tool_limits_of
 from actionspace.plan.driver import Driver, is_safe
@@ -102,6 +103,10 @@ class Scheduler(Driver):
         self.settled = 0
         self.speculative: dict[str, list[Observation]] = {}
         self.member_results: dict[str, Observation] = {}
+        self.group_attempts: dict[str, GroupAttempt] = {}
+        """Per group whose send is under way: what its attempt is doing (see ``plan/atomic.py``)."""
+        self.stopped_groups: dict[str, Observation] = {}
+        """Per group stopped while its members ran and settled as not committed: its observation."""
         self.pending: list[EventRecord] = []
         self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
@@ -271,7 +276,10 @@ class Scheduler(Driver):
     def _abort(self, k: str, reason: str) -> None:
         node = self.plan.nodes[k]
         self.abort_requested.add(k)
-        safe = is_safe(node)
+        attempt = self.group_attempts.get(k)
+        # a group whose members run has committed nothing: stopped, its transaction rolls back (a
+        # group not stoppable now stops at its next member, see plan/atomic.py)
+        safe = is_safe(node) or (attempt is not None and attempt.stoppable())
         self._record(
             None,
             "plan_node_cancelled",
@@ -281,7 +289,7 @@ class Scheduler(Driver):
             task = self.running[k]  # None: not stepped yet, it ends as aborted when its turn comes
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
-        elif node.specs[0].cancel is not None and k not in self.abort_answers:
+        elif not node.members and node.specs[0].cancel is not None and k not in self.abort_answers:
             self.abort_answers[k] = asyncio.get_running_loop().run_in_executor(None, self._ask_to_abort, k)
 
     def _ask_to_abort(self, k: str) -> str:
@@ -304,6 +312,12 @@ class Scheduler(Driver):
         call anyway (raised by its own tool, or the plan's caller cancelling) leaves its outcome
         unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled``."""
         node = self.plan.nodes[k]
+        stopped = self.stopped_groups.pop(k, None)
+        if stopped is not None:  # its transaction was rolled back, its entry settled as not committed
+            assert stopped.error is not None
+            shown: dict[str, Any] = {"status": "error", "tool": stopped.tool, "group": k, "rolled_back": True}
+            self._record(stopped.call_id, "observation", {**shown, "category": stopped.error.category})
+            return stopped
         if not is_safe(node):
             spec = node.specs[0]
             error = ActionError.of(

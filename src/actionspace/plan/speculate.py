@@ -116,7 +116,8 @@ async def _race(
         while pending and winner is None:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for t in sorted(done, key=lambda t: tasks[t]):
-                obs = t.result()
+                # cancelled by its own call (only this node's end cancels the others): it lost
+                obs = _cancelled(sched, node, tasks[t]) if t.cancelled() else t.result()
                 finished[tasks[t]] = obs
                 if winner is None and obs.status == "ok" and sched._verify(node, obs).status == "ok":
                     winner = (tasks[t], obs)
@@ -124,6 +125,22 @@ async def _race(
         for t in pending:
             t.cancel()
     return winner, finished
+
+
+def _cancelled(sched: Scheduler, node: CheckedNode, j: int) -> Observation:
+    """Alternative ``j``, whose own call raised ``CancelledError``: a read that was stopped, one
+    alternative's failure (the others still race), never a cancel of the node."""
+    spec = node.specs[j]
+    call_id = sched._call_id(f"{node.id}~{j}")
+    error = ActionError.of(
+        "cancelled",
+        f"alternative {j} of {node.id} ({spec.name}) was cancelled by its own call",
+        details={"phase": "running", "alternative": j},
+    )
+    obs = Observation.failure(error, call_id=call_id, tool=spec.name, tool_version=spec.version)
+    event = {"status": "error", "tool": spec.name, "version": spec.version, "category": "cancelled"}
+    sched._record(call_id, "observation", event)
+    return obs
 
 
 def _slot(sched: Scheduler, name: str, slots: list[str]) -> bool:
