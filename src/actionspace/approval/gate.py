@@ -142,9 +142,9 @@ def find_decision(
 
 
 def _who(principal: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(id, tenant) of a recorded principal, read as ``Principal.from_dict`` reads them."""
-    tenant = principal.get("tenant")
-    return str(principal.get("id") or "unknown"), None if tenant is None else str(tenant)
+    """(id, tenant) of a recorded principal, as recorded: an empty id is no other principal's."""
+    ident, tenant = principal.get("id"), principal.get("tenant")
+    return "" if ident is None else str(ident), None if tenant is None else str(tenant)
 
 
 def _same_proposer(request: ApprovalRequest, proposer: Mapping[str, Any] | None) -> bool:
@@ -192,7 +192,9 @@ def file_request(
 def held(request: ApprovalRequest, *, effects: bool = True) -> ActionError:
     """The ``needs_approval`` error for a pending request: its id, the call, its provenance, details.
 
-    ``effects``: include the resources the call would write (default True).
+    ``effects``: include the resources the call would write (default True). The proposer is named
+    by id and tenant only: error details are shown to the model, which must not learn the
+    principal's scopes (the request itself keeps them, to resume the call as that principal).
     """
     return ActionError.of(
         "needs_approval",
@@ -202,9 +204,18 @@ def held(request: ApprovalRequest, *, effects: bool = True) -> ActionError:
             "arguments": dict(request.arguments),
             "provenance": dict(request.provenance),
             **({"effects": list(request.effects)} if effects else {}),
-            **dict(request.details),
+            **_shown(request.details),
         },
     )
+
+
+def _shown(details: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's ``details`` as the model may read them: ``proposed_by`` without its scopes."""
+    shown = dict(details)
+    proposer = shown.get("proposed_by")
+    if isinstance(proposer, Mapping):
+        shown["proposed_by"] = {k: v for k, v in proposer.items() if k != "scopes"}
+    return shown
 
 
 class Approvals:

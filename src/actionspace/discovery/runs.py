@@ -113,7 +113,7 @@ class RunState:
         who = data.get("principal") or {}
         run = cls(
             run_id,
-            Principal.from_dict(who),
+            Principal.from_dict(who, allow_empty_id=True),
             seq,
             nodes=itertools.count(first_node),
             pins={str(k): (str(v[0]), str(v[1])) for k, v in (data.get("pins") or {}).items()},

@@ -58,11 +58,21 @@ class Principal:
         return {"id": self.id, "scopes": list(self.scopes), "tenant": self.tenant}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Principal:
-        """The principal :meth:`to_dict` recorded."""
+    def from_dict(cls, data: Mapping[str, Any], *, allow_empty_id: bool = False) -> Principal:
+        """The principal :meth:`to_dict` recorded.
+
+        Raises ``ValueError`` when the id is missing or blank: principals are told apart by their
+        id, so two of them without one would share every run and approval. ``allow_empty_id``
+        reads such an id back as it was recorded (for what this runtime recorded itself, of a
+        ``Principal(id="")`` made in code), never as another principal's.
+        """
+        raw = data.get("id")
+        ident = "" if raw is None else str(raw)
+        if not ident.strip() and not allow_empty_id:
+            raise ValueError(f"a principal needs a non-empty id, got {raw!r}")
         tenant = data.get("tenant")
         return cls(
-            id=str(data.get("id") or "unknown"),
+            id=ident,
             scopes=tuple(str(s) for s in data.get("scopes") or ()),
             tenant=None if tenant is None else str(tenant),
         )

@@ -127,7 +127,7 @@ def runs_router() -> APIRouter:
         runner: Runner,
         principal: Annotated[Principal, Depends(require("runs:write"))],
     ) -> dict[str, str]:
-        run_id = body.run_id or f"run_{uuid.uuid4().hex[:16]}"
+        run_id = body.run_id or f"run_{uuid.uuid4().hex}"  # 122 random bits: the namespace is shared
         taken = ApiError(409, f"run {run_id!r} already exists", category="conflict")
         if not runner.claim(run_id):  # live here, or another request is starting it right now
             raise taken

@@ -15,6 +15,7 @@ from typing import Annotated, Final
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 
 __all__ = ["SCOPES", "Auth", "admin_principal", "new_token", "require"]
@@ -48,6 +49,10 @@ class Auth:
     """The token table of one application."""
 
     def __init__(self, tokens: Mapping[str, Principal]) -> None:
+        """Raises ConfigurationError when a token's principal has an empty id: principals are
+        told apart by their id, so two such tokens would share every run and approval."""
+        if any(not p.id.strip() for p in tokens.values()):
+            raise ConfigurationError("every API token's principal needs a non-empty id")
         self._tokens = [(t.encode(), p) for t, p in tokens.items() if t]
 
     def principal(self, token: str | None) -> Principal | None:

@@ -312,8 +312,11 @@ class BackgroundRuns:
 
     async def _resume(self, request: ApprovalRequest) -> str:
         proposed_by = request.details.get("proposed_by")
-        # re-authorized as whoever proposed it (never as this process's default principal)
-        principal = Principal.from_dict(proposed_by) if isinstance(proposed_by, Mapping) else None
+        # re-authorized as whoever proposed it (never as this process's default principal), read
+        # as this runtime recorded it: an empty id stays empty, no other principal's
+        principal = None
+        if isinstance(proposed_by, Mapping):
+            principal = Principal.from_dict(proposed_by, allow_empty_id=True)
         events = await asyncio.to_thread(self.rt.trace.events, request.run_id)
         held = held_proposal(events, request)
         if held is not None and not isinstance(held, ActionError):

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+from actionspace.errors import ConfigurationError
 
 __all__ = [
     "CALL_START_KINDS",
+    "CLAIM_EXPIRY_S",
     "EVENT_KINDS",
     "AppendsNew",
     "AppendsRecords",
@@ -27,6 +30,7 @@ __all__ = [
     "RunSummary",
     "TraceEvent",
     "TraceStore",
+    "claim_expiry",
     "expand_call",
     "expand_node",
 ]
@@ -74,6 +78,10 @@ EventKind = Literal[
     "gate_decided",
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+CLAIM_EXPIRY_S: Final = 300.0
+"""Seconds a run claim with no event stays taken (see :class:`ClaimsRuns`); stores take another
+bound as ``claim_expiry_s``."""
 
 CALL_START_KINDS: frozenset[str] = frozenset({"resolved", "authorized", "validated", "proposed"})
 """Stage events one handling of a call records at most once each: a second event of one of these
@@ -277,11 +285,21 @@ class ClaimsRuns(Protocol):
     """Optional store capability: create a run id atomically (the service starts runs with it)."""
 
     def claim_run(self, run_id: str) -> bool:
-        """True when this call claimed ``run_id``: no event and no claim of it was stored, and its
-        claim now is, in one transaction. Of several callers at once, in any threads or processes
-        sharing the store, exactly one gets True. A claim records no event (``next_seq`` stays 0)
-        and a claimed run is listed by ``runs`` only once it has events."""
+        """True when this call claimed ``run_id``: no event and no live claim of it was stored, and
+        its claim now is, in one transaction. Of several callers at once, in any threads or
+        processes sharing the store, exactly one gets True. A claim records no event (``next_seq``
+        stays 0) and a claimed run is listed by ``runs`` only once it has events. A claim no event
+        followed expires after the store's ``claim_expiry_s`` (default :data:`CLAIM_EXPIRY_S`): a
+        starter that died between claiming and recording does not keep the id taken forever."""
         ...
+
+
+def claim_expiry(seconds: float) -> float:
+    """``seconds`` as a store's ``claim_expiry_s``; raises ConfigurationError unless it is positive
+    (``math.inf``: a claim never expires)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise ConfigurationError(f"claim_expiry_s must be a positive number of seconds, got {seconds!r}")
+    return float(seconds)
 
 
 def summarize(run_id: str, events: Iterable[TraceEvent]) -> RunSummary | None:

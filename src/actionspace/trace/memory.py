@@ -24,17 +24,20 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from actionspace.trace.events import (
+    CLAIM_EXPIRY_S,
     CallShape,
     CompactCall,
     CompactNode,
     EventRecord,
     RunSummary,
     TraceEvent,
+    claim_expiry,
     expand_call,
     expand_node,
     summarize,
 )
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
+from actionspace.types import SYSTEM_CLOCK, Clock
 
 __all__ = ["MemoryTraceStore"]
 
@@ -46,9 +49,17 @@ plus the length of every list in their data, so that a few records holding thous
 
 
 class MemoryTraceStore:
-    """Keeps events per run; thread-safe appends."""
+    """Keeps events per run; thread-safe appends.
 
-    def __init__(self) -> None:
+    ``claim_expiry_s`` (seconds, default :data:`~actionspace.trace.events.CLAIM_EXPIRY_S`): how long
+    a run claim no event followed keeps the id taken; ``clock``: where claims read the time.
+    """
+
+    def __init__(self, *, claim_expiry_s: float = CLAIM_EXPIRY_S, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._claim_expiry_s = claim_expiry(claim_expiry_s)
+        self._clock = clock
+        self._claims: dict[str, float] = {}
+        """Run id → when it was claimed, for runs claimed before they had events."""
         self._runs: dict[str, list[bytes]] = {}
         self._pending: dict[str, list[EventRecord]] = {}
         self._weights: dict[str, int] = {}
@@ -189,11 +200,16 @@ class MemoryTraceStore:
             return self._next.get(run_id, 0)
 
     def claim_run(self, run_id: str) -> bool:
-        """True when ``run_id`` had no event and no claim, and is claimed now (see ``ClaimsRuns``)."""
+        """True when ``run_id`` had no event and no live claim, and is claimed now (see ``ClaimsRuns``)."""
         with self._lock:
             if run_id in self._runs:  # every append of a run enters it here
+                self._claims.pop(run_id, None)
                 return False
-            self._runs[run_id] = []
+            now = self._clock.time()
+            claimed = self._claims.get(run_id)
+            if claimed is not None and now - claimed < self._claim_expiry_s:
+                return False
+            self._claims[run_id] = now
             return True
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:

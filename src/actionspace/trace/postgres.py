@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from actionspace._unicode import text_for_postgres
 from actionspace.ledger.postgres import PostgresConnections, redacted
-from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
+from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_for_postgres
 
 __all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
@@ -50,6 +50,12 @@ _SCHEMA: Final[tuple[LiteralString, ...]] = (
     )
     """,
     "CREATE INDEX IF NOT EXISTS trace_runs_recent ON trace_runs (last_at DESC)",
+    """
+    CREATE TABLE IF NOT EXISTS trace_claims (
+        run_id     text             PRIMARY KEY,
+        claimed_at double precision NOT NULL
+    )
+    """,
 )
 
 _INSERT: Final = (
@@ -68,12 +74,15 @@ ON CONFLICT (run_id) DO UPDATE SET
     started_at = least(trace_runs.started_at, excluded.started_at),
     last_at    = greatest(trace_runs.last_at, excluded.last_at)
 """
-# A claim's span is empty (started at +inf, last at -inf): the first events set it, and until then
-# the run sorts after every recorded run and is not listed (run listings join its events).
+# A claim is a row of its own, never an event nor a run listed: it takes a run id with no event,
+# or one whose earlier claim is older than the bound (its starter recorded nothing: it died). The
+# database's clock stamps claims, so hosts whose clocks differ agree on which claims expired.
 _CLAIM: Final = """
-INSERT INTO trace_runs (run_id, started_at, last_at)
-SELECT %s, 'Infinity', '-Infinity' WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = %s)
-ON CONFLICT (run_id) DO NOTHING
+INSERT INTO trace_claims (run_id, claimed_at)
+SELECT %(run)s, extract(epoch FROM clock_timestamp())::float8
+WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = %(run)s)
+ON CONFLICT (run_id) DO UPDATE SET claimed_at = excluded.claimed_at
+WHERE trace_claims.claimed_at <= excluded.claimed_at - %(expiry)s::float8
 """
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
@@ -107,9 +116,14 @@ class PostgresTraceStore:
     may share the database with the ledger and approval stores. Raises
     :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached within
     ``connect_timeout_s`` (seconds, default 10) or was written by a newer schema version.
+    ``claim_expiry_s`` (seconds, default :data:`~actionspace.trace.events.CLAIM_EXPIRY_S`): how
+    long a run claim no event followed keeps the id taken, by the database's clock.
     """
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout_s: float = 10.0, claim_expiry_s: float = CLAIM_EXPIRY_S
+    ) -> None:
+        self._claim_expiry_s = claim_expiry(claim_expiry_s)
         self._db = PostgresConnections(url, name="trace", connect_timeout_s=connect_timeout_s)
         try:
             self._db.init_schema(
@@ -218,12 +232,13 @@ class PostgresTraceStore:
         return self._write(_rows(events), skip_existing=True)
 
     def claim_run(self, run_id: str) -> bool:
-        """True when ``run_id`` had no event and no claim in the database, and is claimed now (see
-        ``ClaimsRuns``): one transaction holding the run's advisory lock, so that it waits for the
-        run's writers, and whose insert the primary key of ``trace_runs`` makes one winner of."""
+        """True when ``run_id`` had no event and no live claim in the database, and is claimed now
+        (see ``ClaimsRuns``): one transaction holding the run's advisory lock, so that it waits for
+        the run's writers and other claims, and whose upsert the primary key of ``trace_claims``
+        makes one winner of."""
         with self._db.transaction() as conn:
             conn.execute(_LOCK_RUN, (run_id,))
-            return conn.execute(_CLAIM, (run_id, run_id)).rowcount == 1
+            return conn.execute(_CLAIM, {"run": run_id, "expiry": self._claim_expiry_s}).rowcount == 1
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""

@@ -32,8 +32,9 @@ from typing import Final
 from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
-from actionspace.trace.events import EventRecord, RunSummary, TraceEvent
+from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
+from actionspace.types import SYSTEM_CLOCK, Clock
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
 
@@ -62,6 +63,10 @@ CREATE TABLE IF NOT EXISTS trace_runs (
     last_at    REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS trace_runs_recent ON trace_runs (last_at DESC, run_id);
+CREATE TABLE IF NOT EXISTS trace_claims (
+    run_id     TEXT PRIMARY KEY,
+    claimed_at REAL NOT NULL
+) WITHOUT ROWID;
 """
 
 _NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?"
@@ -73,12 +78,13 @@ ON CONFLICT (run_id) DO UPDATE SET
     started_at = min(started_at, excluded.started_at),
     last_at    = max(last_at, excluded.last_at)
 """
-# A claim's span is empty (started at +inf, last at -inf): the first events set it, and until then
-# the run sorts after every recorded run and is not listed (run listings join its events).
+# A claim is a row of its own, never an event nor a run listed: it takes a run id with no event,
+# or one whose earlier claim is older than the bound (its starter recorded nothing: it died).
 _CLAIM: Final = """
-INSERT INTO trace_runs (run_id, started_at, last_at)
-SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = ?)
-ON CONFLICT (run_id) DO NOTHING
+INSERT INTO trace_claims (run_id, claimed_at)
+SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = ?)
+ON CONFLICT (run_id) DO UPDATE SET claimed_at = excluded.claimed_at
+WHERE trace_claims.claimed_at <= excluded.claimed_at - ?
 """
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
@@ -125,6 +131,8 @@ class SqliteTraceStore:
 
     ``path`` is created (with its tables) if missing; its parent directory must exist.
     ``busy_timeout_s`` (seconds, default 10) bounds how long a call waits for another writer.
+    ``claim_expiry_s`` (seconds, default :data:`~actionspace.trace.events.CLAIM_EXPIRY_S`): how
+    long a run claim no event followed keeps the id taken; ``clock``: where claims read the time.
     Raises :class:`~actionspace.errors.ConfigurationError` for ``":memory:"`` and for a file written
     by a newer schema version.
     """
@@ -132,11 +140,20 @@ class SqliteTraceStore:
     defers_appends = True
     """``append_records`` returns without waiting for the file (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 10.0,
+        claim_expiry_s: float = CLAIM_EXPIRY_S,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         if str(path) in ("", ":memory:"):
             raise ConfigurationError(
                 "SqliteTraceStore needs a file path; use memory:// for a store in memory"
             )
+        self._claim_expiry_s = claim_expiry(claim_expiry_s)
+        self._clock = clock
         self.path = Path(path)
         self._db = SqliteConnections(self.path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
         try:
@@ -268,13 +285,15 @@ class SqliteTraceStore:
         return self._write(events, skip_existing=True)
 
     def claim_run(self, run_id: str) -> bool:
-        """True when ``run_id`` had no event and no claim in the file, and is claimed now: one
+        """True when ``run_id`` had no event and no live claim in the file, and is claimed now: one
         ``INSERT`` in the write transaction, which SQLite gives one process at a time, after the
         records this process appended are written (see ``ClaimsRuns``)."""
         self._settle()
+        expiry = self._claim_expiry_s
 
         def claim(conn: sqlite3.Connection) -> bool:
-            return conn.execute(_CLAIM, (run_id, math.inf, -math.inf, run_id)).rowcount == 1
+            now = self._clock.time()  # read inside the transaction: claims are stamped in order
+            return conn.execute(_CLAIM, (run_id, now, run_id, expiry)).rowcount == 1
 
         won: bool = self._group.run(claim, durable=False)
         return won
