@@ -104,7 +104,9 @@ class Turn:
     messages: list[dict[str, Any]] = field(default_factory=list)
     """Provider items to append to the conversation, answering the model's own call ids."""
     content: str | None = None
-    """The model's plain text, if any (its answer, when it proposed no call)."""
+    """The model's plain text, if any (its answer, when it proposed no call); a refusal included."""
+    refusal: str | None = None
+    """The model's refusal alone (OpenAI chat ``refusal``, a Responses ``refusal`` part), if any."""
 
     @property
     def done(self) -> bool:
@@ -256,7 +258,7 @@ class Session:
         """
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content)  # a plain answer
+            return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = self.rt.engine.calls(
@@ -271,7 +273,7 @@ class Session:
         sets commute and no decision can differ, and are answered in the message's order."""
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content)  # a plain answer
+            return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
@@ -301,7 +303,9 @@ class Session:
             self.rt.record(self.run_id, "rendered", rendered)
         except Exception:  # the run's state could not be saved: each call already answers transient
             _log.exception("actionspace: the rendering of a turn of run %s was not recorded", self.run_id)
-        return Turn(tuple(out), messages, None if parsed is None else parsed.content)
+        if parsed is None:
+            return Turn(tuple(out), messages)
+        return Turn(tuple(out), messages, parsed.content, parsed.refusal)
 
     def _read_artifact(self) -> None:
         if self.rt.catalog.current(READ_ARTIFACT) is not None:
@@ -315,8 +319,10 @@ class ArtifactGate:
     """``read_artifact`` reads only artifacts its run was shown, as the read that produced them.
 
     A ref the run never saw is ``invalid_arguments``; a principal not authorized for the producing
-    tool gets ``permission_denied``; the result carries the producing call's label (a secret read
-    stays secret when read back through its artifact). A stage after the flow gate.
+    tool gets ``permission_denied``, as does one without the ``"*"`` scope once the producing
+    version was dropped from the catalog (its scopes cannot be checked); the result carries the
+    producing call's label (a secret read stays secret when read back through its artifact). A
+    stage after the flow gate.
     """
 
     def __init__(self, catalog: Catalog) -> None:
@@ -336,6 +342,13 @@ class ArtifactGate:
             )
         producer_key, label = shown
         producer = self.catalog.find(producer_key)
+        if producer is None and "*" not in inp.principal.scopes:  # its scopes are unknown now
+            return ActionError.of(
+                "permission_denied",
+                f"the tool that produced this artifact, {producer_key}, is no longer in the catalog: "
+                f"whether principal {inp.principal.id!r} may read its output cannot be checked",
+                details={"tool": producer_key, "principal": inp.principal.id},
+            )
         if producer is not None:
             allowed = authorize(producer, inp.principal)
             if isinstance(allowed, Rejected):
@@ -400,11 +413,13 @@ _GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDicti
 
 
 def _parsed(raw: Any) -> ParseResult | None:
-    """``parse(raw)`` for output that may hold a plain answer (text, a provider dict or list);
-    None for anything else (a ``ToolCall``, an SDK object: calls, never an answer)."""
-    if not isinstance(raw, str | dict | list):
-        return None
-    return parse(raw)
+    """``parse(raw)`` for output that may hold a plain answer or a refusal (text, a provider dict
+    or list, an SDK object); None for a ``ToolCall`` or any other object (calls, never an answer)."""
+    if isinstance(raw, str | dict | list):
+        return parse(raw)
+    if callable(getattr(raw, "model_dump", None)):
+        return parse(raw)
+    return None
 
 
 def _renamed(call: ToolCall, names: ProviderNames) -> ToolCall:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.errors import ActionError
+from actionspace.parse._events import event_stream
 from actionspace.parse._fast import (
     fast_anthropic_message,
     fast_openai_entry,
@@ -40,9 +41,11 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
     """Every tool call in ``raw``, with the text and reasoning around them.
 
     ``raw`` may be a ``ToolCall``; a provider dict (or its JSON text, or a pydantic SDK object);
-    raw model text (``str`` or UTF-8 ``bytes``); or a list/tuple of any of these, whose calls are
-    concatenated in order. ``tools`` (OpenAI tool dicts, ``{"name", "input_schema"}`` dicts or
-    ``ToolSpec`` objects) types the text-valued arguments of Qwen3 XML and GLM-4.5 by schema.
+    raw model text (``str`` or UTF-8 ``bytes``); a list/tuple of any of these, whose calls are
+    concatenated in order; or the list of a streamed output's provider events, read as
+    :class:`StreamParser` reads them (a stream the provider cut off is ``cut_off``). ``tools``
+    (OpenAI tool dicts, ``{"name", "input_schema"}`` dicts or ``ToolSpec`` objects) types the
+    text-valued arguments of Qwen3 XML and GLM-4.5 by schema.
 
     Never raises. A fault ends parsing at that point: ``calls`` keeps the well-formed calls before
     it, and ``error`` is a ``parse_error`` whose ``details`` carry ``format``, ``reason``,
@@ -66,6 +69,10 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
             fast = fast_responses_items(raw)
             if fast is not None:
                 return fast
+        if type(raw) is list or type(raw) is tuple:
+            stream = event_stream(raw, tools)  # a streamed output's events, handed over whole
+            if stream is not None:
+                return stream.finish()
         coll = Collector(tools)
         add_value(raw, coll)
         return coll.result()

@@ -79,8 +79,8 @@ def fast_openai_entry(value: object) -> ParseResult | None:
 
 def fast_openai_message(value: object) -> ParseResult | None:
     """An OpenAI Chat Completions assistant message whose every ``tool_calls`` entry
-    :func:`fast_openai_entry` reads, with no content or plain text content, no reasoning and no
-    legacy ``function_call``: what the full path gives, with plain dict checks only (None: take
+    :func:`fast_openai_entry` reads, with no content or plain text content, no reasoning, no
+    refusal and no legacy ``function_call``: what the full path gives, with plain dict checks only (None: take
     the full path)."""
     if type(value) is not dict or value.get("role", "assistant") != "assistant" or "type" in value:
         return None
@@ -93,6 +93,7 @@ def fast_openai_message(value: object) -> ParseResult | None:
         or not entries
         or (content is not None and type(content) is not str)
         or value.get("function_call") is not None
+        or value.get("refusal") is not None
         or any(value.get(key) is not None for key in _REASONING_FIELDS)
     ):
         return None
@@ -122,6 +123,7 @@ def fast_anthropic_message(value: object) -> ParseResult | None:
         type(blocks) is not list
         or value.get("tool_calls") is not None
         or value.get("function_call") is not None
+        or value.get("refusal") is not None
         or any(value.get(key) is not None for key in _REASONING_FIELDS)
     ):
         return None

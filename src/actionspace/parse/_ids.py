@@ -15,6 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from actionspace.parse._events import event_stream
 from actionspace.parse._structured import classify
 
 __all__ = ["call_ids"]
@@ -45,6 +46,10 @@ def _walk(value: object, found: list[str], depth: int) -> None:
                 return
             _walk(value, found, depth + 1)
     elif isinstance(value, (list, tuple)):
+        stream = event_stream(value)
+        if stream is not None:  # a streamed output's events: each call id once
+            found.extend(stream.call_ids())
+            return
         for item in value:
             _walk(item, found, depth + 1)
     elif isinstance(value, Mapping):

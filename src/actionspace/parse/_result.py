@@ -47,6 +47,9 @@ class ParseResult:
     """A ``parse_error`` naming what was malformed and where; None when everything parsed."""
     format: str
     """The detected format, e.g. ``openai_chat``, ``anthropic``, ``hermes``, ``text``."""
+    refusal: str | None = None
+    """The model's refusal (OpenAI chat ``refusal``, a Responses ``refusal`` part), stripped; also
+    in ``content``, where a caller that shows the text finds it. None when the model refused nothing."""
 
     @property
     def ok(self) -> bool:
@@ -54,14 +57,17 @@ class ParseResult:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
-        """Stable JSON shape, for traces."""
-        return {
+        """Stable JSON shape, for traces (``refusal`` only when the model refused)."""
+        out = {
             "calls": [c.to_dict() for c in self.calls],
             "content": self.content,
             "reasoning": self.reasoning,
             "error": self.error.to_dict() if self.error is not None else None,
             "format": self.format,
         }
+        if self.refusal is not None:
+            out["refusal"] = self.refusal
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ParseResult:
@@ -72,6 +78,7 @@ class ParseResult:
             reasoning=data.get("reasoning"),
             error=ActionError.from_dict(error) if error else None,
             format=str(data.get("format", "unknown")),
+            refusal=data.get("refusal"),
         )
 
 
@@ -152,12 +159,23 @@ def parse_error(
 class Collector:
     """Accumulates calls, content and reasoning across one ``parse``; keeps only the first fault."""
 
-    __slots__ = ("_properties", "calls", "content", "error", "format", "reasoning", "recent", "tools")
+    __slots__ = (
+        "_properties",
+        "calls",
+        "content",
+        "error",
+        "format",
+        "reasoning",
+        "recent",
+        "refusal",
+        "tools",
+    )
 
     def __init__(self, tools: object = None) -> None:
         self.calls: list[ToolCall] = []
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.refusal: list[str] = []
         self.error: ActionError | None = None
         self.format: str | None = None
         self.recent: str | None = None
@@ -178,6 +196,12 @@ class Collector:
             text = text.strip()
             if text:
                 self.content.append(text)
+
+    def add_refusal(self, text: object) -> None:
+        """A refusal is the model's text too: kept as content and apart."""
+        if isinstance(text, str) and text.strip():
+            self.refusal.append(text.strip())
+            self.add_content(text)
 
     def add_reasoning(self, text: object) -> None:
         if isinstance(text, str):
@@ -228,4 +252,5 @@ class Collector:
             reasoning="\n".join(self.reasoning) if self.reasoning else None,
             error=self.error,
             format=self.format or "empty",
+            refusal="\n".join(self.refusal) if self.refusal else None,
         )

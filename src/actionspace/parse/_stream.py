@@ -15,6 +15,13 @@ of the assembled message) however it was split. A call reported by ``feed`` is n
 raw text is re-read at most once per delta that could close a call (and, past 8 KiB, only after
 the text has grown by an eighth), and a call counts as complete once a later call follows it or
 the text ends with a token that closes a call.
+
+A stream the provider ends as cut off by the token limit (a chat ``finish_reason: "length"``, an
+Anthropic ``message_delta`` with ``stop_reason: "max_tokens"``, a Responses ``response.incomplete``
+or an output item done ``incomplete``) finishes as the same output whole would parse: a
+``parse_error`` of reason ``cut_off`` keeping none of its calls, even when the arguments' JSON
+looks closed. The delta that says so completes no call; a call ``feed`` reported before it was
+reported, and :meth:`StreamParser.finish` is the answer to act on.
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ from typing import Any
 
 from actionspace.parse._result import Collector, Malformed, ParseResult
 from actionspace.parse._scan import decode_arguments
+from actionspace.parse._structured import (
+    CUT_OFF_FINISH_REASONS,
+    CUT_OFF_STATUSES,
+    CUT_OFF_STOP_REASONS,
+    cut_off_fault,
+)
 from actionspace.types import ToolCall
 
 __all__ = ["StreamParser", "StreamProgress"]
@@ -60,6 +73,7 @@ _SEALS = (
     "</s>",
 )
 _EAGER_LIMIT = 8192
+_RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +142,9 @@ class StreamParser:
         self._order: list[tuple[str, int]] = []
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._cut: tuple[str, str] | None = None
+        """Why and where the provider said the output was cut off, once it did."""
         self._arg_chars = 0
         self._chat_top = -1
         """The highest index of a chat tool call seen: a higher one completes those below it."""
@@ -146,6 +163,11 @@ class StreamParser:
             self._feed_event(delta)
             return self._report_events()
         raise TypeError(f"a delta is raw text or a provider event mapping, not {type(delta).__name__}")
+
+    def call_ids(self) -> tuple[str, ...]:
+        """The call ids of the provider events fed so far, in the stream's order, each once."""
+        ids = (self._pending[key].call_id for key in self._order)
+        return tuple(dict.fromkeys(i for i in ids if i))
 
     def progress(self) -> StreamProgress:
         """Calls complete so far and calls still being written."""
@@ -233,10 +255,15 @@ class StreamParser:
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
             delta = choices[0].get("delta") or {}
-            finished = choices[0].get("finish_reason") is not None
+            reason = choices[0].get("finish_reason")
+            finished = reason is not None
+            if isinstance(reason, str) and reason in CUT_OFF_FINISH_REASONS:
+                self._cut_off(f"finish_reason {reason!r}", "$.choices[0].finish_reason")
         if not isinstance(delta, Mapping):
             return
         self._add_text(delta.get("content"))
+        if isinstance(delta.get("refusal"), str):
+            self._refusal.append(delta["refusal"])
         for key in ("reasoning_content", "reasoning"):
             if isinstance(delta.get(key), str):
                 self._reasoning.append(delta[key])
@@ -259,7 +286,7 @@ class StreamParser:
                 if isinstance(function.get("name"), str):
                     slot.name += function["name"]
                 self._add_arguments(slot, function.get("arguments"))
-        if finished:
+        if finished and self._cut is None:  # a cut output completes none of its calls
             for pending in self._pending.values():
                 pending.done = True
 
@@ -269,6 +296,13 @@ class StreamParser:
         item = event.get("item")
         if kind == "response.output_text.delta":
             self._add_text(event.get("delta"))
+        elif kind == "response.refusal.delta" and isinstance(event.get("delta"), str):
+            self._refusal.append(event["delta"])
+        elif kind in _RESPONSE_ENDS:
+            response = event.get("response")
+            status = response.get("status") if isinstance(response, Mapping) else None
+            if kind == "response.incomplete" or (isinstance(status, str) and status in CUT_OFF_STATUSES):
+                self._cut_off(f"status {status or 'incomplete'!r}", "$.response.status")
         elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
             item, Mapping
         ):
@@ -278,7 +312,10 @@ class StreamParser:
             slot.name = str(item.get("name") or slot.name)
             call_id = item.get("call_id", item.get("id"))
             slot.call_id = call_id if isinstance(call_id, str) else slot.call_id
-            if kind.endswith(".done"):
+            status = item.get("status")
+            if kind.endswith(".done") and isinstance(status, str) and status in CUT_OFF_STATUSES:
+                self._cut_off(f"status {status!r}", f"$.output[{index}].status")  # no call
+            elif kind.endswith(".done"):
                 slot.whole, slot.done = item.get("arguments"), True
         elif kind == "response.function_call_arguments.delta":
             self._add_arguments(self._slot("responses", index), event.get("delta"))
@@ -308,7 +345,16 @@ class StreamParser:
             elif delta.get("type") == "thinking_delta" and isinstance(delta.get("thinking"), str):
                 self._reasoning.append(delta["thinking"])
         elif kind == "content_block_stop" and ("anthropic", index) in self._pending:
-            self._pending[("anthropic", index)].done = True
+            self._pending[("anthropic", index)].done = self._cut is None
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            stop = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
+                self._cut_off(f"stop_reason {stop!r}", "$.delta.stop_reason")
+
+    def _cut_off(self, why: str, path: str) -> None:
+        if self._cut is None:
+            self._cut = (why, path)
 
     def _add_text(self, text: object) -> None:
         if isinstance(text, str):
@@ -350,12 +396,18 @@ class StreamParser:
             if self._order:
                 coll.note("stream")
                 coll.add_content(text)
+                coll.add_refusal("".join(self._refusal))
+                if self._cut is not None:  # any call may hold less than the model meant to send
+                    raise cut_off_fault(*self._cut)
                 for key in self._order:
                     coll.add_call(self._event_call(self._pending[key], f"$.{key[0]}[{key[1]}]"))
             else:
                 from actionspace.parse._text import parse_text
 
                 parse_text(text, coll, strict=False, path="$")
+                coll.add_refusal("".join(self._refusal))
+                if self._cut is not None and coll.calls:  # calls written as text, cut as well
+                    raise cut_off_fault(*self._cut)
         except Malformed as fault:
             coll.fail(fault, "stream")
         except (TypeError, ValueError, json.JSONDecodeError) as exc:  # defensive: never raise

@@ -10,12 +10,14 @@ from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
 
 __all__ = [
+    "CUT_OFF_FINISH_REASONS",
     "CUT_OFF_STATUSES",
     "CUT_OFF_STOP_REASONS",
     "REASONING_FIELDS",
     "add_value",
     "call_from_generic",
     "classify",
+    "cut_off_fault",
     "feed",
     "looks_like_call",
 ]
@@ -30,7 +32,8 @@ CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"}
 """Anthropic ``stop_reason`` values of a message the token limit cut off."""
 CUT_OFF_STATUSES = frozenset({"incomplete", "in_progress"})
 """Responses ``status`` values of an output (or an output item) not emitted to its end."""
-_CUT_OFF_FINISH_REASONS = frozenset({"length"})
+CUT_OFF_FINISH_REASONS = frozenset({"length"})
+"""OpenAI chat ``finish_reason`` values of a choice the token limit cut off."""
 
 
 def _name(value: object, path: str) -> str:
@@ -211,7 +214,7 @@ def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int
     start = len(coll.calls)
     _message(message, coll, f"{path}.choices[0].message", depth + 1)
     finish = choice.get("finish_reason")
-    if isinstance(finish, str) and finish in _CUT_OFF_FINISH_REASONS:
+    if isinstance(finish, str) and finish in CUT_OFF_FINISH_REASONS:
         _cut_off(coll, start, f"finish_reason {finish!r}", f"{path}.choices[0].finish_reason")
 
 
@@ -219,12 +222,17 @@ def _cut_off(coll: Collector, start: int, why: str, path: str) -> None:
     """Raise ``cut_off`` when calls were read (from ``start`` on) out of an output whose provider
     says it was cut off: any of them may hold less than the model meant to send."""
     if len(coll.calls) > start:
-        raise Malformed(
-            "cut_off",
-            f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
-            "whole (fewer calls per message, or shorter arguments)",
-            path=path,
-        )
+        raise cut_off_fault(why, path)
+
+
+def cut_off_fault(why: str, path: str) -> Malformed:
+    """The ``cut_off`` fault of an output the provider says it cut off (``why``), with calls in it."""
+    return Malformed(
+        "cut_off",
+        f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
+        "whole (fewer calls per message, or shorter arguments)",
+        path=path,
+    )
 
 
 def _entry(value: Mapping[Any, Any], path: str) -> ToolCall:
@@ -292,6 +300,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     legacy = value.get("function_call")
     start = len(coll.calls)
     _message_content(value, coll, path, depth, has_calls=bool(calls or legacy))
+    coll.add_refusal(value.get("refusal"))
     coll.note("openai_chat")
     if calls is not None:
         if not isinstance(calls, list):
@@ -352,7 +361,9 @@ def _block(block: object, coll: Collector, where: str, depth: int) -> None:
     if not isinstance(block, Mapping):
         raise Malformed("invalid_block", f"{where} is a {type(block).__name__}, not a block", path=where)
     kind = _type(block)
-    if kind in _CONTENT_BLOCKS:
+    if kind == "refusal":
+        coll.add_refusal(block.get("refusal"))
+    elif kind in _CONTENT_BLOCKS:
         coll.add_content(block.get(_CONTENT_BLOCKS[kind]))
     elif kind in _REASONING_BLOCKS:
         coll.add_reasoning(block.get(_REASONING_BLOCKS[kind]))

@@ -129,7 +129,7 @@ class Messages:
         same events the stages would give, without their cost."""
         engine = self.engine
         run = engine.runs.known(run_id)
-        if run is None or (node_id is not None and not node_id.isascii()):
+        if run is None or (node_id is not None and (not node_id.isascii() or "\x00" in node_id)):
             return None  # the run is opened, and a node id checked, by acalls
         quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
         if quick is None:

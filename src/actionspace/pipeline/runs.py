@@ -269,7 +269,10 @@ def note_errors(records: Sequence[EventRecord], seen: set[str]) -> bool:
 
 
 def check_id(what: str, value: str) -> None:
-    """Raise ``ValueError`` for a run or node id holding an unpaired surrogate: it names ledger rows
-    and trace events, and no UTF-8 store can write it (SQLite's driver refuses it)."""
+    """Raise ``ValueError`` for a run or node id holding an unpaired surrogate or U+0000: it names
+    ledger rows and trace events, no UTF-8 store can write a surrogate (SQLite's driver refuses
+    it) and PostgreSQL's text refuses U+0000 (every trace append of the run would fail)."""
+    if "\x00" in value:
+        raise ValueError(f"the {what} {value!r} holds U+0000, which PostgreSQL cannot store")
     if not value.isascii() and text_for_utf8(value) != value:
         raise ValueError(f"the {what} {value!r} holds an unpaired surrogate, which no store can write")

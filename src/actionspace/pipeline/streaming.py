@@ -36,8 +36,8 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.deadlines import with_timeout
-from actionspace.execution.errors import ErrorMapper
 from actionspace.execution.executor import Executor, Failed, Outcome, Succeeded
+from actionspace.execution.pulls import END, Pull, Stopped
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
@@ -45,6 +45,7 @@ from actionspace.observation import canonical_bytes
 from actionspace.observation.rules import RULES, JsonRule, TrimRule
 from actionspace.pipeline.calls import dispatched_event, parse_raw
 from actionspace.pipeline.commit import Dispatch
+from actionspace.pipeline.runs import check_id
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance, ToolCall, Trimming
@@ -99,7 +100,6 @@ __all__ = ["SPOOL_MEMORY_BYTES", "astream", "final_of", "stream_ready"]
 SPOOL_MEMORY_BYTES: Final = 256 * 1024
 """Raw output held in memory before the spool moves to a temporary file."""
 _READ_BYTES: Final = 64 * 1024
-_END: Final = object()
 
 
 class _Output:
@@ -115,6 +115,9 @@ class _Output:
         self.size = 0
         self.chunks = 0
         self.facts: ToolResult | None = None
+        self.handed_off = False
+        """A worker thread runs the rest of the stream into it (a side-effecting tool past its
+        timeout): it is closed once that outcome's value is read, never before."""
 
     def add(self, chunk: Any) -> None:
         if isinstance(chunk, ToolResult):
@@ -155,9 +158,16 @@ class _Output:
         self._spool.seek(0)
         while piece := self._spool.read(_READ_BYTES):
             yield piece
+        if self.handed_off:
+            self._spool.close()
+
+    def value(self) -> Any:
+        """The tool's result: the raw output, with the envelope facts it yielded."""
+        return replace(self.facts, data=self.pieces()) if self.facts is not None else self.pieces()
 
     def close(self) -> None:
-        self._spool.close()
+        if not self.handed_off:
+            self._spool.close()
 
 
 def _provisional(ready: Ready, output: _Output, rec: Recorder) -> Observation:
@@ -209,8 +219,11 @@ def _idle_timeout(spec: ToolSpec, output: _Output) -> ActionError:
     return ActionError.of("transient", f"{spec.name} sent no output for {spec.timeout_s}s", details=details)
 
 
-async def _chunks(spec: ToolSpec, kwargs: Any) -> AsyncGenerator[Any, None]:
-    """The tool's chunks; each wait for the next one is bounded by ``timeout_s`` (TimeoutError)."""
+async def _chunks(
+    spec: ToolSpec, kwargs: Any, executor: Executor, output: _Output
+) -> AsyncGenerator[Any, None]:
+    """The tool's chunks; each wait for the next one is bounded by ``timeout_s`` (TimeoutError). A
+    blocking sync generator is stepped on the executor's threads (:meth:`Executor.apull`)."""
     assert spec.fn is not None
     produced = spec.fn(**kwargs)
     if inspect.isasyncgen(produced):
@@ -226,24 +239,20 @@ async def _chunks(spec: ToolSpec, kwargs: Any) -> AsyncGenerator[Any, None]:
                     return
                 yield chunk
         return
+    drain = output.add if spec.has_side_effects else None
+    pull = Pull(produced, drain=drain, finish=output.value)
     try:
         while True:
-            if spec.blocking:
-                async with asyncio.timeout(spec.timeout_s):
-                    chunk = await asyncio.to_thread(next, produced, _END)
-            else:
-                chunk = next(produced, _END)
-            if chunk is _END:
+            chunk = await executor.apull(spec, pull) if spec.blocking else next(produced, END)
+            if chunk is END:
                 return
-            yield chunk
+            yield chunk  # a Stopped one last
     finally:
-        # A generator still running on a worker thread (after a timeout) cannot be closed here.
-        with contextlib.suppress(ValueError):
-            produced.close()
+        pull.close()  # unless its rest runs on a worker thread
 
 
 async def _run(
-    ready: Ready, rec: Recorder, policy: StreamPolicy, output: _Output, map_error: ErrorMapper
+    ready: Ready, rec: Recorder, policy: StreamPolicy, output: _Output, executor: Executor
 ) -> AsyncGenerator[Observation | Outcome, None]:
     """Drive the tool once: provisional observations, then its Outcome as the last item."""
     spec = ready.compiled.spec
@@ -251,8 +260,13 @@ async def _run(
     reported: int | None = None
     last = time.monotonic()
     try:
-        async with contextlib.aclosing(_chunks(spec, ready.kwargs)) as chunks:
+        async with contextlib.aclosing(_chunks(spec, ready.kwargs, executor, output)) as chunks:
             async for chunk in chunks:
+                if isinstance(chunk, Stopped):  # its step may still run, and a write's rest with it
+                    output.handed_off = chunk.running is not None and spec.has_side_effects
+                    error = _idle_timeout(spec, output) if chunk.error is None else chunk.error
+                    yield Failed(error, 1, running=chunk.running)
+                    return
                 output.add(chunk)
                 if output.size == reported:
                     continue  # nothing new to show (an empty chunk, or only envelope facts)
@@ -264,13 +278,11 @@ async def _run(
         yield Failed(_idle_timeout(spec, output), 1)
         return
     except Exception as exc:
-        error = map_error(exc, side_effects=spec.has_side_effects)
+        error = executor.map_error(exc, side_effects=spec.has_side_effects)
         details = {**error.details, "chunks_received": output.chunks, "bytes_received": output.size}
         yield Failed(replace(error, details=details), 1)
         return
-    facts = output.facts
-    value: Any = output.pieces()
-    yield Succeeded(replace(facts, data=value) if facts is not None else value, 1)
+    yield Succeeded(output.value(), 1)
 
 
 def _cancelled(ready: Ready, rec: Recorder) -> None:
@@ -298,7 +310,6 @@ async def stream_ready(
     proposed again is settled at once, by its status query or as ``unknown_commit``).
     """
     spec = ready.compiled.spec
-    map_error = engine.executor.map_error
 
     def final(outcome: Outcome) -> Observation:
         return engine.observe(ready, outcome, rec, keep_raw=isinstance(outcome, Succeeded))
@@ -309,7 +320,7 @@ async def stream_ready(
         rec.add("dispatched", dispatched_event(ready, spec))
         outputs[-1].close()
         outputs.append(_Output(spec))
-        async for item in _run(ready, rec, policy, outputs[-1], map_error):
+        async for item in _run(ready, rec, policy, outputs[-1], engine.executor):
             yield item
 
     try:
@@ -349,8 +360,11 @@ async def astream(
 
     A non-streaming tool yields its one (final) observation; a call rejected before execution
     yields its error observation. The trace is flushed after every observation, so a reader of
-    the trace sees the progress while the stream runs.
+    the trace sees the progress while the stream runs. Raises ValueError, before anything is
+    recorded, for a node id no store can write (:func:`~actionspace.pipeline.runs.check_id`).
     """
+    if node_id is not None:
+        check_id("node id", node_id)
     run = engine.run(run_id, principal)
     who = principal or run.principal
     rec = Recorder(run, None)

@@ -8,7 +8,9 @@ decisions are the stages before dispatch.
   capabilities, errors seen) to the fresh discovery must offer the same set of tools, each with
   the same ``name@version`` and schema hash;
 - **resolve** (``resolved``, and the tool a ``validated`` event names): the recorded
-  ``name@version`` must exist in the fresh catalog with the same schema hash;
+  ``name@version`` must exist in the fresh catalog with the same schema hash (a version the
+  catalog dropped while it holds others of the name cannot be decided again: the call is
+  ``unreplayed``, naming the versions held);
 - **authorize**: the principal's scopes against the tool (``allowed`` / ``denied``);
 - **validate**: schema, refinements, bindings and business validators (``accepted`` /
   ``rejected`` / ``needs_approval``), on the arguments as proposed (``model_output``), or as
@@ -252,6 +254,8 @@ def _replay_call(
     validated_at = call.last("validated")
     validated = None if validated_at is None else validated_at[1]
     spec = _resolve(rt, call, validated)
+    dropped = None if spec is not None else _dropped(rt, call, validated)
+    missing = f"{UNREPLAYED}: no such tool" if dropped is None else f"{UNREPLAYED}: {dropped}"
     if resolved is not None:
         replayed = "ok" if spec is not None else "error:unknown_tool"
         add("resolve", f"error:{resolved[1].get('category')}", replayed, resolved[0])
@@ -261,19 +265,14 @@ def _replay_call(
         if not isinstance(validated_at[1].get("tool"), str):
             replayed = f"{UNREPLAYED}: the event names no tool"
         elif spec is None:
-            replayed = "error:unknown_tool"
+            replayed = "error:unknown_tool" if dropped is None else missing
         else:
             replayed = f"{spec.name}@{spec.version}#{spec.schema_hash}"
         add("resolve", recorded, replayed, validated_at[0])
     authorized = call.last("authorized")
     if authorized is not None:
         if spec is None:
-            add(
-                "authorize",
-                str(authorized[1].get("verdict")),
-                f"{UNREPLAYED}: no such tool",
-                authorized[0],
-            )
+            add("authorize", str(authorized[1].get("verdict")), missing, authorized[0])
         else:
             verdict = authorize(spec, rt.principal)
             again = "denied" if isinstance(verdict, Rejected) else "allowed"
@@ -285,8 +284,7 @@ def _replay_call(
             for seq, _ in call.events[kind]:
                 add(kind, "recorded", f"{UNREPLAYED}: the call was not validated again", seq)
         if validated_at is not None:
-            was = str(validated_at[1].get("verdict"))
-            add("validate", was, f"{UNREPLAYED}: no such tool", validated_at[0])
+            add("validate", str(validated_at[1].get("verdict")), missing, validated_at[0])
         return out
     verdict_name, arguments = _validate(rt, run_id, call, spec)
     add("validate", str(validated_at[1].get("verdict")), verdict_name, validated_at[0])
@@ -365,6 +363,23 @@ def _resolve(rt: ReplayRuntime, call: Call, validated: Mapping[str, Any] | None)
     except (UnknownToolError, KeyError):
         return None
     return spec
+
+
+def _dropped(rt: ReplayRuntime, call: Call, validated: Mapping[str, Any] | None) -> str | None:
+    """Why a call on a version the fresh catalog no longer holds, while it holds other versions of
+    the name (a retired version dropped, as an MCP server's churn does), cannot be decided again;
+    None when the name is not in the catalog at all (then ``error:unknown_tool`` is a difference)."""
+    if validated is None or not isinstance(validated.get("tool"), str) or not validated.get("version"):
+        return None
+    name, version = validated["tool"], str(validated["version"])
+    try:
+        versions = [str(s.version) for s in rt.catalog.versions(name)]
+    except Exception:  # a catalog without versions(): nothing tells a dropped version apart
+        return None
+    if not versions or version in versions:
+        return None
+    held = ", ".join(f"{name}@{v}" for v in versions[-3:])
+    return f"{name}@{version} is no longer in the catalog (dropped); it holds {held}"
 
 
 def _context(rt: ReplayRuntime, run_id: str, call: Call) -> ValidationContext:
