@@ -130,6 +130,13 @@ def find_decision(
                     consumed = {"request_id": used.id, "status": "consumed", "by": used.decided_by}
                     record("approval_decided", consumed)
                 return used
+            # another caller (another process resuming the run) consumed it since it was read
+            try:
+                now_is = store.get(request.id)
+            except Exception as exc:
+                return ActionError.unsent("the approval store could not be read", exc)
+            if now_is is not None and now_is.status == "consumed" and replays and now_is.node_id == node_id:
+                return now_is  # for this very action: the ledger lets one of the two send it
         elif request.status == "denied":
             return ActionError.of(
                 "permission_denied",
