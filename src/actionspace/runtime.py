@@ -423,8 +423,8 @@ class Runtime:
         of the same plan and run; its ok nodes are reused, the others run again (writes through the
         ledger, with their original keys). A malformed or unsafe plan is a result with ``status="error"``
         and ``error`` set (nothing ran). ``backend``: ``"inprocess"`` or an installed backend such as
-        ``"dbos"`` (a durable workflow; see :mod:`actionspace.durable`, which takes no ``tool_limits``,
-        ``cancel`` or ``retry_of``); default: the Runtime's ``plan_backend``.
+        ``"dbos"`` (a durable workflow; see :mod:`actionspace.durable`, which takes no ``tool_limits``
+        or ``retry_of``); default: the Runtime's ``plan_backend``.
         """
         if (backend or self.planner.backend) == "inprocess":
             run_id = self.run_state(run_id, principal).run_id

@@ -46,7 +46,7 @@ def test_tool_limits_are_frozen_and_choose_the_queue_of_a_node() -> None:
 
 def test_workflow_ids_derive_from_the_run_id() -> None:
     assert plan_workflow_id("run_1") == "as-plan:run_1"
-    assert node_workflow_id("run_1", "n3") == "as-plan:run_1/n3"
+    assert node_workflow_id("run_1", "n3") == "as-node:run_1/n3"
 
 
 def test_only_a_postgresql_store_can_hold_the_dbos_system_tables() -> None:
@@ -72,7 +72,7 @@ def test_plans_with_verifier_callables_cannot_cross_into_a_workflow() -> None:
 
 
 def test_the_dbos_backend_refuses_in_process_only_options() -> None:
-    with Runtime(store="memory://") as rt, pytest.raises(ConfigurationError, match="cancel"):
+    with Runtime(store="memory://") as rt, pytest.raises(ConfigurationError, match="tool limits"):
         plan = {"nodes": [{"id": "n", "tool": "t", "arguments": {}}]}
         rt.run_plan(plan, backend="dbos", tool_limits={"t": 1})
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.durable.engine import node_workflow_id
+from actionspace.durable.engine import legacy_node_workflow_id, node_workflow_id
 
 if TYPE_CHECKING:
     from actionspace.durable.backend import PlanClient
@@ -31,13 +31,20 @@ def wake(client: PlanClient, request: ApprovalRequest) -> bool:
 
     from actionspace.durable.nodes import APPROVAL_TOPIC
 
-    try:
-        client.send(node_workflow_id(request.run_id, request.node_id), request.status, APPROVAL_TOPIC)
-    except DBOSNonExistentWorkflowError:
-        return client.status(request.run_id) in ("PENDING", "ENQUEUED")
-    except DBOSException:
-        return False
-    return True
+    # a node workflow begun before its id was escaped goes by the earlier form
+    for workflow_id in (node_workflow_id(request.run_id, request.node_id), _legacy_id(request)):
+        try:
+            client.send(workflow_id, request.status, APPROVAL_TOPIC)
+        except DBOSNonExistentWorkflowError:
+            continue
+        except DBOSException:
+            return False
+        return True
+    return client.status(request.run_id) in ("PENDING", "ENQUEUED")
+
+
+def _legacy_id(request: ApprovalRequest) -> str:
+    return legacy_node_workflow_id(request.run_id, request.node_id or "")
 
 
 def wake_decided(store: str, request: ApprovalRequest, config: DurableConfig | None = None) -> bool:

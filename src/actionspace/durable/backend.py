@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,6 +18,7 @@ from actionspace.durable.engine import (
     system_url,
 )
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.plan.control import CancelScope
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.plan.refs import nested_past
 from actionspace.policy.principal import Principal
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from actionspace.runtime import Runtime
 
 __all__ = ["PlanClient", "arun_plan_durable", "plan_request"]
+
+_log = logging.getLogger("actionspace.durable")
 
 RESULT_POLL_S = 0.05
 """Seconds between two looks at a plan workflow's status while waiting for its result."""
@@ -85,20 +90,23 @@ async def arun_plan_durable(
     principal: Principal | None,
     max_concurrency: int | None,
     config: DurableConfig | None = None,
+    cancel: CancelScope | None = None,
 ) -> PlanResult:
     """Run ``plan`` as a DBOS workflow started in this process (launched for ``rt`` if needed).
 
     The workflow id derives from the run id, so calling again with the same ``run_id`` attaches to
-    the same plan (its stored result once it has ended) instead of running it twice.
+    the same plan (its stored result once it has ended) instead of running it twice. ``cancel``
+    cancels the plan or some of its nodes as :meth:`PlanClient.cancel` does, while this call waits
+    for it; what it asked before the plan began is applied before any node starts.
     """
     if not launched_for(rt):  # launching blocks (DBOS, database): off the loop, once
         await asyncio.to_thread(launch, rt, config)
     run_id = run_id or rt.new_run(principal=principal)
     request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
-    return plan_result(await asyncio.to_thread(_run, request))
+    return plan_result(await asyncio.to_thread(_run, request, cancel))
 
 
-def _run(request: dict[str, Any]) -> dict[str, Any]:
+def _run(request: dict[str, Any], cancel: CancelScope | None = None) -> dict[str, Any]:
     """Start (or attach to) the plan workflow of the request's run and wait for its result.
 
     DBOS runs an async workflow started from sync code on its own event loop, so the plan goes on
@@ -107,12 +115,59 @@ def _run(request: dict[str, Any]) -> dict[str, Any]:
     """
     from dbos import DBOS, SetWorkflowID
 
+    from actionspace.durable.nodes import cancel_message
     from actionspace.durable.workflows import plan_workflow
 
+    run_id: str = request["run_id"]
+    asked = [] if cancel is None else cancel._take()
+    if asked:  # part of the plan's input: applied before its first wave
+        request["cancel"] = [cancel_message(nodes, reason) for nodes, reason in asked]
     workflow = cast(Callable[[dict[str, Any]], dict[str, Any]], plan_workflow)
-    with SetWorkflowID(plan_workflow_id(request["run_id"])):
+    with SetWorkflowID(plan_workflow_id(run_id)):
         handle = DBOS.start_workflow(workflow, request)
-    return _outcome(request["run_id"], lambda: handle.get_result(polling_interval_sec=RESULT_POLL_S))
+    # sent too: a plan of this run already under way (attached to, not started) has its own input
+    forward = None if cancel is None else _Forward(run_id, cancel, asked)
+    try:
+        return _outcome(run_id, lambda: handle.get_result(polling_interval_sec=RESULT_POLL_S))
+    finally:
+        if forward is not None:
+            forward.close()
+
+
+class _Forward:
+    """Sends what a :class:`CancelScope` asks to the plan workflow of a run, while it runs.
+
+    ``CancelScope.cancel`` may be called from any thread, an event loop's included: the message
+    leaves from a thread of its own, in the order the cancels were asked.
+    """
+
+    def __init__(self, run_id: str, scope: CancelScope, asked: list[tuple[Any, str]]) -> None:
+        self._workflow_id = plan_workflow_id(run_id)
+        self._scope = scope
+        self._asked = asked
+        self._lock = threading.Lock()
+        if scope._bind(self._wake) or asked:  # asked since the plan's input was made, or before
+            self._wake()
+
+    def _wake(self) -> None:
+        threading.Thread(target=self._send, name="actionspace-plan-cancel", daemon=True).start()
+
+    def _send(self) -> None:
+        from dbos import DBOS
+
+        from actionspace.durable.nodes import NODE_TOPIC, cancel_message
+
+        with self._lock:
+            asked, self._asked = self._asked, []
+            for nodes, reason in [*asked, *self._scope._take()]:
+                try:
+                    DBOS.send(self._workflow_id, cancel_message(nodes, reason), NODE_TOPIC)
+                except Exception:  # the database is gone: the plan ends as it would have
+                    _log.warning("actionspace: could not cancel %s", self._workflow_id, exc_info=True)
+
+    def close(self) -> None:
+        """The plan ended: later cancels of the scope ask nothing of it."""
+        self._scope._bind(None)
 
 
 def _outcome(run_id: str, wait: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ __all__ = [
     "bound",
     "launch",
     "launched_for",
+    "legacy_node_workflow_id",
     "node_workflow_id",
     "plan_result",
     "plan_workflow_id",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 _PREFIX: Final = "as-plan:"
+_NODE_PREFIX: Final = "as-node:"
 _lock = threading.Lock()
 _engine: Engine | None = None
 
@@ -50,8 +52,23 @@ def plan_workflow_id(run_id: str) -> str:
 
 
 def node_workflow_id(run_id: str, node_id: str) -> str:
-    """The DBOS workflow id of one node of the plan of ``run_id``."""
+    """The DBOS workflow id of one node of the plan of ``run_id``.
+
+    ``%`` and ``/`` of both ids are escaped (``%25``, ``%2F``), so the one ``/`` left parts them:
+    two (run, node) pairs never share an id. Its own prefix keeps it apart from every plan id.
+    """
+    return f"{_NODE_PREFIX}{_escaped(run_id)}/{_escaped(node_id)}"
+
+
+def legacy_node_workflow_id(run_id: str, node_id: str) -> str:
+    """The earlier form of node workflow ids, ``as-plan:<run>/<node>`` (run ``r/x`` node ``y`` and
+    run ``r`` node ``x/y`` shared one; a plan id could be one too): looked up for a node workflow
+    begun under it, never given to a new one."""
     return f"{_PREFIX}{run_id}/{node_id}"
+
+
+def _escaped(text: str) -> str:
+    return text.replace("%", "%25").replace("/", "%2F")
 
 
 def system_url(store_url: str) -> str:

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import psycopg
@@ -171,6 +171,17 @@ class Heartbeat:
                 (run_id, node_id, at),
             ).fetchone()
         return (str(row[0]), str(row[1])) if row is not None else None
+
+    def attempted_before(self, run_id: str, attempts: Mapping[str, str]) -> bool:
+        """True when a node of ``attempts`` (node id → attempt id) had another attempt than the
+        one given: the step running these attempts runs again."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM actionspace_node_attempts WHERE run_id = %s AND node_id = ANY(%s)"
+                " AND NOT attempt_id = ANY(%s) LIMIT 1",
+                (run_id, list(attempts), list(attempts.values())),
+            ).fetchone()
+        return row is not None
 
     def is_alive(self, executor_id: str, *, within_s: float) -> bool:
         """True when ``executor_id`` wrote a heartbeat in the last ``within_s`` seconds."""

@@ -33,9 +33,12 @@ from dbos import DBOS
 
 from actionspace.durable.engine import bound
 from actionspace.errors import ActionError
+from actionspace.execution.ready import Ready
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.recover import recover
 from actionspace.observation import shape
+from actionspace.policy.flow import Binding
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
@@ -48,6 +51,8 @@ __all__ = [
     "NODE_TOPIC",
     "NODE_WORKFLOW",
     "begin_attempts",
+    "bound_from_dict",
+    "bound_to_dict",
     "cancel_message",
     "cancel_request",
     "execute_step",
@@ -144,18 +149,68 @@ async def execute_step(payload: dict[str, Any]) -> dict[str, Any]:
         with running([attempt]):
             try:
                 await asyncio.to_thread(begin_attempts, rt, run_id, {node_id: attempt})
-                call = ToolCall(
-                    name=payload["tool"],
-                    arguments=dict(payload["arguments"]),
-                    id=f"{run_id}:{node_id}",
-                    provenance=payload.get("provenance") or {},
-                )
-                principal = principal_from_dict(payload.get("principal"))
-                obs = await rt.acall(call, run_id=run_id, node_id=node_id, principal=principal)
+                obs = await _node_call(rt, payload)
             except Exception as exc:  # a bug of ours: a typed observation, and the plan goes on
                 rec = Recorder(rt.engine.run(run_id), f"{run_id}:{node_id}")
                 obs = rt.engine.internal(exc, rec)
     return obs.to_dict()
+
+
+async def _node_call(rt: Runtime, payload: Mapping[str, Any]) -> Observation:
+    """The node's call as the in-process scheduler makes it: its ``$ref`` arguments carry the
+    labels of what they point at (``payload["bound"]``), whatever this process knows of the run,
+    and its result is shown to the model with the plan's, when the plan ends."""
+    run_id, node_id = payload["run_id"], payload["node_id"]
+    principal = principal_from_dict(payload.get("principal"))
+    run = await asyncio.to_thread(rt.run_state, run_id, principal)
+    call = ToolCall(
+        name=payload["tool"],
+        arguments=dict(payload["arguments"]),
+        id=f"{run_id}:{node_id}",
+        provenance=payload.get("provenance") or {},
+    )
+    rec = Recorder(run, call.id)
+    try:
+        ready = await rt.engine.aprepare(
+            run,
+            call,
+            principal=principal or run.principal,
+            rec=rec,
+            node_id=node_id,
+            bound=bound_from_dict(payload.get("bound")),
+        )
+        return await rt.engine.aexecute(ready, rec) if isinstance(ready, Ready) else ready
+    except Exception as exc:  # a bug of ours: typed, with what the call recorded before it
+        return rt.engine.internal(exc, rec, call)
+    finally:
+        await rt.engine.aflush(rec)
+
+
+def bound_to_dict(bound: Mapping[str, Binding]) -> dict[str, Any]:
+    """The labels of a node's ``$ref`` arguments (:func:`~actionspace.policy.flow.bindings`), as
+    a node workflow's input carries them."""
+    return {
+        name: {
+            "label": b.label.to_dict(),
+            "origins": [[source, label.to_dict()] for source, label in b.origins],
+            "mixed": b.mixed,
+        }
+        for name, b in bound.items()
+    }
+
+
+def bound_from_dict(data: Mapping[str, Any] | None) -> dict[str, Binding] | None:
+    """The bindings :func:`bound_to_dict` wrote; None when the node has no ``$ref`` argument."""
+    if not data:
+        return None
+    return {
+        name: Binding(
+            Label.from_dict(b["label"]),
+            tuple((str(source), Label.from_dict(label)) for source, label in b["origins"]),
+            bool(b["mixed"]),
+        )
+        for name, b in data.items()
+    }
 
 
 @contextmanager

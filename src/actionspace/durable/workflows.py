@@ -19,11 +19,13 @@ gets a child workflow (:func:`actionspace.durable.nodes.node_workflow`) that sen
 observation back as a message; the plan reads those with ``DBOS.recv`` (checkpointed as well)
 before every wave and when nothing else can run.
 
-Cancelling (:meth:`actionspace.durable.PlanClient.cancel`) is a message on the same topic, read
-at the same points, so it is never missed between two waves and is replayed in order: nodes not
-dispatched yet are removed (``cancelled``, ``phase: not_dispatched``), the nodes that wait for them
-are blocked, a waiting child is told (it answers ``cancelled``, or with its call's outcome if the
-call had begun), and a wave already running ends as it does — a cancel never undoes an effect.
+Cancelling (:meth:`actionspace.durable.PlanClient.cancel`, or a ``CancelScope`` given to
+``run_plan``: what it asked before the plan began comes in the plan's input and applies before the
+first wave) is a message on the same topic, read at the same points, so it is never missed between
+two waves and is replayed in order: nodes not dispatched yet are removed (``cancelled``,
+``phase: not_dispatched``), the nodes that wait for them are blocked, a waiting child is told (it
+answers ``cancelled``, or with its call's outcome if the call had begun), and a wave already
+running ends as it does — a cancel never undoes an effect.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from dbos import DBOS, SetWorkflowID
 
@@ -43,6 +45,7 @@ from actionspace.durable.nodes import (
     APPROVAL_TOPIC,
     NODE_TOPIC,
     begin_attempts,
+    bound_to_dict,
     cancel_message,
     cancel_request,
     node_slots,
@@ -58,9 +61,13 @@ from actionspace.plan.check import CheckedPlan
 from actionspace.plan.model import PlanResult
 from actionspace.plan.run import DEFAULT_CONCURRENCY, preflight
 from actionspace.plan.scheduler import Scheduler, _status
+from actionspace.policy.flow import bindings
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
+
+if TYPE_CHECKING:
+    from actionspace.runtime import Runtime
 
 __all__ = [
     "APPROVAL_TOPIC",
@@ -111,6 +118,10 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
         rt.engine, run, who, checked, max_concurrency=limit, tool_limits=None, cancel=None, retry_of=None
     )
     waves = _Waves(sched, checked, run_id, principal_to_dict(who), limit)
+    for message in request.get("cancel") or ():  # a CancelScope's cancels asked before the plan began
+        asked = cancel_request(message)
+        if asked is not None:
+            await waves._cancel(*asked)
     await waves.run()
     nodes = {k: sched.results[k] for k in checked.order if k in sched.results}
     result = PlanResult(
@@ -127,10 +138,8 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
             "cancelled": sorted(sched.cancelled),
         },
     )
-    if waves.started is None:  # no wave ran to open the trace
-        sched._record(None, "plan_started", waves.opening())
     if not waves.closed:  # the last wave's step did not close the trace: close it here
-        sched._record(None, "plan_finished", _closing(result.nodes))
+        await _finish_step(waves, result.nodes)
     if sched.pending:
         await asyncio.to_thread(sched._flush_pending, time.monotonic())
     ended = time.time()
@@ -217,10 +226,10 @@ class _Waves:
                 continue
             tool = node.specs[0].name
             if engine.queued(tool):
-                self.children[k] = node_workflow_id(self.run_id, k)
-                with SetWorkflowID(self.children[k]):
-                    payload = self._payload(k, arguments)
-                    await DBOS.enqueue_workflow_async(engine.queue_of(tool), node_workflow, payload)
+                payload = self._payload(k, arguments)
+                with SetWorkflowID(node_workflow_id(self.run_id, k)):
+                    handle = await DBOS.enqueue_workflow_async(engine.queue_of(tool), node_workflow, payload)
+                self.children[k] = handle.workflow_id  # a replay gets the id it was begun under
             else:
                 wave.append((k, arguments))
         return wave
@@ -228,20 +237,23 @@ class _Waves:
     def _payload(self, k: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The input of the child workflow of node ``k``."""
         node = self.checked.nodes[k]
+        raw = node.node.arguments
         return {
             "parent": self.parent,
             "run_id": self.run_id,
             "node_id": k,
             "tool": node.node.tool,
             "arguments": dict(arguments),
-            "provenance": dict(self.sched._provenance(node, node.node.arguments)),
+            "provenance": dict(self.sched._provenance(node, raw)),
             "principal": self.principal,
+            # the labels its $ref arguments carry, as the in-process call binds them
+            "bound": bound_to_dict(bindings(raw, self.sched._ref_label)) if node.refs else None,
         }
 
     async def _start_child(self, k: str, payload: dict[str, Any]) -> None:
-        self.children[k] = node_workflow_id(self.run_id, k)
-        with SetWorkflowID(self.children[k]):
-            await DBOS.start_workflow_async(node_workflow, payload)
+        with SetWorkflowID(node_workflow_id(self.run_id, k)):
+            handle = await DBOS.start_workflow_async(node_workflow, payload)
+        self.children[k] = handle.workflow_id  # a replay gets the id it was begun under
 
     def _settle(self, k: str, obs: Observation) -> None:
         self.sched._settle(k, obs)
@@ -320,10 +332,12 @@ async def _wave_step(waves: _Waves, wave: list[tuple[str, Mapping[str, Any]]]) -
             sched.dispatched_args[k] = arguments
             return sched._verify(node, await sched._call(node, k, node.node.tool, arguments))
 
+    noted = True
     with running(attempts.values()):
         try:
             await asyncio.to_thread(begin_attempts, rt, run_id, attempts)
         except Exception as exc:  # the store failed us: every node of the wave says so
+            noted = False
             calls = [Recorder(sched.run_state, f"{run_id}:{k}") for k in attempts]
             observations = [rt.engine.internal(exc, rec) for rec in calls]
         else:
@@ -335,17 +349,56 @@ async def _wave_step(waves: _Waves, wave: list[tuple[str, Mapping[str, Any]]]) -
     if closed and not any(waiting_request(o) for o in outputs):
         final = {**sched.results, **{k: o for (k, _), o in zip(wave, observations, strict=True)}}
         ordered = {k: final[k] for k in waves.checked.order if k in final}
-        sched._record(None, "plan_finished", _closing(ordered))
+        # a wave run again (its worker died before the checkpoint) may have closed the trace already
+        again = not noted or await asyncio.to_thread(bound().heartbeat.attempted_before, run_id, attempts)
+        if not await _closed_before(waves, ordered, again=again):
+            sched._record(None, "plan_finished", _closing(ordered))
     else:
         closed = False
     await asyncio.to_thread(sched._flush_pending, time.monotonic())
     return {"at": at, "observations": outputs, "closed": closed}
 
 
+@DBOS.step(name="actionspace.plan.finish")
+async def _finish_step(waves: _Waves, nodes: Mapping[str, Observation]) -> None:
+    """Close the plan's trace when no wave's step did (its last node settled in a child workflow,
+    or by a cancel), with ``plan_started`` first when no wave ran. A step cut short runs again:
+    the trace is read first, so the plan is closed once."""
+    sched = waves.sched
+    if await _closed_before(waves, nodes, again=True):
+        return
+    if waves.started is None:  # no wave ran to open the trace
+        sched._record(None, "plan_started", waves.opening())
+    sched._record(None, "plan_finished", _closing(nodes))
+    await asyncio.to_thread(sched._flush_pending, time.monotonic())
+
+
+async def _closed_before(waves: _Waves, nodes: Mapping[str, Observation], *, again: bool) -> bool:
+    """The plan's end, as in process: the model is shown every node's observation (which joins
+    the run's context label, saved with the trace that closes the plan). True when an earlier
+    attempt at the closing step recorded ``plan_finished`` already (the state is saved then);
+    False when the caller records it now.
+
+    ``again``: an earlier attempt may have closed the trace (the trace is read only then).
+    """
+    sched, rt = waves.sched, bound().runtime
+    sched.run_state.flow.observed_many(nodes.values())
+    if again and await asyncio.to_thread(_finished_before, rt, waves.run_id):
+        await asyncio.to_thread(rt.engine.persist, sched.run_state)
+        return True
+    return False
+
+
+def _finished_before(rt: Runtime, run_id: str) -> bool:
+    """True when the trace of ``run_id`` holds the ``plan_finished`` of its durable plan (a run
+    has one: its workflow id derives from the run id)."""
+    return any(e.kind == "plan_finished" and e.data.get("backend") == "dbos" for e in rt.trace.events(run_id))
+
+
 def _closing(nodes: Mapping[str, Observation]) -> dict[str, Any]:
     """The data of the plan's ``plan_finished`` trace event, from every node's observation."""
     failed = {k: o.error.category for k, o in nodes.items() if o.error is not None}
-    return {"status": _status(nodes.values()), "failed": failed}
+    return {"status": _status(nodes.values()), "failed": failed, "backend": "dbos"}
 
 
 @DBOS.step(name="actionspace.plan.ended_children")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,10 +70,15 @@ class Planner:
                 retry_of=retry_of,
             )
         run_elsewhere = load_backend(chosen)
-        if tool_limits or cancel is not None or retry_of is not None:
+        if tool_limits or retry_of is not None:
             raise ConfigurationError(
-                f"the {chosen} backend takes tool limits from its config and has no cancel or retry_of"
+                f"the {chosen} backend takes tool limits from its config and has no retry_of"
             )
+        scoped: dict[str, CancelScope] = {}
+        if cancel is not None:  # passed only when given: a backend may not know the keyword
+            if not _takes(run_elsewhere, "cancel"):
+                raise ConfigurationError(f"the {chosen} backend cannot be cancelled through a CancelScope")
+            scoped["cancel"] = cancel
         return await run_elsewhere(
             self.owner,
             plan,
@@ -80,4 +86,14 @@ class Planner:
             principal=principal,
             max_concurrency=max_concurrency,
             config=self.config,
+            **scoped,
         )
+
+
+def _takes(fn: Any, keyword: str) -> bool:
+    """True when ``fn`` accepts ``keyword`` as a keyword argument."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in parameters)
