@@ -62,11 +62,13 @@ either import path works. This module imports the standard library and ``actions
 
 from __future__ import annotations
 
+import base64
 import math
+import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, cast, get_args
 
 from actionspace._canonical import normalize
@@ -74,6 +76,7 @@ from actionspace._canonical import normalize
 __all__ = [
     "CATEGORIES",
     "DEFAULT_RECOVERY",
+    "REDACTED",
     "RETRYABLE",
     "Abandoned",
     "ActionError",
@@ -94,7 +97,10 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "UnknownToolError",
+    "redact",
+    "redact_value",
     "said",
+    "said_safely",
     "store_unavailable",
 ]
 
@@ -155,6 +161,65 @@ def said(value: object) -> str:
         return str(value)
     except Exception as inner:
         return f"<{type(value).__name__}: its text cannot be read ({type(inner).__name__})>"
+
+
+REDACTED: Final = "***"  # what redact() puts in place of a credential
+
+_SECRET = re.compile(
+    # possessive, bounded repeats where a run may still fail to match: hostile text is scanned in linear time
+    r"(?P<url>\b[a-z][a-z0-9+.-]{0,30}+://[^\s:/@]{0,256}+:)[^\s@]{1,512}+(?=@)"
+    r"|(?P<auth>\b(?:proxy-)?authorization[\"']?\s{0,8}+[:=]\s{0,8}+[\"']?"
+    r"(?:(?:bearer|basic|token|digest|negotiate)\s{1,8}+)?)[^\s\"',;]++"
+    r"|(?P<bearer>\bbearer\s{1,8}+)(?=[\w.~+/-]{0,256}?[\d.~+/=-])[\w.~+/-]{8,}+=*"
+    r"|(?P<basic>\bbasic\s{1,8}+)(?P<b64>[a-z0-9+/]{8,1024}+={0,2})(?![a-z0-9+/=])"
+    r"|(?P<pair>(?:(?:password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|private[_-]?key)[\w-]{0,32}+"
+    r"|(?:\b|[_-])token)(?P<quote>[\"'])?\s{0,8}+(?(quote):|=)\s{0,8}+[\"']?)[^\s\"'&,;]++"
+    r"|-----BEGIN[a-z ]{0,40}+PRIVATE KEY-----(?:.*?-----END[a-z ]{0,40}+PRIVATE KEY-----|.*\Z)"
+    r"|\b(?:sk-[\w-]{6,}+|(?:sk|rk)_(?:live|test)_\w{8,}+|gh[pousr]_\w{20,}+|github_pat_\w{20,}+"
+    r"|(?:akia|asia)[a-z0-9]{16}\b|xox[abposr]-[\w-]{8,}+|aiza[\w-]{30,}+|eyJ[\w-]{4,256}+\.[\w-]{4,}+\.[\w-]*)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _hidden(match: re.Match[str]) -> str:
+    kept = match.group("url") or match.group("auth") or match.group("bearer") or match.group("pair")
+    if kept:
+        return kept + REDACTED
+    if match.group("basic") is None:
+        return REDACTED
+    try:  # "Basic" before base64 of "user:password"; any other word after "basic" stays
+        decoded = base64.b64decode(match.group("b64"), validate=True)
+    except ValueError:  # binascii.Error included
+        decoded = b""
+    return match.group("basic") + REDACTED if b":" in decoded else match.group(0)
+
+
+def redact(text: str) -> str:
+    """``text``, each credential replaced by :data:`REDACTED`: a URL's password (``scheme://user:***@host``),
+    an ``Authorization``/``Bearer``/``Basic`` credential, a ``password=``/``secret=``/``api_key=``/``token=``
+    value, a private key block, API keys of known shapes (``sk-…``, ``ghp_…``, ``AKIA…``, ``xoxb-…``, JWT)."""
+    return _SECRET.sub(_hidden, text)
+
+
+def said_safely(value: object, limit: int = 500) -> str:
+    """:func:`said` of ``value``, redacted (:func:`redact`) before it is cut to ``limit`` characters:
+    no cut leaves part of a credential (a very long text is first cut at a space far past ``limit``)."""
+    text = said(value)
+    if len(text) > 4 * limit + 1024:  # drop the run the cut split: it may be part of a credential
+        head = text[: 4 * limit + 1024].rsplit(None, 1)
+        text = head[0] if len(head) == 2 else ""
+    return redact(text)[:limit]
+
+
+def redact_value(value: Any) -> Any:
+    """``value`` with :func:`redact` applied to each string in it (mappings, lists, tuples walked)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {key: redact_value(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(redact_value(item) for item in value)
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,8 +283,15 @@ class ActionError:
     def unsent(cls, what: str, exc: BaseException) -> ActionError:
         """``transient`` for a store that failed before the send (``what`` could not be read or
         written): nothing was sent (``details["sent"]`` False), so asking again is safe."""
-        why = f"{type(exc).__name__}: {said(exc)[:200]}"
+        why = f"{type(exc).__name__}: {said_safely(exc, 200)}"
         return cls.of("transient", f"{what} ({why}); nothing was sent", details={"sent": False})
+
+    def redacted(self) -> ActionError:
+        """This error with :func:`redact` applied to its message, details, field errors and vendor code."""
+        fields = tuple(FieldError(path=f.path, message=redact(said(f.message))) for f in self.field_errors)
+        code = None if self.vendor_code is None else redact(said(self.vendor_code))
+        message, details = redact(said(self.message)), redact_value(self.details)
+        return replace(self, message=message, details=details, field_errors=fields, vendor_code=code)
 
     def to_dict(self) -> dict[str, Any]:
         """Stable JSON shape; empty optional fields are kept so consumers see one schema."""

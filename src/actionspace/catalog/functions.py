@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ConfigurationError, ToolDefinitionError
+from actionspace.errors import ConfigurationError, ToolDefinitionError, redact
 
 __all__ = [
     "RESERVED_PARAMETERS",
@@ -86,7 +86,7 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
     summary, description, params_doc = _split_docstring(doc)
     model = _arguments_model(fn, name, params_doc)
     try:
-        schema = _clean_schema(model.model_json_schema())
+        schema = _hide_secret_defaults(_clean_schema(model.model_json_schema()))
     except Exception as exc:  # a parameter type pydantic validates but cannot describe (a callable)
         raise ToolDefinitionError(f"{name}: cannot describe the arguments as JSON Schema: {exc}") from exc
     options.setdefault("description", description)
@@ -240,6 +240,44 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     cleaned: dict[str, Any] = clean(schema)
     cleaned.setdefault("properties", {})
     return cleaned
+
+
+_MASK = "**********"
+"""How pydantic writes a ``SecretStr``/``SecretBytes`` value into a JSON Schema."""
+_BRANCHES = ("anyOf", "oneOf", "allOf")
+
+
+def _hide_secret_defaults(schema: Any) -> Any:
+    """``schema`` without the ``default`` of any property that holds a credential: a secret type
+    (``SecretStr``, ``SecretBytes``: ``writeOnly`` or ``format: password``, in the node or one of
+    its branches) or a default with a credential in it (:func:`~actionspace.errors.redact` would
+    change it, or pydantic's mask of a secret). The function keeps its default: the model, which
+    never sees it, leaves the argument out and the tool gets the default."""
+    if isinstance(schema, list):
+        return [_hide_secret_defaults(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _hide_secret_defaults(value) for key, value in schema.items()}
+    if "default" in out and (_secret_typed(out) or _holds_credential(out["default"])):
+        del out["default"]
+    return out
+
+
+def _secret_typed(node: Mapping[str, Any]) -> bool:
+    if node.get("writeOnly") is True or node.get("format") == "password":
+        return True
+    branches = [branch for key in _BRANCHES if isinstance(found := node.get(key), list) for branch in found]
+    return any(isinstance(branch, Mapping) and _secret_typed(branch) for branch in branches)
+
+
+def _holds_credential(value: Any) -> bool:
+    if isinstance(value, str):
+        return value == _MASK or redact(value) != value
+    if isinstance(value, Mapping):
+        return any(_holds_credential(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_credential(item) for item in value)
+    return False
 
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?|Notes?):\s*$")

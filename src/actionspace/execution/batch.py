@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actionspace.errors import RETRYABLE, ActionError
+from actionspace.errors import RETRYABLE, ActionError, said_safely
 from actionspace.execution.items import count_items, item_keys, items_of
 from actionspace.execution.ready import CallEvents, Ready
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
@@ -161,7 +161,8 @@ def _internal(batch: _Batch, unit: _Unit, exc: Exception, rec: CallEvents) -> Ob
     spec = batch.ready.compiled.spec
     error = ActionError.of(
         "internal",
-        f"actionspace failed while running this part of the batch: {type(exc).__name__}: {str(exc)[:300]}",
+        "actionspace failed while running this part of the batch: "
+        f"{type(exc).__name__}: {said_safely(exc, 300)}",
         vendor_code=type(exc).__name__,
     )
     rec.add("observation", {"status": "error", "category": "internal", "message": error.message})

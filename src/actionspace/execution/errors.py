@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from actionspace.errors import ActionError, Category, ToolError, said
+from actionspace.errors import ActionError, Category, ToolError, said_safely
 
 __all__ = [
     "HTTP_STATUS_CATEGORIES",
@@ -159,7 +159,7 @@ def map_http_error(exc: BaseException, *, side_effects: bool, bound: bool = Fals
         fields["retry_after"] = wait
         if wait is not None:
             details["retry_after_s"] = wait
-    message = said(exc)[:300] or vendor
+    message = said_safely(exc, 300) or vendor
     return ActionError.of(category, f"HTTP {status}: {message}", **fields)
 
 
@@ -169,18 +169,18 @@ def _transport_error(exc: BaseException, *, side_effects: bool) -> ActionError |
     reason = getattr(exc, "reason", None)
     if module == "urllib" and isinstance(reason, BaseException):  # URLError wraps the socket error
         inner = map_exception(reason, side_effects=side_effects)
-        return ActionError.of(inner.category, said(exc)[:300], vendor_code=type(exc).__name__)
+        return ActionError.of(inner.category, said_safely(exc, 300), vendor_code=type(exc).__name__)
     if module not in ("httpx", "requests", "urllib3", "httpcore"):
         return None
     names = _names(exc)
     vendor = type(exc).__name__
     if names & set(_NOTHING_SENT):
         return ActionError.of(
-            "transient", f"{vendor}: nothing was sent ({said(exc)[:200]})", vendor_code=vendor
+            "transient", f"{vendor}: nothing was sent ({said_safely(exc, 200)})", vendor_code=vendor
         )
     if names & set(_TIMEOUTS) or names & set(_BROKEN):
         category: Category = "unknown_commit" if side_effects else "transient"
-        return ActionError.of(category, f"{vendor}: {said(exc)[:300]}", vendor_code=vendor)
+        return ActionError.of(category, f"{vendor}: {said_safely(exc, 300)}", vendor_code=vendor)
     return None
 
 
@@ -188,10 +188,11 @@ def map_exception(exc: BaseException, *, side_effects: bool) -> ActionError:
     """The ActionError for an exception a Python tool raised (its class name kept as ``vendor_code``).
 
     ``ToolError`` keeps its own error; HTTP client errors map by :func:`map_http_error`;
-    :data:`KNOWN_EXCEPTIONS` map by type; anything else is ``unclassified``.
+    :data:`KNOWN_EXCEPTIONS` map by type; anything else is ``unclassified``. No credential in the
+    exception's text is kept (:func:`~actionspace.errors.redact`).
     """
     if isinstance(exc, ToolError):
-        return exc.error.checked()  # the tool's own fields, of any type: as the stores write them
+        return exc.error.checked().redacted()  # the tool's own fields, as the stores write them
     try:
         http = map_http_error(exc, side_effects=side_effects)
     except Exception:  # an attribute of the exception raised when read: mapped by its type below
@@ -199,7 +200,7 @@ def map_exception(exc: BaseException, *, side_effects: bool) -> ActionError:
     if http is not None:
         return http
     vendor = type(exc).__name__
-    message = said(exc)[:500] or vendor
+    message = said_safely(exc, 500) or vendor
     for exc_type, read_category, write_category in KNOWN_EXCEPTIONS:
         if isinstance(exc, exc_type):
             category = write_category if side_effects else read_category

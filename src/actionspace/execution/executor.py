@@ -19,10 +19,11 @@ from dataclasses import replace
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said_safely
 from actionspace.execution.deadlines import resume_within, resumed, with_timeout
 from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.execution.loop import new_event_loop
+from actionspace.execution.pulls import Pull, Stopped
 from actionspace.outcomes import Failed, Outcome, Succeeded
 
 __all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed", "running_attempt"]
@@ -117,38 +118,78 @@ class Executor:
 
     ``map_error`` turns an exception a tool raised into its ``ActionError``; the owner hands in
     the mapping of the tools it runs (default: the Python-function tools',
-    :func:`~actionspace.execution.errors.map_exception`). ``max_threads`` bounds the threads that
-    run blocking tools (default 32).
+    :func:`~actionspace.execution.errors.map_exception`); what it answers is redacted
+    (:meth:`ActionError.redacted`), so no credential in a tool's exception reaches an observation.
+    ``max_threads`` bounds the threads that run blocking tools (default 32).
     """
 
     def __init__(self, *, max_threads: int = 32, map_error: ErrorMapper = map_exception) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="actionspace-tool")
         self._portal = _Portal()
-        self.map_error = map_error
+        self._map_error = map_error
         self.max_abandoned = max(1, max_threads // 2)
         """Attempts still running past their timeout beyond which no new blocking attempt starts."""
         self._abandoned: set[Future[Any]] = set()
         self._abandoned_lock = threading.Lock()
 
     @property
+    def map_error(self) -> ErrorMapper:
+        """The owner's mapper, each error it answers redacted (:meth:`ActionError.redacted`)."""
+        return self._mapped
+
+    def _mapped(self, exc: BaseException, *, side_effects: bool) -> ActionError:
+        return self._map_error(exc, side_effects=side_effects).redacted()
+
+    @property
     def abandoned(self) -> int:
         """Attempts that timed out and still run on a worker thread (Python cannot stop them)."""
         return len(self._abandoned)
 
+    def _crowded(self, spec: ToolSpec) -> ActionError | None:
+        """Why no new blocking attempt starts (too many earlier ones still run), or None."""
+        if len(self._abandoned) < self.max_abandoned:
+            return None
+        return ActionError.of(
+            "transient",
+            f"{spec.name} was not sent: {len(self._abandoned)} earlier attempts still run past"
+            " their timeouts",
+            details={"abandoned_threads": len(self._abandoned), "sent": False},
+        )
+
     def _submit(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Future[Any] | Failed:
         """Start a blocking attempt on a worker thread, unless too many earlier ones still run."""
-        if len(self._abandoned) >= self.max_abandoned:
-            return Failed(
-                ActionError.of(
-                    "transient",
-                    f"{spec.name} was not sent: {len(self._abandoned)} earlier attempts still run past"
-                    " their timeouts",
-                    details={"abandoned_threads": len(self._abandoned), "sent": False},
-                ),
-                1,
-            )
+        crowded = self._crowded(spec)
+        if crowded is not None:
+            return Failed(crowded, 1)
         ctx = contextvars.copy_context()
         return self._pool.submit(ctx.run, spec.fn, **kwargs)  # type: ignore[arg-type]
+
+    async def apull(self, spec: ToolSpec, pull: Pull) -> Any:
+        """The next chunk of a blocking sync generator tool (``END`` after its last), pulled on a
+        worker thread within ``spec.timeout_s`` (:mod:`actionspace.execution.pulls`).
+
+        Raises what the generator raises; answers :class:`Stopped` when no chunk came in time (its step
+        still ``running``, counted in :attr:`abandoned` until it ends), or when the first chunk is
+        not asked for, too many earlier attempts still running (its ``error``). A cancelled
+        caller's step still running is noted on the cancel (:func:`running_attempt`).
+        """
+        crowded = None if pull.started else self._crowded(spec)
+        if crowded is not None:
+            return Stopped(error=crowded)
+        pull.arm()
+        fut = self._pool.submit(contextvars.copy_context().run, pull.step)
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), spec.timeout_s)
+        except TimeoutError:
+            if fut.cancel():
+                return Stopped()
+            if not pull.give_up():  # it answered at the deadline
+                return await asyncio.wrap_future(fut)
+            return Stopped(running=self._left_running(spec, fut))
+        except asyncio.CancelledError as cut:
+            if not fut.cancel() and pull.give_up():
+                setattr(cut, _RUNNING_ATTEMPT, self._left_running(spec, fut))
+            raise
 
     def _timed_out(self, spec: ToolSpec, fut: Future[Any]) -> Failed:
         """What a blocking attempt that did not answer in time is: never started, or still running."""
@@ -188,7 +229,8 @@ class Executor:
             try:
                 error = self.map_error(exc, side_effects=spec.has_side_effects)
             except Exception as unmapped:  # the owner's mapper broke: what the send did stays unknown
-                error = ActionError.of("unknown_commit", f"{spec.name} raised an unmappable {unmapped!r}")
+                why = f"{type(unmapped).__name__}: {said_safely(unmapped, 200)}"
+                error = ActionError.of("unknown_commit", f"{spec.name} raised an unmappable error ({why})")
             late.set_result(Failed(error, 1))
 
         fut.add_done_callback(ended)

@@ -17,7 +17,7 @@ from typing import Any
 
 from actionspace._canonical import json_size
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, said
+from actionspace.errors import ActionError, said_safely
 from actionspace.execution.cache import Fill, ReadCache, cacheable
 from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
@@ -169,7 +169,7 @@ class Admission:
         try:
             meter.settle(reservation, actual)
         except Exception as exc:
-            why = f"{type(exc).__name__}: {said(exc)[:200]}"
+            why = f"{type(exc).__name__}: {said_safely(exc, 200)}"
             return f"the budget store did not record this call's usage ({why})"
         return None
 

@@ -115,9 +115,9 @@ class _Output:
         self.size = 0
         self.chunks = 0
         self.facts: ToolResult | None = None
-        self.handed_off = False
-        """A worker thread runs the rest of the stream into it (a side-effecting tool past its
-        timeout): it is closed once that outcome's value is read, never before."""
+        self.rest: Pull | None = None
+        """A side-effecting sync stream's pull: once its waiter gave up, a worker thread runs the
+        rest of the stream into this output, closed when that outcome's value is read, not before."""
 
     def add(self, chunk: Any) -> None:
         if isinstance(chunk, ToolResult):
@@ -158,7 +158,7 @@ class _Output:
         self._spool.seek(0)
         while piece := self._spool.read(_READ_BYTES):
             yield piece
-        if self.handed_off:
+        if self._handed_off():
             self._spool.close()
 
     def value(self) -> Any:
@@ -166,8 +166,11 @@ class _Output:
         return replace(self.facts, data=self.pieces()) if self.facts is not None else self.pieces()
 
     def close(self) -> None:
-        if not self.handed_off:
+        if not self._handed_off():
             self._spool.close()
+
+    def _handed_off(self) -> bool:
+        return self.rest is not None and self.rest.abandoned
 
 
 def _provisional(ready: Ready, output: _Output, rec: Recorder) -> Observation:
@@ -239,8 +242,9 @@ async def _chunks(
                     return
                 yield chunk
         return
-    drain = output.add if spec.has_side_effects else None
-    pull = Pull(produced, drain=drain, finish=output.value)
+    pull = Pull(produced, drain=output.add if spec.has_side_effects else None, finish=output.value)
+    if spec.has_side_effects:
+        output.rest = pull
     try:
         while True:
             chunk = await executor.apull(spec, pull) if spec.blocking else next(produced, END)
@@ -263,7 +267,6 @@ async def _run(
         async with contextlib.aclosing(_chunks(spec, ready.kwargs, executor, output)) as chunks:
             async for chunk in chunks:
                 if isinstance(chunk, Stopped):  # its step may still run, and a write's rest with it
-                    output.handed_off = chunk.running is not None and spec.has_side_effects
                     error = _idle_timeout(spec, output) if chunk.error is None else chunk.error
                     yield Failed(error, 1, running=chunk.running)
                     return
