@@ -35,7 +35,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from actionspace.errors import CATEGORIES, ActionError, Category
+from actionspace.errors import CATEGORIES, ActionError, Category, said_safely
 
 __all__ = [
     "JSONRPC_CODES",
@@ -95,7 +95,7 @@ def map_jsonrpc_error(exc: MCPError, *, side_effects: bool) -> ActionError:
     details: dict[str, Any] = {"jsonrpc_code": exc.code}
     if exc.data is not None:
         details["data"] = _safe(exc.data)
-    message = str(exc.message)[:500] or f"JSON-RPC error {exc.code}"
+    message = said_safely(exc.message, 500) or f"JSON-RPC error {exc.code}"
     if known is None:
         return ActionError.of(
             "unclassified", message, vendor_code=f"jsonrpc:{exc.code}", details={**details, "known": False}
@@ -114,20 +114,23 @@ def map_call_error(exc: BaseException, *, side_effects: bool) -> ActionError:
     for exc_type, name, read_category, write_category in LOCAL_FAILURES:
         if isinstance(exc, exc_type):
             category = write_category if side_effects else read_category
-            message = f"{name}: {str(exc)[:400]}" if str(exc) else name
+            message = f"{name}: {said_safely(exc, 400)}" if str(exc) else name
             return ActionError.of(category, message, vendor_code=name, details={"error": name})
     if isinstance(exc, RuntimeError) and _OUTPUT_CHECK.search(str(exc)):
         # The SDK's output-schema check, made once the server answered: the data breaks the
         # tool's own schema, is missing, or the schema itself cannot be used.
         return ActionError.of(
             "unknown_commit" if side_effects else "permanent",
-            str(exc)[:500],
+            said_safely(exc, 500),
             vendor_code="output_schema",
             details={"error": "output_schema"},
         )
     vendor = type(exc).__name__
     return ActionError.of(
-        "unclassified", f"{vendor}: {str(exc)[:400]}", vendor_code=vendor, details={"exception": vendor}
+        "unclassified",
+        f"{vendor}: {said_safely(exc, 400)}",
+        vendor_code=vendor,
+        details={"exception": vendor},
     )
 
 
@@ -139,7 +142,7 @@ def map_tool_error_result(text: str, structured: Any, *, trusted: bool) -> Actio
     ...}``, as the actionspace gateway does); an untrusted server's claim is kept in ``details``
     only, so it can never make a call retryable. Anything else is ``unclassified``.
     """
-    message = text[:1000] or "the tool reported an error without a message"
+    message = said_safely(text, 1000) or "the tool reported an error without a message"
     details: dict[str, Any] = {"error": "tool_error"}
     claimed = structured.get("category") if isinstance(structured, Mapping) else None
     if isinstance(claimed, str) and claimed in CATEGORIES:
@@ -159,9 +162,9 @@ def map_tool_error_result(text: str, structured: Any, *, trusted: bool) -> Actio
 def _safe(value: Any) -> Any:
     """A JSON-safe, bounded copy of vendor data for ``details``."""
     if isinstance(value, str | int | float | bool) or value is None:
-        return value if not isinstance(value, str) else value[:500]
+        return value if not isinstance(value, str) else said_safely(value, 500)
     if isinstance(value, Mapping):
         return {str(k)[:100]: _safe(v) for k, v in list(value.items())[:50]}
     if isinstance(value, list | tuple):
         return [_safe(v) for v in value[:50]]
-    return str(value)[:500]
+    return said_safely(value, 500)

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import Abandoned, ActionError, said
+from actionspace.errors import Abandoned, ActionError, said, said_safely
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.late import LeftRunning, settle_when_it_ends, still_running
@@ -439,7 +439,7 @@ def _observed(observe: Observe, outcome: Succeeded) -> Observation:
     try:
         return observe(outcome)
     except Exception as exc:
-        why = f"{type(exc).__name__}: {said(exc)[:300]}"
+        why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
         note = f"the tool succeeded and its effect is committed; its result cannot be shown ({why})"
         return observe(Succeeded(note, outcome.attempts))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, said
+from actionspace.errors import ActionError, said_safely
 from actionspace.ledger.entries import LedgerEntry
 
 __all__ = [
@@ -73,7 +73,7 @@ def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
         if inspect.isawaitable(answer):
             return StillUnknown("async status queries are answered by recover()")
     except Exception as exc:
-        return StillUnknown(f"status query failed: {type(exc).__name__}: {said(exc)}")
+        return StillUnknown(f"status query failed: {type(exc).__name__}: {said_safely(exc)}")
     if isinstance(answer, Committed | NotCommitted | StillUnknown):
         return answer
     return StillUnknown(f"status query returned {type(answer).__name__}, not a status answer")

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from actionspace.errors import Abandoned, ActionError, said
+from actionspace.errors import Abandoned, ActionError, said_safely
 from actionspace.execution.executor import running_attempt
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
@@ -201,7 +201,7 @@ def _abandon(steps: Protocol, running: Future[Outcome] | None) -> None:
 
 def _lost(exc: Exception) -> ActionError:
     """The error of a send whose answer was lost to a failure of ours: it may have committed."""
-    why = f"{type(exc).__name__}: {said(exc)[:300]}"
+    why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
     return ActionError.of(
         "unknown_commit",
         f"the answer of the send was lost ({why}); it may have committed",

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar, overload
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said_safely
 from actionspace.execution.batch import arun_batch, run_batch
 from actionspace.execution.errors import map_exception
 from actionspace.execution.executor import Executor, Outcome
@@ -487,7 +487,7 @@ class Engine:
         """A bug of ours (or of a validator) as an ``internal`` observation; never raised at the model."""
         error = ActionError.of(
             "internal",
-            f"actionspace failed while handling this call: {type(exc).__name__}: {str(exc)[:300]}",
+            f"actionspace failed while handling this call: {type(exc).__name__}: {said_safely(exc, 300)}",
             vendor_code=type(exc).__name__,
         )
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
