@@ -133,7 +133,7 @@ def _report_rest(report: DemoReport) -> RenderableType:
             for key in report.unknown_commits
         ),
         f"trace: {report.store}  run {report.run_id}\n",
-        f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
+        f"its trace:  actionspace trace show {report.run_id} --store {report.store}",
     )
     return Group(summary, Panel(footer, title="result"))
 
@@ -209,7 +209,7 @@ def render_vendors(report: VendorsReport) -> RenderableType:
         f"({', '.join(s['author'] for s in report.saves)}); resent key {report.resend.get('key')} "
         f"-> {report.resend.get('saves_with_key')} save\n",
         f"registry: {report.folder}/vendors.db\n",
-        f"replay it:  actionspace trace show {report.run_id} --store {report.store}",
+        f"its trace:  actionspace trace show {report.run_id} --store {report.store}",
     )
     return Group(
         render_steps(f"request: {report.request!r}", report.steps),
@@ -241,7 +241,7 @@ def render_revenue(report: RevenueReport) -> RenderableType:
             f"(x{comparison['ratio']})\n"
         )
     parts.append(f"documents: {report.folder}/documents.db\n")
-    parts.append(f"replay it:  actionspace trace show {report.run_id} --store {report.store}")
+    parts.append(f"its trace:  actionspace trace show {report.run_id} --store {report.store}")
     return Group(
         render_steps(f"request: {report.request!r}", report.steps),
         render_checks(report.checks),
