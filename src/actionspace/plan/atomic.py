@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from actionspace.errors import ActionError, said
 from actionspace.execution.executor import Outcome, Succeeded
+from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
-from actionspace.plan.group_budget import group_estimate, refuse_over_budget
+from actionspace.plan.group_budget import group_estimate, refuse_over_budget, settle_members
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
 from actionspace.policy.flow import bindings, label_of
@@ -146,6 +147,8 @@ class GroupAttempt:
     """The member under way runs a blocking tool on a worker thread (a cancel would not stop it)."""
     cut: bool = False
     """The members were stopped (cancelled) and the transaction rolled back; commit never began."""
+    admitted: dict[str, Admission] = field(default_factory=dict)
+    """The budget admissions of this dispatch's members, settled when the dispatch ends."""
 
     def stoppable(self) -> bool:
         """Cancelling the group's task now stops it before its commit, its writes rolled back."""
@@ -180,6 +183,7 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
     except BaseException as exc:  # cancelled under the group: nothing of it may stay open or become visible
         attempt.members = False
         attempt.rollback(tx)
+        _settle_budgets(sched, unit, attempt, kept=False)
         if not isinstance(exc, asyncio.CancelledError):
             raise
         attempt.cut = True
@@ -189,6 +193,7 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
     attempt.members = False
     if failure is not None:
         attempt.rollback(tx)
+        _settle_budgets(sched, unit, attempt, kept=False)
         if attempt.rollback_error is not None:  # never committed all the same
             failure = ActionError.of(
                 failure.category, f"{failure.message} (and the rollback raised {attempt.rollback_error})"
@@ -197,9 +202,22 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
     try:
         tx.commit()
     except Exception as exc:
+        _settle_budgets(sched, unit, attempt, kept=True)  # it may stand: its members stay charged
         why = f"commit of group {unit.id} raised {type(exc).__name__}: {said(exc)}"
         return Failed(ActionError.of("unknown_commit", why), 1)
+    _settle_budgets(sched, unit, attempt, kept=True)
     return Succeeded({m: o.to_dict() for m, o in attempt.done.items()}, 1)
+
+
+def _settle_budgets(sched: Scheduler, unit: CheckedNode, attempt: GroupAttempt, *, kept: bool) -> None:
+    """Settle the members' budget reservations with the group's end (``kept``: it committed, or may
+    have), each member's trace told what it was charged (nothing, when the rollback undid it)."""
+    admitted, attempt.admitted = attempt.admitted, {}
+    for member, charged, unsettled in settle_members(admitted, attempt.done, kept=kept):
+        event: dict[str, Any] = {"charged": charged.to_dict(), "group": unit.id}
+        if unsettled is not None:
+            event.update(recorded=False, budget_unsettled=unsettled)
+        sched._record(f"{sched.run_state.run_id}:{member}", "metered", event)
 
 
 def _account(
@@ -306,6 +324,8 @@ async def _members(
                 state, call, principal=sched.principal, rec=rec, node_id=m.id, bound=bound
             )
             if isinstance(ready, Ready):
+                if ready.admission is not None:  # its reservation is settled with the group
+                    attempt.admitted[m.id], ready.admission = ready.admission, None
                 spec = ready.compiled.spec
                 rec.add("dispatched", {"tool": spec.name, "version": spec.version, "group": unit.id})
                 attempt.blocking = not spec.is_async
@@ -375,19 +395,28 @@ def _unsettled(member: CheckedNode, group: Observation, group_id: str) -> Observ
         "query the group's status before acting on it again",
         details={"group": group_id, "phase": "commit"},
     )
-    call_id = group.call_id.rsplit(":", 1)[0] + f":{member.id}"
+    call_id = _member_call_id(group, member.id, group_id)
     return Observation.failure(error, call_id=call_id, tool=spec.name, tool_version=spec.version)
+
+
+def _member_call_id(group: Observation, member: str, group_id: str) -> str:
+    """``<run>:<member>``, the run taken from the group's call id ``<run>:<group>`` (ids may hold ':')."""
+    suffix = f":{group_id}"
+    call_id = group.call_id
+    run = call_id[: -len(suffix)] if call_id.endswith(suffix) else call_id.rsplit(":", 1)[0]
+    return f"{run}:{member}"
 
 
 def member_of(group: Observation, member: CheckedNode, group_id: str) -> Observation:
     """A member's observation taken from its group's (ledger-replayed) observation."""
+    call_id = _member_call_id(group, member.id, group_id)
     for item in group.items:
-        if item.call_id.endswith(f":{member.id}"):
+        if item.call_id == call_id:
             return item
     spec = member.specs[0]
     if group.status == "ok":  # committed, found by the environment's status query: no member details
         return Observation(
-            call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
+            call_id=call_id,
             tool=spec.name,
             tool_version=spec.version,
             diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
@@ -403,9 +432,4 @@ def member_of(group: Observation, member: CheckedNode, group_id: str) -> Observa
             "group": group_id,
         },
     )
-    return Observation.failure(
-        error,
-        call_id=group.call_id.rsplit(":", 1)[0] + f":{member.id}",
-        tool=spec.name,
-        tool_version=spec.version,
-    )
+    return Observation.failure(error, call_id=call_id, tool=spec.name, tool_version=spec.version)

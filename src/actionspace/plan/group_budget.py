@@ -8,6 +8,10 @@ first against what the budgets still allow, and a group that cannot fit is refus
 ``budget_exceeded``. Only what is known before the group starts counts: a member that may be
 served from the read cache counts nothing, and one whose item count depends on another member's
 output counts no items. The members are still admitted one by one as they run.
+
+Each member's reservation is settled with its group (:func:`settle_members`), never by the member's
+own call: to what the member used when the group committed (or may have), to nothing when the
+group rolled back, so a group that never became visible costs nothing.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, said_safely
 from actionspace.execution.cache import cacheable
+from actionspace.execution.guarded import Admission, observation_bytes
 from actionspace.plan.refs import find_refs, parse_ref
-from actionspace.policy.budget import Meter, Usage, estimate
+from actionspace.policy.budget import ZERO, Meter, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
+from actionspace.types import Observation
 
-__all__ = ["group_estimate", "refuse_over_budget"]
+__all__ = ["group_estimate", "refuse_over_budget", "settle_members"]
 
 _EPSILON = 1e-9
 """Slack for money sums, as the meter allows (0.1 + 0.2 > 0.3 in floating point)."""
@@ -85,3 +91,42 @@ def _refusal(meter: Meter, run_id: str, principal: Principal, need: Usage, group
                 },
             )
     return None
+
+
+def settle_members(
+    admitted: Mapping[str, Admission], done: Mapping[str, Observation], *, kept: bool
+) -> list[tuple[str, Usage, str | None]]:
+    """Settle the reservation of every member in ``admitted`` (member id → its admission).
+
+    ``kept``: the group committed, or may have: each member is charged what it used (one call, its
+    items, the bytes of its observation in ``done``); else each reservation is released. Returns
+    (member, charged, why the meter's store did not take it or None) per settled member. Settles in
+    the calling thread, as a plain call's admission does, so no cancel can come between the group's
+    end and its members' settlement.
+    """
+    out: list[tuple[str, Usage, str | None]] = []
+    for member, admission in admitted.items():
+        if admission.meter is None or admission.reservation is None:
+            continue
+        obs = done.get(member)
+        if not kept:
+            used = ZERO
+        elif obs is None:  # admitted, never observed: it stays charged its estimate
+            used = admission.reservation.amount
+        else:
+            used = _used(admission, obs)
+        try:
+            admission.meter.settle(admission.reservation, used)
+        except Exception as exc:  # the group's outcome stands; its reservation stays counted
+            out.append((member, used, f"{type(exc).__name__}: {said_safely(exc, 200)}"))
+        else:
+            out.append((member, used, None))
+    return out
+
+
+def _used(admission: Admission, obs: Observation) -> Usage:
+    spec = admission.spec
+    items = admission.items
+    if admission.hit is not None:  # the group ran it all the same: its items as sent
+        items = item_count(spec, admission.arguments or {})
+    return charge(spec, calls=1, items=items, nbytes=observation_bytes(obs))
