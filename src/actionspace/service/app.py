@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from fastapi import FastAPI
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionspace._version import package_version
 from actionspace.policy.principal import Principal
@@ -19,6 +22,38 @@ from actionspace.service.limits import DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 
 __all__ = ["create_app"]
+
+DEFAULT_HEADERS: Final[Mapping[str, str]] = {
+    "Content-Security-Policy": (
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+"""Headers every response carries unless its route set its own (the console pages set a wider CSP)."""
+
+
+class SecurityHeaders:
+    """ASGI middleware adding :data:`DEFAULT_HEADERS` to every response, errors and 413s included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in DEFAULT_HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def create_app(
@@ -57,6 +92,7 @@ def create_app(
     app.state.admin_token = admin_token
     install_handlers(app)
     app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
     for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
         app.include_router(router)
     _include_console(app)

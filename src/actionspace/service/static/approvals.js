@@ -1,7 +1,8 @@
 /* actionspace console: the approvals queue, with the preview a person decides on.
  */
 
-import { LIST_POLL_MS, isCurrent, api, h, show, link, cls, badge, when, pretty, provMark, schedule, errorText, refreshPendingCount, searchForm } from "./core.js";
+import { LIST_POLL_MS, isCurrent, api, segment, h, show, link, cls, badge, when, provMark, schedule, errorText, refreshPendingCount, searchForm } from "./core.js";
+import { exactJson, exactName, exactValue } from "./exact.js";
 
 /** Requests decided in this tab, newest first: they stay visible in the queue after the refresh. */
 const decidedHere = [];
@@ -15,7 +16,7 @@ export async function approvalsPage(view, serial) {
   const runFilter = params.get("run");
   const text = (params.get("q") || "").toLowerCase();
   const query = status === "all" ? "?status=all" : "?status=" + status;
-  const requests = (await api("/approvals" + query)).filter(function (r) {
+  const requests = (await api("/approvals" + query, { exactNumbers: true })).filter(function (r) {
     if (runFilter && r.run_id !== runFilter) return false;
     return !text || JSON.stringify([r.tool, r.run_id, r.reason, r.arguments]).toLowerCase().includes(text);
   });
@@ -73,11 +74,11 @@ function approvalCard(request) {
   });
   card.append(
     h("header", null,
-      h("span", { class: "tool-name" }, request.tool),
+      exactName("span", { class: "tool-name" }, request.tool),
       badge(request.status),
       h("span", { class: "muted" }, "run ",
-        link("/runs/" + encodeURIComponent(request.run_id), h("span", { class: "mono" }, request.run_id)),
-        request.node_id ? " · node " : "", request.node_id ? h("span", { class: "mono" }, request.node_id) : null),
+        link("/runs/" + encodeURIComponent(request.run_id), exactName("span", { class: "mono" }, request.run_id)),
+        request.node_id ? " · node " : "", request.node_id ? exactName("span", { class: "mono" }, request.node_id) : null),
       h("span", { class: "spacer" }),
       h("span", { class: "muted" }, "filed " + when(request.created_at))),
     h("p", { class: "reason" }, request.reason || "needs approval"));
@@ -88,10 +89,10 @@ function approvalCard(request) {
   const items = Array.isArray(preview.items) ? preview.items : details.items;
   card.append(h("h3", null, "Normalized call"), argumentsTable(args, provenance),
     h("details", { class: "call-json" }, h("summary", null, "As JSON"),
-      h("pre", null, JSON.stringify({ tool: request.tool, arguments: args }, null, 2))));
+      h("pre", null, exactJson({ tool: request.tool, arguments: args }))));
   if (effects.length) {
     card.append(h("h3", null, "Writes"),
-      h("ul", { class: "effects" }, effects.map(function (e) { return h("li", { class: "mono" }, e); })));
+      h("ul", { class: "effects" }, effects.map(function (e) { return exactName("li", { class: "mono" }, e); })));
   }
   if (Array.isArray(items) && items.length) {
     card.append(batchItems(items));
@@ -114,8 +115,8 @@ function argumentsTable(args, prov) {
     h("thead", null, h("tr", null, h("th", null, "Argument"), h("th", null, "Value"), h("th", null, "Came from"))),
     h("tbody", null, names.map(function (name) {
       return h("tr", { "data-argument": name },
-        h("td", null, name),
-        h("td", null, h("div", { class: "value" }, pretty(args[name]))),
+        exactName("td", null, name),
+        h("td", null, exactValue(args[name])),
         h("td", null, provMark(prov[name])));
     })));
 }
@@ -127,9 +128,10 @@ function batchItems(items) {
       h("thead", null, h("tr", null, h("th", null, "Key"), h("th", null, "Item"), h("th", null, "Writes"))),
       h("tbody", null, items.map(function (item) {
         return h("tr", { "data-item": item.key },
-          h("td", { class: "mono" }, item.key),
-          h("td", null, h("div", { class: "value" }, pretty(item.item))),
-          h("td", { class: "mono" }, (item.writes || []).join(", ") || "—"));
+          exactName("td", { class: "mono" }, item.key),
+          h("td", null, exactValue(item.item)),
+          h("td", { class: "mono" }, (item.writes || []).length
+            ? item.writes.map(function (w) { return exactName("div", null, w); }) : "—"));
       }))));
 }
 
@@ -143,7 +145,8 @@ function decisionBar(card, id, runId) {
     result.textContent = verb === "approve" ? "Approving…" : "Denying…";
     try {
       const body = reason.value.trim() ? { reason: reason.value.trim() } : {};
-      const decided = await api("/approvals/" + encodeURIComponent(id) + "/" + verb, { method: "POST", body: body });
+      const decided = await api("/approvals/" + segment(id) + "/" + verb,
+        { method: "POST", body: body, exactNumbers: true });
       const status = decided && decided.status ? decided.status : verb === "approve" ? "approved" : "denied";
       if (decided && typeof decided === "object" && decided.tool) {
         decidedHere.unshift(decided);

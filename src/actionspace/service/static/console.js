@@ -35,8 +35,12 @@ async function render() {
   for (const [pattern, fn, name] of routes) {
     const match = pattern.exec(path);
     if (match) {
+      try {
+        args = match.slice(1).map(decodeURIComponent);
+      } catch (_) {  // a malformed %-escape names no page
+        break;
+      }
       page = fn;
-      args = match.slice(1).map(decodeURIComponent);
       section = name;
       break;
     }

@@ -47,6 +47,36 @@ export class ApiError extends Error {
   }
 }
 
+/** A JSON number whose text a JavaScript number cannot hold exactly: it keeps the text as sent. */
+export class ExactNumber {
+  constructor(source) {
+    this.source = source;
+  }
+
+  toJSON() {
+    return this.source;
+  }
+}
+
+/** JSON.parse reviver keeping the source text of every number that would not round-trip. */
+function exactNumbers(key, value, context) {
+  if (typeof value === "number" && context && typeof context.source === "string" && String(value) !== context.source) {
+    return new ExactNumber(context.source);
+  }
+  return value;
+}
+
+/** One path segment of an API URL, percent-encoded. "", "." and ".." are refused: the URL parser
+ * would resolve them against the path and the request would reach another endpoint. */
+export function segment(value) {
+  const text = String(value);
+  if (text === "" || text === "." || text === "..") {
+    throw new ApiError(0, "the id " + JSON.stringify(text) + " cannot be sent in a URL path", "invalid_arguments");
+  }
+  return encodeURIComponent(text);
+}
+
+/** GET/POST `/api` + path; `options.exactNumbers` keeps numbers that would lose digits as ExactNumber. */
 export async function api(path, options) {
   const opts = options || {};
   const headers = { Accept: "application/json" };
@@ -63,7 +93,7 @@ export async function api(path, options) {
   const text = await response.text();
   if (text) {
     try {
-      payload = JSON.parse(text);
+      payload = opts.exactNumbers ? JSON.parse(text, exactNumbers) : JSON.parse(text);
     } catch (_) {
       payload = { error: { message: text.slice(0, 300) } };
     }
@@ -196,6 +226,7 @@ export function schedule(serial, ms, fn) {
 }
 
 export function errorText(err) {
+  if (err instanceof ApiError && err.status === 0) return "Not sent: " + err.message;
   if (err instanceof ApiError) {
     const what = err.status === 403 ? "Not allowed for this token" : "The API answered " + err.status;
     return what + ": " + err.message;

@@ -5,18 +5,20 @@
  * replays that outcome instead of ever sending the call again. Needs a token with ledger:resolve.
  */
 
-import { LIST_POLL_MS, isCurrent, api, h, show, link, cls, badge, when, pretty, schedule, errorText, searchForm } from "./core.js";
+import { LIST_POLL_MS, isCurrent, api, segment, h, show, link, badge, when, schedule, errorText, searchForm } from "./core.js";
+import { exactJson, exactName } from "./exact.js";
 
 const STATES = ["unknown_commit", "dispatched", "committed", "failed", "all"];
 
 /** Entries reconciled in this tab, newest first: they stay in the queue, showing the outcome recorded. */
 const resolvedHere = [];
+let evidenceFields = 0;
 
 export async function ledgerPage(view, serial) {
   const params = new URLSearchParams(window.location.search);
   const state = STATES.includes(params.get("state")) ? params.get("state") : "unknown_commit";
   const text = (params.get("q") || "").toLowerCase();
-  const entries = (await api("/ledger" + (state === "all" ? "" : "?state=" + state))).filter(function (e) {
+  const entries = (await api("/ledger" + (state === "all" ? "" : "?state=" + state), { exactNumbers: true })).filter(function (e) {
     return !text || [e.key, e.tool, e.run_id, e.node_id, JSON.stringify(e.arguments)].join(" ").toLowerCase().includes(text);
   });
   if (!isCurrent(serial)) return;
@@ -61,7 +63,7 @@ function entryCard(entry) {
   const card = h("article", { class: "card ledger-entry", "data-key": entry.key, "data-state": entry.state });
   card.append(
     h("header", null,
-      h("span", { class: "tool-name" }, entry.tool),
+      exactName("span", { class: "tool-name" }, entry.tool),
       badge(entry.state),
       h("span", { class: "muted" }, "run ",
         link("/runs/" + encodeURIComponent(entry.run_id), h("span", { class: "mono" }, entry.run_id)),
@@ -69,7 +71,7 @@ function entryCard(entry) {
       h("span", { class: "spacer" }),
       h("span", { class: "muted" }, "updated " + when(entry.updated_at))),
     h("p", null, "key ", h("code", { class: "mono key" }, entry.key), " · attempts " + entry.attempts),
-    h("pre", { class: "args-json" }, pretty(entry.arguments)));
+    h("pre", { class: "args-json" }, exactJson(entry.arguments)));
   if (entry.resolution) {
     const r = entry.resolution;
     card.append(h("p", { class: "muted decision" },
@@ -80,7 +82,8 @@ function entryCard(entry) {
 }
 
 function resolveForm(card, entry) {
-  const id = "evidence-" + cls(entry.key);
+  evidenceFields += 1;  // keys may differ only in characters an id cannot hold: number the fields
+  const id = "evidence-" + evidenceFields;
   const outcome = h("select", { name: "outcome", "aria-label": "What happened" },
     h("option", { value: "committed" }, "it happened (committed)"),
     h("option", { value: "not_committed" }, "it did not happen (not committed)"));
@@ -99,7 +102,7 @@ function resolveForm(card, entry) {
     }
     button.disabled = true;
     try {
-      const done = await api("/ledger/" + encodeURIComponent(entry.key) + "/resolve", {
+      const done = await api("/ledger/" + segment(entry.key) + "/resolve", {
         method: "POST", body: { outcome: outcome.value, note: note.value.trim() },
       });
       resolvedHere.unshift(done);
