@@ -6,10 +6,16 @@ the store's database. A process that saw no heartbeat of another for ``dead_afte
 claimant dies in turn) and asks DBOS to recover that executor's pending workflows, which puts them
 back on a queue for any live worker. A worker that stops in order drops its heartbeat to 0, so its
 work moves on at the next look of any other worker.
+
+Each executor also holds a session advisory lock (:func:`session_key`) on its heartbeat's connection
+for as long as its process lives. The claim rewrites ``beat_at`` (the claimant's lease), so once an
+executor is claimed only that lock tells a dead process (the lock is gone: its interrupted nodes move
+on at once) from one merely paused (still held: it counts as alive as long as before).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -21,7 +27,7 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import ConnectionPool
 
-__all__ = ["Heartbeat", "live_executors"]
+__all__ = ["Heartbeat", "live_executors", "session_key"]
 
 _log = logging.getLogger("actionspace.durable")
 
@@ -60,6 +66,31 @@ _NOTE_ATTEMPTS: Final = """
 INSERT INTO actionspace_node_attempts (run_id, node_id, executor_id, attempt_id, started_at)
 SELECT %s, node_id, %s, attempt_id, %s FROM unnest(%s::text[], %s::text[]) AS a(node_id, attempt_id)
 """
+
+
+_CLAIMED: Final = frozenset({"recovering", "gone"})
+"""States of an executor another one claimed."""
+
+_LIVENESS: Final = """
+SELECT e.beat_at, e.state, EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND l.classid = %(high)s::bigint::oid AND l.objid = %(low)s::bigint::oid
+) AS held
+FROM actionspace_executors e WHERE e.executor_id = %(id)s
+"""
+
+
+def session_key(executor_id: str) -> int:
+    """The advisory lock (a signed 64-bit key) an executor's process holds while it lives."""
+    digest = hashlib.blake2b(f"actionspace-executor:{executor_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _hold_session(conn: psycopg.Connection[Any], executor_id: str) -> None:
+    """Take this executor's session lock on ``conn`` (released when the connection ends)."""
+    conn.execute("SELECT pg_try_advisory_lock(%s)", (session_key(executor_id),))
 
 
 def _no_commit_wait(conn: psycopg.Connection[Any]) -> None:
@@ -122,6 +153,8 @@ class Heartbeat:
         )
         self.recovered: list[str] = []
         self._opened = False
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        """The heartbeat's own connection, which holds this executor's session lock."""
 
     def open(self) -> None:
         """Create the tables, register this executor and open the pool (no beating yet)."""
@@ -137,6 +170,7 @@ class Heartbeat:
                 " beat_at = excluded.beat_at, state = 'starting', pid = excluded.pid",
                 (self.executor_id, socket.gethostname(), os.getpid(), now, now),
             )
+        self._conn = self._session()
         self._pool.open()
 
     def start(self) -> None:
@@ -184,18 +218,28 @@ class Heartbeat:
         return row is not None
 
     def is_alive(self, executor_id: str, *, within_s: float) -> bool:
-        """True when ``executor_id`` wrote a heartbeat in the last ``within_s`` seconds."""
+        """True when ``executor_id`` wrote a heartbeat (or was claimed) in the last ``within_s``
+        seconds, unless it was claimed and its process no longer holds its session lock."""
+        key = session_key(executor_id)
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT beat_at FROM actionspace_executors WHERE executor_id = %s", (executor_id,)
+                _LIVENESS, {"id": executor_id, "high": (key >> 32) & 0xFFFFFFFF, "low": key & 0xFFFFFFFF}
             ).fetchone()
-        return row is not None and float(row[0]) >= time.time() - within_s
+        if row is None:
+            return False
+        beat_at, state, held = row
+        if state in _CLAIMED and not held:
+            return False  # claimed, and its process has gone: nothing of it still runs
+        return float(beat_at) >= time.time() - within_s
 
     def stop(self, *, hand_over: bool = True) -> None:
         """Stop beating; ``hand_over`` lets other workers take this one's workflows at once."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
+        if self._conn is not None:  # the session lock goes with it
+            self._conn.close()
+            self._conn = None
         self._pool.close()
         if hand_over:
             try:
@@ -207,22 +251,29 @@ class Heartbeat:
             except psycopg.Error:
                 _log.warning("actionspace: could not hand over executor %s", self.executor_id)
 
+    def _session(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection of the heartbeat's own, holding this executor's session lock."""
+        conn = psycopg.connect(self.url, autocommit=True)
+        try:
+            _hold_session(conn, self.executor_id)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     def _loop(self) -> None:
-        conn: psycopg.Connection[tuple[object, ...]] | None = None
         while not self._stop.wait(self.every_s):
+            conn = self._conn
             try:
                 if conn is None or conn.closed:
-                    conn = psycopg.connect(self.url, autocommit=True)
+                    conn = self._conn = self._session()
                 self._tick(conn)
             except Exception:  # a database hiccup: beat again next time
                 _log.warning("actionspace: heartbeat of %s failed", self.executor_id, exc_info=True)
                 if conn is not None:
                     conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
 
-    def _tick(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    def _tick(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         now = time.time()
         conn.execute(
             "UPDATE actionspace_executors SET beat_at = %s, state = 'alive' WHERE executor_id = %s",

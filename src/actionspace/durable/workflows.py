@@ -25,7 +25,9 @@ first wave) is a message on the same topic, read at the same points, so it is ne
 two waves and is replayed in order: nodes not dispatched yet are removed (``cancelled``,
 ``phase: not_dispatched``), the nodes that wait for them are blocked, a waiting child is told (it
 answers ``cancelled``, or with its call's outcome if the call had begun), and a wave already
-running ends as it does — a cancel never undoes an effect.
+running ends as it does — a cancel never undoes an effect. A removed node's ``plan_node_cancelled``
+is recorded by the plan's next step (a wave, or the step that closes the trace), so it comes after
+``plan_started`` and a replay does not record it twice.
 """
 
 from __future__ import annotations
@@ -140,6 +142,7 @@ async def _drive(request: Mapping[str, Any]) -> PlanResult:
     )
     if not waves.closed:  # the last wave's step did not close the trace: close it here
         await _finish_step(waves, result.nodes)
+        waves.cancels.clear()
     if sched.pending:
         await asyncio.to_thread(sched._flush_pending, time.monotonic())
     ended = time.time()
@@ -180,6 +183,8 @@ class _Waves:
         """When the first wave began (seconds since the epoch), as its checkpoint holds it."""
         self.closed = False
         """True when the last wave's step recorded ``plan_finished`` with its own trace."""
+        self.cancels: list[str] = []
+        """Nodes cancelled before dispatch since the last step: the next step records them."""
 
     def opening(self) -> dict[str, Any]:
         """The data of the plan's ``plan_started`` trace event."""
@@ -196,6 +201,7 @@ class _Waves:
             if wave:
                 self.count += 1
                 done = await _wave_step(self, wave)
+                self.cancels.clear()  # recorded by that step, or by its first run when replayed
                 self.started = done["at"] if self.started is None else self.started
                 self.closed = done["closed"]
                 for (k, arguments), obs in zip(wave, done["observations"], strict=True):
@@ -306,7 +312,7 @@ class _Waves:
                 await DBOS.send_async(self.children[k], cancel_message([k], reason), topic=APPROVAL_TOPIC)
             elif k in self.ready:
                 self.ready.remove(k)
-                sched._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched"})
+                self.cancels.append(k)  # recorded by the next step: once, however often it is replayed
                 self._settle(k, sched._cancelled_obs(k, "not_dispatched", reason))
 
 
@@ -324,6 +330,7 @@ async def _wave_step(waves: _Waves, wave: list[tuple[str, Mapping[str, Any]]]) -
     sched, run_id, rt = waves.sched, waves.run_id, bound().runtime
     if waves.count == 1:
         sched._record(None, "plan_started", waves.opening())
+    await _record_cancels(waves)
     attempts = {k: uuid.uuid4().hex for k, _ in wave}
 
     async def one(k: str, arguments: Mapping[str, Any]) -> Observation:
@@ -369,8 +376,24 @@ async def _finish_step(waves: _Waves, nodes: Mapping[str, Observation]) -> None:
         return
     if waves.started is None:  # no wave ran to open the trace
         sched._record(None, "plan_started", waves.opening())
+    await _record_cancels(waves)
     sched._record(None, "plan_finished", _closing(nodes))
     await asyncio.to_thread(sched._flush_pending, time.monotonic())
+
+
+async def _record_cancels(waves: _Waves) -> None:
+    """Record ``plan_node_cancelled`` for the nodes cancelled since the last step, inside a step
+    (after ``plan_started``) so a replay does not record them again. A step cut short before its
+    checkpoint runs again, and a plan begun before cancels were recorded this way may have
+    recorded them already: the trace is read first, and only when there are cancels to record."""
+    if not waves.cancels:
+        return
+    rt = bound().runtime
+    events = await asyncio.to_thread(rt.trace.events, waves.run_id)
+    done = {e.data.get("node") for e in events if e.kind == "plan_node_cancelled"}
+    for k in waves.cancels:
+        if k not in done:
+            waves.sched._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched"})
 
 
 async def _closed_before(waves: _Waves, nodes: Mapping[str, Observation], *, again: bool) -> bool:
