@@ -14,7 +14,8 @@ exactly as for a library caller::
 Who calls, and in which run:
 
 * **Principal.** Over HTTP, ``Authorization: Bearer <token>`` names the principal (a missing or
-  unknown token is answered 401 before MCP sees the request). Over stdio, the token in the
+  unknown token is answered 401 before MCP sees the request; a session id is usable only by the
+  principal that opened it; see ``_gateway_http``). Over stdio, the token in the
   ``ACTIONSPACE_GATEWAY_TOKEN`` environment variable, else ``[gateway] stdio_principal``.
   ``tools/list`` shows only the tools the principal holds every scope for; the run is offered
   exactly those, so another tool's name is ``unknown_tool``.
@@ -56,15 +57,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from starlette.applications import Starlette
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
+from actionspace.adapters._gateway_http import HttpGuard, bearer, bound_host
 from actionspace.adapters._gateway_results import to_call_result
 from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, ConfigurationError, store_unavailable
+from actionspace.errors import ActionError, ConfigurationError, said_safely, store_unavailable
 from actionspace.policy.principal import Principal, authorize
 from actionspace.runtime import Runtime
 from actionspace.types import Observation, ToolCall
@@ -290,7 +292,7 @@ class Gateway:
                 ToolCall(name=name, arguments=args), run_id=run_id, node_id=node, principal=principal
             )
         except Exception as exc:  # never an exception at the client: a typed error
-            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+            why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
             if store_unavailable(exc):  # ask again: the ledger keeps a repeated write to one send
                 _log.warning("gateway: tools/call %s: the store did not answer (%s)", name, why)
                 error = ActionError.of("transient", f"the store did not answer ({why}); ask again")
@@ -347,19 +349,24 @@ class Gateway:
             async with stdio_server() as (read, write):
                 await server.run(read, write, options)
 
-    def http_app(self) -> ASGIApp:
-        """The streamable HTTP app (an ASGI app) with bearer-token authentication in front."""
+    def http_app(self, *, host: str | None = None) -> ASGIApp:
+        """The streamable HTTP app (an ASGI app) behind :class:`HttpGuard` (tokens, sessions, origins).
+
+        ``host``: the address it is served on (default: the config's); on a loopback address the
+        SDK's DNS rebinding protection is on.
+        """
+        host = host or self.config.host
         if not any(p.token_sha256 for p in self.config.principals):
             raise ConfigurationError("http: configure at least one [[principals]] entry with a token")
 
         def caller(ctx: ServerRequestContext[Any, Any]) -> Principal:
-            principal = self.principal_for_token(_bearer(getattr(ctx.request, "headers", None)))
+            principal = self.principal_for_token(bearer(getattr(ctx.request, "headers", None)))
             if principal is None:  # the middleware let no such request through
                 raise PermissionError("no principal for this request")
             return principal
 
         server = self.server(caller)
-        inner = server.streamable_http_app(streamable_http_path=self.config.path, host=self.config.host)
+        inner = server.streamable_http_app(streamable_http_path=self.config.path, host=host)
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -369,7 +376,7 @@ class Gateway:
                     yield
 
         inner.router.lifespan_context = lifespan
-        return _BearerAuth(inner, self)
+        return HttpGuard(inner, self.principal_for_token, host=host)
 
     async def serve_http(
         self, *, host: str | None = None, port: int | None = None, fd: int | None = None
@@ -380,9 +387,10 @@ class Gateway:
         """
         import uvicorn
 
+        host = host or self.config.host
         config = uvicorn.Config(
-            self.http_app(),
-            host=host or self.config.host,
+            self.http_app(host=bound_host(fd, host)),
+            host=host,
             port=self.config.port if port is None else port,
             fd=fd,
             log_level="warning",
@@ -418,48 +426,6 @@ class _PolicyTarget:
 
     def register(self, spec: ToolSpec) -> ToolSpec:
         return self._runtime.register(self._config.approval.apply(spec))
-
-
-class _BearerAuth:
-    """Answers 401 to HTTP requests without a configured principal's bearer token."""
-
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
-        self.app = app
-        self._gateway = gateway
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            if self._gateway.principal_for_token(_bearer(headers)) is None:
-                await _unauthorized(send)
-                return
-        await self.app(scope, receive, send)
-
-
-async def _unauthorized(send: Send) -> None:
-    body = (
-        b'{"error":"unauthorized","message":"send Authorization: Bearer <token> of a configured principal"}'
-    )
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="actionspace"'),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-def _bearer(headers: Mapping[str, str] | None) -> str | None:
-    if headers is None:
-        return None
-    value = headers.get("authorization") or ""
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def _session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
