@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -82,6 +83,8 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
             f"{getattr(fn, '__name__', fn)!r}: declare effect= ('none', 'read', 'write' or 'external')"
         )
     name = options.pop("name", None) or getattr(fn, "__name__", "")
+    if not name:
+        raise ToolDefinitionError(f"{fn!r} has no __name__: register it with name='...'")
     doc = inspect.getdoc(fn) or ""
     summary, description, params_doc = _split_docstring(doc)
     model = _arguments_model(fn, name, params_doc)
@@ -133,7 +136,7 @@ def _output_schema(fn: Callable[..., Any]) -> dict[str, Any] | None:
     Unannotated, ``Any``/``object``/``None`` returns, ``ToolResult`` and generators give None.
     """
     try:
-        annotation = get_type_hints(fn).get("return")
+        annotation = get_type_hints(_annotated(fn)).get("return")
     except Exception:
         return None
     if annotation is None or annotation in (Any, object, type(None)):
@@ -165,24 +168,89 @@ def _clean_schema_any(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str, str]) -> type[BaseModel]:
+def _annotated(fn: Callable[..., Any]) -> Any:
+    """The object whose annotations describe ``fn``'s parameters: the function under a
+    ``functools.partial``, the ``__call__`` of a callable instance, ``fn`` itself otherwise."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isroutine(fn) or inspect.isclass(fn):
+        return fn
+    return type(fn).__call__
+
+
+def _fixed_by_partial(fn: Callable[..., Any]) -> frozenset[str]:
+    """Keywords a ``functools.partial`` binds: fixed by whoever registered it, not the model's."""
+    fixed: set[str] = set()
+    while isinstance(fn, functools.partial):
+        fixed.update(fn.keywords)
+        fn = fn.func
+    return frozenset(fixed)
+
+
+def _type_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
     try:
-        hints = get_type_hints(fn, include_extras=True)
+        return get_type_hints(_annotated(fn), include_extras=True)
+    except NameError as exc:
+        raise ToolDefinitionError(
+            f"{name}: cannot resolve type hints: {exc}; import that name at run time "
+            "(not only under TYPE_CHECKING) in the function's module"
+        ) from exc
     except Exception as exc:
         raise ToolDefinitionError(f"{name}: cannot resolve type hints: {exc}") from exc
-    fields: dict[str, Any] = {}
-    for param in inspect.signature(fn).parameters.values():
-        if param.name in RESERVED_PARAMETERS:
+
+
+def _parameters(fn: Callable[..., Any], name: str) -> list[inspect.Parameter]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(
+            f"{name}: its signature cannot be read ({exc}); wrap it in a typed def and register that"
+        ) from exc
+    fixed = _fixed_by_partial(fn)
+    out = []
+    for param in params:
+        if param.name in RESERVED_PARAMETERS or param.name in fixed:
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolDefinitionError(f"{name}: *args/**kwargs cannot be described to a model")
+            raise ToolDefinitionError(
+                f"{name}: *args/**kwargs cannot be described to a model; declare named parameters "
+                "(or use add_tool with an explicit input_schema)"
+            )
         if param.kind is param.POSITIONAL_ONLY:
-            raise ToolDefinitionError(f"{name}: positional-only parameter {param.name!r} is not supported")
+            raise ToolDefinitionError(
+                f"{name}: positional-only parameter {param.name!r} cannot be passed by keyword; "
+                "drop the '/' or wrap the function in a def with named parameters"
+            )
+        out.append(param)
+    return out
+
+
+def _field_name(param: str, taken: set[str]) -> str:
+    """A name pydantic accepts for ``param`` (which stays the alias the model sees and sends)."""
+    if not (param.startswith(("_", "model_")) or hasattr(BaseModel, param)):
+        return param
+    base = f"arg_{param.lstrip('_')}"
+    candidate, n = base, 0
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}_{n}"
+    return candidate
+
+
+def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str, str]) -> type[BaseModel]:
+    hints = _type_hints(fn, name)
+    params = _parameters(fn, name)
+    taken = {p.name for p in params}
+    fields: dict[str, Any] = {}
+    for param in params:
         if param.name not in hints:
             raise ToolDefinitionError(f"{name}: parameter {param.name!r} needs a type hint")
         default = ... if param.default is param.empty else param.default
-        info = Field(default, description=params_doc.get(param.name))
-        fields[param.name] = (hints[param.name], info)
+        field_name = _field_name(param.name, taken)
+        taken.add(field_name)
+        alias = param.name if field_name != param.name else None
+        info = Field(default, alias=alias, description=params_doc.get(param.name))
+        fields[field_name] = (hints[param.name], info)
     try:
         return create_model(
             f"{name}_arguments",
@@ -203,12 +271,13 @@ def _needs_coercion(model: type[BaseModel]) -> bool:
 
 
 def _coercer(model: type[BaseModel]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    names = tuple(model.model_fields)
+    names = tuple((field, info.alias or field) for field, info in model.model_fields.items())
 
     def coerce(args: Mapping[str, Any]) -> dict[str, Any]:
         # Raises pydantic.ValidationError; the validator turns it into invalid_arguments.
         instance = model.model_validate(dict(args))
-        return {n: getattr(instance, n) for n in names if n in args or n in instance.model_fields_set}
+        given = instance.model_fields_set
+        return {param: getattr(instance, field) for field, param in names if param in args or field in given}
 
     return coerce
 
@@ -283,25 +352,44 @@ def _holds_credential(value: Any) -> bool:
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Returns?|Raises|Yields|Examples?|Notes?):\s*$")
 _PARAM_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_PARAM = re.compile(r"^:param\s+(?:\S+\s+)?(\w+):\s*(.*)$")
+_RULE = re.compile(r"^-{3,}$")
+_NUMPY_PARAM_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
+_NUMPY_PARAMETERS = frozenset({"Parameters", "Other Parameters", "Arguments", "Args", "Params"})
 
 
 def _split_docstring(doc: str) -> tuple[str, str, dict[str, str]]:
-    """(summary line, description without parameter sections, {param: description})."""
+    """(summary line, description without parameter sections, {param: description}).
+
+    Reads Google (``Args:``), NumPy (``Parameters`` over a ``----------`` rule) and reST
+    (``:param name:``) styles.
+    """
     lines = doc.splitlines()
     params: dict[str, str] = {}
     body: list[str] = []
     section: str | None = None
     current: str | None = None
-    for line in lines:
+    numpy = False
+    skip_rule = False
+    for index, line in enumerate(lines):
         stripped = line.strip()
+        if skip_rule:
+            skip_rule = False
+            continue
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
         header = _SECTION.match(stripped)
         sphinx = _SPHINX_PARAM.match(stripped)
+        if stripped and _RULE.match(following) and not line.startswith((" ", "\t")):
+            section, current, numpy, skip_rule = stripped, None, True, True
+            continue
         if header:
-            section, current = header.group(1), None
+            section, current, numpy = header.group(1), None, False
             continue
         if sphinx:
             current = sphinx.group(1)
             params[current] = sphinx.group(2).strip()
+            continue
+        if numpy and section in _NUMPY_PARAMETERS:
+            current = _numpy_parameter(line, stripped, current, params)
             continue
         if section in ("Args", "Arguments", "Parameters", "Params"):
             match = _PARAM_LINE.match(line)
@@ -318,3 +406,19 @@ def _split_docstring(doc: str) -> tuple[str, str, dict[str, str]]:
     description = "\n".join(body).strip()
     summary = description.splitlines()[0].strip() if description else ""
     return summary, description, params
+
+
+def _numpy_parameter(line: str, stripped: str, current: str | None, params: dict[str, str]) -> str | None:
+    """Read one line of a NumPy ``Parameters`` section: ``name : type`` opens a parameter, the
+    indented lines under it describe it. Returns the parameter being described."""
+    if not stripped:
+        return current
+    if not line.startswith((" ", "\t")):
+        match = _NUMPY_PARAM_LINE.match(stripped)
+        if match is None:
+            return None
+        params[match.group(1)] = ""
+        return match.group(1)
+    if current is not None:
+        params[current] = f"{params[current]} {stripped}".strip()
+    return current

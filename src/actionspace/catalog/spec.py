@@ -318,9 +318,9 @@ class ToolSpec:
         if not self.summary and self.description:
             object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
         object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
-        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(code := _code_of(self.fn)))
         object.__setattr__(
-            self, "_streams", inspect.isasyncgenfunction(self.fn) or inspect.isgeneratorfunction(self.fn)
+            self, "_streams", inspect.isasyncgenfunction(code) or inspect.isgeneratorfunction(code)
         )
         object.__setattr__(self, "_key", f"{self.name}@{self.version}")
         object.__setattr__(self, "_takes_key", _accepts(self.fn, "idempotency_key"))
@@ -463,6 +463,19 @@ class ToolSpec:
         if out:
             out["contract_note"] = self.contract_note()
         return out
+
+
+def _code_of(fn: Callable[..., Any] | None) -> Any:
+    """The function deciding how ``fn`` runs (under a partial, ``__call__``, under functools.wraps)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if fn is None or inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn):
+        return fn
+    code = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn).__call__
+    try:
+        return inspect.unwrap(code)
+    except ValueError:  # a cycle of __wrapped__
+        return code
 
 
 _PARAMETERS: dict[Any, frozenset[str]] = {}
