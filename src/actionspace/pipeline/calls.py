@@ -84,7 +84,21 @@ def group(items: Sequence[Observation], run_id: str) -> Observation:
         call_id=f"{run_id}:group",
         tool="*",
         status=status,
+        error=_all_failed(items) if status == "error" else None,
         items=tuple(items),
         complete=all(o.complete for o in items),
         diagnostics={"failed": [o.call_id for o in items if o.status == "error"]},
+    )
+
+
+def _all_failed(items: Sequence[Observation]) -> ActionError:
+    """The error of a group none of whose calls succeeded (an error observation always carries its
+    error): the first call's category and recovery, every call's category in ``details``."""
+    errors = [o.error for o in items if o.error is not None]
+    failed = {o.call_id: o.error.category if o.error is not None else "unclassified" for o in items}
+    first = errors[0] if errors else ActionError.of("unclassified", "no call answered")
+    return ActionError.of(
+        first.category,
+        f"none of the {len(items)} calls succeeded; the first: {first.message[:300]}",
+        details={"failed": failed},
     )
