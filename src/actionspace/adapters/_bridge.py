@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace._extras import require
-from actionspace.discovery.render import openai_chat_result
+from actionspace.discovery.render import openai_chat_result, openai_responses_tools
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.session import Session
 from actionspace.types import Observation, ToolCall
 
-__all__ = ["Bridge", "held_request", "require"]
+__all__ = ["Bridge", "Offered", "held_request", "require"]
 
 
 def held_request(obs: Observation) -> str | None:
@@ -29,6 +29,25 @@ def held_request(obs: Observation) -> str | None:
         return None
     request_id = obs.error.details.get("request_id")
     return str(request_id) if request_id is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """One tool as a framework should offer it: what the runtime's own rendering says."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _proposal(name: str, arguments: Any, call_id: str | None) -> ToolCall | dict[str, Any]:
+    """Arguments as text go through the parser (an OpenAI Responses item), the rest as a ToolCall."""
+    if not isinstance(arguments, str):
+        return ToolCall(name=name, arguments=arguments, id=call_id)
+    item: dict[str, Any] = {"type": "function_call", "name": name, "arguments": arguments}
+    if call_id is not None:
+        item["call_id"] = call_id
+    return item
 
 
 @dataclass
@@ -62,19 +81,31 @@ class Bridge:
             names = [s.name for s in self.rt.catalog.offerable() if s.name != "read_artifact"]
         return self.rt.offer(names, run_id=self.run_id, principal=self.principal, disclosure=False)
 
+    def offered(self) -> list[Offered]:
+        """The tools offered to the run as the runtime renders them for a model: the description
+        with its contract note, the schema with its top-level ``"type": "object"`` (``strict`` off)."""
+        return [
+            Offered(str(t["name"]), str(t["description"] or t["name"]), dict(t["parameters"]))
+            for t in openai_responses_tools(self.definitions())
+        ]
+
     def requires_approval(self, name: str) -> bool:
         """Whether every call of ``name`` needs a person's decision (``ToolSpec.requires_approval``)."""
         return bool(self.rt.catalog.get(name).requires_approval)
 
     async def acall(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
-        """Run one proposed call through the engine; errors come back inside the observation."""
-        call = ToolCall(name=name, arguments=arguments, id=call_id)
-        return await self.rt.acall(call, run_id=self.run_id, principal=self.principal)
+        """Run one proposed call through the engine; errors come back inside the observation.
+
+        ``arguments`` as the model sent them: a value, or the JSON text (text that is not JSON is
+        answered ``parse_error``, as the engine answers a provider's call).
+        """
+        return await self.rt.acall(
+            _proposal(name, arguments, call_id), run_id=self.run_id, principal=self.principal
+        )
 
     def call(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
         """Sync :meth:`acall`."""
-        call = ToolCall(name=name, arguments=arguments, id=call_id)
-        return self.rt.call(call, run_id=self.run_id, principal=self.principal)
+        return self.rt.call(_proposal(name, arguments, call_id), run_id=self.run_id, principal=self.principal)
 
     def settle(
         self, request_id: str, *, approved: bool, by: str | None = None, reason: str | None = None

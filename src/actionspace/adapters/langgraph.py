@@ -17,6 +17,7 @@ a checkpointer, as every ``interrupt`` does.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,22 +52,42 @@ def governed_tools(
 
 def tools_of(bridge: Bridge) -> list[StructuredTool]:
     """The tools of an existing :class:`~actionspace.adapters._bridge.Bridge` (to share its run)."""
-    lc_tools = require("langchain_core.tools", EXTRA)
+    require("langchain_core.tools", EXTRA)
     require("langgraph.types", EXTRA)
+    governed = _governed_tool_class()
     out: list[StructuredTool] = []
-    for d in bridge.definitions():
-        name = str(d["name"])
-        sync, coroutine = _bodies(bridge, name)
+    for offered in bridge.offered():
+        sync, coroutine = _bodies(bridge, offered.name)
         out.append(
-            lc_tools.StructuredTool.from_function(
+            governed(
                 func=sync,
                 coroutine=coroutine,
-                name=name,
-                description=str(d.get("description") or name),
-                args_schema=dict(d["input_schema"]),
+                name=offered.name,
+                description=offered.description,
+                args_schema=offered.parameters,
             )
         )
     return out
+
+
+@functools.cache
+def _governed_tool_class() -> type[StructuredTool]:
+    from langchain_core.tools import StructuredTool
+
+    class GovernedTool(StructuredTool):
+        """Hands the bodies the model's arguments as one value, with the model's call id.
+
+        LangChain spreads arguments as keywords beside its own (``config``, ``run_manager``,
+        ``callbacks``, ``self``), so a tool argument of one of those names would be taken or
+        collide; here they stay the tool's.
+        """
+
+        def _to_args_and_kwargs(
+            self, tool_input: str | dict[str, Any], tool_call_id: str | None
+        ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            return (self._parse_input(tool_input, tool_call_id), tool_call_id), {}
+
+    return GovernedTool
 
 
 def _answer(resume: Any) -> tuple[bool, str | None, str | None]:
@@ -98,16 +119,16 @@ def _decided(bridge: Bridge, obs: Observation) -> bool:
 
 
 def _bodies(bridge: Bridge, name: str) -> tuple[Any, Any]:
-    def sync(**arguments: Any) -> str:
-        obs = bridge.call(name, arguments)
+    def sync(arguments: Any, call_id: str | None) -> str:
+        obs = bridge.call(name, arguments, call_id)
         if _decided(bridge, obs):
-            obs = bridge.call(name, arguments)
+            obs = bridge.call(name, arguments, call_id)
         return bridge.text(obs)
 
-    async def coroutine(**arguments: Any) -> str:
-        obs = await bridge.acall(name, arguments)
+    async def coroutine(arguments: Any, call_id: str | None) -> str:
+        obs = await bridge.acall(name, arguments, call_id)
         if _decided(bridge, obs):
-            obs = await bridge.acall(name, arguments)
+            obs = await bridge.acall(name, arguments, call_id)
         return bridge.text(obs)
 
     return sync, coroutine

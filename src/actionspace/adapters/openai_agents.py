@@ -19,7 +19,6 @@ held without the SDK having asked (a flow policy asking to declassify) comes bac
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,15 +55,14 @@ def tools_of(bridge: Bridge) -> list[Tool]:
     """The tools of an existing :class:`~actionspace.adapters._bridge.Bridge` (to share its run)."""
     agents = require("agents", EXTRA)
     out: list[Tool] = []
-    for definition in bridge.definitions():
-        name = str(definition["name"])
-        spec = bridge.rt.catalog.get(name)
+    for offered in bridge.offered():
+        spec = bridge.rt.catalog.get(offered.name)
         out.append(
             agents.FunctionTool(
-                name=name,
-                description=str(definition.get("description") or name),
-                params_json_schema=dict(definition["input_schema"]),
-                on_invoke_tool=_invoker(bridge, name),
+                name=offered.name,
+                description=offered.description,
+                params_json_schema=offered.parameters,
+                on_invoke_tool=_invoker(bridge, offered.name),
                 strict_json_schema=False,
                 needs_approval=bool(spec.requires_approval or spec.high_risk_args),
             )
@@ -74,15 +72,11 @@ def tools_of(bridge: Bridge) -> list[Tool]:
 
 def _invoker(bridge: Bridge, name: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
-        try:
-            parsed: Any = json.loads(arguments) if arguments else {}
-        except json.JSONDecodeError:
-            parsed = arguments  # the engine answers it as invalid_arguments, to the model
-        obs = await bridge.acall(name, parsed, ctx.tool_call_id)
+        obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
         request_id = held_request(obs)
         if request_id is not None and ctx.is_tool_approved(name, ctx.tool_call_id):
             bridge.settle(request_id, approved=True)
-            obs = await bridge.acall(name, parsed, ctx.tool_call_id)
+            obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
         return bridge.text(obs)
 
     return invoke

@@ -16,11 +16,12 @@ whose request is still pending (approved without ``decide``) is approved as ``ap
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator
 
 from actionspace.adapters._bridge import Bridge, held_request, require
 from actionspace.policy.principal import Principal
@@ -36,19 +37,33 @@ EXTRA = "pydantic-ai"
 
 
 @dataclass(frozen=True, slots=True)
-class _NotAnObject:
-    """Arguments the model sent as a JSON value other than an object (a list, a number, null)."""
+class _Raw:
+    """Arguments the engine must read as the model sent them: the text of a JSON value other than
+    an object (a list, a number, null), or text that is not JSON at all."""
 
     value: Any
 
 
-_ANY_ARGUMENTS = SchemaValidator(
-    core_schema.no_info_plain_validator_function(
-        lambda value: value if isinstance(value, dict) else {"arguments": _NotAnObject(value)}
-    )
-)
-"""Lets any JSON reach the engine, which answers what is not an object as ``invalid_arguments``
-(Pydantic AI would otherwise spread a list with ``**`` and fail, or assert on null)."""
+def _as_arguments(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"arguments": _Raw(value)}
+
+
+class _AnyArguments:
+    """Lets whatever the model sent reach the engine, which answers text that is not JSON as
+    ``parse_error`` and a value that is not an object as ``invalid_arguments`` (Pydantic AI would
+    otherwise answer with its own validation text, spread a list with ``**`` and fail, or assert on
+    null). Duck-types the two methods Pydantic AI calls on a tool's ``SchemaValidator``."""
+
+    def validate_json(self, data: str | bytes | bytearray, **_: Any) -> dict[str, Any]:
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        return value if isinstance(value, dict) else {"arguments": _Raw(text)}
+
+    def validate_python(self, value: Any, **_: Any) -> dict[str, Any]:
+        return _as_arguments(value)
 
 
 class GovernedToolset:
@@ -113,15 +128,16 @@ class GovernedToolset:
         pai = require("pydantic_ai", EXTRA)
         toolsets = require("pydantic_ai.toolsets", EXTRA)
         tools = []
-        for d in self.bridge.definitions():
+        for offered in self.bridge.offered():
             tool = pai.Tool.from_schema(
-                self._function(str(d["name"])),
-                name=str(d["name"]),
-                description=str(d.get("description") or d["name"]),
-                json_schema=dict(d["input_schema"]),
+                self._function(offered.name),
+                name=offered.name,
+                description=offered.description,
+                json_schema=offered.parameters,
                 takes_ctx=True,
             )
-            tool.function_schema.validator = _ANY_ARGUMENTS
+            tool.strict = False  # the runtime offers its schemas as they are, never in strict mode
+            tool.function_schema.validator = cast(SchemaValidator, _AnyArguments())
             tools.append(tool)
         toolset: FunctionToolset[Any] = toolsets.FunctionToolset(tools)
         return toolset
@@ -132,7 +148,7 @@ class GovernedToolset:
 
         async def run(ctx: RunContext[Any], **arguments: Any) -> str:
             wrapped = arguments.get("arguments")
-            if isinstance(wrapped, _NotAnObject):
+            if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
             obs = await bridge.acall(name, arguments, ctx.tool_call_id)
             request_id = held_request(obs)
