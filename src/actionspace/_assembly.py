@@ -12,6 +12,7 @@ from actionspace.approval.gate import Approvals
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.catalog.toolsets import Toolsets
+from actionspace.discovery.artifacts import READ_ARTIFACT
 from actionspace.discovery.offer import Offers
 from actionspace.execution.cache import ReadCache, cacheable
 from actionspace.execution.errors import map_exception
@@ -31,6 +32,7 @@ from actionspace.plan.planner import Planner
 from actionspace.policy.budget import Budget, Budgets, Meter
 from actionspace.policy.flow import FlowPolicy
 from actionspace.policy.principal import Principal
+from actionspace.session import ArtifactGate
 from actionspace.trace.events import TraceStore
 from actionspace.trace.otel_live import live_sink
 from actionspace.trace.recorder import record_sink
@@ -131,6 +133,7 @@ def assemble(
     for stage in stages:
         engine.add_stage(stage)
     catalog.on_change(compiler.forget)
+    catalog.on_change(partial(_gate_artifact_reads, engine, catalog))  # however read_artifact comes
     catalog.on_change(_ReadCacheSwitch(engine, meter, cache).enable)
     # a result settled by recovery is shaped like any other (trimmed, its artifact stored)
     ledger_admin = LedgerAdmin(
@@ -166,6 +169,12 @@ def _recovery_specs(catalog: Catalog, planner: Planner) -> Callable[[], Catalog 
         return SpecsWithGroups(catalog, envs) if envs else catalog
 
     return specs
+
+
+def _gate_artifact_reads(engine: Engine, catalog: Catalog, spec: ToolSpec) -> None:
+    """A catalog listener: once ``read_artifact`` is registered, it reads only what its run was shown."""
+    if spec.name == READ_ARTIFACT:
+        engine.add_stage(ArtifactGate(catalog), after="flow")
 
 
 class _ReadCacheSwitch:

@@ -11,6 +11,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -162,10 +163,23 @@ class FolderArtifactStore:
         return ref
 
     def open(self, ref: str) -> BinaryIO:
+        """The stored file; a symlink (of the file or of a folder on its way) or anything but a
+        regular file under ``root`` is not an artifact, so a planted link never reads elsewhere."""
+        path = self.path_of(ref)
+        if not self._inside(path):
+            raise KeyError(ref)
         try:
-            return self.path_of(ref).open("rb")
-        except FileNotFoundError:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+        except OSError:  # missing, a symlink (ELOOP), unreadable
             raise KeyError(ref) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise KeyError(ref)
+        return os.fdopen(fd, "rb")
+
+    def _inside(self, path: Path) -> bool:
+        store = os.path.realpath(self.root / "sha256")
+        return os.path.realpath(path.parent).startswith(store + os.sep)
 
     def get(self, ref: str) -> bytes:
         with self.open(ref) as stream:
@@ -173,6 +187,7 @@ class FolderArtifactStore:
 
     def exists(self, ref: str) -> bool:
         try:
-            return self.path_of(ref).is_file()
+            path = self.path_of(ref)
         except ValueError:
             return False
+        return path.is_file() and not path.is_symlink() and self._inside(path)

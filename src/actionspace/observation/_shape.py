@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
@@ -26,6 +27,7 @@ SLICE_CHARS: Final = 1 << 20
 SPILL_BYTES: Final = 256 * 1024
 """Raw text held in memory before it starts streaming into the artifact store."""
 _PARSE_LIMIT: Final = 64 << 20
+_log = logging.getLogger("actionspace.observation")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +181,7 @@ def _shape_json(
     if len(canonical) <= max_bytes:
         digest = sha256(canonical).hexdigest()
         if deep:  # nesting (or an integer) cut by normalize: only the bytes given are the whole
-            stored = artifacts.put(given) if artifacts is not None and given is not None else None
+            stored = _put(artifacts, given) if given is not None else None
             cut = Trimming(
                 rule=JsonRule.name,
                 rule_version=JsonRule.version,
@@ -187,7 +189,7 @@ def _shape_json(
                 kept_bytes=len(canonical),
             )
             return Shaped(data=plain, trimming=cut, complete=False, artifact_ref=stored, content_hash=digest)
-        ref = artifacts.put(raw) if keep_raw and artifacts is not None else None
+        ref = _put(artifacts, raw) if keep_raw else None
         return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
     # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote: normalized
     # only where the projection reads it
@@ -199,9 +201,21 @@ def _shape_json(
             rule=JsonRule.name, rule_version=JsonRule.version, original_bytes=len(raw), kept_bytes=len(kept)
         ),
         complete=False,
-        artifact_ref=artifacts.put(raw) if artifacts is not None else None,
+        artifact_ref=_put(artifacts, raw),
         content_hash=sha256(kept).hexdigest(),
     )
+
+
+def _put(artifacts: ArtifactStore | None, data: bytes) -> str | None:
+    """``data`` stored in ``artifacts``; None without a store or when the store fails (a full disk,
+    a read-only folder): the observation then carries no ``artifact_ref`` rather than failing."""
+    if artifacts is None:
+        return None
+    try:
+        return artifacts.put(data)
+    except OSError:
+        _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+        return None
 
 
 _NOT_JSON: Final = object()
@@ -241,7 +255,7 @@ def _run(
         kept = dumps_plain(data).encode("utf-8", "surrogatepass")
     if artifacts is not None and (cut or keep_raw):
         if ref is None and held is not None:
-            ref = artifacts.put(held)
+            ref = _put(artifacts, held)
     else:
         ref = None
     trimming = None
@@ -279,7 +293,12 @@ class _Pump:
             held_size += len(raw)
             if held_size > SPILL_BYTES:
                 held, self.held = self.held, None
-                self.ref = self._store.put_stream(chain(held, pieces))
+                try:
+                    self.ref = self._store.put_stream(chain(held, pieces))
+                except OSError:  # the rule still reads every piece; the observation has no artifact
+                    _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+                    for _ in pieces:
+                        pass
                 break
         self._flush_decoder()
 

@@ -7,7 +7,9 @@ small observation. Both bounds are required: the walk stops before another page 
 ``max_pages`` pages or ``max_items`` items were read (a page is never split, so the items read
 may pass ``max_items`` by at most one page). The result is ``complete=True`` only when the last
 page was reached and every reducer kept all it saw; otherwise ``complete=False``,
-``diagnostics["stopped_by"]`` says why and ``cursor`` is where to resume.
+``diagnostics["stopped_by"]`` says why and ``cursor`` is where to resume. A source whose next
+cursor is one the walk already asked for is stopped (``"cursor_repeated"``) before any page is
+counted twice.
 
 The result observation: ``tool = "aggregate:<tool>"``; ``data`` maps each reducer's name to its
 value plus ``pages`` and ``items``; ``total`` is the listing's total when the tool reports one;
@@ -213,6 +215,7 @@ def _walk(
     if not isinstance(call.arguments, Mapping):
         raise ConfigurationError("aggregate needs a call whose arguments are an object")
     cursor = call.arguments.get(cursor_arg)
+    asked: set[Any] = set() if cursor is None else {cursor}
     pages = items = 0
     calls: list[str] = []
     total: int | None = None
@@ -241,6 +244,10 @@ def _walk(
         cursor = obs.cursor
         if cursor is None:
             break
+        if cursor in asked:  # a loop: the pages from here were read already
+            stopped_by = "cursor_repeated"
+            break
+        asked.add(cursor)
     capped = [r.name for r in reducers if r.capped]
     if stopped_by is None and capped:
         stopped_by = "reducer_capped"

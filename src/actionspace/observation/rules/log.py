@@ -78,7 +78,13 @@ _CONTINUATION: Final = re.compile(
     r"[ \t]|Caused by:|During handling of the above exception|The above exception was the direct"
     r"|Traceback \(most recent call last\)|\.\.\. \d+ more|\[Previous line repeated|E {2}|> "
 )
-_ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI: Final = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, screen modes
+    r"|[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\|$)"  # OSC/DCS/SOS/PM/APC: titles, links, up to BEL or ST
+    r"|[ -/]*[0-~]"  # two-byte escapes and character set switches
+    r"|)"  # a lone ESC
+)
+"""Terminal escape sequences: never shown to the model (nor passed on to a terminal)."""
 _OUTPUT_KEYS: Final = ("output", "log", "text", "stdout", "stderr")
 _CODE_KEYS: Final = ("exit_code", "returncode", "exit_status")
 
