@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from actionspace import Plan, Runtime
-from actionspace.trace.otel_live import LiveSpans, instrument
+from actionspace.trace.otel_live import LiveSpans, flush, instrument
 
 
 def _setup() -> tuple[Runtime, TracerProvider, InMemorySpanExporter]:
@@ -34,6 +34,7 @@ def _setup() -> tuple[Runtime, TracerProvider, InMemorySpanExporter]:
 
 
 def _tools(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
+    assert flush()  # spans are emitted by a background thread
     return [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
 
 
@@ -109,6 +110,7 @@ def test_a_runtime_made_after_configuring_opentelemetry_emits_spans_without_bein
         "rt = Runtime()\n"
         "rt.add_tool(name='ping', input_schema={'type': 'object'}, fn=lambda: 'pong', effect='read')\n"
         "rt.call({'name': 'ping', 'arguments': {}})\n"
+        "from actionspace.trace.otel_live import flush; flush()\n"
         "print([s.name for s in exporter.get_finished_spans()])\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -85,8 +85,9 @@ def test_live_spans_of_a_secret_run_show_no_secret_value(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     rt = _runtime()
-    instrument(rt.engine, tracer_provider=provider)
+    live = instrument(rt.engine, tracer_provider=provider)
     _secret_run(rt)
+    assert live.flush()
     spans = exporter.get_finished_spans()
     assert [s.name for s in spans] == ["execute_tool vault", "execute_tool lookup"]
     assert [s.name for s in spans if SECRET in _text(s)] == []

@@ -1,12 +1,15 @@
 """JSON Lines export and import of runs: one event per line, as ``TraceEvent.to_dict``.
 
 Export writes one run at a time, so memory holds one run, never the whole store. Import reads
-line by line and writes in batches; importing a file twice stores each ``(run_id, seq)`` once.
+line by line, checks every line before it writes any (a checked copy is spooled to a temporary
+file past a few MiB, so memory stays bounded), then writes in batches; importing a file twice
+stores each ``(run_id, seq)`` once.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -18,6 +21,7 @@ from actionspace.trace.store_encoding import check_event
 __all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
 
 _ALL_RUNS: Final = 2**62
+_SPOOL_BYTES: Final = 8 * 1024 * 1024
 
 
 class _Writer(Protocol):
@@ -96,22 +100,27 @@ def iter_jsonl(lines: Iterable[str]) -> Iterator[TraceEvent]:
 def import_jsonl(store: TraceStore, lines: Iterable[str], *, batch_size: int = 500) -> ImportResult:
     """Append the events in ``lines`` that ``store`` does not have yet, ``batch_size`` at a time.
 
-    A malformed line raises ``ValueError`` after the batches before it were written; running the
-    import again after fixing the file is safe.
+    Every line is checked first: a malformed one raises ``ValueError`` (``line N: reason``)
+    before anything is written.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    append = _new_events_appender(store)
-    read = written = 0
-    batch: list[TraceEvent] = []
-    for event in iter_jsonl(lines):
-        read += 1
-        batch.append(event)
-        if len(batch) >= batch_size:
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") as checked:
+        read = 0
+        for event in iter_jsonl(lines):
+            checked.write(dumps_event(event) + "\n")
+            read += 1
+        checked.seek(0)
+        append = _new_events_appender(store)
+        written = 0
+        batch: list[TraceEvent] = []
+        for line in checked:
+            batch.append(loads_event(line))
+            if len(batch) >= batch_size:
+                written += append(batch)
+                batch = []
+        if batch:
             written += append(batch)
-            batch = []
-    if batch:
-        written += append(batch)
     return ImportResult(read=read, written=written)
 
 

@@ -47,6 +47,9 @@ TOOL_TYPE: Final = "function"
 _ALL_RUNS: Final = 2**62
 _HIDDEN_KEYS: Final = frozenset({"raw"})
 _MAX_TEXT: Final = 300
+_MAX_KEY: Final = 128
+_MAX_ITEMS: Final = 64
+_INT64: Final = range(-(2**63), 2**63)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -89,7 +92,7 @@ def export_run(store: TraceStore, run_id: str, *, tracer_provider: TracerProvide
     for call in calls:
         export_call(tracer, call, parent)
     finished = next((e for e in reversed(events) if e.kind == "run_finished"), None)
-    status = str(finished.data.get("status", "ok")) if finished is not None else None
+    status = _text(str(finished.data.get("status", "ok"))) if finished is not None else None
     if status not in (None, "ok"):
         run_span.set_attribute("error.type", status)
         run_span.set_status(Status(StatusCode.ERROR, f"run finished with status {status!r}"))
@@ -132,7 +135,7 @@ def split_calls(events: Sequence[TraceEvent]) -> tuple[list[_Call], list[TraceEv
         if event.call_id is None:
             run_level.append(event)
             if event.kind == "parsed":
-                for listed in event.data.get("calls") or ():
+                for listed in _listed(event.data.get("calls")):
                     if isinstance(listed, Mapping) and listed.get("id") is not None:
                         parsed_at[str(listed["id"])] = event.ts
                         names[str(listed["id"])] = str(listed.get("name", ""))
@@ -164,13 +167,13 @@ def _run_attributes(
     }
     principal = events[0].data.get("principal") if events[0].kind == "run_started" else None
     if isinstance(principal, str):
-        attrs["actionspace.principal"] = principal
+        _put(attrs, "actionspace.principal", principal)
     return attrs
 
 
 def export_call(tracer: Tracer, call: _Call, parent: Context | None) -> None:
     """Emit one call's ``execute_tool`` span under ``parent`` (None: the current span)."""
-    tool = text_for_utf8(call.tool or "unknown")  # a name as the model wrote it: UTF-8 whole
+    tool = _text(call.tool or "unknown")  # a name as the model wrote it: UTF-8, cut
     span = tracer.start_span(
         f"execute_tool {tool}",
         context=parent,
@@ -182,10 +185,11 @@ def export_call(tracer: Tracer, call: _Call, parent: Context | None) -> None:
         _add_event(span, event)
     observation = next((e for e in reversed(call.events) if e.kind == "observation"), None)
     if observation is not None and observation.data.get("status") == "error":
-        category = str(observation.data.get("category") or "unclassified")
+        found = observation.data.get("category")
+        category = _text(found) if isinstance(found, str) and found else "unclassified"
         span.set_attribute("error.type", category)
         message = observation.data.get("message")
-        described = text_for_utf8(str(message)[:_MAX_TEXT]) if message else category
+        described = _text(str(message)) if message else category
         span.set_status(Status(StatusCode.ERROR, described))
     span.end(end_time=_ns(max(call.events[-1].ts, call.started)))
 
@@ -194,7 +198,7 @@ def _call_attributes(call: _Call, tool: str) -> dict[str, AttributeValue]:
     attrs: dict[str, AttributeValue] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
-        "gen_ai.tool.call.id": text_for_utf8(call.call_id),
+        "gen_ai.tool.call.id": _text(call.call_id),
         "gen_ai.tool.type": TOOL_TYPE,
     }
     ledger_state: str | None = None
@@ -204,7 +208,9 @@ def _call_attributes(call: _Call, tool: str) -> dict[str, AttributeValue]:
             _put(attrs, "actionspace.validation.verdict", data.get("verdict"))
             _put(attrs, "actionspace.tool.version", data.get("version"))
             _put(attrs, "actionspace.schema_hash", data.get("schema_hash"))
-            paths = [str(f.get("path")) for f in data.get("field_errors") or () if isinstance(f, Mapping)]
+            paths = [
+                _text(str(f.get("path"))) for f in _listed(data.get("field_errors")) if isinstance(f, Mapping)
+            ]
             if paths:
                 attrs["actionspace.validation.field_paths"] = paths
         elif event.kind == "authorized":
@@ -220,7 +226,7 @@ def _call_attributes(call: _Call, tool: str) -> dict[str, AttributeValue]:
             _put(attrs, "actionspace.attempts", data.get("attempt"))
         elif event.kind == "ledger":
             _put(attrs, "actionspace.idempotency_key", data.get("key"))
-            ledger_state = str(data["to"]) if data.get("to") is not None else ledger_state
+            ledger_state = _text(str(data["to"])) if data.get("to") is not None else ledger_state
         elif event.kind == "observation":
             _observation_attributes(attrs, data)
     _put(attrs, "actionspace.ledger.state", ledger_state)
@@ -232,7 +238,7 @@ def _observation_attributes(attrs: dict[str, AttributeValue], data: Mapping[str,
     _put(attrs, "actionspace.error.category", data.get("category"))
     recovery = data.get("recovery")
     if isinstance(recovery, list | tuple) and recovery:
-        attrs["actionspace.error.recovery"] = [str(r) for r in recovery]
+        attrs["actionspace.error.recovery"] = [_text(str(r)) for r in recovery[:_MAX_ITEMS]]
     trimming = data.get("trimming")
     if isinstance(trimming, Mapping):
         _put(attrs, "actionspace.trimming.rule", trimming.get("rule"))
@@ -241,22 +247,41 @@ def _observation_attributes(attrs: dict[str, AttributeValue], data: Mapping[str,
 
 def _put(attrs: dict[str, AttributeValue], key: str, value: Any) -> None:
     """Set ``key`` when ``value`` is a scalar OpenTelemetry accepts; ignore None and the rest."""
+    scalar = _scalar(value)
+    if scalar is not None:
+        attrs[key] = scalar
+
+
+def _scalar(value: Any) -> str | bool | int | float | None:
+    """``value`` as an attribute value within the limits every exporter takes, or None."""
     if isinstance(value, str):
-        attrs[key] = text_for_utf8(value)  # an exporter encodes UTF-8: no unpaired surrogate
-    elif isinstance(value, bool | int | float):
-        attrs[key] = value
+        return _text(value)
+    if isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):  # OTLP carries int64: a bigger number is kept as its digits
+        return value if value in _INT64 else _text(str(value))
+    return None
+
+
+def _text(value: str, limit: int = _MAX_TEXT) -> str:
+    """``value`` cut to ``limit`` characters, an unpaired surrogate replaced (exporters encode UTF-8)."""
+    cut = value if len(value) <= limit else value[: limit - 1] + "…"
+    return text_for_utf8(cut)
+
+
+def _listed(value: Any) -> Sequence[Any]:
+    """The items of a list field, at most ``_MAX_ITEMS``; nothing when the field is no list."""
+    return value[:_MAX_ITEMS] if isinstance(value, list | tuple) else ()
 
 
 def _add_event(span: Span, event: TraceEvent) -> None:
     attrs: dict[str, AttributeValue] = {"actionspace.seq": event.seq}
     for key, value in event.data.items():
-        if key in _HIDDEN_KEYS:
+        scalar = _scalar(value)
+        if key in _HIDDEN_KEYS or scalar is None or not isinstance(key, str):
             continue
-        if isinstance(value, str):
-            attrs[f"actionspace.{key}"] = text_for_utf8(value[:_MAX_TEXT])
-        elif isinstance(value, bool | int | float):
-            attrs[f"actionspace.{key}"] = value
-    span.add_event(f"actionspace.{event.kind}", attributes=attrs, timestamp=_ns(event.ts))
+        attrs[f"actionspace.{_text(key, _MAX_KEY)}"] = scalar
+    span.add_event(f"actionspace.{_text(event.kind, _MAX_KEY)}", attributes=attrs, timestamp=_ns(event.ts))
 
 
 def _ns(seconds: float) -> int:

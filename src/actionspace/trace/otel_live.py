@@ -4,9 +4,13 @@ The engine hands every call's trace records to one sink when the call ends; :cla
 wraps that sink, stores the records first, then emits the call's span — start and end times
 taken from its events, attributes and events as :mod:`actionspace.trace.otel` names them (GenAI
 semantic conventions: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type`` = the
-ActionError category). The sink runs in the caller's thread (or a worker thread that copied its
-context), so the span's parent is the caller's current span: a call made inside a user's span
-shows up as its child.
+ActionError category). The sink captures the caller's OpenTelemetry context, so the span's parent
+is the caller's current span: a call made inside a user's span shows up as its child.
+
+Spans are emitted by one background thread from a bounded queue, so a collector that is down or
+slow never slows a call down: when the queue is full the call's spans are dropped and counted
+(:attr:`LiveSpans.dropped`). :meth:`LiveSpans.flush` waits until the queued spans are emitted;
+it also runs when the process exits.
 
 Zero cost when OpenTelemetry is not configured: :func:`live_sink` returns the sink unchanged
 unless ``opentelemetry`` is already imported and a tracer provider is set. Configure
@@ -15,7 +19,13 @@ OpenTelemetry before creating the Runtime, or call :func:`instrument` with a pro
 
 from __future__ import annotations
 
+import atexit
+import logging
+import queue
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -24,11 +34,16 @@ from actionspace.trace.events import EventRecord, TraceEvent
 from actionspace.trace.recorder import RecordSink
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Tracer, TracerProvider
 
-__all__ = ["LiveSpans", "instrument", "live_sink"]
+__all__ = ["LiveSpans", "flush", "instrument", "live_sink"]
 
 _UNSET_PROVIDERS: Final = frozenset({"ProxyTracerProvider", "NoOpTracerProvider"})
+_QUEUE_SIZE: Final = 2048
+_EXIT_FLUSH_SECONDS: Final = 2.0
+_log = logging.getLogger("actionspace")
+_live: weakref.WeakSet[LiveSpans] = weakref.WeakSet()
 
 
 class HasSink(Protocol):
@@ -38,24 +53,60 @@ class HasSink(Protocol):
 
 
 class LiveSpans:
-    """A record sink that stores the records, then emits one span per finished call among them."""
+    """A record sink that stores the records, then queues one span per finished call among them."""
 
-    __slots__ = ("inner", "tracer")
+    __slots__ = ("__weakref__", "_done", "_pending", "_queue", "_worker", "dropped", "inner", "tracer")
 
-    def __init__(self, inner: RecordSink, tracer: Tracer) -> None:
+    def __init__(self, inner: RecordSink, tracer: Tracer, *, queue_size: int = _QUEUE_SIZE) -> None:
+        """``queue_size``: record batches waiting to be emitted (default 2048) before more are dropped."""
         self.inner = inner
         self.tracer = tracer
+        self.dropped = 0
+        """Record batches whose spans were dropped because the queue was full."""
+        self._queue: queue.Queue[tuple[str, Sequence[EventRecord], Context]] = queue.Queue(queue_size)
+        self._done = threading.Condition()
+        self._pending = 0
+        self._worker: threading.Thread | None = None
+        _live.add(self)
 
     def __call__(self, run_id: str, records: Sequence[EventRecord]) -> None:
-        self.inner(run_id, records)  # a store that refuses them raises before any span is sent
-        try:
-            self._emit(run_id, records)
-        except Exception:  # telemetry never fails a call
-            import logging
+        self.inner(run_id, records)  # a store that refuses them raises before any span is queued
+        from opentelemetry import context
 
-            logging.getLogger("actionspace").exception("actionspace: emitting OpenTelemetry spans failed")
+        with self._done:
+            try:
+                self._queue.put_nowait((run_id, tuple(records), context.get_current()))
+            except queue.Full:
+                self.dropped += 1
+                return
+            self._pending += 1
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="actionspace-otel", daemon=True)
+                self._worker.start()
 
-    def _emit(self, run_id: str, records: Sequence[EventRecord]) -> None:
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait up to ``timeout`` seconds until every queued span is emitted; False when time ran out."""
+        deadline = time.monotonic() + timeout
+        with self._done:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._done.wait(left)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            run_id, records, parent = self._queue.get()
+            try:
+                self._emit(run_id, records, parent)
+            except Exception:  # telemetry never fails a call
+                _log.exception("actionspace: emitting OpenTelemetry spans failed")
+            with self._done:
+                self._pending -= 1
+                self._done.notify_all()
+
+    def _emit(self, run_id: str, records: Sequence[EventRecord], parent: Context) -> None:
         from actionspace.policy.redaction import redact_event
         from actionspace.trace import otel
 
@@ -68,7 +119,15 @@ class LiveSpans:
         calls, _ = otel.split_calls(events)
         for call in calls:
             if call.observed:  # a record batch that only settles an earlier call opens no span
-                otel.export_call(self.tracer, call, None)
+                otel.export_call(self.tracer, call, parent)
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait up to ``timeout`` seconds (each) until every live sink has emitted its queued spans."""
+    return all([live.flush(timeout) for live in list(_live)])
+
+
+atexit.register(flush, _EXIT_FLUSH_SECONDS)
 
 
 def live_sink(sink: RecordSink) -> RecordSink:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -40,6 +41,8 @@ MODEL_OUTPUT_CHARS: Final = 80
 _MAX_NAMES: Final = 8
 _MAX_VALUE_CHARS: Final = 60
 _MAX_LINE_CHARS: Final = 160
+_MAX_ID_CHARS: Final = 40
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 _OK_WORDS: Final = frozenset(
     {"ok", "accepted", "allowed", "allow", "granted", "approved", "completed", "succeeded", "success"}
@@ -282,8 +285,8 @@ def timeline_rows(events: Iterable[TraceEvent]) -> list[TimelineRow]:
             TimelineRow(
                 offset_ms=(event.ts - start) * 1000.0,
                 seq=event.seq,
-                kind=event.kind,
-                call_id=event.call_id or "",
+                kind=_clip(event.kind, _MAX_ID_CHARS),
+                call_id=_clip(event.call_id or "", _MAX_ID_CHARS),
                 summary=summarize_event(event),
                 outcome=event_outcome(event),
             )
@@ -312,7 +315,7 @@ def timeline_table(events: Iterable[TraceEvent], *, title: str | None = None) ->
 def runs_table(summaries: Sequence[RunSummary]) -> Table:
     """The Rich table of ``actionspace trace list``; run ids are never cut (they are what one copies)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    width = max((len(s.run_id) for s in summaries), default=6)
+    width = max((len(_safe(s.run_id)) for s in summaries), default=6)
     table.add_column("run id", no_wrap=True, min_width=width, overflow="ignore", style="cyan")
     table.add_column("started", overflow="fold")
     table.add_column("events", justify="right")
@@ -321,7 +324,7 @@ def runs_table(summaries: Sequence[RunSummary]) -> Table:
     table.add_column("finished")
     for s in summaries:
         table.add_row(
-            Text(s.run_id),
+            Text(_safe(s.run_id)),
             format_time(s.started_at),
             str(s.events),
             str(s.calls),
@@ -336,7 +339,7 @@ def run_header(summary: RunSummary) -> Text:
     errors = f"{summary.errors} error{'s' if summary.errors != 1 else ''}"
     return Text.assemble(
         ("run ", "bold"),
-        (summary.run_id, "bold cyan"),
+        (_safe(summary.run_id), "bold cyan"),
         f"  started {format_time(summary.started_at)}",
         f" · {summary.events} events · {summary.calls} calls · ",
         (errors, "red" if summary.errors else ""),
@@ -398,5 +401,15 @@ def _error_text(error: Any) -> str:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    """``text`` on one line, control characters escaped (never sent raw to a terminal), cut to ``limit``."""
+    text = _safe(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _safe(text: str) -> str:
+    return _CONTROL.sub(_escape_control, text)
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
