@@ -47,7 +47,13 @@ def test_strict_dumps_writes_what_json_dumps_writes(value: Any) -> None:
 @given(st.dictionaries(st.text(max_size=6), _values, max_size=5))
 def test_ledger_columns_and_trace_events_are_the_same_text(data: dict[str, Any]) -> None:
     expected = _reference(data)
-    if isinstance(expected, str):
+    if isinstance(expected, str) and _repeats_a_key(expected):
+        # json.dumps writes keys that print alike ({None: 1, "null": 2}) twice, and a reader keeps
+        # one: the trace keeps both, the later under a name of its own
+        written = _object_sizes(expected, repeats=True)
+        kept = _object_sizes(encode_data(data), repeats=False)
+        assert kept == written  # every key of every object, none of them twice
+    elif isinstance(expected, str):
         assert to_json(data) == expected
         assert encode_data(data) == expected
 
@@ -65,3 +71,40 @@ def test_a_cycle_is_still_written_as_a_truncated_event() -> None:
     text = encode_data({"loop": loop})
     assert json.loads(text)["loop"]  # written, depth-truncated, never raised
     assert '"$truncated": "depth"' in text
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _Repeated
+    return dict(pairs)
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _repeats_a_key(text: str) -> bool:
+    try:
+        json.loads(text, object_pairs_hook=_pairs)
+    except _Repeated:
+        return True
+    return False
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    assert len(set(keys)) == len(keys), keys
+    return dict(pairs)
+
+
+def _object_sizes(text: str, *, repeats: bool) -> list[int]:
+    """How many keys each object of ``text`` writes (with ``repeats=False``: asserting none twice)."""
+    sizes: list[int] = []
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        sizes.append(len(pairs) if repeats else len(_no_repeats(pairs)))
+        return {}
+
+    json.loads(text, object_pairs_hook=hook)
+    return sizes
