@@ -13,19 +13,7 @@ from actionspace import CancelScope, Plan, Runtime, ToolError
 from actionspace.evaluation.monitor import monitor
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
 from actionspace.trace.events import TraceEvent
-
-
-def _rows(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT name, value FROM settings").fetchall())
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
+from tests.plan.settings_table import rows as _rows
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -3,7 +3,6 @@ them runs: no tool is called, nothing is charged, and the trace names every memb
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +11,7 @@ import pytest
 from actionspace import Budget, Plan, Runtime
 from actionspace.catalog.spec import Cost
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
+from tests.plan.settings_table import rows as _rows
 
 
 def _runtime(db: Path, budget: Budget, calls: list[str], store: str = "memory://") -> Runtime:
@@ -46,11 +38,6 @@ def _plan(names: str) -> Plan:
     )
     groups = [{"id": "apply", "nodes": [f"set_{k}" for k in names]}]
     return Plan.from_dict({"nodes": nodes, "groups": groups})
-
-
-def _rows(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT name, value FROM settings").fetchall())
 
 
 @pytest.mark.parametrize(

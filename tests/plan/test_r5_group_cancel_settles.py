@@ -5,7 +5,6 @@ says ``cancelled``, and proposing the plan again runs it instead of answering ``
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,7 @@ import pytest
 from actionspace import CancelScope, Plan, Runtime
 from actionspace.plan import PlanResult
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
-
-
-def _rows(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT name, value FROM settings").fetchall())
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
+from tests.plan.settings_table import rows as _rows
 
 
 class _Slow:

@@ -4,7 +4,6 @@ its members' observations included — without running any of them again."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,7 @@ from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
 from actionspace.plan.model import Group
 from actionspace.types import Observation
 from actionspace.validation.verdicts import Accepted, Rejected, Verdict
-
-
-def _rows(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT name, value FROM settings").fetchall())
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
+from tests.plan.settings_table import rows as _rows
 
 
 @pytest.fixture(params=["memory", "sqlite"])

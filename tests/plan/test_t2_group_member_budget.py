@@ -5,7 +5,6 @@ a rolled-back group costs nothing and a committed one is charged its actual cost
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +14,11 @@ from actionspace import Budget, CancelScope, Plan, Runtime
 from actionspace.catalog.spec import Cost
 from actionspace.plan import PlanResult
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
+from tests.plan.settings_table import rows as _rows
 
 PER_CALL = 1.0
 PER_BYTE = 0.0001
 LIMIT = 100.0
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -68,11 +60,6 @@ def _plan(values: dict[str, str]) -> Plan:
         {"id": f"set_{k}", "tool": "put", "arguments": {"name": k, "value": v}} for k, v in values.items()
     ]
     return Plan.from_dict({"nodes": nodes, "groups": [{"id": "apply", "nodes": [n["id"] for n in nodes]}]})
-
-
-def _rows(path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.execute("SELECT name, value FROM settings").fetchall())
 
 
 def _actual(value: str) -> float:

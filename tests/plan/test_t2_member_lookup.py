@@ -3,7 +3,6 @@ contain ':' (one id the tail of another after a ':') are never mixed up."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +10,6 @@ import pytest
 
 from actionspace import Budget, Plan, Runtime
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "env.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    return path
 
 
 def _runtime(db: Path, sent: list[str], budget: Budget | None = None) -> Runtime:
