@@ -11,24 +11,7 @@ import pytest
 from actionspace import Runtime, ToolError
 from actionspace.evaluation.monitor import monitor
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
-
-
-class _CommitUnknown(SqliteEnvironment):
-    """Commits, loses the answer, and cannot tell afterwards whether it committed."""
-
-    def begin(self, key: str) -> SqliteTransaction:
-        tx = super().begin(key)
-        real = tx.commit
-
-        def commit() -> None:
-            real()
-            raise ConnectionError("reply lost after commit")
-
-        tx.commit = commit  # type: ignore[method-assign]
-        return tx
-
-    def committed(self, key: str) -> bool | None:
-        return None
+from tests.plan.settings_table import CommitAnswerLost
 
 
 def _runtime(db: Path, environment: SqliteEnvironment) -> Runtime:
@@ -76,7 +59,7 @@ def test_a_failed_group_counts_its_members_calls_and_its_failure_once(db: Path) 
 
 
 def test_an_unknown_commit_of_a_group_is_reported_for_its_members_tool(db: Path) -> None:
-    rt = _runtime(db, _CommitUnknown(db))
+    rt = _runtime(db, CommitAnswerLost(db))
     result = rt.run_plan(_plan({"a": "1", "b": "2"}), run_id="g")
     group = result.nodes["apply"].error
     assert group is not None and group.category == "unknown_commit"

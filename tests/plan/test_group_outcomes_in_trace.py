@@ -13,6 +13,7 @@ from actionspace import CancelScope, Plan, Runtime, ToolError
 from actionspace.evaluation.monitor import monitor
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
 from actionspace.trace.events import TraceEvent
+from tests.plan.settings_table import CommitAnswerLost, RollbackRaises
 from tests.plan.settings_table import rows as _rows
 
 
@@ -53,35 +54,6 @@ def _last_observation(events: list[TraceEvent], run_id: str, node: str) -> dict[
     return [dict(e.data) for e in events if e.kind == "observation" and e.call_id == f"{run_id}:{node}"][-1]
 
 
-class _BrokenRollback(SqliteEnvironment):
-    def begin(self, key: str) -> SqliteTransaction:
-        tx = super().begin(key)
-        real = tx.rollback
-
-        def rollback() -> None:
-            real()
-            raise OSError("disk went away during rollback")
-
-        tx.rollback = rollback  # type: ignore[method-assign]
-        return tx
-
-
-class _LosesCommitAnswer(SqliteEnvironment):
-    def begin(self, key: str) -> SqliteTransaction:
-        tx = super().begin(key)
-        real = tx.commit
-
-        def commit() -> None:
-            real()
-            raise ConnectionError("reply lost after commit")
-
-        tx.commit = commit  # type: ignore[method-assign]
-        return tx
-
-    def committed(self, key: str) -> bool | None:
-        return None
-
-
 def test_a_rolled_back_member_and_the_members_that_never_ran_are_in_the_stored_trace(
     rt: Runtime, db: Path
 ) -> None:
@@ -105,7 +77,7 @@ def test_a_rolled_back_member_and_the_members_that_never_ran_are_in_the_stored_t
 
 
 def test_a_rollback_that_raised_is_recorded_as_not_compensated(rt: Runtime, db: Path) -> None:
-    rt.environment("settings", _BrokenRollback(db))
+    rt.environment("settings", RollbackRaises(db))
     result = rt.run_plan(_plan({"a": "1", "b": "bad"}), run_id="rb2")
     assert _rows(db) == []
     events = rt.trace.events("rb2")
@@ -120,7 +92,7 @@ def test_a_rollback_that_raised_is_recorded_as_not_compensated(rt: Runtime, db: 
 def test_members_of_a_group_whose_commit_is_unknown_are_unknown_commit_never_rolled_back(
     rt: Runtime, db: Path
 ) -> None:
-    rt.environment("settings", _LosesCommitAnswer(db))
+    rt.environment("settings", CommitAnswerLost(db))
     plan = _plan({"a": "1", "b": "2"})
     result = rt.run_plan(plan, run_id="uc1")
     assert _rows(db) == [("a", "1"), ("b", "2")]  # the writes may stand: nobody may say they were undone

@@ -13,6 +13,7 @@ import pytest
 from actionspace import CancelScope, Plan, Runtime
 from actionspace.plan import PlanResult
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
+from tests.plan.settings_table import RollbackRaises
 from tests.plan.settings_table import rows as _rows
 
 
@@ -123,18 +124,7 @@ def test_a_group_cancelled_by_its_scope_while_a_member_runs_is_rolled_back_and_r
     rt.close()
 
 
-class _RollbackRaises(SqliteEnvironment):
-    def begin(self, key: str) -> SqliteTransaction:
-        tx = super().begin(key)
-        real = tx.rollback
-
-        def rollback() -> None:
-            real()
-            raise OSError("disk went away during rollback")
-
-        tx.rollback = rollback  # type: ignore[method-assign]
-        return tx
-
+class _RollbackRaises(RollbackRaises):
     def committed(self, key: str) -> bool | None:
         return None
 
