@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,9 +10,9 @@ import psycopg
 import pytest
 
 from actionspace import Runtime
-from actionspace.durable import DurableConfig, PlanClient, launch, plan_workflow_id, shutdown
+from actionspace.durable import PlanClient, launch, plan_workflow_id, shutdown
 from actionspace.durable import sweep_tools as tools
-from tests.durable.support import pending_request
+from tests.durable.support import launched, pending_request
 from tests.pg import fresh_schema
 
 
@@ -24,18 +23,7 @@ def store(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def rt(store: str) -> Iterator[Runtime]:
-    tools.prepare(store)
-    config = DurableConfig(
-        system_schema=f"dbos_{uuid.uuid4().hex[:8]}", approval_poll_s=0.2, approval_poll_max_s=0.5
-    )
-    runtime = Runtime(store=store, plan_backend="dbos", durable=config, recover_on_start=False)
-    tools.register(runtime)
-    launch(runtime, config)
-    try:
-        yield runtime
-    finally:
-        shutdown()
-        runtime.close()
+    yield from launched(store, tools, approval_poll_s=0.2, approval_poll_max_s=0.5)
 
 
 def _effects(url: str, ref: str) -> int:

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from actionspace import Observation, Runtime, ToolCall
-from actionspace.durable import DurableConfig, PlanClient, launch, shutdown
+from actionspace.durable import DurableConfig, PlanClient
 from actionspace.durable.sweep import WORKER_START_S, Workers
 from actionspace.plan.model import PlanResult
 from tests.durable import r1_flow_tools as tools
-from tests.durable.support import pending_request
+from tests.durable.support import launched, pending_request
 from tests.pg import fresh_schema
 
 TOOLS = "tests.durable.r1_flow_tools:register"
@@ -33,18 +33,7 @@ def shared_store(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def rt(shared_store: str) -> Iterator[Runtime]:
-    tools.prepare(shared_store)
-    config = DurableConfig(
-        system_schema=f"dbos_{uuid.uuid4().hex[:8]}", approval_poll_s=0.2, approval_poll_max_s=0.5
-    )
-    runtime = Runtime(store=shared_store, plan_backend="dbos", durable=config, recover_on_start=False)
-    tools.register(runtime)
-    launch(runtime, config)
-    try:
-        yield runtime
-    finally:
-        shutdown()
-        runtime.close()
+    yield from launched(shared_store, tools, approval_poll_s=0.2, approval_poll_max_s=0.5)
 
 
 def _category(obs: Observation) -> str:

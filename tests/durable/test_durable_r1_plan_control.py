@@ -12,18 +12,15 @@ import pytest
 
 from actionspace import Runtime
 from actionspace.durable import (
-    DurableConfig,
     PlanClient,
-    launch,
     plan_workflow_id,
-    shutdown,
 )
 from actionspace.durable import sweep_tools as tools
 from actionspace.durable.approval import wake
 from actionspace.durable.engine import plan_result
 from actionspace.plan.control import CancelScope
 from actionspace.plan.model import PlanResult
-from tests.durable.support import pending_request
+from tests.durable.support import launched, pending_request
 from tests.pg import fresh_schema
 
 if TYPE_CHECKING:
@@ -40,20 +37,7 @@ def shared_store(pg_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def rt(shared_store: str) -> Iterator[Runtime]:
-    tools.prepare(shared_store)
-    config = DurableConfig(
-        system_schema=f"dbos_{uuid.uuid4().hex[:8]}",
-        approval_poll_s=LONG_POLL_S,
-        approval_poll_max_s=LONG_POLL_S,
-    )
-    runtime = Runtime(store=shared_store, plan_backend="dbos", durable=config, recover_on_start=False)
-    tools.register(runtime)
-    launch(runtime, config)
-    try:
-        yield runtime
-    finally:
-        shutdown()
-        runtime.close()
+    yield from launched(shared_store, tools, approval_poll_s=LONG_POLL_S, approval_poll_max_s=LONG_POLL_S)
 
 
 def _clean(prefix: str, nodes: str = "abcd") -> str:
