@@ -12,17 +12,25 @@ A paged tool returns :func:`page`; the observation then carries
   of pages is one unbroken walk from the first page to the last.
 
 Cursors are opaque strings; :func:`encode_cursor` / :func:`decode_cursor` make keyset cursors
-(URL-safe base64 of canonical JSON). A cursor comes back from the model, so a tool must treat
-the decoded value as untrusted input; ``decode_cursor`` raises ``ToolError("invalid_arguments")``
-for a malformed one.
+(URL-safe base64 of canonical JSON) sealed by an HMAC-SHA256 over the position and what the cursor
+is bound to: the ``query`` the tool passes (the arguments that select the listing, such as
+``{"region": "eu"}``) and, inside a :func:`cursor_scope`, the run and the tool, under the scope's
+:class:`CursorKey` (else a key made once per process). A cursor comes back from the model, so
+``decode_cursor`` raises ``ToolError("invalid_arguments")`` for one that is malformed, written or
+edited by hand, or minted for another query, tool, run or key: it is refused, never followed.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import secrets
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +40,17 @@ from actionspace.execution.result import ToolResult
 from actionspace.observation._artifacts import ArtifactStore
 from actionspace.types import Observation
 
-__all__ = ["ITEMS_KEY", "PageInfo", "decode_cursor", "encode_cursor", "page", "page_info", "page_items"]
+__all__ = [
+    "ITEMS_KEY",
+    "CursorKey",
+    "PageInfo",
+    "cursor_scope",
+    "decode_cursor",
+    "encode_cursor",
+    "page",
+    "page_info",
+    "page_items",
+]
 
 ITEMS_KEY = "items"
 """The key of a page's items in ``data``."""
@@ -63,20 +81,84 @@ def page(
     )
 
 
-def encode_cursor(position: Mapping[str, Any]) -> str:
-    """An opaque cursor for a keyset position such as ``{"id": 250}``."""
-    return base64.urlsafe_b64encode(canonical_bytes(dict(position))).decode("ascii").rstrip("=")
+class CursorKey:
+    """The secret that seals cursors (32 random bytes unless ``secret`` is given: give the same
+    one to every process that must read another's cursors)."""
+
+    __slots__ = ("_secret",)
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secrets.token_bytes(32) if secret is None else bytes(secret)
+
+    def tag(self, material: bytes) -> str:
+        return hmac.new(self._secret, material, hashlib.sha256).hexdigest()[:32]
 
 
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    """The position inside ``cursor``; ``ToolError("invalid_arguments")`` when it is malformed."""
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    key: CursorKey
+    run_id: str
+    tool: str
+
+
+_PROCESS = _Scope(CursorKey(), "", "")
+_SCOPE: ContextVar[_Scope] = ContextVar("actionspace_cursor_scope", default=_PROCESS)
+MAX_CURSOR_CHARS = 8192
+"""A longer cursor is refused unread."""
+
+
+@contextmanager
+def cursor_scope(key: CursorKey, *, run_id: str, tool: str) -> Iterator[None]:
+    """Cursors minted and read inside are bound to ``run_id`` and ``tool`` under ``key`` (a
+    runtime enters one around a paged tool's call; threads started inside copy it)."""
+    token = _SCOPE.set(_Scope(key, run_id, tool))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def _seal(position: Any, query: Mapping[str, Any] | None) -> str:
+    scope = _SCOPE.get()
+    material = canonical_bytes([scope.run_id, scope.tool, dict(query or {}), position])
+    return scope.key.tag(material)
+
+
+def encode_cursor(position: Mapping[str, Any], *, query: Mapping[str, Any] | None = None) -> str:
+    """An opaque cursor for a keyset position such as ``{"id": 250}``, bound to ``query`` (the
+    arguments that select the listing) and to the current :func:`cursor_scope`."""
+    body = {"p": dict(position), "s": _seal(dict(position), query)}
+    return base64.urlsafe_b64encode(canonical_bytes(body)).decode("ascii").rstrip("=")
+
+
+_MALFORMED = "the cursor is malformed; start again without one"
+_FOREIGN = (
+    "the cursor was not issued for this listing (another query, tool or run, or edited); "
+    "start again without one"
+)
+
+
+def decode_cursor(cursor: str, *, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The position inside ``cursor``, minted by :func:`encode_cursor` for the same ``query`` in
+    the same scope; ``ToolError("invalid_arguments")`` for any other string."""
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
+        raise ToolError("invalid_arguments", _MALFORMED)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        position = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError) as exc:
-        raise ToolError("invalid_arguments", "the cursor is malformed; start again without one") from exc
-    if not isinstance(position, dict):
-        raise ToolError("invalid_arguments", "the cursor is malformed; start again without one")
+        body = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError, RecursionError) as exc:
+        raise ToolError("invalid_arguments", _MALFORMED) from exc
+    if not isinstance(body, dict) or set(body) != {"p", "s"}:
+        raise ToolError("invalid_arguments", _MALFORMED)
+    position, tag = body["p"], body["s"]
+    if not isinstance(position, dict) or not isinstance(tag, str):
+        raise ToolError("invalid_arguments", _MALFORMED)
+    try:
+        expected = _seal(position, query)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ToolError("invalid_arguments", _MALFORMED) from exc
+    if not hmac.compare_digest(expected, tag):
+        raise ToolError("invalid_arguments", _FOREIGN)
     return position
 
 

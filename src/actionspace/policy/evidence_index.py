@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actionspace.policy.matching import Probe, Text, matches, may_match, norm, number
+from actionspace.policy.matching import Probe, Text, fold, matches, may_match, norm, number
 
 __all__ = ["Leaf", "ObservationIndex", "find", "index"]
 
@@ -40,11 +40,15 @@ class ObservationIndex:
     named_times: frozenset[str]
     named_numbers: frozenset[float]
     """What the texts name, all of them together."""
+    loose: bool = False
+    """Texts read by :func:`~actionspace.policy.matching.fold` (an untrusted observation's): a
+    value is looked up folded, and a leaf holds it as a whole (``holder``) only when the strict
+    reading agrees."""
 
 
-def index(flat: Sequence[Leaf]) -> ObservationIndex:
+def index(flat: Sequence[Leaf], *, loose: bool = False) -> ObservationIndex:
     """The index of an observation's leaves (as :func:`~actionspace.policy.provenance.leaves` and
-    ``prepare`` give them)."""
+    ``prepare`` give them; ``loose``: prepared with ``loose=True``)."""
     exact: dict[tuple[type, Any], int] = {}
     texts: dict[str, int] = {}
     numbers: dict[float, int] = {}
@@ -56,7 +60,7 @@ def index(flat: Sequence[Leaf]) -> ObservationIndex:
         key = _exact_key(leaf)
         if key is not None:
             exact.setdefault(key, i)
-        amount = number(leaf)
+        amount = _number(leaf, loose)
         if amount is not None:
             numbers.setdefault(amount, i)
         if text is not None:
@@ -66,8 +70,22 @@ def index(flat: Sequence[Leaf]) -> ObservationIndex:
             times |= text.times
             named |= text.numbers
     return ObservationIndex(
-        flat, exact, texts, numbers, "\x00".join(joined), frozenset(dates), frozenset(times), frozenset(named)
+        flat,
+        exact,
+        texts,
+        numbers,
+        "\x00".join(joined),
+        frozenset(dates),
+        frozenset(times),
+        frozenset(named),
+        loose,
     )
+
+
+def _number(value: Any, loose: bool) -> float | None:
+    if loose and isinstance(value, str) and not value.isascii():
+        return number(fold(value))
+    return number(value)
 
 
 def _exact_key(value: Any) -> tuple[type, Any] | None:
@@ -89,24 +107,37 @@ def find(value: Any, found: Probe, obs: ObservationIndex) -> tuple[str, str | No
     the object's), None when the value is only a token of the leaf's text."""
     first: int | None = None
     key = _exact_key(value)
+    read = fold if obs.loose else norm
     for at in (
         None if key is None else obs.exact.get(key),
-        None if not isinstance(value, str) else obs.texts.get(norm(value)),
+        None if not isinstance(value, str) else obs.texts.get(read(value)),
         _number_at(value, obs),
     ):
         if at is not None and (first is None or at < first):
             first = at
     if first is not None:
-        path, _leaf, _text, is_key = obs.flat[first]
+        path, leaf, _text, is_key = obs.flat[first]
+        if obs.loose and not _same(value, leaf):
+            return path, None  # the same only once folded: it taints, it does not vouch
         return path, path.rsplit("/", 1)[0] if is_key else path
     if not may_match(found, obs.joined, obs.named_dates, obs.named_times, obs.named_numbers):
         return None
     for path, _leaf, text, _is_key in obs.flat:
-        if text is not None and matches(value, text) is not None:
+        if text is not None and matches(value, text, loose=obs.loose) is not None:
             return path, None
     return None
 
 
-def _number_at(value: Any, obs: ObservationIndex) -> int | None:
+def _same(value: Any, leaf: Any) -> bool:
+    """True when ``leaf`` holds ``value`` as a whole by the strict reading."""
+    if type(value) is type(leaf) and value == leaf:
+        return True
+    if isinstance(value, str) and isinstance(leaf, str) and norm(value) == norm(leaf):
+        return True
     amount = number(value)
+    return amount is not None and amount == number(leaf)
+
+
+def _number_at(value: Any, obs: ObservationIndex) -> int | None:
+    amount = _number(value, obs.loose)
     return None if amount is None else obs.numbers.get(amount)

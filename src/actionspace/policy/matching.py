@@ -1,16 +1,28 @@
 """Finding a value in a text by meaning: the matching value-level provenance rests on.
 
-Texts and values are normalised (:func:`norm`: case-folded, whitespace collapsed); a string
+Texts and values are normalised (:func:`norm`: lower-cased, whitespace collapsed); a string
 matches as a whole token, numbers as numbers (``"$1,000.00"`` is ``1000``), dates and times by the
 day and the clock they name, whatever their format. :func:`prepare` reads a text once (its
 numbers, dates, times and the spans a date or a time covers); :func:`matches` then finds a value
 in it. :mod:`actionspace.policy.provenance` judges the values of a call with these.
+
+Two normalisations, one per direction of trust. :func:`norm` is the strict one, used wherever a
+match *vouches* for a value (the user typed it, a trusted result or a system field holds it): it
+lower-cases and collapses whitespace, and maps no character into another letter (``str.lower``
+maps into ASCII only what Unicode calls canonically equivalent, such as the Kelvin sign; the
+``casefold`` it replaced also turned ``"\ufb01"`` into ``"fi"`` and ``"\u017f"`` into ``"s"``).
+:func:`fold` is the loose one, used where a match *taints* a value (an untrusted source holds
+it): it drops invisible format characters (zero-width spaces and joiners, soft hyphens, bidi
+controls, variation selectors), applies NFKC (fullwidth and mathematical letters, ligatures) and
+case-folds, so that a disguised copy of an untrusted value is still found. Pass ``loose=True`` to
+:func:`prepare`, :func:`matches` and :func:`probe` for the loose reading.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from datetime import date
@@ -21,6 +33,7 @@ __all__ = [
     "ENTITY",
     "Probe",
     "Text",
+    "fold",
     "inside",
     "matches",
     "may_match",
@@ -77,9 +90,29 @@ _DATE_SPAN = re.compile(
 _DATETIME = re.compile(r"^(\d{4}-\d{1,2}-\d{1,2})[ T](\d{1,2}:\d{2})(?::\d{2})?$")
 
 
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001345f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+"""Format characters (Unicode category Cf) and default-ignorable code points: text a reader does
+not see."""
+
+
 def norm(text: str) -> str:
-    """Case-folded, with runs of whitespace collapsed to one space and the ends stripped."""
-    return _WS.sub(" ", text.casefold()).strip()
+    """Lower-cased, with runs of whitespace collapsed to one space and the ends stripped: the
+    strict reading, for matches that vouch for a value (see the module doc)."""
+    return _WS.sub(" ", text.lower()).strip()
+
+
+def fold(text: str) -> str:
+    """:func:`norm` after dropping invisible characters, NFKC and case folding: the loose reading,
+    for matches that taint a value (``"\uff45vil"`` and ``"ev\u200bil"`` fold to ``"evil"``)."""
+    if text.isascii():
+        return norm(text)
+    plain = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    return _WS.sub(" ", unicodedata.normalize("NFKC", plain.casefold())).strip()
 
 
 def number(value: Any) -> float | None:
@@ -89,7 +122,7 @@ def number(value: Any) -> float | None:
     if isinstance(value, int | float):
         return float(value) if math.isfinite(value) else None
     if isinstance(value, str):
-        m = _MONEY.match(value.casefold())
+        m = _MONEY.match(value.lower())
         if m is not None:
             try:
                 return float(m.group(1).replace(",", ""))
@@ -140,18 +173,20 @@ _SHORT = 64
 repeat in every row: one :class:`Text` each, not one per occurrence)."""
 
 
-def prepare(text: str) -> Text:
-    """``text`` read once for :func:`matches`: normalised, with what it names."""
-    return _prepare_short(text) if len(text) <= _SHORT else _prepare(text)
+def prepare(text: str, *, loose: bool = False) -> Text:
+    """``text`` read once for :func:`matches`: normalised (by :func:`fold` when ``loose``, else
+    :func:`norm`), with what it names. An ASCII text reads the same either way."""
+    loose = loose and not text.isascii()
+    return _prepare_short(text, loose) if len(text) <= _SHORT else _prepare(text, loose)
 
 
 @lru_cache(maxsize=16_384)
-def _prepare_short(text: str) -> Text:
-    return _prepare(text)
+def _prepare_short(text: str, loose: bool) -> Text:
+    return _prepare(text, loose)
 
 
-def _prepare(text: str) -> Text:
-    t = norm(text)
+def _prepare(text: str, loose: bool) -> Text:
+    t = fold(text) if loose else norm(text)
     spans = tuple(m.span() for m in _DATE_SPAN.finditer(t))
     numbers = set()
     for m in _NUMERAL.finditer(t):
@@ -190,19 +225,19 @@ def token_in(needle: str, text: str, spans: Sequence[tuple[int, int]] = ()) -> i
     return -1
 
 
-def matches(value: Any, text: Text) -> tuple[int, int] | None:
+def matches(value: Any, text: Text, *, loose: bool = False) -> tuple[int, int] | None:
     """The span of ``value`` in ``text`` ((-1, -1) when matched by meaning, not by span), or
-    None."""
+    None. ``loose``: the value is read by :func:`fold` (``text`` must be prepared loose too)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        needle = norm(value)
+        needle = fold(value) if loose else norm(value)
         if not needle:
             return None
         at = token_in(needle, text.text, text.spans)
         if at >= 0:
             return (at, at + len(needle))
-    meaning = _meaning(value)
+    meaning = _meaning(value, loose)
     return (-1, -1) if meaning is not None and _named(meaning, text.dates, text.times, text.numbers) else None
 
 
@@ -211,11 +246,11 @@ Meaning = tuple[str, Any, Any]
 None)`` or ``("number", amount, None)``."""
 
 
-def _meaning(value: Any) -> Meaning | None:
+def _meaning(value: Any, loose: bool = False) -> Meaning | None:
     """What :func:`matches` looks for in a text's dates, times and numbers (after the value's
     own text), or None."""
     if isinstance(value, str):
-        needle = norm(value)
+        needle = fold(value) if loose else norm(value)
         dt = _DATETIME.match(needle)
         if dt is not None:
             day = _ISO_DATE.match(dt.group(1))
@@ -226,6 +261,8 @@ def _meaning(value: Any) -> Meaning | None:
         day = _ISO_DATE.fullmatch(needle)
         if day is not None:
             return ("day", _iso(day.group(1), int(day.group(2)), day.group(3)), None)
+        if loose:
+            value = needle
     amount = number(value)
     return None if amount is None else ("number", amount, None)
 
@@ -248,14 +285,14 @@ class Probe:
     never: bool
 
 
-def probe(value: Any) -> Probe:
-    """``value`` read once, for :func:`may_match` against many texts."""
+def probe(value: Any, *, loose: bool = False) -> Probe:
+    """``value`` read once, for :func:`may_match` against many texts (``loose``: by :func:`fold`)."""
     if isinstance(value, bool):
         return Probe(None, None, True)
-    needle = norm(value) if isinstance(value, str) else None
+    needle = (fold(value) if loose else norm(value)) if isinstance(value, str) else None
     if needle == "":
         return Probe(None, None, True)
-    return Probe(needle, _meaning(value), False)
+    return Probe(needle, _meaning(value, loose), False)
 
 
 def may_match(found: Probe, joined: str, dates: Set[str], times: Set[str], numbers: Set[float]) -> bool:

@@ -18,6 +18,11 @@ choice even when an untrusted page repeats it). Matching is by normalised value 
 
 - case-insensitive, with runs of whitespace collapsed; a string matches as a whole token of a
   longer text (``"bob"`` occurs in ``"ask Bob."``, not in ``"bobby"``);
+- in untrusted content (observations and user messages) also through disguises
+  (:func:`~actionspace.policy.matching.fold`: fullwidth and compatibility characters, invisible
+  format characters), so that a rewritten copy of an untrusted value stays ``untrusted``; a
+  trusted source, and a system field's vouching, match by the strict reading only, so folding
+  never raises a value to ``user`` or ``tool_result``;
 - numbers as numbers: ``1000``, ``1000.0``, ``"1,000"`` and ``"$1,000.00"`` are one value, and a
   numeral in a text counts (currency signs and codes around it are ignored);
 - dates: ``2024-05-03``, ``2024/05/03``, ``May 3, 2024``, ``3 May 2024`` are one date; a date-time
@@ -26,7 +31,9 @@ choice even when an untrusted page repeats it). Matching is by normalised value 
 A string is also judged by the addresses it embeds: every URL, e-mail address and IBAN-like
 account number inside a longer string gets a provenance of its own (path
 ``/body#www.example.com``, ``embedded=True``), so a message that points its reader at a link or an
-account an untrusted page chose is not ``model`` just because the sentence around it is new.
+account an untrusted page chose is not ``model`` just because the sentence around it is new. An
+address that only its folded text shows (written in fullwidth letters, or cut by an invisible
+character) is ``untrusted`` when an untrusted source holds it, else ``model``.
 
 A plan argument bound by ``$ref`` takes its provenance from the referenced node (``tool_result``
 or ``untrusted`` by that node's output label).
@@ -42,8 +49,8 @@ from typing import Any, Literal
 from actionspace.policy.evidence_index import ObservationIndex, find, index
 from actionspace.policy.matching import ENTITY as _ENTITY
 from actionspace.policy.matching import Text as _Text
+from actionspace.policy.matching import fold, norm, probe
 from actionspace.policy.matching import matches as _matches
-from actionspace.policy.matching import norm, probe
 from actionspace.policy.matching import prepare as _prepare
 
 __all__ = [
@@ -176,15 +183,16 @@ class Evidence:
         fields: FieldTrust | None = None,
         cache: dict[str, Any] | None = None,
     ) -> None:
-        self._users = [(_prepare(text), untrusted) for text, untrusted in users]
+        self._users = [(_prepare(text, loose=untrusted), untrusted) for text, untrusted in users]
         self._fields = fields
         self._obs: list[tuple[str, str | None, bool, ObservationIndex]] = []
         for call_id, (tool, untrusted, data) in reversed(list(observations.items())):
             hit = None if cache is None else cache.get(call_id)
-            if hit is not None and hit[0] is data:
+            if hit is not None and hit[0] is data and hit[1].loose == untrusted:
                 indexed = hit[1]
             else:
-                indexed = index([(p, v, _text_of(v), k) for p, v, k in leaves(data)])
+                flat = [(p, v, _text_of(v, untrusted), k) for p, v, k in leaves(data)]
+                indexed = index(flat, loose=untrusted)
                 if cache is not None:
                     cache[call_id] = (data, indexed)
             self._obs.append((call_id, tool, untrusted, indexed))
@@ -207,22 +215,32 @@ class Evidence:
             weakest = weakest or source
         return weakest or MODEL
 
-    def _sources(self, value: Any, only: str | None) -> Iterator[Source]:
+    def tainted(self, value: Any) -> Source | None:
+        """The first untrusted source ``value`` occurs in (folded), or None; trusted ones are not
+        read."""
+        for source in self._sources(value, None, untrusted_only=True):
+            return source
+        return None
+
+    def _sources(self, value: Any, only: str | None, *, untrusted_only: bool = False) -> Iterator[Source]:
         if value is None or value == "" or isinstance(value, bool):
             return
         if only in (None, "user"):
             for i, (text, untrusted) in enumerate(self._users):
-                span = _matches(value, text)
+                if untrusted_only and not untrusted:
+                    continue
+                span = _matches(value, text, loose=untrusted)
                 if span is not None:
                     where = f"{i}" if span[0] < 0 else f"{i}:{span[0]}-{span[1]}"
                     kind: Kind = "untrusted" if untrusted else "user"
                     yield Source(kind, "user" if untrusted else None, where)
                     break
         found = probe(value)
+        folded = probe(value, loose=True) if isinstance(value, str) and not value.isascii() else found
         for call_id, tool, untrusted, indexed in self._obs:
-            if only is not None and only != call_id:
+            if (only is not None and only != call_id) or (untrusted_only and not untrusted):
                 continue
-            hit = find(value, found, indexed)
+            hit = find(value, folded if untrusted else found, indexed)
             if hit is None:
                 continue
             path, holder = hit
@@ -234,8 +252,8 @@ class Evidence:
             yield Source("untrusted" if weak else "tool_result", call_id, path)
 
 
-def _text_of(value: Any) -> _Text | None:
-    return _prepare(value) if isinstance(value, str) else None
+def _text_of(value: Any, loose: bool) -> _Text | None:
+    return _prepare(value, loose=loose) if isinstance(value, str) else None
 
 
 def _parent(path: str) -> str:
@@ -314,7 +332,8 @@ def infer(
             found.append(ValueProvenance(p, source, k))
             if isinstance(v, str) and source.kind != "user":
                 for entity in embedded(v):
-                    where = evidence.strongest(entity)
+                    # an address only the folded text shows is not what any source wrote as such
+                    where = evidence.strongest(entity) if entity in v else evidence.tainted(entity) or MODEL
                     found.append(ValueProvenance(f"{p}#{entity}", where, k, embedded=True))
         out[name] = tuple(found)
     return out
@@ -327,12 +346,16 @@ def _all(value: Any, source: Source) -> tuple[ValueProvenance, ...]:
 
 def embedded(text: str) -> list[str]:
     """The addresses a text embeds: URLs, e-mail addresses, IBAN-like account numbers (deduplicated,
-    trailing punctuation dropped)."""
+    trailing punctuation dropped), then those only its folded text shows (fullwidth letters,
+    invisible characters inside; see :func:`~actionspace.policy.matching.fold`)."""
     out: list[str] = []
-    for m in _ENTITY.finditer(text):
-        entity = m.group(0).rstrip(".,;:!?")
-        if entity and entity not in out and entity != text.strip():
-            out.append(entity)
+    whole = text.strip()
+    readings = (text,) if text.isascii() else (text, fold(text))
+    for reading in readings:
+        for m in _ENTITY.finditer(reading):
+            entity = m.group(0).rstrip(".,;:!?")
+            if entity and entity not in out and entity != whole and entity != fold(whole):
+                out.append(entity)
     return out
 
 

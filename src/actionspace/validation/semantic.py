@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
@@ -27,6 +26,7 @@ from pydantic_core import CoreSchema
 
 from actionspace.errors import ConfigurationError
 from actionspace.validation.schema_walk import Walk, compile_walk
+from actionspace.validation.urls import url_check
 
 __all__ = [
     "MARKER",
@@ -117,20 +117,34 @@ class ResourceKind(_Marker):
 
 @dataclass(frozen=True, slots=True)
 class UrlRule(_Marker):
-    """A URL restricted to some schemes (default http/https) and optionally some hosts."""
+    """A URL restricted to some schemes and optionally some hosts (see
+    :mod:`actionspace.validation.urls` for how hosts are compared).
+
+    ``schemes``: the allowed schemes (default http and https). ``hosts``: the allowed hosts
+    (names or IP addresses; default: any). ``allow_internal``: accept hosts that are not public
+    (loopback, private, link-local and metadata addresses, ``localhost``) when ``hosts`` is not
+    given (default False: refused; a host that ``hosts`` lists is always allowed). Raises
+    :class:`~actionspace.errors.ConfigurationError` when a listed host names no host.
+    """
 
     schemes: tuple[str, ...] = ("http", "https")
     hosts: tuple[str, ...] | None = None
+    allow_internal: bool = False
+
+    def __post_init__(self) -> None:
+        url_check(self.schemes, self.hosts, allow_internal=self.allow_internal)
 
     def marker(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "url", "schemes": list(self.schemes)}
         if self.hosts is not None:
             out["hosts"] = list(self.hosts)
+        if self.allow_internal:
+            out["allow_internal"] = True
         return out
 
 
 URL = Annotated[str, UrlRule()]
-"""An absolute http(s) URL."""
+"""An absolute http(s) URL of a public host."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,35 +339,6 @@ def _path_check(root: str) -> Callable[[Any], str | None]:
     return check
 
 
-def _url_check(schemes: Sequence[str], hosts: Sequence[str] | None) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        if not isinstance(value, str):
-            return None
-        odd = _URL_AMBIGUOUS.search(value)
-        if odd is not None:
-            # read one way here (urlsplit drops some, keeps the rest in the userinfo) and another
-            # by clients: WHATWG reads a backslash as "/", so with one between "evil.com" and
-            # "@allowed.com" urlsplit names allowed.com while a browser goes to evil.com
-            return f"URL holds {odd.group(0)!r} (a backslash, whitespace or a control character)"
-        try:
-            parts = urlsplit(value)
-            host = parts.hostname
-        except ValueError as exc:
-            return f"not a URL: {exc}"
-        if parts.scheme not in schemes:
-            return f"URL scheme must be one of {sorted(schemes)}, got {parts.scheme!r}"
-        if not host:
-            return "URL has no host"
-        if hosts is not None and host not in hosts:
-            return f"URL host {host!r} is not allowed"
-        return None
-
-    return check
-
-
-_URL_AMBIGUOUS = re.compile(r"[\\\s\x00-\x1f\x7f]")
-
-
 def _no_check(value: Any) -> str | None:
     return None
 
@@ -370,7 +355,16 @@ def _checker_for(marker: Mapping[str, Any]) -> Callable[[Any], str | None] | Non
     if kind == "path":
         return _path_check(str(marker.get("root", ".")))
     if kind == "url":
-        return _url_check(tuple(marker.get("schemes", ("http", "https"))), marker.get("hosts"))
+        hosts, schemes = marker.get("hosts"), marker.get("schemes", ("http", "https"))
+        if isinstance(schemes, str) or not isinstance(schemes, list | tuple):
+            raise ConfigurationError(f"a url marker's schemes must be a list, got {schemes!r}")
+        if hosts is not None and (isinstance(hosts, str) or not isinstance(hosts, list | tuple)):
+            raise ConfigurationError(f"a url marker's hosts must be a list, got {hosts!r}")
+        return url_check(
+            tuple(str(s) for s in schemes),
+            None if hosts is None else tuple(hosts),
+            allow_internal=marker.get("allow_internal") is True,
+        )
     if kind == "resource_ref":
         return _no_check
     return None
@@ -400,4 +394,6 @@ def compile_checkers(schema: Mapping[str, Any]) -> SemanticChecks:
         assert node.marker is not None
         if node.marker.get("type") not in _KINDS:
             raise ConfigurationError(f"unknown {MARKER} type {node.marker.get('type')!r}")
+        if node.marker.get("type") == "url":
+            _checker_for(node.marker)  # a listed host that names no host is refused here
     return SemanticChecks(walk)
