@@ -30,11 +30,16 @@ from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ActionError
+from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, call_ids, parse
+from actionspace.plan.model import PlanResult
+from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
+from actionspace.service.held_nodes import HELD_KIND, held_bindings, held_event
 from actionspace.service.lanes import DEFAULT_LANES, PROCESSES, Lanes, off_loop
 from actionspace.service.resume_evidence import held_proposal, restore
+from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ToolCall
 
@@ -220,12 +225,22 @@ class BackgroundRuns:
         result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal)
         for _ in range(self.config.max_rounds):
             held = [r for o in result.nodes.values() if (r := _request_id(o)) is not None]
+            if held:
+                await asyncio.to_thread(self._note_held, plan, result)
             if not held or not await self._decided(run_id, held):
                 break
             result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, retry_of=result)
         failed = {k: e.category for k, e in result.failed.items()}
         self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
         return result.status
+
+    def _note_held(self, plan: Mapping[str, Any], result: PlanResult) -> None:
+        """Record the labels each held node's references carried (see ``service/held_nodes.py``)."""
+        for node_id, obs in result.nodes.items():
+            request_id = _request_id(obs)
+            if request_id is not None:
+                event = held_event(plan, result, node_id, request_id)
+                self.rt.record(result.run_id, HELD_KIND, event, call_id=obs.call_id)
 
     async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
         observations: list[Observation] = []
@@ -319,7 +334,11 @@ class BackgroundRuns:
             principal = Principal.from_dict(proposed_by, allow_empty_id=True)
         events = await asyncio.to_thread(self.rt.trace.events, request.run_id)
         held = held_proposal(events, request)
-        if held is not None and not isinstance(held, ActionError):
+        found = None if isinstance(held, ActionError) else held_bindings(events, request)
+        node = None if isinstance(found, ActionError) else found
+        if isinstance(found, ActionError):
+            held = found
+        elif held is not None and not isinstance(held, ActionError):
             # the values the held call was judged on, where this process never saw them
             run = await asyncio.to_thread(self.rt.run_state, request.run_id, principal)
             held = restore(run.flow, held, request.arguments, request.id) or held
@@ -329,6 +348,9 @@ class BackgroundRuns:
             self.rt.record(request.run_id, "observation", observed, call_id=held.details.get("call_id"))
             return "error"
         call_id = held.call_id if held is not None else None
+        if node is not None:  # a plan node: its references' labels, as its plan gave them
+            call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=node[0])
+            return await self._node(call, request, principal, node[1])
         call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
         obs = await self.rt.acall(
             call,
@@ -337,6 +359,31 @@ class BackgroundRuns:
             provenance=dict(request.provenance),
             principal=principal,
         )
+        return obs.status
+
+    async def _node(
+        self, call: ToolCall, request: ApprovalRequest, principal: Principal | None, bound: dict[str, Binding]
+    ) -> str:
+        """Send an approved plan node as its plan does (``bound``: its ``$ref`` arguments' labels),
+        then show its result to the model as a call's is."""
+        engine = self.rt.engine
+        run = await asyncio.to_thread(self.rt.run_state, request.run_id, principal)
+        rec = Recorder(run, call.id)
+        try:
+            ready = await engine.aprepare(
+                run,
+                call,
+                principal=principal or run.principal,
+                rec=rec,
+                node_id=request.node_id,
+                provenance=dict(request.provenance),
+                bound=bound,
+            )
+            obs = await engine.aexecute(ready, rec) if isinstance(ready, Ready) else ready
+        except Exception as exc:  # a bug of ours: typed, with what the call recorded before it
+            obs = engine.internal(exc, rec, call)
+        run.flow.observed(obs)
+        await engine.aflush(rec)
         return obs.status
 
     async def _decided(self, run_id: str, request_ids: list[str]) -> bool:

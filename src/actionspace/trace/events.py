@@ -60,6 +60,7 @@ EventKind = Literal[
     "plan_node_cancelled",
     "plan_node_reused",
     "plan_node_abort_answered",
+    "plan_node_held",  # a node held for approval: the labels its references carried (service/held_nodes.py)
     "speculation",
     # budgets and the read cache
     "budget",

@@ -44,6 +44,10 @@ def dumps_event(event: TraceEvent) -> str:
     return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
 
 
+_MAX_TS = 2**1000
+"""Past this an integer ``ts`` has no float (and is no time)."""
+
+
 def loads_event(line: str) -> TraceEvent:
     """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event
     or holds what no store can keep (see :func:`~actionspace.trace.store_encoding.check_event`)."""
@@ -53,11 +57,21 @@ def loads_event(line: str) -> TraceEvent:
         raise ValueError(f"not JSON: {exc.msg}") from exc
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+    for name in ("run_id", "kind"):
+        if name in raw and type(raw[name]) is not str:
+            got = "null" if raw[name] is None else type(raw[name]).__name__
+            raise ValueError(f"bad field value: {name} must be text, got {got}")
+    ts = raw.get("ts")
+    if "ts" in raw and type(ts) not in (int, float):
+        got = "null" if ts is None else type(ts).__name__
+        raise ValueError(f"bad field value: ts must be a number of seconds, got {got}")
+    if type(ts) is int and not -_MAX_TS < ts < _MAX_TS:
+        raise ValueError("bad field value: ts must be a finite number of seconds")
     try:
         event = TraceEvent.from_dict(raw)
     except KeyError as exc:
         raise ValueError(f"missing field {exc.args[0]!r}") from exc
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"bad field value: {exc}") from exc
     seq, call_id = raw["seq"], raw.get("call_id")
     if type(seq) is not int or seq < 0:

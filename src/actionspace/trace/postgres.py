@@ -84,6 +84,14 @@ WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = %(run)s)
 ON CONFLICT (run_id) DO UPDATE SET claimed_at = excluded.claimed_at
 WHERE trace_claims.claimed_at <= excluded.claimed_at - %(expiry)s::float8
 """
+# The previous version claimed a run id with a row of trace_runs whose span is empty (started at
+# +inf, last at -inf) until its first event: such a row is a claim made when first seen here.
+_ADOPT_OLD_CLAIM: Final = """
+INSERT INTO trace_claims (run_id, claimed_at)
+SELECT %(run)s, extract(epoch FROM clock_timestamp())::float8
+WHERE EXISTS (SELECT 1 FROM trace_runs WHERE run_id = %(run)s AND started_at > last_at)
+ON CONFLICT (run_id) DO NOTHING
+"""
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ANY(%s) GROUP BY run_id
@@ -238,6 +246,7 @@ class PostgresTraceStore:
         makes one winner of."""
         with self._db.transaction() as conn:
             conn.execute(_LOCK_RUN, (run_id,))
+            conn.execute(_ADOPT_OLD_CLAIM, {"run": run_id})
             return conn.execute(_CLAIM, {"run": run_id, "expiry": self._claim_expiry_s}).rowcount == 1
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:

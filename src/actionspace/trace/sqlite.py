@@ -86,6 +86,13 @@ SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM trace_events WHERE run_id = ?)
 ON CONFLICT (run_id) DO UPDATE SET claimed_at = excluded.claimed_at
 WHERE trace_claims.claimed_at <= excluded.claimed_at - ?
 """
+# The previous version claimed a run id with a row of trace_runs whose span is empty (started at
+# +inf, last at -inf) until its first event: such a row is a claim made when first seen here.
+_ADOPT_OLD_CLAIM: Final = """
+INSERT INTO trace_claims (run_id, claimed_at)
+SELECT ?, ? WHERE EXISTS (SELECT 1 FROM trace_runs WHERE run_id = ? AND started_at > last_at)
+ON CONFLICT (run_id) DO NOTHING
+"""
 _SPAN_FROM_EVENTS: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ? GROUP BY run_id
@@ -293,6 +300,7 @@ class SqliteTraceStore:
 
         def claim(conn: sqlite3.Connection) -> bool:
             now = self._clock.time()  # read inside the transaction: claims are stamped in order
+            conn.execute(_ADOPT_OLD_CLAIM, (run_id, now, run_id))
             return conn.execute(_CLAIM, (run_id, now, run_id, expiry)).rowcount == 1
 
         won: bool = self._group.run(claim, durable=False)
