@@ -26,6 +26,13 @@ def gateway_command(
     fd: Annotated[
         int | None, typer.Option(help="Serve HTTP on this inherited listening socket (supervisors, tests).")
     ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            help="Let browser pages of this exact origin (scheme://host[:port]) call over HTTP; repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the configured tools over MCP, governed: scopes, validation, approvals, ledger, trace."""
     if transport not in ("stdio", "http"):
@@ -34,9 +41,10 @@ def gateway_command(
 
     try:
         require("mcp", "mcp", "actionspace gateway")
+        from actionspace.adapters._gateway_config import load_config
         from actionspace.adapters.mcp_gateway import Gateway
 
-        gateway = Gateway.from_file(config)
+        gateway = Gateway(load_config(config).with_origins(allow_origin or ()))
     except ConfigurationError as exc:
         print(f"actionspace gateway: {exc}", file=sys.stderr)
         raise typer.Exit(2) from exc

@@ -12,6 +12,8 @@ an error, so a typo never silently turns a safety setting off)::
     port = 8765                    # HTTP port (default 8765)
     path = "/mcp"                  # HTTP endpoint (default /mcp)
     pythonpath = ["."]             # folders put on sys.path before importing tools (relative to the file)
+    allowed_origins = ["https://console.example.com"]   # browser origins let in besides the gateway's own
+                                   # (exact scheme://host[:port]; no wildcards, never "null")
 
     [approval]                     # which calls wait for a human decision
     effects = ["external"]         # every tool with one of these effects
@@ -38,9 +40,10 @@ import hashlib
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, get_args
+from urllib.parse import urlsplit
 
 from actionspace._store_url import sqlite_path, sqlite_url
 from actionspace.catalog.spec import Effect, Risk, ToolSpec
@@ -52,12 +55,15 @@ __all__ = [
     "GatewayConfig",
     "PrincipalConfig",
     "UpstreamConfig",
+    "exact_origin",
     "load_config",
     "token_digest",
 ]
 
 _SECTIONS: Final = frozenset({"gateway", "approval", "tools", "upstreams", "principals"})
-_GATEWAY_KEYS: Final = frozenset({"name", "store", "stdio_principal", "host", "port", "path", "pythonpath"})
+_GATEWAY_KEYS: Final = frozenset(
+    {"name", "store", "stdio_principal", "host", "port", "path", "pythonpath", "allowed_origins"}
+)
 _APPROVAL_KEYS: Final = frozenset({"effects", "risks", "tools"})
 _TOOL_KEYS: Final = frozenset({"import"})
 _UPSTREAM_KEYS: Final = frozenset({"name", "command", "url", "env", "allowlisted", "prefix", "headers"})
@@ -147,6 +153,14 @@ class GatewayConfig:
     upstreams: tuple[UpstreamConfig, ...] = ()
     principals: tuple[PrincipalConfig, ...] = ()
     approval: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (exact ``scheme://host[:port]``, see :func:`exact_origin`) let through over
+    HTTP besides the gateway's own. Default: none."""
+
+    def with_origins(self, origins: Sequence[str]) -> GatewayConfig:
+        """This config with ``origins`` allowed too; raises ConfigurationError for one that is not exact."""
+        added = tuple(_origin(o, "--allow-origin") for o in origins)
+        return replace(self, allowed_origins=tuple(dict.fromkeys(self.allowed_origins + added)))
 
     def principal_by_token(self, token: str) -> Principal | None:
         """The principal holding ``token``, or None."""
@@ -201,6 +215,12 @@ def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, st
         port=port,
         path=_opt_str(gateway, "path", "[gateway]") or "/mcp",
         pythonpath=tuple(base / p for p in _strings(gateway, "pythonpath", "[gateway]")),
+        allowed_origins=tuple(
+            dict.fromkeys(
+                _origin(o, "[gateway] allowed_origins")
+                for o in _strings(gateway, "allowed_origins", "[gateway]")
+            )
+        ),
         tools=tuple(_tool(t) for t in _tables(raw, "tools")),
         upstreams=_upstreams(_tables(raw, "upstreams")),
         principals=principals,
@@ -210,6 +230,53 @@ def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, st
             tools=_strings(approval, "tools", "[approval]"),
         ),
     )
+
+
+def exact_origin(value: str) -> str:
+    """``value`` as the one origin it names, ``scheme://host[:port]`` (host lower case, the scheme's
+    default port dropped); raises ValueError saying why it names no single http(s) origin.
+
+    Refused: wildcards (they let in origins nobody named), ``null`` (the origin any sandboxed or
+    ``file:`` page sends), a user, path, query or fragment, spaces and control characters.
+    """
+    if "*" in value:
+        raise ValueError("a wildcard lets in origins nobody named: list each origin")
+    if value.strip().lower() == "null":
+        raise ValueError("'null' is sent by any sandboxed or file: page, so it names no one")
+    if not value.isascii() or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("an origin holds no spaces, control or non-ASCII characters")
+    if "://" not in value:
+        raise ValueError("an origin is scheme://host[:port]")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"the port must be a number in 1..65535 ({exc})") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError("the scheme must be http or https")
+    if "@" in parts.netloc:
+        raise ValueError("an origin names no user")
+    if parts.path:
+        raise ValueError("an origin has no path")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise ValueError("an origin has no query or fragment")
+    if port == 0:
+        raise ValueError("the port must be a number in 1..65535")
+    host = parts.hostname
+    if not host:
+        raise ValueError("an origin names a host")
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != (443 if scheme == "https" else 80):
+        netloc += f":{port}"
+    return f"{scheme}://{netloc}"
+
+
+def _origin(value: str, where: str) -> str:
+    try:
+        return exact_origin(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"{where}: {value!r}: {exc}") from exc
 
 
 def _store(url: str | None, base: Path) -> str | None:

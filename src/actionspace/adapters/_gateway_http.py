@@ -4,9 +4,11 @@
 * **Session.** An ``Mcp-Session-Id`` belongs to the principal whose request opened it; any other
   principal naming it (to call, listen on it or end it) is answered 404, as for a session that
   does not exist, so a leaked or guessed id is no way to act in or end someone else's session.
-* **Origin.** On a loopback address the SDK's DNS rebinding protection checks Host and Origin.
-  Bound anywhere else, a browser request from another origin (``Origin`` not naming the
-  ``Host`` it was sent to) is answered 403: a page on some site never reaches the tools.
+* **Origin.** A browser request (one with an ``Origin``) is answered 403 unless its origin is
+  named exactly in ``allowed_origins`` (see ``_gateway_config.exact_origin``) or is the gateway's
+  own: a loopback origin on a loopback address, where the SDK's DNS rebinding protection checks
+  Host and Origin too; anywhere else, the ``Host`` the request was sent to. A page on some other
+  site never reaches the tools, nor does ``Origin: null`` (sandboxed and ``file:`` pages).
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from __future__ import annotations
 import os
 import socket
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actionspace.adapters._gateway_config import exact_origin
 from actionspace.policy.principal import Principal
 
-__all__ = ["LOOPBACK", "HttpGuard", "bearer", "bound_host"]
+__all__ = ["LOOPBACK", "HttpGuard", "bearer", "bound_host", "sdk_security"]
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 """Bind addresses the SDK guards against DNS rebinding (Host and Origin must name loopback)."""
@@ -34,11 +38,18 @@ class HttpGuard:
     """ASGI middleware: bearer authentication, session ownership and (off loopback) the Origin check."""
 
     def __init__(
-        self, app: ASGIApp, principal_for_token: Callable[[str | None], Principal | None], *, host: str
+        self,
+        app: ASGIApp,
+        principal_for_token: Callable[[str | None], Principal | None],
+        *,
+        host: str,
+        allowed_origins: Iterable[str] = (),
     ) -> None:
+        """``allowed_origins``: exact origins (as :func:`exact_origin` gives them) let in besides our own."""
         self.app = app
         self._principal_for = principal_for_token
-        self._check_origin = host not in LOOPBACK
+        self._loopback = host in LOOPBACK
+        self._allowed = frozenset(exact_origin(o) for o in allowed_origins)
         self._owners: OrderedDict[str, str] = OrderedDict()
         """Session id → id of the principal whose request opened it."""
 
@@ -51,7 +62,7 @@ class HttpGuard:
         if principal is None:
             await _answer(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b'Bearer realm="actionspace"')])
             return
-        if self._check_origin and not _same_origin(headers):
+        if not self._origin_allowed(headers):
             await _answer(send, 403, b'{"error":"forbidden","message":"cross-origin request refused"}')
             return
         session = headers.get(_SESSION_HEADER)
@@ -65,6 +76,21 @@ class HttpGuard:
         else:
             send = self._bind_on_open(principal.id, send)
         await self.app(scope, receive, send)
+
+    def _origin_allowed(self, headers: Mapping[str, str]) -> bool:
+        """True without an ``Origin`` (not a browser), for an allowed origin, and for our own."""
+        origin = headers.get("origin")
+        if origin is None:
+            return True
+        try:
+            exact = exact_origin(origin)
+        except ValueError:
+            return False
+        if exact in self._allowed:
+            return True
+        if self._loopback:
+            return urlsplit(exact).hostname in LOOPBACK
+        return exact.partition("://")[2] == headers.get("host", "").lower()
 
     def _bind_on_open(self, principal_id: str, send: Send) -> Send:
         async def sending(message: Message) -> None:
@@ -101,16 +127,19 @@ async def _answer(
     await send({"type": "http.response.body", "body": body})
 
 
-def _same_origin(headers: Mapping[str, str]) -> bool:
-    """True without an ``Origin`` (not a browser) or when it names the host the request was sent to."""
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    try:
-        netloc = urlsplit(origin).netloc.lower()
-    except ValueError:
-        return False
-    return bool(netloc) and netloc == headers.get("host", "").lower()
+def sdk_security(host: str, allowed_origins: Iterable[str]) -> TransportSecuritySettings | None:
+    """The SDK's DNS rebinding protection for a gateway on ``host`` (None: the SDK's default).
+
+    On loopback the SDK checks Host and Origin: the allowed origins join its loopback ones.
+    """
+    extra = [exact_origin(o) for o in allowed_origins]
+    if host not in LOOPBACK or not extra:
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *extra],
+    )
 
 
 def bearer(headers: Mapping[str, str] | None) -> str | None:

@@ -23,7 +23,18 @@ from actionspace._canonical import digest_json
 from actionspace.catalog.spec import Effect, Integrity, Labels, Risk, ToolSpec
 from actionspace.errors import ToolDefinitionError
 
-__all__ = ["Mapped", "check_self_contained", "content_value", "fingerprint", "map_annotations", "result_text"]
+__all__ = [
+    "Mapped",
+    "check_self_contained",
+    "content_value",
+    "fingerprint",
+    "map_annotations",
+    "result_text",
+    "unusable_name",
+]
+
+MAX_NAME = 128
+"""Longest tool name taken from a server (the MCP specification's bound)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +75,17 @@ def map_annotations(annotations: types.ToolAnnotations | None, *, trusted: bool)
         labels=Labels(integrity=integrity),
         requires_approval=not trusted,
     )
+
+
+def unusable_name(name: str) -> str | None:
+    """Why a server's tool name is not taken (None: it is): it must be 1..128 printable ASCII
+    characters without spaces. Anything else could pass for another tool when read (a Cyrillic
+    letter, a zero-width or right-to-left mark) or break the listing it is shown in (a line break)."""
+    if not 0 < len(name) <= MAX_NAME:
+        return f"a tool name must have 1..{MAX_NAME} characters, this one has {len(name)}"
+    if not name.isascii() or not name.isprintable() or any(c.isspace() for c in name):
+        return f"the tool name {name!a} holds spaces, control or non-ASCII characters"
+    return None
 
 
 def fingerprint(tool: types.Tool) -> str:

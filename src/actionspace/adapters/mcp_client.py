@@ -66,6 +66,7 @@ from actionspace.adapters._mcp_specs import (
     fingerprint,
     map_annotations,
     result_text,
+    unusable_name,
 )
 from actionspace.adapters._mcp_versions import ToolVersions
 from actionspace.catalog.registry import Catalog
@@ -327,6 +328,11 @@ class McpToolset:
     def _build(self, tool: types.Tool, version: int) -> ToolSpec | None:
         server = self.server
         self.claimed[tool.name] = tool.annotations
+        refused = unusable_name(tool.name)
+        if refused is not None:
+            self.skipped[tool.name] = refused
+            _log.warning("MCP server %s: a tool skipped: %s", server.label, refused[:300])
+            return None
         mapped = map_annotations(tool.annotations, trusted=server.allowlisted)
         options: dict[str, Any] = {
             "name": f"{server.prefix}{tool.name}",

@@ -20,8 +20,10 @@ Who calls, and in which run:
   ``tools/list`` shows only the tools the principal holds every scope for; the run is offered
   exactly those, so another tool's name is ``unknown_tool``.
 * **Run.** One run per MCP session (per stdio process; per ``Mcp-Session-Id`` over HTTP; per
-  principal and gateway process when the transport has no session). A client that reconnects
-  and must retry an action it may have sent names the run in ``_meta["actionspace/run_id"]``.
+  principal and gateway process when the transport has no session), named in every result's
+  ``_meta["actionspace/run_id"]``. A client that reconnects continues its run by naming that id
+  in a request's ``_meta["actionspace/run_id"]`` (only the principal that opened the run may;
+  see ``_gateway_runs``), so its ledger, budget and provenance carry over.
 * **Node.** MCP gives ``tools/call`` no idempotency key. A write's node id (the ledger's unit of
   "one logical action") is ``_meta["actionspace/node_id"]`` when the client gives one, else the
   engine's node identity (the run as the turn, tool@version, the canonical arguments; see
@@ -38,13 +40,9 @@ held for approval is ``needs_approval`` with ``details.request_id``; once a pers
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
-import re
 import tomllib
-import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -56,13 +54,15 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
-from actionspace.adapters._gateway_http import HttpGuard, bearer, bound_host
+from actionspace.adapters._gateway_http import HttpGuard, bearer, bound_host, sdk_security
 from actionspace.adapters._gateway_results import to_call_result
+from actionspace.adapters._gateway_runs import RUN_META, GatewayRuns, distinct
 from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -80,17 +80,13 @@ Transport = Literal["stdio", "http"]
 
 TOKEN_ENV = "ACTIONSPACE_GATEWAY_TOKEN"
 """Environment variable holding the API token of a stdio session's principal."""
-RUN_META = f"{META_PREFIX}run_id"
-"""``_meta`` key a client may set on ``tools/call`` to name its run (reconnect and retry)."""
 NODE_META = f"{META_PREFIX}node_id"
 """``_meta`` key a client may set on ``tools/call`` to name the logical action."""
 
 _MAX_SESSIONS = 10_000
-"""Most session → run mappings kept; the oldest are forgotten first (their runs stay in the store)."""
+"""Most sessions (and runs' offers) remembered; the oldest are forgotten first (runs stay in the store)."""
 _ANNOUNCE_TIMEOUT_S = 5.0
 """Longest wait to hand one session a list-change notification before giving up on it."""
-_SAFE_ID = re.compile(r"[^A-Za-z0-9_.:-]")
-_MAX_ID = 96
 
 
 class Gateway:
@@ -105,8 +101,7 @@ class Gateway:
         self.config = config
         self.runtime = runtime if runtime is not None else Runtime(store=config.store)
         self._owns_runtime = runtime is None
-        self._boot = uuid.uuid4().hex[:12]
-        self._runs: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self.runs = GatewayRuns(self.runtime)
         self._offered: OrderedDict[str, int] = OrderedDict()
         """Run id → catalog generation of the run's last offer (bounded like the sessions)."""
         self._toolsets: list[Any] = []
@@ -241,22 +236,12 @@ class Gateway:
         raise ConfigurationError(f"stdio: set {TOKEN_ENV} or [gateway] stdio_principal to name the principal")
 
     def run_for(self, principal: Principal, session: str | None, meta: Mapping[str, Any] | None) -> str:
-        """The run id of a request: named in ``_meta``, else one per (principal, session)."""
-        named = (meta or {}).get(RUN_META)
-        if isinstance(named, str) and named:
-            # one principal's run never is another's: "ops" naming "admin_x" reads like
-            # "ops_admin" naming "x", the digest of both parts keeps them apart
-            return f"mcp_{_safe(principal.id)}_{_distinct(named, [principal.id, named])}"
-        key = (principal.id, session or f"process:{self._boot}")
-        run_id = self._runs.get(key)
-        if run_id is None:
-            run_id = self._runs[key] = f"mcp_{uuid.uuid4().hex[:16]}"
-            self.runtime.new_run(run_id, principal=principal)
-            while len(self._runs) > _MAX_SESSIONS:
-                self._runs.popitem(last=False)
-        else:
-            self._runs.move_to_end(key)
-        return run_id
+        """The run id of a request (see ``_gateway_runs``); raises PermissionError for a run the
+        principal may not continue (the MCP handlers answer that as ``permission_denied``)."""
+        found = self.runs.run_for(principal, session, meta)
+        if isinstance(found, ActionError):
+            raise PermissionError(found.message)
+        return found
 
     # ------------------------------------------------------------------ the two MCP methods
     def list_tools(self, principal: Principal, run_id: str) -> types.ListToolsResult:
@@ -292,21 +277,44 @@ class Gateway:
                 ToolCall(name=name, arguments=args), run_id=run_id, node_id=node, principal=principal
             )
         except Exception as exc:  # never an exception at the client: a typed error
-            why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
-            if store_unavailable(exc):  # ask again: the ledger keeps a repeated write to one send
-                _log.warning("gateway: tools/call %s: the store did not answer (%s)", name, why)
-                error = ActionError.of("transient", f"the store did not answer ({why}); ask again")
-            else:
-                _log.exception("gateway: tools/call %s failed", name)
-                error = ActionError.of("internal", f"the gateway failed: {why}")
+            error = _failure(exc, name)
             obs = Observation.failure(error, call_id=f"{run_id}:{error.category}", tool=name[:200])
         return to_call_result(obs)
 
     def _node_id(self, name: str, arguments: Mapping[str, Any], meta: Any) -> str | None:
         named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
         if isinstance(named, str) and named:
-            return f"c:{_distinct(named, named)}"
+            return f"c:{distinct(named, named)}"
         return None  # the engine's node identity: (the run as the turn, tool@version, canonical arguments)
+
+    async def serve_list(
+        self, principal: Principal, session: str | None, meta: Mapping[str, Any] | None
+    ) -> types.ListToolsResult:
+        """``tools/list`` of a session: the tools, and the run in ``_meta``; a run the principal
+        may not continue is a JSON-RPC error (a listing has no error result)."""
+        run_id = self.runs.run_for(principal, session, meta)
+        if isinstance(run_id, ActionError):
+            raise MCPError(types.INVALID_PARAMS, f"{run_id.category}: {run_id.message}")
+        return self.list_tools(principal, run_id).model_copy(update={"meta": {RUN_META: run_id}})
+
+    async def serve_call(
+        self,
+        principal: Principal,
+        session: str | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+    ) -> types.CallToolResult:
+        """``tools/call`` of a session, in its run (named in the result's ``_meta``)."""
+        try:
+            run_id = self.runs.run_for(principal, session, meta)
+        except Exception as exc:  # the store did not answer the ownership check
+            run_id = _failure(exc, name)
+        if isinstance(run_id, ActionError):
+            call_id = f"mcp:{run_id.category}"
+            return to_call_result(Observation.failure(run_id, call_id=call_id, tool=name[:200]))
+        result = await self.call_tool(principal, run_id, name, arguments, meta)
+        return result.model_copy(update={"meta": {**(result.meta or {}), RUN_META: run_id}})
 
     # ------------------------------------------------------------------ serving
     def server(self, caller: Callable[[ServerRequestContext[Any, Any]], Principal]) -> Server[Any]:
@@ -315,18 +323,16 @@ class Gateway:
         async def on_list_tools(
             ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
         ) -> types.ListToolsResult:
-            principal = caller(ctx)
             self._remember(ctx)
-            return self.list_tools(principal, self.run_for(principal, _session_of(ctx), None))
+            meta = dict(params.meta) if params is not None and params.meta is not None else None
+            return await self.serve_list(caller(ctx), _session_of(ctx), meta)
 
         async def on_call_tool(
             ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult:
-            principal = caller(ctx)
             self._remember(ctx)
             meta = dict(params.meta) if params.meta is not None else None
-            run_id = self.run_for(principal, _session_of(ctx), meta)
-            return await self.call_tool(principal, run_id, params.name, params.arguments, meta)
+            return await self.serve_call(caller(ctx), _session_of(ctx), params.name, params.arguments, meta)
 
         return Server(
             self.config.name,
@@ -366,7 +372,10 @@ class Gateway:
             return principal
 
         server = self.server(caller)
-        inner = server.streamable_http_app(streamable_http_path=self.config.path, host=host)
+        origins = self.config.allowed_origins
+        inner = server.streamable_http_app(
+            streamable_http_path=self.config.path, host=host, transport_security=sdk_security(host, origins)
+        )
 
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -376,7 +385,7 @@ class Gateway:
                     yield
 
         inner.router.lifespan_context = lifespan
-        return HttpGuard(inner, self.principal_for_token, host=host)
+        return HttpGuard(inner, self.principal_for_token, host=host, allowed_origins=origins)
 
     async def serve_http(
         self, *, host: str | None = None, port: int | None = None, fd: int | None = None
@@ -436,12 +445,12 @@ def _session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return str(value) if value else None
 
 
-def _safe(value: str) -> str:
-    return _SAFE_ID.sub("_", value)[:_MAX_ID]
-
-
-def _distinct(value: str, identity: object) -> str:
-    """``value`` made safe for an id, with a digest of ``identity``: two values that read alike
-    once unsafe characters became ``_`` or a long value was cut ("job/1", "job_1") stay apart."""
-    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
-    return f"{_safe(value)}_{digest}"
+def _failure(exc: Exception, name: str) -> ActionError:
+    """A failure of the gateway itself as a typed error: ``transient`` when the store did not
+    answer (ask again: the ledger keeps a repeated write to one send), else ``internal``."""
+    why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
+    if store_unavailable(exc):
+        _log.warning("gateway: tools/call %s: the store did not answer (%s)", name[:200], why)
+        return ActionError.of("transient", f"the store did not answer ({why}); ask again")
+    _log.exception("gateway: tools/call %s failed", name[:200])
+    return ActionError.of("internal", f"the gateway failed: {why}")
