@@ -179,17 +179,48 @@ def canonical_json(value: Any) -> bytes:
 
 def digest_json(value: Any) -> bytes:
     """What digests of arguments hash: :func:`canonical_json` of ``value``, or, when it holds an
-    integer beyond ±(2**53 − 1), which RFC 8785 cannot write (a 64-bit id, say), ``b"x"`` and the
-    canonical form of :func:`canonical_bytes` (integers written exactly; the ``x`` keeps it apart
-    from any RFC 8785 text, which never starts so).
+    integer beyond ±(2**53 − 1), which RFC 8785 cannot write (a 64-bit id, say), ``b"x"`` and
+    RFC 8785 with every number of that size written as its exact integer (numbers, strings and key
+    order otherwise as RFC 8785 has them, so ``1.0`` and ``1`` still agree, and two numbers share a
+    text only when they are equal; the ``x`` keeps it apart from any RFC 8785 text, which never
+    starts so).
 
-    Raises ``rfc8785.CanonicalizationError`` (a ``ValueError``) for what neither can encode:
-    non-finite floats, unpaired surrogates, values that are not JSON.
+    Raises ``ValueError`` (``rfc8785.CanonicalizationError`` mostly) for what neither can encode:
+    non-finite floats, unpaired surrogates, integers too long to print, values that are not JSON.
     """
     try:
         return canonical_json(value)
     except rfc8785.IntegerDomainError:
-        return b"x" + canonical_bytes(value)
+        out: list[bytes] = [b"x"]
+        _exact_jcs(value, out)
+        return b"".join(out)
+
+
+def _exact_jcs(value: Any, out: list[bytes]) -> None:
+    """Append RFC 8785 of ``value`` to ``out``, integers beyond its domain written in full."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        out.append(str(int(value)).encode("ascii"))  # ValueError past the interpreter's digit limit
+    elif isinstance(value, float) and value.is_integer() and abs(value) > _SAFE_INT:
+        # RFC 8785 pads such a float's shortest digits with zeros, the text of another integer
+        out.append(str(int(value)).encode("ascii"))
+    elif isinstance(value, list | tuple):
+        out.append(b"[")
+        for at, item in enumerate(value):
+            out.append(b"," if at else b"")
+            _exact_jcs(item, out)
+        out.append(b"]")
+    elif isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise rfc8785.CanonicalizationError("object keys must be strings")
+        out.append(b"{")
+        for at, key in enumerate(sorted(value, key=lambda k: k.encode("utf-16be", "surrogatepass"))):
+            out.extend((b"," if at else b"", rfc8785.dumps(key), b":"))
+            _exact_jcs(value[key], out)
+        out.append(b"}")
+    elif value is None or isinstance(value, bool | str | float):
+        out.append(rfc8785.dumps(value))
+    else:
+        raise rfc8785.CanonicalizationError(f"{type(value).__name__} is not JSON")
 
 
 def args_digest(arguments: Any) -> str:

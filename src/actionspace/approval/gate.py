@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -249,7 +250,13 @@ class Approvals:
     def approve(
         self, request_id: str, *, by: str, reason: str | None = None, ttl_s: float | None = 3600.0
     ) -> ApprovalRequest:
-        """Approve a pending request; the approval expires after ``ttl_s`` seconds (None: never)."""
+        """Approve a pending request; the approval expires after ``ttl_s`` seconds (None: never).
+
+        Raises ``ValueError`` for a ``ttl_s`` that is not a positive, finite number (NaN would never
+        compare as expired nor as valid; use None for an approval that never expires).
+        """
+        if ttl_s is not None and not (isinstance(ttl_s, int | float) and 0 < ttl_s < math.inf):
+            raise ValueError(f"ttl_s must be a positive, finite number of seconds or None, not {ttl_s!r}")
         now = self.clock.time()
         expires = now + ttl_s if ttl_s is not None else None
         return self._decide(request_id, "approved", by, reason, expires)

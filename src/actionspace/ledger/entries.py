@@ -26,9 +26,12 @@ __all__ = [
     "UNSETTLED",
     "BeginsUnlessPending",
     "Begun",
+    "GuardsAttempts",
+    "Identity",
     "LedgerEntry",
     "LedgerState",
     "LedgerStore",
+    "with_identity",
 ]
 
 LedgerState = Literal["accepted", "dispatched", "committed", "failed", "unknown", "unknown_commit"]
@@ -140,6 +143,20 @@ class LedgerEntry:
         )
 
 
+Identity = tuple[str, str, str, str]
+"""(run_id, node_id, tool, args_digest): what an entry was begun as; no transition changes it."""
+
+
+def with_identity(entry: LedgerEntry, identity: Identity) -> LedgerEntry:
+    """``entry`` as stored by a transition: with the identity its action was begun with."""
+    if (entry.run_id, entry.node_id, entry.tool, entry.args_digest) == identity:
+        return entry
+    run_id, node_id, tool, digest = identity
+    return entry.evolve(
+        run_id=run_id, node_id=node_id, tool=tool, args_digest=digest, updated_at=entry.updated_at
+    )
+
+
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(LedgerEntry))
 _SETTERS: dict[str, Any] = {name: LedgerEntry.__dict__[name].__set__ for name in _FIELDS}
 """Each field's slot setter (a frozen dataclass's own ``__setattr__`` refuses)."""
@@ -174,7 +191,9 @@ class LedgerStore(Protocol):
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Compare-and-set: store ``entry`` only if the current state is in ``expected``.
 
-        Returns the stored entry, or None when the state had moved (another process won).
+        The entry keeps the identity it was begun with (:func:`with_identity`). Returns the stored
+        entry, or None when the state had moved (another process won). Raises ``ValueError`` when
+        ``entry.key`` is not ``key``.
         """
         ...
 
@@ -215,4 +234,18 @@ class BeginsUnlessPending(Protocol):
         """:meth:`LedgerStore.begin`, unless :meth:`LedgerStore.pending_action` of the entry's run,
         tool and digest finds an entry with another key: then nothing is written and that entry
         comes back as ``pending``."""
+        ...
+
+
+@runtime_checkable
+class GuardsAttempts(Protocol):
+    """A store whose compare-and-set can also name the send an outcome was established for."""
+
+    def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
+        """:meth:`LedgerStore.transition`, only while ``key`` is still in ``state`` after exactly
+        ``attempts`` sends. Every send counts one more attempt, so what was concluded about one
+        send (a status query's answer) never lands on a later send of the same action.
+
+        Returns the stored entry, or None when the entry had moved on.
+        """
         ...

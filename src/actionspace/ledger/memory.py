@@ -6,7 +6,7 @@ import threading
 from collections.abc import Collection, Sequence
 
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.ledger.entries import TERMINAL, UNSETTLED, Begun, LedgerEntry
+from actionspace.ledger.entries import TERMINAL, UNSETTLED, Begun, LedgerEntry, with_identity
 
 __all__ = ["MemoryApprovalStore", "MemoryLedgerStore"]
 
@@ -35,12 +35,25 @@ class MemoryLedgerStore:
             return Begun(entry, True)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
+        _same_key(key, entry)
         with self._lock:
             current = self._by_key.get(key)
             if current is None or current.state not in expected:
                 return None
-            self._by_key[key] = entry
-            return entry
+            return self._store(current, entry)
+
+    def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
+        _same_key(key, entry)
+        with self._lock:
+            current = self._by_key.get(key)
+            if current is None or current.state != state or current.attempts != attempts:
+                return None
+            return self._store(current, entry)
+
+    def _store(self, current: LedgerEntry, entry: LedgerEntry) -> LedgerEntry:
+        identity = (current.run_id, current.node_id, current.tool, current.args_digest)
+        stored = self._by_key[current.key] = with_identity(entry, identity)
+        return stored
 
     def get(self, key: str) -> LedgerEntry | None:
         with self._lock:
@@ -58,15 +71,14 @@ class MemoryLedgerStore:
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         with self._lock:
-            for key in self._by_action.get((run_id, tool, args_digest), ()):
-                e = self._by_key.get(key)
-                if e is not None and e.state in UNSETTLED:
-                    return e
-            return None
+            keys = self._by_action.get((run_id, tool, args_digest), ())
+            found = [e for k in keys if (e := self._by_key.get(k)) is not None and e.state in UNSETTLED]
+        return min(found, key=lambda e: (e.created_at, e.key), default=None)
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         with self._lock:
             entries = [e for e in self._by_key.values() if state is None or e.state == state]
+        entries.sort(key=lambda e: e.key)  # ties of time in key order, as the databases break them
         entries.sort(key=lambda e: e.updated_at, reverse=True)
         return entries[:limit]
 
@@ -85,6 +97,11 @@ class MemoryLedgerStore:
 
     def close(self) -> None:
         pass
+
+
+def _same_key(key: str, entry: LedgerEntry) -> None:
+    if entry.key != key:
+        raise ValueError(f"transition of {key} was given the entry of {entry.key}")
 
 
 def _action(entry: LedgerEntry) -> tuple[str, str, str]:

@@ -13,22 +13,15 @@ starting at once against an empty database do not trip over each other.
 from __future__ import annotations
 
 import json
-import math
-import os
-import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, LiteralString
 
-import psycopg
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from actionspace._unicode import json_for_postgres
 from actionspace.approval.requests import ApprovalRequest
-from actionspace.errors import ConfigurationError
-from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry
+from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
+from actionspace.ledger.postgres_pool import PostgresConnections, redacted
 
 __all__ = [
     "APPROVAL_SCHEMA_VERSION",
@@ -44,8 +37,6 @@ SCHEMA_VERSION: Final = 1
 APPROVAL_SCHEMA_VERSION: Final = 1
 """Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``."""
 
-_DDL_LOCK: Final = 0x6163_7473_7063_6501
-"""Advisory lock id taken (per database) around every actionspace DDL."""
 _MAX_RACE_RETRIES: Final = 8
 """How often ``begin``/``create`` retry when the row they collided with vanished before being read."""
 
@@ -125,12 +116,16 @@ _LEDGER_INSERT: Final = (
     " ON CONFLICT DO NOTHING"
 )
 _LEDGER_UPDATE: Final = (
-    "UPDATE ledger_entries SET run_id = %(run_id)s, node_id = %(node_id)s, tool = %(tool)s,"
-    " args_digest = %(args_digest)s, arguments = %(arguments)s, state = %(state)s,"
+    "UPDATE ledger_entries SET arguments = %(arguments)s, state = %(state)s,"
     " attempts = %(attempts)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
     " remote_id = %(remote_id)s, observation = %(observation)s, error = %(error)s,"
     " resolution = %(resolution)s"
     " WHERE key = %(where_key)s AND state = ANY(%(expected)s)"
+    " RETURNING run_id, node_id, tool, args_digest"
+)
+"""A transition: the identity (run, node, tool, digest) stays the one begun, and is read back."""
+_LEDGER_UPDATE_AT: Final = _LEDGER_UPDATE.replace(
+    "state = ANY(%(expected)s)", "state = %(state_at)s AND attempts = %(attempts_at)s"
 )
 
 _APPROVAL_COLUMNS: Final = (
@@ -154,119 +149,6 @@ _APPROVAL_UPDATE: Final = (
     " WHERE id = %(where_id)s AND status = ANY(%(expected)s)"
 )
 _BINDING: Final = "WHERE run_id = %s AND tool = %s AND args_digest = %s"
-
-
-class PostgresConnections:
-    """A connection pool (``min_size`` to ``max_size`` connections) to the database ``url`` names.
-
-    Connections run in autocommit mode; :meth:`transaction` groups statements. A process forked
-    after construction opens a pool of its own on first use and never touches its parent's.
-    ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take.
-    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        name: str,
-        min_size: int = 1,
-        max_size: int = 8,
-        connect_timeout_s: float = 10.0,
-    ) -> None:
-        self.url = url
-        self._name = name
-        self._sizes = (min_size, max_size)
-        self._connect_timeout_s = connect_timeout_s
-        self._lock = threading.Lock()
-        self._closed = False
-        self._pid = os.getpid()
-        self._pool = self._open_pool()
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        """A connection of the pool, returned to it on exit."""
-        with self._current().connection() as conn:
-            yield conn
-
-    @contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        """A connection inside a transaction: committed on exit, rolled back on an exception."""
-        with self.connection() as conn, conn.transaction():
-            yield conn
-
-    def init_schema(
-        self,
-        statements: Sequence[LiteralString],
-        *,
-        meta_table: LiteralString,
-        meta_key: str,
-        version: int,
-        what: str,
-    ) -> None:
-        """Run ``statements`` (which create ``meta_table``), then check ``meta_key``'s stored version.
-
-        Raises :class:`~actionspace.errors.ConfigurationError` when the stored version is newer.
-        """
-        with self.transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO " + meta_table + " (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
-                (meta_key, str(version)),
-            )
-            row = conn.execute("SELECT value FROM " + meta_table + " WHERE key = %s", (meta_key,)).fetchone()
-        found = int(row["value"]) if row is not None else version
-        if found > version:
-            raise ConfigurationError(
-                f"{what} at {redacted(self.url)} has schema version {found}; this actionspace reads up"
-                f" to {version}; upgrade actionspace"
-            )
-
-    def close(self) -> None:
-        """Close the pool of this process; later calls raise ``ValueError``."""
-        with self._lock:
-            self._closed = True
-            pool, mine = self._pool, self._pid == os.getpid()
-        if mine:
-            pool.close()
-
-    def _current(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
-        with self._lock:
-            if self._closed:
-                raise ValueError(f"the {self._name} store for {redacted(self.url)} is closed")
-            if self._pid != os.getpid():
-                # The parent's pool threads do not exist here and its sockets are the parent's.
-                self._pid = os.getpid()
-                self._pool = self._open_pool()
-            return self._pool
-
-    def _open_pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
-        # One direct connection first: the pool would retry a refused or misconfigured connection
-        # in the background until its timeout; this reports the server's reason at once.
-        try:
-            psycopg.connect(self.url, connect_timeout=max(1, math.ceil(self._connect_timeout_s))).close()
-        except psycopg.OperationalError as exc:
-            raise ConfigurationError(f"cannot connect to PostgreSQL at {redacted(self.url)}: {exc}") from exc
-        min_size, max_size = self._sizes
-        pool = ConnectionPool(
-            self.url,
-            connection_class=psycopg.Connection[dict[str, Any]],
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            min_size=min_size,
-            max_size=max_size,
-            name=f"actionspace-{self._name}",
-            open=True,
-        )
-        try:
-            pool.wait(timeout=self._connect_timeout_s)
-        except PoolTimeout as exc:
-            pool.close()
-            raise ConfigurationError(
-                f"cannot connect to PostgreSQL at {redacted(self.url)} within {self._connect_timeout_s:g} s"
-            ) from exc
-        return pool
 
 
 class PostgresLedgerStore:
@@ -308,11 +190,27 @@ class PostgresLedgerStore:
         raise RuntimeError(f"ledger entry {entry.key} kept being removed while it was begun")
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
-        """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it is not."""
-        params = {**_ledger_params(entry), "where_key": key, "expected": list(expected)}
+        """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it is not.
+
+        Raises ``ValueError`` when ``entry.key`` is not ``key``.
+        """
+        return self._update(key, entry, _LEDGER_UPDATE, {"expected": list(expected)})
+
+    def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
+        """:meth:`transition` from ``state`` only while the entry still counts ``attempts`` sends."""
+        return self._update(key, entry, _LEDGER_UPDATE_AT, {"state_at": state, "attempts_at": attempts})
+
+    def _update(
+        self, key: str, entry: LedgerEntry, sql: LiteralString, guard: dict[str, Any]
+    ) -> LedgerEntry | None:
+        if entry.key != key:
+            raise ValueError(f"transition of {key} was given the entry of {entry.key}")
+        params = {**_ledger_params(entry), "where_key": key, **guard}
         with self._db.connection() as conn:
-            updated = conn.execute(_LEDGER_UPDATE, params).rowcount
-        return entry if updated == 1 else None
+            row = conn.execute(sql, params).fetchone()
+        if row is None:
+            return None
+        return with_identity(entry, (row["run_id"], row["node_id"], row["tool"], row["args_digest"]))
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._one(_LEDGER_SELECT + " WHERE key = %s", (key,))
@@ -486,14 +384,3 @@ def _jsonb(value: Mapping[str, Any] | Sequence[Any] | None) -> Jsonb | None:
 def _strict_dumps(value: Any) -> str:
     # NaN is not JSON: never stored; jsonb holds no U+0000 and no unpaired surrogate
     return json_for_postgres(json.dumps(value, ensure_ascii=False, allow_nan=False))
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password, for messages."""
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "<unparsable PostgreSQL URL>"
-    if "password" in info:
-        info["password"] = "***"
-    return psycopg.conninfo.make_conninfo("", **info)

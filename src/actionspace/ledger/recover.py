@@ -25,7 +25,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.ledger.commit import still_running
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.entries import GuardsAttempts, LedgerEntry, LedgerStore
 from actionspace.ledger.status import (
     Committed,
     NotCommitted,
@@ -139,7 +139,7 @@ def recover(
             report.skipped.append(entry.key)
             continue
         final = _settled(entry, catalog, shape, now)
-        if ledger.transition(entry.key, (entry.state,), final) is None:
+        if _conclude(ledger, entry, final) is None:
             report.skipped.append(entry.key)
             continue
         buckets.get(final.state, report.unknown_commit).append(entry.key)
@@ -167,11 +167,24 @@ def recover_key(
     if entry is None or entry.state not in ("dispatched", "unknown") or still_running(key):
         return entry
     final = _settled(entry, catalog, shape, now)
-    stored = ledger.transition(key, (entry.state,), final)
+    stored = _conclude(ledger, entry, final)
     if stored is None:  # moved by another caller meanwhile
         return ledger.get(key)
     record(entry.run_id, "ledger", {"key": key, "from": entry.state, "to": final.state, "by": "recover"})
     return stored
+
+
+def _conclude(ledger: LedgerStore, read: LedgerEntry, final: LedgerEntry) -> LedgerEntry | None:
+    """Store ``final``, what was concluded from ``read``, only while the entry is still as read:
+    a status query answers for the send it was asked about, and while it ran another recovery may
+    have settled that send and the node been sent again (a later attempt), which the answer does
+    not cover. None when the entry moved."""
+    if isinstance(ledger, GuardsAttempts):
+        return ledger.transition_at(read.key, read.state, read.attempts, final)
+    current = ledger.get(read.key)  # a store without the guard: the narrowest check it allows
+    if current is None or current.attempts != read.attempts:
+        return None
+    return ledger.transition(read.key, (read.state,), final)
 
 
 def _settled(

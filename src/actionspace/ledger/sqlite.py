@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from actionspace._canonical import strict_dumps
 from actionspace._unicode import json_for_utf8
-from actionspace.ledger.entries import STATES, TERMINAL, Begun, LedgerEntry
+from actionspace.ledger.entries import STATES, TERMINAL, Begun, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = [
@@ -102,18 +102,24 @@ so a transition does not rewrite the indexes over it."""
 _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPDATED)} WHERE key = ?"
 
 
+_RETURNING: Final = " RETURNING run_id, node_id, tool, args_digest"
+"""What a transition reads back: the identity the entry keeps."""
+
+
 def _update_sql(states: int) -> str:
     """The transition statement for ``states`` expected states."""
-    return f"{_UPDATE} AND state IN ({', '.join('?' * states)})"
+    return f"{_UPDATE} AND state IN ({', '.join('?' * states)}){_RETURNING}"
 
 
 _UPDATES: Final = {n: _update_sql(n) for n in range(1, len(STATES) + 1)}
+_UPDATE_AT: Final = f"{_UPDATE} AND state = ? AND attempts = ?{_RETURNING}"
+"""A transition that also names how many sends the entry must still count."""
 _TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
 _PENDING: Final = (
     f"{_SELECT} WHERE run_id = ? AND tool = ? AND args_digest = ?"
-    " AND state IN ('dispatched', 'unknown', 'unknown_commit') ORDER BY created_at LIMIT 1"
+    " AND state IN ('dispatched', 'unknown', 'unknown_commit') ORDER BY created_at, key LIMIT 1"
 )
 """The oldest unsettled entry of a run's action (tool and arguments digest)."""
 _NODES_PER_READ: Final = 500
@@ -209,13 +215,26 @@ class SqliteLedgerStore:
             return None
         sql = _UPDATES.get(len(states)) or _update_sql(len(states))
         params = (*_row(entry)[_IDENTITY:], key, *states)  # the identity columns stay as they are
+        return self._update(entry, sql, params)
 
-        def update(conn: sqlite3.Connection) -> bool:
-            return conn.execute(sql, params).rowcount == 1
+    def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
+        """:meth:`transition` from ``state`` only while the entry still counts ``attempts`` sends."""
+        self._db.check_open()
+        if entry.key != key:
+            raise ValueError(f"transition of {key} was given the entry of {entry.key}")
+        return self._update(entry, _UPDATE_AT, (*_row(entry)[_IDENTITY:], key, state, attempts))
+
+    def _update(self, entry: LedgerEntry, sql: str, params: tuple[Any, ...]) -> LedgerEntry | None:
+        """Run one transition statement; the entry as stored (its begun identity), or None."""
+
+        def update(conn: sqlite3.Connection) -> Identity | None:
+            rows = conn.execute(sql, params).fetchall()  # a RETURNING statement runs to its end
+            return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
         durable = entry.state in _BEFORE_SENDING or entry.resolution is not None
-        # every column was set from ``entry``: nothing to read back
-        return entry if self._group.run(update, durable=durable) else None
+        identity: Identity | None = self._group.run(update, durable=durable)
+        # every other column was set from ``entry``: only the identity is read back
+        return None if identity is None else with_identity(entry, identity)
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE key = ?", (key,))

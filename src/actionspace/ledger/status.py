@@ -4,7 +4,9 @@ when nothing can be established (the commit protocol and recovery both decide wi
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -64,16 +66,73 @@ def within_window(spec: ToolSpec, entry: LedgerEntry, now: float | None = None) 
     return window is None or (time.time() if now is None else now) - entry.created_at < window
 
 
+MAX_STATUS_WAIT_S = 300.0
+"""The longest a status query is waited for, whatever the tool's ``timeout_s``."""
+_MAX_REMOTE_ID = 1000
+"""Characters a remote id may have."""
+
+
 def query_status(spec: ToolSpec, entry: LedgerEntry) -> StatusAnswer:
-    """Ask the tool's status query about ``entry``; any failure of the query itself is StillUnknown."""
+    """Ask the tool's status query about ``entry``; any failure of the query itself is StillUnknown.
+
+    The query is waited for at most the tool's ``timeout_s`` (capped at :data:`MAX_STATUS_WAIT_S`);
+    one that does not answer by then is StillUnknown (its thread is left to end by itself), as is an
+    answer that is not a status answer, or a ``Committed`` whose ``remote_id`` is neither text nor
+    an integer (an integer is kept as its text).
+    """
     if spec.status_query is None:
         return StillUnknown("the tool has no status query")
-    try:
-        answer = spec.status_query(key=entry.key, arguments=dict(entry.arguments))
-        if inspect.isawaitable(answer):
-            return StillUnknown("async status queries are answered by recover()")
-    except Exception as exc:
-        return StillUnknown(f"status query failed: {type(exc).__name__}: {said_safely(exc)}")
-    if isinstance(answer, Committed | NotCommitted | StillUnknown):
+    ask = spec.status_query
+    arguments = dict(entry.arguments)
+    answers: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            answers.append(ask(key=entry.key, arguments=arguments))
+        except BaseException as exc:  # on a thread of its own: nothing above it to stop
+            answers.append(StillUnknown(f"status query failed: {type(exc).__name__}: {said_safely(exc)}"))
+        finally:
+            done.set()
+
+    wait_s = min(spec.timeout_s, MAX_STATUS_WAIT_S)
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name=f"status-query-{spec.name}", daemon=True).start()
+    if not done.wait(wait_s):
+        return StillUnknown(f"status query did not answer within {wait_s:g} s")
+    return _checked(answers[0])
+
+
+def _checked(answer: Any) -> StatusAnswer:
+    if inspect.isawaitable(answer):
+        close = getattr(answer, "close", None)
+        if callable(close):  # a coroutine never awaited: closed, so it does not warn
+            close()
+        return StillUnknown("async status queries are answered by recover()")
+    if isinstance(answer, Committed):
+        remote: object = answer.remote_id  # typed text, yet whatever the query put there
+        if type(remote) is int and -(2**63) <= remote < 2**63:
+            return Committed(answer.result, str(remote))
+        if remote is not None and not _fit_remote_id(remote):
+            return StillUnknown(
+                f"status query answered Committed with an unusable remote id ({_kind(remote)})"
+            )
+        return answer
+    if isinstance(answer, NotCommitted | StillUnknown):
         return answer
     return StillUnknown(f"status query returned {type(answer).__name__}, not a status answer")
+
+
+def _fit_remote_id(remote: object) -> bool:
+    """True for text every store keeps as it is: no NUL, no unpaired surrogate, bounded."""
+    if type(remote) is not str or len(remote) > _MAX_REMOTE_ID or "\x00" in remote:
+        return False
+    try:
+        remote.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__

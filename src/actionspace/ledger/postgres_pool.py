@@ -1,0 +1,147 @@
+"""The PostgreSQL connection pool every actionspace store of a database shares the design of:
+autocommit connections, transactions on demand, schema creation under an advisory lock, a pool of
+its own in a forked process, and URLs without their password in messages."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, LiteralString
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from actionspace.errors import ConfigurationError
+
+__all__ = ["PostgresConnections", "redacted"]
+
+_DDL_LOCK: Final = 0x6163_7473_7063_6501
+"""Advisory lock id taken (per database) around every actionspace DDL."""
+
+
+class PostgresConnections:
+    """A connection pool (``min_size`` to ``max_size`` connections) to the database ``url`` names.
+
+    Connections run in autocommit mode; :meth:`transaction` groups statements. A process forked
+    after construction opens a pool of its own on first use and never touches its parent's.
+    ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take.
+    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        min_size: int = 1,
+        max_size: int = 8,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self.url = url
+        self._name = name
+        self._sizes = (min_size, max_size)
+        self._connect_timeout_s = connect_timeout_s
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        self._pool = self._open_pool()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A connection of the pool, returned to it on exit."""
+        with self._current().connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
+        """A connection inside a transaction: committed on exit, rolled back on an exception."""
+        with self.connection() as conn, conn.transaction():
+            yield conn
+
+    def init_schema(
+        self,
+        statements: Sequence[LiteralString],
+        *,
+        meta_table: LiteralString,
+        meta_key: str,
+        version: int,
+        what: str,
+    ) -> None:
+        """Run ``statements`` (which create ``meta_table``), then check ``meta_key``'s stored version.
+
+        Raises :class:`~actionspace.errors.ConfigurationError` when the stored version is newer.
+        """
+        with self.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO " + meta_table + " (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                (meta_key, str(version)),
+            )
+            row = conn.execute("SELECT value FROM " + meta_table + " WHERE key = %s", (meta_key,)).fetchone()
+        found = int(row["value"]) if row is not None else version
+        if found > version:
+            raise ConfigurationError(
+                f"{what} at {redacted(self.url)} has schema version {found}; this actionspace reads up"
+                f" to {version}; upgrade actionspace"
+            )
+
+    def close(self) -> None:
+        """Close the pool of this process; later calls raise ``ValueError``."""
+        with self._lock:
+            self._closed = True
+            pool, mine = self._pool, self._pid == os.getpid()
+        if mine:
+            pool.close()
+
+    def _current(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the {self._name} store for {redacted(self.url)} is closed")
+            if self._pid != os.getpid():
+                # The parent's pool threads do not exist here and its sockets are the parent's.
+                self._pid = os.getpid()
+                self._pool = self._open_pool()
+            return self._pool
+
+    def _open_pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+        # One direct connection first: the pool would retry a refused or misconfigured connection
+        # in the background until its timeout; this reports the server's reason at once.
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, math.ceil(self._connect_timeout_s))).close()
+        except psycopg.OperationalError as exc:
+            raise ConfigurationError(f"cannot connect to PostgreSQL at {redacted(self.url)}: {exc}") from exc
+        min_size, max_size = self._sizes
+        pool = ConnectionPool(
+            self.url,
+            connection_class=psycopg.Connection[dict[str, Any]],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=min_size,
+            max_size=max_size,
+            name=f"actionspace-{self._name}",
+            open=True,
+        )
+        try:
+            pool.wait(timeout=self._connect_timeout_s)
+        except PoolTimeout as exc:
+            pool.close()
+            raise ConfigurationError(
+                f"cannot connect to PostgreSQL at {redacted(self.url)} within {self._connect_timeout_s:g} s"
+            ) from exc
+        return pool
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable PostgreSQL URL>"
+    if "password" in info:
+        info["password"] = "***"
+    return psycopg.conninfo.make_conninfo("", **info)
