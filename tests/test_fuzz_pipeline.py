@@ -162,8 +162,10 @@ def test_a_session_turn_ends_as_typed_observations_each_answered_and_never_raise
         if o.status == "error":
             assert o.error is not None and o.error.category in CATEGORIES
             assert o.error.category != "internal", o.error.message
-    assert len(turn.messages) == len(turn.observations)
-    assert [m["tool_call_id"] for m in turn.messages] == [o.call_id for o in turn.observations]
+    # one answer per call id: calls sharing an id are one parse_error, answered once
+    assert [m["tool_call_id"] for m in turn.messages] == list(
+        dict.fromkeys(o.call_id for o in turn.observations)
+    )
     for args in executed:
         assert isinstance(args["key"], str) and type(args["value"]) is int and args["value"] >= 0
     if not turn.observations:  # a plain answer: nothing ran

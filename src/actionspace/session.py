@@ -102,7 +102,10 @@ class Turn:
     observations: tuple[Observation, ...]
     """One per proposed call, in the model's order (empty when the model proposed none)."""
     messages: list[dict[str, Any]] = field(default_factory=list)
-    """Provider items to append to the conversation, answering the model's own call ids."""
+    """Provider items to append to the conversation, answering each of the model's own call ids
+    once (providers refuse two answers to one id): when the model gave one id to several calls,
+    none of them ran, each observation is the same ``parse_error`` (``duplicate_call_id``), and the
+    id is answered once, with it."""
     content: str | None = None
     """The model's plain text, if any (its answer, when it proposed no call); a refusal included."""
     refusal: str | None = None
@@ -297,8 +300,13 @@ class Session:
             stage.pending.pop(self.run_id, None)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
-        messages = render_results(out, self.provider)
-        rendered = {"rendering": RENDERING, "provider": self.provider, "results": [o.call_id for o in out]}
+        answered = _once_per_id(out)
+        messages = render_results(answered, self.provider)
+        rendered = {
+            "rendering": RENDERING,
+            "provider": self.provider,
+            "results": [o.call_id for o in answered],
+        }
         try:
             self.rt.record(self.run_id, "rendered", rendered)
         except Exception:  # the run's state could not be saved: each call already answers transient
@@ -420,6 +428,20 @@ def _parsed(raw: Any) -> ParseResult | None:
     if callable(getattr(raw, "model_dump", None)):
         return parse(raw)
     return None
+
+
+def _once_per_id(out: Sequence[Observation]) -> Sequence[Observation]:
+    """``out`` without an observation whose call id an earlier one answers already (see
+    :attr:`Turn.messages`)."""
+    if len(out) < 2:
+        return out
+    seen: set[str] = set()
+    kept: list[Observation] = []
+    for obs in out:
+        if obs.call_id not in seen:
+            seen.add(obs.call_id)
+            kept.append(obs)
+    return kept
 
 
 def _renamed(call: ToolCall, names: ProviderNames) -> ToolCall:

@@ -28,7 +28,7 @@ from actionspace.parse._fast import (
     loads_object,
 )
 from actionspace.parse._ids import call_ids
-from actionspace.parse._result import Collector, ParseResult
+from actionspace.parse._result import Collector, ParseResult, checked_ids
 from actionspace.parse._stream import StreamParser, StreamProgress
 from actionspace.parse._structured import add_value
 from actionspace.parse._user import user_text
@@ -51,10 +51,14 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
     it, and ``error`` is a ``parse_error`` whose ``details`` carry ``format``, ``reason``,
     ``position`` (character offset) with ``line``/``column`` for text, ``path`` for objects, and
     the call ``index`` / ``id`` when known. A call is never guessed: a truncated call is dropped.
+    Two calls carrying one call id are a fault at the second (reason ``duplicate_call_id``):
+    providers refuse such a message, and an answer per id could not say which call it answers. A
+    ``ToolCall`` whose id is not a string is a fault too (reason ``invalid_id``).
     """
     try:
         if isinstance(raw, ToolCall):
-            return ParseResult(calls=(raw,), content=None, reasoning=None, error=None, format="toolcall")
+            one = ParseResult(calls=(raw,), content=None, reasoning=None, error=None, format="toolcall")
+            return one if raw.id is None or type(raw.id) is str else checked_ids(one)
         if isinstance(raw, str) and raw[:1] == "{":
             value = loads_object(raw)
             if value is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from actionspace.parse._result import ParseResult
+from actionspace.parse._result import ParseResult, checked_ids
 from actionspace.parse._scan import DECODER, loads
 from actionspace.parse._structured import CUT_OFF_STATUSES as _CUT_OFF_STATUSES
 from actionspace.parse._structured import CUT_OFF_STOP_REASONS as _CUT_OFF_STOP_REASONS
@@ -104,8 +104,10 @@ def fast_openai_message(value: object) -> ParseResult | None:
             return None
         calls.append(one.calls[0])
     text = content.strip() if content else None
-    return ParseResult(
-        calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
+    return checked_ids(
+        ParseResult(
+            calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
+        )
     )
 
 
@@ -149,7 +151,9 @@ def fast_anthropic_message(value: object) -> ParseResult | None:
     if not calls:
         return None
     content = "\n".join(texts) if texts else None
-    return ParseResult(calls=tuple(calls), content=content, reasoning=None, error=None, format="anthropic")
+    return checked_ids(
+        ParseResult(calls=tuple(calls), content=content, reasoning=None, error=None, format="anthropic")
+    )
 
 
 def fast_responses_items(value: object) -> ParseResult | None:
@@ -183,8 +187,8 @@ def fast_responses_items(value: object) -> ParseResult | None:
             return None
     if not calls:
         return None
-    return ParseResult(
-        calls=tuple(calls), content=None, reasoning=None, error=None, format="openai_responses"
+    return checked_ids(
+        ParseResult(calls=tuple(calls), content=None, reasoning=None, error=None, format="openai_responses")
     )
 
 

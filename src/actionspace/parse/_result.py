@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 from actionspace.types import ToolCall
 
-__all__ = ["Collector", "Malformed", "ParseResult", "line_col", "parse_error"]
+__all__ = ["Collector", "Malformed", "ParseResult", "checked_ids", "line_col", "parse_error"]
 
 _WEAK_FORMATS = frozenset({"text", "empty"})
 # Faults about the input as a whole rather than about one call: they carry no call index.
@@ -156,6 +157,49 @@ def parse_error(
     return ActionError.of("parse_error", f"{subject}: {message}{where}", details=details)
 
 
+def checked_ids(result: ParseResult) -> ParseResult:
+    """``result``, or a ``parse_error`` at its first call whose id is neither None nor a string
+    (reason ``invalid_id``, as the parsers say of such an id: a ``ToolCall`` built with one) or
+    repeats an earlier call's id (reason ``duplicate_call_id``; calls without an id never do).
+
+    Providers refuse a message whose calls share an id, and one answer per id could not tell the
+    model which call it answers: such a call is a fault like any other, so ``calls`` keeps only the
+    calls before it (every call of ``result`` precedes any fault it already holds).
+    """
+    calls = result.calls
+    seen: set[str] = set()
+    for index, call in enumerate(calls):
+        ident = call.id
+        if ident is None or ident == "":
+            continue
+        if type(ident) is not str:
+            error = parse_error(
+                result.format,
+                "invalid_id",
+                f"the call id must be a string, got {type(ident).__name__}",
+                index=index,
+            )
+        elif ident not in seen:
+            seen.add(ident)
+            continue
+        else:
+            error = parse_error(
+                result.format,
+                "duplicate_call_id",
+                "this call id is also the id of an earlier call of the message; none of its calls ran: "
+                "re-emit the calls, each with an id of its own",
+                index=index,
+                call_id=ident if len(ident) <= _ID_SHOWN else ident[:_ID_SHOWN] + "…",
+            )
+            error = dataclasses.replace(error, recovery=(*error.recovery, "use_distinct_call_ids"))
+        return dataclasses.replace(result, calls=calls[:index], error=error)
+    return result
+
+
+_ID_SHOWN = 200
+"""Characters of a repeated call id an error names (a hostile id may be any length)."""
+
+
 class Collector:
     """Accumulates calls, content and reasoning across one ``parse``; keeps only the first fault."""
 
@@ -246,6 +290,9 @@ class Collector:
         return found if found is not None else {}
 
     def result(self) -> ParseResult:
+        return checked_ids(self._result())
+
+    def _result(self) -> ParseResult:
         return ParseResult(
             calls=tuple(self.calls),
             content="\n".join(self.content) if self.content else None,

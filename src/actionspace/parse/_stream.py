@@ -137,6 +137,8 @@ class StreamParser:
         self._size = 0
         self._parsed_size = 0
         self._reported: list[ToolCall] = []
+        self._reported_ids: set[str] = set()
+        """The call ids of the calls reported from provider events."""
         self._provisional: tuple[ToolCall, ...] = ()
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._order: list[tuple[str, int]] = []
@@ -267,7 +269,8 @@ class StreamParser:
         for key in ("reasoning_content", "reasoning"):
             if isinstance(delta.get(key), str):
                 self._reasoning.append(delta[key])
-        for entry in delta.get("tool_calls") or ():
+        entries = delta.get("tool_calls")
+        for entry in entries if isinstance(entries, list) else ():
             if not isinstance(entry, Mapping):
                 continue
             index = entry.get("index", 0)
@@ -383,6 +386,10 @@ class StreamParser:
                 call = self._event_call(pending, f"$.{key[0]}[{key[1]}]")
             except Malformed:
                 break  # reported by finish() as a parse_error
+            if call.id:
+                if call.id in self._reported_ids:
+                    break  # an id an earlier call holds: finish() reports it as a parse_error
+                self._reported_ids.add(call.id)
             fresh.append(call)
         self._reported.extend(fresh)
         return fresh

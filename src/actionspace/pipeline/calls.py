@@ -14,7 +14,7 @@ from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ObservationStatus, ToolCall
 
-__all__ = ["dispatched_event", "group", "parse_raw", "per_call_id"]
+__all__ = ["dispatched_event", "group", "parse_raw", "per_call_id", "well_identified"]
 
 
 def parse_raw(
@@ -23,7 +23,7 @@ def parse_raw(
     """The calls in ``raw``, or the parse_error observation; a long raw output is recorded bounded
     (a prefix and its sha256 in the trace, the whole in ``artifacts`` when given). ``parsed``:
     ``parse(raw)``, when the caller has it already."""
-    if isinstance(raw, ToolCall):
+    if isinstance(raw, ToolCall) and well_identified(raw):
         rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
         return [raw]
     rec.add("model_output", bounded_raw(raw, artifacts))
@@ -50,6 +50,12 @@ def parse_raw(
         )
         return Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
     return list(parsed.calls)
+
+
+def well_identified(raw: Any) -> bool:
+    """False for a ``ToolCall`` whose id is neither None nor text: only :func:`parse` may read it
+    (a ``parse_error``), never a path that takes the call as it is."""
+    return not isinstance(raw, ToolCall) or raw.id is None or type(raw.id) is str
 
 
 def per_call_id(raw: Any, failure: Observation) -> list[Observation]:

@@ -25,7 +25,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, parse
-from actionspace.pipeline.calls import parse_raw, per_call_id
+from actionspace.pipeline.calls import parse_raw, per_call_id, well_identified
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.runs import check_id
 from actionspace.pipeline.stages import CallInput
@@ -131,6 +131,8 @@ class Messages:
         run = engine.runs.known(run_id)
         if run is None or (node_id is not None and (not node_id.isascii() or "\x00" in node_id)):
             return None  # the run is opened, and a node id checked, by acalls
+        if not well_identified(raw):
+            return None  # a parse_error, given by acalls
         quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
         if quick is None:
             return None
@@ -245,7 +247,7 @@ class Messages:
         rec = Recorder(run, None)
         out: list[Observation] = []
         try:
-            general = provenance or sources or dry_run or fresh
+            general = provenance or sources or dry_run or fresh or not well_identified(raw)
             if parsed is None and (type(raw) is dict or type(raw) is list) and not general:
                 parsed = parse(raw)  # read once, for the precompiled path and the stages alike
             quick = None if general else engine.fast.take(raw, run, who, engine.ordered, parsed)
