@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from actionspace._canonical import digest_json, json_copy
+from actionspace.catalog._callables import accepts, callee, unwrapped
 from actionspace.errors import ToolDefinitionError
 
 __all__ = [
@@ -318,13 +319,15 @@ class ToolSpec:
         if not self.summary and self.description:
             object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
         object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
-        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(code := _code_of(self.fn)))
+        outer = callee(self.fn)
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(outer))
+        code = unwrapped(outer)
         object.__setattr__(
             self, "_streams", inspect.isasyncgenfunction(code) or inspect.isgeneratorfunction(code)
         )
         object.__setattr__(self, "_key", f"{self.name}@{self.version}")
-        object.__setattr__(self, "_takes_key", _accepts(self.fn, "idempotency_key"))
-        if self.transaction is not None and self.fn is not None and not _accepts(self.fn, "transaction"):
+        object.__setattr__(self, "_takes_key", accepts(self.fn, "idempotency_key"))
+        if self.transaction is not None and self.fn is not None and not accepts(self.fn, "transaction"):
             raise ToolDefinitionError(f"{self.name}: a transaction tool needs a transaction parameter")
         if self.idempotency == "native" and self.fn is not None and not self._takes_key:
             raise ToolDefinitionError(f"{self.name}: idempotency='native' needs an idempotency_key parameter")
@@ -463,37 +466,3 @@ class ToolSpec:
         if out:
             out["contract_note"] = self.contract_note()
         return out
-
-
-def _code_of(fn: Callable[..., Any] | None) -> Any:
-    """The function deciding how ``fn`` runs (under a partial, ``__call__``, under functools.wraps)."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if fn is None or inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn):
-        return fn
-    code = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn).__call__
-    try:
-        return inspect.unwrap(code)
-    except ValueError:  # a cycle of __wrapped__
-        return code
-
-
-_PARAMETERS: dict[Any, frozenset[str]] = {}
-"""Parameter names by plain function (a bound method is looked up by its function)."""
-
-
-def _accepts(fn: Callable[..., Any] | None, name: str) -> bool:
-    if fn is None:
-        return False
-    target = getattr(fn, "__func__", fn)
-    names = _PARAMETERS.get(target) if inspect.isfunction(target) else None
-    if names is None:
-        try:
-            names = frozenset(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            return False
-        if inspect.isfunction(target):
-            if len(_PARAMETERS) >= 4096:
-                _PARAMETERS.clear()
-            _PARAMETERS[target] = names
-    return name in names

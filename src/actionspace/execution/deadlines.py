@@ -6,11 +6,18 @@ and never wait. One that waits continues under its timeout, counted from before 
 Inside a task, every deadline of one event loop shares one timer (:class:`_Watchdog`), and the
 coroutine is driven by one generator frame (:func:`_driven`), which turns the watchdog's cancel
 into ``TimeoutError`` and takes that cancel back, as ``asyncio.timeout`` does.
+
+A tool that catches that cancel and waits on is given :data:`CANCEL_GRACE_S` to end; past it, its
+coroutine goes on on a task of its own and the caller gets its ``TimeoutError`` (or its own
+cancel) carrying a Future of what the tool ends with (:func:`outlived`), as a blocking tool's
+thread goes on past its timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import heapq
 import time
 import types
@@ -18,7 +25,36 @@ import weakref
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
-__all__ = ["resume_within", "resumed", "with_timeout"]
+from actionspace.execution.raised import Carried, passes_on
+
+__all__ = ["CANCEL_GRACE_S", "on_their_own", "outlived", "resume_within", "resumed", "with_timeout"]
+
+CANCEL_GRACE_S = 0.25
+"""How long a tool that caught the cancel of its timeout may still hold its caller (seconds);
+past it the tool goes on on its own task (:func:`outlived`)."""
+
+_OUTLIVED = "actionspace_outlived"
+_ON_THEIR_OWN: set[asyncio.Task[Any]] = set()
+"""Tools handed off past their grace, held here until they end (the loop keeps only weak references)."""
+
+
+class _Outlived(TimeoutError):
+    """The timeout of a tool handed to its own task. Its own class, so a ``concurrent.futures``
+    hand-over (the portal of sync callers) keeps it as it is instead of copying a plain
+    ``TimeoutError`` into a new one without its note."""
+
+
+def outlived(exc: BaseException) -> concurrent.futures.Future[Any] | None:
+    """The Future of the value (or exception) of a tool that outlived its timeout's grace and
+    goes on on its own task, when ``exc`` (a ``TimeoutError``, or the caller's own cancel that
+    came during the grace) ended its caller's wait; None for any other exception."""
+    found = getattr(exc, _OUTLIVED, None)
+    return found if isinstance(found, concurrent.futures.Future) else None
+
+
+def on_their_own() -> int:
+    """Tools still running on their own tasks after their callers' timeouts and grace."""
+    return len(_ON_THEIR_OWN)
 
 
 async def with_timeout(coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
@@ -145,7 +181,9 @@ def _driven(
     deadline: _Deadline | None,
 ) -> Generator[Any, Any, Any]:
     """:func:`resumed`; with a ``deadline`` armed for ``task``, a cancel its watchdog fired (and
-    nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end.
+    nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end;
+    a ``BaseException`` subclass of the tool's own (:func:`~actionspace.execution.raised.passes_on`)
+    is :class:`~actionspace.execution.raised.Carried`.
     A cancel the watchdog fired is always taken back (``task.uncancel()``), also when the tool
     swallowed it and answered or raised something else, as ``asyncio.timeout`` does: the task
     is left with no cancel of ours pending."""
@@ -161,6 +199,9 @@ def _driven(
                     yielded = coro.throw(exc)
                 except StopIteration as stop:
                     return stop.value
+                if deadline is not None and deadline.fired:  # it caught the timeout's cancel, waits on
+                    assert task is not None
+                    return (yield from _graced(coro, yielded, task, deadline))
             else:
                 try:
                     yielded = coro.send(sent)
@@ -172,8 +213,114 @@ def _driven(
             if task.uncancel() == 0:
                 raise TimeoutError from None
         raise
+    except BaseException as exc:  # under a timeout, a tool's own BaseException is its failure
+        if isinstance(exc, Exception) or deadline is None or passes_on(exc, in_task=True):
+            raise
+        raise Carried(exc) from exc
     finally:
         if deadline is not None:
             deadline.done = True
             if deadline.fired and task is not None:  # the tool swallowed the cancel
                 task.uncancel()
+
+
+@types.coroutine
+def _graced(
+    coro: Coroutine[Any, Any, Any], yielded: Any, task: asyncio.Task[Any], deadline: _Deadline
+) -> Generator[Any, Any, Any]:
+    """:func:`_driven` of a tool that caught its timeout's cancel, for :data:`CANCEL_GRACE_S`
+    more: the caller waits on a future of its own (woken by the tool's or by the grace's end), so
+    the tool's own waits are never cancelled again. Past the grace, or at a cancel of the caller,
+    the tool is handed to a task of its own and its caller's wait ends (:func:`outlived`)."""
+    loop = task.get_loop()
+    until = loop.time() + CANCEL_GRACE_S
+    while True:
+        if asyncio.isfuture(yielded) and yielded._asyncio_future_blocking and yielded.get_loop() is loop:
+            woken: asyncio.Future[None] = loop.create_future()
+            timer = loop.call_at(until, _wake, woken)
+
+            def woken_by(_: Any, woken: asyncio.Future[None] = woken) -> None:
+                _wake(woken)
+
+            yielded.add_done_callback(woken_by)
+            try:
+                yield from woken
+            except asyncio.CancelledError as cut:  # the caller's own cancel: it ends now
+                deadline.fired = False  # taken back here
+                raise _handed_off(coro, yielded, cut if task.uncancel() > 0 else _Outlived()) from None
+            finally:
+                timer.cancel()
+                yielded.remove_done_callback(woken_by)
+            if not yielded.done():
+                raise _grace_over(coro, yielded, task, deadline)
+            yielded._asyncio_future_blocking = False  # consumed here, as its task would
+            sent = None
+        else:  # a bare yield (asyncio.sleep(0)) or what a task refuses: passed through as _driven does
+            try:
+                sent = yield yielded
+            except BaseException as exc:
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            if loop.time() >= until:
+                raise _grace_over(coro, yielded, task, deadline)
+        try:
+            yielded = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _grace_over(
+    coro: Coroutine[Any, Any, Any], yielded: Any, task: asyncio.Task[Any], deadline: _Deadline
+) -> BaseException:
+    """What ends the wait of a caller whose tool outlived its grace: its timeout, or a cancel of
+    the caller that came meanwhile (its count kept); the timeout's own cancel is taken back."""
+    deadline.fired = False
+    cut = asyncio.CancelledError() if task.uncancel() > 0 else _Outlived()
+    return _handed_off(coro, yielded, cut)
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
+def _handed_off(coro: Coroutine[Any, Any, Any], yielded: Any, cut: BaseException) -> BaseException:
+    """``cut``, noting on it (:func:`outlived`) the Future of what ``coro`` ends with, driven on
+    from its wait ``yielded`` on a task of its own."""
+    if asyncio.isfuture(yielded):
+        yielded._asyncio_future_blocking = True  # still its wait: its new task waits on it
+    own = asyncio.get_running_loop().create_task(_on_its_own(coro, yielded))
+    ended: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    _ON_THEIR_OWN.add(own)
+    own.add_done_callback(lambda done: _settled(done, ended))
+    setattr(cut, _OUTLIVED, ended)
+    return cut
+
+
+async def _on_its_own(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
+    return await resumed(coro, yielded)
+
+
+def _settled(done: asyncio.Task[Any], ended: concurrent.futures.Future[Any]) -> None:
+    """Hand what a tool on its own task ended with to ``ended``, whose readers (the ledger's
+    late write) run on a worker thread, off the event loop."""
+    _ON_THEIR_OWN.discard(done)
+    value: Any = None
+    failure: BaseException | None = asyncio.CancelledError() if done.cancelled() else done.exception()
+    if failure is None:
+        value = done.result()
+
+    def settle() -> None:
+        if failure is None:
+            ended.set_result(value)
+        else:
+            ended.set_exception(failure)
+
+    try:
+        done.get_loop().run_in_executor(None, settle)
+    except RuntimeError:  # the loop's executor is shut down: settled here
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            settle()

@@ -13,6 +13,7 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
@@ -20,10 +21,11 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
-from actionspace.execution.deadlines import resume_within, resumed, with_timeout
+from actionspace.execution.deadlines import outlived, resume_within, resumed, with_timeout
 from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.execution.loop import new_event_loop
 from actionspace.execution.pulls import Pull, Stopped
+from actionspace.execution.raised import call_carrying, passes_on, raised
 from actionspace.outcomes import Failed, Outcome, Succeeded
 
 __all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed", "running_attempt"]
@@ -36,8 +38,9 @@ _RUNNING_ATTEMPT = "actionspace_running_attempt"
 
 
 def running_attempt(cut: BaseException) -> Future[Outcome] | None:
-    """The Outcome a blocking attempt ends with, when ``cut`` cancelled its caller while it ran
-    on its worker thread (which goes on: Python cannot stop it); None for any other exception."""
+    """The Outcome an attempt ends with, when ``cut`` cancelled its caller while it ran on its
+    worker thread (which goes on: Python cannot stop it), or while an async tool that caught its
+    timeout's cancel held its caller (it goes on on its own task); None for any other exception."""
     found = getattr(cut, _RUNNING_ATTEMPT, None)
     return found if isinstance(found, Future) else None
 
@@ -138,7 +141,7 @@ class Executor:
         return self._mapped
 
     def _mapped(self, exc: BaseException, *, side_effects: bool) -> ActionError:
-        return self._map_error(exc, side_effects=side_effects).redacted()
+        return self._map_error(raised(exc), side_effects=side_effects).redacted()
 
     @property
     def abandoned(self) -> int:
@@ -162,7 +165,7 @@ class Executor:
         if crowded is not None:
             return Failed(crowded, 1)
         ctx = contextvars.copy_context()
-        return self._pool.submit(ctx.run, spec.fn, **kwargs)  # type: ignore[arg-type]
+        return self._pool.submit(ctx.run, call_carrying, spec.fn, kwargs)  # type: ignore[arg-type]
 
     async def apull(self, spec: ToolSpec, pull: Pull) -> Any:
         """The next chunk of a blocking sync generator tool (``END`` after its last), pulled on a
@@ -217,17 +220,25 @@ class Executor:
         :attr:`abandoned` until then)."""
         with self._abandoned_lock:
             self._abandoned.add(fut)
-        late: Future[Outcome] = Future()
 
         def ended(done: Future[Any]) -> None:
             with self._abandoned_lock:
                 self._abandoned.discard(done)
-            exc = done.exception()
-            if exc is None:
+
+        fut.add_done_callback(ended)
+        return self._outcome_of(spec, fut)
+
+    def _outcome_of(self, spec: ToolSpec, fut: Future[Any]) -> Future[Outcome]:
+        """The Outcome the attempt whose value (or exception) ``fut`` holds ends with."""
+        late: Future[Outcome] = Future()
+
+        def ended(done: Future[Any]) -> None:
+            exc = None if done.cancelled() else done.exception()
+            if exc is None and not done.cancelled():
                 late.set_result(Succeeded(done.result(), 1))
                 return
             try:
-                error = self.map_error(exc, side_effects=spec.has_side_effects)
+                error = self.map_error(exc or asyncio.CancelledError(), side_effects=spec.has_side_effects)
             except Exception as unmapped:  # the owner's mapper broke: what the send did stays unknown
                 why = f"{type(unmapped).__name__}: {said_safely(unmapped, 200)}"
                 error = ActionError.of("unknown_commit", f"{spec.name} raised an unmappable error ({why})")
@@ -235,6 +246,23 @@ class Executor:
 
         fut.add_done_callback(ended)
         return late
+
+    def _async_timed_out(self, spec: ToolSpec, exc: BaseException) -> Failed:
+        """What an async attempt that did not answer in time is; one that caught its cancel and
+        went on past its grace (:func:`~actionspace.execution.deadlines.outlived`) still runs."""
+        running = outlived(exc)
+        if running is None:
+            return Failed(_timeout_error(spec), 1)
+        error = _timeout_error(spec)
+        error = replace(error, details={**error.details, "still_running": True, "cancel_ignored": True})
+        return Failed(error, 1, running=self._outcome_of(spec, running))
+
+    def _note_outlived(self, spec: ToolSpec, cut: BaseException) -> None:
+        """Note on ``cut`` (its caller's cancel) the Outcome of an async attempt that went on on
+        its own task (:func:`running_attempt`)."""
+        running = outlived(cut)
+        if running is not None:
+            setattr(cut, _RUNNING_ATTEMPT, self._outcome_of(spec, running))
 
     # ------------------------------------------------------------------ async callers
     async def arun(
@@ -253,6 +281,10 @@ class Executor:
                     coro.close()
                     raise
             except Exception as exc:
+                return await self.acontinue(spec, kwargs, on_retry, start, failure=exc)
+            except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
+                if passes_on(exc, in_task=True):
+                    raise
                 return await self.acontinue(spec, kwargs, on_retry, start, failure=exc)
             return await self.acontinue(spec, kwargs, on_retry, start, coro=coro, yielded=yielded)
         first = await self._aattempt(spec, kwargs)
@@ -279,7 +311,7 @@ class Executor:
         *,
         coro: Coroutine[Any, Any, Any] | None = None,
         yielded: Any = None,
-        failure: Exception | None = None,
+        failure: BaseException | None = None,
     ) -> Outcome:
         """:meth:`arun` of an async tool whose first step its caller took by hand: ``coro``
         answered ``yielded`` (its first wait), or calling or stepping it raised ``failure``.
@@ -292,12 +324,17 @@ class Executor:
             try:
                 left = spec.timeout_s - (time.monotonic() - start)  # the first step counts
                 first = Succeeded(await resume_within(coro, yielded, left), 1)
-            except TimeoutError:
-                first = Failed(_timeout_error(spec), 1)
+            except TimeoutError as late:
+                first = self._async_timed_out(spec, late)
             except Exception as exc:
                 first = Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
+            except BaseException as exc:
+                if passes_on(exc, in_task=True):
+                    self._note_outlived(spec, exc)
+                    raise
+                first = Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         elif isinstance(failure, TimeoutError):
-            first = Failed(_timeout_error(spec), 1)
+            first = self._async_timed_out(spec, failure)
         else:
             first = Failed(self.map_error(failure, side_effects=spec.has_side_effects), 1)
         if isinstance(first, Succeeded) or not first.error.retryable or spec.retry.max_attempts <= 1:
@@ -347,11 +384,16 @@ class Executor:
                     raise
             else:
                 value = fn(**kwargs)
-                if inspect.isawaitable(value):
-                    value = await with_timeout(_await(value), spec.timeout_s)
-        except TimeoutError:
-            return Failed(_timeout_error(spec), 1)
+            if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
+                value = await with_timeout(_await(value), spec.timeout_s)
+        except TimeoutError as late:
+            return self._async_timed_out(spec, late)
         except Exception as exc:
+            return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
+        except BaseException as exc:
+            if passes_on(exc, in_task=True):
+                self._note_outlived(spec, exc)
+                raise
             return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
 
@@ -393,11 +435,15 @@ class Executor:
                     return self._timed_out(spec, fut)
             else:
                 value = fn(**kwargs)
-                if inspect.isawaitable(value):
-                    value = self._run_coroutine(_await(value), spec.timeout_s)
-        except (TimeoutError, FutureTimeout):
-            return Failed(_timeout_error(spec), 1)
+            if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
+                value = self._run_coroutine(_await(value), spec.timeout_s)
+        except (TimeoutError, FutureTimeout) as late:
+            return self._async_timed_out(spec, late)
         except Exception as exc:
+            return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
+        except BaseException as exc:
+            if passes_on(exc, in_task=False):
+                raise
             return Failed(self.map_error(exc, side_effects=spec.has_side_effects), 1)
         return Succeeded(value, 1)
 
@@ -413,8 +459,12 @@ class Executor:
         return self._portal.here()
 
     def _run_coroutine(self, coro: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
-        """Run a tool coroutine from sync code, on the portal loop (it may need a running loop)."""
-        return self._portal.run(with_timeout(coro, timeout_s))
+        """Run a tool coroutine from sync code, on the portal loop (it may need a running loop).
+        A cancel the tool raised itself (nothing else cancels it there) comes back as it raised it."""
+        try:
+            return self._portal.run(with_timeout(coro, timeout_s))
+        except FutureCancelled:
+            raise asyncio.CancelledError from None
 
     # ------------------------------------------------------------------ shared
     @staticmethod

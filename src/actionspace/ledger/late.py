@@ -1,7 +1,9 @@
 """Sends that outlive their caller, and their outcome written to the ledger when they end.
 
 A blocking tool runs on a worker thread Python cannot stop: after its timeout, or after its caller
-was cancelled, the thread still runs and may yet commit. While it runs, nothing may ask the tool's
+was cancelled, the thread still runs and may yet commit. So does an async tool that caught its
+timeout's cancel and went on past its grace, on a task of its own
+(:mod:`actionspace.execution.deadlines`). While it runs, nothing may ask the tool's
 status or send the action again (:func:`still_running`). When it ends, its outcome is known:
 :func:`settle_when_it_ends` writes it, so a later proposal of the same key replays it instead of
 answering ``unknown_commit``. The caller that stopped waiting keeps the answer it got at the time.

@@ -14,6 +14,7 @@ from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
+from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.plan.group_budget import group_estimate, refuse_over_budget, settle_members
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
@@ -69,7 +70,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         rec.add("observation", {"status": "error", "category": error.category, "group": unit.id})
         return Observation.failure(error, call_id=call_id, tool=spec.name)
 
-    refused = await _over_budget(sched, unit, planned, rec)
+    refused = await _over_budget(sched, unit, planned, key, rec)
     if refused is not None:  # refused whole, before its intent: none of its members runs
         denied = fail(refused)
         sched._buffer(rec)
@@ -110,12 +111,15 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
 
 
 async def _over_budget(
-    sched: Scheduler, unit: CheckedNode, planned: list[list[Any]], rec: Recorder
+    sched: Scheduler, unit: CheckedNode, planned: list[list[Any]], key: str, rec: Recorder
 ) -> ActionError | None:
     """``budget_exceeded`` when the members' estimates together do not fit (recorded as the
-    budget gate records a refused call); else None."""
+    budget gate records a refused call); else None. A group the ledger answers without sending
+    (``key`` settled: its replay) spends nothing, so it is never refused here."""
     guard = sched.engine.stages.guard
     if guard is None or guard.meter is None:
+        return None
+    if await _replayed(sched.engine.ledger, key):
         return None
     members = {m.id for m in unit.members}
     calls = [(m.specs[0], args) for m, (_k, _s, args) in zip(unit.members, planned, strict=True)]
@@ -129,6 +133,28 @@ async def _over_budget(
             {**event, "estimate": need.to_dict(), "remaining": details["remaining"], "group": unit.id},
         )
     return refused
+
+
+_SENT_AGAIN = ("transient", "rate_limited")
+"""Categories of a ``failed`` group the ledger sends again (it did not commit); any other replays."""
+
+
+async def _replayed(store: LedgerStore, key: str) -> bool:
+    """Whether the ledger answers the group of ``key`` from its record, sending nothing: it is
+    ``committed``, ``unknown_commit``, or ``failed`` for good. Read off the event loop unless the
+    store is in memory; a store that does not answer is no replay (the budget is checked)."""
+    try:
+        if isinstance(store, MemoryLedgerStore):
+            entry = store.get(key)
+        else:
+            entry = await asyncio.to_thread(store.get, key)
+    except Exception:
+        return False
+    if entry is None:
+        return False
+    if entry.state == "failed":
+        return (entry.error or {}).get("category") not in _SENT_AGAIN
+    return entry.state in ("committed", "unknown_commit")
 
 
 @dataclass(slots=True)
