@@ -14,6 +14,7 @@ between processes.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -103,8 +104,8 @@ class Budget:
         if not limits:
             raise ConfigurationError("a Budget needs at least one limit (calls, items, bytes or money)")
         for unit, limit in limits.items():
-            if limit < 0:
-                raise ConfigurationError(f"Budget.{unit} must be >= 0, got {limit!r}")
+            if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
+                raise ConfigurationError(f"Budget.{unit} must be a number >= 0, got {limit!r}")
 
     def limits(self) -> dict[Unit, float]:
         """The limited units and their limits."""
@@ -216,7 +217,13 @@ _INDEX: dict[Unit, int] = {unit: i for i, unit in enumerate(UNITS)}
 
 
 def _vector(usage: Usage) -> tuple[float, float, float, float]:
-    return (usage.calls, usage.items, usage.bytes, usage.money)
+    """The units of ``usage`` as the meter adds them: a negative amount (a misconfigured negative
+    cost) counts as 0, never as a refund, and NaN as infinite, so it never fits a limit."""
+    v = (usage.calls, usage.items, usage.bytes, usage.money)
+    if v[0] >= 0 and v[1] >= 0 and v[2] >= 0 and v[3] >= 0:
+        return v
+    calls, items, nbytes, money = (x if x >= 0 else math.inf if x != x else 0 for x in v)
+    return (calls, items, nbytes, money)
 
 
 def _usage(vector: list[float]) -> Usage:
@@ -284,7 +291,7 @@ class Meter:
         for budget, per_principal, limits in self._limits:
             used = shared if per_principal else run
             for unit, i, limit in limits:
-                if need[i] > limit - used[i] + _EPSILON:
+                if not need[i] <= limit - used[i] + _EPSILON:  # NaN anywhere refuses
                     return _exceeded(budget, unit, _usage(used), amount)
         return None
 

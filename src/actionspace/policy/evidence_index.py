@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actionspace.policy.matching import Probe, Text, fold, matches, may_match, norm, number
+from actionspace.policy.matching import Number, Probe, Text, fold, matches, may_match, norm, number
 
 __all__ = ["Leaf", "ObservationIndex", "find", "index"]
 
@@ -32,13 +32,13 @@ class ObservationIndex:
     """(type, scalar) → the first leaf that is it."""
     texts: dict[str, int]
     """Normalised text → the first leaf whose text it is."""
-    numbers: dict[float, int]
+    numbers: dict[Number, int]
     """Number → the first leaf that names it as a whole (``1000``, ``"$1,000.00"``)."""
     joined: str
     """Every leaf's normalised text, ``"\\x00"`` between them."""
     named_dates: frozenset[str]
     named_times: frozenset[str]
-    named_numbers: frozenset[float]
+    named_numbers: frozenset[Number]
     """What the texts name, all of them together."""
     loose: bool = False
     """Texts read by :func:`~actionspace.policy.matching.fold` (an untrusted observation's): a
@@ -51,11 +51,11 @@ def index(flat: Sequence[Leaf], *, loose: bool = False) -> ObservationIndex:
     ``prepare`` give them; ``loose``: prepared with ``loose=True``)."""
     exact: dict[tuple[type, Any], int] = {}
     texts: dict[str, int] = {}
-    numbers: dict[float, int] = {}
+    numbers: dict[Number, int] = {}
     joined: list[str] = []
     dates: set[str] = set()
     times: set[str] = set()
-    named: set[float] = set()
+    named: set[Number] = set()
     for i, (_path, leaf, text, _key) in enumerate(flat):
         key = _exact_key(leaf)
         if key is not None:
@@ -82,7 +82,7 @@ def index(flat: Sequence[Leaf], *, loose: bool = False) -> ObservationIndex:
     )
 
 
-def _number(value: Any, loose: bool) -> float | None:
+def _number(value: Any, loose: bool) -> Number | None:
     if loose and isinstance(value, str) and not value.isascii():
         return number(fold(value))
     return number(value)

@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "ENTITY",
+    "Number",
     "Probe",
     "Text",
     "fold",
@@ -39,6 +40,7 @@ __all__ = [
     "may_match",
     "norm",
     "number",
+    "numeral",
     "prepare",
     "probe",
     "token_in",
@@ -115,20 +117,43 @@ def fold(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFKC", plain.casefold())).strip()
 
 
-def number(value: Any) -> float | None:
-    """The number a value stands for (``"$1,000.00"`` → 1000.0), or None."""
+Number = int | float
+"""A number as :func:`number` reads it: an integer exactly (``int``), anything else as a finite
+float; ``1000 == 1000.0`` and the two hash alike, ``2**64 + 1`` is not ``2**64``."""
+
+_MAX_NUMERAL = 64
+"""A longer numeral names no number (its text still matches as a token)."""
+
+
+def number(value: Any) -> Number | None:
+    """The number a value stands for (``"$1,000.00"`` → 1000), or None: integers exactly, so that
+    two long account numbers one digit apart are two numbers (a float would make them one)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, str):
         m = _MONEY.match(value.lower())
         if m is not None:
-            try:
-                return float(m.group(1).replace(",", ""))
-            except ValueError:
-                return None
+            return numeral(m.group(1).replace(",", ""))
     return None
+
+
+def numeral(text: str) -> Number | None:
+    """The number of a plain numeral (``-12``, ``3.50``): an int when it has no fraction (``3.00``
+    is 3), else a finite float; None when it is longer than :data:`_MAX_NUMERAL` characters."""
+    if len(text) > _MAX_NUMERAL:
+        return None
+    whole, _, fraction = text.partition(".")
+    try:
+        if not fraction.strip("0"):
+            return int(whole)
+        amount = float(text)
+    except ValueError:
+        return None
+    return amount if math.isfinite(amount) else None
 
 
 def _iso(y: str, m: int, d: str) -> str | None:
@@ -160,7 +185,7 @@ class Text:
     """A normalised text of the evidence, with what it names pre-extracted."""
 
     text: str
-    numbers: frozenset[float]
+    numbers: frozenset[Number]
     dates: frozenset[str]
     times: frozenset[str]
     spans: tuple[tuple[int, int], ...]
@@ -192,10 +217,9 @@ def _prepare(text: str, loose: bool) -> Text:
     for m in _NUMERAL.finditer(t):
         if inside(m.start(), m.end(), spans):
             continue
-        try:
-            numbers.add(float(m.group(0).replace(",", "")))
-        except ValueError:  # pragma: no cover - the pattern only matches numerals
-            continue
+        amount = numeral(m.group(0).replace(",", ""))
+        if amount is not None:
+            numbers.add(amount)
     dates, times = _dates(t), _times(t)
     return Text(
         t,
@@ -267,7 +291,7 @@ def _meaning(value: Any, loose: bool = False) -> Meaning | None:
     return None if amount is None else ("number", amount, None)
 
 
-def _named(meaning: Meaning, dates: Set[str], times: Set[str], numbers: Set[float]) -> bool:
+def _named(meaning: Meaning, dates: Set[str], times: Set[str], numbers: Set[Number]) -> bool:
     kind, first, second = meaning
     if kind == "datetime":
         return first in dates and second in times
@@ -295,7 +319,7 @@ def probe(value: Any, *, loose: bool = False) -> Probe:
     return Probe(needle, _meaning(value, loose), False)
 
 
-def may_match(found: Probe, joined: str, dates: Set[str], times: Set[str], numbers: Set[float]) -> bool:
+def may_match(found: Probe, joined: str, dates: Set[str], times: Set[str], numbers: Set[Number]) -> bool:
     """False only when :func:`matches` finds the value in none of some texts: ``joined`` holds
     their normalised texts (``"\\x00"`` between them), the sets the union of what they name."""
     if found.never:

@@ -40,7 +40,7 @@ def _scalar_occurs(value: Any, leaves: Sequence[Any]) -> bool:
     if isinstance(value, bool):
         return any(leaf is value for leaf in leaves)
     if isinstance(value, int | float):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         for leaf in leaves:
             if isinstance(leaf, int | float) and not isinstance(leaf, bool) and leaf == value:

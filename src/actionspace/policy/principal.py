@@ -64,18 +64,29 @@ class Principal:
         Raises ``ValueError`` when the id is missing or blank: principals are told apart by their
         id, so two of them without one would share every run and approval. ``allow_empty_id``
         reads such an id back as it was recorded (for what this runtime recorded itself, of a
-        ``Principal(id="")`` made in code), never as another principal's.
+        ``Principal(id="")`` made in code), never as another principal's. Scopes are a list of
+        strings (one string is one scope, as in the constructor: ``"read:*"`` never becomes its
+        characters, among them ``"*"``) and a tenant is a string or None; anything else raises
+        ``ValueError``.
         """
         raw = data.get("id")
         ident = "" if raw is None else str(raw)
         if not ident.strip() and not allow_empty_id:
             raise ValueError(f"a principal needs a non-empty id, got {raw!r}")
         tenant = data.get("tenant")
-        return cls(
-            id=ident,
-            scopes=tuple(str(s) for s in data.get("scopes") or ()),
-            tenant=None if tenant is None else str(tenant),
-        )
+        if tenant is not None and not isinstance(tenant, str):
+            raise ValueError(f"a principal's tenant must be a string, got {tenant!r}")
+        return cls(id=ident, scopes=_scopes(data.get("scopes")), tenant=tenant)
+
+
+def _scopes(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if not isinstance(raw, list | tuple) or not all(isinstance(s, str) for s in raw):
+        raise ValueError(f"a principal's scopes must be a list of strings, got {raw!r}"[:200])
+    return tuple(raw)
 
 
 def authorize(spec: ToolSpec, principal: Principal) -> Accepted | Rejected:

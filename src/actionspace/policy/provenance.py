@@ -24,7 +24,8 @@ choice even when an untrusted page repeats it). Matching is by normalised value 
   trusted source, and a system field's vouching, match by the strict reading only, so folding
   never raises a value to ``user`` or ``tool_result``;
 - numbers as numbers: ``1000``, ``1000.0``, ``"1,000"`` and ``"$1,000.00"`` are one value, and a
-  numeral in a text counts (currency signs and codes around it are ignored);
+  numeral in a text counts (currency signs and codes around it are ignored); integers exactly
+  (:func:`~actionspace.policy.matching.number`: two long account numbers one digit apart differ);
 - dates: ``2024-05-03``, ``2024/05/03``, ``May 3, 2024``, ``3 May 2024`` are one date; a date-time
   value (``2024-05-03 10:00``) needs its date and its time (``10:00``) in the same text.
 
