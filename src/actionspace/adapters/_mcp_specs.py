@@ -89,9 +89,11 @@ def unusable_name(name: str) -> str | None:
 
 
 def fingerprint(tool: types.Tool) -> str:
-    """What identifies one version of a tool: its schemas, description and annotations."""
+    """What identifies one version of a tool: its schemas, description, title and annotations
+    (everything of it a model is shown: a change of any is a new version, never a silent swap)."""
     shape = {
         "description": tool.description or "",
+        "title": tool.title or "",
         "input_schema": tool.input_schema,
         "output_schema": tool.output_schema,
         "annotations": tool.annotations.model_dump(mode="json", exclude_none=True)

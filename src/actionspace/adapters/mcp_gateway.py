@@ -19,9 +19,9 @@ Who calls, and in which run:
   ``ACTIONSPACE_GATEWAY_TOKEN`` environment variable, else ``[gateway] stdio_principal``.
   ``tools/list`` shows only the tools the principal holds every scope for; the run is offered
   exactly those, so another tool's name is ``unknown_tool``.
-* **Run.** One run per MCP session (per stdio process; per ``Mcp-Session-Id`` over HTTP; per
-  principal and gateway process when the transport has no session), named in every result's
-  ``_meta["actionspace/run_id"]``. A client that reconnects continues its run by naming that id
+* **Run.** One run per MCP session (per stdio or in-process connection; per ``Mcp-Session-Id``
+  over HTTP; per principal and gateway process when the transport has no session), named in
+  every result's ``_meta["actionspace/run_id"]``. A client that reconnects continues its run by naming that id
   in a request's ``_meta["actionspace/run_id"]`` (only the principal that opened the run may;
   see ``_gateway_runs``), so its ledger, budget and provenance carry over.
 * **Node.** MCP gives ``tools/call`` no idempotency key. A write's node id (the ledger's unit of
@@ -43,6 +43,7 @@ import contextlib
 import logging
 import os
 import tomllib
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -60,7 +61,7 @@ from starlette.types import ASGIApp
 
 from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
-from actionspace.adapters._gateway_http import HttpGuard, bearer, bound_host, sdk_security
+from actionspace.adapters._gateway_http import IDLE_TIMEOUT_S, HttpGuard, bearer, bound_host, sdk_security
 from actionspace.adapters._gateway_results import to_call_result
 from actionspace.adapters._gateway_runs import RUN_META, GatewayRuns, distinct
 from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
@@ -85,6 +86,8 @@ NODE_META = f"{META_PREFIX}node_id"
 
 _MAX_SESSIONS = 10_000
 """Most sessions (and runs' offers) remembered; the oldest are forgotten first (runs stay in the store)."""
+_CONNECTION_KEY = "actionspace.session"
+"""Key of a connection's session key in the state its lifespan yields."""
 _ANNOUNCE_TIMEOUT_S = 5.0
 """Longest wait to hand one session a list-change notification before giving up on it."""
 
@@ -102,8 +105,6 @@ class Gateway:
         self.runtime = runtime if runtime is not None else Runtime(store=config.store)
         self._owns_runtime = runtime is None
         self.runs = GatewayRuns(self.runtime)
-        self._offered: OrderedDict[str, int] = OrderedDict()
-        """Run id → catalog generation of the run's last offer (bounded like the sessions)."""
         self._toolsets: list[Any] = []
         for ref in config.tools:
             for spec in load_python_tools(ref, pythonpath=config.pythonpath):
@@ -258,10 +259,6 @@ class Gateway:
             # the scope check again: a tool a principal may not call is never listed, whatever the offer
             if spec is not None and not isinstance(authorize(spec, principal), Rejected):
                 specs.append(spec)
-        self._offered[run_id] = self.runtime.catalog.generation
-        self._offered.move_to_end(run_id)
-        while len(self._offered) > _MAX_SESSIONS:
-            self._offered.popitem(last=False)
         return specs
 
     async def call_tool(
@@ -269,8 +266,11 @@ class Gateway:
     ) -> types.CallToolResult:
         """Run one ``tools/call`` through the runtime; every failure is an ``isError`` result."""
         try:
-            if run_id not in self._offered:
-                self._offer(principal, run_id)  # a client may call without listing first
+            # a client may call without listing first; a run offered before (by this process or
+            # one before a restart: the offer is in the run's stored state) keeps the versions it
+            # was offered, so a tool changed since is version_mismatch, never silently the new one
+            if not self.runtime.run_state(run_id, principal).explicit_offer:
+                self._offer(principal, run_id)
             args = dict(arguments or {})
             node = self._node_id(name, args, meta)
             obs = await self.runtime.acall(
@@ -334,9 +334,20 @@ class Gateway:
             meta = dict(params.meta) if params.meta is not None else None
             return await self.serve_call(caller(ctx), _session_of(ctx), params.name, params.arguments, meta)
 
+        @contextlib.asynccontextmanager
+        async def connection(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+            # entered once per connection served by ``Server.run`` (stdio, in-process clients):
+            # each gets its own session key, so its own run and its own announcements
+            key = f"stdio:{uuid.uuid4().hex}"
+            try:
+                yield {_CONNECTION_KEY: key}
+            finally:
+                self._listeners.pop(key, None)
+
         return Server(
             self.config.name,
             version="1",
+            lifespan=connection,
             instructions="Tools governed by actionspace: errors carry a category and the allowed next steps "
             "in structuredContent.error; a needs_approval call runs once it is approved and called again.",
             on_list_tools=on_list_tools,
@@ -374,7 +385,10 @@ class Gateway:
         server = self.server(caller)
         origins = self.config.allowed_origins
         inner = server.streamable_http_app(
-            streamable_http_path=self.config.path, host=host, transport_security=sdk_security(host, origins)
+            streamable_http_path=self.config.path,
+            host=host,
+            transport_security=sdk_security(host, origins),
+            session_idle_timeout=IDLE_TIMEOUT_S,
         )
 
         @contextlib.asynccontextmanager
@@ -439,8 +453,10 @@ class _PolicyTarget:
 
 def _session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     headers = getattr(ctx.request, "headers", None)
-    if headers is None:
-        return "stdio"  # one stdio process serves one session
+    if headers is None:  # stdio or in-process: the connection's own key (see ``Gateway.server``)
+        state = ctx.lifespan_context
+        key = state.get(_CONNECTION_KEY) if isinstance(state, Mapping) else None
+        return key if isinstance(key, str) else "stdio"  # a lifespan not ours: one shared session
     value = headers.get("mcp-session-id")
     return str(value) if value else None
 
