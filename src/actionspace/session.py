@@ -50,7 +50,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
 from actionspace.discovery.names import ProviderNames
-from actionspace.discovery.render import RENDERING, render_results, render_tools
+from actionspace.discovery.render import RENDERING, once_per_id, render_results, render_tools
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.observation import ArtifactStore
@@ -300,7 +300,7 @@ class Session:
             stage.pending.pop(self.run_id, None)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
-        answered = _once_per_id(out)
+        answered = once_per_id(out)
         messages = render_results(answered, self.provider)
         rendered = {
             "rendering": RENDERING,
@@ -428,20 +428,6 @@ def _parsed(raw: Any) -> ParseResult | None:
     if callable(getattr(raw, "model_dump", None)):
         return parse(raw)
     return None
-
-
-def _once_per_id(out: Sequence[Observation]) -> Sequence[Observation]:
-    """``out`` without an observation whose call id an earlier one answers already (see
-    :attr:`Turn.messages`)."""
-    if len(out) < 2:
-        return out
-    seen: set[str] = set()
-    kept: list[Observation] = []
-    for obs in out:
-        if obs.call_id not in seen:
-            seen.add(obs.call_id)
-            kept.append(obs)
-    return kept
 
 
 def _renamed(call: ToolCall, names: ProviderNames) -> ToolCall:

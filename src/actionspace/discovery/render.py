@@ -25,7 +25,7 @@ a size budget. :func:`render_results` answers every call of a turn, by the model
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from actionspace.catalog.spec import ToolSpec
@@ -52,6 +52,7 @@ __all__ = [
     "effects_summary",
     "mcp_call_result",
     "mcp_tools_list",
+    "once_per_id",
     "openai_chat_result",
     "openai_chat_tools",
     "openai_responses_result",
@@ -287,7 +288,9 @@ def render_result(
 def render_results(
     observations: Observation | Iterable[Observation], provider: Provider, *, budget: int = RESULT_BUDGET
 ) -> list[dict[str, Any]]:
-    """One result per proposed call, each answering the model's own call id, in the calls' order.
+    """One result per proposed call, each answering the model's own call id, in the calls' order;
+    an id answered already is not answered again (providers refuse two answers to one id: when a
+    message gave one id to several calls, none of them ran and they share one ``parse_error``).
 
     A grouped observation (``obs.grouped``) stands for its ``items``; a list of observations for
     each of them. ``anthropic``: ONE ``user`` message holding every ``tool_result`` block (the API
@@ -305,9 +308,22 @@ def render_results(
     return [render_result(o, provider, budget=budget) for o in calls]
 
 
-def _per_call(observations: Observation | Iterable[Observation]) -> list[Observation]:
+def _per_call(observations: Observation | Iterable[Observation]) -> Sequence[Observation]:
     given = [observations] if isinstance(observations, Observation) else list(observations)
     out: list[Observation] = []
     for obs in given:
         out.extend(obs.items if obs.grouped else (obs,))
-    return out
+    return once_per_id(out)
+
+
+def once_per_id(observations: Sequence[Observation]) -> Sequence[Observation]:
+    """``observations`` without one whose call id an earlier one answers already."""
+    if len(observations) < 2:
+        return observations
+    seen: set[str] = set()
+    once: list[Observation] = []
+    for obs in observations:
+        if obs.call_id not in seen:
+            seen.add(obs.call_id)
+            once.append(obs)
+    return once
