@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
-from actionspace.execution.raised import Carried, passes_on
+from actionspace.execution.raised import carried, passes_on
 
 __all__ = ["CANCEL_GRACE_S", "on_their_own", "outlived", "resume_within", "resumed", "with_timeout"]
 
@@ -183,7 +183,7 @@ def _driven(
     """:func:`resumed`; with a ``deadline`` armed for ``task``, a cancel its watchdog fired (and
     nobody else asked for) is raised as TimeoutError, and the deadline is marked done at the end;
     a ``BaseException`` subclass of the tool's own (:func:`~actionspace.execution.raised.passes_on`)
-    is :class:`~actionspace.execution.raised.Carried`.
+    is :func:`~actionspace.execution.raised.carried`.
     A cancel the watchdog fired is always taken back (``task.uncancel()``), also when the tool
     swallowed it and answered or raised something else, as ``asyncio.timeout`` does: the task
     is left with no cancel of ours pending."""
@@ -216,7 +216,7 @@ def _driven(
     except BaseException as exc:  # under a timeout, a tool's own BaseException is its failure
         if isinstance(exc, Exception) or deadline is None or passes_on(exc, in_task=True):
             raise
-        raise Carried(exc) from exc
+        raise carried(exc) from exc
     finally:
         if deadline is not None:
             deadline.done = True

@@ -6,7 +6,7 @@ answer would never come). The executor catches
 ``BaseException`` around a tool and asks :func:`passes_on` whether it goes on up; everything
 else is the tool's failure, typed by the owner's mapper like any exception. Where a caller of
 ours catches only ``Exception`` (a tool coroutine driven under its timeout,
-:mod:`~actionspace.execution.deadlines`; a threaded tool's Future), it is :class:`Carried`.
+:mod:`~actionspace.execution.deadlines`; a threaded tool's Future), it is :func:`carried`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Carried", "call_carrying", "passes_on", "raised"]
+__all__ = ["call_carrying", "carried", "passes_on", "raised"]
 
 
 def passes_on(exc: BaseException, *, in_task: bool) -> bool:
@@ -30,7 +30,7 @@ def passes_on(exc: BaseException, *, in_task: bool) -> bool:
     return in_task and isinstance(exc, asyncio.CancelledError)
 
 
-class Carried(Exception):
+class _Carried(Exception):
     """What a tool raised that an ``except Exception`` would miss or a Future cannot carry (a
     ``BaseException`` of its own, ``StopIteration``), carried as an ``Exception``; :func:`raised`
     gives it back."""
@@ -40,15 +40,20 @@ class Carried(Exception):
         self.raised = exc
 
 
+def carried(exc: BaseException) -> Exception:
+    """``exc`` carried as an ``Exception`` (:func:`raised` gives it back)."""
+    return _Carried(exc)
+
+
 def call_carrying(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
-    """``fn(**kwargs)`` on a worker thread; a ``StopIteration`` it raises is :class:`Carried`
+    """``fn(**kwargs)`` on a worker thread; a ``StopIteration`` it raises is :func:`carried`
     (asyncio refuses it in a Future, which would then never end)."""
     try:
         return fn(**kwargs)
     except StopIteration as stop:
-        raise Carried(stop) from stop
+        raise _Carried(stop) from stop
 
 
 def raised(exc: BaseException) -> BaseException:
-    """What the tool itself raised: ``exc``, or what a :class:`Carried` carries."""
-    return exc.raised if type(exc) is Carried else exc
+    """What the tool itself raised: ``exc``, or what a :func:`carried` carries."""
+    return exc.raised if type(exc) is _Carried else exc
