@@ -57,7 +57,8 @@ def test_the_database_refuses_a_second_pending_request_for_a_binding(
     with psycopg.connect(url) as conn, pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute(
             "INSERT INTO approval_requests SELECT 'apr_2', run_id, node_id, tool, args_digest, arguments,"
-            " provenance, effects, reason, details, status, created_at FROM approval_requests"
+            " provenance, effects, reason, details, status, created_at, NULL, NULL, NULL, NULL, holder"
+            " FROM approval_requests"
         )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actionspace._canonical import args_digest
-from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
+from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id, proposer_of
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.types import SYSTEM_CLOCK, Clock
@@ -149,18 +149,12 @@ def find_decision(
     return None
 
 
-def _who(principal: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(id, tenant) of a recorded principal, as recorded: an empty id is no other principal's."""
-    ident, tenant = principal.get("id"), principal.get("tenant")
-    return "" if ident is None else str(ident), None if tenant is None else str(tenant)
-
-
 def _same_proposer(request: ApprovalRequest, proposer: Mapping[str, Any] | None) -> bool:
     """True when ``request`` was proposed by ``proposer`` (or either of them is not known)."""
     recorded = request.details.get("proposed_by")
     if proposer is None or not isinstance(recorded, Mapping):
         return True
-    return _who(recorded) == _who(proposer)
+    return proposer_of(recorded) == proposer_of(proposer)
 
 
 def file_request(
@@ -176,8 +170,9 @@ def file_request(
     """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the
     call (``transient``, nothing sent, when the store does not take it).
 
-    The store may answer with the pending request already bound to the same call; the error names
-    that one. ``reason`` is what the event records; ``rule``, when given, is recorded as well.
+    The store may answer with the pending request the same proposer filed for the same call under
+    the same rule; the error names that one (another proposer's request is never named).
+    ``reason`` is what the event records; ``rule``, when given, is recorded as well.
     ``effects``: as in :func:`held`. ``proposed_by`` (``Principal.to_dict()``) is kept in the
     request's details: a call resumed after the decision runs as that principal, re-authorized.
     """

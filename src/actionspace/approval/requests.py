@@ -3,23 +3,47 @@
 A request is bound to ``(run_id, tool name@version, args_digest)``. Approving it lets exactly that
 call run, once: the same tool with any other argument is another digest and needs its own
 approval. Decisions expire; an expired approval is not honoured.
+
+A pending request is held for one proposer (id and tenant) under one approval rule
+(:attr:`ApprovalRequest.pending_key`): a store hands the pending request of a call back to the same
+proposer proposing it again, never to another one, who files a request of its own.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["ApprovalRequest", "ApprovalStatus", "ApprovalStore", "new_request_id"]
+__all__ = ["ApprovalRequest", "ApprovalStatus", "ApprovalStore", "holder", "new_request_id", "proposer_of"]
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "consumed"]
 
 
 def new_request_id() -> str:
     return f"apr_{uuid.uuid4().hex[:16]}"
+
+
+def proposer_of(principal: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(id, tenant) of a recorded principal, as recorded: an empty id is no other principal's."""
+    ident, tenant = principal.get("id"), principal.get("tenant")
+    return "" if ident is None else str(ident), None if tenant is None else str(tenant)
+
+
+def holder(details: Mapping[str, Any]) -> str:
+    """Who a request with these ``details`` is held for, as text a store can index: its
+    ``approval_rule`` and the (id, tenant) of its ``proposed_by`` (null when not known).
+
+    ASCII JSON, so any text of an id, tenant or rule is stored as it is in every store.
+    """
+    recorded = details.get("proposed_by")
+    who = list(proposer_of(recorded)) if isinstance(recorded, Mapping) else None
+    return json.dumps(
+        [details.get("approval_rule"), who], ensure_ascii=True, separators=(",", ":"), default=repr
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +75,11 @@ class ApprovalRequest:
     @property
     def binding(self) -> tuple[str, str, str]:
         return (self.run_id, self.tool, self.args_digest)
+
+    @property
+    def pending_key(self) -> tuple[str, str, str, str]:
+        """The binding and :func:`holder`: at most one request per key is pending."""
+        return (self.run_id, self.tool, self.args_digest, holder(self.details))
 
     def evolve(self, **changes: Any) -> ApprovalRequest:
         return replace(self, **changes)
@@ -107,7 +136,8 @@ class ApprovalStore(Protocol):
     """Durable approval requests; same store URL as the ledger and the trace."""
 
     def create(self, request: ApprovalRequest) -> ApprovalRequest:
-        """Store a pending request, or return the pending one with the same binding."""
+        """Store a pending request, or return the pending one with the same ``pending_key`` (the same
+        call, approval rule and proposer); another proposer's pending request is never returned."""
         ...
 
     def get(self, request_id: str) -> ApprovalRequest | None: ...

@@ -42,8 +42,16 @@ def _run_key(run_id: str) -> str:
 
 
 def _principal_key(principal: tuple[str, str | None]) -> str:
+    """``principal:{tenant}:{id}``, the tenant with ``%`` and ``:`` percent-escaped (so the first
+    ``:`` after it ends it) and None spelled empty; the empty tenant, another tenant than None
+    (as for the meter in memory and for what a tenant may see), is spelled ``%``, which no
+    escaped tenant is. Every other tenant without ``%`` or ``:`` keeps the spelling it always had.
+    """
     pid, tenant = principal
-    return f"principal:{tenant or ''}:{pid}"
+    if tenant is None:
+        return f"principal::{pid}"
+    escaped = tenant.replace("%", "%25").replace(":", "%3A") if tenant else "%"
+    return f"principal:{escaped}:{pid}"
 
 
 class _StoredMeter(Meter):

@@ -118,7 +118,8 @@ class MemoryApprovalStore:
     def create(self, request: ApprovalRequest) -> ApprovalRequest:
         with self._lock:
             for existing in self._requests.values():
-                if existing.binding == request.binding and existing.status == "pending":
+                pending = existing.status == "pending" and existing.binding == request.binding
+                if pending and existing.pending_key == request.pending_key:
                     return existing
             self._requests[request.id] = request
             return request

@@ -1,7 +1,8 @@
 """PostgreSQL ledger and approval stores: shared by many runtime processes and hosts (DESIGN §6, §10).
 
 Every guarantee of the store interfaces is enforced by the database: ``(run_id, node_id)`` and
-``key`` are unique constraints, one pending request per binding is a partial unique index, and a
+``key`` are unique constraints, one pending request per binding and holder (approval rule and
+proposer) is a partial unique index, and a
 compare-and-set is a single ``UPDATE … WHERE state = ANY(expected)`` whose row count says who won.
 No Python lock is involved, so processes on different hosts race safely.
 
@@ -19,7 +20,7 @@ from typing import Any, Final, LiteralString
 from psycopg.types.json import Jsonb
 
 from actionspace._unicode import json_for_postgres
-from actionspace.approval.requests import ApprovalRequest
+from actionspace.approval.requests import ApprovalRequest, holder
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
 from actionspace.ledger.postgres_pool import PostgresConnections, redacted
 
@@ -34,8 +35,11 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 """Version of the ledger table; stored in ``ledger_meta`` under ``schema_version``."""
-APPROVAL_SCHEMA_VERSION: Final = 1
-"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``."""
+APPROVAL_SCHEMA_VERSION: Final = 2
+"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``.
+
+2: the ``holder`` column, and one pending request per binding and holder (a database of version 1
+is migrated when an approval store opens it)."""
 
 _MAX_RACE_RETRIES: Final = 8
 """How often ``begin``/``create`` retry when the row they collided with vanished before being read."""
@@ -92,15 +96,19 @@ _APPROVAL_SCHEMA: Final[tuple[LiteralString, ...]] = (
         decided_at      double precision,
         decided_by      text,
         decision_reason text,
-        expires_at      double precision
+        expires_at      double precision,
+        holder          text             NOT NULL DEFAULT ''
     )
     """,
     "CREATE INDEX IF NOT EXISTS approval_requests_binding"
     " ON approval_requests (run_id, tool, args_digest, created_at)",
     "CREATE INDEX IF NOT EXISTS approval_requests_status_created ON approval_requests (status, created_at)",
-    "CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending"
-    " ON approval_requests (run_id, tool, args_digest) WHERE status = 'pending'",
 )
+_ONE_PENDING: Final = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending"
+    " ON approval_requests (run_id, tool, args_digest, holder) WHERE status = 'pending'"
+)
+"""Created after the migration: a database of version 1 has an index of this name without ``holder``."""
 
 _LEDGER_COLUMNS: Final = (
     "key, run_id, node_id, tool, args_digest, arguments, state, attempts, created_at, updated_at,"
@@ -134,10 +142,10 @@ _APPROVAL_COLUMNS: Final = (
 )
 _APPROVAL_SELECT: Final = "SELECT " + _APPROVAL_COLUMNS + " FROM approval_requests"
 _APPROVAL_INSERT: Final = (
-    "INSERT INTO approval_requests (" + _APPROVAL_COLUMNS + ") VALUES"
+    "INSERT INTO approval_requests (" + _APPROVAL_COLUMNS + ", holder) VALUES"
     " (%(id)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(provenance)s,"
     " %(effects)s, %(reason)s, %(details)s, %(status)s, %(created_at)s, %(decided_at)s,"
-    " %(decided_by)s, %(decision_reason)s, %(expires_at)s)"
+    " %(decided_by)s, %(decision_reason)s, %(expires_at)s, %(holder)s)"
     " ON CONFLICT DO NOTHING"
 )
 _APPROVAL_UPDATE: Final = (
@@ -145,10 +153,11 @@ _APPROVAL_UPDATE: Final = (
     " args_digest = %(args_digest)s, arguments = %(arguments)s, provenance = %(provenance)s,"
     " effects = %(effects)s, reason = %(reason)s, details = %(details)s, status = %(status)s,"
     " created_at = %(created_at)s, decided_at = %(decided_at)s, decided_by = %(decided_by)s,"
-    " decision_reason = %(decision_reason)s, expires_at = %(expires_at)s"
+    " decision_reason = %(decision_reason)s, expires_at = %(expires_at)s, holder = %(holder)s"
     " WHERE id = %(where_id)s AND status = ANY(%(expected)s)"
 )
 _BINDING: Final = "WHERE run_id = %s AND tool = %s AND args_digest = %s"
+_PENDING: Final = _BINDING + " AND holder = %s AND status = 'pending'"
 
 
 class PostgresLedgerStore:
@@ -290,6 +299,8 @@ class PostgresApprovalStore:
                 version=APPROVAL_SCHEMA_VERSION,
                 what="the approval store",
             )
+            with self._db.transaction() as conn:
+                _migrate_approvals(conn)
         except BaseException:
             self._db.close()
             raise
@@ -300,9 +311,7 @@ class PostgresApprovalStore:
             for _ in range(_MAX_RACE_RETRIES):
                 if conn.execute(_APPROVAL_INSERT, _approval_params(request)).rowcount == 1:
                     return request
-                row = conn.execute(
-                    _APPROVAL_SELECT + " " + _BINDING + " AND status = 'pending'", request.binding
-                ).fetchone()
+                row = conn.execute(_APPROVAL_SELECT + " " + _PENDING, request.pending_key).fetchone()
                 if row is None:
                     row = conn.execute(_APPROVAL_SELECT + " WHERE id = %s", (request.id,)).fetchone()
                 if row is not None:
@@ -374,7 +383,33 @@ def _approval_params(request: ApprovalRequest) -> dict[str, Any]:
     data = request.to_dict()
     for column in ("arguments", "provenance", "effects", "details"):
         data[column] = _jsonb(data[column])
+    data["holder"] = holder(request.details)
     return data
+
+
+def _migrate_approvals(conn: Any) -> None:
+    """Bring a database of version 1 to :data:`APPROVAL_SCHEMA_VERSION` (in the caller's transaction,
+    the version's row locked, so one process migrates), then make sure the pending index exists.
+
+    Version 1 had no ``holder``: each request's is computed from its details; its index of one
+    pending request per binding is replaced by one per binding and holder.
+    """
+    row = conn.execute(
+        "SELECT value FROM ledger_meta WHERE key = 'approval_schema_version' FOR UPDATE"
+    ).fetchone()
+    if int(row["value"]) < 2:
+        conn.execute("ALTER TABLE approval_requests ADD COLUMN IF NOT EXISTS holder text NOT NULL DEFAULT ''")
+        rows = conn.execute("SELECT id, details FROM approval_requests").fetchall()
+        conn.cursor().executemany(
+            "UPDATE approval_requests SET holder = %s WHERE id = %s",
+            [(holder(r["details"]), r["id"]) for r in rows],
+        )
+        conn.execute("DROP INDEX IF EXISTS approval_requests_one_pending")
+        conn.execute(
+            "UPDATE ledger_meta SET value = %s WHERE key = 'approval_schema_version'",
+            (str(APPROVAL_SCHEMA_VERSION),),
+        )
+    conn.execute(_ONE_PENDING)
 
 
 def _jsonb(value: Mapping[str, Any] | Sequence[Any] | None) -> Jsonb | None:

@@ -3,8 +3,10 @@
 It lives beside the ledger stores (as the memory and PostgreSQL approval stores do) because it
 shares their connections and their file.
 
-At most one request per binding ``(run_id, tool, args_digest)`` is ``pending`` at a time: a
-partial unique index enforces it, so two processes holding the same call share one request.
+At most one request per ``pending_key`` (the binding ``(run_id, tool, args_digest)`` and the
+``holder`` column: approval rule and proposer) is ``pending`` at a time: a partial unique index
+enforces it, so two processes holding the same proposer's call share one request, and another
+proposer of that call gets a request of its own.
 A decision is a compare-and-set on ``status``, so a request is approved, denied or consumed once.
 Connections run with ``synchronous=FULL``: a decision that returned has reached the disk.
 """
@@ -17,13 +19,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from actionspace.approval.requests import ApprovalRequest
+from actionspace.approval.requests import ApprovalRequest, holder
 from actionspace.ledger.sqlite import SqliteConnections, from_json, to_json
 
 __all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
 
-SCHEMA_VERSION: Final = 1
-"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``."""
+SCHEMA_VERSION: Final = 2
+"""Version of the approval table; stored in ``ledger_meta`` under ``approval_schema_version``.
+
+2: the ``holder`` column, and one pending request per binding and holder (a file of version 1 is
+migrated when a store opens it; an actionspace that reads only version 1 refuses it then)."""
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS ledger_meta (
@@ -46,13 +51,17 @@ CREATE TABLE IF NOT EXISTS approval_requests (
     decided_at      REAL,
     decided_by      TEXT,
     decision_reason TEXT,
-    expires_at      REAL
+    expires_at      REAL,
+    holder          TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS approval_requests_binding ON approval_requests (run_id, tool, args_digest);
-CREATE INDEX IF NOT EXISTS approval_requests_status_created ON approval_requests (status, created_at);
-CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending
-    ON approval_requests (run_id, tool, args_digest) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS approval_requests_status_created ON approval_requests (status, created_at)
 """
+_ONE_PENDING: Final = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS approval_requests_one_pending"
+    " ON approval_requests (run_id, tool, args_digest, holder) WHERE status = 'pending'"
+)
+"""Created after the migration: a file of version 1 has an index of this name without ``holder``."""
 
 _COLUMNS: Final = (
     "id",
@@ -74,12 +83,14 @@ _COLUMNS: Final = (
 )
 _JSON_COLUMNS: Final = frozenset({"arguments", "provenance", "effects", "details"})
 _SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM approval_requests"
+_STORED: Final = (*_COLUMNS, "holder")
 _INSERT: Final = (
-    f"INSERT INTO approval_requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+    f"INSERT INTO approval_requests ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))})"
     " ON CONFLICT DO NOTHING"
 )
-_UPDATE: Final = f"UPDATE approval_requests SET {', '.join(f'{c} = ?' for c in _COLUMNS[1:])} WHERE id = ?"
+_UPDATE: Final = f"UPDATE approval_requests SET {', '.join(f'{c} = ?' for c in _STORED[1:])} WHERE id = ?"
 _BINDING: Final = "WHERE run_id = ? AND tool = ? AND args_digest = ?"
+_PENDING: Final = f"{_BINDING} AND holder = ? AND status = 'pending'"
 
 
 class SqliteApprovalStore:
@@ -96,6 +107,8 @@ class SqliteApprovalStore:
         self.path = self._db.path
         try:
             self._db.init_schema(_SCHEMA, "ledger_meta", "approval_schema_version", SCHEMA_VERSION)
+            with self._db.write() as conn:
+                _migrate(conn)
         except BaseException:
             self._db.close()
             raise
@@ -104,9 +117,7 @@ class SqliteApprovalStore:
         """Store ``request``, or return the pending request with its binding (or its id) instead."""
         with self._db.write() as conn:
             inserted = conn.execute(_INSERT, _row(request)).rowcount == 1
-            stored = (
-                None if inserted else self._first(conn, f"{_BINDING} AND status = 'pending'", request.binding)
-            )
+            stored = None if inserted else self._first(conn, _PENDING, request.pending_key)
             if stored is None:
                 stored = self._first(conn, "WHERE id = ?", (request.id,))
         if stored is None:
@@ -189,7 +200,32 @@ def _row(request: ApprovalRequest) -> tuple[Any, ...]:
         request.decided_by,
         request.decision_reason,
         request.expires_at,
+        holder(request.details),
     )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a file of version 1 to :data:`SCHEMA_VERSION` (in the caller's write transaction), then
+    make sure the pending index exists.
+
+    Version 1 had no ``holder``: each request's is computed from its details; its index of one
+    pending request per binding is replaced by one per binding and holder.
+    """
+    row = conn.execute("SELECT value FROM ledger_meta WHERE key = 'approval_schema_version'").fetchone()
+    if int(row[0]) < 2:
+        columns = {info[1] for info in conn.execute("PRAGMA table_info(approval_requests)")}
+        if "holder" not in columns:
+            conn.execute("ALTER TABLE approval_requests ADD COLUMN holder TEXT NOT NULL DEFAULT ''")
+        rows = conn.execute("SELECT id, details FROM approval_requests").fetchall()
+        conn.executemany(
+            "UPDATE approval_requests SET holder = ? WHERE id = ?",
+            [(holder(from_json(details)), request_id) for request_id, details in rows],
+        )
+        conn.execute("DROP INDEX IF EXISTS approval_requests_one_pending")
+        conn.execute(
+            "UPDATE ledger_meta SET value = ? WHERE key = 'approval_schema_version'", (str(SCHEMA_VERSION),)
+        )
+    conn.execute(_ONE_PENDING)
 
 
 def _request(row: Sequence[Any]) -> ApprovalRequest:
