@@ -33,6 +33,7 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.ledger.run_state import RunStateStore
 from actionspace.observation import ArtifactStore
+from actionspace.observation.pagination import cursor_scope
 from actionspace.outcomes import Failed, Succeeded
 from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
@@ -91,7 +92,7 @@ class Engine:
         self.executor = executor
         self.trace = trace
         self.sink = sink
-        self.stages = stages
+        self.stages, stages.ledger = stages, ledger  # a call the ledger replays spends no budget
         self.default_principal = default_principal
         self._extra: list[Stage] = []
         self._late: list[Stage] = []
@@ -207,16 +208,9 @@ class Engine:
     ) -> Ready | Observation:
         """Run every stage over one call: a Ready call, or the error observation that ends it."""
         inp = CallInput(
-            run=run,
-            call=call,
-            principal=principal,
-            rec=rec,
-            node_id=node_id,
-            provenance=provenance,
-            sources=sources,
-            bound=bound,
-            occurrence=occurrence,
-        )
+            run=run, call=call, principal=principal, rec=rec, node_id=node_id,
+            provenance=provenance, sources=sources, bound=bound, occurrence=occurrence,
+        )  # fmt: skip
         return proposed(inp, self.prepare_input(inp))
 
     async def aprepare(
@@ -234,16 +228,9 @@ class Engine:
     ) -> Ready | Observation:
         """:meth:`prepare` from async code: the stages' store reads (approvals, budgets) run off the loop."""
         inp = CallInput(
-            run=run,
-            call=call,
-            principal=principal,
-            rec=rec,
-            node_id=node_id,
-            provenance=provenance,
-            sources=sources,
-            bound=bound,
-            occurrence=occurrence,
-        )
+            run=run, call=call, principal=principal, rec=rec, node_id=node_id,
+            provenance=provenance, sources=sources, bound=bound, occurrence=occurrence,
+        )  # fmt: skip
         return proposed(inp, await self.aprepare_input(inp))
 
     async def anode(
@@ -356,8 +343,13 @@ class Engine:
 
     async def run_ready(self, ready: Ready, rec: Recorder, blocking: bool) -> Observation:
         """:meth:`execute` (``blocking``) or :meth:`aexecute` as one coroutine."""
-        obs = await self._execute(ready, rec, blocking)
         spec = ready.compiled.spec
+        cursors = self.stages.cursor_key
+        if cursors is None:
+            obs = await self._execute(ready, rec, blocking)
+        else:  # the cursors it mints or reads are bound to its run and tool (Stages.cursor_key)
+            with cursor_scope(cursors, run_id=rec.run_id, tool=spec.name):
+                obs = await self._execute(ready, rec, blocking)
         if spec.bindings and obs.error is not None:
             obs = gone_is_stale(ready, obs)
         if spec.verify or spec.completion is not None:

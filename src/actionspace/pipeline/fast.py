@@ -49,6 +49,7 @@ from actionspace._json_values import finite_numbers, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
+from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
 from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
@@ -309,6 +310,7 @@ class FastPath:
             and entry.policy is stages.flow_policy
             and entry.ordered is ordered
             and stages.guard is None
+            and stages.cursor_key is None
         ):
             return entry
         built = self._build(run, spec, principal, ordered)
@@ -324,8 +326,8 @@ class FastPath:
         self, run: RunState, spec: ToolSpec, principal: Principal, ordered: Sequence[Stage]
     ) -> Entry | None:
         stages = self.stages
-        if stages.guard is not None or len(ordered) != stages.checks + 2:
-            return None  # budgets, the read cache or a user stage apply
+        if stages.guard is not None or stages.cursor_key is not None or len(ordered) != stages.checks + 2:
+            return None  # budgets, the read cache, bound cursors or a user stage apply
         compiled = stages.compiler.get(spec)
         if not _simple_tool(spec, compiled):
             return None
@@ -441,7 +443,9 @@ class FastPath:
                     outcome = await executor.acontinue(
                         spec, args, rec.retry, start, coro=coro, yielded=yielded
                     )
-            except Exception as exc:
+            except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
+                if passes_on(exc, in_task=True):
+                    raise
                 outcome = await executor.acontinue(spec, args, rec.retry, start, failure=exc)
         else:
             outcome = await executor.arun(spec, args, rec.retry)

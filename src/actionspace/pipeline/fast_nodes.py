@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from actionspace._json_values import unfit_arguments
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
+from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
 from actionspace.outcomes import Outcome, Succeeded
@@ -102,7 +103,9 @@ def plain_node(
         except BaseException:
             coro.close()
             raise
-    except Exception as exc:
+    except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
+        if passes_on(exc, in_task=True):
+            raise
         pending = executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
         return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
     return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)

@@ -30,7 +30,10 @@ from actionspace.errors import ActionError
 from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
 from actionspace.execution.ready import Ready
+from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
+from actionspace.ledger.late import still_running
+from actionspace.observation.pagination import CursorKey
 from actionspace.pipeline.observe import validated_event
 from actionspace.policy.flow import Binding, FlowPolicy
 from actionspace.policy.flow_stage import flow_stage
@@ -146,6 +149,13 @@ class Stages:
 
     checks: int = 3
     """resolve, authorize and validate come first and read only memory; the gates follow."""
+    ledger: LedgerStore | None = None
+    """The ledger the engine commits through: a call it answers from its record spends no budget."""
+    cursor_key: CursorKey | None = None
+    """Set: every call runs inside ``cursor_scope(cursor_key, run_id=..., tool=...)``, so the
+    cursors a paged tool mints are read back only in their own run and tool
+    (:mod:`actionspace.observation.pagination`); such calls take the stages' path. None (the
+    default): cursors are sealed under the process's key alone."""
 
     def ordered(self, extra: Sequence[Stage] = (), late: Sequence[Stage] = ()) -> list[Stage]:
         """resolve → authorize → validate → (stages) → approval → flow → (late stages) → budget/cache."""
@@ -261,11 +271,16 @@ class Stages:
         return None
 
     def admit(self, inp: CallInput, d: Draft) -> ActionError | None:
-        if self.guard is None:
+        guard = self.guard
+        if guard is None:
             return None
         spec, checked = d.spec, d.checked
         assert spec is not None and checked is not None
-        admitted = self.guard.admit(
+        if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
+            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
+            if replayed(self.ledger, key):  # answered from the ledger's record: nothing is sent
+                return None
+        admitted = guard.admit(
             spec,
             checked.arguments,
             run_id=inp.run.run_id,
@@ -278,6 +293,29 @@ class Stages:
             return admitted
         d.admission = admitted
         return None
+
+
+_SENT_AGAIN = ("transient", "rate_limited")
+"""Categories of a ``failed`` action the ledger sends again (it did not commit); any other replays."""
+
+
+def replayed(store: LedgerStore, key: str) -> bool:
+    """Whether the ledger answers the action of ``key`` from its record, sending nothing: it is
+    ``committed``, ``unknown_commit``, or ``failed`` for good (ledger/commit.py ``protocol``). Any
+    other state may be sent (``accepted``, ``failed`` retryable, a holder that is gone), so it is
+    admitted and charged as a new call; so is an action whose entry the store could not read, and
+    an ``unknown_commit`` whose timed-out attempt still runs here (its late failure may make it
+    sendable again)."""
+    try:
+        entry = store.get(key)
+    except Exception:
+        return False
+    if entry is None:
+        return False
+    state = entry.state
+    if state == "failed":
+        return (entry.error or {}).get("category") not in _SENT_AGAIN
+    return state == "committed" or (state == "unknown_commit" and not still_running(key))
 
 
 def ready_of(inp: CallInput, d: Draft) -> Ready:
