@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actionspace._canonical import args_digest
+from actionspace._unicode import text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id, proposer_of
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
@@ -240,6 +241,8 @@ class Approvals:
         return self.store.list(status=status, limit=limit)
 
     def get(self, request_id: str) -> ApprovalRequest | None:
+        if not _storable(request_id):
+            return None  # no store holds such an id: no request has it
         return self.store.get(request_id)
 
     def approve(
@@ -264,9 +267,12 @@ class Approvals:
     ) -> ApprovalRequest:
         from actionspace._crash import point
 
-        request = self.store.get(request_id)
+        for field, text in (("by", by), ("reason", reason)):
+            if text is not None and not _storable(text):
+                raise ValueError(f"{field} must be text a store can hold (no U+0000, no unpaired surrogate)")
+        request = self.get(request_id)
         if request is None:
-            raise KeyError(f"no approval request {request_id}")
+            raise KeyError(f"no approval request {request_id!r}")
         decided = request.evolve(
             status=status,
             decided_by=by,
@@ -285,3 +291,8 @@ class Approvals:
             {"request_id": request_id, "status": status, "by": by, "reason": reason},
         )
         return stored
+
+
+def _storable(text: object) -> bool:
+    """``text`` is a string every store writes as it is (no U+0000, no unpaired surrogate)."""
+    return isinstance(text, str) and text_for_postgres(text) == text
