@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -17,6 +17,7 @@ from actionspace.service.api_catalog import catalog_router, health_router
 from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, admin_principal, new_token
+from actionspace.service.deps import ids_storable
 from actionspace.service.errors import install_handlers
 from actionspace.service.limits import DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
@@ -94,7 +95,7 @@ def create_app(
     app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
     for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
-        app.include_router(router)
+        app.include_router(router, dependencies=[Depends(ids_storable)])
     _include_console(app)
     return app
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -10,10 +11,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from actionspace.errors import ApiError, store_unavailable
+from actionspace.errors import ApiError, redact, store_unavailable
 from actionspace.service.models import ErrorResponse
 
 __all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
+
+_log = logging.getLogger("actionspace.service")
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
@@ -73,7 +76,9 @@ def install_handlers(app: FastAPI) -> None:
 
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
         if store_unavailable(exc):  # not a failure of the service: ask again
-            message = f"the store did not answer ({type(exc).__name__}: {exc}); try again"
+            # the driver's words (host, port, user, conninfo) stay in the server's log
+            _log.warning("actionspace: the store did not answer: %s", redact(str(exc)))
+            message = f"the store did not answer ({type(exc).__name__}); try again"
             return JSONResponse(_body(message, "transient"), status_code=503, headers={"Retry-After": "1"})
         message = f"the service failed: {type(exc).__name__}"  # details stay in the server's log
         return JSONResponse(_body(message, "internal"), status_code=500)

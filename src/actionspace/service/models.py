@@ -152,7 +152,12 @@ class ApprovalView(_Out):
 class DecisionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(None, max_length=2000)
+    reason: str | None = Field(
+        None,
+        max_length=2000,
+        pattern=r"^[^\x00]*$",
+        description="Why, in words (no NUL character: PostgreSQL's text cannot hold one).",
+    )
 
 
 class LedgerEntryView(_Out):
