@@ -17,7 +17,8 @@ actionspace but not comparable with other JCS implementations for float-bearing 
 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
 ``model_dump(mode="json")``, dataclasses through ``asdict``, dates as ISO 8601, enums by value,
-sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
+numpy-like arrays and scalars through ``tolist`` (an array past a million items keeps its first
+rows: a cut), sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
 ``"-Infinity"``, and anything else as its ``repr``. A value whose conversion raises (its ``repr``,
 its mapping's ``items()``, a dataclass field ``asdict`` cannot copy) becomes a placeholder string
 naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``; the
@@ -382,7 +383,23 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
         return value.isoformat()
     if isinstance(value, Decimal | uuid.UUID | PurePath):
         return str(value)
+    if callable(getattr(type(value), "tolist", None)) and getattr(type(value), "dtype", None) is not None:
+        return _array(value, depth, walk)
     return repr(value)
+
+
+_ARRAY_ITEMS: Final = 1 << 20
+"""Most items of a numpy-like array converted; a larger one keeps its first rows (a cut)."""
+
+
+def _array(value: Any, depth: int, walk: _Walk) -> Any:
+    """A numpy-like value (``tolist`` and ``dtype``: an array, a numpy scalar, a pandas series) as
+    its values, never its ``repr``, which elides what it cannot show (``[0., 0., ..., 0.]``)."""
+    size = getattr(value, "size", 0)
+    if type(size) is int and size > _ARRAY_ITEMS and getattr(value, "ndim", 0) >= 1:
+        value = value[: max(1, _ARRAY_ITEMS * len(value) // size)]
+        walk.cut = True
+    return _normalize(value.tolist(), depth, walk)
 
 
 def _int(value: int, walk: _Walk) -> Any:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from actionspace._canonical import canonical_text, clip_end, normalize
 from actionspace.catalog.spec import Completion
 from actionspace.errors import ActionError, said
 from actionspace.observation.verify import Observed, PostInput, Verdict, Verifier, reject
@@ -21,6 +22,8 @@ from actionspace.validation.verdicts import ACCEPTED, Rejected
 __all__ = ["COMPLETION_LEVELS", "check_postconditions", "read_back"]
 
 _MISSING: Final = object()
+_SHOWN_CHARS: Final = 1024
+"""Most characters of a compared value a read-back rejection's details carry."""
 
 COMPLETION_LEVELS: tuple[Completion, ...] = ("sent", "accepted", "delivered")
 """Evidence that proves an effect, weakest first: the request left (``sent``), the tool answered
@@ -57,19 +60,29 @@ class _ReadBack(Verifier):
             want = inp.arguments[arg] if arg in inp.arguments else data.get(arg, _MISSING)
             got = stored.get(stored_field, _MISSING)
             if want is _MISSING or got != want:
+                expected = None if want is _MISSING else _shown(want)
+                actual = None if got is _MISSING else _shown(got)
                 return reject(
                     "read_back_mismatch",
                     f"{obs.tool}: read back, {stored_field} is "
-                    f"{'<missing>' if got is _MISSING else repr(got)[:80]}, expected "
-                    f"{'<missing>' if want is _MISSING else repr(want)[:80]}",
+                    f"{'<missing>' if got is _MISSING else clip_end(canonical_text(actual), 80)}, expected "
+                    f"{'<missing>' if want is _MISSING else clip_end(canonical_text(expected), 80)}",
                     recovery=("observe_again", "take_another_path"),
                     call_id=obs.call_id,
                     verifier=self.name,
                     field=stored_field,
-                    expected=None if want is _MISSING else want,
-                    actual=None if got is _MISSING else got,
+                    expected=expected,
+                    actual=actual,
                 )
         return ACCEPTED
+
+
+def _shown(value: Any) -> Any:
+    """``value`` as the JSON an error's details may carry: normalized (a store may hold any
+    Python value), and replaced by its clipped canonical text past :data:`_SHOWN_CHARS`."""
+    plain = normalize(value)
+    text = canonical_text(plain)
+    return plain if len(text) <= _SHOWN_CHARS else clip_end(text, _SHOWN_CHARS)
 
 
 def read_back(

@@ -9,6 +9,7 @@ by listing order). Anything wrong gives one ``ActionError`` naming every offendi
 from __future__ import annotations
 
 import gc
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,9 +120,12 @@ def _check(
 ) -> CheckedPlan | ActionError:
     errors: list[FieldError] = []
     ids: dict[str, int] = {}
+    folded: dict[str, str] = {}
     for i, node in enumerate(plan.nodes):
         if node.id in ids:
             errors.append(FieldError(path=f"/nodes/{i}/id", message=f"duplicate node id {node.id!r}"))
+        elif folded or not node.id.isascii():
+            _alike(node.id, i, ids, folded, errors)
         ids.setdefault(node.id, i)
     denied: list[ActionError] = []
     checked: dict[str, CheckedNode] = {}
@@ -173,6 +177,28 @@ def _check(
         collapsed.topo = units
         return collapsed
     return result
+
+
+def _alike(
+    node_id: str, i: int, ids: Mapping[str, int], folded: dict[str, str], errors: list[FieldError]
+) -> None:
+    """A duplicate for an id that reads as an earlier one once NFKC-normalised (``café`` composed
+    and decomposed, a fullwidth ``ｎ1`` and ``n1``): a reference or a reader of the trace could not
+    tell which node it names. ``folded``: normal form → the first non-ASCII id that has it (an ASCII
+    id is its own normal form, found in ``ids``)."""
+    if node_id.isascii():
+        first = folded.get(node_id)
+    else:
+        norm = unicodedata.normalize("NFKC", node_id)
+        first = folded.get(norm) or (norm if norm in ids else None)
+        folded.setdefault(norm, node_id)
+    if first is not None:
+        errors.append(
+            FieldError(
+                path=f"/nodes/{i}/id",
+                message=f"duplicate node id {node_id!r}: the same as {first!r} once Unicode-normalised",
+            )
+        )
 
 
 def _memo(resolve: Resolver) -> Resolver:

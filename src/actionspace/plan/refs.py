@@ -36,6 +36,9 @@ __all__ = [
 
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(-?\d+)\]|\[\"([^\"]*)\"\]")
 _NODE = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+_INDEX_DIGITS: Final = 20
+"""Most characters of an ``[index]`` step, its sign included (beyond any list's length, and far
+below the digits Python converts to an integer)."""
 
 MISSING = object()
 
@@ -68,6 +71,8 @@ def parse_ref(text: str) -> Ref:
         if s is None:
             raise RefError(f"$ref {text[:80]!r}: cannot read the path at position {pos}")
         key, index, quoted = s.groups()
+        if index is not None and len(index) > _INDEX_DIGITS:  # no list is that long
+            raise RefError(f"$ref {text[:80]!r}: the index at position {pos} is too long")
         steps.append(int(index) if index is not None else (key if key is not None else quoted))
         pos = s.end()
     if not steps:

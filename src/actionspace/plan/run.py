@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actionspace.discovery.runs import RunState, resolve
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, ConfigurationError
 from actionspace.plan.check import CheckedNode, CheckedPlan, check_plan
 from actionspace.plan.control import tool_limits_of
 from actionspace.plan.engine import PlanEngine
@@ -56,9 +56,14 @@ async def arun_plan(
 ) -> PlanResult:
     """Check ``plan`` and run it; a rejected plan is a result with ``status="error"`` and ``error`` set.
 
-    Raises ConfigurationError for a tool limit that admits no call (before anything is recorded).
+    Raises ConfigurationError (before anything is recorded) for a tool limit that admits no call,
+    a ``max_concurrency`` that is not an integer, or a ``retry_of`` that is not a :class:`PlanResult`.
     """
     limits = tool_limits_of(tool_limits)
+    if max_concurrency is not None and type(max_concurrency) is not int:
+        raise ConfigurationError(f"max_concurrency must be an integer or None, got {max_concurrency!r}")
+    if retry_of is not None and not isinstance(retry_of, PlanResult):
+        raise ConfigurationError(f"retry_of must be a PlanResult or None, got {type(retry_of).__name__}")
     run = engine.run(run_id, principal)
     who = principal or run.principal
     checked = preflight(engine, plan, run, who, environments)
