@@ -13,7 +13,16 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
-from actionspace._cli_tables import id_table, say_store, short_time, unique
+from actionspace._cli_tables import (
+    cell,
+    clipped,
+    id_table,
+    printable,
+    say_store,
+    short_time,
+    unique,
+    utf8_text,
+)
 
 __all__ = ["approvals_app", "ledger_app"]
 
@@ -26,6 +35,12 @@ StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+KeyArg = Annotated[str, typer.Argument(help="A ledger key or a unique prefix of it.", callback=utf8_text)]
+RequestArg = Annotated[
+    str, typer.Argument(help="An approval request id or a unique prefix of it.", callback=utf8_text)
+]
+ByOpt = Annotated[str, typer.Option(help="Who decides (recorded with the decision).", callback=utf8_text)]
+ReasonOpt = Annotated[str | None, typer.Option(help="Why (recorded with the decision).", callback=utf8_text)]
 RevealOpt = Annotated[
     bool,
     typer.Option("--reveal", help="Show the values of runs that held secret data (redacted by default)."),
@@ -85,7 +100,7 @@ def _visible(rt: Any, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(message, err=True)
+    typer.echo(printable(message), err=True)
     raise typer.Exit(1)
 
 
@@ -127,12 +142,12 @@ def ledger_list(
     for e in entries:
         style = {"committed": "green", "failed": "red", "unknown_commit": "bold red"}.get(e.state, "yellow")
         action = f"{e.tool} · {e.run_id}/{e.node_id} · {e.attempts}× · {short_time(e.updated_at)}"
-        table.add_row(e.key, f"[{style}]{e.state}[/]", action)
+        table.add_row(cell(e.key), cell(e.state, style), cell(action))
     Console().print(table)
 
 
 @ledger_app.command("show")
-def ledger_show(key: str, store: StoreOpt = None, reveal: RevealOpt = False) -> None:
+def ledger_show(key: KeyArg, store: StoreOpt = None, reveal: RevealOpt = False) -> None:
     """One entry (KEY or a unique prefix of it) as JSON: arguments, state, outcome, resolution."""
     rt = _runtime(store)
     try:
@@ -142,16 +157,19 @@ def ledger_show(key: str, store: StoreOpt = None, reveal: RevealOpt = False) -> 
     finally:
         rt.close()
     if shown is None:
-        _fail(f"no ledger entry {key}")
+        _fail(f"no ledger entry {clipped(key)}")
     typer.echo(json.dumps(shown, indent=2))
 
 
 @ledger_app.command("resolve")
 def ledger_resolve(
-    key: str,
+    key: KeyArg,
     outcome: Annotated[str, typer.Option(help="What really happened: committed or failed.")],
-    by: Annotated[str, typer.Option(help="Who reconciled it.")],
-    reason: Annotated[str, typer.Option(help="The evidence, e.g. 'payment p17 seen in the bank statement'.")],
+    by: Annotated[str, typer.Option(help="Who reconciled it.", callback=utf8_text)],
+    reason: Annotated[
+        str,
+        typer.Option(help="The evidence, e.g. 'payment p17 seen in the bank statement'.", callback=utf8_text),
+    ],
     store: StoreOpt = None,
 ) -> None:
     """Reconcile an unknown_commit (KEY or a unique prefix) by hand; recorded in the entry and the trace."""
@@ -193,12 +211,12 @@ def approvals_list(
     for r in requests:
         args = ", ".join(f"{k}={v!r} ({r.provenance.get(k, '?')})" for k, v in r.arguments.items())
         what = f"{r.tool} · {short_time(r.created_at)}\n{r.reason}\n{args}"
-        table.add_row(r.id, r.status, what)
+        table.add_row(cell(r.id), cell(r.status), cell(what))
     Console().print(table)
 
 
 @approvals_app.command("show")
-def approvals_show(request_id: str, store: StoreOpt = None) -> None:
+def approvals_show(request_id: RequestArg, store: StoreOpt = None) -> None:
     """One request (ID or a unique prefix) with its preview (arguments, provenance, effects) as JSON."""
     rt = _runtime(store)
     try:
@@ -206,7 +224,7 @@ def approvals_show(request_id: str, store: StoreOpt = None) -> None:
     finally:
         rt.close()
     if request is None:
-        _fail(f"no approval request {request_id}")
+        _fail(f"no approval request {clipped(request_id)}")
     typer.echo(json.dumps(request.to_dict(), indent=2))
 
 
@@ -239,9 +257,9 @@ def _decide(
 
 @approvals_app.command("approve")
 def approvals_approve(
-    request_id: str,
-    by: Annotated[str, typer.Option(help="Who approves.")],
-    reason: Annotated[str | None, typer.Option(help="Why.")] = None,
+    request_id: RequestArg,
+    by: ByOpt,
+    reason: ReasonOpt = None,
     ttl: Annotated[float, typer.Option(help="Seconds the approval stays valid.")] = 3600.0,
     store: StoreOpt = None,
 ) -> None:
@@ -253,9 +271,9 @@ def approvals_approve(
 
 @approvals_app.command("deny")
 def approvals_deny(
-    request_id: str,
-    by: Annotated[str, typer.Option(help="Who denies.")],
-    reason: Annotated[str | None, typer.Option(help="Why.")] = None,
+    request_id: RequestArg,
+    by: ByOpt,
+    reason: ReasonOpt = None,
     store: StoreOpt = None,
 ) -> None:
     """Deny the request; the call comes back as permission_denied naming who and why."""

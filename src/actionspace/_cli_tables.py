@@ -2,10 +2,15 @@
 
 An id is the one thing a reader copies from a listing, so its column never truncates or wraps;
 the other columns fold. ``show`` and the decision commands take any unique prefix of an id.
+
+Every stored text (ids, run ids, reasons, arguments) was written by someone else, a model among
+them: cells are plain text (never rich markup) and control, format and unpaired surrogate
+characters are shown as escapes, so a row can neither restyle the terminal nor hide what it says.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -13,14 +18,54 @@ import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-__all__ = ["id_table", "say_store", "short_time", "unique"]
+__all__ = ["cell", "clipped", "id_table", "printable", "say_store", "short_time", "unique", "utf8_text"]
+
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories a terminal acts on or does not show: controls, format (bidi, zero-width),
+unpaired surrogates, line and paragraph separators."""
+_ECHO_CHARS = 120
+"""How much of a typed id a refusal repeats."""
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, format or unpaired surrogate character written as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(ch) if unicodedata.category(ch) in _HIDDEN else ch for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def cell(text: str, style: str = "") -> Text:
+    """A table cell showing ``text`` as it is: no markup, nothing hidden (:func:`printable`)."""
+    return Text(printable(text), style=style)
+
+
+def clipped(text: str) -> str:
+    """``text`` as a refusal repeats it: printable and at most ``_ECHO_CHARS`` characters."""
+    shown = printable(text)
+    return shown if len(shown) <= _ECHO_CHARS else f"{shown[:_ECHO_CHARS]}… ({len(text)} characters)"
+
+
+def utf8_text(value: str | None) -> str | None:
+    """Typer callback: refuse an argument whose bytes were not UTF-8 (decoded to lone surrogates)."""
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise typer.BadParameter("is not valid UTF-8 text") from None
+    return value
 
 
 def id_table(title: str, id_header: str, ids: Sequence[str], *others: str) -> Table:
     """A compact table whose first column (the ids) is as wide as the longest id and never cut."""
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
-    width = max((len(i) for i in ids), default=len(id_header))
+    width = max((len(printable(i)) for i in ids), default=len(id_header))
     table.add_column(id_header, no_wrap=True, min_width=max(width, len(id_header)), overflow="ignore")
     for header in others:
         table.add_column(header, overflow="fold")
@@ -41,9 +86,9 @@ def unique(prefix: str, candidates: Iterable[str], what: str) -> str:
     if len(found) == 1:
         return found[0]
     if not found:
-        fail(f"no {what} {prefix}")
-    shown = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
-    fail(f"{prefix!r} matches {len(found)} {what}s: {shown}")
+        fail(f"no {what} {clipped(prefix)}")
+    shown = ", ".join(clipped(c) for c in found[:5]) + (", …" if len(found) > 5 else "")
+    fail(f"'{clipped(prefix)}' matches {len(found)} {what}s: {shown}")
     raise AssertionError("unreachable")
 
 
@@ -53,5 +98,6 @@ def say_store(url: str) -> None:
 
 
 def fail(message: str) -> None:
-    typer.echo(message, err=True)
+    """One line on stderr (whatever ``message`` holds), then exit 1."""
+    typer.echo(printable(message), err=True)
     raise typer.Exit(1)

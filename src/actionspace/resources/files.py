@@ -13,10 +13,15 @@ not excluded, which is exactly what the hash checks are for.
 Paths are relative to the root and confined to it after normalization and symlinks, like
 ``actionspace.validation.semantic.PathWithin`` (annotate tool arguments with it so escapes are
 rejected at validation already); an escaping path here is ``invalid_arguments``.
+
+A refusal of the file system is a :class:`~actionspace.errors.ToolError` too (see
+:mod:`actionspace.resources._os_errors`), and a failed write leaves the file as it was: no
+temporary behind, an append cut short taken back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actionspace.errors import ToolError
+from actionspace.resources._os_errors import os_errors
 from actionspace.resources.journal import (
     TEMP_SUFFIX,
     Journal,
@@ -150,10 +156,12 @@ class FileStore:
     def _read_unlocked(self, path: str, mode: ReadMode) -> FileVersion:
         target = self._resolve(path)
         try:
-            with open(target, "rb") as fh:
+            with os_errors(self._rel(target)), open(target, "rb") as fh:
                 content = fh.read()
                 st = os.fstat(fh.fileno())
-        except (FileNotFoundError, IsADirectoryError):
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, (FileNotFoundError, IsADirectoryError)):
+                raise
             raise ToolError("invalid_arguments", f"no file {path!r}", resource_ids=[f"file:{path}"]) from None
         found = FileVersion(
             path=self._rel(target), content=content, hash=sha256_hex(content), version=_token(st)
@@ -171,9 +179,9 @@ class FileStore:
         editor outside the store → ``conflict``).
         """
         data = content.encode("utf-8") if isinstance(content, str) else content
-        target = self._resolve(path)
+        target = self._writable(self._resolve(path))
         rid = f"file:{self._rel(target)}"
-        with self._writing():
+        with self._writing(), os_errors(self._rel(target)):
             if isinstance(mode, Append):
                 return self._append(target, data)
             if isinstance(mode, Conditional):
@@ -197,10 +205,10 @@ class FileStore:
         raises ``stale_reference`` (``details["mismatched"]``: path → current hash) and nothing is
         switched. ``key`` is recorded with the switch for :meth:`committed`.
         """
-        targets = [self._resolve(w.path) for w in writes]
+        targets = [self._writable(self._resolve(w.path)) for w in writes]
         if len(set(targets)) != len(targets):
             raise ToolError("invalid_arguments", "a switch group names the same file twice")
-        with self._writing():
+        with self._writing(), os_errors(", ".join(self._rel(t) for t in targets)):
             staged: list[Staged] = []
             switching = False
             try:
@@ -226,18 +234,32 @@ class FileStore:
                     )
                 switching = True
                 self._journal.switch(staged, key, self.between_renames)
-            except BaseException:
+            except BaseException as exc:
                 if not switching:  # nothing was switched: drop the temporaries (else: the journal's)
                     for s in staged:
                         s.temp.unlink(missing_ok=True)
-                raise
+                    raise
+                if not isinstance(exc, OSError) or not self._repaired(staged):
+                    raise
             return tuple(self._read_unlocked(self._rel(t), LATEST) for t in targets)
+
+    def _repaired(self, staged: Sequence[Staged]) -> bool:
+        """After a switch of ``staged`` failed: finish it now when its journal was written, or undo
+        what it began, so no reader sees it half done and nothing stays behind; True when every
+        file holds its new content. A repair failing too is left to the next write or open."""
+        try:
+            self.recovered.extend(self._journal.recover())
+        except OSError:
+            return False
+        return all(file_hash(s.target) == s.new_hash for s in staged)
 
     def check(self, expected: Mapping[str, str]) -> dict[str, str]:
         """Path → current hash (or ABSENT) of every path whose hash is not the expected one."""
         out = {}
         for path, want in expected.items():
-            now = file_hash(self._resolve(path)) or ABSENT
+            target = self._resolve(path)
+            with os_errors(self._rel(target)):
+                now = file_hash(target) or ABSENT
             if now != want:
                 out[path] = now
         return out
@@ -274,25 +296,58 @@ class FileStore:
         return str(mode.version) in (token, sha256_hex(data))
 
     def _append(self, target: Path, data: bytes) -> FileVersion:
+        """Every byte of ``data`` at the end, or (on any failure) the file as it was."""
+        existed = target.exists()
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                rest = memoryview(data)
+                while rest:  # a write may take fewer bytes than given (a signal, a nearly full disk)
+                    rest = rest[os.write(fd, rest) :]
+                os.fsync(fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    if existed:
+                        os.ftruncate(fd, size)
+                        os.fsync(fd)
+                    else:
+                        target.unlink()
+                raise
         finally:
             os.close(fd)
         return self._read_unlocked(self._rel(target), LATEST)
 
     def _temp(self, target: Path, data: bytes) -> Path:
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
-        with open(temp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(temp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+            raise
         return temp
 
+    def _writable(self, target: Path) -> Path:
+        """``target``, refused when it is a directory (a switch could not replace it)."""
+        with os_errors(self._rel(target)):
+            is_dir = target.is_dir()
+        if is_dir:
+            raise ToolError("invalid_arguments", f"{self._rel(target)} is a directory, not a file")
+        return target
+
     def _resolve(self, path: str) -> Path:
+        if not isinstance(path, str):
+            raise ToolError("invalid_arguments", f"a path is text, not {type(path).__name__}")
         if "\x00" in path:
             raise ToolError("invalid_arguments", "path contains a NUL byte")
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError("invalid_arguments", "path is not valid UTF-8 text (a lone surrogate)") from None
         target = Path(os.path.realpath(self.root / path))
         if target == self.root or not target.is_relative_to(self.root):
             raise ToolError("invalid_arguments", f"path {path!r} escapes the root")

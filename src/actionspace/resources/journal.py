@@ -203,7 +203,8 @@ class Journal:
     def _finish(self, journal: Path, key: str | None) -> None:
         if key is not None:
             _write_durably(self.committed_dir / _digest(key), "")
-        shutil.rmtree(self.dir / journal.stem, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):  # a failure keeps the journal: finished again later
+            shutil.rmtree(self.dir / journal.stem)
         with contextlib.suppress(FileNotFoundError):
             journal.unlink()
         fsync_dir(self.dir)

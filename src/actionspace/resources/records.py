@@ -17,10 +17,15 @@ transaction and sees one committed state.
 The store is also a :class:`~actionspace.resources.Transactional` of mode ``"transaction"``:
 register it with ``rt.environment(name, store)`` and tools declaring ``transaction=name`` receive
 the open :class:`RecordTransaction` in a plan group (their writes commit together, or not at all).
+
+Keys and values UTF-8 or JSON cannot hold are ``invalid_arguments``; a database that refuses a
+write is typed by SQLite's code (full → ``transient``, read-only → ``permanent``, locked →
+``conflict``, else ``unclassified``), and the refused transaction is rolled back whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actionspace.errors import ToolError
+from actionspace.errors import Category, ToolError
 from actionspace.resources.modes import (
     LATEST,
     Append,
@@ -60,6 +65,44 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+_CATEGORIES: dict[int, Category] = {
+    sqlite3.SQLITE_FULL: "transient",
+    sqlite3.SQLITE_READONLY: "permanent",
+    sqlite3.SQLITE_PERM: "permanent",
+    sqlite3.SQLITE_BUSY: "conflict",
+    sqlite3.SQLITE_LOCKED: "conflict",
+}
+"""SQLite's primary result codes a caller can act on; any other is ``unclassified``."""
+
+
+@contextmanager
+def _refusals(resource_id: str) -> Iterator[None]:
+    """Raise every ``sqlite3.Error`` of the block as a :class:`ToolError` typed by its code."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        category = _CATEGORIES.get(code & 0xFF, "unclassified") if isinstance(code, int) else "unclassified"
+        name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+        details = {"written": False} if category == "transient" else {}
+        raise ToolError(
+            category, f"{resource_id}: {exc}", vendor_code=name, resource_ids=[resource_id], details=details
+        ) from exc
+
+
+def _checked(key: Any) -> str:
+    """``key``, refused (``invalid_arguments``) unless it is text UTF-8 can hold."""
+    if not isinstance(key, str):
+        raise ToolError("invalid_arguments", f"a record key is text, not {type(key).__name__}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(
+            "invalid_arguments", "record key is not valid UTF-8 text (a lone surrogate)"
+        ) from None
+    return key
+
+
 def value_hash(value: Any) -> str:
     """The content hash of a record value: sha256 hex of its canonical JSON."""
     return sha256_hex(_canonical(value).encode("utf-8"))
@@ -86,6 +129,7 @@ def _record(key: str, row: tuple[str, int, str, float] | None) -> Record | None:
 
 
 def _read(conn: sqlite3.Connection, key: str, mode: ReadMode) -> Record | None:
+    key = _checked(key)
     row = conn.execute("SELECT value, version, hash, at FROM records WHERE key = ?", (key,)).fetchone()
     current = _record(key, row)
     if not isinstance(mode, AtVersion) or (current is not None and str(current.version) == str(mode.version)):
@@ -124,13 +168,15 @@ def _write(conn: sqlite3.Connection, key: str, value: Any, mode: WriteMode) -> R
         value = [*base, value]
     try:
         text = _canonical(value)
-    except (TypeError, ValueError) as exc:
-        raise ToolError("invalid_arguments", f"value of {key} is not JSON: {exc}") from exc
+        encoded = text.encode("utf-8")  # a lone surrogate in a string or a name: not storable text
+    except (TypeError, ValueError, RecursionError) as exc:
+        kind = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ToolError("invalid_arguments", f"value of {key} is not JSON: {kind}") from None
     new = Record(
         key=key,
         value=json.loads(text),
         version=(current.version if current else 0) + 1,
-        hash=sha256_hex(text.encode("utf-8")),
+        hash=sha256_hex(encoded),
         at=time.time(),
     )
     row = (new.key, text, new.version, new.hash, new.at)
@@ -151,12 +197,14 @@ class RecordTransaction:
         self.writes: list[Record] = []
 
     def read(self, key: str, *, mode: ReadMode = LATEST) -> Record | None:
-        return _read(self.connection, key, mode)
+        with _refusals(f"record:{key}"):
+            return _read(self.connection, key, mode)
 
     def write(self, key: str, value: Any, *, mode: WriteMode) -> Record:
         """Write in ``mode``; a failed condition raises ``stale_reference`` and leaves the
         transaction open (the caller decides whether to roll it back)."""
-        record = _write(self.connection, key, value, mode)
+        with _refusals(f"record:{key}"):
+            record = _write(self.connection, key, value, mode)
         self.writes.append(record)
         return record
 
@@ -164,17 +212,24 @@ class RecordTransaction:
         """Make every write visible together and record ``key`` (when given) in the same commit."""
         try:
             if self.key is not None:
-                self.connection.execute(
-                    "INSERT INTO transaction_commits (key, at) VALUES (?, ?)", (self.key, time.time())
-                )
-            self.connection.execute("COMMIT")
+                try:
+                    self.connection.execute(
+                        "INSERT INTO transaction_commits (key, at) VALUES (?, ?)", (self.key, time.time())
+                    )
+                except sqlite3.IntegrityError:
+                    raise ToolError(
+                        "conflict", f"transaction {self.key} was committed already; nothing was written"
+                    ) from None
+            with _refusals("records"):
+                self.connection.execute("COMMIT")
         finally:
-            self.connection.close()
+            self.connection.close()  # closing an uncommitted transaction rolls it back
 
     def rollback(self) -> None:
         """Discard every write of this transaction."""
         try:
-            self.connection.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled it back already (disk full)
+                self.connection.execute("ROLLBACK")
         finally:
             self.connection.close()
 
@@ -218,12 +273,13 @@ class RecordStore:
 
     def read(self, key: str, *, mode: ReadMode = LATEST) -> Record | None:
         """The record now (None when absent) or at ``AtVersion`` (missing → ``stale_reference``)."""
-        with closing(self._connect()) as conn:
+        with _refusals(f"record:{key}"), closing(self._connect()) as conn:
             return _read(conn, key, mode)
 
     def history(self, key: str) -> list[Record]:
         """Every version of ``key``, oldest first."""
-        with closing(self._connect()) as conn:
+        key = _checked(key)
+        with _refusals(f"record:{key}"), closing(self._connect()) as conn:
             rows = conn.execute(
                 "SELECT value, version, hash, at FROM history WHERE key = ? ORDER BY version", (key,)
             ).fetchall()
@@ -262,14 +318,15 @@ class RecordStore:
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             conn.close()
             if "locked" in str(exc) or "busy" in str(exc):
                 raise conflict(
                     f"records:{self.path.name}",
                     f"another writer held {self.path.name} for {self.lock_timeout_s}s",
                 ) from exc
-            raise
+            with _refusals(f"records:{self.path.name}"):
+                raise
         return RecordTransaction(conn, key)
 
     def committed(self, key: str) -> bool | None:

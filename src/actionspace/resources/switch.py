@@ -13,6 +13,7 @@ changed a file between stage and commit) raises from ``commit``; the runtime the
 
 from __future__ import annotations
 
+from actionspace.resources._os_errors import os_errors
 from actionspace.resources.files import FileStore, GroupWrite
 from actionspace.resources.journal import file_hash
 from actionspace.resources.modes import ABSENT, EnvironmentMode, sha256_hex, stale
@@ -33,14 +34,16 @@ class FileSwitch:
         hash is no longer ``expected_hash`` (None: overwrite, :data:`ABSENT`: must not exist)."""
         data = content.encode("utf-8") if isinstance(content, str) else content
         target = self.store._resolve(path)
+        rel = self.store._rel(target)
         if expected_hash is not None:
-            current = file_hash(target) or ABSENT
+            with os_errors(rel):
+                current = file_hash(target) or ABSENT
             if current != expected_hash:
                 raise stale(
-                    f"file:{path}", f"{path} changed since it was read", current, expected=expected_hash
+                    f"file:{rel}", f"{rel} changed since it was read", current, expected=expected_hash
                 )
-        self.staged = [w for w in self.staged if w.path != path]
-        self.staged.append(GroupWrite(path=path, content=data, expected_hash=expected_hash))
+        self.staged = [w for w in self.staged if w.path != rel]  # one file however it is spelled
+        self.staged.append(GroupWrite(path=rel, content=data, expected_hash=expected_hash))
         return sha256_hex(data)
 
     def commit(self) -> None:
