@@ -21,7 +21,10 @@ plan_app = typer.Typer(
 
 @plan_app.command("schema")
 def schema_command() -> None:
-    """Print the JSON Schema of a plan (give it to a model that should propose plans)."""
+    """Print the JSON Schema of a plan (give it to a model that should propose plans).
+
+    Example: actionspace plan schema (redirect it to a file: > plan.schema.json)
+    """
     from actionspace.plan.schema import PLAN_SCHEMA
 
     typer.echo(json.dumps(PLAN_SCHEMA, indent=2))
@@ -44,6 +47,8 @@ def check_command(
     permissions, reference types, cycles and read/write conflicts (the same function as
     ``Runtime.run_plan``). Without ``--tools`` every named tool is taken as an open, read-only
     tool, so schemas and permissions are not checked; say ``--tools`` to check them too.
+
+    Example: actionspace plan check plan.json --tools myapp.tools:rt
     """
     from actionspace.errors import ActionError
     from actionspace.plan.run import preflight

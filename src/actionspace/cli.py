@@ -51,35 +51,45 @@ def _mount() -> None:
     app.command(
         "monitor",
         help="Per-tool health of a trace store: selection, rejects, failures, unknown commits, result use.",
+        epilog="Example: actionspace monitor --since 1d --json",
     )(monitor_command)
     from actionspace._cli_plan import plan_app
 
     app.add_typer(plan_app, name="plan")
     from actionspace.service.cli import serve_command
 
-    app.command("serve", help="Serve the JSON API and the web console (approvals, runs, traces).")(
-        serve_command
-    )
+    app.command(
+        "serve",
+        help="Serve the JSON API and the web console (approvals, runs, traces).",
+        epilog="Example: actionspace serve --port 8765 (after actionspace demo: approve its held call)",
+    )(serve_command)
     from actionspace.adapters._gateway_cli import gateway_command
 
-    app.command("gateway", help="Serve the configured tools over MCP (stdio or streamable HTTP), governed.")(
-        gateway_command
-    )
+    app.command(
+        "gateway",
+        help="Serve the configured tools over MCP (stdio or streamable HTTP), governed.",
+        epilog="Example: actionspace gateway --config gateway.toml --transport http --port 8766",
+    )(gateway_command)
     try:
         from actionspace.durable.worker import worker_command
     except ImportError:  # dbos is not installed
         pass
     else:
-        app.command("worker", help="Run durable plans (the dbos backend) from a shared PostgreSQL store.")(
-            worker_command
-        )
+        app.command(
+            "worker",
+            help="Run durable plans (the dbos backend) from a shared PostgreSQL store.",
+            epilog="Example: actionspace worker --store postgresql://app@db/actionspace "
+            "--tools myapp.tools:register",
+        )(worker_command)
     try:
         from actionspace.bench.cli import bench_command
     except ImportError:  # the bench module is optional at import time
         return
-    app.command("bench", help="Per-call overhead of actionspace vs peer frameworks and physical floors.")(
-        bench_command
-    )
+    app.command(
+        "bench",
+        help="Per-call overhead of actionspace vs peer frameworks and physical floors.",
+        epilog="Example: actionspace bench --quick --only actionspace --only direct",
+    )(bench_command)
 
 
 @app.command()
@@ -108,6 +118,8 @@ def demo(
     2 vendors: parallel checks (one times out), a conditional save, a conflict, re-read and merge.
     3 migration: a directory of config files migrated as a DAG.
     4 revenue: parallel searches, a follow-up read of the official report, a verifier.
+
+    Example: actionspace demo --scenario 2 --json
     """
     import sys
 
@@ -202,11 +214,13 @@ def _mount_eval() -> None:
     eval_app.command(
         "suite",
         help="A policy over a suite through the real runtime: p_parse … p_task, intervals, an HTML report.",
+        epilog="Example: actionspace eval suite demo --policy replay:ground-truth --out report/",
     )(eval_suite_command)
 
     eval_app.command(
         "bfcl-multiturn",
         help="Replay BFCL's 800 multi-turn ground truths as plans and check the backends' state.",
+        epilog="Example: actionspace eval bfcl-multiturn --limit 20 --json",
     )(eval_bfcl_multiturn)
 
     from actionspace.evaluation.agentdojo_cli import eval_agentdojo_command
@@ -215,12 +229,15 @@ def _mount_eval() -> None:
         "agentdojo",
         help="AgentDojo's 97 user tasks and its injection pairs through the runtime: utility, "
         "utility under attack, targeted ASR.",
+        epilog="Example: actionspace eval agentdojo --mode attack --approver deny --json",
     )(eval_agentdojo_command)
 
     from actionspace.evaluation.parse_corpus import eval_parse_command
 
     eval_app.command(
-        "parse", help="Raw open-model outputs (cited corpus): exact % and guessed calls by family."
+        "parse",
+        help="Raw open-model outputs (cited corpus): exact % and guessed calls by family.",
+        epilog="Example: actionspace eval parse",
     )(eval_parse_command)
 
 
@@ -254,6 +271,8 @@ def eval_bfcl(
     and multi-turn: p_parse … p_task, per category, disagreements with BFCL's own checker), split
     over the CPUs — the same as 'actionspace eval suite bfcl'. The pinned wheel is fetched once with
     `pip download --no-deps` into ~/.cache/actionspace/bfcl.
+
+    Example: actionspace eval bfcl --policy replay:ground-truth --mutate wrong_type --out report/
     """
     if policy is not None or mutate is not None:
         from actionspace.evaluation.eval_cli import eval_suite_command
@@ -277,9 +296,9 @@ def eval_bfcl(
 
 @app.command("bench-stores")
 def bench_stores(
-    calls: Annotated[int, typer.Option(help="Write calls per process.")] = 300,
+    calls: Annotated[int, typer.Option(min=1, help="Write calls per process.")] = 300,
     processes: Annotated[
-        list[int] | None, typer.Option(help="Process counts (repeatable; default 1 2 4).")
+        list[int] | None, typer.Option(min=1, help="Process counts (repeatable; default 1 2 4).")
     ] = None,
     store: Annotated[list[str] | None, typer.Option(help="sqlite and/or postgres (default both).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -287,10 +306,14 @@ def bench_stores(
     """Durable write calls per second on the shared stores from 1, 2 and 4 processes.
 
     PostgreSQL runs on a throwaway cluster started from the installed server binaries.
+
+    Example: actionspace bench-stores --store sqlite --processes 1 --processes 4 --calls 100
     """
     from rich.table import Table
 
     from actionspace.bench.stores import store_throughput
+
+    _choices("--store", store, ("sqlite", "postgres"))
 
     result = store_throughput(
         processes=processes or [1, 2, 4], calls=calls, stores=store or ["sqlite", "postgres"]
@@ -316,12 +339,14 @@ def bench_stores(
 
 @app.command("timeouts")
 def timeouts_command(
-    trials: Annotated[int, typer.Option(help="Trials per tool kind.")] = 10_000,
+    trials: Annotated[int, typer.Option(min=1, help="Trials per tool kind.")] = 10_000,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """ExecuteAndTimeout: the tool commits, then the call times out; how every trial ended, per kind.
 
     Exits 1 on any duplicate, lost effect or blind resend.
+
+    Example: actionspace timeouts --trials 1000 --json
     """
     from actionspace.evaluation.timeouts import execute_and_timeout
 
@@ -341,7 +366,7 @@ def timeouts_command(
 @app.command("sweep")
 def sweep_command(
     seeds: Annotated[
-        int, typer.Option(help="Seeds per (crash point, tool kind); each draws where to crash.")
+        int, typer.Option(min=1, help="Seeds per (crash point, tool kind); each draws where to crash.")
     ] = 20,
     point: Annotated[list[str] | None, typer.Option(help="Only these crash points (repeatable).")] = None,
     kind: Annotated[list[str] | None, typer.Option(help="Only these kinds: native, query, none.")] = None,
@@ -351,6 +376,8 @@ def sweep_command(
 
     Counts at the tool's own store: duplicate effects, lost committed effects, and ambiguities of
     tools without a status query reported as unknown_commit. Exits 1 if any case went wrong.
+
+    Example: actionspace sweep --seeds 5 --point after_dispatch_durable --kind none
     """
     from rich.progress import Progress
     from rich.table import Table
@@ -358,6 +385,8 @@ def sweep_command(
     from actionspace import _crash
     from actionspace.evaluation.sweep import KINDS, sweep, table
 
+    _choices("--point", point, _crash.POINTS)
+    _choices("--kind", kind, KINDS)
     points = point or list(_crash.POINTS)
     kinds = kind or list(KINDS)
     total = len(points) * len(kinds) * seeds
@@ -408,6 +437,15 @@ def sweep_command(
         typer.echo(f"FAILED {r.point}/{r.kind}/seed {r.seed}: {r}", err=True)
     if bad:
         raise typer.Exit(1)
+
+
+def _choices(option: str, given: list[str] | None, allowed: tuple[str, ...]) -> None:
+    """A usage error (exit 2) naming the choices when ``given`` holds a value not ``allowed``."""
+    unknown = [g for g in given or () if g not in allowed]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(allowed)}", param_hint=option
+        )
 
 
 def main() -> None:

@@ -8,19 +8,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from actionspace.errors import ConfigurationError
+
 __all__ = ["SqliteService"]
 
 
 class SqliteService:
     """Base of a demo service over one SQLite file (WAL; one connection per thread; tools run on
-    worker threads). ``close`` closes every connection any thread opened."""
+    worker threads). ``close`` closes every connection any thread opened. A file that cannot be
+    opened (its folder refused, not a database) raises ConfigurationError; a missing folder is made."""
 
     def __init__(self, path: Path, schema: str) -> None:
         self.path = path
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._conn().executescript(schema)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn().executescript(schema)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            self.close()
+            said = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else exc
+            raise ConfigurationError(f"cannot open the demo service's database {path}: {said}") from exc
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

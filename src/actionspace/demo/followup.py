@@ -24,9 +24,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from actionspace.demo._sqlite import SqliteService
+from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
-from actionspace.trace.store import sqlite_path
+from actionspace.trace.store import SUPPORTED_URLS, sqlite_path
 
 __all__ = [
     "TOOL",
@@ -75,9 +76,12 @@ def channel_path(store: str) -> Path:
     Beside the SQLite file for a ``sqlite://`` store; ``~/.actionspace/demo/`` for any other store
     (a ``memory://`` store lives in one process only; PostgreSQL keeps no local folder).
     """
-    if store.startswith("sqlite:"):
+    scheme = store.partition("://")[0].lower()
+    if scheme == "sqlite":
         db = sqlite_path(store)
         return db.parent / f"{db.stem}-partner-channel.db"
+    if "://" not in store or scheme not in ("memory", "postgresql", "postgres"):
+        raise ConfigurationError(f"unsupported store URL {store!r}; supported: {', '.join(SUPPORTED_URLS)}")
     return Path.home() / ".actionspace" / "demo" / "partner-channel.db"
 
 

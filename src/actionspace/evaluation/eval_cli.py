@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from actionspace._loader import load_callable
 from actionspace.errors import ActionspaceError
@@ -33,6 +35,12 @@ def load_suite(spec: str) -> object:
         categories = [c for c in spec.partition(":")[2].split(",") if c] or None
         return bfcl_suite(categories)
     return load(spec)
+
+
+def _refuse(console: Console, label: str, exc: BaseException) -> None:
+    """One line on stderr, taken as text (a file name may hold brackets) and never wrapped."""
+    said = re.sub(r"[ \t]*[\r\n]+\s*", " ", str(exc).strip())
+    console.print(Text.assemble((label, "red"), " ", said), soft_wrap=True)
 
 
 def counted_bar(console: Console) -> Progress:
@@ -148,7 +156,7 @@ def eval_suite_command(
         if out is not None:  # refused now rather than after the whole run
             out.mkdir(parents=True, exist_ok=True)
     except (ActionspaceError, OSError, ValueError) as exc:
-        console.print(f"[red]cannot start:[/red] {exc}")
+        _refuse(console, "cannot start:", exc)
         raise typer.Exit(1) from exc
     if factory is not None:
         _eval_env(loaded, chosen, factory, policy=policy, out=out, gate=gate, limit=limit, json_out=json_out)
@@ -175,7 +183,7 @@ def eval_suite_command(
                 workers=workers or default_workers(),
             )
         except ActionspaceError as exc:
-            console.print(f"[red]evaluation stopped:[/red] {exc}")
+            _refuse(console, "evaluation stopped:", exc)
             raise typer.Exit(1) from exc
     metrics = summarize(
         outcomes, suite=loaded.name, policy=policy if mutate is None else f"{policy}+{mutate}"

@@ -8,6 +8,7 @@ print one line to stderr and exit with code 1.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -31,6 +32,8 @@ from actionspace.trace.store import (
 )
 
 __all__ = ["trace_app"]
+
+_LINE_BREAKS = re.compile(r"[ \t]*[\r\n]+\s*")
 
 trace_app = typer.Typer(
     name="trace",
@@ -61,7 +64,10 @@ def list_runs(
     ] = 20,
     as_json: JsonOption = False,
 ) -> None:
-    """List the most recent runs: id, start time, events, calls, errors, finished."""
+    """List the most recent runs: id, start time, events, calls, errors, finished.
+
+    Example: actionspace trace list -n 5 --store sqlite:///actionspace.db
+    """
     url = store or default_store_url()
     summaries: list[RunSummary] = []
     with _reading(url):
@@ -77,7 +83,7 @@ def list_runs(
     if as_json:
         typer.echo(render.runs_json(summaries))
     elif not summaries:
-        _stderr().print(Text(f"No runs in {url}."))
+        _stderr().print(Text(f"No runs in {url}."), soft_wrap=True)
     else:
         _stdout().print(render.runs_table(summaries))
 
@@ -103,6 +109,8 @@ def show_run(
     Rows are green for success, yellow for approvals and retries, red for rejections and errors.
     Events recorded while the run held secret (or reader-restricted) data are redacted unless the
     viewer may read them: a member of the readers set (--viewer) or a holder of labels:secret.
+
+    Example: actionspace trace show run_a2a4 --json
     """
     from actionspace.policy import Principal, redact_events
 
@@ -139,6 +147,8 @@ def export_runs(
     """Export runs as JSON Lines, one event per line (TraceEvent.to_dict).
 
     Load the file into another store with 'actionspace trace import FILE --store URL'.
+
+    Example: actionspace trace export run_a2a4 --out run.jsonl
     """
     url = store or default_store_url()
     with _opened(url) as opened:
@@ -152,7 +162,7 @@ def export_runs(
             except OSError as exc:
                 _fail(f"cannot write {out}: {exc.strerror or exc}")
     if out != "-":
-        _stderr().print(Text(f"Exported {count} events to {out}."))
+        _stderr().print(Text(f"Exported {count} events to {out}."), soft_wrap=True)
 
 
 @trace_app.command("import")
@@ -160,7 +170,10 @@ def import_runs(
     file: Annotated[str, typer.Argument(metavar="FILE", help="JSON Lines file to read; '-' reads stdin.")],
     store: StoreOption = None,
 ) -> None:
-    """Import JSON Lines written by 'export'; events already in the store are skipped."""
+    """Import JSON Lines written by 'export'; events already in the store are skipped.
+
+    Example: actionspace trace import run.jsonl --store sqlite:///other.db
+    """
     url = store or default_store_url()
     with _opened(url, create=True) as opened:
         try:
@@ -173,7 +186,7 @@ def import_runs(
             _fail(f"cannot read {file}: {exc.strerror or exc}")
         except ValueError as exc:
             _fail(f"{file}: {exc}")
-    _stderr().print(Text(f"Read {result.read} events, {result.written} new."))
+    _stderr().print(Text(f"Read {result.read} events, {result.written} new."), soft_wrap=True)
 
 
 @trace_app.command("replay")
@@ -199,6 +212,8 @@ def replay_run(
     Decisions: offer, resolve, authorize, validate, provenance, flow, approval, budget. Exit 1
     when any differs. A decision the trace does not let the replay make (e.g. a plan node's
     arguments are not recorded) is shown with '?' and counted as not replayed.
+
+    Example: actionspace trace replay run_a2a4 --runtime actionspace.demo.registry:calendar_runtime
     """
     from actionspace.trace.replay import load_factory, render_text, replay_events
 
@@ -250,7 +265,9 @@ def _resolve(store: TraceStore, prefix: str) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    _stderr().print(Text.assemble(("error: ", "bold red"), message))
+    """One line on stderr, however long its path and however many lines the driver's text spans."""
+    said = _LINE_BREAKS.sub(" ", message.strip())
+    _stderr().print(Text.assemble(("error: ", "bold red"), said), soft_wrap=True)
     raise typer.Exit(code=1)
 
 
