@@ -152,7 +152,7 @@ def test_an_unknown_commit_whose_attempt_still_runs_is_charged_as_a_send(store: 
         assert while_running.error.category == "budget_exceeded", while_running.error
         release.set()
         assert ended.wait(10)
-        for _ in range(200):  # the late failure is written by the attempt's own callback
+        for _ in range(2000):  # the late failure is written by the attempt's own callback
             entry = rt.ledger.get_node("r", "n1")
             if entry is not None and entry.state == "failed":
                 break

@@ -21,6 +21,7 @@ from actionspace.types import Observation, Provenance
 
 __all__ = [
     "MAX_STREAM_CHARS",
+    "MAX_STREAM_ITEMS",
     "fail",
     "observation_event",
     "observe",
@@ -29,15 +30,18 @@ __all__ = [
 ]
 
 MAX_STREAM_CHARS: Final = 64 << 20
+MAX_STREAM_ITEMS: Final = 100_000
+"""Most items other than text read of an iterator a tool returned (an endless one of small objects
+would otherwise fill memory until its tool's timeout: about 60 MiB a second of small rows)."""
 """Most characters (or bytes) read of an iterator a tool returned; the rest is cut, as its timeout
 cuts it."""
 
 
 class _Bounded:
-    """An iterator a tool returned, read as the tool's output within its timeout and
-    :data:`MAX_STREAM_CHARS`, then closed; what it raises is kept for the observation, not raised
-    through the shaping (an iterator that never ends would hold the call, and fill the artifact
-    store, forever)."""
+    """An iterator a tool returned, read as the tool's output within its timeout,
+    :data:`MAX_STREAM_CHARS` and :data:`MAX_STREAM_ITEMS`, then closed; what it raises is kept for
+    the observation, not raised through the shaping (an iterator that never ends would hold the
+    call, and fill the artifact store, forever)."""
 
     __slots__ = ("cut", "deadline", "failure", "source", "timeout_s")
 
@@ -49,13 +53,20 @@ class _Bounded:
         self.failure: Exception | None = None
 
     def __iter__(self) -> Iterator[Any]:
-        read = 0
+        read = items = 0
         try:
             for chunk in self.source:
                 yield chunk
-                read += len(chunk) if isinstance(chunk, str | bytes | bytearray) else 1
+                if isinstance(chunk, str | bytes | bytearray):
+                    read += len(chunk)
+                else:
+                    read += 1
+                    items += 1
                 if read > MAX_STREAM_CHARS:
                     self.cut = f"read up to {MAX_STREAM_CHARS} characters"
+                    return
+                if items >= MAX_STREAM_ITEMS:
+                    self.cut = f"read up to {MAX_STREAM_ITEMS} items"
                     return
                 if time.monotonic() > self.deadline:
                     self.cut = f"read for the tool's timeout ({self.timeout_s:g} s)"
