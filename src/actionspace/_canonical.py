@@ -39,6 +39,7 @@ import enum
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -190,11 +191,34 @@ def digest_json(value: Any) -> bytes:
     non-finite floats, unpaired surrogates, integers too long to print, values that are not JSON.
     """
     try:
-        return canonical_json(value)
+        text = canonical_json(value)
     except rfc8785.IntegerDomainError:
-        out: list[bytes] = [b"x"]
-        _exact_jcs(value, out)
-        return b"".join(out)
+        return _exact(value)
+    # an integral float of that size (``1.152921504606846976e18``) is the integer a model may also
+    # write as digits: the same exact form; RFC 8785 writes it with 16 digits or more, or ``e+``
+    if _BIG_NUMBER_TEXT.search(text) is not None and _holds_big_float(value):
+        return _exact(value)
+    return text
+
+
+_BIG_NUMBER_TEXT: Final = re.compile(rb"[0-9]{16}|e\+")
+
+
+def _exact(value: Any) -> bytes:
+    out: list[bytes] = [b"x"]
+    _exact_jcs(value, out)
+    return b"".join(out)
+
+
+def _holds_big_float(value: Any) -> bool:
+    """``value`` holds an integral float beyond ±(2**53 − 1) (it encoded as JSON already)."""
+    if isinstance(value, float):
+        return value.is_integer() and abs(value) > _SAFE_INT
+    if isinstance(value, dict):
+        return any(_holds_big_float(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_big_float(item) for item in value)
+    return False
 
 
 def _exact_jcs(value: Any, out: list[bytes]) -> None:
