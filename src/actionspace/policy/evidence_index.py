@@ -19,7 +19,7 @@ from typing import Any
 
 from actionspace.policy.matching import Number, Probe, Text, fold, matches, may_match, norm, number
 
-__all__ = ["Leaf", "ObservationIndex", "find", "index"]
+__all__ = ["Leaf", "ObservationIndex", "find", "index", "same"]
 
 Leaf = tuple[str, Any, Text | None, bool]
 """One scalar of an observation: (JSON pointer, scalar, its prepared text, is-a-key)."""
@@ -117,7 +117,7 @@ def find(value: Any, found: Probe, obs: ObservationIndex) -> tuple[str, str | No
             first = at
     if first is not None:
         path, leaf, _text, is_key = obs.flat[first]
-        if obs.loose and not _same(value, leaf):
+        if obs.loose and not same(value, leaf):
             return path, None  # the same only once folded: it taints, it does not vouch
         return path, path.rsplit("/", 1)[0] if is_key else path
     if not may_match(found, obs.joined, obs.named_dates, obs.named_times, obs.named_numbers):
@@ -128,7 +128,7 @@ def find(value: Any, found: Probe, obs: ObservationIndex) -> tuple[str, str | No
     return None
 
 
-def _same(value: Any, leaf: Any) -> bool:
+def same(value: Any, leaf: Any) -> bool:
     """True when ``leaf`` holds ``value`` as a whole by the strict reading."""
     if type(value) is type(leaf) and value == leaf:
         return True

@@ -132,6 +132,7 @@ class FlowState:
         "label_version",
         "pending",
         "seen",
+        "tools",
         "user_count",
         "user_label",
         "user_texts",
@@ -148,6 +149,8 @@ class FlowState:
         """How many messages the user sent in the run; the last of ``user_texts`` is number
         ``user_count`` (numbers from 1), whichever process received it."""
         self.seen: OrderedDict[str, tuple[Label, Any]] = OrderedDict()
+        self.tools: dict[str, str] = {}
+        """Call id of ``seen`` → the tool whose observation it holds (``""``: none named one)."""
         self.pending: dict[str, Label] = {}
         """Call id → output label, for calls that were let through (their errors carry it too)."""
         self.artifacts: OrderedDict[str, tuple[str, Label]] = OrderedDict()
@@ -236,8 +239,7 @@ class FlowState:
         outcome reads the pending ``label``, so the label is not read back from the tags. One with
         items or an artifact goes through :meth:`observed` itself (it remembers the artifact).
         ``within``: a run label that ``label`` adds nothing to; while it is still the run label
-        and the call ids kept for ``label`` are at their cap, joining ``label`` changes nothing.
-        """
+        and the call ids kept for ``label`` are at their cap, joining ``label`` changes nothing."""
         if obs.artifact_ref is not None or obs.items:
             self.observed(obs)
             return
@@ -250,8 +252,9 @@ class FlowState:
                 self._add(call_id, label)
             seen[call_id] = (label, obs.data)
             seen.move_to_end(call_id)
-            while len(seen) > MAX_REMEMBERED:
-                seen.popitem(last=False)
+            self.tools[call_id] = obs.tool
+            if len(seen) > MAX_REMEMBERED:
+                self._trim()
 
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""
@@ -262,13 +265,13 @@ class FlowState:
         (:func:`~actionspace.policy.stamped.taken`, when a plan's node settled): a plain one is
         not read again."""
         with self._lock:
-            pending, seen = self.pending, self.seen
+            pending, seen, tools = self.pending, self.seen, self.tools
             # a label whose call ids are at their cap and whose last _add changed nothing (the
             # context was already above it), and the context then: while both stay, adding it
             # again changes nothing
             quiet: tuple[Label, Label] | None = None
             tagged: tuple[Any, str, Label] | None = None  # the last tags read, their trust, label
-            for obs, (call_id, tags, trust, data, _status, _error) in shown:
+            for obs, (call_id, tags, trust, data, _status, _error, tool) in shown:
                 if call_id is None:  # items or an artifact: read whole
                     self._shown(obs, self._label(obs))
                     quiet = None
@@ -292,6 +295,7 @@ class FlowState:
                     quiet = (label, context) if full and same else None
                 seen[call_id] = (label, data)
                 seen.move_to_end(call_id)
+                tools[call_id] = tool
             self._trim()
 
     def _shown(self, obs: Observation, label: Label) -> None:
@@ -300,6 +304,7 @@ class FlowState:
             self._add(item.call_id, lab)
             self.seen[item.call_id] = (lab, item.data)
             self.seen.move_to_end(item.call_id)
+            self.tools[item.call_id] = item.tool
             if item.artifact_ref is not None and item.tool_version is not None:
                 self.artifacts[item.artifact_ref] = (f"{item.tool}@{item.tool_version}", lab)
                 self.version += 1
@@ -308,7 +313,7 @@ class FlowState:
 
     def _trim(self) -> None:
         while len(self.seen) > MAX_REMEMBERED:
-            self.seen.popitem(last=False)
+            self.tools.pop(self.seen.popitem(last=False)[0], None)
         while len(self.artifacts) > MAX_REMEMBERED:
             self.artifacts.popitem(last=False)
 

@@ -59,12 +59,17 @@ def evidence_of(
     fields: FieldTrust | None = None,
     cache: dict[str, Any] | None = None,
 ) -> Evidence:
-    """The evidence of a run's flow state: its user messages and the observations it remembers."""
+    """The evidence of a run's flow state: its user messages and the observations it remembers.
+
+    Each observation is read as the output of the tool it names (``state.tools``); ``tools``
+    (call id → tool name) names it for one that names none."""
     untrusted_user = state.user_label.untrusted
     users = [(text, untrusted_user) for text in state.user_texts]
     tools = tools or {}
+    named = state.tools
     observations = {
-        cid: (tools.get(cid), lab.untrusted, data) for cid, (lab, data) in list(state.seen.items())
+        cid: (named.get(cid) or tools.get(cid), lab.untrusted, data)
+        for cid, (lab, data) in list(state.seen.items())
     }
     return Evidence(users, observations, fields=fields, cache=cache)
 

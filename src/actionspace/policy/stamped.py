@@ -20,13 +20,13 @@ from actionspace.types import Observation
 
 __all__ = ["Taken", "label_of", "stamped", "taken"]
 
-Taken = tuple["str | None", Any, Any, Any, str, "ActionError | None"]
+Taken = tuple["str | None", Any, Any, Any, str, "ActionError | None", str]
 """An observation as read once (:func:`taken`): for a plain observation, one without items or an
 artifact reference, its call id, its provenance's ``labels`` and ``trust`` (the label it was
 stamped with: :func:`stamped`) and its data (four Nones otherwise: the flow state reads such an
-observation whole); then its status and its error. It holds no object the cyclic collector
-tracks for a plain result (the observation itself is not in it), so the collector soon stops
-tracking it and a plan drops a thousand of them cheaply."""
+observation whole); then its status, its error and its tool's name. It holds no object the
+cyclic collector tracks for a plain result (the observation itself is not in it), so the
+collector soon stops tracking it and a plan drops a thousand of them cheaply."""
 
 
 def label_of(obs: Observation) -> Label:
@@ -58,6 +58,6 @@ _STAMPED_MAX = 1024
 def taken(obs: Observation) -> Taken:
     """``obs`` read once, while it is at hand (see :data:`Taken`)."""
     if obs.items or obs.artifact_ref is not None:
-        return (None, None, None, None, obs.status, obs.error)
+        return (None, None, None, None, obs.status, obs.error, obs.tool)
     provenance = obs.provenance
-    return (obs.call_id, provenance.labels, provenance.trust, obs.data, obs.status, obs.error)
+    return (obs.call_id, provenance.labels, provenance.trust, obs.data, obs.status, obs.error, obs.tool)
