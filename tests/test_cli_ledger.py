@@ -82,7 +82,7 @@ def test_a_decision_the_store_cannot_record_is_one_line_and_can_be_made_again(tm
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last == "actionspace: the store did not answer (OperationalError: database is locked); try again"
+    assert last == "error: the store did not answer (OperationalError: database is locked); try again"
     _mount()
     shown = runner.invoke(app, ["approvals", "show", request_id, "--store", store])
     assert json.loads(shown.stdout)["status"] == "pending"
@@ -105,7 +105,7 @@ def test_a_refused_outcome_names_both_allowed_outcomes_whole(tmp_path: Path) -> 
     argv = ["ledger", "resolve", key, "--outcome", "maybe", "--by", "ann", "--reason", "r", "--store", store]
     refused = runner.invoke(app, argv)
     assert refused.exit_code == 1
-    assert refused.stderr.splitlines()[-1] == "outcome must be 'committed' or 'failed'"
+    assert refused.stderr.splitlines()[-1] == "error: outcome must be 'committed' or 'failed'"
     shown = runner.invoke(app, ["ledger", "show", key, "--store", store])
     assert json.loads(shown.stdout)["state"] == "unknown_commit"
 

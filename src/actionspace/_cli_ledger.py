@@ -16,15 +16,15 @@ from rich.console import Console
 from actionspace._cli_tables import (
     cell,
     clipped,
+    fail,
     id_table,
-    printable,
     say_store,
     short_time,
     unique,
     utf8_text,
 )
 
-__all__ = ["approvals_app", "ledger_app"]
+__all__ = ["approvals_app", "ledger_app", "never_opens"]
 
 ledger_app = typer.Typer(
     help="The idempotency ledger: list actions, show one, reconcile an unknown_commit.", no_args_is_help=True
@@ -67,9 +67,35 @@ def _runtime(store: str | None) -> Any:
     except OSError as exc:  # its folder cannot be made: a file in the way, a name too long
         _fail(f"cannot open store {url}: {exc.strerror or exc}")
     except sqlite3.DatabaseError as exc:
+        if (why := never_opens(url, exc)) is not None:
+            _fail(why)
         if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
             raise
         _fail(f"cannot read store {url}: {exc}")
+
+
+def never_opens(url: str, exc: sqlite3.DatabaseError) -> str | None:
+    """Why SQLite's "unable to open database file" for ``url`` is the path's fault, or None.
+
+    SQLite says so both for a path no retry can open (a folder, a parent that is a file or is
+    missing) and for a passing shortage (file handles): only the former is a mistake to name.
+    """
+    from actionspace._store_url import sqlite_path
+    from actionspace.errors import ConfigurationError
+
+    if "unable to open" not in str(exc).lower() or url.partition("://")[0].lower() != "sqlite":
+        return None
+    try:
+        path = sqlite_path(url)
+        if path.is_dir():
+            reason = "it is a folder, not a database file"
+        elif not path.parent.is_dir():
+            reason = f"{path.parent} is not a folder"
+        else:
+            return None
+    except (OSError, ConfigurationError):
+        return None
+    return f"cannot open store {path}: {reason}; give --store a database file's path"
 
 
 _SCAN = 100_000
@@ -100,8 +126,7 @@ def _visible(rt: Any, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(printable(message), err=True)
-    raise typer.Exit(1)
+    fail(message)
 
 
 def _said(exc: KeyError | ValueError) -> str:
@@ -125,7 +150,10 @@ def ledger_list(
     json_out: JsonOpt = False,
     reveal: RevealOpt = False,
 ) -> None:
-    """Ledger entries, most recently updated first."""
+    """Ledger entries, most recently updated first.
+
+    Example: actionspace ledger list --state unknown_commit -n 20
+    """
     from actionspace.ledger.entries import STATES
 
     _one_of(state, STATES, "--state")
@@ -148,7 +176,10 @@ def ledger_list(
 
 @ledger_app.command("show")
 def ledger_show(key: KeyArg, store: StoreOpt = None, reveal: RevealOpt = False) -> None:
-    """One entry (KEY or a unique prefix of it) as JSON: arguments, state, outcome, resolution."""
+    """One entry (KEY or a unique prefix of it) as JSON: arguments, state, outcome, resolution.
+
+    Example: actionspace ledger show as1_3f2a
+    """
     rt = _runtime(store)
     try:
         key = _ledger_key(rt, key)
@@ -172,7 +203,10 @@ def ledger_resolve(
     ],
     store: StoreOpt = None,
 ) -> None:
-    """Reconcile an unknown_commit (KEY or a unique prefix) by hand; recorded in the entry and the trace."""
+    """Reconcile an unknown_commit (KEY or a unique prefix) by hand; recorded in the entry and the trace.
+
+    Example: actionspace ledger resolve as1_3f2a --outcome committed --by ann --reason 'in the statement'
+    """
     rt = _runtime(store)
     try:
         entry = rt.resolve(_ledger_key(rt, key), outcome=outcome, by=by, reason=reason)
@@ -191,7 +225,10 @@ def approvals_list(
     ] = "pending",
     json_out: JsonOpt = False,
 ) -> None:
-    """Approval requests, newest first."""
+    """Approval requests, newest first.
+
+    Example: actionspace approvals list --status all --json
+    """
     from typing import get_args
 
     from actionspace.approval.requests import ApprovalStatus
@@ -217,7 +254,10 @@ def approvals_list(
 
 @approvals_app.command("show")
 def approvals_show(request_id: RequestArg, store: StoreOpt = None) -> None:
-    """One request (ID or a unique prefix) with its preview (arguments, provenance, effects) as JSON."""
+    """One request (ID or a unique prefix) with its preview (arguments, provenance, effects) as JSON.
+
+    Example: actionspace approvals show apr_7c1e
+    """
     rt = _runtime(store)
     try:
         request = rt.approvals.get(_request_id(rt, request_id))
@@ -263,7 +303,10 @@ def approvals_approve(
     ttl: Annotated[float, typer.Option(help="Seconds the approval stays valid.")] = 3600.0,
     store: StoreOpt = None,
 ) -> None:
-    """Approve exactly the previewed call (bound to its argument digest)."""
+    """Approve exactly the previewed call (bound to its argument digest).
+
+    Example: actionspace approvals approve apr_7c1e --by ann --reason 'checked the amount' --ttl 600
+    """
     if not (ttl > 0 and math.isfinite(ttl)):  # NaN compares false with every time; inf never expires
         raise typer.BadParameter("takes a positive, finite number of seconds", param_hint="--ttl")
     _decide(request_id, store, True, by, reason, ttl)
@@ -276,5 +319,8 @@ def approvals_deny(
     reason: ReasonOpt = None,
     store: StoreOpt = None,
 ) -> None:
-    """Deny the request; the call comes back as permission_denied naming who and why."""
+    """Deny the request; the call comes back as permission_denied naming who and why.
+
+    Example: actionspace approvals deny apr_7c1e --by ann --reason 'wrong recipient'
+    """
     _decide(request_id, store, False, by, reason, 0.0)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from actionspace._cli_tables import one_line
+
 if TYPE_CHECKING:
     from actionspace.runtime import Runtime
 
@@ -57,13 +59,13 @@ def check_command(
         text = typer.get_text_stream("stdin").read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         unread = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        typer.echo(f"cannot read {path}: {unread}", err=True)
+        typer.echo(one_line(f"cannot read {path}: {unread}"), err=True)
         raise typer.Exit(1) from exc
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         unparsed = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        typer.echo(f"{path}: not JSON: {unparsed}", err=True)
+        typer.echo(one_line(f"{path}: not JSON: {unparsed}"), err=True)
         raise typer.Exit(1) from exc
     rt = _runtime(tools) if tools else _open_runtime(data)
     with rt:

@@ -10,9 +10,11 @@ characters are shown as escapes, so a row can neither restyle the terminal nor h
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import NoReturn
 
 import typer
 from rich import box
@@ -20,13 +22,27 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["cell", "clipped", "id_table", "printable", "say_store", "short_time", "unique", "utf8_text"]
+__all__ = [
+    "cell",
+    "clipped",
+    "fail",
+    "id_table",
+    "one_line",
+    "printable",
+    "say_store",
+    "short_time",
+    "unique",
+    "utf8_text",
+]
 
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """Unicode categories a terminal acts on or does not show: controls, format (bidi, zero-width),
 unpaired surrogates, line and paragraph separators."""
 _ECHO_CHARS = 120
 """How much of a typed id a refusal repeats."""
+_LINE_BREAKS = re.compile(r"[ \t]*[\r\n]+\s*")
+REFUSAL_PREFIX = "error: "
+"""What every command's refusal starts with."""
 
 
 def printable(text: str) -> str:
@@ -97,7 +113,13 @@ def say_store(url: str) -> None:
     Console(stderr=True, soft_wrap=True).print(f"store: {url}", style="dim", markup=False, highlight=False)
 
 
-def fail(message: str) -> None:
+def one_line(message: str) -> str:
+    """``message`` as a refusal says it: line breaks (a driver's text spans several) as one space,
+    then :func:`printable`, behind the common ``error: `` prefix."""
+    return REFUSAL_PREFIX + printable(_LINE_BREAKS.sub(" ", message.strip()))
+
+
+def fail(message: str) -> NoReturn:
     """One line on stderr (whatever ``message`` holds), then exit 1."""
-    typer.echo(printable(message), err=True)
+    typer.echo(one_line(message), err=True)
     raise typer.Exit(1)

@@ -181,6 +181,10 @@ def _ready(folder: Path, url: str) -> None:
     except OSError as exc:
         _fail(f"cannot open store {url}: {_os_said(exc)}")
     except sqlite3.DatabaseError as exc:
+        from actionspace._cli_ledger import never_opens
+
+        if (why := never_opens(url, exc)) is not None:
+            _fail(why)
         if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
             raise
         _fail(f"cannot read store {url}: {exc}")
@@ -192,8 +196,9 @@ def _os_said(exc: OSError) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"actionspace: {message}", err=True)
-    raise typer.Exit(1)
+    from actionspace._cli_tables import fail
+
+    fail(message)
 
 
 def _verdict_word(outcome: ScenarioOutcome) -> str:
@@ -464,9 +469,9 @@ def main() -> None:
             raise
         # the database did not answer (locked past its busy timeout, a lost connection): one
         # line, as for any other refusal, not a traceback
-        print(
-            f"actionspace: the store did not answer ({type(exc).__name__}: {exc}); try again", file=sys.stderr
-        )
+        from actionspace._cli_tables import one_line
+
+        print(one_line(f"the store did not answer ({type(exc).__name__}: {exc}); try again"), file=sys.stderr)
         raise SystemExit(1) from None
 
 

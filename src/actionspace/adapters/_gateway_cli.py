@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from actionspace._cli_tables import one_line
 from actionspace.errors import ConfigurationError
 
 __all__ = ["gateway_command"]
@@ -46,10 +47,10 @@ def gateway_command(
 
         gateway = Gateway(load_config(config).with_origins(allow_origin or ()))
     except ConfigurationError as exc:
-        print(f"actionspace gateway: {exc}", file=sys.stderr)
+        print(one_line(str(exc)), file=sys.stderr)
         raise typer.Exit(2) from exc
     try:
         gateway.run("stdio" if transport == "stdio" else "http", host=host, port=port, fd=fd)
     except ConfigurationError as exc:
-        print(f"actionspace gateway: {exc}", file=sys.stderr)
+        print(one_line(str(exc)), file=sys.stderr)
         raise typer.Exit(2) from exc

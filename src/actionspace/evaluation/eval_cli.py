@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +17,7 @@ from actionspace._loader import load_callable
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.outcomes import LAYERS, TaskOutcome
 
-__all__ = ["counted_bar", "eval_suite_command", "load_suite"]
+__all__ = ["check_names", "counted_bar", "eval_suite_command", "load_suite"]
 
 
 def load_suite(spec: str) -> object:
@@ -39,8 +38,38 @@ def load_suite(spec: str) -> object:
 
 def _refuse(console: Console, label: str, exc: BaseException) -> None:
     """One line on stderr, taken as text (a file name may hold brackets) and never wrapped."""
-    said = re.sub(r"[ \t]*[\r\n]+\s*", " ", str(exc).strip())
-    console.print(Text.assemble((label, "red"), " ", said), soft_wrap=True)
+    from actionspace._cli_tables import REFUSAL_PREFIX, one_line
+
+    said = Text(one_line(f"{label} {exc}"))
+    said.stylize("red", 0, len(REFUSAL_PREFIX) + len(label))
+    console.print(said, soft_wrap=True)
+
+
+_POLICY_KINDS = ("replay", "scripted", "openai", "openai+stream", "example")
+"""What ``--policy`` may start with (``example:flawed`` is support-desk's own)."""
+
+
+def check_names(
+    *, ablation: list[str] | None, mutate: str | None, policy: str, gate: str | None = None
+) -> None:
+    """Refuse (typer.BadParameter, exit 2) an ablation, mutation, policy kind or gate that names
+    nothing, listing the choices, before a suite is loaded or a task is run."""
+    from actionspace.evaluation.ablations import ABLATIONS
+    from actionspace.evaluation.mutated import DROPS_AT
+    from actionspace.evaluation.runner import COUNTERFACTUAL
+
+    _choose("--ablation", ablation or (), (*ABLATIONS, COUNTERFACTUAL))
+    _choose("--mutate", () if mutate is None else (mutate,), tuple(DROPS_AT))
+    _choose("--policy", (policy.partition(":")[0],), _POLICY_KINDS)
+    _choose("--gate", () if gate is None else (gate,), ("default", "calibrated"))
+
+
+def _choose(option: str, given: Any, allowed: tuple[str, ...]) -> None:
+    unknown = [g for g in given if g not in allowed]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(allowed)}", param_hint=option
+        )
 
 
 def counted_bar(console: Console) -> Progress:
@@ -133,6 +162,7 @@ def eval_suite_command(
     from actionspace.evaluation.runner import evaluate, ground_truth_policy, runnable
     from actionspace.evaluation.suite import Suite
 
+    check_names(ablation=ablation, mutate=mutate, policy=policy, gate=gate)
     console = Console(stderr=True)
     try:
         loaded = load_suite(suite)
@@ -229,8 +259,6 @@ def _factory(tools: str | None, suite: str) -> Any:
 
 def _check_options(factory: Any, *, gate: str | None, ablation: list[str] | None) -> None:
     """Refuse the options a run of this kind would silently ignore."""
-    if gate not in (None, "default", "calibrated"):
-        raise typer.BadParameter("takes 'default' or 'calibrated'", param_hint="--gate")
     if gate is not None and factory is None:
         raise typer.BadParameter(
             "gates calls played on your tools: give a runtime factory with --tools", param_hint="--gate"

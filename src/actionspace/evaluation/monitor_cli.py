@@ -109,7 +109,7 @@ def monitor_command(
     if as_json:
         typer.echo(_json(report))
     elif not report.tools:
-        Console(stderr=True, highlight=False).print(Text(f"No tool calls in {url}."))
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"No tool calls in {url}."))
     else:
         Console(highlight=False).print(report_table(report))
 
@@ -169,5 +169,10 @@ def _counts(counts: Mapping[str, int]) -> str:
 
 
 def _fail(message: str) -> NoReturn:
-    Console(stderr=True, highlight=False).print(Text.assemble(("error: ", "bold red"), message))
+    """One line on stderr, however long its path and however many lines the driver's text spans."""
+    from actionspace._cli_tables import REFUSAL_PREFIX, one_line
+
+    said = Text(one_line(message))
+    said.stylize("bold red", 0, len(REFUSAL_PREFIX))
+    Console(stderr=True, highlight=False, soft_wrap=True).print(said)
     raise typer.Exit(code=1)

@@ -168,7 +168,9 @@ def serve_command(
             tokens_file=tokens_file,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
-        typer.echo(f"actionspace serve: {exc}", err=True)
+        from actionspace._cli_tables import one_line
+
+        typer.echo(one_line(str(exc)), err=True)
         raise typer.Exit(1) from exc
     with served.stack:
         typer.echo(f"actionspace store: {served.runtime.store_url}")
