@@ -165,4 +165,4 @@ def test_the_cli_prints_the_papers_figures_per_suite_and_overall() -> None:
 
 def test_the_cli_refuses_an_unknown_suite() -> None:
     result = CliRunner().invoke(app, ["eval", "agentdojo", "--suite", "mail", "--json"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2

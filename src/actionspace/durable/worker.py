@@ -89,12 +89,14 @@ def worker_command(
     ] = 60.0,
 ) -> None:
     """Run durable plans (rt.run_plan(..., backend="dbos") and PlanClient.submit) from a shared store."""
+    from actionspace._cli_tables import one_line
     from actionspace._extras import require
 
     try:
         require("dbos", "durable", "actionspace worker")
+        install = load_tools(tools)
     except ConfigurationError as exc:
-        typer.echo(f"actionspace worker: {exc}", err=True)
+        typer.echo(one_line(str(exc)), err=True)
         raise typer.Exit(1) from exc
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -109,7 +111,7 @@ def worker_command(
     )
     run_worker(
         store,
-        load_tools(tools),
+        install,
         config=config,
         stop=stop,
         ready=lambda eid: typer.echo(f"worker {eid} ready", err=True),

@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from actionspace.evaluation._agentdojo_replay import PairResult
     from actionspace.evaluation.agentdojo import AgentDojoConfig
 
-__all__ = ["DEFAULT_BENCHMARK_VERSION", "POLICIES", "SUITES", "Mode", "PolicyName", "eval_agentdojo_command"]
+__all__ = [
+    "DEFAULT_BENCHMARK_VERSION",
+    "POLICIES",
+    "SUITES",
+    "Mode",
+    "PolicyName",
+    "check_options",
+    "eval_agentdojo_command",
+]
 
 SUITES: tuple[str, ...] = ("workspace", "travel", "banking", "slack")
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
@@ -38,6 +46,32 @@ def _failures(results: Iterable[PairResult]) -> list[dict[str, Any]]:
         for r in results
         if (r.injection_task is None and not r.utility) or r.false_blocks or r.attack_success or r.errors
     ]
+
+
+def check_options(*, mode: str, suites: Iterable[str], policy: str, approver: str) -> None:
+    """Refuse (typer.BadParameter, exit 2) a mode, suite, policy or approver that names nothing,
+    listing the choices, before agentdojo is imported or a task is run."""
+    _choose("--mode", (mode,), ("benign", "attack"))
+    _choose("--suite", suites, SUITES)
+    _choose("--policy", (policy,), POLICIES)
+    _choose("--approver", (approver,), ("task", "deny"))
+
+
+def _choose(option: str, given: Iterable[str], allowed: tuple[str, ...]) -> None:
+    unknown = [g for g in given if g not in allowed]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(allowed)}", param_hint=option
+        )
+
+
+def _check_version(version: str) -> None:
+    """Refuse (typer.BadParameter) a task-set version the installed agentdojo does not hold."""
+    from agentdojo.task_suite import load_suites
+
+    known = tuple(v for v, suites in getattr(load_suites, "_SUITES", {}).items() if suites)
+    if known and version not in known:
+        _choose("--benchmark-version", (version,), known)
 
 
 def eval_agentdojo_command(
@@ -72,26 +106,27 @@ def eval_agentdojo_command(
     """AgentDojo's ground truths through the runtime, scored by AgentDojo's own checks.
 
     Prints utility, utility under attack, targeted attack success rate, false blocks and approvals
-    asked, per suite and overall. Exit 1 on a bad option.
+    asked, per suite and overall. An option that names nothing is a usage error (exit 2) before any
+    work; a run that cannot start exits 1.
     """
     from rich.console import Console
 
+    from actionspace._cli_tables import fail
+
+    check_options(mode=mode, suites=suite or (), policy=policy, approver=approver)
+    try:
+        import agentdojo  # noqa: F401
+    except ImportError:
+        fail("agentdojo is not installed: pip install 'agentdojo==0.1.35' (dev extra)")
+    _check_version(benchmark_version)
     from actionspace.evaluation.agentdojo import AgentDojoConfig, run_agentdojo, summarize
 
     console = Console(stderr=True)
-    if mode not in ("benign", "attack") or policy not in POLICIES or approver not in ("task", "deny"):
-        console.print(f"[red]bad option:[/red] mode={mode!r} policy={policy!r} approver={approver!r}")
-        raise typer.Exit(1)
-    try:
-        import agentdojo  # noqa: F401
-    except ImportError as exc:
-        console.print("[red]agentdojo is not installed:[/red] pip install 'agentdojo==0.1.35' (dev extra)")
-        raise typer.Exit(1) from exc
     config = AgentDojoConfig(
         mode=mode,  # type: ignore[arg-type]
         suites=tuple(suite) if suite else SUITES,
         benchmark_version=benchmark_version,
-        policy=policy,
+        policy=policy,  # type: ignore[arg-type]
         approver=approver,  # type: ignore[arg-type]
         user_tasks=user_tasks,
         injection_tasks=injection_tasks,
@@ -100,8 +135,7 @@ def eval_agentdojo_command(
     try:
         results = run_agentdojo(config) if json_out else _with_bar(config, console)
     except KeyError as exc:
-        console.print(f"[red]cannot start:[/red] {exc}")
-        raise typer.Exit(1) from exc
+        fail(f"cannot start: {exc.args[0] if exc.args else exc}")
     report = summarize(results, config, seconds=time.perf_counter() - started)
     if json_out:
         if details:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from actionspace.errors import ConfigurationError
 from actionspace.parse import ParseResult, parse
 
 __all__ = [
@@ -41,13 +42,35 @@ def default_corpus_dir() -> Path:
 
 
 def load_corpus(directory: Path | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Family name → its cases, from every ``*.json`` file in ``directory`` (sorted by name)."""
+    """Family name → its cases, from every ``*.json`` file in ``directory`` (sorted by name).
+
+    Raises ConfigurationError naming the file that cannot be read or is not a corpus file.
+    """
     root = directory or default_corpus_dir()
     corpus: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(root.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        corpus[str(data["family"])] = list(data["cases"])
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ConfigurationError(f"{path}: not JSON or unreadable: {exc}") from exc
+        cases = data.get("cases") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or "family" not in data:
+            raise ConfigurationError(f"{path}: not a corpus file (an object with a family and its cases)")
+        if not isinstance(cases, list) or not all(_is_case(c) for c in cases):
+            raise ConfigurationError(
+                f"{path}: cases must be a list of objects with an id, raw text and calls"
+            )
+        corpus[str(data["family"])] = cases
     return corpus
+
+
+def _is_case(case: object) -> bool:
+    if not isinstance(case, dict) or "id" not in case or not isinstance(case.get("raw"), str):
+        return False
+    calls = case.get("calls")
+    return isinstance(calls, list) and all(
+        isinstance(c, dict) and "name" in c and "arguments" in c for c in calls
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,16 +147,20 @@ def eval_parse_command(
 ) -> None:
     """Parse every raw model output of the corpus and print, per family, exact cases and guessed calls.
 
-    Exits 1 when a family is below 95 % exact or any call was guessed.
+    Exits 1 when a family is below 95 % exact or any call was guessed, or the corpus cannot be read.
     """
     from rich.console import Console
     from rich.table import Table
 
-    loaded = load_corpus(corpus)
-    console = Console()
+    from actionspace._cli_tables import fail
+
+    try:
+        loaded = load_corpus(corpus)
+    except ConfigurationError as exc:
+        fail(str(exc))
     if not loaded:
-        console.print(f"no corpus files found in {corpus or default_corpus_dir()}")
-        raise typer.Exit(code=1)
+        fail(f"no corpus files found in {corpus or default_corpus_dir()}")
+    console = Console()
     rows = score_corpus(loaded)
     table = Table(title="Raw model outputs parsed exactly, per family")
     for column in ("family", "cases", "exact", "exact %", "guessed calls"):
