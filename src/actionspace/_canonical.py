@@ -39,7 +39,6 @@ import enum
 import hashlib
 import json
 import math
-import re
 import uuid
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -180,45 +179,55 @@ def canonical_json(value: Any) -> bytes:
 
 
 def digest_json(value: Any) -> bytes:
-    """What digests of arguments hash: :func:`canonical_json` of ``value``, or, when it holds an
-    integer beyond ±(2**53 − 1), which RFC 8785 cannot write (a 64-bit id, say), ``b"x"`` and
-    RFC 8785 with every number of that size written as its exact integer (numbers, strings and key
-    order otherwise as RFC 8785 has them, so ``1.0`` and ``1`` still agree, and two numbers share a
-    text only when they are equal; the ``x`` keeps it apart from any RFC 8785 text, which never
-    starts so).
+    """What digests of arguments hash: :func:`canonical_json` of ``value``. When it holds an
+    integer beyond ±(2**53 − 1), which RFC 8785 cannot write (a 64-bit id, say): RFC 8785 of the
+    value with each such integer as the float it equals exactly, when every one does (so ``2**60``
+    and ``1.152921504606846976e18``, one JSON number, are one text); else ``b"x"`` and RFC 8785
+    with every number of that size written as its exact integer (numbers, strings and key order
+    otherwise as RFC 8785 has them, so ``1.0`` and ``1`` still agree, and two numbers share a text
+    only when they are equal; the ``x`` keeps it apart from any RFC 8785 text, which never starts
+    so).
 
     Raises ``ValueError`` (``rfc8785.CanonicalizationError`` mostly) for what neither can encode:
     non-finite floats, unpaired surrogates, integers too long to print, values that are not JSON.
     """
     try:
-        text = canonical_json(value)
+        return canonical_json(value)
     except rfc8785.IntegerDomainError:
-        return _exact(value)
-    # an integral float of that size (``1.152921504606846976e18``) is the integer a model may also
-    # write as digits: the same exact form; RFC 8785 writes it with 16 digits or more, or ``e+``
-    if _BIG_NUMBER_TEXT.search(text) is not None and _holds_big_float(value):
-        return _exact(value)
-    return text
-
-
-_BIG_NUMBER_TEXT: Final = re.compile(rb"[0-9]{16}|e\+")
-
-
-def _exact(value: Any) -> bytes:
+        pass
+    as_floats = _as_floats(value)
+    if as_floats is not _INEXACT:
+        return canonical_json(as_floats)
     out: list[bytes] = [b"x"]
     _exact_jcs(value, out)
     return b"".join(out)
 
 
-def _holds_big_float(value: Any) -> bool:
-    """``value`` holds an integral float beyond ±(2**53 − 1) (it encoded as JSON already)."""
-    if isinstance(value, float):
-        return value.is_integer() and abs(value) > _SAFE_INT
+_INEXACT: Final = object()
+
+
+def _as_floats(value: Any) -> Any:
+    """``value`` with each integer beyond ±(2**53 − 1) as the float equal to it, or
+    :data:`_INEXACT` when one has no such float."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) <= _SAFE_INT:
+            return value
+        try:
+            as_float = float(value)
+        except OverflowError:
+            return _INEXACT
+        return as_float if int(as_float) == value else _INEXACT
     if isinstance(value, dict):
-        return any(_holds_big_float(item) for item in value.values())
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            out[key] = converted = _as_floats(item)
+            if converted is _INEXACT:
+                return _INEXACT
+        return out
     if isinstance(value, list | tuple):
-        return any(_holds_big_float(item) for item in value)
-    return False
+        items = [_as_floats(item) for item in value]
+        return _INEXACT if any(item is _INEXACT for item in items) else items
+    return value
 
 
 def _exact_jcs(value: Any, out: list[bytes]) -> None:

@@ -36,3 +36,14 @@ def test_a_float_and_an_integer_share_a_digest_exactly_when_they_are_equal(n: in
 def test_digits_in_strings_do_not_change_a_key() -> None:
     assert _key({"memo": "12345678901234567890"}) != _key({"memo": 12345678901234567890})
     assert _key({"memo": "12345678901234567890"}) == _key({"memo": "12345678901234567890"})
+
+
+def test_beside_an_integer_no_float_equals_a_float_and_its_integer_still_agree() -> None:
+    odd = 2**60 + 7  # no float equals it: written as its exact digits
+    assert _key({"a": odd, "b": 2.0**60}) == _key({"a": odd, "b": 2**60})
+    assert _key({"a": odd}) != _key({"a": float(odd)})
+
+
+def test_a_float_alone_keeps_its_rfc_8785_text() -> None:
+    assert digest_json({"ratio": 1e21}) == b'{"ratio":1e+21}'
+    assert digest_json({"ratio": 10**21}) == b'{"ratio":1e+21}'
