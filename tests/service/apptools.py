@@ -131,12 +131,21 @@ def served(
     """A TestClient over a fresh runtime; the runner and the runtime are closed afterwards."""
     world = World()
     rt, signalling = build_runtime(world, store)
+    with serving(rt, tokens, poll_s=0.05) as (client, app):
+        yield client, rt, world, signalling, app
+
+
+@contextmanager
+def serving(
+    rt: Runtime, tokens: dict[str, Principal] | None = None, *, poll_s: float = 0.02
+) -> Iterator[tuple[TestClient, FastAPI]]:
+    """A TestClient over the app serving ``rt``; the runner and ``rt`` are closed afterwards."""
     app = create_app(
-        rt, tokens=TOKENS if tokens is None else tokens, runner=RunnerConfig(approval_poll_s=0.05)
+        rt, tokens=TOKENS if tokens is None else tokens, runner=RunnerConfig(approval_poll_s=poll_s)
     )
     try:
         with TestClient(app) as client:
-            yield client, rt, world, signalling, app
+            yield client, app
     finally:
         app.state.runner.close()
         rt.close()

@@ -24,11 +24,10 @@ from actionspace.policy.flow import FlowState
 from actionspace.policy.labels import Label
 from actionspace.policy.provenance import FieldTrust, infer
 from actionspace.policy.provenance_stage import ProvenanceStage, evidence_of
-from actionspace.service import RunnerConfig, create_app
 from actionspace.service.resume_evidence import HeldProposal, held_proposal, restore
 from actionspace.trace.events import TraceEvent
 from actionspace.types import Observation
-from tests.service.apptools import TOKENS, bearer
+from tests.service.apptools import bearer, serving
 
 FIELDS = FieldTrust({"read_mail": frozenset({"sender"})})
 UNTRUSTED = Label(integrity="untrusted")
@@ -198,13 +197,8 @@ def _runtime(store: str, paid: list[str]) -> Runtime:
 @contextmanager
 def _app(store: str, paid: list[str]) -> Iterator[tuple[TestClient, Runtime, Any]]:
     rt = _runtime(store, paid)
-    app = create_app(rt, tokens=TOKENS, runner=RunnerConfig(approval_poll_s=0.02))
-    try:
-        with TestClient(app) as client:
-            yield client, rt, app.state.runner
-    finally:
-        app.state.runner.close()
-        rt.close()
+    with serving(rt) as (client, app):
+        yield client, rt, app.state.runner
 
 
 def _pending(rt: Runtime, run_id: str) -> str:

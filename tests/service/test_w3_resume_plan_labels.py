@@ -26,9 +26,8 @@ from actionspace.policy import NoSecretToExternalSink
 from actionspace.policy.arguments import ArgumentPolicy, Param
 from actionspace.policy.provenance import FieldTrust
 from actionspace.policy.provenance_stage import ProvenanceStage
-from actionspace.service import RunnerConfig, create_app
 from actionspace.trace.events import TraceEvent
-from tests.service.apptools import TOKENS, bearer
+from tests.service.apptools import bearer, serving
 
 TRUSTED_ONLY = Param("user | tool_result")
 
@@ -70,13 +69,8 @@ def _runtime(store: str, paid: list[str]) -> Runtime:
 @contextmanager
 def _app(store: str, paid: list[str]) -> Iterator[tuple[TestClient, Runtime, Any]]:
     rt = _runtime(store, paid)
-    app = create_app(rt, tokens=TOKENS, runner=RunnerConfig(approval_poll_s=0.02))
-    try:
-        with TestClient(app) as client:
-            yield client, rt, app.state.runner
-    finally:
-        app.state.runner.close()
-        rt.close()
+    with serving(rt) as (client, app):
+        yield client, rt, app.state.runner
 
 
 def _pending(rt: Runtime, run_id: str) -> str:
