@@ -172,3 +172,13 @@ def text_of(result: types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, types.TextContent)
     return block.text
+
+
+def run_of(result: types.CallToolResult | types.ListToolsResult) -> str:
+    """The run a gateway's answer says it served (``_meta``, :data:`RUN_META`)."""
+    from actionspace.adapters.mcp_gateway import RUN_META
+
+    assert result.meta is not None, result
+    run_id = result.meta[RUN_META]
+    assert isinstance(run_id, str)
+    return run_id

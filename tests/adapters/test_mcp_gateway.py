@@ -6,7 +6,7 @@ The same behaviours are checked across real transports in ``test_mcp_gateway_std
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
@@ -19,16 +19,8 @@ from mcp import Client
 from actionspace import Runtime, ToolCall
 from actionspace.adapters.mcp_gateway import NODE_META, RUN_META, Gateway
 from actionspace.catalog.spec import ToolSpec
-from tests.adapters.gateway_sample_tools import DB_ENV, count
-from tests.adapters.gateway_support import error_of, text_of, write_config
-
-
-@pytest.fixture
-def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
-    monkeypatch.setenv(DB_ENV, str(tmp_path / "desk.db"))
-    gw = Gateway.from_file(write_config(tmp_path), runtime=Runtime("memory://", recover_on_start=False))
-    yield gw
-    gw.runtime.close()
+from tests.adapters.gateway_sample_tools import count
+from tests.adapters.gateway_support import error_of, text_of
 
 
 @asynccontextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -10,34 +9,19 @@ import anyio
 import mcp_types as types
 import pytest
 
-from actionspace import Runtime
 from actionspace.adapters.mcp_gateway import NODE_META, RUN_META, Gateway
-from tests.adapters.gateway_sample_tools import DB_ENV, count
+from tests.adapters.gateway_sample_tools import count
 from tests.adapters.gateway_support import (
     ALICE_TOKEN,
     BOB_TOKEN,
     error_of,
     http_gateway,
     http_session,
+    run_of,
     write_config,
 )
 
 _ARGS = {"customer_id": "c77", "title": "survives a reconnect"}
-
-
-@pytest.fixture
-def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
-    monkeypatch.setenv(DB_ENV, str(tmp_path / "desk.db"))
-    gw = Gateway.from_file(write_config(tmp_path), runtime=Runtime("memory://", recover_on_start=False))
-    yield gw
-    gw.runtime.close()
-
-
-def _run_of(result: types.CallToolResult | types.ListToolsResult) -> str:
-    assert result.meta is not None, result
-    run_id = result.meta[RUN_META]
-    assert isinstance(run_id, str)
-    return run_id
 
 
 def _call(gw: Gateway, who: str, session: str, meta: dict[str, Any] | None) -> types.CallToolResult:
@@ -51,8 +35,8 @@ def test_every_result_names_the_run_it_was_served_in(gateway: Gateway) -> None:
     assert alice is not None
     listed = anyio.run(gateway.serve_list, alice, "s1", None)
     called = _call(gateway, "alice", "s1", None)
-    assert _run_of(listed) == _run_of(called) == gateway.run_for(alice, "s1", None)
-    assert _run_of(_call(gateway, "alice", "s2", None)) != _run_of(called)
+    assert run_of(listed) == run_of(called) == gateway.run_for(alice, "s1", None)
+    assert run_of(_call(gateway, "alice", "s2", None)) != run_of(called)
 
 
 def test_a_new_session_naming_its_run_continues_it_and_a_repeated_write_is_replayed(
@@ -60,22 +44,22 @@ def test_a_new_session_naming_its_run_continues_it_and_a_repeated_write_is_repla
 ) -> None:
     first = _call(gateway, "alice", "before", None)
     assert not first.is_error
-    run_id = _run_of(first)
+    run_id = run_of(first)
     again = _call(gateway, "alice", "after-reconnect", {RUN_META: run_id})
     assert not again.is_error, again
-    assert _run_of(again) == run_id
+    assert run_of(again) == run_id
     assert again.structured_content is not None
     assert again.structured_content["diagnostics"].get("replayed")
     assert count("tickets", str(tmp_path / "desk.db")) == 1
     # the session is bound to the run it named: later requests without _meta stay in it
     later = _call(gateway, "alice", "after-reconnect", None)
-    assert _run_of(later) == run_id
+    assert run_of(later) == run_id
 
 
 def test_another_principal_naming_the_run_is_refused_and_nothing_runs(
     gateway: Gateway, tmp_path: Path
 ) -> None:
-    run_id = _run_of(_call(gateway, "alice", "mine", {NODE_META: "n1"}))
+    run_id = run_of(_call(gateway, "alice", "mine", {NODE_META: "n1"}))
     desk = str(tmp_path / "desk.db")
     bob = gateway.config.principal_by_id("bob")
     assert bob is not None
@@ -97,13 +81,13 @@ def test_another_principal_naming_the_run_is_refused_and_nothing_runs(
     assert count("tickets", desk) == 1
     # bob's own session was not moved into alice's run
     own = anyio.run(gateway.serve_call, bob, "theirs", "lookup_customer", {"customer_id": "c1"}, None)
-    assert not own.is_error and _run_of(own) != run_id
+    assert not own.is_error and run_of(own) != run_id
 
 
 def test_listing_in_a_run_of_another_principal_is_refused(gateway: Gateway) -> None:
     from mcp.shared.exceptions import MCPError
 
-    run_id = _run_of(_call(gateway, "alice", "mine", None))
+    run_id = run_of(_call(gateway, "alice", "mine", None))
     bob = gateway.config.principal_by_id("bob")
     assert bob is not None
     with pytest.raises(MCPError, match="not a run of yours"):
@@ -120,11 +104,11 @@ def test_a_label_run_is_reported_by_its_full_id_and_that_id_continues_it(
     gateway: Gateway, tmp_path: Path
 ) -> None:
     first = _call(gateway, "alice", "a", {RUN_META: "nightly", NODE_META: "open"})
-    run_id = _run_of(first)
+    run_id = run_of(first)
     assert run_id.startswith("mcp_alice_nightly_")
-    assert _run_of(_call(gateway, "alice", "b", {RUN_META: "nightly", NODE_META: "open"})) == run_id
+    assert run_of(_call(gateway, "alice", "b", {RUN_META: "nightly", NODE_META: "open"})) == run_id
     echoed = _call(gateway, "alice", "c", {RUN_META: run_id, NODE_META: "open"})
-    assert _run_of(echoed) == run_id
+    assert run_of(echoed) == run_id
     assert count("tickets", str(tmp_path / "desk.db")) == 1
 
 
@@ -138,14 +122,14 @@ def test_over_http_a_reconnecting_client_continues_its_run_and_another_principal
         async with http_session(url, ALICE_TOKEN) as session:
             first = await session.call_tool("create_ticket", _ARGS)
             assert not first.is_error
-            run_id = _run_of(first)
+            run_id = run_of(first)
         async with http_session(url, ALICE_TOKEN) as session:
             again = await session.call_tool("create_ticket", _ARGS, meta=meta_of({RUN_META: run_id}))
-            assert not again.is_error and _run_of(again) == run_id
+            assert not again.is_error and run_of(again) == run_id
             assert again.structured_content is not None
             assert again.structured_content["diagnostics"].get("replayed")
             bound = await session.call_tool("create_ticket", _ARGS)
-            assert _run_of(bound) == run_id and not bound.is_error
+            assert run_of(bound) == run_id and not bound.is_error
         async with http_session(url, BOB_TOKEN) as session:
             stolen = await session.call_tool(
                 "lookup_customer", {"customer_id": "c1"}, meta=meta_of({RUN_META: run_id})

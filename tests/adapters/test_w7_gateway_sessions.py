@@ -3,12 +3,10 @@ restart keeps the versions it was offered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 
@@ -16,22 +14,7 @@ from actionspace import Runtime
 from actionspace.adapters.mcp_gateway import RUN_META, Gateway
 from actionspace.catalog.spec import ToolSpec
 from tests.adapters.gateway_sample_tools import DB_ENV, count
-from tests.adapters.gateway_support import error_of, store_url, write_config
-
-
-@pytest.fixture
-def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
-    monkeypatch.setenv(DB_ENV, str(tmp_path / "desk.db"))
-    gw = Gateway.from_file(write_config(tmp_path), runtime=Runtime("memory://", recover_on_start=False))
-    yield gw
-    gw.runtime.close()
-
-
-def _run_of(result: types.CallToolResult | types.ListToolsResult) -> str:
-    assert result.meta is not None, result
-    run_id = result.meta[RUN_META]
-    assert isinstance(run_id, str)
-    return run_id
+from tests.adapters.gateway_support import error_of, run_of, store_url, write_config
 
 
 def test_two_in_process_clients_of_one_gateway_are_served_in_two_runs(gateway: Gateway) -> None:
@@ -42,7 +25,7 @@ def test_two_in_process_clients_of_one_gateway_are_served_in_two_runs(gateway: G
         async with Client(gateway.server(lambda ctx: alice), cache=None) as c:
             first = await c.call_tool("lookup_customer", {"customer_id": "c1"})
             again = await c.call_tool("lookup_customer", {"customer_id": "c2"})
-            return _run_of(first), _run_of(again)
+            return run_of(first), run_of(again)
 
     async def both() -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
@@ -67,11 +50,11 @@ def test_an_in_process_client_continues_its_own_run_by_naming_it(gateway: Gatewa
 
     async def go() -> tuple[str, str]:
         async with Client(gateway.server(lambda ctx: alice), cache=None) as c:
-            first = _run_of(await c.call_tool("lookup_customer", {"customer_id": "c1"}))
+            first = run_of(await c.call_tool("lookup_customer", {"customer_id": "c1"}))
         async with Client(gateway.server(lambda ctx: alice), cache=None) as c:
             meta: Any = {RUN_META: first}
             again = await c.call_tool("lookup_customer", {"customer_id": "c1"}, meta=meta)
-            return first, _run_of(again)
+            return first, run_of(again)
 
     first, again = anyio.run(go)
     assert first == again
@@ -107,7 +90,7 @@ def test_a_run_continued_after_a_restart_gets_version_mismatch_for_a_tool_change
     alice = before.config.principal_by_id("alice")
     assert alice is not None
     try:
-        run_id = _run_of(anyio.run(before.serve_list, alice, "s1", None))
+        run_id = run_of(anyio.run(before.serve_list, alice, "s1", None))
         ok = anyio.run(before.serve_call, alice, "s1", "echo", {"text": "hi"}, None)
         assert not ok.is_error, ok
     finally:
@@ -115,7 +98,7 @@ def test_a_run_continued_after_a_restart_gets_version_mismatch_for_a_tool_change
     after = _restarted(tmp_path, _AFTER)  # the upstream now lists another definition, as version 1
     try:
         stale = anyio.run(after.serve_call, alice, "s2", "echo", {"amount": 5}, {RUN_META: run_id})
-        assert _run_of(stale) == run_id
+        assert run_of(stale) == run_id
         error = error_of(stale)
         assert error["category"] == "version_mismatch", error
         assert error["details"]["current"]["input_schema"]["required"] == ["amount"]
@@ -135,14 +118,14 @@ def test_a_run_continued_after_a_restart_calls_an_unchanged_tool_as_before(
     alice = before.config.principal_by_id("alice")
     assert alice is not None
     try:
-        run_id = _run_of(anyio.run(before.serve_list, alice, "s1", None))
+        run_id = run_of(anyio.run(before.serve_list, alice, "s1", None))
     finally:
         before.runtime.close()
     after = _restarted(tmp_path, _BEFORE)
     try:
         again = anyio.run(after.serve_call, alice, "s2", "echo", {"text": "hi"}, {RUN_META: run_id})
         assert not again.is_error, again
-        assert _run_of(again) == run_id
+        assert run_of(again) == run_id
     finally:
         after.runtime.close()
 
