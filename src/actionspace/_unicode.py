@@ -28,6 +28,7 @@ import re
 from typing import Any, Final, TypeVar, cast
 
 __all__ = [
+    "INVISIBLE",
     "REPLACEMENT",
     "json_for_postgres",
     "json_for_utf8",
@@ -37,6 +38,14 @@ __all__ = [
     "value_for_utf8",
 ]
 
+INVISIBLE: Final = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001345f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+"""Format characters (Unicode category Cf) and default-ignorable code points (fillers, joiners,
+variation selectors, tags): text a reader does not see, which can hide words or smuggle bytes."""
 REPLACEMENT: Final = "\ufffd"
 """What stands in for a code point a store cannot hold (U+FFFD REPLACEMENT CHARACTER)."""
 

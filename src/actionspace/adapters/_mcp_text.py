@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from actionspace._unicode import INVISIBLE
 from actionspace.errors import ToolDefinitionError
 
 __all__ = [
@@ -41,13 +42,6 @@ MAX_SCHEMA_BYTES: Final = 65_536
 _MAX_SOURCE: Final = 64
 
 _DROPPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
-_INVISIBLE: Final = frozenset(
-    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
-    + "".join(chr(c) for c in range(0xFE00, 0xFE10))
-    + "".join(chr(c) for c in range(0xE0100, 0xE01F0))
-)
-"""Default-ignorable code points outside the dropped categories: variation selectors (which can
-smuggle bytes after a visible character), fillers and joiners a reader does not see."""
 _ASCII_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SCHEMA_TEXT_KEYS: Final = frozenset({"description", "title", "$comment"})
 _SUBSCHEMA_MAPS: Final = frozenset(
@@ -72,7 +66,7 @@ def clean_text(text: str, limit: int) -> str:
 def _shown(char: str) -> str:
     if char in "\n\t":
         return char
-    if char in _INVISIBLE:
+    if INVISIBLE.match(char):  # default-ignorable code points outside the dropped categories
         return ""
     category = unicodedata.category(char)
     if category in _DROPPED_CATEGORIES:

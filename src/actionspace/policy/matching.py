@@ -29,6 +29,8 @@ from datetime import date
 from functools import lru_cache
 from typing import Any
 
+from actionspace._unicode import INVISIBLE
+
 __all__ = [
     "ENTITY",
     "Number",
@@ -92,16 +94,6 @@ _DATE_SPAN = re.compile(
 _DATETIME = re.compile(r"^(\d{4}-\d{1,2}-\d{1,2})[ T](\d{1,2}:\d{2})(?::\d{2})?$")
 
 
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5"
-    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0"
-    "\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001345f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
-)
-"""Format characters (Unicode category Cf) and default-ignorable code points: text a reader does
-not see."""
-
-
 def norm(text: str) -> str:
     """Lower-cased, with runs of whitespace collapsed to one space and the ends stripped: the
     strict reading, for matches that vouch for a value (see the module doc)."""
@@ -113,7 +105,7 @@ def fold(text: str) -> str:
     for matches that taint a value (``"\uff45vil"`` and ``"ev\u200bil"`` fold to ``"evil"``)."""
     if text.isascii():
         return norm(text)
-    plain = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
+    plain = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
     return _WS.sub(" ", unicodedata.normalize("NFKC", plain.casefold())).strip()
 
 
