@@ -17,8 +17,10 @@ class MemoryLedgerStore:
     def __init__(self) -> None:
         self._by_key: dict[str, LedgerEntry] = {}
         self._by_node: dict[tuple[str, str], str] = {}
-        self._by_action: dict[tuple[str, str, str], list[str]] = {}
-        """(run, tool, argument digest) → keys: identical actions of a run, for ``pending_action``."""
+        self._unsettled: dict[tuple[str, str, str], dict[str, None]] = {}
+        """(run, tool, argument digest) → keys of those identical actions of the run that are in
+        UNSETTLED, for ``pending_action``: kept as each entry is begun and moved (a purge removes
+        only settled entries), so one write's work does not grow with the run's settled ones."""
         self._lock = threading.Lock()
 
     def begin(self, entry: LedgerEntry) -> Begun:
@@ -31,7 +33,8 @@ class MemoryLedgerStore:
                 return Begun(existing, False)
             self._by_key[entry.key] = entry
             self._by_node[(entry.run_id, entry.node_id)] = entry.key
-            self._by_action.setdefault(_action(entry), []).append(entry.key)
+            if entry.state in UNSETTLED:
+                self._unsettled.setdefault(_action(entry), {})[entry.key] = None
             return Begun(entry, True)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
@@ -53,7 +56,20 @@ class MemoryLedgerStore:
     def _store(self, current: LedgerEntry, entry: LedgerEntry) -> LedgerEntry:
         identity = (current.run_id, current.node_id, current.tool, current.args_digest)
         stored = self._by_key[current.key] = with_identity(entry, identity)
+        was, now = current.state in UNSETTLED, stored.state in UNSETTLED
+        if now and not was:
+            self._unsettled.setdefault(_action(current), {})[current.key] = None
+        elif was and not now:
+            self._unmark(current)
         return stored
+
+    def _unmark(self, entry: LedgerEntry) -> None:
+        action = _action(entry)
+        keys = self._unsettled.get(action)
+        if keys is not None:
+            keys.pop(entry.key, None)
+            if not keys:
+                del self._unsettled[action]
 
     def get(self, key: str) -> LedgerEntry | None:
         with self._lock:
@@ -71,8 +87,8 @@ class MemoryLedgerStore:
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         with self._lock:
-            keys = self._by_action.get((run_id, tool, args_digest), ())
-            found = [e for k in keys if (e := self._by_key.get(k)) is not None and e.state in UNSETTLED]
+            keys = self._unsettled.get((run_id, tool, args_digest), ())
+            found = [self._by_key[k] for k in keys]
         return min(found, key=lambda e: (e.created_at, e.key), default=None)
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
@@ -88,11 +104,6 @@ class MemoryLedgerStore:
             for e in old:
                 del self._by_key[e.key]
                 self._by_node.pop((e.run_id, e.node_id), None)
-                keys = self._by_action.get(_action(e))
-                if keys is not None and e.key in keys:
-                    keys.remove(e.key)
-                    if not keys:
-                        del self._by_action[_action(e)]
             return len(old)
 
     def close(self) -> None:
