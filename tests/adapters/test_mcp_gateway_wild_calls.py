@@ -66,8 +66,7 @@ def test_any_tools_call_is_answered_with_a_typed_result(
     alice = gw.config.principal_by_id("alice")
     assert alice is not None
     before = len(_tickets(db))
-    run_id = gw.run_for(alice, session, meta)
-    result = anyio.run(gw.call_tool, alice, run_id, name, arguments, meta)
+    result = anyio.run(gw.serve_call, alice, session, name, arguments, meta)  # run_for refuses some _meta
     if result.is_error:
         assert result.structured_content is not None, result
         error = result.structured_content["error"]

@@ -8,8 +8,15 @@
   the same principal (id and tenant, as the store keeps them, so it holds across gateway
   restarts and processes sharing a store). Otherwise it is ``permission_denied``, the same answer
   for a run that does not exist and for another principal's, so naming runs tells nothing.
-* **A label.** Any other value names the principal's own run of that label
+* **A label.** Any other text names the principal's own run of that label
   (``mcp_<principal>_<label>_<digest>``): no principal reaches another's run by choosing a label.
+  The digest is of the principal's id, so a label run that exists is served only to the
+  principal (id and tenant) that opened it, as a run continued by id is: the same id given to a
+  principal of another tenant (a changed config, a store shared by gateways) gets
+  ``permission_denied``.
+* **Not text.** A value that is neither text nor null (a number, a list holding the id, an
+  object) is ``permission_denied``: serving it in the session's own run instead would send again
+  a write the client means to retry in its earlier run.
 * **Binding.** A session that named a run stays in it: its later requests without ``_meta`` are
   served there too (a client names its run once after reconnecting).
 """
@@ -57,9 +64,13 @@ class GatewayRuns:
         Reads the store to check the owner of a continued run (its errors propagate).
         """
         named = meta.get(RUN_META) if isinstance(meta, Mapping) else None
-        if isinstance(named, str) and named:
+        if named is not None and not isinstance(named, str):
+            return _not_text(named)
+        if named:
             found = (
-                self._continued(principal, named) if named.startswith("mcp_") else _label(principal, named)
+                self._continued(principal, named)
+                if named.startswith("mcp_")
+                else self._owned_by(principal, _label(principal, named), must_exist=False)
             )
             if session is not None and not isinstance(found, ActionError):
                 self._bind((principal.id, session), found)
@@ -73,11 +84,19 @@ class GatewayRuns:
         return run_id
 
     def _continued(self, principal: Principal, run_id: str) -> str | ActionError:
+        if not _GIVEN.fullmatch(run_id):
+            return _not_yours(run_id)
+        return self._owned_by(principal, run_id, must_exist=True)
+
+    def _owned_by(self, principal: Principal, run_id: str, *, must_exist: bool) -> str | ActionError:
+        """``run_id`` when the principal opened it (or, unless ``must_exist``, it does not exist
+        yet: the principal's first use opens it), else ``permission_denied``."""
         if (principal.id, run_id) in self._owned:
             self._owned.move_to_end((principal.id, run_id))
             return run_id
-        if not _GIVEN.fullmatch(run_id) or self._runtime.trace.next_seq(run_id) == 0:
-            return _not_yours(run_id)
+        if self._runtime.trace.next_seq(run_id) == 0:
+            # not remembered: until it exists, another process may open it first
+            return _not_yours(run_id) if must_exist else run_id
         owner = self._runtime.run_state(run_id).principal
         if (owner.id, owner.tenant) != (principal.id, principal.tenant):
             return _not_yours(run_id)
@@ -101,6 +120,14 @@ def _not_yours(run_id: str) -> ActionError:
         "permission_denied",
         f"{run_id[:120]!a} is not a run of yours: it does not exist or another principal opened it; "
         f"leave _meta[{RUN_META!r}] out to start a new run",
+    )
+
+
+def _not_text(value: object) -> ActionError:
+    return ActionError.of(
+        "permission_denied",
+        f"_meta[{RUN_META!r}] names no run: a run id the gateway reported, or a label, is text "
+        f"(this is {type(value).__name__}); leave it out to start a new run",
     )
 
 

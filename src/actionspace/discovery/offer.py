@@ -17,7 +17,7 @@ from actionspace.discovery.disclosure import (
     full_definition,
     short_definition,
 )
-from actionspace.discovery.runs import RunState
+from actionspace.discovery.runs import RunState, pin_of
 from actionspace.errors import DuplicateToolError
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
@@ -68,7 +68,7 @@ def offer(
     if described is not None:
         offered.append(described)
     before = run.pins
-    run.pins = {s.name: (s.version, s.schema_hash) for s in offered}
+    run.pins = {s.name: pin_of(s) for s in offered}
     if run.pins != before:  # the same tools offered again (every turn of a loop) change nothing to save
         run.pins_version += 1
     run.resolved.clear()

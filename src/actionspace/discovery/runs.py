@@ -1,27 +1,41 @@
 """One run's state as the engine keeps it, and what a tool name means in that run.
 
-A run pins the version (and schema hash) of every tool offered to it, or first resolved in it;
-a call names a tool and gets that pinned version, ``unknown_tool`` (with close names) or
-``version_mismatch`` (with the current definition) — never a silent reinterpretation.
+A run pins every tool offered to it, or first resolved in it, as ``(version, input-schema hash,
+definition hash)`` (:func:`pin_of`); a call names a tool and gets that pinned version,
+``unknown_tool`` (with close names) or ``version_mismatch`` (with the current definition) — never a
+silent reinterpretation. The definition hash covers everything the model (and an approver) is
+shown of the tool, so a definition changed under the same version label (an MCP server's tool
+after a gateway restart numbers its versions from "1" again) is a mismatch too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace._canonical import clip_middle
+from actionspace._canonical import clip_middle, digest_json
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import safe_suggestions
-from actionspace.discovery.disclosure import undescribed
+from actionspace.discovery.disclosure import full_definition, undescribed
 from actionspace.errors import ActionError
 from actionspace.policy.flow import FlowState
 from actionspace.policy.principal import Principal
 
-__all__ = ["RunState", "resolve"]
+__all__ = ["Pin", "RunState", "definition_hash", "pin_of", "resolve"]
+
+Pin = tuple[str, str, str]
+"""``(version, input-schema hash, definition hash)`` of a tool as offered to a run. The definition
+hash is ``""`` in a pin stored before it was kept (a run of the earlier two-element form): such a
+pin is judged by its version and schema hash alone until the run pins the tool again."""
+
+_HASHES: dict[int, tuple[ToolSpec, str]] = {}
+"""id(spec) → (spec, its definition hash): an agent loop offers the same specs every turn (held
+for the check of the identity, emptied past 65 536 specs)."""
 
 
 @dataclass(slots=True, weakref_slot=True)
@@ -32,9 +46,9 @@ class RunState:
     principal: Principal
     seq: itertools.count[int]
     nodes: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    pins: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Tool name → (version, schema hash) as offered (or first resolved) in this run. Changed
-    through :meth:`pin` or with :attr:`pins_version` moved, so the change is saved."""
+    pins: dict[str, Pin] = field(default_factory=dict)
+    """Tool name → (version, schema hash, definition hash) as offered (or first resolved) in this
+    run. Changed through :meth:`pin` or with :attr:`pins_version` moved, so the change is saved."""
     pins_version: int = 0
     """Moves with every change of :attr:`pins`: another process continuing the run must read an
     offer that replaced the tools by as many others (a count would not move)."""
@@ -68,8 +82,8 @@ class RunState:
     """How many of the user's messages the store holds (:meth:`FlowState.texts_since` gives the
     rest, saved with the next snapshot)."""
 
-    def pin(self, name: str, pin: tuple[str, str]) -> None:
-        """Pin ``name`` to ``(version, schema hash)`` in this run."""
+    def pin(self, name: str, pin: Pin) -> None:
+        """Pin ``name`` to ``(version, schema hash, definition hash)`` in this run."""
         self.pins[name] = pin
         self.pins_version += 1
 
@@ -116,7 +130,7 @@ class RunState:
             Principal.from_dict(who, allow_empty_id=True),
             seq,
             nodes=itertools.count(first_node),
-            pins={str(k): (str(v[0]), str(v[1])) for k, v in (data.get("pins") or {}).items()},
+            pins=_stored_pins(data.get("pins")),
             explicit_offer=bool(data.get("explicit_offer")),
             disclosure=bool(data.get("disclosure")),
             described={str(n) for n in data.get("described") or ()},
@@ -130,6 +144,60 @@ class RunState:
         # a snapshot of the earlier form held its texts: the next save stores them apart
         run.texts_saved = run.flow.user_count if "user_count" in (data.get("flow") or {}) else 0
         return run
+
+
+def _stored_pins(raw: Any) -> dict[str, Pin]:
+    """The pins of a snapshot: three-element lists, or two (version, schema hash) from a snapshot
+    of the earlier form. A pin of any other shape names no version, so the tool is a mismatch."""
+    pins: dict[str, Pin] = {}
+    for name, pin in raw.items() if isinstance(raw, Mapping) else ():
+        if isinstance(pin, list | tuple) and len(pin) in (2, 3):
+            pins[str(name)] = (str(pin[0]), str(pin[1]), str(pin[2]) if len(pin) == 3 else "")
+        else:
+            pins[str(name)] = ("", "", "")
+    return pins
+
+
+def definition_hash(spec: ToolSpec) -> str:
+    """Hash of everything shown of ``spec`` (to the model, and to a person approving a call):
+    description, summary, schemas, examples, effect, risk, reversibility, the contract, the
+    approval rule and the output labels; not its version label."""
+    hit = _HASHES.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    shown = full_definition(spec)
+    del shown["version"]
+    labels = spec.labels
+    shown["requires_approval"] = spec.requires_approval
+    shown["labels"] = {
+        "confidentiality": labels.confidentiality,
+        "integrity": labels.integrity,
+        "sink_max": labels.sink_max,
+        "sink": labels.sink,
+        "high_risk_args": list(labels.high_risk_args or ()),
+        "readers": None if labels.readers is None else sorted(labels.readers),
+    }
+    try:
+        encoded = digest_json(shown)
+    except (TypeError, ValueError):  # an example or a schema value JSON cannot hold (NaN, an object)
+        try:
+            encoded = b"j" + json.dumps(shown, sort_keys=True, default=_kind).encode()
+        except (TypeError, ValueError, RecursionError):  # an integer too long to print, say
+            encoded = b"k" + repr((spec.schema_hash, spec.description, spec.effect, spec.risk)).encode()
+    found = hashlib.sha256(encoded).hexdigest()[:16]
+    if len(_HASHES) >= 65_536:
+        _HASHES.clear()
+    _HASHES[id(spec)] = (spec, found)
+    return found
+
+
+def _kind(value: object) -> str:
+    return f"<{type(value).__qualname__}>"  # never an address: the hash is compared across processes
+
+
+def pin_of(spec: ToolSpec) -> Pin:
+    """What a run pins of an offered (or first resolved) tool."""
+    return (spec.version, spec.schema_hash, definition_hash(spec))
 
 
 def _with_texts(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -177,9 +245,9 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
                 alternatives=close or offered[:20],
                 details={"offered": offered[:50], "requested": name[:200]},
             )
-        pin = (spec.version, spec.schema_hash)
+        pin = pin_of(spec)
         run.pin(base, pin)
-    version, offered_hash = pin
+    version, offered_hash, offered_definition = pin
     spec = catalog.find(f"{base}@{version}")
     current = catalog.current(base)
     if asked and asked != version:
@@ -188,15 +256,26 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
         return _mismatch(
             run, base, f"{base}@{version} as offered to this run is no longer available", current
         )
+    if offered_definition != definition_hash(spec):
+        if offered_definition:  # same version label and input schema, another description, output schema…
+            return _mismatch(
+                run,
+                base,
+                f"{base}@{version} has changed since it was offered to this run "
+                "(its description, schemas or annotations)",
+                current,
+            )
+        run.pin(base, pin_of(spec))  # a pin of the earlier form: judged as before, kept whole from now on
     return spec
 
 
 def _mismatch(run: RunState, base: str, message: str, current: ToolSpec | None) -> ActionError:
-    details: dict[str, Any] = {
-        "offered": f"{base}@{run.pins[base][0]}",
-        "offered_schema_hash": run.pins[base][1],
-    }
+    version, schema, shown = run.pins[base]
+    details: dict[str, Any] = {"offered": f"{base}@{version}", "offered_schema_hash": schema}
+    if shown:
+        details["offered_definition_hash"] = shown
     if current is not None:
         details["current"] = current.describe()
-        run.pin(base, (current.version, current.schema_hash))
+        details["current_definition_hash"] = definition_hash(current)
+        run.pin(base, pin_of(current))
     return ActionError.of("version_mismatch", message, details=details)
