@@ -9,6 +9,8 @@ the person's answer comes back; :meth:`Bridge.settle` records that answer in ``r
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +22,7 @@ from actionspace.runtime import Runtime
 from actionspace.session import Session
 from actionspace.types import Observation, ToolCall
 
-__all__ = ["Bridge", "Offered", "held_request", "require"]
+__all__ = ["Bridge", "FrameworkRuns", "Offered", "held_request", "require"]
 
 
 def held_request(obs: Observation) -> str | None:
@@ -137,3 +139,57 @@ class Bridge:
             "reason": obs.error.message,
             "effects": details.get("effects", []),
         }
+
+
+class FrameworkRuns:
+    """The actionspace run of each run of an agent framework that reuses one set of tools.
+
+    Without a run id (``named=False``) each framework run acts in a run of its own, whose id is
+    derived from the framework's run key (a run resumed elsewhere finds it again); with one, every
+    framework run acts in ``first``'s run. Either way a framework run that brings the user's words
+    starts a new turn (node identity): the same write asked for in another run is a new action,
+    while a run resumed from its state, or a call re-proposed within it, stays in its turn.
+    The keys of the last ``keep`` framework runs are remembered.
+    """
+
+    def __init__(self, first: Bridge, *, named: bool, keep: int = 4096) -> None:
+        self.latest = first
+        self._first = first
+        self._named = named
+        self._keep = keep
+        self._runs: OrderedDict[str, Bridge] = OrderedDict()
+
+    def bridge(self, key: str | None, *, fresh: bool, words: str = "", run_key: str | None = None) -> Bridge:
+        """The bridge of framework run ``key`` (None: the framework names no run, ``first``).
+
+        ``fresh``: the run starts with the user's ``words``, nothing of it done yet (a new turn the
+        first time ``key`` is seen). ``run_key``: what names the actionspace run when none was
+        given (default ``key``; a framework's conversation, when its runs continue one another).
+        """
+        if key is None:
+            return self._first
+        bridge = self._runs.get(key)
+        if bridge is not None:
+            self._runs.move_to_end(key)
+            return bridge
+        bridge = self._first if self._named else self._derived(run_key or key)
+        if fresh:
+            bridge.user(words)
+        self._runs[key] = self.latest = bridge
+        while len(self._runs) > self._keep:
+            self._runs.popitem(last=False)
+        return bridge
+
+    def _derived(self, run_key: str) -> Bridge:
+        first = self._first
+        return Bridge(
+            first.rt,
+            run_id=_run_id_of(run_key),
+            principal=first.principal,
+            names=first.names,
+            approver=first.approver,
+        )
+
+
+def _run_id_of(run_key: str) -> str:
+    return "run_" + hashlib.sha256(run_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -15,14 +15,24 @@ held without the SDK having asked (a flow policy asking to declassify) comes bac
 
     tools = governed_tools(rt, run_id="conv-1")
     agent = Agent(name="ops", model=..., tools=tools)
+
+Runs: with ``run_id`` every ``Runner.run`` acts in that run; without one each SDK run acts in a
+run of its own. A ``Runner.run`` given new input is a new user turn (its last user message
+recorded as the user's words), so the same write asked for again in a later run is a new action;
+a run resumed from its ``RunState`` (here or in another process) stays in its turn, and a call
+re-proposed there is replayed. The SDK run is recognised by the first tool call id its state
+keeps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from actionspace.adapters._bridge import Bridge, held_request, require
+from actionspace.adapters._bridge import Bridge, FrameworkRuns, held_request, require
+from actionspace.discovery.names import ProviderNames
+from actionspace.errors import ConfigurationError
+from actionspace.parse import user_text
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 
@@ -48,21 +58,30 @@ def governed_tools(
     ``approver``: who an approval given with ``RunState.approve`` is recorded as. Raises
     ConfigurationError naming the extra when the SDK is not installed.
     """
-    return tools_of(Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver))
+    bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
+    return _tools(FrameworkRuns(bridge, named=run_id is not None))
 
 
 def tools_of(bridge: Bridge) -> list[Tool]:
     """The tools of an existing :class:`~actionspace.adapters._bridge.Bridge` (to share its run)."""
+    return _tools(FrameworkRuns(bridge, named=True))
+
+
+def _tools(runs: FrameworkRuns) -> list[Tool]:
     agents = require("agents", EXTRA)
+    bridge = runs.latest
+    catalog = bridge.rt.catalog
+    names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
     out: list[Tool] = []
     for offered in bridge.offered():
-        spec = bridge.rt.catalog.get(offered.name)
+        spec = catalog.get(offered.name)
+        as_named = names.offered(offered.name)  # ``files.read`` is offered as a name providers take
         out.append(
             agents.FunctionTool(
-                name=offered.name,
+                name=as_named,
                 description=offered.description,
                 params_json_schema=offered.parameters,
-                on_invoke_tool=_invoker(bridge, offered.name),
+                on_invoke_tool=_invoker(runs, offered.name, as_named),
                 strict_json_schema=False,
                 needs_approval=bool(spec.requires_approval or spec.high_risk_args),
             )
@@ -70,13 +89,42 @@ def tools_of(bridge: Bridge) -> list[Tool]:
     return out
 
 
-def _invoker(bridge: Bridge, name: str) -> Any:
+def _invoker(runs: FrameworkRuns, name: str, as_named: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+        bridge = _bridge_of(runs, ctx)
         obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
         request_id = held_request(obs)
-        if request_id is not None and ctx.is_tool_approved(name, ctx.tool_call_id):
+        if request_id is not None and ctx.is_tool_approved(as_named, ctx.tool_call_id):
             bridge.settle(request_id, approved=True)
             obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
         return bridge.text(obs)
 
     return invoke
+
+
+def _bridge_of(runs: FrameworkRuns, ctx: ToolContext[Any]) -> Bridge:
+    """The bridge of the SDK run ``ctx`` belongs to, named by its first tool call id.
+
+    The SDK keeps every call id of a run, in order, with whether it completed, in the run's
+    state (``RunState`` carries them across a resume, in this process or another): a run none of
+    whose calls completed yet is a new run of the user's words, a new turn.
+    """
+    invocations = getattr(ctx, "_tool_invocations", None)
+    if not isinstance(invocations, Mapping) or not invocations:
+        return runs.bridge(None, fresh=False)
+    key = next(iter(invocations))
+    fresh = not any(getattr(record, "completed", False) for record in invocations.values())
+    return runs.bridge(f"openai-agents:{key}", fresh=fresh, words=_words(ctx.turn_input) if fresh else "")
+
+
+def _words(items: Sequence[Any]) -> str:
+    """The text of the run's last user message (empty when it has none, or none as text)."""
+    for item in reversed(items):
+        role = item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
+        if role != "user":
+            continue
+        try:
+            return user_text(item if isinstance(item, Mapping) else {"content": getattr(item, "content", "")})
+        except ConfigurationError:
+            return ""
+    return ""

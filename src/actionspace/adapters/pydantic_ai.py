@@ -12,6 +12,12 @@ whose request is still pending (approved without ``decide``) is approved as ``ap
 
     toolset = GovernedToolset(rt, run_id="conv-1")
     agent = Agent(model, toolsets=[toolset.toolset], output_type=[str, DeferredToolRequests])
+
+Runs: with ``run_id`` every agent run acts in that run; without one each conversation (Pydantic
+AI's ``conversation_id``: an agent run and the runs that continue its messages) acts in a run of
+its own. An agent run given a prompt is a new user turn (its prompt recorded as the user's words),
+so the same write asked for again in a later run is a new action; a run resumed with
+``deferred_tool_results`` stays in its turn, and a call re-proposed there is replayed.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_core import SchemaValidator
 
-from actionspace.adapters._bridge import Bridge, held_request, require
+from actionspace.adapters._bridge import Bridge, FrameworkRuns, held_request, require
+from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 
@@ -52,13 +59,14 @@ class _AnyArguments:
     """Lets whatever the model sent reach the engine, which answers text that is not JSON as
     ``parse_error`` and a value that is not an object as ``invalid_arguments`` (Pydantic AI would
     otherwise answer with its own validation text, spread a list with ``**`` and fail, or assert on
-    null). Duck-types the two methods Pydantic AI calls on a tool's ``SchemaValidator``."""
+    null, or let a value nested deeper than the decoder goes end the run with ``RecursionError``).
+    Duck-types the two methods Pydantic AI calls on a tool's ``SchemaValidator``."""
 
     def validate_json(self, data: str | bytes | bytearray, **_: Any) -> dict[str, Any]:
         text = data.decode("utf-8", "replace") if isinstance(data, bytes | bytearray) else data
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the decoder's depth: the engine says so
             value = None
         return value if isinstance(value, dict) else {"arguments": _Raw(text)}
 
@@ -84,15 +92,18 @@ class GovernedToolset:
         approver: str = "pydantic-ai",
     ) -> None:
         self.bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
+        self.runs = FrameworkRuns(self.bridge, named=run_id is not None)
         self.toolset: FunctionToolset[Any] = self._build()
 
     @property
     def run_id(self) -> str:
-        return str(self.bridge.run_id)
+        """The run given, or without one the run of the latest agent run that called a tool."""
+        return str(self.runs.latest.run_id)
 
     def user(self, text: str) -> None:
-        """The user's words: a new turn, and a provenance source for later arguments."""
-        self.bridge.user(text)
+        """The user's words: a new turn of :attr:`run_id`, and a provenance source for later
+        arguments (an agent run given a prompt records its prompt so already)."""
+        self.runs.latest.user(text)
 
     def decide(
         self,
@@ -127,11 +138,13 @@ class GovernedToolset:
     def _build(self) -> FunctionToolset[Any]:
         pai = require("pydantic_ai", EXTRA)
         toolsets = require("pydantic_ai.toolsets", EXTRA)
+        catalog = self.bridge.rt.catalog
+        names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
         tools = []
         for offered in self.bridge.offered():
             tool = pai.Tool.from_schema(
                 self._function(offered.name),
-                name=offered.name,
+                name=names.offered(offered.name),  # ``files.read`` is offered as a name providers take
                 description=offered.description,
                 json_schema=offered.parameters,
                 takes_ctx=True,
@@ -143,10 +156,17 @@ class GovernedToolset:
         return toolset
 
     def _function(self, name: str) -> Any:
-        bridge = self.bridge
+        runs = self.runs
         exceptions = require("pydantic_ai.exceptions", EXTRA)
 
         async def run(ctx: RunContext[Any], **arguments: Any) -> str:
+            # an agent run given the user's prompt is a new turn; one resumed from its messages is not
+            bridge = runs.bridge(
+                ctx.run_id,
+                fresh=ctx.prompt is not None,
+                words=_words(ctx.prompt),
+                run_key=ctx.conversation_id,
+            )
             wrapped = arguments.get("arguments")
             if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
@@ -161,3 +181,12 @@ class GovernedToolset:
 
         run.__name__ = name
         return run
+
+
+def _words(prompt: Any) -> str:
+    """The text of an agent run's prompt (a string, or content parts of which the strings count)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence):
+        return "\n".join(part for part in prompt if isinstance(part, str))
+    return ""
