@@ -291,11 +291,16 @@ def eval_bfcl(
             ablation=None,
         )
         return
+    from actionspace._cli_tables import fail
+    from actionspace.errors import BfclDataError
     from actionspace.evaluation.bfcl import format_bfcl_report, run_bfcl_checks
 
     if stage not in ("runtime", "validator"):
         raise typer.BadParameter("stage must be 'runtime' or 'validator'")
-    report = run_bfcl_checks(stage=stage)  # type: ignore[arg-type]
+    try:
+        report = run_bfcl_checks(stage=stage)  # type: ignore[arg-type]
+    except BfclDataError as exc:
+        fail(str(exc))
     typer.echo(json.dumps(report, indent=2) if json_out else format_bfcl_report(report))
 
 

@@ -86,12 +86,17 @@ def fetch(cache_dir: Path | str | None = None) -> Path:
         return data
     cache.mkdir(parents=True, exist_ok=True)
     wheel = cache / WHEEL
+    if wheel.exists() and not wheel.is_file():
+        raise BfclDataError(f"{wheel} is not a file; delete it and fetch again")
     if not wheel.is_file():
         _download(cache)
     _verify(wheel)
     staging = Path(tempfile.mkdtemp(prefix=f".{_UNPACKED}-", dir=cache))
     try:
-        _unpack(wheel, staging)
+        try:
+            _unpack(wheel, staging)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise BfclDataError(f"cannot unpack {wheel}: {exc}; delete it and fetch again") from exc
         staging.chmod(0o755)
         try:
             staging.rename(target)
@@ -119,7 +124,11 @@ def _download(cache: Path) -> None:
 
 
 def _verify(wheel: Path) -> None:
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    try:
+        with wheel.open("rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as exc:
+        raise BfclDataError(f"cannot read {wheel}: {exc}") from exc
     if digest != WHEEL_SHA256:
         raise BfclDataError(
             f"{wheel} has sha256 {digest}, expected {WHEEL_SHA256}; delete it and fetch again"
@@ -142,16 +151,55 @@ def _unpack(wheel: Path, into: Path) -> None:
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a data file, one a line; BfclDataError for anything else."""
     try:
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
                 if line.strip():
                     try:
-                        yield json.loads(line)
+                        record = json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise BfclDataError(f"{path}:{number}: not JSON: {exc}") from exc
+                    if not isinstance(record, dict):
+                        raise BfclDataError(f"{path}:{number}: not a JSON object")
+                    yield record
     except FileNotFoundError as exc:
         raise BfclDataError(f"missing BFCL data file {path}") from exc
+    except UnicodeDecodeError as exc:
+        raise BfclDataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise BfclDataError(f"cannot read BFCL data file {path}: {exc}") from exc
+
+
+def _text(record: Mapping[str, Any], name: str, where: str) -> str:
+    value = record.get(name)
+    if not isinstance(value, str):
+        raise BfclDataError(f"{where}: {name!r} must be text, got {type(value).__name__}")
+    return value
+
+
+def _list(record: Mapping[str, Any], name: str, where: str) -> list[Any]:
+    value = record.get(name)
+    if not isinstance(value, list):
+        raise BfclDataError(f"{where}: {name!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _entry(category: str, raw: Mapping[str, Any], ground_truth: list[Any]) -> BfclEntry:
+    """One entry, its shape checked: a hand-edited or truncated cache is a BfclDataError."""
+    entry_id = _text(raw, "id", category)
+    where = f"{category}: {entry_id}"
+    functions = _list(raw, "function", where)
+    for doc in functions:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+            raise BfclDataError(f"{where}: every function doc needs a name")
+    return BfclEntry(
+        id=entry_id,
+        category=category,
+        question=_list(raw, "question", where),
+        functions=functions,
+        ground_truth=ground_truth,
+    )
 
 
 def load(category: str, data_dir: Path | None = None) -> list[BfclEntry]:
@@ -164,21 +212,16 @@ def load(category: str, data_dir: Path | None = None) -> list[BfclEntry]:
         raise BfclDataError(f"unknown BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     data = data_dir if data_dir is not None else fetch()
     name = f"BFCL_v4_{category}.json"
-    answers = {a["id"]: a["ground_truth"] for a in _lines(data / "possible_answer" / name)}
+    answers: dict[str, list[Any]] = {}
+    for a in _lines(data / "possible_answer" / name):
+        answer_id = _text(a, "id", f"{category} answers")
+        answers[answer_id] = _list(a, "ground_truth", f"{category} answers: {answer_id}")
     entries = []
     for raw in _lines(data / name):
-        entry_id = raw["id"]
+        entry_id = _text(raw, "id", category)
         if entry_id not in answers:
             raise BfclDataError(f"{category}: {entry_id} has no possible answer")
-        entries.append(
-            BfclEntry(
-                id=entry_id,
-                category=category,
-                question=raw["question"],
-                functions=raw["function"],
-                ground_truth=answers.pop(entry_id),
-            )
-        )
+        entries.append(_entry(category, raw, answers.pop(entry_id)))
     if answers:
         raise BfclDataError(f"{category}: possible answers without a question: {sorted(answers)[:5]}")
     return entries

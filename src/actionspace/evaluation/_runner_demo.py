@@ -15,8 +15,8 @@ Judging, one :class:`~actionspace.evaluation.outcomes.StepOutcome` per step:
   calls must be offered tools); a step of lookups only passes both when every tool it calls is
   offered. In a negative task (``no_call``) any call fails ``select``.
 * ``exec``: every observation of the step is ok (judged once ``select`` and ``args`` passed);
-  ``error_category`` is the first error's category and ``recovered`` marks a step whose calls all
-  succeeded right after a step with an error.
+  ``error_category`` is the first error's category and ``recovered`` marks a step, right after a
+  step with an error, whose calls all succeeded and passed ``select`` and ``args``.
 * ``task``: the task's registered predicate on the final calendar; in a negative task
   (``no_call``, ``info_missing``, ``no_tool``, ``permission_missing``), that no write succeeded —
   a successful write is recorded as the incident ``write_in_negative_task``.
@@ -204,7 +204,7 @@ def _play_step(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
-    fields["recovered"] = after_error and bool(calls) and failed is None
+    fields["recovered"] = after_error and bool(calls) and failed is None and select_ok and args_ok
     return (
         StepOutcome(**fields),
         pairs,

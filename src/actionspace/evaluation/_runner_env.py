@@ -19,10 +19,13 @@ and one for a turn answered with no call at all):
 
 * ``parse``: the output parsed.
 * ``select``: every call names an offered tool, and every call of a tool that writes or has an
-  external effect matches, by name, an expected call of this turn or an earlier one not yet made.
+  external effect matches, by name, an expected call of this turn or an earlier one not yet made
+  (a call whose arguments were wrong does not make it: its corrected retry matches it again).
   A turn answered without any call passes only if it expected none.
 * ``args``: each matched call's arguments are acceptable for the call it matched.
 * ``exec``: every observation of the step is ok (real execution, judged when ``args`` passed).
+  A step right after a step with an error is ``recovered`` when it passed ``select`` and ``args``
+  and every observation is ok.
 * ``task``: the task's registered predicate on ``Environment.state``; in a negative task
   (``no_call``, ``no_tool``, ``info_missing`` or ``permission_missing`` with no expected call)
   also that nothing was written.
@@ -262,7 +265,8 @@ def _step(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
-    fields["recovered"] = bool(play.steps) and play.steps[-1].error_category is not None and failed is None
+    after_error = bool(play.steps) and play.steps[-1].error_category is not None
+    fields["recovered"] = after_error and failed is None and select_ok and args_ok
     if session.gate is not None:
         fields["gate"] = tuple(_gate_decision(o) for o in observations)
     _note(play, StepOutcome(**fields))
@@ -303,11 +307,12 @@ def _judge(
             play.chosen.append(("<none>", name))
             continue
         at, index = match
-        wanted = play.task.possible_answers(at)[index]
-        play.made.append(match)
+        fits = judge_turn([call], [play.task.possible_answers(at)[index]]).args_ok
+        if fits:  # a call with wrong arguments leaves the expected call open for its correction
+            play.made.append(match)
         play.chosen.append((name, name))
         expected_tools.append(name)
-        args_ok = args_ok and judge_turn([call], [wanted]).args_ok
+        args_ok = args_ok and fits
     return select_ok, args_ok, tuple(expected_tools)
 
 

@@ -95,12 +95,19 @@ def load_bfcl_suite(categories: Sequence[str] | None = None, *, data_dir: Path |
     data = data_dir if data_dir is not None else _bfcl_data.fetch()
     tasks: list[Task] = []
     for category in chosen:
-        if category in MULTI_TURN:
-            tasks.extend(_multi_turn(category, data))
-        elif category in AGENTIC:
-            tasks.extend(_agentic(category, data))
-        else:
-            tasks.extend(_single_turn(category, data))
+        try:
+            if category in MULTI_TURN:
+                tasks.extend(_multi_turn(category, data))
+            elif category in AGENTIC:
+                tasks.extend(_agentic(category, data))
+            else:
+                tasks.extend(_single_turn(category, data))
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            # a record missing a field or holding one of another type: a hand-edited or torn cache
+            raise _bfcl_data.BfclDataError(
+                f"{category}: malformed BFCL record ({type(exc).__name__}: {exc}) in {data}; "
+                "delete the unpacked folder to unpack the pinned wheel again"
+            ) from exc
     return Suite(
         name="bfcl",
         tasks=tuple(tasks),

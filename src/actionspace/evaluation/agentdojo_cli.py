@@ -22,6 +22,7 @@ __all__ = [
     "Mode",
     "PolicyName",
     "check_options",
+    "check_version",
     "eval_agentdojo_command",
 ]
 
@@ -65,13 +66,51 @@ def _choose(option: str, given: Iterable[str], allowed: tuple[str, ...]) -> None
         )
 
 
-def _check_version(version: str) -> None:
-    """Refuse (typer.BadParameter) a task-set version the installed agentdojo does not hold."""
+PINNED_AGENTDOJO = "agentdojo==0.1.35"
+"""The release the tool labels and the default task set were written against (the dev extra)."""
+
+
+def check_version(version: str, suites: Iterable[str] = SUITES) -> None:
+    """Refuse (typer.BadParameter) a task-set version, or a suite of it, the installed agentdojo
+    does not hold; raise ConfigurationError when agentdojo has no public ``get_suites`` to ask.
+
+    Only agentdojo's public ``load_suites.get_suites`` is read (it answers an unknown version with
+    no suites); agentdojo offers no public list of its versions, so the refusal names the default.
+    """
     from agentdojo.task_suite import load_suites
 
-    known = tuple(v for v, suites in getattr(load_suites, "_SUITES", {}).items() if suites)
-    if known and version not in known:
-        _choose("--benchmark-version", (version,), known)
+    from actionspace.errors import ConfigurationError
+
+    get_suites = getattr(load_suites, "get_suites", None)
+    if not callable(get_suites):
+        raise ConfigurationError(
+            f"the installed agentdojo {_installed()} has no agentdojo.task_suite.load_suites.get_suites; "
+            f"install the tested release: pip install '{PINNED_AGENTDOJO}'"
+        )
+    held = dict(get_suites(version) or {})
+    if not held:
+        raise typer.BadParameter(
+            f"agentdojo {_installed()} holds no task set {version!r} "
+            f"(the default is {DEFAULT_BENCHMARK_VERSION}, from {PINNED_AGENTDOJO})",
+            param_hint="--benchmark-version",
+        )
+    missing = [name for name in suites if name not in held]
+    if missing:
+        raise typer.BadParameter(
+            f"task set {version!r} of agentdojo {_installed()} has no suite {', '.join(map(repr, missing))}; "
+            f"it holds {', '.join(sorted(held))}",
+            param_hint="--suite",
+        )
+
+
+def _installed() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("agentdojo")
+    except PackageNotFoundError:
+        return "(version unknown)"
 
 
 def eval_agentdojo_command(
@@ -112,13 +151,17 @@ def eval_agentdojo_command(
     from rich.console import Console
 
     from actionspace._cli_tables import fail
+    from actionspace.errors import ConfigurationError
 
     check_options(mode=mode, suites=suite or (), policy=policy, approver=approver)
     try:
         import agentdojo  # noqa: F401
     except ImportError:
         fail("agentdojo is not installed: pip install 'agentdojo==0.1.35' (dev extra)")
-    _check_version(benchmark_version)
+    try:
+        check_version(benchmark_version, suite or SUITES)
+    except ConfigurationError as exc:
+        fail(str(exc))
     from actionspace.evaluation.agentdojo import AgentDojoConfig, run_agentdojo, summarize
 
     console = Console(stderr=True)

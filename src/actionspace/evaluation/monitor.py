@@ -23,15 +23,22 @@ calls ``call_1`` in every output makes a new call each time (a second event of a
 observation, or an error when a verifier rejected its result afterwards. An atomic group's own
 record (its ledger entry, ``group.<environment>``) is not a call: its members are, and an unknown
 commit of the group is one of each member.
+
+A trace may come from elsewhere (``actionspace trace import``): a payload field of an unexpected
+type (a category that is no text, field errors or plan edges that are no list) is read as absent,
+so the report still counts every call.
 """
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from actionspace.errors import ConfigurationError
 from actionspace.trace.events import CALL_START_KINDS, TraceEvent, TraceStore
 
 __all__ = [
@@ -60,7 +67,14 @@ class MonitorThresholds:
     min_rejects: int = 5
     """Rejected calls a tool needs before the field alert is considered; default 5."""
     min_unknown_commits: int = 1
-    """Unknown commits of a tool that raise an alert; default 1."""
+    """Unknown commits of a tool that raise an alert; default 1; 0 turns the alert off."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.field_share <= 1.0:  # NaN fails too: an alert that could never fire
+            raise ConfigurationError(f"field_share must be within [0, 1], got {self.field_share!r}")
+        for name in ("min_rejects", "min_unknown_commits"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,8 +230,11 @@ def monitor(
 
     ``since`` (Unix seconds) keeps the calls whose first event is at or after it, in runs active
     since then; ``run_ids`` reads only those runs (default: the ``max_runs`` most recent runs,
-    100,000 by default). ``thresholds`` default to :class:`MonitorThresholds`.
+    100,000 by default). ``thresholds`` default to :class:`MonitorThresholds`. Raises
+    ConfigurationError when ``since`` is not a finite time.
     """
+    if since is not None and not math.isfinite(since):
+        raise ConfigurationError(f"since must be a finite Unix time in seconds, got {since!r}")
     if run_ids is None:
         ids = [s.run_id for s in store.runs(limit=max_runs, since=since)]
     else:
@@ -246,9 +263,10 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
     calls: list[_Call] = []
     current: dict[str, _Call] = {}
     plan_sources: dict[str, set[str]] = {}
-    for ev in events:
+    for ev in sorted(events, key=lambda e: e.seq):
+        data: Mapping[str, Any] = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.kind == "plan_started":
-            _plan_links(ev, plan_sources)
+            _plan_links(ev.run_id, data, plan_sources)
             continue
         if ev.call_id is None:
             continue
@@ -257,7 +275,6 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
             call = current[ev.call_id] = _Call(ev.call_id, ev.ts, ev.seq)
             calls.append(call)
         call.kinds.add(ev.kind)
-        data = ev.data
         tool = data.get("tool")
         if call.tool is None and isinstance(tool, str):
             call.tool = tool
@@ -296,6 +313,16 @@ def _inferred_sources(values: Sequence[Any]) -> set[str]:
     return found
 
 
+def _text(value: Any) -> str | None:
+    """``value`` when it is non-empty text, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def _items(value: Any) -> Sequence[Any]:
+    """``value`` when it is a list, else no items."""
+    return value if isinstance(value, list | tuple) else ()
+
+
 def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
     provenance = data.get("provenance")
     if isinstance(provenance, Mapping):
@@ -304,37 +331,41 @@ def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
                 call.sources.add(mark[len(_MARK) :])
             elif kind == "proposed" and isinstance(mark, list):
                 call.sources.update(_inferred_sources(mark))
-    if kind == "resolved" and data.get("category"):
-        call.rejected = str(data["category"])
+    category = _text(data.get("category"))
+    if kind == "resolved" and category is not None:
+        call.rejected = category
     elif kind == "validated" and data.get("verdict") == "rejected":
-        call.rejected = str(data.get("category") or "invalid_arguments")
-        for error in data.get("field_errors") or ():
+        call.rejected = category or "invalid_arguments"
+        for error in _items(data.get("field_errors")):
             if isinstance(error, Mapping) and isinstance(error.get("path"), str):
                 call.fields.add(error["path"])
     elif kind == "dispatched":
         call.dispatched = True
     elif kind == "observation":
         call.status = str(data.get("status"))
-        call.category = data.get("category") if call.status != "ok" else None
+        call.category = category if call.status != "ok" else None
         if call.rejected is None and not call.dispatched and call.category in _REFUSED:
-            call.rejected = str(call.category)
+            call.rejected = call.category
     elif kind == "verified" and data.get("verdict") == "rejected":
-        call.status, call.category = "error", str(data.get("category") or "verification_failed")
+        call.status, call.category = "error", category or "verification_failed"
     elif kind == "ledger" and data.get("to") == "unknown_commit":
         call.unknown_commit = True
 
 
-def _plan_links(ev: TraceEvent, sources: dict[str, set[str]]) -> None:
+def _plan_links(run_id: str, data: Mapping[str, Any], sources: dict[str, set[str]]) -> None:
     """Record which plan node consumed which: a node's ``refs`` when given, else the plan's edges."""
-    prefix = f"{ev.run_id}:"
-    nodes = [n for n in ev.data.get("nodes") or () if isinstance(n, Mapping) and "id" in n]
+    prefix = f"{run_id}:"
+    nodes = [n for n in _items(data.get("nodes")) if isinstance(n, Mapping) and "id" in n]
     if any("refs" in n for n in nodes):
-        pairs = [(str(ref), str(n["id"])) for n in nodes for ref in n.get("refs") or ()]
+        pairs = [(str(ref), str(n["id"])) for n in nodes for ref in _items(n.get("refs"))]
     else:
         added = {
-            (a.get("from"), a.get("to")) for a in ev.data.get("added_edges") or () if isinstance(a, Mapping)
+            (str(a.get("from")), str(a.get("to")))
+            for a in _items(data.get("added_edges"))
+            if isinstance(a, Mapping)
         }
-        pairs = [(str(a), str(b)) for a, b in ev.data.get("edges") or () if (a, b) not in added]
+        edges = [(str(e[0]), str(e[1])) for e in _items(data.get("edges")) if len(_items(e)) == 2]
+        pairs = [edge for edge in edges if edge not in added]
     for source, consumer in pairs:
         sources.setdefault(prefix + consumer, set()).add(prefix + source)
 
@@ -343,15 +374,16 @@ def _link(calls: Sequence[_Call]) -> None:
     """Resolve each call's sources to the calls of its run (other than itself): of the handlings
     of a source's call id, the latest one that started before the consumer."""
     by_id: dict[str, list[_Call]] = {}
-    for call in calls:
+    for call in sorted(calls, key=lambda c: c.first_seq):
         by_id.setdefault(call.call_id, []).append(call)
+    starts = {call_id: [c.first_seq for c in handlings] for call_id, handlings in by_id.items()}
     for call in calls:
         inputs: list[_Call] = []
         for source in sorted(call.sources):
-            handlings = [c for c in by_id.get(source, ()) if c is not call]
-            before = [c for c in handlings if c.first_seq < call.first_seq]
+            handlings = by_id.get(source, [])
+            before = bisect_left(starts.get(source, []), call.first_seq)
             if before:
-                inputs.append(before[-1])
+                inputs.append(handlings[before - 1])
             elif handlings and source != call.call_id:
                 inputs.append(handlings[0])
         call.inputs = inputs

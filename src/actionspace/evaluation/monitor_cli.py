@@ -7,6 +7,7 @@ stderr and exit with code 1. The command exits 0 whether or not alerts were rais
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 import time
@@ -39,7 +40,10 @@ def parse_since(text: str, *, now: float | None = None) -> float:
     match = _DURATION.match(text)
     if match is not None:
         amount, unit = float(match.group(1)), match.group(2).lower()
-        return (time.time() if now is None else now) - amount * _UNITS[unit]
+        start = (time.time() if now is None else now) - amount * _UNITS[unit]
+        if not math.isfinite(start):
+            raise ValueError(f"--since {text.strip()!r} reaches back further than any clock")
+        return start
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -95,8 +99,8 @@ def monitor_command(
         cutoff = parse_since(since) if since is not None else None
     except ValueError as exc:
         _fail(str(exc))
-    thresholds = MonitorThresholds(field_share=field_share, min_rejects=min_rejects)
     try:
+        thresholds = MonitorThresholds(field_share=field_share, min_rejects=min_rejects)
         opened = open_trace_store(url, create=False)
         try:
             report = monitor(opened, since=cutoff, thresholds=thresholds)
