@@ -1,7 +1,8 @@
 """What a file system refusal means to whoever asked: one mapping of ``OSError`` to a category.
 
 * the path names nothing a file can be (missing directory, a file used as a directory, a
-  directory used as a file, a name too long, a symlink loop) → ``invalid_arguments``;
+  directory used as a file, a name too long, a symlink, a FIFO or socket with nobody at the
+  other end) → ``invalid_arguments``;
 * the process may not read or write it (permissions, a read-only file system) → ``permanent``;
 * the disk is full or the quota spent → ``transient``: nothing was written (the stores take their
   partial writes back), so the same write may be asked again once there is room;
@@ -21,7 +22,7 @@ from actionspace.errors import Category, ToolError
 __all__ = ["os_errors", "typed"]
 
 _INVALID = frozenset(
-    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL}
+    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL, errno.ENXIO}
 )
 _DENIED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})

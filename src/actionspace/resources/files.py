@@ -10,9 +10,14 @@ Writers of this store (in this or any other process) serialize on an advisory lo
 (``<root>/.actionspace/lock``); a snapshot takes it shared. Editors that do not use the store are
 not excluded, which is exactly what the hash checks are for.
 
-Paths are relative to the root and confined to it after normalization and symlinks, like
-``actionspace.validation.semantic.PathWithin`` (annotate tool arguments with it so escapes are
-rejected at validation already); an escaping path here is ``invalid_arguments``.
+Paths are relative to the root (an absolute path naming a file below it is accepted too) and
+normalized lexically (``.`` dropped, ``..`` taken back, never above the root). They are then opened
+one directory at a time relative to the descriptor of the one before, never following a symlink
+(:mod:`actionspace.resources._beneath`): a symlink anywhere in a path, even one pointing inside the
+root, is ``invalid_arguments`` ("escapes the root"), and so is a path escaping the root, naming the
+state directory or a temporary, or longer than a path may be. A FIFO, socket or device is refused
+as "not a regular file", never opened in a way that waits. Annotate tool arguments with
+``actionspace.validation.semantic.PathWithin`` so escapes are rejected at validation already.
 
 A refusal of the file system is a :class:`~actionspace.errors.ToolError` too (see
 :mod:`actionspace.resources._os_errors`), and a failed write leaves the file as it was: no
@@ -22,8 +27,10 @@ temporary behind, an append cut short taken back.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,16 +39,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actionspace.errors import ToolError
-from actionspace.resources._os_errors import os_errors
-from actionspace.resources.journal import (
-    TEMP_SUFFIX,
-    Journal,
-    Recovered,
-    RenameStep,
-    Staged,
-    file_hash,
-    fsync_dir,
+from actionspace.resources._beneath import (
+    Beneath,
+    components,
+    escaped,
+    hash_at,
+    lstat_at,
+    read_at,
+    refuse_link,
+    write_all,
+    write_new,
 )
+from actionspace.resources._os_errors import os_errors
+from actionspace.resources.journal import STATE_DIR, TEMP_SUFFIX, Journal, Recovered, RenameStep, Staged
 from actionspace.resources.modes import (
     ABSENT,
     LATEST,
@@ -57,9 +67,6 @@ from actionspace.resources.modes import (
 )
 
 __all__ = ["STATE_DIR", "FileSnapshot", "FileStore", "FileVersion", "GroupWrite"]
-
-STATE_DIR = ".actionspace"
-"""Directory under the root holding the lock file and the journal; never readable as a resource."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +117,9 @@ class FileStore:
     ``conflict`` (seconds, default 5). ``between_renames``: called before every rename after the
     first one of a group switch (for crash tests); raising from it interrupts the switch.
     Opening a store recovers any switch a crash interrupted (:attr:`recovered`), and so does every
-    write that finds one (a crash of another process after this store was opened).
+    write that finds one (a crash of another process after this store was opened). A journal that
+    cannot be judged is quarantined (see :mod:`actionspace.resources.journal`); the write that
+    finds one fails once with ``conflict`` (re-read, then write again), an open records it only.
     """
 
     def __init__(
@@ -125,11 +134,9 @@ class FileStore:
             raise FileNotFoundError(f"file store root {self.root} is not a directory")
         self.lock_timeout_s = lock_timeout_s
         self.between_renames = between_renames
-        self._state = self.root / STATE_DIR
-        self._state.mkdir(exist_ok=True)
-        self._lock_path = self._state / "lock"
-        self._lock_path.touch(exist_ok=True)
-        self._journal = Journal(self.root, self._state)
+        self._spellings = (self.root, Path(os.path.abspath(root)))
+        self._tree = Beneath(self.root)
+        self._journal = Journal(self._tree)
         self.recovered: list[Recovered] = self.recover()
 
     # ------------------------------------------------------------------ reading
@@ -154,18 +161,15 @@ class FileStore:
             yield FileSnapshot(self)
 
     def _read_unlocked(self, path: str, mode: ReadMode) -> FileVersion:
-        target = self._resolve(path)
+        parts = self._parts(path)
+        rel = "/".join(parts)
         try:
-            with os_errors(self._rel(target)), open(target, "rb") as fh:
-                content = fh.read()
-                st = os.fstat(fh.fileno())
+            with os_errors(rel), self._tree.parent(parts) as pfd:
+                found = _version(pfd, parts[-1], rel)
         except ToolError as exc:
             if not isinstance(exc.__cause__, (FileNotFoundError, IsADirectoryError)):
                 raise
             raise ToolError("invalid_arguments", f"no file {path!r}", resource_ids=[f"file:{path}"]) from None
-        found = FileVersion(
-            path=self._rel(target), content=content, hash=sha256_hex(content), version=_token(st)
-        )
         if isinstance(mode, AtVersion) and str(mode.version) not in (found.hash, found.version):
             raise stale(f"file:{found.path}", f"{path} is no longer at {mode.version}", found.hash)
         return found
@@ -179,24 +183,28 @@ class FileStore:
         editor outside the store → ``conflict``).
         """
         data = content.encode("utf-8") if isinstance(content, str) else content
-        target = self._writable(self._resolve(path))
-        rid = f"file:{self._rel(target)}"
-        with self._writing(), os_errors(self._rel(target)):
+        parts = self._parts(path)
+        rel, name = "/".join(parts), parts[-1]
+        with self._writing(), os_errors(rel), self._tree.parent(parts) as pfd:
+            _refuse_non_file(pfd, name, rel)
             if isinstance(mode, Append):
-                return self._append(target, data)
+                return _append(pfd, name, rel, data)
             if isinstance(mode, Conditional):
-                self._check(target, mode, rid)
-            temp = self._temp(target, data)
+                self._check(pfd, name, rel, mode)
+            temp = _temp(pfd, name, data)
             try:
-                if isinstance(mode, Conditional) and not self._matches(target, mode):
+                if isinstance(mode, Conditional) and not _matches(pfd, name, rel, mode):
                     raise conflict(
-                        rid, f"{path} changed while it was being written", current_hash=file_hash(target)
+                        f"file:{rel}",
+                        f"{path} changed while it was being written",
+                        current_hash=hash_at(pfd, name, rel),
                     )
-                os.replace(temp, target)
+                os.replace(temp, name, src_dir_fd=pfd, dst_dir_fd=pfd)
             finally:
-                temp.unlink(missing_ok=True)
-            fsync_dir(target.parent)
-            return self._read_unlocked(self._rel(target), LATEST)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=pfd)
+            os.fsync(pfd)
+            return _version(pfd, name, rel)
 
     def apply_group(self, writes: Sequence[GroupWrite], *, key: str | None = None) -> tuple[FileVersion, ...]:
         """Switch every file of ``writes`` or none (module docstring of ``journal``).
@@ -205,23 +213,23 @@ class FileStore:
         raises ``stale_reference`` (``details["mismatched"]``: path → current hash) and nothing is
         switched. ``key`` is recorded with the switch for :meth:`committed`.
         """
-        targets = [self._writable(self._resolve(w.path)) for w in writes]
-        if len(set(targets)) != len(targets):
+        targets = [self._parts(w.path) for w in writes]
+        rels = ["/".join(parts) for parts in targets]
+        if len(set(rels)) != len(rels):
             raise ToolError("invalid_arguments", "a switch group names the same file twice")
-        with self._writing(), os_errors(", ".join(self._rel(t) for t in targets)):
+        with self._writing(), os_errors(", ".join(rels)):
             staged: list[Staged] = []
             switching = False
             try:
-                for w, target in zip(writes, targets, strict=True):
-                    staged.append(
-                        Staged(
-                            target=target, temp=self._temp(target, w.content), new_hash=sha256_hex(w.content)
-                        )
-                    )
+                for w, parts, rel in zip(writes, targets, rels, strict=True):
+                    with self._tree.parent(parts) as pfd:
+                        _refuse_non_file(pfd, parts[-1], rel)
+                        temp = _temp(pfd, parts[-1], w.content)
+                    staged.append(Staged(path=rel, temp=temp, new_hash=sha256_hex(w.content)))
                 mismatched = {
-                    self._rel(t): file_hash(t) or ABSENT
-                    for w, t in zip(writes, targets, strict=True)
-                    if w.expected_hash is not None and (file_hash(t) or ABSENT) != w.expected_hash
+                    rel: now
+                    for w, parts, rel in zip(writes, targets, rels, strict=True)
+                    if w.expected_hash is not None and (now := self._hash(parts) or ABSENT) != w.expected_hash
                 }
                 if mismatched:
                     first = next(iter(mismatched))
@@ -237,11 +245,16 @@ class FileStore:
             except BaseException as exc:
                 if not switching:  # nothing was switched: drop the temporaries (else: the journal's)
                     for s in staged:
-                        s.temp.unlink(missing_ok=True)
+                        self._drop(s)
                     raise
                 if not isinstance(exc, OSError) or not self._repaired(staged):
                     raise
-            return tuple(self._read_unlocked(self._rel(t), LATEST) for t in targets)
+            return tuple(self._read_unlocked(rel, LATEST) for rel in rels)
+
+    def _drop(self, s: Staged) -> None:
+        parts = s.path.split("/")
+        with contextlib.suppress(OSError), self._tree.parent(parts) as pfd:
+            os.unlink(s.temp, dir_fd=pfd)
 
     def _repaired(self, staged: Sequence[Staged]) -> bool:
         """After a switch of ``staged`` failed: finish it now when its journal was written, or undo
@@ -249,127 +262,85 @@ class FileStore:
         file holds its new content. A repair failing too is left to the next write or open."""
         try:
             self.recovered.extend(self._journal.recover())
-        except OSError:
+            return all(self._hash(s.path.split("/")) == s.new_hash for s in staged)
+        except (OSError, ToolError):
             return False
-        return all(file_hash(s.target) == s.new_hash for s in staged)
 
     def check(self, expected: Mapping[str, str]) -> dict[str, str]:
         """Path → current hash (or ABSENT) of every path whose hash is not the expected one."""
         out = {}
         for path, want in expected.items():
-            target = self._resolve(path)
-            with os_errors(self._rel(target)):
-                now = file_hash(target) or ABSENT
+            parts = self._parts(path)
+            with os_errors("/".join(parts)):
+                now = self._hash(parts) or ABSENT
             if now != want:
                 out[path] = now
         return out
 
     def recover(self) -> list[Recovered]:
-        """Finish or undo every switch a crash interrupted (run on open; safe to call again)."""
+        """Finish, undo or quarantine every switch a crash interrupted (run on open; safe to call
+        again)."""
         with self._locked(exclusive=True):
             return self._journal.recover()
 
-    def committed(self, key: str) -> bool:
-        """Whether the switch recorded with ``key`` took effect (after recovering interrupted ones)."""
+    def committed(self, key: str) -> bool | None:
+        """Whether the switch recorded with ``key`` took effect (after recovering interrupted ones);
+        None when its journal was quarantined, so what it did cannot be told."""
         self.recover()
         return self._journal.committed(key)
 
     # ------------------------------------------------------------------ helpers
-    def _check(self, target: Path, mode: Conditional, rid: str) -> None:
-        if not self._matches(target, mode):
-            current = file_hash(target)
+    def _parts(self, path: str) -> tuple[str, ...]:
+        """The components of ``path`` below the root; reserved names are ``invalid_arguments``."""
+        parts = components(path, *self._spellings)
+        if len(os.fsencode(self.root / "/".join(parts))) >= _PATH_MAX:
+            raise ToolError("invalid_arguments", f"path {path[:64]!r}... is longer than a path may be")
+        if parts[0] == STATE_DIR or parts[-1].endswith(TEMP_SUFFIX):
+            raise ToolError("invalid_arguments", f"path {path!r} is reserved")
+        return parts
+
+    def _hash(self, parts: Sequence[str]) -> str | None:
+        """sha256 hex of the file ``parts`` names; None when it (or its directory) does not exist."""
+        try:
+            with self._tree.parent(parts) as pfd:
+                return hash_at(pfd, parts[-1], "/".join(parts))
+        except FileNotFoundError:
+            return None
+
+    def _check(self, pfd: int, name: str, rel: str, mode: Conditional) -> None:
+        if not _matches(pfd, name, rel, mode):
             raise stale(
-                rid,
-                f"{self._rel(target)} changed since it was read",
-                current,
+                f"file:{rel}",
+                f"{rel} changed since it was read",
+                hash_at(pfd, name, rel),
                 expected=mode.content_hash or mode.version,
             )
-
-    def _matches(self, target: Path, mode: Conditional) -> bool:
-        try:
-            with open(target, "rb") as fh:
-                data, token = fh.read(), _token(os.fstat(fh.fileno()))
-        except FileNotFoundError:
-            return version_matches(mode, None, None)
-        if mode.content_hash is not None:
-            return mode.content_hash == sha256_hex(data)
-        return str(mode.version) in (token, sha256_hex(data))
-
-    def _append(self, target: Path, data: bytes) -> FileVersion:
-        """Every byte of ``data`` at the end, or (on any failure) the file as it was."""
-        existed = target.exists()
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                rest = memoryview(data)
-                while rest:  # a write may take fewer bytes than given (a signal, a nearly full disk)
-                    rest = rest[os.write(fd, rest) :]
-                os.fsync(fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    if existed:
-                        os.ftruncate(fd, size)
-                        os.fsync(fd)
-                    else:
-                        target.unlink()
-                raise
-        finally:
-            os.close(fd)
-        return self._read_unlocked(self._rel(target), LATEST)
-
-    def _temp(self, target: Path, data: bytes) -> Path:
-        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}")
-        try:
-            with open(temp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except BaseException:
-            with contextlib.suppress(OSError):
-                temp.unlink(missing_ok=True)
-            raise
-        return temp
-
-    def _writable(self, target: Path) -> Path:
-        """``target``, refused when it is a directory (a switch could not replace it)."""
-        with os_errors(self._rel(target)):
-            is_dir = target.is_dir()
-        if is_dir:
-            raise ToolError("invalid_arguments", f"{self._rel(target)} is a directory, not a file")
-        return target
-
-    def _resolve(self, path: str) -> Path:
-        if not isinstance(path, str):
-            raise ToolError("invalid_arguments", f"a path is text, not {type(path).__name__}")
-        if "\x00" in path:
-            raise ToolError("invalid_arguments", "path contains a NUL byte")
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ToolError("invalid_arguments", "path is not valid UTF-8 text (a lone surrogate)") from None
-        target = Path(os.path.realpath(self.root / path))
-        if target == self.root or not target.is_relative_to(self.root):
-            raise ToolError("invalid_arguments", f"path {path!r} escapes the root")
-        if target.is_relative_to(self._state) or target.name.endswith(TEMP_SUFFIX):
-            raise ToolError("invalid_arguments", f"path {path!r} is reserved")
-        return target
-
-    def _rel(self, target: Path) -> str:
-        return target.relative_to(self.root).as_posix()
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """The write lock, with any switch a crash interrupted finished (or undone) first: a write
         checked against a half-switched group, and then undone by its replay, would be lost."""
         with self._locked(exclusive=True):
-            if self._journal.interrupted():
-                self.recovered.extend(self._journal.recover())
+            with os_errors(STATE_DIR):
+                found = self._journal.recover() if self._journal.interrupted() else []
+            self.recovered.extend(found)
+            quarantined = [r.quarantine for r in found if r.quarantine is not None]
+            if quarantined:
+                raise conflict(
+                    f"files:{self.root.name}",
+                    f"an interrupted switch could not be judged and was moved aside to {quarantined}; "
+                    "files it named may hold a group half switched. Nothing of this write was done: "
+                    "re-read, then write again",
+                    quarantined=quarantined,
+                    written=False,
+                )
             yield
 
     @contextmanager
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
-        fd = os.open(self._lock_path, os.O_RDWR)
+        with os_errors(f"{STATE_DIR}/lock"), self._journal.state() as sfd:
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open("lock", flags, 0o644, dir_fd=sfd)
         try:
             flag = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
             deadline = time.monotonic() + self.lock_timeout_s
@@ -387,6 +358,73 @@ class FileStore:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock
+
+
+_PATH_MAX = 4096
+"""Linux's PATH_MAX (bytes, the terminating NUL included): no longer path names a file."""
+
+
+def _version(pfd: int, name: str, rel: str) -> FileVersion:
+    content, st = read_at(pfd, name, rel)
+    return FileVersion(path=rel, content=content, hash=sha256_hex(content), version=_token(st))
+
+
+def _refuse_non_file(pfd: int, name: str, rel: str) -> None:
+    """Refuse to write over a symlink (never followed), a directory or a special file."""
+    st = lstat_at(pfd, name)
+    if st is None or stat.S_ISREG(st.st_mode):
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise escaped(rel, name)
+    kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+    raise ToolError("invalid_arguments", f"{rel} is {kind}, not a file", resource_ids=[f"file:{rel}"])
+
+
+def _matches(pfd: int, name: str, rel: str, mode: Conditional) -> bool:
+    try:
+        data, st = read_at(pfd, name, rel)
+    except FileNotFoundError:
+        return version_matches(mode, None, None)
+    if mode.content_hash is not None:
+        return mode.content_hash == sha256_hex(data)
+    return str(mode.version) in (_token(st), sha256_hex(data))
+
+
+def _append(pfd: int, name: str, rel: str, data: bytes) -> FileVersion:
+    """Every byte of ``data`` at the end, or (on any failure) the file as it was."""
+    existed = lstat_at(pfd, name) is not None
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=pfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            refuse_link(pfd, name, rel)
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError("invalid_arguments", f"{rel} is not a regular file", resource_ids=[f"file:{rel}"])
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if existed:
+                    os.ftruncate(fd, st.st_size)
+                    os.fsync(fd)
+                else:
+                    os.unlink(name, dir_fd=pfd)
+            raise
+    finally:
+        os.close(fd)
+    return _version(pfd, name, rel)
+
+
+def _temp(pfd: int, name: str, data: bytes) -> str:
+    """The name of a new fsynced temporary holding ``data`` beside ``name``."""
+    temp = f".{name}.{uuid.uuid4().hex[:12]}{TEMP_SUFFIX}"
+    write_new(pfd, temp, data)
+    return temp
 
 
 def _token(st: os.stat_result) -> str:

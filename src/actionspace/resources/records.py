@@ -211,16 +211,16 @@ class RecordTransaction:
     def commit(self) -> None:
         """Make every write visible together and record ``key`` (when given) in the same commit."""
         try:
-            if self.key is not None:
-                try:
-                    self.connection.execute(
-                        "INSERT INTO transaction_commits (key, at) VALUES (?, ?)", (self.key, time.time())
-                    )
-                except sqlite3.IntegrityError:
-                    raise ToolError(
-                        "conflict", f"transaction {self.key} was committed already; nothing was written"
-                    ) from None
             with _refusals("records"):
+                if self.key is not None:
+                    try:
+                        self.connection.execute(
+                            "INSERT INTO transaction_commits (key, at) VALUES (?, ?)", (self.key, time.time())
+                        )
+                    except sqlite3.IntegrityError:
+                        raise ToolError(
+                            "conflict", f"transaction {self.key} was committed already; nothing was written"
+                        ) from None
                 self.connection.execute("COMMIT")
         finally:
             self.connection.close()  # closing an uncommitted transaction rolls it back

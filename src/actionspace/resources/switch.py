@@ -13,9 +13,9 @@ changed a file between stage and commit) raises from ``commit``; the runtime the
 
 from __future__ import annotations
 
+from actionspace.errors import ToolError
 from actionspace.resources._os_errors import os_errors
 from actionspace.resources.files import FileStore, GroupWrite
-from actionspace.resources.journal import file_hash
 from actionspace.resources.modes import ABSENT, EnvironmentMode, sha256_hex, stale
 
 __all__ = ["FileSwitch", "FileSwitchEnvironment"]
@@ -33,11 +33,11 @@ class FileSwitch:
         """Stage ``content`` for ``path``; returns its hash. Raises ``stale_reference`` when the file's
         hash is no longer ``expected_hash`` (None: overwrite, :data:`ABSENT`: must not exist)."""
         data = content.encode("utf-8") if isinstance(content, str) else content
-        target = self.store._resolve(path)
-        rel = self.store._rel(target)
+        parts = self.store._parts(path)
+        rel = "/".join(parts)
         if expected_hash is not None:
             with os_errors(rel):
-                current = file_hash(target) or ABSENT
+                current = self.store._hash(parts) or ABSENT
             if current != expected_hash:
                 raise stale(
                     f"file:{rel}", f"{rel} changed since it was read", current, expected=expected_hash
@@ -70,7 +70,9 @@ class FileSwitchEnvironment:
         return FileSwitch(self.store, key)
 
     def committed(self, key: str) -> bool | None:
+        """Whether the switch of ``key`` took effect; None when that cannot be told (the store
+        cannot be read, or the switch's journal was quarantined)."""
         try:
             return self.store.committed(key)
-        except OSError:
+        except (OSError, ToolError):
             return None
