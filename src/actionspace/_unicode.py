@@ -19,12 +19,21 @@ refuses to write them; PostgreSQL refuses them and U+0000 too, in ``text`` and i
 
 Each check costs one ``str.isascii()`` (a flag read) for ASCII text, plus a search for U+0000
 where PostgreSQL is the reader.
+
+:func:`loose_table` is the table of the loose reading that finds a disguised copy of untrusted
+text (:func:`actionspace.policy.matching.fold`): invisible characters and accents dropped,
+compatibility characters decomposed, lookalike letters of other scripts (Unicode TR39
+confusables) read as the letters they imitate.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from collections import defaultdict
+from functools import cache
+from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
 __all__ = [
@@ -32,6 +41,7 @@ __all__ = [
     "REPLACEMENT",
     "json_for_postgres",
     "json_for_utf8",
+    "loose_table",
     "text_for_postgres",
     "text_for_utf8",
     "unfit_text",
@@ -192,3 +202,120 @@ def unfit_text(value: Any, pointer: str = "") -> tuple[str, str] | None:
 
 def _escape_pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
+
+
+# ---------------------------------------------------------------------- the loose reading
+
+_LOOKALIKE_DATA: Final = ("confusable_homoglyphs", "confusables.json")
+"""Unicode's TR39 confusables (``confusables.txt``), as the ``confusable-homoglyphs`` package ships
+them: each character → the characters it is confusable with, in both directions."""
+_BIDI_MARK: Final = re.compile("[\u200e\u200f]")
+"""What the data wraps right-to-left text in (it quotes ``confusables.txt``'s comments)."""
+_PLANES: Final = (range(0x20000), range(0x2F800, 0x2FA20), range(0xE0000, 0xE1000))
+"""Where the characters the loose reading changes are: the BMP, the SMP, the CJK compatibility
+ideographs supplement and the tags."""
+_KEPT: Final = 0x800
+"""Characters below this (Latin, Greek, Cyrillic, Armenian, Hebrew, Arabic...) are in the table
+even when kept as they are: a lookup that finds its key is faster than one that misses."""
+_DEPTH: Final = 8
+"""How deep a character's reading may recurse (a lookalike of a letter that decomposes...): a
+bound the data never reaches."""
+
+
+@cache
+def loose_table() -> dict[int, str | int | None]:
+    """The :meth:`str.translate` table of the loose reading (then NFC): each character it changes
+    → what it reads as, or None to delete it (and each one below U+0800 it keeps → itself).
+
+    A character reads as: nothing when it is invisible (:data:`INVISIBLE`) or a combining mark
+    (categories Mn and Me: ``"a\u0301"`` → ``"a"``); else the reading of its canonical
+    decomposition (NFD: ``"\u00e9"`` → ``"e"``); else, when its NFKD is ASCII, the reading of that
+    (fullwidth and mathematical letters, ligatures: ``"\uff0d"`` → ``"-"``); else, for a
+    non-ASCII lookalike of the TR39 confusables, the reading of the text it imitates (Cyrillic
+    ``"\u0430"``, Greek ``"\u0391"``, Cherokee ``"\u13aa"`` → ``"a"``; the lunate sigma
+    ``"\u03f2"``, whose NFKD is a final sigma, → ``"c"``); else the reading of its NFKD, else of
+    its case fold. ASCII characters are only lower-cased: ``"l"``, ``"I"`` and ``"1"``, ``"0"`` and
+    ``"O"``, ``"m"`` and ``"rn"`` stay apart (TR39 reads each group as one), so two distinct
+    ASCII texts never fold alike; a lookalike of such a group reads as the member it resembles (a
+    digit as the digit, a capital as ``"i"``). Built on first use (a few tenths of a second), then
+    shared; without the ``confusable-homoglyphs`` data it raises :class:`ModuleNotFoundError`.
+    """
+    imitates = _lookalikes()
+    table: dict[int, str | int | None] = {}
+    for plane in _PLANES:
+        for point in plane:
+            c = chr(point)
+            read = _read(c, imitates, _DEPTH)
+            if read != c:
+                table[point] = read or None
+            elif point < _KEPT:
+                table[point] = point  # found, not missed: a miss costs translate() an exception
+    return table
+
+
+def _read(c: str, imitates: dict[str, str], depth: int) -> str:
+    """What the single character ``c`` reads as (see :func:`loose_table`), in NFC."""
+    if INVISIBLE.match(c) or unicodedata.category(c) in ("Mn", "Me"):
+        return ""
+    text = unicodedata.normalize("NFD", c)  # as TR39 does: "\u00f6" is "o" and a mark
+    if text == c:
+        text = unicodedata.normalize("NFKD", c)
+        if not text.isascii():  # "\uff0d" is "-", the lunate sigma "\u03f2" (NFKD "\u03c2") is "c"
+            text = imitates.get(c, text)
+    if text == c:
+        text = c.casefold()
+    if text == c or depth == 0:
+        return c
+    return unicodedata.normalize("NFC", "".join(_read(x, imitates, depth - 1) for x in text))
+
+
+def _lookalikes() -> dict[str, str]:
+    """Each non-ASCII character of the confusables → the character(s) it imitates (unfolded)."""
+    raw = json.loads(resources.files(_LOOKALIKE_DATA[0]).joinpath(_LOOKALIKE_DATA[1]).read_text("utf-8"))
+    near: defaultdict[str, set[str]] = defaultdict(set)
+    for key, entries in raw.items():
+        a = _BIDI_MARK.sub("", key)
+        for entry in entries:
+            b = _BIDI_MARK.sub("", entry["c"])
+            if a and b and a != b:
+                near[a].add(b)
+                near[b].add(a)
+    out: dict[str, str] = {}
+    seen: set[str] = set()
+    for start in sorted(near):
+        if start in seen:
+            continue
+        group = _group(start, near)
+        seen |= group
+        # TR39 maps every member to one prototype: the member all the others are confusable with
+        prototype = max(sorted(group), key=lambda member: len(near[member]))
+        for c in group:
+            if len(c) == 1 and not c.isascii() and c != prototype:
+                out[c] = _imitated(c, group, prototype)
+    return out
+
+
+def _group(start: str, near: dict[str, set[str]]) -> set[str]:
+    group = {start}
+    todo = [start]
+    while todo:
+        for other in near[todo.pop()]:
+            if other not in group:
+                group.add(other)
+                todo.append(other)
+    return group
+
+
+def _imitated(c: str, group: set[str], prototype: str) -> str:
+    """What ``c`` stands for: the group's prototype, or for a group holding ASCII characters the
+    ASCII character ``c`` resembles (a digit for a digit, a capital for a capital)."""
+    ascii_chars = sorted(m for m in group if len(m) == 1 and m.isascii())
+    if not ascii_chars:
+        return prototype
+    value = unicodedata.numeric(c, None)
+    if value is not None and value == int(value) and str(int(value)) in ascii_chars:
+        return str(int(value))
+    capitals = [m for m in ascii_chars if m.isupper()]
+    if c.isupper() and capitals:
+        return capitals[0]
+    return prototype if prototype in ascii_chars else ascii_chars[0]

@@ -13,8 +13,11 @@ maps into ASCII only what Unicode calls canonically equivalent, such as the Kelv
 ``casefold`` it replaced also turned ``"\ufb01"`` into ``"fi"`` and ``"\u017f"`` into ``"s"``).
 :func:`fold` is the loose one, used where a match *taints* a value (an untrusted source holds
 it): it drops invisible format characters (zero-width spaces and joiners, soft hyphens, bidi
-controls, variation selectors), applies NFKC (fullwidth and mathematical letters, ligatures) and
-case-folds, so that a disguised copy of an untrusted value is still found. Pass ``loose=True`` to
+controls, variation selectors) and combining marks (accents), reads compatibility characters by
+their decomposition (fullwidth and mathematical letters, ligatures) and lookalike letters of other
+scripts as the letters they imitate (Unicode TR39 confusables: Cyrillic ``"\u0430"`` is ``"a"``),
+and case-folds, so that a disguised copy of an untrusted value is still found. It never maps an
+ASCII character to another one, so distinct ASCII texts stay distinct. Pass ``loose=True`` to
 :func:`prepare`, :func:`matches` and :func:`probe` for the loose reading.
 """
 
@@ -29,7 +32,7 @@ from datetime import date
 from functools import lru_cache
 from typing import Any
 
-from actionspace._unicode import INVISIBLE
+from actionspace._unicode import loose_table
 
 __all__ = [
     "ENTITY",
@@ -101,12 +104,14 @@ def norm(text: str) -> str:
 
 
 def fold(text: str) -> str:
-    """:func:`norm` after dropping invisible characters, NFKC and case folding: the loose reading,
-    for matches that taint a value (``"\uff45vil"`` and ``"ev\u200bil"`` fold to ``"evil"``)."""
+    """:func:`norm` after dropping invisible characters and combining marks, reading lookalikes of
+    other scripts as the letters they imitate, NFKD and case folding: the loose reading, for
+    matches that taint a value (``"\uff45vil"``, ``"ev\u200bil"``, ``"\u00e9vil"`` and Cyrillic
+    ``"\u0435vil"`` fold to ``"evil"``; see :func:`actionspace._unicode.loose_table`). ASCII text
+    folds to its :func:`norm`; the result is in NFC, linear in the text's length."""
     if text.isascii():
         return norm(text)
-    plain = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
-    return _WS.sub(" ", unicodedata.normalize("NFKC", plain.casefold())).strip()
+    return _WS.sub(" ", unicodedata.normalize("NFC", text.translate(loose_table()))).strip()
 
 
 Number = int | float

@@ -20,9 +20,9 @@ choice even when an untrusted page repeats it). Matching is by normalised value 
   longer text (``"bob"`` occurs in ``"ask Bob."``, not in ``"bobby"``);
 - in untrusted content (observations and user messages) also through disguises
   (:func:`~actionspace.policy.matching.fold`: fullwidth and compatibility characters, invisible
-  format characters), so that a rewritten copy of an untrusted value stays ``untrusted``; a
-  trusted source, and a system field's vouching, match by the strict reading only, so folding
-  never raises a value to ``user`` or ``tool_result``;
+  format characters, accents, lookalike letters of other scripts), so that a rewritten copy of an
+  untrusted value stays ``untrusted``; a trusted source, and a system field's vouching, match by
+  the strict reading only, so folding never raises a value to ``user`` or ``tool_result``;
 - numbers as numbers: ``1000``, ``1000.0``, ``"1,000"`` and ``"$1,000.00"`` are one value, and a
   numeral in a text counts (currency signs and codes around it are ignored); integers exactly
   (:func:`~actionspace.policy.matching.number`: two long account numbers one digit apart differ);
@@ -33,8 +33,8 @@ A string is also judged by the addresses it embeds: every URL, e-mail address an
 account number inside a longer string gets a provenance of its own (path
 ``/body#www.example.com``, ``embedded=True``), so a message that points its reader at a link or an
 account an untrusted page chose is not ``model`` just because the sentence around it is new. An
-address that only its folded text shows (written in fullwidth letters, or cut by an invisible
-character) is ``untrusted`` when an untrusted source holds it, else ``model``.
+address that only its folded text shows (written in fullwidth or lookalike letters, or cut by an
+invisible character) is ``untrusted`` when an untrusted source holds it, else ``model``.
 
 A plan argument bound by ``$ref`` takes its provenance from the referenced node (``tool_result``
 or ``untrusted`` by that node's output label).
