@@ -12,7 +12,9 @@ server's loop, and a run of one principal does not hold up another's. Parsing a 
 off the lanes under ``parse_timeout_s``. Approvals decided for calls no run here
 is waiting on (for example a pending call the demo left in the store) can be *resumed*: the
 approved call is sent again under the same run and node, re-authorized as the principal that
-proposed it (recorded in the request), never as the runtime's default principal.
+proposed it (recorded in the request), never as the runtime's default principal. When the
+server that drove its run stopped and released it, the resuming server takes the run over and
+continues it (see ``service/continuation.py``).
 """
 
 from __future__ import annotations
@@ -20,27 +22,35 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import inspect
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ActionError
-from actionspace.execution.ready import Ready
-from actionspace.parse import ParseResult, call_ids, parse
+from actionspace.parse import ParseResult
+from actionspace.plan.control import CancelScope
 from actionspace.plan.model import PlanResult
-from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
-from actionspace.service.held_nodes import HELD_KIND, held_bindings, held_event
-from actionspace.service.lanes import DEFAULT_LANES, PROCESSES, Lanes, off_loop
-from actionspace.service.resume_evidence import held_proposal, restore
-from actionspace.trace.recorder import Recorder
-from actionspace.trace.store_encoding import bounded_raw
+from actionspace.service.continuation import (
+    SUBMITTED_KIND,
+    Submission,
+    held_output,
+    release,
+    submission_event,
+    take_over,
+)
+from actionspace.service.held_calls import proposer, send_held
+from actionspace.service.held_nodes import HELD_KIND, held_event
+from actionspace.service.lanes import DEFAULT_LANES, Lanes
+from actionspace.service.outputs import parse_output, read_output
 from actionspace.types import Observation, ToolCall
 
 __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
@@ -85,6 +95,8 @@ class BackgroundRuns:
         self._holders: dict[str, int] = {}  # live run id → its run and resumed calls on the lanes
         self._owned: set[str] = set()  # live run ids started here (not only resumed calls of them)
         self._claimed: set[str] = set()  # run ids a request is starting (see claim())
+        self._driving: set[str] = set()  # unfinished run ids this server drives (started or continued)
+        self._server = uuid.uuid4().hex  # who drives a run, in its trace (see service/continuation.py)
         self._closed = False
 
     # ------------------------------------------------------------------ starting runs
@@ -104,12 +116,22 @@ class BackgroundRuns:
             self._claimed.discard(run_id)
 
     def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
-        """Run ``plan`` (Plan JSON) in the background; the run must have been created already."""
+        """Run ``plan`` (Plan JSON) in the background; the run must have been created already.
+        What it was given is recorded first, so that another server may continue it."""
+        self._drive(run_id, submission_event("plan", dict(plan), self._server))
         self._submit(run_id, self._plan(dict(plan), run_id, principal), lane=principal.id)
 
     def start_calls(self, calls: Sequence[Any], *, run_id: str, principal: Principal) -> None:
-        """Run raw model outputs one after another in the background."""
+        """Run raw model outputs one after another in the background (recorded as ``start_plan``)."""
+        self._drive(run_id, submission_event("calls", list(calls), self._server))
         self._submit(run_id, self._calls(list(calls), run_id, principal), lane=principal.id)
+
+    def _drive(self, run_id: str, submitted: Mapping[str, Any]) -> None:
+        if self._closed:
+            return  # refused by _submit, which closes the run's coroutine
+        self.rt.record(run_id, SUBMITTED_KIND, submitted)
+        with self._lock:
+            self._driving.add(run_id)
 
     def resume(self, request: ApprovalRequest) -> bool:
         """Send an approved call that no run here waits on; False when nothing was started."""
@@ -142,7 +164,7 @@ class BackgroundRuns:
             self._state[live] = "running"
             self._wake.setdefault(live, asyncio.Event())
             self._run_loop.setdefault(live, loop)
-        future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro, owned=live_id is None), loop)
+        future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro), loop)
         future.add_done_callback(lambda _done: self._never_begun(live, coro))
         with self._lock:
             self._futures[key] = future
@@ -156,16 +178,21 @@ class BackgroundRuns:
         coro.close()
         self._forget(run_id)
 
-    async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str], *, owned: bool) -> str:
+    async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str]) -> str:
         try:
-            return await coro
+            status = await coro
         except Exception:
             _log.exception("actionspace: background run %s failed", run_id)
-            if owned:  # a resumed call's run belongs to the process that started it
+            with self._lock:
+                drives = run_id in self._driving
+            if drives:  # a resumed call's run belongs to the server that drives it
                 self.rt.finish(run_id, status="error", reason="the service's runner failed")
-            return "error"
+            status = "error"
         finally:
             self._forget(run_id)
+        with self._lock:  # ended (not cancelled): finished, or driven elsewhere
+            self._driving.discard(run_id)
+        return status
 
     def _forget(self, run_id: str) -> None:
         """A task of the run ended: the run is no longer live here once none of its tasks runs."""
@@ -222,17 +249,34 @@ class BackgroundRuns:
 
     # ------------------------------------------------------------------ the runs themselves
     async def _plan(self, plan: dict[str, Any], run_id: str, principal: Principal) -> str:
-        result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal)
+        result = await self._rounds(plan, run_id, principal)
+        failed = {k: e.category for k, e in result.failed.items()}
+        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
+        return result.status
+
+    async def _rounds(
+        self,
+        plan: dict[str, Any],
+        run_id: str,
+        principal: Principal,
+        retry_of: PlanResult | None = None,
+        skip: str | None = None,
+    ) -> PlanResult:
+        """Run ``plan`` (reusing ``retry_of``'s ok nodes), then again after each decision on its
+        held nodes (at most ``max_rounds``); node ``skip`` is cancelled in every round."""
+        result = await self.rt.arun_plan(
+            plan, run_id=run_id, principal=principal, cancel=_without(skip), retry_of=retry_of
+        )
         for _ in range(self.config.max_rounds):
             held = [r for o in result.nodes.values() if (r := _request_id(o)) is not None]
             if held:
                 await asyncio.to_thread(self._note_held, plan, result)
             if not held or not await self._decided(run_id, held):
                 break
-            result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, retry_of=result)
-        failed = {k: e.category for k, e in result.failed.items()}
-        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
-        return result.status
+            result = await self.rt.arun_plan(
+                plan, run_id=run_id, principal=principal, retry_of=result, cancel=_without(skip)
+            )
+        return result
 
     def _note_held(self, plan: Mapping[str, Any], result: PlanResult) -> None:
         """Record the labels each held node's references carried (see ``service/held_nodes.py``)."""
@@ -245,75 +289,31 @@ class BackgroundRuns:
     async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
         observations: list[Observation] = []
         for index, raw in enumerate(raws, start=1):
-            parsed = await self._parse(raw)
-            self.rt.record(run_id, "model_output", bounded_raw(raw, self.rt.artifacts))
-            if isinstance(parsed, ActionError) or parsed.error is not None or not parsed.calls:
-                observations.extend(self._unparsed(run_id, parsed, await self._call_ids(raw)))
-                continue
-            self.rt.record(run_id, "parsed", _parsed_event(parsed))
-            if len(parsed.calls) == 1:
-                call = parsed.calls[0]
-                first = await self.rt.acall(call, run_id=run_id, node_id=f"c{index}", principal=principal)
-                observations.append(await self._until_decided(first, call, run_id, f"c{index}", principal))
-                continue
-            for sub, call in enumerate(parsed.calls, start=1):
-                node = f"c{index}.{sub}"
-                first = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
-                observations.append(await self._until_decided(first, call, run_id, node, principal))
-        status = _calls_status(observations)
+            observations.extend(await self._output(raw, index, run_id, principal))
+        status = _calls_status([o.status for o in observations])
         errors = {o.call_id: o.error.category for o in observations if o.error is not None}
         self.rt.finish(run_id, status=status, calls=len(observations), failed=errors)
         return status
 
-    async def _parse(self, raw: Any) -> ParseResult | ActionError:
-        """``parse(raw)`` off the runs' loops; a parse past ``parse_timeout_s`` is a parse_error."""
-        timeout = self.config.parse_timeout_s
-        try:
-            if _size(raw) <= _INLINE_PARSE_CHARS:
-                return await off_loop(lambda: parse(raw), timeout_s=timeout)
-            return await PROCESSES.run(parse, raw, timeout_s=timeout)
-        except TimeoutError:
-            return ActionError.of(
-                "parse_error",
-                f"parsing the output took longer than {timeout:g} s; emit a shorter output",
-                details={"reason": "parse_timeout", "timeout_s": timeout},
-            )
+    async def _output(self, raw: Any, index: int, run_id: str, principal: Principal) -> list[Observation]:
+        """Parse output ``index`` and send its calls; its parse_error observations when none runs."""
+        parsed = await read_output(self.rt, raw, run_id, timeout_s=self.config.parse_timeout_s)
+        if not isinstance(parsed, ParseResult):
+            return parsed
+        return await self._send_calls(parsed.calls, index, 1, run_id, principal)
 
-    async def _call_ids(self, raw: Any) -> tuple[str, ...]:
-        """``call_ids(raw)`` off the runs' loops, under ``parse_timeout_s`` (none known past it)."""
-        timeout = self.config.parse_timeout_s
-        try:
-            if _size(raw) <= _INLINE_PARSE_CHARS:
-                return await off_loop(lambda: call_ids(raw), timeout_s=timeout)
-            return await PROCESSES.run(call_ids, raw, timeout_s=timeout)
-        except TimeoutError:
-            return ()
-
-    def _unparsed(
-        self, run_id: str, parsed: ParseResult | ActionError, ids: Sequence[str]
+    async def _send_calls(
+        self, calls: Sequence[ToolCall], index: int, first: int, run_id: str, principal: Principal
     ) -> list[Observation]:
-        """The parse_error observations of an output none of whose calls runs, as the engine
-        answers it: one per call id the output gave (``ids``), else one under ``<run id>:parse``."""
-        if isinstance(parsed, ActionError):
-            error, event = parsed, {"format": "unknown", "calls": [], "error": parsed.message[:300]}
-        elif parsed.error is not None:
-            error, event = parsed.error, {**_parsed_event(parsed), "error": parsed.error.message[:300]}
-        else:
-            content = (parsed.content or "")[:200]
-            error = ActionError.of(
-                "parse_error",
-                "the output contains no tool call",
-                details={"format": parsed.format, "content": content},
-            )
-            event = _parsed_event(parsed)
-        self.rt.record(run_id, "parsed", event)
-        observed = {"status": "error", "category": error.category, "recovery": list(error.recovery)}
-        if not ids:
-            self.rt.record(run_id, "observation", observed)
-            return [Observation.failure(error, call_id=f"{run_id}:parse", tool="")]
-        for call_id in ids:
-            self.rt.record(run_id, "observation", observed, call_id=call_id)
-        return [Observation.failure(error, call_id=call_id, tool="") for call_id in ids]
+        """Send the calls of output ``index`` from the ``first`` (from 1), each once decided."""
+        out = []
+        for sub, call in enumerate(calls, start=1):
+            if sub < first:
+                continue
+            node = f"c{index}" if len(calls) == 1 else f"c{index}.{sub}"
+            obs = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
+            out.append(await self._until_decided(obs, call, run_id, node, principal))
+        return out
 
     async def _until_decided(
         self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
@@ -326,65 +326,74 @@ class BackgroundRuns:
         return obs
 
     async def _resume(self, request: ApprovalRequest) -> str:
-        proposed_by = request.details.get("proposed_by")
-        # re-authorized as whoever proposed it (never as this process's default principal), read
-        # as this runtime recorded it: an empty id stays empty, no other principal's
-        principal = None
-        if isinstance(proposed_by, Mapping):
-            principal = Principal.from_dict(proposed_by, allow_empty_id=True)
-        events = await asyncio.to_thread(self.rt.trace.events, request.run_id)
-        held = held_proposal(events, request)
-        found = None if isinstance(held, ActionError) else held_bindings(events, request)
-        node = None if isinstance(found, ActionError) else found
-        if isinstance(found, ActionError):
-            held = found
-        elif held is not None and not isinstance(held, ActionError):
-            # the values the held call was judged on, where this process never saw them
-            run = await asyncio.to_thread(self.rt.run_state, request.run_id, principal)
-            held = restore(run.flow, held, request.arguments, request.id) or held
-        if isinstance(held, ActionError):
-            observed = {"status": "error", "category": held.category, "recovery": list(held.recovery)}
-            observed["message"] = held.message[:300]
-            self.rt.record(request.run_id, "observation", observed, call_id=held.details.get("call_id"))
-            return "error"
-        call_id = held.call_id if held is not None else None
-        if node is not None:  # a plan node: its references' labels, as its plan gave them
-            call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=node[0])
-            return await self._node(call, request, principal, node[1])
-        call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
-        obs = await self.rt.acall(
-            call,
-            run_id=request.run_id,
-            node_id=request.node_id,
-            provenance=dict(request.provenance),
-            principal=principal,
-        )
-        return obs.status
+        """Send an approved call no run here waits on; continue its run when this server may take
+        it over (see ``service/continuation.py``), else send that call alone."""
+        principal = proposer(request)  # never as this process's default principal
+        taken = None
+        if principal is not None:
+            taken = await asyncio.to_thread(take_over, self.rt, request, self._server)
+        if taken is None or principal is None:
+            sent = await send_held(self.rt, request, principal)
+            return sent.status if isinstance(sent, Observation) else "error"
+        with self._lock:
+            self._owned.add(request.run_id)
+            self._driving.add(request.run_id)
+        return await self._continue(request, principal, taken)
 
-    async def _node(
-        self, call: ToolCall, request: ApprovalRequest, principal: Principal | None, bound: dict[str, Binding]
-    ) -> str:
-        """Send an approved plan node as its plan does (``bound``: its ``$ref`` arguments' labels),
-        then show its result to the model as a call's is."""
-        engine = self.rt.engine
-        run = await asyncio.to_thread(self.rt.run_state, request.run_id, principal)
-        rec = Recorder(run, call.id)
-        try:
-            ready = await engine.aprepare(
-                run,
-                call,
-                principal=principal or run.principal,
-                rec=rec,
-                node_id=request.node_id,
-                provenance=dict(request.provenance),
-                bound=bound,
-            )
-            obs = await engine.aexecute(ready, rec) if isinstance(ready, Ready) else ready
-        except Exception as exc:  # a bug of ours: typed, with what the call recorded before it
-            obs = engine.internal(exc, rec, call)
-        run.flow.observed(obs)
-        await engine.aflush(rec)
-        return obs.status
+    async def _continue(self, request: ApprovalRequest, principal: Principal, taken: Submission) -> str:
+        """Continue a run taken over: the approved call first, alone, on the evidence it was held
+        on; then the plan again (what committed is replayed) or the outputs after that call."""
+        run_id = request.run_id
+        sent = await send_held(self.rt, request, principal)
+        if isinstance(sent, ActionError):
+            failed = {request.node_id: sent.category}
+            reason = "the approved call could not be sent on the evidence it was held on"
+            self.rt.finish(run_id, status="error", failed=failed, reason=reason)
+            return "error"
+        if taken.mode == "calls":
+            return await self._continue_calls(request, principal, list(taken.body))
+        plan, node = dict(taken.body), request.node_id
+        # the plan again without the node just sent: never judged again, on other evidence than
+        # it was held on; then, when it succeeded, again with it as that plan's result for it
+        result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, cancel=_without(node))
+        if sent.status == "ok" and result.error is None:
+            settled = dataclasses.replace(result, nodes={**result.nodes, node: sent})
+            result = await self._rounds(plan, run_id, principal, retry_of=settled)
+        else:
+            result = await self._rounds(plan, run_id, principal, retry_of=result, skip=node)
+        failed = {k: e.category for k, e in result.failed.items()}
+        if sent.error is not None:
+            failed[node] = sent.error.category
+        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
+        return result.status
+
+    async def _continue_calls(self, request: ApprovalRequest, principal: Principal, raws: list[Any]) -> str:
+        """Send the calls after the resumed one: the rest of its output, then the later outputs."""
+        run_id = request.run_id
+        place = held_output(request.node_id)
+        index, sub = place if place is not None else (len(raws), None)
+        if sub is not None and index <= len(raws):
+            parsed = await parse_output(raws[index - 1], timeout_s=self.config.parse_timeout_s)
+            if isinstance(parsed, ParseResult) and parsed.error is None and len(parsed.calls) >= sub:
+                await self._send_calls(parsed.calls, index, sub + 1, run_id, principal)
+        for later in range(index + 1, len(raws) + 1):
+            await self._output(raws[later - 1], later, run_id, principal)
+        events = await asyncio.to_thread(self.rt.trace.events, run_id)
+        asked = {
+            e.call_id
+            for e in events
+            if e.kind == "approval_requested" and e.data.get("request_id") == request.id
+        }
+        answered: dict[str | None, Any] = {}  # call id → its last observation, of both servers
+        for e in events:  # the held call's needs_approval was answered by its resumed send
+            if e.kind == "observation" and not (
+                e.call_id in asked and e.data.get("category") == "needs_approval"
+            ):
+                answered[e.call_id] = e.data
+        status = _calls_status([str(d.get("status")) for d in answered.values()])
+        errors = {k: d.get("category") for k, d in answered.items() if d.get("status") == "error"}
+        self.rt.finish(run_id, status=status, calls=len(answered), failed=errors)
+        return status
 
     async def _decided(self, run_id: str, request_ids: list[str]) -> bool:
         """Wait until one of the requests is decided (True) or the wait runs out (False)."""
@@ -434,19 +443,21 @@ class BackgroundRuns:
             futures = list(self._futures.values())
         concurrent.futures.wait(futures, timeout=timeout)
         self._lanes.stop(timeout=timeout)
+        with self._lock:  # cancelled before they ended: another server may continue them
+            left, self._driving = sorted(self._driving), set()
+        try:
+            release(self.rt, left, self._server)
+        except Exception:  # the store is gone: the runs stay driven, their calls resumed alone
+            _log.warning("actionspace: could not record that %d runs were released", len(left))
 
 
-_INLINE_PARSE_CHARS = 65_536
-"""Raw outputs up to this size are parsed on a thread; longer ones in a worker process."""
-
-
-def _size(raw: Any) -> int:
-    """Characters of a raw text output (a structured one is already parsed JSON: cheap to read)."""
-    return len(raw) if isinstance(raw, str) else 0
-
-
-def _parsed_event(parsed: ParseResult) -> dict[str, Any]:
-    return {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
+def _without(node: str | None) -> CancelScope | None:
+    """A scope that cancels ``node`` before it starts (a scope's requests serve one plan run)."""
+    if node is None:
+        return None
+    scope = CancelScope()
+    scope.cancel([node], reason="it was resumed on its own after a restart")
+    return scope
 
 
 def _request_id(obs: Observation) -> str | None:
@@ -456,9 +467,9 @@ def _request_id(obs: Observation) -> str | None:
     return str(request_id) if request_id is not None else None
 
 
-def _calls_status(observations: Sequence[Observation]) -> str:
-    if all(o.status == "ok" for o in observations):
+def _calls_status(statuses: Sequence[str]) -> str:
+    if all(s == "ok" for s in statuses):
         return "ok"
-    if all(o.status == "error" for o in observations):
+    if all(s == "error" for s in statuses):
         return "error"
     return "partial"

@@ -61,6 +61,8 @@ EventKind = Literal[
     "plan_node_reused",
     "plan_node_abort_answered",
     "plan_node_held",  # a node held for approval: the labels its references carried (service/held_nodes.py)
+    "service_run_submitted",  # what a service run was started with (service/continuation.py)
+    "service_run_driver",  # a server released or took over a service run (service/continuation.py)
     "speculation",
     # budgets and the read cache
     "budget",

@@ -1,0 +1,113 @@
+"""Send an approved call on its own, judged on the evidence it was held on.
+
+A server that resumes a call no run of its own waits on (another process filed it, or stopped
+while it waited) reads back what the call was judged on when it was held: the provenance of its
+argument values (``service/resume_evidence.py``) and, for a plan node, the labels its ``$ref``
+arguments carried in its plan (``service/held_nodes.py``). A call whose evidence cannot be read
+back is not sent: its observation is the ``policy_violation`` saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from actionspace.approval.requests import ApprovalRequest
+from actionspace.errors import ActionError
+from actionspace.execution.ready import Ready
+from actionspace.policy.flow import Binding
+from actionspace.policy.principal import Principal
+from actionspace.runtime import Runtime
+from actionspace.service.held_nodes import held_bindings
+from actionspace.service.resume_evidence import held_proposal, restore
+from actionspace.trace.recorder import Recorder
+from actionspace.types import Observation, ToolCall
+
+__all__ = ["Evidence", "evidence", "proposer", "send_held"]
+
+Evidence = tuple[str | None, tuple[str, dict[str, Binding]] | None]
+"""(call id the held call was proposed under, (call id, bindings) of a plan node with references)."""
+
+
+def proposer(request: ApprovalRequest) -> Principal | None:
+    """The principal that proposed the held call, as this runtime recorded it (an empty id stays
+    empty, no other principal's); None when the request names none."""
+    proposed_by = request.details.get("proposed_by")
+    if isinstance(proposed_by, Mapping):
+        return Principal.from_dict(proposed_by, allow_empty_id=True)
+    return None
+
+
+async def evidence(
+    rt: Runtime, request: ApprovalRequest, principal: Principal | None
+) -> Evidence | ActionError:
+    """What the held call was judged on, put back in its run's flow state; the ``policy_violation``
+    (recorded as the call's observation) when it cannot be read back."""
+    events = await asyncio.to_thread(rt.trace.events, request.run_id)
+    held = held_proposal(events, request)
+    found = None if isinstance(held, ActionError) else held_bindings(events, request)
+    node = None if isinstance(found, ActionError) else found
+    if isinstance(found, ActionError):
+        held = found
+    elif held is not None and not isinstance(held, ActionError):
+        # the values the held call was judged on, where this process never saw them
+        run = await asyncio.to_thread(rt.run_state, request.run_id, principal)
+        held = restore(run.flow, held, request.arguments, request.id) or held
+    if isinstance(held, ActionError):
+        observed = {"status": "error", "category": held.category, "recovery": list(held.recovery)}
+        observed["message"] = held.message[:300]
+        rt.record(request.run_id, "observation", observed, call_id=held.details.get("call_id"))
+        return held
+    return (held.call_id if held is not None else None), node
+
+
+async def send_held(
+    rt: Runtime, request: ApprovalRequest, principal: Principal | None
+) -> Observation | ActionError:
+    """Send the approved call of ``request`` alone under its run and node, re-authorized as
+    ``principal``; the error of :func:`evidence` when it is not sent."""
+    found = await evidence(rt, request, principal)
+    if isinstance(found, ActionError):
+        return found
+    call_id, node = found
+    if node is not None:  # a plan node: its references' labels, as its plan gave them
+        call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=node[0])
+        return await _node(rt, call, request, principal, node[1])
+    call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
+    return await rt.acall(
+        call,
+        run_id=request.run_id,
+        node_id=request.node_id,
+        provenance=dict(request.provenance),
+        principal=principal,
+    )
+
+
+async def _node(
+    rt: Runtime,
+    call: ToolCall,
+    request: ApprovalRequest,
+    principal: Principal | None,
+    bound: dict[str, Binding],
+) -> Observation:
+    """Send an approved plan node as its plan does (``bound``: its ``$ref`` arguments' labels),
+    then show its result to the model as a call's is."""
+    engine = rt.engine
+    run = await asyncio.to_thread(rt.run_state, request.run_id, principal)
+    rec = Recorder(run, call.id)
+    try:
+        ready = await engine.aprepare(
+            run,
+            call,
+            principal=principal or run.principal,
+            rec=rec,
+            node_id=request.node_id,
+            provenance=dict(request.provenance),
+            bound=bound,
+        )
+        obs = await engine.aexecute(ready, rec) if isinstance(ready, Ready) else ready
+    except Exception as exc:  # a bug of ours: typed, with what the call recorded before it
+        obs = engine.internal(exc, rec, call)
+    run.flow.observed(obs)
+    await engine.aflush(rec)
+    return obs

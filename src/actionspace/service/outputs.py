@@ -1,0 +1,95 @@
+"""Raw model outputs of a background run, read off the runs' loops and recorded as the engine would.
+
+Parsing runs on a thread, a long output in a worker process, under a timeout: past it the output
+is answered ``parse_error`` and nothing of it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from actionspace.errors import ActionError
+from actionspace.parse import ParseResult, call_ids, parse
+from actionspace.runtime import Runtime
+from actionspace.service.lanes import PROCESSES, off_loop
+from actionspace.trace.store_encoding import bounded_raw
+from actionspace.types import Observation
+
+__all__ = ["parse_output", "parsed_event", "read_output"]
+
+_INLINE_PARSE_CHARS = 65_536
+"""Raw outputs up to this size are parsed on a thread; longer ones in a worker process."""
+
+
+async def read_output(
+    rt: Runtime, raw: Any, run_id: str, *, timeout_s: float
+) -> ParseResult | list[Observation]:
+    """Parse ``raw`` and record it (``model_output``, ``parsed``): its calls to send, or the
+    ``parse_error`` observations (recorded) of an output none of whose calls runs."""
+    parsed = await parse_output(raw, timeout_s=timeout_s)
+    rt.record(run_id, "model_output", bounded_raw(raw, rt.artifacts))
+    if isinstance(parsed, ActionError) or parsed.error is not None or not parsed.calls:
+        return _unparsed(rt, run_id, parsed, await _call_ids(raw, timeout_s=timeout_s))
+    rt.record(run_id, "parsed", parsed_event(parsed))
+    return parsed
+
+
+async def parse_output(raw: Any, *, timeout_s: float) -> ParseResult | ActionError:
+    """``parse(raw)`` off the runs' loops; a parse past ``timeout_s`` is a parse_error."""
+    try:
+        if _size(raw) <= _INLINE_PARSE_CHARS:
+            return await off_loop(lambda: parse(raw), timeout_s=timeout_s)
+        return await PROCESSES.run(parse, raw, timeout_s=timeout_s)
+    except TimeoutError:
+        return ActionError.of(
+            "parse_error",
+            f"parsing the output took longer than {timeout_s:g} s; emit a shorter output",
+            details={"reason": "parse_timeout", "timeout_s": timeout_s},
+        )
+
+
+async def _call_ids(raw: Any, *, timeout_s: float) -> tuple[str, ...]:
+    """``call_ids(raw)`` off the runs' loops, under ``timeout_s`` (none known past it)."""
+    try:
+        if _size(raw) <= _INLINE_PARSE_CHARS:
+            return await off_loop(lambda: call_ids(raw), timeout_s=timeout_s)
+        return await PROCESSES.run(call_ids, raw, timeout_s=timeout_s)
+    except TimeoutError:
+        return ()
+
+
+def _unparsed(
+    rt: Runtime, run_id: str, parsed: ParseResult | ActionError, ids: Sequence[str]
+) -> list[Observation]:
+    """The parse_error observations of an output none of whose calls runs, as the engine
+    answers it: one per call id the output gave (``ids``), else one under ``<run id>:parse``."""
+    if isinstance(parsed, ActionError):
+        error, event = parsed, {"format": "unknown", "calls": [], "error": parsed.message[:300]}
+    elif parsed.error is not None:
+        error, event = parsed.error, {**parsed_event(parsed), "error": parsed.error.message[:300]}
+    else:
+        content = (parsed.content or "")[:200]
+        error = ActionError.of(
+            "parse_error",
+            "the output contains no tool call",
+            details={"format": parsed.format, "content": content},
+        )
+        event = parsed_event(parsed)
+    rt.record(run_id, "parsed", event)
+    observed = {"status": "error", "category": error.category, "recovery": list(error.recovery)}
+    if not ids:
+        rt.record(run_id, "observation", observed)
+        return [Observation.failure(error, call_id=f"{run_id}:parse", tool="")]
+    for call_id in ids:
+        rt.record(run_id, "observation", observed, call_id=call_id)
+    return [Observation.failure(error, call_id=call_id, tool="") for call_id in ids]
+
+
+def _size(raw: Any) -> int:
+    """Characters of a raw text output (a structured one is already parsed JSON: cheap to read)."""
+    return len(raw) if isinstance(raw, str) else 0
+
+
+def parsed_event(parsed: ParseResult) -> dict[str, Any]:
+    return {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
