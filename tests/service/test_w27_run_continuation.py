@@ -169,6 +169,10 @@ def test_a_continuation_stopped_again_is_continued_by_the_next_server(tmp_path: 
         decided = client.post(f"/api/approvals/{first}/approve", headers=bearer("approver-token"))
         assert decided.status_code == 200
         second = _held(rt, "r2", "c")  # the continuation now waits on c: this server stops
+        # the runner marks the run waiting once the held round is noted: give it that moment
+        deadline = time.monotonic() + 20
+        while app.state.runner.live("r2") != "waiting_approval" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert app.state.runner.live("r2") == "waiting_approval"
     assert tally.counts == {"a": 1, "b": 1}
     with _server(store, tally) as (client, rt, app):
