@@ -23,6 +23,15 @@ share a call id. Any other message goes to a ``ToolNode`` of :func:`governed_too
 
     graph.add_node("tools", governed_tool_node(rt, run_id="conv-1"))
     graph.add_conditional_edges("agent", governed_tools_condition)
+
+Runs: with ``run_id`` every LangGraph thread acts in that run; without one each thread
+(``config["configurable"]["thread_id"]``) acts in a run of its own, named by the thread id, so
+the tools of one compiled graph serve every conversation, concurrent ones included. A graph
+without a thread id acts in the tools' run, in one turn. A new user message in a thread is a new
+turn (its words recorded, a provenance source), so the same write asked for again later is a
+new action; a graph resumed from its checkpoint (``Command(resume=...)``, here or in another
+process) stays in its turn, and a call proposed again there is replayed, never sent twice.
+A tool whose name providers refuse (``files.read``) is offered under one they take.
 """
 
 from __future__ import annotations
@@ -30,12 +39,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from actionspace.adapters._bridge import Bridge, held_request, require
-from actionspace.errors import ActionError
-from actionspace.parse import ParseResult, parse
+from actionspace.adapters._bridge import Bridge, FrameworkRuns, _run_id_of, held_request, require
+from actionspace.discovery.names import ProviderNames
+from actionspace.errors import ActionError, ConfigurationError
+from actionspace.parse import ParseResult, parse, user_text
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.types import Observation
@@ -45,9 +56,108 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable, RunnableConfig
     from langchain_core.tools import StructuredTool
 
-__all__ = ["governed_tool_node", "governed_tools", "governed_tools_condition", "tools_of"]
+__all__ = ["governed_tool_node", "governed_tools", "governed_tools_condition", "thread_run_id", "tools_of"]
 
 EXTRA = "langgraph"
+
+# LangGraph's task config: the task's reader of the graph state, and the mark of a graph resumed
+# from its checkpoint (``langgraph._internal._constants``; ToolNode reads state the same way).
+_READ: Final = "__pregel_read"
+_RESUMING: Final = "__pregel_resuming"
+
+
+class _Threads:
+    """The bridge of each LangGraph thread: its actionspace run, in the turn of its latest user
+    message (see the module docstring). Safe to call from a ToolNode's worker threads."""
+
+    def __init__(self, first: Bridge, *, named: bool, messages_key: str) -> None:
+        self.first = first
+        self.messages_key = messages_key
+        catalog = first.rt.catalog
+        tools = [s.name for s in catalog.offerable()]
+        self.names = ProviderNames(catalog.generation, tools)
+        self._answering = frozenset(self.names.offered(name) for name in tools)
+        self._runs = FrameworkRuns(first, named=named)
+        self._lock = threading.Lock()
+
+    def bridge(self, config: Any, messages: Sequence[Any] | None = None) -> Bridge:
+        """The bridge of the thread ``config`` names (the tools' own without a thread id).
+
+        ``messages``: the thread's messages (default: read from the graph state under
+        ``messages_key``, when the call runs in a graph node). Without a user message among them
+        the call acts in the thread run's latest turn.
+        """
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        if not isinstance(configurable, Mapping) or configurable.get("thread_id") is None:
+            return self.first
+        thread = _thread_key(configurable["thread_id"])
+        if messages is None:
+            messages = _state_messages(configurable, self.messages_key)
+        at, human = _last_human(messages)
+        key = thread if human is None else f"{thread}:{_message_key(at, human)}"
+        # a resumed graph, or a turn one of whose calls of these tools was answered, started its turn
+        # already; without the user's message there is no turn to start (the run's latest goes on)
+        resumed = configurable.get(_RESUMING) or self._answered(messages[at + 1 :])
+        fresh = human is not None and not resumed
+        words = _words(human) if fresh else ""
+        with self._lock:
+            return self._runs.bridge(key, fresh=fresh, words=words, run_key=thread)
+
+    def _answered(self, messages: Sequence[Any]) -> bool:
+        """Whether one of ``messages`` answers a call of these tools (another tool's answer,
+        a ToolNode's tools beside these, says nothing of this turn)."""
+        for message in messages:
+            name = getattr(message, "name", None)
+            if getattr(message, "type", None) == "tool" and isinstance(name, str) and name in self._answering:
+                return True
+        return False
+
+
+def thread_run_id(thread_id: Any) -> str:
+    """The actionspace run a LangGraph thread acts in when the tools were given no ``run_id``
+    (the same in every process: find the thread's trace, ledger entries and approvals by it)."""
+    return _run_id_of(_thread_key(thread_id))
+
+
+def _thread_key(thread_id: Any) -> str:
+    return "langgraph:" + json.dumps(str(thread_id))
+
+
+def _state_messages(configurable: Mapping[str, Any], messages_key: str) -> Sequence[Any]:
+    """The messages of the graph state the running node reads (none outside a graph node)."""
+    read = configurable.get(_READ)
+    if not callable(read):
+        return ()
+    try:
+        value = read(messages_key, False)
+    except Exception:  # no such channel, or it is empty: LangGraph's errors vary by version
+        return ()
+    return value if isinstance(value, list) else ()
+
+
+def _last_human(messages: Sequence[Any]) -> tuple[int, Any]:
+    """(position, message) of the last user message; (-1, None) when there is none."""
+    for at in range(len(messages) - 1, -1, -1):
+        if getattr(messages[at], "type", None) == "human":
+            return at, messages[at]
+    return -1, None
+
+
+def _message_key(at: int, message: Any) -> str:
+    """What names a user message in its thread: its id (LangGraph's reducer gives each message
+    one, kept by the checkpointer), else its position."""
+    ident = getattr(message, "id", None)
+    return json.dumps(ident if isinstance(ident, str) and ident else at)
+
+
+def _words(message: Any) -> str:
+    """The text of a user message (empty when it holds none as text)."""
+    if message is None:
+        return ""
+    try:
+        return user_text(getattr(message, "content", None))
+    except ConfigurationError:
+        return ""
 
 
 def governed_tools(
@@ -57,28 +167,38 @@ def governed_tools(
     principal: Principal | None = None,
     names: Sequence[str] | None = None,
     approver: str = "langgraph",
+    messages_key: str = "messages",
 ) -> list[StructuredTool]:
     """One ``StructuredTool`` (sync and async) per tool offered to the run, each calling through actionspace.
 
-    ``approver``: who a resume value without ``"by"`` is recorded as. Raises ConfigurationError
-    naming the extra when LangGraph is not installed.
+    ``run_id``: the run every thread acts in (default: each thread its own, see the module
+    docstring). ``approver``: who a resume value without ``"by"`` is recorded as.
+    ``messages_key``: the state key of the thread's messages, whose latest user message is the
+    turn. Raises ConfigurationError naming the extra when LangGraph is not installed.
     """
-    return tools_of(Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver))
+    bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
+    return _tools(_Threads(bridge, named=run_id is not None, messages_key=messages_key))
 
 
 def tools_of(bridge: Bridge) -> list[StructuredTool]:
     """The tools of an existing :class:`~actionspace.adapters._bridge.Bridge` (to share its run)."""
+    return _tools(_Threads(bridge, named=True, messages_key="messages"))
+
+
+def _tools(threads: _Threads) -> list[StructuredTool]:
     require("langchain_core.tools", EXTRA)
     require("langgraph.types", EXTRA)
     governed = _governed_tool_class()
     out: list[StructuredTool] = []
-    for offered in bridge.offered():
-        sync, coroutine = _bodies(bridge, offered.name)
+    for offered in threads.first.offered():
+        sync, coroutine = _bodies(threads, offered.name)
         out.append(
             governed(
                 func=sync,
                 coroutine=coroutine,
-                name=offered.name,
+                name=threads.names.offered(
+                    offered.name
+                ),  # ``files.read`` is offered as a name providers take
                 description=offered.description,
                 args_schema=offered.parameters,
             )
@@ -134,14 +254,18 @@ def _decided(bridge: Bridge, obs: Observation) -> bool:
     return True
 
 
-def _bodies(bridge: Bridge, name: str) -> tuple[Any, Any]:
+def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
+    from langchain_core.runnables import ensure_config  # the config LangChain runs the tool with
+
     def sync(arguments: Any, call_id: str | None) -> str:
+        bridge = threads.bridge(ensure_config())
         obs = bridge.call(name, arguments, call_id)
         if _decided(bridge, obs):
             obs = bridge.call(name, arguments, call_id)
         return bridge.text(obs)
 
     async def coroutine(arguments: Any, call_id: str | None) -> str:
+        bridge = threads.bridge(ensure_config())
         obs = await bridge.acall(name, arguments, call_id)
         if _decided(bridge, obs):
             obs = await bridge.acall(name, arguments, call_id)
@@ -175,26 +299,25 @@ def governed_tool_node(
     from langgraph.prebuilt import ToolNode
 
     bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
-    tools = ToolNode(tools_of(bridge), messages_key=messages_key)
+    threads = _Threads(bridge, named=run_id is not None, messages_key=messages_key)
+    tools = ToolNode(_tools(threads), messages_key=messages_key)
 
     def node(state: Any, config: RunnableConfig) -> Any:
         message = _last_ai(state, messages_key)
-        refusal = None if message is None else _refusal(message)
+        refusal = None if message is None else _refusal(message, threads.names)
         if message is None or refusal is None:
             return tools.invoke(state, config)
-        out = bridge.rt.engine.calls(
-            refusal[0], run_id=str(bridge.run_id), principal=principal, parsed=refusal[1]
-        )
+        run_id = str(threads.bridge(config, _messages(state, messages_key)).run_id)
+        out = bridge.rt.engine.calls(refusal[0], run_id=run_id, principal=principal, parsed=refusal[1])
         return _shaped(state, messages_key, _answers(message, out))
 
     async def anode(state: Any, config: RunnableConfig) -> Any:
         message = _last_ai(state, messages_key)
-        refusal = None if message is None else _refusal(message)
+        refusal = None if message is None else _refusal(message, threads.names)
         if message is None or refusal is None:
             return await tools.ainvoke(state, config)
-        out = await bridge.rt.engine.acalls(
-            refusal[0], run_id=str(bridge.run_id), principal=principal, parsed=refusal[1]
-        )
+        run_id = str(threads.bridge(config, _messages(state, messages_key)).run_id)
+        out = await bridge.rt.engine.acalls(refusal[0], run_id=run_id, principal=principal, parsed=refusal[1])
         return _shaped(state, messages_key, _answers(message, out))
 
     return RunnableLambda(node, afunc=anode, name="tools")
@@ -211,9 +334,8 @@ def governed_tools_condition(state: Any, messages_key: str = "messages") -> Lite
     return tools_condition(state, messages_key)
 
 
-def _last_ai(state: Any, messages_key: str) -> AIMessage | None:
-    from langchain_core.messages import AIMessage
-
+def _messages(state: Any, messages_key: str) -> list[Any]:
+    """The messages of a node's input state (a ToolNode's shapes: a list, a mapping, an object)."""
     messages: Any
     if isinstance(state, list):
         messages = state
@@ -221,19 +343,27 @@ def _last_ai(state: Any, messages_key: str) -> AIMessage | None:
         messages = state.get(messages_key)
     else:
         messages = getattr(state, messages_key, None)
-    last = messages[-1] if isinstance(messages, list) and messages else None
+    return messages if isinstance(messages, list) else []
+
+
+def _last_ai(state: Any, messages_key: str) -> AIMessage | None:
+    from langchain_core.messages import AIMessage
+
+    messages = _messages(state, messages_key)
+    last = messages[-1] if messages else None
     return last if isinstance(last, AIMessage) else None
 
 
-def _refusal(message: AIMessage) -> tuple[dict[str, Any], ParseResult] | None:
-    """The message as a provider sent it and the ``parse_error`` refusing it, or None when its
-    calls may run (no invalid call, no call id given twice)."""
+def _refusal(message: AIMessage, names: ProviderNames) -> tuple[dict[str, Any], ParseResult] | None:
+    """The message as a provider sent it (each offered name as the tool's own) and the
+    ``parse_error`` refusing it, or None when its calls may run (no invalid call, no call id
+    given twice)."""
     valid, invalid = list(message.tool_calls), list(message.invalid_tool_calls)
     ids = [c.get("id") for c in (*valid, *invalid) if c.get("id")]
     if not invalid and len(set(ids)) == len(ids):
         return None
-    entries = [_entry(c.get("id"), c.get("name"), _text(c.get("args"))) for c in valid]
-    entries += [_entry(c.get("id"), c.get("name"), _text(c.get("args"))) for c in invalid]
+    entries = [_entry(c.get("id"), _tool(names, c.get("name")), _text(c.get("args"))) for c in valid]
+    entries += [_entry(c.get("id"), _tool(names, c.get("name")), _text(c.get("args"))) for c in invalid]
     raw = {"role": "assistant", "content": None, "tool_calls": entries}
     parsed = parse(raw)
     if parsed.error is None:  # LangChain refused a call the parser reads: it still must not run
@@ -250,6 +380,10 @@ def _refusal(message: AIMessage) -> tuple[dict[str, Any], ParseResult] | None:
         )
         parsed = dataclasses.replace(parsed, calls=(), error=error)
     return raw, parsed
+
+
+def _tool(names: ProviderNames, name: Any) -> Any:
+    return names.tool(name) if isinstance(name, str) else name
 
 
 def _entry(call_id: Any, name: Any, arguments: str) -> dict[str, Any]:
