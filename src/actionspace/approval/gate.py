@@ -8,7 +8,13 @@ from typing import Any
 
 from actionspace._canonical import args_digest
 from actionspace._unicode import text_for_postgres
-from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id, proposer_of
+from actionspace.approval.requests import (
+    DEFINITION,
+    ApprovalRequest,
+    ApprovalStore,
+    new_request_id,
+    proposer_of,
+)
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.types import SYSTEM_CLOCK, Clock
@@ -18,6 +24,9 @@ from actionspace.validation.verdicts import NeedsApproval
 __all__ = ["Approvals", "file_request", "find_decision", "gate", "held"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
+
+_CHANGED = "definition_changed_since"
+"""Key of a request's details naming the request of the same call filed for another definition."""
 
 
 def _effects(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[str]:
@@ -42,15 +51,18 @@ def gate(
     record: Record,
     proposed_by: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    definition: str | None = None,
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
-    An approval binds ``(run, name@version, argument digest)`` and the principal who proposed the
-    call (``proposed_by``: its id and tenant): any change of argument is another digest, so the
-    changed call needs its own approval, and another principal's call needs its own. Expired
-    approvals are not honoured, and an approval is used once: a repeat of the node it let through
-    runs again only as the ledger's replay (a call with side effects), never as a second run of a
-    read.
+    An approval binds ``(run, name@version, argument digest)``, the principal who proposed the
+    call (``proposed_by``: its id and tenant) and the tool as it was shown (``definition``: its
+    definition hash, ``discovery.runs.definition_hash``; None when not known): any change of
+    argument is another digest, so the changed call needs its own approval, another principal's
+    call needs its own, and so does the call of a tool whose definition changed under the same
+    version label. Expired approvals are not honoured, and an approval is used once: a repeat of
+    the node it let through runs again only as the ledger's replay (a call with side effects),
+    never as a second run of a read.
     """
     digest = args_digest(dict(arguments))
     found = find_decision(
@@ -62,6 +74,7 @@ def gate(
         clock=clock,
         replays=spec.has_side_effects,
         proposer=proposed_by,
+        definition=definition,
     )
     if found is not None:
         return found
@@ -78,7 +91,9 @@ def gate(
         reason=verdict.reason,
         details={**verdict.details, **preview_items(spec, arguments)},
     )
-    return file_request(store, request, record, reason=verdict.reason, proposed_by=proposed_by)
+    return file_request(
+        store, request, record, reason=verdict.reason, proposed_by=proposed_by, definition=definition
+    )
 
 
 def find_decision(
@@ -94,6 +109,7 @@ def find_decision(
     clock: Clock = SYSTEM_CLOCK,
     replays: bool = True,
     proposer: Mapping[str, Any] | None = None,
+    definition: str | None = None,
 ) -> ApprovalRequest | ActionError | None:
     """What the requests already filed for this exact call decide, or None when there is none yet.
 
@@ -108,6 +124,9 @@ def find_decision(
     repeat of a node with what the node did; without it a consumed approval approves nothing more.
     ``proposer`` (``Principal.to_dict()`` of the caller): only requests proposed by the same
     principal (id and tenant) count, so a decision never carries over to another principal's call.
+    ``definition`` (the tool's definition hash): only requests filed for that definition count, so a
+    decision never carries over to a tool changed since (a request that recorded none, or a
+    ``definition`` of None, is judged as before).
     """
     now = clock.time()
     try:
@@ -116,6 +135,8 @@ def find_decision(
         return ActionError.unsent("the approval store could not be read", exc)
     for request in filed:
         if request.details.get("approval_rule") != rule or not _same_proposer(request, proposer):
+            continue
+        if not _same_definition(request, definition):
             continue
         if request.status == "consumed":
             if replays and request.node_id == node_id:
@@ -158,6 +179,33 @@ def _same_proposer(request: ApprovalRequest, proposer: Mapping[str, Any] | None)
     return proposer_of(recorded) == proposer_of(proposer)
 
 
+def _same_definition(request: ApprovalRequest, definition: str | None) -> bool:
+    """True when ``request`` was filed for the tool as ``definition`` describes it (or either of
+    them is not known)."""
+    return definition is None or request.definition is None or request.definition == definition
+
+
+def _earlier_definition(
+    store: ApprovalStore,
+    request: ApprovalRequest,
+    definition: str,
+    rule: str | None,
+    proposer: Mapping[str, Any] | None,
+) -> str | None:
+    """The id of the newest request of the same call, rule and proposer filed for another
+    definition of the tool; None when there is none (or the store does not answer: the call is
+    held all the same, only its message names no earlier request)."""
+    try:
+        filed = store.find(request.run_id, request.tool, request.args_digest)
+    except Exception:
+        return None
+    for earlier in filed:
+        same = earlier.details.get("approval_rule") == rule and _same_proposer(earlier, proposer)
+        if same and not _same_definition(earlier, definition):
+            return earlier.id
+    return None
+
+
 def file_request(
     store: ApprovalStore,
     request: ApprovalRequest,
@@ -167,6 +215,7 @@ def file_request(
     rule: str | None = None,
     effects: bool = True,
     proposed_by: Mapping[str, Any] | None = None,
+    definition: str | None = None,
 ) -> ActionError:
     """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the
     call (``transient``, nothing sent, when the store does not take it).
@@ -176,9 +225,20 @@ def file_request(
     ``reason`` is what the event records; ``rule``, when given, is recorded as well.
     ``effects``: as in :func:`held`. ``proposed_by`` (``Principal.to_dict()``) is kept in the
     request's details: a call resumed after the decision runs as that principal, re-authorized.
+    ``definition`` (the tool's definition hash) is kept there too (:data:`DEFINITION`): only a call
+    of the tool as it was shown then runs under the decision. When a request of the same call was
+    filed for another definition, the new one names it (``definition_changed_since``), and so does
+    the error.
     """
+    details = {k: v for k, v in request.details.items() if k not in (DEFINITION, _CHANGED)}
     if proposed_by is not None:
-        request = request.evolve(details={**request.details, "proposed_by": dict(proposed_by)})
+        details["proposed_by"] = dict(proposed_by)
+    if definition is not None:
+        details[DEFINITION] = definition
+        earlier = _earlier_definition(store, request, definition, rule, proposed_by)
+        if earlier is not None:
+            details[_CHANGED] = earlier
+    request = request.evolve(details=details)
     try:
         stored = store.create(request)
     except Exception as exc:
@@ -188,6 +248,7 @@ def file_request(
         "tool": request.tool,
         "reason": reason,
         "args_digest": request.args_digest,
+        **({DEFINITION: definition} if definition is not None else {}),
     }
     record("approval_requested", requested if rule is None else {**requested, "rule": rule})
     return held(stored, effects=effects)
@@ -200,9 +261,16 @@ def held(request: ApprovalRequest, *, effects: bool = True) -> ActionError:
     by id and tenant only: error details are shown to the model, which must not learn the
     principal's scopes (the request itself keeps them, to resume the call as that principal).
     """
+    earlier = request.details.get(_CHANGED)
+    changed = (
+        f" ({request.tool} has changed since request {earlier} was filed: its description, schemas"
+        " or annotations are not what was shown then, so this call needs an approval of its own)"
+        if isinstance(earlier, str)
+        else ""
+    )
     return ActionError.of(
         "needs_approval",
-        f"held for approval: {request.reason}",
+        f"held for approval: {request.reason}{changed}",
         details={
             "request_id": request.id,
             "arguments": dict(request.arguments),

@@ -4,9 +4,14 @@ A request is bound to ``(run_id, tool name@version, args_digest)``. Approving it
 call run, once: the same tool with any other argument is another digest and needs its own
 approval. Decisions expire; an expired approval is not honoured.
 
-A pending request is held for one proposer (id and tenant) under one approval rule
-(:attr:`ApprovalRequest.pending_key`): a store hands the pending request of a call back to the same
-proposer proposing it again, never to another one, who files a request of its own.
+A request filed by the approval gate also records the definition hash of the tool as it was
+shown (:attr:`ApprovalRequest.definition`): a decision stands only for that definition, so a tool
+whose description, schemas or annotations changed under the same version label needs an approval
+of its own. A request without one (stored before it was recorded) is judged as before.
+
+A pending request is held for one proposer (id and tenant) under one approval rule and for one
+definition (:attr:`ApprovalRequest.pending_key`): a store hands the pending request of a call back
+to the same proposer proposing it again, never to another one, who files a request of its own.
 """
 
 from __future__ import annotations
@@ -16,11 +21,23 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-__all__ = ["ApprovalRequest", "ApprovalStatus", "ApprovalStore", "holder", "new_request_id", "proposer_of"]
+__all__ = [
+    "DEFINITION",
+    "ApprovalRequest",
+    "ApprovalStatus",
+    "ApprovalStore",
+    "holder",
+    "new_request_id",
+    "proposer_of",
+]
 
 ApprovalStatus = Literal["pending", "approved", "denied", "expired", "consumed"]
+
+DEFINITION: Final = "definition_hash"
+"""Key of a request's ``details`` holding the definition hash of the tool the request was filed for
+(``discovery.runs.definition_hash``: everything shown of the tool, not its version label)."""
 
 
 def new_request_id() -> str:
@@ -35,15 +52,19 @@ def proposer_of(principal: Mapping[str, Any]) -> tuple[str, str | None]:
 
 def holder(details: Mapping[str, Any]) -> str:
     """Who a request with these ``details`` is held for, as text a store can index: its
-    ``approval_rule`` and the (id, tenant) of its ``proposed_by`` (null when not known).
+    ``approval_rule``, the (id, tenant) of its ``proposed_by`` (null when not known) and, when
+    recorded, the :data:`DEFINITION` it was filed for (a request filed without one keeps the
+    two-element form it was stored with).
 
     ASCII JSON, so any text of an id, tenant or rule is stored as it is in every store.
     """
     recorded = details.get("proposed_by")
     who = list(proposer_of(recorded)) if isinstance(recorded, Mapping) else None
-    return json.dumps(
-        [details.get("approval_rule"), who], ensure_ascii=True, separators=(",", ":"), default=repr
-    )
+    held_for: list[Any] = [details.get("approval_rule"), who]
+    definition = details.get(DEFINITION)
+    if isinstance(definition, str):
+        held_for.append(definition)
+    return json.dumps(held_for, ensure_ascii=True, separators=(",", ":"), default=repr)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +101,13 @@ class ApprovalRequest:
     def pending_key(self) -> tuple[str, str, str, str]:
         """The binding and :func:`holder`: at most one request per key is pending."""
         return (self.run_id, self.tool, self.args_digest, holder(self.details))
+
+    @property
+    def definition(self) -> str | None:
+        """The definition hash of the tool this request was filed for; None when not recorded (a
+        request stored before it was, or filed by a caller that did not know it)."""
+        value = self.details.get(DEFINITION)
+        return value if isinstance(value, str) else None
 
     def evolve(self, **changes: Any) -> ApprovalRequest:
         return replace(self, **changes)

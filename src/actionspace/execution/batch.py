@@ -109,7 +109,7 @@ def _sub_ready(batch: _Batch, unit: _Unit, run_id: str, attempt: int) -> Ready:
     key = idempotency_key(run_id, node, spec.key, arguments) if spec.has_side_effects else None
     if key is not None and spec.takes_key:
         kwargs = {**kwargs, "idempotency_key": key}
-    return Ready(ready.compiled, call_id, node, arguments, kwargs, key)
+    return Ready(ready.compiled, call_id, node, arguments, kwargs, key, exempt=ready.exempt)
 
 
 def _pick(batch: _Batch, unit: _Unit, run_id: str, ledger: LedgerStore) -> Ready:

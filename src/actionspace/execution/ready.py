@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,9 @@ class Ready:
     """Budget reservation and cache lookup, when budgets or the read cache apply to the call."""
     label: Label | None = None
     """The output label (the tool's label joined with the argument labels), stamped by observe."""
+    exempt: Callable[[], Admission | ActionError | None] | None = None
+    """Set when the budget let the call through uncharged as the replay of its ledger entry: admits
+    it through the budget (once), should the ledger find the entry sendable after all."""
 
 
 class CallEvents(Protocol):

@@ -40,6 +40,7 @@ from actionspace.types import Observation
 
 __all__ = [
     "RECOVERY_AGE_S",
+    "AdmitSend",
     "AwaitAttempt",
     "Dispatch",
     "LeftRunning",
@@ -91,6 +92,8 @@ _PAST_WINDOW = "past the tool's dedupe window: the same key again could be a sec
 Protocol = Generator[Command, "Outcome | None", Observation]
 Observe = Callable[[Outcome], Observation]
 Fail = Callable[[ActionError], Observation]
+AdmitSend = Callable[[], "ActionError | None"]
+"""Admits a call the budget let through as a replay, now that it would send; an error refuses it."""
 Record = Callable[[str, Mapping[str, Any]], None]
 
 
@@ -227,15 +230,23 @@ def protocol(
     fail: Fail,
     record: Record,
     still_pending: Callable[[LedgerEntry], Observation] | None = None,
+    admit_send: AdmitSend | None = None,
 ) -> Protocol:
     """Drive one side-effecting action to a settled observation (see the module docstring).
 
     With ``still_pending``, ``store`` must be :class:`BeginsUnlessPending`: an unsettled identical
     action of the run under another key, found in the insert's own transaction, is answered by
     ``still_pending(that_entry)`` and nothing is written.
+
+    ``admit_send`` (a call the budget let through as a replay) is called once, before the first
+    write that would make it send (the entry purged, ``failed`` retryable, ``accepted``, abandoned
+    ``unknown``); an ActionError it returns ends the call, nothing written or sent.
     """
     point("before_intent")
     sent = entry.evolve(state="dispatched", attempts=1)
+    admit = None if admit_send is None else [admit_send]  # popped when called: admitted once
+    if admit and (refused := _refused_afresh(store, entry.key, admit)) is not None:
+        return fail(refused)
     try:
         if still_pending is not None:
             begun = cast(BeginsUnlessPending, store).begin_unless_pending(sent)
@@ -251,6 +262,9 @@ def protocol(
         record("ledger", {"key": entry.key, "from": None, "to": "accepted"})
         dispatched = {"key": entry.key, "from": "accepted", "to": "dispatched", "attempts": 1}
         record("ledger", dispatched)
+        if admit and (refused := admit.pop()()) is not None:  # purged after it was read: unsent
+            led.move(("dispatched",), "accepted", error=refused.to_dict())
+            return fail(refused)
         point("after_dispatch_durable")
         return (yield from _settle(spec, led, observe, fail))
     if led.entry.args_digest != entry.args_digest or led.entry.tool != entry.tool:
@@ -268,33 +282,28 @@ def protocol(
             why = "its last outcome is not recorded in the ledger yet; it is not sent again until it is"
             return fail(ActionError.of("transient", f"{spec.name}: {why}", details={"sent": False}))
         return _replay(held, fail)
-    deadline = time.monotonic() + MAX_WAIT_S
-    delay = 0.002
-    settled = False
+    deadline, delay, settled = time.monotonic() + MAX_WAIT_S, 0.002, False
     while True:
         state = led.entry.state
-        if state == "failed" and _resendable(led.entry):
-            if led.move(("failed",), "dispatched", attempts=led.entry.attempts + 1):
+        if state == "accepted" or (state == "failed" and _resendable(led.entry)):  # it did not commit
+            if admit and (refused := admit.pop()()) is not None:
+                return fail(refused)
+            if led.move((state,), "dispatched", attempts=led.entry.attempts + 1):
                 point("after_dispatch_durable")
                 break
             continue
         if state in ("committed", "failed", "unknown_commit"):
             return _replay(led.entry, fail)
-        if state == "accepted":
-            if led.move(("accepted",), "dispatched", attempts=led.entry.attempts + 1):
-                point("after_dispatch_durable")
-                break
-            continue
         if state == "unknown" and _was_abandoned(store, led.entry.key):
-            if spec.idempotency == "native" and within_window(spec, led.entry):
-                if led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1):
-                    break  # the tool dedupes its key: sending again is asking again
-                continue
-            answer = query_status(spec, led.entry) if not still_running(led.entry.key) else None
+            native = spec.idempotency == "native" and within_window(spec, led.entry)  # dedupes its key
+            answer = None if native or still_running(led.entry.key) else query_status(spec, led.entry)
             if isinstance(answer, Committed):
                 shown = _observed(observe, Succeeded(answer.result, 1))
                 return _commit(led, _noted(shown, resolved_by="status_query"), remote_id=answer.remote_id)
-            if isinstance(answer, NotCommitted) and spec.is_async:  # its task ended with the caller's
+            if native or (isinstance(answer, NotCommitted) and spec.is_async):  # it ended with its caller
+                if admit and (refused := admit.pop()()) is not None:
+                    _note_abandoned(store, led.entry.key)  # still for the next proposal to settle
+                    return fail(refused)
                 if led.move(("unknown",), "dispatched", attempts=led.entry.attempts + 1):
                     break
                 continue
@@ -326,6 +335,15 @@ def protocol(
         if current is not None:
             led.entry = current
     return (yield from _settle(spec, led, observe, fail))
+
+
+def _refused_afresh(store: LedgerStore, key: str, admit: list[AdmitSend]) -> ActionError | None:
+    """``admit``'s refusal when the entry of ``key`` is gone (purged): the protocol would send afresh."""
+    try:
+        found = store.get(key)
+    except Exception as exc:
+        return ActionError.unsent("the ledger could not read the action's entry", exc)
+    return admit.pop()() if found is None else None
 
 
 def _holder_gone(spec: ToolSpec, entry: LedgerEntry) -> bool:

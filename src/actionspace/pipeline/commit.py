@@ -15,10 +15,12 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from actionspace.errors import Abandoned, ActionError, said_safely
 from actionspace.execution.executor import running_attempt
+from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
     AwaitAttempt,
@@ -103,6 +105,7 @@ class LedgerDriver:
         def failed(error: ActionError) -> Observation:
             return fail(rec, error, ready.call_id, spec.name, spec.version)
 
+        exempt = None if ready.exempt is None else _Exempt(ready.exempt)
         steps = protocol(
             spec=spec,
             entry=entry,
@@ -111,8 +114,12 @@ class LedgerDriver:
             fail=failed,
             record=rec.add,
             still_pending=still_pending,
+            admit_send=None if exempt is None else exempt.admit,
         )
-        async for obs in self.drive(steps, dispatch, blocking=blocking):
+        observations = self.drive(steps, dispatch, blocking=blocking)
+        if exempt is not None:
+            observations = exempt.settled(observations, rec)
+        async for obs in observations:
             if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
                 diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
                 obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
@@ -190,6 +197,50 @@ class LedgerDriver:
         )
         rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
         return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+class _Exempt:
+    """A call the budget let through as a replay (``Ready.exempt``): admitted should the ledger send
+    it after all, its admission then settled as the engine settles any admitted call's."""
+
+    __slots__ = ("_admit", "_held")
+
+    def __init__(self, admit: Callable[[], Admission | ActionError | None]) -> None:
+        self._admit = admit
+        self._held: list[Admission] = []
+
+    def admit(self) -> ActionError | None:
+        """The protocol's ``admit_send``: the refusal, or None with the admission kept."""
+        admitted = self._admit()
+        if isinstance(admitted, ActionError):
+            return admitted
+        if admitted is not None:
+            self._held.append(admitted)
+        return None
+
+    async def settled(
+        self, observations: AsyncGenerator[Observation, None], rec: Recorder
+    ) -> AsyncGenerator[Observation, None]:
+        """``observations``, the final one settling the admission, if any, at what the send used;
+        a call cut off while it ran is charged as the engine charges one."""
+        held = self._held
+        try:
+            async for obs in observations:
+                if held and not obs.provisional:
+                    obs = held.pop().run(rec.add, partial(_same, obs))
+                yield obs
+        finally:
+            if held:  # the caller stopped waiting while the send ran
+                with contextlib.suppress(Abandoned):
+                    held.pop().run(rec.add, _cut)
+
+
+def _same(obs: Observation) -> Observation:
+    return obs
+
+
+def _cut() -> Observation:
+    raise Abandoned("the caller stopped waiting while the tool ran")
 
 
 def _abandon(steps: Protocol, running: Future[Outcome] | None) -> None:

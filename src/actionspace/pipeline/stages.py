@@ -17,6 +17,7 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from actionspace._canonical import digest_json
@@ -25,7 +26,7 @@ from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.catalog.versions import earlier_version_mismatch
-from actionspace.discovery.runs import RunState, resolve
+from actionspace.discovery.runs import RunState, definition_hash, resolve
 from actionspace.errors import ActionError
 from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
@@ -99,6 +100,8 @@ class Draft:
     admission: Admission | None = None
     values: Mapping[str, tuple[Any, ...]] | None = None
     """Per argument, each value's provenance, when a provenance stage established it."""
+    exempt: Callable[[], Admission | ActionError | None] | None = None
+    """The budget let the call through uncharged as a replay: its admission, should the ledger send it."""
 
 
 Stage = Callable[[CallInput, Draft], ActionError | None]
@@ -238,6 +241,7 @@ class Stages:
             record=inp.rec.add,
             proposed_by=inp.principal.to_dict(),
             clock=self.approvals.clock,
+            definition=definition_hash(spec),
         )
         if isinstance(approved, ActionError):
             return approved
@@ -264,6 +268,7 @@ class Stages:
             bound=inp.bound,
             values=d.values,
             clock=SYSTEM_CLOCK if self.approvals is None else self.approvals.clock,
+            definition=definition_hash(spec),
         )
         if isinstance(label, ActionError):
             return label
@@ -279,6 +284,17 @@ class Stages:
         if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
             key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
             if replayed(self.ledger, key):  # answered from the ledger's record: nothing is sent
+                # unless the entry turns sendable before the ledger reads it: then it is admitted
+                d.exempt = partial(
+                    guard.admit,
+                    spec,
+                    checked.arguments,
+                    run_id=inp.run.run_id,
+                    principal=inp.principal,
+                    call_id=d.call_id,
+                    record=inp.rec.add,
+                    fresh=inp.fresh,
+                )
                 return None
         admitted = guard.admit(
             spec,
@@ -305,7 +321,8 @@ def replayed(store: LedgerStore, key: str) -> bool:
     other state may be sent (``accepted``, ``failed`` retryable, a holder that is gone), so it is
     admitted and charged as a new call; so is an action whose entry the store could not read, and
     an ``unknown_commit`` whose timed-out attempt still runs here (its late failure may make it
-    sendable again)."""
+    sendable again). The answer holds until the ledger reads the entry: a replay it lets through
+    carries its admission (``Draft.exempt``), which the ledger asks for should it send after all."""
     try:
         entry = store.get(key)
     except Exception:
@@ -329,7 +346,7 @@ def ready_of(inp: CallInput, d: Draft) -> Ready:
         key = idempotency_key(inp.run.run_id, d.node, spec.key, args)
         if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
-    return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label)
+    return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label, d.exempt)
 
 
 def proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:

@@ -11,11 +11,11 @@ from actionspace.errors import ActionError, said
 from actionspace.execution.executor import Outcome, Succeeded
 from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
-from actionspace.ledger.commit import new_entry, protocol
+from actionspace.ledger.commit import AdmitSend, new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
-from actionspace.plan.group_budget import group_estimate, refuse_over_budget, settle_members
+from actionspace.plan.group_budget import group_estimate, over_budget, refuse_over_budget, settle_members
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
 from actionspace.policy.flow import bindings, label_of
@@ -70,7 +70,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         rec.add("observation", {"status": "error", "category": error.category, "group": unit.id})
         return Observation.failure(error, call_id=call_id, tool=spec.name)
 
-    refused = await _over_budget(sched, unit, planned, key, rec)
+    refused, admit_send = await _over_budget(sched, unit, planned, key, rec)
     if refused is not None:  # refused whole, before its intent: none of its members runs
         denied = fail(refused)
         sched._buffer(rec)
@@ -80,7 +80,13 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         key=key, run_id=state.run_id, node_id=f"group:{unit.id}", spec=spec, arguments={"calls": planned}
     )
     steps = protocol(
-        spec=spec, entry=entry, store=engine.ledger, observe=observe_group, fail=fail, record=rec.add
+        spec=spec,
+        entry=entry,
+        store=engine.ledger,
+        observe=observe_group,
+        fail=fail,
+        record=rec.add,
+        admit_send=admit_send,
     )
 
     async def dispatch() -> AsyncIterator[Observation | Outcome]:
@@ -112,27 +118,33 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
 
 async def _over_budget(
     sched: Scheduler, unit: CheckedNode, planned: list[list[Any]], key: str, rec: Recorder
-) -> ActionError | None:
-    """``budget_exceeded`` when the members' estimates together do not fit (recorded as the
-    budget gate records a refused call); else None. A group the ledger answers without sending
-    (``key`` settled: its replay) spends nothing, so it is never refused here."""
+) -> tuple[ActionError | None, AdmitSend | None]:
+    """(``budget_exceeded`` when the members' estimates together do not fit, recorded as the
+    budget gate records a refused call, else None; the same check for the commit protocol to run
+    before it sends, for a group let through here, else None). A group the ledger answers without
+    sending (``key`` settled: its replay) spends nothing, so it is let through here; should the
+    ledger find its entry sendable after all (purged meanwhile), it is checked before it is sent."""
     guard = sched.engine.stages.guard
     if guard is None or guard.meter is None:
-        return None
-    if await _replayed(sched.engine.ledger, key):
-        return None
+        return None, None
+    meter, run_id, principal = guard.meter, sched.run_state.run_id, sched.principal
     members = {m.id for m in unit.members}
     calls = [(m.specs[0], args) for m, (_k, _s, args) in zip(unit.members, planned, strict=True)]
     need = group_estimate(calls, members)
-    refused = await refuse_over_budget(guard.meter, sched.run_state.run_id, sched.principal, need, unit.id)
-    if refused is not None:
-        details = refused.details
-        event = {"verdict": "denied", "category": refused.category, "unit": details["unit"]}
-        rec.add(
-            "budget",
-            {**event, "estimate": need.to_dict(), "remaining": details["remaining"], "group": unit.id},
-        )
-    return refused
+
+    def recorded(refused: ActionError | None) -> ActionError | None:
+        if refused is not None:
+            details = refused.details
+            event = {"verdict": "denied", "category": refused.category, "unit": details["unit"]}
+            rec.add(
+                "budget",
+                {**event, "estimate": need.to_dict(), "remaining": details["remaining"], "group": unit.id},
+            )
+        return refused
+
+    if await _replayed(sched.engine.ledger, key):
+        return None, lambda: recorded(over_budget(meter, run_id, principal, need, unit.id))
+    return recorded(await refuse_over_budget(meter, run_id, principal, need, unit.id)), None
 
 
 _SENT_AGAIN = ("transient", "rate_limited")

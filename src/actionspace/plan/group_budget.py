@@ -29,7 +29,7 @@ from actionspace.policy.budget import ZERO, Meter, Usage, charge, estimate, item
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
 
-__all__ = ["group_estimate", "refuse_over_budget", "settle_members"]
+__all__ = ["group_estimate", "over_budget", "refuse_over_budget", "settle_members"]
 
 _EPSILON = 1e-9
 """Slack for money sums, as the meter allows (0.1 + 0.2 > 0.3 in floating point)."""
@@ -61,8 +61,15 @@ async def refuse_over_budget(
         return None
     if type(meter) is Meter:
         return _refusal(meter, run_id, principal, need, group)
+    return await asyncio.to_thread(over_budget, meter, run_id, principal, need, group)
+
+
+def over_budget(
+    meter: Meter, run_id: str, principal: Principal, need: Usage, group: str
+) -> ActionError | None:
+    """:func:`refuse_over_budget` in the calling thread (the meter's store read here)."""
     try:
-        return await asyncio.to_thread(_refusal, meter, run_id, principal, need, group)
+        return _refusal(meter, run_id, principal, need, group)
     except Exception:
         return None
 

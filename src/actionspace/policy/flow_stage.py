@@ -50,11 +50,13 @@ def flow_stage(
     bound: Mapping[str, Binding] | None = None,
     values: Mapping[str, tuple[Any, ...]] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    definition: str | None = None,
 ) -> Label | ActionError:
     """The call's output label when it may go on, else the error that ends it.
 
     ``clock``: where the expiry of an approval reads the time — the clock the approvals were
     decided by (``Approvals.clock``), so an approval expires here when it expires anywhere.
+    ``definition``: the tool's definition hash, which an approval is bound to (``approval.gate``).
     """
     defaults = schema_defaults(spec, arguments, provenance) if provenance else ()
     check = evaluate(
@@ -81,6 +83,7 @@ def flow_stage(
         "record": record,
         "proposed_by": principal.to_dict(),
         "clock": clock,
+        "definition": definition,
     }
     if isinstance(decision, Ask):
         asked = _gate(approvals, "flow", decision.reason, decision.details, **bind)
@@ -161,6 +164,7 @@ def _gate(
     record: Record,
     proposed_by: Mapping[str, Any],
     clock: Clock,
+    definition: str | None,
 ) -> ApprovalRequest | ActionError:
     """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
     if store is None:
@@ -178,6 +182,7 @@ def _gate(
         clock=clock,
         replays=spec.has_side_effects,
         proposer=proposed_by,
+        definition=definition,
     )
     if found is not None:
         return found
@@ -193,5 +198,12 @@ def _gate(
         details={**dict(details), "approval_rule": rule},
     )
     return file_request(
-        store, request, record, reason=reason[:300], rule=rule, effects=False, proposed_by=proposed_by
+        store,
+        request,
+        record,
+        reason=reason[:300],
+        rule=rule,
+        effects=False,
+        proposed_by=proposed_by,
+        definition=definition,
     )
