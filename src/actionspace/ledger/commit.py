@@ -7,9 +7,9 @@ caller holds the action, and returns the final ``Observation``. The ledger entry
 blindly: ``native`` tools are asked again with the same key (they dedupe), ``query`` tools are
 asked for the status, ``none`` tools end in ``unknown_commit`` for a person to reconcile.
 
-A new action is accepted and dispatched in one write: the entry is inserted ``dispatched`` (the
-trace still records both steps), so the one durable write before the send is the intent itself.
-An entry found ``accepted`` (a recovery proved it was not committed) moves to ``dispatched`` first.
+A new action is accepted and dispatched in one write (the trace still records both steps): the
+one durable write before the send is the intent. An entry found ``accepted`` (a recovery proved it
+was not committed) moves to ``dispatched`` first; one gone from the store (purged) is not sent.
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ __all__ = [
 MAX_WAIT_S = 30.0
 """How long a caller waits for another caller that holds the same action before answering ``transient``."""
 RECOVERY_AGE_S = 30.0
-"""An entry left ``dispatched`` or ``unknown`` this long is taken as a crashed process's: the
-runtime's recovery at start settles those (younger ones may have a live holder)."""
+"""An entry left ``dispatched`` or ``unknown`` this long is a crashed process's: recovery settles it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +100,8 @@ class _Ledger:
     """Ledger transitions of one action, each recorded in the trace."""
 
     def __init__(self, store: LedgerStore, entry: LedgerEntry, record: Record) -> None:
-        self.store = store
-        self.entry = entry
-        self.record = record
+        self.store, self.entry, self.record = store, entry, record
+        self.gone = False  # the entry was no longer in the store at a move: nothing more is sent
 
     def move(self, expected: tuple[str, ...], state: LedgerState, **fields: Any) -> bool:
         new = self.entry.evolve(state=state, **fields)
@@ -125,6 +123,7 @@ class _Ledger:
             current = self.store.get(self.entry.key)
             if current is not None:
                 self.entry = current
+            self.gone = current is None
             return False
         self.record(
             "ledger",
@@ -284,6 +283,9 @@ def protocol(
         return _replay(held, fail)
     deadline, delay, settled = time.monotonic() + MAX_WAIT_S, 0.002, False
     while True:
+        if led.gone:
+            why = f"{spec.name}: its ledger entry was removed while it was being sent; nothing was sent"
+            return fail(ActionError.of("transient", why, details={"sent": False}))
         state = led.entry.state
         if state == "accepted" or (state == "failed" and _resendable(led.entry)):  # it did not commit
             if admit and (refused := admit.pop()()) is not None:
