@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from functools import reduce
 from typing import Any, Literal, TypeVar, overload
 
 from actionspace.catalog.registry import Catalog
@@ -47,6 +48,7 @@ from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, propose
 from actionspace.pipeline.streaming import final_of, stream_ready
 from actionspace.plan.conflicts import ANY, conflicting, expand
 from actionspace.policy.flow import Binding
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
@@ -311,6 +313,10 @@ class Engine:
         node = inp.node_id or f"n{next(inp.run.nodes)}"
         draft = Draft(call_id=inp.call.id or f"{inp.run.run_id}:{node}", node=node)
         inp.rec.call_id = draft.call_id
+        if inp.bound:  # fed by plan references: their labels mark its events, flow-checked or refused
+            held = reduce(Label.join, (b.label for b in inp.bound.values()))
+            if held.secret or held.readers is not None:
+                inp.run.flow.pending[draft.call_id] = held
         return draft
 
     @overload

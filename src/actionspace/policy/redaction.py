@@ -5,6 +5,10 @@ that label under ``data["label"]`` (the Recorder adds it). A viewer who may not 
 (:func:`~actionspace.policy.labels.may_read`: in the readers, or holding ``labels:secret``) sees
 such an event with every value-bearing field replaced by :data:`REDACTED`; the structural fields
 (kind, tool, verdict, category, hashes, ids) stay so the timeline still reads.
+
+A mark that is no label (a trace imported from elsewhere: a reader set that is no list of ids, an
+unknown confidentiality, a text) reads as the most restricted label (:func:`mark_of`): only a
+holder of ``labels:secret`` sees the event's values, and nothing raises.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from actionspace.policy.labels import Label, may_read
 from actionspace.policy.principal import Principal
 
-__all__ = ["KEPT_FIELDS", "REDACTED", "redact_event", "redact_events"]
+__all__ = ["KEPT_FIELDS", "REDACTED", "mark_of", "redact_event", "redact_events"]
 
 REDACTED = "[redacted]"
 KEPT_FIELDS: frozenset[str] = frozenset(
@@ -29,13 +33,35 @@ KEPT_FIELDS: frozenset[str] = frozenset(
 )  # fmt: skip
 """Event fields kept as they are in a redacted event (they name things; they carry no values)."""
 
+_UNREADABLE = Label(confidentiality="secret", readers=frozenset())
+"""What a mark that is no label reads as: secret, readable by no reader set."""
+
+
+def mark_of(data: Mapping[str, Any]) -> Label | None:
+    """The label an event's ``data`` is marked with (``data["label"]``); None when it has no mark.
+
+    A mark that is no well-formed label reads as secret with an empty reader set, never raises.
+    """
+    if "label" not in data:
+        return None
+    mark = data["label"]
+    if not isinstance(mark, Mapping):
+        return _UNREADABLE
+    readers = mark.get("readers")
+    if readers is not None and not (
+        isinstance(readers, list | tuple) and all(isinstance(r, str) for r in readers)
+    ):
+        return _UNREADABLE
+    try:
+        return Label.from_dict(mark)
+    except (TypeError, ValueError):  # an unknown (or unhashable) confidentiality or integrity
+        return _UNREADABLE
+
 
 def redact_event(data: Mapping[str, Any], viewer: Principal | None) -> Mapping[str, Any]:
     """``data`` itself when ``viewer`` may read it, else a copy with the values redacted."""
-    mark = data.get("label")
-    if not isinstance(mark, Mapping):
-        return data
-    if may_read(Label.from_dict(mark), viewer):
+    label = mark_of(data)
+    if label is None or may_read(label, viewer):
         return data
     out: dict[str, Any] = {}
     for key, value in data.items():

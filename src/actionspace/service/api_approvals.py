@@ -23,6 +23,7 @@ from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
 from actionspace.service.views import approval_view
+from actionspace.trace.redact_ledger import hidden_runs
 
 __all__ = ["approvals_router"]
 
@@ -56,7 +57,8 @@ def approvals_router() -> APIRouter:
             limit=limit,
             scan=limit if sees_all(who) else limit * 4,
         )
-        return [approval_view(r) for r in requests]
+        hidden = hidden_runs(rt.trace, (r.run_id for r in requests), who)
+        return [approval_view(r, hidden=r.run_id in hidden) for r in requests]
 
     def visible(rt: Runtime, request_id: str, who: Principal) -> ApprovalRequest:
         request = rt.approvals.get(request_id)
@@ -73,7 +75,7 @@ def approvals_router() -> APIRouter:
     def get_approval(
         request_id: str, rt: Rt, who: Annotated[Principal, Depends(require("approvals:read"))]
     ) -> dict[str, Any]:
-        return approval_view(visible(rt, request_id, who))
+        return _shown(rt, visible(rt, request_id, who), who)
 
     def decide(
         rt: Runtime, runner: BackgroundRuns, request_id: str, approve: bool, by: Principal, reason: str | None
@@ -92,7 +94,7 @@ def approvals_router() -> APIRouter:
             runner.notify(request_id)
         elif not wake_decided(rt.store_url, decided, rt.durable) and approve:
             runner.resume(decided)
-        return approval_view(decided)
+        return _shown(rt, decided, by)
 
     def decision_route(action: Literal["approve", "deny"], summary: str) -> None:
         approving = action == "approve"
@@ -113,3 +115,8 @@ def approvals_router() -> APIRouter:
     decision_route("approve", "Approve a pending request (that exact call, once)")
     decision_route("deny", "Deny a pending request")
     return router
+
+
+def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, Any]:
+    """The request as ``who`` may see it: redacted when its run holds what ``who`` may not read."""
+    return approval_view(request, hidden=bool(hidden_runs(rt.trace, [request.run_id], who)))

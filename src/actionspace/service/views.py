@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace._unicode import text_for_utf8, value_for_utf8
-from actionspace.approval.requests import ApprovalRequest
+from actionspace.approval.requests import DEFINITION, ApprovalRequest
 from actionspace.catalog.spec import ToolSpec
+from actionspace.policy.redaction import REDACTED
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
 from actionspace.trace.store_encoding import encode_data
 
@@ -20,6 +21,12 @@ __all__ = ["approval_view", "plan_view", "run_row", "runs_page", "tool_view"]
 
 LiveState = Callable[[str], str | None]
 """Run id → ``running`` / ``waiting_approval`` for runs this process is driving, else None."""
+
+_KEPT_DETAILS = frozenset(
+    {"approval_rule", "proposed_by", DEFINITION, "definition_changed_since", "request_id", "rule", "ceiling"}
+    | {"declassifiable", "decided_by"}
+)
+"""Details of an approval request that name things (rules, principals, hashes, ids), never values."""
 
 _MAX_SCAN = 10_000
 """Most runs read from the store to fill one page after a ``before`` cursor."""
@@ -122,8 +129,16 @@ def event_view(event: TraceEvent) -> dict[str, Any]:
     }
 
 
-def approval_view(request: ApprovalRequest) -> dict[str, Any]:
-    """``ApprovalRequest.to_dict()`` plus ``request_id`` and the ``preview`` a person decides on."""
+def approval_view(request: ApprovalRequest, *, hidden: bool = False) -> dict[str, Any]:
+    """``ApprovalRequest.to_dict()`` plus ``request_id`` and the ``preview`` a person decides on.
+
+    ``hidden``: the request's run holds data the viewer may not read (see
+    :func:`~actionspace.trace.redact_ledger.hidden_runs`): every value (arguments, provenance,
+    effects, reasons, details other than names and ids, batch items) is redacted, the names of
+    the arguments kept, and the preview says ``redacted``.
+    """
+    if hidden:
+        request = _redacted_request(request)
     out = request.to_dict()
     name, _, version = request.tool.partition("@")
     preview: dict[str, Any] = {
@@ -137,7 +152,21 @@ def approval_view(request: ApprovalRequest) -> dict[str, Any]:
     items = request.details.get("items")
     if isinstance(items, list):
         preview["items"] = items
+    if hidden:
+        preview["redacted"] = True
     return value_for_utf8({"request_id": request.id, **out, "preview": preview})  # UTF-8 whole
+
+
+def _redacted_request(request: ApprovalRequest) -> ApprovalRequest:
+    details = {k: v if k in _KEPT_DETAILS else REDACTED for k, v in request.details.items() if k != "items"}
+    return request.evolve(
+        arguments=dict.fromkeys(request.arguments, REDACTED),
+        provenance=dict.fromkeys(request.provenance, REDACTED),
+        effects=[REDACTED for _ in request.effects],
+        reason=REDACTED,
+        details=details,
+        decision_reason=None if request.decision_reason is None else REDACTED,
+    )
 
 
 def pending_run_ids(requests: Iterable[ApprovalRequest]) -> set[str]:

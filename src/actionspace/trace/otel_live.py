@@ -123,8 +123,10 @@ class LiveSpans:
 
 
 def flush(timeout: float = 5.0) -> bool:
-    """Wait up to ``timeout`` seconds (each) until every live sink has emitted its queued spans."""
-    return all([live.flush(timeout) for live in list(_live)])
+    """Wait up to ``timeout`` seconds in all until every live sink has emitted its queued spans;
+    False when time ran out (the process exits within its budget however many sinks there are)."""
+    deadline = time.monotonic() + timeout
+    return all([live.flush(max(0.0, deadline - time.monotonic())) for live in list(_live)])
 
 
 atexit.register(flush, _EXIT_FLUSH_SECONDS)

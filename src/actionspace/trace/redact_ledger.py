@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from actionspace.ledger.entries import LedgerEntry
-from actionspace.policy.labels import Label, may_read
+from actionspace.policy.labels import may_read
 from actionspace.policy.principal import Principal
-from actionspace.policy.redaction import REDACTED
+from actionspace.policy.redaction import REDACTED, mark_of
 from actionspace.trace.events import TraceStore
 
 __all__ = ["hidden_runs", "redact_entry", "visible_entries"]
@@ -30,8 +30,8 @@ def hidden_runs(trace: TraceStore, run_ids: Iterable[str], viewer: Principal | N
     hidden: set[str] = set()
     for run_id in dict.fromkeys(run_ids):
         for event in trace.events(run_id):
-            mark = event.data.get("label")
-            if isinstance(mark, Mapping) and not may_read(Label.from_dict(mark), viewer):
+            label = mark_of(event.data)
+            if label is not None and not may_read(label, viewer):
                 hidden.add(run_id)
                 break
     return hidden
