@@ -24,7 +24,6 @@ a size budget. :func:`render_results` answers every call of a turn, by the model
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -32,9 +31,11 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery._content import (
     RENDERING,
     RESULT_BUDGET,
-    dumps,
     effects_summary,
+    encoded,
+    plain_json,
     rendered,
+    rendered_parts,
     result_content,
     untrusted_notice,
 )
@@ -188,38 +189,57 @@ def mcp_tools_list(definitions: Iterable[Definition]) -> dict[str, Any]:
     return {"tools": tools}
 
 
-def _text(obs: Observation, whole: bool, budget: int) -> str:
+def _text(obs: Observation, whole: bool, budget: int, readable: bool) -> str:
     if whole:
-        return untrusted_notice(obs) + dumps(obs.to_dict())
-    return rendered(obs, budget)[1]
+        return untrusted_notice(obs) + encoded(obs.to_dict())[1]
+    return rendered(obs, budget, readable=readable)[1]
 
 
 def openai_chat_result(
-    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
+    obs: Observation,
+    call_id: str | None = None,
+    *,
+    whole: bool = False,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> dict[str, Any]:
     """A Chat Completions ``role: tool`` message answering ``call_id`` (default: the observation's)."""
-    return {"role": "tool", "tool_call_id": call_id or obs.call_id, "content": _text(obs, whole, budget)}
+    return {
+        "role": "tool",
+        "tool_call_id": call_id or obs.call_id,
+        "content": _text(obs, whole, budget, read_artifact),
+    }
 
 
 def openai_responses_result(
-    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
+    obs: Observation,
+    call_id: str | None = None,
+    *,
+    whole: bool = False,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> dict[str, Any]:
     """A Responses ``function_call_output`` input item answering ``call_id``."""
     return {
         "type": "function_call_output",
         "call_id": call_id or obs.call_id,
-        "output": _text(obs, whole, budget),
+        "output": _text(obs, whole, budget, read_artifact),
     }
 
 
 def anthropic_result(
-    obs: Observation, call_id: str | None = None, *, whole: bool = False, budget: int = RESULT_BUDGET
+    obs: Observation,
+    call_id: str | None = None,
+    *,
+    whole: bool = False,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> dict[str, Any]:
     """An Anthropic ``tool_result`` content block answering ``tool_use_id`` = ``call_id``."""
     return {
         "type": "tool_result",
         "tool_use_id": call_id or obs.call_id,
-        "content": [{"type": "text", "text": _text(obs, whole, budget)}],
+        "content": [{"type": "text", "text": _text(obs, whole, budget, read_artifact)}],
         "is_error": obs.status == "error",
     }
 
@@ -231,6 +251,7 @@ def mcp_call_result(
     text: str | None = None,
     structured: Mapping[str, Any] | None = None,
     budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> dict[str, Any]:
     """An MCP ``CallToolResult``: ``isError`` on failures so the model can see and self-correct.
 
@@ -241,11 +262,11 @@ def mcp_call_result(
     """
     if text is None or structured is None:
         if whole:
-            content, own = obs.to_dict(), _text(obs, whole, budget)
+            notice, body = untrusted_notice(obs), encoded(obs.to_dict())[1]
         else:
-            content, own = rendered(obs, budget)
-        text = own if text is None else text
-        structured = json.loads(dumps(content)) if structured is None else structured
+            notice, body = rendered_parts(obs, budget, readable=read_artifact)
+        text = notice + body if text is None else text
+        structured = plain_json(body) if structured is None else structured
     return {
         "content": [{"type": "text", "text": text}],
         "structuredContent": dict(structured),
@@ -267,7 +288,12 @@ def render_tools(definitions: Iterable[Definition], provider: Provider) -> Any:
 
 
 def render_result(
-    obs: Observation, provider: Provider, call_id: str | None = None, *, budget: int = RESULT_BUDGET
+    obs: Observation,
+    provider: Provider,
+    call_id: str | None = None,
+    *,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> dict[str, Any]:
     """An observation as ``provider``'s tool-result message (MCP ignores ``call_id``: JSON-RPC carries it).
 
@@ -275,18 +301,22 @@ def render_result(
     answers each of the model's calls separately instead.
     """
     if provider == "openai_chat":
-        return openai_chat_result(obs, call_id, budget=budget)
+        return openai_chat_result(obs, call_id, budget=budget, read_artifact=read_artifact)
     if provider == "openai_responses":
-        return openai_responses_result(obs, call_id, budget=budget)
+        return openai_responses_result(obs, call_id, budget=budget, read_artifact=read_artifact)
     if provider == "anthropic":
-        return anthropic_result(obs, call_id, budget=budget)
+        return anthropic_result(obs, call_id, budget=budget, read_artifact=read_artifact)
     if provider == "mcp":
-        return mcp_call_result(obs, budget=budget)
+        return mcp_call_result(obs, budget=budget, read_artifact=read_artifact)
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
 
 
 def render_results(
-    observations: Observation | Iterable[Observation], provider: Provider, *, budget: int = RESULT_BUDGET
+    observations: Observation | Iterable[Observation],
+    provider: Provider,
+    *,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
 ) -> list[dict[str, Any]]:
     """One result per proposed call, each answering the model's own call id, in the calls' order;
     an id answered already is not answered again (providers refuse two answers to one id: when a
@@ -297,15 +327,18 @@ def render_results(
     wants all results of a turn in the next user message; no message when there is no result).
     ``openai_chat``: a ``role: tool`` message per call; ``openai_responses``: a
     ``function_call_output`` item per call; ``mcp``: a ``CallToolResult`` per call.
-    ``budget`` applies to each result. Raises ``ConfigurationError`` for an unknown provider.
+    ``budget`` applies to each result. ``read_artifact``: whether that tool is offered to whom
+    reads the results (default True); when not, a trimmed result's hint says its rest cannot be
+    read here rather than inviting a call that would be refused. Raises ``ConfigurationError``
+    for an unknown provider.
     """
     if provider not in PROVIDERS:
         raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
     calls = _per_call(observations)
     if provider == "anthropic":
-        blocks = [anthropic_result(o, budget=budget) for o in calls]
+        blocks = [anthropic_result(o, budget=budget, read_artifact=read_artifact) for o in calls]
         return [{"role": "user", "content": blocks}] if blocks else []
-    return [render_result(o, provider, budget=budget) for o in calls]
+    return [render_result(o, provider, budget=budget, read_artifact=read_artifact) for o in calls]
 
 
 def _per_call(observations: Observation | Iterable[Observation]) -> Sequence[Observation]:
