@@ -53,6 +53,8 @@ class Call:
     """The user's messages before the call: (text, untrusted, cut short)."""
     observed: frozenset[str] = frozenset()
     """Call ids whose observations the run had shown before this call."""
+    redacted: bool = False
+    """True when the trace holds the call's arguments redacted (a viewer's copy of a labelled run)."""
 
     def last(self, kind: str) -> tuple[int, Mapping[str, Any]] | None:
         found = self.events.get(kind)
@@ -135,7 +137,14 @@ def split(events: Iterable[TraceEvent]) -> Run:
         if e.kind in DECISION_KINDS:
             run.decision_events.append(e.seq)
         if e.kind == "model_output":
-            pending = _proposals(data.get("raw"), e.seq, run.problems)
+            if _redacted(data):  # its calls are matched by position, with no arguments
+                pending = []
+                run.problems.append(f"event {e.seq}: model output redacted; its arguments are not replayed")
+            else:
+                pending = _proposals(data.get("raw"), e.seq, run.problems)
+            continue
+        if e.kind in ("user_input", "user_turn") and _redacted(data):
+            users.append(("", False, True))  # a message not read: the user's words are not all known
             continue
         if e.kind in ("user_input", "user_turn") and isinstance(data.get("text"), str):
             text = data["text"]
@@ -156,13 +165,21 @@ def split(events: Iterable[TraceEvent]) -> Run:
             call = current[e.call_id] = _start(e, pending, tuple(users), frozenset(observed))
             run.calls.append(call)
         call.events.setdefault(e.kind, []).append((e.seq, data))
-        if e.kind == "proposed" and isinstance(data.get("arguments"), Mapping):
+        if e.kind in ("proposed", "validated") and _redacted(data):
+            call.arguments, call.redacted = None, True
+        elif e.kind == "proposed" and isinstance(data.get("arguments"), Mapping) and not call.redacted:
             call.arguments, call.normalized = dict(data["arguments"]), True
         tool = data.get("tool")
         names = e.kind in ("validated", "resolved", "proposed")
         if names and isinstance(tool, str) and not call.name:
             call.name = tool
     return run
+
+
+def _redacted(data: Mapping[str, Any]) -> bool:
+    """True for an event's data as a viewer without clearance sees it: its values replaced
+    (:func:`~actionspace.policy.redaction.redact_event`), which no decision may be taken on."""
+    return data.get("redacted") is True
 
 
 def _start(

@@ -172,6 +172,9 @@ def import_runs(
 ) -> None:
     """Import JSON Lines written by 'export'; events already in the store are skipped.
 
+    A run whose id the store holds for another run (other events at the same numbers) is
+    skipped whole and counted, never merged into it.
+
     Example: actionspace trace import run.jsonl --store sqlite:///other.db
     """
     url = store or default_store_url()
@@ -186,7 +189,14 @@ def import_runs(
             _fail(f"cannot read {file}: {exc.strerror or exc}")
         except ValueError as exc:
             _fail(f"{file}: {exc}")
-    _stderr().print(Text(f"Read {result.read} events, {result.written} new."), soft_wrap=True)
+    said = f"Read {result.read} events, {result.written} new."
+    if result.skipped_runs:
+        runs = "run" if result.skipped_runs == 1 else "runs"
+        said += (
+            f" {result.skipped} skipped: {result.skipped_runs} {runs} of the file have ids the store"
+            " holds for other runs."
+        )
+    _stderr().print(Text(said), soft_wrap=True)
 
 
 @trace_app.command("replay")

@@ -1,27 +1,40 @@
 """JSON Lines export and import of runs: one event per line, as ``TraceEvent.to_dict``.
 
 Export writes one run at a time, so memory holds one run, never the whole store. Import reads
-line by line, checks every line before it writes any (a checked copy is spooled to a temporary
-file past a few MiB, so memory stays bounded), then writes in batches; importing a file twice
-stores each ``(run_id, seq)`` once.
+line by line (a line longer than :data:`MAX_LINE_CHARS` is refused before it is read whole),
+checks every line before it writes any (a checked copy is spooled to a temporary file past a few
+MiB, so memory stays bounded), then writes in batches; importing a file twice stores each
+``(run_id, seq)`` once, and an import cut short completes when the file is imported again.
+
+A run id the store already holds for another run is never merged into: when the stored run and
+the file's share no ``seq``, or an event at a shared ``seq`` differs in kind, time or call id,
+the file's events of that run are skipped and counted (:class:`ImportResult`).
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from actionspace._unicode import json_for_utf8
 from actionspace.trace.events import AppendsNew, FindsRunIds, TraceEvent, TraceStore
-from actionspace.trace.store_encoding import check_event
+from actionspace.trace.store_encoding import call_id_for_postgres, check_event
 
 __all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
 
 _ALL_RUNS: Final = 2**62
 _SPOOL_BYTES: Final = 8 * 1024 * 1024
+MAX_LINE_CHARS = 16 * 1024 * 1024
+"""Longest line :func:`import_jsonl` reads (characters); a stored event's data is kept under
+about 1 MB (:data:`~actionspace.trace.store_encoding.MAX_EVENT_CHARS`)."""
+_MAX_SEQ: Final = 2**63 - 1
+"""Largest ``seq`` every store holds (SQLite's INTEGER and PostgreSQL's bigint are 64-bit)."""
+_RUNS_CACHED: Final = 16
+"""Stored runs an import keeps the events of at once while it checks the file against them."""
 
 
 class _Writer(Protocol):
@@ -36,6 +49,10 @@ class ImportResult:
     """Events read from the input."""
     written: int
     """Events the store did not have yet and now has."""
+    skipped: int = 0
+    """Events not written because their run id names another run in the store."""
+    skipped_runs: int = 0
+    """How many run ids of the file name other runs in the store (their events are skipped)."""
 
 
 def dumps_event(event: TraceEvent) -> str:
@@ -48,13 +65,16 @@ _MAX_TS = 2**1000
 """Past this an integer ``ts`` has no float (and is no time)."""
 
 
-def loads_event(line: str) -> TraceEvent:
+def loads_event(line: str, *, postgres: bool = False) -> TraceEvent:
     """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event
-    or holds what no store can keep (see :func:`~actionspace.trace.store_encoding.check_event`)."""
+    or holds what no store can keep (see :func:`~actionspace.trace.store_encoding.check_event`;
+    ``postgres``: what PostgreSQL cannot keep either)."""
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise ValueError("not JSON a store can read: nested too deeply") from exc
     if not isinstance(raw, dict):
         raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
     for name in ("run_id", "kind"):
@@ -67,6 +87,9 @@ def loads_event(line: str) -> TraceEvent:
         raise ValueError(f"bad field value: ts must be a number of seconds, got {got}")
     if type(ts) is int and not -_MAX_TS < ts < _MAX_TS:
         raise ValueError("bad field value: ts must be a finite number of seconds")
+    seq = raw.get("seq")
+    if type(seq) is int and not 0 <= seq <= _MAX_SEQ:
+        raise ValueError(f"bad field value: seq must be a whole number from 0 to 2**63 - 1, got {seq!r}")
     try:
         event = TraceEvent.from_dict(raw)
     except KeyError as exc:
@@ -81,7 +104,7 @@ def loads_event(line: str) -> TraceEvent:
     if raw.get("data") is not None and type(raw["data"]) is not dict:
         raise ValueError("bad field value: data must be an object")
     try:
-        check_event(event.run_id, event.kind, event.ts)
+        check_event(event.run_id, event.kind, event.ts, postgres=postgres)
     except ValueError as exc:  # what no store can keep: refused before any store sees it
         raise ValueError(f"bad field value: {exc}") from exc
     return event
@@ -100,42 +123,110 @@ def export_jsonl(store: TraceStore, out: _Writer, *, run_id: str | None = None) 
     return count
 
 
-def iter_jsonl(lines: Iterable[str]) -> Iterator[TraceEvent]:
-    """Parse JSON Lines lazily, skipping blank lines; ``ValueError`` names the bad line's number."""
-    for number, line in enumerate(lines, start=1):
+def iter_jsonl(lines: Iterable[str], *, postgres: bool = False) -> Iterator[TraceEvent]:
+    """Parse JSON Lines lazily, skipping blank lines; ``ValueError`` names the bad line's number.
+
+    A file object (anything with ``readline``) is read at most :data:`MAX_LINE_CHARS` characters
+    at a time, and a longer line is refused before the rest of it is read.
+    """
+    for number, line in enumerate(_bounded(lines), start=1):
         if not line.strip():
             continue
         try:
-            yield loads_event(line)
+            yield loads_event(line, postgres=postgres)
         except ValueError as exc:
             raise ValueError(f"line {number}: {exc}") from exc
+
+
+def _bounded(lines: Iterable[str]) -> Iterator[str]:
+    """``lines``, each refused (``ValueError``, naming its number) when longer than the bound."""
+    limit = MAX_LINE_CHARS
+    readline = getattr(lines, "readline", None)
+    source: Iterable[str] = iter(lambda: readline(limit + 1), "") if callable(readline) else lines
+    for number, line in enumerate(source, start=1):
+        if len(line) > limit and not (len(line) == limit + 1 and line.endswith("\n")):
+            raise ValueError(f"line {number}: longer than {limit} characters")
+        yield line
 
 
 def import_jsonl(store: TraceStore, lines: Iterable[str], *, batch_size: int = 500) -> ImportResult:
     """Append the events in ``lines`` that ``store`` does not have yet, ``batch_size`` at a time.
 
     Every line is checked first: a malformed one raises ``ValueError`` (``line N: reason``)
-    before anything is written.
+    before anything is written. The events of a run id the store holds for another run are
+    skipped and counted (see the module docstring).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    postgres = getattr(store, "holds_nul", True) is False
+    stored = _StoredRuns(store)
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") as checked:
         read = 0
-        for event in iter_jsonl(lines):
+        for event in iter_jsonl(lines, postgres=postgres):
+            stored.check(event)
             checked.write(dumps_event(event) + "\n")
             read += 1
+        foreign = stored.foreign()
         checked.seek(0)
         append = _new_events_appender(store)
-        written = 0
+        written = skipped = 0
         batch: list[TraceEvent] = []
         for line in checked:
-            batch.append(loads_event(line))
+            event = loads_event(line)
+            if event.run_id in foreign:
+                skipped += 1
+                continue
+            batch.append(event)
             if len(batch) >= batch_size:
                 written += append(batch)
                 batch = []
         if batch:
             written += append(batch)
-    return ImportResult(read=read, written=written)
+    return ImportResult(read=read, written=written, skipped=skipped, skipped_runs=len(foreign))
+
+
+_Signature = tuple[str, float, "str | None"]
+
+
+def _signature(event: TraceEvent) -> _Signature:
+    """What tells one run's event from another's at one seq, as every store gives it back."""
+    return event.kind, event.ts, call_id_for_postgres(event.call_id)
+
+
+class _StoredRuns:
+    """Which run ids of a file name other runs in the store (see the module docstring); the
+    events of at most :data:`_RUNS_CACHED` stored runs are held at once."""
+
+    def __init__(self, store: TraceStore) -> None:
+        self._store = store
+        self._cached: OrderedDict[str, dict[int, _Signature]] = OrderedDict()
+        self._shared: dict[str, bool] = {}
+        """Run ids the store holds events of → whether the file shares a seq with them."""
+        self._differ: set[str] = set()
+
+    def check(self, event: TraceEvent) -> None:
+        run_id = event.run_id
+        if run_id in self._differ:
+            return
+        held = self._cached.get(run_id)
+        if held is None:
+            held = {e.seq: _signature(e) for e in self._store.events(run_id)}
+            self._cached[run_id] = held
+            if len(self._cached) > _RUNS_CACHED:
+                self._cached.popitem(last=False)
+            if held:
+                self._shared.setdefault(run_id, False)
+        else:
+            self._cached.move_to_end(run_id)
+        found = held.get(event.seq)
+        if found is None:
+            return
+        self._shared[run_id] = True
+        if found != _signature(event):
+            self._differ.add(run_id)
+
+    def foreign(self) -> set[str]:
+        return self._differ | {run_id for run_id, shared in self._shared.items() if not shared}
 
 
 def _all_run_ids(store: TraceStore) -> list[str]:

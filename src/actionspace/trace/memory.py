@@ -21,6 +21,8 @@ import marshal
 import pickle
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
+from itertools import pairwise
 from typing import Any, cast
 
 from actionspace.trace.events import (
@@ -158,37 +160,71 @@ class MemoryTraceStore:
         self._weights[run_id] = weight
 
     def append_many(self, events: Sequence[TraceEvent]) -> None:
+        """Append every event, or none of them: raises ``ValueError`` when an event repeats a
+        ``(run_id, seq)`` stored or earlier in the batch, as the other stores do."""
         by_run: dict[str, list[EventRecord]] = {}
         for e in events:
             by_run.setdefault(e.run_id, []).append((e.seq, e.kind, e.ts, e.call_id, e.data))
-        for run_id, records in by_run.items():
+        for records in by_run.values():
             records.sort(key=lambda r: r[0])
-            self.append_records(run_id, records)
+        with self._lock:
+            for run_id, records in by_run.items():
+                self._refuse_repeats(run_id, records)
+            for run_id, records in by_run.items():
+                self._add(run_id, records)
+                if records[-1][0] + 1 > self._next.get(run_id, 0):
+                    self._next[run_id] = records[-1][0] + 1
+
+    def _refuse_repeats(self, run_id: str, records: Sequence[EventRecord]) -> None:
+        """Raise ``ValueError`` when ``records`` (sorted) repeat a seq; the stored seqs are read
+        only when a record is numbered below the run's next one (an append in order costs nothing)."""
+        seqs = [r[0] for r in records]
+        repeated = next((a for a, b in pairwise(seqs) if a == b), None)
+        if repeated is None and seqs[0] < self._next.get(run_id, 0):
+            stored = {r[0] for r in _expanded(self._snapshot(run_id))}
+            repeated = next((q for q in seqs if q in stored), None)
+        if repeated is not None:
+            raise ValueError(
+                f"an event repeats a (run_id, seq) already stored ({run_id!r}, {repeated});"
+                " nothing of the batch was written"
+            )
 
     def events(self, run_id: str) -> list[TraceEvent]:
         with self._lock:
-            blobs = list(self._runs.get(run_id, ()))
-            pending = list(self._pending.get(run_id, ()))
-            calls = list(self._calls.get(run_id, ()))
-            nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
-            nodes.extend(self._nodes.get(run_id, ()))
-            shapes = self._shapes
-        packed = (r for blob in blobs for r in _decode(blob))
-        expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
-        plan_nodes = (r for n in nodes for r in expand_node(_unpacked_node(n, shapes)))
-        records = sorted([*packed, *pending, *expanded, *plan_nodes], key=lambda r: r[0])
+            snapshot = self._snapshot(run_id)
+        records = _expanded(snapshot)
         return [
             TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=data)
             for seq, kind, ts, call_id, data in records
         ]
 
+    def _snapshot(self, run_id: str) -> _Snapshot:
+        """What the run holds, copied; the caller holds the lock (decode it with ``_expanded``)."""
+        nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
+        nodes.extend(self._nodes.get(run_id, ()))
+        return (
+            list(self._runs.get(run_id, ())),
+            list(self._pending.get(run_id, ())),
+            list(self._calls.get(run_id, ())),
+            nodes,
+            self._shapes,
+        )
+
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """Like the other stores: a run spans its earliest to its latest ``ts`` (not its first and
+        last by ``seq``: clocks of its writers may step back), the latest first, ties by run id."""
         with self._lock:
             ids = list(self._runs)
-        out = [s for rid in ids if (s := summarize(rid, self.events(rid))) is not None]
+        out = []
+        for rid in ids:
+            events = self.events(rid)
+            found = summarize(rid, events)
+            if found is not None:
+                stamps = [e.ts for e in events]
+                out.append(replace(found, started_at=min(stamps), last_at=max(stamps)))
         if since is not None:
             out = [s for s in out if s.last_at >= since]
-        out.sort(key=lambda s: s.last_at, reverse=True)
+        out.sort(key=lambda s: (-s.last_at, s.run_id))
         return out[:limit]
 
     def heads(self, run_id: str) -> list[TraceEvent]:
@@ -220,6 +256,19 @@ class MemoryTraceStore:
 
     def close(self) -> None:
         pass
+
+
+_Snapshot = tuple[list[bytes], list[EventRecord], list[tuple[Any, ...]], list[Any], list[CallShape]]
+"""A run's packed blobs, pending records, compact calls, compact nodes and the shapes they index."""
+
+
+def _expanded(snapshot: _Snapshot) -> list[EventRecord]:
+    """A run's records in ``seq`` order, from what :meth:`MemoryTraceStore._snapshot` copied."""
+    blobs, pending, calls, nodes, shapes = snapshot
+    packed = (r for blob in blobs for r in _decode(blob))
+    expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
+    plan_nodes = (r for n in nodes for r in expand_node(_unpacked_node(n, shapes)))
+    return sorted([*packed, *pending, *expanded, *plan_nodes], key=lambda r: r[0])
 
 
 def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall:

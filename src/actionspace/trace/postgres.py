@@ -101,10 +101,11 @@ _RUNS: Final = """
 SELECT r.run_id, r.started_at, r.last_at,
        count(*) AS events,
        count(*) FILTER (WHERE e.kind = 'observation'
-                        AND e.call_id IS DISTINCT FROM e.run_id || ':' || (e.data ->> 'group')
+                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
                         AND NOT (e.data ? 'rolled_back' AND e.data ? 'group')) AS calls,
        count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error'
-                        AND e.call_id IS DISTINCT FROM e.run_id || ':' || (e.data ->> 'group')) AS errors,
+                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
+                       ) AS errors,
        bool_or(e.kind = 'run_finished') AS finished
 FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= %s
       ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
@@ -127,6 +128,9 @@ class PostgresTraceStore:
     ``claim_expiry_s`` (seconds, default :data:`~actionspace.trace.events.CLAIM_EXPIRY_S`): how
     long a run claim no event followed keeps the id taken, by the database's clock.
     """
+
+    holds_nul = False
+    """Its text columns (run id, kind) cannot hold U+0000: imports refuse such a file whole."""
 
     def __init__(
         self, url: str, *, connect_timeout_s: float = 10.0, claim_expiry_s: float = CLAIM_EXPIRY_S

@@ -26,7 +26,8 @@ decisions are the stages before dispatch.
   fed what the run's earlier calls used (``allowed`` / ``denied:<unit>``).
 
 A decision the trace does not let the replay make (a plan node's arguments are not recorded, an
-event is malformed or from an older format) is ``unreplayed`` with the reason: reported, never
+event is malformed or from an older format, a labelled run's values were redacted for the viewer
+who exported it) is ``unreplayed`` with the reason: reported, never
 counted as reproduced, and never an exception. Every recorded decision event
 (:data:`DECISION_KINDS`) yields at least one decision naming its ``seq``. A difference is a
 :class:`Decision` that was re-decided with another outcome; ``actionspace trace replay`` exits 1
@@ -339,6 +340,8 @@ def _guard(fn: Callable[..., str], *args: Any) -> str:
 
 def _validate(rt: ReplayRuntime, run_id: str, call: Call, spec: ToolSpec) -> tuple[str, Any]:
     """The validation verdict again, and the normalized arguments (None when not replayed)."""
+    if call.redacted:
+        return f"{UNREPLAYED}: the trace holds the call's arguments redacted", None
     if call.arguments is None:
         return f"{UNREPLAYED}: the trace does not hold the call's arguments", None
     try:

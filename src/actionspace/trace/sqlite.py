@@ -339,6 +339,10 @@ class SqliteTraceStore:
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
         for e in events:
             check_event(e.run_id, e.kind, e.ts)
+        if self._held:
+            # Records this process appended before are numbered first, as they came: the writer
+            # commits a waiting operation ahead of deferred ones.
+            self._settle()
         rows = [
             (e.run_id, e.seq, e.kind, e.ts, call_id_for_utf8(e.call_id), encode_data(e.data)) for e in events
         ]
