@@ -154,9 +154,10 @@ class Session:
         them (:func:`actionspace.parse.user_text`: the text parts are kept)."""
         words = user_text(text)  # raises before the turn moves
         run = self.rt.run_state(self.run_id)
-        run.turn += 1
-        self.rt.user_input(self.run_id, words)
-        self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
+        with run.lock:  # one turn at a time; one another process took first moves this one on
+            run.turn += 1
+            self.rt.user_input(self.run_id, words)  # saves the turn
+            self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
 
     async def auser(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
         """:meth:`user` from async code. With stores on disk or on a server the turn is saved
@@ -301,7 +302,7 @@ class Session:
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
         answered = once_per_id(out)
-        messages = render_results(answered, self.provider)
+        messages = render_results(answered, self.provider, read_artifact=self._reads_artifacts(answered))
         rendered = {
             "rendering": RENDERING,
             "provider": self.provider,
@@ -314,6 +315,15 @@ class Session:
         if parsed is None:
             return Turn(tuple(out), messages)
         return Turn(tuple(out), messages, parsed.content, parsed.refusal)
+
+    def _reads_artifacts(self, answered: Sequence[Observation]) -> bool:
+        """Whether ``read_artifact`` is (or will be, once offered) allowed to this session's principal."""
+        if not any(o.artifact_ref or any(i.artifact_ref for i in o.items) for o in answered):
+            return True  # no hint to word
+        spec = self.rt.catalog.current(READ_ARTIFACT)
+        scopes = spec.scopes if spec is not None and spec.scopes is not None else (f"read:{READ_ARTIFACT}",)
+        principal = self.principal or self.rt.run_state(self.run_id).principal
+        return not principal.missing(scopes)
 
     def _read_artifact(self) -> None:
         if self.rt.catalog.current(READ_ARTIFACT) is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from actionspace.discovery.candidates import safe_suggestions
 from actionspace.discovery.disclosure import full_definition, undescribed
 from actionspace.errors import ActionError
 from actionspace.policy.flow import FlowState
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 
 __all__ = ["Pin", "RunState", "definition_hash", "pin_of", "resolve"]
@@ -81,11 +83,57 @@ class RunState:
     texts_saved: int = 0
     """How many of the user's messages the store holds (:meth:`FlowState.texts_since` gives the
     rest, saved with the next snapshot)."""
+    rev: int = 0
+    """The revision of the stored snapshot this state was last saved as or merged with (several
+    processes continuing the run save in turn: pipeline/runs.py)."""
+    base: tuple[int, int] = (0, 0)
+    """(:attr:`turn`, :attr:`pins_version`) as of :attr:`rev`: what this process changed since."""
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    """Held to change the turn or the pins, to save, and to merge a newer snapshot in."""
 
     def pin(self, name: str, pin: Pin) -> None:
         """Pin ``name`` to ``(version, schema hash, definition hash)`` in this run."""
-        self.pins[name] = pin
-        self.pins_version += 1
+        with self.lock:
+            self.pins[name] = pin
+            self.pins_version += 1
+
+    def absorb(self, data: Mapping[str, Any]) -> None:
+        """Merge a newer snapshot another process saved (its ``"rev"``) into this state: its turn
+        plus the turns taken here since :attr:`rev`; its offer unless this process made another
+        since; every label, artifact and described tool of both; the user's messages it holds
+        beyond those known here. Call ids and caches of this process are kept."""
+        with self.lock, self.flow._lock:  # no label, turn or pin changes here meanwhile
+            clean = self.mark() == self.saved
+            turn, pins_version = self.base
+            stored_turn = int(data.get("turn") or 0)
+            self.turn = stored_turn + max(self.turn - turn, 0)
+            stored_pins = _stored_pins(data.get("pins"))
+            if self.pins_version == pins_version and (
+                stored_pins != self.pins
+                or bool(data.get("explicit_offer")) != self.explicit_offer
+                or bool(data.get("disclosure")) != self.disclosure
+            ):
+                self.pins = stored_pins
+                self.pins_version += 1
+                self.explicit_offer = bool(data.get("explicit_offer"))
+                self.disclosure = bool(data.get("disclosure"))
+                self.resolved = {}  # resolved again under the offer now in force
+            self.described |= {str(n) for n in data.get("described") or ()}
+            who = data.get("principal")
+            if isinstance(who, Mapping) and who != self.principal.to_dict():
+                self.principal = Principal.from_dict(who, allow_empty_id=True)  # the run's first
+            errors = data.get("errors")
+            if isinstance(errors, list) and self.errors_seen is not None:
+                before = len(self.errors_seen)
+                self.errors_seen |= {str(c) for c in errors}
+                self.errors_mark += len(self.errors_seen) != before
+            stored_flow = FlowState.from_state(_with_texts(data))
+            _join_flow(self.flow, stored_flow)
+            self.texts_saved = max(self.texts_saved, stored_flow.user_count)
+            self.rev = int(data.get("rev") or 0)
+            self.base = (stored_turn, self.pins_version)
+            if clean:  # nothing of this process waits to be saved: the state is as stored
+                self.saved, self.saved_label = self.mark(), self.label_mark()
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
@@ -139,11 +187,35 @@ class RunState:
             # saved by a process that kept every category of the run (else read from its trace)
             errors_seen={str(c) for c in data["errors"]} if isinstance(data.get("errors"), list) else None,
         )
+        run.rev = int(data.get("rev") or 0)
+        run.base = (run.turn, run.pins_version)
         run.saved = run.mark()
         run.saved_label = run.label_mark()
         # a snapshot of the earlier form held its texts: the next save stores them apart
         run.texts_saved = run.flow.user_count if "user_count" in (data.get("flow") or {}) else 0
         return run
+
+
+def _join_flow(flow: FlowState, stored: FlowState) -> None:
+    """Join what ``stored`` (read back from another process's snapshot) holds into ``flow`` in
+    place, its lock held by the caller: a call of this process in flight writes to the same state."""
+    for source, label in stored.origins():
+        flow._add(source, label)  # the context joins every label of the other process
+    if not stored.context.flows_to(flow.context):
+        flow._add("run_state", stored.context)  # labels whose call ids were not kept
+    if stored.user_count > flow.user_count:
+        flow.user_texts = stored.user_texts
+        flow.user_count = stored.user_count
+        flow.label_version += 1
+    user_label: Label = flow.user_label.join(stored.user_label)
+    if user_label != flow.user_label:
+        flow.user_label = user_label
+        flow.label_version += 1
+    for ref, shown in stored.artifacts.items():
+        if ref not in flow.artifacts:
+            flow.artifacts[ref] = shown
+            flow.label_version += 1
+    flow.version += 1
 
 
 def _stored_pins(raw: Any) -> dict[str, Pin]:

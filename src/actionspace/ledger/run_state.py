@@ -20,6 +20,12 @@ its snapshot: a conversation would write every earlier message again at each tur
 in the messages new since the last one, numbered, and the store keeps them beside the snapshot
 (tables ``run_state_text`` and ``actionspace_run_state_text``), in the same transaction; a load
 returns the latest :data:`TEXTS_KEPT` of them as ``"user_texts"`` beside the snapshot's keys.
+
+Several processes may continue one run at once. A snapshot holding an integer ``"rev"`` is
+written only over the one it was made from (compare and set): ``save`` over revision ``rev - 1``
+(none stored counts as 0), ``save_later`` over ``rev`` itself; otherwise nothing is written and
+``save`` returns False, so the saver reads the newer snapshot back, merges and saves again
+(:class:`actionspace.pipeline.runs.RunRegistry`). :meth:`rev` reads a run's revision alone.
 """
 
 from __future__ import annotations
@@ -74,6 +80,19 @@ _UPSERT_TAIL: Final = (
     " ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"
 )
 _SQLITE_UPSERT: Final = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
+_SQLITE_UPSERT_IF: Final = _SQLITE_UPSERT + " WHERE coalesce(json_extract(run_state.state, '$.rev'), 0) = ?"
+_SQLITE_REV: Final = "SELECT coalesce(json_extract(state, '$.rev'), 0) FROM run_state WHERE run_id = ?"
+# PostgreSQL keeps the revision in a column: ``jsonb`` (and ``json`` operators) refuse snapshots
+# holding escapes of U+0000 or lone surrogates, which a run's call ids and texts may hold.
+_PG_UPSERT: Final = (
+    "INSERT INTO actionspace_run_state (run_id, state, updated_at) VALUES (%s, %s, %s)" + _UPSERT_TAIL
+)
+_PG_UPSERT_IF: Final = (
+    "INSERT INTO actionspace_run_state (run_id, state, updated_at, rev) VALUES (%s, %s, %s, %s)"
+    + _UPSERT_TAIL
+    + ", rev = excluded.rev WHERE actionspace_run_state.rev = %s"
+)
+_PG_REV: Final = "SELECT rev FROM actionspace_run_state WHERE run_id = %s"
 _SQLITE_TEXT: Final = "INSERT OR REPLACE INTO run_state_text (run_id, n, text) VALUES (?, ?, ?)"
 _SQLITE_PRUNE: Final = "DELETE FROM run_state_text WHERE run_id = ? AND n <= ?"
 _SQLITE_TEXTS: Final = "SELECT text FROM run_state_text WHERE run_id = ? ORDER BY n DESC LIMIT ?"
@@ -88,15 +107,23 @@ class RunStateStore(Protocol):
         latest :data:`TEXTS_KEPT` messages saved, oldest first, when there are any."""
         ...
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool | None:
         """Replace the run's snapshot and add the user's messages ``texts`` (durable when this
         returns, for a database store; both or neither).
 
         A store may also offer ``save_later(run_id, state, texts)``: the same without waiting,
         used when only the call ids kept behind the run's labels changed; without it ``save`` is
         used. A snapshot saved later never replaces a newer one; its texts are written anyway.
+        A store that keeps revisions (see the module docstring) returns False when another
+        snapshot was saved since revision ``state["rev"] - 1``, and ``rev(run_id)`` gives it.
         """
         ...
+
+
+def _rev(state: Mapping[str, Any]) -> int | None:
+    """The revision a snapshot holds (None: it holds none, and is written unconditionally)."""
+    rev = state.get("rev")
+    return rev if type(rev) is int else None
 
 
 def _encode(state: Mapping[str, Any]) -> str:
@@ -127,6 +154,7 @@ class MemoryRunStateStore:
     def __init__(self) -> None:
         self._states: dict[str, str] = {}
         self._texts: dict[str, dict[int, str]] = {}
+        self._revs: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
@@ -136,18 +164,32 @@ class MemoryRunStateStore:
             texts = [kept[n] for n in sorted(kept)[-TEXTS_KEPT:]]
         return None if text is None else _with_texts(text, texts)
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+    def rev(self, run_id: str) -> int | None:
+        """The revision of the run's snapshot (0: saved without one; None: none saved)."""
+        with self._lock:
+            return self._revs.get(run_id)
+
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
+        return self._save(run_id, state, texts, 1)
+
+    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
+        return self._save(run_id, state, texts, 0)
+
+    def _save(self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int) -> bool:
         text = _encode(state)  # a snapshot that cannot be encoded fails here, as in a database store
         below = _pruned_below(texts)
+        rev = _rev(state)
         with self._lock:
+            if rev is not None and self._revs.get(run_id, 0) != rev - step:
+                return False
             self._states[run_id] = text
+            self._revs[run_id] = rev or 0
             if texts:
                 kept = self._texts.setdefault(run_id, {})
                 kept.update((int(n), str(t)) for n, t in texts)
                 for n in [n for n in kept if n <= below]:
                     del kept[n]
-
-    save_later = save
+        return True
 
 
 class SqliteRunStateStore:
@@ -183,33 +225,48 @@ class SqliteRunStateStore:
         texts.reverse()
         return _with_texts(row[0], texts)
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+    def rev(self, run_id: str) -> int | None:
+        """The revision of the run's snapshot (0: saved without one; None: none saved). One
+        indexed read, which commits nothing deferred (a snapshot saved later keeps its revision)."""
+        row = self._db.conn().execute(_SQLITE_REV, (run_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
         self._db.check_open()
         self._number(run_id)
-        params = (run_id, _encode(state), time.time())
-        rows, below = self._rows(run_id, texts)
+        params, rows, below = self._params(run_id, state, texts, 1)
 
-        def write(conn: Any) -> None:
-            conn.execute(_SQLITE_UPSERT, params)
+        def write(conn: Any) -> bool:
+            if conn.execute(*params).rowcount == 0:
+                return False  # another snapshot was saved since this one's revision
             self._write_texts(conn, run_id, rows, below)
+            return True
 
-        self._group.run(write)
+        return bool(self._group.run(write))
 
     def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
         """:meth:`save` without waiting: the file's writer commits it within ``LINGER_S`` (or a
-        read commits it first), unless a newer snapshot of the run was saved meanwhile (the
-        texts are written in any case)."""
+        read commits it first), unless a newer snapshot of the run was saved meanwhile, here or,
+        for a snapshot with a revision, by another process (the texts are written in any case)."""
         self._db.check_open()
         number = self._number(run_id)
-        params = (run_id, _encode(state), time.time())
-        rows, below = self._rows(run_id, texts)
+        params, rows, below = self._params(run_id, state, texts, 0)
 
         def write(conn: Any) -> None:
             if self._latest.get(run_id) == number:  # else a newer snapshot was saved: keep it
-                conn.execute(_SQLITE_UPSERT, params)
+                conn.execute(*params)
             self._write_texts(conn, run_id, rows, below)
 
         self._group.defer(write)
+
+    @classmethod
+    def _params(
+        cls, run_id: str, state: Mapping[str, Any], texts: Texts, step: int
+    ) -> tuple[tuple[str, tuple[Any, ...]], list[tuple[str, int, str]], int]:
+        """The upsert of ``state`` (over revision ``rev - step`` only, when it holds one)."""
+        rev, row = _rev(state), (run_id, _encode(state), time.time())
+        upsert = (_SQLITE_UPSERT, row) if rev is None else (_SQLITE_UPSERT_IF, (*row, rev - step))
+        return (upsert, *cls._rows(run_id, texts))
 
     @staticmethod
     def _rows(run_id: str, texts: Texts) -> tuple[list[tuple[str, int, str]], int]:
@@ -239,6 +296,9 @@ class SqliteRunStateStore:
 class PostgresRunStateStore:
     """Snapshots in PostgreSQL (table ``actionspace_run_state``), shared by every process and host."""
 
+    remote = True
+    """Its reads wait on the network: async callers read it from a worker thread."""
+
     def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
         from actionspace.ledger.postgres import PostgresConnections
 
@@ -252,6 +312,8 @@ class PostgresRunStateStore:
                     " (run_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)",
                     "CREATE TABLE IF NOT EXISTS actionspace_run_state_text"
                     " (run_id TEXT NOT NULL, n BIGINT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, n))",
+                    "ALTER TABLE actionspace_run_state"
+                    " ADD COLUMN IF NOT EXISTS rev BIGINT NOT NULL DEFAULT 0",
                 ),
                 meta_table="actionspace_run_state_meta",
                 meta_key="schema_version",
@@ -275,14 +337,28 @@ class PostgresRunStateStore:
             ).fetchall()
         return _with_texts(row["state"], [r["text"] for r in reversed(rows)])
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+    def rev(self, run_id: str) -> int | None:
+        """The revision of the run's snapshot (0: saved without one; None: none saved)."""
+        with self._db.connection() as conn:
+            row = conn.execute(_PG_REV, (run_id,)).fetchone()
+        return None if row is None else int(row["rev"])
+
+    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
+        return self._save(run_id, state, texts, 1)
+
+    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
+        """:meth:`save` over the revision ``state`` holds itself (what changed beside it is kept)."""
+        return self._save(run_id, state, texts, 0)
+
+    def _save(self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int) -> bool:
         text = _encode(state)
         below = _pruned_below(texts)
-        upsert = (
-            "INSERT INTO actionspace_run_state (run_id, state, updated_at) VALUES (%s, %s, %s)" + _UPSERT_TAIL
-        )
+        rev = _rev(state)
         with self._db.transaction() as conn:
-            conn.execute(upsert, (run_id, text, time.time()))
+            if rev is None:
+                conn.execute(_PG_UPSERT, (run_id, text, time.time()))
+            elif conn.execute(_PG_UPSERT_IF, (run_id, text, time.time(), rev, rev - step)).rowcount == 0:
+                return False  # another snapshot was saved since this one's revision
             if texts:
                 with conn.cursor() as cur:
                     cur.executemany(
@@ -294,6 +370,7 @@ class PostgresRunStateStore:
                 conn.execute(
                     "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s", (run_id, below)
                 )
+        return True
 
     def close(self) -> None:
         self._db.close()

@@ -128,9 +128,11 @@ class Messages:
         when it is not one (the caller then runs :meth:`acalls`): the same observation and the
         same events the stages would give, without their cost."""
         engine = self.engine
-        run = engine.runs.known(run_id)
+        run = engine.runs.known(run_id, refresh=False)
         if run is None or (node_id is not None and (not node_id.isascii() or "\x00" in node_id)):
             return None  # the run is opened, and a node id checked, by acalls
+        if not engine.runs.in_memory:
+            await engine.runs.arefresh(run)  # what other processes saved of it, off the event loop
         if not well_identified(raw):
             return None  # a parse_error, given by acalls
         quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
@@ -242,7 +244,10 @@ class Messages:
         engine = self.engine
         if node_id is not None:
             check_id("node id", node_id)
-        run = engine.run(run_id, principal)
+        known = None if blocking or engine.runs.in_memory else engine.runs.known(run_id, refresh=False)
+        if known is not None:
+            await engine.runs.arefresh(known)  # off the event loop when the store is remote
+        run = known or engine.run(run_id, principal)
         who = principal or run.principal
         rec = Recorder(run, None)
         out: list[Observation] = []

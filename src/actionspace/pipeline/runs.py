@@ -11,6 +11,7 @@ reach the trace store through :meth:`RunRegistry.flush`, after the run's state t
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
@@ -34,6 +35,8 @@ __all__ = ["MAX_LIVE_RUNS", "RunRegistry", "check_id"]
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
 _HELD: ContextVar[list[RunState] | None] = ContextVar("actionspace_held_saves", default=None)
+SAVE_ATTEMPTS = 16
+"""How often a run's state is merged and saved again after other processes saved theirs first."""
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
 
@@ -68,9 +71,48 @@ class RunRegistry:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def known(self, run_id: str) -> RunState | None:
-        """The run if it is open in memory, else None (never opens one)."""
-        return self._runs.get(run_id)
+    def known(self, run_id: str, *, refresh: bool = True) -> RunState | None:
+        """The run if it is open in memory, else None (never opens one); on a shared store, with
+        what other processes saved of it since merged in (:meth:`refresh`) unless ``refresh`` is
+        False (an async caller then refreshes it off its event loop: :meth:`arefresh`)."""
+        run = self._runs.get(run_id)
+        if run is not None and refresh and not self._in_memory:
+            self.refresh(run)
+        return run
+
+    @property
+    def remote(self) -> bool:
+        """The run-state store waits on the network (PostgreSQL): async callers refresh a run on
+        a worker thread, never on their event loop."""
+        return bool(getattr(self.run_states, "remote", False))
+
+    async def arefresh(self, run: RunState) -> None:
+        """:meth:`refresh` for an async caller: on a worker thread when the store is remote."""
+        if self._in_memory:
+            return
+        if self.remote:
+            await asyncio.to_thread(self.refresh, run)
+        else:
+            self.refresh(run)  # one local indexed read
+
+    def refresh(self, run: RunState) -> None:
+        """Merge in the run's stored snapshot when another process saved a newer one (one read
+        of its revision otherwise)."""
+        rev_of = getattr(self.run_states, "rev", None)
+        if rev_of is None:
+            return
+        try:
+            stored_rev = rev_of(run.run_id)
+            if stored_rev is None or stored_rev == run.rev:
+                return
+            with run.lock:
+                if stored_rev == run.rev:
+                    return
+                stored = self.run_states.load(run.run_id)
+                if stored is not None and stored.get("rev", 0) != run.rev:
+                    run.absorb(stored)
+        except Exception:  # the store is down: so is the ledger on it, which answers the call typed
+            _log.exception("actionspace: the stored state of run %s could not be read", run.run_id)
 
     def open(self, run_id: str, principal: Principal, started: Callable[[RunState], None]) -> RunState:
         """The run ``run_id``: in memory, read back from the store, or new with ``principal``.
@@ -134,22 +176,39 @@ class RunRegistry:
         saved), the store may write it later, without waiting (``save_later``): nothing a later
         call may do depends on them. Anything else is saved before this returns.
         """
-        mark = run.mark()
-        if mark == run.saved:
+        if run.mark() == run.saved:
             return
-        label = run.label_mark()
-        if label != run.saved_label and (held := _HELD.get()) is not None:
+        if run.label_mark() != run.saved_label and (held := _HELD.get()) is not None:
             held.append(run)  # saved by the caller of holding(), before it shows anything
             return
+        with run.lock:  # one save of the run at a time: each is made over the revision before
+            for _ in range(SAVE_ATTEMPTS):
+                if self._save(run):
+                    return
+                stored = self.run_states.load(run.run_id)  # another process saved first: merge
+                if stored is not None:
+                    run.absorb(stored)
+        raise RuntimeError(f"the state of run {run.run_id} kept changing in other processes while saved")
+
+    def _save(self, run: RunState) -> bool:
+        """Save the run's state over the revision it holds (False: another one was saved)."""
+        mark, label, pins_version = run.mark(), run.label_mark(), run.pins_version
+        if mark == run.saved:
+            return True
         texts = run.flow.texts_since(run.texts_saved)  # each of the user's messages once
-        if label == run.saved_label:
-            self._save_later(run.run_id, run.snapshot(), texts)
+        state = run.snapshot()
+        if label == run.saved_label:  # only call ids behind labels: dropped if another saved
+            self._save_later(run.run_id, {**state, "rev": run.rev}, texts)
+        elif self.run_states.save(run.run_id, {**state, "rev": run.rev + 1}, texts) is False:
+            return False
         else:
-            self.run_states.save(run.run_id, run.snapshot(), texts)
+            run.rev += 1
+            run.base = (state["turn"], pins_version)
             run.saved_label = label
         run.saved = mark
         if texts:
             run.texts_saved = texts[-1][0]
+        return True
 
     @contextmanager
     def holding(self) -> Iterator[list[RunState]]:
