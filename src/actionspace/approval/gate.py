@@ -10,6 +10,7 @@ from actionspace._canonical import args_digest
 from actionspace._unicode import text_for_postgres
 from actionspace.approval.requests import (
     DEFINITION,
+    LABEL,
     ApprovalRequest,
     ApprovalStore,
     new_request_id,
@@ -17,6 +18,7 @@ from actionspace.approval.requests import (
 )
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.policy.labels import Label
 from actionspace.types import SYSTEM_CLOCK, Clock
 from actionspace.validation.items import preview_items
 from actionspace.validation.verdicts import NeedsApproval
@@ -52,6 +54,7 @@ def gate(
     proposed_by: Mapping[str, Any] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     definition: str | None = None,
+    label: Label | None = None,
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
@@ -62,7 +65,8 @@ def gate(
     call needs its own, and so does the call of a tool whose definition changed under the same
     version label. Expired approvals are not honoured, and an approval is used once: a repeat of
     the node it let through runs again only as the ledger's replay (a call with side effects),
-    never as a second run of a read.
+    never as a second run of a read. ``label``: the call's label, recorded in a request it files
+    (see :func:`file_request`).
     """
     digest = args_digest(dict(arguments))
     found = find_decision(
@@ -92,7 +96,13 @@ def gate(
         details={**verdict.details, **preview_items(spec, arguments)},
     )
     return file_request(
-        store, request, record, reason=verdict.reason, proposed_by=proposed_by, definition=definition
+        store,
+        request,
+        record,
+        reason=verdict.reason,
+        proposed_by=proposed_by,
+        definition=definition,
+        label=label,
     )
 
 
@@ -216,6 +226,7 @@ def file_request(
     effects: bool = True,
     proposed_by: Mapping[str, Any] | None = None,
     definition: str | None = None,
+    label: Label | None = None,
 ) -> ActionError:
     """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the
     call (``transient``, nothing sent, when the store does not take it).
@@ -228,9 +239,13 @@ def file_request(
     ``definition`` (the tool's definition hash) is kept there too (:data:`DEFINITION`): only a call
     of the tool as it was shown then runs under the decision. When a request of the same call was
     filed for another definition, the new one names it (``definition_changed_since``), and so does
-    the error.
+    the error. ``label`` (the call's label: the run's context joined with its inputs' labels) is kept
+    there as :data:`LABEL`, so the request's values are shown only to viewers who may read it
+    however late the run's trace is written.
     """
     details = {k: v for k, v in request.details.items() if k not in (DEFINITION, _CHANGED)}
+    if label is not None:
+        details[LABEL] = label.to_dict()
     if proposed_by is not None:
         details["proposed_by"] = dict(proposed_by)
     if definition is not None:

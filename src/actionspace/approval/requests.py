@@ -9,6 +9,11 @@ shown (:attr:`ApprovalRequest.definition`): a decision stands only for that defi
 whose description, schemas or annotations changed under the same version label needs an approval
 of its own. A request without one (stored before it was recorded) is judged as before.
 
+A request also records the information-flow label of the call it holds (:data:`LABEL`: the run's
+context joined with the labels of the call's inputs, ``Label.to_dict()`` as trace events carry
+it), so whoever shows the request can tell who may read its values without waiting for the run's
+trace to be written. A request without one (stored before it was recorded) is judged by its run.
+
 A pending request is held for one proposer (id and tenant) under one approval rule and for one
 definition (:attr:`ApprovalRequest.pending_key`): a store hands the pending request of a call back
 to the same proposer proposing it again, never to another one, who files a request of its own.
@@ -25,6 +30,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "DEFINITION",
+    "LABEL",
     "ApprovalRequest",
     "ApprovalStatus",
     "ApprovalStore",
@@ -38,6 +44,11 @@ ApprovalStatus = Literal["pending", "approved", "denied", "expired", "consumed"]
 DEFINITION: Final = "definition_hash"
 """Key of a request's ``details`` holding the definition hash of the tool the request was filed for
 (``discovery.runs.definition_hash``: everything shown of the tool, not its version label)."""
+
+
+LABEL: Final = "label"
+"""Key of a request's ``details`` holding the label of the call it holds (``Label.to_dict()``): its
+values may be shown only to a viewer who may read that label (``policy.labels.may_read``)."""
 
 
 def new_request_id() -> str:

@@ -37,7 +37,7 @@ from actionspace.ledger.late import still_running
 from actionspace.observation.pagination import CursorKey
 from actionspace.pipeline.observe import validated_event
 from actionspace.policy.flow import Binding, FlowPolicy
-from actionspace.policy.flow_stage import flow_stage
+from actionspace.policy.flow_stage import call_label, flow_stage
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal, authorize
 from actionspace.trace.recorder import Recorder
@@ -242,6 +242,14 @@ class Stages:
             proposed_by=inp.principal.to_dict(),
             clock=self.approvals.clock,
             definition=definition_hash(spec),
+            label=call_label(
+                inp.run.flow,
+                spec,
+                checked.arguments,
+                checked.provenance,
+                sources=inp.sources,
+                bound=inp.bound,
+            ),
         )
         if isinstance(approved, ActionError):
             return approved

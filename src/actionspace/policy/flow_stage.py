@@ -2,7 +2,8 @@
 
 - Allow: the call goes on; its output label is returned (the observe stage stamps it).
 - Ask: the approval gate. The request is bound to the argument digest and to the rule ``flow``
-  (an approval given for another rule of the same call does not count here).
+  (an approval given for another rule of the same call does not count here). A request filed
+  records the call's label: the context joined with its arguments' labels (:func:`call_label`).
 - Deny: ``policy_violation`` (recovery: drop the tainted input or ask to declassify). When the
   denial is declassifiable (a secret reaching a sink), a pending ``declassify`` request is filed
   in the approval queue; once a human approves it, the very same call (same digest) goes through
@@ -14,7 +15,7 @@ Every write, external or sink call (and every call that is not simply allowed) r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace._canonical import args_digest, digest_json
@@ -22,13 +23,13 @@ from actionspace.approval.gate import file_request, find_decision
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.policy.flow import Binding, FlowState, evaluate
+from actionspace.policy.flow import Binding, FlowState, argument_labels, evaluate
 from actionspace.policy.flow_policies import Allow, Ask, Deny, FlowPolicy
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.types import SYSTEM_CLOCK, Clock
 
-__all__ = ["flow_stage", "schema_defaults"]
+__all__ = ["call_label", "flow_stage", "schema_defaults"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
 
@@ -85,6 +86,8 @@ def flow_stage(
         "clock": clock,
         "definition": definition,
     }
+    if not isinstance(decision, Allow):  # a request it files records the call's label
+        bind["label"] = _joined(state.context, check.request.arg_labels.values())
     if isinstance(decision, Ask):
         asked = _gate(approvals, "flow", decision.reason, decision.details, **bind)
         if isinstance(asked, ApprovalRequest):
@@ -118,6 +121,30 @@ def flow_stage(
     if not isinstance(outcome, ActionError):
         state.pending[call_id] = outcome
     return outcome
+
+
+def call_label(
+    state: FlowState,
+    spec: ToolSpec,
+    arguments: Mapping[str, Any],
+    provenance: Mapping[str, str],
+    *,
+    sources: Mapping[str, Sequence[str]] | None = None,
+    bound: Mapping[str, Binding] | None = None,
+) -> Label:
+    """The label of a call as :func:`flow_stage` computes it for a request it files: the run's
+    context joined with the label of each argument (a plan's ``$ref`` inputs, verified sources)."""
+    defaults = schema_defaults(spec, arguments, provenance) if provenance else ()
+    labels, _origins, _how = argument_labels(
+        state, arguments, sources=sources, bound=bound, defaults=defaults
+    )
+    return _joined(state.context, labels.values())
+
+
+def _joined(context: Label, labels: Iterable[Label]) -> Label:
+    for label in labels:
+        context = context.join(label)
+    return context
 
 
 def schema_defaults(spec: ToolSpec, arguments: Mapping[str, Any], provenance: Mapping[str, str]) -> list[str]:
@@ -165,6 +192,7 @@ def _gate(
     proposed_by: Mapping[str, Any],
     clock: Clock,
     definition: str | None,
+    label: Label,
 ) -> ApprovalRequest | ActionError:
     """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
     if store is None:
@@ -206,4 +234,5 @@ def _gate(
         effects=False,
         proposed_by=proposed_by,
         definition=definition,
+        label=label,
     )

@@ -22,8 +22,7 @@ from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
-from actionspace.service.views import approval_view
-from actionspace.trace.redact_ledger import hidden_runs
+from actionspace.service.views import approval_view, hidden_requests
 
 __all__ = ["approvals_router"]
 
@@ -57,8 +56,8 @@ def approvals_router() -> APIRouter:
             limit=limit,
             scan=limit if sees_all(who) else limit * 4,
         )
-        hidden = hidden_runs(rt.trace, (r.run_id for r in requests), who)
-        return [approval_view(r, hidden=r.run_id in hidden) for r in requests]
+        hidden = hidden_requests(rt.trace, requests, who)
+        return [approval_view(r, hidden=r.id in hidden) for r in requests]
 
     def visible(rt: Runtime, request_id: str, who: Principal) -> ApprovalRequest:
         request = rt.approvals.get(request_id)
@@ -118,5 +117,6 @@ def approvals_router() -> APIRouter:
 
 
 def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, Any]:
-    """The request as ``who`` may see it: redacted when its run holds what ``who`` may not read."""
-    return approval_view(request, hidden=bool(hidden_runs(rt.trace, [request.run_id], who)))
+    """The request as ``who`` may see it: redacted when it (its own label, or its run) holds what
+    ``who`` may not read."""
+    return approval_view(request, hidden=bool(hidden_requests(rt.trace, [request], who)))

@@ -11,13 +11,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace._unicode import text_for_utf8, value_for_utf8
-from actionspace.approval.requests import DEFINITION, ApprovalRequest
+from actionspace.approval.requests import DEFINITION, LABEL, ApprovalRequest
 from actionspace.catalog.spec import ToolSpec
-from actionspace.policy.redaction import REDACTED
+from actionspace.policy.labels import Label, may_read
+from actionspace.policy.principal import Principal
+from actionspace.policy.redaction import REDACTED, mark_of
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
 from actionspace.trace.store_encoding import encode_data
 
-__all__ = ["approval_view", "plan_view", "run_row", "runs_page", "tool_view"]
+__all__ = ["approval_view", "hidden_requests", "plan_view", "run_row", "runs_page", "tool_view"]
 
 LiveState = Callable[[str], str | None]
 """Run id → ``running`` / ``waiting_approval`` for runs this process is driving, else None."""
@@ -132,10 +134,10 @@ def event_view(event: TraceEvent) -> dict[str, Any]:
 def approval_view(request: ApprovalRequest, *, hidden: bool = False) -> dict[str, Any]:
     """``ApprovalRequest.to_dict()`` plus ``request_id`` and the ``preview`` a person decides on.
 
-    ``hidden``: the request's run holds data the viewer may not read (see
-    :func:`~actionspace.trace.redact_ledger.hidden_runs`): every value (arguments, provenance,
-    effects, reasons, details other than names and ids, batch items) is redacted, the names of
-    the arguments kept, and the preview says ``redacted``.
+    ``hidden``: the request holds data the viewer may not read (see :func:`hidden_requests`):
+    every value (arguments, provenance, effects, reasons, details other than names, ids and its
+    label, batch items) is redacted, the names of the arguments kept, and the preview says
+    ``redacted``.
     """
     if hidden:
         request = _redacted_request(request)
@@ -157,8 +159,48 @@ def approval_view(request: ApprovalRequest, *, hidden: bool = False) -> dict[str
     return value_for_utf8({"request_id": request.id, **out, "preview": preview})  # UTF-8 whole
 
 
+def hidden_requests(
+    trace: TraceStore, requests: Iterable[ApprovalRequest], viewer: Principal | None
+) -> set[str]:
+    """The ids of the requests whose values ``viewer`` may not see.
+
+    A request is hidden when its run's trace carries a label ``viewer`` may not read, or when the
+    label it recorded of the call it holds (:data:`~actionspace.approval.requests.LABEL`), alone or
+    joined with a label of its run, is one: the request's own label does not wait for the run's
+    events to be written. A recorded label that is no well-formed label reads as secret with no
+    readers; a request that recorded none (stored before requests did) is judged by its run alone.
+    """
+    listed = list(requests)
+    runs = {run: _run_marks(trace, run, viewer) for run in dict.fromkeys(r.run_id for r in listed)}
+    hidden: set[str] = set()
+    for request in listed:
+        marks, own = runs[request.run_id], mark_of(request.details)
+        if marks is None or (
+            own is not None
+            and (not may_read(own, viewer) or any(not may_read(m.join(own), viewer) for m in marks))
+        ):
+            hidden.add(request.id)
+    return hidden
+
+
+def _run_marks(trace: TraceStore, run_id: str, viewer: Principal | None) -> set[Label] | None:
+    """The distinct labels the events of a run carry; None once one is a label ``viewer`` may not read."""
+    marks: set[Label] = set()
+    for event in trace.events(run_id):
+        mark = mark_of(event.data)
+        if mark is None or mark in marks:
+            continue
+        if not may_read(mark, viewer):
+            return None
+        marks.add(mark)
+    return marks
+
+
 def _redacted_request(request: ApprovalRequest) -> ApprovalRequest:
     details = {k: v if k in _KEPT_DETAILS else REDACTED for k, v in request.details.items() if k != "items"}
+    own = mark_of(request.details)
+    if own is not None:  # the label as it was judged: it names who may read, never a value
+        details[LABEL] = own.to_dict()
     return request.evolve(
         arguments=dict.fromkeys(request.arguments, REDACTED),
         provenance=dict.fromkeys(request.provenance, REDACTED),
