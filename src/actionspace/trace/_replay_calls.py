@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace.trace.events import CALL_START_KINDS, TraceEvent
+from actionspace.trace.events import CALL_START_KINDS, EVENT_KINDS, TraceEvent
 from actionspace.trace.offers import with_full_set
 
 __all__ = ["DECISION_KINDS", "Call", "Offer", "Run", "split"]
@@ -78,6 +78,9 @@ class Run:
     problems: list[str] = field(default_factory=list)
     decision_events: list[int] = field(default_factory=list)
     """The seq of every recorded decision event."""
+    unknown_kinds: dict[str, int] = field(default_factory=dict)
+    """Events of a kind not in :data:`~actionspace.trace.events.EVENT_KINDS` (a newer version's, or
+    a custom one recorded with ``Runtime.record``: the trace does not tell them apart), per kind."""
 
 
 @dataclass(slots=True)
@@ -121,6 +124,10 @@ def split(events: Iterable[TraceEvent]) -> Run:
             continue
         good.append(e)
     good.sort(key=lambda e: e.seq)
+    known = frozenset(EVENT_KINDS)
+    for e in good:
+        if e.kind not in known:
+            run.unknown_kinds[e.kind] = run.unknown_kinds.get(e.kind, 0) + 1
     pending: list[_Proposal] = []
     current: dict[str, Call] = {}
     users: list[tuple[str, bool, bool]] = []

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from actionspace.errors import ConfigurationError
 from actionspace.trace import render
-from actionspace.trace.events import RunSummary, TraceStore, summarize
+from actionspace.trace.events import RunSummary, TraceEvent, TraceStore, summarize
 from actionspace.trace.export import export_jsonl, import_jsonl
 from actionspace.trace.store import (
     StoreNotFoundError,
@@ -54,6 +54,14 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ViewerOption = Annotated[
+    str | None,
+    typer.Option("--viewer", metavar="ID", help="Show the run as this principal sees it (readers sets)."),
+]
+ViewerScopeOption = Annotated[
+    list[str] | None,
+    typer.Option("--viewer-scope", metavar="SCOPE", help="A scope of the viewer, e.g. labels:secret."),
+]
 
 
 @trace_app.command("list")
@@ -95,14 +103,8 @@ def show_run(
     ],
     store: StoreOption = None,
     as_json: JsonOption = False,
-    viewer: Annotated[
-        str | None,
-        typer.Option("--viewer", metavar="ID", help="Show the run as this principal sees it (readers sets)."),
-    ] = None,
-    viewer_scope: Annotated[
-        list[str] | None,
-        typer.Option("--viewer-scope", metavar="SCOPE", help="A scope of the viewer, e.g. labels:secret."),
-    ] = None,
+    viewer: ViewerOption = None,
+    viewer_scope: ViewerScopeOption = None,
 ) -> None:
     """Show one run as a timeline: one row per event with time since start, kind, call and summary.
 
@@ -112,14 +114,10 @@ def show_run(
 
     Example: actionspace trace show run_a2a4 --json
     """
-    from actionspace.policy import Principal, redact_events
-
     url = store or default_store_url()
     with _opened(url) as opened:
         rid = _resolve(opened, run_id)
-        events = opened.events(rid)
-    who = Principal(id=viewer or "", scopes=tuple(viewer_scope or ())) if viewer or viewer_scope else None
-    events = redact_events(events, who)
+        events = _as_seen(opened.events(rid), viewer, viewer_scope)
     if as_json:
         typer.echo(render.events_json(events))
         return
@@ -172,8 +170,9 @@ def import_runs(
 ) -> None:
     """Import JSON Lines written by 'export'; events already in the store are skipped.
 
-    A run whose id the store holds for another run (other events at the same numbers) is
-    skipped whole and counted, never merged into it.
+    A run whose id the store holds for another run (other events at the same numbers), or that
+    holds two different events at one number in the file, is skipped whole and counted, never
+    merged into the store.
 
     Example: actionspace trace import run.jsonl --store sqlite:///other.db
     """
@@ -190,12 +189,21 @@ def import_runs(
         except ValueError as exc:
             _fail(f"{file}: {exc}")
     said = f"Read {result.read} events, {result.written} new."
+    why = []
     if result.skipped_runs:
-        runs = "run" if result.skipped_runs == 1 else "runs"
-        said += (
-            f" {result.skipped} skipped: {result.skipped_runs} {runs} of the file have ids the store"
-            " holds for other runs."
+        n = result.skipped_runs
+        why.append(
+            f"{n} run{'s' if n > 1 else ''} of the file {'have ids' if n > 1 else 'has an id'}"
+            " the store holds for other runs"
         )
+    if result.repeated_runs:
+        n = result.repeated_runs
+        why.append(
+            f"{n} run{'s' if n > 1 else ''} of the file {'hold' if n > 1 else 'holds'}"
+            " two different events at one seq"
+        )
+    if why:
+        said += f" {result.skipped} skipped: {'; '.join(why)}."
     _stderr().print(Text(said), soft_wrap=True)
 
 
@@ -216,12 +224,16 @@ def replay_run(
         bool,
         typer.Option("--strict", help="Exit 1 also when a decision could not be replayed."),
     ] = False,
+    viewer: ViewerOption = None,
+    viewer_scope: ViewerScopeOption = None,
 ) -> None:
     """Re-decide every recorded decision of a run against a fresh runtime, running no tool.
 
     Decisions: offer, resolve, authorize, validate, provenance, flow, approval, budget. Exit 1
     when any differs. A decision the trace does not let the replay make (e.g. a plan node's
-    arguments are not recorded) is shown with '?' and counted as not replayed.
+    arguments are not recorded) is shown with '?' and counted as not replayed. As with 'show',
+    the events of a secret (or reader-restricted) run are replayed redacted unless the viewer
+    may read them (--viewer in its readers set, or --viewer-scope labels:secret).
 
     Example: actionspace trace replay run_a2a4 --runtime actionspace.demo.registry:calendar_runtime
     """
@@ -234,11 +246,20 @@ def replay_run(
     url = store or default_store_url()
     with _opened(url) as opened:
         rid = _resolve(opened, run_id)
-        events = opened.events(rid)
+        events = _as_seen(opened.events(rid), viewer, viewer_scope)
     result = replay_events(rid, events, factory())
     typer.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_text(result))
     if result.differences or (strict and result.unreplayed):
         raise typer.Exit(code=1)
+
+
+def _as_seen(events: list[TraceEvent], viewer: str | None, scopes: list[str] | None) -> list[TraceEvent]:
+    """The events as the viewer of ``--viewer`` / ``--viewer-scope`` may see them (none given: a
+    viewer with no id and no scope), redacted where their label forbids it."""
+    from actionspace.policy import Principal, redact_events
+
+    who = Principal(id=viewer or "", scopes=tuple(scopes or ())) if viewer or scopes else None
+    return redact_events(events, who)
 
 
 @contextmanager

@@ -8,11 +8,15 @@ MiB, so memory stays bounded), then writes in batches; importing a file twice st
 
 A run id the store already holds for another run is never merged into: when the stored run and
 the file's share no ``seq``, or an event at a shared ``seq`` differs in kind, time or call id,
-the file's events of that run are skipped and counted (:class:`ImportResult`).
+the file's events of that run are skipped and counted (:class:`ImportResult`). Nor is a run of the
+file that holds two different events at one ``seq`` (which of them is the run's cannot be told):
+its events are skipped and counted the same way; the same event written twice is imported once.
+Telling them apart keeps a small digest of each event of the file in memory while it is read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from collections import OrderedDict
@@ -50,9 +54,12 @@ class ImportResult:
     written: int
     """Events the store did not have yet and now has."""
     skipped: int = 0
-    """Events not written because their run id names another run in the store."""
+    """Events not written because their run id names another run in the store, or their run holds
+    two different events at one ``seq`` in the file."""
     skipped_runs: int = 0
     """How many run ids of the file name other runs in the store (their events are skipped)."""
+    repeated_runs: int = 0
+    """How many runs of the file hold two different events at one ``seq`` (their events are skipped)."""
 
 
 def dumps_event(event: TraceEvent) -> str:
@@ -153,20 +160,29 @@ def import_jsonl(store: TraceStore, lines: Iterable[str], *, batch_size: int = 5
     """Append the events in ``lines`` that ``store`` does not have yet, ``batch_size`` at a time.
 
     Every line is checked first: a malformed one raises ``ValueError`` (``line N: reason``)
-    before anything is written. The events of a run id the store holds for another run are
-    skipped and counted (see the module docstring).
+    before anything is written. The events of a run id the store holds for another run, and of
+    a run holding two different events at one ``seq``, are skipped and counted (see the module
+    docstring).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     postgres = getattr(store, "holds_nul", True) is False
     stored = _StoredRuns(store)
+    digests: dict[str, dict[int, bytes]] = {}
+    repeated: set[str] = set()
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8") as checked:
         read = 0
         for event in iter_jsonl(lines, postgres=postgres):
             stored.check(event)
-            checked.write(dumps_event(event) + "\n")
+            line = dumps_event(event)
+            digest = hashlib.blake2b(line.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if digests.setdefault(event.run_id, {}).setdefault(event.seq, digest) != digest:
+                repeated.add(event.run_id)
+            checked.write(line + "\n")
             read += 1
-        foreign = stored.foreign()
+        del digests
+        conflicting = stored.foreign()
+        foreign = conflicting | repeated
         checked.seek(0)
         append = _new_events_appender(store)
         written = skipped = 0
@@ -182,7 +198,13 @@ def import_jsonl(store: TraceStore, lines: Iterable[str], *, batch_size: int = 5
                 batch = []
         if batch:
             written += append(batch)
-    return ImportResult(read=read, written=written, skipped=skipped, skipped_runs=len(foreign))
+    return ImportResult(
+        read=read,
+        written=written,
+        skipped=skipped,
+        skipped_runs=len(conflicting),
+        repeated_runs=len(repeated),
+    )
 
 
 _Signature = tuple[str, float, "str | None"]

@@ -41,7 +41,21 @@ from actionspace.trace.events import (
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 from actionspace.types import SYSTEM_CLOCK, Clock
 
-__all__ = ["MemoryTraceStore"]
+__all__ = ["MemoryTraceStore", "runs_limit"]
+
+_MAX_LIMIT = 2**63 - 1
+"""The largest row count SQLite's and PostgreSQL's ``LIMIT`` take; a larger limit lists every run."""
+
+
+def runs_limit(limit: object) -> int:
+    """``limit`` of ``runs()`` as every store takes it: at most 2**63 - 1 (a larger one lists every run).
+
+    Raises ``ValueError`` when it is not a positive int (a bool, a float, zero or less), before a
+    store reads anything, so that every store refuses it alike.
+    """
+    if type(limit) is not int or limit < 1:
+        raise ValueError(f"limit must be a positive int, got {limit!r}"[:200])
+    return min(limit, _MAX_LIMIT)
 
 
 COMPACT_AT = 2048
@@ -212,7 +226,9 @@ class MemoryTraceStore:
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """Like the other stores: a run spans its earliest to its latest ``ts`` (not its first and
-        last by ``seq``: clocks of its writers may step back), the latest first, ties by run id."""
+        last by ``seq``: clocks of its writers may step back), the latest first, ties by run id.
+        Raises ``ValueError`` for a ``limit`` that is not a positive int (see :func:`runs_limit`)."""
+        limit = runs_limit(limit)
         with self._lock:
             ids = list(self._runs)
         out = []

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.ledger.postgres import PostgresConnections, redacted
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
+from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_for_postgres
 
 __all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
@@ -177,7 +178,8 @@ class PostgresTraceStore:
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """At most ``limit`` runs, the most recently active first (only those active at or after
-        ``since``, when given)."""
+        ``since``, when given). Raises ``ValueError`` for a ``limit`` that is not a positive int."""
+        limit = runs_limit(limit)
         with self._db.connection() as conn:
             rows = conn.execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
         return [

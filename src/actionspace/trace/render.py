@@ -29,6 +29,7 @@ __all__ = [
     "run_header",
     "runs_json",
     "runs_table",
+    "safe_line",
     "summarize_event",
     "timeline_rows",
     "timeline_table",
@@ -403,6 +404,12 @@ def _error_text(error: Any) -> str:
 def _clip(text: str, limit: int) -> str:
     """``text`` on one line, control characters escaped (never sent raw to a terminal), cut to ``limit``."""
     text = _safe(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe_line(text: str, limit: int) -> str:
+    """``text`` with every control character (line breaks too) escaped, cut to ``limit`` characters."""
+    text = _safe(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

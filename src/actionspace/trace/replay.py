@@ -49,11 +49,13 @@ from actionspace.trace import _replay_checks as checks
 from actionspace.trace._replay_calls import DECISION_KINDS, Call, split
 from actionspace.trace._replay_checks import parse_source
 from actionspace.trace.events import TraceEvent
+from actionspace.trace.render import safe_line
 from actionspace.validation.validator import ValidationContext, compile_tool, validate
 from actionspace.validation.verdicts import NeedsApproval, Rejected
 
 __all__ = [
     "DECISION_KINDS",
+    "UNKNOWN_KINDS_NOTE",
     "UNREPLAYED",
     "Decision",
     "ReplayRuntime",
@@ -133,6 +135,10 @@ class Replayed:
     """The seq of every recorded decision event of the run."""
     problems: tuple[str, ...] = ()
     """Events the replay could not read (reported, never raised)."""
+    unknown_kinds: tuple[tuple[str, int], ...] = ()
+    """``(kind, events)`` of each event kind this version does not know, the most frequent first:
+    not replayed. A newer version's kind and a custom one recorded with ``Runtime.record`` read
+    alike (the trace does not mark which is which)."""
 
     @property
     def differences(self) -> list[Decision]:
@@ -158,6 +164,7 @@ class Replayed:
             "differences": len(self.differences),
             "unreplayed": len(self.unreplayed),
             "problems": list(self.problems),
+            "unknown_kinds": dict(self.unknown_kinds),
         }
 
 
@@ -199,7 +206,8 @@ def replay_events(run_id: str, events: Iterable[TraceEvent], runtime: ReplayRunt
                     seq=seq,
                 )
             )
-    return Replayed(run_id, tuple(decisions), tuple(run.decision_events), tuple(run.problems))
+    unknown = tuple(sorted(run.unknown_kinds.items(), key=lambda item: (-item[1], item[0])))
+    return Replayed(run_id, tuple(decisions), tuple(run.decision_events), tuple(run.problems), unknown)
 
 
 def _unread(call: Call, kind: str, seq: int, why: str) -> Decision:
@@ -421,9 +429,23 @@ def render_text(result: Replayed) -> str:
             f"{mark} {where}{d.call_id or '-'} {d.tool or '-'} {d.stage}: "
             f"recorded {d.recorded}, replayed {d.replayed}"
         )
+    if result.unknown_kinds:
+        lines.append(f"{UNKNOWN_KINDS_NOTE}: {_kinds_text(result.unknown_kinds)}")
     lines.append(
         f"{len(result.decisions)} decisions, {len(result.differences)} differ, "
         f"{len(result.unreplayed)} not replayed; {len(result.redecided_events)} of "
         f"{len(result.recorded_events)} recorded decision events re-decided"
     )
     return "\n".join(lines)
+
+
+UNKNOWN_KINDS_NOTE = "not replayed: kinds this version does not know"
+_KINDS_SHOWN = 20
+
+
+def _kinds_text(kinds: tuple[tuple[str, int], ...]) -> str:
+    """``kind ×n, …`` for the most frequent kinds, each on one line with its control characters
+    escaped (a kind is whatever the trace holds: an imported file may hold any text)."""
+    shown = ", ".join(f"{safe_line(kind, 60)} ×{count}" for kind, count in kinds[:_KINDS_SHOWN])
+    more = len(kinds) - _KINDS_SHOWN
+    return f"{shown}, +{more} more kinds" if more > 0 else shown

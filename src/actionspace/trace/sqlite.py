@@ -33,6 +33,7 @@ from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
+from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
 from actionspace.types import SYSTEM_CLOCK, Clock
 
@@ -238,6 +239,9 @@ class SqliteTraceStore:
         return [_event(row) for row in rows]
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """At most ``limit`` runs, the most recently active first (only those active at or after
+        ``since``, when given). Raises ``ValueError`` for a ``limit`` that is not a positive int."""
+        limit = runs_limit(limit)
         self._settle()
         rows = self._db.conn().execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
         return [
