@@ -58,6 +58,7 @@ LAYERS: Final[Mapping[str, int]] = {
     # 10: the runtime, how it is put together, and the agent session
     "runtime": 10,
     "_assembly": 10,
+    "_closing": 10,
     "session": 10,
     # 11: edges, each through public interfaces
     "adapters": 11,

@@ -68,10 +68,12 @@ class Parts:
     toolsets: Toolsets
     ledger_admin: LedgerAdmin
 
-    def close(self, *, wait: bool) -> None:
-        """Close the toolsets, the executor (``wait``: let timed-out tool calls finish), then the stores."""
+    def close(self, *, wait: bool, before: Callable[[], object] = lambda: None) -> None:
+        """Close the toolsets, the executor (``wait``: let timed-out tool calls finish), then call
+        ``before``, then close the stores."""
         self.toolsets.close()
         self.engine.executor.close(wait=wait)
+        before()
         self.ledger.close()
         self.approvals.store.close()
         self.trace.close()

@@ -1,10 +1,5 @@
-"""Runtime: composes the catalog, the stores, the call engine, discovery and the planner.
-
-Every call goes through :class:`~actionspace.pipeline.Engine` (``rt.engine``); the methods here open runs,
-offer tools, run plans and settle the ledger, and their sync forms run the engine in the calling thread.
-:meth:`Runtime.session` (``asession`` from async code) is the documented way to drive a model loop.
-The parts are wired in ``_assembly``.
-"""
+"""Runtime: composes the catalog, the stores, the call engine (``rt.engine``: every call goes through it),
+discovery and the planner (wired in ``_assembly``); ``session`` is the documented way to drive a model."""
 
 from __future__ import annotations
 
@@ -16,6 +11,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from actionspace._assembly import assemble
+from actionspace._closing import ended_by_close, note_cut_writes, refuse_closed
 from actionspace.catalog import ToolSpec, as_spec, spec_from_function, spec_from_schema
 from actionspace.catalog.functions import TOOL_ATTRIBUTE, TS, F, ToolSource, tool
 from actionspace.discovery.config import Discovery, DiscoveryConfig
@@ -83,7 +79,7 @@ class Runtime:
         stages: Iterable[Stage] = (),
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.clock, self.store_url = clock, store or "memory://"
+        self.clock, self.store_url, self._closed = clock, store or "memory://", False
         self.state: dict[str, Any] = dict(state or {})
         self._parts = parts = assemble(
             self,
@@ -162,6 +158,7 @@ class Runtime:
 
     def run_state(self, run_id: str | None = None, principal: Principal | None = None) -> RunState:
         """The state of a run (the default run when ``run_id`` is None), opened on first use."""
+        self._closed and refuse_closed()
         if run_id is None:
             run_id = self._default_run = self._default_run or self.new_run()
         return self.engine.run(run_id, principal)
@@ -181,7 +178,7 @@ class Runtime:
 
     def record(self, run_id: str, kind: str, data: Mapping[str, Any], *, call_id: str | None = None) -> None:
         """Append an event of another stage (for example ``verified``) to a run's trace."""
-        self.engine.record(run_id, kind, data, call_id=call_id)
+        self.engine.record(self.run_state(run_id).run_id, kind, data, call_id=call_id)
 
     def session(
         self,
@@ -239,15 +236,13 @@ class Runtime:
         """Check and run one proposed call; returns its Observation (errors are values, not raised).
 
         ``dry_run``: the call passes the stages up to the gates (resolve, authorize, validate, the user
-        stages), then the tool's ``preview`` runs instead of the tool: ``data`` is the preview,
-        ``diagnostics["dry_run"]`` is True; no ledger entry, no effect. ``fresh``: a read is not served from
-        the read cache (its new result is cached); a committed write drops the cached reads whose read set its
-        write set overlaps. ``node_id`` names the logical action within the run (default: node identity — the
-        same tool with the same arguments in the same turn is one action). Several calls in ``raw`` come back
-        grouped in ``items``, each answering the model's own call id (``render_results`` gives one provider
-        result per call). ``sources`` binds arguments to ``"user"`` and/or earlier call ids (checked; see
-        policy/flow.py).
-        """
+        stages), then the tool's ``preview`` runs instead: ``data`` is the preview, ``diagnostics["dry_run"]``
+        is True; no ledger entry, no effect. ``fresh``: a read is not served from the read cache (its new
+        result is cached); a committed write drops the cached reads whose read set its write set overlaps.
+        ``node_id`` names the logical action within the run (default: node identity — the same tool, arguments
+        and turn are one action). Several calls in ``raw`` come back grouped in ``items``, each answering the
+        model's own call id. ``sources`` binds arguments to ``"user"`` or earlier call ids (policy/flow)."""
+        self._closed and refuse_closed()
         run_id = run_id or self.run_id_of(None, principal=principal)
         out = self.engine.calls(
             raw,
@@ -259,6 +254,7 @@ class Runtime:
             dry_run=dry_run,
             fresh=fresh,
         )
+        out = ended_by_close(out, self, run_id) if self._closed else out  # it ran while closing
         return out[0] if len(out) == 1 else group(out, run_id)
 
     async def acall(
@@ -274,11 +270,12 @@ class Runtime:
         fresh: bool = False,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
+        self._closed and refuse_closed()
         run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
         if not (provenance or sources or dry_run or fresh):
             quick = await self.engine.aquick(raw, run_id, node_id, principal)
             if quick is not None:
-                return quick
+                return ended_by_close([quick], self, run_id)[0] if self._closed else quick
         out = await self.engine.acalls(
             raw,
             run_id=run_id,
@@ -289,6 +286,7 @@ class Runtime:
             dry_run=dry_run,
             fresh=fresh,
         )
+        out = ended_by_close(out, self, run_id) if self._closed else out
         return out[0] if len(out) == 1 else group(out, run_id)
 
     async def acall_all(
@@ -325,11 +323,11 @@ class Runtime:
     def user_input(
         self, run_id: str, text: str | Sequence[Any] | Mapping[str, Any], *, label: Label = PUBLIC_TRUSTED
     ) -> None:
-        """Record the user's request (or a later message) in a run: trusted content by default. It joins
-        the run's context label, and ``sources={"arg": ["user"]}`` on a later call binds an argument to it
-        (the value must occur in the text). Traced as ``user_input``."""
+        """Record the user's request (or a later message) in a run: trusted content by default. It joins the
+        run's context label, and ``sources={"arg": ["user"]}`` on a later call binds an argument to it (the
+        value must occur in the text). Traced as ``user_input``."""
         text = user_text(text)  # a string, or content parts: checked before anything changes
-        run = self.engine.run(run_id)
+        run = self.run_state(run_id)
         run.flow.add_user_input(text, label)
         rec = Recorder(run, None)
         rec.add("user_input", {"text": text[:2000], "chars": len(text), "input_label": label.to_dict()})
@@ -357,12 +355,12 @@ class Runtime:
         The set is built by :mod:`actionspace.discovery.candidates`: not retired, among ``names`` (default:
         every tool), in ``phase``, needing only ``capabilities`` (None: all present), recovery tools only
         after their error occurred in the run (or is named in ``errors``), ranked against ``query`` (BM25,
-        plus embeddings when configured), then — always after ranking — only tools the principal (default:
-        the run's) holds every scope of, and at most ``limit`` of them (default: the configured limit when a
-        query is given). ``disclosure`` (default: the runtime's setting) returns short definitions (name,
-        summary, effect, risk) plus ``describe_tool``; a tool must then be described before it is called.
-        Otherwise each tool's full ``ToolSpec.describe()``. Records ``candidates_offered``: the full set, the
-        offered set, why each other tool was left out (large catalogs: :mod:`actionspace.trace.offers`).
+        plus embeddings when configured), then — always after ranking — only tools the principal (default: the
+        run's) holds every scope of, and at most ``limit`` of them (default: the configured limit when a query
+        is given). ``disclosure`` (default: the runtime's setting) returns short definitions (name, summary,
+        effect, risk) plus ``describe_tool``; a tool must then be described before it is called. Otherwise
+        each tool's full ``ToolSpec.describe()``. Records ``candidates_offered``: the full set, the offered
+        set, why each other tool was left out (large catalogs: :mod:`actionspace.trace.offers`).
         """
         return self._parts.offers.offer(
             self.discovery,
@@ -419,12 +417,12 @@ class Runtime:
         """Check and run a plan (a :class:`Plan` or its JSON form); one observation per node.
 
         ``tool_limits``: per tool name, the most concurrent calls (an int) or a :class:`ToolLimit`.
-        ``cancel``: a :class:`CancelScope` to stop the plan or some nodes. ``retry_of``: an earlier result
-        of the same plan and run; its ok nodes are reused, the others run again (writes through the
-        ledger, with their original keys). A malformed or unsafe plan is a result with ``status="error"``
-        and ``error`` set (nothing ran). ``backend``: ``"inprocess"`` or an installed backend such as
-        ``"dbos"`` (a durable workflow; see :mod:`actionspace.durable`, which takes no ``tool_limits``
-        or ``retry_of``); default: the Runtime's ``plan_backend``.
+        ``cancel``: a :class:`CancelScope` to stop the plan or some nodes. ``retry_of``: an earlier result of
+        the same plan and run; its ok nodes are reused, the others run again (writes through the ledger, with
+        their original keys). A malformed or unsafe plan is a result with ``status="error"`` and ``error`` set
+        (nothing ran). ``backend``: ``"inprocess"`` or an installed backend such as ``"dbos"`` (a durable
+        workflow; see :mod:`actionspace.durable`, which takes no ``tool_limits`` or ``retry_of``); default:
+        the Runtime's ``plan_backend``.
         """
         if (backend or self.planner.backend) == "inprocess":
             run_id = self.run_state(run_id, principal).run_id
@@ -489,8 +487,11 @@ class Runtime:
         return self._parts.ledger_admin.resolve(key, outcome=outcome, by=by, reason=reason)
 
     def close(self, *, wait: bool = False) -> None:
-        """Release threads and stores; ``wait`` lets timed-out tool calls finish first."""
-        self._parts.close(wait=wait)
+        """Release threads and stores; ``wait`` lets timed-out tool calls finish first. Idempotent."""
+        if not self._closed:
+            self._closed = self.engine.runs.closed = True
+            note = functools.partial(note_cut_writes, self.ledger, self.engine.writing)
+            self._parts.close(wait=wait, before=note)
 
     def __enter__(self) -> Runtime:
         return self

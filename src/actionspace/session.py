@@ -46,6 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from actionspace._closing import closed_error, ended_by_close
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
@@ -53,6 +54,7 @@ from actionspace.discovery.names import ProviderNames
 from actionspace.discovery.render import RENDERING, once_per_id, render_results, render_tools
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
+from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
 from actionspace.parse import ParseResult, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
@@ -67,6 +69,7 @@ class SessionRuntime(Protocol):
     """What a session uses of :class:`actionspace.Runtime` (which imports this module)."""
 
     catalog: Catalog
+    ledger: LedgerStore
     artifacts: ArtifactStore
     engine: Engine
 
@@ -258,8 +261,11 @@ class Session:
 
         ``confidence`` (0–1, one for all calls or call id → value) feeds :attr:`gate` when set.
         ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
-        of the tool (``diagnostics["dry_run"]``); nothing is committed.
+        of the tool (``diagnostics["dry_run"]``); nothing is committed. Raises ConfigurationError
+        once the runtime is closed.
         """
+        if self.rt.engine.runs.closed:
+            raise closed_error()
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
@@ -275,6 +281,8 @@ class Session:
     ) -> Turn:
         """Async :meth:`handle`: the calls of the message run together where their read/write
         sets commute and no decision can differ, and are answered in the message's order."""
+        if self.rt.engine.runs.closed:
+            raise closed_error()
         parsed = _parsed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
@@ -301,8 +309,12 @@ class Session:
             stage.pending.pop(self.run_id, None)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
+        closed = self.rt.engine.runs.closed
+        if closed:  # the calls ran while the runtime closed
+            out = ended_by_close(out, self.rt, self.run_id)
         answered = once_per_id(out)
-        messages = render_results(answered, self.provider, read_artifact=self._reads_artifacts(answered))
+        reads = not closed and self._reads_artifacts(answered)
+        messages = render_results(answered, self.provider, read_artifact=reads)
         rendered = {
             "rendering": RENDERING,
             "provider": self.provider,

@@ -98,6 +98,7 @@ class Engine:
         self.default_principal = default_principal
         self._extra: list[Stage] = []
         self._late: list[Stage] = []
+        self.writing: dict[str, None] = {}  # keys of writes in the ledger protocol (noted at close)
         self._ordered = stages.ordered()
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""
@@ -421,10 +422,12 @@ class Engine:
                 yield await self.executor.arun(spec, ready.kwargs, rec.retry)
 
         last: Observation | None = None
+        self.writing[ready.key] = None
         try:
             async for obs in self.drive_stream(ready, rec, dispatch, blocking=blocking):
                 last = obs
         finally:
+            self.writing.pop(ready.key, None)
             self._invalidate(spec, ready.arguments, rec)
         assert last is not None
         return last

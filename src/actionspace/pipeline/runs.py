@@ -25,12 +25,13 @@ from typing import Any
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState
+from actionspace.errors import ConfigurationError
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord, TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
 
-__all__ = ["MAX_LIVE_RUNS", "RunRegistry", "check_id"]
+__all__ = ["CLOSED", "MAX_LIVE_RUNS", "RunRegistry", "check_id"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
@@ -41,6 +42,7 @@ TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
 
 _log = logging.getLogger("actionspace")
+CLOSED = "this Runtime is closed (close() released its threads and stores); open a new Runtime"
 
 
 class RunRegistry:
@@ -67,6 +69,8 @@ class RunRegistry:
         self._runs: OrderedDict[str, RunState] = OrderedDict()
         self._evicted: weakref.WeakValueDictionary[str, RunState] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
+        self.closed = False
+        """Set when the runtime closes: :meth:`open` then raises, before any store is read."""
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -118,11 +122,14 @@ class RunRegistry:
         """The run ``run_id``: in memory, read back from the store, or new with ``principal``.
 
         ``started`` records ``run_started`` for a run with no stored event yet (outside the lock:
-        a clash with another process renumbers its events under it).
+        a clash with another process renumbers its events under it). Raises ConfigurationError
+        once :attr:`closed`.
         """
         run = self._runs.get(run_id)
         if run is not None:
             return run
+        if self.closed:
+            raise ConfigurationError(CLOSED)
         check_id("run id", run_id)
         if self._on_first_run is not None:
             hook, self._on_first_run = self._on_first_run, None
