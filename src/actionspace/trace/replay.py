@@ -421,13 +421,14 @@ def render_text(result: Replayed) -> str:
 
     ``=`` reproduced, ``!`` differs, ``?`` not replayed.
     """
-    lines = [f"? {p}" for p in result.problems]
-    for d in result.decisions:
+    lines = [f"? {safe_line(p, _TEXT_SHOWN)}" for p in result.problems]
+    for d in result.decisions:  # what a trace holds may hold line breaks and terminal escapes
         mark = "?" if not d.replayable else "=" if d.same else "!"
         where = "" if d.seq is None else f"#{d.seq} "
+        call, tool, stage = (safe_line(x, 200) if x else "-" for x in (d.call_id, d.tool, d.stage))
         lines.append(
-            f"{mark} {where}{d.call_id or '-'} {d.tool or '-'} {d.stage}: "
-            f"recorded {d.recorded}, replayed {d.replayed}"
+            f"{mark} {where}{call} {tool} {stage}: "
+            f"recorded {safe_line(d.recorded, _TEXT_SHOWN)}, replayed {safe_line(d.replayed, _TEXT_SHOWN)}"
         )
     if result.unknown_kinds:
         lines.append(f"{UNKNOWN_KINDS_NOTE}: {_kinds_text(result.unknown_kinds)}")
@@ -440,6 +441,7 @@ def render_text(result: Replayed) -> str:
 
 
 UNKNOWN_KINDS_NOTE = "not replayed: kinds this version does not know"
+_TEXT_SHOWN = 2000
 _KINDS_SHOWN = 20
 
 
