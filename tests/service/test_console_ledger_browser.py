@@ -111,13 +111,13 @@ def test_an_unknown_commit_is_reconciled_and_a_runs_approval_found_from_its_page
                         _fits(page, width)
                         page.screenshot(path=shots / f"ledger-{width}.png", full_page=True)
             entries = httpx.get(f"{base}/api/ledger", headers=bearer(ADMIN), timeout=10).json()
+        again = rt.call({"name": "post_note", "arguments": {"text": "hi"}}, run_id="r-note", node_id="n1")
     finally:
         app.state.runner.close()
         rt.close()
     [entry] = [e for e in entries if e["run_id"] == "r-note"]
     assert entry["state"] == "committed" and entry["resolution"]["by"] == "admin"
     assert entry["resolution"]["reason"] == "note seen on the board at 10:02"
-    again = rt.call({"name": "post_note", "arguments": {"text": "hi"}}, run_id="r-note", node_id="n1")
     assert world.notes == ["hi"] and again.ok  # replayed, never sent twice
     assert problems == []
     for width in WIDTHS:
