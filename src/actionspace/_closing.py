@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from typing import NoReturn, Protocol
 
 from actionspace.catalog.registry import Catalog
-from actionspace.errors import ActionError, ConfigurationError
+from actionspace.errors import CATEGORIES, ActionError, ConfigurationError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.pipeline.runs import CLOSED
 from actionspace.types import Observation
@@ -23,21 +23,9 @@ from actionspace.types import Observation
 __all__ = ["closed_error", "ended_by_close", "note_cut_writes", "refuse_closed"]
 
 _CUT = "the Runtime was closed while this call ran"
-_DECIDED_BEFORE_SENDING = frozenset(
-    {
-        "parse_error",
-        "unknown_tool",
-        "version_mismatch",
-        "invalid_arguments",
-        "ambiguous_reference",
-        "stale_reference",
-        "permission_denied",
-        "policy_violation",
-        "budget_exceeded",
-        "needs_approval",
-    }
-)
-"""Errors the stages answer before a tool runs: they stay as they are after a close."""
+_DECIDED_BEFORE_SENDING = frozenset(CATEGORIES[: CATEGORIES.index("conflict")])
+"""Errors the stages answer before a tool runs (DESIGN §4: the categories before ``conflict``):
+they stay as they are after a close."""
 
 _log = logging.getLogger("actionspace")
 

@@ -289,22 +289,8 @@ class Stages:
             return None
         spec, checked = d.spec, d.checked
         assert spec is not None and checked is not None
-        if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
-            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
-            if replayed(self.ledger, key):  # answered from the ledger's record: nothing is sent
-                # unless the entry turns sendable before the ledger reads it: then it is admitted
-                d.exempt = partial(
-                    guard.admit,
-                    spec,
-                    checked.arguments,
-                    run_id=inp.run.run_id,
-                    principal=inp.principal,
-                    call_id=d.call_id,
-                    record=inp.rec.add,
-                    fresh=inp.fresh,
-                )
-                return None
-        admitted = guard.admit(
+        admit = partial(
+            guard.admit,
             spec,
             checked.arguments,
             run_id=inp.run.run_id,
@@ -313,6 +299,12 @@ class Stages:
             record=inp.rec.add,
             fresh=inp.fresh,
         )
+        if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
+            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
+            if replayed(self.ledger, key):  # answered from the ledger's record: nothing is sent
+                d.exempt = admit  # unless the entry turns sendable before the ledger reads it
+                return None
+        admitted = admit()
         if isinstance(admitted, ActionError):
             return admitted
         d.admission = admitted
