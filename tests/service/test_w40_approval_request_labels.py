@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from actionspace.approval.requests import ApprovalRequest, ApprovalStore
 from actionspace.plan import node as plan_node
 from actionspace.policy.redaction import REDACTED
 from actionspace.service import create_app
+from tests.service.apptools import SignallingApprovals
 
 SECRET = "hunter2-w40-request"
 APPROVALS = ("approvals:read", "approvals:decide")
@@ -31,34 +32,17 @@ TOKENS = {
 SECRET_LABEL = {"confidentiality": "secret", "integrity": "trusted", "readers": None}
 
 
-class _Watched:
+class _Watched(SignallingApprovals):
     """An approval store that runs ``on_create`` right after each request is stored."""
 
     def __init__(self, inner: ApprovalStore, on_create: Callable[[ApprovalRequest], None]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.on_create = on_create
 
     def create(self, request: ApprovalRequest) -> ApprovalRequest:
-        stored = self.inner.create(request)
+        stored = super().create(request)
         self.on_create(stored)
         return stored
-
-    def get(self, request_id: str) -> ApprovalRequest | None:
-        return self.inner.get(request_id)
-
-    def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
-        return self.inner.find(run_id, tool, args_digest)
-
-    def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
-        return self.inner.list(status=status, limit=limit)
-
-    def update(
-        self, request_id: str, expected: Sequence[str], request: ApprovalRequest
-    ) -> ApprovalRequest | None:
-        return self.inner.update(request_id, expected, request)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _runtime() -> Runtime:
