@@ -56,7 +56,7 @@ from typing import Any, Final
 from actionspace._canonical import canonical_text
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
+from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, deciding_error, tool_versions
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal
 from actionspace.evaluation.suite import Task, get_predicate
 from actionspace.parse import ParseResult, parse
@@ -237,6 +237,18 @@ def _answered(play: _Play, turn: int, proposal: Proposal) -> None:
     _note(play, StepOutcome(**fields, confidence=proposal.confidence, tokens=proposal.tokens))
 
 
+def _release_held(play: _Play, made: int, observations: Sequence[Observation]) -> None:
+    """A call held for approval has not been made: its expected call stays open for the re-proposal."""
+    for obs in observations:
+        if obs.error is None or obs.error.category != "needs_approval":
+            continue
+        for i in range(len(play.made) - 1, made - 1, -1):
+            at, index = play.made[i]
+            if next(iter(play.task.possible_answers(at)[index])) == obs.tool:
+                del play.made[i]
+                break
+
+
 def _turn_expected(task: Task, turn: int) -> list[dict[str, dict[str, list[Any]]]]:
     return task.possible_answers(turn) if task.expected and turn < len(task.expected) else []
 
@@ -253,10 +265,12 @@ def _step(
         return [{"role": "assistant", "content": _printable(proposal.raw)}]
     calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
     offered = {str((t.get("function") or {}).get("name")) for t in view.tools}
+    made = len(play.made)
     select_ok, args_ok, expected_tools = _judge(play, session, turn, calls, offered)
     result = session.handle(proposal.raw, confidence=proposal.confidence)
     observations = list(result.observations)
-    failed = next((o.error for o in observations if o.error is not None), None)
+    _release_held(play, made, observations)
+    failed = deciding_error(observations)
     fields: dict[str, Any] = {**base, "calls": tuple(calls), "select_ok": select_ok}
     fields["expected_tools"] = expected_tools
     if select_ok:

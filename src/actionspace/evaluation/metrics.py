@@ -6,6 +6,11 @@ For each layer (``parse`` → ``select`` → ``args`` → ``exec`` → ``task``)
 - *conditional*: of the tasks that passed every earlier layer (those that reached this one), the
   share that passed this one too.
 
+A task whose execution is undecided (a call waiting for approval or an unknown commit:
+:data:`~actionspace.evaluation.outcomes.EXEC_UNDECIDED`) reached ``exec`` but is neither a success
+nor a failure there: it is left out of both rates of ``exec`` and ``task`` and counted in
+``exec_outcomes``. A call the policy refused passes ``exec``; ``task`` judges what it left undone.
+
 Each rate carries a Wilson score 95 % interval; ablation deltas carry Newcombe's hybrid score
 interval for a difference of two proportions. The headline figures use the ``baseline`` outcomes
 only; each other variant is compared with the baseline on the task ids both share.
@@ -19,9 +24,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace.evaluation.calibration import confidence_pairs, reliability
-from actionspace.evaluation.outcomes import CATEGORIES, LAYERS, Layer, TaskOutcome
+from actionspace.evaluation.outcomes import CATEGORIES, EXEC_UNDECIDED, LAYERS, Layer, TaskOutcome
 
-__all__ = ["Z95", "ablations", "confusion", "layer_rates", "newcombe", "rate", "summarize", "wilson"]
+__all__ = [
+    "Z95",
+    "ablations",
+    "confusion",
+    "exec_outcomes",
+    "layer_rates",
+    "newcombe",
+    "rate",
+    "summarize",
+    "wilson",
+]
 
 Z95 = 1.959963984540054
 """The two-sided 95 % standard normal quantile."""
@@ -84,15 +99,37 @@ def _depth(outcome: TaskOutcome) -> int:
     return len(LAYERS)
 
 
+_EXEC = LAYERS.index("exec")
+
+
+def _undecided(outcome: TaskOutcome) -> bool:
+    """It reached ``exec`` (passed every earlier layer) and its execution is undecided there."""
+    return _depth(outcome) == _EXEC and outcome.exec_state in EXEC_UNDECIDED
+
+
+def _decided(outcomes: Sequence[TaskOutcome], layer: Layer) -> list[TaskOutcome]:
+    """The outcomes a rate of ``layer`` counts: at ``exec`` and after, the undecided are left out."""
+    if LAYERS.index(layer) < _EXEC:
+        return list(outcomes)
+    return [o for o in outcomes if not _undecided(o)]
+
+
 def layer_rates(outcomes: Sequence[TaskOutcome]) -> dict[str, dict[str, Any]]:
-    """Per layer, in ``LAYERS`` order, its conditional and cumulative rate."""
+    """Per layer, in ``LAYERS`` order, its conditional and cumulative rate (undecided executions are
+    left out from ``exec`` on)."""
     out: dict[str, dict[str, Any]] = {}
-    depths = [_depth(o) for o in outcomes]
     for i, layer in enumerate(LAYERS):
+        depths = [_depth(o) for o in _decided(outcomes, layer)]
         reached = sum(1 for d in depths if d >= i)
         passed = sum(1 for d in depths if d > i)
-        out[layer] = {"conditional": rate(passed, reached), "cumulative": rate(passed, len(outcomes))}
+        out[layer] = {"conditional": rate(passed, reached), "cumulative": rate(passed, len(depths))}
     return out
+
+
+def exec_outcomes(outcomes: Sequence[TaskOutcome]) -> dict[str, int]:
+    """Tasks left out of the ``exec`` and ``task`` rates, by undecided state."""
+    counts = Counter(o.exec_state for o in outcomes if _undecided(o))
+    return {state: counts[state] for state in EXEC_UNDECIDED}
 
 
 def _expected_tools(outcome: TaskOutcome) -> list[str]:
@@ -239,11 +276,14 @@ def ablations(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
             continue
         per_layer: dict[str, Any] = {}
         for layer in LAYERS:
-            passed_v, passed_b = _cumulative_passed(runs, layer), _cumulative_passed(base, layer)
-            delta, low, high = newcombe(passed_v, len(runs), passed_b, len(base))
+            runs_n, base_n = _decided(runs, layer), _decided(base, layer)
+            if not runs_n or not base_n:
+                continue
+            passed_v, passed_b = _cumulative_passed(runs_n, layer), _cumulative_passed(base_n, layer)
+            delta, low, high = newcombe(passed_v, len(runs_n), passed_b, len(base_n))
             per_layer[layer] = {
-                "baseline": passed_b / len(base),
-                "variant": passed_v / len(runs),
+                "baseline": passed_b / len(base_n),
+                "variant": passed_v / len(runs_n),
                 "delta": delta,
                 "low": low,
                 "high": high,
@@ -267,6 +307,7 @@ def summarize(
         "policy": policy,
         "n_tasks": len(base),
         "layers": layer_rates(base),
+        **({"exec_outcomes": u} if any((u := exec_outcomes(base)).values()) else {}),
         "by_category": _by_category(base),
         "by_tool": _by_tool(base),
         "confusion": confusion(base),
@@ -320,6 +361,7 @@ def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
                 "traces",
                 "deviation",
                 "incidents",
+                "exec_outcomes",
             )
             if key in metrics
         },

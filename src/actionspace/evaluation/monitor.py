@@ -7,7 +7,10 @@ tool that was called:
 * the calls rejected before dispatch (resolution, validation, authorization and its gates: scopes,
   information flow, budget), by error category and by the JSON pointer of each field error;
 * the dispatched calls that ended in an error, by category, and the unknown commits among them
-  (the ledger moved the call to ``unknown_commit``);
+  (the ledger moved the call to ``unknown_commit`` and nobody has settled it since: a later
+  ``ledger`` event of its key, from ``Runtime.resolve`` or ``recover`` in any process, settles it);
+* replays: calls answered from the ledger's record of an identical committed action (nothing was
+  sent); they are calls, but neither an execution nor a second ok result;
 * result utilization: the share of its ok results that another call of the same run consumed —
   through an argument provenance mark ``tool_result:<call_id>`` (a ``provenance`` mapping on one
   of the consumer's events), a value the runtime found in that result (the ``proposed`` event's
@@ -95,7 +98,9 @@ class ToolHealth:
     unknown_commits: int = 0
     """Calls the ledger left in ``unknown_commit``: they may or may not have taken effect."""
     ok_results: int = 0
-    """Calls whose last observation is ok."""
+    """Calls whose last observation is ok, replays left out (each action's result counts once)."""
+    replays: int = 0
+    """Calls answered from the ledger's record of an identical committed call (nothing sent)."""
     used_results: int = 0
     """Of ``ok_results``, those another call of the same run consumed."""
     consumers: int = 0
@@ -133,6 +138,7 @@ class ToolHealth:
             "failures_by_category": dict(self.failures_by_category),
             "unknown_commits": self.unknown_commits,
             "ok_results": self.ok_results,
+            "replays": self.replays,
             "used_results": self.used_results,
             "utilization": self.utilization,
             "consumers": self.consumers,
@@ -212,6 +218,13 @@ class _Call:
     status: str | None = None
     category: str | None = None
     unknown_commit: bool = False
+    key: str | None = None
+    """The idempotency key its ledger events name."""
+    replayed: bool = False
+    """Its last observation was answered from the ledger's record (nothing sent)."""
+    content_hash: str | None = None
+    original: _Call | None = None
+    """For a replay: the call whose result it repeated."""
     sources: set[str] = field(default_factory=set)
     """Call ids whose results this call consumed."""
     inputs: list[_Call] = field(default_factory=list)
@@ -263,11 +276,15 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
     calls: list[_Call] = []
     current: dict[str, _Call] = {}
     plan_sources: dict[str, set[str]] = {}
+    by_key: dict[str, _Call] = {}
     for ev in sorted(events, key=lambda e: e.seq):
         data: Mapping[str, Any] = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.kind == "plan_started":
             _plan_links(ev.run_id, data, plan_sources)
             continue
+        settled = by_key.get(str(data.get("key"))) if ev.kind == "ledger" else None
+        if settled is not None and data.get("from") == "unknown_commit":  # resolved, here or elsewhere
+            settled.unknown_commit = data.get("to") == "unknown_commit"
         if ev.call_id is None:
             continue
         call = current.get(ev.call_id)
@@ -283,9 +300,24 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
             call.group = group
             call.own_group = call.own_group or ev.call_id == f"{ev.run_id}:{group}"
         _apply(call, ev.kind, data)
+        if call.key is not None:
+            by_key.setdefault(call.key, call)
     for call in calls:
         call.sources |= plan_sources.get(call.call_id, set())
+    _originals(calls)
     return _fold_groups(calls)
+
+
+def _originals(calls: Sequence[_Call]) -> None:
+    """Each replay's original: the latest earlier ok call of its tool with the same result."""
+    latest: dict[tuple[str | None, str | None], _Call] = {}
+    for call in sorted(calls, key=lambda c: c.first_seq):
+        if call.status != "ok":
+            continue
+        if call.replayed:
+            call.original = latest.get((call.tool, call.content_hash))
+        else:
+            latest[(call.tool, call.content_hash)] = call
 
 
 def _fold_groups(calls: list[_Call]) -> list[_Call]:
@@ -344,12 +376,15 @@ def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
     elif kind == "observation":
         call.status = str(data.get("status"))
         call.category = category if call.status != "ok" else None
+        call.replayed = data.get("replayed") is True
+        call.content_hash = _text(data.get("content_hash"))
         if call.rejected is None and not call.dispatched and call.category in _REFUSED:
             call.rejected = call.category
     elif kind == "verified" and data.get("verdict") == "rejected":
         call.status, call.category = "error", category or "verification_failed"
-    elif kind == "ledger" and data.get("to") == "unknown_commit":
-        call.unknown_commit = True
+    elif kind == "ledger":
+        call.key = call.key or _text(data.get("key"))
+        call.unknown_commit = call.unknown_commit or data.get("to") == "unknown_commit"
 
 
 def _plan_links(run_id: str, data: Mapping[str, Any], sources: dict[str, set[str]]) -> None:
@@ -386,7 +421,7 @@ def _link(calls: Sequence[_Call]) -> None:
                 inputs.append(handlings[before - 1])
             elif handlings and source != call.call_id:
                 inputs.append(handlings[0])
-        call.inputs = inputs
+        call.inputs = [source.original or source for source in inputs]
 
 
 def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
@@ -406,7 +441,7 @@ def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
         rejected = [c for c in own if c.rejected is not None]
         failed = [c for c in own if c.rejected is None and c.dispatched and c.status == "error"]
         consumers = list(consumers_of.get(tool, {}).values())
-        ok = [c for c in own if c.status == "ok"]
+        ok = [c for c in own if c.status == "ok" and not c.replayed]
         out.append(
             ToolHealth(
                 tool=tool,
@@ -417,6 +452,7 @@ def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
                 failures_by_category=_count(c.category or "unknown" for c in failed),
                 unknown_commits=sum(1 for c in own if c.unknown_commit),
                 ok_results=len(ok),
+                replays=sum(1 for c in own if c.status == "ok" and c.replayed),
                 used_results=sum(1 for c in ok if id(c) in used),
                 consumers=len(consumers),
                 consumers_ok=sum(1 for c in consumers if c.status == "ok"),

@@ -8,6 +8,13 @@ passed:
 or rightly no tool) → ``args`` (arguments acceptable for the task) → ``exec`` (the call ran without
 error) → ``task`` (the final state / answer is what the task expects).
 
+``exec`` judges execution, so a call that did not run because a person or the policy has the say is
+no execution failure: one the policy refused (a denied approval, a missing scope, information flow,
+budget) is ``refused`` and passes ``exec`` (the runtime did what it must; whether the task got done
+is then for ``task`` to say); one waiting for approval is ``pending`` and one whose commit nobody
+can establish is ``unknown_commit``, both undecided (:data:`EXEC_UNDECIDED`). A later step that
+runs without error settles a wait (an approval granted, then the call run, is a success).
+
 Records are plain frozen dataclasses with ``to_dict`` / ``from_dict`` so they can be written to
 ``outcomes.jsonl`` and read back by the report and monitoring code.
 """
@@ -19,15 +26,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from actionspace.errors import ActionError
     from actionspace.runtime import Runtime
+    from actionspace.types import Observation
 
 __all__ = [
     "CATEGORIES",
+    "EXEC_UNDECIDED",
     "LAYERS",
     "Category",
+    "ExecState",
     "Layer",
     "StepOutcome",
     "TaskOutcome",
+    "deciding_error",
     "tool_versions",
 ]
 
@@ -40,6 +52,27 @@ CATEGORIES: tuple[Category, ...] = ("normal", "no_tool", "info_missing", "permis
 ``info_missing``: the request lacks a required fact; asking for it is right, guessing is wrong.
 ``permission_missing``: the principal may not do it; not calling (or a denied call) is right.
 ``near_name``: a tool with a confusable name is offered next to the right one."""
+
+ExecState = Literal["ok", "failed", "pending", "refused", "unknown_commit"]
+EXEC_UNDECIDED: tuple[ExecState, ...] = ("pending", "unknown_commit")
+"""Exec states that are neither a success nor an execution failure: left out of the exec and task
+rates and counted beside them. (``refused`` is decided: it passes ``exec``, and ``task`` judges
+what the refusal left undone.)"""
+_UNDECIDED_BY_CATEGORY: Mapping[str, ExecState] = {
+    "needs_approval": "pending",
+    "permission_denied": "refused",
+    "policy_violation": "refused",
+    "budget_exceeded": "refused",
+    "unknown_commit": "unknown_commit",
+}
+
+
+def deciding_error(observations: Iterable[Observation]) -> ActionError | None:
+    """The error a step of several calls is judged by: the first execution failure, else the first
+    undecided error (a wait for approval, a refusal, an unknown commit); None when every call is ok."""
+    errors = [o.error for o in observations if o.error is not None]
+    failures = (e for e in errors if e.category not in _UNDECIDED_BY_CATEGORY)
+    return next(failures, errors[0] if errors else None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,7 +92,8 @@ class StepOutcome:
     args_ok: bool | None = None
     exec_ok: bool | None = None
     error_category: str | None = None
-    """The runtime's ActionError category for the turn's first failed call, if any."""
+    """The runtime's ActionError category for the turn's failed call that decides it (see
+    :func:`deciding_error`), if any."""
     confidence: float | None = None
     """The policy's confidence in its tool choice (from logprobs), when the policy reports one."""
     tokens: int | None = None
@@ -68,6 +102,16 @@ class StepOutcome:
     gate: tuple[str, ...] = ()
     """Per call, what a run-time confidence gate decided (``execute``, ``ask_user``,
     ``observe_more``); empty when the run was not gated."""
+
+    @property
+    def exec_state(self) -> ExecState | None:
+        """How the step fared at ``exec``; None when it was not judged there. A failed step is
+        ``pending``, ``refused`` or ``unknown_commit`` when its error category says so."""
+        if self.exec_ok is None:
+            return None
+        if self.exec_ok:
+            return "ok"
+        return _UNDECIDED_BY_CATEGORY.get(self.error_category or "", "failed")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,10 +171,26 @@ class TaskOutcome:
     """(expected tool, chosen tool) pairs, for the confusion matrix; ``"<none>"`` for no call."""
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def exec_state(self) -> ExecState | None:
+        """The task's state at ``exec``: ``failed`` when a step failed; else None when a step was
+        not judged there; else the last judged step's (a wait or refusal a later step ran past is
+        settled by it); None without judged steps."""
+        states = [s.exec_state for s in self.steps]
+        if "failed" in states:
+            return "failed"
+        if not states or None in states:
+            return None
+        return states[-1]
+
     def layer(self, name: Layer) -> bool | None:
-        """Did the task pass ``name`` (every step up to that layer)? None when not reached."""
+        """Did the task pass ``name`` (every step up to that layer)? None when not reached, and at
+        ``exec`` when the outcome is undecided (:data:`EXEC_UNDECIDED`)."""
         if name == "task":
             return self.task_ok
+        if name == "exec":
+            state = self.exec_state
+            return None if state is None or state in EXEC_UNDECIDED else state in ("ok", "refused")
         attr = {"parse": "parse_ok", "select": "select_ok", "args": "args_ok", "exec": "exec_ok"}[name]
         values = [getattr(s, attr) for s in self.steps]
         if not values:

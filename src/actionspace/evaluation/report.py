@@ -178,7 +178,7 @@ def _summary(metrics: Mapping[str, Any]) -> str:
     incidents = metrics.get("incidents") or {}
     calibration = metrics.get("calibration") or {}
     mean_steps, mean_tokens = steps.get("mean"), tokens.get("mean")
-    ece = calibration.get("ece")
+    ece, undecided = calibration.get("ece"), metrics.get("exec_outcomes") or {}
     rows = [
         ("mean steps", "steps-mean", mean_steps, "—" if mean_steps is None else f"{mean_steps:.2f}"),
         ("max steps", "steps-max", steps.get("max"), str(steps.get("max", "—"))),
@@ -201,6 +201,7 @@ def _summary(metrics: Mapping[str, Any]) -> str:
         ),
         ("ECE", "ece", ece, "—" if ece is None else f"{ece:.3f}"),
     ]
+    rows += [(f"{state} at exec (not rated)", f"exec-{state}", n, str(n)) for state, n in undecided.items()]
     other = _table(
         ["measure", "value"],
         (f'<tr id="{i}"><th>{escape(name)}</th>{_num(v, text)}</tr>' for name, i, v, text in rows),

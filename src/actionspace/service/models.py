@@ -219,6 +219,8 @@ class ToolHealthView(_Out):
     failures_by_category: dict[str, int]
     unknown_commits: int
     ok_results: int
+    replays: int = 0
+    """Calls answered from the ledger's record of an identical committed action (not in ``ok_results``)."""
     used_results: int
     utilization: float | None
     consumers: int
