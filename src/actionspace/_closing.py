@@ -6,21 +6,39 @@ a typed observation: a read ``cancelled``; a write that may have been sent ``unk
 unless its ledger entry still answers what happened. Before the stores close, the ledger entry of
 every write still running is moved from ``dispatched`` to ``unknown``, with the reason noted, so no
 entry is left ``dispatched`` behind a closed runtime (recovery or ``ledger resolve`` settles it).
+The same holds for every call of a message (``call_all``, ``acall_all``), every node of a plan
+(an atomic group is one write), and the final observation of a stream; a call the closed ledger
+refused before anything was sent ends ``cancelled``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Collection, Sequence
-from typing import NoReturn, Protocol
+from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from actionspace.catalog.registry import Catalog
 from actionspace.errors import CATEGORIES, ActionError, ConfigurationError
 from actionspace.ledger.entries import LedgerStore
+from actionspace.pipeline.calls import group
 from actionspace.pipeline.runs import CLOSED
+from actionspace.plan.groups import GROUP_TOOL_PREFIX
+from actionspace.plan.model import PlanResult, PlanStatus
 from actionspace.types import Observation
 
-__all__ = ["closed_error", "ended_by_close", "note_cut_writes", "refuse_closed"]
+if TYPE_CHECKING:
+    from actionspace.pipeline.engine import Engine
+
+__all__ = [
+    "answered",
+    "closed_error",
+    "ended_by_close",
+    "ended_stream",
+    "note_cut_writes",
+    "plan_ended_by_close",
+    "refuse_closed",
+]
 
 _CUT = "the Runtime was closed while this call ran"
 _DECIDED_BEFORE_SENDING = frozenset(CATEGORIES[: CATEGORIES.index("conflict")])
@@ -41,27 +59,70 @@ class Closing(Protocol):
     catalog: Catalog
     ledger: LedgerStore
 
+    @property
+    def engine(self) -> Engine:
+        """Its call engine (``engine.runs.closed`` is set when the runtime closes)."""
+        ...
+
 
 def refuse_closed() -> NoReturn:
     """Raise :func:`closed_error` (``rt._closed and refuse_closed()``: one attribute read per call)."""
     raise closed_error()
 
 
+def answered(out: Sequence[Observation], rt: Closing, run_id: str) -> Observation:
+    """The one observation answering a call of ``rt.call`` (several calls: grouped in ``items``),
+    each as :func:`ended_by_close` ends it."""
+    out = ended_by_close(out, rt, run_id)
+    return out[0] if len(out) == 1 else group(out, run_id)
+
+
 def ended_by_close(out: Sequence[Observation], rt: Closing, run_id: str) -> list[Observation]:
-    """The observations of calls that were running when their runtime closed: what the stages
-    refused stays; a write whose ledger entry still answers its outcome stays; any other write is
-    ``unknown_commit``, any other read ``cancelled``. ``out`` empty (the call broke on a closed
-    store before it had any): one ``cancelled`` observation."""
+    """``out`` as it is while ``rt`` is open; else the observations of calls that were running
+    when their runtime closed: what the stages refused stays; a call the closed ledger refused
+    before sending is ``cancelled``; a write whose ledger entry still answers its outcome stays;
+    any other write (an atomic group is one) is ``unknown_commit``, any other read ``cancelled``.
+    ``out`` empty (the call broke on a closed store before it had any): one ``cancelled``
+    observation."""
+    if not rt.engine.runs.closed:
+        return list(out)
     if not out:
         return [Observation.failure(ActionError.of("cancelled", _CUT), call_id=f"{run_id}:closed", tool="")]
     return [_ended(obs, rt.catalog, rt.ledger) for obs in out]
 
 
+def plan_ended_by_close(result: PlanResult, rt: Closing) -> PlanResult:
+    """``result`` with every node observation as :func:`ended_by_close` ends it, when ``rt`` closed
+    while the plan ran (else ``result`` as it is)."""
+    if not rt.engine.runs.closed or result.error is not None:
+        return result
+    nodes = {k: _ended(obs, rt.catalog, rt.ledger) for k, obs in result.nodes.items()}
+    statuses = {obs.status for obs in nodes.values()}
+    status: PlanStatus = "ok" if statuses <= {"ok"} else ("partial" if statuses - {"error"} else "error")
+    return dataclasses.replace(result, nodes=nodes, status=status)
+
+
+async def ended_stream(
+    stream: AsyncGenerator[Observation, None], rt: Closing
+) -> AsyncGenerator[Observation, None]:
+    """``stream``'s observations; a final one that came after ``rt`` closed as :func:`ended_by_close`
+    ends it (provisional ones are never authoritative, so they pass as they are)."""
+    try:
+        async for obs in stream:
+            yield _ended(obs, rt.catalog, rt.ledger) if rt.engine.runs.closed and not obs.provisional else obs
+    finally:
+        await stream.aclose()
+
+
 def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore) -> Observation:
     if obs.error is not None and obs.error.category in _DECIDED_BEFORE_SENDING:
         return obs
+    if obs.error is not None and obs.error.details.get("sent") is False:  # the closed ledger refused it
+        error = ActionError.of("cancelled", f"{_CUT}; it was not sent", details={"sent": False})
+        return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
     spec = catalog.current(obs.tool)
-    if spec is None or not spec.has_side_effects:
+    writes = obs.tool.startswith(GROUP_TOOL_PREFIX) if spec is None else spec.has_side_effects
+    if not writes:
         error = ActionError.of("cancelled", _CUT)
         return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
     key = obs.diagnostics.get("idempotency_key")
@@ -89,9 +150,11 @@ def _settled_as_answered(obs: Observation, ledger: LedgerStore, key: str) -> boo
     return entry.state == ("committed" if obs.error is None else "failed")
 
 
-def note_cut_writes(ledger: LedgerStore, keys: Collection[str]) -> None:
-    """Move the entries of writes still running from ``dispatched`` to ``unknown``, noting that the
-    runtime closed under them (a write that settled meanwhile is left as it settled)."""
+def note_cut_writes(engine: Engine) -> None:
+    """Move the ledger entries of the writes ``engine`` still runs (atomic groups included) from
+    ``dispatched`` to ``unknown``, noting that the runtime closed under them (a write that settled
+    meanwhile is left as it settled)."""
+    ledger, keys = engine.ledger, engine.writing
     error = ActionError.of("unknown_commit", f"{_CUT}; the write may have committed").to_dict()
     for key in list(keys):
         try:

@@ -10,8 +10,8 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from pathlib import Path
 from typing import Any, overload
 
-from actionspace._assembly import assemble
-from actionspace._closing import ended_by_close, note_cut_writes, refuse_closed
+from actionspace import _closing
+from actionspace._assembly import Parts, assemble
 from actionspace.catalog import ToolSpec, as_spec, spec_from_function, spec_from_schema
 from actionspace.catalog.functions import TOOL_ATTRIBUTE, TS, F, ToolSource, tool
 from actionspace.discovery.config import Discovery, DiscoveryConfig
@@ -24,7 +24,6 @@ from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport
 from actionspace.observation import ArtifactStore
 from actionspace.parse import parse, user_text
-from actionspace.pipeline.calls import group
 from actionspace.pipeline.stages import Stage
 from actionspace.pipeline.streaming import astream
 from actionspace.plan import CancelScope, Plan, PlanResult, ToolLimit
@@ -81,7 +80,7 @@ class Runtime:
     ) -> None:
         self.clock, self.store_url, self._closed = clock, store or "memory://", False
         self.state: dict[str, Any] = dict(state or {})
-        self._parts = parts = assemble(
+        self._assembled = parts = assemble(
             self,
             self.store_url,
             principal=principal or DEFAULT_PRINCIPAL,
@@ -104,17 +103,21 @@ class Runtime:
             self.register(item)
         self.discovery = Discovery(discovery or DiscoveryConfig())
 
+    @property
+    def _parts(self) -> Parts:
+        """What the methods delegate to; raises ConfigurationError once the runtime is closed."""
+        return _closing.refuse_closed() if self._closed else self._assembled
+
     @overload
     def tool(self, fn: F, /, **spec: Any) -> F: ...
     @overload
     def tool(self, fn: None = None, /, **spec: Any) -> Callable[[F], F]: ...
 
     def tool(self, fn: F | None = None, /, **spec: Any) -> F | Callable[[F], F]:
-        """Register a typed function as a tool: ``@rt.tool(effect="read")`` (``effect`` is required).
-
-        The input schema comes from the type hints and the docstring's ``Args:``; options are ToolSpec fields.
-        """
+        """Register a typed function as a tool: ``@rt.tool(effect="read")`` (``effect`` is required). The
+        input schema comes from the type hints and the docstring's ``Args:``; options are ToolSpec fields."""
         if fn is None:
+            self._closed and _closing.refuse_closed()
             return lambda f: self.tool(f, **spec)
         self.register(spec_from_function(fn, **spec))
         return fn
@@ -126,10 +129,8 @@ class Runtime:
         return self.register(spec_from_schema(name, input_schema, fn, **spec))
 
     def register(self, spec: ToolSpec | Callable[..., Any]) -> ToolSpec:
-        """Register a ToolSpec, or a function decorated with :func:`actionspace.tool`.
-
-        The schema is compiled now, so a bad schema raises here, not at the first call.
-        """
+        """Register a ToolSpec, or a function decorated with :func:`actionspace.tool`. The schema is compiled
+        now, so a bad schema raises here, not at the first call."""
         spec = as_spec(spec)
         self._parts.compiler.get(spec)
         return self.catalog.register(spec)
@@ -158,7 +159,7 @@ class Runtime:
 
     def run_state(self, run_id: str | None = None, principal: Principal | None = None) -> RunState:
         """The state of a run (the default run when ``run_id`` is None), opened on first use."""
-        self._closed and refuse_closed()
+        self._closed and _closing.refuse_closed()
         if run_id is None:
             run_id = self._default_run = self._default_run or self.new_run()
         return self.engine.run(run_id, principal)
@@ -169,7 +170,7 @@ class Runtime:
 
     def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
         """Start a run (or resume one by id) and return its id."""
-        return self.engine.run(run_id or f"run_{uuid.uuid4().hex[:16]}", principal).run_id
+        return self.run_id_of(run_id or f"run_{uuid.uuid4().hex[:16]}", principal=principal)
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
         """Record the end of a run; its state leaves memory (kept in the store, read back on use)."""
@@ -216,10 +217,11 @@ class Runtime:
         sources: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Observation]:
         """Every call in ``raw`` (any accepted format), in order; one observation each."""
-        run = self.run_state(run_id, principal)
-        return self.engine.calls(
-            raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources
+        run_id = self.run_id_of(run_id, principal=principal)
+        out = self.engine.calls(
+            raw, run_id=run_id, principal=principal, provenance=provenance, sources=sources
         )
+        return _closing.ended_by_close(out, self, run_id)  # rewritten if they ran while it closed
 
     def call(
         self,
@@ -242,7 +244,7 @@ class Runtime:
         ``node_id`` names the logical action within the run (default: node identity — the same tool, arguments
         and turn are one action). Several calls in ``raw`` come back grouped in ``items``, each answering the
         model's own call id. ``sources`` binds arguments to ``"user"`` or earlier call ids (policy/flow)."""
-        self._closed and refuse_closed()
+        self._closed and _closing.refuse_closed()
         run_id = run_id or self.run_id_of(None, principal=principal)
         out = self.engine.calls(
             raw,
@@ -254,8 +256,7 @@ class Runtime:
             dry_run=dry_run,
             fresh=fresh,
         )
-        out = ended_by_close(out, self, run_id) if self._closed else out  # it ran while closing
-        return out[0] if len(out) == 1 else group(out, run_id)
+        return _closing.answered(out, self, run_id)  # rewritten if it ran while the runtime closed
 
     async def acall(
         self,
@@ -270,12 +271,12 @@ class Runtime:
         fresh: bool = False,
     ) -> Observation:
         """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
-        self._closed and refuse_closed()
+        self._closed and _closing.refuse_closed()
         run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
         if not (provenance or sources or dry_run or fresh):
             quick = await self.engine.aquick(raw, run_id, node_id, principal)
             if quick is not None:
-                return ended_by_close([quick], self, run_id)[0] if self._closed else quick
+                return _closing.ended_by_close([quick], self, run_id)[0] if self._closed else quick
         out = await self.engine.acalls(
             raw,
             run_id=run_id,
@@ -286,8 +287,7 @@ class Runtime:
             dry_run=dry_run,
             fresh=fresh,
         )
-        out = ended_by_close(out, self, run_id) if self._closed else out
-        return out[0] if len(out) == 1 else group(out, run_id)
+        return _closing.answered(out, self, run_id)
 
     async def acall_all(
         self,
@@ -300,9 +300,10 @@ class Runtime:
     ) -> list[Observation]:
         """Async :meth:`call_all`; a message's calls run together where nothing can differ (docs/plans.md)."""
         run = self.run_state(run_id, principal)
-        return await self.engine.acalls(
+        out = await self.engine.acalls(
             raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources
         )
+        return _closing.ended_by_close(out, self, run.run_id)
 
     def astream(
         self,
@@ -318,7 +319,8 @@ class Runtime:
         action. ``policy``: how often provisional ones come (an ``execution.streaming.StreamPolicy``)."""
         run_id = self.run_id_of(run_id, principal=principal)
         policy = policy or StreamPolicy()
-        return astream(self.engine, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy)
+        stream = astream(self.engine, raw, run_id=run_id, node_id=node_id, principal=principal, policy=policy)
+        return _closing.ended_stream(stream, self)
 
     def user_input(
         self, run_id: str, text: str | Sequence[Any] | Mapping[str, Any], *, label: Label = PUBLIC_TRUSTED
@@ -335,7 +337,7 @@ class Runtime:
 
     def context_label(self, run_id: str) -> Label:
         """The join of everything the model was shown in ``run_id`` (see policy/flow.py)."""
-        return self.engine.run(run_id).flow.context
+        return self.run_state(run_id).flow.context
 
     def offer(
         self,
@@ -385,7 +387,7 @@ class Runtime:
     def environment(self, name: str, env: Environment) -> None:
         """Register a transactional environment that atomic plan groups can use (``ToolSpec.transaction``):
         ``env`` speaks :class:`~actionspace.plan.groups.Environment` (``mode``, ``begin``, ``committed``)."""
-        self.planner.environment(name, env)
+        self._parts.planner.environment(name, env)
 
     @property
     def plan_backend(self) -> str:
@@ -426,7 +428,7 @@ class Runtime:
         """
         if (backend or self.planner.backend) == "inprocess":
             run_id = self.run_state(run_id, principal).run_id
-        return await self.planner.arun(
+        result = await self._parts.planner.arun(
             plan,
             run_id=run_id,
             principal=principal,
@@ -436,6 +438,7 @@ class Runtime:
             retry_of=retry_of,
             backend=backend,
         )
+        return _closing.plan_ended_by_close(result, self)  # rewritten if it ran while the runtime closed
 
     def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
         """Sync :meth:`arun_plan` (runs its own event loop; from async code use ``arun_plan``)."""
@@ -445,11 +448,11 @@ class Runtime:
     def budget(self, *, run_id: str | None = None, principal: Principal | None = None) -> dict[str, float]:
         """What the budgets still allow per limited unit (the least over every applicable budget; {} if none).
         Per-run budgets count only with ``run_id``; ``principal``: the run's, else the runtime's."""
-        if self.meter is None:
+        if (meter := self._parts.meter) is None:
             return {}
         run = self.engine.known_run(run_id) if run_id is not None else None
         who = principal or (run.principal if run is not None else self.principal)
-        return self.meter.remaining(run_id, (who.id, who.tenant))
+        return meter.remaining(run_id, (who.id, who.tenant))
 
     def estimate(
         self, raw: Any, *, run_id: str | None = None, principal: Principal | None = None
@@ -457,8 +460,8 @@ class Runtime:
         """``{"estimate", "remaining", "fits"}`` for the calls in ``raw``, before running them: the most the
         calls can use (:func:`actionspace.policy.budget.estimate`, summed); tool names resolve to their
         current version. Nothing is recorded. Raises UnknownToolError for a tool that is not registered."""
-        total = estimate_calls(self.catalog, [raw] if isinstance(raw, ToolCall) else parse(raw).calls)
         remaining = self.budget(run_id=run_id, principal=principal)
+        total = estimate_calls(self.catalog, [raw] if isinstance(raw, ToolCall) else parse(raw).calls)
         return {"estimate": total.to_dict(), "remaining": remaining, "fits": total.fits(remaining)}
 
     def add_mcp_server(self, server: ToolSource[TS]) -> TS:
@@ -473,9 +476,7 @@ class Runtime:
 
     def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
         """Settle every ``dispatched`` / ``unknown`` ledger entry through its status query (sends nothing).
-
-        ``min_age_s`` skips entries touched more recently (a live process may hold them); start-up uses 30 s.
-        """
+        ``min_age_s`` skips entries touched more recently (a live process may hold them); start-up: 30 s."""
         return self._parts.ledger_admin.recover(min_age_s=min_age_s)
 
     def purge(self, *, retention_s: float = DEFAULT_RETENTION_S) -> int:
@@ -490,8 +491,7 @@ class Runtime:
         """Release threads and stores; ``wait`` lets timed-out tool calls finish first. Idempotent."""
         if not self._closed:
             self._closed = self.engine.runs.closed = True
-            note = functools.partial(note_cut_writes, self.ledger, self.engine.writing)
-            self._parts.close(wait=wait, before=note)
+            self._assembled.close(wait=wait, before=functools.partial(_closing.note_cut_writes, self.engine))
 
     def __enter__(self) -> Runtime:
         return self

@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from actionspace.errors import ActionError
-from actionspace.policy.budget import ZERO, Budgets, Meter, Reservation, Usage, _usage, _vector
+from actionspace.policy.budget import (
+    ZERO,
+    Budgets,
+    Meter,
+    Reservation,
+    Usage,
+    _drawn,
+    _take,
+    _usage,
+    _vector,
+)
 
 __all__ = ["PostgresMeter", "SqliteMeter", "open_meter"]
 
@@ -108,19 +118,25 @@ class _StoredMeter(Meter):
     ) -> Reservation | ActionError:
         keys = (_run_key(run_id), _principal_key(principal))
         need = _vector(amount)
+        drawn = _drawn(run_id, principal, need)
+        extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
 
         def reserve(conn: Any) -> Reservation | ActionError:
             run = self._row(conn, keys[0], lock=True)
             shared = self._row(conn, keys[1], lock=True)
-            refused = self._check(run, shared, amount)
+            refused = self._check(run, shared, amount, list(extra))
             if refused is not None:
                 return refused
             remaining = self._remaining(run, shared)
-            for key in keys:
-                self._add(conn, key, need)
-            return Reservation(run, shared, amount, remaining, keys=keys)
+            if any(extra):
+                for key in keys:
+                    self._add(conn, key, extra)
+            return Reservation(run, shared, amount, remaining, keys=keys, scope=(run_id, principal))
 
-        return self._transact(reserve)
+        reserved = self._transact(reserve)
+        if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
+            _take(drawn)
+        return reserved
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         if reservation.keys is None:

@@ -51,10 +51,22 @@ from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance, ToolCall, Trimming
 
 
+class _Runs(Protocol):
+    @property
+    def closed(self) -> bool:
+        """The runtime closed: a call not begun yet is not sent."""
+        ...
+
+
 class Engine(Protocol):
     """What streaming needs of :class:`actionspace.pipeline.Engine` (it imports this module)."""
 
     executor: Executor
+    writing: dict[str, None]
+    """Keys of the writes in the ledger protocol (noted ``unknown`` when the runtime closes)."""
+
+    @property
+    def runs(self) -> _Runs: ...
 
     def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
 
@@ -331,13 +343,25 @@ async def stream_ready(
             async for item in dispatch():
                 yield item if isinstance(item, Observation) else final(item)
             return
+        engine.writing[ready.key] = None
         async for obs in engine.drive_stream(ready, rec, dispatch, on_outcome=final):
             yield obs
     except (GeneratorExit, asyncio.CancelledError):
         _cancelled(ready, rec)
         raise
     finally:
+        if ready.key is not None:
+            engine.writing.pop(ready.key, None)
         outputs[-1].close()
+
+
+def _not_begun(run: RunState, call: ToolCall) -> Observation:
+    error = ActionError.of(
+        "cancelled", "the Runtime was closed before this call began; it was not sent", details={"sent": False}
+    )
+    return Observation.failure(
+        error, call_id=call.id or f"{run.run_id}:n{next(run.nodes)}", tool=call.name[:200]
+    )
 
 
 async def final_of(observations: AsyncGenerator[Observation, None]) -> Observation:
@@ -363,7 +387,8 @@ async def astream(
 
     A non-streaming tool yields its one (final) observation; a call rejected before execution
     yields its error observation. The trace is flushed after every observation, so a reader of
-    the trace sees the progress while the stream runs. Raises ValueError, before anything is
+    the trace sees the progress while the stream runs. Once the runtime closes, a call not begun
+    yet ends ``cancelled``, not sent. Raises ValueError, before anything is
     recorded, for a node id no store can write (:func:`~actionspace.pipeline.runs.check_id`).
     """
     if node_id is not None:
@@ -378,6 +403,9 @@ async def astream(
             return
         node = node_id if len(calls) == 1 else None
         for call in calls:
+            if engine.runs.closed:  # closed while an earlier call ran: this one is not sent
+                yield _not_begun(run, call)
+                continue
             ready = await engine.aprepare(run, call, principal=who, rec=rec, node_id=node)
             if not isinstance(ready, Ready):
                 run.flow.observed(ready)

@@ -6,7 +6,8 @@ Anthropic ``tool_use`` blocks) proposed them all before it saw any result.
 call's tool without waiting for the calls before it to end where their read/write sets commute
 (DESIGN §7) and the call meets the decisions it would meet once they were shown
 (:func:`prepares_alike`). Observations are shown to the flow state in the message's order, and
-each call's events, recorded apart, join the message's in event order.
+each call's events, recorded apart, join the message's in event order. Once the runtime closes
+(``engine.runs.closed``), a call not begun yet is not sent: it ends ``cancelled``.
 ``tests/pipeline/test_message_together.py`` compares it with the calls run one after the other.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from actionspace.discovery.runs import RunState
+from actionspace.errors import ActionError
 from actionspace.execution.ready import Ready
 from actionspace.pipeline.fast_effects import always_allows, has_effects, labels_decide
 from actionspace.pipeline.stages import CallInput, Stage
@@ -74,7 +76,11 @@ async def run_together(
                 unshown, writing = PUBLIC_TRUSTED, False
             ready: Ready | Observation
             try:
-                ready = await engine.aprepare_input(inp)
+                ready = (
+                    _not_begun(call, call.id or f"{run.run_id}:n{next(run.nodes)}")
+                    if engine.runs.closed
+                    else await engine.aprepare_input(inp)
+                )
             except Exception as exc:  # a bug of ours or of a validator: typed, never raised
                 ready = engine.internal(exc, own, call)
             if isinstance(ready, Observation):  # refused before running: shown in its turn
@@ -185,10 +191,20 @@ async def _one(
     """A prepared call of a message, once the calls it must follow have ended."""
     if after:
         await asyncio.wait(after)
+    if engine.runs.closed:  # closed while it waited: never sent
+        return _not_begun(call, ready.call_id)
     try:
         return await engine.run_ready(ready, rec, False)
     except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
         return engine.internal(exc, rec, call)
+
+
+def _not_begun(call: ToolCall, call_id: str) -> Observation:
+    """A call of the message that the runtime closed before it began: ``cancelled``, not sent."""
+    error = ActionError.of(
+        "cancelled", "the Runtime was closed before this call began; it was not sent", details={"sent": False}
+    )
+    return Observation.failure(error, call_id=call_id, tool=call.name[:200])
 
 
 @dataclass(slots=True)

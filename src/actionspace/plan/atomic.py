@@ -15,9 +15,16 @@ from actionspace.ledger.commit import AdmitSend, new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
-from actionspace.plan.group_budget import group_estimate, over_budget, refuse_over_budget, settle_members
+from actionspace.plan.group_budget import (
+    group_estimate,
+    over_budget,
+    release_group,
+    reserve_group,
+    settle_members,
+)
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
+from actionspace.policy.budget import Reservation, drawing_from
 from actionspace.policy.flow import bindings, label_of
 from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
@@ -70,7 +77,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         rec.add("observation", {"status": "error", "category": error.category, "group": unit.id})
         return Observation.failure(error, call_id=call_id, tool=spec.name)
 
-    refused, admit_send = await _over_budget(sched, unit, planned, key, rec)
+    refused, admit_send, attempt.hold = await _over_budget(sched, unit, planned, key, rec)
     if refused is not None:  # refused whole, before its intent: none of its members runs
         denied = fail(refused)
         sched._buffer(rec)
@@ -95,6 +102,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
 
     result: Observation | None = None
     sched.group_attempts[unit.id] = attempt
+    engine.writing[key] = None  # noted ``unknown`` should the runtime close while it runs
     try:
         async for obs in engine.drive(steps, dispatch):
             result = obs
@@ -110,6 +118,9 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         raise
     finally:
         del sched.group_attempts[unit.id]
+        engine.writing.pop(key, None)
+        guard = engine.stages.guard
+        release_group(guard.meter if guard is not None else None, attempt.hold)
         sched._buffer(rec)
     assert result is not None
     sched.member_results.update(_account(sched, unit, result, attempt))
@@ -118,15 +129,16 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
 
 async def _over_budget(
     sched: Scheduler, unit: CheckedNode, planned: list[list[Any]], key: str, rec: Recorder
-) -> tuple[ActionError | None, AdmitSend | None]:
+) -> tuple[ActionError | None, AdmitSend | None, Reservation | None]:
     """(``budget_exceeded`` when the members' estimates together do not fit, recorded as the
     budget gate records a refused call, else None; the same check for the commit protocol to run
-    before it sends, for a group let through here, else None). A group the ledger answers without
+    before it sends, for a group let through here, else None; the hold reserving the estimates
+    that the members' admissions draw on, else None). A group the ledger answers without
     sending (``key`` settled: its replay) spends nothing, so it is let through here; should the
     ledger find its entry sendable after all (purged meanwhile), it is checked before it is sent."""
     guard = sched.engine.stages.guard
     if guard is None or guard.meter is None:
-        return None, None
+        return None, None, None
     meter, run_id, principal = guard.meter, sched.run_state.run_id, sched.principal
     members = {m.id for m in unit.members}
     calls = [(m.specs[0], args) for m, (_k, _s, args) in zip(unit.members, planned, strict=True)]
@@ -143,8 +155,11 @@ async def _over_budget(
         return refused
 
     if await _replayed(sched.engine.ledger, key):
-        return None, lambda: recorded(over_budget(meter, run_id, principal, need, unit.id))
-    return recorded(await refuse_over_budget(meter, run_id, principal, need, unit.id)), None
+        return None, lambda: recorded(over_budget(meter, run_id, principal, need, unit.id)), None
+    held = await reserve_group(meter, run_id, principal, need, unit.id)
+    if isinstance(held, ActionError):
+        return recorded(held), None, None
+    return None, None, held
 
 
 _SENT_AGAIN = ("transient", "rate_limited")
@@ -187,6 +202,8 @@ class GroupAttempt:
     """The members were stopped (cancelled) and the transaction rolled back; commit never began."""
     admitted: dict[str, Admission] = field(default_factory=dict)
     """The budget admissions of this dispatch's members, settled when the dispatch ends."""
+    hold: Reservation | None = None
+    """The group's reservation of its members' estimates, drawn on by their admissions."""
 
     def stoppable(self) -> bool:
         """Cancelling the group's task now stops it before its commit, its writes rolled back."""
@@ -358,9 +375,10 @@ async def _members(
 
         bound = bindings(m.node.arguments, label) if m.refs else None  # $ref arguments carry their labels
         try:
-            ready = await engine.aprepare(
-                state, call, principal=sched.principal, rec=rec, node_id=m.id, bound=bound
-            )
+            with drawing_from(attempt.hold):  # its admission draws on the group's hold
+                ready = await engine.aprepare(
+                    state, call, principal=sched.principal, rec=rec, node_id=m.id, bound=bound
+                )
             if isinstance(ready, Ready):
                 if ready.admission is not None:  # its reservation is settled with the group
                     attempt.admitted[m.id], ready.admission = ready.admission, None

@@ -37,6 +37,8 @@ class PlanEngine(Protocol):
     catalog: Catalog
     ledger: LedgerStore
     executor: Executor
+    writing: dict[str, None]
+    """Keys of the writes in the ledger protocol; a runtime that closes notes them ``unknown``."""
 
     @property
     def stages(self) -> Gates:

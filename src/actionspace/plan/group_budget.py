@@ -9,6 +9,13 @@ first against what the budgets still allow, and a group that cannot fit is refus
 served from the read cache counts nothing, and one whose item count depends on another member's
 output counts no items. The members are still admitted one by one as they run.
 
+A group about to be sent does not only check that least cost, it reserves it
+(:func:`reserve_group`): a check alone let groups and calls running at the same time all see the
+same room, start their members, and fail half-way for the budget (their first members' tools
+called for nothing). Its members' admissions draw on that hold
+(:func:`~actionspace.policy.budget.drawing_from`), and :func:`release_group` gives back what no
+member drew when the group ends.
+
 Each member's reservation is settled with its group (:func:`settle_members`), never by the member's
 own call: to what the member used when the group committed (or may have), to nothing when the
 group rolled back, so a group that never became visible costs nothing.
@@ -25,11 +32,18 @@ from actionspace.errors import ActionError, said_safely
 from actionspace.execution.cache import cacheable
 from actionspace.execution.guarded import Admission, observation_bytes
 from actionspace.plan.refs import find_refs, parse_ref
-from actionspace.policy.budget import ZERO, Meter, Usage, charge, estimate, item_count
+from actionspace.policy.budget import ZERO, Meter, Reservation, Usage, charge, estimate, item_count
 from actionspace.policy.principal import Principal
 from actionspace.types import Observation
 
-__all__ = ["group_estimate", "over_budget", "refuse_over_budget", "settle_members"]
+__all__ = [
+    "group_estimate",
+    "over_budget",
+    "refuse_over_budget",
+    "release_group",
+    "reserve_group",
+    "settle_members",
+]
 
 _EPSILON = 1e-9
 """Slack for money sums, as the meter allows (0.1 + 0.2 > 0.3 in floating point)."""
@@ -62,6 +76,53 @@ async def refuse_over_budget(
     if type(meter) is Meter:
         return _refusal(meter, run_id, principal, need, group)
     return await asyncio.to_thread(over_budget, meter, run_id, principal, need, group)
+
+
+async def reserve_group(
+    meter: Meter | None, run_id: str, principal: Principal, need: Usage, group: str
+) -> Reservation | ActionError | None:
+    """Reserve ``need`` for the group's members (the hold they draw on); ``budget_exceeded`` when
+    it does not fit what some budget still allows; None without a meter, or when the meter's store
+    does not answer (each member's own admission still applies). Release it with
+    :func:`release_group` once the group has ended."""
+    if meter is None:
+        return None
+    if type(meter) is Meter:
+        return _reserved(meter, run_id, principal, need, group)
+    return await asyncio.to_thread(_reserved, meter, run_id, principal, need, group)
+
+
+def _reserved(
+    meter: Meter, run_id: str, principal: Principal, need: Usage, group: str
+) -> Reservation | ActionError | None:
+    try:
+        held = meter.admit(run_id, (principal.id, principal.tenant), need)
+    except Exception:
+        return None
+    if isinstance(held, Reservation):
+        return held
+    details = held.details
+    unit, budget = details["unit"], details["budget"]
+    return ActionError.of(
+        "budget_exceeded",
+        f"group {group} needs at least {getattr(need, unit)} {unit} for its members together and "
+        f"{details['remaining'][unit]} of {budget[unit]} {unit} per {budget['per']} remain; "
+        "none of its members was run",
+        details={**details, "group": group},
+    )
+
+
+def release_group(meter: Meter | None, hold: Reservation | None) -> str | None:
+    """Give back what no member drew of a group's hold, in the calling thread (so no cancel comes
+    between the group's end and its release); why the meter's store did not take it, or None. A
+    hold the store did not release stays counted: the budget errs on the side of spent."""
+    if meter is None or hold is None:
+        return None
+    try:
+        meter.settle(hold, ZERO)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {said_safely(exc, 200)}"
+    return None
 
 
 def over_budget(

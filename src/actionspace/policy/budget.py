@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +36,7 @@ __all__ = [
     "Meter",
     "Reservation",
     "Usage",
+    "drawing_from",
     "estimate",
     "estimate_calls",
     "item_count",
@@ -191,10 +194,29 @@ def estimate_calls(catalog: Catalog, calls: Iterable[ToolCall]) -> Usage:
 
 
 def charge(spec: ToolSpec, *, calls: int, items: int, nbytes: int) -> Usage:
-    """Usage of a call that dispatched ``calls`` times over ``items`` and showed ``nbytes``."""
+    """Usage of a call that dispatched ``calls`` times over ``items`` and showed ``nbytes``.
+
+    Money is ``calls * cost.per_call + items * cost.per_item + nbytes * cost.per_byte``, each term
+    by :func:`_priced`: never NaN, never negative, never an exception for a misdeclared cost."""
     cost = spec.cost
-    money = calls * cost.per_call + items * cost.per_item + nbytes * cost.per_byte
+    money = _priced(calls, cost.per_call) + _priced(items, cost.per_item) + _priced(nbytes, cost.per_byte)
     return Usage(calls=calls, items=items, bytes=nbytes, money=money)
+
+
+def _priced(count: int, rate: object) -> float:
+    """``count * rate`` as a float: a rate that is not a real number (NaN, a string, a callable) is
+    infinite, so it never fits a money limit; a negative rate or an unused unit costs nothing; a
+    product too large for a float is infinite."""
+    if count <= 0:
+        return 0.0
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or rate != rate:
+        return math.inf
+    if rate <= 0:
+        return 0.0
+    try:
+        return float(count * rate)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(slots=True)
@@ -209,6 +231,43 @@ class Reservation:
     keys: tuple[str, str] | None = None
     """For a meter kept in a store: the run's and the principal's rows (``run`` and ``principal``
     are then copies, and :meth:`Meter.settle` writes the difference to the store)."""
+    scope: tuple[str, tuple[str, str | None]] | None = None
+    """The run and the principal it was admitted for."""
+
+
+_DRAWING: ContextVar[Reservation | None] = ContextVar("actionspace_budget_drawing", default=None)
+
+
+@contextmanager
+def drawing_from(hold: Reservation | None) -> Iterator[None]:
+    """Admissions inside draw first on ``hold`` (an atomic group's reservation of its members'
+    estimates, for the same run and principal), so a member is never refused for the room its own
+    group holds, and what it draws is no longer held: releasing the hold afterwards (settling it at
+    nothing) gives back only what no member drew. None draws on nothing."""
+    if hold is None:
+        yield
+        return
+    token = _DRAWING.set(hold)
+    try:
+        yield
+    finally:
+        _DRAWING.reset(token)
+
+
+def _drawn(run_id: str, principal: tuple[str, str | None], need: tuple[float, ...]) -> list[float]:
+    """Per unit, what an admission of ``need`` takes from the hold it is drawing on (0 without one)."""
+    hold = _DRAWING.get()
+    if hold is None or hold.scope != (run_id, principal):
+        return [0, 0, 0, 0.0]
+    left = _vector(hold.amount)
+    return [min(need[i], left[i]) for i in range(4)]
+
+
+def _take(drawn: list[float]) -> None:
+    """Lower the hold being drawn on by ``drawn`` (after the admission that drew it took effect)."""
+    hold = _DRAWING.get()
+    if hold is not None and any(drawn):
+        hold.amount = hold.amount - _usage(drawn)
 
 
 _EPSILON = 1e-9
@@ -276,18 +335,25 @@ class Meter:
             shared = self._principals.get(principal)
             if shared is None:
                 shared = self._principals[principal] = [0, 0, 0, 0.0]
-            refused = self._check(run, shared, amount)
+            drawn = _drawn(run_id, principal, need)
+            extra = [need[i] - drawn[i] for i in range(4)]
+            refused = self._check(run, shared, amount, extra)
             if refused is not None:
                 return refused
             remaining = self._remaining(run, shared)
             for i in range(4):
-                run[i] += need[i]
-                shared[i] += need[i]
-            return Reservation(run, shared, amount, remaining)
+                run[i] += extra[i]
+                shared[i] += extra[i]
+            _take(drawn)
+            return Reservation(run, shared, amount, remaining, scope=(run_id, principal))
 
-    def _check(self, run: list[float], shared: list[float], amount: Usage) -> ActionError | None:
-        """The ``budget_exceeded`` error when ``amount`` does not fit every applicable budget."""
-        need = _vector(amount)
+    def _check(
+        self, run: list[float], shared: list[float], amount: Usage, need: list[float] | None = None
+    ) -> ActionError | None:
+        """The ``budget_exceeded`` error when ``amount`` (``need`` of it still to find room for,
+        when part of it is drawn on a hold) does not fit every applicable budget."""
+        if need is None:
+            need = list(_vector(amount))
         for budget, per_principal, limits in self._limits:
             used = shared if per_principal else run
             for unit, i, limit in limits:
