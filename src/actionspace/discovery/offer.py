@@ -68,12 +68,8 @@ def offer(
     if described is not None:
         offered.append(described)
     before = run.pins
-    run.pins = {s.name: pin_of(s) for s in offered}
-    if run.pins != before:  # the same tools offered again (every turn of a loop) change nothing to save
-        run.pins_version += 1
+    run.offered({s.name: pin_of(s) for s in offered}, disclosure=disclose)  # the same again: no change
     run.resolved.clear()
-    run.explicit_offer = True
-    run.disclosure = disclose
     # A definition read earlier stays read only while the same version is offered.
     run.described = {n for n in run.described if n in run.pins and before.get(n) == run.pins[n]}
     if described is not None:

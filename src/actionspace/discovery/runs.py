@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,10 +26,9 @@ from actionspace.discovery.candidates import safe_suggestions
 from actionspace.discovery.disclosure import full_definition, undescribed
 from actionspace.errors import ActionError
 from actionspace.policy.flow import FlowState
-from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 
-__all__ = ["Pin", "RunState", "definition_hash", "pin_of", "resolve"]
+__all__ = ["Pin", "RunState", "definition_hash", "join_call_ids", "pin_of", "resolve"]
 
 Pin = tuple[str, str, str]
 """``(version, input-schema hash, definition hash)`` of a tool as offered to a run. The definition
@@ -56,6 +56,14 @@ class RunState:
     offer that replaced the tools by as many others (a count would not move)."""
     explicit_offer: bool = False
     """True after ``Runtime.offer``: only pinned names may be called."""
+    offer: str = ""
+    """The id of the offer :attr:`pins` come from (``""``: none made since ids were kept)."""
+    offer_base: str = ""
+    """The id of the offer in force when :attr:`offer` was made (the one it replaced)."""
+    own_offer: str = ""
+    """The id of the last offer made in this process (not saved): while no offer made knowing it
+    replaces it, this process judges its calls by it, whatever offer another process made at the
+    same time (its model answers the offer it was shown)."""
     resolved: dict[str, tuple[int, ToolSpec]] = field(default_factory=dict)
     """Called name → (catalog generation, spec): a resolution stays valid until the catalog changes."""
     disclosure: bool = False
@@ -88,6 +96,9 @@ class RunState:
     processes continuing the run save in turn: pipeline/runs.py)."""
     base: tuple[int, int] = (0, 0)
     """(:attr:`turn`, :attr:`pins_version`) as of :attr:`rev`: what this process changed since."""
+    base_messages: int = 0
+    """The user's messages in the run as of :attr:`rev`: those received here since are numbered
+    after the ones another process saved meanwhile (:meth:`FlowState.merge`)."""
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     """Held to change the turn or the pins, to save, and to merge a newer snapshot in."""
 
@@ -97,27 +108,33 @@ class RunState:
             self.pins[name] = pin
             self.pins_version += 1
 
+    def offered(self, pins: dict[str, Pin], *, disclosure: bool) -> None:
+        """An offer of this process: only the tools pinned in ``pins`` may be called, with
+        progressive ``disclosure`` or not. The same offer again (an agent loop offers every turn)
+        changes nothing; another gets a new id."""
+        with self.lock:
+            if pins != self.pins:
+                self.pins = pins
+                self.pins_version += 1
+            elif self.explicit_offer and disclosure == self.disclosure:
+                return
+            self.explicit_offer, self.disclosure = True, disclosure
+            self.offer_base, self.offer = self.offer, secrets.token_hex(8)
+            self.own_offer = self.offer
+
     def absorb(self, data: Mapping[str, Any]) -> None:
         """Merge a newer snapshot another process saved (its ``"rev"``) into this state: its turn
-        plus the turns taken here since :attr:`rev`; its offer unless this process made another
-        since; every label, artifact and described tool of both; the user's messages it holds
-        beyond those known here. Call ids and caches of this process are kept."""
-        with self.lock, self.flow._lock:  # no label, turn or pin changes here meanwhile
-            clean = self.mark() == self.saved
+        plus the turns taken here since :attr:`rev`, and likewise the user's messages; its offer
+        unless this process made another since, or judges by an offer of its own made at the
+        same time (:attr:`own_offer`); every label, artifact and described tool of both. Call ids
+        and caches of this process are kept."""
+        with self.lock:  # no turn or pin changes here meanwhile (labels: FlowState.merge)
+            saved = self.saved
+            others_saved = saved is not None and saved[1][1:] == self.label_mark()[1:]
             turn, pins_version = self.base
             stored_turn = int(data.get("turn") or 0)
             self.turn = stored_turn + max(self.turn - turn, 0)
-            stored_pins = _stored_pins(data.get("pins"))
-            if self.pins_version == pins_version and (
-                stored_pins != self.pins
-                or bool(data.get("explicit_offer")) != self.explicit_offer
-                or bool(data.get("disclosure")) != self.disclosure
-            ):
-                self.pins = stored_pins
-                self.pins_version += 1
-                self.explicit_offer = bool(data.get("explicit_offer"))
-                self.disclosure = bool(data.get("disclosure"))
-                self.resolved = {}  # resolved again under the offer now in force
+            self._absorb_offer(data, changed_here=self.pins_version != pins_version)
             self.described |= {str(n) for n in data.get("described") or ()}
             who = data.get("principal")
             if isinstance(who, Mapping) and who != self.principal.to_dict():
@@ -128,12 +145,38 @@ class RunState:
                 self.errors_seen |= {str(c) for c in errors}
                 self.errors_mark += len(self.errors_seen) != before
             stored_flow = FlowState.from_state(_with_texts(data))
-            _join_flow(self.flow, stored_flow)
+            flow_saved = (saved[0], saved[1][0]) if saved is not None and others_saved else None
+            merged = self.flow.merge(stored_flow, received_after=self.base_messages, saved_at=flow_saved)
             self.texts_saved = max(self.texts_saved, stored_flow.user_count)
+            self.base_messages = stored_flow.user_count
             self.rev = int(data.get("rev") or 0)
             self.base = (stored_turn, self.pins_version)
-            if clean:  # nothing of this process waits to be saved: the state is as stored
-                self.saved, self.saved_label = self.mark(), self.label_mark()
+            if merged is not None:  # nothing of this process waits to be saved: the state is as stored
+                self.saved = (merged[0], (merged[1], *self.label_mark()[1:]))
+                self.saved_label = self.saved[1]
+
+    def _absorb_offer(self, data: Mapping[str, Any], *, changed_here: bool) -> None:
+        """Take the stored offer, unless this process's own offer stands beside it: the stored
+        one is the offer it replaced, or one made at the same time (both replaced the same), or
+        the pins changed here since under the same offer (a tool first resolved, say)."""
+        offer, offer_base = str(data.get("offer") or ""), str(data.get("offer_base") or "")
+        if offer != self.offer and self.own_offer and self.own_offer == self.offer:
+            if offer in (self.offer_base, "") or offer_base == self.offer_base:
+                return
+        elif offer == self.offer and changed_here:
+            return
+        stored_pins = _stored_pins(data.get("pins"))
+        self.offer, self.offer_base = offer, offer_base
+        if (
+            stored_pins != self.pins
+            or bool(data.get("explicit_offer")) != self.explicit_offer
+            or bool(data.get("disclosure")) != self.disclosure
+        ):
+            self.pins = stored_pins
+            self.pins_version += 1
+            self.explicit_offer = bool(data.get("explicit_offer"))
+            self.disclosure = bool(data.get("disclosure"))
+            self.resolved = {}  # resolved again under the offer now in force
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
@@ -161,6 +204,7 @@ class RunState:
             "turn": self.turn,
             "pins": {name: list(pin) for name, pin in self.pins.items()},
             "explicit_offer": self.explicit_offer,
+            **({"offer": self.offer, "offer_base": self.offer_base} if self.offer else {}),
             "disclosure": self.disclosure,
             "described": sorted(self.described),
             "flow": self.flow.to_state(),
@@ -180,6 +224,8 @@ class RunState:
             nodes=itertools.count(first_node),
             pins=_stored_pins(data.get("pins")),
             explicit_offer=bool(data.get("explicit_offer")),
+            offer=str(data.get("offer") or ""),
+            offer_base=str(data.get("offer_base") or ""),
             disclosure=bool(data.get("disclosure")),
             described={str(n) for n in data.get("described") or ()},
             flow=FlowState.from_state(_with_texts(data)),
@@ -189,6 +235,7 @@ class RunState:
         )
         run.rev = int(data.get("rev") or 0)
         run.base = (run.turn, run.pins_version)
+        run.base_messages = run.flow.user_count
         run.saved = run.mark()
         run.saved_label = run.label_mark()
         # a snapshot of the earlier form held its texts: the next save stores them apart
@@ -196,26 +243,16 @@ class RunState:
         return run
 
 
-def _join_flow(flow: FlowState, stored: FlowState) -> None:
-    """Join what ``stored`` (read back from another process's snapshot) holds into ``flow`` in
-    place, its lock held by the caller: a call of this process in flight writes to the same state."""
-    for source, label in stored.origins():
-        flow._add(source, label)  # the context joins every label of the other process
-    if not stored.context.flows_to(flow.context):
-        flow._add("run_state", stored.context)  # labels whose call ids were not kept
-    if stored.user_count > flow.user_count:
-        flow.user_texts = stored.user_texts
-        flow.user_count = stored.user_count
-        flow.label_version += 1
-    user_label: Label = flow.user_label.join(stored.user_label)
-    if user_label != flow.user_label:
-        flow.user_label = user_label
-        flow.label_version += 1
-    for ref, shown in stored.artifacts.items():
-        if ref not in flow.artifacts:
-            flow.artifacts[ref] = shown
-            flow.label_version += 1
-    flow.version += 1
+def join_call_ids(base: Mapping[str, Any], other: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The snapshot ``base`` with the call ids behind the labels of ``other`` (another snapshot of
+    the run, saved without waiting by another process or at another revision) kept too, and any
+    label of ``other`` joined in; ``base`` itself when it holds them all already."""
+    flow = FlowState.from_state(base.get("flow") or {})
+    extra = FlowState.from_state(other.get("flow") or {})
+    if set(extra.origins()) <= set(flow.origins()) and extra.context.flows_to(flow.context):
+        return base
+    flow.merge(extra)
+    return {**base, "flow": flow.to_state()}
 
 
 def _stored_pins(raw: Any) -> dict[str, Pin]:

@@ -26,6 +26,11 @@ written only over the one it was made from (compare and set): ``save`` over revi
 (none stored counts as 0), ``save_later`` over ``rev`` itself; otherwise nothing is written and
 ``save`` returns False, so the saver reads the newer snapshot back, merges and saves again
 (:class:`actionspace.pipeline.runs.RunRegistry`). :meth:`rev` reads a run's revision alone.
+
+A snapshot saved later is not lost to another process's save: given ``join``, the stores here
+write ``join(stored, state)`` over whatever snapshot is stored (under its revision), and a save
+writes ``join(state, stored)`` over revision ``rev - 1``: what one process saved later (the call
+ids behind the run's labels, which ``join`` keeps from both) survives the other's next save.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -55,6 +60,8 @@ _PRUNE_EVERY: Final = 256
 
 Texts = Sequence[tuple[int, str]]
 """The user's messages new since the last save, each with its number in the run (from 1)."""
+Join = Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]]
+"""``join(base, other)``: the snapshot ``base`` with what only ``other`` holds of the run kept too."""
 
 _SQLITE_SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS run_state_meta (
@@ -93,6 +100,7 @@ _PG_UPSERT_IF: Final = (
     + ", rev = excluded.rev WHERE actionspace_run_state.rev = %s"
 )
 _PG_REV: Final = "SELECT rev FROM actionspace_run_state WHERE run_id = %s"
+_PG_STATE_FOR_UPDATE: Final = "SELECT state FROM actionspace_run_state WHERE run_id = %s FOR UPDATE"
 _SQLITE_TEXT: Final = "INSERT OR REPLACE INTO run_state_text (run_id, n, text) VALUES (?, ?, ?)"
 _SQLITE_PRUNE: Final = "DELETE FROM run_state_text WHERE run_id = ? AND n <= ?"
 _SQLITE_TEXTS: Final = "SELECT text FROM run_state_text WHERE run_id = ? ORDER BY n DESC LIMIT ?"
@@ -116,6 +124,7 @@ class RunStateStore(Protocol):
         used. A snapshot saved later never replaces a newer one; its texts are written anyway.
         A store that keeps revisions (see the module docstring) returns False when another
         snapshot was saved since revision ``state["rev"] - 1``, and ``rev(run_id)`` gives it.
+        A store may take ``join=`` (:data:`Join`) with both methods: see the module docstring.
         """
         ...
 
@@ -129,6 +138,21 @@ def _rev(state: Mapping[str, Any]) -> int | None:
 def _encode(state: Mapping[str, Any]) -> str:
     text = json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
+
+
+def _joined(
+    state: Mapping[str, Any], stored: str | None, join: Join | None, step: int
+) -> Mapping[str, Any] | None:
+    """What a save (``step`` 1) or a later save (0) of ``state`` writes over the ``stored``
+    snapshot (None: another one was saved since the save's revision)."""
+    if join is None or stored is None:
+        return state
+    old = json.loads(stored)
+    if step == 0:
+        return join(old, state)  # its revision, with the call ids saved later kept
+    if (_rev(old) or 0) != (_rev(state) or 0) - 1:
+        return None
+    return join(state, old)
 
 
 def _with_texts(text: str, texts: list[str]) -> dict[str, Any]:
@@ -169,17 +193,29 @@ class MemoryRunStateStore:
         with self._lock:
             return self._revs.get(run_id)
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
-        return self._save(run_id, state, texts, 1)
+    def save(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> bool:
+        return self._save(run_id, state, texts, 1, join)
 
-    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
-        return self._save(run_id, state, texts, 0)
+    def save_later(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> bool:
+        return self._save(run_id, state, texts, 0, join)
 
-    def _save(self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int) -> bool:
+    def _save(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int, join: Join | None
+    ) -> bool:
         text = _encode(state)  # a snapshot that cannot be encoded fails here, as in a database store
         below = _pruned_below(texts)
         rev = _rev(state)
         with self._lock:
+            if rev is not None and join is not None:
+                joined = _joined(state, self._states.get(run_id), join, step)
+                if joined is None:
+                    return False
+                if joined is not state:
+                    text, rev = _encode(joined), _rev(joined)
             if rev is not None and self._revs.get(run_id, 0) != rev - step:
                 return False
             self._states[run_id] = text
@@ -231,42 +267,70 @@ class SqliteRunStateStore:
         row = self._db.conn().execute(_SQLITE_REV, (run_id,)).fetchone()
         return None if row is None else int(row[0])
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
+    def save(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> bool:
         self._db.check_open()
         self._number(run_id)
         params, rows, below = self._params(run_id, state, texts, 1)
 
         def write(conn: Any) -> bool:
-            if conn.execute(*params).rowcount == 0:
+            upsert = self._joined_upsert(conn, run_id, state, join, 1, params)
+            if upsert is None or conn.execute(*upsert).rowcount == 0:
                 return False  # another snapshot was saved since this one's revision
             self._write_texts(conn, run_id, rows, below)
             return True
 
         return bool(self._group.run(write))
 
-    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> None:
+    def save_later(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> None:
         """:meth:`save` without waiting: the file's writer commits it within ``LINGER_S`` (or a
         read commits it first), unless a newer snapshot of the run was saved meanwhile, here or,
-        for a snapshot with a revision, by another process (the texts are written in any case)."""
+        for a snapshot with a revision, by another process (then, given ``join``, it is joined
+        to that one; the texts are written in any case)."""
         self._db.check_open()
         number = self._number(run_id)
         params, rows, below = self._params(run_id, state, texts, 0)
 
         def write(conn: Any) -> None:
             if self._latest.get(run_id) == number:  # else a newer snapshot was saved: keep it
-                conn.execute(*params)
+                conn.execute(*(self._joined_upsert(conn, run_id, state, join, 0, params) or params))
             self._write_texts(conn, run_id, rows, below)
 
         self._group.defer(write)
+
+    @classmethod
+    def _joined_upsert(
+        cls,
+        conn: Any,
+        run_id: str,
+        state: Mapping[str, Any],
+        join: Join | None,
+        step: int,
+        params: tuple[str, tuple[Any, ...]],
+    ) -> tuple[str, tuple[Any, ...]] | None:
+        """The upsert of :func:`_joined` over the stored snapshot (``params``: of ``state`` itself)."""
+        if join is None or _rev(state) is None:
+            return params
+        row = conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
+        joined = _joined(state, None if row is None else row[0], join, step)
+        if joined is None or joined is state:
+            return None if joined is None else params
+        return cls._upsert(run_id, joined, step)
 
     @classmethod
     def _params(
         cls, run_id: str, state: Mapping[str, Any], texts: Texts, step: int
     ) -> tuple[tuple[str, tuple[Any, ...]], list[tuple[str, int, str]], int]:
         """The upsert of ``state`` (over revision ``rev - step`` only, when it holds one)."""
+        return (cls._upsert(run_id, state, step), *cls._rows(run_id, texts))
+
+    @staticmethod
+    def _upsert(run_id: str, state: Mapping[str, Any], step: int) -> tuple[str, tuple[Any, ...]]:
         rev, row = _rev(state), (run_id, _encode(state), time.time())
-        upsert = (_SQLITE_UPSERT, row) if rev is None else (_SQLITE_UPSERT_IF, (*row, rev - step))
-        return (upsert, *cls._rows(run_id, texts))
+        return (_SQLITE_UPSERT, row) if rev is None else (_SQLITE_UPSERT_IF, (*row, rev - step))
 
     @staticmethod
     def _rows(run_id: str, texts: Texts) -> tuple[list[tuple[str, int, str]], int]:
@@ -343,18 +407,32 @@ class PostgresRunStateStore:
             row = conn.execute(_PG_REV, (run_id,)).fetchone()
         return None if row is None else int(row["rev"])
 
-    def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
-        return self._save(run_id, state, texts, 1)
+    def save(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> bool:
+        return self._save(run_id, state, texts, 1, join)
 
-    def save_later(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool:
-        """:meth:`save` over the revision ``state`` holds itself (what changed beside it is kept)."""
-        return self._save(run_id, state, texts, 0)
+    def save_later(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
+    ) -> bool:
+        """:meth:`save` over the revision ``state`` holds itself (what changed beside it is kept);
+        given ``join``, over whichever revision is stored, joined to it."""
+        return self._save(run_id, state, texts, 0, join)
 
-    def _save(self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int) -> bool:
+    def _save(
+        self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int, join: Join | None
+    ) -> bool:
         text = _encode(state)
         below = _pruned_below(texts)
         rev = _rev(state)
         with self._db.transaction() as conn:
+            if rev is not None and join is not None:
+                row = conn.execute(_PG_STATE_FOR_UPDATE, (run_id,)).fetchone()
+                joined = _joined(state, None if row is None else row["state"], join, step)
+                if joined is None:
+                    return False  # another snapshot was saved since this one's revision
+                if joined is not state:
+                    text, rev = _encode(joined), _rev(joined)
             if rev is None:
                 conn.execute(_PG_UPSERT, (run_id, text, time.time()))
             elif conn.execute(_PG_UPSERT_IF, (run_id, text, time.time(), rev, rev - step)).rowcount == 0:

@@ -12,6 +12,7 @@ reach the trace store through :meth:`RunRegistry.flush`, after the run's state t
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import threading
@@ -24,7 +25,7 @@ from typing import Any
 
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
-from actionspace.discovery.runs import RunState
+from actionspace.discovery.runs import RunState, join_call_ids
 from actionspace.errors import ConfigurationError
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
@@ -41,6 +42,8 @@ SAVE_ATTEMPTS = 16
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
 
+_JOINS: dict[object, bool] = {}
+"""A run-state store's ``save`` (or ``save_later``) function → it takes ``join=``."""
 _log = logging.getLogger("actionspace")
 CLOSED = "this Runtime is closed (close() released its threads and stores); open a new Runtime"
 
@@ -204,13 +207,16 @@ class RunRegistry:
             return True
         texts = run.flow.texts_since(run.texts_saved)  # each of the user's messages once
         state = run.snapshot()
-        if label == run.saved_label:  # only call ids behind labels: dropped if another saved
+        if label == run.saved_label:  # only call ids behind labels: joined to what is stored
             self._save_later(run.run_id, {**state, "rev": run.rev}, texts)
-        elif self.run_states.save(run.run_id, {**state, "rev": run.rev + 1}, texts) is False:
+        elif (
+            self._store_save(self.run_states.save, run.run_id, {**state, "rev": run.rev + 1}, texts) is False
+        ):
             return False
         else:
             run.rev += 1
             run.base = (state["turn"], pins_version)
+            run.base_messages = state["flow"]["user_count"]
             run.saved_label = label
         run.saved = mark
         if texts:
@@ -240,7 +246,23 @@ class RunRegistry:
 
     def _save_later(self, run_id: str, state: dict[str, Any], texts: list[tuple[int, str]]) -> None:
         later = getattr(self.run_states, "save_later", None)
-        (later or self.run_states.save)(run_id, state, texts)
+        self._store_save(later or self.run_states.save, run_id, state, texts)
+
+    def _store_save(
+        self, save: Callable[..., Any], run_id: str, state: dict[str, Any], texts: list[tuple[int, str]]
+    ) -> Any:
+        """``save(run_id, state, texts)``, with ``join=`` when it takes it: the call ids one process
+        saved without waiting survive another's save (:mod:`actionspace.ledger.run_state`). Not
+        for a store in memory, which no other process writes."""
+        if self._in_memory:
+            return save(run_id, state, texts)
+        func = getattr(save, "__func__", save)
+        joins = _JOINS.get(func)
+        if joins is None:
+            if len(_JOINS) > 256:
+                _JOINS.clear()
+            joins = _JOINS[func] = "join" in inspect.signature(save).parameters
+        return save(run_id, state, texts, join=join_call_ids) if joins else save(run_id, state, texts)
 
     @property
     def in_memory(self) -> bool:

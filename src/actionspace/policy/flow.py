@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from actionspace.catalog.spec import Labels, ToolSpec
+from actionspace.policy.flow_bindings import Binding, bindings
 from actionspace.policy.flow_policies import (
     ALLOW,
     DEFAULT_FLOW_POLICY,
@@ -51,7 +52,7 @@ from actionspace.policy.flow_policies import (
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.occurrence import occurs
 from actionspace.policy.stamped import Taken, label_of, stamped, taken
-from actionspace.types import Observation, find_refs
+from actionspace.types import Observation
 
 __all__ = [
     "ALLOW",
@@ -108,16 +109,6 @@ def output_label(spec: ToolSpec, arg_labels: Mapping[str, Label]) -> Label:
     for lab in arg_labels.values():
         label = label.join(lab)
     return label
-
-
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """An argument bound by plan references: their joined label and where it came from."""
-
-    label: Label
-    origins: Origins
-    mixed: bool = False
-    """The argument also holds literal values written by the model: the context label joins in."""
 
 
 class FlowState:
@@ -211,6 +202,42 @@ class FlowState:
             state.artifacts[str(ref)] = (str(tool), Label.from_dict(lab))
         state._origins = None
         return state
+
+    def merge(
+        self, stored: FlowState, *, received_after: int | None = None, saved_at: tuple[int, int] | None = None
+    ) -> tuple[int, int] | None:
+        """Join into this state what ``stored`` holds (the run's state as another process saved
+        it, :meth:`from_state`): its labels and the call ids behind them, the user's label, the
+        artifacts shown, the user's messages. The messages numbered after ``received_after`` were
+        received here and are not in ``stored`` (None: none): they are numbered after its own, so
+        two messages received at once in two processes keep one number each. Atomic against
+        calls writing to this state.
+
+        ``saved_at``: (:attr:`version`, :attr:`label_version`) as this state was last saved.
+        Returns the pair after the merge when it was ``saved_at`` before (nothing of this state
+        waits to be saved: it is as stored), else None."""
+        with self._lock:
+            clean = saved_at == (self.version, self.label_version)
+            for source, label in stored.origins():
+                self._add(source, label)  # the context joins every label of the other process
+            if not stored.context.flows_to(self.context):
+                self._add("run_state", stored.context)  # labels whose call ids were not kept
+            unsaved = 0 if received_after is None else max(0, self.user_count - received_after)
+            if stored.user_count > self.user_count - unsaved:  # messages received elsewhere
+                mine = self.user_texts[len(self.user_texts) - min(unsaved, len(self.user_texts)) :]
+                self.user_texts = (stored.user_texts + mine)[-MAX_REMEMBERED:]
+                self.user_count = stored.user_count + unsaved
+                self.label_version += 1
+            user_label = self.user_label.join(stored.user_label)
+            if user_label != self.user_label:
+                self.user_label = user_label
+                self.label_version += 1
+            for ref, shown in stored.artifacts.items():
+                if ref not in self.artifacts:
+                    self.artifacts[ref] = shown
+                    self.label_version += 1
+            self.version += 1
+            return (self.version, self.label_version) if clean else None
 
     def add_user_input(self, text: str, label: Label = PUBLIC_TRUSTED) -> None:
         """The user's request (or a later message): joins the context; ``sources=["user"]`` reads it."""
@@ -421,44 +448,6 @@ def _verified(state: FlowState, value: Any, claimed: Sequence[str]) -> tuple[Lab
         label = hit[0] if label is None else label.join(hit[0])
         found.append((str(source_id), hit[0]))
     return None if label is None else (label, tuple(found))
-
-
-def bindings(
-    raw_arguments: Mapping[str, Any], ref_source: Callable[[str], tuple[str, Label] | None]
-) -> dict[str, Binding]:
-    """Plan arguments bound by ``$ref``: ``ref_source(ref_text)`` gives (call id, label) of its node."""
-    out: dict[str, Binding] = {}
-    for name, value in raw_arguments.items():
-        whole = type(value) is dict and len(value) == 1 and "$ref" in value
-        if whole:
-            refs = [value["$ref"]]  # the common case: the whole argument is one reference
-        elif isinstance(value, Mapping | list):
-            refs = [raw for _pointer, raw in find_refs(value)]
-        else:
-            continue
-        if not refs:
-            continue
-        label, origins = PUBLIC_TRUSTED, []
-        for raw in refs:
-            hit = ref_source(str(raw))
-            if hit is None:
-                break
-            label = label.join(hit[1])
-            if hit not in origins:
-                origins.append(hit)
-        else:
-            out[name] = Binding(label, tuple(origins), not whole and _has_literal(value))
-    return out
-
-
-def _has_literal(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        if "$ref" in value and len(value) == 1:
-            return False
-        return bool(value)  # its keys were written by the model: literal data, whatever the values are
-    if isinstance(value, list):
-        return any(_has_literal(v) for v in value)
-    return True
 
 
 @dataclass(frozen=True, slots=True)
