@@ -12,9 +12,8 @@ server's loop, and a run of one principal does not hold up another's. Parsing a 
 off the lanes under ``parse_timeout_s``. Approvals decided for calls no run here
 is waiting on (for example a pending call the demo left in the store) can be *resumed*: the
 approved call is sent again under the same run and node, re-authorized as the principal that
-proposed it (recorded in the request), never as the runtime's default principal. When the
-server that drove its run stopped and released it, the resuming server takes the run over and
-continues it (see ``service/continuation.py``).
+proposed it (recorded in the request), never as the runtime's default principal. When no live
+server drives its run, the resuming server takes it over (see ``service/continuation.py``).
 """
 
 from __future__ import annotations
@@ -35,17 +34,22 @@ from typing import Any, Literal
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ActionError
 from actionspace.parse import ParseResult
-from actionspace.plan.control import CancelScope
 from actionspace.plan.model import PlanResult
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.continuation import (
+    DEFAULT_LEASE_S,
     SUBMITTED_KIND,
+    Renewer,
     Submission,
     held_output,
+    last_observations,
+    outlast,
     release,
     submission_event,
     take_over,
+    taken_from,
+    without,
 )
 from actionspace.service.held_calls import proposer, send_held
 from actionspace.service.held_nodes import HELD_KIND, held_event
@@ -77,6 +81,9 @@ class RunnerConfig:
     parse_timeout_s: float = 10.0
     """Seconds parsing one raw model output may take, off the runs' loops; default 10. Past it the
     output is answered ``parse_error`` and nothing of it runs."""
+    driver_lease_s: float = DEFAULT_LEASE_S
+    """Seconds this server's claim on a run it drives lasts unless renewed; renewed every third of
+    it while the server lives, so a run is taken over this long after its server died; default 60."""
 
 
 class BackgroundRuns:
@@ -97,6 +104,7 @@ class BackgroundRuns:
         self._claimed: set[str] = set()  # run ids a request is starting (see claim())
         self._driving: set[str] = set()  # unfinished run ids this server drives (started or continued)
         self._server = uuid.uuid4().hex  # who drives a run, in its trace (see service/continuation.py)
+        self._leases = Renewer(rt, self._server, self.config.driver_lease_s, self._driven)
         self._closed = False
 
     # ------------------------------------------------------------------ starting runs
@@ -118,12 +126,12 @@ class BackgroundRuns:
     def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
         """Run ``plan`` (Plan JSON) in the background; the run must have been created already.
         What it was given is recorded first, so that another server may continue it."""
-        self._drive(run_id, submission_event("plan", dict(plan), self._server))
+        self._drive(run_id, submission_event("plan", dict(plan), self._server, self._leases.until()))
         self._submit(run_id, self._plan(dict(plan), run_id, principal), lane=principal.id)
 
     def start_calls(self, calls: Sequence[Any], *, run_id: str, principal: Principal) -> None:
         """Run raw model outputs one after another in the background (recorded as ``start_plan``)."""
-        self._drive(run_id, submission_event("calls", list(calls), self._server))
+        self._drive(run_id, submission_event("calls", list(calls), self._server, self._leases.until()))
         self._submit(run_id, self._calls(list(calls), run_id, principal), lane=principal.id)
 
     def _drive(self, run_id: str, submitted: Mapping[str, Any]) -> None:
@@ -132,6 +140,19 @@ class BackgroundRuns:
         self.rt.record(run_id, SUBMITTED_KIND, submitted)
         with self._lock:
             self._driving.add(run_id)
+        self._leases.start()
+
+    def _finish(self, run_id: str, **data: Any) -> None:
+        """End ``run_id``, unless another server took it over (that server ends it); its lease is
+        no longer renewed."""
+        with self._lock:
+            self._driving.discard(run_id)
+        if not taken_from(self.rt, run_id, self._server):
+            self.rt.finish(run_id, **data)
+
+    def _driven(self) -> list[str]:
+        with self._lock:
+            return list(self._driving)
 
     def resume(self, request: ApprovalRequest) -> bool:
         """Send an approved call that no run here waits on; False when nothing was started."""
@@ -186,7 +207,7 @@ class BackgroundRuns:
             with self._lock:
                 drives = run_id in self._driving
             if drives:  # a resumed call's run belongs to the server that drives it
-                self.rt.finish(run_id, status="error", reason="the service's runner failed")
+                self._finish(run_id, status="error", reason="the service's runner failed")
             status = "error"
         finally:
             self._forget(run_id)
@@ -251,7 +272,7 @@ class BackgroundRuns:
     async def _plan(self, plan: dict[str, Any], run_id: str, principal: Principal) -> str:
         result = await self._rounds(plan, run_id, principal)
         failed = {k: e.category for k, e in result.failed.items()}
-        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
+        self._finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
         return result.status
 
     async def _rounds(
@@ -265,7 +286,7 @@ class BackgroundRuns:
         """Run ``plan`` (reusing ``retry_of``'s ok nodes), then again after each decision on its
         held nodes (at most ``max_rounds``); node ``skip`` is cancelled in every round."""
         result = await self.rt.arun_plan(
-            plan, run_id=run_id, principal=principal, cancel=_without(skip), retry_of=retry_of
+            plan, run_id=run_id, principal=principal, cancel=without(skip), retry_of=retry_of
         )
         for _ in range(self.config.max_rounds):
             held = [r for o in result.nodes.values() if (r := _request_id(o)) is not None]
@@ -274,7 +295,7 @@ class BackgroundRuns:
             if not held or not await self._decided(run_id, held):
                 break
             result = await self.rt.arun_plan(
-                plan, run_id=run_id, principal=principal, retry_of=result, cancel=_without(skip)
+                plan, run_id=run_id, principal=principal, retry_of=result, cancel=without(skip)
             )
         return result
 
@@ -292,7 +313,7 @@ class BackgroundRuns:
             observations.extend(await self._output(raw, index, run_id, principal))
         status = _calls_status([o.status for o in observations])
         errors = {o.call_id: o.error.category for o in observations if o.error is not None}
-        self.rt.finish(run_id, status=status, calls=len(observations), failed=errors)
+        self._finish(run_id, status=status, calls=len(observations), failed=errors)
         return status
 
     async def _output(self, raw: Any, index: int, run_id: str, principal: Principal) -> list[Observation]:
@@ -327,35 +348,51 @@ class BackgroundRuns:
 
     async def _resume(self, request: ApprovalRequest) -> str:
         """Send an approved call no run here waits on; continue its run when this server may take
-        it over (see ``service/continuation.py``), else send that call alone."""
+        it over (see ``service/continuation.py``), else send that call alone: then, when a lease
+        holds the run, take it over once that lease ends unrenewed (its driver died)."""
         principal = proposer(request)  # never as this process's default principal
-        taken = None
-        if principal is not None:
-            taken = await asyncio.to_thread(take_over, self.rt, request, self._server)
-        if taken is None or principal is None:
+        if principal is None:
+            alone = await send_held(self.rt, request, principal)
+            return alone.status if isinstance(alone, Observation) else "error"
+        lease_s = self.config.driver_lease_s
+        taken = await asyncio.to_thread(take_over, self.rt, request, self._server, lease_s=lease_s)
+        sent = None
+        if taken is None:
             sent = await send_held(self.rt, request, principal)
-            return sent.status if isinstance(sent, Observation) else "error"
+            poll, rounds = self.config.approval_poll_s, self.config.max_rounds
+            taken = await outlast(self.rt, request, self._server, lease_s=lease_s, poll_s=poll, rounds=rounds)
+            if taken is None:
+                return sent.status if isinstance(sent, Observation) else "error"
         with self._lock:
             self._owned.add(request.run_id)
             self._driving.add(request.run_id)
-        return await self._continue(request, principal, taken)
+        self._leases.start()
+        return await self._continue(request, principal, taken, sent)
 
-    async def _continue(self, request: ApprovalRequest, principal: Principal, taken: Submission) -> str:
+    async def _continue(
+        self,
+        request: ApprovalRequest,
+        principal: Principal,
+        taken: Submission,
+        sent: Observation | ActionError | None,
+    ) -> str:
         """Continue a run taken over: the approved call first, alone, on the evidence it was held
-        on; then the plan again (what committed is replayed) or the outputs after that call."""
+        on (unless ``sent`` already); then the plan again (what committed is replayed) or the
+        outputs after that call."""
         run_id = request.run_id
-        sent = await send_held(self.rt, request, principal)
+        if sent is None:
+            sent = await send_held(self.rt, request, principal)
         if isinstance(sent, ActionError):
             failed = {request.node_id: sent.category}
             reason = "the approved call could not be sent on the evidence it was held on"
-            self.rt.finish(run_id, status="error", failed=failed, reason=reason)
+            self._finish(run_id, status="error", failed=failed, reason=reason)
             return "error"
         if taken.mode == "calls":
             return await self._continue_calls(request, principal, list(taken.body))
         plan, node = dict(taken.body), request.node_id
         # the plan again without the node just sent: never judged again, on other evidence than
         # it was held on; then, when it succeeded, again with it as that plan's result for it
-        result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, cancel=_without(node))
+        result = await self.rt.arun_plan(plan, run_id=run_id, principal=principal, cancel=without(node))
         if sent.status == "ok" and result.error is None:
             settled = dataclasses.replace(result, nodes={**result.nodes, node: sent})
             result = await self._rounds(plan, run_id, principal, retry_of=settled)
@@ -364,7 +401,7 @@ class BackgroundRuns:
         failed = {k: e.category for k, e in result.failed.items()}
         if sent.error is not None:
             failed[node] = sent.error.category
-        self.rt.finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
+        self._finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
         return result.status
 
     async def _continue_calls(self, request: ApprovalRequest, principal: Principal, raws: list[Any]) -> str:
@@ -379,20 +416,10 @@ class BackgroundRuns:
         for later in range(index + 1, len(raws) + 1):
             await self._output(raws[later - 1], later, run_id, principal)
         events = await asyncio.to_thread(self.rt.trace.events, run_id)
-        asked = {
-            e.call_id
-            for e in events
-            if e.kind == "approval_requested" and e.data.get("request_id") == request.id
-        }
-        answered: dict[str | None, Any] = {}  # call id → its last observation, of both servers
-        for e in events:  # the held call's needs_approval was answered by its resumed send
-            if e.kind == "observation" and not (
-                e.call_id in asked and e.data.get("category") == "needs_approval"
-            ):
-                answered[e.call_id] = e.data
+        answered = last_observations(events, request.id)
         status = _calls_status([str(d.get("status")) for d in answered.values()])
         errors = {k: d.get("category") for k, d in answered.items() if d.get("status") == "error"}
-        self.rt.finish(run_id, status=status, calls=len(answered), failed=errors)
+        self._finish(run_id, status=status, calls=len(answered), failed=errors)
         return status
 
     async def _decided(self, run_id: str, request_ids: list[str]) -> bool:
@@ -432,6 +459,7 @@ class BackgroundRuns:
         if self._closed:
             return
         self._closed = True
+        self._leases.stop(timeout=timeout)
 
         def cancel_all() -> None:
             for task in asyncio.all_tasks():
@@ -449,15 +477,6 @@ class BackgroundRuns:
             release(self.rt, left, self._server)
         except Exception:  # the store is gone: the runs stay driven, their calls resumed alone
             _log.warning("actionspace: could not record that %d runs were released", len(left))
-
-
-def _without(node: str | None) -> CancelScope | None:
-    """A scope that cancels ``node`` before it starts (a scope's requests serve one plan run)."""
-    if node is None:
-        return None
-    scope = CancelScope()
-    scope.cancel([node], reason="it was resumed on its own after a restart")
-    return scope
 
 
 def _request_id(obs: Observation) -> str | None:
