@@ -13,16 +13,35 @@ The bounds are those of the JSON text parsers: nesting as deep as ``pydantic_cor
 reads (200 levels, the arguments object itself the first), integers of as many digits as Python
 writes back as text (4,300). Text nested deeper fails that parser and takes the stages, which
 refuse it here, so a call ends the same way whichever path read it.
+
+:func:`whole_json` is the other side: the canonical JSON text of a tool's *result*, whatever it
+holds, at any depth and with every integer in full, written piece by piece without recursion. It is
+what an artifact keeps when the observation's canonical form had to cut (nesting past
+``_canonical``'s bound, an integer too long to print).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
+from collections import deque
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any, Final
 
+from actionspace._canonical import (
+    canonical_text,
+    distinct_key,
+    dumps_plain,
+    normalize,
+    normalize_key,
+    unshowable,
+)
 from actionspace._unicode import _bad, _escape_pointer, text_for_postgres
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "finite_numbers", "unfit_arguments"]
+__all__ = ["DECIMAL_BITS", "MAX_DEPTH", "MAX_INT_DIGITS", "finite_numbers", "unfit_arguments", "whole_json"]
 
 MAX_DEPTH: Final = 200
 """Most levels of objects and arrays arguments may nest (the arguments object is level 1)."""
@@ -129,3 +148,137 @@ def finite_numbers(value: Any) -> bool:
         else:
             return True
     return _walk(value) is None
+
+
+DECIMAL_BITS: Final = 1 << 18
+"""Largest integer (in bits, about 79,000 digits) :func:`whole_json` writes in decimal; a larger one
+is the string ``"0x…"`` of its hexadecimal digits, exact and written in linear time (decimal digits
+cost time quadratic in the length)."""
+_SLICE: Final = 1 << 20
+"""Characters of a long string escaped at a time."""
+
+_Children = Iterator[tuple[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Container:
+    """An object or array to walk: its opening text, (separator, child) pairs, closing text, and
+    the id of the value it stands for (cycles)."""
+
+    start: str
+    children: _Children
+    end: str
+    marker: int
+
+
+_Opened = _Container | tuple[str, ...] | Iterator[str]
+
+
+def whole_json(value: Any) -> Iterator[str]:
+    """Pieces of the canonical JSON text of ``value`` (``dumps_plain(normalize(value))``) with
+    nothing cut: nested at any depth (no recursion), integers in full (see :data:`DECIMAL_BITS`),
+    pydantic models and dataclasses as their fields, a container inside itself as ``"<cycle>"``,
+    a value whose own code raises as the placeholder ``normalize`` gives it. Never raises for what
+    a tool returns; long strings come in slices, so memory stays bounded by the value itself."""
+    stack: list[tuple[_Children, str, int]] = []
+    path: set[int] = set()
+    children: _Children = iter((("", value),))
+    end, marker = "", -1
+    while True:
+        for prefix, item in children:
+            if prefix:
+                yield prefix
+            opened = _open(item, path)
+            if isinstance(opened, _Container):
+                yield opened.start
+                stack.append((children, end, marker))
+                path.add(opened.marker)
+                children, end, marker = opened.children, opened.end, opened.marker
+                break
+            yield from opened
+        else:
+            yield end
+            path.discard(marker)
+            if not stack:
+                return
+            children, end, marker = stack.pop()
+
+
+def _open(item: Any, path: set[int]) -> _Opened:
+    """``item`` as text pieces, or as a container to walk."""
+    try:
+        return _opened(item, path)
+    except Exception as exc:  # the value's own code raised, as ``normalize`` treats it
+        return (encode_basestring(unshowable(item, exc)),)
+
+
+def _opened(item: Any, path: set[int]) -> _Opened:
+    kind = type(item)
+    if item is None or kind is bool or kind is float:
+        return (canonical_text(item),)
+    if kind is str:
+        return _string(item)
+    if isinstance(item, enum.Enum):
+        return _opened(item.value, path)
+    if isinstance(item, int):
+        return (_integer(int(item)),)
+    if isinstance(item, float):
+        return (canonical_text(float(item)),)
+    if isinstance(item, str):
+        return _string(str(item))
+    if id(item) in path:
+        return ('"<cycle>"',)
+    if isinstance(item, Mapping):
+        return _object(item.items(), id(item))
+    if isinstance(item, list | tuple | deque | set | frozenset):
+        items = list(item)
+        if isinstance(item, set | frozenset):
+            items.sort(key=canonical_text)
+        children = (("," if at else "", child) for at, child in enumerate(items))
+        return _Container("[", children, "]", id(item))
+    dump = getattr(kind, "model_dump", None)
+    if callable(dump):
+        return _object(dump(item, mode="json").items(), id(item))
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        fields = dataclasses.fields(item)
+        return _object(((field.name, getattr(item, field.name)) for field in fields), id(item))
+    plain = normalize(item)
+    return _string(plain) if type(plain) is str else (dumps_plain(plain),)
+
+
+def _object(pairs: Any, marker: int) -> _Opened:
+    named: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for key, child in pairs:
+        text = normalize_key(key)
+        if text in named:
+            text = distinct_key(text, key, named, counts)
+        named[text] = child
+    keys = sorted(named)
+    children = (
+        (("," if at else "") + encode_basestring(key) + ":", named[key]) for at, key in enumerate(keys)
+    )
+    return _Container("{", children, "}", marker)
+
+
+def _string(text: str) -> tuple[str, ...] | Iterator[str]:
+    if len(text) <= _SLICE:
+        return (encode_basestring(text),)
+    return _slices(text)
+
+
+def _slices(text: str) -> Iterator[str]:
+    yield '"'
+    for start in range(0, len(text), _SLICE):
+        yield encode_basestring(text[start : start + _SLICE])[1:-1]
+    yield '"'
+
+
+def _integer(value: int) -> str:
+    try:
+        return int.__repr__(value)
+    except ValueError:  # past the interpreter's digit limit for int -> str
+        pass
+    if value.bit_length() <= DECIMAL_BITS:
+        return str(Decimal(value))
+    return f'"{"-" if value < 0 else ""}0x{abs(value):x}"'

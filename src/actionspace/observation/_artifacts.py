@@ -88,7 +88,11 @@ class MemoryArtifactStore:
         return artifact_ref(digest)
 
     def put_stream(self, chunks: Iterable[bytes]) -> str:
-        return self.put(b"".join(chunks))
+        # one growing buffer, handed over without a copy: never the chunks and their join at once
+        buffer = io.BytesIO()
+        for chunk in chunks:
+            buffer.write(chunk)
+        return self.put(buffer.getvalue())
 
     def open(self, ref: str) -> BinaryIO:
         return io.BytesIO(self.get(ref))

@@ -13,11 +13,12 @@ from json.encoder import encode_basestring
 from typing import Any, Final
 
 from actionspace._canonical import canonical_text, dumps_plain, normalize, normalize_checked
+from actionspace._json_values import whole_json
 from actionspace.errors import ConfigurationError
 from actionspace.observation._artifacts import ArtifactStore
 from actionspace.observation.rules import MIN_MAX_BYTES, RULES, JsonRule, Source, TrimRule
 from actionspace.observation.rules._base import TextSource, is_stream
-from actionspace.observation.rules.json import project
+from actionspace.observation.rules.json import fit_text, project
 from actionspace.types import Trimming
 
 __all__ = ["Shaped", "shape"]
@@ -27,6 +28,7 @@ SLICE_CHARS: Final = 1 << 20
 SPILL_BYTES: Final = 256 * 1024
 """Raw text held in memory before it starts streaming into the artifact store."""
 _PARSE_LIMIT: Final = 64 << 20
+_CHUNK_CHARS: Final = 1 << 16
 _log = logging.getLogger("actionspace.observation")
 
 
@@ -176,34 +178,81 @@ def _shape_json(
         value = parsed
     given = raw
     plain, deep = (value, False) if text is not None else normalize_checked(value)
-    canonical = (text if text is not None else dumps_plain(plain)).encode("utf-8", "surrogatepass")
-    raw = canonical if raw is None else raw
-    if len(canonical) <= max_bytes:
-        digest = sha256(canonical).hexdigest()
-        if deep:  # nesting (or an integer) cut by normalize: only the bytes given are the whole
-            stored = _put(artifacts, given) if given is not None else None
-            cut = Trimming(
-                rule=JsonRule.name,
-                rule_version=JsonRule.version,
-                original_bytes=len(raw),
-                kept_bytes=len(canonical),
-            )
-            return Shaped(data=plain, trimming=cut, complete=False, artifact_ref=stored, content_hash=digest)
-        ref = _put(artifacts, raw) if keep_raw else None
-        return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
-    # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote: normalized
-    # only where the projection reads it
-    data = project(plain, max_bytes, normalized=text is None)
-    kept = dumps_plain(data).encode("utf-8", "surrogatepass")
-    return Shaped(
-        data=data,
-        trimming=Trimming(
-            rule=JsonRule.name, rule_version=JsonRule.version, original_bytes=len(raw), kept_bytes=len(kept)
-        ),
-        complete=False,
-        artifact_ref=_put(artifacts, raw),
-        content_hash=sha256(kept).hexdigest(),
+    normalized = text is None
+    pieces: Iterable[str]
+    if normalized and type(plain) is str and len(plain) > max_bytes:
+        # a long text: its head and tail are shown, its quoted form streams to the store in slices
+        data: Any = fit_text(plain[:max_bytes], plain[-max_bytes:], len(plain), max_bytes)
+        kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+        pieces = whole_json(plain)
+    else:
+        text = text if text is not None else dumps_plain(plain)
+        canonical = text.encode("utf-8", "surrogatepass") if len(text) <= max_bytes else None
+        if canonical is not None and len(canonical) <= max_bytes:
+            if not deep:
+                ref = _put(artifacts, canonical if given is None else given) if keep_raw else None
+                digest = sha256(canonical).hexdigest()
+                return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
+            data, kept = plain, canonical  # nesting (or an integer) cut by normalize: kept as it is
+        else:
+            # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote:
+            # normalized only where the projection reads it
+            data = project(plain, max_bytes, normalized=normalized)
+            kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+        pieces = (text,)
+    if given is not None:
+        ref, original = _put(artifacts, given), len(given)
+    else:  # what normalize cut is written anew, whole; the rest is the canonical text
+        ref, original = _put_text(artifacts, whole_json(value) if deep else pieces)
+    trimming = Trimming(
+        rule=JsonRule.name, rule_version=JsonRule.version, original_bytes=original, kept_bytes=len(kept)
     )
+    digest = sha256(kept).hexdigest()
+    return Shaped(data=data, trimming=trimming, complete=False, artifact_ref=ref, content_hash=digest)
+
+
+def _put_text(artifacts: ArtifactStore | None, pieces: Iterable[str]) -> tuple[str | None, int]:
+    """The text of ``pieces`` stored in ``artifacts`` as UTF-8, and its size in bytes (counted
+    without a store, or when the store fails). Up to ``SPILL_BYTES`` go in with one ``put``; a
+    longer text streams through ``put_stream``, never encoded whole."""
+    size = [0]
+    chunks = _encoded(pieces, size)
+    held: list[bytes] = []
+    for chunk in chunks:
+        held.append(chunk)
+        if size[0] > SPILL_BYTES:
+            break
+    ref: str | None = None
+    if artifacts is not None:
+        try:
+            if size[0] <= SPILL_BYTES:
+                ref = artifacts.put(b"".join(held))
+            else:
+                ref = artifacts.put_stream(chain(held, chunks))
+        except OSError:
+            _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+    for _ in chunks:  # no store, or one that failed midway: the size is still of the whole
+        pass
+    return ref, size[0]
+
+
+def _encoded(pieces: Iterable[str], size: list[int]) -> Iterator[bytes]:
+    held: list[str] = []
+    count = 0
+    for piece in pieces:
+        for start in range(0, len(piece), _CHUNK_CHARS):
+            part = piece if len(piece) <= _CHUNK_CHARS else piece[start : start + _CHUNK_CHARS]
+            held.append(part)
+            count += len(part)
+            if count >= _CHUNK_CHARS:
+                raw = "".join(held).encode("utf-8", "surrogatepass")
+                held, count = [], 0
+                size[0] += len(raw)
+                yield raw
+    if held:
+        raw = "".join(held).encode("utf-8", "surrogatepass")
+        size[0] += len(raw)
+        yield raw
 
 
 def _put(artifacts: ArtifactStore | None, data: bytes) -> str | None:
