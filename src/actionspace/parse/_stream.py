@@ -11,17 +11,23 @@
 
 :meth:`StreamParser.feed` returns the calls completed by that delta; :meth:`StreamParser.finish`
 returns the :class:`ParseResult` of the whole output, the same as :func:`parse` of the text (or
-of the assembled message) however it was split. A call reported by ``feed`` is never withdrawn:
+of the assembled message) however it was split. A call reported by ``feed`` is never changed (a
+stream whose later events change it finishes as a ``parse_error``, ``changed_after_complete``):
 raw text is re-read at most once per delta that could close a call (and, past 8 KiB, only after
 the text has grown by an eighth), and a call counts as complete once a later call follows it or
 the text ends with a token that closes a call.
 
 A stream the provider ends as cut off by the token limit (a chat ``finish_reason: "length"``, an
 Anthropic ``message_delta`` with ``stop_reason: "max_tokens"``, a Responses ``response.incomplete``
-or an output item done ``incomplete``) finishes as the same output whole would parse: a
-``parse_error`` of reason ``cut_off`` keeping none of its calls, even when the arguments' JSON
-looks closed. The delta that says so completes no call; a call ``feed`` reported before it was
-reported, and :meth:`StreamParser.finish` is the answer to act on.
+or an output item done ``incomplete``; for raw text, :meth:`StreamParser.end` given the reason the
+server sent apart from the text) finishes as the same output whole would parse: a ``parse_error``
+of reason ``cut_off`` keeping none of its calls, even when the arguments' JSON looks closed. That
+signal comes last, after ``feed`` may have reported the calls it voids (an Anthropic call is
+complete at its ``content_block_stop``, before the ``message_delta`` that says ``max_tokens``):
+``feed``'s calls are for showing progress, never for running. What to act on is the whole stream,
+once it ended: :meth:`StreamParser.output` is the output as :func:`parse`, ``call_ids`` and
+``Session.handle`` read it (``s.handle(stream.output())``), so a cut message's calls end as
+``parse_error`` observations, one per call id, whose recovery is to re-emit them.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace.parse._result import Collector, Malformed, ParseResult
+from actionspace.parse._result import Collector, Malformed, ParseResult, parse_error
 from actionspace.parse._scan import decode_arguments
 from actionspace.parse._structured import (
     CUT_OFF_FINISH_REASONS,
@@ -74,6 +80,8 @@ _SEALS = (
 )
 _EAGER_LIMIT = 8192
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
+_CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES
+"""Finish reasons a server gives beside a raw text stream that say the token limit cut it off."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +142,8 @@ class StreamParser:
         self._tools = tools
         self._mode: str | None = None
         self._chunks: list[str] = []
+        self._events: list[Mapping[str, Any]] = []
+        """Every provider event fed, in order: the output :meth:`output` hands over whole."""
         self._size = 0
         self._parsed_size = 0
         self._reported: list[ToolCall] = []
@@ -156,15 +166,42 @@ class StreamParser:
     # -- public ---------------------------------------------------------------------------------
 
     def feed(self, delta: str | Mapping[str, Any]) -> list[ToolCall]:
-        """Take one delta; return the calls it completed (possibly none)."""
+        """Take one delta; return the calls it completed (possibly none), to show: a finish signal
+        still to come may say the output was cut off and void them. Act on :meth:`output` once the
+        stream ended."""
         if isinstance(delta, str):
             self._enter("text")
             return self._feed_text(delta)
         if isinstance(delta, Mapping):
             self._enter("events")
+            self._events.append(delta)
             self._feed_event(delta)
             return self._report_events()
         raise TypeError(f"a delta is raw text or a provider event mapping, not {type(delta).__name__}")
+
+    def end(self, reason: str | None) -> None:
+        """The finish reason a server sent apart from a raw text stream (a completions
+        ``finish_reason``, a ``stop_reason``, a ``status``). ``length``, ``max_tokens``,
+        ``model_context_window_exceeded``, ``incomplete`` say the token limit cut the output off:
+        :meth:`finish` and :meth:`output` then keep none of its calls (``cut_off``), however whole
+        they look. Any other reason (or None) changes nothing. Provider events carry their own
+        finish signal, to :meth:`feed` as it came: ``TypeError`` for a stream of events."""
+        self._enter("text")
+        if isinstance(reason, str) and reason in _CUT_REASONS:
+            self._cut_off(f"finish reason {reason!r}", "$")
+
+    def output(self) -> str | list[Mapping[str, Any]]:
+        """The whole output fed so far, as :func:`parse`, ``call_ids`` and ``Session.handle`` read
+        it: the events fed (a new list), or the raw text. Raw text that :meth:`end` said was cut
+        off is a chat stream chunk holding that text with ``finish_reason: "length"`` (a list of
+        one), so that a session runs none of its calls. What to act on once the stream ended."""
+        if self._mode == "events":
+            return list(self._events)
+        text = "".join(self._chunks)
+        if self._cut is None:
+            return text
+        choice = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "length"}
+        return [{"object": "chat.completion.chunk", "choices": [choice]}]
 
     def call_ids(self) -> tuple[str, ...]:
         """The call ids of the provider events fed so far, in the stream's order, each once."""
@@ -186,7 +223,19 @@ class StreamParser:
 
         if self._mode == "events":
             return self._events_result()
-        return parse("".join(self._chunks), tools=self._tools)
+        result = parse("".join(self._chunks), tools=self._tools)
+        if self._cut is None or not (result.calls or result.error):
+            return result
+        fault = cut_off_fault(*self._cut)  # any call may hold less than the model meant to send
+        error = parse_error(result.format, fault.reason, fault.message, **fault.details)
+        return ParseResult(
+            calls=(),
+            content=result.content,
+            reasoning=result.reasoning,
+            error=error,
+            format=result.format,
+            refusal=result.refusal,
+        )
 
     # -- raw text ---------------------------------------------------------------------------------
 
@@ -406,14 +455,23 @@ class StreamParser:
                 coll.add_refusal("".join(self._refusal))
                 if self._cut is not None:  # any call may hold less than the model meant to send
                     raise cut_off_fault(*self._cut)
-                for key in self._order:
-                    coll.add_call(self._event_call(self._pending[key], f"$.{key[0]}[{key[1]}]"))
+                for index, key in enumerate(self._order):
+                    path = f"$.{key[0]}[{key[1]}]"
+                    call = self._event_call(self._pending[key], path)
+                    if index < len(self._reported) and call != self._reported[index]:
+                        raise Malformed(
+                            "changed_after_complete",
+                            f"{path}: more of this call arrived after it was complete",
+                            path=path,
+                        )
+                    coll.add_call(call)
             else:
                 from actionspace.parse._text import parse_text
 
                 parse_text(text, coll, strict=False, path="$")
                 coll.add_refusal("".join(self._refusal))
-                if self._cut is not None and coll.calls:  # calls written as text, cut as well
+                if self._cut is not None and (coll.calls or coll.error):  # calls written as text, cut too
+                    coll.error = None  # the cut says more than where the text stops
                     raise cut_off_fault(*self._cut)
         except Malformed as fault:
             coll.fail(fault, "stream")
