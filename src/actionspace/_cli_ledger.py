@@ -20,6 +20,7 @@ from actionspace._cli_tables import (
     id_table,
     say_store,
     short_time,
+    shown_store,
     unique,
     utf8_text,
 )
@@ -65,13 +66,13 @@ def _runtime(store: str | None) -> Any:
     except ConfigurationError as exc:
         _fail(str(exc))
     except OSError as exc:  # its folder cannot be made: a file in the way, a name too long
-        _fail(f"cannot open store {url}: {exc.strerror or exc}")
+        _fail(f"cannot open store {shown_store(url)}: {exc.strerror or exc}")
     except sqlite3.DatabaseError as exc:
         if (why := never_opens(url, exc)) is not None:
             _fail(why)
         if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
             raise
-        _fail(f"cannot read store {url}: {exc}")
+        _fail(f"cannot read store {shown_store(url)}: {exc}")
 
 
 def never_opens(url: str, exc: sqlite3.DatabaseError) -> str | None:

@@ -31,6 +31,7 @@ __all__ = [
     "printable",
     "say_store",
     "short_time",
+    "shown_store",
     "unique",
     "utf8_text",
 ]
@@ -108,9 +109,18 @@ def unique(prefix: str, candidates: Iterable[str], what: str) -> str:
     raise AssertionError("unreachable")
 
 
+def shown_store(url: str) -> str:
+    """``url`` as a command prints it, its password as ``***`` (:func:`actionspace._store_url.shown_url`)."""
+    from actionspace._store_url import shown_url
+
+    return shown_url(url)
+
+
 def say_store(url: str) -> None:
     """Name the store a command reads, on stderr (stdout stays what ``--json`` promises)."""
-    Console(stderr=True, soft_wrap=True).print(f"store: {url}", style="dim", markup=False, highlight=False)
+    Console(stderr=True, soft_wrap=True).print(
+        f"store: {shown_store(url)}", style="dim", markup=False, highlight=False
+    )
 
 
 def one_line(message: str) -> str:

@@ -9,13 +9,28 @@ Opening each kind of store stays with that store.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["sqlite_path", "sqlite_url"]
+__all__ = ["shown_url", "sqlite_path", "sqlite_url"]
 
 _SCHEME = "sqlite://"
+
+
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:@/?#]*):[^@/]*@", re.I)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.I)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed or logged: a password (``user:pw@`` or ``?password=``) as ``***``.
+
+    A store URL often comes from ``ACTIONSPACE_STORE``, kept out of the shell's history for this reason.
+    """
+    if url.partition("://")[0].lower() in ("sqlite", "memory"):
+        return url
+    return _QUERY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url, count=1))
 
 
 def sqlite_path(url: str) -> Path:

@@ -167,6 +167,7 @@ def _iso_date(text: str | None) -> date | None:
 
 def _ready(folder: Path, url: str) -> None:
     """The scenarios' folder made and the trace store opened, or one line and exit 1."""
+    from actionspace._cli_tables import shown_store
     from actionspace.errors import ConfigurationError, store_unavailable
     from actionspace.trace.store import open_trace_store
 
@@ -179,7 +180,7 @@ def _ready(folder: Path, url: str) -> None:
     except ConfigurationError as exc:
         _fail(str(exc))
     except OSError as exc:
-        _fail(f"cannot open store {url}: {_os_said(exc)}")
+        _fail(f"cannot open store {shown_store(url)}: {_os_said(exc)}")
     except sqlite3.DatabaseError as exc:
         from actionspace._cli_ledger import never_opens
 
@@ -187,7 +188,7 @@ def _ready(folder: Path, url: str) -> None:
             _fail(why)
         if store_unavailable(exc):  # locked or busy: main() says so, and that it may be asked again
             raise
-        _fail(f"cannot read store {url}: {exc}")
+        _fail(f"cannot read store {shown_store(url)}: {exc}")
 
 
 def _os_said(exc: OSError) -> str:
@@ -263,13 +264,19 @@ def eval_bfcl(
         ),
     ] = None,
     mutate: Annotated[
-        str | None, typer.Option(help="With --policy replay:ground-truth: one fault per task.")
+        str | None,
+        typer.Option(
+            help="With --policy replay:ground-truth: one fault per task (wrong_tool, dropped_call, "
+            "extra_call, drop_required, wrong_type, out_of_enum, unknown_argument)."
+        ),
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="With --policy: write metrics.json and report.html here.")
     ] = None,
 ) -> None:
-    """BFCL (bfcl-eval 2026.3.23, Apache-2.0) read as data: every function doc loaded as a tool, the
+    """BFCL's function docs as tools: ground truths checked, five mutations each get the exact error.
+
+    BFCL (bfcl-eval 2026.3.23, Apache-2.0) read as data: every function doc loaded as a tool, the
     ground-truth calls checked by the validator, and five mutations of each checked for the exact error.
 
     With --policy, the policy is evaluated on all 4,696 BFCL records instead (single-turn, agentic
@@ -280,6 +287,10 @@ def eval_bfcl(
     Example: actionspace eval bfcl --policy replay:ground-truth --mutate wrong_type --out report/
     """
     if policy is not None or mutate is not None:
+        if stage != "runtime":
+            raise typer.BadParameter(
+                "applies to the checks alone (without --policy and --mutate)", param_hint="--stage"
+            )
         from actionspace.evaluation.eval_cli import eval_suite_command
 
         eval_suite_command(
@@ -297,6 +308,8 @@ def eval_bfcl(
 
     if stage not in ("runtime", "validator"):
         raise typer.BadParameter("stage must be 'runtime' or 'validator'")
+    if out is not None:
+        raise typer.BadParameter("writes the report of a policy: give --policy too", param_hint="--out")
     try:
         report = run_bfcl_checks(stage=stage)  # type: ignore[arg-type]
     except BfclDataError as exc:

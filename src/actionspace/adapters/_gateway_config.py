@@ -185,7 +185,7 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     file = Path(path)
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigurationError(f"gateway config {file}: {exc}") from exc
     return parse_config(raw, base=file.parent, environ=os.environ if environ is None else environ)
 

@@ -151,8 +151,9 @@ def eval_suite_command(
     Each task runs in a fresh in-memory runtime (with --tools: a fresh environment from your
     factory, traces kept in OUT/ungated/trace.db, and OUT/gated/trace.db with --gate, OUT being a
     temporary folder without --out); its run id in the outcomes points at the trace that holds every
-    decision. Exit 1 when the suite, the policy or OUT cannot be loaded or made; exit 2 for options
-    the run would ignore (--gate without --tools, --ablation with it).
+    decision. Exit 1 when the suite, the policy or OUT cannot be loaded or made, or OUT holds the
+    traces of an earlier evaluation on a runtime factory; exit 2 for options the run would ignore
+    (--gate without --tools, --ablation with it).
     """
     from actionspace.evaluation._parallel_eval import default_workers
     from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
@@ -184,6 +185,7 @@ def eval_suite_command(
         factory = _factory(tools, suite)
         _check_options(factory, gate=gate, ablation=ablation)
         if out is not None:  # refused now rather than after the whole run
+            _no_earlier_traces(out, factory)
             out.mkdir(parents=True, exist_ok=True)
     except (ActionspaceError, OSError, ValueError) as exc:
         _refuse(console, "cannot start:", exc)
@@ -255,6 +257,21 @@ def _factory(tools: str | None, suite: str) -> Any:
     if tools is None:
         return None
     return load_callable(tools, option="--tools")
+
+
+def _no_earlier_traces(out: Path, factory: Any) -> None:
+    """Refuse an ``--out`` whose traces an evaluation on a runtime factory would continue.
+
+    Its run ids are the tasks' own: a second evaluation into the same folder would append its turns
+    to the earlier runs (and share their ledger), mixing two evaluations in every trace.
+    """
+    held = [out / kind / "trace.db" for kind in ("ungated", "gated")]
+    earlier = [str(p) for p in held if factory is not None and p.exists()]
+    if earlier:
+        raise ActionspaceError(
+            f"{out} holds the traces of an earlier evaluation ({', '.join(earlier)}); "
+            "give another --out or remove that folder"
+        )
 
 
 def _check_options(factory: Any, *, gate: str | None, ablation: list[str] | None) -> None:

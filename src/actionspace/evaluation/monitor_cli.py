@@ -20,6 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from actionspace._cli_tables import shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.evaluation.monitor import MonitorReport, MonitorThresholds, monitor
 from actionspace.trace.store import default_store_url, open_trace_store
@@ -109,11 +110,13 @@ def monitor_command(
     except ConfigurationError as exc:
         _fail(str(exc))
     except sqlite3.DatabaseError as exc:
-        _fail(f"cannot read trace store {url}: {exc}")
+        _fail(f"cannot read trace store {shown_store(url)}: {exc}")
     if as_json:
         typer.echo(_json(report))
     elif not report.tools:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"No tool calls in {url}."))
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            Text(f"No tool calls in {shown_store(url)}.")
+        )
     else:
         Console(highlight=False).print(report_table(report))
 

@@ -116,6 +116,9 @@ class PostgresConnections:
             psycopg.connect(self.url, connect_timeout=max(1, math.ceil(self._connect_timeout_s))).close()
         except psycopg.OperationalError as exc:
             raise ConfigurationError(f"cannot connect to PostgreSQL at {redacted(self.url)}: {exc}") from exc
+        except psycopg.ProgrammingError as exc:  # a malformed URL: its text, password and all, left out
+            said = str(exc).replace(self.url, "…").strip()
+            raise ConfigurationError(f"cannot connect to PostgreSQL: malformed URL: {said}") from exc
         min_size, max_size = self._sizes
         pool = ConnectionPool(
             self.url,

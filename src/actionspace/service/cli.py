@@ -173,6 +173,8 @@ def serve_command(
         typer.echo(one_line(str(exc)), err=True)
         raise typer.Exit(1) from exc
     with served.stack:
-        typer.echo(f"actionspace store: {served.runtime.store_url}")
+        from actionspace._cli_tables import shown_store
+
+        typer.echo(f"actionspace store: {shown_store(served.runtime.store_url)}")
         typer.echo(f"actionspace console: {served.url}")
         uvicorn.run(served.app, host=host, port=port, log_level="warning")

@@ -12,7 +12,7 @@ import re
 import sqlite3
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from actionspace._store_url import shown_url as shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.trace import render
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore, summarize
@@ -91,7 +92,7 @@ def list_runs(
     if as_json:
         typer.echo(render.runs_json(summaries))
     elif not summaries:
-        _stderr().print(Text(f"No runs in {url}."), soft_wrap=True)
+        _stderr().print(Text(f"No runs in {shown_store(url)}."), soft_wrap=True)
     else:
         _stdout().print(render.runs_table(summaries))
 
@@ -177,17 +178,20 @@ def import_runs(
     Example: actionspace trace import run.jsonl --store sqlite:///other.db
     """
     url = store or default_store_url()
-    with _opened(url, create=True) as opened:
+    try:  # before the store is opened (or made)
+        source = nullcontext(sys.stdin) if file == "-" else Path(file).open(encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        _fail(f"cannot read {file}: {exc.strerror or exc}")
+    made = _new_sqlite_parts(url)
+    with source as lines, _opened(url, create=True) as opened:
         try:
-            if file == "-":
-                result = import_jsonl(opened, sys.stdin)
-            else:
-                with Path(file).open(encoding="utf-8") as fh:
-                    result = import_jsonl(opened, fh)
-        except OSError as exc:
-            _fail(f"cannot read {file}: {exc.strerror or exc}")
-        except ValueError as exc:
-            _fail(f"{file}: {exc}")
+            result = import_jsonl(opened, lines)
+        except BaseException as exc:
+            new = bool(made) and not opened.runs(limit=1)  # a store made here that holds runs stays
+            if new:
+                opened.close()
+                _remove(made)
+            _refuse_import(exc, file, url, new=new)
     said = f"Read {result.read} events, {result.written} new."
     why = []
     if result.skipped_runs:
@@ -253,6 +257,51 @@ def replay_run(
         raise typer.Exit(code=1)
 
 
+def _new_sqlite_parts(url: str) -> list[Path]:
+    """What opening the SQLite store of ``url`` would create: its file and any missing folders."""
+    from actionspace._store_url import sqlite_path
+
+    if url.partition("://")[0].lower() != "sqlite":
+        return []
+    try:
+        path = sqlite_path(url)
+        made = [] if path.exists() else [path]
+        made += [p for p in path.parents if not p.exists()]
+    except (ConfigurationError, OSError):  # refused when the store is opened
+        return []
+    return made
+
+
+def _remove(made: list[Path]) -> None:
+    """Undo what a failed import created: the store's file (with its journal) and then its folders."""
+    for path in made:
+        try:
+            if path.is_dir():
+                path.rmdir()
+            else:
+                for part in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+                    part.unlink(missing_ok=True)
+        except OSError:  # something else is in it now: it stays
+            return
+
+
+def _refuse_import(exc: BaseException, file: str, url: str, *, new: bool) -> NoReturn:
+    """One line for an import that stopped: the file unreadable or malformed, or Ctrl-C."""
+    if isinstance(exc, OSError):
+        _fail(f"cannot read {file}: {exc.strerror or exc}")
+    if isinstance(exc, ValueError):  # a malformed line (or bytes that are not UTF-8): nothing written
+        _fail(f"{file}: {exc}")
+    if isinstance(exc, KeyboardInterrupt):
+        if new:
+            _fail("interrupted: nothing was imported", code=130)
+        _fail(
+            f"interrupted: {shown_store(url)} keeps the events written so far; import the file "
+            "again to complete it",
+            code=130,
+        )
+    raise exc
+
+
 def _as_seen(events: list[TraceEvent], viewer: str | None, scopes: list[str] | None) -> list[TraceEvent]:
     """The events as the viewer of ``--viewer`` / ``--viewer-scope`` may see them (none given: a
     viewer with no id and no scope), redacted where their label forbids it."""
@@ -277,15 +326,16 @@ def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
 
 @contextmanager
 def _reading(url: str) -> Iterator[None]:
-    _stderr().print(Text(f"store: {url}", style="dim"), soft_wrap=True)  # stdout stays the output
+    # on stderr: stdout stays the output
+    _stderr().print(Text(f"store: {shown_store(url)}", style="dim"), soft_wrap=True)
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        _fail(f"cannot read trace store {url}: {exc}")
+        _fail(f"cannot read trace store {shown_store(url)}: {exc}")
     except ConfigurationError as exc:
         _fail(str(exc))
     except OSError as exc:  # a path the system refuses (a name too long, a file where a folder goes)
-        _fail(f"cannot open trace store {url}: {exc.strerror or exc}")
+        _fail(f"cannot open trace store {shown_store(url)}: {exc.strerror or exc}")
 
 
 def _resolve(store: TraceStore, prefix: str) -> str:
@@ -295,11 +345,11 @@ def _resolve(store: TraceStore, prefix: str) -> str:
         _fail(str(exc.args[0]) if exc.args else "no such run")
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, *, code: int = 1) -> NoReturn:
     """One line on stderr, however long its path and however many lines the driver's text spans."""
     said = _LINE_BREAKS.sub(" ", message.strip())
     _stderr().print(Text.assemble(("error: ", "bold red"), said), soft_wrap=True)
-    raise typer.Exit(code=1)
+    raise typer.Exit(code=code)
 
 
 def _stdout() -> Console:
