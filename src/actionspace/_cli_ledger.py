@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from typing import Annotated, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -18,6 +19,7 @@ from actionspace._cli_tables import (
     clipped,
     fail,
     id_table,
+    on_interrupt,
     say_store,
     short_time,
     shown_store,
@@ -25,7 +27,12 @@ from actionspace._cli_tables import (
     utf8_text,
 )
 
+if TYPE_CHECKING:
+    from actionspace._cli_read import StoreReader, Wanted
+
 __all__ = ["approvals_app", "ledger_app", "never_opens"]
+
+_T = TypeVar("_T")
 
 ledger_app = typer.Typer(
     help="The idempotency ledger: list actions, show one, reconcile an unknown_commit.", no_args_is_help=True
@@ -48,21 +55,36 @@ RevealOpt = Annotated[
 ]
 
 
-def _runtime(store: str | None) -> Any:
-    """The runtime on ``store``; one line and exit 1 when the URL is malformed, its file cannot be
-    made, or the file is not a store this actionspace reads (another program's, a newer schema)."""
-    from actionspace._store_url import sqlite_path
-    from actionspace.errors import ConfigurationError, store_unavailable
+def _runtime(store: str | None, wanted: Wanted) -> Any:
+    """The runtime on ``store``, once it is known to hold ``wanted`` (:func:`_reader`); one line and
+    exit 1 otherwise, as for :func:`_reader`."""
     from actionspace.runtime import Runtime
+
+    _reader(store, wanted).close()
+    on_interrupt("the decision may or may not have been recorded: look with 'show' before deciding again")
+    return _opening(store, lambda url: Runtime(url, recover_on_start=False))
+
+
+def _reader(store: str | None, wanted: Wanted) -> StoreReader:
+    """``store`` opened for reading only: it is neither created nor changed, a store without
+    ``wanted`` is "no ledger in …"; one line and exit 1 for any store it cannot read."""
+    from actionspace._cli_read import StoreReader
+
+    on_interrupt("nothing was written")
+    return _opening(store, lambda url: StoreReader(url, wanted), say=True)
+
+
+def _opening(store: str | None, opener: Callable[[str], _T], *, say: bool = False) -> _T:
+    """``opener(url)``; one line and exit 1 when the URL is malformed, there is no store, its file
+    cannot be opened, or it is not a store this actionspace reads (another program's, a newer schema)."""
+    from actionspace.errors import ConfigurationError, store_unavailable
     from actionspace.trace.store import default_store_url
 
     url = store or default_store_url()
-    say_store(url)
+    if say:
+        say_store(url)
     try:
-        if url.partition("://")[0].lower() == "sqlite" and not sqlite_path(url).exists():
-            # a mistyped path would otherwise become a new, empty store that answers "0 entries"
-            _fail(f"no store at {sqlite_path(url)} (nothing has been recorded there yet)")
-        return Runtime(url, recover_on_start=False)
+        return opener(url)
     except ConfigurationError as exc:
         _fail(str(exc))
     except OSError as exc:  # its folder cannot be made: a file in the way, a name too long
@@ -103,27 +125,31 @@ _SCAN = 100_000
 """How many entries a prefix is matched against (the newest first)."""
 _MAX_LIMIT = 1_000_000
 """The most entries a listing shows."""
+_LISTED = 100
+"""How many approval requests ``approvals list`` shows (the newest)."""
 
 
-def _ledger_key(rt: Any, prefix: str) -> str:
-    if rt.ledger.get(prefix) is not None:
+def _ledger_key(ledger: StoreReader, prefix: str) -> str:
+    if ledger.ledger_get(prefix) is not None:
         return prefix
-    return unique(prefix, (e.key for e in rt.ledger.list(limit=_SCAN)), "ledger entry")
+    return unique(prefix, (e.key for e in ledger.ledger_list(state=None, limit=_SCAN)), "ledger entry")
 
 
-def _request_id(rt: Any, prefix: str) -> str:
-    if rt.approvals.get(prefix) is not None:
+def _request_id(approvals: StoreReader, prefix: str) -> str:
+    if approvals.approval_get(prefix) is not None:
         return prefix
-    return unique(prefix, (r.id for r in rt.approvals.list(None, limit=_SCAN)), "approval request")
+    listed = approvals.approvals_list(status=None, limit=_SCAN)
+    return unique(prefix, (r.id for r in listed), "approval request")
 
 
-def _visible(rt: Any, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
+def _visible(reader: StoreReader, entries: list[Any], reveal: bool) -> list[dict[str, Any]]:
     """The entries as JSON; values of runs that held secret data are redacted unless ``reveal``."""
     if reveal:
         return [e.to_dict() for e in entries]
+    from actionspace.trace.events import TraceStore
     from actionspace.trace.redact_ledger import visible_entries
 
-    return visible_entries(entries, rt.trace, None)
+    return visible_entries(entries, cast(TraceStore, reader), None)  # it reads events(run_id) only
 
 
 def _fail(message: str) -> NoReturn:
@@ -158,12 +184,12 @@ def ledger_list(
     from actionspace.ledger.entries import STATES
 
     _one_of(state, STATES, "--state")
-    rt = _runtime(store)
+    reader = _reader(store, "ledger")
     try:
-        entries = rt.ledger.list(state=state, limit=limit)
-        shown = _visible(rt, entries, reveal)
+        entries = reader.ledger_list(state=state, limit=limit)
+        shown = _visible(reader, entries, reveal)
     finally:
-        rt.close()
+        reader.close()
     if json_out:
         typer.echo(json.dumps(shown, indent=2))
         return
@@ -181,13 +207,13 @@ def ledger_show(key: KeyArg, store: StoreOpt = None, reveal: RevealOpt = False) 
 
     Example: actionspace ledger show as1_3f2a
     """
-    rt = _runtime(store)
+    reader = _reader(store, "ledger")
     try:
-        key = _ledger_key(rt, key)
-        entry = rt.ledger.get(key)
-        shown = _visible(rt, [entry], reveal)[0] if entry is not None else None
+        key = _ledger_key(reader, key)
+        entry = reader.ledger_get(key)
+        shown = _visible(reader, [entry], reveal)[0] if entry is not None else None
     finally:
-        rt.close()
+        reader.close()
     if shown is None:
         _fail(f"no ledger entry {clipped(key)}")
     typer.echo(json.dumps(shown, indent=2))
@@ -208,9 +234,14 @@ def ledger_resolve(
 
     Example: actionspace ledger resolve as1_3f2a --outcome committed --by ann --reason 'in the statement'
     """
-    rt = _runtime(store)
+    reader = _reader(store, "ledger")
     try:
-        entry = rt.resolve(_ledger_key(rt, key), outcome=outcome, by=by, reason=reason)
+        key = _ledger_key(reader, key)
+    finally:
+        reader.close()
+    rt = _runtime(store, "ledger")
+    try:
+        entry = rt.resolve(key, outcome=outcome, by=by, reason=reason)
     except (KeyError, ValueError) as exc:
         _fail(_said(exc))
     finally:
@@ -235,11 +266,11 @@ def approvals_list(
     from actionspace.approval.requests import ApprovalStatus
 
     _one_of(status, (*get_args(ApprovalStatus), "all"), "--status")
-    rt = _runtime(store)
+    reader = _reader(store, "approvals")
     try:
-        requests = rt.approvals.list(None if status == "all" else status)
+        requests = reader.approvals_list(status=None if status == "all" else status, limit=_LISTED)
     finally:
-        rt.close()
+        reader.close()
     if json_out:
         typer.echo(json.dumps([r.to_dict() for r in requests], indent=2))
         return
@@ -259,11 +290,11 @@ def approvals_show(request_id: RequestArg, store: StoreOpt = None) -> None:
 
     Example: actionspace approvals show apr_7c1e
     """
-    rt = _runtime(store)
+    reader = _reader(store, "approvals")
     try:
-        request = rt.approvals.get(_request_id(rt, request_id))
+        request = reader.approval_get(_request_id(reader, request_id))
     finally:
-        rt.close()
+        reader.close()
     if request is None:
         _fail(f"no approval request {clipped(request_id)}")
     typer.echo(json.dumps(request.to_dict(), indent=2))
@@ -272,12 +303,12 @@ def approvals_show(request_id: RequestArg, store: StoreOpt = None) -> None:
 def _decide(
     request_id: str, store: str | None, approve: bool, by: str, reason: str | None, ttl: float
 ) -> None:
-    rt = _runtime(store)
+    reader = _reader(store, "approvals")
     try:
-        request_id = _request_id(rt, request_id)
-    except typer.Exit:
-        rt.close()
-        raise
+        request_id = _request_id(reader, request_id)
+    finally:
+        reader.close()
+    rt = _runtime(store, "approvals")
     try:
         if approve:
             request = rt.approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)

@@ -27,6 +27,8 @@ __all__ = [
     "clipped",
     "fail",
     "id_table",
+    "interrupted_line",
+    "on_interrupt",
     "one_line",
     "printable",
     "say_store",
@@ -133,3 +135,24 @@ def fail(message: str) -> NoReturn:
     """One line on stderr (whatever ``message`` holds), then exit 1."""
     typer.echo(one_line(message), err=True)
     raise typer.Exit(1)
+
+
+_WRITTEN: list[str] = []
+"""What the running command has (or has not) written, as :func:`on_interrupt` last said it."""
+_NOTHING_SAID = "what it wrote before it was stopped stays"
+
+
+def on_interrupt(written: str) -> None:
+    """Have Ctrl-C stopping the running command say ``written``: what it has or has not written."""
+    _WRITTEN[:] = [written]
+
+
+def interrupted_line(exc: SystemExit) -> str | None:
+    """The one line to print when ``exc`` is how Typer ends a command Ctrl-C stopped (exit 130,
+    raised from the KeyboardInterrupt), else None. Forgets what :func:`on_interrupt` said."""
+    said = _WRITTEN[0] if _WRITTEN else _NOTHING_SAID
+    _WRITTEN.clear()
+    ended = exc.__context__
+    if exc.code != 130 or ended is None or not isinstance(ended.__cause__, KeyboardInterrupt):
+        return None
+    return one_line(f"interrupted: {said}")

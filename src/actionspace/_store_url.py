@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["shown_url", "sqlite_path", "sqlite_url"]
+__all__ = ["shown_url", "sqlite_path", "sqlite_reading_uri", "sqlite_url"]
 
 _SCHEME = "sqlite://"
 
@@ -54,3 +55,12 @@ def sqlite_path(url: str) -> Path:
 def sqlite_url(path: Path | str) -> str:
     """The URL of ``path``: ``sqlite:////abs.db`` when absolute, ``sqlite:///rel.db`` when not."""
     return f"{_SCHEME}/{Path(path).as_posix()}"
+
+
+def sqlite_reading_uri(path: Path) -> str:
+    """The URI that opens the existing file ``path`` without creating it (``mode=rw``).
+
+    Not ``mode=ro``: a read-only connection that is the last to close a WAL file leaves its
+    ``-wal`` and ``-shm`` files behind. A caller that must not write sets ``PRAGMA query_only``.
+    """
+    return f"file:{quote(str(path.absolute()), safe='/')}?mode=rw"

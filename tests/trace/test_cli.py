@@ -50,10 +50,10 @@ def test_list_json_prints_the_run_summaries(url: str) -> None:
     }
 
 
-def test_list_on_a_store_that_does_not_exist_yet_reports_no_runs(tmp_path: Path) -> None:
+def test_list_on_a_store_that_does_not_exist_yet_says_so_and_fails(tmp_path: Path) -> None:
     result = invoke("list", "--store", f"sqlite:///{tmp_path}/none.db")
-    assert result.exit_code == 0
-    assert "No runs" in result.stderr
+    assert result.exit_code == 1
+    assert "error: no trace store at" in result.stderr
     assert not (tmp_path / "none.db").exists()
 
 

@@ -184,12 +184,23 @@ def eval_suite_command(
             chosen = policy_from_spec(policy)
         factory = _factory(tools, suite)
         _check_options(factory, gate=gate, ablation=ablation)
+        played = [t for t in loaded.tasks if factory is not None or runnable(t)][:limit]
+        unanswered = _unanswered(policy if mutate is None else "", played)
         if out is not None:  # refused now rather than after the whole run
             _no_earlier_traces(out, factory)
             out.mkdir(parents=True, exist_ok=True)
     except (ActionspaceError, OSError, ValueError) as exc:
         _refuse(console, "cannot start:", exc)
         raise typer.Exit(1) from exc
+    if unanswered:
+        _warn(
+            console,
+            f"{_count(unanswered, played)} have no output in {policy.partition(':')[2]}: "
+            f"scored as if the model proposed nothing ({_ids(unanswered)})",
+        )
+    from actionspace._cli_tables import on_interrupt
+
+    on_interrupt(f"no report was written{'' if out is None else f' to {out}'}")
     if factory is not None:
         _eval_env(loaded, chosen, factory, policy=policy, out=out, gate=gate, limit=limit, json_out=json_out)
         return
@@ -250,6 +261,49 @@ def eval_suite_command(
         _print_bfcl(metrics["bfcl_leaderboard"])
 
 
+def _unanswered(policy: str, played: list[Any]) -> list[str]:
+    """The ids of ``played`` a ``replay:``/``scripted:`` file holds no output for (none for another
+    policy); ActionspaceError when it holds none for any of them, which would score every task as
+    if the model proposed nothing. The file was read and checked by the policy already."""
+    kind, _, path = policy.partition(":")
+    if kind not in ("replay", "scripted") or path == "ground-truth" or not played:
+        return []
+    text = Path(path).read_text(encoding="utf-8")
+    if kind == "scripted":
+        held = {str(task_id) for task_id, turns in json.loads(text).items() if turns}
+    else:
+        held = {str(json.loads(line)["task_id"]) for line in text.splitlines() if line.strip()}
+    missing = [t.id for t in played if t.id not in held]
+    if not held:
+        raise ActionspaceError(f"{path} holds no output for any task: every task would score as no call")
+    if len(missing) == len(played):
+        raise ActionspaceError(
+            f"{path} holds outputs for none of the {len(played)} tasks to play "
+            f"(it answers {_ids(sorted(held))}; the suite asks {_ids(missing)}): was it recorded "
+            "for another suite?"
+        )
+    return missing
+
+
+def _count(some: list[str], played: list[Any]) -> str:
+    return f"{len(some)} of the {len(played)} tasks"
+
+
+def _ids(ids: list[str], shown: int = 5) -> str:
+    """The first ``shown`` ids, then how many more."""
+    more = f", … {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
+
+
+def _warn(console: Console, message: str) -> None:
+    """One line on stderr, taken as text and never wrapped."""
+    from actionspace._cli_tables import printable
+
+    said = Text("warning: " + printable(" ".join(message.split())))
+    said.stylize("yellow", 0, len("warning:"))
+    console.print(said, soft_wrap=True)
+
+
 def _factory(tools: str | None, suite: str) -> Any:
     """The runtime factory named by ``--tools`` (support-desk's own when not given), or None."""
     if tools is None and suite == "support-desk":
@@ -299,12 +353,14 @@ def _eval_env(
     json_out: bool,
 ) -> None:
     """Every task on the user's tools (and, with ``gate``, once more gated); print or write the report."""
+    from actionspace._cli_tables import on_interrupt
     from actionspace.evaluation.calibration import ThresholdPolicy, evaluate_thresholds
     from actionspace.evaluation.gating import compare_gating
     from actionspace.evaluation.metrics import public_metrics, summarize
     from actionspace.evaluation.runner import evaluate
 
     folder = out or Path(tempfile.mkdtemp(prefix="actionspace-eval-"))
+    on_interrupt(f"no report was written; the traces of the tasks played so far stay in {folder}")
     outcomes = evaluate(loaded, chosen, runtime_factory=factory, trace_dir=folder / "ungated", limit=limit)
     metrics = summarize(outcomes, suite=loaded.name, policy=policy)
     metrics["traces"] = str(folder / "ungated" / "trace.db")

@@ -20,7 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from actionspace._cli_tables import shown_store
+from actionspace._cli_tables import on_interrupt, shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.evaluation.monitor import MonitorReport, MonitorThresholds, monitor
 from actionspace.trace.store import default_store_url, open_trace_store
@@ -96,6 +96,7 @@ def monitor_command(
     Alerts name tools whose rejects concentrate on one field and tools with unknown commits.
     """
     url = store or default_store_url()
+    on_interrupt("nothing was written (monitor only reads)")
     try:
         cutoff = parse_since(since) if since is not None else None
     except ValueError as exc:

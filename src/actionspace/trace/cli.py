@@ -23,10 +23,9 @@ from rich.text import Text
 from actionspace._store_url import shown_url as shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.trace import render
-from actionspace.trace.events import RunSummary, TraceEvent, TraceStore, summarize
+from actionspace.trace.events import TraceEvent, TraceStore, summarize
 from actionspace.trace.export import export_jsonl, import_jsonl
 from actionspace.trace.store import (
-    StoreNotFoundError,
     default_store_url,
     open_trace_store,
     resolve_run_id,
@@ -78,17 +77,8 @@ def list_runs(
     Example: actionspace trace list -n 5 --store sqlite:///actionspace.db
     """
     url = store or default_store_url()
-    summaries: list[RunSummary] = []
-    with _reading(url):
-        try:
-            opened = open_trace_store(url, create=False)
-        except StoreNotFoundError:
-            pass
-        else:
-            try:
-                summaries = opened.runs(limit=limit)
-            finally:
-                opened.close()
+    with _only_reading(), _opened(url) as opened:  # no store: one line and exit 1, as show says
+        summaries = opened.runs(limit=limit)
     if as_json:
         typer.echo(render.runs_json(summaries))
     elif not summaries:
@@ -116,7 +106,7 @@ def show_run(
     Example: actionspace trace show run_a2a4 --json
     """
     url = store or default_store_url()
-    with _opened(url) as opened:
+    with _only_reading(), _opened(url) as opened:
         rid = _resolve(opened, run_id)
         events = _as_seen(opened.events(rid), viewer, viewer_scope)
     if as_json:
@@ -322,6 +312,15 @@ def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
             yield store
         finally:
             store.close()
+
+
+@contextmanager
+def _only_reading() -> Iterator[None]:
+    """Ctrl-C while a command that only reads is reading: one line saying so, exit 130."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        _fail("interrupted: nothing was written", code=130)
 
 
 @contextmanager
