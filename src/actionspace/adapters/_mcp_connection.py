@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
@@ -39,6 +40,9 @@ OpenClient = Callable[[AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
 
 _PROBE_TIMEOUT_S = 5.0
 """Longest wait for the request that tells a closed request from a session that ended."""
+_CLOSE_TIMEOUT_S = 10.0
+"""Longest wait for a session to end on close: the SDK's stdio shutdown takes up to about 6.5 s
+(2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
 
@@ -60,6 +64,8 @@ class Connection:
         self._client: Client | None = None
         self._stop: asyncio.Event | None = None
         self._owner: concurrent.futures.Future[None] | None = None
+        self._ended = threading.Event()
+        """Set once the owner task has left the session (the server process is stopped)."""
         self._refresh_lock: asyncio.Lock | None = None
         self._refresh_queued = False
         """A notified refresh waits to list: later notifications ride on it (a storm lists twice)."""
@@ -76,7 +82,7 @@ class Connection:
         try:
             return started.result(timeout=timeout_s)
         except BaseException:
-            self.close()
+            self.close(abort=True)
             raise
 
     async def astart(self, timeout_s: float) -> list[types.Tool]:
@@ -85,7 +91,7 @@ class Connection:
         try:
             return await asyncio.wait_for(asyncio.wrap_future(started), timeout_s)
         except BaseException:
-            await asyncio.to_thread(self.close)
+            await asyncio.to_thread(self.close, abort=True)
             raise
 
     def _new_loop(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
@@ -101,6 +107,7 @@ class Connection:
             self.failure = None
         self._thread.start()
         started: concurrent.futures.Future[list[types.Tool]] = concurrent.futures.Future()
+        self._ended.clear()
         self._owner = asyncio.run_coroutine_threadsafe(self._own(started), self._loop)
         return started
 
@@ -129,22 +136,30 @@ class Connection:
                 raise
         finally:
             self._client = None
+            self._ended.set()
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """End the session (stops a stdio server's process) and the loop thread. Idempotent."""
+    def close(self, timeout_s: float = _CLOSE_TIMEOUT_S, *, abort: bool = False) -> None:
+        """End the session (stops a stdio server's process) and the loop thread, within about
+        ``timeout_s`` seconds. ``abort``: the session is still starting, cancel it at once. Idempotent.
+
+        The loop runs until the session's own shutdown is over (for a stdio server: its stdin
+        closed, then SIGTERM, then SIGKILL to its process group), so no server process outlives it.
+        """
         if not self._thread.is_alive():
             return
-        stop = self._stop
-        if stop is not None:
-            self._loop.call_soon_threadsafe(stop.set)
-        if self._owner is not None:
-            try:
-                self._owner.result(timeout=timeout_s)
-            except BaseException as exc:
-                _log.debug("MCP server %s: close: %r", self.name, exc)
-                self._owner.cancel()
+        deadline = time.monotonic() + timeout_s
+        owner = self._owner
+        if owner is not None and not abort:
+            stop = self._stop
+            if stop is not None:
+                self._loop.call_soon_threadsafe(stop.set)
+            abort = not self._ended.wait(timeout_s / 2)  # a stop that is not heard: cancel
+        if owner is not None and abort:
+            owner.cancel()  # the owner task unwinds the SDK's bounded, shielded shutdown
+            if not self._ended.wait(max(0.0, deadline - time.monotonic())):
+                _log.warning("MCP server %s: session did not end within %ss", self.name, timeout_s)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout_s)
+        self._thread.join(max(0.0, deadline - time.monotonic()) + 1.0)
         if not self._thread.is_alive():
             self._loop.close()
 

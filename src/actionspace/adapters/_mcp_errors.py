@@ -41,6 +41,7 @@ __all__ = [
     "JSONRPC_CODES",
     "LOCAL_FAILURES",
     "RESOURCE_NOT_FOUND",
+    "RESULT_TOO_LARGE",
     "ServerUnavailable",
     "map_call_error",
     "map_jsonrpc_error",
@@ -52,6 +53,9 @@ _OUTPUT_CHECK: Final = re.compile(r"structured content|invalid schema for tool",
 
 RESOURCE_NOT_FOUND: Final = -32002
 """Retired by newer protocol revisions, still sent by older servers."""
+RESULT_TOO_LARGE: Final = -32090
+"""Raised by the client's own stdio transport (``_mcp_stdio``): the server's answer was larger than
+the bound and was dropped unread. A server sending it gains nothing: it is never retryable."""
 
 
 class ServerUnavailable(Exception):
@@ -75,6 +79,8 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
     # Raised by the SDK itself: the answer was lost, not refused.
     CONNECTION_CLOSED: ("connection_closed", "transient", "unknown_commit"),
     REQUEST_TIMEOUT: ("request_timeout", "transient", "unknown_commit"),
+    # The server answered, but too much to take: a write it answered may have committed.
+    RESULT_TOO_LARGE: ("result_too_large", "permanent", "unknown_commit"),
 }
 
 # exception type → (name, category without side effects, category with side effects)

@@ -57,7 +57,6 @@ from typing import Any, Literal, Protocol
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import MessageHandlerFnT
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -84,6 +83,11 @@ from actionspace.errors import (
     ToolError,
     UnknownToolError,
 )
+
+try:  # the bounded reader uses the SDK's private process helpers; an SDK without them has its own
+    from actionspace.adapters._mcp_stdio import bounded_stdio_client as _stdio_client
+except ImportError:  # pragma: no cover - depends on the installed SDK
+    from mcp.client.stdio import stdio_client as _stdio_client  # type: ignore[assignment]
 
 __all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
 
@@ -432,7 +436,7 @@ def _opener(server: McpServer) -> OpenClient:
                 env=dict(server.env) if server.env is not None else None,
                 cwd=server.cwd,
             )
-            transport: Any = stdio_client(params)
+            transport: Any = _stdio_client(params)
         else:
             http = await stack.enter_async_context(
                 create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
