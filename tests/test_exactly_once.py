@@ -40,6 +40,7 @@ class Bank:
         self.lose_next_response = 0
         self.fail_before_commit = 0
         self.fail_after_s = LOST_S
+        self.lost_s = LOST_S
         self.lose_first_response_of_each_amount = False
         self.lost_amounts: set[int] = set()
 
@@ -52,7 +53,7 @@ class Bank:
                 self.lost_amounts.add(amount)
                 lose = True
         if lose:
-            time.sleep(LOST_S)  # the response never arrives within the timeout
+            time.sleep(self.lost_s)  # the response never arrives within the timeout
 
     def pay_none(self, to: str, amount: int) -> dict[str, Any]:
         with self.lock:
@@ -201,6 +202,7 @@ def test_query_tool_is_not_sent_again_while_its_timed_out_attempt_still_runs() -
 def test_a_tool_without_status_query_ends_in_unknown_commit_and_a_person_resolves_it() -> None:
     bank = Bank()
     bank.lose_next_response = 1
+    bank.lost_s = 3.0  # its late answer (which would settle the entry) stays away while the test asks again
     rt = _runtime(bank, "none")
     obs = _call(rt)
     assert obs.error is not None and obs.error.category == "unknown_commit"

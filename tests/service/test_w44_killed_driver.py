@@ -115,10 +115,13 @@ def _start_and_kill(tmp_path: Path, body: dict[str, Any], run_id: str, node: str
         while True:
             try:
                 started = httpx.post(
-                    f"{base}/api/runs", json={**body, "run_id": run_id}, headers=bearer("agent-token")
+                    f"{base}/api/runs",
+                    json={**body, "run_id": run_id},
+                    headers=bearer("agent-token"),
+                    timeout=60.0,
                 )
                 break
-            except httpx.TransportError:
+            except httpx.ConnectError:  # not listening yet; a slow answer is waited for, never sent twice
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
         assert started.status_code == 202, started.text
