@@ -71,12 +71,15 @@ class Parts:
     def close(self, *, wait: bool, before: Callable[[], object] = lambda: None) -> None:
         """Close the toolsets, the executor (``wait``: let timed-out tool calls finish), then call
         ``before``, then close the stores."""
+        self.engine.executor.closed = True  # first: from here on no tool call begins
         self.toolsets.close()
         self.engine.executor.close(wait=wait)
         before()
         self.ledger.close()
         self.approvals.store.close()
         self.trace.close()
+        if self.meter is not None:
+            self.meter.close()
 
 
 def assemble(
@@ -146,6 +149,7 @@ def assemble(
         clock=clock,
     )
     engine.driver.settle = ledger_admin.recover_key  # an entry whose holder is gone, found by a proposal
+    engine.driver.executor, engine.driver.flush = engine.executor, engine.flush  # close; late answers traced
     return Parts(
         trace=trace,
         ledger=ledger,

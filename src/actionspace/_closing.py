@@ -8,7 +8,8 @@ every write still running is moved from ``dispatched`` to ``unknown``, with the 
 entry is left ``dispatched`` behind a closed runtime (recovery or ``ledger resolve`` settles it).
 The same holds for every call of a message (``call_all``, ``acall_all``), every node of a plan
 (an atomic group is one write), and the final observation of a stream; a call the closed ledger
-refused before anything was sent ends ``cancelled``.
+refused before anything was sent ends ``cancelled``, as does a call that had not begun when the
+runtime closed (``Executor.closed`` is read before every send) and a plan node that never ran.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ async def ended_stream(
 def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore) -> Observation:
     if obs.error is not None and obs.error.category in _DECIDED_BEFORE_SENDING:
         return obs
+    if obs.error is not None and obs.error.category == "cancelled" and _never_sent(obs.error):
+        return obs  # not begun (the runtime closed first, or a plan node blocked): it says so already
     if obs.error is not None and obs.error.details.get("sent") is False:  # the closed ledger refused it
         error = ActionError.of("cancelled", f"{_CUT}; it was not sent", details={"sent": False})
         return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
@@ -137,6 +140,11 @@ def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore) -> Observati
         details={"idempotency_key": key} if isinstance(key, str) else {},
     )
     return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
+
+
+def _never_sent(error: ActionError) -> bool:
+    """``error`` ends a call that was never sent: not begun, or a plan node that never ran."""
+    return error.details.get("sent") is False or error.details.get("phase") == "not_dispatched"
 
 
 def _settled_as_answered(obs: Observation, ledger: LedgerStore, key: str) -> bool:

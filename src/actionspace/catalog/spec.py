@@ -6,6 +6,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 import string
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -107,11 +108,34 @@ def _high_risk_name(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cost:
-    """Estimated cost of a call, in the budget's money unit."""
+    """Estimated cost of a call, in the budget's money unit.
+
+    Every rate is a finite real number >= 0 (an ``int`` or a ``float``, never a ``bool``); anything
+    else raises :class:`~actionspace.errors.ToolDefinitionError` when the tool is defined.
+    """
 
     per_call: float = 0.0
+    """Money per dispatched call. Default 0."""
     per_item: float = 0.0
+    """Money per item acted on. Default 0."""
     per_byte: float = 0.0
+    """Money per observation byte shown to the model. Default 0."""
+
+    def __post_init__(self) -> None:
+        for name in ("per_call", "per_item", "per_byte"):
+            rate = getattr(self, name)
+            if not _finite_rate(rate):
+                raise ToolDefinitionError(f"Cost.{name} must be a finite number >= 0, got {rate!r}")
+
+
+def _finite_rate(rate: object) -> bool:
+    """Whether ``rate`` is an int or float (not a bool) that is finite as a float and >= 0."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float):
+        return False
+    try:
+        return math.isfinite(float(rate)) and rate >= 0
+    except OverflowError:
+        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

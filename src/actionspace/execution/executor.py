@@ -28,13 +28,14 @@ from actionspace.execution.pulls import Pull, Stopped
 from actionspace.execution.raised import call_carrying, passes_on, raised
 from actionspace.outcomes import Failed, Outcome, Succeeded
 
-__all__ = ["Executor", "Failed", "Outcome", "Succeeded", "resumed", "running_attempt"]
+__all__ = ["NOT_BEGUN", "Executor", "Failed", "Outcome", "Succeeded", "resumed", "running_attempt"]
 
 AttemptHook = Callable[[int, ActionError, float], None]
 """Called before each retry with (attempt that failed, its error, delay in seconds)."""
 
 
 _RUNNING_ATTEMPT = "actionspace_running_attempt"
+NOT_BEGUN = "the Runtime was closed before this call began; it was not sent"
 
 
 def running_attempt(cut: BaseException) -> Future[Outcome] | None:
@@ -134,6 +135,9 @@ class Executor:
         """Attempts still running past their timeout beyond which no new blocking attempt starts."""
         self._abandoned: set[Future[Any]] = set()
         self._abandoned_lock = threading.Lock()
+        self.closed = False
+        """Set when its owner begins to close: no tool call begins after it (a path that would begin
+        one ends it ``cancelled``, :data:`NOT_BEGUN`, ``details["sent"]`` False: nothing recorded as sent)."""
 
     @property
     def map_error(self) -> ErrorMapper:
@@ -482,6 +486,7 @@ class Executor:
 
     def close(self, *, wait: bool = False) -> None:
         """Stop the worker threads; ``wait`` lets sends that timed out run to their end first."""
+        self.closed = True
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
 

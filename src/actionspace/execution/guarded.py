@@ -200,10 +200,13 @@ class Guard:
         call_id: str,
         record: Record,
         fresh: bool = False,
+        ledger_key: str | None = None,
     ) -> Admission | ActionError | None:
         """Look the call up in the cache and reserve its estimate; an error means it must not run.
 
         ``fresh``: the caller wants a new read, not a cached one (the result is cached again).
+        ``ledger_key``: the key the ledger will send the call under, if any (a meter in a store
+        asks the ledger whether it was sent, should this process die before settling it).
         """
         cache, meter = self.cache, self.meter
         key = hit = None
@@ -217,7 +220,10 @@ class Guard:
         else:
             items, amount = self._estimate(spec, arguments)
         try:
-            reservation = meter.admit(run_id, (principal.id, principal.tenant), amount)
+            sent = Usage() if hit is not None else charge(spec, calls=1, items=items, nbytes=0)
+            reservation = meter.admit(
+                run_id, (principal.id, principal.tenant), amount, key=ledger_key, if_sent=sent
+            )
         except Exception as exc:  # the meter's store did not answer: nothing is reserved or sent
             return ActionError.unsent("the budget store could not reserve the call's estimate", exc)
         if isinstance(reservation, ActionError):

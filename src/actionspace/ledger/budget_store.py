@@ -6,16 +6,33 @@ principal's budget, and a restart reset it. Here the usage of each run and of ea
 every budget and adds the reservation in one write transaction, so concurrent processes cannot
 both spend the last unit. Settling adds the difference between what was reserved and what the
 call used.
+
+Each reservation is also a row of ``budget_reservations`` naming its owner: one meter of one
+process, registered in ``budget_owners`` with its host, its pid and that process's start time, and
+a lease its timer renews (every third of ``lease_s``). A process killed between admitting a call
+and settling it leaves its reservation behind; :meth:`~_StoredMeter.reclaim` (run when a meter
+opens, on every renewal and before refusing a call) settles the reservations of an owner that is
+provably gone — on this host, its process (pid and start time) no longer runs; from another host,
+its lease ran out — at what the ledger says happened: a call the ledger shows dispatched or beyond
+(or a call it does not track, such as a read) stays charged, without the observation bytes nobody
+was shown; a call that never reached dispatch is freed. An owner that only stalled past its lease
+and settles later settles exactly: its rows keep what was charged for them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from actionspace.errors import ActionError
+from actionspace.ledger import budget_owners as owners
+from actionspace.ledger.budget_owners import LEASE_S, NOT_SENT, OWNER_TABLES, PG_OWNER_TABLES, RETENTION_S
 from actionspace.policy.budget import (
     ZERO,
     Budgets,
@@ -23,6 +40,7 @@ from actionspace.policy.budget import (
     Reservation,
     Usage,
     _drawn,
+    _holding,
     _take,
     _usage,
     _vector,
@@ -30,7 +48,8 @@ from actionspace.policy.budget import (
 
 __all__ = ["PostgresMeter", "SqliteMeter", "open_meter"]
 
-_SQLITE_SCHEMA: Final = """
+_SQLITE_SCHEMA: Final = (
+    """
 CREATE TABLE IF NOT EXISTS budget_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -41,10 +60,15 @@ CREATE TABLE IF NOT EXISTS budget_usage (
     items REAL NOT NULL,
     bytes REAL NOT NULL,
     money REAL NOT NULL
-)
+);
 """
+    + OWNER_TABLES
+)
 SCHEMA_VERSION: Final = 1
+"""Unchanged by the owner and reservation tables: they are only added, and a meter that does not
+know them still counts correctly (its reservations are only never reclaimed)."""
 T = TypeVar("T")
+Vector = tuple[float, float, float, float]
 
 
 def _run_key(run_id: str) -> str:
@@ -64,12 +88,38 @@ def _principal_key(principal: tuple[str, str | None]) -> str:
     return f"principal:{escaped}:{pid}"
 
 
+def _minus(a: Vector, b: Vector | list[float]) -> Vector:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3])
+
+
+def _values(row: Any) -> list[Any]:
+    return list(row.values()) if isinstance(row, dict) else list(row)
+
+
 class _StoredMeter(Meter):
     """A meter whose vectors live in a database (subclasses give the SQL and the transaction)."""
 
     _placeholder = "?"
     _lock_rows = ""
     """Appended to the reads of an admission (SQLite's write transaction already excludes others)."""
+    _now_sql = "(julianday('now') - 2440587.5) * 86400.0"
+    """The database's clock, in seconds since the epoch: leases of every host are read on it."""
+
+    def __init__(self, budgets: Budgets, *, lease_s: float) -> None:
+        super().__init__(budgets)
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
+        self._lease_s = lease_s
+        self._owner = uuid.uuid4().hex
+        self._host, self._pid = owners.this_host(), os.getpid()
+        self._start = owners.started_of(self._pid) if self._host else ""
+        self._swept = 0.0
+        self._renewal = owners.Renewal(self, lease_s / 3)
+
+    def _opened(self) -> None:
+        """Register this meter, reclaim for the dead, start renewing (the schema exists)."""
+        self.renew()
+        self._renewal.start()
 
     def _write(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -82,16 +132,22 @@ class _StoredMeter(Meter):
         with self._write() as conn:
             return work(conn)
 
+    def _ledger_state(self, conn: Any, key: str) -> str | None:
+        """The ledger's state of ``key`` (None: no entry); raises when the store has no ledger."""
+        row = conn.execute(
+            f"SELECT state FROM ledger_entries WHERE key = {self._placeholder}", (key,)
+        ).fetchone()
+        return None if row is None else str(_values(row)[0])
+
     def _row(self, conn: Any, scope: str, *, lock: bool = False) -> list[float]:
         p = self._placeholder
         sql = f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope = {p}"
         row = conn.execute(sql + (self._lock_rows if lock else ""), (scope,)).fetchone()
         if row is None:
             return [0, 0, 0, 0.0]
-        values = list(row.values()) if isinstance(row, dict) else list(row)
-        return [float(v) for v in values]
+        return [float(v) for v in _values(row)]
 
-    def _add(self, conn: Any, scope: str, delta: tuple[float, float, float, float]) -> None:
+    def _add(self, conn: Any, scope: str, delta: Vector) -> None:
         p = self._placeholder
         conn.execute(
             f"INSERT INTO budget_usage (scope, calls, items, bytes, money) VALUES ({p}, {p}, {p}, {p}, {p})"
@@ -99,6 +155,16 @@ class _StoredMeter(Meter):
             " items = budget_usage.items + excluded.items, bytes = budget_usage.bytes + excluded.bytes,"
             " money = budget_usage.money + excluded.money",
             (scope, *delta),
+        )
+
+    def _register(self, conn: Any) -> None:
+        """Record (or renew) this meter's registration and lease."""
+        p = self._placeholder
+        conn.execute(
+            f"INSERT INTO budget_owners (owner, host, pid, started, expires)"
+            f" VALUES ({p}, {p}, {p}, {p}, {self._now_sql} + {p})"
+            " ON CONFLICT (owner) DO UPDATE SET expires = excluded.expires",
+            (self._owner, self._host, self._pid, self._start, self._lease_s),
         )
 
     def used(self, *, run_id: str | None = None, principal: tuple[str, str | None] | None = None) -> Usage:
@@ -114,12 +180,34 @@ class _StoredMeter(Meter):
             return self._remaining(run, self._row(conn, _principal_key(principal)))
 
     def admit(
-        self, run_id: str, principal: tuple[str, str | None], amount: Usage
+        self,
+        run_id: str,
+        principal: tuple[str, str | None],
+        amount: Usage,
+        *,
+        key: str | None = None,
+        if_sent: Usage | None = None,
+    ) -> Reservation | ActionError:
+        reserved = self._admit(run_id, principal, amount, key, if_sent)
+        if isinstance(reserved, ActionError) and self._sweep_due() and self.reclaim():
+            reserved = self._admit(run_id, principal, amount, key, if_sent)
+        return reserved
+
+    def _admit(
+        self,
+        run_id: str,
+        principal: tuple[str, str | None],
+        amount: Usage,
+        key: str | None,
+        if_sent: Usage | None,
     ) -> Reservation | ActionError:
         keys = (_run_key(run_id), _principal_key(principal))
         need = _vector(amount)
         drawn = _drawn(run_id, principal, need)
         extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
+        sent = _vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
+        hold = _holding() if any(drawn) else None
+        token = uuid.uuid4().hex if any(need) else None
 
         def reserve(conn: Any) -> Reservation | ActionError:
             run = self._row(conn, keys[0], lock=True)
@@ -129,39 +217,170 @@ class _StoredMeter(Meter):
                 return refused
             remaining = self._remaining(run, shared)
             if any(extra):
-                for key in keys:
-                    self._add(conn, key, extra)
-            return Reservation(run, shared, amount, remaining, keys=keys, scope=(run_id, principal))
+                for scope in keys:
+                    self._add(conn, scope, extra)
+            if token is not None:
+                self._record(conn, token, keys, key, need, sent)
+            if hold is not None and hold.token is not None:  # what it drew is now this call's
+                self._uncount(conn, hold.token, (drawn[0], drawn[1], drawn[2], drawn[3]))
+            return Reservation(
+                run, shared, amount, remaining, keys=keys, scope=(run_id, principal), token=token
+            )
 
         reserved = self._transact(reserve)
         if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
             _take(drawn)
         return reserved
 
+    def _record(
+        self, conn: Any, token: str, keys: tuple[str, str], key: str | None, need: Vector, sent: Vector
+    ) -> None:
+        self._register(conn)
+        p = ", ".join([self._placeholder] * 13)
+        conn.execute(
+            "INSERT INTO budget_reservations (token, owner, run_scope, principal_scope, ledger_key,"
+            " calls, items, bytes, money, sent_calls, sent_items, sent_bytes, sent_money)"
+            f" VALUES ({p})",
+            (token, self._owner, *keys, key, *need, *sent),
+        )
+
+    def _uncount(self, conn: Any, token: str, drawn: Vector) -> None:
+        p = self._placeholder
+        conn.execute(
+            f"UPDATE budget_reservations SET calls = calls - {p}, items = items - {p},"
+            f" bytes = bytes - {p}, money = money - {p} WHERE token = {p}",
+            (*drawn, token),
+        )
+
+    def _counted(self, conn: Any, token: str) -> Vector:
+        """What the usage rows hold for reservation ``token``, its row deleted; none when it is
+        gone (reclaimed long ago: then all of the actual usage is charged, erring on spent)."""
+        p = self._placeholder
+        row = conn.execute(
+            f"SELECT calls, items, bytes, money FROM budget_reservations WHERE token = {p}", (token,)
+        ).fetchone()
+        if row is None:
+            return (0, 0, 0, 0.0)
+        conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
+        calls, items, nbytes, money = (float(v) for v in _values(row))
+        return (calls, items, nbytes, money)
+
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         if reservation.keys is None:
             super().settle(reservation, actual)
             return
-        reserved, spent = _vector(reservation.amount), _vector(actual)
-        delta = (
-            spent[0] - reserved[0],
-            spent[1] - reserved[1],
-            spent[2] - reserved[2],
-            spent[3] - reserved[3],
-        )
-        if not any(delta):
+        keys, token, spent = reservation.keys, reservation.token, _vector(actual)
+        if token is None and spent == _vector(reservation.amount):
             return
-        keys = reservation.keys
 
         def add(conn: Any) -> None:
-            for key in keys:
-                self._add(conn, key, delta)
+            counted = _vector(reservation.amount) if token is None else self._counted(conn, token)
+            delta = _minus(spent, counted)
+            if any(delta):
+                for scope in keys:
+                    self._add(conn, scope, delta)
 
         self._transact(add)
 
     def forget_run(self, run_id: str) -> None:
         sql = f"DELETE FROM budget_usage WHERE scope = {self._placeholder}"
         self._transact(lambda conn: conn.execute(sql, (_run_key(run_id),)))
+
+    def renew(self) -> int:
+        """Renew this meter's lease and :meth:`reclaim` in one transaction; how many were reclaimed."""
+
+        def work(conn: Any) -> int:
+            self._register(conn)
+            return self._reclaim(conn)
+
+        return self._transact(work)
+
+    def reclaim(self) -> int:
+        """Settle, at what the ledger says happened, the reservations of owners that are provably
+        gone (see the module's docstring); how many."""
+        return self._transact(self._reclaim)
+
+    def _sweep_due(self) -> bool:
+        """At most one extra reclaim a second, before refusing calls."""
+        now = time.monotonic()
+        if now - self._swept < 1.0:
+            return False
+        self._swept = now
+        return True
+
+    def _reclaim(self, conn: Any) -> int:
+        p = self._placeholder
+        now = float(_values(conn.execute(f"SELECT {self._now_sql}").fetchone())[0])
+        registered = conn.execute(
+            f"SELECT owner, host, pid, started, expires FROM budget_owners WHERE owner <> {p}", (self._owner,)
+        ).fetchall()
+        count = 0
+        for owner, host, pid, started, expires in map(_values, registered):
+            if host and host == self._host:
+                if started and owners.started_of(int(pid)) == started:
+                    continue  # its process runs: never reclaimed, however slow or late its lease
+                dead = True
+            elif float(expires) < now:
+                dead = False  # only its lease lapsed: keep its rows, should it settle later
+            else:
+                continue
+            count += self._reclaim_owner(conn, owner, now if not dead else None)
+            conn.execute(f"DELETE FROM budget_owners WHERE owner = {p}", (owner,))
+        conn.execute(
+            f"DELETE FROM budget_reservations WHERE reclaimed IS NOT NULL AND reclaimed < {p}",
+            (now - RETENTION_S,),
+        )
+        return count
+
+    def _reclaim_owner(self, conn: Any, owner: str, stamp: float | None) -> int:
+        """Charge each open reservation of ``owner`` at what the ledger says; ``stamp``: keep the
+        rows (marked reclaimed then), else delete them (their process is gone for good)."""
+        p = self._placeholder
+        rows = conn.execute(
+            "SELECT token, run_scope, principal_scope, ledger_key, calls, items, bytes, money,"
+            " sent_calls, sent_items, sent_bytes, sent_money FROM budget_reservations"
+            f" WHERE owner = {p} AND reclaimed IS NULL",
+            (owner,),
+        ).fetchall()
+        for token, run_scope, principal_scope, key, *numbers in map(_values, rows):
+            counted, sent = [float(v) for v in numbers[:4]], [float(v) for v in numbers[4:]]
+            charged = sent if key is None or self._sent(conn, key) else [0, 0, 0, 0.0]
+            delta = _minus((charged[0], charged[1], charged[2], charged[3]), counted)
+            if any(delta):
+                self._add(conn, run_scope, delta)
+                self._add(conn, principal_scope, delta)
+            if stamp is None:
+                conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
+            else:
+                conn.execute(
+                    f"UPDATE budget_reservations SET calls = {p}, items = {p}, bytes = {p}, money = {p},"
+                    f" reclaimed = {p} WHERE token = {p}",
+                    (*charged, stamp, token),
+                )
+        return len(rows)
+
+    def _sent(self, conn: Any, key: str) -> bool:
+        """Whether the ledger may have dispatched ``key`` (True when it cannot tell)."""
+        try:
+            state = self._ledger_state(conn, key)
+        except Exception:
+            return True
+        return state is not None and state not in NOT_SENT
+
+    def _deregister(self, conn: Any) -> None:
+        """Drop this meter's registration unless a reservation of it is still open."""
+        p = self._placeholder
+        conn.execute(
+            f"DELETE FROM budget_owners WHERE owner = {p} AND NOT EXISTS (SELECT 1 FROM"
+            f" budget_reservations WHERE owner = {p} AND reclaimed IS NULL)",
+            (self._owner, self._owner),
+        )
+
+    def _closing(self) -> None:
+        """Stop renewing, and deregister when nothing of this meter is open (best effort)."""
+        self._renewal.stop()
+        with contextlib.suppress(Exception):  # else its lease lapses, or its process ends: reclaimed then
+            self._transact(self._deregister)
 
 
 class SqliteMeter(_StoredMeter):
@@ -171,8 +390,10 @@ class SqliteMeter(_StoredMeter):
     for the WAL write, not for an fsync (a power loss may forget the latest usage).
     """
 
-    def __init__(self, budgets: Budgets, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
-        super().__init__(budgets)
+    def __init__(
+        self, budgets: Budgets, path: str | Path, *, busy_timeout_s: float = 30.0, lease_s: float = LEASE_S
+    ) -> None:
+        super().__init__(budgets, lease_s=lease_s)
         from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 
         self._db = SqliteConnections(path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
@@ -182,6 +403,7 @@ class SqliteMeter(_StoredMeter):
             self._db.close()
             raise
         self._group = GroupCommit.open(path, busy_timeout_s=busy_timeout_s)
+        self._opened()
 
     def _transact(self, work: Callable[[Any], T]) -> T:
         self._db.check_open()
@@ -194,6 +416,7 @@ class SqliteMeter(_StoredMeter):
 
     def close(self) -> None:
         if not self._db.closed:
+            self._closing()
             self._group.close()
         self._db.close()
 
@@ -204,8 +427,12 @@ class PostgresMeter(_StoredMeter):
     _placeholder = "%s"
     _lock_rows = " FOR UPDATE"
 
-    def __init__(self, budgets: Budgets, url: str, *, connect_timeout_s: float = 10.0) -> None:
-        super().__init__(budgets)
+    _now_sql = "extract(epoch from clock_timestamp())::double precision"
+
+    def __init__(
+        self, budgets: Budgets, url: str, *, connect_timeout_s: float = 10.0, lease_s: float = LEASE_S
+    ) -> None:
+        super().__init__(budgets, lease_s=lease_s)
         from actionspace.ledger.postgres import PostgresConnections
 
         self._db = PostgresConnections(url, name="budgets", max_size=4, connect_timeout_s=connect_timeout_s)
@@ -216,15 +443,21 @@ class PostgresMeter(_StoredMeter):
                     "CREATE TABLE IF NOT EXISTS budget_usage (scope TEXT PRIMARY KEY,"
                     " calls DOUBLE PRECISION NOT NULL, items DOUBLE PRECISION NOT NULL,"
                     " bytes DOUBLE PRECISION NOT NULL, money DOUBLE PRECISION NOT NULL)",
+                    *PG_OWNER_TABLES,
                 ),
                 meta_table="budget_meta",
                 meta_key="schema_version",
                 version=SCHEMA_VERSION,
                 what="the budget meters",
             )
+            self._opened()
         except BaseException:
             self._db.close()
             raise
+
+    def _ledger_state(self, conn: Any, key: str) -> str | None:
+        with conn.transaction():  # a savepoint: a store without a ledger leaves the rest standing
+            return super()._ledger_state(conn, key)
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
@@ -238,6 +471,7 @@ class PostgresMeter(_StoredMeter):
         return self._db.connection()
 
     def close(self) -> None:
+        self._closing()
         self._db.close()
 
 

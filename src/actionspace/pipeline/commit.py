@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from actionspace.errors import Abandoned, ActionError, said_safely
-from actionspace.execution.executor import running_attempt
+from actionspace.execution.executor import NOT_BEGUN, Executor, running_attempt
 from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
@@ -42,6 +43,8 @@ __all__ = ["Dispatch", "LedgerDriver"]
 
 T = TypeVar("T")
 
+_log = logging.getLogger("actionspace")
+
 Dispatch = Callable[[], AsyncIterator[Observation | Outcome]]
 """Sends the tool once: yields provisional observations (streams), then the Outcome last."""
 
@@ -61,6 +64,13 @@ class LedgerDriver:
         self.settle: Callable[[str], object] | None = None
         """Settles one entry whose holder is gone, as recovery does (the runtime's ledger
         administration); None: such an entry is waited on until the protocol answers ``transient``."""
+        self.executor: Executor | None = None
+        """The runtime's executor: once it is :attr:`~Executor.closed`, a call ends ``cancelled``
+        before its intent is recorded (nothing sent). None: never refused so."""
+        self.flush: Callable[[Recorder], None] | None = None
+        """Hands a recorder's events to the trace store (the engine's ``flush``): what the ledger
+        records of a call after the call ended (its late answer's settlement) is stored with it.
+        None: such events are added to the call's recorder, which was flushed already."""
 
     async def drive_call(
         self,
@@ -81,6 +91,11 @@ class LedgerDriver:
         """
         assert ready.key is not None
         spec = ready.compiled.spec
+        executor = self.executor
+        if executor is not None and executor.closed:  # closed before it began: nothing recorded as sent
+            error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
+            yield fail(rec, error, ready.call_id, spec.name, spec.version)
+            return
         digest = args_digest(ready.arguments)
         still_pending: Callable[[LedgerEntry], Observation] | None = None
         if self._checks_pending:  # in the insert's own transaction
@@ -106,26 +121,33 @@ class LedgerDriver:
             return fail(rec, error, ready.call_id, spec.name, spec.version)
 
         exempt = None if ready.exempt is None else _Exempt(ready.exempt)
+        record = rec.add if self.flush is None else _Record(rec, self.flush)
         steps = protocol(
             spec=spec,
             entry=entry,
             store=self.ledger,
             observe=observe_outcome,
             fail=failed,
-            record=rec.add,
+            record=record,
             still_pending=still_pending,
             admit_send=None if exempt is None else exempt.admit,
         )
         observations = self.drive(steps, dispatch, blocking=blocking)
         if exempt is not None:
             observations = exempt.settled(observations, rec)
-        async for obs in observations:
-            if obs.call_id != ready.call_id and not obs.provisional:  # replayed: answer this proposal's id
-                diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
-                obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
-            if obs.diagnostics.get("replayed") is True and obs.error is None:  # a failure's is recorded
-                rec.add("observation", {**observation_event(obs), "replayed": True})
-            yield obs
+        try:
+            async for obs in observations:
+                if obs.call_id != ready.call_id and not obs.provisional:  # replayed: this proposal's id
+                    diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
+                    obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
+                if obs.diagnostics.get("replayed") is True and obs.error is None:  # a failure's is recorded
+                    rec.add("observation", {**observation_event(obs), "replayed": True})
+                if not obs.provisional and isinstance(record, _Record):
+                    record.ended = True  # the caller stores ``rec`` now: later events are stored apart
+                yield obs
+        finally:
+            if isinstance(record, _Record):
+                record.ended = True
 
     async def drive(
         self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
@@ -197,6 +219,30 @@ class LedgerDriver:
         )
         rec.add("ledger", {"key": ready.key, "pending": pending.key, "state": pending.state, "sent": False})
         return fail(rec, error, ready.call_id, spec.name, spec.version)
+
+
+class _Record:
+    """The ledger's ``record`` for one call: into the call's recorder while the call runs; once
+    its final observation is out (the caller stores that recorder), each event is stored at
+    once, in a recorder of its own with the call's id (a late answer settling the entry after
+    the caller stopped waiting, perhaps while the runtime closes). A trace store that fails or
+    is closed by then loses the event, never raises at the thread that settled the entry."""
+
+    __slots__ = ("ended", "flush", "rec")
+
+    def __init__(self, rec: Recorder, flush: Callable[[Recorder], None]) -> None:
+        self.rec, self.flush, self.ended = rec, flush, False
+
+    def __call__(self, kind: str, data: Mapping[str, Any]) -> None:
+        if not self.ended:
+            self.rec.add(kind, data)
+            return
+        own = Recorder(self.rec.run, self.rec.call_id)
+        own.add(kind, data)
+        try:
+            self.flush(own)
+        except Exception:
+            _log.exception("actionspace: a ledger event of %s after the call was not stored", own.call_id)
 
 
 class _Exempt:

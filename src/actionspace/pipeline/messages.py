@@ -9,7 +9,8 @@ decision can differ (:mod:`actionspace.pipeline.together`); from sync code too w
 the message names runs off the calling thread anyway (async tools on the executor's portal loop,
 blocking ones on its worker threads), else one after the other.
 A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
-stores what was recorded before it propagates.
+stores what was recorded before it propagates. Once the runtime closes (``Executor.closed``), a
+call of the message not begun yet is not sent: it ends ``cancelled``, ``details["sent"]`` False.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
+from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, parse
 from actionspace.pipeline.calls import parse_raw, per_call_id, well_identified
@@ -279,18 +281,22 @@ class Messages:
                 elif self._off_the_caller(calls, run):  # on the loop its async tools run on
                     out.extend(engine.executor.block_on(run_together(engine, calls, run, rec, given)))
                     calls = []
+            executor = engine.executor
             for call in calls:
                 inp = given(call=call, rec=rec, node_id=node)
                 try:
-                    if dry_run:
+                    if executor.closed:  # the runtime closed while an earlier call ran: this one is not sent
+                        obs = _not_begun(rec, call, run)
+                    elif dry_run:
                         obs = await engine.dry_run(inp, blocking)
                     else:
                         ready = engine.prepare_input(inp) if blocking else await engine.aprepare_input(inp)
-                        obs = (
-                            await engine.run_ready(ready, rec, blocking)
-                            if isinstance(ready, Ready)
-                            else ready
-                        )
+                        if not isinstance(ready, Ready):
+                            obs = ready
+                        elif executor.closed:  # closed while it was prepared
+                            obs = _not_begun(rec, call, run, ready.call_id)
+                        else:
+                            obs = await engine.run_ready(ready, rec, blocking)
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = engine.internal(exc, rec, call)
                 run.flow.observed(obs)
@@ -303,3 +309,10 @@ class Messages:
             raise
         # store I/O in this thread, or on a worker thread
         return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))
+
+
+def _not_begun(rec: Recorder, call: ToolCall, run: RunState, call_id: str | None = None) -> Observation:
+    """A call of a message that the runtime closed before it began: ``cancelled``, not sent."""
+    error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
+    tool = call.name[:200] if isinstance(call.name, str) else ""
+    return fail(rec, error, call_id or call.id or f"{run.run_id}:n{next(run.nodes)}", tool)

@@ -289,6 +289,9 @@ class Stages:
             return None
         spec, checked = d.spec, d.checked
         assert spec is not None and checked is not None
+        key = None
+        if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
+            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
         admit = partial(
             guard.admit,
             spec,
@@ -298,12 +301,11 @@ class Stages:
             call_id=d.call_id,
             record=inp.rec.add,
             fresh=inp.fresh,
+            ledger_key=key,
         )
-        if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
-            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
-            if replayed(self.ledger, key):  # answered from the ledger's record: nothing is sent
-                d.exempt = admit  # unless the entry turns sendable before the ledger reads it
-                return None
+        if key is not None and self.ledger is not None and replayed(self.ledger, key):
+            d.exempt = admit  # answered from the ledger's record, unless it turns sendable first
+            return None
         admitted = admit()
         if isinstance(admitted, ActionError):
             return admitted

@@ -19,6 +19,9 @@ chain ahead) then stepped by the driver after the others got theirs. A task whos
 takes the next wave; a wave that ran inline hands the next one over after one turn of the loop,
 so the loop runs other tasks in between.
 
+Once the runtime closes (``Executor.closed``, read before each node begins), a node not begun yet
+is not sent: it ends ``cancelled``, ``details["sent"]`` False, and its successors are blocked.
+
 Nodes stepped inline by a driver share its context variables; a node in a task of its own, and a
 new driver, get a copy of what was current when their wave began (what the driver's first node
 made current does not reach them), as ``asyncio.gather`` copies its caller's.
@@ -34,7 +37,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
-from actionspace.execution.executor import resumed
+from actionspace.errors import ActionError
+from actionspace.execution.executor import NOT_BEGUN, resumed
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
@@ -210,6 +214,7 @@ class Driver(NodeRunner):
         task = asyncio.current_task()
         assert task is not None
         running, nodes, waits = self.running, self.plan.nodes, self._waits
+        executor = self.engine.executor
         obs: Observation
         while wave and not self._closed:
             waited = False
@@ -226,6 +231,9 @@ class Driver(NodeRunner):
                     break
                 if k not in running:
                     continue  # settled while it waited for its turn
+                if executor.closed:  # the runtime closed while the plan ran: nothing more begins
+                    self._finish(k, self._not_begun(k))
+                    continue
                 node = nodes[k]
                 tool = node.specs[0].name
                 if tool in waits and i + 1 < len(wave):
@@ -343,7 +351,10 @@ class Driver(NodeRunner):
         :meth:`_plain_now` and :meth:`_started` written out in one frame (the task resumes it at
         every wait of the tool)."""
         begun = not self._closed and k in self.running  # (settled, cancelled, before it began)
-        now = self._plain_now(k, node) if begun else None
+        if begun and self.engine.executor.closed:
+            now: Observation | Started | None = self._not_begun(k)
+        else:
+            now = self._plain_now(k, node) if begun else None
         cancelled = False
         try:
             await _HOP
@@ -404,7 +415,8 @@ class Driver(NodeRunner):
             self._check_settled()
             return
         self.running[k] = asyncio.current_task()
-        wave = self._then(k, await self._body(k, self.plan.nodes[k]))
+        closed = self.engine.executor.closed
+        wave = self._then(k, self._not_begun(k) if closed else await self._body(k, self.plan.nodes[k]))
         if wave:
             await self._drive(wave)
 
@@ -449,6 +461,14 @@ class Driver(NodeRunner):
             if answer is not None:
                 obs = abort_outcome(obs, await answer)
         return obs
+
+    def _not_begun(self, k: str) -> Observation:
+        """Node ``k``'s observation when the runtime closed before it began: ``cancelled``, not
+        sent (``details["sent"]`` False), recorded as cancelled before it was dispatched."""
+        self._record(None, "plan_node_cancelled", {"node": k, "phase": "not_dispatched", "reason": "closed"})
+        spec = self.plan.nodes[k].specs[0]
+        error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False, "phase": "not_dispatched"})
+        return Observation.failure(error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version)
 
     def _finish(self, k: str, obs: Observation) -> None:
         del self.running[k]

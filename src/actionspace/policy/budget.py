@@ -7,9 +7,10 @@ list given to ``Runtime(budgets=[...])``) means every one of them applies.
 Before dispatch the runtime asks the :class:`Meter` to *admit* the call's :func:`estimate`; the
 estimate is reserved at once (so concurrent calls cannot all pass the same check) and replaced by
 the actual usage when the call ends. Items are counted the same way whether they arrive as one
-batch or as many single calls, so splitting a batch never escapes an ``items`` budget. The meter
-keeps its usage in memory, per process: it starts at zero with every ``Runtime`` and is not shared
-between processes.
+batch or as many single calls, so splitting a batch never escapes an ``items`` budget. The
+:class:`Meter` here keeps its usage in memory, per process: it starts at zero with every ``Runtime``
+and is not shared between processes; :mod:`actionspace.ledger.budget_store` keeps it in the store
+every process shares, and reclaims the reservations of processes that died before settling.
 """
 
 from __future__ import annotations
@@ -233,6 +234,9 @@ class Reservation:
     are then copies, and :meth:`Meter.settle` writes the difference to the store)."""
     scope: tuple[str, tuple[str, str | None]] | None = None
     """The run and the principal it was admitted for."""
+    token: str | None = None
+    """For a meter kept in a store: the row recording this reservation and its owner, so that it
+    can be reclaimed should its process die before settling it (None: no row)."""
 
 
 _DRAWING: ContextVar[Reservation | None] = ContextVar("actionspace_budget_drawing", default=None)
@@ -261,6 +265,11 @@ def _drawn(run_id: str, principal: tuple[str, str | None], need: tuple[float, ..
         return [0, 0, 0, 0.0]
     left = _vector(hold.amount)
     return [min(need[i], left[i]) for i in range(4)]
+
+
+def _holding() -> Reservation | None:
+    """The hold admissions in this context draw on, if any."""
+    return _DRAWING.get()
 
 
 def _take(drawn: list[float]) -> None:
@@ -324,9 +333,21 @@ class Meter:
             return self._remaining(run, self._principals.get(principal, [0, 0, 0, 0.0]))
 
     def admit(
-        self, run_id: str, principal: tuple[str, str | None], amount: Usage
+        self,
+        run_id: str,
+        principal: tuple[str, str | None],
+        amount: Usage,
+        *,
+        key: str | None = None,
+        if_sent: Usage | None = None,
     ) -> Reservation | ActionError:
-        """Reserve ``amount`` when every applicable budget has room; else a ``budget_exceeded`` error."""
+        """Reserve ``amount`` when every applicable budget has room; else a ``budget_exceeded`` error.
+
+        ``key`` (the ledger key the call will be sent under, if any) and ``if_sent`` (what the call
+        costs when it ran but nobody saw its result; default ``amount`` without its bytes) tell a
+        meter kept in a store what to charge should this process die before settling; in memory
+        the reservation dies with the process, and they are not used.
+        """
         need = _vector(amount)
         with self._lock:
             run = self._runs.get(run_id)
@@ -374,6 +395,14 @@ class Meter:
         """Drop a finished run's usage (principal usage is kept)."""
         with self._lock:
             self._runs.pop(run_id, None)
+
+    def reclaim(self) -> int:
+        """Settle the reservations of processes that died before settling them; how many (in memory,
+        none: they died with their process)."""
+        return 0
+
+    def close(self) -> None:
+        """Release what the meter holds (nothing in memory)."""
 
     def _remaining(self, run: list[float] | None, shared: list[float]) -> dict[str, float]:
         out: dict[str, float] = {}
