@@ -56,7 +56,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, parse, user_text
+from actionspace.parse import ParseResult, StreamParser, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation, ToolCall
@@ -259,6 +259,11 @@ class Session:
     def handle(self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False) -> Turn:
         """Check and run every call the model proposed; one observation and one result per call.
 
+        ``model_output`` is the output in any shape :func:`~actionspace.parse.parse` reads, the
+        :class:`~actionspace.parse.StreamParser` that read it (its whole :meth:`output`: a message
+        the provider cut off runs none of its calls) or the ``ParseResult`` of it (recorded as its
+        ``to_dict()``; a failed one answers once, as it holds no call id beyond its calls).
+
         ``confidence`` (0–1, one for all calls or call id → value) feeds :attr:`gate` when set.
         ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
         of the tool (``diagnostics["dry_run"]``); nothing is committed. Raises ConfigurationError
@@ -266,7 +271,7 @@ class Session:
         """
         if self.rt.engine.runs.closed:
             raise closed_error()
-        parsed = _parsed(model_output)
+        model_output, parsed = _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
@@ -283,7 +288,7 @@ class Session:
         sets commute and no decision can differ, and are answered in the message's order."""
         if self.rt.engine.runs.closed:
             raise closed_error()
-        parsed = _parsed(model_output)
+        model_output, parsed = _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
@@ -440,6 +445,17 @@ class ConfidenceGate:
 
 
 _GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDictionary()
+
+
+def _handed(output: Any) -> tuple[Any, ParseResult | None]:
+    """The output as the engine reads it, and its parse when it may hold a plain answer: a
+    ``StreamParser`` is its whole output; a ``ParseResult`` is its own parse (its ``to_dict()``
+    recorded as the model output)."""
+    if isinstance(output, StreamParser):
+        output = output.output()
+    elif isinstance(output, ParseResult):
+        return output.to_dict(), output
+    return output, _parsed(output)
 
 
 def _parsed(raw: Any) -> ParseResult | None:

@@ -132,6 +132,7 @@ def test_openai_chat_parallel_calls_complete_when_the_next_index_starts() -> Non
     assert parser.feed({"choices": [{"delta": {"tool_calls": [second]}}]}) == [
         ToolCall(name="f", arguments={"x": 1}, id="a")
     ]
+    parser.feed({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})  # the stream's end
     assert [c.name for c in parser.finish().calls] == ["f", "g"]
 
 
@@ -163,6 +164,8 @@ def test_anthropic_input_json_deltas_give_the_call_on_block_stop() -> None:
         assert parser.feed({"type": "content_block_delta", "index": 1, "delta": delta}) == []
     stop = parser.feed({"type": "content_block_stop", "index": 1})
     assert stop == [ToolCall(name="get_weather", arguments=json.loads(ARGUMENTS), id="toolu_1")]
+    parser.feed({"type": "message_delta", "delta": {"stop_reason": "tool_use"}})
+    parser.feed({"type": "message_stop"})
     result = parser.finish()
     assert (result.content, result.calls) == ("Checking.", tuple(stop))
 
@@ -183,6 +186,7 @@ def test_chat_content_deltas_without_structured_calls_are_read_as_raw_text() -> 
     parser = StreamParser()
     for piece in ("<tool_call>", '{"name": "f", ', '"arguments": {}}', "</tool_call>"):
         parser.feed({"choices": [{"delta": {"content": piece}}]})
+    parser.feed({"choices": [{"delta": {}, "finish_reason": "stop"}]})
     assert parser.finish().calls == (ToolCall(name="f", arguments={}),)
 
 

@@ -42,6 +42,8 @@ def _anthropic(arguments: str, cuts: list[int]) -> Iterator[dict[str, Any]]:
         delta = {"type": "input_json_delta", "partial_json": arguments[a:b]}
         yield {"type": "content_block_delta", "index": 0, "delta": delta}
     yield {"type": "content_block_stop", "index": 0}
+    yield {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}
+    yield {"type": "message_stop"}
 
 
 def _responses(arguments: str, cuts: list[int]) -> Iterator[dict[str, Any]]:
@@ -50,6 +52,7 @@ def _responses(arguments: str, cuts: list[int]) -> Iterator[dict[str, Any]]:
     for a, b in zip([0, *cuts], [*cuts, len(arguments)], strict=True):
         yield {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": arguments[a:b]}
     yield {"type": "response.function_call_arguments.done", "output_index": 0, "arguments": arguments}
+    yield {"type": "response.completed", "response": {"status": "completed"}}
 
 
 FORMS: dict[str, Callable[[str, list[int]], Iterator[dict[str, Any]]]] = {
@@ -97,7 +100,7 @@ def test_progress_shows_a_prefix_of_what_arrived_lagging_at_most_an_eighth(
             entries = event["choices"][0]["delta"].get("tool_calls") or [{}]
             received += len(entries[0].get("function", {}).get("arguments", ""))
         elif form == "anthropic" and isinstance(piece, dict):
-            received += len(piece["partial_json"])
+            received += len(piece.get("partial_json", ""))
         elif form == "openai_responses" and isinstance(piece, str):
             received += len(piece)
         progress = stream.progress()

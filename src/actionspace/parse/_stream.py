@@ -27,7 +27,9 @@ complete at its ``content_block_stop``, before the ``message_delta`` that says `
 ``feed``'s calls are for showing progress, never for running. What to act on is the whole stream,
 once it ended: :meth:`StreamParser.output` is the output as :func:`parse`, ``call_ids`` and
 ``Session.handle`` read it (``s.handle(stream.output())``), so a cut message's calls end as
-``parse_error`` observations, one per call id, whose recovery is to re-emit them.
+``parse_error`` observations, one per call id, whose recovery is to re-emit them. Provider
+events that stop with no finish signal at all (a dropped connection, whose lost end may have
+said ``max_tokens``) finish as ``cut_off`` too once they hold a call.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ _EAGER_LIMIT = 8192
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
 _CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES
 """Finish reasons a server gives beside a raw text stream that say the token limit cut it off."""
+_NO_END = ("the stream ended without its finish signal", "$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +160,8 @@ class StreamParser:
         self._refusal: list[str] = []
         self._cut: tuple[str, str] | None = None
         """Why and where the provider said the output was cut off, once it did."""
+        self._ended = False
+        """Whether the events held the stream's finish signal (``finish_reason``, ``message_stop``…)."""
         self._arg_chars = 0
         self._chat_top = -1
         """The highest index of a chat tool call seen: a higher one completes those below it."""
@@ -308,6 +313,7 @@ class StreamParser:
             delta = choices[0].get("delta") or {}
             reason = choices[0].get("finish_reason")
             finished = reason is not None
+            self._ended = self._ended or finished
             if isinstance(reason, str) and reason in CUT_OFF_FINISH_REASONS:
                 self._cut_off(f"finish_reason {reason!r}", "$.choices[0].finish_reason")
         if not isinstance(delta, Mapping):
@@ -351,6 +357,7 @@ class StreamParser:
         elif kind == "response.refusal.delta" and isinstance(event.get("delta"), str):
             self._refusal.append(event["delta"])
         elif kind in _RESPONSE_ENDS:
+            self._ended = True
             response = event.get("response")
             status = response.get("status") if isinstance(response, Mapping) else None
             if kind == "response.incomplete" or (isinstance(status, str) and status in CUT_OFF_STATUSES):
@@ -398,9 +405,12 @@ class StreamParser:
                 self._reasoning.append(delta["thinking"])
         elif kind == "content_block_stop" and ("anthropic", index) in self._pending:
             self._pending[("anthropic", index)].done = self._cut is None
+        elif kind == "message_stop":
+            self._ended = True
         elif kind == "message_delta":
             delta = event.get("delta")
             stop = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+            self._ended = self._ended or stop is not None
             if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
                 self._cut_off(f"stop_reason {stop!r}", "$.delta.stop_reason")
 
@@ -465,6 +475,8 @@ class StreamParser:
                             path=path,
                         )
                     coll.add_call(call)
+                if not self._ended:  # the connection dropped: its lost end may have said the limit cut it
+                    raise cut_off_fault(*_NO_END)
             else:
                 from actionspace.parse._text import parse_text
 
@@ -473,6 +485,8 @@ class StreamParser:
                 if self._cut is not None and (coll.calls or coll.error):  # calls written as text, cut too
                     coll.error = None  # the cut says more than where the text stops
                     raise cut_off_fault(*self._cut)
+                if coll.calls and coll.error is None and not self._ended:
+                    raise cut_off_fault(*_NO_END)
         except Malformed as fault:
             coll.fail(fault, "stream")
         except (TypeError, ValueError, json.JSONDecodeError) as exc:  # defensive: never raise

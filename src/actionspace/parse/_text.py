@@ -76,6 +76,31 @@ _MARKED: tuple[tuple[tuple[str, ...], str, TextParser], ...] = (
 )
 
 
+_OPENERS: dict[str, tuple[str, ...]] = {fmt: markers for markers, fmt, _ in _MARKED}
+_OPENERS["hermes"] = _OPENERS["qwen3_xml"] = (TOOL_CALL_OPEN, FUNCTION_OPEN)
+
+
+def _cut_in_marker(text: str, fmt: str, coll: Collector) -> None:
+    """Raise ``truncated`` when ``text``, in which calls of format ``fmt`` were read, ends inside
+    the opening marker of another call of that format (``…</tool_call><tool_ca``): the output was
+    cut as the model began it. A lone first character (``<``) counts only right after a call, so
+    words ending with ``<`` stay content."""
+    if not coll.calls:
+        return
+    for marker in _OPENERS.get(fmt, ()):
+        for size in range(len(marker) - 1, 0, -1):
+            if not text.endswith(marker[:size]):
+                continue
+            if size == 1 and (coll.content[-1:] or [""])[0] != marker[0]:
+                break
+            raise Malformed(
+                "truncated",
+                f"the output stops inside {marker!r} ({marker[:size]!r}): it was cut off as another call "
+                "began; emit the calls again, whole",
+                pos=len(text) - size,
+            )
+
+
 class _View:
     """The visible text (reasoning removed) and the map from its offsets back to the original."""
 
@@ -185,6 +210,7 @@ def parse_text(text: str, coll: Collector, *, strict: bool = True, path: str = "
     coll.recent = None
     try:
         parser(visible, coll)
+        _cut_in_marker(visible, fmt, coll)
     except Malformed as fault:
         if path != "$":
             fault.details.setdefault("path", path)

@@ -43,7 +43,7 @@ from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.observation import canonical_bytes
 from actionspace.observation.rules import RULES, JsonRule, TrimRule
-from actionspace.pipeline.calls import dispatched_event, parse_raw
+from actionspace.pipeline.calls import dispatched_event, parse_raw, per_call_id
 from actionspace.pipeline.commit import Dispatch
 from actionspace.pipeline.runs import check_id
 from actionspace.policy.principal import Principal
@@ -386,10 +386,12 @@ async def astream(
     """:meth:`Runtime.astream`: every call in ``raw`` in turn, each as its stream of observations.
 
     A non-streaming tool yields its one (final) observation; a call rejected before execution
-    yields its error observation. The trace is flushed after every observation, so a reader of
-    the trace sees the progress while the stream runs. Once the runtime closes, a call not begun
-    yet ends ``cancelled``, not sent. Raises ValueError, before anything is
-    recorded, for a node id no store can write (:func:`~actionspace.pipeline.runs.check_id`).
+    yields its error observation. A message none of whose calls runs (a ``parse_error``: cut off,
+    one call id twice) yields that error once per call id the model gave, as ``call_all`` answers.
+    The trace is flushed after every observation, so a reader of the trace sees the progress while
+    the stream runs. Once the runtime closes, a call not begun yet ends ``cancelled``, not sent.
+    Raises ValueError, before anything is recorded, for a node id no store can write
+    (:func:`~actionspace.pipeline.runs.check_id`).
     """
     if node_id is not None:
         check_id("node id", node_id)
@@ -398,8 +400,9 @@ async def astream(
     rec = Recorder(run, None)
     try:
         calls = parse_raw(raw, rec)
-        if isinstance(calls, Observation):
-            yield calls
+        if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
+            for failed in per_call_id(raw, calls):
+                yield failed
             return
         node = node_id if len(calls) == 1 else None
         for call in calls:
