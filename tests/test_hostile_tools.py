@@ -120,7 +120,10 @@ def test_a_write_whose_result_cannot_be_written_commits_once_and_replays(
         s.user("pay 5")
         first = _handle(s, mode, _message(_entry("a", "pay", '{"amount": 5}')))
         assert first.status == "ok", first.error
-        assert "cannot be shown" in str(first.data)
+        if isinstance(result, WithLock):  # read field by field: nothing to copy, nothing lost
+            assert first.data["name"] == "a"
+        else:
+            assert "cannot be shown" in str(first.data)
         key = first.diagnostics["idempotency_key"]
         assert _ledger_state(rt, key) == "committed"
         again = _handle(s, mode, _message(_entry("b", "pay", '{"amount": 5}')))

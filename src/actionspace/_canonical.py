@@ -16,13 +16,14 @@ for keys with characters outside the Basic Multilingual Plane). Hashes are there
 actionspace but not comparable with other JCS implementations for float-bearing data.
 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
-``model_dump(mode="json")``, dataclasses through ``asdict``, dates as ISO 8601, enums by value,
-numpy-like arrays and scalars through ``tolist`` (an array past a million items keeps its first
-rows: a cut), sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
-``"-Infinity"``, and anything else as its ``repr``. A value whose conversion raises (its ``repr``,
-its mapping's ``items()``, a dataclass field ``asdict`` cannot copy) becomes a placeholder string
-naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``; the
-values around it are kept. ``normalize`` itself does not raise for what a tool returns.
+``model_dump(mode="json")``, dataclasses as objects of their fields, dates as ISO 8601, enums by
+value, numpy-like arrays and scalars through ``tolist`` (an array past a million items keeps its
+first rows: a cut), sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``,
+``"Infinity"``, ``"-Infinity"``, and anything else as its ``repr``. A value or key whose conversion
+raises (its ``repr`` or ``str``, its mapping's ``items()``, a dataclass field) alone becomes a
+placeholder naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``
+(a ``str`` key keeps its characters). A container (or dataclass) inside itself is ``"<cycle>"``.
+``normalize`` itself does not raise for what a tool returns.
 
 Nothing is lost silently. Keys that write as one text (``1`` and ``"1"``, two objects that print
 alike) are all kept: the first keeps the text, each later one gets a distinct name naming its type
@@ -41,7 +42,7 @@ import json
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
@@ -351,25 +352,28 @@ def unshowable(value: object, exc: BaseException) -> str:
 
 
 def _type_name(value: object) -> str:
-    name = getattr(type(value), "__qualname__", None)  # a metaclass may make it anything
-    return name if type(name) is str else "object"
+    try:  # a metaclass may make the name anything, or raise
+        return str.__str__(type(value).__qualname__)
+    except Exception:
+        return "object"
 
 
-def _container(value: Iterable[Any], depth: int, walk: _Walk) -> Any:
+def _container(value: Any, depth: int, walk: _Walk) -> Any:
     marker = id(value)
-    path = walk.path
-    if marker in path:
+    if marker in walk.path:
         return "<cycle>"
-    path.add(marker)
+    walk.path.add(marker)
     try:
         if isinstance(value, Mapping):
             return _mapping(value, depth, walk)
+        if dataclasses.is_dataclass(value):
+            return _fields(value, depth, walk)
         items = [_normalize(v, depth + 1, walk) for v in value]
         if isinstance(value, set | frozenset):
             items.sort(key=canonical_text)
         return items
     finally:
-        path.discard(marker)
+        walk.path.discard(marker)
 
 
 def _mapping(value: Mapping[Any, Any], depth: int, walk: _Walk) -> dict[str, Any]:
@@ -378,18 +382,16 @@ def _mapping(value: Mapping[Any, Any], depth: int, walk: _Walk) -> dict[str, Any
     for k, v in value.items():
         key = _key(k)
         if key in out:  # another key wrote this text already: keep both
-            if counts is None:
-                counts = {}
+            counts = {} if counts is None else counts
             key = distinct_key(key, k, out, counts)
         out[key] = _normalize(v, depth + 1, walk)
     return out
 
 
 def distinct_key(text: str, key: object, taken: Container[str], counts: dict[str, int] | None = None) -> str:
-    """A name for ``key``, whose text ``text`` another key of its mapping holds already, that
-    ``taken`` does not hold: ``"<text> (<type>)"``, else ``"<text> (<type> 2)"``, ``3``… ``counts``
-    (kept by the caller over one mapping) remembers the last number tried per name, so that many
-    keys printing alike cost one step each."""
+    """A name for ``key``, whose text ``text`` another key of its mapping holds already, that ``taken``
+    does not hold: ``"<text> (<type>)"``, else ``"<text> (<type> 2)"``, ``3``… ``counts`` (kept by the
+    caller over one mapping) remembers the last number tried per name: keys printing alike cost one step."""
     base = f"{text} ({_type_name(key)}"
     number = 1 if counts is None else counts.get(base, 1)
     name = f"{base})" if number == 1 else f"{base} {number})"
@@ -411,7 +413,7 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
         except Exception:
             return repr(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _normalize(dataclasses.asdict(value), depth + 1, walk)
+        return _container(value, depth, walk)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
         return value.isoformat()
     if isinstance(value, Decimal | uuid.UUID | PurePath):
@@ -419,6 +421,17 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
     if callable(getattr(type(value), "tolist", None)) and getattr(type(value), "dtype", None) is not None:
         return _array(value, depth, walk)
     return repr(value)
+
+
+def _fields(value: Any, depth: int, walk: _Walk) -> dict[str, Any]:
+    """A dataclass instance as the object of its fields (as ``asdict``, without its deep copy)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(value):
+        try:
+            out[field.name] = _normalize(getattr(value, field.name), depth + 1, walk)
+        except Exception as exc:  # the field cannot be read: it alone is a placeholder
+            out[field.name] = unshowable(value, exc)
+    return out
 
 
 _ARRAY_ITEMS: Final = 1 << 20
@@ -458,14 +471,17 @@ def normalize_key(key: object) -> str:
 
 
 def _key(key: object) -> str:
-    if isinstance(key, str):
+    try:
+        if isinstance(key, str):
+            return str(key)
+        if key is None or isinstance(key, bool | int | float):
+            text = canonical_text(key)
+            return text if not text.startswith('"') else str(json.loads(text))
+        if isinstance(key, enum.Enum):
+            return _key(key.value)
         return str(key)
-    if key is None or isinstance(key, bool | int | float):
-        text = canonical_text(key)
-        return text if not text.startswith('"') else str(json.loads(text))
-    if isinstance(key, enum.Enum):
-        return _key(key.value)
-    return str(key)
+    except Exception as exc:  # the key's own code raised: the key alone becomes a placeholder
+        return str.__str__(key) if issubclass(type(key), str) else unshowable(key, exc)
 
 
 def json_copy(value: Any) -> Any:

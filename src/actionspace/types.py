@@ -9,12 +9,14 @@ the time (``SYSTEM_CLOCK`` by default; tests drive a ``ManualClock`` instead of 
 
 from __future__ import annotations
 
+import reprlib
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
+from actionspace._canonical import clip_end, unshowable
 from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 
@@ -357,6 +359,11 @@ class Observation:
     provisional: bool = False
     items: tuple[Observation, ...] = ()
 
+    def __repr__(self) -> str:
+        """Bounded, never raising whatever ``data`` holds; the values of an observation whose labels
+        restrict it (secret, readers) read ``[redacted]``, as trace views show them uncleared."""
+        return _observation_repr(self, 0)
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
@@ -428,3 +435,65 @@ class Observation:
 
 
 _RUNTIME_PROVENANCE = Provenance(source="runtime")
+
+
+class _SafeRepr(reprlib.Repr):
+    """``reprlib``'s bounded repr, where a part whose ``repr`` raises becomes a placeholder."""
+
+    def repr1(self, x: Any, level: int) -> str:
+        try:
+            return str(super().repr1(x, level))
+        except Exception as exc:
+            return unshowable(x, exc)
+
+
+_SHOWN = _SafeRepr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 3, 80, 80, 40
+_SHOWN.maxdict = _SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxset = _SHOWN.maxfrozenset = 8
+_REDACTED: Final = "[redacted]"
+"""What a restricted value reads as (``actionspace.policy.redaction.REDACTED``)."""
+_NAMING: Final = {"call_id", "tool", "tool_version", "status", "complete", "content_hash", "provenance"}
+"""Fields that name things (the trace views keep their counterparts) or hold no value of the data."""
+
+
+def _restricted(obs: Observation) -> bool:
+    """True when ``obs``'s labels are secret or name readers (or are no tags at all)."""
+    try:
+        labels = obs.provenance.labels
+        return any(type(tag) is not str or tag == "secret" or tag.startswith("reader") for tag in labels)
+    except Exception:
+        return True
+
+
+def _observation_repr(obs: Observation, depth: int) -> str:
+    hidden, parts = _restricted(obs), []
+    for name, default in _DEFAULTS.items():
+        value = getattr(obs, name, None)
+        try:
+            if name == "items":
+                text = _items_repr(value, depth)
+            elif name == "error" and value is not None:
+                message = _SHOWN.repr(_REDACTED if hidden else value.message)
+                text = f"ActionError(category={_SHOWN.repr(value.category)}, message={message})"
+            elif hidden and name not in _NAMING and value is not default:
+                text = repr(_REDACTED)
+            elif type(value) is Provenance or type(value) is Trimming:  # their own fields are plain
+                if hidden and type(value) is Provenance and value.resource_version is not None:
+                    value = replace(value, resource_version=_REDACTED)
+                text = clip_end(repr(value), 400)
+            else:
+                text = clip_end(_SHOWN.repr(value), 400)
+        except Exception as exc:
+            text = unshowable(value, exc)
+        parts.append(f"{name}={text}")
+    return clip_end(f"Observation({', '.join(parts)})", 2000 >> (2 * depth))
+
+
+def _items_repr(items: Any, depth: int) -> str:
+    if not items or depth >= 1:
+        return f"<{len(items)} observations>" if items else "()"
+    shown = [_observation_repr(i, 1) if isinstance(i, Observation) else _SHOWN.repr(i) for i in items[:3]]
+    return f"({', '.join(shown + ([f'…[+{len(items) - 3} more]'] if len(items) > 3 else []))})"
+
+
+_DEFAULTS: Final = {name: field.default for name, field in Observation.__dataclass_fields__.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
@@ -47,6 +48,9 @@ class Shaped:
     ``keep_raw``) and a store was given; None otherwise."""
     content_hash: str
     """sha256 hex of the canonical JSON of ``data`` (see ``_canonical`` for the canonical form)."""
+    not_stored: str | None = None
+    """Why the full raw output has no ``artifact_ref`` although one was due (something was cut, or
+    ``keep_raw``): ``"no artifact store"``, or the store's failure (a full disk); None otherwise."""
 
 
 _set_data = Shaped.__dict__["data"].__set__
@@ -54,6 +58,7 @@ _set_trimming = Shaped.__dict__["trimming"].__set__
 _set_complete = Shaped.__dict__["complete"].__set__
 _set_ref = Shaped.__dict__["artifact_ref"].__set__
 _set_hash = Shaped.__dict__["content_hash"].__set__
+_set_not_stored = Shaped.__dict__["not_stored"].__set__
 _new = object.__new__
 
 
@@ -65,6 +70,7 @@ def _unchanged(data: Any, digest: str) -> Shaped:
     _set_complete(shaped, True)
     _set_ref(shaped, None)
     _set_hash(shaped, digest)
+    _set_not_stored(shaped, None)
     return shaped
 
 
@@ -190,9 +196,18 @@ def _shape_json(
         canonical = text.encode("utf-8", "surrogatepass") if len(text) <= max_bytes else None
         if canonical is not None and len(canonical) <= max_bytes:
             if not deep:
-                ref = _put(artifacts, canonical if given is None else given) if keep_raw else None
+                ref, unstored = (
+                    _put(artifacts, canonical if given is None else given) if keep_raw else _NOT_PUT
+                )
                 digest = sha256(canonical).hexdigest()
-                return Shaped(data=plain, trimming=None, complete=True, artifact_ref=ref, content_hash=digest)
+                return Shaped(
+                    data=plain,
+                    trimming=None,
+                    complete=True,
+                    artifact_ref=ref,
+                    content_hash=digest,
+                    not_stored=unstored,
+                )
             data, kept = plain, canonical  # nesting (or an integer) cut by normalize: kept as it is
         else:
             # ``plain`` is normalized already, or (``text`` given) one the C encoder wrote:
@@ -201,20 +216,27 @@ def _shape_json(
             kept = dumps_plain(data).encode("utf-8", "surrogatepass")
         pieces = (text,)
     if given is not None:
-        ref, original = _put(artifacts, given), len(given)
+        (ref, unstored), original = _put(artifacts, given), len(given)
     else:  # what normalize cut is written anew, whole; the rest is the canonical text
-        ref, original = _put_text(artifacts, whole_json(value) if deep else pieces)
+        ref, original, unstored = _put_text(artifacts, whole_json(value) if deep else pieces)
     trimming = Trimming(
         rule=JsonRule.name, rule_version=JsonRule.version, original_bytes=original, kept_bytes=len(kept)
     )
     digest = sha256(kept).hexdigest()
-    return Shaped(data=data, trimming=trimming, complete=False, artifact_ref=ref, content_hash=digest)
+    return Shaped(
+        data=data,
+        trimming=trimming,
+        complete=False,
+        artifact_ref=ref,
+        content_hash=digest,
+        not_stored=unstored,
+    )
 
 
-def _put_text(artifacts: ArtifactStore | None, pieces: Iterable[str]) -> tuple[str | None, int]:
-    """The text of ``pieces`` stored in ``artifacts`` as UTF-8, and its size in bytes (counted
-    without a store, or when the store fails). Up to ``SPILL_BYTES`` go in with one ``put``; a
-    longer text streams through ``put_stream``, never encoded whole."""
+def _put_text(artifacts: ArtifactStore | None, pieces: Iterable[str]) -> tuple[str | None, int, str | None]:
+    """The text of ``pieces`` stored in ``artifacts`` as UTF-8, its size in bytes (counted
+    without a store, or when the store fails), and why it was not stored. Up to ``SPILL_BYTES`` go
+    in with one ``put``; a longer text streams through ``put_stream``, never encoded whole."""
     size = [0]
     chunks = _encoded(pieces, size)
     held: list[bytes] = []
@@ -223,17 +245,19 @@ def _put_text(artifacts: ArtifactStore | None, pieces: Iterable[str]) -> tuple[s
         if size[0] > SPILL_BYTES:
             break
     ref: str | None = None
+    unstored: str | None = _NO_STORE
     if artifacts is not None:
         try:
             if size[0] <= SPILL_BYTES:
                 ref = artifacts.put(b"".join(held))
             else:
                 ref = artifacts.put_stream(chain(held, chunks))
-        except OSError:
-            _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+            unstored = None
+        except OSError as exc:
+            unstored = _failed(exc)
     for _ in chunks:  # no store, or one that failed midway: the size is still of the whole
         pass
-    return ref, size[0]
+    return ref, size[0], unstored
 
 
 def _encoded(pieces: Iterable[str], size: list[int]) -> Iterator[bytes]:
@@ -255,16 +279,27 @@ def _encoded(pieces: Iterable[str], size: list[int]) -> Iterator[bytes]:
         yield raw
 
 
-def _put(artifacts: ArtifactStore | None, data: bytes) -> str | None:
-    """``data`` stored in ``artifacts``; None without a store or when the store fails (a full disk,
-    a read-only folder): the observation then carries no ``artifact_ref`` rather than failing."""
+_NO_STORE: Final = "no artifact store"
+_NOT_PUT: Final = (None, None)
+
+
+def _put(artifacts: ArtifactStore | None, data: bytes) -> tuple[str | None, str | None]:
+    """``data`` stored in ``artifacts``: its reference, or None and why not (no store, or the store
+    failed: a full disk, a read-only folder); the observation then carries no ``artifact_ref``
+    rather than failing."""
     if artifacts is None:
-        return None
+        return None, _NO_STORE
     try:
-        return artifacts.put(data)
-    except OSError:
-        _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
-        return None
+        return artifacts.put(data), None
+    except OSError as exc:
+        return None, _failed(exc)
+
+
+def _failed(exc: OSError) -> str:
+    """Why a store failed, logged in full; the text names no path of the store's."""
+    _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+    reason = os.strerror(exc.errno) if type(exc.errno) is int else type(exc).__name__
+    return f"the artifact store failed ({reason})"
 
 
 _NOT_JSON: Final = object()
@@ -285,7 +320,7 @@ def _run(
     rule: type[TrimRule], source: Source, max_bytes: int, artifacts: ArtifactStore | None, keep_raw: bool
 ) -> Shaped:
     trimmer = rule(max_bytes=max_bytes, fields=source.fields)
-    ref: str | None = None
+    ref = failed = None
     if source.items is not None:
         for item in source.items:
             trimmer.feed_item(item)
@@ -295,16 +330,19 @@ def _run(
     else:
         pump = _Pump(trimmer, artifacts)
         pump.run(source.text if source.text is not None else "")
-        original, ref = pump.size, pump.ref
+        original, ref, failed = pump.size, pump.ref, pump.failed
         held = b"".join(pump.held) if pump.held is not None else None
     data, cut = trimmer.finish()
     kept = dumps_plain(data).encode("utf-8", "surrogatepass")
     if len(kept) > max_bytes:  # a rule overran its budget: never let that reach the model
         data, cut = project(normalize(data), max_bytes), True
         kept = dumps_plain(data).encode("utf-8", "surrogatepass")
+    unstored = _NO_STORE if cut and artifacts is None else None
     if artifacts is not None and (cut or keep_raw):
         if ref is None and held is not None:
-            ref = _put(artifacts, held)
+            ref, unstored = _put(artifacts, held)
+        elif ref is None:
+            unstored = failed
     else:
         ref = None
     trimming = None
@@ -313,7 +351,14 @@ def _run(
             rule=rule.name, rule_version=rule.version, original_bytes=original, kept_bytes=len(kept)
         )
     digest = sha256(kept).hexdigest()
-    return Shaped(data=data, trimming=trimming, complete=not cut, artifact_ref=ref, content_hash=digest)
+    return Shaped(
+        data=data,
+        trimming=trimming,
+        complete=not cut,
+        artifact_ref=ref,
+        content_hash=digest,
+        not_stored=unstored,
+    )
 
 
 class _Pump:
@@ -331,6 +376,7 @@ class _Pump:
         self.size = 0
         self.held: list[bytes] | None = [] if store is not None else None
         self.ref: str | None = None
+        self.failed: str | None = None
 
     def run(self, text: TextSource) -> None:
         pieces = self._pieces(text)
@@ -344,8 +390,8 @@ class _Pump:
                 held, self.held = self.held, None
                 try:
                     self.ref = self._store.put_stream(chain(held, pieces))
-                except OSError:  # the rule still reads every piece; the observation has no artifact
-                    _log.warning("actionspace: a trimmed output was not stored", exc_info=True)
+                except OSError as exc:  # the rule still reads every piece; the observation has no artifact
+                    self.failed = _failed(exc)
                     for _ in pieces:
                         pass
                 break

@@ -118,6 +118,8 @@ def observe(
     ``keep_raw`` stores the full raw output as an artifact even when nothing was cut (streams).
     ``shaped``: the outcome's value shaped already, as this would (:func:`plain_observation`
     gives it for a value it cannot put in its envelope), so a large result is shaped once.
+    An output cut (or kept raw) that the artifact store could not keep says why in
+    ``diagnostics["artifact"]`` (``"not stored: no artifact store"``, a full disk…).
     """
     spec = ready.compiled.spec
     if isinstance(outcome, Failed):
@@ -188,6 +190,8 @@ def observe(
         diagnostics["remote_id"] = remote
     if bounded is not None and bounded.cut is not None:
         diagnostics["cut"] = f"the output did not end: {bounded.cut}"
+    if shaped.not_stored is not None:  # the full output is not kept: say so where a reader looks
+        diagnostics["artifact"] = f"not stored: {shaped.not_stored}"
     if ready.key is not None:
         diagnostics["idempotency_key"] = ready.key
     if spec.lifecycle == "deprecated":
