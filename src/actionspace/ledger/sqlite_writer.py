@@ -381,7 +381,11 @@ class GroupCommit:
                 _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
     def _commit(self, group: list[_Slot]) -> None:
-        durable = group[0].durable if len(group) == 1 else any([slot.durable for slot in group])
+        # A settle's own operation writes nothing: it needs neither a savepoint nor a transaction.
+        ops = group if len(group) == 1 else [slot for slot in group if slot.op is not _nothing]
+        if not ops or ops[0].op is _nothing:
+            return
+        durable = ops[0].durable if len(ops) == 1 else any([slot.durable for slot in ops])
         level = self._db.synchronous if durable else "NORMAL"
         conn = self._db.writer()  # only the leader of a group uses it
         if self._level != (conn, level):  # kept until it changes
@@ -389,15 +393,29 @@ class GroupCommit:
             self._level = (conn, level)
         conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
         try:
-            if len(group) == 1:  # alone: no savepoint needed, an error rolls the transaction back
-                slot = group[0]
-                slot.result = slot.op(conn)
-            else:
-                _each_in_a_savepoint(conn, group)
+            if len(ops) > 1:
+                _each_in_a_savepoint(conn, ops)
+            elif ops is group:  # alone: no savepoint needed, an error rolls the transaction back
+                ops[0].result = ops[0].op(conn)
+            elif not _alone_beside_settles(conn, ops[0]):
+                return  # it failed and was rolled back: the settles waiting with it wrote nothing
         except BaseException:
             conn.rollback()
             raise
         conn.commit()
+
+
+def _alone_beside_settles(conn: sqlite3.Connection, slot: _Slot) -> bool:
+    """Run the one operation of a group whose others are settles, with no savepoint: an error
+    rolls the whole transaction back and is the slot's alone (as its savepoint would have made it).
+    False when it failed."""
+    try:
+        slot.result = slot.op(conn)
+    except Exception as exc:
+        conn.rollback()
+        slot.error = exc
+        return False
+    return True
 
 
 def _each_in_a_savepoint(conn: sqlite3.Connection, group: list[_Slot]) -> None:
