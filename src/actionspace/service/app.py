@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Final
 
 from fastapi import Depends, FastAPI
@@ -80,7 +81,14 @@ def create_app(
         admin_token = new_token()
         table[admin_token] = admin_principal()
     background = BackgroundRuns(runtime, runner)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        background.start()  # leases, and runs left by servers that died (see service/leases.py)
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="actionspace",
         version=package_version(),
         description="Runs, traces, approvals, the commit ledger, the tool catalog and per-tool metrics.",

@@ -12,13 +12,18 @@ A run is driven by one server at a time; ``service_run_driver`` events say who:
 - ``{"action": "renewed", "server": S, "until": t}``: S, driving the run, extends its lease to
   ``t`` (a live server renews every run it drives on a timer, never per call);
 - ``{"action": "released", "server": S}``: S stopped while the run was unfinished (it cancelled
-  what was still running); the run is no longer driven, if S drove it;
+  what was still running), or let the run go while a call of it waits for a person (it claims it
+  back when the wait ends); the run is no longer driven, if S drove it;
 - ``{"action": "continued", "server": S, "at": n, "until": t}``: S took the run over. The event is
   written at seq ``n``, the number after the last event S read, and counts only where it was stored
   there: of two servers that read the same trace, the store keeps one event at ``n`` (SQLite and
   PostgreSQL refuse the other; a store that numbers it after is read as not taking it). It takes a
   run no server drives, or one whose driver's lease had ended when it was written (``from`` names
   that driver, ``expired`` the end of its lease): the driver died without releasing it.
+
+A ``continued`` event says why it was written: ``request_id`` (an approval brought the run
+here, :func:`take_over`), ``lapsed`` (a scan found its driver gone, :func:`adopt`) or ``waited``
+(its own driver claiming it back, :func:`reclaim`).
 
 :func:`take_over` continues a run only when the trace proves no live server drives it: its
 submission is recorded and readable (same digest), it has no ``run_finished``, and the last server
@@ -35,7 +40,6 @@ import hashlib
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -53,12 +57,14 @@ __all__ = [
     "MAX_SUBMISSION_CHARS",
     "SUBMITTED_KIND",
     "Lease",
-    "Renewer",
     "Submission",
+    "adopt",
+    "continuable",
     "driver_of",
     "last_observations",
     "lease_of",
     "outlast",
+    "reclaim",
     "release",
     "renew",
     "submission_event",
@@ -184,10 +190,11 @@ def driver_of(events: Sequence[TraceEvent]) -> str | None:
     return None if lease is None else lease.server
 
 
-def _continuable(
-    events: Sequence[TraceEvent], request: ApprovalRequest, now: float
+def continuable(
+    events: Sequence[TraceEvent], node_id: str | None, now: float
 ) -> tuple[Submission, Lease | None] | None:
-    """The submission of a run no live server drives, and the lease that ended (None: released)."""
+    """The submission of a run no live server drives, and the lease that ended (None: released);
+    ``node_id``: the held call a server resumes (of a ``calls`` run, it must name an output)."""
     submitted = [e for e in events if e.kind == SUBMITTED_KIND]
     if len(submitted) != 1 or any(e.kind == "run_finished" for e in events):
         return None
@@ -198,7 +205,7 @@ def _continuable(
     elif not lease.ended(now):
         return None
     found = _submission(submitted[0])
-    if found is None or (found.mode == "calls" and held_output(request.node_id) is None):
+    if found is None or (found.mode == "calls" and node_id is not None and held_output(node_id) is None):
         return None
     return found, lease
 
@@ -237,18 +244,49 @@ def take_over(
     """Claim the run of ``request`` for ``server``, with a lease of ``lease_s`` seconds, and return
     its submission, when the trace proves no live server drives it (see the module docstring);
     None otherwise (nothing is claimed)."""
-    store, run_id = rt.trace, request.run_id
+    mark = {"request_id": request.id}
+    return _claim(rt, request.run_id, server, request.node_id, mark, lease_s=lease_s, clock=clock)
+
+
+def adopt(
+    rt: Runtime, run_id: str, server: str, *, lease_s: float, clock: Callable[[], float] = time.time
+) -> Submission | None:
+    """Claim ``run_id`` for ``server`` as :func:`take_over` does, for a run no approval brought
+    here (its driver died, or stopped, while no call of it waited for a person)."""
+    return _claim(rt, run_id, server, None, {"lapsed": True}, lease_s=lease_s, clock=clock)
+
+
+def reclaim(
+    rt: Runtime, run_id: str, server: str, *, lease_s: float, clock: Callable[[], float] = time.time
+) -> bool:
+    """Claim back ``run_id``, which ``server`` released while a call of it waited for a person
+    (see ``service/runner.py``), as :func:`adopt` does; False when another server took it over
+    meanwhile (or it cannot be continued): then ``server`` must leave it alone."""
+    return _claim(rt, run_id, server, None, {"waited": True}, lease_s=lease_s, clock=clock) is not None
+
+
+def _claim(
+    rt: Runtime,
+    run_id: str,
+    server: str,
+    node_id: str | None,
+    mark: Mapping[str, Any],
+    *,
+    lease_s: float,
+    clock: Callable[[], float],
+) -> Submission | None:
+    store = rt.trace
     for _ in range(_CLAIM_ATTEMPTS):
         events = store.events(run_id)
         now = clock()
-        found = _continuable(events, request, now)
+        found = continuable(events, node_id, now)
         if found is None or not events:
             return None
         submission, ended = found
         at = events[-1].seq + 1
         token = uuid.uuid4().hex
         data: dict[str, Any] = {"action": "continued", "server": server, "at": at, "until": now + lease_s}
-        data.update(request_id=request.id, token=token)
+        data.update(mark, token=token)
         if ended is not None:
             data.update({"from": ended.server, "expired": ended.until})
         try:
@@ -304,46 +342,6 @@ async def _quiet(
         await asyncio.sleep(min(poll_s, left))
         if await asyncio.to_thread(rt.trace.next_seq, run_id) > next_seq:
             return
-
-
-class Renewer:
-    """Renews ``server``'s leases on the runs ``runs()`` names, every third of ``lease_s``, on a
-    thread of its own (a run busy in a slow tool, or a loop held up, does not stop it)."""
-
-    def __init__(self, rt: Runtime, server: str, lease_s: float, runs: Callable[[], Sequence[str]]) -> None:
-        if not lease_s > 0:
-            raise ValueError("a driver's lease lasts a positive number of seconds")
-        self.rt, self.server, self.lease_s, self._runs = rt, server, lease_s, runs
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def until(self) -> float:
-        """The end of a lease taken or renewed now."""
-        return time.time() + self.lease_s
-
-    def start(self) -> None:
-        """Start renewing (once; a stopped renewer stays stopped)."""
-        with self._lock:
-            if self._thread is not None or self._stop.is_set():
-                return
-            self._thread = threading.Thread(target=self._loop, name="actionspace-leases", daemon=True)
-            self._thread.start()
-
-    def stop(self, *, timeout: float) -> None:
-        """Stop renewing; a renewal under way ends first (waits at most ``timeout`` s)."""
-        self._stop.set()
-        with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout=timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
-            try:
-                renew(self.rt, sorted(self._runs()), self.server, self.until())
-            except Exception:  # a store that fails for a moment: the next tick renews again
-                _log.warning("actionspace: renewing the leases of server %s failed", self.server)
 
 
 def taken_from(rt: Runtime, run_id: str, server: str) -> bool:

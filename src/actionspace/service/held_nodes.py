@@ -27,11 +27,30 @@ from actionspace.plan.refs import RefError, parse_ref
 from actionspace.policy.flow import Binding, bindings
 from actionspace.policy.labels import Label
 from actionspace.policy.stamped import label_of
+from actionspace.runtime import Runtime
 from actionspace.trace.events import TraceEvent
+from actionspace.types import Observation
 
-__all__ = ["HELD_KIND", "held_bindings", "held_event"]
+__all__ = ["HELD_KIND", "held_bindings", "held_event", "held_request", "note_held"]
 
 HELD_KIND = "plan_node_held"
+
+
+def held_request(obs: Observation) -> str | None:
+    """The id of the approval request ``obs`` waits on (None: it is not held for one)."""
+    if obs.error is None or obs.error.category != "needs_approval":
+        return None
+    request_id = obs.error.details.get("request_id")
+    return str(request_id) if request_id is not None else None
+
+
+def note_held(rt: Runtime, plan: Mapping[str, Any], result: PlanResult) -> None:
+    """Record, for each node of ``result`` held for approval, the labels its references carried."""
+    for node_id, obs in result.nodes.items():
+        request_id = held_request(obs)
+        if request_id is not None:
+            event = held_event(plan, result, node_id, request_id)
+            rt.record(result.run_id, HELD_KIND, event, call_id=obs.call_id)
 
 
 def held_event(plan: Mapping[str, Any], result: PlanResult, node_id: str, request_id: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from actionspace.service.lanes import PROCESSES, off_loop
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation
 
-__all__ = ["parse_output", "parsed_event", "read_output"]
+__all__ = ["calls_status", "parse_output", "parsed_event", "read_output"]
 
 _INLINE_PARSE_CHARS = 65_536
 """Raw outputs up to this size are parsed on a thread; longer ones in a worker process."""
@@ -93,3 +93,12 @@ def _size(raw: Any) -> int:
 
 def parsed_event(parsed: ParseResult) -> dict[str, Any]:
     return {"format": parsed.format, "calls": [{"name": c.name, "id": c.id} for c in parsed.calls]}
+
+
+def calls_status(statuses: Sequence[str]) -> str:
+    """The status of a run of calls whose observations have ``statuses``."""
+    if all(s == "ok" for s in statuses):
+        return "ok"
+    if all(s == "error" for s in statuses):
+        return "error"
+    return "partial"

@@ -13,7 +13,8 @@ off the lanes under ``parse_timeout_s``. Approvals decided for calls no run here
 is waiting on (for example a pending call the demo left in the store) can be *resumed*: the
 approved call is sent again under the same run and node, re-authorized as the principal that
 proposed it (recorded in the request), never as the runtime's default principal. When no live
-server drives its run, the resuming server takes it over (see ``service/continuation.py``).
+server drives its run, the resuming server takes it over (see ``service/continuation.py``); a run
+whose driver died while no call of it waited for a person is found by a scan (``service/leases.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import inspect
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,7 +40,6 @@ from actionspace.runtime import Runtime
 from actionspace.service.continuation import (
     DEFAULT_LEASE_S,
     SUBMITTED_KIND,
-    Renewer,
     Submission,
     held_output,
     last_observations,
@@ -52,9 +51,10 @@ from actionspace.service.continuation import (
     without,
 )
 from actionspace.service.held_calls import proposer, send_held
-from actionspace.service.held_nodes import HELD_KIND, held_event
+from actionspace.service.held_nodes import held_request, note_held
 from actionspace.service.lanes import DEFAULT_LANES, Lanes
-from actionspace.service.outputs import parse_output, read_output
+from actionspace.service.leases import Drives, settle_in_flight
+from actionspace.service.outputs import calls_status, parse_output, read_output
 from actionspace.types import Observation, ToolCall
 
 __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
@@ -75,7 +75,7 @@ class RunnerConfig:
     max_rounds: int = 32
     """Most times one call or plan is sent again after decisions; default 32 (bounds every loop)."""
     resume_orphans: bool = True
-    """Run approved calls that no run of this process waits on (see the module docstring); default on."""
+    """Resume approved calls no run here waits on, and take over runs whose driver died; default on."""
     lanes: int = DEFAULT_LANES
     """Event loops the runs are spread over by principal (see ``service/lanes.py``); default 4."""
     parse_timeout_s: float = 10.0
@@ -84,6 +84,10 @@ class RunnerConfig:
     driver_lease_s: float = DEFAULT_LEASE_S
     """Seconds this server's claim on a run it drives lasts unless renewed; renewed every third of
     it while the server lives, so a run is taken over this long after its server died; default 60."""
+
+
+class _HandedOver(Exception):
+    """A run released while it waited for a person was taken over by another server."""
 
 
 class BackgroundRuns:
@@ -102,10 +106,15 @@ class BackgroundRuns:
         self._holders: dict[str, int] = {}  # live run id → its run and resumed calls on the lanes
         self._owned: set[str] = set()  # live run ids started here (not only resumed calls of them)
         self._claimed: set[str] = set()  # run ids a request is starting (see claim())
-        self._driving: set[str] = set()  # unfinished run ids this server drives (started or continued)
-        self._server = uuid.uuid4().hex  # who drives a run, in its trace (see service/continuation.py)
-        self._leases = Renewer(rt, self._server, self.config.driver_lease_s, self._driven)
+        scan = self._scan if self.config.resume_orphans else None
+        self._drives = Drives(rt, self.config.driver_lease_s, scan)  # see service/continuation.py
+        self._server = self._drives.server
         self._closed = False
+
+    def start(self) -> None:
+        """Renew this server's leases, and continue runs whose driver is gone while no call of
+        theirs waited for a person (at once, then every lease; see ``service/leases.py``)."""
+        self._drives.start()
 
     # ------------------------------------------------------------------ starting runs
     def claim(self, run_id: str) -> bool:
@@ -126,33 +135,47 @@ class BackgroundRuns:
     def start_plan(self, plan: Mapping[str, Any], *, run_id: str, principal: Principal) -> None:
         """Run ``plan`` (Plan JSON) in the background; the run must have been created already.
         What it was given is recorded first, so that another server may continue it."""
-        self._drive(run_id, submission_event("plan", dict(plan), self._server, self._leases.until()))
+        self._drive(run_id, submission_event("plan", dict(plan), self._server, self._drives.until()))
         self._submit(run_id, self._plan(dict(plan), run_id, principal), lane=principal.id)
 
     def start_calls(self, calls: Sequence[Any], *, run_id: str, principal: Principal) -> None:
         """Run raw model outputs one after another in the background (recorded as ``start_plan``)."""
-        self._drive(run_id, submission_event("calls", list(calls), self._server, self._leases.until()))
+        self._drive(run_id, submission_event("calls", list(calls), self._server, self._drives.until()))
         self._submit(run_id, self._calls(list(calls), run_id, principal), lane=principal.id)
 
     def _drive(self, run_id: str, submitted: Mapping[str, Any]) -> None:
         if self._closed:
             return  # refused by _submit, which closes the run's coroutine
         self.rt.record(run_id, SUBMITTED_KIND, submitted)
-        with self._lock:
-            self._driving.add(run_id)
-        self._leases.start()
+        self._drives.add(run_id)
 
     def _finish(self, run_id: str, **data: Any) -> None:
         """End ``run_id``, unless another server took it over (that server ends it); its lease is
         no longer renewed."""
-        with self._lock:
-            self._driving.discard(run_id)
+        self._drives.discard(run_id)
         if not taken_from(self.rt, run_id, self._server):
             self.rt.finish(run_id, **data)
 
-    def _driven(self) -> list[str]:
-        with self._lock:
-            return list(self._driving)
+    def _scan(self) -> None:
+        """Take over the runs whose driver is gone while no call of theirs waited for a person."""
+        for run_id in self._drives.lapsed(self.is_active):
+            if self._closed or not self.claim(run_id):
+                continue
+            try:
+                if (taken := self._drives.adopt(run_id)) is not None:
+                    self._submit(run_id, self._adopted(run_id, *taken), lane=taken[1].id)
+            except RuntimeError:  # closing: another server continues it
+                self._drives.let_go(run_id)
+            finally:
+                self.release(run_id)
+
+    async def _adopted(self, run_id: str, taken: Submission, principal: Principal) -> str:
+        """Run a run taken over again (what committed is replayed, what was in flight settled
+        first as recovery does)."""
+        await asyncio.to_thread(settle_in_flight, self.rt, run_id)
+        if taken.mode == "plan":
+            return await self._plan(dict(taken.body), run_id, principal)
+        return await self._calls(list(taken.body), run_id, principal)
 
     def resume(self, request: ApprovalRequest) -> bool:
         """Send an approved call that no run here waits on; False when nothing was started."""
@@ -202,17 +225,16 @@ class BackgroundRuns:
     async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str]) -> str:
         try:
             status = await coro
+        except _HandedOver:  # released while it waited, and taken over by another server
+            status = "released"
         except Exception:
             _log.exception("actionspace: background run %s failed", run_id)
-            with self._lock:
-                drives = run_id in self._driving
-            if drives:  # a resumed call's run belongs to the server that drives it
+            if run_id in self._drives:  # a resumed call's run belongs to the server that drives it
                 self._finish(run_id, status="error", reason="the service's runner failed")
             status = "error"
         finally:
             self._forget(run_id)
-        with self._lock:  # ended (not cancelled): finished, or driven elsewhere
-            self._driving.discard(run_id)
+        self._drives.discard(run_id)  # ended (not cancelled): finished, or driven elsewhere
         return status
 
     def _forget(self, run_id: str) -> None:
@@ -289,9 +311,9 @@ class BackgroundRuns:
             plan, run_id=run_id, principal=principal, cancel=without(skip), retry_of=retry_of
         )
         for _ in range(self.config.max_rounds):
-            held = [r for o in result.nodes.values() if (r := _request_id(o)) is not None]
+            held = [r for o in result.nodes.values() if (r := held_request(o)) is not None]
             if held:
-                await asyncio.to_thread(self._note_held, plan, result)
+                await asyncio.to_thread(note_held, self.rt, plan, result)
             if not held or not await self._decided(run_id, held):
                 break
             result = await self.rt.arun_plan(
@@ -299,19 +321,11 @@ class BackgroundRuns:
             )
         return result
 
-    def _note_held(self, plan: Mapping[str, Any], result: PlanResult) -> None:
-        """Record the labels each held node's references carried (see ``service/held_nodes.py``)."""
-        for node_id, obs in result.nodes.items():
-            request_id = _request_id(obs)
-            if request_id is not None:
-                event = held_event(plan, result, node_id, request_id)
-                self.rt.record(result.run_id, HELD_KIND, event, call_id=obs.call_id)
-
     async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
         observations: list[Observation] = []
         for index, raw in enumerate(raws, start=1):
             observations.extend(await self._output(raw, index, run_id, principal))
-        status = _calls_status([o.status for o in observations])
+        status = calls_status([o.status for o in observations])
         errors = {o.call_id: o.error.category for o in observations if o.error is not None}
         self._finish(run_id, status=status, calls=len(observations), failed=errors)
         return status
@@ -340,7 +354,7 @@ class BackgroundRuns:
         self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
     ) -> Observation:
         for _ in range(self.config.max_rounds):
-            request_id = _request_id(obs)
+            request_id = held_request(obs)
             if request_id is None or call is None or not await self._decided(run_id, [request_id]):
                 return obs
             obs = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
@@ -365,8 +379,7 @@ class BackgroundRuns:
                 return sent.status if isinstance(sent, Observation) else "error"
         with self._lock:
             self._owned.add(request.run_id)
-            self._driving.add(request.run_id)
-        self._leases.start()
+        self._drives.add(request.run_id)
         return await self._continue(request, principal, taken, sent)
 
     async def _continue(
@@ -417,14 +430,19 @@ class BackgroundRuns:
             await self._output(raws[later - 1], later, run_id, principal)
         events = await asyncio.to_thread(self.rt.trace.events, run_id)
         answered = last_observations(events, request.id)
-        status = _calls_status([str(d.get("status")) for d in answered.values()])
+        status = calls_status([str(d.get("status")) for d in answered.values()])
         errors = {k: d.get("category") for k, d in answered.items() if d.get("status") == "error"}
         self._finish(run_id, status=status, calls=len(answered), failed=errors)
         return status
 
     async def _decided(self, run_id: str, request_ids: list[str]) -> bool:
-        """Wait until one of the requests is decided (True) or the wait runs out (False)."""
+        """Wait until one of the requests is decided (True) or the wait runs out (False). A run
+        this server drives is released after one lease of waiting, so that its lease is not renewed
+        while a person decides, and claimed back when the wait ends: raises :class:`_HandedOver`
+        when another server took it meanwhile (the server that took the decision)."""
         deadline = time.monotonic() + self.config.approval_wait_s
+        let_go = time.monotonic() + self.config.driver_lease_s
+        released = False
         with self._lock:
             self._state[run_id] = "waiting_approval"
             self._waiting.update(dict.fromkeys(request_ids, run_id))
@@ -432,11 +450,14 @@ class BackgroundRuns:
         try:
             while True:
                 wake.clear()
-                if any(self._settled(r) for r in request_ids):
-                    return True
+                decided = any(self._settled(r) for r in request_ids)
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
+                if decided or left <= 0:
+                    if released and not await asyncio.to_thread(self._drives.claim_back, run_id):
+                        raise _HandedOver(run_id)
+                    return decided
+                if not released and time.monotonic() >= let_go:
+                    released = await asyncio.to_thread(self._drives.let_go, run_id)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), timeout=min(self.config.approval_poll_s, left))
         finally:
@@ -459,7 +480,7 @@ class BackgroundRuns:
         if self._closed:
             return
         self._closed = True
-        self._leases.stop(timeout=timeout)
+        self._drives.stop(timeout=timeout)
 
         def cancel_all() -> None:
             for task in asyncio.all_tasks():
@@ -471,24 +492,8 @@ class BackgroundRuns:
             futures = list(self._futures.values())
         concurrent.futures.wait(futures, timeout=timeout)
         self._lanes.stop(timeout=timeout)
-        with self._lock:  # cancelled before they ended: another server may continue them
-            left, self._driving = sorted(self._driving), set()
+        left = self._drives.take_all()  # cancelled before they ended: another server may continue them
         try:
             release(self.rt, left, self._server)
         except Exception:  # the store is gone: the runs stay driven, their calls resumed alone
             _log.warning("actionspace: could not record that %d runs were released", len(left))
-
-
-def _request_id(obs: Observation) -> str | None:
-    if obs.error is None or obs.error.category != "needs_approval":
-        return None
-    request_id = obs.error.details.get("request_id")
-    return str(request_id) if request_id is not None else None
-
-
-def _calls_status(statuses: Sequence[str]) -> str:
-    if all(s == "ok" for s in statuses):
-        return "ok"
-    if all(s == "error" for s in statuses):
-        return "error"
-    return "partial"
