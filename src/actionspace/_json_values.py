@@ -17,7 +17,7 @@ refuse it here, so a call ends the same way whichever path read it.
 :func:`whole_json` is the other side: the canonical JSON text of a tool's *result*, whatever it
 holds, at any depth and with every integer in full, written piece by piece without recursion. It is
 what an artifact keeps when the observation's canonical form had to cut (nesting past
-``_canonical``'s bound, an integer too long to print).
+``_canonical``'s bound, an integer too long to print, an array past its item bound).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import dataclasses
 import enum
 import math
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Final
@@ -177,9 +177,12 @@ _Opened = _Container | tuple[str, ...] | Iterator[str]
 def whole_json(value: Any) -> Iterator[str]:
     """Pieces of the canonical JSON text of ``value`` (``dumps_plain(normalize(value))``) with
     nothing cut: nested at any depth (no recursion), integers in full (see :data:`DECIMAL_BITS`),
-    pydantic models and dataclasses as their fields, a container inside itself as ``"<cycle>"``,
-    a value whose own code raises as the placeholder ``normalize`` gives it. Never raises for what
-    a tool returns; long strings come in slices, so memory stays bounded by the value itself."""
+    numpy-like arrays with every item. Pydantic models are their dump (their fields, when the dump
+    fails), dataclasses their fields; a container, dataclass or model inside itself is
+    ``"<cycle>"``; a value, key or field whose own code raises is, alone, the placeholder
+    ``normalize`` gives it. Every part ``normalize`` keeps is kept. Never raises for what a tool
+    returns; time is linear in the value's size (plus sorting each object's keys); long strings
+    come in slices, so memory stays bounded by the value itself."""
     stack: list[tuple[_Children, str, int]] = []
     path: set[int] = set()
     children: _Children = iter((("", value),))
@@ -218,6 +221,12 @@ def _opened(item: Any, path: set[int]) -> _Opened:
         return (canonical_text(item),)
     if kind is str:
         return _string(item)
+    if (kind is dict and _flat(item.values()) and all(type(key) is str for key in item)) or (
+        kind is list and _flat(item)
+    ):
+        flat = _plain(item)
+        if flat is not None:
+            return (flat,)
     if isinstance(item, enum.Enum):
         return _opened(item.value, path)
     if isinstance(item, int):
@@ -238,12 +247,68 @@ def _opened(item: Any, path: set[int]) -> _Opened:
         return _Container("[", children, "]", id(item))
     dump = getattr(kind, "model_dump", None)
     if callable(dump):
-        return _object(dump(item, mode="json").items(), id(item))
+        return _model(item, dump)
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        fields = dataclasses.fields(item)
-        return _object(((field.name, getattr(item, field.name)) for field in fields), id(item))
+        return _object(_fields(item, (field.name for field in dataclasses.fields(item))), id(item))
+    if callable(getattr(kind, "tolist", None)) and getattr(kind, "dtype", None) is not None:
+        return _inside(item.tolist(), id(item))  # every item, where ``normalize`` keeps the first rows
     plain = normalize(item)
     return _string(plain) if type(plain) is str else (dumps_plain(plain),)
+
+
+def _flat(values: Iterable[Any]) -> bool:
+    """Whether every one of ``values`` is a JSON scalar the C encoder writes as ``normalize`` does."""
+    for child in values:
+        kind = type(child)
+        if kind is str or kind is bool or child is None:
+            continue
+        if kind is int:
+            if not -_TOO_BIG < child < _TOO_BIG:
+                return False
+        elif kind is not float or child - child != 0.0:  # not a number, or NaN or an infinity
+            return False
+    return True
+
+
+def _plain(item: dict[str, Any] | list[Any]) -> str | None:
+    try:
+        return dumps_plain(item)
+    except ValueError:  # the interpreter's digit limit lowered below MAX_INT_DIGITS
+        return None
+
+
+def _inside(child: Any, marker: int) -> _Container:
+    """``child`` written in the place of the value ``marker`` names (which it may not hold)."""
+    return _Container("", iter((("", child),)), "", marker)
+
+
+def _model(item: Any, dump: Any) -> _Opened:
+    """A pydantic model as its JSON dump; when the dump fails (the model holds itself), as its
+    fields, each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
+    ``model_dump`` that fails is its ``repr``, as ``normalize`` writes it."""
+    try:
+        dumped = dump(item, mode="json")
+    except Exception:
+        names = getattr(type(item), "model_fields", None)
+        if not isinstance(names, Mapping):
+            return _string(repr(item))
+        pairs = _fields(item, names)
+        extra = getattr(item, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            pairs.extend(extra.items())
+        return _object(pairs, id(item))
+    return _inside(dumped, id(item))
+
+
+def _fields(item: Any, names: Iterable[str]) -> list[tuple[str, Any]]:
+    """(name, value) of each field of ``item``; a field that cannot be read is its placeholder."""
+    pairs: list[tuple[str, Any]] = []
+    for name in names:
+        try:
+            pairs.append((name, getattr(item, name)))
+        except Exception as exc:  # that field alone, as ``normalize`` marks it
+            pairs.append((name, unshowable(item, exc)))
+    return pairs
 
 
 def _object(pairs: Any, marker: int) -> _Opened:
