@@ -34,12 +34,14 @@ from actionspace.errors import ActionError
 from actionspace.ledger import budget_owners as owners
 from actionspace.ledger.budget_owners import LEASE_S, NOT_SENT, OWNER_TABLES, PG_OWNER_TABLES, RETENTION_S
 from actionspace.policy.budget import (
+    UNITS,
     ZERO,
     Budgets,
     Meter,
     Reservation,
     Usage,
     _drawn,
+    _held_if_sent,
     _holding,
     _take,
     _usage,
@@ -206,7 +208,11 @@ class _StoredMeter(Meter):
         drawn = _drawn(run_id, principal, need)
         extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
         sent = _vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
-        hold = _holding() if any(drawn) else None
+        group = _holding(run_id, principal)
+        if group is not None and group.ledger_key is not None:
+            key = group.ledger_key  # a member is sent exactly when its group is
+        hold = group if any(drawn) else None
+        held_sent = None if hold is None else _held_if_sent(hold, drawn, sent)
         token = uuid.uuid4().hex if any(need) else None
 
         def reserve(conn: Any) -> Reservation | ActionError:
@@ -222,14 +228,14 @@ class _StoredMeter(Meter):
             if token is not None:
                 self._record(conn, token, keys, key, need, sent)
             if hold is not None and hold.token is not None:  # what it drew is now this call's
-                self._uncount(conn, hold.token, (drawn[0], drawn[1], drawn[2], drawn[3]))
+                self._uncount(conn, hold.token, (drawn[0], drawn[1], drawn[2], drawn[3]), held_sent)
             return Reservation(
                 run, shared, amount, remaining, keys=keys, scope=(run_id, principal), token=token
             )
 
         reserved = self._transact(reserve)
         if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
-            _take(drawn)
+            _take(drawn, held_sent)
         return reserved
 
     def _record(
@@ -244,12 +250,14 @@ class _StoredMeter(Meter):
             (token, self._owner, *keys, key, *need, *sent),
         )
 
-    def _uncount(self, conn: Any, token: str, drawn: Vector) -> None:
+    def _uncount(self, conn: Any, token: str, drawn: Vector, if_sent: list[float] | None) -> None:
+        """Lower hold ``token``'s row by ``drawn``; its charge if sent becomes ``if_sent`` if given."""
         p = self._placeholder
+        sent = "".join(f", sent_{unit} = {p}" for unit in UNITS) if if_sent is not None else ""
         conn.execute(
             f"UPDATE budget_reservations SET calls = calls - {p}, items = items - {p},"
-            f" bytes = bytes - {p}, money = money - {p} WHERE token = {p}",
-            (*drawn, token),
+            f" bytes = bytes - {p}, money = money - {p}{sent} WHERE token = {p}",
+            (*drawn, *(if_sent or ()), token),
         )
 
     def _counted(self, conn: Any, token: str) -> Vector:

@@ -17,6 +17,7 @@ from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.plan.group_budget import (
     group_estimate,
+    group_if_sent,
     over_budget,
     release_group,
     reserve_group,
@@ -156,7 +157,8 @@ async def _over_budget(
 
     if await _replayed(sched.engine.ledger, key):
         return None, lambda: recorded(over_budget(meter, run_id, principal, need, unit.id)), None
-    held = await reserve_group(meter, run_id, principal, need, unit.id)
+    sent = group_if_sent(calls, members)
+    held = await reserve_group(meter, run_id, principal, need, unit.id, key=key, if_sent=sent)
     if isinstance(held, ActionError):
         return recorded(held), None, None
     return None, None, held

@@ -14,7 +14,11 @@ A group about to be sent does not only check that least cost, it reserves it
 same room, start their members, and fail half-way for the budget (their first members' tools
 called for nothing). Its members' admissions draw on that hold
 (:func:`~actionspace.policy.budget.drawing_from`), and :func:`release_group` gives back what no
-member drew when the group ends.
+member drew when the group ends. The hold names the group's ledger key and what its members are
+charged once it was sent (:func:`group_if_sent`), and its members' admissions are recorded under
+that key, so should the process die with the hold open, a meter kept in a store settles it as the
+group's entry says: a group never sent frees the hold and its members' reservations; a group sent
+stays charged what its members would have been charged (without the observation bytes nobody saw).
 
 Each member's reservation is settled with its group (:func:`settle_members`), never by the member's
 own call: to what the member used when the group committed (or may have), to nothing when the
@@ -24,7 +28,7 @@ group rolled back, so a group that never became visible costs nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
@@ -38,6 +42,7 @@ from actionspace.types import Observation
 
 __all__ = [
     "group_estimate",
+    "group_if_sent",
     "over_budget",
     "refuse_over_budget",
     "release_group",
@@ -53,15 +58,34 @@ def group_estimate(members: Sequence[tuple[ToolSpec, Mapping[str, Any]]], inside
     """The least the members can use together: ``(spec, arguments)`` each, references to plan
     nodes outside the group resolved, references to members (``inside``) still in place."""
     total = Usage()
+    for spec, arguments, items in _counted(members, inside):
+        total += estimate(spec, arguments, items=items)
+    return total
+
+
+def group_if_sent(members: Sequence[tuple[ToolSpec, Mapping[str, Any]]], inside: set[str]) -> Usage:
+    """What the members counted by :func:`group_estimate` are charged once the group was sent,
+    should nobody see their results (its process killed): one call, its items and their money
+    each, without the observation bytes."""
+    total = Usage()
+    for spec, arguments, items in _counted(members, inside):
+        n = item_count(spec, arguments) if items is None else items
+        total += charge(spec, calls=1, items=n, nbytes=0)
+    return total
+
+
+def _counted(
+    members: Sequence[tuple[ToolSpec, Mapping[str, Any]]], inside: set[str]
+) -> Iterator[tuple[ToolSpec, Mapping[str, Any], int | None]]:
+    """The members a group's estimate counts, each with its item count when not the arguments'."""
     for spec, arguments in members:
         if cacheable(spec):  # a cache hit costs no call
             continue
         counted = spec.batch is not None or spec.items_from is not None
         if counted and any(parse_ref(raw).node in inside for _p, raw in find_refs(dict(arguments))):
-            total += estimate(spec, arguments, items=0)  # its items come from a member: not known yet
+            yield spec, arguments, 0  # its items come from a member: not known yet
         else:
-            total += estimate(spec, arguments)
-    return total
+            yield spec, arguments, None
 
 
 async def refuse_over_budget(
@@ -79,27 +103,46 @@ async def refuse_over_budget(
 
 
 async def reserve_group(
-    meter: Meter | None, run_id: str, principal: Principal, need: Usage, group: str
+    meter: Meter | None,
+    run_id: str,
+    principal: Principal,
+    need: Usage,
+    group: str,
+    *,
+    key: str | None = None,
+    if_sent: Usage | None = None,
 ) -> Reservation | ActionError | None:
     """Reserve ``need`` for the group's members (the hold they draw on); ``budget_exceeded`` when
     it does not fit what some budget still allows; None without a meter, or when the meter's store
     does not answer (each member's own admission still applies). Release it with
-    :func:`release_group` once the group has ended."""
+    :func:`release_group` once the group has ended.
+
+    ``key``: the group's ledger key; ``if_sent``: what its members are charged once it was sent
+    (:func:`group_if_sent`). Should this process die before releasing the hold, a meter kept in a
+    store settles the hold and the members' admissions drawn on it as the group's ledger entry
+    says: never sent, freed; sent, charged ``if_sent`` in all (no observation bytes)."""
     if meter is None:
         return None
     if type(meter) is Meter:
-        return _reserved(meter, run_id, principal, need, group)
-    return await asyncio.to_thread(_reserved, meter, run_id, principal, need, group)
+        return _reserved(meter, run_id, principal, need, group, key, if_sent)
+    return await asyncio.to_thread(_reserved, meter, run_id, principal, need, group, key, if_sent)
 
 
 def _reserved(
-    meter: Meter, run_id: str, principal: Principal, need: Usage, group: str
+    meter: Meter,
+    run_id: str,
+    principal: Principal,
+    need: Usage,
+    group: str,
+    key: str | None,
+    if_sent: Usage | None,
 ) -> Reservation | ActionError | None:
     try:
-        held = meter.admit(run_id, (principal.id, principal.tenant), need)
+        held = meter.admit(run_id, (principal.id, principal.tenant), need, key=key, if_sent=if_sent)
     except Exception:
         return None
     if isinstance(held, Reservation):
+        held.ledger_key, held.if_sent = key, if_sent  # what its members' admissions are sent with
         return held
     details = held.details
     unit, budget = details["unit"], details["budget"]

@@ -237,6 +237,12 @@ class Reservation:
     token: str | None = None
     """For a meter kept in a store: the row recording this reservation and its owner, so that it
     can be reclaimed should its process die before settling it (None: no row)."""
+    ledger_key: str | None = None
+    """The ledger key it was admitted under (an atomic group's, for a group's hold): admissions
+    drawing on a hold are sent exactly when it is, so a meter in a store records them under it."""
+    if_sent: Usage | None = None
+    """What it is charged should its process die once its ledger key was sent (a hold's: what the
+    members that have not drawn on it yet would be charged, without observation bytes)."""
 
 
 _DRAWING: ContextVar[Reservation | None] = ContextVar("actionspace_budget_drawing", default=None)
@@ -267,16 +273,30 @@ def _drawn(run_id: str, principal: tuple[str, str | None], need: tuple[float, ..
     return [min(need[i], left[i]) for i in range(4)]
 
 
-def _holding() -> Reservation | None:
-    """The hold admissions in this context draw on, if any."""
-    return _DRAWING.get()
+def _holding(run_id: str, principal: tuple[str, str | None]) -> Reservation | None:
+    """The hold admissions of ``run_id`` and ``principal`` draw on in this context, if any."""
+    hold = _DRAWING.get()
+    return hold if hold is not None and hold.scope == (run_id, principal) else None
 
 
-def _take(drawn: list[float]) -> None:
-    """Lower the hold being drawn on by ``drawn`` (after the admission that drew it took effect)."""
+def _held_if_sent(hold: Reservation, drawn: list[float], sent: tuple[float, ...]) -> list[float] | None:
+    """The hold's ``if_sent`` once an admission charged ``sent`` itself (should the process die)
+    drew ``drawn`` of it: lowered by ``sent``, and never above what the hold still counts, so a
+    reclaim never charges more than was reserved. None when the hold has no ``if_sent``."""
+    if hold.if_sent is None:
+        return None
+    before, left = _vector(hold.if_sent), _vector(hold.amount)
+    return [min(max(0, before[i] - sent[i]), max(0, left[i] - drawn[i])) for i in range(4)]
+
+
+def _take(drawn: list[float], if_sent: list[float] | None = None) -> None:
+    """Lower the hold being drawn on by ``drawn`` (after the admission that drew it took effect),
+    its ``if_sent`` set to ``if_sent`` when given (:func:`_held_if_sent`)."""
     hold = _DRAWING.get()
     if hold is not None and any(drawn):
         hold.amount = hold.amount - _usage(drawn)
+        if if_sent is not None:
+            hold.if_sent = _usage(if_sent)
 
 
 _EPSILON = 1e-9
