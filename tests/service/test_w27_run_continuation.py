@@ -110,9 +110,14 @@ def _held(rt: Runtime, run_id: str, node_id: str) -> str:
     while time.monotonic() < deadline:
         held = [r for r in rt.approvals.list("pending") if r.run_id == run_id and r.node_id == node_id]
         events = rt.trace.events(run_id)
-        noted = any(e.kind == "plan_node_held" and e.data.get("node") == node_id for e in events) or any(
-            e.kind == "observation" and e.data.get("category") == "needs_approval" for e in events
-        )
+        # a plan's round is noted by plan_node_held, written after the node's observation: a
+        # server stopped in between leaves the node unresumable (see service/held_nodes.py)
+        if any(e.kind == "plan_started" for e in events):
+            noted = any(e.kind == "plan_node_held" and e.data.get("node") == node_id for e in events)
+        else:
+            noted = any(
+                e.kind == "observation" and e.data.get("category") == "needs_approval" for e in events
+            )
         if held and noted:
             return held[0].id
         time.sleep(0.02)

@@ -21,6 +21,13 @@ A run is driven by one server at a time; ``service_run_driver`` events say who:
   run no server drives, or one whose driver's lease had ended when it was written (``from`` names
   that driver, ``expired`` the end of its lease): the driver died without releasing it.
 
+A server that sends an approved call alone (``service/held_calls.py``) marks the send in
+``service_call_sending`` events: ``{"action": "sending", "sender": token, "node": N, "request_id": R,
+"until": t}`` before it, renewed while it lasts, and ``{"action": "sent", "sender": token}`` after
+it. While such a mark is live (not sent, ``until`` not past), the run is not continued and node N's
+in-flight ledger entries are not settled (``service/leases.py``): the send may yet commit, and it
+is never made sendable twice.
+
 A ``continued`` event says why it was written: ``request_id`` (an approval brought the run
 here, :func:`take_over`), ``lapsed`` (a scan found its driver gone, :func:`adopt`) or ``waited``
 (its own driver claiming it back, :func:`reclaim`).
@@ -36,13 +43,14 @@ their clocks within a small part of the lease.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +63,7 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "DRIVER_KIND",
     "MAX_SUBMISSION_CHARS",
+    "SENDING_KIND",
     "SUBMITTED_KIND",
     "Lease",
     "Submission",
@@ -67,6 +76,8 @@ __all__ = [
     "reclaim",
     "release",
     "renew",
+    "sending",
+    "sending_alone",
     "submission_event",
     "take_over",
     "taken_from",
@@ -77,6 +88,7 @@ _log = logging.getLogger("actionspace.service")
 
 SUBMITTED_KIND = "service_run_submitted"
 DRIVER_KIND = "service_run_driver"
+SENDING_KIND = "service_call_sending"
 MAX_SUBMISSION_CHARS = 512 * 1024
 """Characters of a submitted plan's or output list's JSON kept to continue its run (larger: the
 run is not continued after a restart)."""
@@ -198,6 +210,8 @@ def continuable(
     submitted = [e for e in events if e.kind == SUBMITTED_KIND]
     if len(submitted) != 1 or any(e.kind == "run_finished" for e in events):
         return None
+    if sending(events, now):
+        return None  # a live server sends an approved call of it alone
     lease = lease_of(events)
     if lease is None:
         if not any(e.kind == DRIVER_KIND and e.data.get("action") == "released" for e in events):
@@ -374,3 +388,50 @@ def without(node: str | None) -> CancelScope | None:
     scope = CancelScope()
     scope.cancel([node], reason="it was resumed on its own after a restart")
     return scope
+
+
+def sending(events: Sequence[TraceEvent], now: float) -> set[str]:
+    """The nodes of the run of ``events`` an approved call of which a server marks as being sent
+    alone at ``now`` (a mark whose end cannot be read is live: the send may still run)."""
+    marks: dict[str, tuple[str, float | None]] = {}
+    for e in events:
+        action, token = e.data.get("action"), e.data.get("sender")
+        if e.kind != SENDING_KIND or not isinstance(token, str):
+            continue
+        if action == "sending":
+            marks[token] = (str(e.data.get("node")), _until(e.data))
+        elif action == "sent":
+            marks.pop(token, None)
+    return {node for node, until in marks.values() if until is None or now <= until}
+
+
+@contextlib.asynccontextmanager
+async def sending_alone(
+    rt: Runtime, request: ApprovalRequest, *, lease_s: float = DEFAULT_LEASE_S
+) -> AsyncIterator[None]:
+    """Mark the approved call of ``request`` as being sent alone while the block runs (written
+    before it, renewed every third of ``lease_s`` seconds, ended after it; see the module doc)."""
+    token = uuid.uuid4().hex
+    mark = {"action": "sending", "sender": token, "node": request.node_id, "request_id": request.id}
+
+    def write(data: Mapping[str, Any]) -> None:
+        rt.record(request.run_id, SENDING_KIND, data)
+
+    async def renewing() -> None:
+        while True:
+            await asyncio.sleep(lease_s / 3)
+            with contextlib.suppress(Exception):  # a store failing for a moment: the next tick writes
+                await asyncio.to_thread(write, {**mark, "until": time.time() + lease_s})
+
+    await asyncio.to_thread(write, {**mark, "until": time.time() + lease_s})
+    renewer = asyncio.create_task(renewing())
+    try:
+        yield
+    finally:
+        renewer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewer
+        try:
+            await asyncio.shield(asyncio.to_thread(write, {"action": "sent", "sender": token}))
+        except Exception:  # the mark then ends at its ``until``
+            _log.warning("actionspace: could not record the end of a send of run %s", request.run_id)

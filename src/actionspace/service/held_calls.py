@@ -18,6 +18,7 @@ from actionspace.execution.ready import Ready
 from actionspace.policy.flow import Binding
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
+from actionspace.service.continuation import sending_alone
 from actionspace.service.held_nodes import held_bindings
 from actionspace.service.resume_evidence import held_proposal, restore
 from actionspace.trace.recorder import Recorder
@@ -70,17 +71,18 @@ async def send_held(
     if isinstance(found, ActionError):
         return found
     call_id, node = found
-    if node is not None:  # a plan node: its references' labels, as its plan gave them
-        call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=node[0])
-        return await _node(rt, call, request, principal, node[1])
-    call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
-    return await rt.acall(
-        call,
-        run_id=request.run_id,
-        node_id=request.node_id,
-        provenance=dict(request.provenance),
-        principal=principal,
-    )
+    async with sending_alone(rt, request):  # no scan settles it, nor takes its run, meanwhile
+        if node is not None:  # a plan node: its references' labels, as its plan gave them
+            call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=node[0])
+            return await _node(rt, call, request, principal, node[1])
+        call = ToolCall(name=request.tool, arguments=dict(request.arguments), id=call_id)
+        return await rt.acall(
+            call,
+            run_id=request.run_id,
+            node_id=request.node_id,
+            provenance=dict(request.provenance),
+            principal=principal,
+        )
 
 
 async def _node(

@@ -239,13 +239,16 @@ class LapsedRuns:
 def settle_in_flight(rt: Runtime, run_id: str) -> int:
     """Settle, as recovery does (nothing is sent), the ledger entries of ``run_id`` left
     ``dispatched`` or ``unknown`` by the driver a server took the run over from (its lease ended:
-    it is gone); how many were asked. A ``none`` write ends ``unknown_commit``, for a person."""
+    it is gone); how many were asked. A ``none`` write ends ``unknown_commit``, for a person. An
+    entry of a node another server marks as being sent alone is left as it is (it may yet commit)."""
     settle = rt.engine.driver.settle
     if settle is None:
         return 0
     entries = [*rt.ledger.list(state="dispatched", limit=_MAX_IN_FLIGHT)]
     entries += rt.ledger.list(state="unknown", limit=_MAX_IN_FLIGHT)
-    keys = sorted({e.key for e in entries if e.run_id == run_id})
+    # read after the entries: a send marked before its dispatch is seen here (never settled)
+    busy = continuation.sending(rt.trace.events(run_id), time.time())
+    keys = sorted({e.key for e in entries if e.run_id == run_id and e.node_id not in busy})
     for key in keys:
         settle(key)
     return len(keys)
