@@ -103,7 +103,7 @@ def monitor_command(
         _fail(str(exc))
     try:
         thresholds = MonitorThresholds(field_share=field_share, min_rejects=min_rejects)
-        opened = open_trace_store(url, create=False)
+        opened = open_trace_store(url, read_only=True)  # no trace there: refused in one line
         try:
             report = monitor(opened, since=cutoff, thresholds=thresholds)
         finally:

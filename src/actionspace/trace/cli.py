@@ -77,7 +77,7 @@ def list_runs(
     Example: actionspace trace list -n 5 --store sqlite:///actionspace.db
     """
     url = store or default_store_url()
-    with _only_reading(), _opened(url) as opened:  # no store: one line and exit 1, as show says
+    with _only_reading(), _opened(url) as opened:  # no trace: one line and exit 1, as show says
         summaries = opened.runs(limit=limit)
     if as_json:
         typer.echo(render.runs_json(summaries))
@@ -140,7 +140,7 @@ def export_runs(
     Example: actionspace trace export run_a2a4 --out run.jsonl
     """
     url = store or default_store_url()
-    with _opened(url) as opened:
+    with _opened(url) as opened:  # the store is read, never written: only the --out file is
         rid = _resolve(opened, run_id) if run_id is not None else None
         if out == "-":
             count = export_jsonl(opened, sys.stdout, run_id=rid)
@@ -173,7 +173,7 @@ def import_runs(
     except OSError as exc:
         _fail(f"cannot read {file}: {exc.strerror or exc}")
     made = _new_sqlite_parts(url)
-    with source as lines, _opened(url, create=True) as opened:
+    with source as lines, _opened(url, writing=True) as opened:
         try:
             result = import_jsonl(opened, lines)
         except BaseException as exc:
@@ -302,10 +302,12 @@ def _as_seen(events: list[TraceEvent], viewer: str | None, scopes: list[str] | N
 
 
 @contextmanager
-def _opened(url: str, *, create: bool = False) -> Iterator[TraceStore]:
+def _opened(url: str, *, writing: bool = False) -> Iterator[TraceStore]:
+    """The store of ``url``: made if missing when ``writing``, else opened so that reading writes
+    nothing (a store without a trace is refused: ``no trace in …``)."""
     with _reading(url):
         try:
-            store = open_trace_store(url, create=create)
+            store = open_trace_store(url, read_only=not writing)
         except ConfigurationError as exc:
             _fail(str(exc))
         try:

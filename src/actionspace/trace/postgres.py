@@ -15,12 +15,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from actionspace._unicode import text_for_postgres
+from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_for_postgres
 
-__all__ = ["SCHEMA_VERSION", "PostgresTraceStore"]
+__all__ = ["SCHEMA_VERSION", "PostgresTraceReader", "PostgresTraceStore"]
 
 SCHEMA_VERSION: Final = 1
 """Version of the tables below; stored in ``trace_meta`` and checked on open."""
@@ -303,6 +304,99 @@ class PostgresTraceStore:
                 f"an event repeats a (run_id, seq) already stored; nothing of the batch was written: {exc}"
             ) from exc
         return written
+
+
+class PostgresTraceReader:
+    """The trace in the PostgreSQL database ``url`` names, read without writing: the read-only open.
+
+    No DDL; every query runs in a ``READ ONLY`` transaction. Raises StoreNotFoundError when the
+    database holds no trace (``no trace in …``), ConfigurationError when it cannot be reached within
+    ``connect_timeout_s`` (seconds, default 10) or was written by a newer schema version. Appends
+    raise ConfigurationError.
+    """
+
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+        self._db = PostgresConnections(
+            url, name="trace-read", min_size=1, max_size=1, connect_timeout_s=connect_timeout_s
+        )
+        try:
+            self._check()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def events(self, run_id: str) -> list[TraceEvent]:
+        if text_for_postgres(run_id) != run_id:  # no stored run id holds U+0000 nor a lone surrogate
+            return []
+        return [
+            TraceEvent(**{k: r[k] for k in ("run_id", "seq", "kind", "ts", "call_id", "data")})
+            for r in self._read(_EVENTS, (run_id,))
+        ]
+
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """As :meth:`PostgresTraceStore.runs`."""
+        rows = self._read(_RUNS, (-math.inf if since is None else since, runs_limit(limit)))
+        return [
+            RunSummary(
+                run_id=r["run_id"],
+                started_at=r["started_at"],
+                last_at=r["last_at"],
+                events=r["events"],
+                calls=r["calls"],
+                errors=r["errors"],
+                finished=bool(r["finished"]),
+            )
+            for r in rows
+        ]
+
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
+        if text_for_postgres(prefix) != prefix:
+            return []
+        sql: LiteralString = (
+            'SELECT run_id FROM trace_runs WHERE starts_with(run_id, %s) ORDER BY run_id COLLATE "C" LIMIT %s'
+        )
+        return [r["run_id"] for r in self._read(sql, (prefix, limit))]
+
+    def next_seq(self, run_id: str) -> int:
+        if text_for_postgres(run_id) != run_id:
+            return 0
+        return int(self._read(_NEXT_SEQ, (run_id,))[0]["next"])
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        raise ConfigurationError(f"the trace store {redacted(self._db.url)} is open for reading only")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> PostgresTraceReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _read(self, sql: LiteralString, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._db.transaction() as conn:
+            conn.execute("SET TRANSACTION READ ONLY")
+            return conn.execute(sql, params).fetchall()
+
+    def _check(self) -> None:
+        found = self._read(
+            "SELECT to_regclass('trace_events') IS NOT NULL AND to_regclass('trace_runs') IS NOT NULL AS ok,"
+            " to_regclass('trace_meta') IS NOT NULL AS meta"
+        )[0]
+        if not found["ok"]:
+            raise StoreNotFoundError(
+                f"no trace in {redacted(self._db.url)} (nothing has been recorded there yet)"
+            )
+        if not found["meta"]:
+            return
+        for row in self._read("SELECT value FROM trace_meta WHERE key = 'schema_version'"):
+            if not str(row["value"]).isdecimal() or int(row["value"]) > SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"{redacted(self._db.url)} has schema version {row['value']} (schema_version); this"
+                    f" actionspace reads up to {SCHEMA_VERSION}; upgrade actionspace"
+                )
 
 
 _Row = tuple[str, int, str, float, "str | None", Any]

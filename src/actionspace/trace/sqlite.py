@@ -27,17 +27,18 @@ import threading
 from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+from actionspace._store_url import sqlite_reading_uri
 from actionspace._unicode import text_for_utf8
-from actionspace.errors import ConfigurationError
+from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
 from actionspace.types import SYSTEM_CLOCK, Clock
 
-__all__ = ["SCHEMA_VERSION", "SqliteTraceStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteTraceReader", "SqliteTraceStore"]
 
 SCHEMA_VERSION: Final = 1
 """Version of the tables below; stored in ``trace_meta`` and checked on open."""
@@ -369,6 +370,94 @@ class SqliteTraceStore:
 
         count: int = self._group.run(write, durable=False)
         return count
+
+
+class SqliteTraceReader:
+    """The trace in the SQLite file ``path``, read without writing anything: the read-only open.
+
+    The existing file is opened without creating it (``mode=rw``) and with ``PRAGMA query_only``:
+    no table is made, the journal mode stays, every write statement fails; the file and its folder
+    are left byte for byte as they were. Raises StoreNotFoundError when the file does not exist or
+    holds no trace (``no trace in …``), ConfigurationError for a newer schema, and
+    ``sqlite3.DatabaseError`` for a file that is not a database. Appends raise ConfigurationError.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise StoreNotFoundError(f"no trace store at {self.path} (nothing has been recorded there yet)")
+        uri = sqlite_reading_uri(self.path)
+        self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        try:
+            self._conn.execute("PRAGMA query_only = ON")
+            self._conn.execute(f"PRAGMA busy_timeout = {max(0, int(busy_timeout_s * 1000))}")
+            self._check()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def events(self, run_id: str) -> list[TraceEvent]:
+        if text_for_utf8(run_id) != run_id:  # an unpaired surrogate: no stored run id holds one
+            return []
+        return [_event(row) for row in self._read(_EVENTS, (run_id,))]
+
+    def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
+        """As :meth:`SqliteTraceStore.runs`."""
+        rows = self._read(_RUNS, (-math.inf if since is None else since, runs_limit(limit)))
+        return [
+            RunSummary(
+                run_id=r[0],
+                started_at=r[1],
+                last_at=r[2],
+                events=r[3],
+                calls=r[4],
+                errors=r[5],
+                finished=bool(r[6]),
+            )
+            for r in rows
+        ]
+
+    def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
+        """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
+        if text_for_utf8(prefix) != prefix:
+            return []
+        sql = "SELECT run_id FROM trace_runs WHERE run_id >= ? AND run_id < ? ORDER BY run_id LIMIT ?"
+        return [r[0] for r in self._read(sql, (prefix, prefix + _MAX_CHAR, -1 if limit is None else limit))]
+
+    def next_seq(self, run_id: str) -> int:
+        return 0 if text_for_utf8(run_id) != run_id else int(self._read(_NEXT_SEQ, (run_id,))[0][0])
+
+    def append_many(self, events: Sequence[TraceEvent]) -> None:
+        raise ConfigurationError(f"the trace store {self.path} is open for reading only")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteTraceReader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:  # one connection, shared by the threads of a reader
+            rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
+            return rows
+
+    def _check(self) -> None:
+        tables = {r[0] for r in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"trace_events", "trace_runs"} <= tables:
+            raise StoreNotFoundError(f"no trace in {self.path} (nothing has been recorded there yet)")
+        if "trace_meta" not in tables:
+            return
+        for (value,) in self._read("SELECT value FROM trace_meta WHERE key = 'schema_version'"):
+            if not str(value).isdecimal() or int(value) > SCHEMA_VERSION:
+                raise ConfigurationError(
+                    f"{self.path} has schema version {value} (schema_version); this actionspace reads"
+                    f" up to {SCHEMA_VERSION}; upgrade actionspace"
+                )
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:

@@ -21,7 +21,7 @@ from actionspace._store_url import sqlite_path, sqlite_url
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.trace.events import FindsRunIds, TraceStore
 from actionspace.trace.memory import MemoryTraceStore
-from actionspace.trace.sqlite import SqliteTraceStore
+from actionspace.trace.sqlite import SqliteTraceReader, SqliteTraceStore
 
 __all__ = [
     "SUPPORTED_URLS",
@@ -41,12 +41,15 @@ SUPPORTED_URLS: Final = (
 _MAX_AMBIGUOUS_SHOWN: Final = 5
 
 
-def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
+def open_trace_store(url: str, *, create: bool = True, read_only: bool = False) -> TraceStore:
     """The trace store ``url`` names (see the module docstring for the forms).
 
     With ``create=False`` a missing SQLite file raises :class:`StoreNotFoundError` instead of being
-    created, for commands that only read. Raises :class:`~actionspace.errors.ConfigurationError`
-    for an unsupported or malformed URL.
+    created. With ``read_only=True`` (for commands that only read; implies ``create=False``) the
+    store is opened so that reading writes nothing: no file, table or journal made, every query
+    read-only; a store holding no trace raises StoreNotFoundError (``no trace in …``), and appends
+    raise ConfigurationError. Raises :class:`~actionspace.errors.ConfigurationError` for an
+    unsupported or malformed URL.
     """
     scheme, sep, _ = url.partition("://")
     if not sep:
@@ -58,6 +61,8 @@ def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
         return MemoryTraceStore()
     if scheme == "sqlite":
         path = sqlite_path(url)
+        if read_only:
+            return SqliteTraceReader(path)  # refuses a missing file as below
         if not path.exists():
             if not create:
                 raise StoreNotFoundError(f"no trace store at {path} (nothing has been recorded there yet)")
@@ -66,7 +71,8 @@ def open_trace_store(url: str, *, create: bool = True) -> TraceStore:
     if scheme in ("postgresql", "postgres"):
         # Imported here so that psycopg is loaded only by processes that use PostgreSQL.
         postgres = require("actionspace.trace.postgres", "postgres", "a postgresql:// store")
-        store: TraceStore = postgres.PostgresTraceStore(url)
+        opened = postgres.PostgresTraceReader if read_only else postgres.PostgresTraceStore
+        store: TraceStore = opened(url)
         return store
     raise _unsupported(url)
 
