@@ -40,6 +40,7 @@ from actionspace.errors import CATEGORIES, ActionError, Category, said_safely
 __all__ = [
     "JSONRPC_CODES",
     "LOCAL_FAILURES",
+    "MALFORMED_ANSWER",
     "RESOURCE_NOT_FOUND",
     "RESULT_TOO_LARGE",
     "ServerUnavailable",
@@ -54,8 +55,11 @@ _OUTPUT_CHECK: Final = re.compile(r"structured content|invalid schema for tool",
 RESOURCE_NOT_FOUND: Final = -32002
 """Retired by newer protocol revisions, still sent by older servers."""
 RESULT_TOO_LARGE: Final = -32090
-"""Raised by the client's own stdio transport (``_mcp_stdio``): the server's answer was larger than
-the bound and was dropped unread. A server sending it gains nothing: it is never retryable."""
+"""Raised by the client's own transports (``_mcp_stdio``, ``_mcp_http``): the server's answer was
+larger than the bound and was dropped unread. A server sending it gains nothing: it is never retryable."""
+MALFORMED_ANSWER: Final = -32091
+"""Raised by the client's own HTTP transport (``_mcp_http``): the server answered with something
+that is not a JSON-RPC answer to the request (invalid UTF-8 or JSON, another request's id)."""
 
 
 class ServerUnavailable(Exception):
@@ -81,6 +85,7 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
     REQUEST_TIMEOUT: ("request_timeout", "transient", "unknown_commit"),
     # The server answered, but too much to take: a write it answered may have committed.
     RESULT_TOO_LARGE: ("result_too_large", "permanent", "unknown_commit"),
+    MALFORMED_ANSWER: ("malformed_answer", "permanent", "unknown_commit"),
 }
 
 # exception type → (name, category without side effects, category with side effects)

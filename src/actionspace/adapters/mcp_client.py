@@ -88,12 +88,20 @@ try:  # the bounded reader uses the SDK's private process helpers; an SDK withou
     from actionspace.adapters._mcp_stdio import bounded_stdio_client as _stdio_client
 except ImportError:  # pragma: no cover - depends on the installed SDK
     from mcp.client.stdio import stdio_client as _stdio_client  # type: ignore[assignment]
+try:  # the bounded HTTP transport subclasses the SDK's and uses its private stream helpers
+    from actionspace.adapters._mcp_http import bounded_http_client
+except ImportError:  # pragma: no cover - depends on the installed SDK
+    bounded_http_client = None  # type: ignore[assignment]
 
 __all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
 
 _log = logging.getLogger("actionspace.mcp")
 
 ConnectMode = Literal["auto", "legacy"]
+
+_ANSWER_GRACE_S = 5.0
+"""How long an HTTP answer is still read past the longest call timeout (seconds): a backstop, since a
+call that times out closes its response stream itself."""
 
 _RUNTIME_TOOLS = frozenset({DESCRIBE_TOOL, READ_ARTIFACT})
 """Names the runtime registers its own tools under, on first need: a server's tool never takes them."""
@@ -427,6 +435,15 @@ def _raised(error: ActionError) -> ToolError:
     return exc
 
 
+def _answer_s(server: HttpServer) -> float:
+    """Longest an HTTP request's answer is read: the longest timeout of any of its calls, and a grace."""
+    per_tool = [o.get("timeout_s") for o in server.tool_options.values()]
+    longest = max(
+        [server.timeout_s, server.connect_timeout_s, *(t for t in per_tool if isinstance(t, int | float))]
+    )
+    return longest + _ANSWER_GRACE_S
+
+
 def _opener(server: McpServer) -> OpenClient:
     async def open_client(stack: AsyncExitStack, handler: MessageHandlerFnT) -> Client:
         if isinstance(server, StdioServer):
@@ -441,7 +458,12 @@ def _opener(server: McpServer) -> OpenClient:
             http = await stack.enter_async_context(
                 create_mcp_http_client(headers=dict(server.headers) if server.headers else None)
             )
-            transport = streamable_http_client(server.url, http_client=http)
+            if bounded_http_client is None:  # pragma: no cover - depends on the installed SDK
+                transport = streamable_http_client(server.url, http_client=http)
+            else:
+                transport = bounded_http_client(
+                    server.url, http_client=http, answer_timeout_s=_answer_s(server)
+                )
         client = Client(transport, mode=server.mode, message_handler=handler, cache=None)
         return await stack.enter_async_context(client)
 

@@ -1,0 +1,256 @@
+"""The MCP client's streamable HTTP transport: the SDK's, with every answer bounded and checked.
+
+The SDK's transport reads a JSON answer whole, however large (a 100 MB body, or a gzip bomb that
+inflates to gigabytes, is held in memory and can end the session with a ``MemoryError``), and so
+the JSON body of an error status; it allows 1 MiB per SSE event and reports a larger one as a lost
+connection (so a read is retried and the server sends it again); it passes an SSE answer for
+another request id as this request's answer; it keeps reading a handshake-era request's response
+after the request was cancelled (a stream of whitespace or keep-alive comments holds it for ever);
+and a connection cut mid-answer ends the whole session. Here:
+
+* an answer (a JSON body, decoded, or one SSE event) over :data:`MAX_MESSAGE_BYTES` ends its
+  request at once with ``RESULT_TOO_LARGE``, and the rest is never read;
+* an answer that is not JSON-RPC (invalid UTF-8, bad JSON) or that names another request id ends
+  its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
+* the JSON body of an error status is read within the same bound (the SDK reads it whole);
+* a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session;
+* a cancelled request's response stream is closed at every protocol revision, and no request's
+  response is read for longer than ``answer_timeout_s`` (``REQUEST_TIMEOUT``), except the
+  ``subscriptions/listen`` stream, which is meant to stay open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Final
+
+import anyio
+import httpx2
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport, StreamWriter
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
+
+from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, RESULT_TOO_LARGE
+
+__all__ = ["MAX_MESSAGE_BYTES", "bounded_http_client"]
+
+MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
+"""Longest answer taken from an HTTP server, in bytes (decoded): the stdio transport's bound."""
+_LONG_LIVED: Final = frozenset({"subscriptions/listen"})
+"""Requests whose response stream stays open by design: no answer deadline."""
+
+
+class _BoundedTransport(StreamableHTTPTransport):
+    def __init__(self, url: str, *, max_bytes: int, answer_timeout_s: float) -> None:
+        super().__init__(url, max_sse_event_size=max_bytes)
+        self._max_bytes = max_bytes
+        self._answer_timeout_s = answer_timeout_s
+
+    async def _handle_post_request(self, ctx: RequestContext) -> None:
+        message = ctx.session_message.message
+        if not isinstance(message, JSONRPCRequest) or message.method in _LONG_LIVED:
+            await super()._handle_post_request(ctx)
+            return
+        with anyio.move_on_after(self._answer_timeout_s) as scope:
+            try:
+                await super()._handle_post_request(ctx)
+            except httpx2.RequestError as exc:  # the SDK would let it end the whole session
+                if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+                    raise  # nothing reached the server, which is gone: the session ends, as before
+                said = f"the connection failed: {type(exc).__name__}"
+                await self._resolve_abandoned_request(ctx.read_stream_writer, message.id, said)
+                return
+        if scope.cancelled_caught:
+            said = f"no answer within {self._answer_timeout_s:g}s"
+            await self._resolve_abandoned_request(
+                ctx.read_stream_writer, message.id, said, code=REQUEST_TIMEOUT
+            )
+
+    async def _handle_json_response(
+        self, response: httpx2.Response, read_stream_writer: StreamWriter, *, request_id: RequestId
+    ) -> None:
+        body = await self._bounded_body(response)
+        if body is None:
+            await self._refuse(read_stream_writer, request_id, "the server's JSON answer")
+            return
+        try:
+            message = jsonrpc_message_adapter.validate_json(body, by_name=False)
+        except ValidationError as exc:
+            await self._malformed(
+                read_stream_writer, request_id, f"not a JSON-RPC message: {exc.errors()[:1]}"
+            )
+            return
+        await self._deliver(message, read_stream_writer, request_id)
+
+    async def _handle_sse_event(
+        self,
+        sse: httpx2.ServerSentEvent,
+        read_stream_writer: StreamWriter,
+        original_request_id: RequestId | None = None,
+        resumption_callback: Callable[[str], Awaitable[None]] | None = None,
+    ) -> bool:
+        if sse.event != "message" or not sse.data or original_request_id is None:
+            return await super()._handle_sse_event(
+                sse, read_stream_writer, original_request_id, resumption_callback
+            )
+        try:
+            message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+        except ValidationError as exc:
+            said = f"an event that is not a JSON-RPC message: {exc.errors()[:1]}"
+            await self._malformed(read_stream_writer, original_request_id, said)
+            return True
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):
+            await self._malformed(read_stream_writer, original_request_id, _other_id(message.id))
+            return True
+        return await super()._handle_sse_event(
+            sse, read_stream_writer, original_request_id, resumption_callback
+        )
+
+    async def _resolve_abandoned_request(
+        self,
+        read_stream_writer: StreamWriter,
+        request_id: RequestId,
+        message: str,
+        *,
+        code: int = CONNECTION_CLOSED,
+    ) -> None:
+        # The SDK reports an SSE event over the bound as a failed stream: it is an answer too large.
+        if code == CONNECTION_CLOSED and f"exceeded the {self._max_bytes} byte limit" in message:
+            await self._refuse(read_stream_writer, request_id, "a server-sent event")
+            return
+        await super()._resolve_abandoned_request(read_stream_writer, request_id, message, code=code)
+
+    def _consume_modern_cancellation(self, session_message: SessionMessage) -> bool:
+        consumed = super()._consume_modern_cancellation(session_message)
+        message = session_message.message
+        if (
+            not consumed
+            and isinstance(message, JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+        ):
+            # The frame is still sent (the handshake-era signal); the abandoned response is not read on.
+            request_id = cancelled_request_id_from_params(message.params)
+            post = self._in_flight_posts.get(request_id) if request_id is not None else None
+            if post is not None:
+                post.scope.cancel()
+        return consumed
+
+    async def bound_error_body(self, response: httpx2.Response) -> None:
+        """An HTTP response hook: the JSON body of an error status, which the SDK reads whole, is read
+        here within the bound; one over it is dropped (the SDK then answers from the status alone)."""
+        if response.status_code < 400 or not _is_json(response):
+            return
+        body = await self._bounded_body(response)
+        response._content = b"" if body is None else body  # what the SDK's ``aread`` then returns
+
+    async def _bounded_body(self, response: httpx2.Response) -> bytes | None:
+        """The decoded body, or None as soon as it is known to pass the bound (the rest is not read)."""
+        declared = response.headers.get("content-length", "")
+        if (
+            declared.isdigit()
+            and "content-encoding" not in response.headers
+            and int(declared) > self._max_bytes
+        ):
+            return None
+        body = bytearray()
+        async for piece in response.aiter_bytes():
+            if len(body) + len(piece) > self._max_bytes:
+                return None
+            body += piece
+        return bytes(body)
+
+    async def _deliver(self, message: JSONRPCMessage, writer: StreamWriter, request_id: RequestId) -> None:
+        if isinstance(message, JSONRPCError) and message.id is None:
+            message = JSONRPCError(jsonrpc="2.0", id=request_id, error=message.error)
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            if not _same(message.id, request_id):
+                await self._malformed(writer, request_id, _other_id(message.id))
+                return
+            message.id = request_id
+            await writer.send(SessionMessage(message))
+            return
+        await writer.send(SessionMessage(message))  # a request or notification: served, but no answer
+        await self._malformed(writer, request_id, "the JSON answer held no response")
+
+    async def _refuse(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
+        said = f"{what} is larger than the {self._max_bytes} bytes taken"
+        error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_bytes": self._max_bytes})
+        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+    async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
+        error = ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}"[:500])
+        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+def _is_json(response: httpx2.Response) -> bool:
+    return response.headers.get("content-type", "").lower().startswith("application/json")
+
+
+def _same(answered: RequestId | None, asked: RequestId) -> bool:
+    """Whether an answer's id names the request (a server may echo an integer id as a string)."""
+    return answered is not None and (answered == asked or str(answered) == str(asked))
+
+
+def _other_id(answered: RequestId | None) -> str:
+    return f"it answers another request id ({str(answered)[:50]!r})"
+
+
+@asynccontextmanager
+async def bounded_http_client(
+    url: str,
+    *,
+    http_client: httpx2.AsyncClient,
+    answer_timeout_s: float,
+    max_bytes: int = MAX_MESSAGE_BYTES,
+) -> AsyncIterator[TransportStreams]:
+    """The SDK's ``streamable_http_client`` over :class:`_BoundedTransport`; ``http_client`` is the
+    caller's to close. ``answer_timeout_s``: longest a request's response is read, in seconds."""
+    transport = _BoundedTransport(url, max_bytes=max_bytes, answer_timeout_s=answer_timeout_s)
+    hooks = http_client.event_hooks
+    http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), transport.bound_error_body]}
+    read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, write_stream_reader = create_context_streams[SessionMessage](0)
+    async with (
+        read_stream_writer,
+        read_stream,
+        write_stream,
+        write_stream_reader,
+        anyio.create_task_group() as tg,
+    ):
+
+        def start_get_stream() -> None:
+            tg.start_soon(transport.handle_get_stream, http_client, read_stream_writer)
+
+        tg.start_soon(
+            transport.post_writer,
+            http_client,
+            write_stream_reader,
+            read_stream_writer,
+            write_stream,
+            start_get_stream,
+            tg,
+        )
+        try:
+            yield read_stream, write_stream
+        finally:
+            if transport.session_id:
+                with contextlib.suppress(Exception):
+                    await transport.terminate_session(http_client)
+            tg.cancel_scope.cancel()

@@ -1,0 +1,67 @@
+"""The bounded HTTP transport's backstop: a response stream nobody cancels is still read no longer
+than its answer deadline, which outlasts every call's own timeout."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
+
+from actionspace.adapters._mcp_http import bounded_http_client
+from actionspace.adapters.mcp_client import HttpServer, _answer_s
+from tests.adapters.test_w64_mcp_http_hostile_answers import start_program, wait_for_line
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Path:
+    return tmp_path / "notes.txt"
+
+
+@pytest.fixture
+def endpoint(notes: Path) -> Iterator[str]:
+    proc, url = start_program(notes)
+    try:
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_a_stalled_answer_nobody_cancels_ends_at_the_answer_deadline_and_the_session_goes_on(
+    endpoint: str, notes: Path
+) -> None:
+    async def scenario() -> tuple[float, int, str]:
+        async with create_mcp_http_client() as http:
+            transport = bounded_http_client(endpoint, http_client=http, answer_timeout_s=1.0)
+            async with Client(transport, mode="legacy", cache=None) as client:
+                started = time.monotonic()
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool("stall_write", {})
+                took = time.monotonic() - started
+                after = await client.call_tool("ok", {})
+                text = after.content[0].text  # type: ignore[union-attr]
+                return took, raised.value.code, text
+
+    took, code, text = anyio.run(scenario)
+    assert code == REQUEST_TIMEOUT
+    assert 0.9 < took < 4.0
+    assert text == "fine"
+    assert wait_for_line(notes, "closed stall_write", within_s=5.0)
+
+
+def test_the_answer_deadline_outlasts_the_longest_call_timeout_of_any_tool() -> None:
+    server = HttpServer(
+        "http://127.0.0.1:1/mcp",
+        timeout_s=30.0,
+        connect_timeout_s=10.0,
+        tool_options={"slow": {"timeout_s": 600}, "odd": {"timeout_s": "x"}},
+    )
+    assert _answer_s(server) > 600
+    assert _answer_s(HttpServer("http://127.0.0.1:1/mcp", timeout_s=5.0, connect_timeout_s=60.0)) > 60
