@@ -183,18 +183,7 @@ class PostgresTraceStore:
         limit = runs_limit(limit)
         with self._db.connection() as conn:
             rows = conn.execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
-        return [
-            RunSummary(
-                run_id=row["run_id"],
-                started_at=row["started_at"],
-                last_at=row["last_at"],
-                events=row["events"],
-                calls=row["calls"],
-                errors=row["errors"],
-                finished=bool(row["finished"]),
-            )
-            for row in rows
-        ]
+        return [_summary(row) for row in rows]
 
     def next_seq(self, run_id: str) -> int:
         """The next free ``seq`` of ``run_id`` (0 for a new run)."""
@@ -336,18 +325,7 @@ class PostgresTraceReader:
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """As :meth:`PostgresTraceStore.runs`."""
         rows = self._read(_RUNS, (-math.inf if since is None else since, runs_limit(limit)))
-        return [
-            RunSummary(
-                run_id=r["run_id"],
-                started_at=r["started_at"],
-                last_at=r["last_at"],
-                events=r["events"],
-                calls=r["calls"],
-                errors=r["errors"],
-                finished=bool(r["finished"]),
-            )
-            for r in rows
-        ]
+        return [_summary(r) for r in rows]
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
@@ -404,3 +382,16 @@ _Row = tuple[str, int, str, float, "str | None", Any]
 
 def _rows(events: Iterable[TraceEvent]) -> list[_Row]:
     return [(e.run_id, e.seq, e.kind, e.ts, e.call_id, e.data) for e in events]
+
+
+def _summary(row: Any) -> RunSummary:
+    """A run's row of ``_RUNS`` as its summary."""
+    return RunSummary(
+        run_id=row["run_id"],
+        started_at=row["started_at"],
+        last_at=row["last_at"],
+        events=row["events"],
+        calls=row["calls"],
+        errors=row["errors"],
+        finished=bool(row["finished"]),
+    )
