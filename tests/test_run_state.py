@@ -172,7 +172,9 @@ def test_a_finished_run_leaves_memory(tmp_path: Path) -> None:
 
 def test_a_run_state_that_cannot_be_saved_shows_the_model_nothing(tmp_path: Path) -> None:
     class Broken(MemoryRunStateStore):
-        def save(self, run_id: str, state: Mapping[str, Any], texts: Sequence[tuple[int, str]] = ()) -> bool:
+        def save(
+            self, run_id: str, state: Mapping[str, Any], texts: Sequence[tuple[int, str]] = (), **_: Any
+        ) -> bool:
             raise OSError("disk full")
 
     rt = _runtime("memory://", [])
