@@ -9,7 +9,7 @@ lands while the command is at work rather than before or after it.
 from __future__ import annotations
 
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -55,7 +55,10 @@ def _interrupted(module: str, name: str, argv: list[str], *, run_real: bool) -> 
         if left <= 0 or child.poll() is not None:
             child.kill()
             pytest.fail(f"the command never started its work: {seen.decode(errors='replace')}")
-        if select.select([child.stderr], [], [], left)[0]:
+        with selectors.DefaultSelector() as waiting:  # poll-based: a worker may hold fds past 1024
+            waiting.register(child.stderr, selectors.EVENT_READ)
+            ready = waiting.select(left)
+        if ready:
             seen += os.read(child.stderr.fileno(), 65536)
     os.killpg(child.pid, signal.SIGINT)
     try:
