@@ -125,33 +125,11 @@ def sweep_command(
         typer.echo(json.dumps(rows, indent=2))
     else:
         grid = Table(title=f"crash sweep: {total} cases ({seeds} seeds per point and kind)")
-        for col in (
-            "point",
-            "kind",
-            "cases",
-            "crashed",
-            "duplicates",
-            "lost",
-            "unknown_commit",
-            "incomplete",
-        ):
+        columns = ("point", "kind", "cases", "crashed", "duplicates", "lost", "unknown_commit", "incomplete")
+        for col in columns:
             grid.add_column(col, justify="left" if col in ("point", "kind") else "right", no_wrap=True)
         for row in rows:
-            grid.add_row(
-                *(
-                    str(row[c])
-                    for c in (
-                        "point",
-                        "kind",
-                        "cases",
-                        "crashed",
-                        "duplicates",
-                        "lost",
-                        "unknown_commit",
-                        "incomplete",
-                    )
-                )
-            )
+            grid.add_row(*(str(row[c]) for c in columns))
         Console().print(grid)
     bad = [r for r in results if not r.ok]
     for r in bad[:20]:
