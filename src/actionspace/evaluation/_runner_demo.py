@@ -16,7 +16,8 @@ Judging, one :class:`~actionspace.evaluation.outcomes.StepOutcome` per step:
   offered. In a negative task (``no_call``) any call fails ``select``.
 * ``exec``: every observation of the step is ok (judged once ``select`` and ``args`` passed);
   ``error_category`` is the first error's category and ``recovered`` marks a step, right after a
-  step with an error, whose calls all succeeded and passed ``select`` and ``args``.
+  step with an error that asks the model to act (a failure or a refusal, not a wait for approval
+  nor an unknown commit), whose calls all succeeded and passed ``select`` and ``args``.
 * ``task``: the task's registered predicate on the final calendar; in a negative task
   (``no_call``, ``info_missing``, ``no_tool``, ``permission_missing``), that no write succeeded —
   a successful write is recorded as the incident ``write_in_negative_task``.
@@ -95,7 +96,7 @@ def evaluate_demo(suite_name: str, task: Task, policy: Policy, *, max_steps: int
                             steps.append(_answered(index, proposal, expected, verdict.select_ok))
                             chosen.extend(verdict.pairs)
                         break
-                    after_error = bool(steps) and steps[-1].error_category is not None
+                    after_error = bool(steps) and steps[-1].erred
                     step, pairs, reply, observations = _play_step(
                         rt, run_id, index, view, proposal, expected, names, after_error
                     )

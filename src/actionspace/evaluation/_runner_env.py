@@ -38,9 +38,13 @@ same canonical arguments already took effect in the task, else ``forbidden_effec
 where an archive was asked, an archive of the wrong ticket).
 
 **Deviation and recovery.** ``details["first_deviation"]`` is the index of the first step that
-failed a layer (None: none did); ``details["recovery"]`` gives what the run spent from there:
-proposals beyond the reference's (one per turn with expected calls, plus one answer per turn),
-tokens and seconds, and whether the task still passed. ``details["tools"]`` holds
+failed a layer (None: none did; :attr:`~actionspace.evaluation.outcomes.StepOutcome.failed`): a
+call waiting for approval, one refused by policy and an unknown commit are no deviation, as the
+metrics read them. A step is ``recovered`` only after a step whose error asks the model to act (a
+failure or a refusal, not a wait: :attr:`~actionspace.evaluation.outcomes.StepOutcome.erred`).
+``details["recovery"]`` gives what the run spent from the first deviation: proposals beyond the
+reference's (one per turn with expected calls, plus one answer per turn), tokens and seconds, and
+whether the task still passed. ``details["tools"]`` holds
 ``name@version`` and the schema hash of every tool offered, ``details["trace"]`` the store and run.
 """
 
@@ -220,8 +224,7 @@ def _play_turns(play: _Play, session: Session, policy: Policy, max_steps: int) -
 
 def _note(play: _Play, step: StepOutcome) -> None:
     play.steps.append(step)
-    failed = any(v is False for v in (step.parse_ok, step.select_ok, step.args_ok, step.exec_ok))
-    if failed and play.deviation is None:
+    if step.failed and play.deviation is None:
         play.deviation = (len(play.steps) - 1, time.monotonic(), play.proposals - 1)
 
 
@@ -279,7 +282,7 @@ def _step(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
-    after_error = bool(play.steps) and play.steps[-1].error_category is not None
+    after_error = bool(play.steps) and play.steps[-1].erred
     fields["recovered"] = after_error and failed is None and select_ok and args_ok
     if session.gate is not None:
         fields["gate"] = tuple(_gate_decision(o) for o in observations)

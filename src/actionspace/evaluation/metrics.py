@@ -222,11 +222,14 @@ def _tokens(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
 
 
 def _recovery(outcomes: Sequence[TaskOutcome]) -> dict[str, Any]:
-    """Steps that followed a step with an error, and how many of them were successful recoveries."""
+    """Steps that followed a step with an error, and how many of them were successful recoveries.
+
+    A wait for approval and an unknown commit are undecided, no error to recover from; a refusal
+    by policy is (:attr:`~actionspace.evaluation.outcomes.StepOutcome.erred`)."""
     errors = recovered = 0
     for o in outcomes:
         for before, step in zip(o.steps, o.steps[1:], strict=False):
-            if before.error_category is not None:
+            if before.erred:
                 errors += 1
                 recovered += step.recovered
     return {"errors": errors, "recovered": recovered, "rate": recovered / errors if errors else None}

@@ -6,9 +6,13 @@ tool that was called:
 * how often it was selected, and its share of all calls;
 * the calls rejected before dispatch (resolution, validation, authorization and its gates: scopes,
   information flow, budget), by error category and by the JSON pointer of each field error;
-* the dispatched calls that ended in an error, by category, and the unknown commits among them
-  (the ledger moved the call to ``unknown_commit`` and nobody has settled it since: a later
-  ``ledger`` event of its key, from ``Runtime.resolve`` or ``recover`` in any process, settles it);
+* the dispatched calls that ended in a decided error (failures), by category;
+* the calls left undecided, as the evaluation metrics read them: waiting for approval
+  (``needs_approval``) or told ``unknown_commit``, by category; and the unknown commits still
+  unsettled (the ledger moved the call to ``unknown_commit`` and no later ``ledger`` event of its
+  key, from ``Runtime.resolve`` or ``recover`` in any process, has settled it since);
+* a call cancelled before it was sent (no ``dispatched`` event: the runtime closed first, or a
+  plan node was blocked) is a call in none of these figures: nothing ran;
 * replays: calls answered from the ledger's record of an identical committed action (nothing was
   sent); they are calls, but neither an execution nor a second ok result;
 * result utilization: the share of its ok results that another call of the same run consumed —
@@ -38,10 +42,12 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from actionspace.errors import ConfigurationError
+from actionspace.evaluation._monitor_sources import inferred_sources, items, plan_links
+from actionspace.evaluation.outcomes import UNDECIDED_CATEGORIES
 from actionspace.trace.events import CALL_START_KINDS, TraceEvent, TraceStore
 
 __all__ = [
@@ -94,9 +100,12 @@ class ToolHealth:
     rejects_by_field: Mapping[str, int] = field(default_factory=dict)
     """Rejected calls per JSON pointer of a field error (a call counts once per field)."""
     failures_by_category: Mapping[str, int] = field(default_factory=dict)
-    """Dispatched calls whose last observation is an error, by error category."""
+    """Dispatched calls whose last observation is a decided error, by error category."""
+    undecided_by_category: Mapping[str, int] = field(default_factory=dict)
+    """Calls whose last observation is undecided (``needs_approval``, ``unknown_commit``), by the
+    category the model was told; neither a failure nor a success."""
     unknown_commits: int = 0
-    """Calls the ledger left in ``unknown_commit``: they may or may not have taken effect."""
+    """Calls the ledger still holds in ``unknown_commit``: they may or may not have taken effect."""
     ok_results: int = 0
     """Calls whose last observation is ok, replays left out (each action's result counts once)."""
     replays: int = 0
@@ -115,6 +124,10 @@ class ToolHealth:
     @property
     def failures(self) -> int:
         return sum(self.failures_by_category.values())
+
+    @property
+    def undecided(self) -> int:
+        return sum(self.undecided_by_category.values())
 
     @property
     def utilization(self) -> float | None:
@@ -136,6 +149,8 @@ class ToolHealth:
             "rejects_by_field": dict(self.rejects_by_field),
             "failures": self.failures,
             "failures_by_category": dict(self.failures_by_category),
+            "undecided": self.undecided,
+            "undecided_by_category": dict(self.undecided_by_category),
             "unknown_commits": self.unknown_commits,
             "ok_results": self.ok_results,
             "replays": self.replays,
@@ -162,14 +177,7 @@ class Alert:
     """The JSON pointer the rejects concentrate on (``field_concentration`` only)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "tool": self.tool,
-            "message": self.message,
-            "count": self.count,
-            "total": self.total,
-            "field": self.field,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,7 +288,7 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
     for ev in sorted(events, key=lambda e: e.seq):
         data: Mapping[str, Any] = ev.data if isinstance(ev.data, Mapping) else {}
         if ev.kind == "plan_started":
-            _plan_links(ev.run_id, data, plan_sources)
+            plan_links(ev.run_id, data, plan_sources)
             continue
         settled = by_key.get(str(data.get("key"))) if ev.kind == "ledger" else None
         if settled is not None and data.get("from") == "unknown_commit":  # resolved, here or elsewhere
@@ -329,30 +337,9 @@ def _fold_groups(calls: list[_Call]) -> list[_Call]:
     return [c for c in calls if not c.own_group]
 
 
-def _inferred_sources(values: Sequence[Any]) -> set[str]:
-    """Call ids in a ``proposed`` event's provenance: ``tool_result(<id>, <path>)`` and
-    ``untrusted(<id>, <path>)`` (a value the runtime found in that call's result)."""
-    found: set[str] = set()
-    for value in values:
-        source = value.get("source") if isinstance(value, Mapping) else None
-        if not isinstance(source, str):
-            continue
-        for kind in ("tool_result(", "untrusted("):
-            if source.startswith(kind) and source.endswith(")"):
-                call_id = source[len(kind) : -1].rpartition(", ")[0]
-                if call_id and call_id != "user":
-                    found.add(call_id)
-    return found
-
-
 def _text(value: Any) -> str | None:
     """``value`` when it is non-empty text, else None."""
     return value if isinstance(value, str) and value else None
-
-
-def _items(value: Any) -> Sequence[Any]:
-    """``value`` when it is a list, else no items."""
-    return value if isinstance(value, list | tuple) else ()
 
 
 def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
@@ -362,13 +349,13 @@ def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
             if isinstance(mark, str) and mark.startswith(_MARK):
                 call.sources.add(mark[len(_MARK) :])
             elif kind == "proposed" and isinstance(mark, list):
-                call.sources.update(_inferred_sources(mark))
+                call.sources.update(inferred_sources(mark))
     category = _text(data.get("category"))
     if kind == "resolved" and category is not None:
         call.rejected = category
     elif kind == "validated" and data.get("verdict") == "rejected":
         call.rejected = category or "invalid_arguments"
-        for error in _items(data.get("field_errors")):
+        for error in items(data.get("field_errors")):
             if isinstance(error, Mapping) and isinstance(error.get("path"), str):
                 call.fields.add(error["path"])
     elif kind == "dispatched":
@@ -385,24 +372,6 @@ def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
     elif kind == "ledger":
         call.key = call.key or _text(data.get("key"))
         call.unknown_commit = call.unknown_commit or data.get("to") == "unknown_commit"
-
-
-def _plan_links(run_id: str, data: Mapping[str, Any], sources: dict[str, set[str]]) -> None:
-    """Record which plan node consumed which: a node's ``refs`` when given, else the plan's edges."""
-    prefix = f"{run_id}:"
-    nodes = [n for n in _items(data.get("nodes")) if isinstance(n, Mapping) and "id" in n]
-    if any("refs" in n for n in nodes):
-        pairs = [(str(ref), str(n["id"])) for n in nodes for ref in _items(n.get("refs"))]
-    else:
-        added = {
-            (str(a.get("from")), str(a.get("to")))
-            for a in _items(data.get("added_edges"))
-            if isinstance(a, Mapping)
-        }
-        edges = [(str(e[0]), str(e[1])) for e in _items(data.get("edges")) if len(_items(e)) == 2]
-        pairs = [edge for edge in edges if edge not in added]
-    for source, consumer in pairs:
-        sources.setdefault(prefix + consumer, set()).add(prefix + source)
 
 
 def _link(calls: Sequence[_Call]) -> None:
@@ -439,7 +408,9 @@ def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
     out: list[ToolHealth] = []
     for tool, own in by_tool.items():
         rejected = [c for c in own if c.rejected is not None]
-        failed = [c for c in own if c.rejected is None and c.dispatched and c.status == "error"]
+        ended = [c for c in own if c.rejected is None and c.status == "error"]
+        undecided = [c for c in ended if c.category in UNDECIDED_CATEGORIES]
+        failed = [c for c in ended if c.dispatched and c.category not in UNDECIDED_CATEGORIES]
         consumers = list(consumers_of.get(tool, {}).values())
         ok = [c for c in own if c.status == "ok" and not c.replayed]
         out.append(
@@ -450,6 +421,7 @@ def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
                 rejects_by_category=_count(c.rejected for c in rejected),
                 rejects_by_field=_count(f for c in rejected for f in sorted(c.fields)),
                 failures_by_category=_count(c.category or "unknown" for c in failed),
+                undecided_by_category=_count(c.category for c in undecided),
                 unknown_commits=sum(1 for c in own if c.unknown_commit),
                 ok_results=len(ok),
                 replays=sum(1 for c in own if c.status == "ok" and c.replayed),

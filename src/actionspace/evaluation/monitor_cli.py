@@ -91,7 +91,8 @@ def monitor_command(
         int, typer.Option("--min-rejects", min=1, help="Rejects a tool needs before the field alert applies.")
     ] = _DEFAULTS.min_rejects,
 ) -> None:
-    """Per tool: selection rate, rejects by category and field, failures, unknown commits, result use.
+    """Per tool: selection rate, rejects by category and field, failures, undecided calls (waiting for
+    approval, unknown commits), unknown commits still unsettled, result use.
 
     Alerts name tools whose rejects concentrate on one field and tools with unknown commits.
     """
@@ -132,12 +133,14 @@ def report_table(report: MonitorReport) -> Group:
         "rejects",
         "top field",
         "failures",
+        "undecided",
         "unknown",
         "used",
         "downstream ok",
     ):
         table.add_column(
-            name, justify="left" if name in ("tool", "rejects", "top field", "failures") else "right"
+            name,
+            justify="left" if name in ("tool", "rejects", "top field", "failures", "undecided") else "right",
         )
     for t in report.tools:
         top_field = next(iter(t.rejects_by_field.items()), None)
@@ -148,6 +151,7 @@ def report_table(report: MonitorReport) -> Group:
             _counts(t.rejects_by_category),
             f"{top_field[0]} ({top_field[1]})" if top_field else "",
             _counts(t.failures_by_category),
+            _counts(t.undecided_by_category),
             Text(str(t.unknown_commits), style="bold red") if t.unknown_commits else "0",
             _ratio(t.used_results, t.ok_results),
             _ratio(t.consumers_ok, t.consumers),

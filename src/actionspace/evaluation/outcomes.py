@@ -34,6 +34,7 @@ __all__ = [
     "CATEGORIES",
     "EXEC_UNDECIDED",
     "LAYERS",
+    "UNDECIDED_CATEGORIES",
     "Category",
     "ExecState",
     "Layer",
@@ -65,6 +66,12 @@ _UNDECIDED_BY_CATEGORY: Mapping[str, ExecState] = {
     "budget_exceeded": "refused",
     "unknown_commit": "unknown_commit",
 }
+
+UNDECIDED_CATEGORIES: frozenset[str] = frozenset(
+    category for category, state in _UNDECIDED_BY_CATEGORY.items() if state in EXEC_UNDECIDED
+)
+"""Error categories that leave a call undecided (``needs_approval``, ``unknown_commit``): monitoring
+counts such calls apart from failures, as the metrics leave them out of the ``exec`` rate."""
 
 
 def deciding_error(observations: Iterable[Observation]) -> ActionError | None:
@@ -112,6 +119,22 @@ class StepOutcome:
         if self.exec_ok:
             return "ok"
         return _UNDECIDED_BY_CATEGORY.get(self.error_category or "", "failed")
+
+    @property
+    def failed(self) -> bool:
+        """The step left the reference path: it failed ``parse``, ``select`` or ``args``, or its
+        execution failed. A wait for approval, a refusal by policy and an unknown commit are not
+        failures (as :meth:`exec_state` reads them)."""
+        return False in (self.parse_ok, self.select_ok, self.args_ok) or self.exec_state == "failed"
+
+    @property
+    def erred(self) -> bool:
+        """Its error asks the model to act, so a step after it may recover: a failure, or a refusal
+        by policy (the model may take another path). A wait for approval and an unknown commit are
+        undecided, for a person or the runtime to settle: no error to recover from."""
+        if self.error_category is None:
+            return False
+        return _UNDECIDED_BY_CATEGORY.get(self.error_category) not in EXEC_UNDECIDED
 
     def to_dict(self) -> dict[str, Any]:
         return {

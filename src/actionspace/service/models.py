@@ -217,6 +217,10 @@ class ToolHealthView(_Out):
     rejects_by_field: dict[str, int]
     failures: int
     failures_by_category: dict[str, int]
+    """Dispatched calls that ended in a decided error, by category."""
+    undecided: int = 0
+    undecided_by_category: dict[str, int] = Field(default_factory=dict)
+    """Calls waiting for approval or told ``unknown_commit``, by category: neither failed nor ok."""
     unknown_commits: int
     ok_results: int
     replays: int = 0
