@@ -23,16 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from actionspace.errors import ActionError
 from actionspace.ledger import budget_owners as owners
-from actionspace.ledger.budget_owners import LEASE_S, NOT_SENT, OWNER_TABLES, PG_OWNER_TABLES, RETENTION_S
+from actionspace.ledger._budget_forks import follow_forks
+from actionspace.ledger._budget_reclaim import reclaim_gone, values
+from actionspace.ledger.budget_owners import LEASE_S, OWNER_TABLES, PG_OWNER_TABLES
 from actionspace.policy.budget import (
     UNITS,
     ZERO,
@@ -40,6 +43,7 @@ from actionspace.policy.budget import (
     Meter,
     Reservation,
     Usage,
+    _capped,
     _drawn,
     _held_if_sent,
     _holding,
@@ -94,10 +98,6 @@ def _minus(a: Vector, b: Vector | list[float]) -> Vector:
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3])
 
 
-def _values(row: Any) -> list[Any]:
-    return list(row.values()) if isinstance(row, dict) else list(row)
-
-
 class _StoredMeter(Meter):
     """A meter whose vectors live in a database (subclasses give the SQL and the transaction)."""
 
@@ -111,17 +111,39 @@ class _StoredMeter(Meter):
         super().__init__(budgets)
         if not lease_s > 0:
             raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
-        self._lease_s = lease_s
+        self._lease_s, self._host = lease_s, owners.this_host()
+        self._identify()
+        self._renew_due = self._closed = False
+        """``_renew_due``: a forked child renews its lease from its first reservation on."""
+        follow_forks(self)
+
+    def _identify(self) -> None:
+        """Take an owner identity of this process: a new id, its pid and start time, a lease timer."""
         self._owner = uuid.uuid4().hex
-        self._host, self._pid = owners.this_host(), os.getpid()
+        self._pid = os.getpid()
         self._start = owners.started_of(self._pid) if self._host else ""
         self._swept = 0.0
-        self._renewal = owners.Renewal(self, lease_s / 3)
+        self._renewal = owners.Renewal(self, self._lease_s / 3)
+
+    def after_fork(self) -> None:
+        """In a child forked after this meter was created: reserve under an owner of its own, so
+        that its parent never takes the child's reservations for its own and the child's death is
+        seen (the lock a thread of the parent may have held is new); its lease is renewed from its
+        first reservation on."""
+        self._lock = threading.Lock()
+        self._identify()
+        self._renew_due = not self._closed
 
     def _opened(self) -> None:
         """Register this meter, reclaim for the dead, start renewing (the schema exists)."""
         self.renew()
         self._renewal.start()
+
+    def _start_renewal(self) -> None:
+        with self._lock:
+            due, self._renew_due = self._renew_due, False
+        if due:
+            self._renewal.start()
 
     def _write(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
@@ -139,7 +161,7 @@ class _StoredMeter(Meter):
         row = conn.execute(
             f"SELECT state FROM ledger_entries WHERE key = {self._placeholder}", (key,)
         ).fetchone()
-        return None if row is None else str(_values(row)[0])
+        return None if row is None else str(values(row)[0])
 
     def _row(self, conn: Any, scope: str, *, lock: bool = False) -> list[float]:
         p = self._placeholder
@@ -147,7 +169,7 @@ class _StoredMeter(Meter):
         row = conn.execute(sql + (self._lock_rows if lock else ""), (scope,)).fetchone()
         if row is None:
             return [0, 0, 0, 0.0]
-        return [float(v) for v in _values(row)]
+        return [float(v) for v in values(row)]
 
     def _add(self, conn: Any, scope: str, delta: Vector) -> None:
         p = self._placeholder
@@ -236,6 +258,8 @@ class _StoredMeter(Meter):
         reserved = self._transact(reserve)
         if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
             _take(drawn, held_sent)
+            if self._renew_due and token is not None:
+                self._start_renewal()
         return reserved
 
     def _record(
@@ -270,25 +294,52 @@ class _StoredMeter(Meter):
         if row is None:
             return (0, 0, 0, 0.0)
         conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
-        calls, items, nbytes, money = (float(v) for v in _values(row))
+        calls, items, nbytes, money = (float(v) for v in values(row))
         return (calls, items, nbytes, money)
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         if reservation.keys is None:
             super().settle(reservation, actual)
             return
-        keys, token, spent = reservation.keys, reservation.token, _vector(actual)
-        if token is None and spent == _vector(reservation.amount):
+        if reservation.token is None and _vector(actual) == _vector(reservation.amount):
             return
+        self._transact(lambda conn: self._settled(conn, reservation, actual))
 
-        def add(conn: Any) -> None:
-            counted = _vector(reservation.amount) if token is None else self._counted(conn, token)
-            delta = _minus(spent, counted)
-            if any(delta):
-                for scope in keys:
-                    self._add(conn, scope, delta)
+    def _settled(self, conn: Any, reservation: Reservation, actual: Usage) -> None:
+        """Replace ``reservation`` (kept in the store) by ``actual`` in the usage rows."""
+        assert reservation.keys is not None
+        token = reservation.token
+        counted = _vector(reservation.amount) if token is None else self._counted(conn, token)
+        delta = _minus(_vector(actual), counted)
+        if any(delta):
+            for scope in reservation.keys:
+                self._add(conn, scope, delta)
 
-        self._transact(add)
+    def settle_all(
+        self,
+        settled: Iterable[tuple[Reservation, Usage]],
+        *,
+        hold: Reservation | None = None,
+        if_sent: Usage | None = None,
+    ) -> None:
+        stored = []
+        for reservation, actual in settled:
+            if reservation.keys is None:
+                super().settle(reservation, actual)
+            else:
+                stored.append((reservation, actual))
+        sent = None if hold is None or if_sent is None else _capped(if_sent, hold)
+
+        def work(conn: Any) -> None:
+            for reservation, actual in stored:
+                self._settled(conn, reservation, actual)
+            if sent is not None and hold is not None and hold.token is not None:
+                self._uncount(conn, hold.token, (0, 0, 0, 0.0), sent)
+
+        if stored or (hold is not None and hold.token is not None and sent is not None):
+            self._transact(work)
+        if hold is not None and sent is not None:
+            hold.if_sent = _usage(sent)
 
     def forget_run(self, run_id: str) -> None:
         sql = f"DELETE FROM budget_usage WHERE scope = {self._placeholder}"
@@ -317,63 +368,15 @@ class _StoredMeter(Meter):
         return True
 
     def _reclaim(self, conn: Any) -> int:
-        p = self._placeholder
-        now = float(_values(conn.execute(f"SELECT {self._now_sql}").fetchone())[0])
-        registered = conn.execute(
-            f"SELECT owner, host, pid, started, expires FROM budget_owners WHERE owner <> {p}", (self._owner,)
-        ).fetchall()
-        count = 0
-        for owner, host, pid, started, expires in map(_values, registered):
-            if host and host == self._host:
-                if started and owners.started_of(int(pid)) == started:
-                    continue  # its process runs: never reclaimed, however slow or late its lease
-                dead = True
-            elif float(expires) < now:
-                dead = False  # only its lease lapsed: keep its rows, should it settle later
-            else:
-                continue
-            count += self._reclaim_owner(conn, owner, now if not dead else None)
-            conn.execute(f"DELETE FROM budget_owners WHERE owner = {p}", (owner,))
-        conn.execute(
-            f"DELETE FROM budget_reservations WHERE reclaimed IS NOT NULL AND reclaimed < {p}",
-            (now - RETENTION_S,),
+        return reclaim_gone(
+            conn,
+            p=self._placeholder,
+            now_sql=self._now_sql,
+            me=self._owner,
+            host=self._host,
+            add=self._add,
+            ledger_state=self._ledger_state,
         )
-        return count
-
-    def _reclaim_owner(self, conn: Any, owner: str, stamp: float | None) -> int:
-        """Charge each open reservation of ``owner`` at what the ledger says; ``stamp``: keep the
-        rows (marked reclaimed then), else delete them (their process is gone for good)."""
-        p = self._placeholder
-        rows = conn.execute(
-            "SELECT token, run_scope, principal_scope, ledger_key, calls, items, bytes, money,"
-            " sent_calls, sent_items, sent_bytes, sent_money FROM budget_reservations"
-            f" WHERE owner = {p} AND reclaimed IS NULL",
-            (owner,),
-        ).fetchall()
-        for token, run_scope, principal_scope, key, *numbers in map(_values, rows):
-            counted, sent = [float(v) for v in numbers[:4]], [float(v) for v in numbers[4:]]
-            charged = sent if key is None or self._sent(conn, key) else [0, 0, 0, 0.0]
-            delta = _minus((charged[0], charged[1], charged[2], charged[3]), counted)
-            if any(delta):
-                self._add(conn, run_scope, delta)
-                self._add(conn, principal_scope, delta)
-            if stamp is None:
-                conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
-            else:
-                conn.execute(
-                    f"UPDATE budget_reservations SET calls = {p}, items = {p}, bytes = {p}, money = {p},"
-                    f" reclaimed = {p} WHERE token = {p}",
-                    (*charged, stamp, token),
-                )
-        return len(rows)
-
-    def _sent(self, conn: Any, key: str) -> bool:
-        """Whether the ledger may have dispatched ``key`` (True when it cannot tell)."""
-        try:
-            state = self._ledger_state(conn, key)
-        except Exception:
-            return True
-        return state is not None and state not in NOT_SENT
 
     def _deregister(self, conn: Any) -> None:
         """Drop this meter's registration unless a reservation of it is still open."""
@@ -386,6 +389,7 @@ class _StoredMeter(Meter):
 
     def _closing(self) -> None:
         """Stop renewing, and deregister when nothing of this meter is open (best effort)."""
+        self._closed, self._renew_due = True, False
         self._renewal.stop()
         with contextlib.suppress(Exception):  # else its lease lapses, or its process ends: reclaimed then
             self._transact(self._deregister)

@@ -15,17 +15,20 @@ from actionspace.ledger.commit import AdmitSend, new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
+from actionspace.plan._group_members import member_of, rolled_back, unsettled
 from actionspace.plan.group_budget import (
     group_estimate,
     group_if_sent,
     over_budget,
+    rearm_hold,
     release_group,
     reserve_group,
     settle_members,
+    undo_members,
 )
 from actionspace.plan.groups import GroupRun, Transaction, group_spec
 from actionspace.plan.refs import MISSING, TemplateTooLarge, parse_ref, substitute
-from actionspace.policy.budget import Reservation, drawing_from
+from actionspace.policy.budget import Meter, Reservation, Usage, drawing_from
 from actionspace.policy.flow import bindings, label_of
 from actionspace.policy.labels import Label
 from actionspace.trace.recorder import Recorder
@@ -79,6 +82,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         return Observation.failure(error, call_id=call_id, tool=spec.name)
 
     refused, admit_send, attempt.hold = await _over_budget(sched, unit, planned, key, rec)
+    attempt.if_sent = None if attempt.hold is None else attempt.hold.if_sent
     if refused is not None:  # refused whole, before its intent: none of its members runs
         denied = fail(refused)
         sched._buffer(rec)
@@ -120,8 +124,7 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
     finally:
         del sched.group_attempts[unit.id]
         engine.writing.pop(key, None)
-        guard = engine.stages.guard
-        release_group(guard.meter if guard is not None else None, attempt.hold)
+        release_group(_meter(sched), attempt.hold)
         sched._buffer(rec)
     assert result is not None
     sched.member_results.update(_account(sched, unit, result, attempt))
@@ -206,6 +209,10 @@ class GroupAttempt:
     """The budget admissions of this dispatch's members, settled when the dispatch ends."""
     hold: Reservation | None = None
     """The group's reservation of its members' estimates, drawn on by their admissions."""
+    if_sent: Usage | None = None
+    """What the hold is charged should the process die once the group was sent, as reserved."""
+    undone: bool = False
+    """A dispatch rolled back: the hold is charged nothing if sent until the group is sent again."""
 
     def stoppable(self) -> bool:
         """Cancelling the group's task now stops it before its commit, its writes rolled back."""
@@ -226,12 +233,16 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
     from actionspace.execution.executor import Failed
 
     run: GroupRun = unit.group
+    if attempt.undone:  # sent again after a rollback: the hold is charged again should it die
+        attempt.undone = False
+        rearm_hold(_meter(sched), attempt.hold, attempt.if_sent)
     attempt.done.clear()
     attempt.rolled_back = attempt.rollback_error = attempt.running = None
     attempt.cut = attempt.blocking = False
     try:
         tx = run.environment.begin(key)
     except Exception as exc:
+        _settle_budgets(sched, unit, attempt, kept=False)  # nothing of it ran: nothing charged
         why = f"environment {run.env_name!r} could not begin: {said(exc)}"
         return Failed(ActionError.of("transient", why), 1)
     attempt.members = True
@@ -268,13 +279,24 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
 
 def _settle_budgets(sched: Scheduler, unit: CheckedNode, attempt: GroupAttempt, *, kept: bool) -> None:
     """Settle the members' budget reservations with the group's end (``kept``: it committed, or may
-    have), each member's trace told what it was charged (nothing, when the rollback undid it)."""
+    have), each member's trace told what it was charged (nothing, when the rollback undid it: the
+    hold is then charged nothing too, should the process die before releasing it)."""
     admitted, attempt.admitted = attempt.admitted, {}
-    for member, charged, unsettled in settle_members(admitted, attempt.done, kept=kept):
+    if kept:
+        settled = settle_members(admitted, attempt.done, kept=True)
+    else:
+        settled = undo_members(_meter(sched), admitted, attempt.hold)
+        attempt.undone = attempt.hold is not None
+    for member, charged, why in settled:
         event: dict[str, Any] = {"charged": charged.to_dict(), "group": unit.id}
-        if unsettled is not None:
-            event.update(recorded=False, budget_unsettled=unsettled)
+        if why is not None:
+            event.update(recorded=False, budget_unsettled=why)
         sched._record(f"{sched.run_state.run_id}:{member}", "metered", event)
+
+
+def _meter(sched: Scheduler) -> Meter | None:
+    guard = sched.engine.stages.guard
+    return guard.meter if guard is not None else None
 
 
 def _account(
@@ -290,7 +312,7 @@ def _account(
             out[m.id] = obs if obs is not None else member_of(group, m, unit.id)
             continue
         if unknown:
-            out[m.id] = _unsettled(m, group, unit.id)
+            out[m.id] = unsettled(m, group, unit.id)
             event = {**_event_of(out[m.id]), "group": unit.id}
             sched._record(out[m.id].call_id, "observation", event)
         elif obs is None and m.id == attempt.running:  # cut off inside the transaction
@@ -317,7 +339,7 @@ def _undone(
     attempt: GroupAttempt,
 ) -> Observation:
     """A member's observation once the rollback undid it, the trace told (and whether the undo held)."""
-    undone = _rolled_back(obs, group, cause, attempt)
+    undone = rolled_back(obs, group, cause, attempt)
     event = {**_event_of(undone), "group": group, "rolled_back": bool(attempt.rolled_back)}
     sched._record(obs.call_id, "observation", event)
     note = {"node": node, "phase": "rolled_back", "group": group, "compensated": attempt.rolled_back}
@@ -429,65 +451,3 @@ def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: l
         missing.append(text)
         return None
     return found
-
-
-def _rolled_back(
-    obs: Observation, group: str, cause: ActionError | None, attempt: GroupAttempt
-) -> Observation:
-    why = f": {cause.message}" if cause is not None else ""
-    details: dict[str, Any] = {"rolled_back": True, "group": group}
-    if not attempt.rolled_back:  # never committed all the same, but the undo did not report success
-        details = {"rolled_back": False, "committed": False, "group": group}
-        why += f"; the rollback raised {attempt.rollback_error}"
-    error = ActionError.of("cancelled", f"rolled back with group {group}{why}", details=details)
-    return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
-
-
-def _unsettled(member: CheckedNode, group: Observation, group_id: str) -> Observation:
-    """A member of a group whose commit is not established: it may stand, it was never undone."""
-    spec = member.specs[0]
-    cause = group.error.message if group.error is not None else "the group's commit is not established"
-    error = ActionError.of(
-        "unknown_commit",
-        f"node {member.id} ran inside group {group_id}, whose commit is not established ({cause}); "
-        "query the group's status before acting on it again",
-        details={"group": group_id, "phase": "commit"},
-    )
-    call_id = _member_call_id(group, member.id, group_id)
-    return Observation.failure(error, call_id=call_id, tool=spec.name, tool_version=spec.version)
-
-
-def _member_call_id(group: Observation, member: str, group_id: str) -> str:
-    """``<run>:<member>``, the run taken from the group's call id ``<run>:<group>`` (ids may hold ':')."""
-    suffix = f":{group_id}"
-    call_id = group.call_id
-    run = call_id[: -len(suffix)] if call_id.endswith(suffix) else call_id.rsplit(":", 1)[0]
-    return f"{run}:{member}"
-
-
-def member_of(group: Observation, member: CheckedNode, group_id: str) -> Observation:
-    """A member's observation taken from its group's (ledger-replayed) observation."""
-    call_id = _member_call_id(group, member.id, group_id)
-    for item in group.items:
-        if item.call_id == call_id:
-            return item
-    spec = member.specs[0]
-    if group.status == "ok":  # committed, found by the environment's status query: no member details
-        return Observation(
-            call_id=call_id,
-            tool=spec.name,
-            tool_version=spec.version,
-            diagnostics={"group_committed": True, "resolved_by": group.diagnostics.get("resolved_by")},
-        )
-    if group.error is not None and group.error.category == "unknown_commit":
-        return _unsettled(member, group, group_id)
-    cause = group.error.message if group.error is not None else "the group failed"
-    error = ActionError.of(
-        "cancelled",
-        f"node {member.id} did not run: its atomic group failed ({cause})",
-        details={
-            "phase": "not_dispatched",
-            "group": group_id,
-        },
-    )
-    return Observation.failure(error, call_id=call_id, tool=spec.name, tool_version=spec.version)

@@ -5,9 +5,11 @@ would run its first members, fail on a later one and roll back, its first calls 
 tools called for nothing. So the group's least cost — every member's estimate
 (:func:`~actionspace.policy.budget.estimate`, from its tool's declared ``cost``) — is checked
 first against what the budgets still allow, and a group that cannot fit is refused whole with
-``budget_exceeded``. Only what is known before the group starts counts: a member that may be
-served from the read cache counts nothing, and one whose item count depends on another member's
-output counts no items. The members are still admitted one by one as they run.
+``budget_exceeded``. Only what is known before the group starts counts: a member whose item count
+depends on another member's output counts no items. A member the read cache could serve counts its
+whole estimate: the group runs it inside its transaction all the same and charges its call in full
+(:func:`settle_members`), whatever its own admission reserved for the hit. The members are still
+admitted one by one as they run.
 
 A group about to be sent does not only check that least cost, it reserves it
 (:func:`reserve_group`): a check alone let groups and calls running at the same time all see the
@@ -22,7 +24,8 @@ stays charged what its members would have been charged (without the observation 
 
 Each member's reservation is settled with its group (:func:`settle_members`), never by the member's
 own call: to what the member used when the group committed (or may have), to nothing when the
-group rolled back, so a group that never became visible costs nothing.
+group rolled back (:func:`undo_members`, which also charges the hold nothing should the process die
+before releasing it), so a group that never became visible costs nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
-from actionspace.execution.cache import cacheable
 from actionspace.execution.guarded import Admission, observation_bytes
 from actionspace.plan.refs import find_refs, parse_ref
 from actionspace.policy.budget import ZERO, Meter, Reservation, Usage, charge, estimate, item_count
@@ -44,10 +46,12 @@ __all__ = [
     "group_estimate",
     "group_if_sent",
     "over_budget",
+    "rearm_hold",
     "refuse_over_budget",
     "release_group",
     "reserve_group",
     "settle_members",
+    "undo_members",
 ]
 
 _EPSILON = 1e-9
@@ -77,10 +81,9 @@ def group_if_sent(members: Sequence[tuple[ToolSpec, Mapping[str, Any]]], inside:
 def _counted(
     members: Sequence[tuple[ToolSpec, Mapping[str, Any]]], inside: set[str]
 ) -> Iterator[tuple[ToolSpec, Mapping[str, Any], int | None]]:
-    """The members a group's estimate counts, each with its item count when not the arguments'."""
+    """The members a group's estimate counts (all of them: a cache hit is run by the group all
+    the same), each with its item count when not the arguments'."""
     for spec, arguments in members:
-        if cacheable(spec):  # a cache hit costs no call
-            continue
         counted = spec.batch is not None or spec.items_from is not None
         if counted and any(parse_ref(raw).node in inside for _p, raw in find_refs(dict(arguments))):
             yield spec, arguments, 0  # its items come from a member: not known yet
@@ -233,6 +236,44 @@ def settle_members(
         else:
             out.append((member, used, None))
     return out
+
+
+def undo_members(
+    meter: Meter | None, admitted: Mapping[str, Admission], hold: Reservation | None
+) -> list[tuple[str, Usage, str | None]]:
+    """Release the reservations of a group that rolled back (or never began) and charge its hold
+    nothing should its process die now, in one write of the meter's store: the group never became
+    visible, so a process killed before the hold is released is charged nothing for it (its
+    members that ran, were undone, or never ran alike). Returns what :func:`settle_members` does.
+    Before the group is sent again, :func:`rearm_hold` restores what the hold is charged if sent."""
+    settled = [
+        (member, admission.reservation)
+        for member, admission in admitted.items()
+        if admission.meter is not None and admission.reservation is not None
+    ]
+    if meter is None:
+        meter = next((a.meter for a in admitted.values() if a.meter is not None), None)
+    if meter is None or (not settled and hold is None):
+        return []
+    try:
+        meter.settle_all([(reservation, ZERO) for _m, reservation in settled], hold=hold, if_sent=ZERO)
+    except Exception as exc:  # the rollback stands; what was reserved stays counted
+        why = f"{type(exc).__name__}: {said_safely(exc, 200)}"
+        return [(member, ZERO, why) for member, _r in settled]
+    return [(member, ZERO, None) for member, _r in settled]
+
+
+def rearm_hold(meter: Meter | None, hold: Reservation | None, if_sent: Usage | None) -> str | None:
+    """Set what ``hold`` is charged, should its process die once the group was sent, back to
+    ``if_sent`` (:func:`group_if_sent`; never more than the hold still counts) before the group is
+    sent again after :func:`undo_members`; why the meter's store did not take it, or None."""
+    if meter is None or hold is None or if_sent is None:
+        return None
+    try:
+        meter.settle_all((), hold=hold, if_sent=if_sent)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {said_safely(exc, 200)}"
+    return None
 
 
 def _used(admission: Admission, obs: Observation) -> Usage:

@@ -289,6 +289,13 @@ def _held_if_sent(hold: Reservation, drawn: list[float], sent: tuple[float, ...]
     return [min(max(0, before[i] - sent[i]), max(0, left[i] - drawn[i])) for i in range(4)]
 
 
+def _capped(if_sent: Usage, hold: Reservation) -> list[float]:
+    """``if_sent`` per unit, never above what ``hold`` still counts (so a reclaim never charges
+    more than was reserved)."""
+    wanted, left = _vector(if_sent), _vector(hold.amount)
+    return [min(wanted[i], max(0, left[i])) for i in range(4)]
+
+
 def _take(drawn: list[float], if_sent: list[float] | None = None) -> None:
     """Lower the hold being drawn on by ``drawn`` (after the admission that drew it took effect),
     its ``if_sent`` set to ``if_sent`` when given (:func:`_held_if_sent`)."""
@@ -410,6 +417,22 @@ class Meter:
                 delta = spent[i] - reserved[i]
                 reservation.run[i] += delta
                 reservation.principal[i] += delta
+
+    def settle_all(
+        self,
+        settled: Iterable[tuple[Reservation, Usage]],
+        *,
+        hold: Reservation | None = None,
+        if_sent: Usage | None = None,
+    ) -> None:
+        """:meth:`settle` each ``(reservation, actual)`` and, with ``hold`` and ``if_sent``, set what
+        ``hold`` is charged should its process die once its ledger key was sent (never more than it
+        still holds). A meter kept in a store writes all of it in one transaction, so a process
+        killed meanwhile leaves all of it or none; raises when the store does not take it."""
+        for reservation, actual in settled:
+            self.settle(reservation, actual)
+        if hold is not None and if_sent is not None:
+            hold.if_sent = _usage(_capped(if_sent, hold))
 
     def forget_run(self, run_id: str) -> None:
         """Drop a finished run's usage (principal usage is kept)."""
