@@ -11,8 +11,9 @@ So when a round of a plan ends with nodes held, the runner records, per held nod
 ``plan_node_held`` event (:func:`held_event`): the request id and each ``$ref`` argument's label
 and origins, as the plan computed them. :func:`held_bindings` reads them back for the resumed
 call. A plan node whose references' labels are not recorded (a stop before the event was
-written, a ``first_of`` node, a record that cannot be read) is not resumed: its arguments'
-labels cannot be established again.
+written, a ``first_of`` node, a record that cannot be read) is not sent alone: its arguments'
+labels cannot be established again. A server that takes its run over runs it inside its plan
+instead (:func:`labels_lost`), where they are computed again.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from actionspace.runtime import Runtime
 from actionspace.trace.events import TraceEvent
 from actionspace.types import Observation
 
-__all__ = ["HELD_KIND", "held_bindings", "held_event", "held_request", "note_held"]
+__all__ = ["HELD_KIND", "held_bindings", "held_event", "held_request", "labels_lost", "note_held"]
 
 HELD_KIND = "plan_node_held"
 
@@ -105,9 +106,36 @@ def held_bindings(
         e.kind == "approval_requested" and e.call_id == call_id and e.data.get("request_id") == request.id
         for e in events
     )
-    planned = [e for e in events if e.kind == "plan_started"]
-    if not asked or not planned or not any(_refers(e, request.node_id) for e in planned):
+    if not asked or not _with_references(events, request.node_id):
         return None
+    bound = _recorded(events, request)
+    if bound is None:
+        return ActionError.of(
+            "policy_violation",
+            "the approved plan node cannot be resumed here: the labels of its references are not "
+            "recorded, so its arguments' labels cannot be established again",
+            details={"rule": "resume_labels", "request_id": request.id, "call_id": call_id},
+        )
+    return call_id, bound
+
+
+def labels_lost(events: Iterable[TraceEvent], request: ApprovalRequest) -> bool:
+    """True when the held call of ``request`` is a node with references of a plan run whose
+    ``plan_node_held`` record cannot be read back (the server that held it stopped before writing
+    it): sent alone it would be refused, so a server that takes the run over runs it inside its
+    plan, where its references' labels are computed again (see ``service/runner.py``)."""
+    events = list(events)
+    return _with_references(events, request.node_id) and _recorded(events, request) is None
+
+
+def _with_references(events: list[TraceEvent], node_id: str) -> bool:
+    planned = [e for e in events if e.kind == "plan_started"]
+    return bool(planned) and any(_refers(e, node_id) for e in planned)
+
+
+def _recorded(events: list[TraceEvent], request: ApprovalRequest) -> dict[str, Binding] | None:
+    """The bindings the last ``plan_node_held`` of ``request`` recorded (None: none readable)."""
+    call_id = f"{request.run_id}:{request.node_id}"
     found = next(
         (
             e
@@ -119,15 +147,7 @@ def held_bindings(
         ),
         None,
     )
-    bound = None if found is None else _read(found.data.get("bound"), request.arguments)
-    if bound is None:
-        return ActionError.of(
-            "policy_violation",
-            "the approved plan node cannot be resumed here: the labels of its references are not "
-            "recorded, so its arguments' labels cannot be established again",
-            details={"rule": "resume_labels", "request_id": request.id, "call_id": call_id},
-        )
-    return call_id, bound
+    return None if found is None else _read(found.data.get("bound"), request.arguments)
 
 
 def _refers(event: TraceEvent, node_id: str) -> bool:

@@ -25,19 +25,23 @@ from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service import continuation
 from actionspace.service.continuation import Submission, continuable, lease_of
+from actionspace.trace.events import PagesRuns, RunSummary
 
 __all__ = ["SCAN_HORIZON_S", "SCAN_RUNS", "Drives", "LapsedRuns", "Renewer", "settle_in_flight"]
 
 _log = logging.getLogger("actionspace.service")
 
 SCAN_RUNS = 200
-"""Runs, the most recently active first, a server looks at each lease period for runs to continue."""
+"""Runs per page of the listing a server reads each lease period for runs to continue: the most
+recently active ones, and the page after its cursor (see :class:`LapsedRuns`)."""
 SCAN_HORIZON_S = 24 * 3600.0
 """A run last active longer ago than this (the ledger's default retention) is not looked at."""
 _MAX_REQUESTS = 10_000
 """Approval requests read per scan (pending, and approved) to leave their runs to their approvers."""
 _MAX_IN_FLIGHT = 10_000
 """Ledger entries read per state to find a taken run's sends in flight."""
+_MAX_REMEMBERED = 100_000
+"""Runs whose last reading a scan keeps (to read a quiet run's trace again only once it moved)."""
 
 
 class Renewer:
@@ -196,21 +200,31 @@ class LapsedRuns:
     released them or let its lease end, and no call of theirs waits for a person (a pending
     request, or one approved less than two leases ago: the server that took it resumes it).
 
-    Each call looks at the :data:`SCAN_RUNS` runs last active within :data:`SCAN_HORIZON_S`,
-    by one listing; it reads the trace only of an unfinished run quiet for half a lease (a live
-    driver renews every third of one), and of such a run only again once its last activity changed
-    or the lease it read has ended."""
+    Each call lists the :data:`SCAN_RUNS` runs last active within :data:`SCAN_HORIZON_S`, and, on
+    a store that pages its listing (:class:`~actionspace.trace.events.PagesRuns`), the next
+    :data:`SCAN_RUNS` older ones after a cursor kept from call to call, which starts again behind
+    the first page once it reached the end: every run within the horizon is looked at within
+    one call per :data:`SCAN_RUNS` runs, however many newer runs pushed it out of the first page,
+    and no call reads more than two pages. It reads the trace only of an unfinished run quiet for
+    half a lease (a live driver renews every third of one), and of such a run only again once its
+    last activity changed or the lease it read has ended."""
 
     def __init__(self, rt: Runtime, lease_s: float, *, limit: int = SCAN_RUNS) -> None:
         self.rt, self.lease_s, self.limit = rt, lease_s, limit
         self._read: dict[str, tuple[float, float]] = {}  # run id → (last activity read, read again after)
+        self._cursor: tuple[float, str] | None = None  # (last_at, run id) the next older page follows
 
     def __call__(self, live: Callable[[str], bool], now: float) -> list[str]:
         """Ids of the runs to claim (with :func:`adopt`), skipping those ``live`` here."""
-        listed = self.rt.trace.runs(limit=self.limit, since=now - SCAN_HORIZON_S)
-        quiet = [s for s in listed if not s.finished and now - s.last_at >= self.lease_s / 2]
-        quiet = [s for s in quiet if not live(s.run_id)]
-        self._read = {s.run_id: self._read[s.run_id] for s in quiet if s.run_id in self._read}
+        listed = self._listed(now - SCAN_HORIZON_S)
+        unfinished = [s for s in listed if not s.finished]
+        quiet = [s for s in unfinished if now - s.last_at >= self.lease_s / 2 and not live(s.run_id)]
+        kept = {s.run_id for s in quiet}
+        for summary in listed:  # a run listed now that is no longer quiet: its reading is forgotten
+            if summary.run_id not in kept:
+                self._read.pop(summary.run_id, None)
+        while len(self._read) > _MAX_REMEMBERED:
+            self._read.pop(next(iter(self._read)))
         if not quiet:
             return []
         waiting = self._waiting(now)
@@ -227,6 +241,22 @@ class LapsedRuns:
             ends = math.inf if lease is None or lease.until is None or lease.ended(now) else lease.until
             self._read[summary.run_id] = (summary.last_at, ends)
         return found
+
+    def _listed(self, since: float) -> list[RunSummary]:
+        """The first page of the listing, and the page after the cursor (or after the first page)."""
+        store = self.rt.trace
+        first = store.runs(limit=self.limit, since=since)
+        if not isinstance(store, PagesRuns) or len(first) < self.limit:
+            self._cursor = None
+            return first
+        end = (first[-1].last_at, first[-1].run_id)
+        cursor = self._cursor
+        if cursor is None or (-cursor[0], cursor[1]) < (-end[0], end[1]):
+            cursor = end  # the first page reaches past the cursor: go on behind it
+        older = store.runs_after(cursor, limit=self.limit, since=since)
+        self._cursor = (older[-1].last_at, older[-1].run_id) if len(older) == self.limit else None
+        seen = {s.run_id for s in first}
+        return [*first, *(s for s in older if s.run_id not in seen)]
 
     def _waiting(self, now: float) -> set[str]:
         approvals = self.rt.approvals

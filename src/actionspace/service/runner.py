@@ -28,7 +28,6 @@ import logging
 import threading
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
@@ -38,7 +37,6 @@ from actionspace.plan.model import PlanResult
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.continuation import (
-    DEFAULT_LEASE_S,
     SUBMITTED_KIND,
     Submission,
     held_output,
@@ -47,14 +45,15 @@ from actionspace.service.continuation import (
     release,
     submission_event,
     take_over,
-    taken_from,
     without,
 )
+from actionspace.service.finishing import finish_once
 from actionspace.service.held_calls import proposer, send_held
-from actionspace.service.held_nodes import held_request, note_held
-from actionspace.service.lanes import DEFAULT_LANES, Lanes
+from actionspace.service.held_nodes import held_request, labels_lost, note_held
+from actionspace.service.lanes import Lanes
 from actionspace.service.leases import Drives, settle_in_flight
 from actionspace.service.outputs import calls_status, parse_output, read_output
+from actionspace.service.runner_config import RunnerConfig
 from actionspace.types import Observation, ToolCall
 
 __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
@@ -62,28 +61,6 @@ __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
 _log = logging.getLogger("actionspace.service")
 
 LiveState = Literal["running", "waiting_approval"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunnerConfig:
-    """How background runs wait for people."""
-
-    approval_poll_s: float = 0.5
-    """Seconds between reads of the approval store while a call waits; default 0.5."""
-    approval_wait_s: float = 24 * 3600.0
-    """Seconds a call waits for a decision before its run goes on without it; default 24 h."""
-    max_rounds: int = 32
-    """Most times one call or plan is sent again after decisions; default 32 (bounds every loop)."""
-    resume_orphans: bool = True
-    """Resume approved calls no run here waits on, and take over runs whose driver died; default on."""
-    lanes: int = DEFAULT_LANES
-    """Event loops the runs are spread over by principal (see ``service/lanes.py``); default 4."""
-    parse_timeout_s: float = 10.0
-    """Seconds parsing one raw model output may take, off the runs' loops; default 10. Past it the
-    output is answered ``parse_error`` and nothing of it runs."""
-    driver_lease_s: float = DEFAULT_LEASE_S
-    """Seconds this server's claim on a run it drives lasts unless renewed; renewed every third of
-    it while the server lives, so a run is taken over this long after its server died; default 60."""
 
 
 class _HandedOver(Exception):
@@ -150,11 +127,11 @@ class BackgroundRuns:
         self._drives.add(run_id)
 
     def _finish(self, run_id: str, **data: Any) -> None:
-        """End ``run_id``, unless another server took it over (that server ends it); its lease is
-        no longer renewed."""
+        """End ``run_id``, unless it ended already or another server took it over (that server
+        ends it): one ``run_finished`` per run (``service/finishing.py``); its lease is no longer
+        renewed."""
         self._drives.discard(run_id)
-        if not taken_from(self.rt, run_id, self._server):
-            self.rt.finish(run_id, **data)
+        finish_once(self.rt, run_id, self._server, data)
 
     def _scan(self) -> None:
         """Take over the runs whose driver is gone while no call of theirs waited for a person."""
@@ -363,7 +340,8 @@ class BackgroundRuns:
     async def _resume(self, request: ApprovalRequest) -> str:
         """Send an approved call no run here waits on; continue its run when this server may take
         it over (see ``service/continuation.py``), else send that call alone: then, when a lease
-        holds the run, take it over once that lease ends unrenewed (its driver died)."""
+        holds the run, take it over once that lease ends unrenewed (its driver died). A plan node
+        whose references' labels were not recorded waits for that take-over before it is sent."""
         principal = proposer(request)  # never as this process's default principal
         if principal is None:
             alone = await send_held(self.rt, request, principal)
@@ -372,10 +350,13 @@ class BackgroundRuns:
         taken = await asyncio.to_thread(take_over, self.rt, request, self._server, lease_s=lease_s)
         sent = None
         if taken is None:
-            sent = await send_held(self.rt, request, principal)
+            # a node whose labels are lost waits for its run instead (sent alone, it is refused)
+            lost = labels_lost(await asyncio.to_thread(self.rt.trace.events, request.run_id), request)
+            sent = None if lost else await send_held(self.rt, request, principal)
             poll, rounds = self.config.approval_poll_s, self.config.max_rounds
             taken = await outlast(self.rt, request, self._server, lease_s=lease_s, poll_s=poll, rounds=rounds)
             if taken is None:
+                sent = await send_held(self.rt, request, principal) if sent is None else sent
                 return sent.status if isinstance(sent, Observation) else "error"
         with self._lock:
             self._owned.add(request.run_id)
@@ -391,8 +372,14 @@ class BackgroundRuns:
     ) -> str:
         """Continue a run taken over: the approved call first, alone, on the evidence it was held
         on (unless ``sent`` already); then the plan again (what committed is replayed) or the
-        outputs after that call."""
+        outputs after that call. A plan node whose references' labels were not recorded (its
+        server stopped before ``plan_node_held``) is not sent alone: the plan runs again with it,
+        which judges it on its plan's evidence and consumes the approval there."""
         run_id = request.run_id
+        if sent is None and taken.mode == "plan":
+            events = await asyncio.to_thread(self.rt.trace.events, run_id)
+            if labels_lost(events, request):  # judged inside its plan, its references' labels computed again
+                return await self._plan(dict(taken.body), run_id, principal)
         if sent is None:
             sent = await send_held(self.rt, request, principal)
         if isinstance(sent, ActionError):

@@ -27,6 +27,7 @@ __all__ = [
     "EventKind",
     "EventRecord",
     "FindsRunIds",
+    "PagesRuns",
     "RunSummary",
     "TraceEvent",
     "TraceStore",
@@ -271,6 +272,19 @@ class FindsRunIds(Protocol):
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix``, sorted; at most ``limit`` of them (None: all)."""
+        ...
+
+
+@runtime_checkable
+class PagesRuns(Protocol):
+    """Optional store capability: page through the run listing by a cursor (the service's scan for
+    runs to continue reads every run that way, a page at a time)."""
+
+    def runs_after(
+        self, after: tuple[float, str], *, limit: int = 50, since: float | None = None
+    ) -> list[RunSummary]:
+        """As ``runs``, only the runs listed after the row whose ``(last_at, run_id)`` is ``after``
+        (latest activity first, ties by run id), so that a page's last row names the next page."""
         ...
 
 

@@ -229,6 +229,17 @@ class MemoryTraceStore:
         last by ``seq``: clocks of its writers may step back), the latest first, ties by run id.
         Raises ``ValueError`` for a ``limit`` that is not a positive int (see :func:`runs_limit`)."""
         limit = runs_limit(limit)
+        return self._listing(since)[:limit]
+
+    def runs_after(
+        self, after: tuple[float, str], *, limit: int = 50, since: float | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs`, after the row ``(last_at, run_id)`` (see ``PagesRuns``)."""
+        limit = runs_limit(limit)
+        key = (-after[0], after[1])
+        return [s for s in self._listing(since) if (-s.last_at, s.run_id) > key][:limit]
+
+    def _listing(self, since: float | None) -> list[RunSummary]:
         with self._lock:
             ids = list(self._runs)
         out = []
@@ -241,7 +252,7 @@ class MemoryTraceStore:
         if since is not None:
             out = [s for s in out if s.last_at >= since]
         out.sort(key=lambda s: (-s.last_at, s.run_id))
-        return out[:limit]
+        return out
 
     def heads(self, run_id: str) -> list[TraceEvent]:
         """The run's ``run_started`` and ``run_finished`` events, in order."""

@@ -115,6 +115,11 @@ JOIN trace_events AS e ON e.run_id = r.run_id
 GROUP BY r.run_id, r.started_at, r.last_at
 ORDER BY r.last_at DESC, r.run_id COLLATE "C"
 """
+_RUNS_AFTER: Final = _RUNS.replace(
+    "WHERE last_at >= %s",
+    'WHERE last_at >= %s AND (last_at < %s OR (last_at = %s AND run_id COLLATE "C" > %s COLLATE "C"))',
+    1,
+)
 _EVENTS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = %s ORDER BY seq"
 )
@@ -183,6 +188,17 @@ class PostgresTraceStore:
         limit = runs_limit(limit)
         with self._db.connection() as conn:
             rows = conn.execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
+        return [_summary(row) for row in rows]
+
+    def runs_after(
+        self, after: tuple[float, str], *, limit: int = 50, since: float | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs`, after the row ``(last_at, run_id)`` (see ``PagesRuns``)."""
+        limit = runs_limit(limit)
+        at, run_id = after
+        with self._db.connection() as conn:
+            params = (-math.inf if since is None else since, at, at, run_id, limit)
+            rows = conn.execute(_RUNS_AFTER, params).fetchall()
         return [_summary(row) for row in rows]
 
     def next_seq(self, run_id: str) -> int:

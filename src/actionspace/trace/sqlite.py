@@ -119,6 +119,9 @@ JOIN trace_events AS e ON e.run_id = r.run_id
 GROUP BY r.run_id
 ORDER BY r.last_at DESC, r.run_id
 """
+_RUNS_AFTER: Final = _RUNS.replace(
+    "WHERE last_at >= ?", "WHERE last_at >= ? AND (last_at < ? OR (last_at = ? AND run_id > ?))", 1
+)
 _EVENTS: Final = "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = ? ORDER BY seq"
 _HEADS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
@@ -245,18 +248,17 @@ class SqliteTraceStore:
         limit = runs_limit(limit)
         self._settle()
         rows = self._db.conn().execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
-        return [
-            RunSummary(
-                run_id=run_id,
-                started_at=started,
-                last_at=last,
-                events=count,
-                calls=calls,
-                errors=errors,
-                finished=bool(finished),
-            )
-            for run_id, started, last, count, calls, errors, finished in rows
-        ]
+        return [_summary(row) for row in rows]
+
+    def runs_after(
+        self, after: tuple[float, str], *, limit: int = 50, since: float | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs`, after the row ``(last_at, run_id)`` (see ``PagesRuns``)."""
+        limit = runs_limit(limit)
+        at, run_id = after
+        self._settle()
+        params = (-math.inf if since is None else since, at, at, run_id, limit)
+        return [_summary(row) for row in self._db.conn().execute(_RUNS_AFTER, params).fetchall()]
 
     def heads(self, run_id: str) -> list[TraceEvent]:
         """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
@@ -405,18 +407,7 @@ class SqliteTraceReader:
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """As :meth:`SqliteTraceStore.runs`."""
         rows = self._read(_RUNS, (-math.inf if since is None else since, runs_limit(limit)))
-        return [
-            RunSummary(
-                run_id=r[0],
-                started_at=r[1],
-                last_at=r[2],
-                events=r[3],
-                calls=r[4],
-                errors=r[5],
-                finished=bool(r[6]),
-            )
-            for r in rows
-        ]
+        return [_summary(row) for row in rows]
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
         """Run ids starting with ``prefix`` (case-sensitive), sorted; at most ``limit`` of them."""
@@ -463,3 +454,17 @@ class SqliteTraceReader:
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
     run_id, seq, kind, ts, call_id, data = row
     return TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=json.loads(data))
+
+
+def _summary(row: Any) -> RunSummary:
+    """A run's row of ``_RUNS`` as its summary."""
+    run_id, started, last, count, calls, errors, finished = row
+    return RunSummary(
+        run_id=run_id,
+        started_at=started,
+        last_at=last,
+        events=count,
+        calls=calls,
+        errors=errors,
+        finished=bool(finished),
+    )
