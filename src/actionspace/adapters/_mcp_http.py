@@ -13,6 +13,11 @@ and a connection cut mid-answer ends the whole session. Here:
 * an answer that is not JSON-RPC (invalid UTF-8, bad JSON) or that names another request id ends
   its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
 * the JSON body of an error status is read within the same bound (the SDK reads it whole);
+* a body's content coding is undone here, not by the HTTP library: ``gzip`` (several members too),
+  ``deflate`` and ``identity``, inflated in pieces of at most :data:`_PIECE_BYTES` as the answer is
+  read, so a bomb never holds more than the bound and a piece; an answer in any other coding (which
+  the library would pass on as if it were plain) or whose compressed stream is broken or cut short
+  ends its request with ``MALFORMED_ANSWER``;
 * a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session;
 * a cancelled request's response stream is closed at every protocol revision, and no request's
   response is read for longer than ``answer_timeout_s`` (``REQUEST_TIMEOUT``), except the
@@ -22,7 +27,8 @@ and a connection cut mid-answer ends the whole session. Here:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -49,12 +55,149 @@ from pydantic import ValidationError
 
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, RESULT_TOO_LARGE
 
-__all__ = ["MAX_MESSAGE_BYTES", "bounded_http_client"]
+__all__ = ["ACCEPTED_CODINGS", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
 
 MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Longest answer taken from an HTTP server, in bytes (decoded): the stdio transport's bound."""
 _LONG_LIVED: Final = frozenset({"subscriptions/listen"})
 """Requests whose response stream stays open by design: no answer deadline."""
+_PIECE_BYTES: Final = 64 * 1024
+"""Most bytes one inflating step yields, whatever a network chunk inflates to."""
+_WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""The content codings undone here (``identity`` is none), as ``zlib`` window bits."""
+_MAX_CODINGS: Final = 3
+"""Most content codings one body may name (one is usual; each more is another inflater)."""
+ACCEPTED_CODINGS: Final = "gzip, deflate"
+"""What every request offers in ``Accept-Encoding``: the codings undone here."""
+
+
+class _Undecodable(httpx2.DecodingError):
+    """A body in a coding not undone here, or whose compressed stream is broken or cut short."""
+
+
+class _Inflater:
+    """One content coding undone incrementally; ``zlib`` is never asked for more than a piece at once."""
+
+    def __init__(self, coding: str) -> None:
+        self._coding = coding
+        self._z = zlib.decompressobj(_WBITS[coding])
+        self._head = b""
+        """``deflate``: the first bytes, until there are two to tell a zlib stream from a raw one."""
+        self._started = False
+        self._ended = False
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if not self._started:
+            if self._coding == "deflate":
+                self._head += data
+                if len(self._head) < 2:
+                    return
+                data, self._head = self._head, b""
+                if not _zlib_header(data):  # servers send raw deflate under this name too
+                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+            self._started = bool(data)
+        while data or (self._started and not self._ended):
+            if self._ended:
+                if self._coding == "deflate":
+                    raise _Undecodable("bytes after the end of the deflate stream")
+                data = data.lstrip(b"\0")  # gzip: another member may follow; zero padding is skipped
+                if not data:
+                    return
+                self._z, self._ended = zlib.decompressobj(_WBITS[self._coding]), False
+            while True:
+                out = self._step(data)
+                data = self._z.unconsumed_tail
+                if out:
+                    yield out
+                if self._z.eof:
+                    self._ended, data = True, self._z.unused_data
+                    break
+                if not data and len(out) < _PIECE_BYTES:
+                    return
+
+    def _step(self, data: bytes) -> bytes:
+        try:
+            return self._z.decompress(data, _PIECE_BYTES)
+        except zlib.error as exc:
+            raise _Undecodable(f"a broken {self._coding} stream ({exc})") from exc
+
+    def finish(self) -> None:
+        if self._head or (self._started and not self._ended):
+            raise _Undecodable(f"the {self._coding} stream ended early")
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether a deflate body starts with a zlib header (RFC 1950), not with raw deflate data."""
+    return data[0] & 0x0F == zlib.DEFLATED and (data[0] << 8 | data[1]) % 31 == 0
+
+
+class _Inflating(httpx2.AsyncByteStream):
+    """A response's raw stream with its content codings undone, piece by bounded piece."""
+
+    def __init__(self, raw: httpx2.AsyncByteStream, codings: list[str]) -> None:
+        self._raw = raw
+        self._codings = codings
+        self.failure: str | None = None
+        """Why the body could not be decoded, once that is known (the SDK may swallow the error)."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        layers = [_Inflater(coding) for coding in reversed(self._codings)]  # the last applied comes off first
+        try:
+            async for chunk in self._raw:
+                for piece in _through(layers, chunk):
+                    yield piece
+            for layer in layers:  # each was drained as it was fed: nothing is left inside to flush
+                layer.finish()
+        except _Undecodable as exc:
+            self.failure = str(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+class _Refused(httpx2.AsyncByteStream):
+    """The raw stream of a body in a coding not undone here: reading it fails; it is never read."""
+
+    def __init__(self, raw: httpx2.AsyncByteStream, reason: str) -> None:
+        self._raw = raw
+        self.reason = reason
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        raise _Undecodable(self.reason)
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+def _through(layers: list[_Inflater], data: bytes) -> Iterator[bytes]:
+    """``data`` through every layer in turn, lazily: nothing is inflated ahead of its reader."""
+    if not layers:
+        if data:
+            yield data
+        return
+    for piece in layers[0].feed(data):
+        yield from _through(layers[1:], piece)
+
+
+def take_codings(response: httpx2.Response) -> None:
+    """Undo ``response``'s content codings here from now on (the library then sees a plain body)."""
+    codings = [c.strip().lower() for c in response.headers.get_list("content-encoding", split_commas=True)]
+    codings = [c for c in codings if c and c != "identity"]
+    if not codings or not isinstance(response.stream, httpx2.AsyncByteStream):
+        return
+    unknown = [c for c in codings if c not in _WBITS]
+    if unknown:
+        said = f"its content coding {unknown[0][:50]!r} is not one of {ACCEPTED_CODINGS}, identity"
+        response.stream = _Refused(response.stream, said)
+    elif len(codings) > _MAX_CODINGS:
+        response.stream = _Refused(response.stream, f"it names {len(codings)} content codings")
+    else:
+        response.stream = _Inflating(response.stream, codings)
+    del response.headers["content-encoding"]
 
 
 class _BoundedTransport(StreamableHTTPTransport):
@@ -62,6 +205,11 @@ class _BoundedTransport(StreamableHTTPTransport):
         super().__init__(url, max_sse_event_size=max_bytes)
         self._max_bytes = max_bytes
         self._answer_timeout_s = answer_timeout_s
+        self._sse_bodies: dict[RequestId, _Inflating] = {}
+        """The compressed SSE answer being read per request: a broken one is malformed, not lost."""
+
+    def _prepare_headers(self) -> dict[str, str]:
+        return {**super()._prepare_headers(), "accept-encoding": ACCEPTED_CODINGS}
 
     async def _handle_post_request(self, ctx: RequestContext) -> None:
         message = ctx.session_message.message
@@ -86,7 +234,11 @@ class _BoundedTransport(StreamableHTTPTransport):
     async def _handle_json_response(
         self, response: httpx2.Response, read_stream_writer: StreamWriter, *, request_id: RequestId
     ) -> None:
-        body = await self._bounded_body(response)
+        try:
+            body = await self._bounded_body(response)
+        except _Undecodable as exc:
+            await self._malformed(read_stream_writer, request_id, str(exc))
+            return
         if body is None:
             await self._refuse(read_stream_writer, request_id, "the server's JSON answer")
             return
@@ -98,6 +250,23 @@ class _BoundedTransport(StreamableHTTPTransport):
             )
             return
         await self._deliver(message, read_stream_writer, request_id)
+
+    async def _handle_sse_response(self, response: httpx2.Response, ctx: RequestContext) -> None:
+        message = ctx.session_message.message
+        if not isinstance(message, JSONRPCRequest):  # pragma: no cover - only requests get answers
+            await super()._handle_sse_response(response, ctx)
+            return
+        request_id, stream = message.id, response.stream
+        if isinstance(stream, _Refused):
+            await self._malformed(ctx.read_stream_writer, request_id, stream.reason)
+            return
+        if isinstance(stream, _Inflating):
+            self._sse_bodies[request_id] = stream
+        try:
+            await super()._handle_sse_response(response, ctx)
+        finally:
+            if self._sse_bodies.get(request_id) is stream:
+                del self._sse_bodies[request_id]
 
     async def _handle_sse_event(
         self,
@@ -135,6 +304,10 @@ class _BoundedTransport(StreamableHTTPTransport):
         if code == CONNECTION_CLOSED and f"exceeded the {self._max_bytes} byte limit" in message:
             await self._refuse(read_stream_writer, request_id, "a server-sent event")
             return
+        body = self._sse_bodies.get(request_id)
+        if code == CONNECTION_CLOSED and body is not None and body.failure is not None:
+            await self._malformed(read_stream_writer, request_id, body.failure)
+            return
         await super()._resolve_abandoned_request(read_stream_writer, request_id, message, code=code)
 
     def _consume_modern_cancellation(self, session_message: SessionMessage) -> bool:
@@ -152,20 +325,29 @@ class _BoundedTransport(StreamableHTTPTransport):
                 post.scope.cancel()
         return consumed
 
-    async def bound_error_body(self, response: httpx2.Response) -> None:
-        """An HTTP response hook: the JSON body of an error status, which the SDK reads whole, is read
-        here within the bound; one over it is dropped (the SDK then answers from the status alone)."""
+    async def bound_answer(self, response: httpx2.Response) -> None:
+        """An HTTP response hook: the body's content codings are undone here (:func:`take_codings`),
+        and the JSON body of an error status, which the SDK reads whole, is read here within the
+        bound; one over it, or undecodable, is dropped (the SDK then answers from the status alone)."""
+        take_codings(response)
         if response.status_code < 400 or not _is_json(response):
             return
-        body = await self._bounded_body(response)
+        try:
+            body = await self._bounded_body(response)
+        except _Undecodable:
+            body = None
         response._content = b"" if body is None else body  # what the SDK's ``aread`` then returns
 
     async def _bounded_body(self, response: httpx2.Response) -> bytes | None:
-        """The decoded body, or None as soon as it is known to pass the bound (the rest is not read)."""
+        """The decoded body, or None as soon as it is known to pass the bound (the rest is not read).
+
+        Raises ``_Undecodable`` for a body in a coding not undone here or a broken compressed one."""
+        if isinstance(response.stream, _Refused):
+            raise _Undecodable(response.stream.reason)
         declared = response.headers.get("content-length", "")
         if (
             declared.isdigit()
-            and "content-encoding" not in response.headers
+            and not isinstance(response.stream, _Inflating)
             and int(declared) > self._max_bytes
         ):
             return None
@@ -224,7 +406,7 @@ async def bounded_http_client(
     caller's to close. ``answer_timeout_s``: longest a request's response is read, in seconds."""
     transport = _BoundedTransport(url, max_bytes=max_bytes, answer_timeout_s=answer_timeout_s)
     hooks = http_client.event_hooks
-    http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), transport.bound_error_body]}
+    http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), transport.bound_answer]}
     read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_stream_reader = create_context_streams[SessionMessage](0)
     async with (

@@ -20,7 +20,8 @@ API::
 * ``StdioServer(command, args=(), env=None, cwd=None, name=..., allowlisted=False, ...)`` starts
   the server as a subprocess; ``HttpServer(url, headers=None, name=..., allowlisted=False, ...)``
   connects over streamable HTTP. Both take ``prefix`` (prepended to tool names), ``timeout_s``
-  (per call), ``connect_timeout_s``, ``tool_options`` (ToolSpec fields per remote tool name, e.g.
+  (per attempt: a read that times out is retried by its ``RetryPolicy``), ``connect_timeout_s``,
+  ``tool_options`` (ToolSpec fields per remote tool name, e.g.
   ``{"git_commit": {"writes": ("git:{repo_path}",)}}``) and ``mode`` (``"auto"`` or ``"legacy"``).
 * Descriptions: a server's descriptions, titles and schema texts are cleaned of control and
   invisible characters and cut to a bound, and each description is offered as the server's words
@@ -120,7 +121,10 @@ class _ServerSettings:
     prefix: str = ""
     """Prepended to every tool name (``"git_"``), to keep names of several servers apart."""
     timeout_s: float = 30.0
-    """Per call, in seconds (``ToolSpec.timeout_s``). Default 30."""
+    """Per attempt, in seconds (``ToolSpec.timeout_s``). Default 30. A read that times out is
+    ``transient`` and tried again under its ``RetryPolicy`` (default: 3 attempts, none started after
+    30 s), so it may take up to 3 × this; a write is never sent twice. For one deadline per call,
+    set ``retry=RetryPolicy(max_attempts=1)`` in ``tool_options``."""
     connect_timeout_s: float = 60.0
     """For starting, the handshake and the first listing, in seconds. Default 60."""
     tool_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
