@@ -56,7 +56,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, StreamParser, parse, user_text
+from actionspace.parse import ParseResult, StreamParser, call_ids, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation, ToolCall
@@ -262,7 +262,7 @@ class Session:
         ``model_output`` is the output in any shape :func:`~actionspace.parse.parse` reads, the
         :class:`~actionspace.parse.StreamParser` that read it (its whole :meth:`output`: a message
         the provider cut off runs none of its calls) or the ``ParseResult`` of it (recorded as its
-        ``to_dict()``; a failed one answers once, as it holds no call id beyond its calls).
+        ``to_dict()``; a failed one answers each call id it knows, else once under ``<run>:parse``).
 
         ``confidence`` (0–1, one for all calls or call id → value) feeds :attr:`gate` when set.
         ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
@@ -271,7 +271,7 @@ class Session:
         """
         if self.rt.engine.runs.closed:
             raise closed_error()
-        model_output, parsed = _handed(model_output)
+        handed, (model_output, parsed) = model_output, _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
@@ -279,7 +279,7 @@ class Session:
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, out)
+        return self._turn(parsed, _per_known_id(handed, out))
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
@@ -288,7 +288,7 @@ class Session:
         sets commute and no decision can differ, and are answered in the message's order."""
         if self.rt.engine.runs.closed:
             raise closed_error()
-        model_output, parsed = _handed(model_output)
+        handed, (model_output, parsed) = model_output, _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
@@ -296,7 +296,7 @@ class Session:
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, out)
+        return self._turn(parsed, _per_known_id(handed, out))
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:
@@ -456,6 +456,13 @@ def _handed(output: Any) -> tuple[Any, ParseResult | None]:
     elif isinstance(output, ParseResult):
         return output.to_dict(), output
     return output, _parsed(output)
+
+
+def _per_known_id(handed: Any, out: Sequence[Observation]) -> Sequence[Observation]:
+    """The one ``parse_error`` a failed ``ParseResult`` handed to the session got, once per call id it
+    knows (:func:`~actionspace.parse.call_ids`): the provider refuses the next request otherwise."""
+    ids = call_ids(handed) if isinstance(handed, ParseResult) and handed.error and len(out) == 1 else ()
+    return [dataclasses.replace(out[0], call_id=i) for i in ids] if ids else out
 
 
 def _parsed(raw: Any) -> ParseResult | None:

@@ -6,7 +6,8 @@ A message whose calls do not all parse still owes the provider one result per ca
 ``function_call`` / ``custom_tool_call`` items (``call_id``, else ``id``), Anthropic ``tool_use``
 blocks (``id``), generic ``{"name", "id"}`` calls, a completion's first choice, a Responses
 object's ``output``, their JSON text and SDK objects — whatever else the call holds (a missing
-name, cut-off arguments, a wrong type).
+name, cut-off arguments, a wrong type). Of a ``ParseResult`` (what a stream's ``finish()`` gives),
+the ids it still knows: its calls', the call's at its fault, and those of the calls a cut voided.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actionspace.parse._events import event_stream
+from actionspace.parse._result import ParseResult
 from actionspace.parse._structured import classify
 
 __all__ = ["call_ids"]
@@ -27,12 +29,26 @@ def call_ids(raw: object) -> tuple[str, ...]:
     """The ids of the calls ``raw`` proposes, in its order (an integer id as its digits, as
     ``parse`` reads it); empty for raw text, for anything that holds none, and for an object
     that cannot be read (an SDK object whose ``model_dump`` raises). Never raises."""
+    if isinstance(raw, ParseResult):
+        return _known(raw)
     found: list[str] = []
     try:
         _walk(raw, found, 0)
     except Exception:  # a foreign object's failure: no id is known rather than some of them
         return ()
     return tuple(found)
+
+
+def _known(result: ParseResult) -> tuple[str, ...]:
+    """The ids of ``result``'s calls, then of the call at its fault (``details["id"]``; one
+    repeating an earlier id names that call's), then of the calls a cut voided (``call_ids``)."""
+    details = result.error.details if result.error is not None else {}
+    found: list[object] = [c.id for c in result.calls]
+    if details.get("reason") != "duplicate_call_id":
+        found.append(details.get("id"))
+    voided = details.get("call_ids")
+    found.extend(voided if isinstance(voided, list | tuple) else ())
+    return tuple(dict.fromkeys(i for i in found if isinstance(i, str) and i))
 
 
 def _walk(value: object, found: list[str], depth: int) -> None:

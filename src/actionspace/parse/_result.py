@@ -257,10 +257,13 @@ class Collector:
         """Record ``fault`` (the first one only). ``pos``/``text`` locate it when it has no source."""
         if self.error is not None:
             return
+        details = dict(fault.details)
         if fault.reason == "cut_off":  # a call that looks whole may have been cut: none is kept
+            ids = [c.id for c in self.calls if type(c.id) is str and c.id]
+            if ids:  # still owed an answer each
+                details.setdefault("call_ids", list(dict.fromkeys(ids)))
             self.calls.clear()
         fmt = fault.fmt or fmt
-        details = dict(fault.details)
         index = details.pop("index", None if fault.reason in _WHOLE_INPUT_REASONS else len(self.calls))
         call_id = details.pop("call_id", None)
         if fault.source is not None:

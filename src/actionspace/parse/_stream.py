@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from actionspace.parse._progress import EAGER_LIMIT, Pending, StreamProgress
 from actionspace.parse._result import Collector, Malformed, ParseResult, parse_error
 from actionspace.parse._scan import decode_arguments
 from actionspace.parse._structured import (
@@ -47,6 +47,7 @@ from actionspace.parse._structured import (
     CUT_OFF_STOP_REASONS,
     cut_off_fault,
 )
+from actionspace.parse._text import begun_call, parse_text
 from actionspace.types import ToolCall
 
 __all__ = ["StreamParser", "StreamProgress"]
@@ -80,58 +81,11 @@ _SEALS = (
     "<|tool_response>",
     "</s>",
 )
-_EAGER_LIMIT = 8192
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
-_CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES
-"""Finish reasons a server gives beside a raw text stream that say the token limit cut it off."""
+_CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES | {"cut_off"}
+"""Finish reasons a server gives beside a raw text stream that say the token limit cut it off (and
+``cut_off``, for a caller that knows the output was cut some other way)."""
 _NO_END = ("the stream ended without its finish signal", "$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StreamProgress:
-    """What has arrived so far, for showing progress before the output ends."""
-
-    calls: tuple[ToolCall, ...]
-    """Calls reported complete, in order."""
-    provisional: tuple[ToolCall, ...]
-    """Calls read so far that may still change or vanish (shown as pending, never executed). For
-    provider events, a call's arguments are the text received so far, up to 8 KB; past that they
-    are brought up to date each time they grew by an eighth (a prefix of what arrived, at least
-    seven eighths of it), so that a console showing progress after every delta does work in
-    proportion to the call, not to its square."""
-    chars: int
-    """Characters of raw text (or of arguments, for provider events) received."""
-
-
-@dataclass
-class _Pending:
-    """One structured call being assembled from provider events."""
-
-    name: str = ""
-    call_id: str | None = None
-    arguments: list[str] = field(default_factory=list)
-    chars: int = 0
-    whole: Any = None
-    done: bool = False
-    shown: ToolCall | None = None
-    """The provisional call last shown, and how many characters of arguments it holds."""
-    shown_chars: int = -1
-
-    def provisional(self) -> ToolCall:
-        """The call as received so far: every delta up to ``_EAGER_LIMIT`` characters, then
-        anew each time it grew by an eighth (the pieces joined into one as they are)."""
-        shown = self.shown
-        grown = self.chars - self.shown_chars
-        if (
-            shown is None
-            or shown.name != self.name
-            or (grown and (self.chars <= _EAGER_LIMIT or grown * 8 >= self.shown_chars))
-        ):
-            text = "".join(self.arguments)
-            self.arguments[:] = [text]
-            shown = self.shown = ToolCall(name=self.name, arguments=text)
-            self.shown_chars = self.chars
-        return shown
 
 
 class StreamParser:
@@ -153,7 +107,7 @@ class StreamParser:
         self._reported_ids: set[str] = set()
         """The call ids of the calls reported from provider events."""
         self._provisional: tuple[ToolCall, ...] = ()
-        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._pending: dict[tuple[str, int], Pending] = {}
         self._order: list[tuple[str, int]] = []
         self._text: list[str] = []
         self._reasoning: list[str] = []
@@ -165,7 +119,7 @@ class StreamParser:
         self._arg_chars = 0
         self._chat_top = -1
         """The highest index of a chat tool call seen: a higher one completes those below it."""
-        self._chat_open: dict[int, _Pending] = {}
+        self._chat_open: dict[int, Pending] = {}
         """Chat calls by index that a higher index has not completed yet."""
 
     # -- public ---------------------------------------------------------------------------------
@@ -187,10 +141,12 @@ class StreamParser:
     def end(self, reason: str | None) -> None:
         """The finish reason a server sent apart from a raw text stream (a completions
         ``finish_reason``, a ``stop_reason``, a ``status``). ``length``, ``max_tokens``,
-        ``model_context_window_exceeded``, ``incomplete`` say the token limit cut the output off:
-        :meth:`finish` and :meth:`output` then keep none of its calls (``cut_off``), however whole
-        they look. Any other reason (or None) changes nothing. Provider events carry their own
-        finish signal, to :meth:`feed` as it came: ``TypeError`` for a stream of events."""
+        ``model_context_window_exceeded``, ``incomplete`` (or ``cut_off``) say the token limit cut
+        the output off: :meth:`finish` and :meth:`output` then keep none of its calls (``cut_off``),
+        however whole they look, and text stopping inside a call's opening marker (``…<tool_ca``)
+        is ``cut_off`` too, not an answer. Any other reason (or None) changes nothing. Provider
+        events carry their own finish signal, to :meth:`feed` as it came: ``TypeError`` for a
+        stream of events."""
         self._enter("text")
         if isinstance(reason, str) and reason in _CUT_REASONS:
             self._cut_off(f"finish reason {reason!r}", "$")
@@ -228,11 +184,17 @@ class StreamParser:
 
         if self._mode == "events":
             return self._events_result()
-        result = parse("".join(self._chunks), tools=self._tools)
-        if self._cut is None or not (result.calls or result.error):
+        text = "".join(self._chunks)
+        result = parse(text, tools=self._tools)
+        if self._cut is None:
             return result
-        fault = cut_off_fault(*self._cut)  # any call may hold less than the model meant to send
-        error = parse_error(result.format, fault.reason, fault.message, **fault.details)
+        # any call may hold less than the model meant to send; with none, text may stop as one began
+        fault = cut_off_fault(*self._cut) if result.calls or result.error else begun_call(text, *self._cut)
+        if fault is None:
+            return result
+        error = parse_error(
+            result.format, fault.reason, fault.message, pos=fault.pos, text=fault.source, **fault.details
+        )
         return ParseResult(
             calls=(),
             content=result.content,
@@ -256,7 +218,7 @@ class StreamParser:
         if not delta or _CLOSING_CHARS.isdisjoint(delta):
             return []
         grown = self._size - self._parsed_size
-        if self._size > _EAGER_LIMIT and grown * 8 < self._parsed_size and not self._sealed():
+        if self._size > EAGER_LIMIT and grown * 8 < self._parsed_size and not self._sealed():
             return []
         return self._reparse()
 
@@ -289,10 +251,10 @@ class StreamParser:
 
     # -- provider events --------------------------------------------------------------------------
 
-    def _slot(self, family: str, index: int) -> _Pending:
+    def _slot(self, family: str, index: int) -> Pending:
         key = (family, index)
         if key not in self._pending:
-            self._pending[key] = _Pending()
+            self._pending[key] = Pending()
             self._order.append(key)
         return self._pending[key]
 
@@ -422,13 +384,13 @@ class StreamParser:
         if isinstance(text, str):
             self._text.append(text)
 
-    def _add_arguments(self, slot: _Pending, piece: object) -> None:
+    def _add_arguments(self, slot: Pending, piece: object) -> None:
         if isinstance(piece, str):
             slot.arguments.append(piece)
             slot.chars += len(piece)
             self._arg_chars += len(piece)
 
-    def _event_call(self, pending: _Pending, path: str) -> ToolCall:
+    def _event_call(self, pending: Pending, path: str) -> ToolCall:
         if not pending.name.strip():
             raise Malformed("missing_name", f"{path} has no tool name", path=path)
         raw = pending.whole if isinstance(pending.whole, str) else "".join(pending.arguments)
@@ -464,7 +426,7 @@ class StreamParser:
                 coll.add_content(text)
                 coll.add_refusal("".join(self._refusal))
                 if self._cut is not None:  # any call may hold less than the model meant to send
-                    raise cut_off_fault(*self._cut)
+                    raise cut_off_fault(*self._cut, ids=self.call_ids())
                 for index, key in enumerate(self._order):
                     path = f"$.{key[0]}[{key[1]}]"
                     call = self._event_call(self._pending[key], path)
@@ -478,15 +440,15 @@ class StreamParser:
                 if not self._ended:  # the connection dropped: its lost end may have said the limit cut it
                     raise cut_off_fault(*_NO_END)
             else:
-                from actionspace.parse._text import parse_text
-
                 parse_text(text, coll, strict=False, path="$")
                 coll.add_refusal("".join(self._refusal))
-                if self._cut is not None and (coll.calls or coll.error):  # calls written as text, cut too
+                cut = self._cut or (None if self._ended else _NO_END)
+                if cut is not None and (coll.calls or (self._cut and coll.error)):  # calls written as text
                     coll.error = None  # the cut says more than where the text stops
-                    raise cut_off_fault(*self._cut)
-                if coll.calls and coll.error is None and not self._ended:
-                    raise cut_off_fault(*_NO_END)
+                    raise cut_off_fault(*cut)
+                begun = begun_call(text, *cut) if cut and coll.error is None else None
+                if begun is not None:  # no call, but the text stops as one began
+                    raise begun
         except Malformed as fault:
             coll.fail(fault, "stream")
         except (TypeError, ValueError, json.JSONDecodeError) as exc:  # defensive: never raise

@@ -215,24 +215,49 @@ def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int
     _message(message, coll, f"{path}.choices[0].message", depth + 1)
     finish = choice.get("finish_reason")
     if isinstance(finish, str) and finish in CUT_OFF_FINISH_REASONS:
-        _cut_off(coll, start, f"finish_reason {finish!r}", f"{path}.choices[0].finish_reason")
+        where = f"{path}.choices[0]"
+        _cut_off(
+            coll, start, f"finish_reason {finish!r}", f"{where}.finish_reason", message, f"{where}.message"
+        )
 
 
-def _cut_off(coll: Collector, start: int, why: str, path: str) -> None:
+def _cut_off(
+    coll: Collector,
+    start: int,
+    why: str,
+    path: str,
+    message: Mapping[Any, Any] | None = None,
+    where: str = "$",
+) -> None:
     """Raise ``cut_off`` when calls were read (from ``start`` on) out of an output whose provider
-    says it was cut off: any of them may hold less than the model meant to send."""
-    if len(coll.calls) > start:
+    says it was cut off: any of them may hold less than the model meant to send; the cut says more
+    than a fault its text recorded (where the text stops). With none read, raise it when the text
+    content of ``message`` (at ``where``) stops inside the opening marker of a call: the cut came
+    as the model began it."""
+    if len(coll.calls) > start or coll.error is not None:
+        coll.error = None
         raise cut_off_fault(why, path)
+    content = message.get("content") if message is not None else None
+    if isinstance(content, str):
+        from actionspace.parse._text import begun_call
+
+        fault = begun_call(content, why, f"{where}.content")
+        if fault is not None:
+            raise fault
 
 
-def cut_off_fault(why: str, path: str) -> Malformed:
-    """The ``cut_off`` fault of an output the provider says it cut off (``why``), with calls in it."""
-    return Malformed(
+def cut_off_fault(why: str, path: str, ids: Sequence[str] = ()) -> Malformed:
+    """The ``cut_off`` fault of an output the provider says it cut off (``why``), with calls in it;
+    ``ids``: the call ids those calls carry (``details["call_ids"]``, each to be answered)."""
+    fault = Malformed(
         "cut_off",
         f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
         "whole (fewer calls per message, or shorter arguments)",
         path=path,
     )
+    if ids:
+        fault.details["call_ids"] = list(ids)
+    return fault
 
 
 def _entry(value: Mapping[Any, Any], path: str) -> ToolCall:
@@ -315,7 +340,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
     stop = value.get("stop_reason")
     if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
-        _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason")
+        _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason", value, path)
 
 
 def _message_content(

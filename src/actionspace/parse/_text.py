@@ -78,6 +78,35 @@ _MARKED: tuple[tuple[tuple[str, ...], str, TextParser], ...] = (
 
 _OPENERS: dict[str, tuple[str, ...]] = {fmt: markers for markers, fmt, _ in _MARKED}
 _OPENERS["hermes"] = _OPENERS["qwen3_xml"] = (TOOL_CALL_OPEN, FUNCTION_OPEN)
+_FIRST_MARKERS = tuple(dict.fromkeys(marker for markers, _, _ in _MARKED for marker in markers))
+
+
+def begun_call(text: str, why: str, path: str) -> Malformed | None:
+    """The ``cut_off`` fault of ``text``, an output known to be cut off (``why``: the finish reason
+    said so, or the stream lost its end) that stops inside the opening marker of a call of any text
+    format (``…<tool_ca``, ``[TOOL_C``, down to its first character): the cut came as the model
+    began a call. None when ``text`` stops otherwise.
+
+    Only for output known to be cut: whole text ending with ``<tool`` is words (see
+    :func:`_cut_in_marker` for text whose earlier calls say which format is in use).
+    """
+    best = found = ""
+    for marker in _FIRST_MARKERS:
+        for size in range(len(marker) - 1, len(best), -1):
+            if text.endswith(marker[:size]):
+                best = marker[:size]
+                found = marker
+                break
+    if not best:
+        return None
+    return Malformed(
+        "cut_off",
+        f"the output was cut off before its end ({why}) as a call began: it stops inside {found!r} "
+        f"({best!r}); no call ran: emit the call again, whole",
+        pos=len(text) - len(best),
+        source=text,
+        path=path,
+    )
 
 
 def _cut_in_marker(text: str, fmt: str, coll: Collector) -> None:

@@ -1,0 +1,61 @@
+"""What a stream shows before it ends: the calls complete so far, and each structured call still
+being assembled from provider events, shown provisionally."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from actionspace.types import ToolCall
+
+__all__ = ["EAGER_LIMIT", "Pending", "StreamProgress"]
+
+EAGER_LIMIT = 8192
+"""Characters up to which a stream re-reads its text (or shows a call's arguments) at every delta."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamProgress:
+    """What has arrived so far, for showing progress before the output ends."""
+
+    calls: tuple[ToolCall, ...]
+    """Calls reported complete, in order."""
+    provisional: tuple[ToolCall, ...]
+    """Calls read so far that may still change or vanish (shown as pending, never executed). For
+    provider events, a call's arguments are the text received so far, up to 8 KB; past that they
+    are brought up to date each time they grew by an eighth (a prefix of what arrived, at least
+    seven eighths of it), so that a console showing progress after every delta does work in
+    proportion to the call, not to its square."""
+    chars: int
+    """Characters of raw text (or of arguments, for provider events) received."""
+
+
+@dataclass
+class Pending:
+    """One structured call being assembled from provider events."""
+
+    name: str = ""
+    call_id: str | None = None
+    arguments: list[str] = field(default_factory=list)
+    chars: int = 0
+    whole: Any = None
+    done: bool = False
+    shown: ToolCall | None = None
+    """The provisional call last shown, and how many characters of arguments it holds."""
+    shown_chars: int = -1
+
+    def provisional(self) -> ToolCall:
+        """The call as received so far: every delta up to ``EAGER_LIMIT`` characters, then
+        anew each time it grew by an eighth (the pieces joined into one as they are)."""
+        shown = self.shown
+        grown = self.chars - self.shown_chars
+        if (
+            shown is None
+            or shown.name != self.name
+            or (grown and (self.chars <= EAGER_LIMIT or grown * 8 >= self.shown_chars))
+        ):
+            text = "".join(self.arguments)
+            self.arguments[:] = [text]
+            shown = self.shown = ToolCall(name=self.name, arguments=text)
+            self.shown_chars = self.chars
+        return shown
