@@ -16,20 +16,23 @@ for keys with characters outside the Basic Multilingual Plane). Hashes are there
 actionspace but not comparable with other JCS implementations for float-bearing data.
 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
-``model_dump(mode="json")``, dataclasses as objects of their fields, dates as ISO 8601, enums by
-value, numpy-like arrays and scalars through ``tolist`` (an array past a million items keeps its
-first rows: a cut), sets sorted, bytes decoded as UTF-8, non-finite floats as the strings ``"NaN"``,
-``"Infinity"``, ``"-Infinity"``, and anything else as its ``repr``. A value or key whose conversion
+``model_dump(mode="json")`` (their fields when the dump fails), dataclasses as objects of their
+fields, dates as ISO 8601, enums by value, numpy-like arrays and scalars through ``tolist`` (an
+array past a million items keeps its first rows: a cut), sets sorted, bytes decoded as UTF-8,
+non-finite floats as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and anything else as
+its ``repr`` with no object address in it (``"<Row object>"``). A value or key whose conversion
 raises (its ``repr`` or ``str``, its mapping's ``items()``, a dataclass field) alone becomes a
 placeholder naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``
-(a ``str`` key keeps its characters). A container (or dataclass) inside itself is ``"<cycle>"``.
+(a ``str`` key keeps its characters). A container, dataclass or model inside itself is ``"<cycle>"``.
 ``normalize`` itself does not raise for what a tool returns.
 
 Nothing is lost silently. Keys that write as one text (``1`` and ``"1"``, two objects that print
-alike) are all kept: the first keeps the text, each later one gets a distinct name naming its type
-(:func:`distinct_key`: ``"1 (str)"``). Containers nested deeper than :data:`_MAX_DEPTH` become
-``"<nested too deep>"`` and integers too long to print ``"<int of N bits>"``: those are cuts,
-which :func:`normalize_checked` reports (a shaped observation is then ``complete=false``).
+alike) are all kept: a ``str`` key keeps the text, another a distinct name naming its type
+(:func:`distinct_key`: ``"1 (int)"``), chosen whatever order the mapping held them in
+(:func:`~actionspace._placeholders.named_keys`), so equal results hash alike. Containers nested
+deeper than :data:`_MAX_DEPTH` become ``"<nested too deep>"`` and integers too long to print
+``"<int of N bits>"``: those are cuts, which :func:`normalize_checked` reports (a shaped
+observation is then ``complete=false``).
 """
 
 from __future__ import annotations
@@ -42,12 +45,22 @@ import json
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
 
 import rfc8785
+
+from actionspace._placeholders import (
+    distinct_key,
+    field_pairs,
+    model_pairs,
+    named_keys,
+    shown_repr,
+    stable_repr,
+    unshowable,
+)
 
 __all__ = [
     "args_digest",
@@ -65,6 +78,7 @@ __all__ = [
     "normalize",
     "normalize_checked",
     "normalize_key",
+    "normalize_within",
     "strict_dumps",
     "unshowable",
 ]
@@ -308,6 +322,14 @@ def normalize_checked(value: object) -> tuple[Any, bool]:
     return plain, walk.cut
 
 
+def normalize_within(value: object, inside: Iterable[int]) -> Any:
+    """:func:`normalize` of ``value`` as it reads inside the containers whose ids are ``inside``
+    (one of them met again is ``"<cycle>"``)."""
+    walk = _Walk()
+    walk.path.update(inside)
+    return _normalize(value, 0, walk)
+
+
 class _Walk:
     """One normalization: the containers being walked (cycles) and whether anything was cut."""
 
@@ -345,19 +367,6 @@ def _normalize(value: object, depth: int, walk: _Walk) -> Any:
         return unshowable(value, exc)
 
 
-def unshowable(value: object, exc: BaseException) -> str:
-    """The placeholder of a value whose conversion raised ``exc``: its type's name and the
-    exception's, read without calling anything of either that could raise again."""
-    return f"<{_type_name(value)} object: cannot be shown ({_type_name(exc)})>"
-
-
-def _type_name(value: object) -> str:
-    try:  # a metaclass may make the name anything, or raise
-        return str.__str__(type(value).__qualname__)
-    except Exception:
-        return "object"
-
-
 def _container(value: Any, depth: int, walk: _Walk) -> Any:
     marker = id(value)
     if marker in walk.path:
@@ -365,9 +374,11 @@ def _container(value: Any, depth: int, walk: _Walk) -> Any:
     walk.path.add(marker)
     try:
         if isinstance(value, Mapping):
-            return _mapping(value, depth, walk)
+            return _mapping(value.items(), depth, walk)
         if dataclasses.is_dataclass(value):
-            return _fields(value, depth, walk)
+            return _mapping(field_pairs(value, (f.name for f in dataclasses.fields(value))), depth, walk)
+        if not isinstance(value, list | tuple | deque | set | frozenset):  # a model whose dump failed
+            return _mapping(model_pairs(value) or (), depth, walk)
         items = [_normalize(v, depth + 1, walk) for v in value]
         if isinstance(value, set | frozenset):
             items.sort(key=canonical_text)
@@ -376,31 +387,14 @@ def _container(value: Any, depth: int, walk: _Walk) -> Any:
         walk.path.discard(marker)
 
 
-def _mapping(value: Mapping[Any, Any], depth: int, walk: _Walk) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    counts: dict[str, int] | None = None
-    for k, v in value.items():
-        key = _key(k)
-        if key in out:  # another key wrote this text already: keep both
-            counts = {} if counts is None else counts
-            key = distinct_key(key, k, out, counts)
-        out[key] = _normalize(v, depth + 1, walk)
-    return out
-
-
-def distinct_key(text: str, key: object, taken: Container[str], counts: dict[str, int] | None = None) -> str:
-    """A name for ``key``, whose text ``text`` another key of its mapping holds already, that ``taken``
-    does not hold: ``"<text> (<type>)"``, else ``"<text> (<type> 2)"``, ``3``… ``counts`` (kept by the
-    caller over one mapping) remembers the last number tried per name: keys printing alike cost one step."""
-    base = f"{text} ({_type_name(key)}"
-    number = 1 if counts is None else counts.get(base, 1)
-    name = f"{base})" if number == 1 else f"{base} {number})"
-    while name in taken:
-        number += 1
-        name = f"{base} {number})"
-    if counts is not None:
-        counts[base] = number
-    return name
+def _mapping(pairs: Iterable[tuple[Any, Any]], depth: int, walk: _Walk) -> dict[str, Any]:
+    entries = [(_key(k), k, _normalize(v, depth + 1, walk)) for k, v in pairs]
+    out = {text: plain for text, _, plain in entries}
+    if len(out) == len(entries):
+        return out
+    # keys that write as one text: all kept, named the same whatever order the mapping held
+    names = named_keys(entries, canonical_text)
+    return {name: plain for name, (_, _, plain) in zip(names, entries, strict=True)}
 
 
 def _leaf(value: object, depth: int, walk: _Walk) -> Any:
@@ -410,8 +404,10 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
     if callable(dump):
         try:
             return _normalize(dump(value, mode="json"), depth + 1, walk)
-        except Exception:
-            return repr(value)
+        except Exception:  # a model holding itself: its fields, where the cycle closes "<cycle>"
+            if model_pairs(value) is None:
+                return shown_repr(repr(value))
+            return _container(value, depth, walk)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _container(value, depth, walk)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
@@ -420,18 +416,7 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
         return str(value)
     if callable(getattr(type(value), "tolist", None)) and getattr(type(value), "dtype", None) is not None:
         return _array(value, depth, walk)
-    return repr(value)
-
-
-def _fields(value: Any, depth: int, walk: _Walk) -> dict[str, Any]:
-    """A dataclass instance as the object of its fields (as ``asdict``, without its deep copy)."""
-    out: dict[str, Any] = {}
-    for field in dataclasses.fields(value):
-        try:
-            out[field.name] = _normalize(getattr(value, field.name), depth + 1, walk)
-        except Exception as exc:  # the field cannot be read: it alone is a placeholder
-            out[field.name] = unshowable(value, exc)
-    return out
+    return shown_repr(repr(value))
 
 
 _ARRAY_ITEMS: Final = 1 << 20
@@ -479,7 +464,9 @@ def _key(key: object) -> str:
             return text if not text.startswith('"') else str(json.loads(text))
         if isinstance(key, enum.Enum):
             return _key(key.value)
-        return str(key)
+        if type(key) is tuple or isinstance(key, frozenset):
+            return stable_repr(key)
+        return shown_repr(str(key))
     except Exception as exc:  # the key's own code raised: the key alone becomes a placeholder
         return str.__str__(key) if issubclass(type(key), str) else unshowable(key, exc)
 

@@ -33,12 +33,13 @@ from typing import Any, Final
 
 from actionspace._canonical import (
     canonical_text,
-    distinct_key,
     dumps_plain,
     normalize,
     normalize_key,
+    normalize_within,
     unshowable,
 )
+from actionspace._placeholders import field_pairs, model_pairs, named_keys, shown_repr
 from actionspace._unicode import _bad, _escape_pointer, text_for_postgres
 
 __all__ = ["DECIMAL_BITS", "MAX_DEPTH", "MAX_INT_DIGITS", "finite_numbers", "unfit_arguments", "whole_json"]
@@ -238,7 +239,7 @@ def _opened(item: Any, path: set[int]) -> _Opened:
     if id(item) in path:
         return ('"<cycle>"',)
     if isinstance(item, Mapping):
-        return _object(item.items(), id(item))
+        return _object(item.items(), id(item), path)
     if isinstance(item, list | tuple | deque | set | frozenset):
         items = list(item)
         if isinstance(item, set | frozenset):
@@ -247,9 +248,9 @@ def _opened(item: Any, path: set[int]) -> _Opened:
         return _Container("[", children, "]", id(item))
     dump = getattr(kind, "model_dump", None)
     if callable(dump):
-        return _model(item, dump)
+        return _model(item, dump, path)
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return _object(_fields(item, (field.name for field in dataclasses.fields(item))), id(item))
+        return _object(field_pairs(item, (field.name for field in dataclasses.fields(item))), id(item), path)
     if callable(getattr(kind, "tolist", None)) and getattr(kind, "dtype", None) is not None:
         return _inside(item.tolist(), id(item))  # every item, where ``normalize`` keeps the first rows
     plain = normalize(item)
@@ -282,43 +283,32 @@ def _inside(child: Any, marker: int) -> _Container:
     return _Container("", iter((("", child),)), "", marker)
 
 
-def _model(item: Any, dump: Any) -> _Opened:
+def _model(item: Any, dump: Any, path: set[int]) -> _Opened:
     """A pydantic model as its JSON dump; when the dump fails (the model holds itself), as its
     fields, each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
     ``model_dump`` that fails is its ``repr``, as ``normalize`` writes it."""
     try:
         dumped = dump(item, mode="json")
     except Exception:
-        names = getattr(type(item), "model_fields", None)
-        if not isinstance(names, Mapping):
-            return _string(repr(item))
-        pairs = _fields(item, names)
-        extra = getattr(item, "__pydantic_extra__", None)
-        if isinstance(extra, dict):
-            pairs.extend(extra.items())
-        return _object(pairs, id(item))
+        pairs = model_pairs(item)
+        if pairs is None:
+            return _string(shown_repr(repr(item)))
+        return _object(pairs, id(item), path)
     return _inside(dumped, id(item))
 
 
-def _fields(item: Any, names: Iterable[str]) -> list[tuple[str, Any]]:
-    """(name, value) of each field of ``item``; a field that cannot be read is its placeholder."""
-    pairs: list[tuple[str, Any]] = []
-    for name in names:
-        try:
-            pairs.append((name, getattr(item, name)))
-        except Exception as exc:  # that field alone, as ``normalize`` marks it
-            pairs.append((name, unshowable(item, exc)))
-    return pairs
+def _object(pairs: Any, marker: int, path: set[int]) -> _Opened:
+    """An object of ``pairs``, its keys named as ``normalize`` names them; ``path``: the ids of
+    the containers it is inside (a key's name may depend on its value, read as from there)."""
+    entries = [(normalize_key(key), key, child) for key, child in pairs]
+    named = {text: child for text, _, child in entries}
+    if len(named) != len(entries):  # keys that write as one text
 
+        def rank(child: Any) -> str:
+            return canonical_text(normalize_within(child, {*path, marker}))
 
-def _object(pairs: Any, marker: int) -> _Opened:
-    named: dict[str, Any] = {}
-    counts: dict[str, int] = {}
-    for key, child in pairs:
-        text = normalize_key(key)
-        if text in named:
-            text = distinct_key(text, key, named, counts)
-        named[text] = child
+        names = named_keys(entries, rank)
+        named = {name: child for name, (_, _, child) in zip(names, entries, strict=True)}
     keys = sorted(named)
     children = (
         (("," if at else "") + encode_basestring(key) + ":", named[key]) for at, key in enumerate(keys)

@@ -360,8 +360,8 @@ class Observation:
     items: tuple[Observation, ...] = ()
 
     def __repr__(self) -> str:
-        """Bounded, never raising whatever ``data`` holds; the values of an observation whose labels
-        restrict it (secret, readers) read ``[redacted]``, as trace views show them uncleared."""
+        """Bounded, never raising whatever ``data`` holds; its values read ``[redacted]`` while its labels
+        or its run's (:data:`SHOWN_UNDER`) are secret or name readers, as trace views show them uncleared."""
         return _observation_repr(self, 0)
 
     @property
@@ -454,19 +454,18 @@ _REDACTED: Final = "[redacted]"
 """What a restricted value reads as (``actionspace.policy.redaction.REDACTED``)."""
 _NAMING: Final = {"call_id", "tool", "tool_version", "status", "complete", "content_hash", "provenance"}
 """Fields that name things (the trace views keep their counterparts) or hold no value of the data."""
-
-
-def _restricted(obs: Observation) -> bool:
-    """True when ``obs``'s labels are secret or name readers (or are no tags at all)."""
-    try:
-        labels = obs.provenance.labels
-        return any(type(tag) is not str or tag == "secret" or tag.startswith("reader") for tag in labels)
-    except Exception:
-        return True
+SHOWN_UNDER: Final = "_shown_under"
+"""An observation's attribute (no field): the tags of the run label it was shown under, when that label
+restricts readers. None on one no run showed (built by hand, read ``from_dict``, made by ``replace``)."""
 
 
 def _observation_repr(obs: Observation, depth: int) -> str:
-    hidden, parts = _restricted(obs), []
+    try:  # restricted: its labels or its run's are secret or name readers (or are no tags at all)
+        tags = (*obs.provenance.labels, *obs.__dict__.get(SHOWN_UNDER, ()))
+        hidden = any(type(tag) is not str or tag == "secret" or tag.startswith("reader") for tag in tags)
+    except Exception:
+        hidden = True
+    parts: list[str] = []
     for name, default in _DEFAULTS.items():
         value = getattr(obs, name, None)
         try:

@@ -52,7 +52,7 @@ from actionspace.policy.flow_policies import (
 from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.occurrence import occurs
 from actionspace.policy.stamped import Taken, label_of, stamped, taken
-from actionspace.types import Observation
+from actionspace.types import SHOWN_UNDER, Observation
 
 __all__ = [
     "ALLOW",
@@ -109,6 +109,12 @@ def output_label(spec: ToolSpec, arg_labels: Mapping[str, Label]) -> Label:
     for lab in arg_labels.values():
         label = label.join(lab)
     return label
+
+
+def _mark(obs: Observation, context: Label) -> None:
+    """Give ``obs`` the tags of a restricting run label it was shown under (``repr`` hides its values)."""
+    if context.readers is not None or context.confidentiality == "secret":
+        obs.__dict__[SHOWN_UNDER] = context.tags()
 
 
 class FlowState:
@@ -280,6 +286,9 @@ class FlowState:
             seen[call_id] = (label, obs.data)
             seen.move_to_end(call_id)
             self.tools[call_id] = obs.tool
+            context = self.context
+            if context.readers is not None or context.confidentiality == "secret":
+                _mark(obs, context)
             if len(seen) > MAX_REMEMBERED:
                 self._trim()
 
@@ -323,12 +332,15 @@ class FlowState:
                 seen[call_id] = (label, data)
                 seen.move_to_end(call_id)
                 tools[call_id] = tool
+                if (context := self.context).readers is not None or context.confidentiality == "secret":
+                    _mark(obs, context)
             self._trim()
 
     def _shown(self, obs: Observation, label: Label) -> None:
         for item in (obs, *obs.items):
             lab = label if item is obs else self._label(item)
             self._add(item.call_id, lab)
+            _mark(item, self.context)
             self.seen[item.call_id] = (lab, item.data)
             self.seen.move_to_end(item.call_id)
             self.tools[item.call_id] = item.tool
