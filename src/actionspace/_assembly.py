@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from actionspace._closing import end_running_plans
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -69,9 +70,10 @@ class Parts:
     ledger_admin: LedgerAdmin
 
     def close(self, *, wait: bool, before: Callable[[], object] = lambda: None) -> None:
-        """Close the toolsets, the executor (``wait``: let timed-out tool calls finish), then call
-        ``before``, then close the stores."""
+        """End the plans running in process, close the toolsets, the executor (``wait``: let
+        timed-out tool calls finish), then call ``before``, then close the stores."""
         self.engine.executor.closed = True  # first: from here on no tool call begins
+        end_running_plans(self.engine)  # then the plans running now cut their calls
         self.toolsets.close()
         self.engine.executor.close(wait=wait)
         before()

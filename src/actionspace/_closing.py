@@ -10,22 +10,31 @@ The same holds for every call of a message (``call_all``, ``acall_all``), every 
 (an atomic group is one write), and the final observation of a stream; a call the closed ledger
 refused before anything was sent ends ``cancelled``, as does a call that had not begun when the
 runtime closed (``Executor.closed`` is read before every send) and a plan node that never ran.
+
+A plan running in process is not left to run on (:func:`end_running_plans`, right after
+``Executor.closed`` is set): its running writes are noted ``unknown`` first, then its loop
+cancels every running node's call and settles every queued node as not sent; before the stores
+close, the closing thread waits (at most :data:`PLAN_END_WAIT_S`) for each such plan to record
+its ``plan_finished``, unless the plan runs on the closing thread's own loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import AsyncGenerator, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from actionspace.catalog.registry import Catalog
 from actionspace.errors import CATEGORIES, ActionError, ConfigurationError
-from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.pipeline.calls import group
 from actionspace.pipeline.runs import CLOSED
 from actionspace.plan.groups import GROUP_TOOL_PREFIX
 from actionspace.plan.model import PlanResult, PlanStatus
+from actionspace.plan.scheduler import running_plans
 from actionspace.types import Observation
 
 if TYPE_CHECKING:
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "answered",
     "closed_error",
+    "end_running_plans",
     "ended_by_close",
     "ended_stream",
     "note_cut_writes",
@@ -47,6 +57,12 @@ _DECIDED_BEFORE_SENDING = frozenset(CATEGORIES[: CATEGORIES.index("conflict")])
 they stay as they are after a close."""
 
 _log = logging.getLogger("actionspace")
+
+PLAN_END_WAIT_S = 2.0
+"""How long ``close()`` waits, in all, for the plans it ended to record their end (seconds)."""
+PLAN_CUT_SEEN_S = 0.5
+"""How long ``close()`` waits for a plan's loop to take the cut: a loop held longer by a call it
+cannot interrupt (a tool run on it) ends the plan after the stores closed (seconds)."""
 
 
 def closed_error() -> ConfigurationError:
@@ -158,16 +174,45 @@ def _settled_as_answered(obs: Observation, ledger: LedgerStore, key: str) -> boo
     return entry.state == ("committed" if obs.error is None else "failed")
 
 
+def end_running_plans(engine: Engine) -> None:
+    """End every plan running in process over ``engine`` (``Executor.closed`` is set): the ledger
+    entries of its running writes noted ``unknown`` (as :func:`note_cut_writes` notes them), then
+    its loop told to cut its calls (``Scheduler.end_by_close``)."""
+    ledger = engine.ledger
+    for plan in running_plans(engine):
+        run_id = plan.run_state.run_id
+        for node_id in plan.cut_writes():
+            _note_unknown(ledger, functools.partial(ledger.get_node, run_id, node_id), node_id)
+        plan.end_by_close()
+
+
 def note_cut_writes(engine: Engine) -> None:
-    """Move the ledger entries of the writes ``engine`` still runs (atomic groups included) from
+    """Wait for the plans :func:`end_running_plans` ended to record their end (bounded), then move
+    the ledger entries of the writes ``engine`` still runs (atomic groups included) from
     ``dispatched`` to ``unknown``, noting that the runtime closed under them (a write that settled
     meanwhile is left as it settled)."""
-    ledger, keys = engine.ledger, engine.writing
+    _wait_for_plans(engine)
+    ledger = engine.ledger
+    for key in list(engine.writing):
+        _note_unknown(ledger, functools.partial(ledger.get, key), key)
+
+
+def _wait_for_plans(engine: Engine) -> None:
+    deadline = time.monotonic() + PLAN_END_WAIT_S
+    for plan in running_plans(engine):
+        if plan.on_this_thread():  # its loop waits for this close to return: it ends after it
+            continue
+        left = deadline - time.monotonic()
+        if left > 0 and plan.cut_seen.wait(min(left, PLAN_CUT_SEEN_S)):
+            plan.ended.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _note_unknown(ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str) -> None:
+    """The entry ``read`` returns moved from ``dispatched`` to ``unknown``, the close noted."""
     error = ActionError.of("unknown_commit", f"{_CUT}; the write may have committed").to_dict()
-    for key in list(keys):
-        try:
-            entry = ledger.get(key)
-            if entry is not None and entry.state == "dispatched":
-                ledger.transition(key, ("dispatched",), entry.evolve(state="unknown", error=error))
-        except Exception:  # a store already failing: recovery settles the entry from ``dispatched``
-            _log.exception("actionspace: the write %s cut by close() could not be noted unknown", key)
+    try:
+        entry = read()
+        if entry is not None and entry.state == "dispatched":
+            ledger.transition(entry.key, ("dispatched",), entry.evolve(state="unknown", error=error))
+    except Exception:  # a store already failing: recovery settles the entry from ``dispatched``
+        _log.exception("actionspace: the write %s cut by close() could not be noted unknown", name)

@@ -91,20 +91,21 @@ async def arun_plan(
         cancel=cancel,
         retry_of=retry_of,
     )
-    result = await scheduler.run()
-    # the model is shown every node's observation now (what that reads of each was taken when it
-    # settled), and the trace says which failed (the scheduler noted it then too)
-    run.flow.observed_taken(scheduler.shown())
-    rec = Recorder(run, None)
-    rec.add(
-        "plan_finished",
-        {
-            "status": result.status,
-            "failed": scheduler.failed,
-            **result.stats,
-        },
-    )
-    await engine.aflush(rec)
+    with scheduler.open_to_close():  # Runtime.close() ends it, and waits for its plan_finished
+        result = await scheduler.run()
+        # the model is shown every node's observation now (what that reads of each was taken when
+        # it settled), and the trace says which failed (the scheduler noted it then too)
+        run.flow.observed_taken(scheduler.shown())
+        rec = Recorder(run, None)
+        rec.add(
+            "plan_finished",
+            {
+                "status": result.status,
+                "failed": scheduler.failed,
+                **result.stats,
+            },
+        )
+        await engine.aflush(rec)
     return result
 
 

@@ -12,6 +12,12 @@
 - A speculative node (``first_of``) runs its read-only alternatives under a cost cap; the first
   sufficient ok result wins, the others are cancelled and recorded as non-authoritative.
 
+- A plan runs registered with its engine from its start to its ``plan_finished``
+  (:meth:`Scheduler.open_to_close`, one add and one discard per plan): ``Runtime.close()`` finds
+  it there (:func:`running_plans`) and ends it from any thread (:meth:`Scheduler.end_by_close`):
+  every running node's call is cancelled (a read ends ``cancelled``, a write ``unknown_commit``),
+  every queued node ends not sent and blocks its successors.
+
 This module settles nodes and applies cancellation; :mod:`actionspace.plan.driver` starts them
 (waves of ready nodes, run inline until one waits) and :mod:`actionspace.plan.node` runs one
 node's call.
@@ -20,7 +26,10 @@ node's call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -40,15 +49,28 @@ from actionspace.policy.stamped import Taken, taken
 from actionspace.trace.events import CompactNode, EventRecord
 from actionspace.types import Observation
 
-__all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit"]
+__all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit", "running_plans"]
+
+_running: weakref.WeakKeyDictionary[PlanEngine, set[Scheduler]] = weakref.WeakKeyDictionary()
+"""Per engine, the plans running over it (:meth:`Scheduler.open_to_close`)."""
+_running_lock = threading.Lock()
 
 
-def _blocked(call_id: str, node: CheckedNode, blocked_by: str, reason: str) -> Observation:
-    error = ActionError.of(
-        "cancelled",
-        f"node {node.id} did not run: {reason}",
-        details={"blocked_by": blocked_by, "phase": "not_dispatched"},
-    )
+def running_plans(engine: PlanEngine) -> list[Scheduler]:
+    """The plans running in process over ``engine`` now, each until its ``plan_finished`` is recorded."""
+    with _running_lock:
+        return list(_running.get(engine, ()))
+
+
+def _blocked(
+    call_id: str, node: CheckedNode, blocked_by: str, reason: str, *, closed: bool = False
+) -> Observation:
+    """``closed``: the runtime closed before the node began; it says it was not sent, as every
+    node not begun at a close says (``details["sent"]`` False)."""
+    details: dict[str, Any] = {"blocked_by": blocked_by, "phase": "not_dispatched"}
+    if closed:
+        details["sent"] = False
+    error = ActionError.of("cancelled", f"node {node.id} did not run: {reason}", details=details)
     return Observation.failure(
         error, call_id=call_id, tool=node.specs[0].name, tool_version=node.specs[0].version
     )
@@ -238,7 +260,7 @@ class Scheduler(Driver):
                 reason = f"{root} did not succeed ({why})"
             self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
             k, node = s, nodes[s]
-            obs = _blocked(self._call_id(s), node, root, reason)
+            obs = _blocked(self._call_id(s), node, root, reason, closed=self.engine.executor.closed)
 
     def _unrun_member(self, member: str, group: str) -> None:
         """Record that ``member`` never ran: blocked with its group, or cancelled before it began."""
@@ -249,6 +271,66 @@ class Scheduler(Driver):
             self._record(
                 None, "plan_node_cancelled", {"node": member, "phase": "not_dispatched", "group": group}
             )
+
+    # ------------------------------------------------------------------ the runtime closing
+    @contextlib.contextmanager
+    def open_to_close(self) -> Iterator[None]:
+        """Registered as running (:func:`running_plans`) inside the block, on the plan's loop; then
+        :attr:`ended` is set."""
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self.ended = threading.Event()
+        self.cut_seen = threading.Event()
+        """Set once the plan's loop took the close's cut (:meth:`end_by_close`)."""
+        engine = self.engine
+        with _running_lock:
+            _running.setdefault(engine, set()).add(self)
+        try:
+            yield
+        finally:
+            with _running_lock:
+                plans = _running.get(engine)
+                if plans is not None:
+                    plans.discard(self)
+                    if not plans:
+                        del _running[engine]
+            self.ended.set()
+
+    def on_this_thread(self) -> bool:
+        """The calling thread runs the plan's loop (it cannot wait for the plan to end)."""
+        return threading.get_ident() == self._thread
+
+    def cut_writes(self) -> list[str]:
+        """From any thread: the ledger node ids of the writes running now (a group's is ``group:<id>``)."""
+        nodes = self.plan.nodes
+        return [f"group:{k}" if nodes[k].members else k for k in list(self.running) if not is_safe(nodes[k])]
+
+    def end_by_close(self) -> None:
+        """From any thread, once the runtime began to close (``Executor.closed`` set): end the plan
+        on its loop (:meth:`_cut_by_close`)."""
+        with contextlib.suppress(RuntimeError):  # its loop is closed: the plan ended with it
+            self._loop.call_soon_threadsafe(self._cut_by_close)
+
+    def _cut_by_close(self) -> None:
+        """Cancel every running node's call and settle every queued node as not sent (successors
+        blocked); nodes released later find ``Executor.closed`` set and are not sent either."""
+        self.cut_seen.set()
+        if self._closed or not hasattr(self, "_all_settled"):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in {t for t in self.running.values() if t is not None}:
+            task.cancel()
+        ready, deferred, newly = self._ready, self._deferred, self._newly_ready
+        while ready.queued or deferred or newly:
+            queued = [*ready.take_all(), *deferred, *newly]
+            deferred.clear()
+            newly.clear()
+            for k in queued:
+                if k not in self.results and k not in self.running:
+                    self._settle(k, self._not_begun(k))
+        self._check_settled()
 
     # ------------------------------------------------------------------ cancellation
     def _apply_cancel(self) -> None:
