@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 __all__ = ["bench_stores", "sweep_command", "timeouts_command"]
 
@@ -25,8 +26,6 @@ def bench_stores(
 
     Example: actionspace bench-stores --store sqlite --processes 1 --processes 4 --calls 100
     """
-    from rich.table import Table
-
     from actionspace._cli_tables import on_interrupt
     from actionspace.bench.stores import store_throughput
 
@@ -99,7 +98,6 @@ def sweep_command(
     Example: actionspace sweep --seeds 5 --point after_dispatch_durable --kind none
     """
     from rich.progress import Progress
-    from rich.table import Table
 
     from actionspace import _crash
     from actionspace._cli_tables import on_interrupt
@@ -124,18 +122,30 @@ def sweep_command(
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
     else:
-        grid = Table(title=f"crash sweep: {total} cases ({seeds} seeds per point and kind)")
-        columns = ("point", "kind", "cases", "crashed", "duplicates", "lost", "unknown_commit", "incomplete")
-        for col in columns:
-            grid.add_column(col, justify="left" if col in ("point", "kind") else "right", no_wrap=True)
-        for row in rows:
-            grid.add_row(*(str(row[c]) for c in columns))
-        Console().print(grid)
+        Console().print(_sweep_table(rows, f"crash sweep: {total} cases ({seeds} seeds per point and kind)"))
     bad = [r for r in results if not r.ok]
     for r in bad[:20]:
         typer.echo(f"FAILED {r.point}/{r.kind}/seed {r.seed}: {r}", err=True)
     if bad:
         raise typer.Exit(1)
+
+
+def _sweep_table(rows: list[dict[str, object]], title: str) -> Table:
+    """The sweep's rows whole at 80 columns: names never cut, one space between columns, the one
+    long header on two lines."""
+    from rich import box
+
+    grid = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    for column in _SWEEP_COLUMNS:
+        header = column.replace("_", "\n")
+        width = max([len(line) for line in header.splitlines()] + [len(str(row[column])) for row in rows])
+        grid.add_column(header, justify="left" if column in ("point", "kind") else "right", min_width=width)
+    for row in rows:
+        grid.add_row(*(str(row[c]) for c in _SWEEP_COLUMNS))
+    return grid
+
+
+_SWEEP_COLUMNS = ("point", "kind", "cases", "crashed", "duplicates", "lost", "unknown_commit", "incomplete")
 
 
 def _choices(option: str, given: list[str] | None, allowed: tuple[str, ...]) -> None:

@@ -58,9 +58,10 @@ RevealOpt = Annotated[
 def _runtime(store: str | None, wanted: Wanted) -> Any:
     """The runtime on ``store``, once it is known to hold ``wanted`` (:func:`_reader`); one line and
     exit 1 otherwise, as for :func:`_reader`."""
+    from actionspace._cli_read import StoreReader
     from actionspace.runtime import Runtime
 
-    _reader(store, wanted).close()
+    _opening(store, lambda url: StoreReader(url, wanted)).close()  # _reader named the store already
     on_interrupt("the decision may or may not have been recorded: look with 'show' before deciding again")
     return _opening(store, lambda url: Runtime(url, recover_on_start=False))
 
@@ -125,6 +126,8 @@ _SCAN = 100_000
 """How many entries a prefix is matched against (the newest first)."""
 _MAX_LIMIT = 1_000_000
 """The most entries a listing shows."""
+_OUTCOMES = ("committed", "failed", "not_committed")
+"""What ``ledger resolve --outcome`` takes; ``not_committed`` (the HTTP API's word) means ``failed``."""
 _LISTED = 100
 """How many approval requests ``approvals list`` shows (the newest)."""
 
@@ -222,7 +225,10 @@ def ledger_show(key: KeyArg, store: StoreOpt = None, reveal: RevealOpt = False) 
 @ledger_app.command("resolve")
 def ledger_resolve(
     key: KeyArg,
-    outcome: Annotated[str, typer.Option(help="What really happened: committed or failed.")],
+    outcome: Annotated[
+        str,
+        typer.Option(help="What really happened: committed, or failed (the HTTP API's not_committed)."),
+    ],
     by: Annotated[str, typer.Option(help="Who reconciled it.", callback=utf8_text)],
     reason: Annotated[
         str,
@@ -234,6 +240,9 @@ def ledger_resolve(
 
     Example: actionspace ledger resolve as1_3f2a --outcome committed --by ann --reason 'in the statement'
     """
+    if outcome not in _OUTCOMES:  # before the store is read: nothing to look up for a typo
+        _fail("outcome must be 'committed' or 'failed'")
+    outcome = "failed" if outcome == "not_committed" else outcome
     reader = _reader(store, "ledger")
     try:
         key = _ledger_key(reader, key)
@@ -253,7 +262,7 @@ def ledger_resolve(
 def approvals_list(
     store: StoreOpt = None,
     status: Annotated[
-        str | None, typer.Option(help="pending (default), approved, denied, consumed; 'all'.")
+        str | None, typer.Option(help="pending (default), approved, denied, expired, consumed; 'all'.")
     ] = "pending",
     json_out: JsonOpt = False,
 ) -> None:

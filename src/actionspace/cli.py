@@ -25,7 +25,27 @@ app = typer.Typer(
     "typed observations, and a trace of every decision.",
     no_args_is_help=True,
     add_completion=False,
+    epilog="Example: actionspace demo, then actionspace trace list (and actionspace COMMAND --help)",
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from actionspace._version import package_version
+
+        typer.echo(f"actionspace {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """A runtime between an LLM and the tools it calls: checked proposals, exactly-once effects,
+    typed observations, and a trace of every decision."""
 
 
 _mounted = False
@@ -40,12 +60,15 @@ def _mount() -> None:
     from actionspace.trace.cli import trace_app
 
     app.add_typer(
-        trace_app, name="trace", help="Read traces: list runs, show a run's timeline, export JSONL."
+        trace_app,
+        name="trace",
+        help="Read traces: list runs, show a run's timeline, export JSONL.",
+        epilog="Example: actionspace trace list, then actionspace trace show RUN_ID",
     )
     from actionspace._cli_ledger import approvals_app, ledger_app
 
-    app.add_typer(ledger_app, name="ledger")
-    app.add_typer(approvals_app, name="approvals")
+    app.add_typer(ledger_app, name="ledger", epilog="Example: actionspace ledger list --state unknown_commit")
+    app.add_typer(approvals_app, name="approvals", epilog="Example: actionspace approvals list --status all")
     from actionspace.evaluation.monitor_cli import monitor_command
 
     app.command(
@@ -55,7 +78,7 @@ def _mount() -> None:
     )(monitor_command)
     from actionspace._cli_plan import plan_app
 
-    app.add_typer(plan_app, name="plan")
+    app.add_typer(plan_app, name="plan", epilog="Example: actionspace plan check plan.json")
     from actionspace.service.cli import serve_command
 
     app.command(
@@ -210,6 +233,7 @@ def _verdict_word(outcome: ScenarioOutcome) -> str:
 
 eval_app = typer.Typer(
     help="Evaluate policies and tool interfaces: suites (BFCL, the demo, your own), layer by layer.",
+    epilog="Example: actionspace eval suite demo --policy replay:ground-truth",
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -309,7 +333,7 @@ def eval_bfcl(
     from actionspace.evaluation.bfcl import format_bfcl_report, run_bfcl_checks
 
     if stage not in ("runtime", "validator"):
-        raise typer.BadParameter("stage must be 'runtime' or 'validator'")
+        raise typer.BadParameter(f"{stage!r} is not one of runtime, validator", param_hint="--stage")
     if out is not None:
         raise typer.BadParameter("writes the report of a policy: give --policy too", param_hint="--out")
     try:

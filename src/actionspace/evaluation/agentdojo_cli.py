@@ -67,7 +67,7 @@ def _choose(option: str, given: Iterable[str], allowed: tuple[str, ...]) -> None
 
 
 PINNED_AGENTDOJO = "agentdojo==0.1.35"
-"""The release the tool labels and the default task set were written against (the dev extra)."""
+"""The release the tool labels and the default task set were written against (the eval extra)."""
 
 
 def check_version(version: str, suites: Iterable[str] = SUITES) -> None:
@@ -157,7 +157,7 @@ def eval_agentdojo_command(
     try:
         import agentdojo  # noqa: F401
     except ImportError:
-        fail("agentdojo is not installed: pip install 'agentdojo==0.1.35' (dev extra)")
+        fail("agentdojo is not installed: pip install 'actionspace[eval]' (the eval extra)")
     try:
         check_version(benchmark_version, suite or SUITES)
     except ConfigurationError as exc:
