@@ -5,7 +5,8 @@ seeded for the task's day, and the demo's own runtime (``memory://`` trace store
 demo principal. The policy sees the chat so far and proposes; an empty proposal means it answered
 the user, which ends the task. Otherwise its raw output is parsed and executed with
 ``Runtime.call_all``; the chat grows with the assistant message and one ``tool`` message per call
-whose content is the observation dict as JSON. At most ``max_steps`` steps are played.
+whose content is the observation dict as JSON. At most ``max_steps`` steps are played; the play
+ends early when the runtime closed before sending a call.
 
 Judging, one :class:`~actionspace.evaluation.outcomes.StepOutcome` per step:
 
@@ -15,7 +16,9 @@ Judging, one :class:`~actionspace.evaluation.outcomes.StepOutcome` per step:
   calls must be offered tools); a step of lookups only passes both when every tool it calls is
   offered. In a negative task (``no_call``) any call fails ``select``.
 * ``exec``: every observation of the step is ok (judged once ``select`` and ``args`` passed);
-  ``error_category`` is the first error's category and ``recovered`` marks a step, right after a
+  ``error_category`` is the category of the error that decides the step
+  (:func:`~actionspace.evaluation.outcomes.deciding_error`: its first execution failure, else its
+  first wait, refusal or unknown commit) and ``recovered`` marks a step, right after a
   step with an error that asks the model to act (a failure or a refusal, not a wait for approval
   nor an unknown commit), whose calls all succeeded and passed ``select`` and ``args``.
 * ``task``: the task's registered predicate on the final calendar; in a negative task
@@ -36,7 +39,13 @@ from actionspace.demo.scenario import PRINCIPAL, build_runtime, seed_calendar
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
+from actionspace.evaluation.outcomes import (
+    StepOutcome,
+    TaskOutcome,
+    deciding_error,
+    never_sent,
+    tool_versions,
+)
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
 from actionspace.evaluation.suite import Task, get_predicate
 from actionspace.parse import parse
@@ -104,6 +113,8 @@ def evaluate_demo(suite_name: str, task: Task, policy: Policy, *, max_steps: int
                     chosen.extend(pairs)
                     chat.extend(reply)
                     writes.extend(o.tool for o in observations if o.ok and _writes(rt, o.tool))
+                    if not step.sent:
+                        break  # the runtime closed before sending a call: nothing more can be sent
                 else:
                     details["max_steps_reached"] = True
             finally:
@@ -197,7 +208,7 @@ def _play_step(
     else:
         select_ok = args_ok = all(c["name"] in offered for c in calls)
     observations = rt.call_all(proposal.raw, run_id=run_id) if calls else []
-    failed = next((o.error for o in observations if o.error is not None), None)
+    failed = deciding_error(observations)
     fields: dict[str, Any] = {**base, "calls": tuple(calls), "parse_ok": True, "select_ok": select_ok}
     if select_ok:
         fields["args_ok"] = args_ok
@@ -205,6 +216,7 @@ def _play_step(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
+        fields["sent"] = not never_sent(failed)
     fields["recovered"] = after_error and bool(calls) and failed is None and select_ok and args_ok
     return (
         StepOutcome(**fields),

@@ -10,7 +10,8 @@ between tasks but the trace store.
 **The loop.** One :class:`~actionspace.session.Session` per task (``openai_chat``) acting for a
 principal with the task's scopes. For each user turn the user's messages are given to the session
 and the policy is asked again and again (``PolicyView.user_turn`` and ``step`` say where it is)
-until it proposes no call, at most ``max_steps`` times per turn. Each proposal goes to
+until it proposes no call, at most ``max_steps`` times per turn, or until the runtime closed
+before sending a call (the play ends there). Each proposal goes to
 ``Session.handle`` (with its confidence, so a session gate can hold it); the chat grows with the
 assistant message and the session's results.
 
@@ -40,8 +41,9 @@ where an archive was asked, an archive of the wrong ticket).
 **Deviation and recovery.** ``details["first_deviation"]`` is the index of the first step that
 failed a layer (None: none did; :attr:`~actionspace.evaluation.outcomes.StepOutcome.failed`): a
 call waiting for approval, one refused by policy and an unknown commit are no deviation, as the
-metrics read them. A step is ``recovered`` only after a step whose error asks the model to act (a
-failure or a refusal, not a wait: :attr:`~actionspace.evaluation.outcomes.StepOutcome.erred`).
+metrics read them, nor is a call the runtime closed before sending it (``not_sent``). A step is
+``recovered`` only after a step whose error asks the model to act (a failure or a refusal, not a
+wait: :attr:`~actionspace.evaluation.outcomes.StepOutcome.erred`).
 ``details["recovery"]`` gives what the run spent from the first deviation: proposals beyond the
 reference's (one per turn with expected calls, plus one answer per turn), tokens and seconds, and
 whether the task still passed. ``details["tools"]`` holds
@@ -60,7 +62,13 @@ from typing import Any, Final
 from actionspace._canonical import canonical_text
 from actionspace.errors import ActionspaceError
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, deciding_error, tool_versions
+from actionspace.evaluation.outcomes import (
+    StepOutcome,
+    TaskOutcome,
+    deciding_error,
+    never_sent,
+    tool_versions,
+)
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal
 from actionspace.evaluation.suite import Task, get_predicate
 from actionspace.parse import ParseResult, parse
@@ -217,6 +225,8 @@ def _play_turns(play: _Play, session: Session, policy: Policy, max_steps: int) -
                     chat.append({"role": "assistant", "content": parsed.content})
                 break
             chat.extend(_step(play, session, turn, view, proposal, parsed))
+            if not play.steps[-1].sent:
+                return hit_cap  # the runtime closed before sending it: nothing more can be sent
         else:
             hit_cap = True
     return hit_cap
@@ -282,6 +292,7 @@ def _step(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
+        fields["sent"] = not never_sent(failed)
     after_error = bool(play.steps) and play.steps[-1].erred
     fields["recovered"] = after_error and failed is None and select_ok and args_ok
     if session.gate is not None:

@@ -29,7 +29,13 @@ from actionspace.evaluation._bfcl_mt_backends import instantiate, load_docs, pub
 from actionspace.evaluation._policy_view import chat_reply
 from actionspace.evaluation.bfcl_multiturn import MultiTurnEntry, _Reference
 from actionspace.evaluation.judge import judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
+from actionspace.evaluation.outcomes import (
+    StepOutcome,
+    TaskOutcome,
+    deciding_error,
+    never_sent,
+    tool_versions,
+)
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, openai_tools
 from actionspace.evaluation.suite import ExpectedCall, Task
 from actionspace.parse import parse
@@ -233,7 +239,7 @@ def _play_turn(
     ids = [c.id or f"call_{turn}_{i}" for i, c in enumerate(parsed.calls)]
     verdict = judge_turn(calls, expected)
     observations = rt.call_all(proposal.raw, run_id=run_id) if calls else []
-    failed = next((o.error for o in observations if o.error is not None), None)
+    failed = deciding_error(observations)
     fields = {**base, "calls": tuple(calls), "parse_ok": True, "select_ok": verdict.select_ok}
     if verdict.select_ok:
         fields["args_ok"] = verdict.args_ok
@@ -241,6 +247,7 @@ def _play_turn(
         fields["exec_ok"] = failed is None
     if failed is not None:
         fields["error_category"] = failed.category
+        fields["sent"] = not never_sent(failed)
     reply = chat_reply(parsed.content, calls, ids, observations)
     return StepOutcome(**fields), verdict.pairs, reply
 

@@ -6,10 +6,11 @@ For each layer (``parse`` → ``select`` → ``args`` → ``exec`` → ``task``)
 - *conditional*: of the tasks that passed every earlier layer (those that reached this one), the
   share that passed this one too.
 
-A task whose execution is undecided (a call waiting for approval or an unknown commit:
-:data:`~actionspace.evaluation.outcomes.EXEC_UNDECIDED`) reached ``exec`` but is neither a success
-nor a failure there: it is left out of both rates of ``exec`` and ``task`` and counted in
-``exec_outcomes``. A call the policy refused passes ``exec``; ``task`` judges what it left undone.
+A task whose execution is undecided (a call waiting for approval, an unknown commit, or a call the
+runtime closed before sending it: :data:`~actionspace.evaluation.outcomes.EXEC_UNDECIDED`) reached
+``exec`` but is neither a success nor a failure there: it is left out of both rates of ``exec`` and
+``task`` and counted in ``exec_outcomes``. A call the policy refused passes ``exec``; ``task``
+judges what it left undone.
 
 Each rate carries a Wilson score 95 % interval; ablation deltas carry Newcombe's hybrid score
 interval for a difference of two proportions. The headline figures use the ``baseline`` outcomes
@@ -127,9 +128,10 @@ def layer_rates(outcomes: Sequence[TaskOutcome]) -> dict[str, dict[str, Any]]:
 
 
 def exec_outcomes(outcomes: Sequence[TaskOutcome]) -> dict[str, int]:
-    """Tasks left out of the ``exec`` and ``task`` rates, by undecided state."""
+    """Tasks left out of the ``exec`` and ``task`` rates, by undecided state: ``pending`` and
+    ``unknown_commit`` always, ``not_sent`` (the runtime closed before the call was sent) when any."""
     counts = Counter(o.exec_state for o in outcomes if _undecided(o))
-    return {state: counts[state] for state in EXEC_UNDECIDED}
+    return {state: counts[state] for state in EXEC_UNDECIDED if state != "not_sent" or counts[state]}
 
 
 def _expected_tools(outcome: TaskOutcome) -> list[str]:

@@ -12,8 +12,10 @@ error) → ``task`` (the final state / answer is what the task expects).
 no execution failure: one the policy refused (a denied approval, a missing scope, information flow,
 budget) is ``refused`` and passes ``exec`` (the runtime did what it must; whether the task got done
 is then for ``task`` to say); one waiting for approval is ``pending`` and one whose commit nobody
-can establish is ``unknown_commit``, both undecided (:data:`EXEC_UNDECIDED`). A later step that
-runs without error settles a wait (an approval granted, then the call run, is a success).
+can establish is ``unknown_commit``, both undecided (:data:`EXEC_UNDECIDED`); so is one the runtime
+closed before it was sent (``cancelled``, ``details["sent"]`` False: ``not_sent``), since nothing
+ran. A later step that runs without error settles a wait (an approval granted, then the call run,
+is a success).
 
 Records are plain frozen dataclasses with ``to_dict`` / ``from_dict`` so they can be written to
 ``outcomes.jsonl`` and read back by the report and monitoring code.
@@ -41,6 +43,7 @@ __all__ = [
     "StepOutcome",
     "TaskOutcome",
     "deciding_error",
+    "never_sent",
     "tool_versions",
 ]
 
@@ -54,11 +57,11 @@ CATEGORIES: tuple[Category, ...] = ("normal", "no_tool", "info_missing", "permis
 ``permission_missing``: the principal may not do it; not calling (or a denied call) is right.
 ``near_name``: a tool with a confusable name is offered next to the right one."""
 
-ExecState = Literal["ok", "failed", "pending", "refused", "unknown_commit"]
-EXEC_UNDECIDED: tuple[ExecState, ...] = ("pending", "unknown_commit")
+ExecState = Literal["ok", "failed", "pending", "refused", "unknown_commit", "not_sent"]
+EXEC_UNDECIDED: tuple[ExecState, ...] = ("pending", "unknown_commit", "not_sent")
 """Exec states that are neither a success nor an execution failure: left out of the exec and task
 rates and counted beside them. (``refused`` is decided: it passes ``exec``, and ``task`` judges
-what the refusal left undone.)"""
+what the refusal left undone.) ``not_sent``: the runtime closed before the call began."""
 _UNDECIDED_BY_CATEGORY: Mapping[str, ExecState] = {
     "needs_approval": "pending",
     "permission_denied": "refused",
@@ -74,11 +77,21 @@ UNDECIDED_CATEGORIES: frozenset[str] = frozenset(
 counts such calls apart from failures, as the metrics leave them out of the ``exec`` rate."""
 
 
+def never_sent(error: ActionError) -> bool:
+    """A call the runtime closed before it began: ``cancelled`` with ``details["sent"]`` False (or a
+    plan node removed before dispatch, ``details["phase"] == "not_dispatched"``). Nothing ran."""
+    details = error.details
+    return error.category == "cancelled" and (
+        details.get("sent") is False or details.get("phase") == "not_dispatched"
+    )
+
+
 def deciding_error(observations: Iterable[Observation]) -> ActionError | None:
     """The error a step of several calls is judged by: the first execution failure, else the first
-    undecided error (a wait for approval, a refusal, an unknown commit); None when every call is ok."""
+    undecided error (a wait for approval, a refusal, an unknown commit, a call never sent); None
+    when every call is ok."""
     errors = [o.error for o in observations if o.error is not None]
-    failures = (e for e in errors if e.category not in _UNDECIDED_BY_CATEGORY)
+    failures = (e for e in errors if e.category not in _UNDECIDED_BY_CATEGORY and not never_sent(e))
     return next(failures, errors[0] if errors else None)
 
 
@@ -109,15 +122,21 @@ class StepOutcome:
     gate: tuple[str, ...] = ()
     """Per call, what a run-time confidence gate decided (``execute``, ``ask_user``,
     ``observe_more``); empty when the run was not gated."""
+    sent: bool = True
+    """Whether the call that decides the step was sent; False for one the runtime closed before it
+    began (:func:`never_sent`): the step is then ``not_sent`` at ``exec``. Default True."""
 
     @property
     def exec_state(self) -> ExecState | None:
         """How the step fared at ``exec``; None when it was not judged there. A failed step is
-        ``pending``, ``refused`` or ``unknown_commit`` when its error category says so."""
+        ``pending``, ``refused`` or ``unknown_commit`` when its error category says so, and
+        ``not_sent`` when its deciding call was never sent (:attr:`sent`)."""
         if self.exec_ok is None:
             return None
         if self.exec_ok:
             return "ok"
+        if not self.sent:
+            return "not_sent"
         return _UNDECIDED_BY_CATEGORY.get(self.error_category or "", "failed")
 
     @property
@@ -130,9 +149,10 @@ class StepOutcome:
     @property
     def erred(self) -> bool:
         """Its error asks the model to act, so a step after it may recover: a failure, or a refusal
-        by policy (the model may take another path). A wait for approval and an unknown commit are
-        undecided, for a person or the runtime to settle: no error to recover from."""
-        if self.error_category is None:
+        by policy (the model may take another path). A wait for approval, an unknown commit and a
+        call never sent are undecided, for a person or the runtime to settle: no error to recover
+        from."""
+        if self.error_category is None or not self.sent:
             return False
         return _UNDECIDED_BY_CATEGORY.get(self.error_category) not in EXEC_UNDECIDED
 
@@ -151,6 +171,7 @@ class StepOutcome:
             "tokens": self.tokens,
             "recovered": self.recovered,
             "gate": list(self.gate),
+            **({} if self.sent else {"sent": False}),
         }
 
     @classmethod
@@ -169,6 +190,7 @@ class StepOutcome:
             tokens=data.get("tokens"),
             recovered=bool(data.get("recovered", False)),
             gate=tuple(str(g) for g in data.get("gate", ())),
+            sent=data.get("sent") is not False,
         )
 
 

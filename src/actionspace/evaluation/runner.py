@@ -32,7 +32,13 @@ from actionspace.evaluation._runner_env import Environment, EnvironmentInput, Ru
 from actionspace.evaluation._runner_multiturn import evaluate_multiturn, is_multiturn
 from actionspace.evaluation.ablations import ABLATIONS, counterfactual
 from actionspace.evaluation.judge import answer_found, ground_truth_arguments, judge_turn
-from actionspace.evaluation.outcomes import StepOutcome, TaskOutcome, tool_versions
+from actionspace.evaluation.outcomes import (
+    StepOutcome,
+    TaskOutcome,
+    deciding_error,
+    never_sent,
+    tool_versions,
+)
 from actionspace.evaluation.policies import Policy, PolicyView, Proposal, ScriptedPolicy, openai_tools
 from actionspace.evaluation.suite import Suite, Task
 from actionspace.parse import parse
@@ -296,12 +302,10 @@ def _judge(
         return StepOutcome(**step), verdict.pairs
     if not calls:
         return StepOutcome(**step, exec_ok=True), verdict.pairs
-    observations = rt.call_all(proposal.raw, run_id=run_id)
-    failed = next((o for o in observations if o.error is not None), None)
+    failed = deciding_error(rt.call_all(proposal.raw, run_id=run_id))
     step["exec_ok"] = failed is None
-    step["error_category"] = (
-        failed.error.category if failed is not None and failed.error is not None else None
-    )
+    step["error_category"] = failed.category if failed is not None else None
+    step["sent"] = failed is None or not never_sent(failed)
     return StepOutcome(**step), verdict.pairs
 
 
@@ -327,10 +331,11 @@ def _judge_answer(
     if not step["select_ok"]:
         return StepOutcome(**step, error_category="unknown_tool"), pairs, None
     observations = rt.call_all(proposal.raw, run_id=run_id) if calls else []
-    failed = next((o.error for o in observations if o.error is not None), None)
+    failed = deciding_error(observations)
     step["args_ok"] = failed is None or failed.category != "invalid_arguments"
     step["exec_ok"] = failed is None if step["args_ok"] else None
     step["error_category"] = failed.category if failed is not None else None
+    step["sent"] = failed is None or not never_sent(failed)
     task_ok = bool(step["exec_ok"]) and answer_found(parsed.content or "", answers)
     return StepOutcome(**step), pairs, task_ok if step["exec_ok"] else None
 

@@ -4,6 +4,8 @@
 import { isCurrent, ApiError, api, h, show, link, badge, pct, short, pretty, field } from "./core.js";
 
 // ------------------------------------------------------------------ tools and monitoring
+const UNDECIDED = "Waiting for approval or told unknown_commit: neither a failure nor a success";
+
 export async function toolsPage(view, serial) {
   const [catalog, metrics] = await Promise.all([api("/catalog"), api("/metrics")]);
   if (!isCurrent(serial)) return;
@@ -24,8 +26,8 @@ export async function toolsPage(view, serial) {
       h("ul", null, alerts.map(function (a) { return h("li", null, h("strong", null, a.tool), ": " + a.message); }))) : null,
     h("section", { class: "card" }, h("table", { class: "tools" },
       h("thead", null, h("tr", null, ["Tool", "Effect", "Risk", "Calls", "Selected", "Rejects", "Failures",
-        "Unknown commits", "Result used", "Downstream ok"].map(function (c, i) {
-        return h("th", { class: i >= 3 ? "num" : null }, c);
+        "Undecided", "Unknown commits", "Result used", "Downstream ok"].map(function (c, i) {
+        return h("th", { class: i >= 3 ? "num" : null, title: c === "Undecided" ? UNDECIDED : null }, c);
       }))),
       h("tbody", null, sorted.map(function (name) {
         const spec = byName.get(name) || {};
@@ -39,6 +41,7 @@ export async function toolsPage(view, serial) {
           h("td", { class: "num" }, share(t.selection_rate)),
           h("td", { class: "num" }, t.rejects || 0),
           h("td", { class: "num" }, t.failures || 0),
+          h("td", { class: "num", title: byCategory(t.undecided_by_category) }, t.undecided || 0),
           h("td", { class: "num" }, t.unknown_commits
             ? link("/ledger?q=" + encodeURIComponent(name), String(t.unknown_commits)) : 0),
           h("td", { class: "num" }, pct(t.utilization)),
@@ -53,10 +56,16 @@ function share(rate) {
   return h("span", null, bar, pct(rate));
 }
 
-function countsTable(title, counts) {
+/** "needs_approval: 4, unknown_commit: 3" for a cell's tooltip; null when there is nothing. */
+function byCategory(counts) {
+  const keys = Object.keys(counts || {});
+  return keys.length ? keys.map(function (k) { return k + ": " + counts[k]; }).join(", ") : null;
+}
+
+function countsTable(title, counts, name) {
   const keys = Object.keys(counts || {});
   if (!keys.length) return null;
-  return h("div", null, h("h3", null, title), h("table", null, h("tbody", null, keys.map(function (k) {
+  return h("div", { "data-counts": name }, h("h3", null, title), h("table", null, h("tbody", null, keys.map(function (k) {
     return h("tr", null, h("td", { class: "mono" }, k), h("td", { class: "num" }, counts[k]));
   }))));
 }
@@ -91,13 +100,15 @@ export async function toolPage(view, serial, name) {
       t === null ? h("p", { class: "empty" }, "No calls of this tool in the trace yet.") : h("div", null,
         h("div", { class: "summary" },
           field("calls", t.calls), field("selected", pct(t.selection_rate)), field("rejects", t.rejects),
-          field("failures", t.failures), field("unknown commits", t.unknown_commits),
+          field("failures", t.failures), field("undecided", t.undecided || 0),
+          field("unknown commits", t.unknown_commits),
           field("ok results", t.ok_results), field("result used", pct(t.utilization)),
           field("downstream ok", pct(t.downstream_success))),
         h("div", { class: "grid-2" },
-          countsTable("Rejects by category", t.rejects_by_category),
-          countsTable("Rejects by field", t.rejects_by_field),
-          countsTable("Failures by category", t.failures_by_category)))),
+          countsTable("Rejects by category", t.rejects_by_category, "rejects_by_category"),
+          countsTable("Rejects by field", t.rejects_by_field, "rejects_by_field"),
+          countsTable("Failures by category", t.failures_by_category, "failures_by_category"),
+          countsTable("Undecided by category", t.undecided_by_category, "undecided_by_category")))),
     alerts.length ? h("section", { class: "card alert" }, h("h2", null, "Alerts"),
       h("ul", null, alerts.map(function (a) { return h("li", null, a.message); }))) : null);
 }
