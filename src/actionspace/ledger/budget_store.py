@@ -35,9 +35,9 @@ from actionspace.errors import ActionError
 from actionspace.ledger import budget_owners as owners
 from actionspace.ledger._budget_forks import follow_forks
 from actionspace.ledger._budget_reclaim import reclaim_gone, values
+from actionspace.ledger._budget_rows import insert_row, lower_row, take_row
 from actionspace.ledger.budget_owners import LEASE_S, OWNER_TABLES, PG_OWNER_TABLES
 from actionspace.policy.budget import (
-    UNITS,
     ZERO,
     Budgets,
     Meter,
@@ -47,6 +47,8 @@ from actionspace.policy.budget import (
     _drawn,
     _held_if_sent,
     _holding,
+    _refill,
+    _refilled,
     _take,
     _usage,
     _vector,
@@ -92,6 +94,10 @@ def _principal_key(principal: tuple[str, str | None]) -> str:
         return f"principal::{pid}"
     escaped = tenant.replace("%", "%25").replace(":", "%3A") if tenant else "%"
     return f"principal:{escaped}:{pid}"
+
+
+def _negated(usage: Usage) -> Vector:
+    return (-usage.calls, -usage.items, -usage.bytes, -usage.money)
 
 
 def _minus(a: Vector, b: Vector | list[float]) -> Vector:
@@ -248,11 +254,20 @@ class _StoredMeter(Meter):
                 for scope in keys:
                     self._add(conn, scope, extra)
             if token is not None:
-                self._record(conn, token, keys, key, need, sent)
+                self._register(conn)
+                insert_row(conn, self._placeholder, token, self._owner, keys, key, need, sent)
             if hold is not None and hold.token is not None:  # what it drew is now this call's
-                self._uncount(conn, hold.token, (drawn[0], drawn[1], drawn[2], drawn[3]), held_sent)
+                lower_row(conn, self._placeholder, hold.token, drawn, held_sent)
             return Reservation(
-                run, shared, amount, remaining, keys=keys, scope=(run_id, principal), token=token
+                run,
+                shared,
+                amount,
+                remaining,
+                keys=keys,
+                scope=(run_id, principal),
+                token=token,
+                drawn=None if hold is None else _usage(drawn),
+                drawn_from=hold,
             )
 
         reserved = self._transact(reserve)
@@ -261,41 +276,6 @@ class _StoredMeter(Meter):
             if self._renew_due and token is not None:
                 self._start_renewal()
         return reserved
-
-    def _record(
-        self, conn: Any, token: str, keys: tuple[str, str], key: str | None, need: Vector, sent: Vector
-    ) -> None:
-        self._register(conn)
-        p = ", ".join([self._placeholder] * 13)
-        conn.execute(
-            "INSERT INTO budget_reservations (token, owner, run_scope, principal_scope, ledger_key,"
-            " calls, items, bytes, money, sent_calls, sent_items, sent_bytes, sent_money)"
-            f" VALUES ({p})",
-            (token, self._owner, *keys, key, *need, *sent),
-        )
-
-    def _uncount(self, conn: Any, token: str, drawn: Vector, if_sent: list[float] | None) -> None:
-        """Lower hold ``token``'s row by ``drawn``; its charge if sent becomes ``if_sent`` if given."""
-        p = self._placeholder
-        sent = "".join(f", sent_{unit} = {p}" for unit in UNITS) if if_sent is not None else ""
-        conn.execute(
-            f"UPDATE budget_reservations SET calls = calls - {p}, items = items - {p},"
-            f" bytes = bytes - {p}, money = money - {p}{sent} WHERE token = {p}",
-            (*drawn, *(if_sent or ()), token),
-        )
-
-    def _counted(self, conn: Any, token: str) -> Vector:
-        """What the usage rows hold for reservation ``token``, its row deleted; none when it is
-        gone (reclaimed long ago: then all of the actual usage is charged, erring on spent)."""
-        p = self._placeholder
-        row = conn.execute(
-            f"SELECT calls, items, bytes, money FROM budget_reservations WHERE token = {p}", (token,)
-        ).fetchone()
-        if row is None:
-            return (0, 0, 0, 0.0)
-        conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
-        calls, items, nbytes, money = (float(v) for v in values(row))
-        return (calls, items, nbytes, money)
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         if reservation.keys is None:
@@ -309,7 +289,7 @@ class _StoredMeter(Meter):
         """Replace ``reservation`` (kept in the store) by ``actual`` in the usage rows."""
         assert reservation.keys is not None
         token = reservation.token
-        counted = _vector(reservation.amount) if token is None else self._counted(conn, token)
+        counted = _vector(reservation.amount) if token is None else take_row(conn, self._placeholder, token)
         delta = _minus(_vector(actual), counted)
         if any(delta):
             for scope in reservation.keys:
@@ -321,23 +301,29 @@ class _StoredMeter(Meter):
         *,
         hold: Reservation | None = None,
         if_sent: Usage | None = None,
+        refill: bool = False,
     ) -> None:
-        stored = []
+        stored, back = [], ZERO
         for reservation, actual in settled:
+            drew = _refilled(reservation, hold) if refill else None
             if reservation.keys is None:
-                super().settle(reservation, actual)
-            else:
+                super().settle_all([(reservation, actual)], hold=hold, refill=refill)
+            elif drew is None:
                 stored.append((reservation, actual))
-        sent = None if hold is None or if_sent is None else _capped(if_sent, hold)
+            else:  # it counts what it drew again, under the hold
+                stored.append((reservation, actual + drew))
+                back += drew
+        sent = None if hold is None or if_sent is None else _capped(if_sent, hold, back)
 
         def work(conn: Any) -> None:
             for reservation, actual in stored:
                 self._settled(conn, reservation, actual)
-            if sent is not None and hold is not None and hold.token is not None:
-                self._uncount(conn, hold.token, (0, 0, 0, 0.0), sent)
+            if hold is not None and hold.token is not None and (sent is not None or back != ZERO):
+                lower_row(conn, self._placeholder, hold.token, _negated(back), sent)
 
         if stored or (hold is not None and hold.token is not None and sent is not None):
             self._transact(work)
+        _refill(hold, back, [r for r, _a in stored])
         if hold is not None and sent is not None:
             hold.if_sent = _usage(sent)
 

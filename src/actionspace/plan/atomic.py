@@ -234,8 +234,10 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
 
     run: GroupRun = unit.group
     if attempt.undone:  # sent again after a rollback: the hold is charged again should it die
+        unarmed = rearm_hold(_meter(sched), attempt.hold, attempt.if_sent)
+        if unarmed is not None:  # never sent without its hold
+            return _not_rearmed(sched, unit, unarmed)
         attempt.undone = False
-        rearm_hold(_meter(sched), attempt.hold, attempt.if_sent)
     attempt.done.clear()
     attempt.rolled_back = attempt.rollback_error = attempt.running = None
     attempt.cut = attempt.blocking = False
@@ -275,6 +277,21 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
         return Failed(ActionError.of("unknown_commit", why), 1)
     _settle_budgets(sched, unit, attempt, kept=True)
     return Succeeded({m: o.to_dict() for m, o in attempt.done.items()}, 1)
+
+
+def _not_rearmed(sched: Scheduler, unit: CheckedNode, why: str) -> Outcome:
+    """The group's end when its hold could not be charged again for a new send: ``transient``,
+    nothing sent (asking again is safe), the trace told why on the group's call."""
+    from actionspace.execution.executor import Failed
+
+    event = {"group": unit.id, "recorded": False, "budget_unsettled": why, "sent": False}
+    sched._record(f"{sched.run_state.run_id}:{unit.id}", "metered", event)
+    message = (
+        f"group {unit.id} was not sent again: the budget store did not take its hold's charge "
+        f"should the process die ({why}); nothing was sent"
+    )
+    details = {"sent": False, "group": unit.id, "budget_unsettled": why}
+    return Failed(ActionError.of("transient", message, details=details), 1)
 
 
 def _settle_budgets(sched: Scheduler, unit: CheckedNode, attempt: GroupAttempt, *, kept: bool) -> None:

@@ -25,7 +25,10 @@ stays charged what its members would have been charged (without the observation 
 Each member's reservation is settled with its group (:func:`settle_members`), never by the member's
 own call: to what the member used when the group committed (or may have), to nothing when the
 group rolled back (:func:`undo_members`, which also charges the hold nothing should the process die
-before releasing it), so a group that never became visible costs nothing.
+before releasing it), so a group that never became visible costs nothing. Each member's reservation
+records what it drew on the hold, and an undo gives that back to the hold, not to the budgets: a
+group sent again (its commit unknown, then found not committed) is covered by its hold alone, and
+:func:`rearm_hold` charges it, should the process die, what the whole group is charged once sent.
 """
 
 from __future__ import annotations
@@ -244,7 +247,9 @@ def undo_members(
     """Release the reservations of a group that rolled back (or never began) and charge its hold
     nothing should its process die now, in one write of the meter's store: the group never became
     visible, so a process killed before the hold is released is charged nothing for it (its
-    members that ran, were undone, or never ran alike). Returns what :func:`settle_members` does.
+    members that ran, were undone, or never ran alike). What a member drew on the hold goes back
+    to the hold, not to the budgets, so the hold alone covers the group should it be sent again
+    (no call running meanwhile can take that room). Returns what :func:`settle_members` does.
     Before the group is sent again, :func:`rearm_hold` restores what the hold is charged if sent."""
     settled = [
         (member, admission.reservation)
@@ -256,7 +261,8 @@ def undo_members(
     if meter is None or (not settled and hold is None):
         return []
     try:
-        meter.settle_all([(reservation, ZERO) for _m, reservation in settled], hold=hold, if_sent=ZERO)
+        zeroed = [(reservation, ZERO) for _m, reservation in settled]
+        meter.settle_all(zeroed, hold=hold, if_sent=ZERO, refill=True)
     except Exception as exc:  # the rollback stands; what was reserved stays counted
         why = f"{type(exc).__name__}: {said_safely(exc, 200)}"
         return [(member, ZERO, why) for member, _r in settled]
@@ -265,8 +271,9 @@ def undo_members(
 
 def rearm_hold(meter: Meter | None, hold: Reservation | None, if_sent: Usage | None) -> str | None:
     """Set what ``hold`` is charged, should its process die once the group was sent, back to
-    ``if_sent`` (:func:`group_if_sent`; never more than the hold still counts) before the group is
-    sent again after :func:`undo_members`; why the meter's store did not take it, or None."""
+    ``if_sent`` (:func:`group_if_sent`; never more than the hold counts, which is its whole
+    reservation again after :func:`undo_members`) before the group is sent again; why the meter's
+    store did not take it, or None. A group whose hold was not rearmed must not be sent."""
     if meter is None or hold is None or if_sent is None:
         return None
     try:

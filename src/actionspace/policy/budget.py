@@ -20,13 +20,14 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from actionspace._fast import fast_init
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import ActionError, ConfigurationError
+from actionspace.errors import ActionError
+from actionspace.policy._budget_limits import UNITS, Budget, Budgets, Unit
 from actionspace.types import ToolCall
 from actionspace.validation.items import count_items
 
@@ -42,9 +43,6 @@ __all__ = [
     "estimate_calls",
     "item_count",
 ]
-
-Unit = Literal["calls", "items", "bytes", "money"]
-UNITS: tuple[Unit, ...] = ("calls", "items", "bytes", "money")
 
 
 @fast_init
@@ -84,84 +82,6 @@ class Usage:
 
 
 ZERO = Usage()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
-    """Limits on the usage of one run or one principal; None leaves a unit unlimited."""
-
-    calls: int | None = None
-    """Dispatched calls (a batch is one call; a cache hit is none). Default unlimited."""
-    items: int | None = None
-    """Items acted on (a batch counts its items, a single call one). Default unlimited."""
-    bytes: int | None = None
-    """Observation bytes shown to the model. Default unlimited."""
-    money: float | None = None
-    """In the units of ``ToolSpec.cost``. Default unlimited."""
-    per: Literal["run", "principal"] = "run"
-    """``run``: each run has its own allowance; ``principal``: shared by all runs of a principal."""
-
-    def __post_init__(self) -> None:
-        if self.per not in ("run", "principal"):
-            raise ConfigurationError(f"Budget.per must be 'run' or 'principal', got {self.per!r}")
-        limits = self.limits()
-        if not limits:
-            raise ConfigurationError("a Budget needs at least one limit (calls, items, bytes or money)")
-        for unit, limit in limits.items():
-            if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
-                raise ConfigurationError(f"Budget.{unit} must be a number >= 0, got {limit!r}")
-
-    def limits(self) -> dict[Unit, float]:
-        """The limited units and their limits."""
-        all_: dict[Unit, float | None] = {
-            "calls": self.calls,
-            "items": self.items,
-            "bytes": self.bytes,
-            "money": self.money,
-        }
-        return {unit: limit for unit, limit in all_.items() if limit is not None}
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"per": self.per}
-        for unit, limit in self.limits().items():
-            out[unit] = limit
-        return out
-
-    def __and__(self, other: Budget | Budgets) -> Budgets:
-        return Budgets(self) & other
-
-
-class Budgets:
-    """Several budgets that all apply (built with ``&`` or from a list)."""
-
-    __slots__ = ("budgets",)
-
-    def __init__(self, *budgets: Budget) -> None:
-        for b in budgets:
-            if not isinstance(b, Budget):
-                raise ConfigurationError(f"expected a Budget, got {b!r}")
-        self.budgets: tuple[Budget, ...] = budgets
-
-    @classmethod
-    def of(cls, value: Budget | Budgets | Iterable[Budget] | None) -> Budgets:
-        """Normalize what ``Runtime(budgets=...)`` accepts."""
-        if value is None:
-            return cls()
-        if isinstance(value, Budgets):
-            return value
-        if isinstance(value, Budget):
-            return cls(value)
-        return cls(*value)
-
-    def __and__(self, other: Budget | Budgets) -> Budgets:
-        more = other.budgets if isinstance(other, Budgets) else (other,)
-        return Budgets(*self.budgets, *more)
-
-    def __iter__(self) -> Iterator[Budget]:
-        return iter(self.budgets)
-
-    def __len__(self) -> int:
-        return len(self.budgets)
 
 
 def item_count(spec: ToolSpec, arguments: Mapping[str, Any]) -> int:
@@ -243,6 +163,11 @@ class Reservation:
     if_sent: Usage | None = None
     """What it is charged should its process die once its ledger key was sent (a hold's: what the
     members that have not drawn on it yet would be charged, without observation bytes)."""
+    drawn: Usage | None = None
+    """What of ``amount`` it drew on an atomic group's hold (``drawn_from``); an undo of the group
+    gives that back to the hold (:meth:`Meter.settle_all` with ``refill``), not to the budgets."""
+    drawn_from: Reservation | None = field(default=None, compare=False, repr=False)
+    """The hold it drew ``drawn`` on."""
 
 
 _DRAWING: ContextVar[Reservation | None] = ContextVar("actionspace_budget_drawing", default=None)
@@ -289,11 +214,26 @@ def _held_if_sent(hold: Reservation, drawn: list[float], sent: tuple[float, ...]
     return [min(max(0, before[i] - sent[i]), max(0, left[i] - drawn[i])) for i in range(4)]
 
 
-def _capped(if_sent: Usage, hold: Reservation) -> list[float]:
-    """``if_sent`` per unit, never above what ``hold`` still counts (so a reclaim never charges
-    more than was reserved)."""
-    wanted, left = _vector(if_sent), _vector(hold.amount)
+def _capped(if_sent: Usage, hold: Reservation, back: Usage = ZERO) -> list[float]:
+    """``if_sent`` per unit, never above what ``hold`` still counts once ``back`` is given back to
+    it (so a reclaim never charges more than was reserved)."""
+    wanted, left = _vector(if_sent), _vector(hold.amount + back)
     return [min(wanted[i], max(0, left[i])) for i in range(4)]
+
+
+def _refilled(reservation: Reservation, hold: Reservation | None) -> Usage | None:
+    """What ``reservation`` drew on ``hold`` and gives back to it when undone; None if nothing."""
+    if hold is None or reservation.drawn_from is not hold or reservation.drawn is None:
+        return None
+    return reservation.drawn
+
+
+def _refill(hold: Reservation | None, back: Usage, undone: Iterable[Reservation]) -> None:
+    """Count ``back`` in ``hold`` again, once the reservations ``undone`` gave it back (so never twice)."""
+    for reservation in undone:
+        reservation.drawn = reservation.drawn_from = None
+    if hold is not None and back != ZERO:
+        hold.amount = hold.amount + back
 
 
 def _take(drawn: list[float], if_sent: list[float] | None = None) -> None:
@@ -392,8 +332,17 @@ class Meter:
             for i in range(4):
                 run[i] += extra[i]
                 shared[i] += extra[i]
+            hold = _holding(run_id, principal) if any(drawn) else None
             _take(drawn)
-            return Reservation(run, shared, amount, remaining, scope=(run_id, principal))
+            return Reservation(
+                run,
+                shared,
+                amount,
+                remaining,
+                scope=(run_id, principal),
+                drawn=None if hold is None else _usage(drawn),
+                drawn_from=hold,
+            )
 
     def _check(
         self, run: list[float], shared: list[float], amount: Usage, need: list[float] | None = None
@@ -424,13 +373,22 @@ class Meter:
         *,
         hold: Reservation | None = None,
         if_sent: Usage | None = None,
+        refill: bool = False,
     ) -> None:
         """:meth:`settle` each ``(reservation, actual)`` and, with ``hold`` and ``if_sent``, set what
         ``hold`` is charged should its process die once its ledger key was sent (never more than it
-        still holds). A meter kept in a store writes all of it in one transaction, so a process
-        killed meanwhile leaves all of it or none; raises when the store does not take it."""
+        still holds). ``refill``: a reservation drawn on ``hold`` gives what it drew back to
+        ``hold``, not to the budgets (an atomic group's undone member: the hold covers it when the
+        group is sent again). A meter kept in a store writes all of it in one transaction, so a
+        process killed meanwhile leaves all of it or none; raises when the store does not take it."""
+        back, undone = ZERO, list[Reservation]()
         for reservation, actual in settled:
-            self.settle(reservation, actual)
+            drew = _refilled(reservation, hold) if refill else None
+            self.settle(reservation, actual if drew is None else actual + drew)
+            if drew is not None:
+                back = back + drew
+                undone.append(reservation)
+        _refill(hold, back, undone)
         if hold is not None and if_sent is not None:
             hold.if_sent = _usage(_capped(if_sent, hold))
 
