@@ -41,6 +41,7 @@ __all__ = [
     "JSONRPC_CODES",
     "LOCAL_FAILURES",
     "MALFORMED_ANSWER",
+    "REDIRECT_REFUSED",
     "RESOURCE_NOT_FOUND",
     "RESULT_TOO_LARGE",
     "ServerUnavailable",
@@ -60,6 +61,9 @@ larger than the bound and was dropped unread. A server sending it gains nothing:
 MALFORMED_ANSWER: Final = -32091
 """Raised by the client's own HTTP transport (``_mcp_http``): the server answered with something
 that is not a JSON-RPC answer to the request (invalid UTF-8 or JSON, another request's id)."""
+REDIRECT_REFUSED: Final = -32092
+"""Raised by the client's own HTTP transport (``_mcp_http``): the server answered with a redirect (or
+another 3xx) that is not followed, so the request was answered before it was processed."""
 
 
 class ServerUnavailable(Exception):
@@ -86,6 +90,8 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
     # The server answered, but too much to take: a write it answered may have committed.
     RESULT_TOO_LARGE: ("result_too_large", "permanent", "unknown_commit"),
     MALFORMED_ANSWER: ("malformed_answer", "permanent", "unknown_commit"),
+    # A 3xx answer is given instead of processing the request: a write cannot have committed.
+    REDIRECT_REFUSED: ("redirect_refused", "permanent", "permanent"),
 }
 
 # exception type → (name, category without side effects, category with side effects)

@@ -19,6 +19,11 @@ and a connection cut mid-answer ends the whole session. Here:
   the library would pass on as if it were plain) or whose compressed stream is broken or cut short
   ends its request with ``MALFORMED_ANSWER``;
 * a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session;
+* a redirect's own body is never read (the SDK reads it whole); a request follows at most
+  :data:`MAX_REDIRECTS` redirects, each within the endpoint's origin and keeping its method; any other
+  3xx answer (a loop, another origin, a scheme that is not HTTP, a Location that is no URL, no
+  Location, a POST turned into a GET) ends its request with ``REDIRECT_REFUSED`` (the SDK would take
+  the JSON body of some as the answer);
 * a cancelled request's response stream is closed at every protocol revision, and no request's
   response is read for longer than ``answer_timeout_s`` (``REQUEST_TIMEOUT``), except the
   ``subscriptions/listen`` stream, which is meant to stay open.
@@ -53,7 +58,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, RESULT_TOO_LARGE
+from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
+from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 
 __all__ = ["ACCEPTED_CODINGS", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
 
@@ -201,8 +207,11 @@ def take_codings(response: httpx2.Response) -> None:
 
 
 class _BoundedTransport(StreamableHTTPTransport):
-    def __init__(self, url: str, *, max_bytes: int, answer_timeout_s: float) -> None:
+    def __init__(
+        self, url: str, *, client: httpx2.AsyncClient, max_bytes: int, answer_timeout_s: float
+    ) -> None:
         super().__init__(url, max_sse_event_size=max_bytes)
+        self._client = client
         self._max_bytes = max_bytes
         self._answer_timeout_s = answer_timeout_s
         self._sse_bodies: dict[RequestId, _Inflating] = {}
@@ -213,18 +222,21 @@ class _BoundedTransport(StreamableHTTPTransport):
 
     async def _handle_post_request(self, ctx: RequestContext) -> None:
         message = ctx.session_message.message
-        if not isinstance(message, JSONRPCRequest) or message.method in _LONG_LIVED:
+        if not isinstance(message, JSONRPCRequest):
             await super()._handle_post_request(ctx)
             return
-        with anyio.move_on_after(self._answer_timeout_s) as scope:
+        long_lived = message.method in _LONG_LIVED
+        deadline = None if long_lived else self._answer_timeout_s
+        with counting_redirects(), anyio.move_on_after(deadline) as scope:
             try:
                 await super()._handle_post_request(ctx)
+            except RedirectRefused as exc:
+                await self._redirect_refused(ctx.read_stream_writer, message.id, str(exc))
             except httpx2.RequestError as exc:  # the SDK would let it end the whole session
-                if isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+                if long_lived or isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
                     raise  # nothing reached the server, which is gone: the session ends, as before
                 said = f"the connection failed: {type(exc).__name__}"
                 await self._resolve_abandoned_request(ctx.read_stream_writer, message.id, said)
-                return
         if scope.cancelled_caught:
             said = f"no answer within {self._answer_timeout_s:g}s"
             await self._resolve_abandoned_request(
@@ -328,7 +340,11 @@ class _BoundedTransport(StreamableHTTPTransport):
     async def bound_answer(self, response: httpx2.Response) -> None:
         """An HTTP response hook: the body's content codings are undone here (:func:`take_codings`),
         and the JSON body of an error status, which the SDK reads whole, is read here within the
-        bound; one over it, or undecodable, is dropped (the SDK then answers from the status alone)."""
+        bound; one over it, or undecodable, is dropped (the SDK then answers from the status alone).
+        A 3xx answer is left to :func:`_mcp_redirects.redirected`: its body is never read."""
+        if 300 <= response.status_code < 400:
+            redirected(self._client, response)
+            return
         take_codings(response)
         if response.status_code < 400 or not _is_json(response):
             return
@@ -376,6 +392,10 @@ class _BoundedTransport(StreamableHTTPTransport):
         error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_bytes": self._max_bytes})
         await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
+    async def _redirect_refused(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
+        error = ErrorData(code=REDIRECT_REFUSED, message=said[:500])
+        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
     async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
         error = ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}"[:500])
         await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
@@ -403,8 +423,12 @@ async def bounded_http_client(
     max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[TransportStreams]:
     """The SDK's ``streamable_http_client`` over :class:`_BoundedTransport`; ``http_client`` is the
-    caller's to close. ``answer_timeout_s``: longest a request's response is read, in seconds."""
-    transport = _BoundedTransport(url, max_bytes=max_bytes, answer_timeout_s=answer_timeout_s)
+    caller's to close (its ``max_redirects`` is cut to :data:`MAX_REDIRECTS`). ``answer_timeout_s``:
+    longest a request's response is read, in seconds."""
+    transport = _BoundedTransport(
+        url, client=http_client, max_bytes=max_bytes, answer_timeout_s=answer_timeout_s
+    )
+    http_client.max_redirects = min(http_client.max_redirects, MAX_REDIRECTS)
     hooks = http_client.event_hooks
     http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), transport.bound_answer]}
     read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)

@@ -159,6 +159,9 @@ class HttpServer(_ServerSettings):
     """An MCP server reached over streamable HTTP."""
 
     url: str
+    """The MCP endpoint. A redirect is followed only within its origin, at most 5 in a row; any other
+    is the call's ``permanent`` error (``_mcp_redirects``): a server that moved elsewhere is given its
+    new URL here."""
     _: KW_ONLY
     headers: Mapping[str, str] | None = None
     """Sent with every request (e.g. ``Authorization``). Default none."""

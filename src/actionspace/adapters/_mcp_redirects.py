@@ -1,0 +1,105 @@
+"""Redirects answered to the MCP client's HTTP requests: which one a request follows, and why no
+redirect's body is ever read.
+
+The SDK follows a redirect within the endpoint's origin (up to the HTTP client's ``max_redirects``)
+and reads the redirect's own body whole first, however large, inflated or stalled; and it takes the
+JSON body of a 3xx it cannot follow (no Location, a Location that is no URL, a status that is no
+redirect) as the request's answer. Here, through the transport's response hook:
+
+* a 3xx answer's body is never read (closing it drops its connection);
+* a request follows at most :data:`MAX_REDIRECTS` redirects, each kept within the endpoint's origin
+  (or its https upgrade) with its method, as the SDK's ``next_request_within_origin`` decides;
+* any other 3xx answer raises :class:`RedirectRefused`, which the transport turns into the
+  ``REDIRECT_REFUSED`` error of that request. A redirect to another origin is never followed: httpx2
+  drops only ``Authorization`` on the way, and a token in any other configured header would go along.
+
+A 3xx answer is given instead of processing the request, so a refused redirect is ``permanent`` for
+a write too: nothing can have committed (``_mcp_errors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Final
+
+import httpx2
+from mcp.shared._httpx_utils import next_request_within_origin
+
+__all__ = ["MAX_REDIRECTS", "RedirectRefused", "counting_redirects", "redirected"]
+
+MAX_REDIRECTS: Final = 5
+"""Most redirects one request follows (each within the endpoint's origin): a loop ends after them."""
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_HOPS: ContextVar[list[int] | None] = ContextVar("_HOPS", default=None)
+"""The statuses of the redirects the request posted in this task followed; None outside such a POST."""
+
+
+class RedirectRefused(Exception):
+    """A 3xx answer to a request that is not followed: raised by the response hook, ends the request."""
+
+
+class _Unread(httpx2.AsyncByteStream):
+    """A redirect's body: never read (it holds no answer); closing it drops its connection."""
+
+    def __init__(self, raw: httpx2.AsyncByteStream) -> None:
+        self._raw = raw
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        nothing: tuple[bytes, ...] = ()
+        for piece in nothing:
+            yield piece
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+@contextmanager
+def counting_redirects() -> Iterator[None]:
+    """Within: this task posts one request, whose every redirect :func:`redirected` checks."""
+    token = _HOPS.set([])
+    try:
+        yield
+    finally:
+        _HOPS.reset(token)
+
+
+def redirected(client: httpx2.AsyncClient, response: httpx2.Response) -> None:
+    """A response hook's part for a 3xx ``response``: its body is made empty and never read; within
+    :func:`counting_redirects`, one not to be followed raises :class:`RedirectRefused`. Elsewhere (a
+    GET stream, the closing DELETE) the SDK follows within the origin, up to ``max_redirects``, or stops."""
+    if isinstance(response.stream, httpx2.AsyncByteStream):
+        response.stream = _Unread(response.stream)
+    response.headers.pop("content-encoding", None)
+    hops = _HOPS.get()
+    if hops is None:
+        return
+    refused = _refusal(client, response)
+    if refused is None and len(hops) >= MAX_REDIRECTS:
+        refused = f"it is redirect {len(hops) + 1} in a row (at most {MAX_REDIRECTS} are followed)"
+    if refused is not None:
+        raise RedirectRefused(f"the server answered {response.status_code}, not followed: {refused}")
+    hops.append(response.status_code)
+
+
+def _refusal(client: httpx2.AsyncClient, response: httpx2.Response) -> str | None:
+    """Why the 3xx ``response`` is not followed, or None when it is (as httpx2 builds the next request)."""
+    status, method = response.status_code, response.request.method
+    if status not in _REDIRECTS or "location" not in response.headers:
+        return f"status {status} is not a redirect to follow"
+    try:
+        following = client._build_redirect_request(response.request, response)
+        target = str(following.url.copy_with(userinfo=b"", query=None, fragment=None))[:200]
+    except (httpx2.HTTPError, httpx2.InvalidURL, ValueError) as exc:
+        return f"its Location is not a URL ({str(exc)[:100]})"
+    if following.url.scheme not in ("http", "https"):
+        return f"it redirects to a {following.url.scheme[:20]!r} URL"
+    if following.method != method:
+        return f"status {status} would turn the {method} into a {following.method}"
+    response.next_request = following
+    try:
+        within = next_request_within_origin(response) is not None
+    finally:
+        response.next_request = None  # httpx2 sets it after its hooks, when it does
+    return None if within else f"it redirects to another origin ({target}); use that URL to follow it"
