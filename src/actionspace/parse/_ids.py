@@ -6,8 +6,10 @@ A message whose calls do not all parse still owes the provider one result per ca
 ``function_call`` / ``custom_tool_call`` items (``call_id``, else ``id``), Anthropic ``tool_use``
 blocks (``id``), generic ``{"name", "id"}`` calls, a completion's first choice, a Responses
 object's ``output``, their JSON text and SDK objects — whatever else the call holds (a missing
-name, cut-off arguments, a wrong type). Of a ``ParseResult`` (what a stream's ``finish()`` gives),
-the ids it still knows: its calls', the call's at its fault, and those of the calls a cut voided.
+name, cut-off arguments, a wrong type). Raw model text, alone, as a message's content or streamed,
+holds the ids its format writes (Kimi K2 ``functions.NAME:INDEX``, Mistral ``[CALL_ID]``, a JSON
+call's ``"id"``), past a fault too. Of a ``ParseResult`` (what a stream's ``finish()`` gives), the
+ids it still knows: its calls', the call's at its fault, and those of the calls a cut voided.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from actionspace.parse._events import event_stream
-from actionspace.parse._result import ParseResult
+from actionspace.parse._result import ParseResult, known_ids
 from actionspace.parse._structured import classify
+from actionspace.parse._text_ids import text_call_ids
 
 __all__ = ["call_ids"]
 
@@ -27,10 +30,11 @@ _MAX_DEPTH = 32
 
 def call_ids(raw: object) -> tuple[str, ...]:
     """The ids of the calls ``raw`` proposes, in its order (an integer id as its digits, as
-    ``parse`` reads it); empty for raw text, for anything that holds none, and for an object
-    that cannot be read (an SDK object whose ``model_dump`` raises). Never raises."""
+    ``parse`` reads it); empty for raw text in a format that writes no ids, for anything that
+    holds none, and for an object that cannot be read (an SDK object whose ``model_dump``
+    raises). Never raises."""
     if isinstance(raw, ParseResult):
-        return _known(raw)
+        return known_ids(raw)
     found: list[str] = []
     try:
         _walk(raw, found, 0)
@@ -39,28 +43,18 @@ def call_ids(raw: object) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _known(result: ParseResult) -> tuple[str, ...]:
-    """The ids of ``result``'s calls, then of the call at its fault (``details["id"]``; one
-    repeating an earlier id names that call's), then of the calls a cut voided (``call_ids``)."""
-    details = result.error.details if result.error is not None else {}
-    found: list[object] = [c.id for c in result.calls]
-    if details.get("reason") != "duplicate_call_id":
-        found.append(details.get("id"))
-    voided = details.get("call_ids")
-    found.extend(voided if isinstance(voided, list | tuple) else ())
-    return tuple(dict.fromkeys(i for i in found if isinstance(i, str) and i))
-
-
 def _walk(value: object, found: list[str], depth: int) -> None:
     if depth > _MAX_DEPTH:
         return
     if isinstance(value, str):
-        if value.lstrip()[:1] in ("{", "["):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return
-            _walk(value, found, depth + 1)
+        try:
+            decoded = json.loads(value) if value.lstrip()[:1] in ("{", "[") else None
+        except (ValueError, RecursionError):
+            decoded = None
+        if decoded is None:
+            found.extend(text_call_ids(value))
+        else:
+            _walk(decoded, found, depth + 1)
     elif isinstance(value, (list, tuple)):
         stream = event_stream(value)
         if stream is not None:  # a streamed output's events: each call id once
@@ -90,9 +84,11 @@ def _mapping(value: Mapping[Any, Any], found: list[str], depth: int) -> None:
         _add(value.get("id"), found)
     elif kind in ("message", "reasoning", "block"):
         content = value.get("content")
+        entries = value.get("tool_calls")
         if isinstance(content, list):
             _walk(content, found, depth + 1)
-        entries = value.get("tool_calls")
+        elif isinstance(content, str) and kind == "message" and not (entries or value.get("function_call")):
+            found.extend(text_call_ids(content, strict=False))  # raw model calls in the content
         if isinstance(entries, list):
             for entry in entries:
                 if isinstance(entry, Mapping):

@@ -22,7 +22,7 @@ from actionspace.parse._scan import decode_json_at, expect_end
 from actionspace.parse._tokens import Markers, parse_sections
 from actionspace.types import ToolCall
 
-__all__ = ["KIMI", "KIMI_SINGULAR", "parse_kimi"]
+__all__ = ["KIMI", "KIMI_ARGUMENTS", "KIMI_SINGULAR", "parse_kimi"]
 
 KIMI = Markers(
     "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>"

@@ -20,7 +20,7 @@ from actionspace.parse._scan import decode_json_at, skip_ws
 from actionspace.parse._tokens import generic_items
 from actionspace.types import ToolCall
 
-__all__ = ["MISTRAL_CALLS", "parse_mistral"]
+__all__ = ["MISTRAL_ARGS", "MISTRAL_CALLS", "MISTRAL_CALL_ID", "parse_mistral"]
 
 MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 _MISTRAL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")

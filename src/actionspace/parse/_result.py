@@ -11,7 +11,7 @@ from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 from actionspace.types import ToolCall
 
-__all__ = ["Collector", "Malformed", "ParseResult", "checked_ids", "line_col", "parse_error"]
+__all__ = ["Collector", "Malformed", "ParseResult", "checked_ids", "known_ids", "line_col", "parse_error"]
 
 _WEAK_FORMATS = frozenset({"text", "empty"})
 # Faults about the input as a whole rather than about one call: they carry no call index.
@@ -81,6 +81,19 @@ class ParseResult:
             format=str(data.get("format", "unknown")),
             refusal=data.get("refusal"),
         )
+
+
+def known_ids(result: ParseResult) -> tuple[str, ...]:
+    """The call ids ``result`` still knows, each once: its calls', then the call's at its fault
+    (``details["id"]``; one repeating an earlier id names that call's), then those of the calls a
+    cut voided (``details["call_ids"]``)."""
+    details = result.error.details if result.error is not None else {}
+    found: list[object] = [c.id for c in result.calls]
+    if details.get("reason") != "duplicate_call_id":
+        found.append(details.get("id"))
+    voided = details.get("call_ids")
+    found.extend(voided if isinstance(voided, list | tuple) else ())
+    return tuple(dict.fromkeys(i for i in found if isinstance(i, str) and i))
 
 
 class Malformed(Exception):

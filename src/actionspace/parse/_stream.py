@@ -48,6 +48,7 @@ from actionspace.parse._structured import (
     cut_off_fault,
 )
 from actionspace.parse._text import begun_call, parse_text
+from actionspace.parse._text_ids import text_call_ids
 from actionspace.types import ToolCall
 
 __all__ = ["StreamParser", "StreamProgress"]
@@ -144,7 +145,8 @@ class StreamParser:
         ``model_context_window_exceeded``, ``incomplete`` (or ``cut_off``) say the token limit cut
         the output off: :meth:`finish` and :meth:`output` then keep none of its calls (``cut_off``),
         however whole they look, and text stopping inside a call's opening marker (``…<tool_ca``)
-        is ``cut_off`` too, not an answer. Any other reason (or None) changes nothing. Provider
+        or in the head of a call written without one (``{"na``, ``[get_weather``) is ``cut_off``
+        too, not an answer. Any other reason (or None) changes nothing. Provider
         events carry their own finish signal, to :meth:`feed` as it came: ``TypeError`` for a
         stream of events."""
         self._enter("text")
@@ -165,9 +167,15 @@ class StreamParser:
         return [{"object": "chat.completion.chunk", "choices": [choice]}]
 
     def call_ids(self) -> tuple[str, ...]:
-        """The call ids of the provider events fed so far, in the stream's order, each once."""
+        """The call ids of the output fed so far, in its order, each once: of the provider events'
+        calls, or, when they hold none, of the calls their text (or the raw text) writes with ids
+        (Kimi K2 ``functions.NAME:INDEX``, Mistral ``[CALL_ID]``, a JSON call's ``"id"``)."""
         ids = (self._pending[key].call_id for key in self._order)
-        return tuple(dict.fromkeys(i for i in ids if i))
+        if self._order:
+            return tuple(dict.fromkeys(i for i in ids if i))
+        if self._mode == "events":
+            return text_call_ids("".join(self._text), strict=False)
+        return text_call_ids("".join(self._chunks))
 
     def progress(self) -> StreamProgress:
         """Calls complete so far and calls still being written."""
@@ -189,7 +197,10 @@ class StreamParser:
         if self._cut is None:
             return result
         # any call may hold less than the model meant to send; with none, text may stop as one began
-        fault = cut_off_fault(*self._cut) if result.calls or result.error else begun_call(text, *self._cut)
+        if result.calls or result.error:
+            fault: Malformed | None = cut_off_fault(*self._cut, ids=text_call_ids(text))
+        else:
+            fault = begun_call(text, *self._cut)
         if fault is None:
             return result
         error = parse_error(
@@ -445,7 +456,7 @@ class StreamParser:
                 cut = self._cut or (None if self._ended else _NO_END)
                 if cut is not None and (coll.calls or (self._cut and coll.error)):  # calls written as text
                     coll.error = None  # the cut says more than where the text stops
-                    raise cut_off_fault(*cut)
+                    raise cut_off_fault(*cut, ids=text_call_ids(text, strict=False))
                 begun = begun_call(text, *cut) if cut and coll.error is None else None
                 if begun is not None:  # no call, but the text stops as one began
                     raise begun

@@ -234,10 +234,16 @@ def _cut_off(
     than a fault its text recorded (where the text stops). With none read, raise it when the text
     content of ``message`` (at ``where``) stops inside the opening marker of a call: the cut came
     as the model began it."""
+    content = message.get("content") if message is not None else None
     if len(coll.calls) > start or coll.error is not None:
         coll.error = None
-        raise cut_off_fault(why, path)
-    content = message.get("content") if message is not None else None
+        ids = [c.id for c in coll.calls if type(c.id) is str and c.id]
+        written = message is not None and not (message.get("tool_calls") or message.get("function_call"))
+        if written and isinstance(content, str):  # calls written as text: ids past a fault too
+            from actionspace.parse._text_ids import text_call_ids
+
+            ids.extend(text_call_ids(content, strict=False))
+        raise cut_off_fault(why, path, list(dict.fromkeys(ids)))
     if isinstance(content, str):
         from actionspace.parse._text import begun_call
 

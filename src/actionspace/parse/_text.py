@@ -17,17 +17,18 @@ from actionspace.parse._gemma import (
     parse_gemma4_after_thought,
 )
 from actionspace.parse._harmony import HARMONY_CHANNEL, HARMONY_START, parse_harmony
+from actionspace.parse._heads import CALL_KEYS, JSON_FENCES, callish_value, is_call_head
 from actionspace.parse._kimi import KIMI, KIMI_SINGULAR, parse_kimi
 from actionspace.parse._llama import PYTHON_START, PYTHON_TAG, parse_llama4, parse_llama_python_tag
 from actionspace.parse._mistral import MISTRAL_CALLS, parse_mistral
 from actionspace.parse._pythonic import parse_call_list, parse_statements
 from actionspace.parse._qwen_xml import FUNCTION_OPEN, parse_function_blocks
 from actionspace.parse._result import Collector, Malformed
-from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, skip_ws
-from actionspace.parse._structured import classify, feed, looks_like_call
+from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, skip_ws, snippet
+from actionspace.parse._structured import classify, feed
 from actionspace.parse._tagged import TOOL_CALL_OPEN, parse_tool_call_tags
 
-__all__ = ["parse_text", "parse_text_or_bytes"]
+__all__ = ["begun_call", "parse_text", "parse_text_or_bytes", "visible_text"]
 
 # Gemma 4 thinks in ``<|channel>thought\n…<channel|>``: the word ``thought`` names the channel.
 GEMMA4_CHANNEL = "<|channel>"
@@ -54,9 +55,8 @@ _TERMINATORS = (
     "</s>",
 )
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
-_CALLISH = re.compile(r'\[?\s*\{\s*"(?:name|function|type|id|tool_calls|role|choices)"\s*:')
+_CALLISH = re.compile(r'\[?\s*\{\s*"(?:' + "|".join(CALL_KEYS) + r')"\s*:')
 _FENCE_OPEN = re.compile(r"```([\w-]*)[^\S\n]*\n")
-_JSON_FENCES = frozenset({"", "json", "tool_call", "tool_calls"})
 
 TextParser = Callable[[str, Collector], None]
 
@@ -84,8 +84,10 @@ _FIRST_MARKERS = tuple(dict.fromkeys(marker for markers, _, _ in _MARKED for mar
 def begun_call(text: str, why: str, path: str) -> Malformed | None:
     """The ``cut_off`` fault of ``text``, an output known to be cut off (``why``: the finish reason
     said so, or the stream lost its end) that stops inside the opening marker of a call of any text
-    format (``…<tool_ca``, ``[TOOL_C``, down to its first character): the cut came as the model
-    began a call. None when ``text`` stops otherwise.
+    format (``…<tool_ca``, ``[TOOL_C``, down to its first character), or whose visible text is the
+    head of a call written without a marker (``{"na``, ``[{"name"``, ```` ```json\n{"na ````,
+    ``[get_weather``; see :mod:`actionspace.parse._heads`): the cut came as the model began a
+    call. None when ``text`` stops otherwise.
 
     Only for output known to be cut: whole text ending with ``<tool`` is words (see
     :func:`_cut_in_marker` for text whose earlier calls say which format is in use).
@@ -97,16 +99,32 @@ def begun_call(text: str, why: str, path: str) -> Malformed | None:
                 best = marker[:size]
                 found = marker
                 break
-    if not best:
-        return None
+    if best:
+        pos, stops = len(text) - len(best), f"inside {found!r} ({best!r})"
+    else:
+        head = _call_head(text)
+        if head is None:
+            return None
+        pos, stops = head, f"in the head of a call ({snippet(text, head)!r})"
     return Malformed(
         "cut_off",
-        f"the output was cut off before its end ({why}) as a call began: it stops inside {found!r} "
-        f"({best!r}); no call ran: emit the call again, whole",
-        pos=len(text) - len(best),
+        f"the output was cut off before its end ({why}) as a call began: it stops {stops}; no call "
+        "ran: emit the call again, whole",
+        pos=pos,
         source=text,
         path=path,
     )
+
+
+def _call_head(text: str) -> int | None:
+    """Where the visible text of ``text`` begins when all of it is the head of a call written
+    without an opening marker (:func:`~actionspace.parse._heads.is_call_head`), else None."""
+    view, _ = _split_reasoning(text, Collector())
+    visible = _strip_terminators(view.text)
+    start = skip_ws(visible, 0)
+    if not is_call_head(visible[start:].rstrip()):
+        return None
+    return view.original(start)
 
 
 def _cut_in_marker(text: str, fmt: str, coll: Collector) -> None:
@@ -207,6 +225,11 @@ def _strip_terminators(text: str) -> str:
         if not text.endswith(_TERMINATORS, 0, end):
             return text[:end] if end < len(text) else text
         end -= next(len(marker) for marker in _TERMINATORS if text.endswith(marker, 0, end))
+
+
+def visible_text(text: str) -> str:
+    """``text`` as the format parsers read it: reasoning blocks removed, end-of-turn tokens stripped."""
+    return _strip_terminators(_split_reasoning(text, Collector())[0].text)
 
 
 def parse_text_or_bytes(
@@ -311,7 +334,7 @@ def _json_is_calls(text: str, start: int, strict: bool) -> bool:
         values = list(iter_json_values(text, start))
     except Malformed:
         return _CALLISH.match(text, start) is not None
-    if all(_callish_value(value) for value, _, _ in values):
+    if all(callish_value(value) for value, _, _ in values):
         return True
     return strict and values[-1][2] >= len(text)
 
@@ -336,17 +359,11 @@ def _bare_json(text: str, coll: Collector, start: int, strict: bool) -> None:
     coll.add_content(text[rest:])
 
 
-def _callish_value(value: object) -> bool:
-    if isinstance(value, list):
-        return bool(value) and all(looks_like_call(item) for item in value)
-    return looks_like_call(value)
-
-
 def _fence_payload(text: str, lang: str, body: int, end: int) -> Any:
     start = skip_ws(text, body, end)
     if lang == "tool_code":
         return parse_statements(text[start:end].rstrip(), start)
-    if lang not in _JSON_FENCES or start >= end:
+    if lang not in JSON_FENCES or start >= end:
         return None
     try:
         value, after = decode_json_at(text, start, end, what="fenced JSON")
@@ -354,7 +371,7 @@ def _fence_payload(text: str, lang: str, body: int, end: int) -> Any:
         if _CALLISH.match(text, start):
             raise
         return None
-    if skip_ws(text, after, end) < end or not _callish_value(value):
+    if skip_ws(text, after, end) < end or not callish_value(value):
         return None
     return value
 
