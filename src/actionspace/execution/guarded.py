@@ -20,7 +20,9 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
 from actionspace.execution.cache import Fill, ReadCache, cacheable
 from actionspace.policy.budget import Meter, Reservation, Usage, charge, estimate, item_count
+from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
+from actionspace.policy.stamped import restamped
 from actionspace.types import Observation
 
 __all__ = ["Admission", "Guard", "observation_bytes"]
@@ -57,6 +59,8 @@ class Admission:
     arguments: Mapping[str, Any] | None = None
     fill: Fill | None = None
     """The read under way, from dispatch until its result is offered to the cache."""
+    label: Label | None = None
+    """The call's output label: a hit carries it joined with the label it was cached with."""
 
     def run(self, record: Record, execute: Callable[[], Observation]) -> Observation:
         """Serve the hit, or execute and settle."""
@@ -107,6 +111,7 @@ class Admission:
             self._done(record, final)
 
     def _served(self, record: Record, hit: Observation) -> Observation:
+        hit = restamped(hit, self.label)
         if self.meter is not None and self.reservation is not None:
             self._settle(self.meter, self.reservation, self.reservation.amount)
         info = hit.diagnostics["cache"]
@@ -201,12 +206,14 @@ class Guard:
         record: Record,
         fresh: bool = False,
         ledger_key: str | None = None,
+        label: Label | None = None,
     ) -> Admission | ActionError | None:
         """Look the call up in the cache and reserve its estimate; an error means it must not run.
 
         ``fresh``: the caller wants a new read, not a cached one (the result is cached again).
         ``ledger_key``: the key the ledger will send the call under, if any (a meter in a store
         asks the ledger whether it was sent, should this process die before settling it).
+        ``label``: the call's output label, which a hit carries too (:func:`restamped`).
         """
         cache, meter = self.cache, self.meter
         key = hit = None
@@ -214,7 +221,11 @@ class Guard:
             key = cache.key(spec, principal, arguments)
             hit = None if fresh else cache.get(key, call_id=call_id)
         if meter is None:
-            return None if key is None else Admission(spec, None, None, cache, key, hit, 0, arguments)
+            return (
+                None
+                if key is None
+                else Admission(spec, None, None, cache, key, hit, 0, arguments, label=label)
+            )
         if hit is not None:
             items, amount = 0, Usage(bytes=observation_bytes(hit))
         else:
@@ -243,7 +254,7 @@ class Guard:
             "budget",
             {"verdict": "allowed", "estimate": amount.to_dict(), "remaining": reservation.remaining},
         )
-        return Admission(spec, meter, reservation, cache, key, hit, items, arguments)
+        return Admission(spec, meter, reservation, cache, key, hit, items, arguments, label=label)
 
     def _estimate(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> tuple[int, Usage]:
         if spec.batch is not None or spec.items_from is not None:

@@ -302,6 +302,7 @@ class Stages:
             record=inp.rec.add,
             fresh=inp.fresh,
             ledger_key=key,
+            label=d.label,
         )
         if key is not None and self.ledger is not None and replayed(self.ledger, key):
             d.exempt = admit  # answered from the ledger's record, unless it turns sendable first

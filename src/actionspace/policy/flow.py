@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any
 
 from actionspace.catalog.spec import Labels, ToolSpec
+from actionspace.policy._flow_sources import verified as _verified
 from actionspace.policy.flow_bindings import Binding, bindings
 from actionspace.policy.flow_policies import (
     ALLOW,
@@ -448,18 +449,6 @@ def argument_labels(
         ctx_origins = ctx_origins if ctx_origins is not None else state.origins()
         labels[name], origins[name] = ctx, ctx_origins
     return labels, origins, how
-
-
-def _verified(state: FlowState, value: Any, claimed: Sequence[str]) -> tuple[Label, Origins] | None:
-    label: Label | None = None
-    found: list[tuple[str, Label]] = []
-    for source_id in claimed:
-        hit = state.source(str(source_id))
-        if hit is None or not occurs(value, hit[1]):
-            continue
-        label = hit[0] if label is None else label.join(hit[0])
-        found.append((str(source_id), hit[0]))
-    return None if label is None else (label, tuple(found))
 
 
 @dataclass(frozen=True, slots=True)

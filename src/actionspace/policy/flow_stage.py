@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from actionspace._canonical import args_digest, digest_json
-from actionspace.approval.gate import file_request, find_decision
+from actionspace.approval.gate import Keep, file_request, find_decision
 from actionspace.approval.requests import ApprovalRequest, ApprovalStore, new_request_id
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
@@ -52,12 +52,14 @@ def flow_stage(
     values: Mapping[str, tuple[Any, ...]] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     definition: str | None = None,
+    keep: Keep | None = None,
 ) -> Label | ActionError:
     """The call's output label when it may go on, else the error that ends it.
 
     ``clock``: where the expiry of an approval reads the time — the clock the approvals were
     decided by (``Approvals.clock``), so an approval expires here when it expires anywhere.
     ``definition``: the tool's definition hash, which an approval is bound to (``approval.gate``).
+    ``keep``: stores the call's events before a request is filed (``approval.gate.file_request``).
     """
     defaults = schema_defaults(spec, arguments, provenance) if provenance else ()
     check = evaluate(
@@ -85,6 +87,7 @@ def flow_stage(
         "proposed_by": principal.to_dict(),
         "clock": clock,
         "definition": definition,
+        "keep": keep,
     }
     if not isinstance(decision, Allow):  # a request it files records the call's label
         bind["label"] = _joined(state.context, check.request.arg_labels.values())
@@ -193,6 +196,7 @@ def _gate(
     clock: Clock,
     definition: str | None,
     label: Label,
+    keep: Keep | None,
 ) -> ApprovalRequest | ActionError:
     """The approved request of ``rule`` for this exact call (consumed now), or the error to return."""
     if store is None:
@@ -235,4 +239,5 @@ def _gate(
         proposed_by=proposed_by,
         definition=definition,
         label=label,
+        keep=keep,
     )

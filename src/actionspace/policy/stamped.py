@@ -12,13 +12,14 @@ before, which have left the processor's caches by then
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from actionspace.errors import ActionError
 from actionspace.policy.labels import Label
 from actionspace.types import Observation
 
-__all__ = ["Taken", "label_of", "stamped", "taken"]
+__all__ = ["Taken", "label_of", "restamped", "stamped", "taken"]
 
 Taken = tuple["str | None", Any, Any, Any, str, "ActionError | None", str]
 """An observation as read once (:func:`taken`): for a plain observation, one without items or an
@@ -33,6 +34,20 @@ def label_of(obs: Observation) -> Label:
     """The label an observation was stamped with (its provenance ``labels`` and ``trust``)."""
     provenance = obs.provenance
     return stamped(provenance.labels, provenance.trust)
+
+
+def restamped(obs: Observation, label: Label | None) -> Observation:
+    """``obs`` stamped with its own label joined with ``label`` (``obs`` itself when that adds
+    nothing): a cached result asked for by a call whose inputs carry more than the call that
+    filled the entry carries both."""
+    if label is None:
+        return obs
+    own = label_of(obs)
+    joined = own.join(label)
+    if joined == own:
+        return obs
+    provenance = replace(obs.provenance, labels=joined.tags(), trust=joined.integrity)
+    return replace(obs, provenance=provenance)
 
 
 def stamped(tags: Any, trust: str) -> Label:
