@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar, cast
 import typer
 from rich.console import Console
 
+from actionspace._cli_app import CliApp
 from actionspace._cli_tables import (
     cell,
     clipped,
@@ -34,10 +35,10 @@ __all__ = ["approvals_app", "ledger_app", "never_opens"]
 
 _T = TypeVar("_T")
 
-ledger_app = typer.Typer(
+ledger_app = CliApp(
     help="The idempotency ledger: list actions, show one, reconcile an unknown_commit.", no_args_is_help=True
 )
-approvals_app = typer.Typer(help="Approval requests: list, show, approve or deny.", no_args_is_help=True)
+approvals_app = CliApp(help="Approval requests: list, show, approve or deny.", no_args_is_help=True)
 
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="Store URL (default: ACTIONSPACE_STORE or ~/.actionspace).")

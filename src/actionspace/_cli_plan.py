@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from actionspace._cli_tables import one_line
+from actionspace._cli_app import CliApp
+from actionspace._cli_tables import counted, one_line
 
 if TYPE_CHECKING:
     from actionspace.runtime import Runtime
 
 __all__ = ["plan_app"]
 
-plan_app = typer.Typer(
+plan_app = CliApp(
     help="Plans: DAGs of tool calls the runtime checks and schedules by read/write sets.",
     no_args_is_help=True,
 )
@@ -74,7 +75,7 @@ def check_command(
         typer.echo(json.dumps(checked.to_dict(), indent=2))
         raise typer.Exit(1)
     scope = "" if tools else " (tools taken as open and read-only; give --tools to check them)"
-    typer.echo(f"ok: {len(checked.order)} nodes, {len(checked.edges)} edges{scope}")
+    typer.echo(f"ok: {counted(len(checked.order), 'node')}, {counted(len(checked.edges), 'edge')}{scope}")
 
 
 def _runtime(spec: str) -> Runtime:

@@ -25,6 +25,7 @@ from rich.text import Text
 __all__ = [
     "cell",
     "clipped",
+    "counted",
     "fail",
     "id_table",
     "interrupted_line",
@@ -63,6 +64,11 @@ def _escape(ch: str) -> str:
 def cell(text: str, style: str = "") -> Text:
     """A table cell showing ``text`` as it is: no markup, nothing hidden (:func:`printable`)."""
     return Text(printable(text), style=style)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, in the plural unless ``n`` is 1: ``1 call``, ``0 calls``, ``1,200 calls``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def clipped(text: str) -> str:

@@ -2,6 +2,10 @@
 
 ``pip install actionspace`` is the library with SQLite; PostgreSQL, MCP, the service, durable plans,
 OpenTelemetry, evaluation suites, embeddings and the framework adapters are extras.
+
+The error is :class:`MissingExtraError`: a ConfigurationError (what every caller catches) and an
+ImportError, so a module that cannot be imported without its extra (``adapters.mcp_client``,
+``trace.otel``) raises it at import and ``except ImportError`` around that import still holds.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Final
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["EXTRAS", "missing", "require"]
+__all__ = ["EXTRAS", "MissingExtraError", "missing", "require"]
 
 EXTRAS: Final = (
     "postgres",
@@ -30,14 +34,21 @@ EXTRAS: Final = (
 """The extras of the ``actionspace`` distribution (pyproject.toml)."""
 
 
-def missing(what: str, extra: str, exc: ImportError | None = None) -> ConfigurationError:
-    """The error for ``what`` needing ``extra``: one line, naming the pip command."""
-    module = f" (no module {exc.name!r})" if exc is not None and exc.name else ""
-    return ConfigurationError(f"{what} needs the {extra} extra{module}: pip install 'actionspace[{extra}]'")
+class MissingExtraError(ConfigurationError, ImportError):
+    """An optional part needs an extra that is not installed; ``name`` is the module not found."""
+
+
+def missing(what: str, extra: str, exc: ImportError | None = None) -> MissingExtraError:
+    """The error for ``what`` needing ``extra``: one line, naming the pip command (raise it, ``from exc``)."""
+    name = exc.name if exc is not None else None
+    module = f" (no module {name!r})" if name else ""
+    said = f"{what} needs the {extra} extra{module}: pip install 'actionspace[{extra}]'"
+    return MissingExtraError(said, name=name)
 
 
 def require(module: str, extra: str, what: str | None = None) -> ModuleType:
-    """Import ``module``, or raise ConfigurationError naming ``pip install 'actionspace[extra]'``."""
+    """Import ``module``, or raise MissingExtraError (a ConfigurationError) naming
+    ``pip install 'actionspace[extra]'``."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:

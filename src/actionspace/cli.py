@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from actionspace._cli_app import CliApp
+
 if TYPE_CHECKING:
     from actionspace.demo.runner import ScenarioOutcome
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
+app = CliApp(
     name="actionspace",
     help="A runtime between an LLM and the tools it calls: checked proposals, exactly-once effects, "
     "typed observations, and a trace of every decision.",
@@ -231,7 +233,7 @@ def _verdict_word(outcome: ScenarioOutcome) -> str:
     return "skipped" if outcome.skipped else "passed" if outcome.passed else "FAILED"
 
 
-eval_app = typer.Typer(
+eval_app = CliApp(
     help="Evaluate policies and tool interfaces: suites (BFCL, the demo, your own), layer by layer.",
     epilog="Example: actionspace eval suite demo --policy replay:ground-truth",
     no_args_is_help=True,

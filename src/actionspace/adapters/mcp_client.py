@@ -55,11 +55,16 @@ from contextlib import AsyncExitStack
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Protocol
 
-import mcp_types as types
-from mcp import Client, StdioServerParameters
-from mcp.client.session import MessageHandlerFnT
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from actionspace._extras import missing
+
+try:
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.session import MessageHandlerFnT
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+except ImportError as exc:  # the core install: one line naming the extra, not the SDK's module
+    raise missing("actionspace.adapters.mcp_client", "mcp", exc) from exc
 
 from actionspace.adapters._mcp_connection import Connection, OpenClient
 from actionspace.adapters._mcp_errors import map_call_error, map_tool_error_result

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Final, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from actionspace._cli_tables import on_interrupt, shown_store
+from actionspace._cli_tables import cell, counted, on_interrupt, shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.evaluation.monitor import MonitorReport, MonitorThresholds, monitor
 from actionspace.trace.store import default_store_url, open_trace_store
@@ -124,44 +125,67 @@ def monitor_command(
 
 
 def report_table(report: MonitorReport) -> Group:
-    """The per-tool table, followed by one line per alert."""
-    table = Table(title=f"{report.calls} calls in {report.runs} runs", title_justify="left")
-    for name in (
-        "tool",
-        "calls",
-        "selected",
-        "rejects",
-        "top field",
-        "failures",
-        "undecided",
-        "unknown",
-        "used",
-        "downstream ok",
-    ):
-        table.add_column(
-            name,
-            justify="left" if name in ("tool", "rejects", "top field", "failures", "undecided") else "right",
-        )
+    """What ``actionspace monitor`` prints, whole at 80 columns: one row per tool (its calls and what
+    became of their results), a legend, then one row per tool, outcome and error category for the
+    calls that were rejected, failed or are undecided, then one line per alert."""
+    title = f"{counted(report.calls, 'call')} in {counted(report.runs, 'run')}"
+    tools = _table(title)
+    for name in ("tool", "calls", "selected", "unknown", "used", "downstream ok"):
+        tools.add_column(name, justify="left" if name == "tool" else "right", no_wrap=name != "tool")
     for t in report.tools:
-        top_field = next(iter(t.rejects_by_field.items()), None)
-        table.add_row(
-            t.tool,
+        tools.add_row(
+            cell(t.tool),
             str(t.calls),
             _pct(t.selection_rate),
-            _counts(t.rejects_by_category),
-            f"{top_field[0]} ({top_field[1]})" if top_field else "",
-            _counts(t.failures_by_category),
-            _counts(t.undecided_by_category),
             Text(str(t.unknown_commits), style="bold red") if t.unknown_commits else "0",
             _ratio(t.used_results, t.ok_results),
             _ratio(t.consumers_ok, t.consumers),
         )
-    lines: list[Table | Text] = [table]
+    lines: list[Table | Text] = [tools, Text(_LEGEND, style="dim"), Text("")]
+    if any(t.rejects or t.failures or t.undecided for t in report.tools):
+        lines.append(_not_ok_table(report))
     for alert in report.alerts:
         lines.append(Text.assemble(("alert: ", "bold red"), (alert.kind, "bold"), " ", alert.message))
     if not report.alerts:
         lines.append(Text("no alerts", style="green"))
     return Group(*lines)
+
+
+_LEGEND: Final = (
+    "selected: share of all calls · unknown: unknown commits not yet settled · used: ok results "
+    "another call consumed · downstream ok: consuming calls that ended ok"
+)
+
+
+def _not_ok_table(report: MonitorReport) -> Table:
+    """One row per tool, outcome and error category; a tool's most rejected field on its first
+    rejected row."""
+    table = _table("rejected (before dispatch), failed or undecided calls")
+    for name in ("tool", "outcome", "category", "calls", "top field"):
+        table.add_column(name, justify="right" if name == "calls" else "left", no_wrap=name != "top field")
+    for t in report.tools:
+        top_field = next(iter(t.rejects_by_field.items()), None)
+        for outcome, counts in (
+            ("rejected", t.rejects_by_category),
+            ("failed", t.failures_by_category),
+            ("undecided", t.undecided_by_category),
+        ):
+            for category, n in counts.items():
+                shown = f"{top_field[0]} ({top_field[1]})" if outcome == "rejected" and top_field else ""
+                top_field = None if shown else top_field
+                table.add_row(cell(t.tool), outcome, cell(category), str(n), cell(shown))
+    return table
+
+
+def _table(title: str) -> Table:
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
 
 
 def _json(report: MonitorReport) -> str:

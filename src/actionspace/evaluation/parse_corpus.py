@@ -147,13 +147,18 @@ def eval_parse_command(
 ) -> None:
     """Parse every raw model output of the corpus and print, per family, exact cases and guessed calls.
 
-    Exits 1 when a family is below 95 % exact or any call was guessed, or the corpus cannot be read.
+    Exits 1 when a family is below 95 % exact or any call was guessed, or the corpus cannot be read;
+    2 when there is no corpus to read (a wheel install has none: give --corpus PATH).
     """
     from rich.console import Console
     from rich.table import Table
 
-    from actionspace._cli_tables import fail
+    from actionspace._cli_tables import fail, one_line
 
+    if corpus is None and not any(default_corpus_dir().glob("*.json")):  # a wheel ships no corpus
+        where = "tests/parse/corpus of an actionspace source checkout (its README cites each source)"
+        typer.echo(one_line(f"no parse corpus here: point --corpus PATH at one, e.g. {where}"), err=True)
+        raise typer.Exit(2)
     try:
         loaded = load_corpus(corpus)
     except ConfigurationError as exc:

@@ -20,6 +20,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from actionspace._cli_app import CliApp
+from actionspace._cli_tables import counted
 from actionspace._store_url import shown_url as shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.trace import render
@@ -35,7 +37,7 @@ __all__ = ["trace_app"]
 
 _LINE_BREAKS = re.compile(r"[ \t]*[\r\n]+\s*")
 
-trace_app = typer.Typer(
+trace_app = CliApp(
     name="trace",
     help="Inspect recorded runs: list them, show one as a timeline, export or import JSON Lines.",
     no_args_is_help=True,
@@ -151,7 +153,7 @@ def export_runs(
             except OSError as exc:
                 _fail(f"cannot write {out}: {exc.strerror or exc}")
     if out != "-":
-        _stderr().print(Text(f"Exported {count} events to {out}."), soft_wrap=True)
+        _stderr().print(Text(f"Exported {counted(count, 'event')} to {out}."), soft_wrap=True)
 
 
 @trace_app.command("import")
@@ -182,7 +184,7 @@ def import_runs(
                 opened.close()
                 _remove(made)
             _refuse_import(exc, file, url, new=new)
-    said = f"Read {result.read} events, {result.written} new."
+    said = f"Read {counted(result.read, 'event')}, {result.written} new."
     why = []
     if result.skipped_runs:
         n = result.skipped_runs

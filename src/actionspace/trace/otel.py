@@ -27,10 +27,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
-from opentelemetry.util.types import AttributeValue
+from actionspace._extras import missing
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+    from opentelemetry.util.types import AttributeValue
+except ImportError as exc:  # the core install: one line naming the extra
+    raise missing("actionspace.trace.otel", "otel", exc) from exc
 
 from actionspace._unicode import text_for_utf8
 from actionspace._version import package_version

@@ -17,6 +17,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from actionspace._cli_tables import counted, short_time
 from actionspace.trace.events import RunSummary, TraceEvent
 
 __all__ = [
@@ -314,19 +315,20 @@ def timeline_table(events: Iterable[TraceEvent], *, title: str | None = None) ->
 
 
 def runs_table(summaries: Sequence[RunSummary]) -> Table:
-    """The Rich table of ``actionspace trace list``; run ids are never cut (they are what one copies)."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    """The Rich table of ``actionspace trace list``: one line per run, run ids never cut (they are
+    what one copies); the start time is ``MM-DD HH:MM:SS`` (``--json`` has the timestamp)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     width = max((len(_safe(s.run_id)) for s in summaries), default=6)
     table.add_column("run id", no_wrap=True, min_width=width, overflow="ignore", style="cyan")
-    table.add_column("started", overflow="fold")
-    table.add_column("events", justify="right")
-    table.add_column("calls", justify="right")
-    table.add_column("errors", justify="right")
-    table.add_column("finished")
+    table.add_column("started", no_wrap=True)
+    table.add_column("events", justify="right", no_wrap=True)
+    table.add_column("calls", justify="right", no_wrap=True)
+    table.add_column("errors", justify="right", no_wrap=True)
+    table.add_column("finished", no_wrap=True)
     for s in summaries:
         table.add_row(
             Text(_safe(s.run_id)),
-            format_time(s.started_at),
+            short_time(s.started_at),
             str(s.events),
             str(s.calls),
             Text(str(s.errors), style="red" if s.errors else ""),
@@ -337,13 +339,12 @@ def runs_table(summaries: Sequence[RunSummary]) -> Table:
 
 def run_header(summary: RunSummary) -> Text:
     """One line above the timeline: id, start time and counts."""
-    errors = f"{summary.errors} error{'s' if summary.errors != 1 else ''}"
     return Text.assemble(
         ("run ", "bold"),
         (_safe(summary.run_id), "bold cyan"),
         f"  started {format_time(summary.started_at)}",
-        f" · {summary.events} events · {summary.calls} calls · ",
-        (errors, "red" if summary.errors else ""),
+        f" · {counted(summary.events, 'event')} · {counted(summary.calls, 'call')} · ",
+        (counted(summary.errors, "error"), "red" if summary.errors else ""),
         " · ",
         ("finished", "green") if summary.finished else ("not finished", "yellow"),
     )
