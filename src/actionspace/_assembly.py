@@ -26,7 +26,7 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.run_state import open_run_states
 from actionspace.observation import ArtifactStore, FolderArtifactStore, shape
 from actionspace.pipeline.engine import Engine
-from actionspace.pipeline.stages import Compiler, Stage, Stages
+from actionspace.pipeline.stages import Compiler, Stage, Stages, keep_evidence
 from actionspace.pipeline.stores import open_ledger_stores, open_stores
 from actionspace.plan.groups import SpecsWithGroups
 from actionspace.plan.planner import Planner
@@ -152,6 +152,7 @@ def assemble(
     )
     engine.driver.settle = ledger_admin.recover_key  # an entry whose holder is gone, found by a proposal
     engine.driver.executor, engine.driver.flush = engine.executor, engine.flush  # close; late answers traced
+    engine.stages.keep = partial(keep_evidence, engine.flush, trace)  # its evidence stored before a request
     return Parts(
         trace=trace,
         ledger=ledger,

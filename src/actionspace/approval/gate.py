@@ -23,9 +23,12 @@ from actionspace.types import SYSTEM_CLOCK, Clock
 from actionspace.validation.items import preview_items
 from actionspace.validation.verdicts import NeedsApproval
 
-__all__ = ["Approvals", "file_request", "find_decision", "gate", "held"]
+__all__ = ["Approvals", "Keep", "file_request", "find_decision", "gate", "held"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
+Keep = Callable[[], None]
+"""Stores what the call recorded so far (through its ``Record``) where another process reads it,
+durably; raises when it could not."""
 
 _CHANGED = "definition_changed_since"
 """Key of a request's details naming the request of the same call filed for another definition."""
@@ -55,6 +58,7 @@ def gate(
     clock: Clock = SYSTEM_CLOCK,
     definition: str | None = None,
     label: Label | None = None,
+    keep: Keep | None = None,
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
@@ -65,8 +69,8 @@ def gate(
     call needs its own, and so does the call of a tool whose definition changed under the same
     version label. Expired approvals are not honoured, and an approval is used once: a repeat of
     the node it let through runs again only as the ledger's replay (a call with side effects),
-    never as a second run of a read. ``label``: the call's label, recorded in a request it files
-    (see :func:`file_request`).
+    never as a second run of a read. ``label``: the call's label, recorded in a request it files;
+    ``keep``: what stores the call's events before a request is filed (see :func:`file_request`).
     """
     digest = args_digest(dict(arguments))
     found = find_decision(
@@ -103,6 +107,7 @@ def gate(
         proposed_by=proposed_by,
         definition=definition,
         label=label,
+        keep=keep,
     )
 
 
@@ -227,6 +232,7 @@ def file_request(
     proposed_by: Mapping[str, Any] | None = None,
     definition: str | None = None,
     label: Label | None = None,
+    keep: Keep | None = None,
 ) -> ActionError:
     """Store ``request`` as pending, trace ``approval_requested`` and return the error that holds the
     call (``transient``, nothing sent, when the store does not take it).
@@ -242,6 +248,15 @@ def file_request(
     the error. ``label`` (the call's label: the run's context joined with its inputs' labels) is kept
     there as :data:`LABEL`, so the request's values are shown only to viewers who may read it
     however late the run's trace is written.
+
+    ``keep``, when given, makes a request on disk imply its evidence on disk: ``approval_requested``
+    is recorded first and ``keep`` stores it with every event the call recorded before (its
+    ``proposed``, with the values its arguments derive from), durably, before the request is
+    filed. A process killed right after the request is saved so leaves what a later process
+    resuming the call judges it on. When ``keep`` fails nothing is filed (``transient``); when the
+    store answers with another pending request, ``approval_requested`` is recorded again, naming
+    it; when the store fails, the event names a request that was never filed, followed by the
+    call's ``transient`` observation.
     """
     details = {k: v for k, v in request.details.items() if k not in (DEFINITION, _CHANGED)}
     if label is not None:
@@ -254,18 +269,26 @@ def file_request(
         if earlier is not None:
             details[_CHANGED] = earlier
     request = request.evolve(details=details)
-    try:
-        stored = store.create(request)
-    except Exception as exc:
-        return ActionError.unsent("the approval store could not file the request", exc)
-    requested = {
-        "request_id": stored.id,
+    requested: dict[str, Any] = {
+        "request_id": request.id,
         "tool": request.tool,
         "reason": reason,
         "args_digest": request.args_digest,
         **({DEFINITION: definition} if definition is not None else {}),
+        **({"rule": rule} if rule is not None else {}),
     }
-    record("approval_requested", requested if rule is None else {**requested, "rule": rule})
+    if keep is not None:
+        record("approval_requested", requested)
+        try:
+            keep()
+        except Exception as exc:  # its evidence is not stored: a request filed now could not be resumed
+            return ActionError.unsent("the trace could not store the call's events before its request", exc)
+    try:
+        stored = store.create(request)
+    except Exception as exc:
+        return ActionError.unsent("the approval store could not file the request", exc)
+    if keep is None or stored.id != request.id:
+        record("approval_requested", {**requested, "request_id": stored.id})
     return held(stored, effects=effects)
 
 

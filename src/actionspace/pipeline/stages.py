@@ -58,6 +58,7 @@ __all__ = [
     "Stage",
     "Stages",
     "identity_node",
+    "keep_evidence",
     "proposed",
     "record_proposed",
 ]
@@ -154,6 +155,9 @@ class Stages:
     """resolve, authorize and validate come first and read only memory; the gates follow."""
     ledger: LedgerStore | None = None
     """The ledger the engine commits through: a call it answers from its record spends no budget."""
+    keep: Callable[[Recorder], None] | None = None
+    """Stores a call's events so far, durably (set by the runtime, see :func:`keep_evidence`): called before
+    an approval request for the call is filed, so that a request on disk has its evidence on disk."""
     cursor_key: CursorKey | None = None
     """Set: every call runs inside ``cursor_scope(cursor_key, run_id=..., tool=...)``, so the
     cursors a paged tool mints are read back only in their own run and tool
@@ -242,6 +246,7 @@ class Stages:
             proposed_by=inp.principal.to_dict(),
             clock=self.approvals.clock,
             definition=definition_hash(spec),
+            keep=self._keeper(inp),
             label=call_label(
                 inp.run.flow,
                 spec,
@@ -277,11 +282,24 @@ class Stages:
             values=d.values,
             clock=SYSTEM_CLOCK if self.approvals is None else self.approvals.clock,
             definition=definition_hash(spec),
+            keep=self._keeper(inp),
         )
         if isinstance(label, ActionError):
             return label
         d.label = label
         return None
+
+    def _keeper(self, inp: CallInput) -> Callable[[], None] | None:
+        """What stores ``inp``'s events before a request for it is filed (see :meth:`_kept`)."""
+        return None if self.keep is None else partial(self._kept, inp)
+
+    def _kept(self, inp: CallInput) -> None:
+        """Store ``inp``'s events so far, durably; not a plan node's, whose events wait in its plan's
+        buffer behind those of the nodes before it (their order is the trace's): a node a kill cut
+        off is run again inside its plan (docs/service.md)."""
+        keep = self.keep
+        if keep is not None and inp.call.id != f"{inp.run.run_id}:{inp.node_id}":
+            keep(inp.rec)
 
     def admit(self, inp: CallInput, d: Draft) -> ActionError | None:
         guard = self.guard
@@ -336,6 +354,16 @@ def replayed(store: LedgerStore, key: str) -> bool:
     if state == "failed":
         return (entry.error or {}).get("category") not in _SENT_AGAIN
     return state == "committed" or (state == "unknown_commit" and not still_running(key))
+
+
+def keep_evidence(flush: Callable[[Recorder], None], trace: object, rec: Recorder) -> None:
+    """Hand ``rec``'s events so far to the trace store (``flush``, the engine's) and have the store
+    commit them durably (``sync``, where its appends are deferred); raises when they are not
+    stored. The call's later events follow them, in order."""
+    flush(rec)
+    sync = getattr(trace, "sync", None)
+    if sync is not None:
+        sync()
 
 
 def ready_of(inp: CallInput, d: Draft) -> Ready:

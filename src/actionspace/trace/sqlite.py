@@ -11,7 +11,8 @@ the writer's flusher, which commits them :data:`~actionspace.ledger.sqlite_write
 with every call's records appended meanwhile (each run's numbered after one read of its last
 event); closing the store and the interpreter's exit commit them too. A process killed within that
 moment loses them (a power loss may take the latest ones in any case); the ledger, not the trace,
-is what recovery reads. Every read of this store first commits the deferred records, so a thread
+is what recovery reads; :meth:`SqliteTraceStore.sync` commits them durably at once (before an
+approval request is filed). Every read of this store first commits the deferred records, so a thread
 reads what it appended; another process sees them within the linger. Each thread reads on its own
 connection (SQLite connections must not be used by two threads at once); writers in other
 processes wait up to ``busy_timeout_s`` for the lock.
@@ -282,6 +283,18 @@ class SqliteTraceStore:
         self._settle()
         row = self._db.conn().execute(_NEXT_SEQ, (run_id,)).fetchone()
         return int(row[0])
+
+    def sync(self) -> None:
+        """Commit the records appended before now, durably (fsync'd), and return once they are.
+
+        The records a call appended wait for the writer's flusher (see the module docstring): a
+        caller that must not go on before they are on disk (an approval request is filed only once
+        what the call was judged on is stored) calls this. Raises what the write raised (the records
+        are then not stored), and ``ValueError`` once closed.
+        """
+        self._db.check_open()
+        self._group.run(self._write_held, durable=True)
+        self._group.settle()  # the other stores' deferred writes on the file, in their order
 
     def close(self) -> None:
         """Close every connection this store opened; later calls raise ``ValueError``."""
