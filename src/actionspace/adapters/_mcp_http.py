@@ -13,11 +13,10 @@ and a connection cut mid-answer ends the whole session. Here:
 * an answer that is not JSON-RPC (invalid UTF-8, bad JSON) or that names another request id ends
   its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
 * the JSON body of an error status is read within the same bound (the SDK reads it whole);
-* a body's content coding is undone here, not by the HTTP library: ``gzip`` (several members too),
-  ``deflate`` and ``identity``, inflated in pieces of at most :data:`_PIECE_BYTES` as the answer is
-  read, so a bomb never holds more than the bound and a piece; an answer in any other coding (which
-  the library would pass on as if it were plain) or whose compressed stream is broken or cut short
-  ends its request with ``MALFORMED_ANSWER``;
+* a body's content coding is undone here (``_mcp_codings``), not by the HTTP library: ``gzip``,
+  ``deflate`` (zlib-wrapped or raw) and ``identity``, inflated in bounded pieces as the answer is read,
+  so a bomb never holds more than the bound and a piece; an answer in any other coding or whose
+  compressed stream is broken or cut short ends its request with ``MALFORMED_ANSWER``;
 * a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session;
 * a redirect's own body is never read (the SDK reads it whole); a request follows at most
   :data:`MAX_REDIRECTS` redirects, each within the endpoint's origin and keeping its method; any other
@@ -26,15 +25,24 @@ and a connection cut mid-answer ends the whole session. Here:
   the JSON body of some as the answer);
 * a cancelled request's response stream is closed at every protocol revision, and no request's
   response is read for longer than ``answer_timeout_s`` (``REQUEST_TIMEOUT``), except the
-  ``subscriptions/listen`` stream, which is meant to stay open.
+  ``subscriptions/listen`` stream, which is meant to stay open;
+* a GET stream (for server notifications, or resuming an answer) is taken at most once per
+  :data:`_GET_PACE_S`, whatever reconnection delay the server asks for;
+* the POST of a notification (or of an answer to the server) is waited for at most
+  :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
+  answer is read: not a notification's, not the GET stream's error body;
+* closing the session sends the DELETE the protocol asks for and waits at most
+  :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
+  endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
 """
 
 from __future__ import annotations
 
 import contextlib
-import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Final
 
 import anyio
@@ -42,6 +50,7 @@ import httpx2
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport, StreamWriter
 from mcp.shared._context_streams import create_context_streams
+from mcp.shared._httpx_utils import stream_within_origin
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -58,152 +67,32 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
+from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES  # noqa: F401 - importable here too
+from actionspace.adapters._mcp_codings import Inflating as _Inflating
+from actionspace.adapters._mcp_codings import Refused as _Refused
+from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 
-__all__ = ["ACCEPTED_CODINGS", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
+__all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
+
+_log = logging.getLogger("actionspace.mcp")
 
 MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Longest answer taken from an HTTP server, in bytes (decoded): the stdio transport's bound."""
+CLOSE_TIMEOUT_S: Final = 3.0
+"""Longest wait for the server's answer to the closing DELETE, in seconds (its body is never read)."""
+_NOTICE_TIMEOUT_S: Final = 10.0
+"""Longest wait for the POST of a notification or of an answer to the server, in seconds (or the
+answer deadline when shorter): the SDK sends nothing else meanwhile, and nothing is read from it."""
+_GET_PACE_S: Final = 1.0
+"""Least time between two GET streams taken, in seconds (the SDK's own reconnection delay): the SDK
+reconnects after the server's ``retry`` (``retry: 0`` and a closed stream would make it a busy loop)."""
 _LONG_LIVED: Final = frozenset({"subscriptions/listen"})
 """Requests whose response stream stays open by design: no answer deadline."""
-_PIECE_BYTES: Final = 64 * 1024
-"""Most bytes one inflating step yields, whatever a network chunk inflates to."""
-_WBITS: Final = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-"""The content codings undone here (``identity`` is none), as ``zlib`` window bits."""
-_MAX_CODINGS: Final = 3
-"""Most content codings one body may name (one is usual; each more is another inflater)."""
-ACCEPTED_CODINGS: Final = "gzip, deflate"
-"""What every request offers in ``Accept-Encoding``: the codings undone here."""
-
-
-class _Undecodable(httpx2.DecodingError):
-    """A body in a coding not undone here, or whose compressed stream is broken or cut short."""
-
-
-class _Inflater:
-    """One content coding undone incrementally; ``zlib`` is never asked for more than a piece at once."""
-
-    def __init__(self, coding: str) -> None:
-        self._coding = coding
-        self._z = zlib.decompressobj(_WBITS[coding])
-        self._head = b""
-        """``deflate``: the first bytes, until there are two to tell a zlib stream from a raw one."""
-        self._started = False
-        self._ended = False
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if not self._started:
-            if self._coding == "deflate":
-                self._head += data
-                if len(self._head) < 2:
-                    return
-                data, self._head = self._head, b""
-                if not _zlib_header(data):  # servers send raw deflate under this name too
-                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
-            self._started = bool(data)
-        while data or (self._started and not self._ended):
-            if self._ended:
-                if self._coding == "deflate":
-                    raise _Undecodable("bytes after the end of the deflate stream")
-                data = data.lstrip(b"\0")  # gzip: another member may follow; zero padding is skipped
-                if not data:
-                    return
-                self._z, self._ended = zlib.decompressobj(_WBITS[self._coding]), False
-            while True:
-                out = self._step(data)
-                data = self._z.unconsumed_tail
-                if out:
-                    yield out
-                if self._z.eof:
-                    self._ended, data = True, self._z.unused_data
-                    break
-                if not data and len(out) < _PIECE_BYTES:
-                    return
-
-    def _step(self, data: bytes) -> bytes:
-        try:
-            return self._z.decompress(data, _PIECE_BYTES)
-        except zlib.error as exc:
-            raise _Undecodable(f"a broken {self._coding} stream ({exc})") from exc
-
-    def finish(self) -> None:
-        if self._head or (self._started and not self._ended):
-            raise _Undecodable(f"the {self._coding} stream ended early")
-
-
-def _zlib_header(data: bytes) -> bool:
-    """Whether a deflate body starts with a zlib header (RFC 1950), not with raw deflate data."""
-    return data[0] & 0x0F == zlib.DEFLATED and (data[0] << 8 | data[1]) % 31 == 0
-
-
-class _Inflating(httpx2.AsyncByteStream):
-    """A response's raw stream with its content codings undone, piece by bounded piece."""
-
-    def __init__(self, raw: httpx2.AsyncByteStream, codings: list[str]) -> None:
-        self._raw = raw
-        self._codings = codings
-        self.failure: str | None = None
-        """Why the body could not be decoded, once that is known (the SDK may swallow the error)."""
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        layers = [_Inflater(coding) for coding in reversed(self._codings)]  # the last applied comes off first
-        try:
-            async for chunk in self._raw:
-                for piece in _through(layers, chunk):
-                    yield piece
-            for layer in layers:  # each was drained as it was fed: nothing is left inside to flush
-                layer.finish()
-        except _Undecodable as exc:
-            self.failure = str(exc)
-            raise
-
-    async def aclose(self) -> None:
-        await self._raw.aclose()
-
-
-class _Refused(httpx2.AsyncByteStream):
-    """The raw stream of a body in a coding not undone here: reading it fails; it is never read."""
-
-    def __init__(self, raw: httpx2.AsyncByteStream, reason: str) -> None:
-        self._raw = raw
-        self.reason = reason
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
-
-    async def __anext__(self) -> bytes:
-        raise _Undecodable(self.reason)
-
-    async def aclose(self) -> None:
-        await self._raw.aclose()
-
-
-def _through(layers: list[_Inflater], data: bytes) -> Iterator[bytes]:
-    """``data`` through every layer in turn, lazily: nothing is inflated ahead of its reader."""
-    if not layers:
-        if data:
-            yield data
-        return
-    for piece in layers[0].feed(data):
-        yield from _through(layers[1:], piece)
-
-
-def take_codings(response: httpx2.Response) -> None:
-    """Undo ``response``'s content codings here from now on (the library then sees a plain body)."""
-    codings = [c.strip().lower() for c in response.headers.get_list("content-encoding", split_commas=True)]
-    codings = [c for c in codings if c and c != "identity"]
-    if not codings or not isinstance(response.stream, httpx2.AsyncByteStream):
-        return
-    unknown = [c for c in codings if c not in _WBITS]
-    if unknown:
-        said = f"its content coding {unknown[0][:50]!r} is not one of {ACCEPTED_CODINGS}, identity"
-        response.stream = _Refused(response.stream, said)
-    elif len(codings) > _MAX_CODINGS:
-        response.stream = _Refused(response.stream, f"it names {len(codings)} content codings")
-    else:
-        response.stream = _Inflating(response.stream, codings)
-    del response.headers["content-encoding"]
+_ASKING: ContextVar[bool] = ContextVar("_ASKING", default=False)
+"""True while this task posts a request, whose error status body the SDK reads as its answer."""
 
 
 class _BoundedTransport(StreamableHTTPTransport):
@@ -216,6 +105,10 @@ class _BoundedTransport(StreamableHTTPTransport):
         self._answer_timeout_s = answer_timeout_s
         self._sse_bodies: dict[RequestId, _Inflating] = {}
         """The compressed SSE answer being read per request: a broken one is malformed, not lost."""
+        self._where = str(httpx2.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
+        """The endpoint as logged: without what may carry a credential."""
+        self._next_get = 0.0
+        """When the next GET stream may be taken (``anyio.current_time()``): see :data:`_GET_PACE_S`."""
 
     def _prepare_headers(self) -> dict[str, str]:
         return {**super()._prepare_headers(), "accept-encoding": ACCEPTED_CODINGS}
@@ -223,10 +116,14 @@ class _BoundedTransport(StreamableHTTPTransport):
     async def _handle_post_request(self, ctx: RequestContext) -> None:
         message = ctx.session_message.message
         if not isinstance(message, JSONRPCRequest):
-            await super()._handle_post_request(ctx)
+            with anyio.move_on_after(min(_NOTICE_TIMEOUT_S, self._answer_timeout_s)) as scope:
+                await super()._handle_post_request(ctx)
+            if scope.cancelled_caught:
+                _log.warning("MCP server at %s: a notification's POST got no answer in time", self._where)
             return
         long_lived = message.method in _LONG_LIVED
         deadline = None if long_lived else self._answer_timeout_s
+        asking = _ASKING.set(True)
         with counting_redirects(), anyio.move_on_after(deadline) as scope:
             try:
                 await super()._handle_post_request(ctx)
@@ -237,6 +134,8 @@ class _BoundedTransport(StreamableHTTPTransport):
                     raise  # nothing reached the server, which is gone: the session ends, as before
                 said = f"the connection failed: {type(exc).__name__}"
                 await self._resolve_abandoned_request(ctx.read_stream_writer, message.id, said)
+            finally:
+                _ASKING.reset(asking)
         if scope.cancelled_caught:
             said = f"no answer within {self._answer_timeout_s:g}s"
             await self._resolve_abandoned_request(
@@ -341,18 +240,47 @@ class _BoundedTransport(StreamableHTTPTransport):
         """An HTTP response hook: the body's content codings are undone here (:func:`take_codings`),
         and the JSON body of an error status, which the SDK reads whole, is read here within the
         bound; one over it, or undecodable, is dropped (the SDK then answers from the status alone).
-        A 3xx answer is left to :func:`_mcp_redirects.redirected`: its body is never read."""
+        A 3xx answer is left to :func:`_mcp_redirects.redirected`: its body is never read. Nor is the error
+        body of any other request (a notification's POST, the GET stream, the closing DELETE). A GET
+        stream is taken at most once per :data:`_GET_PACE_S`, whatever ``retry`` the server asked for."""
+        if response.request.method == "GET":
+            await self._paced_get()
         if 300 <= response.status_code < 400:
             redirected(self._client, response)
             return
         take_codings(response)
-        if response.status_code < 400 or not _is_json(response):
+        if response.status_code < 400 or not _is_json(response) or not _asking(response):
             return
         try:
             body = await self._bounded_body(response)
         except _Undecodable:
             body = None
         response._content = b"" if body is None else body  # what the SDK's ``aread`` then returns
+
+    async def _paced_get(self) -> None:
+        now = anyio.current_time()
+        wait, self._next_get = self._next_get - now, max(now, self._next_get) + _GET_PACE_S
+        if wait > 0:
+            await anyio.sleep(wait)
+
+    async def terminate_session(self, client: httpx2.AsyncClient) -> None:
+        """End the session with a DELETE, waiting at most :data:`CLOSE_TIMEOUT_S` for its answer, whose
+        body is never read (the SDK reads it whole, however large or slow). Failures are logged."""
+        if not self.session_id:
+            return
+        with anyio.move_on_after(CLOSE_TIMEOUT_S) as scope:
+            try:
+                async with stream_within_origin(
+                    client, "DELETE", self.url, headers=self._prepare_headers()
+                ) as response:
+                    status = response.status_code
+            except httpx2.HTTPError as exc:
+                _log.info("MCP server at %s: ending the session failed: %s", self._where, type(exc).__name__)
+                return
+            if status not in (200, 202, 204, 405):
+                _log.info("MCP server at %s: ending the session was answered %s", self._where, status)
+        if scope.cancelled_caught:
+            _log.info("MCP server at %s: ending the session got no answer in time", self._where)
 
     async def _bounded_body(self, response: httpx2.Response) -> bytes | None:
         """The decoded body, or None as soon as it is known to pass the bound (the rest is not read).
@@ -399,6 +327,11 @@ class _BoundedTransport(StreamableHTTPTransport):
     async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
         error = ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}"[:500])
         await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+def _asking(response: httpx2.Response) -> bool:
+    """Whether ``response`` answers the POST of a request (the SDK reads its error body as the answer)."""
+    return response.request.method == "POST" and _ASKING.get()
 
 
 def _is_json(response: httpx2.Response) -> bool:
@@ -457,6 +390,6 @@ async def bounded_http_client(
             yield read_stream, write_stream
         finally:
             if transport.session_id:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception):  # bounded by CLOSE_TIMEOUT_S
                     await transport.terminate_session(http_client)
             tg.cancel_scope.cancel()
