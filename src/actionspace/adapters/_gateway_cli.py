@@ -34,6 +34,16 @@ def gateway_command(
             help="Let browser pages of this exact origin (scheme://host[:port]) call over HTTP; repeatable.",
         ),
     ] = None,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.001, metavar="SECONDS", help="HTTP: longest wait for a request's line and headers."
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(min=0.001, metavar="SECONDS", help="HTTP: longest wait for a request's whole body."),
+    ] = 60.0,
 ) -> None:
     """Serve the configured tools over MCP, governed: scopes, validation, approvals, ledger, trace."""
     if transport not in ("stdio", "http"):
@@ -50,7 +60,8 @@ def gateway_command(
         print(one_line(str(exc)), file=sys.stderr)
         raise typer.Exit(2) from exc
     try:
-        gateway.run("stdio" if transport == "stdio" else "http", host=host, port=port, fd=fd)
+        limits = (head_timeout, body_timeout)
+        gateway.run("stdio" if transport == "stdio" else "http", host=host, port=port, fd=fd, limits=limits)
     except ConfigurationError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         raise typer.Exit(2) from exc

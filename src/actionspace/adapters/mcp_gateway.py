@@ -402,13 +402,22 @@ class Gateway:
         return HttpGuard(inner, self.principal_for_token, host=host, allowed_origins=origins)
 
     async def serve_http(
-        self, *, host: str | None = None, port: int | None = None, fd: int | None = None
+        self,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        fd: int | None = None,
+        limits: tuple[float, float] | None = None,
     ) -> None:
         """Serve streamable HTTP on ``host:port`` (default: the config's) until cancelled.
 
         ``fd``: serve on this inherited listening socket instead (a supervisor or a test bound it).
+        ``limits``: seconds a request's head, then its body, may take to arrive (None: 10 and 60);
+        a slower request is answered 408 and its connection closed.
         """
         import uvicorn
+
+        from actionspace.service.slow_clients import deadlines
 
         host = host or self.config.host
         config = uvicorn.Config(
@@ -418,6 +427,7 @@ class Gateway:
             fd=fd,
             log_level="warning",
             lifespan="on",
+            http=deadlines() if limits is None else deadlines(*limits),
         )
         await uvicorn.Server(config).serve()
 
@@ -428,13 +438,14 @@ class Gateway:
         host: str | None = None,
         port: int | None = None,
         fd: int | None = None,
+        limits: tuple[float, float] | None = None,
     ) -> None:
         """Serve until the client (stdio) or a signal (http) ends it; then close."""
         try:
             if transport == "stdio":
                 anyio.run(self.serve_stdio)
             else:
-                anyio.run(lambda: self.serve_http(host=host, port=port, fd=fd))
+                anyio.run(lambda: self.serve_http(host=host, port=port, fd=fd, limits=limits))
         finally:
             self.close()
 

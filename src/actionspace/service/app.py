@@ -20,7 +20,7 @@ from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, admin_principal, new_token
 from actionspace.service.deps import ids_storable
 from actionspace.service.errors import install_handlers
-from actionspace.service.limits import DEFAULT_MAX_BODY_BYTES, BodyLimits
+from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 
 __all__ = ["create_app"]
@@ -64,6 +64,7 @@ def create_app(
     tokens: Mapping[str, Principal] | None,
     runner: RunnerConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
@@ -71,7 +72,8 @@ def create_app(
     tools of the runs it starts; ``None`` makes one admin token (every scope), readable as
     ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
     ``max_body_bytes`` (default 16 MiB) bounds a request body; a larger one is answered 413 before
-    authentication (see :mod:`actionspace.service.limits`).
+    authentication (see :mod:`actionspace.service.limits`); a body still arriving ``body_timeout_s``
+    (default 60 s) after the read began is answered 408.
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
@@ -100,7 +102,7 @@ def create_app(
     app.state.auth = Auth(table)
     app.state.admin_token = admin_token
     install_handlers(app)
-    app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes)
+    app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
     for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
         app.include_router(router, dependencies=[Depends(ids_storable)])

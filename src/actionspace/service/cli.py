@@ -50,14 +50,17 @@ def prepare(
     tools: Sequence[str] = (),
     demo: bool = True,
     tokens_file: str | None = None,
+    body_timeout_s: float | None = None,
 ) -> Served:
     """Build the runtime and the app of ``actionspace serve`` (without starting the server).
 
     ``tokens_file``: a JSON object mapping API tokens to principals (``{"id", "scopes",
     "tenant"}``), served besides the admin token. Raises ConfigurationError for a bad file.
+    ``body_timeout_s``: seconds a request body may take to arrive (None: the app's default, 60 s).
     """
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
+    from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S
     from actionspace.trace.store import default_store_url
 
     url = store or default_store_url()
@@ -76,7 +79,8 @@ def prepare(
             rt.register(item)
         secret = token or new_token()
         table = {**_read_tokens(tokens_file), secret: admin_principal()}
-        app = create_app(rt, tokens=table)
+        body_s = DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s
+        app = create_app(rt, tokens=table, body_timeout_s=body_s)
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
         stack.close()
@@ -151,6 +155,13 @@ def serve_command(
             help='More API tokens: a JSON object {"<token>": {"id", "scopes", "tenant"}}.',
         ),
     ] = None,
+    head_timeout: Annotated[
+        float,
+        typer.Option(min=0.001, metavar="SECONDS", help="Longest wait for a request's line and headers."),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float, typer.Option(min=0.001, metavar="SECONDS", help="Longest wait for a request's whole body.")
+    ] = 60.0,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
     from actionspace._extras import require
@@ -166,6 +177,7 @@ def serve_command(
             tools=tools or (),
             demo=demo,
             tokens_file=tokens_file,
+            body_timeout_s=body_timeout,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         from actionspace._cli_tables import one_line
@@ -177,4 +189,9 @@ def serve_command(
 
         typer.echo(f"actionspace store: {shown_store(served.runtime.store_url)}")
         typer.echo(f"actionspace console: {served.url}")
-        uvicorn.run(served.app, host=host, port=port, log_level="warning")
+        from actionspace.service.slow_clients import deadlines
+
+        # a slow client is answered 408 at each deadline: it holds neither a connection nor the shutdown;
+        # the app's own body deadline answers first, the protocol's is the backstop
+        protocol = deadlines(head_timeout, body_timeout + 1.0)
+        uvicorn.run(served.app, host=host, port=port, log_level="warning", http=protocol)

@@ -21,6 +21,7 @@ _log = logging.getLogger("actionspace.service")
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorResponse, "description": "The token's principal lacks the route's scope."},
+    429: {"model": ErrorResponse, "description": "Too many unknown tokens from this address: wait."},
     422: {"model": ErrorResponse, "description": "The request does not match the route's parameters."},
 }
 """Responses every authenticated route declares (the spec must list what the API may answer)."""
@@ -60,7 +61,8 @@ def install_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(_allowed(app, request))
-        return JSONResponse(_body(str(exc.detail)), status_code=exc.status_code, headers=headers)
+        category = "rate_limited" if exc.status_code == 429 else None
+        return JSONResponse(_body(str(exc.detail), category), status_code=exc.status_code, headers=headers)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -6,22 +6,32 @@
   ``Content-Length`` before a byte of the body is read, or while streaming once the count passes
   the limit — so an unauthenticated client cannot make the server read 150 MB to get its 401;
 * a JSON body holding a non-finite number (``NaN``, ``Infinity``, ``-Infinity``, which Python's
-  parser accepts but JSON does not) or nested deeper than ``max_json_depth`` is answered 400 with
-  the category ``invalid_arguments``, so such a value never reaches a run, a store or a listing.
+  parser accepts but JSON does not, or a literal such as ``1e999`` too large for a float, which it
+  reads as infinity) or nested deeper than ``max_json_depth`` is answered 400 with the category
+  ``invalid_arguments``, so such a value never reaches a run, a store or a listing;
+* a body still arriving ``body_timeout_s`` after the application started reading it is answered
+  408 and the connection closed, so a client trickling a byte at a time (a slow-body "slowloris")
+  cannot hold a connection and a reader for as long as it likes.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_JSON_DEPTH", "BodyLimits"]
+import anyio
+
+__all__ = ["DEFAULT_BODY_TIMEOUT_S", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_JSON_DEPTH", "BodyLimits"]
 
 DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 """Largest request body accepted by default (16 MiB)."""
 DEFAULT_MAX_JSON_DEPTH: Final = 256
 """Deepest nesting of a JSON body accepted by default."""
+DEFAULT_BODY_TIMEOUT_S: Final = 60.0
+"""Seconds a request body may take to arrive, whole, by default (16 MiB at about 2 Mbit/s)."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,6 +50,17 @@ class _Refused(Exception):
 
 def _refuse_constant(name: str) -> Any:
     raise _Refused(f"the body holds {name}, which is not a JSON number; send a finite number")
+
+
+_MAY_OVERFLOW: Final = re.compile(rb"[0-9][eE]|[0-9]{300}")
+"""A float literal read as infinity has an exponent or more than 300 digits."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the body holds {text[:40]!r}, a number too large for a float; send a smaller one")
+    return value
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -62,10 +83,15 @@ def _deeper_than(value: Any, limit: int) -> bool:
 def json_problem(body: bytes, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> str | None:
     """Why a JSON body is refused at the edge, or None (malformed JSON is left to the route)."""
     deep = f"the body nests deeper than {max_depth} levels"
-    if b"NaN" not in body and b"Infinity" not in body and body.count(b"[") + body.count(b"{") <= max_depth:
-        return None  # no constant to refuse, too few brackets to nest that deep: nothing to parse
+    if (
+        b"NaN" not in body
+        and b"Infinity" not in body
+        and body.count(b"[") + body.count(b"{") <= max_depth
+        and _MAY_OVERFLOW.search(body) is None
+    ):
+        return None  # nothing to refuse, too few brackets to nest that deep: nothing to parse
     try:
-        value = json.loads(body, parse_constant=_refuse_constant)
+        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _Refused as exc:
         return exc.message
     except RecursionError:
@@ -84,10 +110,12 @@ class BodyLimits:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method", "GET") in _NO_BODY:
@@ -105,27 +133,39 @@ class BodyLimits:
             if size > self.max_body_bytes:
                 await _answer(send, 413, self._too_large())
                 return
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.max_body_bytes:
-                await _answer(send, 413, self._too_large())
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        body: bytes | Literal["gone", "too_large"] = "gone"
+        with anyio.move_on_after(self.body_timeout_s) as reading:  # bounds the read only, never the route
+            body = await self._read(receive)
+        if reading.cancelled_caught:
+            await _answer(send, 408, f"the request body did not arrive within {self.body_timeout_s:g} s")
+            return
+        if body == "too_large":
+            await _answer(send, 413, self._too_large())
+            return
+        if body == "gone":
+            return
         if body and _may_be_read_as_json(types):
             problem = json_problem(body, max_depth=self.max_json_depth)
             if problem is not None:
                 await _answer(send, 400, problem, category="invalid_arguments")
                 return
         await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, receive: Receive) -> bytes | Literal["gone", "too_large"]:
+        """The whole body, else why not: the client left, or the body passed the limit."""
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return "gone"
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > self.max_body_bytes:
+                return "too_large"
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
     def _too_large(self) -> str:
         return f"the request body exceeds {self.max_body_bytes} bytes"
@@ -156,7 +196,7 @@ async def _answer(send: Send, status: int, message: str, *, category: str | None
         error["category"] = category
     payload = json.dumps({"error": error}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    if status == 413:
+    if status in (408, 413):
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})

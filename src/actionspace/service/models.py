@@ -181,7 +181,12 @@ class ResolveBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     outcome: Literal["committed", "not_committed"]
-    note: str | None = Field(None, max_length=2000)
+    note: str | None = Field(
+        None,
+        max_length=2000,
+        pattern=r"^[^\x00]*$",
+        description="What the person checked, in words (no NUL character, as for a decision's reason).",
+    )
 
 
 class ToolView(_Out):
