@@ -10,9 +10,12 @@ from typing import Any
 from actionspace.ledger import budget_owners as owners
 from actionspace.ledger.budget_owners import NOT_SENT, RETENTION_S
 
-__all__ = ["reclaim_gone", "values"]
+__all__ = ["FORGOTTEN", "reclaim_gone", "values"]
 
 Vector = tuple[float, float, float, float]
+FORGOTTEN = ""
+"""The ``run_scope`` of a reservation whose run's usage row was dropped (no run key is empty):
+its settle and its reclaim change only its principal's row."""
 Add = Callable[[Any, str, Vector], None]
 """``add(conn, scope, delta)``: add ``delta`` to a usage row."""
 LedgerState = Callable[[Any, str], "str | None"]
@@ -73,7 +76,8 @@ def _reclaim_owner(
         c0, c1, c2, c3 = (charged[i] - counted[i] for i in range(4))
         delta = (c0, c1, c2, c3)
         if any(delta):
-            add(conn, run_scope, delta)
+            if run_scope != FORGOTTEN:
+                add(conn, run_scope, delta)
             add(conn, principal_scope, delta)
         if stamp is None:
             conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))

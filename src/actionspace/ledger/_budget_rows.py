@@ -1,18 +1,86 @@
-"""The rows of ``budget_reservations`` (see :mod:`actionspace.ledger.budget_store`): one per open
-reservation, naming its owner, its usage rows, the ledger key it was admitted under, what it
-counts in those rows and what it is charged should its owner die once that key was sent."""
+"""The rows of a meter kept in a store (see :mod:`actionspace.ledger.budget_store`): in
+``budget_usage`` one per run and per principal, what it used and holds; in ``budget_reservations``
+one per open reservation, naming its owner, its usage rows, the ledger key it was admitted under,
+what it counts in those rows and what it is charged should its owner die once that key was sent."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from actionspace.ledger._budget_reclaim import values
-from actionspace.policy.budget import UNITS
+from actionspace.ledger._budget_reclaim import FORGOTTEN, values
+from actionspace.ledger.budget_owners import OWNER_TABLES
+from actionspace.policy.budget import UNITS, Usage, _vector
 
-__all__ = ["insert_row", "lower_row", "take_row"]
+__all__ = [
+    "SQLITE_SCHEMA",
+    "add_usage",
+    "counts_in_run",
+    "forget_run",
+    "insert_row",
+    "lower_row",
+    "principal_key",
+    "run_key",
+    "settle_rows",
+    "take_row",
+    "usage_row",
+]
 
 Vector = tuple[float, float, float, float]
+SQLITE_SCHEMA: Final = (
+    """
+CREATE TABLE IF NOT EXISTS budget_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS budget_usage (
+    scope TEXT PRIMARY KEY,
+    calls REAL NOT NULL,
+    items REAL NOT NULL,
+    bytes REAL NOT NULL,
+    money REAL NOT NULL
+);
+"""
+    + OWNER_TABLES
+)
+
+
+def run_key(run_id: str) -> str:
+    """The ``budget_usage`` scope of a run."""
+    return f"run:{run_id}"
+
+
+def principal_key(principal: tuple[str, str | None]) -> str:
+    """``principal:{tenant}:{id}``, the tenant with ``%`` and ``:`` percent-escaped (so the first
+    ``:`` after it ends it) and None spelled empty; the empty tenant, another tenant than None
+    (as for the meter in memory and for what a tenant may see), is spelled ``%``, which no
+    escaped tenant is. Every other tenant without ``%`` or ``:`` keeps the spelling it always had.
+    """
+    pid, tenant = principal
+    if tenant is None:
+        return f"principal::{pid}"
+    escaped = tenant.replace("%", "%25").replace(":", "%3A") if tenant else "%"
+    return f"principal:{escaped}:{pid}"
+
+
+def usage_row(conn: Any, p: str, scope: str, lock_sql: str = "") -> list[float]:
+    """What ``scope`` used and holds (zero without a row); ``lock_sql`` appended to the read."""
+    sql = f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope = {p}"
+    row = conn.execute(sql + lock_sql, (scope,)).fetchone()
+    if row is None:
+        return [0, 0, 0, 0.0]
+    return [float(v) for v in values(row)]
+
+
+def add_usage(conn: Any, p: str, scope: str, delta: Vector) -> None:
+    """Add ``delta`` to the usage row of ``scope`` (created at ``delta`` when missing)."""
+    conn.execute(
+        f"INSERT INTO budget_usage (scope, calls, items, bytes, money) VALUES ({p}, {p}, {p}, {p}, {p})"
+        " ON CONFLICT (scope) DO UPDATE SET calls = budget_usage.calls + excluded.calls,"
+        " items = budget_usage.items + excluded.items, bytes = budget_usage.bytes + excluded.bytes,"
+        " money = budget_usage.money + excluded.money",
+        (scope, *delta),
+    )
 
 
 def insert_row(
@@ -47,14 +115,48 @@ def lower_row(conn: Any, p: str, token: str, by: Sequence[float], if_sent: Seque
     )
 
 
-def take_row(conn: Any, p: str, token: str) -> Vector:
-    """What the usage rows hold for reservation ``token``, its row deleted; none when it is gone
+def take_row(conn: Any, p: str, token: str) -> tuple[Vector, bool] | None:
+    """What the usage rows hold for reservation ``token`` and whether its run's row still counts
+    it (not once :func:`forget_run` dropped that row), its row deleted; None when it is gone
     (reclaimed long ago: then all of the actual usage is charged, erring on spent)."""
     row = conn.execute(
-        f"SELECT calls, items, bytes, money FROM budget_reservations WHERE token = {p}", (token,)
+        f"SELECT calls, items, bytes, money, run_scope FROM budget_reservations WHERE token = {p}", (token,)
     ).fetchone()
     if row is None:
-        return (0, 0, 0, 0.0)
+        return None
     conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
-    calls, items, nbytes, money = (float(v) for v in values(row))
-    return (calls, items, nbytes, money)
+    calls, items, nbytes, money, run_scope = values(row)
+    return (float(calls), float(items), float(nbytes), float(money)), run_scope != FORGOTTEN
+
+
+def forget_run(conn: Any, p: str, run_scope: str) -> None:
+    """Drop a run's usage row; its open reservations no longer count in it (their settle and
+    their reclaim change only their principal's row), so that row never comes back below zero."""
+    conn.execute(f"DELETE FROM budget_usage WHERE scope = {p}", (run_scope,))
+    conn.execute(
+        f"UPDATE budget_reservations SET run_scope = {p} WHERE run_scope = {p}", (FORGOTTEN, run_scope)
+    )
+
+
+def counts_in_run(conn: Any, p: str, token: str) -> bool:
+    """Whether reservation ``token`` is open and its run's usage row still counts it."""
+    row = conn.execute(f"SELECT run_scope FROM budget_reservations WHERE token = {p}", (token,)).fetchone()
+    return row is not None and values(row)[0] != FORGOTTEN
+
+
+def settle_rows(
+    conn: Any, p: str, token: str | None, keys: tuple[str, str], amount: Usage, actual: Usage
+) -> None:
+    """Replace the reservation ``token`` (None: none recorded, it counts ``amount``) by ``actual``
+    in its usage rows ``keys`` (run, principal); its run's row is left alone once forgotten."""
+    counted, scopes = _vector(amount), tuple[str, ...](keys)
+    if token is not None:
+        taken = take_row(conn, p, token)
+        counted = (0, 0, 0, 0.0) if taken is None else taken[0]
+        if taken is not None and not taken[1]:
+            scopes = keys[1:]
+    used = _vector(actual)
+    delta = (used[0] - counted[0], used[1] - counted[1], used[2] - counted[2], used[3] - counted[3])
+    if any(delta):
+        for scope in scopes:
+            add_usage(conn, p, scope, delta)

@@ -35,8 +35,19 @@ from actionspace.errors import ActionError
 from actionspace.ledger import budget_owners as owners
 from actionspace.ledger._budget_forks import follow_forks
 from actionspace.ledger._budget_reclaim import reclaim_gone, values
-from actionspace.ledger._budget_rows import insert_row, lower_row, take_row
-from actionspace.ledger.budget_owners import LEASE_S, OWNER_TABLES, PG_OWNER_TABLES
+from actionspace.ledger._budget_rows import (
+    SQLITE_SCHEMA,
+    add_usage,
+    counts_in_run,
+    forget_run,
+    insert_row,
+    lower_row,
+    settle_rows,
+    usage_row,
+)
+from actionspace.ledger._budget_rows import principal_key as _principal_key
+from actionspace.ledger._budget_rows import run_key as _run_key
+from actionspace.ledger.budget_owners import LEASE_S, PG_OWNER_TABLES
 from actionspace.policy.budget import (
     ZERO,
     Budgets,
@@ -44,7 +55,7 @@ from actionspace.policy.budget import (
     Reservation,
     Usage,
     _capped,
-    _drawn,
+    _draw_on,
     _held_if_sent,
     _holding,
     _refill,
@@ -56,22 +67,6 @@ from actionspace.policy.budget import (
 
 __all__ = ["PostgresMeter", "SqliteMeter", "open_meter"]
 
-_SQLITE_SCHEMA: Final = (
-    """
-CREATE TABLE IF NOT EXISTS budget_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS budget_usage (
-    scope TEXT PRIMARY KEY,
-    calls REAL NOT NULL,
-    items REAL NOT NULL,
-    bytes REAL NOT NULL,
-    money REAL NOT NULL
-);
-"""
-    + OWNER_TABLES
-)
 SCHEMA_VERSION: Final = 1
 """Unchanged by the owner and reservation tables: they are only added, and a meter that does not
 know them still counts correctly (its reservations are only never reclaimed)."""
@@ -79,29 +74,8 @@ T = TypeVar("T")
 Vector = tuple[float, float, float, float]
 
 
-def _run_key(run_id: str) -> str:
-    return f"run:{run_id}"
-
-
-def _principal_key(principal: tuple[str, str | None]) -> str:
-    """``principal:{tenant}:{id}``, the tenant with ``%`` and ``:`` percent-escaped (so the first
-    ``:`` after it ends it) and None spelled empty; the empty tenant, another tenant than None
-    (as for the meter in memory and for what a tenant may see), is spelled ``%``, which no
-    escaped tenant is. Every other tenant without ``%`` or ``:`` keeps the spelling it always had.
-    """
-    pid, tenant = principal
-    if tenant is None:
-        return f"principal::{pid}"
-    escaped = tenant.replace("%", "%25").replace(":", "%3A") if tenant else "%"
-    return f"principal:{escaped}:{pid}"
-
-
 def _negated(usage: Usage) -> Vector:
     return (-usage.calls, -usage.items, -usage.bytes, -usage.money)
-
-
-def _minus(a: Vector, b: Vector | list[float]) -> Vector:
-    return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3])
 
 
 class _StoredMeter(Meter):
@@ -118,6 +92,9 @@ class _StoredMeter(Meter):
         if not lease_s > 0:
             raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
         self._lease_s, self._host = lease_s, owners.this_host()
+        self._holds = threading.RLock()
+        """Held while a hold is drawn on, refilled or settled, and while a settle claims its
+        reservations, so none of these reads a hold another thread is changing."""
         self._identify()
         self._renew_due = self._closed = False
         """``_renew_due``: a forked child renews its lease from its first reservation on."""
@@ -136,7 +113,7 @@ class _StoredMeter(Meter):
         that its parent never takes the child's reservations for its own and the child's death is
         seen (the lock a thread of the parent may have held is new); its lease is renewed from its
         first reservation on."""
-        self._lock = threading.Lock()
+        self._lock, self._holds = threading.Lock(), threading.RLock()
         self._identify()
         self._renew_due = not self._closed
 
@@ -170,22 +147,10 @@ class _StoredMeter(Meter):
         return None if row is None else str(values(row)[0])
 
     def _row(self, conn: Any, scope: str, *, lock: bool = False) -> list[float]:
-        p = self._placeholder
-        sql = f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope = {p}"
-        row = conn.execute(sql + (self._lock_rows if lock else ""), (scope,)).fetchone()
-        if row is None:
-            return [0, 0, 0, 0.0]
-        return [float(v) for v in values(row)]
+        return usage_row(conn, self._placeholder, scope, self._lock_rows if lock else "")
 
     def _add(self, conn: Any, scope: str, delta: Vector) -> None:
-        p = self._placeholder
-        conn.execute(
-            f"INSERT INTO budget_usage (scope, calls, items, bytes, money) VALUES ({p}, {p}, {p}, {p}, {p})"
-            " ON CONFLICT (scope) DO UPDATE SET calls = budget_usage.calls + excluded.calls,"
-            " items = budget_usage.items + excluded.items, bytes = budget_usage.bytes + excluded.bytes,"
-            " money = budget_usage.money + excluded.money",
-            (scope, *delta),
-        )
+        add_usage(conn, self._placeholder, scope, delta)
 
     def _register(self, conn: Any) -> None:
         """Record (or renew) this meter's registration and lease."""
@@ -218,9 +183,12 @@ class _StoredMeter(Meter):
         key: str | None = None,
         if_sent: Usage | None = None,
     ) -> Reservation | ActionError:
-        reserved = self._admit(run_id, principal, amount, key, if_sent)
-        if isinstance(reserved, ActionError) and self._sweep_due() and self.reclaim():
+        # one at a time while a hold is drawn on: what it still holds is read, written, then taken
+        drawing = self._holds if _holding(run_id, principal) is not None else contextlib.nullcontext()
+        with drawing:
             reserved = self._admit(run_id, principal, amount, key, if_sent)
+            if isinstance(reserved, ActionError) and self._sweep_due() and self.reclaim():
+                reserved = self._admit(run_id, principal, amount, key, if_sent)
         return reserved
 
     def _admit(
@@ -233,17 +201,24 @@ class _StoredMeter(Meter):
     ) -> Reservation | ActionError:
         keys = (_run_key(run_id), _principal_key(principal))
         need = _vector(amount)
-        drawn = _drawn(run_id, principal, need)
-        extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
         sent = _vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
         group = _holding(run_id, principal)
         if group is not None and group.ledger_key is not None:
             key = group.ledger_key  # a member is sent exactly when its group is
-        hold = group if any(drawn) else None
-        held_sent = None if hold is None else _held_if_sent(hold, drawn, sent)
         token = uuid.uuid4().hex if any(need) else None
+        took: list[tuple[list[float], list[float] | None]] = []
+        """What it drew on ``group`` and the hold's charge if sent then, as its transaction saw."""
 
         def reserve(conn: Any) -> Reservation | ActionError:
+            took.clear()
+            # a hold whose run was forgotten since holds nothing of the run's row
+            live = group is not None and (
+                group.token is None or counts_in_run(conn, self._placeholder, group.token)
+            )
+            drawn = _draw_on(group if live else None, need)
+            hold = group if any(drawn) else None
+            held_sent = None if hold is None else _held_if_sent(hold, drawn, sent)
+            extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
             run = self._row(conn, keys[0], lock=True)
             shared = self._row(conn, keys[1], lock=True)
             refused = self._check(run, shared, amount, list(extra))
@@ -258,6 +233,7 @@ class _StoredMeter(Meter):
                 insert_row(conn, self._placeholder, token, self._owner, keys, key, need, sent)
             if hold is not None and hold.token is not None:  # what it drew is now this call's
                 lower_row(conn, self._placeholder, hold.token, drawn, held_sent)
+            took.append((drawn, held_sent))
             return Reservation(
                 run,
                 shared,
@@ -268,32 +244,48 @@ class _StoredMeter(Meter):
                 token=token,
                 drawn=None if hold is None else _usage(drawn),
                 drawn_from=hold,
+                issuer=self,
             )
 
         reserved = self._transact(reserve)
         if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
-            _take(drawn, held_sent)
+            _take(*took[-1])
             if self._renew_due and token is not None:
                 self._start_renewal()
         return reserved
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
-        if reservation.keys is None:
-            super().settle(reservation, actual)
+        self._own((reservation,))
+        if not self._claim((reservation,)):
             return
         if reservation.token is None and _vector(actual) == _vector(reservation.amount):
             return
-        self._transact(lambda conn: self._settled(conn, reservation, actual))
+        try:
+            self._transact(lambda conn: self._settled(conn, reservation, actual))
+        except BaseException:
+            self._unclaim((reservation,))
+            raise
+
+    def _claim(self, reservations: Iterable[Reservation]) -> list[Reservation]:
+        """Mark settled, and return, those of ``reservations`` not settled yet (each once)."""
+        claimed: list[Reservation] = []
+        with self._holds:
+            for reservation in reservations:
+                if not reservation.settled:  # a reservation listed twice is claimed once
+                    reservation.settled = True
+                    claimed.append(reservation)
+        return claimed
+
+    def _unclaim(self, reservations: Iterable[Reservation]) -> None:
+        """Undo :meth:`_claim` once the store did not take the settlement (it stays counted)."""
+        with self._holds:
+            for reservation in reservations:
+                reservation.settled = False
 
     def _settled(self, conn: Any, reservation: Reservation, actual: Usage) -> None:
         """Replace ``reservation`` (kept in the store) by ``actual`` in the usage rows."""
         assert reservation.keys is not None
-        token = reservation.token
-        counted = _vector(reservation.amount) if token is None else take_row(conn, self._placeholder, token)
-        delta = _minus(_vector(actual), counted)
-        if any(delta):
-            for scope in reservation.keys:
-                self._add(conn, scope, delta)
+        settle_rows(conn, self._placeholder, reservation.token, reservation.keys, reservation.amount, actual)
 
     def settle_all(
         self,
@@ -303,33 +295,53 @@ class _StoredMeter(Meter):
         if_sent: Usage | None = None,
         refill: bool = False,
     ) -> None:
-        stored, back = [], ZERO
-        for reservation, actual in settled:
-            drew = _refilled(reservation, hold) if refill else None
-            if reservation.keys is None:
-                super().settle_all([(reservation, actual)], hold=hold, refill=refill)
-            elif drew is None:
+        pairs = list(settled)
+        self._own([hold, *(r for r, _a in pairs)])
+        with self._holds:
+            claimed = self._claim(r for r, _a in pairs)
+            try:
+                self._settle_claimed(pairs, claimed, hold, if_sent, refill)
+            except BaseException:
+                self._unclaim(claimed)
+                raise
+
+    def _settle_claimed(
+        self,
+        pairs: list[tuple[Reservation, Usage]],
+        claimed: list[Reservation],
+        hold: Reservation | None,
+        if_sent: Usage | None,
+        refill: bool,
+    ) -> None:
+        """:meth:`settle_all` of the reservations ``claimed`` (their first pair each in ``pairs``)."""
+        stored, back, todo = [], ZERO, {id(r) for r in claimed}
+        for reservation, actual in pairs:
+            if id(reservation) not in todo:
+                continue
+            todo.discard(id(reservation))
+            drew = _refilled(reservation, hold, actual) if refill else None
+            if drew is None:
                 stored.append((reservation, actual))
             else:  # it counts what it drew again, under the hold
                 stored.append((reservation, actual + drew))
                 back += drew
-        sent = None if hold is None or if_sent is None else _capped(if_sent, hold, back)
+        live = None if hold is None or hold.settled else hold
+        sent = None if live is None or if_sent is None else _capped(if_sent, live, back)
 
         def work(conn: Any) -> None:
             for reservation, actual in stored:
                 self._settled(conn, reservation, actual)
-            if hold is not None and hold.token is not None and (sent is not None or back != ZERO):
-                lower_row(conn, self._placeholder, hold.token, _negated(back), sent)
+            if live is not None and live.token is not None and (sent is not None or back != ZERO):
+                lower_row(conn, self._placeholder, live.token, _negated(back), sent)
 
-        if stored or (hold is not None and hold.token is not None and sent is not None):
+        if stored or (live is not None and live.token is not None and sent is not None):
             self._transact(work)
         _refill(hold, back, [r for r, _a in stored])
-        if hold is not None and sent is not None:
-            hold.if_sent = _usage(sent)
+        if live is not None and sent is not None:
+            live.if_sent = _usage(sent)
 
     def forget_run(self, run_id: str) -> None:
-        sql = f"DELETE FROM budget_usage WHERE scope = {self._placeholder}"
-        self._transact(lambda conn: conn.execute(sql, (_run_key(run_id),)))
+        self._transact(lambda conn: forget_run(conn, self._placeholder, _run_key(run_id)))
 
     def renew(self) -> int:
         """Renew this meter's lease and :meth:`reclaim` in one transaction; how many were reclaimed."""
@@ -396,7 +408,7 @@ class SqliteMeter(_StoredMeter):
 
         self._db = SqliteConnections(path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
         try:
-            self._db.init_schema(_SQLITE_SCHEMA, "budget_meta", "schema_version", SCHEMA_VERSION)
+            self._db.init_schema(SQLITE_SCHEMA, "budget_meta", "schema_version", SCHEMA_VERSION)
         except BaseException:
             self._db.close()
             raise

@@ -6,8 +6,10 @@ list given to ``Runtime(budgets=[...])``) means every one of them applies.
 
 Before dispatch the runtime asks the :class:`Meter` to *admit* the call's :func:`estimate`; the
 estimate is reserved at once (so concurrent calls cannot all pass the same check) and replaced by
-the actual usage when the call ends. Items are counted the same way whether they arrive as one
-batch or as many single calls, so splitting a batch never escapes an ``items`` budget. The
+the actual usage when the call ends, once: a reservation settled again is left as its first
+settlement left it, and only the meter that admitted it settles it. Items are counted the same
+way whether they arrive as one batch or as many single calls, so splitting a batch never escapes
+an ``items`` budget. The
 :class:`Meter` here keeps its usage in memory, per process: it starts at zero with every ``Runtime``
 and is not shared between processes; :mod:`actionspace.ledger.budget_store` keeps it in the store
 every process shares, and reclaims the reservations of processes that died before settling.
@@ -168,6 +170,11 @@ class Reservation:
     gives that back to the hold (:meth:`Meter.settle_all` with ``refill``), not to the budgets."""
     drawn_from: Reservation | None = field(default=None, compare=False, repr=False)
     """The hold it drew ``drawn`` on."""
+    settled: bool = field(default=False, compare=False)
+    """Settled (or released) already: a meter settles a reservation once, and a later settle of
+    it is a no-op; a hold settled is no longer drawn on nor refilled."""
+    issuer: object = field(default=None, compare=False, repr=False)
+    """The meter that admitted it, the only one that settles it."""
 
 
 _DRAWING: ContextVar[Reservation | None] = ContextVar("actionspace_budget_drawing", default=None)
@@ -189,19 +196,21 @@ def drawing_from(hold: Reservation | None) -> Iterator[None]:
         _DRAWING.reset(token)
 
 
-def _drawn(run_id: str, principal: tuple[str, str | None], need: tuple[float, ...]) -> list[float]:
-    """Per unit, what an admission of ``need`` takes from the hold it is drawing on (0 without one)."""
-    hold = _DRAWING.get()
-    if hold is None or hold.scope != (run_id, principal):
+def _draw_on(hold: Reservation | None, need: tuple[float, ...]) -> list[float]:
+    """Per unit, what an admission of ``need`` takes from ``hold`` (0 without one)."""
+    if hold is None:
         return [0, 0, 0, 0.0]
     left = _vector(hold.amount)
     return [min(need[i], left[i]) for i in range(4)]
 
 
 def _holding(run_id: str, principal: tuple[str, str | None]) -> Reservation | None:
-    """The hold admissions of ``run_id`` and ``principal`` draw on in this context, if any."""
+    """The hold admissions of ``run_id`` and ``principal`` draw on in this context, if any (a hold
+    already settled is none)."""
     hold = _DRAWING.get()
-    return hold if hold is not None and hold.scope == (run_id, principal) else None
+    if hold is None or hold.settled or hold.scope != (run_id, principal):
+        return None
+    return hold
 
 
 def _held_if_sent(hold: Reservation, drawn: list[float], sent: tuple[float, ...]) -> list[float] | None:
@@ -221,11 +230,16 @@ def _capped(if_sent: Usage, hold: Reservation, back: Usage = ZERO) -> list[float
     return [min(wanted[i], max(0, left[i])) for i in range(4)]
 
 
-def _refilled(reservation: Reservation, hold: Reservation | None) -> Usage | None:
-    """What ``reservation`` drew on ``hold`` and gives back to it when undone; None if nothing."""
-    if hold is None or reservation.drawn_from is not hold or reservation.drawn is None:
+def _refilled(reservation: Reservation, hold: Reservation | None, actual: Usage = ZERO) -> Usage | None:
+    """What ``reservation``, settled at ``actual``, gives back to the ``hold`` it drew on when undone:
+    what it drew, less what ``actual`` used of it (per unit, what its reservation did not use), so
+    the hold and what it used never count more than they counted together before; None if nothing
+    (or when ``hold`` was settled already: then nothing holds that room any more)."""
+    if hold is None or hold.settled or reservation.drawn_from is not hold or reservation.drawn is None:
         return None
-    return reservation.drawn
+    drew, amount, used = _vector(reservation.drawn), _vector(reservation.amount), _vector(actual)
+    back = [min(drew[i], max(0, amount[i] - used[i])) for i in range(4)]
+    return _usage(back) if any(back) else None
 
 
 def _refill(hold: Reservation | None, back: Usage, undone: Iterable[Reservation]) -> None:
@@ -323,7 +337,10 @@ class Meter:
             shared = self._principals.get(principal)
             if shared is None:
                 shared = self._principals[principal] = [0, 0, 0, 0.0]
-            drawn = _drawn(run_id, principal, need)
+            hold = _holding(run_id, principal)
+            if hold is not None and hold.run is not run:  # its run was forgotten: it holds nothing of it
+                hold = None
+            drawn = _draw_on(hold, need)
             extra = [need[i] - drawn[i] for i in range(4)]
             refused = self._check(run, shared, amount, extra)
             if refused is not None:
@@ -332,7 +349,7 @@ class Meter:
             for i in range(4):
                 run[i] += extra[i]
                 shared[i] += extra[i]
-            hold = _holding(run_id, principal) if any(drawn) else None
+            hold = hold if any(drawn) else None
             _take(drawn)
             return Reservation(
                 run,
@@ -342,6 +359,7 @@ class Meter:
                 scope=(run_id, principal),
                 drawn=None if hold is None else _usage(drawn),
                 drawn_from=hold,
+                issuer=self,
             )
 
     def _check(
@@ -359,13 +377,35 @@ class Meter:
         return None
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
-        """Replace a reservation by what the call actually used."""
-        reserved, spent = _vector(reservation.amount), _vector(actual)
+        """Replace a reservation by what the call actually used, once.
+
+        A reservation already settled (or released) is left as its first settlement left it: a
+        later settle of it is a no-op, so a cleanup path may settle what another one already did
+        and the budget never counts less (nor more) than what was used. Raises ``ValueError`` for
+        a reservation this meter did not admit (another meter's, or one built by hand)."""
+        self._own((reservation,))
         with self._lock:
-            for i in range(4):
-                delta = spent[i] - reserved[i]
-                reservation.run[i] += delta
-                reservation.principal[i] += delta
+            self._apply(reservation, actual)
+
+    def _apply(self, reservation: Reservation, actual: Usage) -> None:
+        """Settle ``reservation`` at ``actual`` unless it was settled already (the lock held)."""
+        if reservation.settled:
+            return
+        reservation.settled = True
+        reserved, spent = _vector(reservation.amount), _vector(actual)
+        for i in range(4):
+            delta = spent[i] - reserved[i]
+            reservation.run[i] += delta
+            reservation.principal[i] += delta
+
+    def _own(self, reservations: Iterable[Reservation | None]) -> None:
+        """Raise ``ValueError`` unless every reservation given (None aside) was admitted here."""
+        for reservation in reservations:
+            if reservation is not None and reservation.issuer is not self:
+                raise ValueError(
+                    "this reservation was admitted by another meter (or built by hand): only the meter "
+                    "that admitted a reservation settles it"
+                )
 
     def settle_all(
         self,
@@ -379,18 +419,26 @@ class Meter:
         ``hold`` is charged should its process die once its ledger key was sent (never more than it
         still holds). ``refill``: a reservation drawn on ``hold`` gives what it drew back to
         ``hold``, not to the budgets (an atomic group's undone member: the hold covers it when the
-        group is sent again). A meter kept in a store writes all of it in one transaction, so a
-        process killed meanwhile leaves all of it or none; raises when the store does not take it."""
-        back, undone = ZERO, list[Reservation]()
-        for reservation, actual in settled:
-            drew = _refilled(reservation, hold) if refill else None
-            self.settle(reservation, actual if drew is None else actual + drew)
-            if drew is not None:
-                back = back + drew
-                undone.append(reservation)
-        _refill(hold, back, undone)
-        if hold is not None and if_sent is not None:
-            hold.if_sent = _usage(_capped(if_sent, hold))
+        group is sent again). A reservation settled already is skipped (the first settlement
+        stands), and so is a refill of a hold settled already. A meter kept in a store writes all
+        of it in one transaction, so a process killed meanwhile leaves all of it or none; raises
+        when the store does not take it, and ``ValueError``, settling nothing, when a reservation
+        or ``hold`` was admitted by another meter."""
+        pairs = list(settled)
+        self._own([hold, *(r for r, _a in pairs)])
+        with self._lock:
+            back, undone = ZERO, list[Reservation]()
+            for reservation, actual in pairs:
+                if reservation.settled:
+                    continue
+                drew = _refilled(reservation, hold, actual) if refill else None
+                self._apply(reservation, actual if drew is None else actual + drew)
+                if drew is not None:
+                    back = back + drew
+                    undone.append(reservation)
+            _refill(hold, back, undone)
+            if hold is not None and if_sent is not None and not hold.settled:
+                hold.if_sent = _usage(_capped(if_sent, hold))
 
     def forget_run(self, run_id: str) -> None:
         """Drop a finished run's usage (principal usage is kept)."""
