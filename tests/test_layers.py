@@ -29,6 +29,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_canonical": 0,
     "_unicode": 0,
     "_json_values": 0,
+    "_store_errors": 0,
     "_placeholders": 0,
     "_store_url": 0,
     "_extras": 0,

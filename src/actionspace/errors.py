@@ -44,6 +44,7 @@ The tree::
       BfclDataError           evaluation: BFCL data could not be downloaded, verified or read
       BfclAnswerError         evaluation: a BFCL possible answer has the wrong shape (also ValueError)
       ApiError                service: a request fails as an HTTP status with an error body
+      ApprovalRefused         approvals: a rule (four eyes) refuses this approver; .error is the typed error
 
     ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
 
@@ -65,13 +66,12 @@ from __future__ import annotations
 import base64
 import math
 import re
-import sqlite3
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, cast, get_args
 
 from actionspace._canonical import normalize
+from actionspace._store_errors import store_unavailable
 
 __all__ = [
     "CATEGORIES",
@@ -82,6 +82,7 @@ __all__ = [
     "ActionError",
     "ActionspaceError",
     "ApiError",
+    "ApprovalRefused",
     "BfclAnswerError",
     "BfclDataError",
     "Category",
@@ -484,16 +485,10 @@ class ApiError(ActionspaceError):
         self.category = category
 
 
-_SQLITE_BUSY: Final = ("locked", "busy", "disk i/o error", "unable to open")
-"""What SQLite says when the file did not answer (another writer past the busy timeout, the disk)."""
+class ApprovalRefused(ActionspaceError):
+    """An approval a rule refuses (the four-eyes rule, ``approval.four_eyes``); ``error`` is its
+    ``permission_denied`` error. Nothing was recorded: the request stays pending."""
 
-
-def store_unavailable(exc: BaseException) -> bool:
-    """True when ``exc`` is a store's driver saying its database did not answer: SQLite locked or
-    busy past its timeout, or its file unreadable; PostgreSQL's connection lost or refused, or its
-    pool out of connections. A request that failed so may succeed when asked again."""
-    if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return any(word in text for word in _SQLITE_BUSY)
-    psycopg = sys.modules.get("psycopg")  # loaded only where a PostgreSQL store is in use
-    return psycopg is not None and isinstance(exc, psycopg.OperationalError)
+    def __init__(self, error: ActionError) -> None:
+        super().__init__(error.message)
+        self.error = error

@@ -3,7 +3,9 @@
 A decision names the token's principal as ``by``. Approving wakes the background run waiting on
 the request; an approval no run here waits on is resumed by the runner (see ``runner.py``). A
 token sees and decides only its tenant's requests (see :mod:`actionspace.service.scoping`);
-another tenant's answer 404.
+another tenant's answer 404. Under the four-eyes rule (``distinct_approver``, see
+:mod:`actionspace.approval.four_eyes`) the principal that proposed a call may not approve it: 403
+``permission_denied``, the request left pending; it may still deny it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 
+from actionspace.approval.four_eyes import refused_approval
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.durable.approval import wake_decided
 from actionspace.policy.principal import Principal
@@ -37,9 +40,18 @@ _DECISION_ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "No such request."},
     409: {"model": ErrorResponse, "description": "The request is no longer pending."},
 }
+_APPROVE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_DECISION_ERRORS,
+    403: {
+        "model": ErrorResponse,
+        "description": "The token's principal lacks the route's scope, or (with the four-eyes rule on)"
+        " proposed the call itself.",
+    },
+}
 
 
-def approvals_router() -> APIRouter:
+def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
+    """The approvals routes; ``distinct_approver`` (default False) refuses the proposer's own approval."""
     router = APIRouter(prefix="/api/approvals", tags=["approvals"], responses=ERRORS)
 
     @router.get("", response_model=list[ApprovalView], summary="Approval requests, newest first")
@@ -79,7 +91,11 @@ def approvals_router() -> APIRouter:
     def decide(
         rt: Runtime, runner: BackgroundRuns, request_id: str, approve: bool, by: Principal, reason: str | None
     ) -> dict[str, Any]:
-        visible(rt, request_id, by)  # another tenant's request is not this token's to decide
+        request = visible(rt, request_id, by)  # another tenant's request is not this token's to decide
+        if approve and distinct_approver:
+            refused = refused_approval(request, by.id)
+            if refused is not None:
+                raise ApiError(403, refused.message, category=refused.category)
         try:
             if approve:
                 decided = rt.approvals.approve(request_id, by=by.id, reason=reason)
@@ -106,7 +122,7 @@ def approvals_router() -> APIRouter:
         router.post(
             f"/{{request_id}}/{action}",
             response_model=ApprovalView,
-            responses=_DECISION_ERRORS,
+            responses=_APPROVE_ERRORS if approving else _DECISION_ERRORS,
             summary=summary,
             name=action,
         )(endpoint)

@@ -65,6 +65,7 @@ def create_app(
     runner: RunnerConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    distinct_approver: bool = False,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
@@ -73,7 +74,9 @@ def create_app(
     ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
     ``max_body_bytes`` (default 16 MiB) bounds a request body; a larger one is answered 413 before
     authentication (see :mod:`actionspace.service.limits`); a body still arriving ``body_timeout_s``
-    (default 60 s) after the read began is answered 408.
+    (default 60 s) after the read began is answered 408. ``distinct_approver`` (default False) turns
+    on the four-eyes rule: the principal that proposed a call may not approve it (403
+    ``permission_denied``; see :mod:`actionspace.approval.four_eyes`).
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
@@ -104,7 +107,9 @@ def create_app(
     install_handlers(app)
     app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
-    for router in (health_router(), runs_router(), approvals_router(), ledger_router(), catalog_router()):
+    app.state.distinct_approver = distinct_approver
+    approvals = approvals_router(distinct_approver=distinct_approver)
+    for router in (health_router(), runs_router(), approvals, ledger_router(), catalog_router()):
         app.include_router(router, dependencies=[Depends(ids_storable)])
     _include_console(app)
     return app

@@ -51,12 +51,14 @@ def prepare(
     demo: bool = True,
     tokens_file: str | None = None,
     body_timeout_s: float | None = None,
+    distinct_approver: bool = False,
 ) -> Served:
     """Build the runtime and the app of ``actionspace serve`` (without starting the server).
 
     ``tokens_file``: a JSON object mapping API tokens to principals (``{"id", "scopes",
     "tenant"}``), served besides the admin token. Raises ConfigurationError for a bad file.
     ``body_timeout_s``: seconds a request body may take to arrive (None: the app's default, 60 s).
+    ``distinct_approver``: the four-eyes rule (default off): a call's proposer may not approve it.
     """
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
@@ -80,7 +82,7 @@ def prepare(
         secret = token or new_token()
         table = {**_read_tokens(tokens_file), secret: admin_principal()}
         body_s = DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s
-        app = create_app(rt, tokens=table, body_timeout_s=body_s)
+        app = create_app(rt, tokens=table, body_timeout_s=body_s, distinct_approver=distinct_approver)
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
         stack.close()
@@ -162,6 +164,13 @@ def serve_command(
     body_timeout: Annotated[
         float, typer.Option(min=0.001, metavar="SECONDS", help="Longest wait for a request's whole body.")
     ] = 60.0,
+    distinct_approver: Annotated[
+        bool,
+        typer.Option(
+            "--distinct-approver",
+            help="Four-eyes rule: the principal that proposed a call may not approve it (403).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
     from actionspace._extras import require
@@ -178,6 +187,7 @@ def serve_command(
             demo=demo,
             tokens_file=tokens_file,
             body_timeout_s=body_timeout,
+            distinct_approver=distinct_approver,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         from actionspace._cli_tables import one_line
