@@ -174,13 +174,16 @@ def test_a_write_in_flight_when_the_runtime_closes_is_unknown_commit_and_noted(
         [(state, error)] = _ledger_states(url)
         assert state == "unknown"
         assert error is not None and "closed" in error
-    else:  # the memory ledger still answers: the observation says what it holds
+    else:  # the memory ledger still answers: the observation says what it held when the call ended
         [entry] = rt.ledger.list()
         assert entry.state in ("unknown", "committed")
-        if entry.state == "committed":
-            assert obs.error is None and obs.data == 2
-        else:
-            assert obs.error is not None and obs.error.category == "unknown_commit"
+        if obs.error is None:
+            assert entry.state == "committed" and obs.data == 2
+        else:  # cut at close; the tool's answer, released after, may settle the entry since
+            assert obs.error.category == "unknown_commit"
+            if entry.state == "committed":
+                moves = [e.data for e in rt.trace.events(run_id) if e.kind == "ledger"]
+                assert any(m.get("by") == "late_answer" and m.get("to") == "committed" for m in moves)
 
 
 def test_asyncio_tasks_racing_close_end_as_typed_observations(url: str) -> None:

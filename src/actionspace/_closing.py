@@ -16,6 +16,14 @@ A plan running in process is not left to run on (:func:`end_running_plans`, righ
 cancels every running node's call and settles every queued node as not sent; before the stores
 close, the closing thread waits (at most :data:`PLAN_END_WAIT_S`) for each such plan to record
 its ``plan_finished``, unless the plan runs on the closing thread's own loop.
+
+A single call (``acall``), a message (``acall_all``) or a stream (``astream``) waiting for its
+tool is cut the same way (:func:`end_running_calls`, :class:`~actionspace.pipeline.calls.InFlight`):
+its write's ledger entry noted ``unknown`` first, then its task cancelled on its own loop where it
+awaits the tool; it returns typed at once (a sync tool's worker thread goes on: its late answer is
+settled as any abandoned attempt's). The closing thread waits (bounded) for what it recorded to be
+stored, unless it runs on that loop itself: then the call ends after ``close()`` returned, its
+events lost with the closed trace store (its ledger entry was noted before).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from actionspace.catalog.registry import Catalog
 from actionspace.errors import CATEGORIES, ActionError, ConfigurationError
 from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.pipeline.calls import group
+from actionspace.pipeline.calls import CLOSED_WHILE_RUNNING, group
 from actionspace.pipeline.runs import CLOSED
 from actionspace.plan.groups import GROUP_TOOL_PREFIX
 from actionspace.plan.model import PlanResult, PlanStatus
@@ -43,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "answered",
     "closed_error",
+    "end_running_calls",
     "end_running_plans",
     "ended_by_close",
     "ended_stream",
@@ -51,7 +60,7 @@ __all__ = [
     "refuse_closed",
 ]
 
-_CUT = "the Runtime was closed while this call ran"
+_CUT = CLOSED_WHILE_RUNNING
 _DECIDED_BEFORE_SENDING = frozenset(CATEGORIES[: CATEGORIES.index("conflict")])
 """Errors the stages answer before a tool runs (DESIGN §4: the categories before ``conflict``):
 they stay as they are after a close."""
@@ -177,13 +186,26 @@ def _settled_as_answered(obs: Observation, ledger: LedgerStore, key: str) -> boo
 def end_running_plans(engine: Engine) -> None:
     """End every plan running in process over ``engine`` (``Executor.closed`` is set): the ledger
     entries of its running writes noted ``unknown`` (as :func:`note_cut_writes` notes them), then
-    its loop told to cut its calls (``Scheduler.end_by_close``)."""
+    its loop told to cut its calls (``Scheduler.end_by_close``); then every other call in flight
+    (:func:`end_running_calls`)."""
     ledger = engine.ledger
     for plan in running_plans(engine):
         run_id = plan.run_state.run_id
         for node_id in plan.cut_writes():
             _note_unknown(ledger, functools.partial(ledger.get_node, run_id, node_id), node_id)
         plan.end_by_close()
+    end_running_calls(engine)
+
+
+def end_running_calls(engine: Engine) -> None:
+    """End every single call, message and stream of ``engine`` waiting for its tool now (async
+    callers): the ledger entries of its writes noted ``unknown``, then each cut on its own loop
+    (``InFlight.cut``): it ends there ``cancelled`` (a read) or ``unknown_commit`` (a write)."""
+    ledger = engine.ledger
+    in_flight = engine.messages.in_flight
+    for key in in_flight.writes():
+        _note_unknown(ledger, functools.partial(ledger.get, key), key)
+    in_flight.cut()
 
 
 def note_cut_writes(engine: Engine) -> None:
@@ -205,6 +227,7 @@ def _wait_for_plans(engine: Engine) -> None:
         left = deadline - time.monotonic()
         if left > 0 and plan.cut_seen.wait(min(left, PLAN_CUT_SEEN_S)):
             plan.ended.wait(max(0.0, deadline - time.monotonic()))
+    engine.messages.in_flight.wait(time.monotonic() + PLAN_END_WAIT_S)  # the calls it cut, stored
 
 
 def _note_unknown(ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str) -> None:

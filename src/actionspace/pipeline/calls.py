@@ -1,20 +1,41 @@
-"""Around the stages: a model's raw output into calls, the dispatched event, grouped observations."""
+"""Around the stages: a model's raw output into calls, the dispatched event, grouped observations,
+and the calls in flight that ``Runtime.close()`` cuts (:class:`InFlight`)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
+from actionspace.execution.executor import NOT_BEGUN, Executor
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, call_ids, parse
+from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation, ObservationStatus, ToolCall
 
-__all__ = ["dispatched_event", "group", "parse_raw", "per_call_id", "well_identified"]
+__all__ = [
+    "CLOSED_WHILE_RUNNING",
+    "CUT_SEEN_S",
+    "Cut",
+    "InFlight",
+    "dispatched_event",
+    "group",
+    "parse_raw",
+    "per_call_id",
+    "well_identified",
+]
+
+CLOSED_WHILE_RUNNING = "the Runtime was closed while this call ran"
+CUT_SEEN_S = 0.5
+"""How long ``close()`` waits for a call's loop to take the cut: a loop held longer by a call it
+cannot interrupt (a sync tool run on it) ends the call after the stores closed (seconds)."""
 
 
 def parse_raw(
@@ -108,3 +129,220 @@ def _all_failed(items: Sequence[Observation]) -> ActionError:
         f"none of the {len(items)} calls succeeded; the first: {first.message[:300]}",
         details={"failed": failed},
     )
+
+
+class Cut:
+    """``Runtime.close()`` cutting one call: ``seen`` once the call's loop took the cut, ``ended``
+    once what the call recorded is stored (or it had ended already)."""
+
+    __slots__ = ("asked", "ended", "seen")
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.ended = threading.Event()
+        self.asked = False
+        """Its task was cancelled (the cancel is taken back where the call ends)."""
+
+
+_OPEN = object()
+"""The state of a task inside a message whose events are not stored yet, waiting for no tool."""
+
+
+class InFlight:
+    """The calls of one engine waiting for their tools, by the task that awaits them.
+
+    ``tasks`` maps a task to its state: the key of the write it runs (a ``str``), another marker
+    of a call that may be cut, ``_OPEN`` (a message not stored yet; nothing to cut), or the
+    :class:`Cut` of the close that cut it. A call is registered only where it may wait (a call
+    answered at once costs one insert and one removal). ``Runtime.close()`` (any thread) notes
+    the writes unknown (:meth:`writes`), then :meth:`cut` cancels each such task on its own loop;
+    the call ends typed where it was awaited (:meth:`cuttable`): a read ``cancelled``, a write
+    ``unknown_commit``; :meth:`wait` waits (bounded) until what those calls recorded is stored.
+    """
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.tasks: dict[asyncio.Task[Any], object] = {}
+        self.calls: dict[Recorder, asyncio.Task[Any] | Cut] = {}
+        """Precompiled calls whose tool waits (:meth:`waits`), by their recorder: their task, or
+        the :class:`Cut` that cut it (read by :meth:`settled`)."""
+        self.cuts: list[tuple[Cut, asyncio.AbstractEventLoop]] = []
+
+    # ------------------------------------------------------------------ the closing thread
+    def writes(self) -> list[str]:
+        """From any thread: the ledger keys of the writes in flight now."""
+        return [state for state in list(self.tasks.values()) if type(state) is str]
+
+    def cut(self) -> None:
+        """From any thread, once ``Executor.closed`` is set: cut every call in flight on its loop."""
+        for task in list(self.tasks):
+            self._schedule(task.get_loop(), self._cut, task)
+        for rec, waiting in list(self.calls.items()):
+            if isinstance(waiting, asyncio.Task):
+                self._schedule(waiting.get_loop(), self._cut_call, rec)
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop, cut_it: Any, which: Any) -> None:
+        cut = Cut()
+        try:
+            loop.call_soon_threadsafe(cut_it, which, cut)
+        except RuntimeError:  # its loop is closed: the call ended with it
+            return
+        self.cuts.append((cut, loop))
+
+    def _cut_call(self, rec: Recorder, cut: Cut) -> None:
+        cut.seen.set()
+        task = self.calls.get(rec)
+        if not isinstance(task, asyncio.Task) or task.done():  # it ended meanwhile
+            cut.ended.set()
+            return
+        self.calls[rec] = cut
+        cut.asked = True
+        task.cancel()
+
+    def waits(self, rec: Recorder) -> None:
+        """A precompiled call (``rec``) whose tool waits, on the running task: ``close()`` may cut it
+        until :meth:`settled` (already closed: cut once it waits)."""
+        task = current_task()
+        if task is None:
+            return
+        self.calls[rec] = task
+        if self.executor.closed:  # closed before close() could see it
+            self._schedule(task.get_loop(), self._cut_call, rec)
+
+    def settled(self, rec: Recorder, raised: bool) -> Cut | None:
+        """The end of :meth:`waits`: the :class:`Cut` when ``close()`` cut the call (its cancel
+        taken back; tell ``ended`` once its records are stored), else None; also None when its
+        caller cancelled it too (``raised``: it ended raising)."""
+        cut = self.calls.pop(rec, None)
+        if not isinstance(cut, Cut):
+            return None
+        if cut.asked:
+            cut.asked = False
+            task = current_task()
+            if task is not None and task.uncancel() > 0 and raised:
+                cut.ended.set()
+                return None
+        return cut
+
+    def _cut(self, task: asyncio.Task[Any], cut: Cut) -> None:
+        cut.seen.set()
+        state = self.tasks.get(task, cut)
+        if state is cut or isinstance(state, Cut) or task.done():  # it ended meanwhile
+            cut.ended.set()
+            return
+        self.tasks[task] = cut
+        if state is not _OPEN:  # waiting for its tool: ends where it was awaited (cuttable)
+            cut.asked = True
+            task.cancel()
+
+    def wait(self, deadline: float) -> None:
+        """Wait, until ``deadline`` (``time.monotonic()``), for the calls :meth:`cut` cut to store
+        what they recorded; not for those on the calling thread's own loop (they end after it)."""
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        for cut, loop in self.cuts:
+            left = deadline - time.monotonic()
+            if loop is here or left <= 0:
+                continue
+            if cut.seen.wait(min(left, CUT_SEEN_S)):
+                cut.ended.wait(max(0.0, deadline - time.monotonic()))
+
+    # ------------------------------------------------------------------ the calling task
+    def open(self) -> asyncio.Task[Any] | None:
+        """Register the calling task until :meth:`done` (a message whose events ``close()`` waits
+        to be stored); None when it is registered already, or runs in no task."""
+        task = current_task()
+        if task is None or task in self.tasks:
+            return None
+        self.tasks[task] = _OPEN
+        return task
+
+    def done(self, task: asyncio.Task[Any] | None) -> None:
+        """The end of :meth:`open`: what the task recorded is stored."""
+        if task is not None:
+            state = self.tasks.pop(task, None)
+            if isinstance(state, Cut):
+                state.ended.set()
+
+    async def cuttable(
+        self,
+        aw: Coroutine[Any, Any, Observation],
+        rec: Recorder,
+        spec: ToolSpec,
+        call_id: str | None,
+        key: str | None,
+        *,
+        begins: bool = True,
+    ) -> Observation:
+        """``aw``'s observation; if ``close()`` cuts it, a read ``cancelled``, a write (``key``)
+        ``unknown_commit``, recorded in ``rec``. A call that ``begins`` a tool after the runtime
+        closed is not sent (``cancelled``, ``details["sent"]`` False)."""
+        task = current_task()
+        tasks = self.tasks
+        prev = _GONE if task is None else tasks.get(task, _GONE)
+        if task is None or not (prev is _GONE or prev is _OPEN or isinstance(prev, Cut)):
+            return await aw  # no task, or inside a call of this task that is cut as a whole
+        if isinstance(prev, Cut) and begins:
+            aw.close()
+            return _refused(rec, spec, call_id)
+        if not isinstance(prev, Cut):
+            tasks[task] = key if key is not None else rec
+        try:
+            if begins and self.executor.closed:  # closed before it could be cut: not sent
+                aw.close()
+                return _refused(rec, spec, call_id)
+            obs = await aw
+        except BaseException as exc:
+            cut = tasks.get(task)
+            if not isinstance(cut, Cut):
+                raise
+            if cut.asked and task.uncancel() > 0 and isinstance(exc, asyncio.CancelledError):
+                raise  # cancelled by its caller too
+            cut.asked = False
+            return ended_by_cut(rec, spec, call_id, key)
+        else:
+            cut = tasks.get(task)
+            if isinstance(cut, Cut) and cut.asked:  # its tool swallowed the cancel
+                cut.asked = False
+                task.uncancel()
+            return obs
+        finally:
+            state = tasks.get(task)
+            if prev is _GONE:
+                tasks.pop(task, None)
+                if isinstance(state, Cut):
+                    state.ended.set()
+            elif not isinstance(state, Cut):
+                tasks[task] = prev
+
+
+_GONE = object()
+
+
+def current_task() -> asyncio.Task[Any] | None:
+    """The running task, or None (no running event loop)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+def ended_by_cut(rec: Recorder, spec: ToolSpec, call_id: str | None, key: str | None) -> Observation:
+    """The observation of a call ``close()`` cut while its tool ran, recorded in ``rec``."""
+    call_id = call_id or rec.call_id or f"{rec.run_id}:closed"
+    if key is None and not spec.has_side_effects:
+        return fail(rec, ActionError.of("cancelled", CLOSED_WHILE_RUNNING), call_id, spec.name, spec.version)
+    error = ActionError.of(
+        "unknown_commit",
+        f"{CLOSED_WHILE_RUNNING}; the write may have committed",
+        resource_ids=(key,) if key is not None else (),
+        details={"idempotency_key": key} if key is not None else {},
+    )
+    return fail(rec, error, call_id, spec.name, spec.version)
+
+
+def _refused(rec: Recorder, spec: ToolSpec, call_id: str | None) -> Observation:
+    error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
+    return fail(rec, error, call_id or rec.call_id or f"{rec.run_id}:closed", spec.name, spec.version)

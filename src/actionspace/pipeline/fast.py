@@ -55,6 +55,7 @@ from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
 from actionspace.outcomes import Outcome, Succeeded
 from actionspace.parse import ParseResult
+from actionspace.pipeline.calls import InFlight
 from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.pipeline.stages import CallInput, Stage, Stages
@@ -195,6 +196,8 @@ class FastPath:
         self.enabled = True
         """False: every call runs the stages (for comparisons and the equivalence test)."""
         self._entries: dict[tuple[int, str], Entry] = {}
+        self.in_flight: InFlight | None = None
+        """Where :meth:`run` registers a call whose tool waits (``Runtime.close()`` cuts it)."""
 
     def take(
         self,
@@ -440,6 +443,8 @@ class FastPath:
                     coro.close()
                     raise
                 else:
+                    if self.in_flight is not None:  # it waits: close() may cut it (pipeline/calls.py)
+                        self.in_flight.waits(rec)
                     outcome = await executor.acontinue(
                         spec, args, rec.retry, start, coro=coro, yielded=yielded
                     )
@@ -448,6 +453,8 @@ class FastPath:
                     raise
                 outcome = await executor.acontinue(spec, args, rec.retry, start, failure=exc)
         else:
+            if spec.blocking and self.in_flight is not None:  # on a worker thread: it waits
+                self.in_flight.waits(rec)
             outcome = await executor.arun(spec, args, rec.retry)
         if outcome is None:
             attempts = 1

@@ -10,7 +10,9 @@ the message names runs off the calling thread anyway (async tools on the executo
 blocking ones on its worker threads), else one after the other.
 A failure of ours is an ``internal`` observation, never raised at the model; a cancellation
 stores what was recorded before it propagates. Once the runtime closes (``Executor.closed``), a
-call of the message not begun yet is not sent: it ends ``cancelled``, ``details["sent"]`` False.
+call of the message not begun yet is not sent: it ends ``cancelled``, ``details["sent"]`` False;
+one waiting for its tool is cut there (:class:`~actionspace.pipeline.calls.InFlight`) and ends
+``cancelled`` (a read) or ``unknown_commit`` (a write), its events stored before the stores close.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, parse
-from actionspace.pipeline.calls import parse_raw, per_call_id, well_identified
+from actionspace.pipeline.calls import (
+    Cut,
+    InFlight,
+    ended_by_cut,
+    parse_raw,
+    per_call_id,
+    well_identified,
+)
+from actionspace.pipeline.fast import FastCall
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.runs import check_id
 from actionspace.pipeline.stages import CallInput
@@ -50,6 +60,8 @@ class Messages:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.in_flight = engine.fast.in_flight = InFlight(engine.executor)
+        """The calls waiting for their tools now, which ``Runtime.close()`` cuts (pipeline/calls.py)."""
         self.together = True
         """False: the calls of a message of several run one after the other, each begun once the
         one before it was shown (for comparisons and the equivalence test)."""
@@ -154,9 +166,16 @@ class Messages:
             obs = engine.internal(exc, rec, quick.tool_call())
             run.flow.observed(obs)
         except BaseException:  # cancelled: what was recorded is still stored
-            with contextlib.suppress(Exception):
-                engine.flush(rec)
-            raise
+            cut = self._cut(rec, quick, raised=True)
+            if cut is None:
+                with contextlib.suppress(Exception):
+                    engine.flush(rec)
+                raise
+            return await self._stored(rec, run, cut)
+        if self.in_flight.calls:  # its tool waited: close() may have cut it
+            cut = self._cut(rec, quick, raised=False)
+            if cut is not None:
+                return await self._stored(rec, run, cut)
         if engine.flush_blocks(rec):
             return (await self._flushed(rec, run, [obs], inline=False))[0]
         try:
@@ -165,12 +184,33 @@ class Messages:
             return self._unsaved(run, [obs], exc)[0]
         return obs
 
+    def _cut(self, rec: Recorder, quick: FastCall, *, raised: bool) -> tuple[Observation, Cut] | None:
+        """The observation of a precompiled call that ``close()`` cut while its tool waited (None:
+        not cut, or its caller cancelled it too), and the cut to tell once it is stored."""
+        cut = self.in_flight.settled(rec, raised)
+        if cut is None:
+            return None
+        spec = quick.entry.spec
+        obs = ended_by_cut(rec, spec, rec.call_id or quick.call_id, None)
+        quick.entry.run.flow.observed(obs)
+        return obs, cut
+
+    async def _stored(self, rec: Recorder, run: RunState, cut: tuple[Observation, Cut]) -> Observation:
+        """A call ``close()`` cut, once what it recorded is stored; then ``close()`` is told."""
+        obs, ended = cut
+        try:
+            return (await self._flushed(rec, run, [obs], inline=not self.engine.flush_blocks(rec)))[0]
+        finally:
+            ended.ended.set()
+
     async def _quick(
-        self, quick: Any, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
-    ) -> Observation:
+        self, quick: FastCall, run: RunState, rec: Recorder, node_id: str | None, *, blocking: bool
+    ) -> tuple[Observation, Cut | None]:
+        """A message's one precompiled call, and the cut to tell once its events are stored (when
+        ``close()`` cut it while its tool waited)."""
         engine = self.engine
         try:
-            return await engine.fast.run(
+            obs = await engine.fast.run(
                 quick,
                 rec,
                 node_id,
@@ -181,7 +221,16 @@ class Messages:
         except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
             obs = engine.internal(exc, rec, quick.tool_call())
             run.flow.observed(obs)
-            return obs
+        except BaseException:
+            cut = self._cut(rec, quick, raised=True)
+            if cut is None:
+                raise
+            return cut
+        if self.in_flight.calls:
+            cut = self._cut(rec, quick, raised=False)
+            if cut is not None:
+                return cut
+        return obs, None
 
     async def _flushed(
         self, rec: Recorder, run: RunState, out: list[Observation], *, inline: bool
@@ -253,13 +302,18 @@ class Messages:
         who = principal or run.principal
         rec = Recorder(run, None)
         out: list[Observation] = []
+        in_flight = self.in_flight
+        opened = cut = None  # close() waits for what a message it cut recorded to be stored
         try:
             general = provenance or sources or dry_run or fresh or not well_identified(raw)
             if parsed is None and (type(raw) is dict or type(raw) is list) and not general:
                 parsed = parse(raw)  # read once, for the precompiled path and the stages alike
             quick = None if general else engine.fast.take(raw, run, who, engine.ordered, parsed)
             if quick is not None:  # proven to end as the stages would: see pipeline/fast.py
-                out.append(await self._quick(quick, run, rec, node_id, blocking=blocking))
+                obs, cut = await self._quick(quick, run, rec, node_id, blocking=blocking)
+                out.append(obs)
+            elif not blocking:
+                opened = in_flight.open()  # its calls may be cut: close() waits for its events
             calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts, parsed)
             if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
                 out.extend(per_call_id(raw, calls))
@@ -295,8 +349,13 @@ class Messages:
                             obs = ready
                         elif executor.closed:  # closed while it was prepared
                             obs = _not_begun(rec, call, run, ready.call_id)
+                        elif blocking:
+                            obs = await engine.run_ready(ready, rec, True)
                         else:
-                            obs = await engine.run_ready(ready, rec, blocking)
+                            spec, key = ready.compiled.spec, ready.key
+                            obs = await in_flight.cuttable(
+                                engine.run_ready(ready, rec, False), rec, spec, ready.call_id, key
+                            )
                 except Exception as exc:  # a bug of ours or of a validator: typed, never raised at the model
                     obs = engine.internal(exc, rec, call)
                 run.flow.observed(obs)
@@ -306,9 +365,16 @@ class Messages:
         except BaseException:  # cancelled: what was recorded is still stored
             with contextlib.suppress(Exception):
                 engine.flush(rec)
+            in_flight.done(opened)
+            if cut is not None:
+                cut.ended.set()
             raise
-        # store I/O in this thread, or on a worker thread
-        return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))
+        try:  # store I/O in this thread, or on a worker thread
+            return await self._flushed(rec, run, out, inline=blocking or not engine.flush_blocks(rec))
+        finally:
+            in_flight.done(opened)
+            if cut is not None:
+                cut.ended.set()
 
 
 def _not_begun(rec: Recorder, call: ToolCall, run: RunState, call_id: str | None = None) -> Observation:

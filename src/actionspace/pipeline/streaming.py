@@ -43,7 +43,7 @@ from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.observation import canonical_bytes
 from actionspace.observation.rules import RULES, JsonRule, TrimRule
-from actionspace.pipeline.calls import dispatched_event, parse_raw, per_call_id
+from actionspace.pipeline.calls import InFlight, dispatched_event, parse_raw, per_call_id
 from actionspace.pipeline.commit import Dispatch
 from actionspace.pipeline.runs import check_id
 from actionspace.policy.principal import Principal
@@ -58,6 +58,11 @@ class _Runs(Protocol):
         ...
 
 
+class _Messages(Protocol):
+    @property
+    def in_flight(self) -> InFlight: ...
+
+
 class Engine(Protocol):
     """What streaming needs of :class:`actionspace.pipeline.Engine` (it imports this module)."""
 
@@ -67,6 +72,11 @@ class Engine(Protocol):
 
     @property
     def runs(self) -> _Runs: ...
+
+    @property
+    def messages(self) -> _Messages:
+        """Its calls in flight (``messages.in_flight``), which ``Runtime.close()`` cuts."""
+        ...
 
     def run(self, run_id: str, principal: Principal | None = None) -> RunState: ...
 
@@ -389,7 +399,9 @@ async def astream(
     yields its error observation. A message none of whose calls runs (a ``parse_error``: cut off,
     one call id twice) yields that error once per call id the model gave, as ``call_all`` answers.
     The trace is flushed after every observation, so a reader of the trace sees the progress while
-    the stream runs. Once the runtime closes, a call not begun yet ends ``cancelled``, not sent.
+    the stream runs. Once the runtime closes, a call not begun yet ends ``cancelled``, not sent; one
+    waiting for its tool is cut there, its final observation ``cancelled`` (a read) or
+    ``unknown_commit`` (a write) (:class:`~actionspace.pipeline.calls.InFlight`).
     Raises ValueError, before anything is recorded, for a node id no store can write
     (:func:`~actionspace.pipeline.runs.check_id`).
     """
@@ -415,20 +427,42 @@ async def astream(
                 await engine.aflush(rec)
                 yield ready
                 continue
-            if not is_streaming(ready.compiled.spec):
-                obs = await engine.aexecute(ready, rec)
-                run.flow.observed(obs)
-                await engine.aflush(rec)
+            spec, in_flight = ready.compiled.spec, engine.messages.in_flight
+            if not is_streaming(spec):
+                opened = in_flight.open()  # close() cuts it while its tool runs, waits for its events
+                try:
+                    obs = await in_flight.cuttable(
+                        engine.aexecute(ready, rec), rec, spec, ready.call_id, ready.key
+                    )
+                    run.flow.observed(obs)
+                    await engine.aflush(rec)
+                finally:
+                    in_flight.done(opened)
                 yield obs
                 continue
             async with contextlib.aclosing(engine.stream(ready, rec, policy)) as observations:
-                async for obs in observations:
-                    if obs.provisional:  # shown to the model too: joins its context at once
-                        run.flow.glimpsed(obs)
-                    else:
-                        run.flow.observed(obs)
-                    await engine.aflush(rec)
+                begins = True
+                while True:
+                    opened = in_flight.open()  # each step apart: never while its reader holds it
+                    try:
+                        step = anext(observations)
+                        try:
+                            obs = await in_flight.cuttable(
+                                step, rec, spec, ready.call_id, ready.key, begins=begins
+                            )
+                        except StopAsyncIteration:
+                            break
+                        if obs.provisional:  # shown to the model too: joins its context at once
+                            run.flow.glimpsed(obs)
+                        else:
+                            run.flow.observed(obs)
+                        await engine.aflush(rec)
+                    finally:
+                        in_flight.done(opened)
                     yield obs
+                    if begins and obs.error is not None and obs.error.details.get("sent") is False:
+                        break  # closed before it began: never sent
+                    begins = False
     except Exception as exc:
         yield engine.internal(exc, rec)
     finally:

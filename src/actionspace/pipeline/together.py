@@ -194,7 +194,9 @@ async def _one(
     if engine.runs.closed:  # closed while it waited: never sent
         return _not_begun(call, ready.call_id)
     try:
-        return await engine.run_ready(ready, rec, False)
+        begun = engine.run_ready(ready, rec, False)  # close() cuts it while its tool runs
+        spec, cut = ready.compiled.spec, engine.messages.in_flight.cuttable
+        return await cut(begun, rec, spec, ready.call_id, ready.key)
     except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
         return engine.internal(exc, rec, call)
 
