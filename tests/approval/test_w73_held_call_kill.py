@@ -168,12 +168,6 @@ def test_a_request_saved_before_a_kill_has_its_evidence_and_resumes_as_it_was_he
         rt.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/resume_evidence.held_proposal reads a missing `proposed` as a call held without a "
-    "provenance stage and resumes it with its values judged as the model's own (looser than held); "
-    "the evidence kept before the request is filed keeps a kill from leaving a trace in that shape",
-)
 def test_a_held_call_whose_proposed_event_is_missing_is_not_resumed_on_weaker_evidence(
     tmp_path: Path,
 ) -> None:

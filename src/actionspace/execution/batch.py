@@ -109,7 +109,9 @@ def _sub_ready(batch: _Batch, unit: _Unit, run_id: str, attempt: int) -> Ready:
     key = idempotency_key(run_id, node, spec.key, arguments) if spec.has_side_effects else None
     if key is not None and spec.takes_key:
         kwargs = {**kwargs, "idempotency_key": key}
-    return Ready(ready.compiled, call_id, node, arguments, kwargs, key, exempt=ready.exempt)
+    return Ready(
+        ready.compiled, call_id, node, arguments, kwargs, key, exempt=ready.exempt, label=ready.label
+    )
 
 
 def _pick(batch: _Batch, unit: _Unit, run_id: str, ledger: LedgerStore) -> Ready:
@@ -167,9 +169,24 @@ def _internal(batch: _Batch, unit: _Unit, exc: Exception, rec: CallEvents) -> Ob
     )
     rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
     suffix = "" if unit.label is None else f"#{unit.label}"
-    return Observation.failure(
+    failed = Observation.failure(
         error, call_id=f"{batch.ready.call_id}{suffix}", tool=spec.name, tool_version=spec.version
     )
+    own = _provenance(batch.ready)
+    quoted = dataclasses.replace(failed.provenance, trust=own.trust, labels=own.labels)
+    return dataclasses.replace(failed, provenance=quoted)
+
+
+def _provenance(ready: Ready) -> Provenance:
+    """The batch's own provenance: the call's output label (its tool's joined with every argument's,
+    so with every item's), or the tool's label where no flow check labelled the call."""
+    label = ready.label
+    if label is None:
+        spec = ready.compiled.spec
+        return Provenance(
+            fetched_at=time.time(), trust=spec.labels.integrity, labels=ready.compiled.output_labels
+        )
+    return Provenance(fetched_at=time.time(), trust=label.integrity, labels=label.tags())
 
 
 # ---------------------------------------------------------------------- grouping
@@ -279,8 +296,6 @@ def _assemble(batch: _Batch, results: list[Observation], rec: CallEvents) -> Obs
         error=error,
         diagnostics={"batch": spec.batch, "failed_items": failed},
         complete=all(obs.complete for obs in results),
-        provenance=Provenance(
-            fetched_at=time.time(), trust=spec.labels.integrity, labels=ready.compiled.output_labels
-        ),
+        provenance=_provenance(ready),
         items=tuple(items),
     )

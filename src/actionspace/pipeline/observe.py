@@ -15,7 +15,7 @@ from actionspace.execution.executor import Failed, Outcome, Succeeded
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.observation import ArtifactStore, Shaped, is_stream, shape
-from actionspace.policy.labels import Label
+from actionspace.policy.labels import PUBLIC_TRUSTED, Integrity, Label
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance
 
@@ -83,9 +83,35 @@ class _Bounded:
 def fail(
     rec: Recorder, error: ActionError, call_id: str, tool: str, version: str | None = None
 ) -> Observation:
+    """An error observation made by the runtime, recorded. It carries the label of what its
+    message and details may quote: the call's arguments, which carry the run's context label (or,
+    fed by reference, their sources' labels: the call's pending label)."""
     obs = Observation.failure(error, call_id=call_id, tool=tool, tool_version=version)
+    flow = rec.run.flow
+    pending = flow.pending.get(call_id)
+    label: Label = flow.context if pending is None else flow.context.join(pending)
+    if label is not PUBLIC_TRUSTED and label != PUBLIC_TRUSTED:
+        trust: Integrity = "trusted" if pending is None else pending.integrity
+        quoted = Provenance(source="runtime", trust=trust, labels=label.tags())
+        obs = dataclasses.replace(obs, provenance=quoted)
     rec.add("observation", observation_event(obs))
     return obs
+
+
+def _failed_provenance(ready: Ready, rec: Recorder) -> Provenance:
+    """The provenance of a tool's failure: its message is the tool's own text, which may quote
+    anything the tool was given or read, so it carries the call's output label (the tool's label
+    joined with its arguments'); an untrusted tool's (an MCP server's) text is flagged as such."""
+    label = ready.label
+    if label is None:  # no flow check labelled it: the tool's label and the run's, as its arguments carry
+        flow = rec.run.flow
+        label = Label.from_tags(ready.compiled.output_labels, ready.compiled.spec.labels.integrity)
+        label = label.join(flow.context)
+        pending = flow.pending.get(ready.call_id)
+        label = label if pending is None else label.join(pending)
+    if label.integrity == "untrusted":
+        return Provenance(source="tool", fetched_at=time.time(), trust="untrusted", labels=label.tags())
+    return Provenance(source="runtime", labels=label.tags())
 
 
 def validated_event(spec: ToolSpec, verdict: str, error: ActionError | None) -> dict[str, Any]:
@@ -125,10 +151,7 @@ def observe(
     if isinstance(outcome, Failed):
         error = outcome.error
         obs = Observation.failure(error, call_id=ready.call_id, tool=spec.name, tool_version=spec.version)
-        trust = spec.labels.integrity if ready.label is None else ready.label.integrity
-        if trust == "untrusted":  # the message is the tool's (an MCP server's) own text: flag it
-            source = Provenance(source="tool", fetched_at=time.time(), trust="untrusted")
-            obs = dataclasses.replace(obs, provenance=source)
+        obs = dataclasses.replace(obs, provenance=_failed_provenance(ready, rec))
         rec.add("observation", observation_event(obs))
         return obs
     value = outcome.value

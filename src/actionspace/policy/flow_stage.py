@@ -16,6 +16,7 @@ Every write, external or sink call (and every call that is not simply allowed) r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from actionspace._canonical import args_digest, digest_json
@@ -172,6 +173,11 @@ def _is_default(value: Any, schema: Any) -> bool:
         return False
 
 
+def _lapsed(request: ApprovalRequest, clock: Clock) -> bool:
+    """True for an approval whose expiry has passed (one consumed now was valid a moment ago)."""
+    return request.expires_at is not None and clock.time() >= request.expires_at
+
+
 def _violation(decision: Deny) -> ActionError:
     return ActionError.of(
         "policy_violation",
@@ -202,7 +208,8 @@ def _gate(
     if store is None:
         return ActionError.of("needs_approval", reason, details={**dict(details), "approval_rule": rule})
     digest = args_digest(dict(arguments))
-    found = find_decision(
+    find = partial(
+        find_decision,
         store,
         run_id=run_id,
         node_id=node_id,
@@ -212,10 +219,14 @@ def _gate(
         record=record,
         effects=False,
         clock=clock,
-        replays=spec.has_side_effects,
         proposer=proposed_by,
         definition=definition,
     )
+    found = find(replays=spec.has_side_effects)
+    if isinstance(found, ApprovalRequest) and _lapsed(found, clock):
+        # consumed earlier under this node, and expired since: the call may not have been sent
+        # (it failed, or a later gate stopped it), so it goes through only on a decision still valid
+        found = find(replays=False)
     if found is not None:
         return found
     request = ApprovalRequest(

@@ -4,7 +4,8 @@ A server that resumes a call no run of its own waits on (another process filed i
 while it waited) reads back what the call was judged on when it was held: the provenance of its
 argument values (``service/resume_evidence.py``) and, for a plan node, the labels its ``$ref``
 arguments carried in its plan (``service/held_nodes.py``). A call whose evidence cannot be read
-back is not sent: its observation is the ``policy_violation`` saying why.
+back is not sent: its observation is the ``policy_violation`` saying why, and :func:`refusal`
+gives that error back to a caller that must end the call's run at once.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.continuation import sending_alone
 from actionspace.service.held_nodes import held_bindings
-from actionspace.service.resume_evidence import held_proposal, restore
+from actionspace.service.resume_evidence import held_proposal, judges_provenance, restore
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 
-__all__ = ["Evidence", "evidence", "proposer", "send_held"]
+__all__ = ["Evidence", "evidence", "proposer", "refusal", "send_held"]
 
 Evidence = tuple[str | None, tuple[str, dict[str, Binding]] | None]
 """(call id the held call was proposed under, (call id, bindings) of a plan node with references)."""
@@ -45,7 +46,7 @@ async def evidence(
     """What the held call was judged on, put back in its run's flow state; the ``policy_violation``
     (recorded as the call's observation) when it cannot be read back."""
     events = await asyncio.to_thread(rt.trace.events, request.run_id)
-    held = held_proposal(events, request)
+    held = held_proposal(events, request, reads_provenance=judges_provenance(rt.engine.ordered))
     found = None if isinstance(held, ActionError) else held_bindings(events, request)
     node = None if isinstance(found, ActionError) else found
     if isinstance(found, ActionError):
@@ -62,14 +63,21 @@ async def evidence(
     return (held.call_id if held is not None else None), node
 
 
-async def send_held(
-    rt: Runtime, request: ApprovalRequest, principal: Principal | None
-) -> Observation | ActionError:
+_RESUME_RULES = frozenset({"resume_provenance", "resume_labels"})
+"""The rules of :func:`evidence`'s errors: what the held call was judged on cannot be read back."""
+
+
+async def send_held(rt: Runtime, request: ApprovalRequest, principal: Principal | None) -> Observation:
     """Send the approved call of ``request`` alone under its run and node, re-authorized as
-    ``principal``; the error of :func:`evidence` when it is not sent."""
+    ``principal``; when it is not sent, the failure observation of :func:`evidence`'s error
+    (:func:`refusal` gives it back)."""
     found = await evidence(rt, request, principal)
     if isinstance(found, ActionError):
-        return found
+        call_id = found.details.get("call_id") or f"{request.run_id}:{request.node_id}"
+        tool, _, version = request.tool.rpartition("@")
+        return Observation.failure(
+            found, call_id=str(call_id), tool=tool or request.tool, tool_version=version if tool else None
+        )
     call_id, node = found
     async with sending_alone(rt, request):  # no scan settles it, nor takes its run, meanwhile
         if node is not None:  # a plan node: its references' labels, as its plan gave them
@@ -83,6 +91,14 @@ async def send_held(
             provenance=dict(request.provenance),
             principal=principal,
         )
+
+
+def refusal(sent: Observation | ActionError) -> Observation | ActionError:
+    """``sent`` as :func:`send_held` gave it, or the error in it when the held call was not sent
+    because what it was held on cannot be read back (the run then ends at once)."""
+    if isinstance(sent, ActionError) or sent.error is None or sent.provenance.source != "runtime":
+        return sent
+    return sent.error if sent.error.details.get("rule") in _RESUME_RULES else sent
 
 
 async def _node(

@@ -24,7 +24,10 @@ is vouched for, as strict as a value of unknown origin.
 A record that cannot be read back (an event the store cut short, arguments that differ from the
 approved ones, a value it names that the arguments do not hold), or none at all (the request was
 filed and the process stopped before its trace was written), is a ``policy_violation``: the call
-is not sent on weaker evidence than it was judged on.
+is not sent on weaker evidence than it was judged on. So is a request whose ``proposed`` event is
+missing where the resuming runtime judges provenance (:func:`judges_provenance`): its values would
+be judged as the model's own, looser than held. Only a runtime that judges no provenance resumes
+such a call, as one held without a provenance stage.
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ from actionspace.policy.flow import USER, FlowState
 from actionspace.policy.labels import Integrity, Label
 from actionspace.policy.matching import prepare, probe
 from actionspace.policy.provenance import embedded, leaves
+from actionspace.policy.provenance_stage import ProvenanceStage
 from actionspace.trace.events import TraceEvent
 from actionspace.types import Observation
 
-__all__ = ["HeldProposal", "held_proposal", "restore"]
+__all__ = ["HeldProposal", "held_proposal", "judges_provenance", "restore"]
 
 _DERIVED = ("tool_result", "untrusted")
 """The provenance kinds that name the call a value was read from."""
@@ -64,12 +68,22 @@ class HeldProposal:
     name with two tools, or with none, is not in it)."""
 
 
+def judges_provenance(stages: Iterable[object]) -> bool:
+    """Whether a runtime running ``stages`` (``Engine.ordered``) judges its calls' argument
+    provenance: it has a provenance stage, which reads a held call's ``proposed`` event."""
+    return any(isinstance(stage, ProvenanceStage) for stage in stages)
+
+
 def held_proposal(
-    events: Iterable[TraceEvent], request: ApprovalRequest
+    events: Iterable[TraceEvent], request: ApprovalRequest, *, reads_provenance: bool = True
 ) -> HeldProposal | ActionError | None:
-    """The held call's proposal in its run's ``events``; None when no stage recorded one (the
-    call was held without a ``proposed`` event), a ``policy_violation`` when the trace holds no
-    ``approval_requested`` of the request (filed, its trace lost) or a record it cannot read."""
+    """The held call's proposal in its run's ``events``; a ``policy_violation`` when the trace holds
+    no ``approval_requested`` of the request (filed, its trace lost) or a record it cannot read.
+
+    ``reads_provenance``: the resuming runtime judges provenance (:func:`judges_provenance`;
+    default True). A call whose ``proposed`` event is missing (none before its request) is then a
+    ``policy_violation`` too; without it, None (resumed as a call held without a provenance stage).
+    """
     events = list(events)
     known = frozenset(e.call_id for e in events if e.call_id is not None)
     tools = _tools(events)
@@ -91,6 +105,8 @@ def held_proposal(
         None,
     )
     if found is None:
+        if reads_provenance:  # judged here as the model's own values: looser than held
+            return _why(request.id, call_id, "the trace holds no proposal of the held call")
         return None
     data = found.data
     if "$truncated" in data:

@@ -48,7 +48,7 @@ from actionspace.service.continuation import (
     without,
 )
 from actionspace.service.finishing import finish_once
-from actionspace.service.held_calls import proposer, send_held
+from actionspace.service.held_calls import proposer, refusal, send_held
 from actionspace.service.held_nodes import held_request, labels_lost, note_held
 from actionspace.service.lanes import Lanes
 from actionspace.service.leases import Drives, settle_in_flight
@@ -382,6 +382,7 @@ class BackgroundRuns:
                 return await self._plan(dict(taken.body), run_id, principal)
         if sent is None:
             sent = await send_held(self.rt, request, principal)
+        sent = refusal(sent)
         if isinstance(sent, ActionError):
             failed = {request.node_id: sent.category}
             reason = "the approved call could not be sent on the evidence it was held on"
