@@ -14,13 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actionspace.adapters._mcp_http import (
-    _PIECE_BYTES,
-    _Inflating,
-    _Refused,
-    _Undecodable,
-    take_codings,
-)
+from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES
+from actionspace.adapters._mcp_codings import Inflating as _Inflating
+from actionspace.adapters._mcp_codings import Refused as _Refused
+from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
+from actionspace.adapters._mcp_codings import take_codings
 
 
 class _Chunks(httpx2.AsyncByteStream):

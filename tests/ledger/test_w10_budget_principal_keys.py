@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter, _principal_key
+from actionspace.ledger._budget_rows import principal_key as _principal_key
+from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter
 from actionspace.policy.budget import Budget, Budgets, Meter, Reservation, Usage
 
 ONE_CALL = Usage(calls=1)
