@@ -169,6 +169,10 @@ def test_an_answer_that_never_ends_ends_the_write_at_its_timeout_and_its_stream_
 
 _CLIENT = """
 import json, resource, sys
+def _hwm_mb():  # this process's own peak (ru_maxrss keeps the forking parent's across exec)
+    with open("/proc/self/status") as f:
+        return int(next(x for x in f if x.startswith("VmHWM")).split()[1]) // 1024
+
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from actionspace import Observation, Runtime
 from actionspace.adapters.mcp_client import HttpServer
@@ -179,16 +183,16 @@ for tool in sys.argv[2:]:
     obs = rt.call({"name": tool, "arguments": {"mb": 100}}, run_id=rt.new_run())
     after = rt.call({"name": "ok", "arguments": {}}, run_id=rt.new_run())
     out[tool] = [obs.error and obs.error.to_dict(), after.data]
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+out["rss_mb"] = _hwm_mb()
 rt.close()
 print(json.dumps(out))
 """
 
 
 _BOUNDED_MB = 300
-"""Peak RSS of the client: far below the 10 GB a bomb inflates to; its start-up (about 100 MB) and
-less than 200 MB more, since a body is inflated in bounded pieces as it is read, never a network
-chunk whole."""
+"""Peak RSS of the client (VmHWM, its own: ru_maxrss keeps the forking worker's across exec): far
+below the 10 GB a bomb inflates to; its start-up (about 100 MB) and less than 200 MB more, since a
+body is inflated in bounded pieces as it is read, never a network chunk whole."""
 
 
 def run_client(endpoint: str, tools: list[str]) -> dict[str, Any]:

@@ -171,6 +171,10 @@ def test_httpx_drops_only_the_authorization_header_on_a_redirect_to_another_orig
 
 _CLIENT = """
 import json, resource, sys
+def _hwm_mb():  # this process's own peak (ru_maxrss keeps the forking parent's across exec)
+    with open("/proc/self/status") as f:
+        return int(next(x for x in f if x.startswith("VmHWM")).split()[1]) // 1024
+
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from actionspace import Runtime
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
@@ -178,11 +182,11 @@ from actionspace.adapters.mcp_client import HttpServer
 rt = Runtime("memory://", recover_on_start=False)
 rt.add_mcp_server(HttpServer(sys.argv[1], name="w75", allowlisted=True, timeout_s=60.0))
 first = rt.call({"name": "ok", "arguments": {}}, run_id=rt.new_run())
-out = {"first": first.data, "base_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+out = {"first": first.data, "base_mb": _hwm_mb()}
 for tool in sys.argv[2:]:
     obs = rt.call({"name": tool, "arguments": {"mb": 400}}, run_id=rt.new_run())
     out[tool] = [obs.error and obs.error.to_dict(), obs.data]
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+out["peak_mb"] = _hwm_mb()
 rt.close()
 print(json.dumps(out))
 """

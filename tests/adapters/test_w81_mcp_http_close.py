@@ -35,17 +35,21 @@ def start_program(notes: Path, version: str, modes: str) -> tuple[subprocess.Pop
 
 _CLIENT = """
 import json, resource, sys, time
+def _hwm_mb():  # this process's own peak (ru_maxrss keeps the forking parent's across exec)
+    with open("/proc/self/status") as f:
+        return int(next(x for x in f if x.startswith("VmHWM")).split()[1]) // 1024
+
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from actionspace import Runtime
 from actionspace.adapters.mcp_client import HttpServer
 rt = Runtime("memory://", recover_on_start=False)
 rt.add_mcp_server(HttpServer(sys.argv[1], name="w81", allowlisted=True, timeout_s=30.0))
 first = rt.call({"name": "ok", "arguments": {}}, run_id=rt.new_run())
-out = {"first": first.data, "base_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+out = {"first": first.data, "base_mb": _hwm_mb()}
 started = time.monotonic()
 rt.close()
 out["close_s"] = time.monotonic() - started
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+out["peak_mb"] = _hwm_mb()
 print(json.dumps(out))
 """
 

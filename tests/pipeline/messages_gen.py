@@ -215,11 +215,17 @@ def play(
     else:
         observations = asyncio.run(play_async())
     flow = rt.engine.run(run).flow
+    events = rt.trace.events(run)
+    # A request's evidence is written when the request is filed (pipeline/stages.py keep_evidence),
+    # labelled with the run label of that moment, which depends on whether the message's calls ran
+    # one after the other or together: in a run that filed one, the events' labels are left out.
+    filed = any(e.kind == "approval_requested" for e in events)
     per_call: dict[str | None, list[Any]] = {}
-    for e in rt.trace.events(run):
-        per_call.setdefault(e.call_id, []).append(
-            (e.kind, _strip(json.loads(json.dumps(e.data, default=repr))))
-        )
+    for e in events:
+        data = _strip(json.loads(json.dumps(e.data, default=repr)))
+        if filed and isinstance(data, dict):
+            data.pop("label", None)
+        per_call.setdefault(e.call_id, []).append((e.kind, data))
     return {
         "observations": [_strip(o.to_dict()) for o in observations],
         "events": per_call,

@@ -302,10 +302,7 @@ class Stages:
         if keep is None:
             return
         if inp.call.id == f"{inp.run.run_id}:{inp.node_id}":
-            earlier = getattr(inp.rec, "earlier", None)
-            if earlier is None:
-                return
-            earlier()
+            return
         keep(inp.rec)
 
     def admit(self, inp: CallInput, d: Draft) -> ActionError | None:
@@ -366,20 +363,9 @@ def replayed(store: LedgerStore, key: str) -> bool:
 def keep_evidence(flush: Callable[[Recorder], None], trace: object, rec: Recorder) -> None:
     """Hand ``rec``'s events so far to the trace store (``flush``, the engine's) and have the store
     commit them durably (``sync``, where its appends are deferred); raises when they are not
-    stored. The call's later events follow them, in order. Only the call's own events go: those of
-    its message (the model output, the parse) and of the message's other calls, which a recorder
-    shared by the message's calls may hold, stay for when they are shown, labelled with the run label
-    then, as when no request is filed; so the trace does not depend on whether the message's calls
-    ran one after the other or together."""
-    rec.expand()
-    call_id = rec.call_id
-    others = [r for r in rec.records if call_id is None or r[3] != call_id]
-    if not others:
-        flush(rec)
-    elif len(others) < len(rec.records):
-        own = Recorder(rec.run, call_id)
-        own.records, rec.records = [r for r in rec.records if r[3] == call_id], others
-        flush(own)
+    stored. The call's later events follow them, in order. They are labelled with the run label of
+    this moment, as any flush labels what it writes."""
+    flush(rec)
     sync = getattr(trace, "sync", None)
     if sync is not None:
         sync()
@@ -406,8 +392,6 @@ def proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation
     rec = inp.rec
     call_id = result.call_id if isinstance(result, Ready) else rec.call_id
     if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
-        return result
-    if getattr(rec, "stored_proposed", False):  # stored before a request was filed (see _kept)
         return result
     return record_proposed(inp, result)
 

@@ -8,16 +8,12 @@
 - A node without references, alternatives, members or verifier (a *plain* node) takes
   :meth:`NodeRunner._plain`: the same engine calls and records with nothing to substitute.
 - Records of finished calls are buffered and reach the trace store every ``FLUSH_S`` seconds,
-  every ``FLUSH_RECORDS`` records, and at the end of the plan. Before a request for a node's
-  approval is filed, its :class:`NodeRecorder` hands what the buffer holds (the earlier nodes'
-  records) to the store first (:meth:`NodeRunner._earlier`), so a request on disk has the node's
-  evidence and the run's events before it on disk, in order.
+  every ``FLUSH_RECORDS`` records, and at the end of the plan.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Awaitable, Mapping
@@ -40,39 +36,17 @@ from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
-__all__ = ["FLUSH_RECORDS", "FLUSH_S", "KEEP_WAIT_S", "NodeRecorder", "NodeRunner", "Started", "is_plain"]
+__all__ = ["FLUSH_RECORDS", "FLUSH_S", "NodeRunner", "Started", "is_plain"]
 
 _NO_MARKS: Mapping[str, str] = MappingProxyType({})
 
 FLUSH_S = 0.05
 """Trace records of finished nodes reach the store at least this often (seconds), and at the end."""
 FLUSH_RECORDS = 2000
-KEEP_WAIT_S = 30.0
-"""How long (seconds) a request filed off the plan's loop waits for the loop to hand the plan's
-buffered records to the store; past it the request is not filed (``transient``)."""
 
 
 Started = tuple[Recorder, Awaitable[Observation]]
 """A plain node's call begun on the precompiled path whose tool waits: its recorder, and the rest."""
-
-
-class NodeRecorder(Recorder):
-    """The recorder of a node's call that may file a request (not one on the precompiled path)."""
-
-    __slots__ = ("runner", "stored_proposed")
-
-    def __init__(self, runner: NodeRunner, call_id: str | None) -> None:
-        super().__init__(runner.run_state, call_id)
-        self.runner = runner
-        self.stored_proposed = False
-        """The call's ``proposed`` went to the store with its evidence (none is recorded again)."""
-
-    def earlier(self) -> None:
-        """Called before a request for the node is filed (``Stages._kept``), which then stores the
-        node's records: hand its plan's buffered records to the store ahead of them."""
-        self.runner._earlier()
-        call_id = self.call_id
-        self.stored_proposed = any(r[1] == "proposed" and r[3] == call_id for r in self.records)
 
 
 def is_plain(node: CheckedNode) -> bool:
@@ -94,7 +68,6 @@ class NodeRunner:
     flushed_at: float
     _closed: bool
     """The plan ended: its scheduler flushed what it held and starts nothing more."""
-    _loop: asyncio.AbstractEventLoop
 
     def _aborted_read(self, k: str, reason: str) -> Observation:
         """A read stopped by an abort (the scheduler's part)."""
@@ -168,7 +141,7 @@ class NodeRunner:
         self.dispatched_args[k] = arguments
         run = self.run_state
         call_id = f"{run.run_id}:{k}"
-        rec = NodeRecorder(self, call_id)
+        rec = Recorder(run, call_id)
         marks = dict(spec.provenance) if spec.provenance else _NO_MARKS
         call = ToolCall(name=spec.tool, arguments=dict(arguments), id=call_id, provenance=marks)
         pending = self.engine.anode(run, call, principal=self.principal, rec=rec, node_id=k)
@@ -315,7 +288,7 @@ class NodeRunner:
             id=f"{self.run_state.run_id}:{node_id}",
             provenance=self._provenance(node, raw_args),
         )
-        rec = NodeRecorder(self, call.id)
+        rec = Recorder(self.run_state, call.id)
         # $ref arguments carry their labels
         bound = bindings(raw_args, self._ref_label) if node.refs else None
         return await self._ended(node_id, rec, self._prepared(call, rec, node_id, bound))
@@ -342,39 +315,6 @@ class NodeRunner:
         # once the plan ended (its last flush done), a call ending late (cancelled) goes at once
         if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS or self._closed:
             self._flush_pending(now)
-
-    def _earlier(self) -> None:
-        """Hand the records the buffer holds to the store, in order, on the plan's loop (the only
-        thread that changes the buffer): called before a request for a node is filed, from the
-        loop or from the worker thread the node's gates run on. Raises what the store raised, or
-        ``TimeoutError`` when the loop did not take it within :data:`KEEP_WAIT_S` (nothing is
-        filed then)."""
-        loop = self._loop
-        try:
-            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if here is loop:
-            self._flush_pending(time.monotonic())
-            return
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-        def flush() -> None:
-            if not done.set_running_or_notify_cancel():
-                return  # the worker stopped waiting
-            try:
-                self._flush_pending(time.monotonic())
-            except BaseException as exc:
-                done.set_exception(exc)
-            else:
-                done.set_result(None)
-
-        loop.call_soon_threadsafe(flush)
-        try:
-            done.result(timeout=KEEP_WAIT_S)
-        except TimeoutError:
-            done.cancel()
-            raise
 
     def _flush_pending(self, now: float) -> None:
         self.flushed_at = now
