@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from actionspace import Observation, Runtime
+from actionspace.ledger.late import still_running
 from actionspace.plan import PlanResult
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
 
@@ -100,9 +102,13 @@ def _in_thread(work: Callable[[], T]) -> Callable[[], T]:
     return result
 
 
-def _ledger(url: str) -> list[tuple[str, str, str | None]]:
+def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-        return list(db.execute("select node_id, state, error from ledger_entries order by node_id"))
+        return list(db.execute(query))
+
+
+def _ledger(url: str) -> list[tuple[str, str, str | None]]:
+    return _rows(url, "select node_id, state, error from ledger_entries order by node_id")
 
 
 def _close_midway(rt: Runtime, gate: Gate, work: Callable[[], T]) -> T:
@@ -120,7 +126,13 @@ def _assert_ended(obs: Observation, category: str) -> None:
 
 
 def _recovered_states(url: str, env_db: Path | None = None) -> list[tuple[str, str]]:
-    """What a new Runtime over the same file finds after recovery."""
+    """What a new Runtime over the same file finds after recovery, once the closed Runtime's tool
+    threads have ended: recovery in the same process leaves a send that still runs here alone."""
+    keys = [key for (key,) in _rows(url, "select key from ledger_entries")]
+    deadline = time.monotonic() + WAIT_S
+    while any(still_running(key) for key in keys):
+        assert time.monotonic() < deadline, "a closed Runtime's tool thread did not end"
+        time.sleep(0.005)
     with Runtime(url, recover_on_start=False) as again:
         if env_db is not None:
             again.environment("settings", SqliteEnvironment(env_db, timeout_s=0.5))
