@@ -6,6 +6,7 @@ import asyncio
 import gc
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,24 @@ def test_a_recorder_keeps_one_compact_record_per_call_in_event_order() -> None:
             (later + 4, "observation", "y"),
         ]
         assert sunk[-1][4] == {"status": "ok", "tool": "add", "version": "1", "content_hash": "h"}
+
+
+def test_a_sink_that_refuses_a_flush_leaves_the_records_to_retry_and_count() -> None:
+    """A store raising (a repeated seq, a closed file) writes nothing: the recorder keeps what it
+    handed over, so the engine can renumber and retry, and say how many events were refused."""
+    with _runtime() as rt:
+        run = rt.engine.run(rt.new_run())
+        rec = Recorder(run, "x")
+        rec.add("attempt", {"attempt": 1})
+        rec.add("attempt", {"attempt": 2})
+        held = list(rec.records)
+
+        def refuse(run_id: str, records: Sequence[EventRecord]) -> None:
+            raise ValueError("an event repeats a (run_id, seq) already stored")
+
+        with pytest.raises(ValueError):
+            rec.flush(refuse)
+        assert rec.records == held
+        sunk: list[EventRecord] = []
+        rec.flush(lambda run_id, records: sunk.extend(records))
+        assert sunk == held and rec.records == []

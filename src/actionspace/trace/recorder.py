@@ -149,8 +149,12 @@ class Recorder:
                     return
         if self.records:
             point("during_observation_write")
-            records, self.records = self._labelled(self.records), []
-            sink(self.run.run_id, records)
+            held, self.records = self.records, []
+            try:
+                sink(self.run.run_id, self._labelled(held))
+            except BaseException:
+                self.records = held  # nothing was written: the caller may renumber and retry
+                raise
 
     def _labelled(self, records: list[EventRecord]) -> list[EventRecord]:
         """``records`` with the label viewers need to be cleared for, where one applies."""
