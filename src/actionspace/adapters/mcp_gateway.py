@@ -49,15 +49,20 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
-import anyio.to_thread
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPError
-from starlette.applications import Starlette
-from starlette.types import ASGIApp
+from actionspace._extras import missing
+
+try:
+    import anyio
+    import anyio.to_thread
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.session import ServerSession
+    from mcp.shared.exceptions import MCPError
+    from starlette.applications import Starlette
+    from starlette.types import ASGIApp
+except ImportError as exc:  # the core install: one line naming the extra, not the SDK's module
+    raise missing("actionspace.adapters.mcp_gateway", "mcp", exc) from exc
 
 from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config

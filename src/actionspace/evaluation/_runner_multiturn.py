@@ -15,6 +15,15 @@ policy sees the chat so far, and its raw output is:
 One :class:`~actionspace.evaluation.outcomes.StepOutcome` per turn; ``task_ok`` is true when every
 turn's state check passed. The chat grows with the user messages of each turn, the assistant
 message and one ``tool`` message per executed call whose content is the observation as JSON.
+
+The play stops at a turn whose deciding call the runtime closed before sending it (``not_sent``,
+:func:`~actionspace.evaluation.outcomes.never_sent`), as the other runners stop: nothing more can
+be sent to a closed runtime. BFCL's own runner likewise stops an entry whose inference was cut
+short and compares none of its turns (``multi_turn:force_terminated``); there the model is at
+fault and the entry fails, here the runtime is, so the task is undecided, not failed: that turn's
+state is not checked (part of its calls never ran), no later turn is asked for,
+``details["not_sent_turn"]`` names it and ``task_ok`` is None (the run never got that far), its
+``exec`` left undecided as the metrics read ``not_sent``.
 """
 
 from __future__ import annotations
@@ -96,6 +105,9 @@ def evaluate_multiturn(
             steps.append(step)
             chosen.extend(pairs)
             chat.extend(reply)
+            if not step.sent:
+                details["not_sent_turn"] = turn  # the runtime closed: nothing more can be sent
+                break
             verdict = reference.compare(instances, reference.run_turn(entry, entry.ground_truth[turn]))
             checks.append(bool(verdict.get("valid")))
             if not checks[-1] and "failed_turn" not in details:
@@ -113,7 +125,7 @@ def evaluate_multiturn(
         category=task.category,
         variant=variant,
         steps=tuple(steps),
-        task_ok=all(checks),
+        task_ok=None if "not_sent_turn" in details else all(checks),
         run_id=run_id,
         chosen=tuple(chosen),
         details=details,

@@ -453,7 +453,8 @@ def _alerts(tools: Sequence[ToolHealth], limits: MonitorThresholds) -> tuple[Ale
                         field=top,
                         count=count,
                         total=rejects,
-                        message=f"{count} of {rejects} rejected calls of {health.tool} fail on {top}",
+                        message=f"{count:,} of {_counted(rejects, 'rejected call')} of {health.tool} "
+                        f"{'fails' if count == 1 else 'fail'} on {top}",
                     )
                 )
         if limits.min_unknown_commits > 0 and health.unknown_commits >= limits.min_unknown_commits:
@@ -463,8 +464,14 @@ def _alerts(tools: Sequence[ToolHealth], limits: MonitorThresholds) -> tuple[Ale
                     tool=health.tool,
                     count=health.unknown_commits,
                     total=health.calls,
-                    message=f"{health.unknown_commits} call(s) of {health.tool} may or may not have "
-                    "committed; reconcile them",
+                    message=f"{_counted(health.unknown_commits, 'call')} of {health.tool} may or may not "
+                    f"have committed; reconcile {'it' if health.unknown_commits == 1 else 'them'}",
                 )
             )
     return tuple(alerts)
+
+
+def _counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, in the plural unless ``n`` is 1, as the CLI counts
+    (:func:`actionspace._cli_tables.counted`, not imported: it would bring Typer into the HTTP service)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

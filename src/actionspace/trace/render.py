@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -23,6 +24,7 @@ from actionspace.trace.events import RunSummary, TraceEvent
 __all__ = [
     "OUTCOME_STYLES",
     "Outcome",
+    "RunHeader",
     "TimelineRow",
     "event_outcome",
     "events_json",
@@ -337,17 +339,70 @@ def runs_table(summaries: Sequence[RunSummary]) -> Table:
     return table
 
 
-def run_header(summary: RunSummary) -> Text:
-    """One line above the timeline: id, start time and counts."""
-    return Text.assemble(
-        ("run ", "bold"),
-        (_safe(summary.run_id), "bold cyan"),
-        f"  started {format_time(summary.started_at)}",
-        f" · {counted(summary.events, 'event')} · {counted(summary.calls, 'call')} · ",
-        (counted(summary.errors, "error"), "red" if summary.errors else ""),
-        " · ",
-        ("finished", "green") if summary.finished else ("not finished", "yellow"),
+def run_header(summary: RunSummary) -> RunHeader:
+    """The lines above the timeline: id, start time and counts, laid out to the terminal's width."""
+    return RunHeader(
+        run=Text.assemble(("run ", "bold"), (_safe(summary.run_id), "bold cyan")),
+        started=Text(f"started {format_time(summary.started_at)}"),
+        counts=(
+            Text(counted(summary.events, "event")),
+            Text(counted(summary.calls, "call")),
+            Text(counted(summary.errors, "error"), style="red" if summary.errors else ""),
+            Text("finished", style="green") if summary.finished else Text("not finished", style="yellow"),
+        ),
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunHeader:
+    """``run ID  started … · N events · …`` on one line where the width allows; otherwise the run
+    and its start on one line, the counts on the next, each breaking between facts where it must,
+    never inside one (a count is read as one thing). The run id, which a reader copies, is never cut
+    or folded, even when it alone is wider than the terminal."""
+
+    run: Text
+    """``run`` and the run id."""
+    started: Text
+    """When the run started."""
+    counts: tuple[Text, ...]
+    """Events, calls, errors, and whether the run finished."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        whole = _joined(self.run, (self.started, *self.counts), first_gap="  ")
+        if whole.cell_len <= width:
+            yield _unwrapped(whole)
+            return
+        yield from _laid_out(self.run, (self.started,), width, first_gap="  ")
+        yield from _laid_out(self.counts[0], self.counts[1:], width)
+
+
+def _joined(first: Text, rest: Sequence[Text], *, first_gap: str = " · ") -> Text:
+    line = first.copy()
+    for n, fact in enumerate(rest):
+        line.append(first_gap if n == 0 else " · ")
+        line.append_text(fact)
+    return line
+
+
+def _laid_out(first: Text, rest: Sequence[Text], width: int, *, first_gap: str = " · ") -> Iterable[Text]:
+    """``first`` and ``rest`` joined, a new line begun before any fact that would pass ``width``."""
+    line, gap = first.copy(), first_gap
+    for fact in rest:
+        if line.cell_len + len(gap) + fact.cell_len > width:
+            yield _unwrapped(line)
+            line = fact.copy()
+        else:
+            line.append(gap)
+            line.append_text(fact)
+        gap = " · "
+    yield _unwrapped(line)
+
+
+def _unwrapped(line: Text) -> Text:
+    """``line`` printed as it is: the layout above already fits it, and an id too wide stays whole."""
+    line.no_wrap, line.overflow, line.end = True, "ignore", "\n"
+    return line
 
 
 def format_time(ts: float) -> str:
