@@ -21,6 +21,7 @@ from actionspace._cli_tables import (
     fail,
     id_table,
     on_interrupt,
+    one_line,
     say_store,
     short_time,
     shown_store,
@@ -311,19 +312,36 @@ def approvals_show(request_id: RequestArg, store: StoreOpt = None) -> None:
 
 
 def _decide(
-    request_id: str, store: str | None, approve: bool, by: str, reason: str | None, ttl: float
+    request_id: str,
+    store: str | None,
+    approve: bool,
+    by: str,
+    reason: str | None,
+    ttl: float,
+    *,
+    distinct: bool = False,
 ) -> None:
+    """Decide the request; ``distinct``: under the four-eyes rule (``approval.four_eyes``), a refused
+    approval is one line on stderr and exit 2 (a usage error: another ``--by`` may approve)."""
+    from actionspace.approval.four_eyes import DistinctApprover
+    from actionspace.errors import ApprovalRefused
+
     reader = _reader(store, "approvals")
     try:
         request_id = _request_id(reader, request_id)
     finally:
         reader.close()
     rt = _runtime(store, "approvals")
+    approvals = DistinctApprover(rt.approvals) if distinct else rt.approvals
     try:
         if approve:
-            request = rt.approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)
+            request = approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)
         else:
-            request = rt.approvals.deny(request_id, by=by, reason=reason)
+            request = approvals.deny(request_id, by=by, reason=reason)
+    except ApprovalRefused as exc:
+        rt.close()
+        typer.echo(one_line(exc.error.message), err=True)
+        raise typer.Exit(2) from None
     except (KeyError, ValueError) as exc:
         rt.close()
         _fail(_said(exc))
@@ -344,6 +362,13 @@ def approvals_approve(
     reason: ReasonOpt = None,
     ttl: Annotated[float, typer.Option(help="Seconds the approval stays valid.")] = 3600.0,
     store: StoreOpt = None,
+    distinct_approver: Annotated[
+        bool,
+        typer.Option(
+            "--distinct-approver",
+            help="Four-eyes rule: refuse (exit 2) when --by is the principal that proposed the call.",
+        ),
+    ] = False,
 ) -> None:
     """Approve exactly the previewed call (bound to its argument digest).
 
@@ -351,7 +376,7 @@ def approvals_approve(
     """
     if not (ttl > 0 and math.isfinite(ttl)):  # NaN compares false with every time; inf never expires
         raise typer.BadParameter("takes a positive, finite number of seconds", param_hint="--ttl")
-    _decide(request_id, store, True, by, reason, ttl)
+    _decide(request_id, store, True, by, reason, ttl, distinct=distinct_approver)
 
 
 @approvals_app.command("deny")

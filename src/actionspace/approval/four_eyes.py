@@ -12,8 +12,9 @@ Denying stays open to the proposer: withdrawing one's own call lets nothing run.
 
 The rule tells principals apart, not people: one person holding two tokens of two principals is
 outside what it can see. The service applies it with ``create_app(..., distinct_approver=True)``
-(``actionspace serve --distinct-approver``); code deciding through ``rt.approvals`` wraps it in
-:class:`DistinctApprover`.
+(``actionspace serve --distinct-approver``), the command line with ``actionspace approvals approve
+--by NAME --distinct-approver`` (``NAME`` is then the deciding principal's id: one line and exit 2
+when refused); code deciding through ``rt.approvals`` wraps it in :class:`DistinctApprover`.
 """
 
 from __future__ import annotations

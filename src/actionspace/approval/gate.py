@@ -23,9 +23,12 @@ from actionspace.types import SYSTEM_CLOCK, Clock
 from actionspace.validation.items import preview_items
 from actionspace.validation.verdicts import NeedsApproval
 
-__all__ = ["Approvals", "Keep", "file_request", "find_decision", "gate", "held"]
+__all__ = ["Answered", "Approvals", "Keep", "file_request", "find_decision", "gate", "held"]
 
 Record = Callable[[str, Mapping[str, Any]], None]
+Answered = Callable[[], bool]
+"""Whether the ledger answers the call from its record (committed, ``unknown_commit``, failed for
+good), sending nothing; read only for a repeat under an approval that has expired."""
 Keep = Callable[[], None]
 """Stores what the call recorded so far (through its ``Record``) where another process reads it,
 durably; raises when it could not."""
@@ -59,6 +62,7 @@ def gate(
     definition: str | None = None,
     label: Label | None = None,
     keep: Keep | None = None,
+    answered: Answered | None = None,
 ) -> ApprovalRequest | ActionError:
     """The approved request this exact call may run under (now consumed), or the error to return.
 
@@ -69,8 +73,11 @@ def gate(
     call needs its own, and so does the call of a tool whose definition changed under the same
     version label. Expired approvals are not honoured, and an approval is used once: a repeat of
     the node it let through runs again only as the ledger's replay (a call with side effects),
-    never as a second run of a read. ``label``: the call's label, recorded in a request it files;
-    ``keep``: what stores the call's events before a request is filed (see :func:`file_request`).
+    never as a second run of a read. Once the approval has expired, such a repeat goes on only when
+    ``answered`` (the ledger of the call's idempotency key) says the ledger answers it from its
+    record, sending nothing; a repeat the ledger would send (its attempt failed, or a later gate
+    stopped it before it was sent) asks again. ``label``: the call's label, recorded in a request it
+    files; ``keep``: what stores the call's events before a request is filed (see :func:`file_request`).
     """
     digest = args_digest(dict(arguments))
     found = find_decision(
@@ -83,6 +90,7 @@ def gate(
         replays=spec.has_side_effects,
         proposer=proposed_by,
         definition=definition,
+        answered=answered,
     )
     if found is not None:
         return found
@@ -125,6 +133,7 @@ def find_decision(
     replays: bool = True,
     proposer: Mapping[str, Any] | None = None,
     definition: str | None = None,
+    answered: Answered | None = None,
 ) -> ApprovalRequest | ActionError | None:
     """What the requests already filed for this exact call decide, or None when there is none yet.
 
@@ -137,6 +146,9 @@ def find_decision(
     traced as ``approval_decided``. ``effects``: as in :func:`held`. ``clock``: where expiry reads
     the time. ``replays``: the call goes through the ledger (it has side effects), which answers a
     repeat of a node with what the node did; without it a consumed approval approves nothing more.
+    ``answered``: whether the ledger answers this node from its record, sending nothing; a consumed
+    approval that has expired is returned only when it does (without ``answered``, never), so a
+    node whose send failed, or was never made, is not sent under an expired approval: it asks again.
     ``proposer`` (``Principal.to_dict()`` of the caller): only requests proposed by the same
     principal (id and tenant) count, so a decision never carries over to another principal's call.
     ``definition`` (the tool's definition hash): only requests filed for that definition count, so a
@@ -154,7 +166,7 @@ def find_decision(
         if not _same_definition(request, definition):
             continue
         if request.status == "consumed":
-            if replays and request.node_id == node_id:
+            if replays and request.node_id == node_id and _replays(request, now, answered):
                 return request  # a repeat of the very action it approved: the ledger replays it
             continue
         if request.honoured(now):
@@ -184,6 +196,19 @@ def find_decision(
         elif request.status == "pending":
             return held(request, effects=effects)
     return None
+
+
+def _replays(request: ApprovalRequest, now: float, answered: Answered | None) -> bool:
+    """True when a repeat of the node ``request`` (consumed) approved may go on to the ledger: the
+    approval is still valid, or the ledger answers the node from its record (``answered``)."""
+    if request.expires_at is None or now < request.expires_at:
+        return True
+    if answered is None:
+        return False
+    try:
+        return answered()
+    except Exception:  # the ledger did not answer: the call might be sent, so it is not let through
+        return False
 
 
 def _same_proposer(request: ApprovalRequest, proposer: Mapping[str, Any] | None) -> bool:

@@ -247,6 +247,7 @@ class Stages:
             clock=self.approvals.clock,
             definition=definition_hash(spec),
             keep=self._keeper(inp),
+            answered=self._answered(inp, d),
             label=call_label(
                 inp.run.flow,
                 spec,
@@ -288,6 +289,15 @@ class Stages:
             return label
         d.label = label
         return None
+
+    def _answered(self, inp: CallInput, d: Draft) -> Callable[[], bool] | None:
+        """Whether the ledger answers ``d``'s action from its record (:func:`replayed`): asked by the
+        approval gate for a repeat of a node whose approval has expired. None for a call the ledger
+        does not hold (a read, or no ledger): an expired approval lets it through never again."""
+        spec, checked, ledger = d.spec, d.checked, self.ledger
+        if spec is None or checked is None or ledger is None or not spec.has_side_effects:
+            return None
+        return partial(replayed, ledger, idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments))
 
     def _keeper(self, inp: CallInput) -> Callable[[], None] | None:
         """What stores ``inp``'s events before a request for it is filed (see :meth:`_kept`)."""
