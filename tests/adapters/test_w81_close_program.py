@@ -13,7 +13,14 @@ request is noted in ``$W64_NOTES`` as ``METHOD PATH`` besides the lines the w64 
 * ``get_retry_zero``: the GET stream is answered with one event saying ``retry: 0`` and then closed;
 * ``notice_stall``: a ``notifications/cancelled`` POST is answered 400 with a JSON body that never
   comes; ``stall_write`` (the w64 tool) makes the client send one;
-* ``notice_silent``: a ``notifications/cancelled`` POST gets no answer at all.
+* ``notice_silent``: a ``notifications/cancelled`` POST gets no answer at all;
+* ``notice_reset``: a ``notifications/cancelled`` POST is read, then its connection reset unanswered
+  (noted as ``reset METHOD``);
+* ``initialized_reset``: the same for the ``notifications/initialized`` POST of the handshake;
+* ``answer_drop``: the ``drop`` / ``drop_write`` tools and ``subscriptions/listen`` are answered with
+  an SSE stream of one priming event (an ``id``, ``retry: 0``) that then ends; so is every GET that
+  resumes an answer (one with ``Last-Event-ID``), each noted as ``resume ID``; with ``resume_error``
+  too, such a GET is answered 503 instead.
 """
 
 from __future__ import annotations
@@ -29,6 +36,16 @@ from tests.adapters import test_w64_hostile_http_program as w64
 from tests.adapters import test_w70_hostile_http_program as w70
 
 _MODES: frozenset[str] = frozenset()
+_DROPPED = ("drop", "drop_write")
+"""The tools whose answer ``answer_drop`` drops (listed in every mode)."""
+_RESETS = {"notice_reset": "notifications/cancelled", "initialized_reset": "notifications/initialized"}
+
+
+async def _dropped(reply: w64._Reply, event_id: int) -> None:
+    """An SSE answer of one priming event, then the end of the connection: resumable, never answered."""
+    event = b"id: %d\nretry: 0\ndata:\n\n" % event_id
+    await reply.whole("200 OK", event, content_type="text/event-stream")
+    reply.writer.close()
 
 
 async def _delete(reply: w64._Reply) -> None:
@@ -51,8 +68,15 @@ async def _delete(reply: w64._Reply) -> None:
         await reply.whole("200 OK", b"")
 
 
-async def _get(reply: w64._Reply) -> None:
-    if "get_error_stall" in _MODES:
+async def _get(reply: w64._Reply, headers: dict[str, str]) -> None:
+    resumed = headers.get("last-event-id")
+    if "answer_drop" in _MODES and resumed is not None:
+        w64._note(f"resume {resumed}")
+        if "resume_error" in _MODES:
+            await reply.whole("503 Service Unavailable", b"")
+        else:
+            await _dropped(reply, int(resumed) + 1 if resumed.isdigit() else 1)
+    elif "get_error_stall" in _MODES:
         headers = {"content-type": "application/json", "content-length": "100000"}
         await reply.head("400 Bad Request", headers)
         await reply.reader.read(1)
@@ -65,6 +89,16 @@ async def _get(reply: w64._Reply) -> None:
 
 async def _post(reply: w64._Reply, body: bytes) -> None:
     message = json.loads(body)
+    method = message.get("method")
+    if any(mode in _MODES and method == reset for mode, reset in _RESETS.items()):
+        w64._note(f"reset {method}")
+        reply.writer.transport.abort()
+        return
+    named = (message.get("params") or {}).get("name")
+    if "answer_drop" in _MODES and (method == "subscriptions/listen" or named in _DROPPED):
+        w64._note(f"dropped {named or method}")
+        await _dropped(reply, 1)
+        return
     if "notice_stall" in _MODES and message.get("method") == "notifications/cancelled":
         headers = {"content-type": "application/json", "content-length": "100000"}
         await reply.head("400 Bad Request", headers)
@@ -93,7 +127,7 @@ async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
             elif method == "DELETE":
                 await _delete(reply)
             else:
-                await _get(reply)
+                await _get(reply, headers)
     except (asyncio.IncompleteReadError, ConnectionError, OSError):
         pass
     finally:
@@ -111,6 +145,6 @@ async def _main(fd: int) -> None:
 if __name__ == "__main__":
     w70._VERSION = sys.argv[2]
     _MODES = frozenset(sys.argv[3].split(","))
-    w64._HOSTILE = (*w64._HOSTILE, *w70._EXTRA)  # type: ignore[assignment]
+    w64._HOSTILE = (*w64._HOSTILE, *w70._EXTRA, "drop")  # type: ignore[assignment]
     w64._call = w70._call
     asyncio.run(_main(int(sys.argv[1])))

@@ -17,7 +17,9 @@ and a connection cut mid-answer ends the whole session. Here:
   ``deflate`` (zlib-wrapped or raw) and ``identity``, inflated in bounded pieces as the answer is read,
   so a bomb never holds more than the bound and a piece; an answer in any other coding or whose
   compressed stream is broken or cut short ends its request with ``MALFORMED_ANSWER``;
-* a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session;
+* a connection cut mid-answer ends that request (``CONNECTION_CLOSED``), not the session; an SSE
+  answer dropped after an event with an id is resumed, but only :data:`_mcp_resumes.MAX_RESUMES`
+  times (the SDK resumes until the answer deadline, and ``subscriptions/listen`` for ever);
 * a redirect's own body is never read (the SDK reads it whole); a request follows at most
   :data:`MAX_REDIRECTS` redirects, each within the endpoint's origin and keeping its method; any other
   3xx answer (a loop, another origin, a scheme that is not HTTP, a Location that is no URL, no
@@ -30,7 +32,8 @@ and a connection cut mid-answer ends the whole session. Here:
   :data:`_GET_PACE_S`, whatever reconnection delay the server asks for;
 * the POST of a notification (or of an answer to the server) is waited for at most
   :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
-  answer is read: not a notification's, not the GET stream's error body;
+  answer is read: not a notification's, not the GET stream's error body; a POST of a notification
+  that fails (a reset connection) is logged and the session goes on (the SDK would end it);
 * closing the session sends the DELETE the protocol asks for and waits at most
   :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
   endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
@@ -48,7 +51,7 @@ from typing import Final
 import anyio
 import httpx2
 from mcp.client._transport import TransportStreams
-from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport, StreamWriter
+from mcp.client.streamable_http import RequestContext, StreamWriter
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared._httpx_utils import stream_within_origin
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
@@ -74,6 +77,7 @@ from actionspace.adapters._mcp_codings import Refused as _Refused
 from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
+from actionspace.adapters._mcp_resumes import ResumingTransport
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
 
@@ -95,7 +99,7 @@ _ASKING: ContextVar[bool] = ContextVar("_ASKING", default=False)
 """True while this task posts a request, whose error status body the SDK reads as its answer."""
 
 
-class _BoundedTransport(StreamableHTTPTransport):
+class _BoundedTransport(ResumingTransport):
     def __init__(
         self, url: str, *, client: httpx2.AsyncClient, max_bytes: int, answer_timeout_s: float
     ) -> None:
@@ -117,7 +121,12 @@ class _BoundedTransport(StreamableHTTPTransport):
         message = ctx.session_message.message
         if not isinstance(message, JSONRPCRequest):
             with anyio.move_on_after(min(_NOTICE_TIMEOUT_S, self._answer_timeout_s)) as scope:
-                await super()._handle_post_request(ctx)
+                try:
+                    await super()._handle_post_request(ctx)
+                except httpx2.HTTPError as exc:  # the SDK would let it end the whole session
+                    _log.warning(
+                        "MCP server at %s: a notification's POST failed: %s", self._where, type(exc).__name__
+                    )
             if scope.cancelled_caught:
                 _log.warning("MCP server at %s: a notification's POST got no answer in time", self._where)
             return

@@ -1,0 +1,114 @@
+"""Resuming an MCP server's dropped SSE answer over streamable HTTP: a bounded number of times.
+
+When a request's SSE answer ends after an event with an id and before the answer, the client asks for
+the rest with a GET carrying ``Last-Event-ID``. The SDK does so by recursion and starts its count again
+whenever a resumed stream is dropped in turn, so a server that drops every answer after one event
+holds the request until its answer deadline, one GET after another (and ``subscriptions/listen``, which
+has no deadline, for ever). Here a request's answer is resumed at most :data:`MAX_RESUMES` times in
+all, in a loop:
+
+* before resume ``n`` (from 0) the client waits the server's last ``retry``, but at least a floor that
+  doubles each time (:data:`RESUME_FLOOR_S` × 2ⁿ) and at most :data:`RESUME_MOST_S`
+  (:func:`resume_delay`);
+* a resume that fails (a lost connection, an error status, a stream dropped again) counts as one;
+  once all are spent, the request ends with ``CONNECTION_CLOSED`` (``transient`` for a read,
+  ``unknown_commit`` for a write, in ``_mcp_errors``);
+* a resumed answer that is not an SSE stream, or whose event is over the bound, ends the request at
+  once; so does one in a content coding that is not undone here, or broken (``MALFORMED_ANSWER``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+import httpx2
+from mcp.client.streamable_http import LAST_EVENT_ID, RequestContext, StreamableHTTPTransport
+from mcp.shared._httpx_utils import sse_within_origin
+from mcp_types import JSONRPCRequest, RequestId
+
+from actionspace.adapters._mcp_codings import Undecodable
+from actionspace.adapters._mcp_errors import MALFORMED_ANSWER
+
+__all__ = ["MAX_RESUMES", "RESUME_FLOOR_S", "RESUME_MOST_S", "ResumingTransport", "resume_delay"]
+
+_log = logging.getLogger("actionspace.mcp")
+
+MAX_RESUMES: Final = 4
+"""Most GETs that resume one request's dropped answer, in all (however many events each brought)."""
+RESUME_FLOOR_S: Final = 0.25
+"""Least wait before the first resume, in seconds; doubled before each further one (``retry: 0`` and
+a stream dropped at once would otherwise be a busy loop)."""
+RESUME_MOST_S: Final = 30.0
+"""Longest wait before one resume, in seconds, whatever ``retry`` the server asked for."""
+
+
+def resume_delay(attempt: int, retry_ms: int | None) -> float:
+    """Seconds to wait before resume number ``attempt`` (from 0): the server's ``retry_ms`` (None: not
+    given), at least ``RESUME_FLOOR_S × 2**attempt``, at most :data:`RESUME_MOST_S`."""
+    asked = 0.0 if retry_ms is None else max(retry_ms, 0) / 1000
+    floor = RESUME_FLOOR_S * float(1 << min(attempt, 16))
+    return min(max(asked, floor), RESUME_MOST_S)
+
+
+@dataclass(slots=True)
+class _Resumed:
+    """Where a dropped answer stands: the last event id seen and the server's last ``retry``."""
+
+    last_id: str
+    retry_ms: int | None
+
+
+class ResumingTransport(StreamableHTTPTransport):
+    """The SDK's transport, resuming a dropped answer in a bounded loop (see the module docstring)."""
+
+    async def _handle_reconnection(
+        self,
+        ctx: RequestContext,
+        last_event_id: str,
+        retry_interval_ms: int | None = None,
+        attempt: int = 0,
+    ) -> None:
+        message = ctx.session_message.message
+        assert isinstance(message, JSONRPCRequest)  # only a request's answer is resumed
+        writer, request_id = ctx.read_stream_writer, message.id
+        where = _Resumed(last_event_id, retry_interval_ms)
+        for number in range(attempt, MAX_RESUMES):
+            await anyio.sleep(resume_delay(number, where.retry_ms))
+            try:
+                if await self._resume_once(ctx, request_id, where):
+                    return
+            except Undecodable as exc:
+                said = f"the server's answer was malformed: {exc}"[:500]
+                await self._resolve_abandoned_request(writer, request_id, said, code=MALFORMED_ANSWER)
+                return
+            except httpx2.SSEError as exc:  # not an event stream, or an event over the bound
+                await self._resolve_abandoned_request(writer, request_id, f"SSE stream failed: {exc}")
+                return
+            except httpx2.HTTPError as exc:
+                _log.info("MCP request %r: resuming its answer failed: %s", request_id, type(exc).__name__)
+        _log.warning("MCP request %r: no answer after %d resumes; given up", request_id, MAX_RESUMES)
+        said = f"the answer's stream ended without the answer and was resumed {MAX_RESUMES} times"
+        await self._resolve_abandoned_request(writer, request_id, said)
+
+    async def _resume_once(self, ctx: RequestContext, request_id: RequestId, where: _Resumed) -> bool:
+        """One GET resuming the answer from ``where``; True once the answer (or an error) was given.
+
+        Raises ``httpx2.HTTPError`` for a failed GET (an error status too)."""
+        headers = {**self._prepare_headers(), LAST_EVENT_ID: where.last_id}
+        on_token = ctx.metadata.on_resumption_token_update if ctx.metadata else None
+        async with sse_within_origin(
+            ctx.client, self.url, headers=headers, max_event_size=self.max_sse_event_size
+        ) as source:
+            source.response.raise_for_status()
+            async for sse in source:
+                if sse.id:
+                    where.last_id = sse.id
+                if sse.retry is not None:
+                    where.retry_ms = sse.retry
+                if await self._handle_sse_event(sse, ctx.read_stream_writer, request_id, on_token):
+                    await source.response.aclose()
+                    return True
+        return False
