@@ -166,18 +166,18 @@ EXTRA_TOOLS = [echo]
 
 
 @contextmanager
-def uvicorn_server(app: FastAPI) -> Iterator[str]:
+def uvicorn_server(app: FastAPI, **options: Any) -> Iterator[str]:
     """Serve ``app`` with a real uvicorn server at a free port on 127.0.0.1; yields its base URL.
 
     The socket listens before the server starts, so requests made at once wait in its backlog
-    instead of failing.
+    instead of failing. ``options``: more ``uvicorn.Config`` arguments.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, **{"log_level": "warning", "lifespan": "on", **options}))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

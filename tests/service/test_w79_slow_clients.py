@@ -51,6 +51,7 @@ def test_a_body_trickled_a_byte_at_a_time_is_answered_408_and_the_connection_clo
         with sock:
             sock.sendall(
                 b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer agent-token\r\n"  # without one the 401 comes before the body
                 b"Content-Length: 1000\r\n\r\n{"
             )
             began = time.monotonic()
@@ -150,7 +151,11 @@ def test_actionspace_serve_answers_slow_heads_and_bodies_408_and_huge_headers_40
     with _actionspace_serve(tmp_path) as port:
         head, head_s = _trickle(port, b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", b"a", 8)
         body, body_s = _trickle(
-            port, b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9999\r\n\r\n{", b" ", 8
+            port,
+            b"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer admin-token-0000000000\r\n"
+            b"Content-Length: 9999\r\n\r\n{",
+            b" ",
+            8,
         )
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Huge: " + b"a" * 40_000)

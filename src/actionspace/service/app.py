@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -17,10 +17,12 @@ from actionspace.service.api_approvals import approvals_router
 from actionspace.service.api_catalog import catalog_router, health_router
 from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
-from actionspace.service.auth import Auth, admin_principal, new_token
+from actionspace.service.auth import Auth, BeforeBody, admin_principal, new_token
 from actionspace.service.deps import ids_storable
 from actionspace.service.errors import install_handlers
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyLimits
+from actionspace.service.proxies import TrustedProxies
+from actionspace.service.quotas import RateLimit
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 
 __all__ = ["create_app"]
@@ -66,6 +68,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     distinct_approver: bool = False,
+    trusted_proxies: Iterable[str] = (),
+    rate_limit: RateLimit | str | None = None,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
@@ -73,13 +77,21 @@ def create_app(
     tools of the runs it starts; ``None`` makes one admin token (every scope), readable as
     ``app.state.admin_token``. ``runner`` configures background runs (approval polling, waits).
     ``max_body_bytes`` (default 16 MiB) bounds a request body; a larger one is answered 413 before
-    authentication (see :mod:`actionspace.service.limits`); a body still arriving ``body_timeout_s``
-    (default 60 s) after the read began is answered 408. ``distinct_approver`` (default False) turns
-    on the four-eyes rule: the principal that proposed a call may not approve it (403
-    ``permission_denied``; see :mod:`actionspace.approval.four_eyes`).
+    authentication (see :mod:`actionspace.service.limits`); a request with a body is authenticated
+    before its body is read; a body still arriving ``body_timeout_s`` (default 60 s) after the read
+    began is answered 408. ``distinct_approver`` (default False) turns on the four-eyes rule: the
+    principal that proposed a call may not approve it (403 ``permission_denied``; see
+    :mod:`actionspace.approval.four_eyes`). ``trusted_proxies`` (CIDRs, default none): connections
+    from these may name the client in ``X-Forwarded-For``, whose address then counts the unknown
+    tokens (see :mod:`actionspace.service.proxies`). ``rate_limit`` (``"N/minute"``, ``"N/second"``,
+    ``"N/hour"`` or a :class:`~actionspace.service.quotas.RateLimit`; default None, unbounded):
+    requests each principal may make, then 429 ``rate_limited`` with ``Retry-After``.
+    Raises ConfigurationError for a bad proxy network or rate limit.
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
+    limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
+    proxies = TrustedProxies.parse(trusted_proxies)
     table = dict(tokens) if tokens is not None else {}
     admin_token = None
     if tokens is None:
@@ -102,10 +114,12 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.runner = background
-    app.state.auth = Auth(table)
+    app.state.auth = Auth(table, rate_limit=limit, trusted_proxies=proxies)
     app.state.admin_token = admin_token
     install_handlers(app)
-    app.add_middleware(BodyLimits, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s)
+    app.add_middleware(
+        BodyLimits, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s, before_read=BeforeBody(app)
+    )
     app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
     app.state.distinct_approver = distinct_approver
     approvals = approvals_router(distinct_approver=distinct_approver)

@@ -1,13 +1,22 @@
-"""Bearer-token authentication and per-route scopes.
+"""Bearer-token authentication, per-route scopes, and how often a client or a principal may ask.
 
 Each token maps to a :class:`Principal`; a route names the scope it needs and the principal must
 hold it (glob patterns, ``"*"`` allows everything). No token or an unknown token is 401; a known
 token without the scope is 403. Tokens are compared in constant time.
 
+A request that carries a body (any method but GET, HEAD and OPTIONS) is authenticated before a
+byte of its body is read (:class:`BeforeBody`, run by :class:`~actionspace.service.limits.BodyLimits`
+once the declared length passed), so a client without a good token cannot make the server read or
+parse a body to get its 401; such an answer closes the connection, since the body is left unread.
+
 Guessing is bounded: each client address has :data:`GUESSES_PER_MINUTE` unknown tokens to spend,
 given back at that rate. An address that spent them is answered 429 (``rate_limited``, with
 ``Retry-After``) for every token, a good one too (else the one answer that is not a 429 would name
-the right guess), until one comes back. A known token spends nothing.
+the right guess), until one comes back. A known token spends nothing. The address is the
+connecting one, or, from a trusted proxy, the one it forwards (:mod:`actionspace.service.proxies`).
+
+Requests are bounded too when the application has a :class:`RateLimit`: each principal (its id,
+within its tenant) may make that many, then is answered 429 ``rate_limited`` with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -15,19 +24,29 @@ from __future__ import annotations
 import hmac
 import math
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Annotated, Final
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Message, Scope, Send
 
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
+from actionspace.service.errors import error_response
+from actionspace.service.proxies import TrustedProxies, client_address
+from actionspace.service.quotas import Allowance, RateLimit
 
-__all__ = ["GUESSES_PER_MINUTE", "SCOPES", "Auth", "admin_principal", "new_token", "require"]
+__all__ = [
+    "GUESSES_PER_MINUTE",
+    "SCOPES",
+    "Auth",
+    "BeforeBody",
+    "admin_principal",
+    "new_token",
+    "require",
+]
 
 SCOPES: Final = (
     "runs:read",
@@ -44,6 +63,8 @@ GUESSES_PER_MINUTE: Final = 100
 """Unknown tokens one client address may send: all at once, then this many a minute."""
 _ADDRESSES: Final = 10_000
 """Most client addresses whose guesses are remembered (the longest quiet go first)."""
+_AUTHENTICATED: Final = "actionspace.principal"
+"""Where :class:`BeforeBody` leaves the principal in the request's state, for the route's check."""
 
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`.")
 
@@ -59,21 +80,29 @@ def admin_principal(principal_id: str = "admin") -> Principal:
 
 
 class Auth:
-    """The token table of one application, and the guesses left to each client address."""
+    """The token table of one application, the guesses left to each client address, and the
+    requests left to each principal."""
 
     def __init__(
-        self, tokens: Mapping[str, Principal], *, clock: Callable[[], float] = time.monotonic
+        self,
+        tokens: Mapping[str, Principal],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rate_limit: RateLimit | None = None,
+        trusted_proxies: TrustedProxies | None = None,
     ) -> None:
         """Raises ConfigurationError when a token's principal has an empty id: principals are
         told apart by their id, so two such tokens would share every run and approval.
-        ``clock``: seconds, for the guesses given back (tests)."""
+        ``clock``: seconds, for the guesses and requests given back (tests). ``rate_limit``:
+        requests per principal (None: unbounded). ``trusted_proxies``: whose ``X-Forwarded-For``
+        names the client (None: nobody's)."""
         if any(not p.id.strip() for p in tokens.values()):
             raise ConfigurationError("every API token's principal needs a non-empty id")
         self._tokens = [(t.encode(), p) for t, p in tokens.items() if t]
-        self._clock = clock
-        self._spent: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        """Client address → (guesses spent, when last counted)."""
-        self._lock = threading.Lock()  # routes (and this check) run on the thread pool
+        self._guesses = Allowance(RateLimit(requests=GUESSES_PER_MINUTE), keys=_ADDRESSES, clock=clock)
+        self.rate_limit = rate_limit
+        self._requests = None if rate_limit is None else Allowance(rate_limit, keys=_ADDRESSES, clock=clock)
+        self.trusted_proxies = trusted_proxies or TrustedProxies()
 
     def principal(self, token: str | None, *, client: str | None = None) -> Principal | None:
         """The principal of ``token``; None when it is missing or unknown (a guess ``client`` spent)."""
@@ -85,54 +114,96 @@ class Auth:
             if hmac.compare_digest(known, given):
                 found = principal
         if found is None and client is not None:
-            self._spend(client)
+            self._guesses.spend(client)
         return found
 
     def retry_after(self, client: str) -> float | None:
         """Seconds until ``client`` may guess again; None when it has guesses left."""
-        with self._lock:
-            spent = self._spent_now(client)
-        if spent <= GUESSES_PER_MINUTE - 1:
-            return None
-        return (spent - (GUESSES_PER_MINUTE - 1)) * 60.0 / GUESSES_PER_MINUTE
+        return self._guesses.wait(client)
 
-    def _spent_now(self, client: str) -> float:
-        spent, at = self._spent.get(client, (0.0, 0.0))
-        return max(0.0, spent - (self._clock() - at) * GUESSES_PER_MINUTE / 60.0)
+    def client(self, request: Request) -> str:
+        """The address ``request`` came from, as the guesses are counted by."""
+        peer = request.client.host if request.client is not None else ""
+        return client_address(peer, request.headers.getlist("x-forwarded-for"), self.trusted_proxies)
 
-    def _spend(self, client: str) -> None:
-        with self._lock:
-            self._spent[client] = (self._spent_now(client) + 1, self._clock())
-            self._spent.move_to_end(client)
-            while len(self._spent) > _ADDRESSES:
-                self._spent.popitem(last=False)
+    def authenticate(self, token: str | None, client: str) -> Principal:
+        """The principal of ``token`` sent from ``client``, with one request of its allowance spent.
+
+        Raises HTTPException: 401 for a missing or unknown token, 429 when ``client`` spent its
+        guesses or the principal its requests (``Retry-After`` says how long to wait).
+        """
+        if not token:
+            raise _unauthorized("missing bearer token")
+        wait = self.retry_after(client)
+        if wait is not None:
+            raise _too_many("too many unknown tokens from this address; try again later", wait)
+        principal = self.principal(token, client=client)
+        if principal is None:
+            raise _unauthorized("unknown or revoked token")
+        if self._requests is not None:
+            wait = self._requests.take((principal.tenant, principal.id))
+            if wait is not None:
+                limit = self.rate_limit
+                raise _too_many(f"this principal's rate limit ({limit}) is spent; try again later", wait)
+        return principal
+
+
+class BeforeBody:
+    """Authenticates a request before its body is read: answers 401 / 429 itself, or passes it on.
+
+    Called by :class:`~actionspace.service.limits.BodyLimits` with the request's scope; reads the
+    token table of ``app`` when called (tests swap ``app.state.auth``). The principal found is left
+    for the route's :func:`require`, which then neither looks it up nor counts it again.
+    """
+
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, send: Send) -> bool:
+        """True when it answered the request (the body must then not be read)."""
+        request = Request(scope)
+        auth: Auth = self._app.state.auth
+        credentials = await _bearer(request)
+        try:
+            principal = auth.authenticate(_token(credentials), auth.client(request))
+        except HTTPException as exc:
+            response = error_response(exc)
+            response.headers["Connection"] = "close"  # the body stays unread: the connection cannot go on
+            await response(scope, _gone, send)
+            return True
+        scope.setdefault("state", {})[_AUTHENTICATED] = principal
+        return False
+
+
+async def _gone() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    return None if credentials is None else credentials.credentials
 
 
 def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status_code=401, detail=message, headers={"WWW-Authenticate": "Bearer"})
 
 
+def _too_many(message: str, wait: float) -> HTTPException:
+    return HTTPException(
+        status_code=429, detail=message, headers={"Retry-After": str(max(1, math.ceil(wait)))}
+    )
+
+
 def require(scope: str) -> Callable[..., Principal]:
-    """A dependency that returns the caller's principal, or answers 401 / 403."""
+    """A dependency that returns the caller's principal, or answers 401 / 403 / 429."""
 
     def check(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
-        auth: Auth = request.app.state.auth
-        if credentials is None:
-            raise _unauthorized("missing bearer token")
-        client = request.client.host if request.client is not None else ""
-        wait = auth.retry_after(client)
-        if wait is not None:
-            raise HTTPException(
-                status_code=429,
-                detail="too many unknown tokens from this address; try again later",
-                headers={"Retry-After": str(math.ceil(wait))},
-            )
-        principal = auth.principal(credentials.credentials, client=client)
-        if principal is None:
-            raise _unauthorized("unknown or revoked token")
+        principal: Principal | None = request.scope.get("state", {}).get(_AUTHENTICATED)
+        if principal is None:  # no body, so not authenticated yet
+            auth: Auth = request.app.state.auth
+            principal = auth.authenticate(_token(credentials), auth.client(request))
         if not principal.allows(scope):
             raise HTTPException(status_code=403, detail=f"principal {principal.id!r} lacks scope {scope!r}")
         return principal

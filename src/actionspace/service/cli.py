@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the runtime is imported by the command, not by ``actionspac
     from actionspace.policy.principal import Principal
     from actionspace.runtime import Runtime
 
-__all__ = ["Served", "prepare", "serve_command"]
+__all__ = ["Served", "prepare", "serve_command", "uvicorn_options"]
 
 
 @dataclass
@@ -52,6 +52,8 @@ def prepare(
     tokens_file: str | None = None,
     body_timeout_s: float | None = None,
     distinct_approver: bool = False,
+    trusted_proxies: Sequence[str] = (),
+    rate_limit: str | None = None,
 ) -> Served:
     """Build the runtime and the app of ``actionspace serve`` (without starting the server).
 
@@ -59,12 +61,19 @@ def prepare(
     "tenant"}``), served besides the admin token. Raises ConfigurationError for a bad file.
     ``body_timeout_s``: seconds a request body may take to arrive (None: the app's default, 60 s).
     ``distinct_approver``: the four-eyes rule (default off): a call's proposer may not approve it.
+    ``trusted_proxies``: CIDRs whose ``X-Forwarded-For`` names the client (default none).
+    ``rate_limit``: requests per principal, ``"N/minute"`` (default None: unbounded).
+    Raises ConfigurationError for a bad proxy network or rate limit, before opening the store.
     """
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
     from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S
+    from actionspace.service.proxies import TrustedProxies
+    from actionspace.service.quotas import RateLimit
     from actionspace.trace.store import default_store_url
 
+    limit = None if rate_limit is None else RateLimit.parse(rate_limit)
+    TrustedProxies.parse(trusted_proxies)  # refused before the store is opened
     url = store or default_store_url()
     stack = ExitStack()
     try:
@@ -82,7 +91,14 @@ def prepare(
         secret = token or new_token()
         table = {**_read_tokens(tokens_file), secret: admin_principal()}
         body_s = DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s
-        app = create_app(rt, tokens=table, body_timeout_s=body_s, distinct_approver=distinct_approver)
+        app = create_app(
+            rt,
+            tokens=table,
+            body_timeout_s=body_s,
+            distinct_approver=distinct_approver,
+            trusted_proxies=trusted_proxies,
+            rate_limit=limit,
+        )
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
         stack.close()
@@ -171,6 +187,24 @@ def serve_command(
             help="Four-eyes rule: the principal that proposed a call may not approve it (403).",
         ),
     ] = False,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-proxy",
+            metavar="CIDR",
+            help="A reverse proxy whose X-Forwarded-For names the client, for the limit on unknown "
+            "tokens (repeatable; default: none, the header is ignored).",
+        ),
+    ] = None,
+    rate_limit: Annotated[
+        str | None,
+        typer.Option(
+            "--rate-limit",
+            metavar="N/minute",
+            help="Requests each token's principal may make (N/second, N/minute or N/hour), then 429 "
+            "(default: unlimited).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
     from actionspace._extras import require
@@ -188,6 +222,8 @@ def serve_command(
             tokens_file=tokens_file,
             body_timeout_s=body_timeout,
             distinct_approver=distinct_approver,
+            trusted_proxies=trusted_proxy or (),
+            rate_limit=rate_limit,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         from actionspace._cli_tables import one_line
@@ -199,9 +235,19 @@ def serve_command(
 
         typer.echo(f"actionspace store: {shown_store(served.runtime.store_url)}")
         typer.echo(f"actionspace console: {served.url}")
-        from actionspace.service.slow_clients import deadlines
+        uvicorn.run(served.app, host=host, port=port, **uvicorn_options(head_timeout, body_timeout))
 
-        # a slow client is answered 408 at each deadline: it holds neither a connection nor the shutdown;
-        # the app's own body deadline answers first, the protocol's is the backstop
-        protocol = deadlines(head_timeout, body_timeout + 1.0)
-        uvicorn.run(served.app, host=host, port=port, log_level="warning", http=protocol)
+
+def uvicorn_options(head_timeout_s: float, body_timeout_s: float) -> dict[str, Any]:
+    """What ``serve`` passes ``uvicorn.run`` besides the app, host and port.
+
+    A slow client is answered 408 at each deadline, so it holds neither a connection nor the
+    shutdown (the app's own body deadline answers first, the protocol's is the backstop).
+    ``X-Forwarded-For`` is read by the app, and only from ``--trusted-proxy``: uvicorn's own
+    reading of it is off, since it trusts 127.0.0.1 by default, where any local process could
+    name itself another client and so escape the limit on unknown tokens.
+    """
+    from actionspace.service.slow_clients import deadlines
+
+    protocol = deadlines(head_timeout_s, body_timeout_s + 1.0)
+    return {"log_level": "warning", "http": protocol, "proxy_headers": False}

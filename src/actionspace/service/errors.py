@@ -14,14 +14,17 @@ from starlette.routing import Match
 from actionspace.errors import ApiError, redact, store_unavailable
 from actionspace.service.models import ErrorResponse
 
-__all__ = ["BAD_BODY", "ERRORS", "ApiError", "install_handlers"]
+__all__ = ["BAD_BODY", "ERRORS", "ApiError", "error_response", "install_handlers"]
 
 _log = logging.getLogger("actionspace.service")
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorResponse, "description": "The token's principal lacks the route's scope."},
-    429: {"model": ErrorResponse, "description": "Too many unknown tokens from this address: wait."},
+    429: {
+        "model": ErrorResponse,
+        "description": "Too many unknown tokens from this address, or requests from this principal: wait.",
+    },
     422: {"model": ErrorResponse, "description": "The request does not match the route's parameters."},
 }
 """Responses every authenticated route declares (the spec must list what the API may answer)."""
@@ -43,6 +46,12 @@ def _body(message: str, category: str | None = None) -> dict[str, Any]:
     return {"error": error}
 
 
+def error_response(exc: StarletteHTTPException) -> JSONResponse:
+    """The error body of an HTTP error, with its headers; a 429 is ``rate_limited``."""
+    category = "rate_limited" if exc.status_code == 429 else None
+    return JSONResponse(_body(str(exc.detail), category), status_code=exc.status_code, headers=exc.headers)
+
+
 def _allowed(app: FastAPI, request: Request) -> list[str]:
     """Every method some route serves at this path (Starlette names only the first route's)."""
     methods: set[str] = set()
@@ -58,11 +67,10 @@ def install_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        headers = dict(exc.headers or {})
+        response = error_response(exc)
         if exc.status_code == 405:
-            headers["Allow"] = ", ".join(_allowed(app, request))
-        category = "rate_limited" if exc.status_code == 429 else None
-        return JSONResponse(_body(str(exc.detail), category), status_code=exc.status_code, headers=headers)
+            response.headers["Allow"] = ", ".join(_allowed(app, request))
+        return response
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

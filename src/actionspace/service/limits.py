@@ -1,10 +1,14 @@
-"""What the service refuses before any route, token check or parser sees a request.
+"""What the service refuses before any route or parser sees a request, and when it authenticates.
 
 :class:`BodyLimits` is an ASGI middleware in front of the whole application:
 
 * a body larger than ``max_body_bytes`` is answered 413 as soon as that is known — from
   ``Content-Length`` before a byte of the body is read, or while streaming once the count passes
-  the limit — so an unauthenticated client cannot make the server read 150 MB to get its 401;
+  the limit — so no client can make the server read 150 MB;
+* then, before a byte of the body is read, ``before_read`` may answer the request itself: the
+  application authenticates there (:class:`actionspace.service.auth.BeforeBody`), so a client
+  without a good token gets its 401 without the body being read or parsed, and the checks below
+  are spent on authenticated requests only;
 * a JSON body holding a non-finite number (``NaN``, ``Infinity``, ``-Infinity``, which Python's
   parser accepts but JSON does not, or a literal such as ``1e999`` too large for a float, which it
   reads as infinity) or nested deeper than ``max_json_depth`` is answered 400 with the category
@@ -38,6 +42,8 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
+BeforeRead = Callable[[Scope, Send], Awaitable[bool]]
+"""Called with a request that carries a body before it is read; True when it answered the request."""
 
 _NO_BODY = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -111,8 +117,10 @@ class BodyLimits:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
         body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        before_read: BeforeRead | None = None,
     ) -> None:
         self.app = app
+        self.before_read = before_read
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
         self.body_timeout_s = body_timeout_s
@@ -133,6 +141,8 @@ class BodyLimits:
             if size > self.max_body_bytes:
                 await _answer(send, 413, self._too_large())
                 return
+        if self.before_read is not None and await self.before_read(scope, send):
+            return
         body: bytes | Literal["gone", "too_large"] = "gone"
         with anyio.move_on_after(self.body_timeout_s) as reading:  # bounds the read only, never the route
             body = await self._read(receive)
