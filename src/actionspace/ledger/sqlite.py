@@ -102,26 +102,36 @@ so a transition does not rewrite the indexes over it."""
 _UPDATE: Final = f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _UPDATED)} WHERE key = ?"
 
 
+_SAME: Final = " AND run_id = ? AND node_id = ? AND tool = ? AND args_digest = ?"
+"""A transition of an entry carrying the begun identity, the usual case: a changed row then says
+all, and nothing is read back (a ``RETURNING`` clause costs SQLite a table of its own per run)."""
 _RETURNING: Final = " RETURNING run_id, node_id, tool, args_digest"
-"""What a transition reads back: the identity the entry keeps."""
+"""What a transition reads back when its entry names another identity: the identity it keeps."""
 
 
-def _update_sql(states: int) -> str:
-    """The transition statement for ``states`` expected states."""
-    return f"{_UPDATE} AND state IN ({', '.join('?' * states)}){_RETURNING}"
+def _update_sql(states: int) -> tuple[str, str]:
+    """The transition statements for ``states`` expected states: (same identity, read back)."""
+    base = f"{_UPDATE} AND state IN ({', '.join('?' * states)})"
+    return base + _SAME, base + _RETURNING
 
 
 _UPDATES: Final = {n: _update_sql(n) for n in range(1, len(STATES) + 1)}
-_UPDATE_AT: Final = f"{_UPDATE} AND state = ? AND attempts = ?{_RETURNING}"
+_UPDATE_AT: Final = (
+    f"{_UPDATE} AND state = ? AND attempts = ?{_SAME}",
+    f"{_UPDATE} AND state = ? AND attempts = ?{_RETURNING}",
+)
 """A transition that also names how many sends the entry must still count."""
 _TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
 _PENDING: Final = (
     f"{_SELECT} WHERE run_id = ? AND tool = ? AND args_digest = ?"
-    " AND state IN ('dispatched', 'unknown', 'unknown_commit') ORDER BY created_at, key LIMIT 1"
+    " AND (state = 'dispatched' OR state = 'unknown' OR state = 'unknown_commit')"
 )
-"""The oldest unsettled entry of a run's action (tool and arguments digest)."""
+"""The unsettled entries of a run's action (tool and arguments digest); :func:`_oldest` picks one.
+Nearly always none: ordering them in SQL built a sorter on every intent for nothing (and the
+``OR`` needs no table for an ``IN`` list)."""
+_CREATED: Final = _COLUMNS.index("created_at")
 _NODES_PER_READ: Final = 500
 """Most node ids one ``entries_of`` query names (SQLite bounds the parameters of a statement)."""
 
@@ -182,7 +192,7 @@ class SqliteLedgerStore:
 
         def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None, bool]:
             if unless_pending:
-                row = conn.execute(_PENDING, action).fetchone()
+                row = _oldest(conn.execute(_PENDING, action).fetchall())
                 if row is not None and row[0] != entry.key:
                     return False, _entry(row), True
             created = conn.execute(_INSERT, _row(entry)).rowcount == 1
@@ -213,9 +223,9 @@ class SqliteLedgerStore:
         states = list(dict.fromkeys(expected))
         if not states:
             return None
-        sql = _UPDATES.get(len(states)) or _update_sql(len(states))
+        sqls = _UPDATES.get(len(states)) or _update_sql(len(states))
         params = (*_row(entry)[_IDENTITY:], key, *states)  # the identity columns stay as they are
-        return self._update(entry, sql, params)
+        return self._update(entry, sqls, params)
 
     def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
         """:meth:`transition` from ``state`` only while the entry still counts ``attempts`` sends."""
@@ -224,11 +234,21 @@ class SqliteLedgerStore:
             raise ValueError(f"transition of {key} was given the entry of {entry.key}")
         return self._update(entry, _UPDATE_AT, (*_row(entry)[_IDENTITY:], key, state, attempts))
 
-    def _update(self, entry: LedgerEntry, sql: str, params: tuple[Any, ...]) -> LedgerEntry | None:
-        """Run one transition statement; the entry as stored (its begun identity), or None."""
+    def _update(
+        self, entry: LedgerEntry, sqls: tuple[str, str], params: tuple[Any, ...]
+    ) -> LedgerEntry | None:
+        """Run one transition; the entry as stored (its begun identity), or None.
+
+        ``sqls`` is (the statement for an entry with the stored identity, the one reading the
+        identity back); the second runs, in the same transaction, only when the first changed nothing.
+        """
+        same, read_back = sqls
+        identity_of_entry: Identity = (entry.run_id, entry.node_id, entry.tool, entry.args_digest)
 
         def update(conn: sqlite3.Connection) -> Identity | None:
-            rows = conn.execute(sql, params).fetchall()  # a RETURNING statement runs to its end
+            if conn.execute(same, (*params, *identity_of_entry)).rowcount == 1:
+                return identity_of_entry
+            rows = conn.execute(read_back, params).fetchall()  # a RETURNING statement runs to its end
             return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
         durable = entry.state in _BEFORE_SENDING or entry.resolution is not None
@@ -256,7 +276,7 @@ class SqliteLedgerStore:
         return found
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
-        row = self._db.conn().execute(_PENDING, (run_id, tool, args_digest)).fetchone()
+        row = _oldest(self._db.conn().execute(_PENDING, (run_id, tool, args_digest)).fetchall())
         return _entry(row) if row is not None else None
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
@@ -324,6 +344,13 @@ def _row(entry: LedgerEntry) -> tuple[Any, ...]:
         to_json(entry.error),
         to_json(entry.resolution),
     )
+
+
+def _oldest(rows: list[Any]) -> Any:
+    """The row of the earliest ``created_at`` (then the smallest key) among ``rows``; None if none."""
+    if not rows:
+        return None
+    return rows[0] if len(rows) == 1 else min(rows, key=lambda row: (row[_CREATED], row[0]))
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:
