@@ -11,20 +11,22 @@ tools usually return (objects, arrays, strings, integers below 2**53, booleans, 
 for byte RFC 8785. It differs in two corners, on purpose, because it is computed on every tool call
 and the C encoder is an order of magnitude faster than a full JCS implementation: floats are
 written with Python's ``repr`` (``1e+21`` for JCS, ``1e+21`` here too, but ``1.0`` here where JCS
-writes ``1``), and keys are sorted by code point rather than by UTF-16 code unit (they differ only
-for keys with characters outside the Basic Multilingual Plane). Hashes are therefore stable inside
+writes ``1``; a negative zero is ``0.0``, one number with it), and keys are sorted by code point
+rather than by UTF-16 code unit (they differ only for keys with characters outside the Basic
+Multilingual Plane). Hashes are therefore stable inside
 actionspace but not comparable with other JCS implementations for float-bearing data.
 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
 ``model_dump(mode="json")`` (their fields when the dump fails), dataclasses as objects of their
 fields, dates as ISO 8601, enums by value, numpy-like arrays and scalars through ``tolist`` (an
 array past a million items keeps its first rows: a cut), sets sorted, bytes decoded as UTF-8,
-non-finite floats as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, and anything else as
-its ``repr`` with no object address in it (``"<Row object>"``). A value or key whose conversion
-raises (its ``repr`` or ``str``, its mapping's ``items()``, a dataclass field) alone becomes a
-placeholder naming its type and what was raised, ``"<Row object: cannot be shown (RuntimeError)>"``
-(a ``str`` key keeps its characters). A container, dataclass or model inside itself is ``"<cycle>"``.
-``normalize`` itself does not raise for what a tool returns.
+a negative zero as ``0.0``, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
+``"-Infinity"``, and anything else as its ``repr`` with no object address in it
+(``"<Row object>"``). A value or key whose conversion raises (its ``repr`` or ``str``, its
+mapping's ``items()``, a dataclass field) alone becomes a placeholder naming its type and what was
+raised, ``"<Row object: cannot be shown (RuntimeError)>"`` (a ``str`` key keeps its characters).
+A container, dataclass or model inside itself is ``"<cycle>"``. ``normalize`` itself does not
+raise for what a tool returns.
 
 Nothing is lost silently. Keys that write as one text (``1`` and ``"1"``, two objects that print
 alike) are all kept: a ``str`` key keeps the text, another a distinct name naming its type
@@ -43,6 +45,7 @@ import enum
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -122,9 +125,18 @@ def _c_encoder(item: str, key: str, *, sort_keys: bool) -> Callable[[Any], str]:
     return encoder.encode  # pragma: no cover
 
 
-dumps_plain: Final = _c_encoder(",", ":", sort_keys=True)
-"""Canonical text of a value that is already plain JSON; raises TypeError, ValueError or
-RecursionError otherwise (callers fall back to ``normalize``)."""
+_sorted_dumps: Final = _c_encoder(",", ":", sort_keys=True)
+_NEGATIVE_ZERO: Final = re.compile(r"-0\.0(?![0-9eE])")
+
+
+def dumps_plain(value: Any) -> str:
+    """Canonical text of plain JSON (else TypeError, ValueError or RecursionError: callers normalize);
+    a negative zero is ``0.0``, one JSON number with it (RFC 8785 writes both ``0``)."""
+    text = _sorted_dumps(value)
+    if "-0.0" in text and _NEGATIVE_ZERO.search(text):  # rare; inside a string it reads back unchanged
+        return _sorted_dumps(json.loads(text, parse_float=lambda digits: float(digits) or 0.0))
+    return text
+
 
 strict_dumps: Final = _c_encoder(", ", ": ", sort_keys=False)
 """``json.dumps(value, ensure_ascii=False, allow_nan=False)`` as every store writes it (keys in
@@ -443,6 +455,8 @@ def _int(value: int, walk: _Walk) -> Any:
 
 
 def _float(value: float) -> Any:
+    if value == 0:
+        return 0.0  # -0.0 too: one JSON number, written ``0`` by RFC 8785
     if math.isfinite(value):
         return float(value)
     if math.isnan(value):

@@ -109,7 +109,7 @@ def shape(
                 text = "true" if plain else "false"
             elif kind is float:
                 if plain - plain == 0.0:
-                    text = float.__repr__(plain)
+                    text = float.__repr__(plain or 0.0)  # -0.0 writes as 0.0, as dumps_plain has it
             elif kind is dict or kind is list:
                 text = dumps_plain(plain)
                 if len(text) <= MEMO_CHARS:

@@ -5,7 +5,9 @@ Such a call is only told from words once enough of it arrived (``{"name":``, ``[
 known to be cut off whose visible text is a proper prefix of one (``{"na``, ``[{"name"``,
 ```` ```json\\n{"na ````, ``[get_weather``) was cut as the model began the call. Judged
 conservatively: the head must be consistent with a call the parser reads (a JSON object whose
-first key is one that makes it a call, a list of such objects, a JSON fence, ``[identifier(``).
+first key is one that makes it a call, a list of such objects, a JSON fence, ``[identifier(``),
+or be a JSON object still open at the cut, whatever its first key: keys come in any order, so
+``{"arguments": {"city": "Pa`` may be a call cut inside its arguments.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def is_call_head(text: str) -> bool:
 
 
 def _json_head(text: str) -> bool:
+    if _open_object(text):
+        return True
     head = _JSON_HEAD.fullmatch(text)
     if head is None:
         return False
@@ -72,3 +76,34 @@ def _whole_call_before_close(body: str) -> bool:
         return callish_value(loads(inner))
     except (ValueError, RecursionError):
         return False
+
+
+_OBJECT_START = re.compile(r"(\[\s*)?\{")
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*\\?("?)|[{}\[\]]|[^"{}\[\]]+', re.DOTALL)
+_BARE = re.compile(r"[,:.+\-eE0-9truefalsn \t\r\n]*")
+"""What JSON holds outside strings and brackets: punctuation, numbers, ``true``/``false``/``null``."""
+_CLOSERS = {"}": "{", "]": "["}
+
+
+def _open_object(text: str) -> bool:
+    """Whether ``text`` is an unfinished JSON object (or a list opening with one) still open at its
+    end: a call cut anywhere inside, whichever key came first (JSON keys come in any order, so
+    ``{"arguments": {"city": "Pa`` is a call cut inside its arguments). One pass, no decoding: a
+    character JSON cannot hold there, or the value closing before the end, says it is something
+    else."""
+    if _OBJECT_START.match(text) is None:
+        return False
+    stack: list[str] = []
+    for token in _TOKENS.finditer(text):
+        piece = token.group()
+        if piece[0] == '"':
+            if not token.group(1) or len(piece) == 1:  # a string still open at the end
+                return token.end() == len(text)
+        elif piece in _CLOSERS:
+            if not stack or stack.pop() != _CLOSERS[piece] or not stack:
+                return False  # a mismatched bracket, or the whole value closed before the end
+        elif piece in "{[":
+            stack.append(piece)
+        elif _BARE.fullmatch(piece) is None:
+            return False
+    return bool(stack)

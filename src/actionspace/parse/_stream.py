@@ -187,18 +187,23 @@ class StreamParser:
         return StreamProgress(calls=tuple(self._reported), provisional=self._provisional, chars=self._size)
 
     def finish(self) -> ParseResult:
-        """The result of the whole output: what :func:`parse` gives for it, never raising."""
+        """The result of the whole output: what :func:`parse` gives for it (for :meth:`output`, once
+        :meth:`end` said it was cut), never raising."""
         from actionspace.parse import parse
 
         if self._mode == "events":
             return self._events_result()
         text = "".join(self._chunks)
-        result = parse(text, tools=self._tools)
         if self._cut is None:
-            return result
+            return parse(text, tools=self._tools)
+        # Read as :meth:`output` hands it on (a cut chunk's content, where JSON that is no call is
+        # words), so that both, and a completion holding the same text, give one verdict.
+        coll = Collector(self._tools)
+        parse_text(text, coll, strict=False)
+        result = coll.result()
         # any call may hold less than the model meant to send; with none, text may stop as one began
         if result.calls or result.error:
-            fault: Malformed | None = cut_off_fault(*self._cut, ids=text_call_ids(text))
+            fault: Malformed | None = cut_off_fault(*self._cut, ids=text_call_ids(text, strict=False))
         else:
             fault = begun_call(text, *self._cut)
         if fault is None:
