@@ -54,3 +54,16 @@ def test_taking_every_ready_node_at_once_is_popping_them_one_by_one(
         one_by_one.append(queues[0].pop())
     assert queues[1].take_all() == one_by_one
     assert not queues[1].queued and len(queues[1]) == 0
+
+
+def test_nodes_sharing_a_listing_index_are_ordered_by_id() -> None:
+    """A ready queue's keys are one integer per node; two nodes of one listing index (none in a
+    checked plan, which numbers nodes by their place) still come out in (chain, index, id) order."""
+    plan = _checked([(0, 1)], 4)
+    for c in plan.nodes.values():
+        c.index = 0
+    q = ReadyQueue(plan)
+    q.extend(["n3", "n2", "n1", "n0"])
+    assert q.take_all() == ["n0", "n1", "n2", "n3"]  # n0 heads a chain of two; the rest by id
+    q.extend(["n2", "n3", "n1"])
+    assert [q.pop(), q.pop(), q.pop()] == ["n1", "n2", "n3"]

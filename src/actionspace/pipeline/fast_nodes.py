@@ -32,7 +32,7 @@ from actionspace.outcomes import Outcome, Succeeded
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import CompactNode, expand_node
+from actionspace.trace.events import expand_node
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from actionspace.pipeline.stages import Stage
 
 __all__ = ["plain_node"]
+
+_WAITS: Any = object()
+"""The value of a tool whose first step did not end its coroutine."""
 
 
 def plain_node(
@@ -74,23 +77,25 @@ def plain_node(
     spec = entry.spec
     call_id = rec.call_id
     assert call_id is not None
-    label = entry.output(run.flow.context, arguments)[0]
+    context = run.flow.context
+    joined = entry.joined  # Entry.output, read without its call when the run label is the one held
+    label = joined[1][0] if arguments and joined[0] is context else entry.output(context, arguments)[0]
     run.flow.pending[call_id] = label
     seq, shape = run.seq, entry.shape
     ts = time.time()
     # the events of FastPath.ready, then record_proposed's, then the execution's: held as one
     # compact record (trace/events.py CompactNode) while they are numbered in a row and the
     # node's own label marks none of them (see Recorder.flush)
-    numbers = (next(seq), next(seq), next(seq), next(seq))
-    first = numbers[0]
+    first, second, third, last = next(seq), next(seq), next(seq), next(seq)
     # ``arguments`` is the call's own copy, never changed (the tool gets its own keyword dict)
-    node: CompactNode = (first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)
-    if numbers[3] - first == 3 and not label.secret and label.readers is None:
-        rec.nodes = [node]
-    else:  # numbered apart (another thread numbered events of this run in between), or labelled
-        events = expand_node(node)
+    compact = last - first == 3 and not label.secret and label.readers is None
+    if not compact:  # numbered apart (another thread numbered events of this run in between), or labelled
+        numbers = (first, second, third, last)
+        events = expand_node((first, ts, call_id, shape, arguments, node_id, -1, 0.0, None))
         rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in zip(numbers, events, strict=True))
     if not entry.inline:
+        if compact:
+            rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
         outcome = executor.arun(spec, arguments, rec.retry)
         return _later(entry, call_id, node_id, arguments, label, rec, artifacts, outcome)
     start = time.monotonic()
@@ -99,15 +104,40 @@ def plain_node(
         try:
             yielded = coro.send(None)
         except StopIteration as stop:
-            return _done(entry, call_id, node_id, arguments, label, Succeeded(stop.value, 1), rec, artifacts)
+            value = stop.value
         except BaseException:
             coro.close()
             raise
+        else:
+            value = _WAITS
     except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
+        if compact:
+            rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
         if passes_on(exc, in_task=True):
             raise
         pending = executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
         return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
+    if compact and value is not _WAITS:
+        # it answered at once: _done, with the compact record made once and the ``ok``
+        # observation folded in
+        now = time.time()
+        try:
+            plain = plain_observation(spec, call_id, value, label, artifacts, now)
+        except BaseException:
+            rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
+            raise
+        if isinstance(plain, Observation):
+            rec.nodes = [(first, ts, call_id, shape, arguments, node_id, next(seq), now, plain.content_hash)]
+            return plain
+        rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
+        ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
+        if plain is not None:  # shaped and cut: observe() takes it as it is
+            return observe(ready, Succeeded(value, 1), artifacts=artifacts, rec=rec, shaped=plain)
+        return observe_ready(ready, Succeeded(value, 1), rec, artifacts)
+    if compact:  # its tool waits
+        rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
+    elif value is not _WAITS:  # it answered at once, its events recorded one by one (_done)
+        return _done(entry, call_id, node_id, arguments, label, None, rec, artifacts, value)
     return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
 
 

@@ -9,6 +9,7 @@ by listing order). Anything wrong gives one ``ActionError`` naming every offendi
 from __future__ import annotations
 
 import gc
+import itertools
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ _REF_TOPS = frozenset(
 )
 _SPECULATIVE_EFFECTS = frozenset({"none", "read"})
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 @dataclass(slots=True)
@@ -119,44 +121,77 @@ def _check(
     plan: Plan, resolve: Resolver, principal: Principal, environments: Mapping[str, Any] | None
 ) -> CheckedPlan | ActionError:
     errors: list[FieldError] = []
-    ids: dict[str, int] = {}
-    folded: dict[str, str] = {}
-    for i, node in enumerate(plan.nodes):
-        if node.id in ids:
-            errors.append(FieldError(path=f"/nodes/{i}/id", message=f"duplicate node id {node.id!r}"))
-        elif folded or not node.id.isascii():
-            _alike(node.id, i, ids, folded, errors)
-        ids.setdefault(node.id, i)
+    names = [node.id for node in plan.nodes]
+    ids = _distinct(names)
+    if ids is None:  # a duplicate, or an id that is not ASCII: each checked by the general loop
+        ids = {}
+        folded: dict[str, str] = {}
+        for i, node in enumerate(plan.nodes):
+            if node.id in ids:
+                errors.append(FieldError(path=f"/nodes/{i}/id", message=f"duplicate node id {node.id!r}"))
+            elif folded or not node.id.isascii():
+                _alike(node.id, i, ids, folded, errors)
+            ids.setdefault(node.id, i)
     denied: list[ActionError] = []
     checked: dict[str, CheckedNode] = {}
     resolve = _memo(resolve)
     principal_ok: dict[str, ActionError | None] = {}
     plain: dict[str, tuple[tuple[ToolSpec], ActionError | None] | None] = {}
+    # While every node so far is simple and depends only on nodes listed before it, its declared
+    # edges are added here, in the order declared_edges adds them; from the first other node on
+    # (``linked`` nodes in), declared_edges adds the rest.
+    edges: list[tuple[str, str]] = []
+    linked = -1
     for i, node in enumerate(plan.nodes):
         c = _simple_node(node, i, ids, plain, resolve, principal, denied, principal_ok)
         if c is None:
             c = _check_node(node, i, ids, resolve, principal, errors, denied, principal_ok)
+            if linked < 0:
+                linked = len(checked)
+        elif linked < 0 and node.depends_on:
+            deps = node.depends_on
+            if not all(map(checked.__contains__, deps)):  # an edge to a node listed later
+                linked = len(checked)
+            else:
+                me, preds = node.id, c.preds  # (its needs are its preds: one set)
+                preds.update(deps)
+                if len(preds) == len(deps):  # each named once
+                    edges.extend(zip(deps, itertools.repeat(me)))
+                    for pred in deps:
+                        checked[pred].succs.append(me)
+                else:
+                    preds.clear()
+                    for pred in deps:
+                        if pred not in preds:
+                            preds.add(pred)
+                            checked[pred].succs.append(me)
+                            edges.append((pred, me))
         if c is not None and node.id not in checked:
             checked[node.id] = c
     if denied and not errors:
         return denied[0]
     if errors:
         return _error(errors)
-    edges = declared_edges(checked)
-    _check_reference_types(checked, errors)
-    if errors:
-        return _error(errors)
-    order = topological(checked)
-    if isinstance(order, ActionError):
-        return order
-    added = conflict_edges(checked, order, errors)
-    if errors:
-        return _error(errors)
+    if linked < 0:  # simple nodes, listed in dependency order: no references, no read/write sets
+        order = list(checked)
+        added: list[dict[str, str]] = []
+    else:
+        edges += declared_edges(checked, linked)
+        _check_reference_types(checked, errors)
+        if errors:
+            return _error(errors)
+        ordered = topological(checked)
+        if isinstance(ordered, ActionError):
+            return ordered
+        order = ordered
+        added = conflict_edges(checked, order, errors)
+        if errors:
+            return _error(errors)
     result = CheckedPlan(
         checked,
-        edges + [(a["from"], a["to"]) for a in added],
+        edges + [(a["from"], a["to"]) for a in added] if added else edges,
         added,
-        [n.id for n in plan.nodes],
+        names,
         plan.max_concurrency,
         order,
     )
@@ -177,6 +212,17 @@ def _check(
         collapsed.topo = units
         return collapsed
     return result
+
+
+def _distinct(names: list[str]) -> dict[str, int] | None:
+    """Each id → its listing index, when the ids are distinct ASCII strings; else None."""
+    try:
+        if not all(map(str.isascii, names)):
+            return None
+    except TypeError:  # not a string: the general loop says what it says of it
+        return None
+    ids = dict(zip(names, range(len(names)), strict=True))
+    return ids if len(ids) == len(names) else None
 
 
 def _alike(
@@ -339,15 +385,15 @@ def _simple_node(
     if node.first_of or not name or node.reads is not None or node.writes is not None:
         return None
     me = node.id
-    for target in node.depends_on:
-        if target == me or target not in ids:
-            return None
-    for target in node.independent_of:
-        if target == me or target not in ids:
-            return None
-    for v in node.arguments.values():
-        if type(v) not in _SCALARS:
-            return None
+    known = ids.__contains__
+    targets = node.depends_on
+    if targets and (me in targets or not all(map(known, targets))):
+        return None
+    targets = node.independent_of
+    if targets and (me in targets or not all(map(known, targets))):
+        return None
+    if not all(map(_SCALAR_TYPES.__contains__, map(type, node.arguments.values()))):
+        return None
     if name in plain:
         tool = plain[name]
     else:

@@ -147,8 +147,7 @@ class Driver(NodeRunner):
         retrying = self.retry_of is not None
         if not (limited or retrying) and len(queued) <= self.limit - len(running):
             wave = ready.take_all()  # every ready node fits: no heap to pop one by one
-            for k in wave:
-                running[k] = None
+            running.update(dict.fromkeys(wave))  # each running, not stepped yet (None)
             if len(running) > self.max_parallel:
                 self.max_parallel = len(running)
             return wave
@@ -218,6 +217,9 @@ class Driver(NodeRunner):
         obs: Observation
         while wave and not self._closed:
             waited = False
+            # nothing can ask to cancel a node of this wave meanwhile (aborts come from a cancel
+            # scope alone): its plain nodes' calls begin here, at once
+            quiet = self.cancel_scope is None and not self.abort_requested
             # what the wave's nodes find current: no node's first step (stepped here) changes it
             # for the tasks the others get
             base = contextvars.copy_context()
@@ -240,12 +242,11 @@ class Driver(NodeRunner):
                     self._task_for(k, node, base, task)  # its tool waited: a task of its own
                     continue
                 coro: Coroutine[Any, Any, Observation] | None = None
-                if self.cancel_scope is None and not self.abort_requested and is_plain(node):
-                    # nothing can ask to cancel it meanwhile: its call begins here, at once
+                if quiet and is_plain(node):
                     running[k] = task
                     now = self._plain_now(k, node)
                     if isinstance(now, Observation):
-                        self._finish(k, now)
+                        self._finish(k, now, node)
                         continue
                     if now is not None and node.specs[0].is_async:
                         # its tool waits (stepped to its first wait): as a node that waits below
@@ -470,9 +471,11 @@ class Driver(NodeRunner):
         error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False, "phase": "not_dispatched"})
         return Observation.failure(error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version)
 
-    def _finish(self, k: str, obs: Observation) -> None:
+    def _finish(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
+        """Settle running node ``k`` (``node``: its checked node, when at hand) with ``obs``."""
         del self.running[k]
-        node = self.plan.nodes[k]
+        if node is None:
+            node = self.plan.nodes[k]
         if self.tool_limits:
             self.per_tool[node.specs[0].name] -= 1
         if k in self.abort_requested and obs.status == "ok":

@@ -66,6 +66,8 @@ class NodeRunner:
     pending: list[EventRecord]
     pending_nodes: list[CompactNode]
     flushed_at: float
+    _spare: Recorder | None
+    """An empty recorder the next plain node takes (a node that answered at once left it)."""
     _closed: bool
     """The plan ended: its scheduler flushed what it held and starts nothing more."""
 
@@ -93,7 +95,12 @@ class NodeRunner:
         # a copy when nested: a tool that mutates its arguments must not change the plan
         arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
         run = self.run_state
-        rec = Recorder(run, f"{run.run_id}:{k}")
+        rec = self._spare  # an emptied recorder of a node that answered at once, or a new one
+        if rec is None:
+            rec = Recorder(run, f"{run.run_id}:{k}")
+        else:
+            self._spare = None
+            rec.call_id = f"{run.run_id}:{k}"
         engine = self.engine
         try:
             quick = engine.plain_node(
@@ -105,11 +112,23 @@ class NodeRunner:
             return self._aborted_read(k, "abort requested; the read was cancelled")
         except Exception as exc:
             quick = engine.internal(exc, rec)
-        if quick is None:
+        if quick is None:  # nothing recorded: the recorder serves the next node
+            self._spare = rec
             return None
         self.dispatched_args[k] = arguments
         if type(quick) is Observation:
-            self._buffer(rec)
+            nodes = rec.nodes
+            if nodes is None or rec.records:
+                self._buffer(rec)
+            else:  # _buffer for the one compact record of a node that answered at once
+                self.pending_nodes += nodes
+                rec.nodes = None
+                now = time.monotonic()
+                held = len(self.pending) + 5 * len(self.pending_nodes)
+                if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS or self._closed:
+                    self._flush_pending(now)
+            if rec.call is None:  # emptied, and held by nothing else: the next node's
+                self._spare = rec
             return quick
         return rec, cast("Awaitable[Observation]", quick)
 

@@ -6,6 +6,7 @@ an edge for every pair of nodes whose read/write sets do not commute (oriented b
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import TYPE_CHECKING
 
 from actionspace.errors import ActionError, FieldError
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
 __all__ = ["conflict_edges", "declared_edges", "topological"]
 
 
-def declared_edges(nodes: dict[str, CheckedNode]) -> list[tuple[str, str]]:
+def declared_edges(nodes: dict[str, CheckedNode], start: int = 0) -> list[tuple[str, str]]:
+    """The edges declared and referenced by the nodes from the ``start``-th on (those before it
+    have theirs), each added to the nodes' sets, in listing order."""
     edges: list[tuple[str, str]] = []
     add = edges.append
-    for c in nodes.values():
+    for c in itertools.islice(nodes.values(), start, None):
         declared = c.node.depends_on
         if not declared and not c.refs:
             continue

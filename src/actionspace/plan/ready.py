@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import heapq
+import itertools
+import operator
 from collections.abc import Iterable, Iterator
 
 from actionspace.plan.check import CheckedPlan
@@ -15,23 +17,31 @@ class ReadyQueue:
 
     Starting the head of the longest remaining chain first shortens the makespan whenever the
     concurrency limits make ready nodes wait.
+
+    A node's place is one integer (:func:`_keys`): the heap and :meth:`take_all`'s sort compare
+    integers, not (rank, index, id) tuples, and no tuple is made per node queued.
     """
 
     def __init__(self, plan: CheckedPlan) -> None:
-        self.heap: list[tuple[int, int, str]] = []
+        self.heap: list[int] = []
         self.queued: set[str] = set()
-        self.rank = _chain_lengths(plan)
-        self.nodes = plan.nodes
+        self.key = _keys(plan)
+        self._ids: dict[int, str] | None = None
+        """The node of each key, made on the first :meth:`pop` (taking a whole wave needs none)."""
 
     def extend(self, ids: Iterable[str]) -> None:
+        queued, heap, key = self.queued, self.heap, self.key
         for k in ids:
-            if k not in self.queued:
-                self.queued.add(k)
-                heapq.heappush(self.heap, (-self.rank[k], self.nodes[k].index, k))
+            if k not in queued:
+                queued.add(k)
+                heapq.heappush(heap, key[k])
 
     def pop(self) -> str:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = {v: k for k, v in self.key.items()}
         while True:
-            k = heapq.heappop(self.heap)[2]
+            k = ids[heapq.heappop(self.heap)]
             if k in self.queued:
                 self.queued.discard(k)
                 return k
@@ -39,10 +49,10 @@ class ReadyQueue:
     def take_all(self) -> list[str]:
         """Every queued node, in the order :meth:`pop` would give them, and the queue emptied."""
         queued = self.queued
-        out = [k for _, _, k in sorted(self.heap) if k in queued]
+        out = sorted(queued, key=self.key.__getitem__)  # keys are unique: each node once, in order
         self.heap.clear()
         queued.clear()
-        return list(dict.fromkeys(out))  # a node queued again after a removal: once
+        return out
 
     def remove(self, k: str) -> None:
         self.queued.discard(k)  # its heap entry is skipped when it surfaces
@@ -57,19 +67,27 @@ class ReadyQueue:
         return len(self.queued)
 
 
-def _chain_lengths(plan: CheckedPlan) -> dict[str, int]:
-    """Per node, the most nodes on a path from it to a sink (itself included)."""
+def _keys(plan: CheckedPlan) -> dict[str, int]:
+    """Per node, a distinct integer that orders as ``(-chain length, listing index, id)`` does
+    (its chain length: the most nodes on a path from it to a sink, itself included)."""
     nodes = plan.nodes
     order = plan.topo if len(plan.topo) == len(nodes) else _sinks_first(plan)[::-1]
+    width = max(map(_index, nodes.values()), default=0) + 1
     rank: dict[str, int] = {}
+    key: dict[str, int] = {}
     for k in reversed(order):  # successors first
-        longest = 0
-        for s in nodes[k].succs:
-            r = rank.get(s, 0)
-            if r > longest:
-                longest = r
-        rank[k] = longest + 1
-    return rank
+        c = nodes[k]
+        succs = c.succs
+        rank[k] = longest = max(map(rank.get, succs, _ZEROS)) + 1 if succs else 1  # rank.get(s, 0)
+        key[k] = c.index - longest * width
+    if len(set(key.values())) < len(key):  # two nodes of one listing index (none in a checked plan)
+        place = {k: i for i, k in enumerate(sorted(key))}  # their ids break the tie
+        key = {k: v * len(place) + place[k] for k, v in key.items()}
+    return key
+
+
+_index = operator.attrgetter("index")
+_ZEROS = itertools.repeat(0)
 
 
 def _sinks_first(plan: CheckedPlan) -> list[str]:

@@ -73,8 +73,14 @@ async def arun_plan(
     rec.add(
         "plan_started",
         {
-            "nodes": [_node_event(c) for c in itertools.islice(checked.nodes.values(), 1000)],
-            "edges": [list(e) for e in itertools.islice(checked.edges, 5000)],
+            "nodes": [
+                # _node_event's entry for a node with nothing more to say, made here
+                {"id": c.node.id, "tool": c.specs[0].key}
+                if not (c.reads or c.writes or c.refs or len(c.specs) > 1 or c.specs[0].requires_approval)
+                else _node_event(c)
+                for c in itertools.islice(checked.nodes.values(), 1000)
+            ],
+            "edges": list(map(list, itertools.islice(checked.edges, 5000))),
             "added_edges": checked.added_edges[:1000],
             "retry": retry_of is not None,
         },

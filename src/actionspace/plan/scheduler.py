@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import operator
 import threading
 import time
 import weakref
@@ -36,6 +38,7 @@ from typing import Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
+from actionspace.plan._ending import read_results
 from actionspace.plan.atomic import GroupAttempt, member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.control import CancelScope, ToolLimit, named_blocker, tool_limits_of
@@ -47,6 +50,7 @@ from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
 from actionspace.policy.stamped import Taken, taken
 from actionspace.trace.events import CompactNode, EventRecord
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
 __all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit", "running_plans"]
@@ -108,7 +112,8 @@ class Scheduler(Driver):
         self._result: PlanResult | None = None
         self.failed: dict[str, str] = {}
         """Once the plan ended: node id → error category, for every observation with an error."""
-        self.waiting = {k: len(c.preds) for k, c in plan.nodes.items()}
+        self.waiting = dict(zip(plan.nodes, map(len, map(_PREDS, plan.nodes.values())), strict=True))
+        """Per node, its predecessors not settled yet."""
         self.blocked_by: dict[str, tuple[str, str]] = {}
         self.running: dict[str, asyncio.Task[Any] | None] = {}
         self.per_tool: dict[str, int] = {}
@@ -132,6 +137,7 @@ class Scheduler(Driver):
         self.pending: list[EventRecord] = []
         self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
+        self._spare: Recorder | None = None
         self._closed = False
         self._waits: set[str] = set()
 
@@ -141,7 +147,8 @@ class Scheduler(Driver):
         loop = self._loop = asyncio.get_running_loop()
         self._all_settled: asyncio.Future[None] = loop.create_future()
         self._ready = ReadyQueue(self.plan)
-        self._ready.extend(k for k, n in self.waiting.items() if n == 0)
+        waiting = self.waiting
+        self._ready.extend(itertools.compress(waiting, map(operator.not_, waiting.values())))  # n == 0
         self._deferred: deque[str] = deque()
         if self.cancel_scope is not None:
             early = self.cancel_scope._bind(lambda: loop.call_soon_threadsafe(self._apply_cancel))
@@ -165,22 +172,8 @@ class Scheduler(Driver):
                 if k not in results:  # unreachable unless a bug left a node waiting: never hang, say so
                     root = self.blocked_by.get(k, (k, "internal"))[0]
                     results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
-        nodes: dict[str, Observation] = {}
-        statuses: set[str] = set()
-        notes, shown, failed = self._notes, self._shown, self.failed
-        for k in [*self.plan.order, *self.plan.units] or list(self.plan.nodes):
-            obs = results.get(k)
-            if obs is None:
-                continue
-            nodes[k] = obs
-            note = notes.get(k)  # written with every result _settle wrote
-            if note is None:
-                note = taken(obs)
-            statuses.add(note[4])
-            error = note[5]
-            if error is not None:
-                failed[k] = error.category
-            shown.append(note)
+        keys = [*self.plan.order, *self.plan.units] or list(self.plan.nodes)
+        nodes, statuses = read_results(keys, results, self._notes, self._shown, self.failed)
         self._result = PlanResult(
             run_id=self.run_state.run_id,
             status=_status_of(statuses),
@@ -210,11 +203,36 @@ class Scheduler(Driver):
 
         The successors it blocks are settled here too, and theirs in turn, depth first, from a
         list rather than by recursion: a failed node may head a chain of any length."""
-        nodes = self.plan.nodes
         if node is None:
-            node = nodes[k]
+            node = self.plan.nodes[k]
+        if node.members or obs.status != "ok" or k in self.abort_requested:
+            self._settle_all(k, obs, node, [])
+            return
+        # the commonest end, written out: one ok node, successors released
+        self.results[k] = obs
+        self._notes[k] = taken(obs)  # read while at hand
+        self.settled += 1
+        waiting, blocked_by = self.waiting, self.blocked_by
+        released: list[tuple[str, str]] | None = None
+        for s in node.succs:
+            left = waiting[s] = waiting[s] - 1
+            if left > 0:
+                continue
+            if s not in blocked_by:
+                self._newly_ready.append(s)
+                continue
+            if released is None:
+                released = []
+            released.append((s, k))
+        if released is not None:  # blocked while they waited (cancelled, or by another predecessor)
+            released.reverse()  # the first released is settled first
+            s, k = released.pop()
+            self._settle_all(*self._blocked_now(s, k), released)
+
+    def _settle_all(self, k: str, obs: Observation, node: CheckedNode, stack: list[tuple[str, str]]) -> None:
+        """:meth:`_settle` of any node, then of each blocked node on ``stack`` (blocked node, the
+        predecessor that released it), the last first."""
         blocked_by, waiting, results, notes = self.blocked_by, self.waiting, self.results, self._notes
-        stack: list[tuple[str, str]] | None = None  # (blocked node, the predecessor that released it)
         while True:
             results[k] = obs
             notes[k] = taken(obs)  # read while at hand
@@ -231,7 +249,7 @@ class Scheduler(Driver):
                 inherited = blocked_by.get(k)
                 origin = inherited or (k, obs.error.category if obs.error is not None else "cancelled")
                 for s in node.succs:
-                    if k in nodes[s].needs:  # a conflict edge only orders: its successor still runs
+                    if k in self.plan.nodes[s].needs:  # a conflict edge only orders: its successor still runs
                         blocked_by.setdefault(s, origin)
             released: list[tuple[str, str]] | None = None
             for s in node.succs:
@@ -245,22 +263,24 @@ class Scheduler(Driver):
                     released = []
                 released.append((s, k))
             if released is not None:
-                if stack is None:
-                    stack = []
                 stack.extend(reversed(released))  # the first released is settled first
             if not stack:
                 return
-            s, k = stack.pop()
-            root, why = blocked_by[s]
-            if root == s:  # cancelled while it waited: it names the node it waited on, not itself
-                root = named_blocker(blocked_by.get(k), k)
-                blocked_by[s] = (root, why)
-                reason = f"it was cancelled while waiting for {k}"
-            else:
-                reason = f"{root} did not succeed ({why})"
-            self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
-            k, node = s, nodes[s]
-            obs = _blocked(self._call_id(s), node, root, reason, closed=self.engine.executor.closed)
+            k, obs, node = self._blocked_now(*stack.pop())
+
+    def _blocked_now(self, s: str, k: str) -> tuple[str, Observation, CheckedNode]:
+        """Node ``s``, blocked, released by ``k``: its observation, recorded as blocked."""
+        blocked_by = self.blocked_by
+        root, why = blocked_by[s]
+        if root == s:  # cancelled while it waited: it names the node it waited on, not itself
+            root = named_blocker(blocked_by.get(k), k)
+            blocked_by[s] = (root, why)
+            reason = f"it was cancelled while waiting for {k}"
+        else:
+            reason = f"{root} did not succeed ({why})"
+        self._record(None, "plan_node_blocked", {"node": s, "blocked_by": root})
+        node = self.plan.nodes[s]
+        return s, _blocked(self._call_id(s), node, root, reason, closed=self.engine.executor.closed), node
 
     def _unrun_member(self, member: str, group: str) -> None:
         """Record that ``member`` never ran: blocked with its group, or cancelled before it began."""
@@ -454,6 +474,9 @@ class Scheduler(Driver):
         self.dispatched_args[node.id] = arguments
         obs = await self._call(node, node.id, node.node.tool, arguments)
         return self._verify(node, obs)
+
+
+_PREDS = operator.attrgetter("preds")
 
 
 def _status(observations: Iterable[Observation]) -> PlanStatus:
