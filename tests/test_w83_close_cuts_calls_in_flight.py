@@ -8,7 +8,6 @@ cancel pending."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -19,60 +18,15 @@ from typing import Any
 import pytest
 
 from actionspace import Observation, Runtime
+from tests.close_tools import SLOW_S, Tools, slow_runtime, write_entries
 
-SLOW_S = 5.0
-"""How long every tool would run if nothing stopped it."""
 ENDS_WITHIN_S = 1.5
 """How long a call may take to end once ``close()`` was called (the tools would take 5 s)."""
 WAIT_S = 10.0
 
 
-class Tools:
-    """Tools that count their calls, say when one started, and take 5 s."""
-
-    def __init__(self, started_after: int = 1) -> None:
-        self.calls: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        self.started = threading.Event()
-        self.started_after = started_after
-
-    def begin(self, name: str) -> None:
-        with self.lock:
-            self.calls[name] += 1
-            if sum(self.calls.values()) >= self.started_after:
-                self.started.set()
-
-
 def _runtime(url: str, tools: Tools) -> Runtime:
-    rt = Runtime(url, recover_on_start=False)
-
-    @rt.tool(effect="read", reads=["r:{x}"])
-    def get(x: int) -> int:
-        """Read x (on a worker thread)."""
-        tools.begin("get")
-        time.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="write", writes=["w:{x}"])
-    def put(x: int) -> int:
-        """Write x (on a worker thread)."""
-        tools.begin("put")
-        time.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="read", reads=["ar:{x}"])
-    async def aget(x: int) -> int:
-        """Read x."""
-        tools.begin("aget")
-        await asyncio.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="write", writes=["aw:{x}"])
-    async def aput(x: int) -> int:
-        """Write x."""
-        tools.begin("aput")
-        await asyncio.sleep(SLOW_S)
-        return x
+    rt = slow_runtime(url, tools)
 
     @rt.tool(effect="read")
     async def tail(x: int) -> AsyncIterator[str]:
@@ -136,13 +90,6 @@ def _entries(read: str, write: str) -> dict[str, tuple[Work, list[tuple[str, str
     }
 
 
-def _write_entries(url: str, rt: Runtime) -> list[tuple[str, str, str | None]]:
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            return list(db.execute("select node_id, state, error from ledger_entries order by node_id"))
-    return [(e.node_id, e.state, str(e.error)) for e in rt.ledger.list(limit=100)]
-
-
 def _observed(url: str, rt: Runtime, run_id: str) -> list[str]:
     """The categories of the error observations stored in the run's trace."""
     if url.startswith("sqlite"):
@@ -172,7 +119,7 @@ def _assert_ended(out: list[Observation], expected: list[tuple[str, str]]) -> No
 
 
 def _assert_writes_noted(url: str, rt: Runtime, expected: list[tuple[str, str]], thread_write: bool) -> None:
-    writes = [e for e in _write_entries(url, rt)]
+    writes = [e for e in write_entries(url, rt)]
     assert len(writes) == sum(1 for _t, c in expected if c == "unknown_commit")
     for _node, state, error in writes:
         if thread_write and state == "committed":  # close(wait=True) let its worker thread answer

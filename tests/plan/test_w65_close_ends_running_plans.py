@@ -7,7 +7,6 @@ tool is called again."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from collections import Counter
@@ -19,62 +18,11 @@ import pytest
 
 from actionspace import Observation, Runtime
 from actionspace.plan import PlanResult, ToolLimit
+from tests.close_tools import Tools, slow_runtime, write_entries
 
-SLOW_S = 5.0
-"""How long every tool would run if nothing stopped it."""
 ENDS_WITHIN_S = 1.5
 """How long a plan may take to end once ``close()`` was called (the tools would take 5 s)."""
 WAIT_S = 10.0
-
-
-class Tools:
-    """Tools that count their calls, say when they started, and take 5 s."""
-
-    def __init__(self, started_after: int) -> None:
-        self.calls: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        self.started = threading.Event()
-        self.started_after = started_after
-
-    def begin(self, name: str) -> None:
-        with self.lock:
-            self.calls[name] += 1
-            if sum(self.calls.values()) >= self.started_after:
-                self.started.set()
-
-
-def _runtime(url: str, tools: Tools) -> Runtime:
-    rt = Runtime(url, recover_on_start=False)
-
-    @rt.tool(effect="read", reads=["r:{x}"])
-    def get(x: int) -> int:
-        """Read x (on a worker thread)."""
-        tools.begin("get")
-        time.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="write", writes=["w:{x}"])
-    def put(x: int) -> int:
-        """Write x (on a worker thread)."""
-        tools.begin("put")
-        time.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="read", reads=["ar:{x}"])
-    async def aget(x: int) -> int:
-        """Read x."""
-        tools.begin("aget")
-        await asyncio.sleep(SLOW_S)
-        return x
-
-    @rt.tool(effect="write", writes=["aw:{x}"])
-    async def aput(x: int) -> int:
-        """Write x."""
-        tools.begin("aput")
-        await asyncio.sleep(SLOW_S)
-        return x
-
-    return rt
 
 
 def _plan(read: str, write: str) -> dict[str, Any]:
@@ -123,13 +71,6 @@ def _in_thread(work: Callable[[], PlanResult]) -> tuple[threading.Thread, list[A
     return thread, out
 
 
-def _write_entries(url: str, rt: Runtime) -> list[tuple[str, str, str | None]]:
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
-            return list(db.execute("select node_id, state, error from ledger_entries order by node_id"))
-    return [(e.node_id, e.state, str(e.error)) for e in rt.ledger.list(limit=100)]
-
-
 def _kinds(url: str, rt: Runtime, run_id: str) -> list[str]:
     if url.startswith("sqlite"):
         with Runtime(url, recover_on_start=False) as again:
@@ -149,7 +90,7 @@ def test_a_plan_running_on_another_thread_ends_promptly_when_the_runtime_closes(
     read, write = tools_kind
     url = _url(tmp_path, store)
     tools = Tools(started_after=2)
-    rt = _runtime(url, tools)
+    rt = slow_runtime(url, tools)
     run_id = rt.new_run()
     plan = _plan(read, write)
 
@@ -171,7 +112,7 @@ def test_a_plan_running_on_another_thread_ends_promptly_when_the_runtime_closes(
         assert time.monotonic() - closed_at < ENDS_WITHIN_S
     assert ended_at - closed_at < ENDS_WITHIN_S, ended_at - closed_at
     _assert_ended_by_close(result, tools, read, write)
-    [(node, state, error)] = _write_entries(url, rt)
+    [(node, state, error)] = write_entries(url, rt)
     if wait and write == "put":  # its worker thread was let finish: its late answer settled the entry
         assert (node, state) in (("w", "unknown"), ("w", "committed"))
     else:
@@ -186,12 +127,12 @@ def test_a_plan_running_on_another_thread_ends_promptly_when_the_runtime_closes(
 @pytest.mark.parametrize(
     "tools_kind", [("get", "put"), ("aget", "aput")], ids=["thread_tools", "async_tools"]
 )
-def test_a_plan_ends_promptly_when_another_task_of_its_loop_closes_the_runtime(
+def test_a_plan_ends_promptly_when_another_task_of_its_loop_closes_theslow_runtime(
     tools_kind: tuple[str, str],
 ) -> None:
     read, write = tools_kind
     tools = Tools(started_after=2)
-    rt = _runtime("memory://", tools)
+    rt = slow_runtime("memory://", tools)
     run_id = rt.new_run()
 
     async def main() -> tuple[PlanResult, float]:
@@ -206,14 +147,14 @@ def test_a_plan_ends_promptly_when_another_task_of_its_loop_closes_the_runtime(
     result, took = asyncio.run(main())
     assert took < ENDS_WITHIN_S, took
     _assert_ended_by_close(result, tools, read, write)
-    [(node, state, error)] = _write_entries("memory://", rt)
+    [(node, state, error)] = write_entries("memory://", rt)
     assert (node, state) == ("w", "unknown") and error is not None and "closed" in error
     assert [e.kind for e in rt.trace.events(run_id)].count("plan_finished") == 1
 
 
 def test_a_plan_whose_loop_runs_on_another_thread_ends_when_the_runtime_closes() -> None:
     tools = Tools(started_after=2)
-    rt = _runtime("memory://", tools)
+    rt = slow_runtime("memory://", tools)
     run_id = rt.new_run()
     loop = asyncio.new_event_loop()
     runner = threading.Thread(target=loop.run_forever, daemon=True)
@@ -250,7 +191,7 @@ def test_a_plan_that_ended_before_the_close_is_not_waited_for() -> None:
 
 def test_nodes_waiting_for_their_tools_rate_limit_end_unsent_at_once_when_the_runtime_closes() -> None:
     tools = Tools(started_after=1)
-    rt = _runtime("memory://", tools)
+    rt = slow_runtime("memory://", tools)
     run_id = rt.new_run()
     plan = {"nodes": [{"id": f"n{i}", "tool": "aget", "arguments": {"x": i}} for i in range(3)]}
     limits = {"aget": ToolLimit(per_second=1)}  # one start a second: n1 and n2 wait their turn

@@ -1,0 +1,76 @@
+"""Slow tools for the tests of closing a Runtime while calls or plans run (tests/test_w83_*,
+tests/plan/test_w65_*): each tool counts its calls, says when it started, and would take
+:data:`SLOW_S` if nothing stopped it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections import Counter
+
+from actionspace import Runtime
+
+SLOW_S = 5.0
+"""How long every tool would run if nothing stopped it."""
+
+
+class Tools:
+    """Tools that count their calls, say when ``started_after`` of them started, and take 5 s."""
+
+    def __init__(self, started_after: int = 1) -> None:
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+        self.started_after = started_after
+
+    def begin(self, name: str) -> None:
+        with self.lock:
+            self.calls[name] += 1
+            if sum(self.calls.values()) >= self.started_after:
+                self.started.set()
+
+
+def slow_runtime(url: str, tools: Tools) -> Runtime:
+    """A Runtime on ``url`` with a read and a write on worker threads (``get``, ``put``) and
+    their async twins (``aget``, ``aput``), each reporting to ``tools``."""
+    rt = Runtime(url, recover_on_start=False)
+
+    @rt.tool(effect="read", reads=["r:{x}"])
+    def get(x: int) -> int:
+        """Read x (on a worker thread)."""
+        tools.begin("get")
+        time.sleep(SLOW_S)
+        return x
+
+    @rt.tool(effect="write", writes=["w:{x}"])
+    def put(x: int) -> int:
+        """Write x (on a worker thread)."""
+        tools.begin("put")
+        time.sleep(SLOW_S)
+        return x
+
+    @rt.tool(effect="read", reads=["ar:{x}"])
+    async def aget(x: int) -> int:
+        """Read x."""
+        tools.begin("aget")
+        await asyncio.sleep(SLOW_S)
+        return x
+
+    @rt.tool(effect="write", writes=["aw:{x}"])
+    async def aput(x: int) -> int:
+        """Write x."""
+        tools.begin("aput")
+        await asyncio.sleep(SLOW_S)
+        return x
+
+    return rt
+
+
+def write_entries(url: str, rt: Runtime) -> list[tuple[str, str, str | None]]:
+    """The ledger's (node, state, error) rows, read from the file for SQLite (its Runtime closed)."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return list(db.execute("select node_id, state, error from ledger_entries order by node_id"))
+    return [(e.node_id, e.state, str(e.error)) for e in rt.ledger.list(limit=100)]
