@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mcp_types.jsonrpc as jsonrpc
 import pytest
+from mcp import InputRequiredRoundsExceededError
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
@@ -11,6 +12,7 @@ from actionspace.adapters._mcp_errors import (
     JSONRPC_CODES,
     LOCAL_FAILURES,
     RESOURCE_NOT_FOUND,
+    InputRefused,
     ServerUnavailable,
     map_call_error,
     map_jsonrpc_error,
@@ -86,6 +88,8 @@ def _instances() -> dict[type[BaseException], BaseException]:
         anyio.EndOfStream: anyio.EndOfStream(),
         ConnectionError: ConnectionResetError("reset"),
         ValidationError: invalid,
+        InputRefused: InputRefused("the server asked for input this client does not offer"),
+        InputRequiredRoundsExceededError: InputRequiredRoundsExceededError(10),
     }
 
 

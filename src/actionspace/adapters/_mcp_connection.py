@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from actionspace.adapters._mcp_errors import ServerUnavailable
+from actionspace.adapters._mcp_errors import InputRefused, ServerUnavailable
 from actionspace.execution.loop import new_event_loop
 
 __all__ = ["Connection", "OpenClient"]
@@ -45,6 +45,8 @@ _CLOSE_TIMEOUT_S = 10.0
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
+_DRIVER = "mcp.client._input_required"
+"""The SDK module that answers ``input_required`` results: where it refuses an input request."""
 
 
 class Connection:
@@ -191,6 +193,9 @@ class Connection:
         try:
             return await client.call_tool(name, arguments)
         except MCPError as exc:
+            if _refused_here(exc):
+                said = f"the server asked for input this client does not offer ({exc.message[:100]})"
+                raise InputRefused(said) from exc
             if exc.code == CONNECTION_CLOSED:
                 await self._check_alive(client, exc)
             raise
@@ -266,3 +271,15 @@ class Connection:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _refused_here(exc: MCPError) -> bool:
+    """Whether ``exc`` is the SDK's own refusal of an input request that an ``input_required`` answer
+    embedded (raised where it dispatches them), not an error the server sent: both carry a code."""
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return False
+    code = frame.tb_frame
+    return code.f_globals.get("__name__") == _DRIVER and code.f_code.co_name == "_dispatch_all"

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
+from mcp import InputRequiredRoundsExceededError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -44,6 +45,7 @@ __all__ = [
     "REDIRECT_REFUSED",
     "RESOURCE_NOT_FOUND",
     "RESULT_TOO_LARGE",
+    "InputRefused",
     "ServerUnavailable",
     "map_call_error",
     "map_jsonrpc_error",
@@ -68,6 +70,13 @@ another 3xx) that is not followed, so the request was answered before it was pro
 
 class ServerUnavailable(Exception):
     """The MCP server is not connected (never started, or its connection ended): nothing was sent."""
+
+
+class InputRefused(Exception):
+    """A call was answered ``input_required`` (the 2026 revision) with a request for input this client
+    never offered (sampling, elicitation, roots), which the SDK refused here: the call cannot go on.
+    The SDK reports it as the ``INVALID_REQUEST`` error a server sends, which would make it ``internal``
+    and a write known not to have committed; but the server had the request, and may have acted on it."""
 
 
 # code → (name for diagnostics, category without side effects, category with side effects)
@@ -103,6 +112,10 @@ LOCAL_FAILURES: Final[tuple[tuple[type[BaseException], str, Category, Category],
     (ConnectionError, "connection_lost", "transient", "unknown_commit"),
     # The server answered, but the answer broke its declared contract.
     (ValidationError, "malformed_result", "permanent", "unknown_commit"),
+    # The server answered ``input_required``: for input never offered (a read cannot be served), or
+    # with a request state round after round, past the SDK's bound (a read may be served later).
+    (InputRefused, "input_refused", "permanent", "unknown_commit"),
+    (InputRequiredRoundsExceededError, "input_rounds_exceeded", "transient", "unknown_commit"),
 )
 
 

@@ -29,7 +29,9 @@ and a connection cut mid-answer ends the whole session. Here:
   response is read for longer than ``answer_timeout_s`` (``REQUEST_TIMEOUT``), except the
   ``subscriptions/listen`` stream, which is meant to stay open;
 * a GET stream (for server notifications, or resuming an answer) is taken at most once per
-  :data:`_GET_PACE_S`, whatever reconnection delay the server asks for;
+  :data:`_GET_PACE_S`, whatever reconnection delay the server asks for; the notification stream is
+  given up after :data:`_mcp_resumes.MAX_NOTICE_RECONNECTS` failed ones in a row (the SDK takes it
+  again for ever once the server accepted it), and an answer to a request on it is dropped;
 * the POST of a notification (or of an answer to the server) is waited for at most
   :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
   answer is read: not a notification's, not the GET stream's error body; a POST of a notification

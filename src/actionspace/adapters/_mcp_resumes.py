@@ -1,4 +1,5 @@
-"""Resuming an MCP server's dropped SSE answer over streamable HTTP: a bounded number of times.
+"""Resuming an MCP server's dropped SSE answer, and its notification stream, over streamable HTTP: a
+bounded number of times.
 
 When a request's SSE answer ends after an event with an id and before the answer, the client asks for
 the rest with a GET carrying ``Last-Event-ID``. The SDK does so by recursion and starts its count again
@@ -15,6 +16,18 @@ all, in a loop:
   ``unknown_commit`` for a write, in ``_mcp_errors``);
 * a resumed answer that is not an SSE stream, or whose event is over the bound, ends the request at
   once; so does one in a content coding that is not undone here, or broken (``MALFORMED_ANSWER``).
+
+The GET stream that carries the server's own notifications is reconnected by the SDK whenever it
+ends, and its count of failures starts again whenever the server accepted the stream: a server that
+accepts it and drops it at once is asked again every second for the session's life. Here it is taken
+again only while fewer than :data:`MAX_NOTICE_RECONNECTS` streams in a row failed (an error status, a
+lost connection, or an end before any JSON-RPC message), after :func:`resume_delay` for that count;
+then it is given up for the session, logged once, and calls go on without it. A stream that brought a
+message starts the count again: that server is working (as one that keeps its stream open and sends
+one a second is). A 405 answer means the server offers no such stream: it is not asked again. An
+answer to a request on that stream (where the protocol allows none) is dropped: the SDK would take it
+as the answer of the request in flight with that id, before (and instead of) the one on its own
+stream.
 """
 
 from __future__ import annotations
@@ -25,14 +38,35 @@ from typing import Final
 
 import anyio
 import httpx2
-from mcp.client.streamable_http import LAST_EVENT_ID, RequestContext, StreamableHTTPTransport
+from mcp.client.streamable_http import (
+    LAST_EVENT_ID,
+    RequestContext,
+    StreamableHTTPTransport,
+    StreamWriter,
+    _unfollowed_redirect,
+)
 from mcp.shared._httpx_utils import sse_within_origin
-from mcp_types import JSONRPCRequest, RequestId
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 
 from actionspace.adapters._mcp_codings import Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER
 
-__all__ = ["MAX_RESUMES", "RESUME_FLOOR_S", "RESUME_MOST_S", "ResumingTransport", "resume_delay"]
+__all__ = [
+    "MAX_NOTICE_RECONNECTS",
+    "MAX_RESUMES",
+    "RESUME_FLOOR_S",
+    "RESUME_MOST_S",
+    "ResumingTransport",
+    "resume_delay",
+]
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -43,6 +77,9 @@ RESUME_FLOOR_S: Final = 0.25
 a stream dropped at once would otherwise be a busy loop)."""
 RESUME_MOST_S: Final = 30.0
 """Longest wait before one resume, in seconds, whatever ``retry`` the server asked for."""
+MAX_NOTICE_RECONNECTS: Final = 5
+"""Most notification streams (GETs) in a row that may fail before that stream is given up for the
+session; one that brings a JSON-RPC message starts the count again."""
 
 
 def resume_delay(attempt: int, retry_ms: int | None) -> float:
@@ -112,3 +149,78 @@ class ResumingTransport(StreamableHTTPTransport):
                     await source.response.aclose()
                     return True
         return False
+
+    async def handle_get_stream(self, client: httpx2.AsyncClient, read_stream_writer: StreamWriter) -> None:
+        """The server's notification stream, taken again a bounded number of times in a row (see the
+        module docstring); the SDK's own loop takes it again for ever once the server accepted it."""
+        where = _Resumed("", None)
+        failures = 0
+        while self.session_id:
+            try:
+                delivered = await self._notices_once(client, read_stream_writer, where)
+            except _NoStream as exc:
+                _log.info("MCP server at %s: %s", _logged(self.url), exc)
+                return
+            except Exception as exc:  # anything the stream raises ends this stream only, as in the SDK
+                what = type(exc).__name__  # its words may hold the URL's query, or the server's
+                _log.info("MCP server at %s: its notification stream failed: %s", _logged(self.url), what)
+                delivered = False
+            failures = 0 if delivered else failures + 1
+            if failures >= MAX_NOTICE_RECONNECTS:
+                _log.warning(
+                    "MCP server at %s: its notification stream failed %d times in a row; given up for "
+                    "this session (calls go on without it)",
+                    _logged(self.url),
+                    failures,
+                )
+                return
+            await anyio.sleep(resume_delay(failures, where.retry_ms))
+
+    async def _notices_once(self, client: httpx2.AsyncClient, writer: StreamWriter, where: _Resumed) -> bool:
+        """One notification stream, read to its end; True when it brought a JSON-RPC message.
+
+        Raises :class:`_NoStream` when the server offers none (405, a redirect not followed) and
+        ``httpx2.HTTPError`` for a failed GET (an error status too)."""
+        headers = self._prepare_headers()
+        if where.last_id:
+            headers[LAST_EVENT_ID] = where.last_id
+        delivered = False
+        async with sse_within_origin(
+            client, self.url, headers=headers, max_event_size=self.max_sse_event_size
+        ) as source:
+            if (redirect := _unfollowed_redirect(source.response)) is not None:
+                raise _NoStream(f"its notification stream was not opened: {redirect}"[:500])
+            if source.response.status_code == 405:
+                raise _NoStream("it offers no notification stream (405)")
+            source.response.raise_for_status()
+            async for sse in source:
+                if sse.id:
+                    where.last_id = sse.id
+                if sse.retry is not None:
+                    where.retry_ms = sse.retry
+                message = _message(sse.data) if sse.event == "message" and sse.data else None
+                if isinstance(message, JSONRPCResponse | JSONRPCError):
+                    _log.info(
+                        "MCP server at %s: an answer on its notification stream ignored", _logged(self.url)
+                    )
+                    continue
+                delivered = delivered or message is not None
+                await self._handle_sse_event(sse, writer)
+        return delivered
+
+
+class _NoStream(Exception):
+    """The server offers no notification stream: it is not asked again."""
+
+
+def _message(data: str) -> JSONRPCMessage | None:
+    """The JSON-RPC message an event carries, or None."""
+    try:
+        return jsonrpc_message_adapter.validate_json(data, by_name=False)
+    except ValidationError:
+        return None
+
+
+def _logged(url: str) -> str:
+    """The endpoint as logged: without what may carry a credential."""
+    return str(httpx2.URL(url).copy_with(userinfo=b"", query=None, fragment=None))

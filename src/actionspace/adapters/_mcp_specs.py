@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,9 @@ __all__ = [
     "content_value",
     "fingerprint",
     "map_annotations",
+    "name_shape",
     "result_text",
+    "unambiguous",
     "unusable_name",
 ]
 
@@ -86,6 +89,40 @@ def unusable_name(name: str) -> str | None:
     if not name.isascii() or not name.isprintable() or any(c.isspace() for c in name):
         return f"the tool name {name!a} holds spaces, control or non-ASCII characters"
     return None
+
+
+_PUNCTUATION = re.compile(r"[^0-9a-z]")
+
+
+def name_shape(name: str) -> str:
+    """What a name reads as: lower case, every other character than a letter or digit an ``_``. Two
+    names of one shape (``read.artifact``, ``Read_Artifact``) read as one to a model, and a framework
+    that maps names to its provider's alphabet may turn them into one."""
+    return _PUNCTUATION.sub("_", name.lower())
+
+
+def unambiguous(tools: list[types.Tool]) -> tuple[list[tuple[types.Tool, str]], dict[str, str]]:
+    """Each listed tool once, with its fingerprint; and why the others are left out: a name listed
+    twice with different definitions (which one the server would run is unknown), or names of one
+    :func:`name_shape` (which one a model means is unknown): all of that group, whatever the order."""
+    digests: dict[str, str] = {}
+    unique: list[tuple[types.Tool, str]] = []
+    ambiguous: dict[str, str] = {}
+    for tool in tools:
+        digest = fingerprint(tool)
+        if tool.name not in digests:
+            digests[tool.name] = digest
+            unique.append((tool, digest))
+        elif digests[tool.name] != digest:
+            ambiguous[tool.name] = "listed more than once, with different definitions"
+    shapes: dict[str, list[str]] = {}
+    for name in digests:
+        shapes.setdefault(name_shape(name), []).append(name)
+    for group in (g for g in shapes.values() if len(g) > 1):
+        for name in group:
+            alike = ", ".join(repr(n[:40]) for n in group[:5] if n != name)
+            ambiguous.setdefault(name, f"its name differs only in case or punctuation from {alike}")
+    return [(tool, digest) for tool, digest in unique if tool.name not in ambiguous], ambiguous
 
 
 def fingerprint(tool: types.Tool) -> str:

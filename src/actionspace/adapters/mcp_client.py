@@ -71,9 +71,10 @@ from actionspace.adapters._mcp_errors import map_call_error, map_tool_error_resu
 from actionspace.adapters._mcp_specs import (
     check_self_contained,
     content_value,
-    fingerprint,
     map_annotations,
+    name_shape,
     result_text,
+    unambiguous,
     unusable_name,
 )
 from actionspace.adapters._mcp_text import attributed, clean_schema, source_name
@@ -109,8 +110,9 @@ _ANSWER_GRACE_S = 5.0
 """How long an HTTP answer is still read past the longest call timeout (seconds): a backstop, since a
 call that times out closes its response stream itself."""
 
-_RUNTIME_TOOLS = frozenset({DESCRIBE_TOOL, READ_ARTIFACT})
-"""Names the runtime registers its own tools under, on first need: a server's tool never takes them."""
+_RUNTIME_SHAPES = frozenset(name_shape(n) for n in (DESCRIBE_TOOL, READ_ARTIFACT))
+"""The shapes of the names the runtime registers its own tools under, on first need: a server's tool
+never takes one, nor passes for one by case or punctuation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,8 @@ class McpToolset:
         """Remote tool name → the annotations the server claims (believed only when allowlisted)."""
         self.skipped: dict[str, str] = {}
         """Remote tool name → why it could not be turned into a tool."""
+        self._foreign: dict[str, str] = {}
+        """:func:`name_shape` → key of an offered tool another registered, as one sync began."""
         self._source = source_name(
             server.name,
             server.url if isinstance(server, HttpServer) else None,
@@ -284,10 +288,11 @@ class McpToolset:
         current = self._versions.current
         with self._lock:
             usable: set[str] = set()
-            listed, ambiguous = _unambiguous(tools)
+            listed, ambiguous = unambiguous(tools)
+            foreign = (s for s in rt.catalog.offerable() if s.key not in self._keys)
+            self._foreign = {name_shape(s.name): s.key for s in foreign}
             self._forget_unlisted({t.name for t in tools})
-            for name in ambiguous:
-                self.skipped[name] = "listed more than once, with different definitions"
+            self.skipped.update(ambiguous)
             for tool, digest in listed:
                 old = current.get(tool.name)
                 if old is None or old[0] != digest:
@@ -331,9 +336,10 @@ class McpToolset:
         return retired
 
     def _taken(self, rt: _Registers, name: str) -> str | None:
-        """The key of a version of ``name`` that this toolset did not register, if any."""
+        """The key of a version of ``name``, or of an offered tool whose name has its shape
+        (:func:`name_shape`), that this toolset did not register, if any."""
         others = [s.key for s in rt.catalog.versions(name) if s.key not in self._keys]
-        return others[-1] if others else None
+        return others[-1] if others else self._foreign.get(name_shape(name))
 
     def _register(self, rt: _Registers, tool: types.Tool) -> ToolSpec | None:
         """Build and register the next version of ``tool``; None (and why in ``skipped``) if unusable."""
@@ -342,11 +348,15 @@ class McpToolset:
         if spec is None:
             return None
         try:
-            if spec.name in _RUNTIME_TOOLS:  # the runtime's own tool must stay the runtime's
-                raise ToolDefinitionError(f"{spec.name!r} is the name of a runtime tool; set a prefix")
+            if name_shape(spec.name) in _RUNTIME_SHAPES:  # the runtime's own tool must stay the runtime's
+                raise ToolDefinitionError(
+                    f"{spec.name!r} is (or looks like) the name of a runtime tool; set a prefix"
+                )
             other = self._taken(rt, spec.name)
-            if other is not None:  # a new version of another tool would take over its name
-                raise ToolDefinitionError(f"{spec.name!r} is already the name of {other}; set a prefix")
+            if other is not None:  # a new version of another tool would take over (or pass for) its name
+                raise ToolDefinitionError(
+                    f"{spec.name!r} is (or looks like) the name of {other}; set a prefix"
+                )
             check_self_contained(spec)
             registered = rt.register(spec)
         # ToolDefinitionError: e.g. a taken name; ConfigurationError: a schema that does not compile
@@ -414,22 +424,6 @@ class McpToolset:
 
         call_mcp_tool.__name__ = remote
         return call_mcp_tool
-
-
-def _unambiguous(tools: list[types.Tool]) -> tuple[list[tuple[types.Tool, str]], set[str]]:
-    """Each listed tool once, with its fingerprint, and the names listed with two definitions
-    (left out: which one the server would run is unknown)."""
-    digests: dict[str, str] = {}
-    unique: list[tuple[types.Tool, str]] = []
-    ambiguous: set[str] = set()
-    for tool in tools:
-        digest = fingerprint(tool)
-        if tool.name not in digests:
-            digests[tool.name] = digest
-            unique.append((tool, digest))
-        elif digests[tool.name] != digest:
-            ambiguous.add(tool.name)
-    return [(tool, digest) for tool, digest in unique if tool.name not in ambiguous], ambiguous
 
 
 def _cleaned_schemas(tool: types.Tool) -> dict[str, Any]:
