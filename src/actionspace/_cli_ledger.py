@@ -101,27 +101,10 @@ def _opening(store: str | None, opener: Callable[[str], _T], *, say: bool = Fals
 
 
 def never_opens(url: str, exc: sqlite3.DatabaseError) -> str | None:
-    """Why SQLite's "unable to open database file" for ``url`` is the path's fault, or None.
+    """Why SQLite refused ``url`` for good, in one line (:func:`~actionspace._cli_tables.refused_store`)."""
+    from actionspace._cli_tables import refused_store
 
-    SQLite says so both for a path no retry can open (a folder, a parent that is a file or is
-    missing) and for a passing shortage (file handles): only the former is a mistake to name.
-    """
-    from actionspace._store_url import sqlite_path
-    from actionspace.errors import ConfigurationError
-
-    if "unable to open" not in str(exc).lower() or url.partition("://")[0].lower() != "sqlite":
-        return None
-    try:
-        path = sqlite_path(url)
-        if path.is_dir():
-            reason = "it is a folder, not a database file"
-        elif not path.parent.is_dir():
-            reason = f"{path.parent} is not a folder"
-        else:
-            return None
-    except (OSError, ConfigurationError):
-        return None
-    return f"cannot open store {path}: {reason}; give --store a database file's path"
+    return refused_store(url, exc)
 
 
 _SCAN = 100_000

@@ -124,6 +124,38 @@ def shown_store(url: str) -> str:
     return shown_url(url)
 
 
+def refused_store(url: str, exc: BaseException, what: str = "store") -> str | None:
+    """One line for an SQLite ``url`` no retry opens (a folder, a path through a file, another
+    program's file), saying what to give ``--store`` instead; None for a failure that may pass
+    (the file locked or busy, the system short of file handles) and for any other store."""
+    import sqlite3
+
+    from actionspace._store_url import sqlite_path
+    from actionspace.errors import ConfigurationError
+
+    if url.partition("://")[0].lower() != "sqlite" or not isinstance(exc, sqlite3.DatabaseError):
+        return None
+    said = str(exc).lower()
+    try:
+        path = sqlite_path(url)
+        if "not a database" in said:
+            return (
+                f"cannot read {what} {shown_store(url)}: file is not a database (another program's file?); "
+                "give --store the file a runtime recorded to"
+            )
+        if "unable to open" not in said:
+            return None
+        if path.is_dir():
+            reason = "it is a folder, not a database file"
+        elif not path.parent.is_dir():
+            reason = f"{path.parent} is not a folder"
+        else:
+            return None
+    except (OSError, ConfigurationError):
+        return None
+    return f"cannot open {what} {path}: {reason}; give --store a database file's path"
+
+
 def say_store(url: str) -> None:
     """Name the store a command reads, on stderr (stdout stays what ``--json`` promises)."""
     Console(stderr=True, soft_wrap=True).print(

@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
+from actionspace.catalog._checks import check_default, check_options, untyped
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ConfigurationError, ToolDefinitionError, redact
 
@@ -85,6 +86,7 @@ def spec_from_function(fn: Callable[..., Any], **options: Any) -> ToolSpec:
     name = options.pop("name", None) or getattr(fn, "__name__", "")
     if not name:
         raise ToolDefinitionError(f"{fn!r} has no __name__: register it with name='...'")
+    check_options(name, options)
     doc = inspect.getdoc(fn) or ""
     summary, description, params_doc = _split_docstring(doc)
     model = _arguments_model(fn, name, params_doc)
@@ -111,6 +113,12 @@ def spec_from_schema(
     """
     if "effect" not in options:
         raise ConfigurationError(f"{name}: declare effect= ('none', 'read', 'write' or 'external')")
+    if not isinstance(input_schema, Mapping):
+        raise ToolDefinitionError(
+            f"{name}: input_schema must be a JSON Schema object (a dict such as "
+            f"{{'type': 'object', 'properties': {{...}}}}), got {type(input_schema).__name__}"
+        )
+    check_options(name, options)
     return ToolSpec(name=name, input_schema=dict(input_schema), fn=fn, **options)
 
 
@@ -244,7 +252,7 @@ def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str,
     fields: dict[str, Any] = {}
     for param in params:
         if param.name not in hints:
-            raise ToolDefinitionError(f"{name}: parameter {param.name!r} needs a type hint")
+            raise ToolDefinitionError(untyped(name, _annotated(fn), param.name, first=param is params[0]))
         default = ... if param.default is param.empty else param.default
         field_name = _field_name(param.name, taken)
         taken.add(field_name)
@@ -252,13 +260,17 @@ def _arguments_model(fn: Callable[..., Any], name: str, params_doc: Mapping[str,
         info = Field(default, alias=alias, description=params_doc.get(param.name))
         fields[field_name] = (hints[param.name], info)
     try:
-        return create_model(
+        model: type[BaseModel] = create_model(
             f"{name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
             **fields,
         )
     except Exception as exc:
         raise ToolDefinitionError(f"{name}: cannot build an argument model: {exc}") from exc
+    for param in params:
+        if param.default is not param.empty:
+            check_default(name, param.name, hints[param.name], param.default)
+    return model
 
 
 def _needs_coercion(model: type[BaseModel]) -> bool:

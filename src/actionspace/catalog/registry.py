@@ -31,7 +31,10 @@ class Catalog:
         """Add a tool version. Raises DuplicateToolError if ``name@version`` exists."""
         with self._lock:
             if spec.key in self._specs:
-                raise DuplicateToolError(f"tool {spec.key} is already registered")
+                raise DuplicateToolError(
+                    f"tool {spec.key} is already registered: give this one another name (name='...') "
+                    "or, for a new version of it, version='...'"
+                )
             self._specs[spec.key] = spec
             self._order.setdefault(spec.name, []).append(spec.version)
             self.generation += 1

@@ -303,7 +303,7 @@ class ToolSpec:
         if self.risk is not None and self.risk not in _RISKS:
             raise ToolDefinitionError(f"{self.name}: risk must be one of {_RISKS}, got {self.risk!r}")
         if self.idempotency not in _IDEMPOTENCY:
-            raise ToolDefinitionError(f"{self.name}: idempotency must be one of {_IDEMPOTENCY}")
+            raise ToolDefinitionError(f"{self.name}: idempotency {self.idempotency!r} not in {_IDEMPOTENCY}")
         if self.lifecycle not in _LIFECYCLES:
             raise ToolDefinitionError(f"{self.name}: lifecycle must be one of {_LIFECYCLES}")
         if self.idempotency == "query" and self.status_query is None:
@@ -342,7 +342,10 @@ class ToolSpec:
             object.__setattr__(self, "scopes", (f"{self.effect}:{self.name}",))
         if not self.summary and self.description:
             object.__setattr__(self, "summary", self.description.strip().splitlines()[0][:200])
-        object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
+        try:
+            object.__setattr__(self, "_schema_hash", schema_hash(self.input_schema))
+        except (ValueError, TypeError) as exc:  # NaN, infinity, a non-JSON value: the model reads JSON
+            raise ToolDefinitionError(f"{self.name}: input_schema holds a value JSON cannot: {exc}") from exc
         outer = callee(self.fn)
         object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(outer))
         code = unwrapped(outer)

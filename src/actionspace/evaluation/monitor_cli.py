@@ -21,7 +21,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from actionspace._cli_tables import cell, counted, on_interrupt, shown_store
+from actionspace._cli_tables import cell, counted, on_interrupt, refused_store, shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.evaluation.monitor import MonitorReport, MonitorThresholds, monitor
 from actionspace.trace.store import default_store_url, open_trace_store
@@ -113,7 +113,7 @@ def monitor_command(
     except ConfigurationError as exc:
         _fail(str(exc))
     except sqlite3.DatabaseError as exc:
-        _fail(f"cannot read trace store {shown_store(url)}: {exc}")
+        _fail(refused_store(url, exc, "trace store") or f"cannot read trace store {shown_store(url)}: {exc}")
     if as_json:
         typer.echo(_json(report))
     elif not report.tools:

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from actionspace._cli_app import CliApp
-from actionspace._cli_tables import counted
+from actionspace._cli_tables import counted, refused_store
 from actionspace._store_url import shown_url as shown_store
 from actionspace.errors import ConfigurationError
 from actionspace.trace import render
@@ -334,7 +334,7 @@ def _reading(url: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        _fail(f"cannot read trace store {shown_store(url)}: {exc}")
+        _fail(refused_store(url, exc, "trace store") or f"cannot read trace store {shown_store(url)}: {exc}")
     except ConfigurationError as exc:
         _fail(str(exc))
     except OSError as exc:  # a path the system refuses (a name too long, a file where a folder goes)
