@@ -69,8 +69,8 @@ def test_a_cycle_is_still_written_as_a_truncated_event() -> None:
     loop: list[Any] = []
     loop.append(loop)
     text = encode_data({"loop": loop})
-    assert json.loads(text)["loop"]  # written, depth-truncated, never raised
-    assert '"$truncated": "depth"' in text
+    assert json.loads(text)["loop"]  # written, the cycle marked, never raised
+    assert '"$truncated": "cycle"' in text
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

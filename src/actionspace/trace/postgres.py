@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
+from actionspace.trace._stored_rows import stored_event
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_for_postgres
@@ -120,6 +121,8 @@ _RUNS_AFTER: Final = _RUNS.replace(
     'WHERE last_at >= %s AND (last_at < %s OR (last_at = %s AND run_id COLLATE "C" > %s COLLATE "C"))',
     1,
 )
+_COLUMNS: Final = ("run_id", "seq", "kind", "ts", "call_id", "data")
+"""An event row's columns, in the order :func:`~actionspace.trace._stored_rows.stored_event` takes them."""
 _EVENTS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = %s ORDER BY seq"
 )
@@ -170,17 +173,7 @@ class PostgresTraceStore:
         """Every event of ``run_id``, ordered by ``seq``."""
         with self._db.connection() as conn:
             rows = conn.execute(_EVENTS, (run_id,)).fetchall()
-        return [
-            TraceEvent(
-                run_id=row["run_id"],
-                seq=row["seq"],
-                kind=row["kind"],
-                ts=row["ts"],
-                call_id=row["call_id"],
-                data=row["data"],
-            )
-            for row in rows
-        ]
+        return [stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows]
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """At most ``limit`` runs, the most recently active first (only those active at or after
@@ -333,10 +326,7 @@ class PostgresTraceReader:
     def events(self, run_id: str) -> list[TraceEvent]:
         if text_for_postgres(run_id) != run_id:  # no stored run id holds U+0000 nor a lone surrogate
             return []
-        return [
-            TraceEvent(**{k: r[k] for k in ("run_id", "seq", "kind", "ts", "call_id", "data")})
-            for r in self._read(_EVENTS, (run_id,))
-        ]
+        return [stored_event(*(r[k] for k in _COLUMNS), parsed=True) for r in self._read(_EVENTS, (run_id,))]
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """As :meth:`PostgresTraceStore.runs`."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
@@ -18,7 +17,10 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from actionspace._canonical import canonical_text, normalize
 from actionspace._cli_tables import counted, short_time
+from actionspace.trace._terminal_text import escaped_json as _escaped_json
+from actionspace.trace._terminal_text import shown as _safe
 from actionspace.trace.events import RunSummary, TraceEvent
 
 __all__ = [
@@ -46,7 +48,6 @@ _MAX_NAMES: Final = 8
 _MAX_VALUE_CHARS: Final = 60
 _MAX_LINE_CHARS: Final = 160
 _MAX_ID_CHARS: Final = 40
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 _OK_WORDS: Final = frozenset(
     {"ok", "accepted", "allowed", "allow", "granted", "approved", "completed", "succeeded", "success"}
@@ -248,7 +249,15 @@ _SUMMARIZERS: Final[Mapping[str, Callable[[Mapping[str, Any]], str]]] = {
 
 
 def event_outcome(event: TraceEvent) -> Outcome:
-    """Whether ``event`` reports success, a failure, something to watch, or just information."""
+    """Whether ``event`` reports success, a failure, something to watch, or just information
+    (never raises: a value whose truth raises, which an in-process trace may hold, is information)."""
+    try:
+        return _outcome(event)
+    except Exception:
+        return "info"
+
+
+def _outcome(event: TraceEvent) -> Outcome:
     data = event.data if isinstance(event.data, Mapping) else {}
     if data.get("error"):
         return "error"
@@ -330,7 +339,7 @@ def runs_table(summaries: Sequence[RunSummary]) -> Table:
     for s in summaries:
         table.add_row(
             Text(_safe(s.run_id)),
-            short_time(s.started_at),
+            _short_time(s.started_at),
             str(s.events),
             str(s.calls),
             Text(str(s.errors), style="red" if s.errors else ""),
@@ -406,21 +415,39 @@ def _unwrapped(line: Text) -> Text:
 
 
 def format_time(ts: float) -> str:
-    """Local wall-clock time of a Unix timestamp, to the second."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    """Local wall-clock time of a Unix timestamp, to the second; ``?`` for one that is no time
+    (NaN, text, beyond the platform's clock: a row another version wrote or a hand edited)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
 
 
 def events_json(events: Iterable[TraceEvent]) -> str:
-    """The events as an indented JSON array of ``TraceEvent.to_dict``."""
-    return json.dumps([e.to_dict() for e in events], indent=2, ensure_ascii=False, default=str)
+    """The events as an indented JSON array of ``TraceEvent.to_dict``, the characters of
+    :data:`~actionspace.trace._terminal_text.HIDDEN` written as JSON escapes (it reads back the same)."""
+    dicts = [e.to_dict() for e in events]
+    try:
+        text = json.dumps(dicts, indent=2, ensure_ascii=False, default=str)
+    except Exception:  # a value an in-process trace holds as given (a cycle, a raising str)
+        text = json.dumps(normalize(dicts), indent=2, ensure_ascii=False)
+    return _escaped_json(text)
 
 
 def runs_json(summaries: Iterable[RunSummary]) -> str:
-    """The run summaries as an indented JSON array."""
-    return json.dumps([dataclasses.asdict(s) for s in summaries], indent=2, ensure_ascii=False)
+    """The run summaries as an indented JSON array (escaped as :func:`events_json` is)."""
+    return _escaped_json(json.dumps([dataclasses.asdict(s) for s in summaries], indent=2, ensure_ascii=False))
 
 
 # -- text helpers ------------------------------------------------------------------------------
+
+
+def _short_time(ts: float) -> str:
+    """:func:`~actionspace._cli_tables.short_time`, or ``?`` for a start that is no time."""
+    try:
+        return short_time(ts)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return "?"
 
 
 def _text(value: Any) -> str:
@@ -428,9 +455,12 @@ def _text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, bool | int | float):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    try:
+        if isinstance(value, bool | int | float):
+            return str(value)
+        return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    except Exception:  # held as given by an in-process trace (a cycle, a raising str)
+        return canonical_text(value)
 
 
 def _items(value: Any) -> list[Mapping[str, Any]]:
@@ -467,12 +497,3 @@ def safe_line(text: str, limit: int) -> str:
     """``text`` with every control character (line breaks too) escaped, cut to ``limit`` characters."""
     text = _safe(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _safe(text: str) -> str:
-    return _CONTROL.sub(_escape_control, text)
-
-
-def _escape_control(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"

@@ -20,7 +20,6 @@ processes wait up to ``busy_timeout_s`` for the lock.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sqlite3
@@ -34,6 +33,7 @@ from actionspace._store_url import sqlite_reading_uri
 from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
+from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
 from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
@@ -465,13 +465,15 @@ class SqliteTraceReader:
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
-    run_id, seq, kind, ts, call_id, data = row
-    return TraceEvent(run_id=run_id, seq=seq, kind=kind, ts=ts, call_id=call_id, data=json.loads(data))
+    """A row as its event: one another version wrote, or edited by hand, too (see ``_stored_rows``)."""
+    return stored_event(*row)
 
 
 def _summary(row: Any) -> RunSummary:
     """A run's row of ``_RUNS`` as its summary."""
     run_id, started, last, count, calls, errors, finished = row
+    if type(started) is not float or type(last) is not float:  # a row edited by hand: a time as text
+        started, last = stored_ts(started), stored_ts(last)
     return RunSummary(
         run_id=run_id,
         started_at=started,

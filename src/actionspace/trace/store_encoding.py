@@ -10,7 +10,11 @@ can: non-finite numbers as strings (``"NaN"``, ``"Infinity"``), containers deepe
 a digest and prefix of the rest. Whatever is given, the event is written.
 
 Keys are written as text, as JSON has them: keys that write alike (``1`` and ``"1"``) are all
-kept, each later one under a distinct name (:func:`~actionspace._canonical.distinct_key`). A
+kept, a text key under its own text and each other under a distinct name (``"1 (int)"``), chosen
+whatever order the mapping held them in (:func:`~actionspace._placeholders.named_keys`). Values
+and keys that are not JSON are written by ``repr`` with sets sorted and no object address, and a
+container met inside itself as ``{"$truncated": "cycle"}``: two equal events built apart, in any
+order, in any process (whatever its string hash seed), are written alike. A
 string holding a high surrogate followed by a low one reads back as the one character the pair
 encodes (JSON has no other way to write them); an unpaired surrogate reads back as it was.
 
@@ -29,9 +33,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from actionspace._canonical import distinct_key, strict_dumps, unshowable
+from actionspace._canonical import canonical_text, normalize_key, strict_dumps, unshowable
+from actionspace._placeholders import named_keys, stable_repr
 from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
-from actionspace.errors import said
 
 __all__ = [
     "HEAD_KINDS",
@@ -141,7 +145,9 @@ def _text_keys(value: Any) -> bool:
     return True
 
 
-def _safe(value: Any, depth: int) -> Any:
+def _safe(value: Any, depth: int, path: set[int] | None = None) -> Any:
+    """``value`` as JSON the encoder writes (see the module docstring); ``path``: the ids of the
+    containers being walked, so a container met inside itself is marked, not walked again."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -154,20 +160,44 @@ def _safe(value: Any, depth: int) -> Any:
         if math.isinf(value):
             return "Infinity" if value > 0 else "-Infinity"
         return value
-    if isinstance(value, Mapping | list | tuple) and depth >= MAX_DEPTH:
+    if not isinstance(value, Mapping | list | tuple):
+        try:
+            return _stable_text(value)[:_MAX_SHORT]
+        except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
+            return unshowable(value, exc)
+    if depth >= MAX_DEPTH:
         return {"$truncated": "depth"}
+    walking = set() if path is None else path
+    if id(value) in walking:
+        return {"$truncated": "cycle"}
+    walking.add(id(value))
     try:
         if isinstance(value, Mapping):
-            out: dict[str, Any] = {}
-            for k, v in value.items():
-                key = _json_key(k)
-                out[key if key not in out else distinct_key(key, k, out)] = _safe(v, depth + 1)
-            return out
-        if isinstance(value, list | tuple):
-            return [_safe(v, depth + 1) for v in value]
-        return repr(value)[:_MAX_SHORT]
+            return _safe_object(value, depth, walking)
+        return [_safe(v, depth + 1, walking) for v in value]
     except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
         return unshowable(value, exc)
+    finally:
+        walking.discard(id(value))
+
+
+def _stable_text(value: object) -> str:
+    """``repr(value)``, the same in every process: the items of each set sorted (their order follows
+    the string hash seed), no object address (:func:`~actionspace._placeholders.stable_repr`)."""
+    if type(value) is set:  # written as Python writes it, ``{1, 2}``
+        return "{" + ", ".join(sorted(stable_repr(item) for item in value)) + "}" if value else "set()"
+    return stable_repr(value)
+
+
+def _safe_object(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
+    """The object of ``value``: keys that write as one text are all kept, named the same whatever
+    order the mapping holds them in (:func:`~actionspace._placeholders.named_keys`)."""
+    entries = [(_json_key(k), k, _safe(v, depth + 1, path)) for k, v in value.items()]
+    out = {text: item for text, _, item in entries}
+    if len(out) == len(entries):
+        return out
+    names = named_keys(entries, canonical_text)
+    return {name: item for name, (_, _, item) in zip(names, entries, strict=True)}
 
 
 def _json_key(key: object) -> str:
@@ -183,20 +213,21 @@ def _json_key(key: object) -> str:
             return int.__repr__(key)
         except ValueError:  # too many digits to print
             return f"<int of {abs(key).bit_length()} bits>"
-    return said(key)
+    return normalize_key(key)  # sets sorted, no object address; a key whose text raises: a placeholder
 
 
 def _shrunk(data: Mapping[str, Any], text: str) -> dict[str, Any]:
     """The short top-level fields of an oversized event, and a digest and prefix of the whole."""
-    kept: dict[str, Any] = {}
+    short: dict[Any, Any] = {}
     for key, value in data.items():
         if (
-            key == "label"
+            (type(key) is str and key == "label")
             or (isinstance(value, str) and len(value) <= _MAX_SHORT)
             or value is None
             or isinstance(value, bool | int | float)
         ):
-            kept[str(key)] = _safe(value, 0)
+            short[key] = value
+    kept = _safe_object(short, 0, set())
     kept["$truncated"] = {
         "chars": len(text),
         "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
@@ -218,7 +249,10 @@ def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]
             # a copy as strict JSON (the caller's object may change later): what the text says
             return {"raw": json.loads(text)}
     else:
-        text = repr(raw)[: RAW_PREFIX_CHARS * 4]
+        try:
+            text = _stable_text(raw)[: RAW_PREFIX_CHARS * 4]
+        except Exception as exc:  # its own repr raised: what the model gave is named, never lost
+            text = unshowable(raw, exc)
     if len(text) <= RAW_PREFIX_CHARS:
         return {"raw": text}
     encoded = text.encode("utf-8", "surrogatepass")
