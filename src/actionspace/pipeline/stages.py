@@ -40,6 +40,7 @@ from actionspace.policy.flow import Binding, FlowPolicy
 from actionspace.policy.flow_stage import call_label, flow_stage
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.events import EventRecord
 from actionspace.trace.recorder import Recorder
 from actionspace.types import SYSTEM_CLOCK, Observation, ToolCall
 from actionspace.validation.validator import (
@@ -300,20 +301,26 @@ class Stages:
         return partial(replayed, ledger, idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments))
 
     def _keeper(self, inp: CallInput) -> Callable[[], None] | None:
-        """What stores ``inp``'s events before a request for it is filed (see :meth:`_kept`)."""
+        """What stores ``inp``'s events so far, durably, before a request for it is filed (see
+        :meth:`_kept`)."""
         return None if self.keep is None else partial(self._kept, inp)
 
     def _kept(self, inp: CallInput) -> None:
-        """Store ``inp``'s events so far, durably. A plan node's events wait in its plan's buffer
-        behind those of the nodes before it (their order is the trace's): its recorder's ``earlier``
-        (plan/node.py ``NodeRecorder``) hands those to the store first; a node whose recorder has
-        none keeps nothing here: a node a kill cut off is run again inside its plan (docs/service.md)."""
-        keep = self.keep
+        """Store ``inp``'s events so far, durably; raises when they are not stored.
+
+        A plan node's (an atomic group member's) events go ahead of its plan's buffer, which holds
+        those of the nodes before it and waits for the plan's loop: written from the gate, they keep
+        their numbers, so the trace reads in order once the buffer follows, and nothing waits for
+        the loop. Stored with them is what a resume judges the node on besides: the plan's start
+        and the calls before the plan, handed to the store at once and committed here too. A
+        proposal among them is noted (:class:`_WrittenAhead`): :func:`proposed` records none again."""
+        keep, rec = self.keep, inp.rec
         if keep is None:
             return
-        if inp.call.id == f"{inp.run.run_id}:{inp.node_id}":
-            return
-        keep(inp.rec)
+        proposal = any(r[1] == "proposed" and r[3] == rec.call_id for r in rec.records)
+        keep(rec)
+        if proposal and not rec.records:
+            rec.records = _WrittenAhead()
 
     def admit(self, inp: CallInput, d: Draft) -> ActionError | None:
         guard = self.guard
@@ -395,13 +402,22 @@ def ready_of(inp: CallInput, d: Draft) -> Ready:
     return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label, d.exempt)
 
 
+class _WrittenAhead(list[EventRecord]):
+    """A call's records after its earlier ones, its ``proposed`` among them, were stored ahead of
+    the rest (:meth:`Stages._kept`, before its approval request): empty then, as any list."""
+
+    __slots__ = ()
+
+
 def proposed(inp: CallInput, result: Ready | Observation) -> Ready | Observation:
     """Record ``proposed`` for a call that no recorded model output holds (a plan node, a member of
     an atomic group, a call of a stream): the arguments it was checked with, so that the trace
     replay can decide it again. The provenance stage, when present, has recorded it already."""
     rec = inp.rec
     call_id = result.call_id if isinstance(result, Ready) else rec.call_id
-    if call_id is None or any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
+    if call_id is None or type(rec.records) is _WrittenAhead:
+        return result
+    if any(r[1] == "proposed" and r[3] == call_id for r in rec.records):
         return result
     return record_proposed(inp, result)
 

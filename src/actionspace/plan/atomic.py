@@ -12,7 +12,7 @@ from actionspace.execution.executor import Outcome, Succeeded
 from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import AdmitSend, new_entry, protocol
-from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.plan._group_members import member_of, rolled_back, unsettled
@@ -111,6 +111,8 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
     try:
         async for obs in engine.drive(steps, dispatch):
             result = obs
+        if result is not None and result.error is not None and result.error.category == "needs_approval":
+            await _reopened(engine.ledger, key, rec)
     except asyncio.CancelledError:
         if attempt.rolled_back is not None:  # stopped while members ran: their writes were undone
             why = f"group {unit.id} was cancelled while its members ran; its transaction was rolled back"
@@ -459,6 +461,27 @@ def _not_committed(store: LedgerStore, key: str, error: ActionError, rec: Record
         return False
     rec.add("ledger", {"key": key, "from": "unknown", "to": "accepted", "attempts": stored.attempts})
     return True
+
+
+async def _reopened(store: LedgerStore, key: str, rec: Recorder) -> None:
+    """Put the group's entry, ``failed`` because a member waits for approval, back to ``accepted``:
+    its commit never began, and a proposal of the plan once the member is decided must run the
+    group again (its member then finds the decision) rather than replay the wait for ever. Left
+    as it is when the store does not take the write: the group stays held, nothing is sent."""
+
+    def reopen() -> LedgerEntry | None:
+        entry = store.get(key)
+        held = entry is not None and (entry.error or {}).get("category") == "needs_approval"
+        if entry is None or entry.state != "failed" or not held:
+            return None
+        return store.transition(key, ("failed",), entry.evolve(state="accepted"))
+
+    try:
+        stored = reopen() if isinstance(store, MemoryLedgerStore) else await asyncio.to_thread(reopen)
+    except Exception:
+        return
+    if stored is not None:
+        rec.add("ledger", {"key": key, "from": "failed", "to": "accepted", "attempts": stored.attempts})
 
 
 def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: list[str]) -> Any:

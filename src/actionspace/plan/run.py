@@ -119,6 +119,8 @@ def _node_event(c: CheckedNode) -> dict[str, Any]:
     event: dict[str, Any] = {"id": c.node.id, "tool": c.specs[0].key}
     if not (c.reads or c.writes or c.refs or c.specs[0].requires_approval or len(c.specs) > 1):
         return event
+    if c.members:  # an atomic group (it writes): a member runs only with it, never resumed alone
+        event["members"] = [m.id for m in c.members]
     if c.reads:
         event["reads"] = list(c.reads)
     if c.writes:

@@ -63,7 +63,7 @@ async def evidence(
     return (held.call_id if held is not None else None), node
 
 
-_RESUME_RULES = frozenset({"resume_provenance", "resume_labels"})
+_RESUME_RULES = frozenset({"resume_provenance", "resume_labels", "resume_group"})
 """The rules of :func:`evidence`'s errors: what the held call was judged on cannot be read back."""
 
 

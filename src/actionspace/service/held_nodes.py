@@ -13,7 +13,9 @@ and origins, as the plan computed them. :func:`held_bindings` reads them back fo
 call. A plan node whose references' labels are not recorded (a stop before the event was
 written, a ``first_of`` node, a record that cannot be read) is not sent alone: its arguments'
 labels cannot be established again. A server that takes its run over runs it inside its plan
-instead (:func:`labels_lost`), where they are computed again.
+instead (:func:`labels_lost`), where they are computed again. Nor is a member of an atomic group
+(``plan_started`` lists a group's ``members``): alone, its write would commit without its group's,
+so it too runs only inside its plan, with its group (rule ``resume_group`` where it cannot).
 """
 
 from __future__ import annotations
@@ -99,14 +101,26 @@ def held_bindings(
 ) -> tuple[str, dict[str, Binding]] | ActionError | None:
     """(call id, bindings) of the held plan node of ``request``; None when the held call is no
     plan node with references (it is resumed as a call), a ``policy_violation`` when it is one
-    and its references' labels cannot be read back."""
+    and its references' labels cannot be read back, or when it is a member of an atomic group
+    (rule ``resume_group``: it runs only with its group)."""
     events = list(events)
     call_id = f"{request.run_id}:{request.node_id}"
     asked = any(
         e.kind == "approval_requested" and e.call_id == call_id and e.data.get("request_id") == request.id
         for e in events
     )
-    if not asked or not _with_references(events, request.node_id):
+    if not asked:
+        return None
+    group = _group_of(events, request.node_id)
+    if group is not None:  # sent alone, its write would be committed without its group's
+        return ActionError.of(
+            "policy_violation",
+            f"the approved plan node cannot be resumed here: it is a member of the atomic group "
+            f"{group[:100]!r}, whose members commit together or not at all, so it runs only with its "
+            "group, inside its plan",
+            details={"rule": "resume_group", "request_id": request.id, "call_id": call_id, "group": group},
+        )
+    if not _with_references(events, request.node_id):
         return None
     bound = _recorded(events, request)
     if bound is None:
@@ -123,9 +137,23 @@ def labels_lost(events: Iterable[TraceEvent], request: ApprovalRequest) -> bool:
     """True when the held call of ``request`` is a node with references of a plan run whose
     ``plan_node_held`` record cannot be read back (the server that held it stopped before writing
     it): sent alone it would be refused, so a server that takes the run over runs it inside its
-    plan, where its references' labels are computed again (see ``service/runner.py``)."""
+    plan, where its references' labels are computed again (see ``service/runner.py``). True as
+    well for a member of an atomic group: it is never sent alone, only with its group."""
     events = list(events)
+    if _group_of(events, request.node_id) is not None:
+        return True
     return _with_references(events, request.node_id) and _recorded(events, request) is None
+
+
+def _group_of(events: list[TraceEvent], node_id: str) -> str | None:
+    """The atomic group a ``plan_started`` of the run lists ``node_id`` among the members of."""
+    for event in events:
+        nodes = event.data.get("nodes") if event.kind == "plan_started" else None
+        for listed in nodes if isinstance(nodes, list) else ():
+            members = listed.get("members") if isinstance(listed, Mapping) else None
+            if isinstance(members, list) and node_id in members:
+                return str(listed.get("id"))
+    return None
 
 
 def _with_references(events: list[TraceEvent], node_id: str) -> bool:
