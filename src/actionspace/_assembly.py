@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actionspace._closing import end_running_plans
+from actionspace._closing import close_trace, end_running_plans
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -79,9 +79,9 @@ class Parts:
         before()
         self.ledger.close()
         self.approvals.store.close()
-        self.trace.close()
         if self.meter is not None:
             self.meter.close()
+        close_trace(self.engine, self.trace.close)  # later for the calls cut on this loop
 
 
 def assemble(

@@ -22,12 +22,22 @@ tool is cut the same way (:func:`end_running_calls`, :class:`~actionspace.pipeli
 its write's ledger entry noted ``unknown`` first, then its task cancelled on its own loop where it
 awaits the tool; it returns typed at once (a sync tool's worker thread goes on: its late answer is
 settled as any abandoned attempt's). The closing thread waits (bounded) for what it recorded to be
-stored, unless it runs on that loop itself: then the call ends after ``close()`` returned, its
-events lost with the closed trace store (its ledger entry was noted before).
+stored, unless it runs on that loop itself: then the call ends after ``close()`` returned (its
+ledger entry was noted before), and the trace store stays open until each such call stored its
+events (:func:`close_trace`, at most :data:`TRACE_KEPT_S`). A write cut while its intent was being
+written on a worker thread is not sent: its entry ends ``failed`` (``cancelled``, not sent) before
+the call ends (``pipeline.commit.LedgerDriver``).
+
+A sync call (``rt.call``, ``rt.call_all``, a session's ``handle``) runs its tool on its caller's
+thread, or on a worker thread its caller waits for: nothing can cut it. Before the stores close,
+the closing thread waits for such calls of other threads (at most :data:`SYNC_CALL_WAIT_S`): one
+that ends meanwhile settles its entry and stores its events; one that runs on ends typed when its
+tool returns (its entry noted ``unknown`` first, its later events lost with the closed store).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -50,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answered",
+    "close_trace",
     "closed_error",
     "end_running_calls",
     "end_running_plans",
@@ -69,6 +80,13 @@ _log = logging.getLogger("actionspace")
 
 PLAN_END_WAIT_S = 2.0
 """How long ``close()`` waits, in all, for the plans it ended to record their end (seconds)."""
+TRACE_KEPT_S = 5.0
+"""How long, at most, the trace store stays open after a ``close()`` called on the loop of calls
+it cut, for those calls to store their events (seconds)."""
+SYNC_CALL_WAIT_S = 2.0
+"""How long ``close()`` waits, in all, for the sync calls other threads run (``rt.call``,
+``rt.call_all``, a session's ``handle``) to end before the stores close: their tools run on their
+callers' threads, or on threads their callers wait for, which nothing can cut (seconds)."""
 PLAN_CUT_SEEN_S = 0.5
 """How long ``close()`` waits for a plan's loop to take the cut: a loop held longer by a call it
 cannot interrupt (a tool run on it) ends the plan after the stores closed (seconds)."""
@@ -219,6 +237,37 @@ def note_cut_writes(engine: Engine) -> None:
         _note_unknown(ledger, functools.partial(ledger.get, key), key)
 
 
+def close_trace(engine: Engine, close: Callable[[], object]) -> None:
+    """``close`` (the trace store's) now, or, when ``close()`` runs on the loop of calls it cut
+    (they end only once it returned), once each of them stored what it recorded: every event of
+    a call that began reaches the trace. Bounded: at :data:`TRACE_KEPT_S` after the call the
+    store closes whatever still runs (the loop must be running for that; at the interpreter's
+    exit the deferred writes are committed anyway)."""
+    pending = engine.messages.in_flight.ending_here()
+    if not pending:
+        close()
+        return
+    left = [len(pending)]
+    closed: list[bool] = []
+
+    def once() -> None:
+        if not closed:
+            closed.append(True)
+            try:
+                close()
+            except Exception:  # a store already failing: its own close reports it
+                _log.exception("actionspace: the trace store could not be closed")
+
+    def ended() -> None:
+        left[0] -= 1
+        if left[0] <= 0:
+            once()
+
+    for cut in pending:
+        cut.ended.then.append(ended)
+    asyncio.get_running_loop().call_later(TRACE_KEPT_S, once)
+
+
 def _wait_for_plans(engine: Engine) -> None:
     deadline = time.monotonic() + PLAN_END_WAIT_S
     for plan in running_plans(engine):
@@ -227,7 +276,9 @@ def _wait_for_plans(engine: Engine) -> None:
         left = deadline - time.monotonic()
         if left > 0 and plan.cut_seen.wait(min(left, PLAN_CUT_SEEN_S)):
             plan.ended.wait(max(0.0, deadline - time.monotonic()))
-    engine.messages.in_flight.wait(time.monotonic() + PLAN_END_WAIT_S)  # the calls it cut, stored
+    in_flight = engine.messages.in_flight
+    in_flight.wait(time.monotonic() + PLAN_END_WAIT_S)  # the calls it cut, stored
+    in_flight.wait_sync(time.monotonic() + SYNC_CALL_WAIT_S)  # the sync calls it cannot cut
 
 
 def _note_unknown(ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str) -> None:

@@ -246,17 +246,18 @@ class Runtime:
         model's own call id. ``sources`` binds arguments to ``"user"`` or earlier call ids (policy/flow)."""
         self._closed and _closing.refuse_closed()
         run_id = run_id or self.run_id_of(None, principal=principal)
-        out = self.engine.calls(
-            raw,
-            run_id=run_id,
-            node_id=node_id,
-            principal=principal,
-            provenance=provenance,
-            sources=sources,
-            dry_run=dry_run,
-            fresh=fresh,
-        )
-        return _closing.answered(out, self, run_id)  # rewritten if it ran while the runtime closed
+        with self.engine.messages.in_flight:  # a sync call: close() waits for it (bounded)
+            out = self.engine.calls(
+                raw,
+                run_id=run_id,
+                node_id=node_id,
+                principal=principal,
+                provenance=provenance,
+                sources=sources,
+                dry_run=dry_run,
+                fresh=fresh,
+            )
+            return _closing.answered(out, self, run_id)  # rewritten if it ran while the runtime closed
 
     async def acall(
         self,
@@ -465,9 +466,8 @@ class Runtime:
         return {"estimate": total.to_dict(), "remaining": remaining, "fits": total.fits(remaining)}
 
     def add_mcp_server(self, server: ToolSource[TS]) -> TS:
-        """Connect an MCP server and register its tools; the runtime closes it on ``close()``. See
-        :mod:`actionspace.adapters.mcp_client` for trust, versions and errors. Raises ConfigurationError when
-        the server cannot be reached."""
+        """Connect an MCP server and register its tools; ``close()`` closes it. Trust, versions, errors:
+        :mod:`actionspace.adapters.mcp_client`. Raises ConfigurationError if the server cannot be reached."""
         return self._parts.toolsets.add(server)
 
     async def aadd_mcp_server(self, server: ToolSource[TS]) -> TS:

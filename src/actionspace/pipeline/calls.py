@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
@@ -24,6 +24,7 @@ __all__ = [
     "CLOSED_WHILE_RUNNING",
     "CUT_SEEN_S",
     "Cut",
+    "Ended",
     "InFlight",
     "dispatched_event",
     "group",
@@ -131,6 +132,20 @@ def _all_failed(items: Sequence[Observation]) -> ActionError:
     )
 
 
+class Ended(threading.Event):
+    """An event that also runs the callbacks in ``then`` once set (on the thread that sets it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.then: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        super().set()
+        then, self.then = self.then, []
+        for call in then:
+            call()
+
+
 class Cut:
     """``Runtime.close()`` cutting one call: ``seen`` once the call's loop took the cut, ``ended``
     once what the call recorded is stored (or it had ended already)."""
@@ -139,7 +154,7 @@ class Cut:
 
     def __init__(self) -> None:
         self.seen = threading.Event()
-        self.ended = threading.Event()
+        self.ended = Ended()
         self.asked = False
         """Its task was cancelled (the cancel is taken back where the call ends)."""
 
@@ -167,6 +182,9 @@ class InFlight:
         """Precompiled calls whose tool waits (:meth:`waits`), by their recorder: their task, or
         the :class:`Cut` that cut it (read by :meth:`settled`)."""
         self.cuts: list[tuple[Cut, asyncio.AbstractEventLoop]] = []
+        self.sync: dict[int, int] = {}
+        """Sync calls running now (:meth:`enter`), by the thread running them: how many."""
+        self._sync_ended = threading.Condition()
 
     # ------------------------------------------------------------------ the closing thread
     def writes(self) -> list[str]:
@@ -248,6 +266,51 @@ class InFlight:
                 continue
             if cut.seen.wait(min(left, CUT_SEEN_S)):
                 cut.ended.wait(max(0.0, deadline - time.monotonic()))
+
+    def ending_here(self) -> list[Cut]:
+        """The cuts of calls on the calling thread's running loop that have not ended: they end
+        only once the closing code on that loop returned (none without a running loop)."""
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            return []
+        return [cut for cut, loop in self.cuts if loop is here and not cut.ended.is_set()]
+
+    def wait_sync(self, deadline: float) -> None:
+        """Wait, until ``deadline`` (``time.monotonic()``), for the sync calls other threads run
+        to end: nothing can cut a tool running on its caller's thread, or a thread the caller
+        waits for, so a call ending within the wait settles its entry and stores its events
+        before the stores close; one running on after it ends typed when its tool returns."""
+        here = threading.get_ident()
+        with self._sync_ended:
+            self._sync_ended.wait_for(
+                lambda: not self.sync.keys() - {here}, timeout=max(0.0, deadline - time.monotonic())
+            )
+
+    # ------------------------------------------------------------------ the calling thread
+    def enter(self) -> int:
+        """Register a sync call on the calling thread until :meth:`leave` (``close()`` waits for
+        it, bounded); returns the thread's id for :meth:`leave`."""
+        ident = threading.get_ident()
+        with self._sync_ended:
+            self.sync[ident] = self.sync.get(ident, 0) + 1
+        return ident
+
+    def leave(self, ident: int) -> None:
+        """The end of :meth:`enter`: the call settled its entry and stored its events."""
+        with self._sync_ended:
+            left = self.sync.pop(ident, 1) - 1
+            if left:
+                self.sync[ident] = left
+            else:
+                self._sync_ended.notify_all()
+
+    def __enter__(self) -> None:
+        """``with in_flight:`` :meth:`enter` and :meth:`leave` around a sync call's whole answer."""
+        self.enter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave(threading.get_ident())
 
     # ------------------------------------------------------------------ the calling task
     def open(self) -> asyncio.Task[Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import time
@@ -33,6 +34,7 @@ from actionspace.ledger.commit import (
     new_entry,
     protocol,
 )
+from actionspace.ledger.commit import Dispatch as Send
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.outcomes import Failed, Outcome
 from actionspace.pipeline.observe import fail, observation_event
@@ -154,27 +156,35 @@ class LedgerDriver:
     ) -> AsyncGenerator[Observation, None]:
         """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
 
-        Plans' atomic groups drive their group protocol through here too.
+        Plans' atomic groups drive their group protocol through here too. Its first send is
+        refused (``cancelled``, not sent) once the runtime closed (``Executor.closed``), also when
+        the close cut the caller while a step was written (:meth:`_stepped`); a send again of an
+        outcome already unknown goes as before (the close notes its entry ``unknown``).
         """
-        command = await self._io(blocking, _step, steps, None)
+        sent: list[bool] = []  # appended at the first send: the close may refuse none after it
+        command = await self._stepped(blocking, steps, None, sent)
         while not isinstance(command, _Done):
             if isinstance(command, Sleep):
                 if blocking:
                     time.sleep(command.seconds)
                 else:
                     await asyncio.sleep(command.seconds)
-                command = await self._io(blocking, _step, steps, None)
+                command = await self._stepped(blocking, steps, None, sent)
                 continue
             if isinstance(command, AwaitAttempt):
                 late = await _late(command, blocking)
-                command = await self._io(blocking, _step, steps, late)
+                command = await self._stepped(blocking, steps, late, sent)
                 continue
             if isinstance(command, Settle):
                 if self.settle is not None:
                     await self._io(blocking, self.settle, command.key)
-                command = await self._io(blocking, _step, steps, None)
+                command = await self._stepped(blocking, steps, None, sent)
                 continue
             outcome: Outcome | None = None
+            if not sent and self._closed():  # the runtime closed while the intent was written
+                command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), sent)
+                continue
+            sent.append(True)
             try:
                 async for item in dispatch():
                     if isinstance(item, Observation):
@@ -189,8 +199,30 @@ class LedgerDriver:
                 _abandon(steps, running_attempt(cut))
                 raise
             assert outcome is not None
-            command = await self._io(blocking, _step, steps, outcome)
+            command = await self._stepped(blocking, steps, outcome, sent)
         yield command.value
+
+    def _closed(self) -> bool:
+        return self.executor is not None and self.executor.closed
+
+    async def _stepped(self, blocking: bool, steps: Protocol, value: Outcome | None, sent: list[bool]) -> Any:
+        """One step of ``steps`` (:meth:`_io`). Offloaded, a step is never left half-taken: a
+        cancel that lands while its thread writes the store waits for that write. If the runtime
+        closed meanwhile and the protocol would send for the first time next, the cancel is taken
+        as the close's cut (the caller's :class:`~actionspace.pipeline.calls.InFlight` takes it
+        back) and the send is refused, so the entry ends ``failed`` (``cancelled``, not sent)
+        before the stores close, as it would inline; any other cancel is raised once the step is
+        written (the entry as the step left it, as before)."""
+        if blocking or not self._offload:
+            return _step(steps, value)
+        step = _on_thread(steps, value)
+        try:
+            return await asyncio.shield(step)
+        except asyncio.CancelledError:
+            command = await _written(step)
+            if not (isinstance(command, Send) and not sent and self._closed()):
+                raise
+        return await _written(_on_thread(steps, Failed(_not_begun(), 0)))
 
     async def _io(self, blocking: bool, fn: Callable[..., T], *args: Any) -> T:
         """Run a step that touches the store: inline when blocking or in memory, else on a thread."""
@@ -314,6 +346,28 @@ async def _late(command: AwaitAttempt, blocking: bool) -> Outcome | None:
         return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(command.running)), command.seconds)
     except TimeoutError:
         return None
+
+
+def _on_thread(steps: Protocol, value: Outcome | None) -> asyncio.Future[Any]:
+    """:func:`_step` on a worker thread (as ``asyncio.to_thread`` runs it, without its task)."""
+    run = partial(contextvars.copy_context().run, _step, steps, value)
+    return asyncio.get_running_loop().run_in_executor(None, run)
+
+
+async def _written(step: asyncio.Future[T]) -> T:
+    """``step``'s result once its thread ended, whatever cancels its awaiter meanwhile (a store
+    write is bounded by the store's busy timeout)."""
+    while True:
+        try:
+            return await asyncio.shield(step)
+        except asyncio.CancelledError:
+            if step.done():
+                return step.result()
+
+
+def _not_begun() -> ActionError:
+    """The error of a send the closed runtime refused: nothing was sent."""
+    return ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
 
 
 def _step(steps: Protocol, value: Outcome | None) -> Any:

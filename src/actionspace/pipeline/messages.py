@@ -92,20 +92,24 @@ class Messages:
         """
         from actionspace.pipeline.engine import run_sync  # the engine imports this module
 
-        return run_sync(
-            self._calls(
-                raw,
-                run_id,
-                node_id,
-                principal,
-                provenance,
-                sources,
-                blocking=True,
-                dry_run=dry_run,
-                fresh=fresh,
-                parsed=parsed,
+        ident = self.in_flight.enter()  # close() waits for it (bounded) before the stores close
+        try:
+            return run_sync(
+                self._calls(
+                    raw,
+                    run_id,
+                    node_id,
+                    principal,
+                    provenance,
+                    sources,
+                    blocking=True,
+                    dry_run=dry_run,
+                    fresh=fresh,
+                    parsed=parsed,
+                )
             )
-        )
+        finally:
+            self.in_flight.leave(ident)
 
     def acalls(
         self,
