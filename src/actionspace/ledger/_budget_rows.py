@@ -117,15 +117,19 @@ def lower_row(conn: Any, p: str, token: str, by: Sequence[float], if_sent: Seque
 
 def take_row(conn: Any, p: str, token: str) -> tuple[Vector, bool] | None:
     """What the usage rows hold for reservation ``token`` and whether its run's row still counts
-    it (not once :func:`forget_run` dropped that row), its row deleted; None when it is gone
-    (reclaimed long ago: then all of the actual usage is charged, erring on spent)."""
-    row = conn.execute(
-        f"SELECT calls, items, bytes, money, run_scope FROM budget_reservations WHERE token = {p}", (token,)
-    ).fetchone()
-    if row is None:
+    it (not once :func:`forget_run` dropped that row), its row deleted; None when it is gone.
+
+    The row is deleted by one statement, so of every process holding a copy of the reservation
+    (a child forked while it was open, say) exactly one takes it, whatever their order. Gone means
+    settled already, or reclaimed from an owner that died (or, past the retention, from one that
+    stalled): the first settlement, or the reclaim, stands."""
+    rows = conn.execute(
+        f"DELETE FROM budget_reservations WHERE token = {p} RETURNING calls, items, bytes, money, run_scope",
+        (token,),
+    ).fetchall()  # a RETURNING statement runs to its end
+    if not rows:
         return None
-    conn.execute(f"DELETE FROM budget_reservations WHERE token = {p}", (token,))
-    calls, items, nbytes, money, run_scope = values(row)
+    calls, items, nbytes, money, run_scope = values(rows[0])
     return (float(calls), float(items), float(nbytes), float(money)), run_scope != FORGOTTEN
 
 
@@ -146,17 +150,21 @@ def counts_in_run(conn: Any, p: str, token: str) -> bool:
 
 def settle_rows(
     conn: Any, p: str, token: str | None, keys: tuple[str, str], amount: Usage, actual: Usage
-) -> None:
+) -> bool:
     """Replace the reservation ``token`` (None: none recorded, it counts ``amount``) by ``actual``
-    in its usage rows ``keys`` (run, principal); its run's row is left alone once forgotten."""
+    in its usage rows ``keys`` (run, principal), its run's row left alone once forgotten; False,
+    changing nothing, when its row is gone (:func:`take_row`: it was settled or reclaimed)."""
     counted, scopes = _vector(amount), tuple[str, ...](keys)
     if token is not None:
         taken = take_row(conn, p, token)
-        counted = (0, 0, 0, 0.0) if taken is None else taken[0]
-        if taken is not None and not taken[1]:
+        if taken is None:
+            return False
+        counted = taken[0]
+        if not taken[1]:
             scopes = keys[1:]
     used = _vector(actual)
     delta = (used[0] - counted[0], used[1] - counted[1], used[2] - counted[2], used[3] - counted[3])
     if any(delta):
         for scope in scopes:
             add_usage(conn, p, scope, delta)
+    return True

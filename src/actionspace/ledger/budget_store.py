@@ -5,7 +5,8 @@ principal's budget, and a restart reset it. Here the usage of each run and of ea
 (id and tenant) is a row of ``budget_usage``; admitting a call reads the applicable rows, checks
 every budget and adds the reservation in one write transaction, so concurrent processes cannot
 both spend the last unit. Settling adds the difference between what was reserved and what the
-call used.
+call used, once: it deletes the reservation's row, and only the settle that deleted it changes the
+usage, so copies of a reservation in forked processes never charge it twice.
 
 Each reservation is also a row of ``budget_reservations`` naming its owner: one meter of one
 process, registered in ``budget_owners`` with its host, its pid and that process's start time, and
@@ -54,6 +55,7 @@ from actionspace.policy.budget import (
     Meter,
     Reservation,
     Usage,
+    _admissible,
     _capped,
     _draw_on,
     _held_if_sent,
@@ -200,12 +202,12 @@ class _StoredMeter(Meter):
         if_sent: Usage | None,
     ) -> Reservation | ActionError:
         keys = (_run_key(run_id), _principal_key(principal))
-        need = _vector(amount)
+        need, amount = _admissible(amount, self._limited)
         sent = _vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
         group = _holding(run_id, principal)
         if group is not None and group.ledger_key is not None:
             key = group.ledger_key  # a member is sent exactly when its group is
-        token = uuid.uuid4().hex if any(need) else None
+        token = uuid.uuid4().hex  # a zero estimate too: its settle may charge, once, what it used
         took: list[tuple[list[float], list[float] | None]] = []
         """What it drew on ``group`` and the hold's charge if sent then, as its transaction saw."""
 
@@ -228,9 +230,8 @@ class _StoredMeter(Meter):
             if any(extra):
                 for scope in keys:
                     self._add(conn, scope, extra)
-            if token is not None:
-                self._register(conn)
-                insert_row(conn, self._placeholder, token, self._owner, keys, key, need, sent)
+            self._register(conn)
+            insert_row(conn, self._placeholder, token, self._owner, keys, key, need, sent)
             if hold is not None and hold.token is not None:  # what it drew is now this call's
                 lower_row(conn, self._placeholder, hold.token, drawn, held_sent)
             took.append((drawn, held_sent))
@@ -250,15 +251,13 @@ class _StoredMeter(Meter):
         reserved = self._transact(reserve)
         if isinstance(reserved, Reservation):  # committed: what it drew is no longer held
             _take(*took[-1])
-            if self._renew_due and token is not None:
+            if self._renew_due:
                 self._start_renewal()
         return reserved
 
     def settle(self, reservation: Reservation, actual: Usage) -> None:
         self._own((reservation,))
         if not self._claim((reservation,)):
-            return
-        if reservation.token is None and _vector(actual) == _vector(reservation.amount):
             return
         try:
             self._transact(lambda conn: self._settled(conn, reservation, actual))
@@ -282,10 +281,11 @@ class _StoredMeter(Meter):
             for reservation in reservations:
                 reservation.settled = False
 
-    def _settled(self, conn: Any, reservation: Reservation, actual: Usage) -> None:
-        """Replace ``reservation`` (kept in the store) by ``actual`` in the usage rows."""
-        assert reservation.keys is not None
-        settle_rows(conn, self._placeholder, reservation.token, reservation.keys, reservation.amount, actual)
+    def _settled(self, conn: Any, held: Reservation, actual: Usage) -> bool:
+        """Replace ``held`` (kept in the store) by ``actual`` in the usage rows; False when the
+        store had it settled already (by a copy of it in a forked process, or by a reclaim)."""
+        assert held.keys is not None
+        return settle_rows(conn, self._placeholder, held.token, held.keys, held.amount, actual)
 
     def settle_all(
         self,
@@ -313,30 +313,33 @@ class _StoredMeter(Meter):
         if_sent: Usage | None,
         refill: bool,
     ) -> None:
-        """:meth:`settle_all` of the reservations ``claimed`` (their first pair each in ``pairs``)."""
-        stored, back, todo = [], ZERO, {id(r) for r in claimed}
+        """:meth:`settle_all` of the reservations ``claimed`` (their first pair each in ``pairs``);
+        a reservation the store had settled already gives nothing back to ``hold``."""
+        stored, todo = list[tuple[Reservation, Usage, Usage | None]](), {id(r) for r in claimed}
         for reservation, actual in pairs:
             if id(reservation) not in todo:
                 continue
             todo.discard(id(reservation))
-            drew = _refilled(reservation, hold, actual) if refill else None
-            if drew is None:
-                stored.append((reservation, actual))
-            else:  # it counts what it drew again, under the hold
-                stored.append((reservation, actual + drew))
-                back += drew
+            stored.append((reservation, actual, _refilled(reservation, hold, actual) if refill else None))
         live = None if hold is None or hold.settled else hold
-        sent = None if live is None or if_sent is None else _capped(if_sent, live, back)
 
-        def work(conn: Any) -> None:
-            for reservation, actual in stored:
-                self._settled(conn, reservation, actual)
+        def work(conn: Any) -> tuple[Usage, list[float] | None]:
+            back = ZERO
+            for reservation, actual, drew in stored:
+                if drew is None:
+                    self._settled(conn, reservation, actual)
+                elif self._settled(conn, reservation, actual + drew):  # counts it again, under the hold
+                    back += drew
+            sent = None if live is None or if_sent is None else _capped(if_sent, live, back)
             if live is not None and live.token is not None and (sent is not None or back != ZERO):
                 lower_row(conn, self._placeholder, live.token, _negated(back), sent)
+            return back, sent
 
-        if stored or (live is not None and live.token is not None and sent is not None):
-            self._transact(work)
-        _refill(hold, back, [r for r, _a in stored])
+        if stored or (live is not None and live.token is not None and if_sent is not None):
+            back, sent = self._transact(work)
+        else:
+            back, sent = ZERO, None if live is None or if_sent is None else _capped(if_sent, live)
+        _refill(hold, back, [r for r, _a, _d in stored])
         if live is not None and sent is not None:
             live.if_sent = _usage(sent)
 

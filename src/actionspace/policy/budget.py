@@ -17,6 +17,7 @@ every process shares, and reclaims the reservations of processes that died befor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -157,8 +158,8 @@ class Reservation:
     scope: tuple[str, tuple[str, str | None]] | None = None
     """The run and the principal it was admitted for."""
     token: str | None = None
-    """For a meter kept in a store: the row recording this reservation and its owner, so that it
-    can be reclaimed should its process die before settling it (None: no row)."""
+    """For a meter kept in a store: the row recording this reservation and its owner, so that it is
+    reclaimed should its process die first, and settled once by all its copies (None: no row)."""
     ledger_key: str | None = None
     """The ledger key it was admitted under (an atomic group's, for a group's hold): admissions
     drawing on a hold are sent exactly when it is, so a meter in a store records them under it."""
@@ -172,7 +173,8 @@ class Reservation:
     """The hold it drew ``drawn`` on."""
     settled: bool = field(default=False, compare=False)
     """Settled (or released) already: a meter settles a reservation once, and a later settle of
-    it is a no-op; a hold settled is no longer drawn on nor refilled."""
+    it is a no-op; a hold settled is no longer drawn on nor refilled. This process's mark only: a
+    meter kept in a store also asks the store, which settles the row once across processes."""
     issuer: object = field(default=None, compare=False, repr=False)
     """The meter that admitted it, the only one that settles it."""
 
@@ -275,6 +277,17 @@ def _vector(usage: Usage) -> tuple[float, float, float, float]:
     return (calls, items, nbytes, money)
 
 
+def _admissible(amount: Usage, limited: frozenset[int]) -> tuple[tuple[float, float, float, float], Usage]:
+    """``amount`` as a meter admits and counts it, with its :func:`_vector`: an infinite unit (a
+    cost that is not a real number) that no budget limits counts as 0 while reserved, so settling
+    it never subtracts an infinity (NaN in every count after); a limited one never fits anyway."""
+    need = _vector(amount)
+    if all(x < math.inf for x in need) or any(need[i] == math.inf for i in limited):
+        return need, amount
+    counted = dataclasses.replace(amount, **{UNITS[i]: 0 for i in range(4) if need[i] == math.inf})
+    return _vector(counted), counted
+
+
 def _usage(vector: list[float]) -> Usage:
     calls, items, nbytes, money = vector
     return Usage(calls=int(calls), items=int(items), bytes=int(nbytes), money=money)
@@ -294,6 +307,7 @@ class Meter:
             (b, b.per == "principal", [(unit, _INDEX[unit], limit) for unit, limit in b.limits().items()])
             for b in budgets
         ]
+        self._limited = frozenset(i for _b, _p, limits in self._limits for _u, i, _l in limits)
         self._lock = threading.Lock()
         self._runs: dict[str, list[float]] = {}
         self._principals: dict[tuple[str, str | None], list[float]] = {}
@@ -329,7 +343,7 @@ class Meter:
         meter kept in a store what to charge should this process die before settling; in memory
         the reservation dies with the process, and they are not used.
         """
-        need = _vector(amount)
+        need, amount = _admissible(amount, self._limited)
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
