@@ -30,9 +30,17 @@ def _gateway(folder: Path) -> Iterator[int]:
     proc = subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, cwd=str(folder))
     sock.close()
     try:
+        _answering(port)
         yield port
     finally:
         stop(proc)
+
+
+def _answering(port: int) -> None:
+    """Returns once the gateway answers a request: its start-up is not counted as the deadline's."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert sock.recv(12).startswith(b"HTTP/1.1 "), "the gateway did not start"
 
 
 def _trickle(port: int, first: bytes, byte: bytes, within_s: float) -> tuple[bytes, float]:

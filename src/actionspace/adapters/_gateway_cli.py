@@ -34,6 +34,15 @@ def gateway_command(
             help="Let browser pages of this exact origin (scheme://host[:port]) call over HTTP; repeatable.",
         ),
     ] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-proxy",
+            metavar="CIDR",
+            help="HTTP: a reverse proxy whose X-Forwarded-For names the client, for the limit on unknown "
+            "tokens (repeatable; default: the config's, else none: the header is ignored).",
+        ),
+    ] = None,
     head_timeout: Annotated[
         float,
         typer.Option(
@@ -55,7 +64,9 @@ def gateway_command(
         from actionspace.adapters._gateway_config import load_config
         from actionspace.adapters.mcp_gateway import Gateway
 
-        gateway = Gateway(load_config(config).with_origins(allow_origin or ()))
+        gateway = Gateway(
+            load_config(config).with_origins(allow_origin or ()).with_proxies(trusted_proxy or ())
+        )
     except ConfigurationError as exc:
         print(one_line(str(exc)), file=sys.stderr)
         raise typer.Exit(2) from exc

@@ -14,6 +14,8 @@ an error, so a typo never silently turns a safety setting off)::
     pythonpath = ["."]             # folders put on sys.path before importing tools (relative to the file)
     allowed_origins = ["https://console.example.com"]   # browser origins let in besides the gateway's own
                                    # (exact scheme://host[:port]; no wildcards, never "null")
+    trusted_proxies = ["10.0.0.0/8"]  # reverse proxies whose X-Forwarded-For names the client, for
+                                   # the limit on unknown tokens (default none: the header is ignored)
 
     [approval]                     # which calls wait for a human decision
     effects = ["external"]         # every tool with one of these effects
@@ -62,7 +64,17 @@ __all__ = [
 
 _SECTIONS: Final = frozenset({"gateway", "approval", "tools", "upstreams", "principals"})
 _GATEWAY_KEYS: Final = frozenset(
-    {"name", "store", "stdio_principal", "host", "port", "path", "pythonpath", "allowed_origins"}
+    {
+        "name",
+        "store",
+        "stdio_principal",
+        "host",
+        "port",
+        "path",
+        "pythonpath",
+        "allowed_origins",
+        "trusted_proxies",
+    }
 )
 _APPROVAL_KEYS: Final = frozenset({"effects", "risks", "tools"})
 _TOOL_KEYS: Final = frozenset({"import"})
@@ -156,6 +168,13 @@ class GatewayConfig:
     allowed_origins: tuple[str, ...] = ()
     """Browser origins (exact ``scheme://host[:port]``, see :func:`exact_origin`) let through over
     HTTP besides the gateway's own. Default: none."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Reverse proxies (addresses or CIDR networks) whose ``X-Forwarded-For`` names the client whose
+    unknown tokens are counted. Default: none (the header is ignored)."""
+
+    def with_proxies(self, cidrs: Sequence[str]) -> GatewayConfig:
+        """This config trusting ``cidrs`` too; raises ConfigurationError for one that is no network."""
+        return replace(self, trusted_proxies=_proxies([*self.trusted_proxies, *cidrs]))
 
     def with_origins(self, origins: Sequence[str]) -> GatewayConfig:
         """This config with ``origins`` allowed too; raises ConfigurationError for one that is not exact."""
@@ -221,6 +240,7 @@ def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, st
                 for o in _strings(gateway, "allowed_origins", "[gateway]")
             )
         ),
+        trusted_proxies=_proxies(_strings(gateway, "trusted_proxies", "[gateway]")),
         tools=tuple(_tool(t) for t in _tables(raw, "tools")),
         upstreams=_upstreams(_tables(raw, "upstreams")),
         principals=principals,
@@ -230,6 +250,14 @@ def parse_config(raw: Mapping[str, Any], *, base: Path, environ: Mapping[str, st
             tools=_strings(approval, "tools", "[approval]"),
         ),
     )
+
+
+def _proxies(cidrs: Sequence[str]) -> tuple[str, ...]:
+    """``cidrs`` once each, checked as :class:`~actionspace.service.proxies.TrustedProxies` reads them."""
+    from actionspace.service.proxies import TrustedProxies
+
+    TrustedProxies.parse(cidrs)
+    return tuple(dict.fromkeys(cidrs))
 
 
 def exact_origin(value: str) -> str:

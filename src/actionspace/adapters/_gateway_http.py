@@ -1,6 +1,12 @@
 """What stands in front of the gateway's streamable HTTP endpoint: who may call, on which session, from where.
 
 * **Principal.** ``Authorization: Bearer <token>`` of a configured principal, else 401.
+* **Guessing.** As for ``actionspace serve``: each client address has :data:`GUESSES_PER_MINUTE`
+  unknown tokens to spend, given back at that rate; an address that spent them is answered 429
+  (``rate_limited``, ``Retry-After``) for every token, a good one too. The address is the peer's,
+  or from a trusted proxy the one it forwards in ``X-Forwarded-For``
+  (:mod:`actionspace.service.proxies`); uvicorn's own reading of that header is off (see
+  :meth:`Gateway.serve_http <actionspace.adapters.mcp_gateway.Gateway.serve_http>`).
 * **Session.** An ``Mcp-Session-Id`` belongs to the principal whose request opened it; any other
   principal naming it (to call, listen on it or end it) is answered 404, as for a session that
   does not exist, so a leaked or guessed id is no way to act in or end someone else's session.
@@ -9,6 +15,12 @@
   own: a loopback origin on a loopback address, where the SDK's DNS rebinding protection checks
   Host and Origin too; anywhere else, the ``Host`` the request was sent to. A page on some other
   site never reaches the tools, nor does ``Origin: null`` (sandboxed and ``file:`` pages).
+* **Ids.** A posted message with a ``method`` and an ``id`` that is neither a string nor an
+  integer (``null``, ``1.5``, ``true``, an object...) is answered 400 with the JSON-RPC error
+  -32600: MCP requests carry a string or integer id, never null, and notifications none, so such
+  a message is neither (the SDK would take it for a notification: 202, never answered). So is a
+  message naming one member twice in an object (the SDK keeps the last value, a proxy's filter
+  may read the first).
 * **Fair share.** A principal holds at most ``max_sessions_per_principal`` open sessions
   (default :data:`MAX_SESSIONS_PER_PRINCIPAL`); opening one more is answered 429 until it ends
   one (``DELETE``) or one expires (no request in flight for ``idle_timeout_s``, the SDK's idle
@@ -17,11 +29,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
@@ -29,8 +44,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionspace.adapters._gateway_config import exact_origin
 from actionspace.policy.principal import Principal
+from actionspace.service.proxies import TrustedProxies, client_address
+from actionspace.service.quotas import Allowance, RateLimit
 
 __all__ = [
+    "GUESSES_PER_MINUTE",
     "IDLE_TIMEOUT_S",
     "LOOPBACK",
     "MAX_SESSIONS_PER_PRINCIPAL",
@@ -45,10 +63,16 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _MAX_OWNED = 20_000
 """Most session → principal bindings kept (twice the SDK's open-session cap); the oldest go first."""
 _SESSION_HEADER = "mcp-session-id"
+_MOST_CHECKED = 4 * 1024 * 1024
+"""Largest body whose id is checked (the SDK's own limit: a larger one it answers 413)."""
 MAX_SESSIONS_PER_PRINCIPAL = 1000
 """Most open sessions of one principal (the SDK admits 10,000 in all)."""
 IDLE_TIMEOUT_S = 1800.0
 """Seconds a session lives with no request in flight (given to the SDK, which ends it then)."""
+GUESSES_PER_MINUTE = 100
+"""Unknown tokens one client address may send: all at once, then this many a minute (as ``serve``)."""
+_ADDRESSES = 10_000
+"""Most client addresses whose guesses are remembered (the longest quiet go first)."""
 
 
 class HttpGuard:
@@ -63,11 +87,15 @@ class HttpGuard:
         allowed_origins: Iterable[str] = (),
         max_sessions_per_principal: int = MAX_SESSIONS_PER_PRINCIPAL,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        trusted_proxies: TrustedProxies | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``allowed_origins``: exact origins (as :func:`exact_origin` gives them) let in besides our own;
-        ``idle_timeout_s`` must be the SDK's session idle timeout; ``clock`` in seconds (tests)."""
+        ``idle_timeout_s`` must be the SDK's session idle timeout; ``trusted_proxies``: whose
+        ``X-Forwarded-For`` names the client (None: nobody's); ``clock`` in seconds (tests)."""
         self.app = app
+        self._proxies = trusted_proxies or TrustedProxies()
+        self._guesses = Allowance(RateLimit(requests=GUESSES_PER_MINUTE), keys=_ADDRESSES, clock=clock)
         self._principal_for = principal_for_token
         self._loopback = host in LOOPBACK
         self._allowed = frozenset(exact_origin(o) for o in allowed_origins)
@@ -80,13 +108,27 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        principal = self._principal_for(bearer(headers))
+        token = bearer(headers)
+        client = self._client(scope)
+        wait = None if token is None else self._guesses.wait(client)
+        if wait is not None:
+            retry = [(b"retry-after", str(max(1, math.ceil(wait))).encode())]
+            await _answer(send, 429, _GUESSING, retry)
+            return
+        principal = self._principal_for(token)
         if principal is None:
+            if token is not None:
+                self._guesses.spend(client)
             await _answer(send, 401, _UNAUTHORIZED, [(b"www-authenticate", b'Bearer realm="actionspace"')])
             return
         if not self._origin_allowed(headers):
             await _answer(send, 403, b'{"error":"forbidden","message":"cross-origin request refused"}')
             return
+        if scope.get("method") == "POST":
+            checked = await _checked_body(receive, send)
+            if checked is None:
+                return
+            receive = checked
         session = headers.get(_SESSION_HEADER)
         if not session:
             if self._sessions.full(principal.id):
@@ -104,6 +146,16 @@ class HttpGuard:
             await self.app(scope, receive, send)
         finally:
             self._sessions.end(session)
+
+    def _client(self, scope: Scope) -> str:
+        """The address the guesses of this request count against (every ``X-Forwarded-For`` read)."""
+        peer = scope.get("client")
+        forwarded = [
+            value.decode("latin-1")
+            for key, value in scope.get("headers", [])
+            if key.lower() == b"x-forwarded-for"
+        ]
+        return client_address(str(peer[0]) if peer else "", forwarded, self._proxies)
 
     def _origin_allowed(self, headers: Mapping[str, str]) -> bool:
         """True without an ``Origin`` (not a browser), for an allowed origin, and for our own."""
@@ -198,9 +250,14 @@ class _OpenSessions:
 _UNAUTHORIZED = (
     b'{"error":"unauthorized","message":"send Authorization: Bearer <token> of a configured principal"}'
 )
+_GUESSING = b'{"error":"rate_limited","message":"too many unknown tokens from this address; try again later"}'
 _TOO_MANY = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
     b'"message":"too many open sessions for this principal: end one (DELETE) or wait for one to expire"}}'
+)
+_BAD_ID = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: a request\'s id is '
+    b'a string or an integer (never null), and a notification has no id"}}'
 )
 _NO_SESSION = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
 
@@ -211,6 +268,84 @@ async def _answer(
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _checked_body(receive: Receive, send: Send) -> Receive | None:
+    """``receive`` again, its body read ahead; None when the body was refused (answered 400).
+
+    A body over :data:`_MOST_CHECKED` bytes, or not a JSON object, is passed on unchecked: the
+    SDK answers it (413, a parse error) as before.
+    """
+    read: list[Message] = []
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request":
+            break
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > _MOST_CHECKED:
+            chunks.clear()
+            break
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            refused = _refusal(b"".join(chunks))
+            if refused is not None:
+                await _answer(send, 400, refused)
+                return None
+            break
+
+    async def replay() -> Message:
+        return read.pop(0) if read else await receive()
+
+    return replay
+
+
+class _Twice(Exception):
+    """An object of the body names ``name`` twice."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _Twice(name)
+            seen.add(name)
+    return value
+
+
+def _refusal(body: bytes) -> bytes | None:
+    """The 400 body for a message the SDK would misread, or None to pass it on.
+
+    Refused: an object naming a member twice (whose value counts is up to the reader: the SDK
+    keeps the last, a proxy's filter may read the first), and a message with a ``method`` whose
+    ``id`` is neither a string nor an integer.
+    """
+    try:
+        message = json.loads(body, object_pairs_hook=_once_each)
+    except _Twice as twice:
+        return _invalid(f"Invalid Request: the message names {twice.name[:40]!r} twice in one object")
+    except (ValueError, RecursionError):  # not JSON (the SDK's parse error answers it)
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    ident = message["id"]
+    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+        return None
+    return _BAD_ID
+
+
+def _invalid(message: str) -> bytes:
+    error = {"code": -32600, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
 def sdk_security(host: str, allowed_origins: Iterable[str]) -> TransportSecuritySettings | None:

@@ -75,6 +75,7 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, said_safely, store_unavailable
 from actionspace.policy.principal import Principal, authorize
 from actionspace.runtime import Runtime
+from actionspace.service.proxies import TrustedProxies
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
@@ -404,7 +405,10 @@ class Gateway:
                     yield
 
         inner.router.lifespan_context = lifespan
-        return HttpGuard(inner, self.principal_for_token, host=host, allowed_origins=origins)
+        proxies = TrustedProxies.parse(self.config.trusted_proxies)
+        return HttpGuard(
+            inner, self.principal_for_token, host=host, allowed_origins=origins, trusted_proxies=proxies
+        )
 
     async def serve_http(
         self,
@@ -418,7 +422,9 @@ class Gateway:
 
         ``fd``: serve on this inherited listening socket instead (a supervisor or a test bound it).
         ``limits``: seconds a request's head, then its body, may take to arrive (None: 10 and 60);
-        a slower request is answered 408 and its connection closed.
+        a slower request is answered 408 and its connection closed. uvicorn's own reading of
+        ``X-Forwarded-For`` is off (it trusts 127.0.0.1 by default, where any local process could
+        name itself another client): the guard reads it, only from ``config.trusted_proxies``.
         """
         import uvicorn
 
@@ -432,6 +438,7 @@ class Gateway:
             fd=fd,
             log_level="warning",
             lifespan="on",
+            proxy_headers=False,
             http=deadlines() if limits is None else deadlines(*limits),
         )
         await uvicorn.Server(config).serve()

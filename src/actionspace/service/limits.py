@@ -11,8 +11,10 @@
   are spent on authenticated requests only;
 * a JSON body holding a non-finite number (``NaN``, ``Infinity``, ``-Infinity``, which Python's
   parser accepts but JSON does not, or a literal such as ``1e999`` too large for a float, which it
-  reads as infinity) or nested deeper than ``max_json_depth`` is answered 400 with the category
-  ``invalid_arguments``, so such a value never reaches a run, a store or a listing;
+  reads as infinity), nested deeper than ``max_json_depth``, or naming one member twice in an
+  object (Python keeps the last value, other readers such as a proxy's filter the first, so no
+  value is sure to be the one meant) is answered 400 with the category ``invalid_arguments``, so
+  such a value never reaches a run, a store or a listing;
 * a body still arriving ``body_timeout_s`` after the application started reading it is answered
   408 and the connection closed, so a client trickling a byte at a time (a slow-body "slowloris")
   cannot hold a connection and a reader for as long as it likes.
@@ -86,6 +88,18 @@ def _deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refused when one name comes twice (whose value counts is up to the reader)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _Refused(f"the body names {name[:40]!r} twice in one object; send each member once")
+            seen.add(name)
+    return value
+
+
 def json_problem(body: bytes, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> str | None:
     """Why a JSON body is refused at the edge, or None (malformed JSON is left to the route)."""
     deep = f"the body nests deeper than {max_depth} levels"
@@ -94,10 +108,13 @@ def json_problem(body: bytes, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> str
         and b"Infinity" not in body
         and body.count(b"[") + body.count(b"{") <= max_depth
         and _MAY_OVERFLOW.search(body) is None
+        and body.count(b":") < 2
     ):
-        return None  # nothing to refuse, too few brackets to nest that deep: nothing to parse
+        return None  # nothing to refuse, and too few members to name one twice: nothing to parse
     try:
-        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = json.loads(
+            body, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_once_each
+        )
     except _Refused as exc:
         return exc.message
     except RecursionError:
