@@ -267,28 +267,25 @@ def test_a_sync_turn_runs_the_blocking_calls_of_one_message_together_and_answers
     provider: Provider,
 ) -> None:
     import threading
-    import time
 
     rt = Runtime("memory://")
-    running: list[int] = [0, 0]  # now, most at once
-    lock = threading.Lock()
+    together = threading.Barrier(3, timeout=30)  # broken unless the three calls run at once
+    others_ended = threading.Semaphore(0)
 
     @rt.tool(effect="read", reads=["city:{city}"])
     def weather(city: str) -> str:
         """Today's weather (a blocking read: worker threads run it)."""
-        with lock:
-            running[0] += 1
-            running[1] = max(running)
-        time.sleep(0.05 if city == "Oslo" else 0.01)  # the first call ends last
-        with lock:
-            running[0] -= 1
+        together.wait()
+        if city == "Oslo":  # the first call ends last
+            assert others_ended.acquire(timeout=30) and others_ended.acquire(timeout=30)
+        else:
+            others_ended.release()
         return f"sun in {city}"
 
     s = rt.session(provider=provider)
     s.user("weather in three cities")
     calls = [(f"c{i}", "weather", {"city": c}) for i, c in enumerate(["Oslo", "Lima", "Pune"])]
     turn = s.handle(proposal(provider, calls))
-    assert running[1] == 3
     assert [o.data for o in turn.observations] == ["sun in Oslo", "sun in Lima", "sun in Pune"]
     answered = results(provider, turn.messages)
     assert list(answered) == ["c0", "c1", "c2"]

@@ -56,7 +56,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, StreamParser, call_ids, parse, user_text
+from actionspace.parse import ParseResult, StreamParser, call_ids, ids_apart, parse, user_text
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation, ToolCall
@@ -233,7 +233,11 @@ class Session:
         return self._names
 
     def _named(self, raw: Any, parsed: ParseResult | None) -> tuple[Any, ParseResult | None]:
-        """``raw`` and its parse, each call of a name offered for another tool naming that tool."""
+        """``raw`` and its parse, each call of a name offered for another tool naming that tool, and
+        each call without an id given one none of the message's holds (:func:`ids_apart`)."""
+        if parsed is not None and parsed.error is None:  # the run is read only when an id is minted
+            nodes = iter(lambda: next(self.rt.run_state(self.run_id).nodes), -1)
+            parsed = ids_apart(parsed, f"{self.run_id}:", nodes)
         names = self._provider_names()
         if not names.renamed:
             return raw, parsed

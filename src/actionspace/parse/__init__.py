@@ -27,14 +27,14 @@ from actionspace.parse._fast import (
     fast_responses_items,
     loads_object,
 )
-from actionspace.parse._ids import call_ids
+from actionspace.parse._ids import call_ids, ids_apart
 from actionspace.parse._result import Collector, ParseResult, checked_ids
 from actionspace.parse._stream import StreamParser, StreamProgress
 from actionspace.parse._structured import add_value
 from actionspace.parse._user import user_text
 from actionspace.types import ToolCall
 
-__all__ = ["ParseResult", "StreamParser", "StreamProgress", "call_ids", "parse", "user_text"]
+__all__ = ["ParseResult", "StreamParser", "StreamProgress", "call_ids", "ids_apart", "parse", "user_text"]
 
 
 def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> ParseResult:

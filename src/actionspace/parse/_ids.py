@@ -14,8 +14,9 @@ ids it still knows: its calls', the call's at its fault, and those of the calls 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from actionspace.parse._events import event_stream
@@ -23,7 +24,7 @@ from actionspace.parse._result import ParseResult, known_ids
 from actionspace.parse._structured import classify
 from actionspace.parse._text_ids import text_call_ids
 
-__all__ = ["call_ids"]
+__all__ = ["call_ids", "ids_apart"]
 
 _MAX_DEPTH = 32
 
@@ -41,6 +42,28 @@ def call_ids(raw: object) -> tuple[str, ...]:
     except Exception:  # a foreign object's failure: no id is known rather than some of them
         return ()
     return tuple(found)
+
+
+def ids_apart(parsed: ParseResult, prefix: str, numbers: Iterator[int]) -> ParseResult:
+    """``parsed`` with an id for each of its calls that has none, when an id the model gave could be
+    one a runtime mints for such a call (``prefix`` followed by ``n`` and the next of ``numbers``):
+    each minted id skips every id the message holds, so no two calls of it answer under one id and
+    a result never reaches the model under the id of another of its calls. ``parsed`` itself when
+    no id it holds starts with ``prefix`` or every call has one (nothing can collide then)."""
+    calls = parsed.calls
+    taken = {c.id for c in calls if type(c.id) is str}
+    if len(taken) == len(calls) or not any(i.startswith(prefix) for i in taken):
+        return parsed
+    out = []
+    for call in calls:
+        if call.id is None:
+            minted = f"{prefix}n{next(numbers)}"
+            while minted in taken:
+                minted = f"{prefix}n{next(numbers)}"
+            taken.add(minted)
+            call = dataclasses.replace(call, id=minted)
+        out.append(call)
+    return dataclasses.replace(parsed, calls=tuple(out))
 
 
 def _walk(value: object, found: list[str], depth: int) -> None:
