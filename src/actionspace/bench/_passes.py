@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import signal
 import statistics
 import subprocess
@@ -137,7 +137,9 @@ class _Server:
         self._reader.start()
 
     def _answer(self, timeout: float) -> dict[str, Any] | None:
-        ready, _, _ = select.select([self.stdout], [], [], timeout)
+        with selectors.DefaultSelector() as waiting:  # poll/epoll: select() refuses descriptors >= 1024
+            waiting.register(self.stdout, selectors.EVENT_READ)
+            ready = waiting.select(timeout)
         line = self.stdout.readline() if ready else ""
         return json.loads(line) if line.strip() else None
 
