@@ -48,6 +48,7 @@ def listed() -> Iterator[tuple[Runtime, McpToolset]]:
     toolset._claim(rt)
     yield rt, toolset
     rt.close()
+    toolset.close()
 
 
 @pytest.mark.parametrize("schema", _BROKEN_SCHEMAS)
@@ -199,8 +200,8 @@ def test_any_listing_registers_every_usable_tool_and_skips_the_rest(
     listing: list[tuple[str, dict[str, Any]]],
 ) -> None:
     rt = Runtime("memory://", recover_on_start=False)
+    toolset = McpToolset(StdioServer("unused", allowlisted=True))
     try:
-        toolset = McpToolset(StdioServer("unused", allowlisted=True))
         toolset._claim(rt)
         tools = [_tool("anchor")] + [_tool(name, schema) for name, schema in listing if name != "anchor"]
         toolset._sync(tools)
@@ -211,6 +212,7 @@ def test_any_listing_registers_every_usable_tool_and_skips_the_rest(
         assert rt.call({"name": "anchor", "arguments": {"a": 1}}).error is not None  # still validated
     finally:
         rt.close()
+        toolset.close()  # its connection's loop thread (150 examples left 450 descriptors open)
 
 
 def test_a_name_listed_twice_with_different_definitions_is_not_offered_and_causes_no_new_versions(

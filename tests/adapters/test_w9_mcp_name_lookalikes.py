@@ -37,9 +37,21 @@ def rt() -> Iterator[Runtime]:
         runtime.close()
 
 
+_made: list[McpToolset] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_toolsets() -> Iterator[None]:
+    """Close each toolset a test made: its connection's loop holds descriptors until then."""
+    yield
+    while _made:
+        _made.pop().close()
+
+
 def _toolset(rt: Runtime, label: str = "unused") -> McpToolset:
     toolset = McpToolset(StdioServer(label, allowlisted=True, name=label))
     toolset._claim(rt)
+    _made.append(toolset)
     return toolset
 
 
@@ -110,3 +122,5 @@ def test_no_two_offered_tools_ever_look_alike(names: list[str]) -> None:
         assert set(offered) | set(toolset.skipped) >= set(names)
     finally:
         runtime.close()
+        while _made:  # each example's own (the autouse fixture runs once for all of them)
+            _made.pop().close()

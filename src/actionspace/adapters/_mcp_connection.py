@@ -104,7 +104,7 @@ class Connection:
     def _begin(self) -> concurrent.futures.Future[list[types.Tool]]:
         if self._thread.is_alive():
             raise RuntimeError(f"MCP server {self.name!r} is already started")
-        if self._thread.ident is not None:  # started and closed before: connect afresh
+        if self._thread.ident is not None or self._loop.is_closed():  # closed before: connect afresh
             self._loop, self._thread = self._new_loop()
             self.failure = None
         self._thread.start()
@@ -148,6 +148,8 @@ class Connection:
         closed, then SIGTERM, then SIGKILL to its process group), so no server process outlives it.
         """
         if not self._thread.is_alive():
+            if self._thread.ident is None and not self._loop.is_closed():
+                self._loop.close()  # never started: its loop's descriptors go with it
             return
         deadline = time.monotonic() + timeout_s
         owner = self._owner
