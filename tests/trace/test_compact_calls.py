@@ -142,11 +142,14 @@ def test_simple_calls_leave_nothing_for_the_garbage_collector_to_walk() -> None:
     with _runtime() as rt:
         calls = [_openai("add", {"a": i, "b": 2}, f"c{i}") for i in range(1100)]
         _play(rt, calls)  # past what the run's flow state remembers
-        gc.collect()
-        before = len(gc.get_objects())
-        _play(rt, calls)
-        gc.collect()
-        assert len(gc.get_objects()) - before < 200  # ~6,600 events more
+        grown = []
+        for _ in range(3):  # the least of three: threads other tests left running allocate too
+            gc.collect()
+            before = len(gc.get_objects())
+            _play(rt, calls)
+            gc.collect()
+            grown.append(len(gc.get_objects()) - before)
+        assert min(grown) < 200, grown  # ~6,600 events more a round if events were tracked objects
 
 
 def test_events_numbered_around_another_threads_events_keep_their_numbers() -> None:
