@@ -1,7 +1,8 @@
 """A model proposes thousands of writes in one message. Each call is checked for a read/write
 conflict only against the calls begun before it and not shown yet, and those are bounded: the
 checks grow with the number of calls, not with its square (2,000 writes made 2 million checks,
-4,000 took half a minute). Every call still runs once and is answered in order."""
+4,000 took half a minute). Every call still runs once and is answered in order. Reads are never
+checked, and a message of reads, however many, runs all of them together."""
 
 from __future__ import annotations
 
@@ -52,5 +53,35 @@ def test_the_conflict_checks_of_a_message_grow_linearly_with_its_calls(
     assert answered_ids("openai_chat", turn.messages) == ids
     assert all(o.status == "ok" for o in turn.observations)
     assert sorted(sent) == sorted(f"k{i}" for i in range(CALLS))
-    assert 0 < checks <= CALLS * 64, checks
+    assert 0 < checks <= CALLS * together._BEGUN_AT_MOST, checks
+    rt.close()
+
+
+def test_a_message_of_more_reads_than_the_window_runs_them_all_together() -> None:
+    """Each read waits until every read of the message has begun: a message run in windows would
+    leave the first window waiting for reads that begin only after it ended."""
+    reads = 3 * together._BEGUN_AT_MOST
+    rt = Runtime("memory://")
+    begun = 0
+    everyone: asyncio.Event | None = None
+
+    @rt.tool(effect="none")
+    async def look(i: int) -> str:
+        """Look something up."""
+        nonlocal begun, everyone
+        everyone = everyone or asyncio.Event()
+        begun += 1
+        if begun == reads:
+            everyone.set()
+        try:
+            await asyncio.wait_for(everyone.wait(), 20)
+        except TimeoutError:
+            return f"alone at {begun}"
+        return "together"
+
+    s = rt.session(run_id="conv-many-reads", provider="openai_chat")
+    s.user("look them all up")
+    message = chat(*((f"r{i}", "look", json.dumps({"i": i})) for i in range(reads)))
+    turn = asyncio.run(s.ahandle(message))
+    assert [o.data for o in turn.observations] == ["together"] * reads
     rt.close()

@@ -7,8 +7,8 @@ call's tool without waiting for the calls before it to end where their read/writ
 (DESIGN §7) and the call meets the decisions it would meet once they were shown
 (:func:`prepares_alike`). Observations are shown to the flow state in the message's order, and
 each call's events, recorded apart, join the message's in event order. Once the runtime closes
-(``engine.runs.closed``), a call not begun yet is not sent: it ends ``cancelled``. At most
-64 calls are begun and not shown at a time; the next waits for them to be shown.
+(``engine.runs.closed``), a call not begun yet is not sent: it ends ``cancelled``. Once one of
+them writes, at most 128 calls are begun and not shown at a time; the next waits for them to be shown.
 ``tests/pipeline/test_message_together.py`` compares it with the calls run one after the other.
 """
 
@@ -40,9 +40,10 @@ __all__ = ["prepares_alike", "run_together"]
 
 _log = logging.getLogger("actionspace")
 
-_BEGUN_AT_MOST = 64
-"""Calls begun and not shown yet, at most: each call is checked for a conflict with every one of
-them, so a message of thousands of calls costs checks in proportion to its calls, not their square."""
+_BEGUN_AT_MOST = 128
+"""Calls begun and not shown yet, at most, once one of them writes: each call is then checked for a
+conflict with every one of them, so a message of thousands of calls costs checks in proportion to
+its calls, not their square. Reads alone are never checked and run together however many."""
 
 
 async def run_together(
@@ -76,7 +77,7 @@ async def run_together(
         for call in calls:
             own = Recorder(run, None)
             inp = given(call=call, rec=own, node_id=None)
-            if begun and (len(begun) >= _BEGUN_AT_MOST or not _alike(engine, inp, unshown)):
+            if begun and ((writing and len(begun) >= _BEGUN_AT_MOST) or not _alike(engine, inp, unshown)):
                 await _show(begun, out, rec, flow)  # as one call after the other
                 unshown, writing = PUBLIC_TRUSTED, False
             ready: Ready | Observation
