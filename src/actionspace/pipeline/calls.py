@@ -185,6 +185,8 @@ class InFlight:
         self.sync: dict[int, int] = {}
         """Sync calls running now (:meth:`enter`), by the thread running them: how many."""
         self._sync_ended = threading.Condition()
+        self._waiting = False
+        """``close()`` waits for the sync calls (:meth:`wait_sync`): :meth:`leave` tells it."""
 
     # ------------------------------------------------------------------ the closing thread
     def writes(self) -> list[str]:
@@ -283,26 +285,33 @@ class InFlight:
         before the stores close; one running on after it ends typed when its tool returns."""
         here = threading.get_ident()
         with self._sync_ended:
-            self._sync_ended.wait_for(
-                lambda: not self.sync.keys() - {here}, timeout=max(0.0, deadline - time.monotonic())
-            )
+            self._waiting = True  # before the first look: a leave after that look notifies
+            try:
+                self._sync_ended.wait_for(
+                    lambda: not self.sync.keys() - {here}, timeout=max(0.0, deadline - time.monotonic())
+                )
+            finally:
+                self._waiting = False
 
     # ------------------------------------------------------------------ the calling thread
     def enter(self) -> int:
         """Register a sync call on the calling thread until :meth:`leave` (``close()`` waits for
-        it, bounded); returns the thread's id for :meth:`leave`."""
+        it, bounded); returns the thread's id for :meth:`leave`. No lock: a thread changes only
+        its own key, and one dict operation is atomic."""
         ident = threading.get_ident()
-        with self._sync_ended:
-            self.sync[ident] = self.sync.get(ident, 0) + 1
+        sync = self.sync
+        sync[ident] = sync.get(ident, 0) + 1
         return ident
 
     def leave(self, ident: int) -> None:
-        """The end of :meth:`enter`: the call settled its entry and stored its events."""
-        with self._sync_ended:
-            left = self.sync.pop(ident, 1) - 1
-            if left:
-                self.sync[ident] = left
-            else:
+        """The end of :meth:`enter`: the call settled its entry and stored its events. The key
+        is gone before ``_waiting`` is read, so a close that looked before sees it notified."""
+        sync = self.sync
+        left = sync.pop(ident, 1) - 1
+        if left:
+            sync[ident] = left
+        elif self._waiting:
+            with self._sync_ended:
                 self._sync_ended.notify_all()
 
     def __enter__(self) -> None:
