@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from actionspace import Runtime
 
@@ -74,3 +77,38 @@ def write_entries(url: str, rt: Runtime) -> list[tuple[str, str, str | None]]:
         with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
             return list(db.execute("select node_id, state, error from ledger_entries order by node_id"))
     return [(e.node_id, e.state, str(e.error)) for e in rt.ledger.list(limit=100)]
+
+
+WAIT_S = 10.0
+
+
+def in_frames(function: str) -> bool:
+    """Some thread of this process is running ``function`` now."""
+    for frame in list(sys._current_frames().values()):
+        walk: Any = frame
+        while walk is not None:
+            if walk.f_code.co_name == function:
+                return True
+            walk = walk.f_back
+    return False
+
+
+def until(holds: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not holds():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.005)
+
+
+def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except BaseException as exc:
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out

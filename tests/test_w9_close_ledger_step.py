@@ -11,52 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import sys
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from actionspace import Observation, Runtime
-from tests.close_tools import Tools, slow_runtime, write_entries
-
-WAIT_S = 10.0
-
-
-def _in_frames(function: str) -> bool:
-    """Some thread of this process is running ``function`` now."""
-    for frame in list(sys._current_frames().values()):
-        walk: Any = frame
-        while walk is not None:
-            if walk.f_code.co_name == function:
-                return True
-            walk = walk.f_back
-    return False
-
-
-def _until(holds: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not holds():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.005)
-
-
-def _thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except BaseException as exc:
-            out.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
+from tests.close_tools import WAIT_S, Tools, in_frames, in_thread, slow_runtime, until, write_entries
 
 
 async def _run(rt: Runtime, run_id: str, entry: str, tool: str) -> list[Observation]:
@@ -85,12 +46,12 @@ def _cut_during_the_intent(
     async def call() -> None:
         answered.append(await _run(rt, run_id, entry, tool))
 
-    caller, failure = _thread(lambda: asyncio.run(call()))
+    caller, failure = in_thread(lambda: asyncio.run(call()))
     try:
-        _until(lambda: _in_frames("begin_unless_pending"), "the intent waits for the write lock")
-        closer, closed = _thread(rt.close)
+        until(lambda: in_frames("begin_unless_pending"), "the intent waits for the write lock")
+        closer, closed = in_thread(rt.close)
         in_flight = rt.engine.messages.in_flight
-        _until(lambda: bool(in_flight.cuts), "close() cut the call")
+        until(lambda: bool(in_flight.cuts), "close() cut the call")
         assert all(cut.seen.wait(WAIT_S) for cut, _loop in in_flight.cuts)
     finally:
         holder.rollback()  # the intent may be written now

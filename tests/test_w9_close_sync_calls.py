@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,41 +18,7 @@ import pytest
 
 from actionspace import Observation, Runtime
 from actionspace._closing import SYNC_CALL_WAIT_S
-from tests.close_tools import write_entries
-
-WAIT_S = 10.0
-
-
-def _in_frames(function: str) -> bool:
-    """Some thread of this process is running ``function`` now."""
-    for frame in list(sys._current_frames().values()):
-        walk: Any = frame
-        while walk is not None:
-            if walk.f_code.co_name == function:
-                return True
-            walk = walk.f_back
-    return False
-
-
-def _until(holds: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not holds():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.005)
-
-
-def _thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except BaseException as exc:
-            out.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, out
+from tests.close_tools import WAIT_S, in_frames, in_thread, until, write_entries
 
 
 class Held:
@@ -101,11 +65,11 @@ def _close_while_called(
     held = Held()
     rt = _runtime(f"sqlite:///{path}", held)
     run_id = rt.new_run()
-    caller, answered = _thread(lambda: rt.call({"name": tool, "arguments": {"x": 1}}, run_id=run_id))
+    caller, answered = in_thread(lambda: rt.call({"name": tool, "arguments": {"x": 1}}, run_id=run_id))
     assert held.started.wait(WAIT_S)
-    closer, closed = _thread(rt.close)
+    closer, closed = in_thread(rt.close)
     if release_within_the_wait:  # once close() waits for the call (or, without that wait, returned)
-        _until(lambda: not closer.is_alive() or _in_frames("wait_sync"), "close() waits for the call")
+        until(lambda: not closer.is_alive() or in_frames("wait_sync"), "close() waits for the call")
     else:
         closer.join(SYNC_CALL_WAIT_S + WAIT_S)
     held.release.set()
