@@ -105,8 +105,7 @@ def file_and_die(store: str, notes: str, case: str) -> None:
 
 def _killed_while_filing(tmp_path: Path, case: str) -> tuple[str, Path]:
     store, notes = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "notes.db"
-    with sqlite3.connect(notes) as db:
-        db.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+    _new_notes(notes)
     code = (
         "import sys; from tests.approval.test_w9_plan_request_kill import file_and_die; "
         "file_and_die(*sys.argv[1:4])"
@@ -140,6 +139,13 @@ def _send_alone(rt: Runtime, request: ApprovalRequest) -> Observation:
     approved = rt.approvals.get(request.id)
     assert approved is not None
     return asyncio.run(send_held(rt, approved, proposer(approved)))
+
+
+def _new_notes(path: Path) -> Path:
+    """An empty notes table at ``path`` (the world's record of what the tools sent)."""
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+    return path
 
 
 def _notes(path: Path) -> list[str]:
@@ -189,8 +195,7 @@ def test_a_group_member_held_in_a_finished_round_is_not_sent_alone_by_another_pr
     tmp_path: Path,
 ) -> None:
     store, notes = f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "notes.db"
-    with sqlite3.connect(notes) as db:
-        db.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+    _new_notes(notes)
     sent: list[str] = []
     with _runtime(store, notes, sent) as rt:
         held = rt.run_plan(Plan.from_dict(PLANS["group"]), run_id="r")
@@ -208,9 +213,7 @@ def test_a_group_member_held_in_a_finished_round_is_not_sent_alone_by_another_pr
 
 
 def test_a_group_held_for_a_member_runs_once_the_member_is_approved(tmp_path: Path) -> None:
-    notes = tmp_path / "notes.db"
-    with sqlite3.connect(notes) as db:
-        db.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+    notes = _new_notes(tmp_path / "notes.db")
     sent: list[str] = []
     plan = Plan.from_dict(PLANS["group"])
     with _runtime("memory://", notes, sent) as rt:
@@ -227,9 +230,7 @@ def test_a_group_held_for_a_member_runs_once_the_member_is_approved(tmp_path: Pa
 
 
 def test_a_group_whose_member_is_denied_fails_for_good(tmp_path: Path) -> None:
-    notes = tmp_path / "notes.db"
-    with sqlite3.connect(notes) as db:
-        db.execute("CREATE TABLE notes (text TEXT NOT NULL)")
+    notes = _new_notes(tmp_path / "notes.db")
     sent: list[str] = []
     plan = Plan.from_dict(PLANS["group"])
     with _runtime("memory://", notes, sent) as rt:
