@@ -1,7 +1,7 @@
 """A close issued from the event loop a call runs on (another task of that loop) cannot wait for
 the call to end: the call's task runs only once ``close()`` returned. Its events still reach the
-SQLite trace store: the store stays open for the calls that close cut on its own loop until they
-stored what they recorded (the other stores close at once), then closes.
+SQLite trace store: the stores stay open for the calls that close cut on its own loop until they
+stored what they recorded, then close (plans: tests/test_w10_close_plan_same_loop.py).
 
 Every event of such a call is in the trace once the call ended: its ``dispatched`` event and its
 final observation (a read ``cancelled``, a write ``unknown_commit``)."""

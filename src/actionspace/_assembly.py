@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actionspace._closing import close_trace, end_running_plans
+from actionspace._closing import close_stores, end_running_plans
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -77,11 +77,14 @@ class Parts:
         self.toolsets.close()
         self.engine.executor.close(wait=wait)
         before()
+        close_stores(self.engine, self._close_stores)  # later for the calls and plans cut on this loop
+
+    def _close_stores(self) -> None:
         self.ledger.close()
         self.approvals.store.close()
         if self.meter is not None:
             self.meter.close()
-        close_trace(self.engine, self.trace.close)  # later for the calls cut on this loop
+        self.trace.close()
 
 
 def assemble(

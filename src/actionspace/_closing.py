@@ -2,20 +2,26 @@
 
 Every entry point used after ``Runtime.close()`` raises :class:`ConfigurationError` (misuse of the
 API, DESIGN §4) before it touches a store. A call already running when the runtime closes ends as
-a typed observation: a read ``cancelled``; a write that may have been sent ``unknown_commit``
-unless its ledger entry still answers what happened. Before the stores close, the ledger entry of
-every write still running is moved from ``dispatched`` to ``unknown``, with the reason noted, so no
-entry is left ``dispatched`` behind a closed runtime (recovery or ``ledger resolve`` settles it).
-The same holds for every call of a message (``call_all``, ``acall_all``), every node of a plan
-(an atomic group is one write), and the final observation of a stream; a call the closed ledger
-refused before anything was sent ends ``cancelled``, as does a call that had not begun when the
-runtime closed (``Executor.closed`` is read before every send) and a plan node that never ran.
+a typed observation: a read ``cancelled`` (one that finished while the stores were open keeps its
+own answer, which the trace holds); a write that may have been sent ``unknown_commit`` unless its
+ledger entry still answers what happened. Before the stores close, the ledger entry of every write
+whose send began is moved from ``dispatched`` to ``unknown``, with the reason noted (recovery or
+``ledger resolve`` settles it). ``unknown`` says a write was sent and its outcome is not known
+(DESIGN §6): a write whose intent is written but whose send had not begun (``LedgerDriver.sending``
+says which began) is never sent after the close began, so it is not noted; its call ends it
+``failed`` (``cancelled``, not sent), and until then it reads ``dispatched``, its intent durable as
+every write's is before its send. The same holds for every call of a message (``call_all``,
+``acall_all``), every node of a plan (an atomic group is one write, noted ``unknown`` while it
+runs), and the final observation of a stream; a call the closed ledger refused before anything was
+sent ends ``cancelled``, as does a call that had not begun when the runtime closed
+(``Executor.closed`` is read before every send) and a plan node that never ran.
 
 A plan running in process is not left to run on (:func:`end_running_plans`, right after
 ``Executor.closed`` is set): its running writes are noted ``unknown`` first, then its loop
 cancels every running node's call and settles every queued node as not sent; before the stores
 close, the closing thread waits (at most :data:`PLAN_END_WAIT_S`) for each such plan to record
-its ``plan_finished``, unless the plan runs on the closing thread's own loop.
+its ``plan_finished``, unless the plan runs on the closing thread's own loop: then it ends after
+``close()`` returned, and the stores stay open until it stored its end (:func:`plan_run`).
 
 A single call (``acall``), a message (``acall_all``) or a stream (``astream``) waiting for its
 tool is cut the same way (:func:`end_running_calls`, :class:`~actionspace.pipeline.calls.InFlight`):
@@ -23,16 +29,17 @@ its write's ledger entry noted ``unknown`` first, then its task cancelled on its
 awaits the tool; it returns typed at once (a sync tool's worker thread goes on: its late answer is
 settled as any abandoned attempt's). The closing thread waits (bounded) for what it recorded to be
 stored, unless it runs on that loop itself: then the call ends after ``close()`` returned (its
-ledger entry was noted before), and the trace store stays open until each such call stored its
-events (:func:`close_trace`, at most :data:`TRACE_KEPT_S`). A write cut while its intent was being
-written on a worker thread is not sent: its entry ends ``failed`` (``cancelled``, not sent) before
-the call ends (``pipeline.commit.LedgerDriver``).
+ledger entry was noted before), and the stores stay open until each such call and plan stored
+its events (:func:`close_stores`, at most :data:`TRACE_KEPT_S`). A write cut while its intent was
+being written on a worker thread is not sent: its entry ends ``failed`` (``cancelled``, not sent)
+before the call ends (``pipeline.commit.LedgerDriver``).
 
 A sync call (``rt.call``, ``rt.call_all``, a session's ``handle``) runs its tool on its caller's
 thread, or on a worker thread its caller waits for: nothing can cut it. Before the stores close,
 the closing thread waits for such calls of other threads (at most :data:`SYNC_CALL_WAIT_S`): one
-that ends meanwhile settles its entry and stores its events; one that runs on ends typed when its
-tool returns (its entry noted ``unknown`` first, its later events lost with the closed store).
+that ends meanwhile settles its entry, stores its events and answers what it answered; one that
+runs on ends typed when its tool returns (its entry noted ``unknown`` first if its send began, its
+later events lost with the closed store, so a read ends ``cancelled``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from actionspace.catalog.registry import Catalog
@@ -60,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answered",
-    "close_trace",
+    "close_stores",
     "closed_error",
     "end_running_calls",
     "end_running_plans",
@@ -68,6 +75,7 @@ __all__ = [
     "ended_stream",
     "note_cut_writes",
     "plan_ended_by_close",
+    "plan_run",
     "refuse_closed",
 ]
 
@@ -75,14 +83,17 @@ _CUT = CLOSED_WHILE_RUNNING
 _DECIDED_BEFORE_SENDING = frozenset(CATEGORIES[: CATEGORIES.index("conflict")])
 """Errors the stages answer before a tool runs (DESIGN §4: the categories before ``conflict``):
 they stay as they are after a close."""
+_NOT_THE_TOOLS = frozenset({"cancelled", "internal"})
+"""Errors of a read that are not its tool's answer (a cut, or a store closed under it): the read
+ends ``cancelled`` after a close, whatever it answered."""
 
 _log = logging.getLogger("actionspace")
 
 PLAN_END_WAIT_S = 2.0
 """How long ``close()`` waits, in all, for the plans it ended to record their end (seconds)."""
 TRACE_KEPT_S = 5.0
-"""How long, at most, the trace store stays open after a ``close()`` called on the loop of calls
-it cut, for those calls to store their events (seconds)."""
+"""How long, at most, the stores stay open after a ``close()`` called on the loop of calls or
+plans it cut, for those to store their events and their writes' ledger steps (seconds)."""
 SYNC_CALL_WAIT_S = 2.0
 """How long ``close()`` waits, in all, for the sync calls other threads run (``rt.call``,
 ``rt.call_all``, a session's ``handle``) to end before the stores close: their tools run on their
@@ -132,7 +143,21 @@ def ended_by_close(out: Sequence[Observation], rt: Closing, run_id: str) -> list
         return list(out)
     if not out:
         return [Observation.failure(ActionError.of("cancelled", _CUT), call_id=f"{run_id}:closed", tool="")]
-    return [_ended(obs, rt.catalog, rt.ledger) for obs in out]
+    stored = rt.engine.messages.in_flight.stores_open  # read after the calls stored their events
+    return [_ended(obs, rt.catalog, rt.ledger, stored) for obs in out]
+
+
+async def plan_run(run: Awaitable[PlanResult], rt: Closing, *, in_process: bool) -> PlanResult:
+    """``run``'s result as :func:`plan_ended_by_close` ends it. A plan ``in_process`` is
+    registered with the calls in flight meanwhile (``InFlight.open``), so a ``close()`` on its
+    own loop keeps the stores open until it ended (:func:`close_stores`) and one on another
+    thread waits (bounded) for its result."""
+    in_flight = rt.engine.messages.in_flight
+    opened = in_flight.open() if in_process else None
+    try:
+        return plan_ended_by_close(await run, rt)
+    finally:
+        in_flight.done(opened)
 
 
 def plan_ended_by_close(result: PlanResult, rt: Closing) -> PlanResult:
@@ -140,7 +165,8 @@ def plan_ended_by_close(result: PlanResult, rt: Closing) -> PlanResult:
     while the plan ran (else ``result`` as it is)."""
     if not rt.engine.runs.closed or result.error is not None:
         return result
-    nodes = {k: _ended(obs, rt.catalog, rt.ledger) for k, obs in result.nodes.items()}
+    stored = rt.engine.messages.in_flight.stores_open
+    nodes = {k: _ended(obs, rt.catalog, rt.ledger, stored) for k, obs in result.nodes.items()}
     statuses = {obs.status for obs in nodes.values()}
     status: PlanStatus = "ok" if statuses <= {"ok"} else ("partial" if statuses - {"error"} else "error")
     return dataclasses.replace(result, nodes=nodes, status=status)
@@ -153,12 +179,16 @@ async def ended_stream(
     ends it (provisional ones are never authoritative, so they pass as they are)."""
     try:
         async for obs in stream:
-            yield _ended(obs, rt.catalog, rt.ledger) if rt.engine.runs.closed and not obs.provisional else obs
+            if rt.engine.runs.closed and not obs.provisional:
+                obs = _ended(obs, rt.catalog, rt.ledger, rt.engine.messages.in_flight.stores_open)
+            yield obs
     finally:
         await stream.aclose()
 
 
-def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore) -> Observation:
+def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore, stored: bool) -> Observation:
+    """``obs`` of a call that ended while its runtime closed; ``stored``: the stores were still open
+    when it ended, so the events it recorded are stored (a read's own answer is then kept)."""
     if obs.error is not None and obs.error.category in _DECIDED_BEFORE_SENDING:
         return obs
     if obs.error is not None and obs.error.category == "cancelled" and _never_sent(obs.error):
@@ -169,6 +199,8 @@ def _ended(obs: Observation, catalog: Catalog, ledger: LedgerStore) -> Observati
     spec = catalog.current(obs.tool)
     writes = obs.tool.startswith(GROUP_TOOL_PREFIX) if spec is None else spec.has_side_effects
     if not writes:
+        if stored and (obs.error is None or obs.error.category not in _NOT_THE_TOOLS):
+            return obs  # a read that finished: safe to, and its answer is in the trace
         error = ActionError.of("cancelled", _CUT)
         return Observation.failure(error, call_id=obs.call_id, tool=obs.tool, tool_version=obs.tool_version)
     key = obs.diagnostics.get("idempotency_key")
@@ -210,7 +242,8 @@ def end_running_plans(engine: Engine) -> None:
     for plan in running_plans(engine):
         run_id = plan.run_state.run_id
         for node_id in plan.cut_writes():
-            _note_unknown(ledger, functools.partial(ledger.get_node, run_id, node_id), node_id)
+            read = functools.partial(ledger.get_node, run_id, node_id)
+            _note_unknown(ledger, read, node_id, None if node_id.startswith("group:") else engine)
         plan.end_by_close()
     end_running_calls(engine)
 
@@ -222,7 +255,7 @@ def end_running_calls(engine: Engine) -> None:
     ledger = engine.ledger
     in_flight = engine.messages.in_flight
     for key in in_flight.writes():
-        _note_unknown(ledger, functools.partial(ledger.get, key), key)
+        _note_unknown(ledger, functools.partial(ledger.get, key), key, engine)
     in_flight.cut()
 
 
@@ -234,38 +267,47 @@ def note_cut_writes(engine: Engine) -> None:
     _wait_for_plans(engine)
     ledger = engine.ledger
     for key in list(engine.writing):
-        _note_unknown(ledger, functools.partial(ledger.get, key), key)
+        _note_unknown(ledger, functools.partial(ledger.get, key), key, engine)
 
 
-def close_trace(engine: Engine, close: Callable[[], object]) -> None:
-    """``close`` (the trace store's) now, or, when ``close()`` runs on the loop of calls it cut
+def close_stores(engine: Engine, close: Callable[[], object]) -> None:
+    """``close`` (the stores') now, or, when ``close()`` runs on the loop of calls or plans it cut
     (they end only once it returned), once each of them stored what it recorded: every event of
-    a call that began reaches the trace. Bounded: at :data:`TRACE_KEPT_S` after the call the
-    store closes whatever still runs (the loop must be running for that; at the interpreter's
-    exit the deferred writes are committed anyway)."""
-    pending = engine.messages.in_flight.ending_here()
+    a call or plan that began reaches the trace, every step of its writes the ledger. Bounded: at
+    :data:`TRACE_KEPT_S` after the call the stores close whatever still runs (the loop must be
+    running for that; at the interpreter's exit the deferred writes are committed anyway).
+    ``InFlight.stores_open`` turns False just before they close."""
+    in_flight = engine.messages.in_flight
+    pending = in_flight.ending_here()
     if not pending:
+        in_flight.stores_open = False
         close()
         return
+    loop = asyncio.get_running_loop()
     left = [len(pending)]
     closed: list[bool] = []
 
     def once() -> None:
         if not closed:
             closed.append(True)
+            in_flight.stores_open = False
             try:
                 close()
             except Exception:  # a store already failing: its own close reports it
-                _log.exception("actionspace: the trace store could not be closed")
+                _log.exception("actionspace: the stores could not be closed")
 
     def ended() -> None:
         left[0] -= 1
-        if left[0] <= 0:
+        if left[0] > 0:
+            return
+        try:  # once the task that ended last took its answer (ended_by_close reads stores_open)
+            loop.call_soon_threadsafe(once)
+        except RuntimeError:  # its loop is closed
             once()
 
     for cut in pending:
         cut.ended.then.append(ended)
-    asyncio.get_running_loop().call_later(TRACE_KEPT_S, once)
+    loop.call_later(TRACE_KEPT_S, once)
 
 
 def _wait_for_plans(engine: Engine) -> None:
@@ -281,12 +323,24 @@ def _wait_for_plans(engine: Engine) -> None:
     in_flight.wait_sync(time.monotonic() + SYNC_CALL_WAIT_S)  # the sync calls it cannot cut
 
 
-def _note_unknown(ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str) -> None:
-    """The entry ``read`` returns moved from ``dispatched`` to ``unknown``, the close noted."""
+def _note_unknown(
+    ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str, engine: Engine | None
+) -> None:
+    """The entry ``read`` returns moved from ``dispatched`` to ``unknown``, the close noted, when
+    its send began (``engine``'s ledger driver is sending it; None: an atomic group, whose
+    sends it does not follow). ``unknown`` says a write was sent and its outcome is not known
+    (DESIGN §6): an entry whose send had not begun is never sent after the close began, and its
+    call ends it ``failed`` (not sent); until then it stays ``dispatched``, its intent durable,
+    as every write's is before its send."""
     error = ActionError.of("unknown_commit", f"{_CUT}; the write may have committed").to_dict()
     try:
         entry = read()
-        if entry is not None and entry.state == "dispatched":
+        if entry is not None and entry.state == "dispatched" and _sending(engine, entry.key):
             ledger.transition(entry.key, ("dispatched",), entry.evolve(state="unknown", error=error))
     except Exception:  # a store already failing: recovery settles the entry from ``dispatched``
         _log.exception("actionspace: the write %s cut by close() could not be noted unknown", name)
+
+
+def _sending(engine: Engine | None, key: str) -> bool:
+    """The send of ``key`` began (``LedgerDriver.sending``), or ``engine`` is None."""
+    return engine is None or key in list(engine.driver.sending.values())

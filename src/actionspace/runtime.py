@@ -427,9 +427,9 @@ class Runtime:
         workflow; see :mod:`actionspace.durable`, which takes no ``tool_limits`` or ``retry_of``); default:
         the Runtime's ``plan_backend``.
         """
-        if (backend or self.planner.backend) == "inprocess":
-            run_id = self.run_state(run_id, principal).run_id
-        result = await self._parts.planner.arun(
+        in_process = (backend or self.planner.backend) == "inprocess"
+        run_id = self.run_state(run_id, principal).run_id if in_process else run_id
+        run = self._parts.planner.arun(
             plan,
             run_id=run_id,
             principal=principal,
@@ -439,7 +439,7 @@ class Runtime:
             retry_of=retry_of,
             backend=backend,
         )
-        return _closing.plan_ended_by_close(result, self)  # rewritten if it ran while the runtime closed
+        return await _closing.plan_run(run, self, in_process=in_process)  # rewritten if the runtime closed
 
     def run_plan(self, plan: Plan | Mapping[str, Any], **options: Any) -> PlanResult:
         """Sync :meth:`arun_plan` (runs its own event loop; from async code use ``arun_plan``)."""

@@ -187,6 +187,9 @@ class InFlight:
         self._sync_ended = threading.Condition()
         self._waiting = False
         """``close()`` waits for the sync calls (:meth:`wait_sync`): :meth:`leave` tells it."""
+        self.stores_open = True
+        """False once ``close()`` closes (or is about to close) the stores: a call that reads it
+        True after it stored its events had them stored."""
 
     # ------------------------------------------------------------------ the closing thread
     def writes(self) -> list[str]:

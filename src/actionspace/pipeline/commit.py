@@ -69,6 +69,10 @@ class LedgerDriver:
         self.executor: Executor | None = None
         """The runtime's executor: once it is :attr:`~Executor.closed`, a call ends ``cancelled``
         before its intent is recorded (nothing sent). None: never refused so."""
+        self.sending: dict[int, str] = {}
+        """The keys of the calls whose first send began, by their protocol (``id``), until the
+        call ends: ``Runtime.close()`` notes ``unknown`` only these; a write whose intent is
+        written but whose send had not begun when the runtime closed is never sent after it."""
         self.flush: Callable[[Recorder], None] | None = None
         """Hands a recorder's events to the trace store (the engine's ``flush``): what the ledger
         records of a call after the call ended (its late answer's settlement) is stored with it.
@@ -134,7 +138,7 @@ class LedgerDriver:
             still_pending=still_pending,
             admit_send=None if exempt is None else exempt.admit,
         )
-        observations = self.drive(steps, dispatch, blocking=blocking)
+        observations = self.drive(steps, dispatch, blocking=blocking, key=ready.key)
         if exempt is not None:
             observations = exempt.settled(observations, rec)
         try:
@@ -148,18 +152,20 @@ class LedgerDriver:
                     record.ended = True  # the caller stores ``rec`` now: later events are stored apart
                 yield obs
         finally:
+            self.sending.pop(id(steps), None)
             if isinstance(record, _Record):
                 record.ended = True
 
     async def drive(
-        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
+        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False, key: str | None = None
     ) -> AsyncGenerator[Observation, None]:
         """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
 
         Plans' atomic groups drive their group protocol through here too. Its first send is
         refused (``cancelled``, not sent) once the runtime closed (``Executor.closed``), also when
         the close cut the caller while a step was written (:meth:`_stepped`); a send again of an
-        outcome already unknown goes as before (the close notes its entry ``unknown``).
+        outcome already unknown goes as before (the close notes its entry ``unknown``). ``key``:
+        noted in :attr:`sending` at the first send (:meth:`drive_call` removes it at the end).
         """
         sent: list[bool] = []  # appended at the first send: the close may refuse none after it
         command = await self._stepped(blocking, steps, None, sent)
@@ -185,6 +191,8 @@ class LedgerDriver:
                 command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), sent)
                 continue
             sent.append(True)
+            if key is not None:  # after the check above: a close that reads it saw the send begin
+                self.sending[id(steps)] = key
             try:
                 async for item in dispatch():
                     if isinstance(item, Observation):
