@@ -27,7 +27,7 @@ import jsonschema_rs
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["Location", "SchemaNode", "Walk", "compile_walk"]
+__all__ = ["Location", "MarkerOf", "SchemaNode", "Walk", "compile_value_walk", "compile_walk"]
 
 _DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum", "description", "title", "$comment"})
 """Keywords whose values are data, not schemas: a marker-shaped value there is not a marker."""
@@ -154,10 +154,14 @@ def _item_nodes(node: SchemaNode, index: int) -> list[SchemaNode]:
 # ---------------------------------------------------------------------------------- compiling
 
 
+MarkerOf = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
+"""What a subschema marks (None: nothing), read once per subschema when a walk is compiled."""
+
+
 class _Compiler:
-    def __init__(self, schema: Mapping[str, Any], marker_key: str) -> None:
+    def __init__(self, schema: Mapping[str, Any], marker_of: MarkerOf) -> None:
         self.schema = schema
-        self.marker_key = marker_key
+        self.marker_of = marker_of
         self.defs: dict[str, Any] = {}
         for key in ("definitions", "$defs"):
             found = schema.get(key)
@@ -180,9 +184,7 @@ class _Compiler:
         return node
 
     def _fill(self, node: SchemaNode, sub: Mapping[str, Any]) -> None:
-        marker = sub.get(self.marker_key)
-        if isinstance(marker, Mapping) and "type" in marker:
-            node.marker = marker
+        node.marker = self.marker_of(sub)
         ref = sub.get("$ref")
         if isinstance(ref, str):
             target = self._resolve(ref)
@@ -247,12 +249,12 @@ class _Compiler:
 
 def compile_walk(schema: Mapping[str, Any], marker_key: str) -> Walk:
     """The walk of ``schema``'s markers; raises ConfigurationError for a marker it cannot reach."""
-    compiler = _Compiler(schema, marker_key)
-    root = compiler.node(schema)
-    for definition in compiler.defs.values():  # unreferenced definitions hold no reachable value
-        compiler.node(definition)
-    nodes = list(compiler.nodes.values())
-    _mark_live(nodes)
+
+    def marker_of(sub: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        marker = sub.get(marker_key)
+        return marker if isinstance(marker, Mapping) and "type" in marker else None
+
+    compiler, root, nodes = _compiled(schema, marker_of)
     reached = set(compiler.nodes)
     stray = [m for m in _markers(schema, marker_key) if id(m) not in reached]
     if stray:
@@ -266,6 +268,28 @@ def compile_walk(schema: Mapping[str, Any], marker_key: str) -> Walk:
             f"{marker_key} markers could not be checked"
         )
     return Walk(root=root, marked=tuple(n for n in nodes if n.marker is not None))
+
+
+def compile_value_walk(schema: Mapping[str, Any], marker_of: MarkerOf) -> Walk:
+    """The walk of what ``marker_of`` finds in ``schema`` (a ``type``, a ``format``), wherever a
+    value can take it. Unlike :func:`compile_walk`, a mark no value reaches (under ``not``, behind
+    a ``$ref`` that does not resolve) is no error: it governs nothing, so a value there is left as
+    written. Raises ConfigurationError only as :func:`compile_walk` does for the same schema (a
+    ``patternProperties`` pattern that is not a valid regular expression)."""
+    _, root, nodes = _compiled(schema, marker_of)
+    return Walk(root=root, marked=tuple(n for n in nodes if n.marker is not None))
+
+
+def _compiled(
+    schema: Mapping[str, Any], marker_of: MarkerOf
+) -> tuple[_Compiler, SchemaNode, list[SchemaNode]]:
+    compiler = _Compiler(schema, marker_of)
+    root = compiler.node(schema)
+    for definition in compiler.defs.values():  # unreferenced definitions hold no reachable value
+        compiler.node(definition)
+    nodes = list(compiler.nodes.values())
+    _mark_live(nodes)
+    return compiler, root, nodes
 
 
 def _mark_live(nodes: list[SchemaNode]) -> None:

@@ -19,6 +19,7 @@ from actionspace._json_values import unfit_arguments
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.validation.forms import ArgumentForms, SettledCheck, compile_forms
 from actionspace.validation.semantic import SemanticChecks, compile_checkers
 from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
 
@@ -54,6 +55,10 @@ class CompiledTool:
 
     spec: ToolSpec
     validator: Any
+    """What the precompiled path asks (``is_valid``): :attr:`schema`, or, when the schema holds
+    integers or date-times, a :class:`~actionspace.validation.forms.SettledCheck` that also wants the
+    arguments in the form the tool receives and the action is known by (any other call takes the
+    stages, which convert it)."""
     checks: SemanticChecks
     defaults: tuple[tuple[str, Any], ...]
     simple: bool
@@ -62,6 +67,10 @@ class CompiledTool:
     """The trace payload of an accepted call (shared: never mutated)."""
     output_labels: tuple[str, ...]
     """The labels an observation of this tool carries."""
+    schema: Any
+    """The compiled JSON Schema."""
+    forms: ArgumentForms | None
+    """Where the schema holds integers and date-times (None: nowhere), see :meth:`ArgumentForms.split`."""
 
 
 @dataclass(slots=True)
@@ -70,10 +79,14 @@ class Validated:
 
     verdict: Verdict
     arguments: Mapping[str, Any]
-    """With defaults written in and bound entities replaced by their ids."""
+    """The call as its action is known by (its idempotency key, argument digest, node, approvals,
+    ledger entry and trace): with defaults written in, bound entities replaced by their ids, paths
+    canonical, integers written ``7.0`` as ``7`` and date-times in one spelling
+    (:func:`~actionspace.validation.forms.timestamp_identity`)."""
     provenance: Mapping[str, str]
     python_arguments: Mapping[str, Any] | None = None
-    """The arguments converted for a Python tool (``coerce``), when it needs conversion."""
+    """What the tool receives when it is not :attr:`arguments`: converted for a Python tool
+    (``coerce``), or date-times as the call spelled them."""
 
 
 _VALIDATORS: dict[str, Any] = {}
@@ -132,7 +145,9 @@ def _compile(spec: ToolSpec) -> CompiledTool:
         "schema_hash": spec.schema_hash,
     }
     labels = (spec.labels.confidentiality,)
-    return CompiledTool(spec, validator, checks, defaults, simple, accepted, labels)
+    forms = compile_forms(spec.input_schema)
+    check = validator if forms is None else SettledCheck(validator, forms)
+    return CompiledTool(spec, check, checks, defaults, simple, accepted, labels, validator, forms)
 
 
 def _reject(message: str, errors: list[FieldError], **details: Any) -> Validated:
@@ -179,16 +194,13 @@ def validate(
             "arguments hold text that is not Unicode" if text else "arguments hold a value that is not JSON"
         )
         return _reject(summary, [FieldError(path=path, message=reason)])
+    if not compiled.schema.is_valid(arguments):
+        return _reject("arguments do not match the tool's schema", schema_errors(compiled.schema, arguments))
     if compiled.simple:
-        if compiled.validator.is_valid(arguments):
+        if compiled.forms is None:
             return Validated(ACCEPTED, arguments, provenance)
-        return _reject(
-            "arguments do not match the tool's schema", schema_errors(compiled.validator, arguments)
-        )
-    if not compiled.validator.is_valid(arguments):
-        return _reject(
-            "arguments do not match the tool's schema", schema_errors(compiled.validator, arguments)
-        )
+        received, known = compiled.forms.split(arguments)
+        return Validated(ACCEPTED, known, provenance, None if received is known else received)
     return _validate_rich(compiled, arguments, dict(provenance), ctx)
 
 
@@ -205,6 +217,8 @@ def _validate_rich(
             args[name] = value
             provenance[name] = "default"
     args = compiled.checks.canonical(args)
+    if compiled.forms is not None:  # what the tool receives: the checks below read that
+        args = compiled.forms.split(args)[0]
     errors = [FieldError(path=p, message=m) for p, m in compiled.checks.problems(args)]
     if spec.refinements:
         # a refinement relates values that passed their own checks (a start without an offset is
@@ -262,8 +276,23 @@ def _validate_rich(
     if approvals:
         reasons = "; ".join(a.reason for a in approvals)
         details = {"rules": [dict(a.details) for a in approvals]}
-        return Validated(NeedsApproval(reasons, details), args, provenance, python_args)
-    return Validated(ACCEPTED, args, provenance, python_args)
+        return _known(compiled, NeedsApproval(reasons, details), args, provenance, python_args)
+    return _known(compiled, ACCEPTED, args, provenance, python_args)
+
+
+def _known(
+    compiled: CompiledTool,
+    verdict: Verdict,
+    args: dict[str, Any],
+    provenance: Mapping[str, str],
+    python_args: dict[str, Any] | None,
+) -> Validated:
+    """The validated call: ``args`` (what the tool receives, unless ``python_args``) as the action
+    is known by, its date-times in one spelling."""
+    known = args if compiled.forms is None else compiled.forms.split(args)[1]
+    if python_args is None and known is not args:
+        python_args = args
+    return Validated(verdict, known, provenance, python_args)
 
 
 def _top(pointer: str) -> str:
