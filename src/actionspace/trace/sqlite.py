@@ -33,6 +33,7 @@ from actionspace._store_url import sqlite_reading_uri
 from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
+from actionspace.trace._payload_texts import PayloadTexts
 from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -179,6 +180,7 @@ class SqliteTraceStore:
         """Per run, the encoded rows (kind, ts, call id, data) of the calls appended since the
         writer's last transaction took them."""
         self._held_lock = threading.Lock()
+        self._texts = PayloadTexts(encode_data)
 
     # -- the TraceStore protocol --------------------------------------------------------------
 
@@ -207,13 +209,13 @@ class SqliteTraceStore:
         if not records:
             return
         self._db.check_open()
-        ordered = sorted(records, key=_seq)
+        ordered, text = sorted(records, key=_seq), self._texts.text
         rows = [
             (
                 kind if kind.isascii() else text_for_utf8(kind),
                 ts,
                 call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
-                encode_data(data),
+                text(data),  # a payload recorded by every call of a tool is encoded once
             )
             for _, kind, ts, call_id, data in ordered
         ]

@@ -1,0 +1,55 @@
+"""The encoded text of event payloads that recur, kept by the payload object's identity.
+
+Several payloads of a call are not made per call: the ``authorized`` and ``validated`` payloads of
+a tool's simple calls (:class:`~actionspace.trace.events.CallShape`) and the ``flow_checked``
+payload of a precompiled side-effecting call are one object, recorded by every call of that tool
+under one run label. Encoding them again on every call was about 40 % of the encoding a durable
+call's nine events cost on the caller's thread (the interpreter's lock serializes it between
+concurrent callers). A recorded payload is never mutated afterwards (the memory store keeps the
+objects themselves, so a change would rewrite its trace), so the text written for an object once
+is its text for as long as the object is held here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+__all__ = ["PayloadTexts"]
+
+KEPT: Final = 256
+"""Payloads whose text is kept, the most recently recorded: the recurring ones of a few dozen
+tools, while the per-call ones (recorded once) pass through."""
+
+
+class PayloadTexts:
+    """``encode(data)`` for each payload, once per ``dict`` object among the last :data:`KEPT`.
+
+    An entry holds its object, so the object's ``id`` is not reused while the entry is kept; an
+    entry whose object is not the one asked about (an ``id`` reused after eviction) is encoded
+    again. Safe to call from several threads.
+    """
+
+    def __init__(self, encode: Callable[[Mapping[str, Any]], str], kept: int = KEPT) -> None:
+        self._encode = encode
+        self._kept = kept
+        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._lock = threading.Lock()
+
+    def text(self, data: Mapping[str, Any]) -> str:
+        """The text ``encode`` gives ``data``; raises whatever ``encode`` raises."""
+        if type(data) is not dict:  # another mapping may read differently each time
+            return self._encode(data)
+        key = id(data)
+        texts = self._texts
+        with self._lock:
+            hit = texts.pop(key, None)
+            if hit is not None and hit[0] is data:
+                texts[key] = hit  # the most recent again: the last to be let go
+                return hit[1]
+            text = self._encode(data)
+            texts[key] = (data, text)
+            if len(texts) > self._kept:
+                del texts[next(iter(texts))]
+            return text
