@@ -20,7 +20,9 @@
   -32600: MCP requests carry a string or integer id, never null, and notifications none, so such
   a message is neither (the SDK would take it for a notification: 202, never answered). So is a
   message naming one member twice in an object (the SDK keeps the last value, a proxy's filter
-  may read the first).
+  may read the first), and a JSON-RPC batch (a JSON array: MCP sends none). Any other JSON that
+  is no JSON-RPC message is answered 400 -32600 too, with a short message in place of the SDK's
+  validation report (which echoes the input and names the SDK's models).
 * **Fair share.** A principal holds at most ``max_sessions_per_principal`` open sessions
   (default :data:`MAX_SESSIONS_PER_PRINCIPAL`); opening one more is answered 429 until it ends
   one (``DELETE``) or one expires (no request in flight for ``idle_timeout_s``, the SDK's idle
@@ -128,7 +130,7 @@ class HttpGuard:
             checked = await _checked_body(receive, send)
             if checked is None:
                 return
-            receive = checked
+            receive, send = checked, _concise(send)
         session = headers.get(_SESSION_HEADER)
         if not session:
             if self._sessions.full(principal.id):
@@ -259,6 +261,14 @@ _BAD_ID = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: a request\'s id is '
     b'a string or an integer (never null), and a notification has no id"}}'
 )
+_BATCH = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: a batch (a JSON '
+    b'array of messages) is not accepted; send each message in a request of its own"}}'
+)
+_NOT_A_MESSAGE = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the body is not a '
+    b'JSON-RPC 2.0 request, notification or response (an object with jsonrpc \\"2.0\\")"}}'
+)
 _NO_SESSION = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
 
 
@@ -326,21 +336,54 @@ def _refusal(body: bytes) -> bytes | None:
     """The 400 body for a message the SDK would misread, or None to pass it on.
 
     Refused: an object naming a member twice (whose value counts is up to the reader: the SDK
-    keeps the last, a proxy's filter may read the first), and a message with a ``method`` whose
-    ``id`` is neither a string nor an integer.
-    """
+    keeps the last, a proxy's filter may read the first), a message with a ``method`` whose
+    ``id`` is neither a string nor an integer, and a JSON-RPC batch (MCP sends none since
+    2025-06-18; the SDK's 400 for it would be its validator's report, see :func:`_concise`)."""
     try:
         message = json.loads(body, object_pairs_hook=_once_each)
     except _Twice as twice:
         return _invalid(f"Invalid Request: the message names {twice.name[:40]!r} twice in one object")
     except (ValueError, RecursionError):  # not JSON (the SDK's parse error answers it)
         return None
-    if not isinstance(message, dict) or "method" not in message or "id" not in message:
-        return None
-    ident = message["id"]
-    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
-        return None
-    return _BAD_ID
+    if isinstance(message, list):
+        return _BATCH
+    if isinstance(message, dict) and "method" in message and "id" in message:
+        ident = message["id"]
+        if not (isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool))):
+            return _BAD_ID
+    return None
+
+
+def _concise(send: Send) -> Send:
+    """``send``, the SDK's 400 for a body it could not validate (its validator's report, which
+    echoes the input and names its models) answered :data:`_NOT_A_MESSAGE` instead."""
+    held: list[Message] = []
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 400:
+            held.append(message)  # until its body says whether it is such a report
+            return
+        if held and message["type"] == "http.response.body":
+            start = held.pop()
+            if not message.get("more_body", False) and _validation_report(message.get("body", b"")):
+                headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+                headers.append((b"content-length", str(len(_NOT_A_MESSAGE)).encode()))
+                await send({**start, "headers": headers})
+                await send({"type": "http.response.body", "body": _NOT_A_MESSAGE})
+                return
+            await send(start)
+        await send(message)
+
+    return sending
+
+
+def _validation_report(body: bytes) -> bool:
+    """Whether ``body`` is the SDK's JSON-RPC error carrying its validator's report."""
+    try:
+        error = json.loads(body).get("error")
+        return str(error.get("message", "")).startswith("Validation error")
+    except (ValueError, AttributeError, RecursionError):
+        return False
 
 
 def _invalid(message: str) -> bytes:

@@ -10,7 +10,8 @@ from typing import Any, Final
 
 from actionspace.ledger._budget_reclaim import FORGOTTEN, values
 from actionspace.ledger.budget_owners import OWNER_TABLES
-from actionspace.policy.budget import UNITS, Usage, _vector
+from actionspace.policy._budget_limits import UNITS
+from actionspace.policy._budget_usage import Usage, vector
 
 __all__ = [
     "SQLITE_SCHEMA",
@@ -18,12 +19,16 @@ __all__ = [
     "counts_in_run",
     "forget_run",
     "insert_row",
+    "legacy_run_key",
     "lower_row",
     "principal_key",
     "run_key",
+    "run_prefix",
+    "run_usage",
     "settle_rows",
     "take_row",
     "usage_row",
+    "whole_run_usage",
 ]
 
 Vector = tuple[float, float, float, float]
@@ -45,8 +50,24 @@ CREATE TABLE IF NOT EXISTS budget_usage (
 )
 
 
-def run_key(run_id: str) -> str:
-    """The ``budget_usage`` scope of a run."""
+def run_key(run_id: str, principal: tuple[str, str | None]) -> str:
+    """The ``budget_usage`` scope of a principal's run: ``run@{run id}:{principal's scope}``, the
+    run id with ``%`` and ``:`` percent-escaped (so the first ``:`` after it ends it). A run's
+    usage is kept per principal: one naming another's run id never spends that run's budget."""
+    return f"{run_prefix(run_id)}{principal_key(principal)}"
+
+
+def run_prefix(run_id: str) -> str:
+    """What the scope of every principal's usage in ``run_id`` starts with (and no other's does)."""
+    return f"run@{run_id.replace('%', '%25').replace(':', '%3A')}:"
+
+
+def legacy_run_key(run_id: str) -> str:
+    """The scope under which earlier versions kept a run's usage, of every principal in it. Such
+    a row (of a store written before) still counts, for every principal of the run: whose part of
+    it was whose is not recorded, and a budget errs on the side of spent. Nothing writes one now
+    (no new scope starts with ``run:``), but a reclaim settles what a reservation made then
+    counts in it."""
     return f"run:{run_id}"
 
 
@@ -72,6 +93,38 @@ def usage_row(conn: Any, p: str, scope: str, lock_sql: str = "") -> list[float]:
     return [float(v) for v in values(row)]
 
 
+def run_usage(
+    conn: Any, p: str, run_id: str, principal: tuple[str, str | None], lock_sql: str = ""
+) -> list[float]:
+    """What ``principal`` used and holds in ``run_id``, what earlier versions kept of the run
+    under :func:`legacy_run_key` included; ``lock_sql`` appended to the read."""
+    sql = f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope IN ({p}, {p})"
+    rows = conn.execute(sql + lock_sql, (run_key(run_id, principal), legacy_run_key(run_id))).fetchall()
+    return _summed(rows)
+
+
+def whole_run_usage(conn: Any, p: str, run_id: str) -> list[float]:
+    """What every principal used and holds in ``run_id`` (read over every usage row)."""
+    rows = conn.execute(
+        f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope = {p} OR {_starts('scope', p)}",
+        (legacy_run_key(run_id), run_prefix(run_id), run_prefix(run_id)),
+    ).fetchall()
+    return _summed(rows)
+
+
+def _starts(column: str, p: str) -> str:
+    """SQL true when ``column`` starts with the text bound twice (SQLite and PostgreSQL alike)."""
+    return f"substr({column}, 1, length({p})) = {p}"
+
+
+def _summed(rows: Sequence[Any]) -> list[float]:
+    total = [0.0, 0.0, 0.0, 0.0]
+    for row in rows:
+        for i, v in enumerate(values(row)):
+            total[i] += float(v)
+    return total
+
+
 def add_usage(conn: Any, p: str, scope: str, delta: Vector) -> None:
     """Add ``delta`` to the usage row of ``scope`` (created at ``delta`` when missing)."""
     conn.execute(
@@ -79,7 +132,7 @@ def add_usage(conn: Any, p: str, scope: str, delta: Vector) -> None:
         " ON CONFLICT (scope) DO UPDATE SET calls = budget_usage.calls + excluded.calls,"
         " items = budget_usage.items + excluded.items, bytes = budget_usage.bytes + excluded.bytes,"
         " money = budget_usage.money + excluded.money",
-        (scope, *delta),
+        (scope, *_reals(delta)),
     )
 
 
@@ -100,7 +153,7 @@ def insert_row(
         "INSERT INTO budget_reservations (token, owner, run_scope, principal_scope, ledger_key,"
         " calls, items, bytes, money, sent_calls, sent_items, sent_bytes, sent_money)"
         f" VALUES ({marks})",
-        (token, owner, *keys, key, *need, *sent),
+        (token, owner, *keys, key, *_reals(need), *_reals(sent)),
     )
 
 
@@ -111,8 +164,15 @@ def lower_row(conn: Any, p: str, token: str, by: Sequence[float], if_sent: Seque
     conn.execute(
         f"UPDATE budget_reservations SET calls = calls - {p}, items = items - {p},"
         f" bytes = bytes - {p}, money = money - {p}{sent} WHERE token = {p}",
-        (*by, *(if_sent or ()), token),
+        (*_reals(by), *_reals(if_sent or ()), token),
     )
+
+
+def _reals(counts: Sequence[float]) -> tuple[float, ...]:
+    """``counts`` as floats, as the columns hold them: a driver binds an integer of 2**63 or more
+    as no SQL integer (SQLite refuses it), while every count a meter adds is a finite float or
+    infinite (:func:`~actionspace.policy.budget._vector`)."""
+    return tuple(map(float, counts))
 
 
 def take_row(conn: Any, p: str, token: str) -> tuple[Vector, bool] | None:
@@ -133,12 +193,17 @@ def take_row(conn: Any, p: str, token: str) -> tuple[Vector, bool] | None:
     return (float(calls), float(items), float(nbytes), float(money)), run_scope != FORGOTTEN
 
 
-def forget_run(conn: Any, p: str, run_scope: str) -> None:
-    """Drop a run's usage row; its open reservations no longer count in it (their settle and
-    their reclaim change only their principal's row), so that row never comes back below zero."""
-    conn.execute(f"DELETE FROM budget_usage WHERE scope = {p}", (run_scope,))
+def forget_run(conn: Any, p: str, run_id: str) -> None:
+    """Drop a run's usage rows, of every principal (read over every row); its open reservations
+    no longer count in them (their settle and their reclaim change only their principal's row),
+    so that no such row comes back below zero."""
+    legacy, prefix = legacy_run_key(run_id), run_prefix(run_id)
     conn.execute(
-        f"UPDATE budget_reservations SET run_scope = {p} WHERE run_scope = {p}", (FORGOTTEN, run_scope)
+        f"DELETE FROM budget_usage WHERE scope = {p} OR {_starts('scope', p)}", (legacy, prefix, prefix)
+    )
+    conn.execute(
+        f"UPDATE budget_reservations SET run_scope = {p} WHERE run_scope = {p} OR {_starts('run_scope', p)}",
+        (FORGOTTEN, legacy, prefix, prefix),
     )
 
 
@@ -154,7 +219,7 @@ def settle_rows(
     """Replace the reservation ``token`` (None: none recorded, it counts ``amount``) by ``actual``
     in its usage rows ``keys`` (run, principal), its run's row left alone once forgotten; False,
     changing nothing, when its row is gone (:func:`take_row`: it was settled or reclaimed)."""
-    counted, scopes = _vector(amount), tuple[str, ...](keys)
+    counted, scopes = vector(amount), tuple[str, ...](keys)
     if token is not None:
         taken = take_row(conn, p, token)
         if taken is None:
@@ -162,7 +227,7 @@ def settle_rows(
         counted = taken[0]
         if not taken[1]:
             scopes = keys[1:]
-    used = _vector(actual)
+    used = vector(actual)
     delta = (used[0] - counted[0], used[1] - counted[1], used[2] - counted[2], used[3] - counted[3])
     if any(delta):
         for scope in scopes:

@@ -43,19 +43,19 @@ from actionspace.ledger._budget_rows import (
     forget_run,
     insert_row,
     lower_row,
+    run_usage,
     settle_rows,
     usage_row,
+    whole_run_usage,
 )
 from actionspace.ledger._budget_rows import principal_key as _principal_key
 from actionspace.ledger._budget_rows import run_key as _run_key
 from actionspace.ledger.budget_owners import LEASE_S, PG_OWNER_TABLES
+from actionspace.policy._budget_usage import ZERO, Usage, admissible, as_usage, vector
 from actionspace.policy.budget import (
-    ZERO,
     Budgets,
     Meter,
     Reservation,
-    Usage,
-    _admissible,
     _capped,
     _draw_on,
     _held_if_sent,
@@ -63,8 +63,6 @@ from actionspace.policy.budget import (
     _refill,
     _refilled,
     _take,
-    _usage,
-    _vector,
 )
 
 __all__ = ["PostgresMeter", "SqliteMeter", "open_meter"]
@@ -165,15 +163,17 @@ class _StoredMeter(Meter):
         )
 
     def used(self, *, run_id: str | None = None, principal: tuple[str, str | None] | None = None) -> Usage:
-        if run_id is None and principal is None:
-            return ZERO
-        scope = _run_key(run_id) if run_id is not None else _principal_key(principal)  # type: ignore[arg-type]
+        p = self._placeholder
         with self._read() as conn:
-            return _usage(self._row(conn, scope))
+            if run_id is not None and principal is not None:
+                return as_usage(run_usage(conn, p, run_id, principal))
+            if run_id is not None:
+                return as_usage(whole_run_usage(conn, p, run_id))
+            return ZERO if principal is None else as_usage(self._row(conn, _principal_key(principal)))
 
     def remaining(self, run_id: str | None, principal: tuple[str, str | None]) -> dict[str, float]:
         with self._read() as conn:
-            run = self._row(conn, _run_key(run_id)) if run_id is not None else None
+            run = run_usage(conn, self._placeholder, run_id, principal) if run_id is not None else None
             return self._remaining(run, self._row(conn, _principal_key(principal)))
 
     def admit(
@@ -201,9 +201,9 @@ class _StoredMeter(Meter):
         key: str | None,
         if_sent: Usage | None,
     ) -> Reservation | ActionError:
-        keys = (_run_key(run_id), _principal_key(principal))
-        need, amount = _admissible(amount, self._limited)
-        sent = _vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
+        keys = (_run_key(run_id, principal), _principal_key(principal))
+        need, amount = admissible(amount, self._limited)
+        sent = vector(if_sent) if if_sent is not None else (need[0], need[1], 0, need[3])
         group = _holding(run_id, principal)
         if group is not None and group.ledger_key is not None:
             key = group.ledger_key  # a member is sent exactly when its group is
@@ -221,7 +221,7 @@ class _StoredMeter(Meter):
             hold = group if any(drawn) else None
             held_sent = None if hold is None else _held_if_sent(hold, drawn, sent)
             extra = (need[0] - drawn[0], need[1] - drawn[1], need[2] - drawn[2], need[3] - drawn[3])
-            run = self._row(conn, keys[0], lock=True)
+            run = run_usage(conn, self._placeholder, run_id, principal, self._lock_rows)
             shared = self._row(conn, keys[1], lock=True)
             refused = self._check(run, shared, amount, list(extra))
             if refused is not None:
@@ -243,7 +243,7 @@ class _StoredMeter(Meter):
                 keys=keys,
                 scope=(run_id, principal),
                 token=token,
-                drawn=None if hold is None else _usage(drawn),
+                drawn=None if hold is None else as_usage(drawn),
                 drawn_from=hold,
                 issuer=self,
             )
@@ -341,10 +341,10 @@ class _StoredMeter(Meter):
             back, sent = ZERO, None if live is None or if_sent is None else _capped(if_sent, live)
         _refill(hold, back, [r for r, _a, _d in stored])
         if live is not None and sent is not None:
-            live.if_sent = _usage(sent)
+            live.if_sent = as_usage(sent)
 
     def forget_run(self, run_id: str) -> None:
-        self._transact(lambda conn: forget_run(conn, self._placeholder, _run_key(run_id)))
+        self._transact(lambda conn: forget_run(conn, self._placeholder, run_id))
 
     def renew(self) -> int:
         """Renew this meter's lease and :meth:`reclaim` in one transaction; how many were reclaimed."""

@@ -28,7 +28,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
-from actionspace.parse import ParseResult, parse
+from actionspace.parse import ParseResult, ids_apart, parse
 from actionspace.pipeline.calls import (
     Cut,
     InFlight,
@@ -318,6 +318,8 @@ class Messages:
                 out.append(obs)
             elif not blocking:
                 opened = in_flight.open()  # its calls may be cut: close() waits for its events
+            if quick is None:
+                parsed = _apart(raw, run, parsed)
             calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts, parsed)
             if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
                 out.extend(per_call_id(raw, calls))
@@ -379,6 +381,20 @@ class Messages:
             in_flight.done(opened)
             if cut is not None:
                 cut.ended.set()
+
+
+def _apart(raw: Any, run: RunState, parsed: ParseResult | None) -> ParseResult | None:
+    """``parse(raw)`` (``parsed`` when given), each call without an id given one that no call of the
+    message holds (:func:`~actionspace.parse.ids_apart`): an id the model wrote may be one the run
+    would mint (``<run>:n<k>``), and one result answered under it twice reaches the model as the
+    other call's. A single call, or a ``ToolCall``, cannot collide: it is left as it is."""
+    if parsed is None:
+        if isinstance(raw, ToolCall):
+            return None
+        parsed = parse(raw)
+    if parsed.error is not None or len(parsed.calls) < 2:
+        return parsed
+    return ids_apart(parsed, f"{run.run_id}:", run.nodes)
 
 
 def _not_begun(rec: Recorder, call: ToolCall, run: RunState, call_id: str | None = None) -> Observation:

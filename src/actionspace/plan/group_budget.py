@@ -185,8 +185,8 @@ def over_budget(
 
 
 def _refusal(meter: Meter, run_id: str, principal: Principal, need: Usage, group: str) -> ActionError | None:
-    run_used = meter.used(run_id=run_id)
-    shared = meter.used(principal=(principal.id, principal.tenant))
+    who = (principal.id, principal.tenant)
+    run_used, shared = meter.used(run_id=run_id, principal=who), meter.used(principal=who)
     for budget in meter.budgets:
         used = shared if budget.per == "principal" else run_used
         for unit, limit in budget.limits().items():

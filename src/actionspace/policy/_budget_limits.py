@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,7 +29,8 @@ class Budget:
     money: float | None = None
     """In the units of ``ToolSpec.cost``. Default unlimited."""
     per: Literal["run", "principal"] = "run"
-    """``run``: each run has its own allowance; ``principal``: shared by all runs of a principal."""
+    """``run``: each run of a principal has its own allowance (another principal naming the same run
+    id has one of its own); ``principal``: shared by all runs of a principal."""
 
     def __post_init__(self) -> None:
         if self.per not in ("run", "principal"):
@@ -39,6 +41,8 @@ class Budget:
         for unit, limit in limits.items():
             if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 0:
                 raise ConfigurationError(f"Budget.{unit} must be a number >= 0, got {limit!r}")
+            if isinstance(limit, int) and limit > sys.float_info.max:  # no count compares with it
+                raise ConfigurationError(f"Budget.{unit} is beyond any float: leave it None for no limit")
 
     def limits(self) -> dict[Unit, float]:
         """The limited units and their limits."""

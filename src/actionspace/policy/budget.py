@@ -1,8 +1,10 @@
 """Budgets in real units (calls, items, observation bytes, money) and the meter that enforces them.
 
-A :class:`Budget` limits the usage of one run (``per="run"``) or of one principal across all its
-runs (``per="principal"``). Several budgets compose: ``Budget(calls=20) & Budget(money=1.0)`` (or a
-list given to ``Runtime(budgets=[...])``) means every one of them applies.
+A :class:`Budget` limits the usage of one principal's run (``per="run"``) or of one principal
+across all its runs (``per="principal"``). A run's usage is kept per principal (id and tenant):
+a caller naming another principal's run id spends an allowance of its own, never that run's.
+Several budgets compose: ``Budget(calls=20) & Budget(money=1.0)`` (or a list given to
+``Runtime(budgets=[...])``) means every one of them applies.
 
 Before dispatch the runtime asks the :class:`Meter` to *admit* the call's :func:`estimate`; the
 estimate is reserved at once (so concurrent calls cannot all pass the same check) and replaced by
@@ -17,7 +19,6 @@ every process shares, and reclaims the reservations of processes that died befor
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -26,11 +27,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace._fast import fast_init
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.policy._budget_limits import UNITS, Budget, Budgets, Unit
+from actionspace.policy._budget_usage import ZERO as ZERO
+from actionspace.policy._budget_usage import Usage
+from actionspace.policy._budget_usage import admissible as _admissible
+from actionspace.policy._budget_usage import as_usage as _usage
+from actionspace.policy._budget_usage import vector as _vector
 from actionspace.types import ToolCall
 from actionspace.validation.items import count_items
 
@@ -46,45 +51,6 @@ __all__ = [
     "estimate_calls",
     "item_count",
 ]
-
-
-@fast_init
-@dataclass(frozen=True, kw_only=True)
-class Usage:
-    """An amount of every unit: what a call is estimated to use, or what has been used."""
-
-    calls: int = 0
-    items: int = 0
-    bytes: int = 0
-    """Observation bytes (canonical JSON of what the model is shown)."""
-    money: float = 0.0
-    """In the units of ``ToolSpec.cost``."""
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            calls=self.calls + other.calls,
-            items=self.items + other.items,
-            bytes=self.bytes + other.bytes,
-            money=self.money + other.money,
-        )
-
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            calls=self.calls - other.calls,
-            items=self.items - other.items,
-            bytes=self.bytes - other.bytes,
-            money=self.money - other.money,
-        )
-
-    def to_dict(self) -> dict[str, float]:
-        return {"calls": self.calls, "items": self.items, "bytes": self.bytes, "money": round(self.money, 9)}
-
-    def fits(self, remaining: Mapping[str, float]) -> bool:
-        """True when no unit exceeds what ``remaining`` allows of it (a unit not named there is unlimited)."""
-        return all(getattr(self, unit) <= left for unit, left in remaining.items())
-
-
-ZERO = Usage()
 
 
 def item_count(spec: ToolSpec, arguments: Mapping[str, Any]) -> int:
@@ -267,32 +233,6 @@ _EPSILON = 1e-9
 _INDEX: dict[Unit, int] = {unit: i for i, unit in enumerate(UNITS)}
 
 
-def _vector(usage: Usage) -> tuple[float, float, float, float]:
-    """The units of ``usage`` as the meter adds them: a negative amount (a misconfigured negative
-    cost) counts as 0, never as a refund, and NaN as infinite, so it never fits a limit."""
-    v = (usage.calls, usage.items, usage.bytes, usage.money)
-    if v[0] >= 0 and v[1] >= 0 and v[2] >= 0 and v[3] >= 0:
-        return v
-    calls, items, nbytes, money = (x if x >= 0 else math.inf if x != x else 0 for x in v)
-    return (calls, items, nbytes, money)
-
-
-def _admissible(amount: Usage, limited: frozenset[int]) -> tuple[tuple[float, float, float, float], Usage]:
-    """``amount`` as a meter admits and counts it, with its :func:`_vector`: an infinite unit (a
-    cost that is not a real number) that no budget limits counts as 0 while reserved, so settling
-    it never subtracts an infinity (NaN in every count after); a limited one never fits anyway."""
-    need = _vector(amount)
-    if all(x < math.inf for x in need) or any(need[i] == math.inf for i in limited):
-        return need, amount
-    counted = dataclasses.replace(amount, **{UNITS[i]: 0 for i in range(4) if need[i] == math.inf})
-    return _vector(counted), counted
-
-
-def _usage(vector: list[float]) -> Usage:
-    calls, items, nbytes, money = vector
-    return Usage(calls=int(calls), items=int(items), bytes=int(nbytes), money=money)
-
-
 class Meter:
     """Usage per run and per principal (id and tenant), thread-safe, in memory (``memory://``;
     :mod:`actionspace.ledger.budget_store` keeps it in the database every process shares).
@@ -309,14 +249,20 @@ class Meter:
         ]
         self._limited = frozenset(i for _b, _p, limits in self._limits for _u, i, _l in limits)
         self._lock = threading.Lock()
-        self._runs: dict[str, list[float]] = {}
+        self._runs: dict[str, dict[tuple[str, str | None], list[float]]] = {}
+        """Run id → principal → its usage in that run (a run's usage is kept per principal)."""
         self._principals: dict[tuple[str, str | None], list[float]] = {}
 
     def used(self, *, run_id: str | None = None, principal: tuple[str, str | None] | None = None) -> Usage:
-        """Usage of a run, or of a principal across its runs."""
+        """Usage of a principal in a run (of every principal in it, without ``principal``), or of
+        a principal across its runs (without ``run_id``)."""
         with self._lock:
             if run_id is not None:
-                vector = self._runs.get(run_id)
+                rows = self._runs.get(run_id, {})
+                if principal is not None:
+                    vector = rows.get(principal)
+                else:
+                    vector = [sum(v[i] for v in rows.values()) for i in range(4)] if rows else None
             else:
                 vector = self._principals.get(principal) if principal is not None else None
             return ZERO if vector is None else _usage(vector)
@@ -324,7 +270,7 @@ class Meter:
     def remaining(self, run_id: str | None, principal: tuple[str, str | None]) -> dict[str, float]:
         """Per limited unit, the least that any applicable budget still allows (never negative)."""
         with self._lock:
-            run = self._runs.get(run_id, [0, 0, 0, 0.0]) if run_id is not None else None
+            run = self._runs.get(run_id, {}).get(principal, [0, 0, 0, 0.0]) if run_id is not None else None
             return self._remaining(run, self._principals.get(principal, [0, 0, 0, 0.0]))
 
     def admit(
@@ -345,9 +291,12 @@ class Meter:
         """
         need, amount = _admissible(amount, self._limited)
         with self._lock:
-            run = self._runs.get(run_id)
+            rows = self._runs.get(run_id)
+            if rows is None:
+                rows = self._runs[run_id] = {}
+            run = rows.get(principal)
             if run is None:
-                run = self._runs[run_id] = [0, 0, 0, 0.0]
+                run = rows[principal] = [0, 0, 0, 0.0]
             shared = self._principals.get(principal)
             if shared is None:
                 shared = self._principals[principal] = [0, 0, 0, 0.0]
@@ -455,7 +404,7 @@ class Meter:
                 hold.if_sent = _usage(_capped(if_sent, hold))
 
     def forget_run(self, run_id: str) -> None:
-        """Drop a finished run's usage (principal usage is kept)."""
+        """Drop a finished run's usage, of every principal in it (principal usage is kept)."""
         with self._lock:
             self._runs.pop(run_id, None)
 
