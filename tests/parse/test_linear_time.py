@@ -1,8 +1,11 @@
 """Parsing time grows linearly with the input on adversarial outputs of every family.
 
 Ratios of times, never absolute times: growing the input tenfold must grow the time by well under
-the hundredfold a quadratic scan would take (the bound is 30x). Each time is the best of a few
-runs; a floor keeps sub-millisecond timings (dominated by noise) from making ratios meaningless.
+the hundredfold a quadratic scan would take (the bound is 30x). Each time is the CPU time this
+process spent parsing (``time.process_time``), not the wall time: other processes taking the cores
+(a loaded machine, the other test worker) stretch the wall time of one measurement and not of the
+other, but leave the work parsing did unchanged. Each time is the best of a few runs; a floor keeps
+sub-millisecond timings (dominated by noise) from making ratios meaningless.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from actionspace.parse import parse
 from tests.parse.adversarial import cases
 
 RATIO = 30.0
-"""Tenfold input: linear work takes 10x, a quadratic scan 100x; 30 leaves room for a loaded machine
-(every timing is a best of several) and still fails anything growing like n^1.5 or faster."""
+"""Tenfold input: linear work takes 10x, a quadratic scan 100x; 30 leaves room for cache effects of a
+larger input (every timing is a best of several) and still fails anything growing like n^1.5 or
+faster."""
 FLOOR_S = 0.01
 CASES = cases()
 
@@ -30,9 +34,9 @@ def prefix_of(text: str, size: int) -> str:
 def best_time(text: str, runs: int = 3) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = time.perf_counter()
+        start = time.process_time()
         result = parse(text)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
         assert result.error is None or result.error.category == "parse_error"
     return best
 
@@ -40,8 +44,9 @@ def best_time(text: str, runs: int = 3) -> float:
 def ratio(
     make: Callable[[int], str], small: int, large: int, attempts: int = 3
 ) -> tuple[float, float, float]:
-    """t(large) / t(small) (small floored), the lowest of a few attempts: other load on the machine
-    only ever inflates a timing, while a super-linear scan inflates every attempt."""
+    """t(large) / t(small) (small floored), the lowest of a few attempts: what still varies in CPU
+    time (caches, a garbage collection) only ever inflates a timing, while a super-linear scan
+    inflates every attempt."""
     best = (float("inf"), 0.0, 0.0)
     small_text, large_text = make(small), make(large)
     for _ in range(attempts):

@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,9 @@ from actionspace import Runtime
 from actionspace.policy.flow_policies import DEFAULT_FLOW_POLICY, AllowAll, FlowPolicy, UntrustedWrites
 from tests.pg import fresh_schema
 from tests.pipeline.test_fast_effects import _strip  # clocks and approval request ids
+
+TOGETHER_S = 30.0
+"""How long a tool waits for the calls it should run beside to begin (a generous deadline)."""
 
 
 def message(*calls: tuple[str, dict[str, Any]]) -> str:
@@ -45,6 +48,11 @@ class Timeline:
     strays: list[str] = field(default_factory=list)
     """Calls of a tool of the caller's thread that ran on another thread."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    changed: threading.Condition = field(init=False)
+    """Notified at every begin and end (under ``lock``)."""
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
 
     def begin(self, what: str) -> None:
         with self.lock:
@@ -52,12 +60,47 @@ class Timeline:
             self.most = max(self.most, self.active)
             self.clock += 1
             self.spans[what] = [self.clock, -1]
+            self.changed.notify_all()
 
     def end(self, what: str) -> None:
         with self.lock:
             self.active -= 1
             self.clock += 1
             self.spans[what][1] = self.clock
+            self.changed.notify_all()
+
+    def wait_for(self, ready: Callable[[Timeline], bool], timeout: float = TOGETHER_S) -> bool:
+        """Block (a tool on a worker thread) until ``ready(self)``; False after ``timeout``.
+
+        A tool that holds on until the calls it should run beside have begun makes "they ran at
+        once" certain where a sleep only made it likely (a loaded machine may begin the next call
+        after the sleep ended); calls run one after the other instead each wait out ``timeout`` and
+        the test fails on the timeline."""
+        with self.changed:
+            return self.changed.wait_for(lambda: ready(self), timeout)
+
+    async def await_for(self, ready: Callable[[Timeline], bool], timeout: float = TOGETHER_S) -> bool:
+        """:meth:`wait_for` from an async tool (polls: the calls it waits for may share its loop)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if ready(self):
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.001)
+
+    def begun(self, *whats: str) -> Callable[[Timeline], bool]:
+        """A condition for :meth:`wait_for`: every one of ``whats`` has begun."""
+        return lambda seen: all(w in seen.spans for w in whats)
+
+    def ended(self, what: str) -> Callable[[Timeline], bool]:
+        """A condition for :meth:`wait_for`: ``what`` has ended."""
+        return lambda seen: what in seen.spans and seen.spans[what][1] != -1
+
+    def at_once(self, n: int) -> Callable[[Timeline], bool]:
+        """A condition for :meth:`wait_for`: ``n`` calls have run at once."""
+        return lambda seen: seen.most >= n
 
     def overlap(self, a: str, b: str) -> bool:
         (a0, a1), (b0, b1) = self.spans[a], self.spans[b]
@@ -260,8 +303,10 @@ def check_together_as_apart(
         *[[("missing" if i == 7 else names[i % len(names)], args) for i, args in m] for m in drawn],
     ]
     seen = Timeline()
-    together = play(generated_runtime(tools, policy, True, seen, kinds), messages, sync=sync)
-    apart = play(generated_runtime(tools, policy, False, Timeline(), kinds), messages, sync=sync)
+    with generated_runtime(tools, policy, True, seen, kinds) as rt:
+        together = play(rt, messages, sync=sync)
+    with generated_runtime(tools, policy, False, Timeline(), kinds) as rt:
+        apart = play(rt, messages, sync=sync)
     assert together == apart
     assert seen.strays == []
     by_name = {t.name: t for t in tools}

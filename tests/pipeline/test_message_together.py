@@ -12,6 +12,8 @@ the call wait, and a generated message ends exactly as it ends one call after th
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from actionspace import Runtime
 from actionspace.policy.flow_policies import DEFAULT_FLOW_POLICY
 from tests.pipeline.messages_gen import (
     POLICIES,
+    TOGETHER_S,
     Shape,
     Timeline,
     calls_,
@@ -32,9 +35,13 @@ from tests.pipeline.messages_gen import (
 )
 from tests.pipeline.messages_gen import durable_url as durable_url  # the fixture
 
+Hold = Mapping[str, Callable[[Timeline], bool]]
+"""What a tool call (by its span name, ``"fetch a"``) waits for once begun (Timeline.await_for)."""
 
-def _docs_runtime(seen: Timeline, docs: dict[str, str], **kw: Any) -> Runtime:
+
+def _docs_runtime(seen: Timeline, docs: dict[str, str], hold: Hold | None = None, **kw: Any) -> Runtime:
     rt = Runtime("memory://", **kw)
+    holds: Hold = hold if hold is not None else {}
 
     @rt.tool(effect="read", reads=["web:{url}"])
     async def fetch(url: str, wait_ms: int = 30) -> str:
@@ -45,6 +52,8 @@ def _docs_runtime(seen: Timeline, docs: dict[str, str], **kw: Any) -> Runtime:
             wait_ms: how long the page takes.
         """
         seen.begin(f"fetch {url}")
+        if (ready := holds.get(f"fetch {url}")) is not None:
+            await seen.await_for(ready)
         await asyncio.sleep(wait_ms / 1000)
         seen.end(f"fetch {url}")
         return url.upper()
@@ -58,6 +67,8 @@ def _docs_runtime(seen: Timeline, docs: dict[str, str], **kw: Any) -> Runtime:
             text: its new text.
         """
         seen.begin(f"save {name} {text}")
+        if (ready := holds.get(f"save {name} {text}")) is not None:
+            await seen.await_for(ready)
         await asyncio.sleep(0.02)
         docs[name] = text
         seen.end(f"save {name} {text}")
@@ -68,9 +79,9 @@ def _docs_runtime(seen: Timeline, docs: dict[str, str], **kw: Any) -> Runtime:
 
 def test_the_calls_of_one_message_run_at_once_when_they_commute() -> None:
     seen = Timeline()
-    rt = _docs_runtime(seen, {})
-    calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
-    out = asyncio.run(rt.acall_all(calls, run_id=rt.new_run()))
+    with _docs_runtime(seen, {}, {f"fetch {u}": seen.at_once(3) for u in "abc"}) as rt:
+        calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
+        out = asyncio.run(rt.acall_all(calls, run_id=rt.new_run()))
     assert [(o.status, o.data) for o in out] == [("ok", "A"), ("ok", "B"), ("ok", "C")]
     assert seen.most == 3  # one after the other, never more than 1
 
@@ -78,7 +89,10 @@ def test_the_calls_of_one_message_run_at_once_when_they_commute() -> None:
 def test_calls_that_do_not_commute_run_in_the_message_order_and_the_others_beside_them() -> None:
     seen: Timeline = Timeline()
     docs: dict[str, str] = {}
-    rt = _docs_runtime(seen, docs)
+    # the first two saves commute: each holds on until the other began (one after the other, the
+    # first would wait out TOGETHER_S alone and the overlap below would fail)
+    hold = {"save x first": seen.begun("save y other"), "save y other": seen.begun("save x first")}
+    rt = _docs_runtime(seen, docs, hold)
     run = rt.new_run()
     # A write is judged on the run label: until the run label holds what a save adds (the
     # tool's own label), a save waits for the one before it to be shown, as one after the other.
@@ -96,11 +110,13 @@ def test_calls_that_do_not_commute_run_in_the_message_order_and_the_others_besid
     assert seen.spans["save x first"][1] < seen.spans["save x second"][0]
     # both writes of x reached the ledger as two actions, neither replayed nor held as pending
     assert [e.state for e in rt.ledger.list(limit=10)].count("committed") == 4
+    rt.close()
 
 
 def test_observations_come_in_the_message_order_whatever_ends_first() -> None:
     seen = Timeline()
-    rt = _docs_runtime(seen, {})
+    # a, begun first, ends only after c ended: the order of the ends is certain, not a race of sleeps
+    rt = _docs_runtime(seen, {}, {"fetch a": seen.ended("fetch c")})
     calls = message(*((("fetch", {"url": u, "wait_ms": w})) for u, w in (("a", 60), ("b", 30), ("c", 1))))
     run = rt.new_run()
     out = asyncio.run(rt.acall_all(calls, run_id=run))
@@ -111,6 +127,7 @@ def test_observations_come_in_the_message_order_whatever_ends_first() -> None:
     for obs in out:  # each call's own events in their order
         kinds = [e.kind for e in events if e.call_id == obs.call_id]
         assert kinds.index("dispatched") < kinds.index("observation")
+    rt.close()
 
 
 def test_a_call_whose_decision_reads_a_label_waits_for_the_calls_that_would_change_it() -> None:
@@ -154,6 +171,7 @@ def test_a_call_whose_decision_reads_a_label_waits_for_the_calls_that_would_chan
         assert [o.error and o.error.category for o in warm] == ["invalid_arguments"] * 2
         out = asyncio.run(rt.acall_all(calls, run_id=run))
         outcomes.append([(o.status, o.error and o.error.category) for o in out])
+        rt.close()
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][1][0] != "ok" and sent == []
 
@@ -167,9 +185,8 @@ def test_cancelling_a_message_cancels_every_call_begun_and_keeps_their_events() 
 
     async def main() -> None:
         task = asyncio.create_task(rt.acall_all(message(*(("hang", {"url": u}) for u in "abc")), run_id=run))
-        for _ in range(400):  # every call of the message begins at once (within 2 s)
-            if len(started) == 3:
-                break
+        deadline = time.monotonic() + TOGETHER_S  # every call of the message begins at once
+        while len(started) < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         assert sorted(started) == ["a", "b", "c"]
         task.cancel()
@@ -180,6 +197,7 @@ def test_cancelling_a_message_cancels_every_call_begun_and_keeps_their_events() 
     assert sorted(cancelled) == ["a", "b", "c"]
     dispatched = {e.call_id for e in rt.trace.events(run) if e.kind == "dispatched"}
     assert len(dispatched) == 3
+    rt.close()
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -215,6 +233,8 @@ def test_writes_of_one_message_on_a_durable_store_commit_once_and_a_reproposal_r
             body: the text.
         """
         seen.begin(to)
+        if to != "zed":  # the three writes of one message: each holds on until all three began
+            await seen.await_for(seen.at_once(3))
         await asyncio.sleep(0.05)
         sent.append(to)
         seen.end(to)
@@ -262,9 +282,8 @@ def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice(
 
     async def main() -> tuple[list[Any], list[Any]]:
         first = asyncio.create_task(rt.acall_all(calls, run_id=run))
-        for _ in range(400):
-            if len(sent) == 4:
-                break
+        deadline = time.monotonic() + TOGETHER_S
+        while len(sent) < 4 and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         assert sorted(sent) == ["ann", "bob", "cy", "zed"]  # the three writes began together
         second = asyncio.create_task(rt.acall_all(calls, run_id=run))
@@ -277,6 +296,7 @@ def test_a_message_proposed_again_while_its_calls_still_run_sends_nothing_twice(
     assert [o.data for o in first] == ["sent to ann", "sent to bob", "sent to cy"]
     assert [o.data for o in second] == [o.data for o in first]
     assert sorted(sent) == ["ann", "bob", "cy", "zed"]
+    rt.close()
 
 
 def test_when_deciding_whether_a_call_may_begin_fails_the_call_waits_and_still_runs(
@@ -291,6 +311,7 @@ def test_when_deciding_whether_a_call_may_begin_fails_the_call_waits_and_still_r
     seen = Timeline()
     rt = _docs_runtime(seen, {})
     calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}))
-    out = asyncio.run(rt.acall_all(calls, run_id=rt.new_run()))
+    with rt:
+        out = asyncio.run(rt.acall_all(calls, run_id=rt.new_run()))
     assert [(o.status, o.data) for o in out] == [("ok", "A"), ("ok", "B")]
     assert seen.most == 1  # one after the other

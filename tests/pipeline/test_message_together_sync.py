@@ -15,6 +15,7 @@ import json
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from actionspace import Runtime
 from tests.pipeline.messages_gen import (
     POLICIES,
+    TOGETHER_S,
     Shape,
     Timeline,
     calls_,
@@ -36,8 +38,13 @@ from tests.pipeline.messages_gen import (
 from tests.pipeline.messages_gen import durable_url as durable_url  # the fixture
 
 
-def _lookups(seen: Timeline, threads: set[int]) -> Runtime:
+def _lookups(
+    seen: Timeline, threads: set[int], hold: Mapping[str, Callable[[Timeline], bool]] | None = None
+) -> Runtime:
+    """``hold``: what a call (by its span name, ``"fetch a"``) waits for once begun (Timeline.wait_for);
+    the test may fill it after calls that must not wait."""
     rt = Runtime("memory://")
+    holds = hold if hold is not None else {}
 
     @rt.tool(effect="read", reads=["web:{url}"])
     def fetch(url: str) -> str:
@@ -48,6 +55,8 @@ def _lookups(seen: Timeline, threads: set[int]) -> Runtime:
         """
         threads.add(threading.get_ident())
         seen.begin(f"fetch {url}")
+        if (ready := holds.get(f"fetch {url}")) is not None:
+            seen.wait_for(ready)
         time.sleep(0.05)
         seen.end(f"fetch {url}")
         return url.upper()
@@ -60,6 +69,8 @@ def _lookups(seen: Timeline, threads: set[int]) -> Runtime:
             key: the key.
         """
         seen.begin(f"lookup {key}")
+        if (ready := holds.get(f"lookup {key}")) is not None:
+            await seen.await_for(ready)
         await asyncio.sleep(0.05)
         seen.end(f"lookup {key}")
         return f"{key}={id(asyncio.get_running_loop())}"
@@ -81,9 +92,9 @@ def _lookups(seen: Timeline, threads: set[int]) -> Runtime:
 
 def test_a_sync_message_runs_its_blocking_calls_at_once() -> None:
     seen, threads = Timeline(), set[int]()
-    rt = _lookups(seen, threads)
-    calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
-    out = rt.call_all(calls, run_id=rt.new_run())
+    with _lookups(seen, threads, {f"fetch {u}": seen.at_once(3) for u in "abc"}) as rt:
+        calls = message(("fetch", {"url": "a"}), ("fetch", {"url": "b"}), ("fetch", {"url": "c"}))
+        out = rt.call_all(calls, run_id=rt.new_run())
     assert [(o.status, o.data) for o in out] == [("ok", "A"), ("ok", "B"), ("ok", "C")]
     assert seen.most == 3  # one after the other, never more than 1
     assert threading.get_ident() not in threads  # on worker threads, as one at a time
@@ -91,10 +102,13 @@ def test_a_sync_message_runs_its_blocking_calls_at_once() -> None:
 
 def test_a_sync_message_runs_its_async_calls_at_once_on_the_loop_they_always_ran_on() -> None:
     seen, threads = Timeline(), set[int]()
-    rt = _lookups(seen, threads)
+    hold: dict[str, Callable[[Timeline], bool]] = {}
+    rt = _lookups(seen, threads, hold)
     run = rt.new_run()
     alone = rt.call(json.loads(message(("lookup", {"key": "z"})))["tool_calls"][0], run_id=run)
+    hold.update({f"lookup {k}": seen.at_once(3) for k in "xyz"})  # the message's calls, not the one alone
     out = rt.call_all(message(*(("lookup", {"key": k}) for k in "xyz")), run_id=run)
+    rt.close()
     assert seen.most == 3
     loops = {str(o.data).split("=")[1] for o in [alone, *out]}
     assert len(loops) == 1  # the executor's portal loop, as for one call
@@ -153,6 +167,8 @@ def test_three_writes_of_a_sync_message_on_a_durable_store_commit_once_and_repla
             body: the text.
         """
         seen.begin(to)
+        if to != "zed":  # the three writes of one message: each holds on until all three began
+            seen.wait_for(seen.at_once(3))
         time.sleep(0.05)
         with seen.lock:
             sent.append(to)
@@ -191,9 +207,8 @@ def test_an_interrupted_sync_message_cancels_its_calls_and_keeps_their_events() 
         raise Interrupted
 
     def interrupt() -> None:
-        for _ in range(400):
-            if len(started) == 3:
-                break
+        deadline = time.monotonic() + TOGETHER_S
+        while len(started) < 3 and time.monotonic() < deadline:
             time.sleep(0.005)
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 

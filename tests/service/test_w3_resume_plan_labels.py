@@ -74,14 +74,20 @@ def _app(store: str, paid: list[str]) -> Iterator[tuple[TestClient, Runtime, Any
 
 
 def _pending(rt: Runtime, run_id: str) -> str:
-    """The held payment's request id, once the run's round that held it has ended."""
-    deadline = time.monotonic() + 20
+    """The held payment's request id, once what the resumed call is judged on is recorded: a plan
+    node's ``plan_node_held`` (written after its round ended: a server stopped before it is the
+    "labels lost" case, judged stricter), a call's ``needs_approval`` observation."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         held = [r for r in rt.approvals.list("pending") if r.run_id == run_id]
         events = rt.trace.events(run_id)
-        ended = any(e.kind == "plan_finished" for e in events) or any(
-            e.kind == "observation" and e.data.get("category") == "needs_approval" for e in events
-        )
+        if any(e.kind == "plan_started" for e in events):
+            noted = {e.data.get("request_id") for e in events if e.kind == "plan_node_held"}
+            ended = any(r.id in noted for r in held)
+        else:
+            ended = any(
+                e.kind == "observation" and e.data.get("category") == "needs_approval" for e in events
+            )
         if held and ended:
             return held[0].id
         time.sleep(0.02)
@@ -120,7 +126,7 @@ def _unbroken(store: str, body: dict[str, Any]) -> tuple[dict[str, Any], list[st
     with _app(store, paid) as (client, rt, runner):
         _submit(client, {**body, "run_id": "unbroken"})
         _approve(client, _pending(rt, "unbroken"))
-        runner.wait("unbroken", timeout=20)
+        runner.wait("unbroken", timeout=60)
         return _outcome(rt.trace.events("unbroken")), paid
 
 
@@ -133,7 +139,7 @@ def _broken(store: str, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]
         _approve(client, request_id)
         resumed = runner.resumed(request_id, "broken")
         assert resumed is not None, "the approved node was not resumed"
-        resumed.result(timeout=20)
+        resumed.result(timeout=60)
         return _outcome(rt.trace.events("broken")), paid
 
 
@@ -192,7 +198,7 @@ def test_a_plan_node_whose_references_labels_were_lost_is_not_resumed(tmp_path: 
         _approve(client, request_id)
         resumed = runner.resumed(request_id, "lost")
         assert resumed is not None
-        assert resumed.result(timeout=20) == "partial"
+        assert resumed.result(timeout=60) == "partial"
         last = [e for e in rt.trace.events("lost") if e.kind == "observation"][-1]
         assert (last.call_id, last.data["category"]) == ("lost:p", "policy_violation")
         assert all(e.node_id != "p" for e in rt.ledger.list())

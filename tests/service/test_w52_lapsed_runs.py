@@ -81,7 +81,7 @@ def serve(store: str, steps: str, fd: int) -> None:
     server.run(sockets=[socket.socket(fileno=fd)])
 
 
-def _until(condition: Any, what: str, timeout: float = 30.0) -> None:
+def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, what
@@ -113,10 +113,13 @@ def _start_and_kill(tmp_path: Path, body: dict[str, Any], run_id: str) -> str:
         while True:
             try:
                 started = httpx.post(
-                    f"{base}/api/runs", json={**body, "run_id": run_id}, headers=bearer("agent-token")
+                    f"{base}/api/runs",
+                    json={**body, "run_id": run_id},
+                    headers=bearer("agent-token"),
+                    timeout=60.0,
                 )
                 break
-            except httpx.TransportError:
+            except httpx.ConnectError:  # not listening yet; a slow answer is waited for, never sent twice
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
         assert started.status_code == 202, started.text
@@ -140,6 +143,21 @@ def _server(store: str, tally: FileTally) -> Iterator[tuple[TestClient, Runtime,
     finally:
         app.state.runner.close()
         rt.close()
+
+
+def _count_scans(app: FastAPI) -> list[float]:
+    """The times the runner of ``app`` began a scan for lapsed runs from now on (appended by its
+    scan thread)."""
+    began: list[float] = []
+    drives = app.state.runner._drives
+    lapsed = drives.lapsed
+
+    def counted(live: Any) -> Any:
+        began.append(time.monotonic())
+        return lapsed(live)
+
+    drives.lapsed = counted
+    return began
 
 
 def _continued(events: list[TraceEvent]) -> list[dict[str, Any]]:
@@ -173,7 +191,7 @@ def test_a_plan_whose_server_was_killed_mid_tool_is_picked_up_and_ends(tmp_path:
     store = _start_and_kill(tmp_path, {"plan": PLANS[kind]}, "m1")
     tally = FileTally(tmp_path / "steps.txt")
     with _server(store, tally) as (client, rt, _app):
-        _until(lambda: _finished(rt.trace.events("m1")), "the run was never picked up", timeout=20)
+        _until(lambda: _finished(rt.trace.events("m1")), "the run was never picked up")
         _check_ended(rt, "m1", kind, tally)
         row = client.get("/api/runs/m1", headers=bearer("agent-token")).json()
         assert row["status"] == _finished(rt.trace.events("m1"))[0]["status"]
@@ -190,7 +208,7 @@ def test_calls_whose_server_was_killed_mid_tool_are_picked_up_and_the_later_ones
     store = _start_and_kill(tmp_path, {"calls": calls}, "m3")
     tally = FileTally(tmp_path / "steps.txt")
     with _server(store, tally) as (_client, rt, _app):
-        _until(lambda: _finished(rt.trace.events("m3")), "the run was never picked up", timeout=20)
+        _until(lambda: _finished(rt.trace.events("m3")), "the run was never picked up")
         (finished,) = _finished(rt.trace.events("m3"))
         assert tally.counts == {"a": 1, "b-start": 1, "c": 1}
         assert _sent_once(rt, "m3") == {"c1": 1, "c2": 1, "c3": 1}
@@ -205,9 +223,15 @@ def test_two_servers_racing_for_a_killed_servers_run_continue_it_once(tmp_path: 
     store = _start_and_kill(tmp_path, {"plan": PLANS["query"]}, "m2")
     tally = FileTally(tmp_path / "steps.txt")
     with ExitStack() as stack:
-        _c1, rt1, _app1 = stack.enter_context(_server(store, tally))
-        _c2, _rt2, _app2 = stack.enter_context(_server(store, tally))
-        _until(lambda: _finished(rt1.trace.events("m2")), "the run was never picked up", timeout=20)
-        threading.Event().wait(3 * LEASE_S)  # both servers scanned again after the run ended
+        _c1, rt1, app1 = stack.enter_context(_server(store, tally))
+        _c2, _rt2, app2 = stack.enter_context(_server(store, tally))
+        scans = [_count_scans(app1), _count_scans(app2)]
+        _until(lambda: _finished(rt1.trace.events("m2")), "the run was never picked up")
+        ended = [len(s) for s in scans]
+        # a scan begun after the run ended has ended once the one after it began (scans follow
+        # one another on each server's scan thread)
+        _until(
+            lambda: all(len(s) >= n + 2 for s, n in zip(scans, ended, strict=True)), "no scan after the end"
+        )
         _check_ended(rt1, "m2", "query", tally)
         assert len(_finished(rt1.trace.events("m2"))) == 1

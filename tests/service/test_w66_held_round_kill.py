@@ -81,10 +81,13 @@ def _killed_after_the_round(tmp_path: Path, run_id: str) -> tuple[str, str]:
         while True:
             try:
                 started = httpx.post(
-                    f"{base}/api/runs", json={"plan": ABC, "run_id": run_id}, headers=bearer("agent-token")
+                    f"{base}/api/runs",
+                    json={"plan": ABC, "run_id": run_id},
+                    headers=bearer("agent-token"),
+                    timeout=60.0,
                 )
                 break
-            except httpx.ConnectError:
+            except httpx.ConnectError:  # not listening yet; a slow answer is waited for, never sent twice
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
         assert started.status_code == 202, started.text
@@ -114,7 +117,7 @@ def test_an_approval_of_a_node_whose_held_record_a_kill_cut_off_runs_it_in_its_p
         assert decided.status_code == 200, decided.text
         resumed = app.state.runner.resumed(request_id, "h1")
         assert resumed is not None
-        assert resumed.result(timeout=30) == "ok"
+        assert resumed.result(timeout=60) == "ok"
         events = rt.trace.events("h1")
         assert tally.counts == {"a": 1, "b": 1, "c": 1}
         assert [f["status"] for f in _finished(events)] == ["ok"]
