@@ -139,7 +139,13 @@ _scalars: dict[str, Shaped] = {}
 
 
 def _remember(text: str, plain: Any, digest: str, mutable: bool) -> Shaped:
-    shaped = _unchanged(plain, digest)
+    shaped: Shaped = _new(Shaped)  # _unchanged(plain, digest), without a call of its own
+    _set_data(shaped, plain)
+    _set_trimming(shaped, None)
+    _set_complete(shaped, True)
+    _set_ref(shaped, None)
+    _set_hash(shaped, digest)
+    _set_not_stored(shaped, None)
     if len(text) <= MEMO_CHARS:
         memo: dict[str, Any] = _digests if mutable else _scalars
         if len(memo) >= _MEMO_ENTRIES:

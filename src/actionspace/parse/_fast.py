@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import from_json
+
 from actionspace.parse._result import ParseResult, checked_ids
 from actionspace.parse._scan import DECODER, loads
 from actionspace.parse._structured import CUT_OFF_STATUSES as _CUT_OFF_STATUSES
@@ -24,6 +26,7 @@ __all__ = [
     "fast_openai_message",
     "fast_responses_items",
     "loads_object",
+    "openai_entry_parts",
 ]
 
 _scan_once = DECODER.scan_once  # type: ignore[attr-defined]
@@ -41,6 +44,36 @@ def loads_object(text: str) -> Any:
     if end != len(text) and not text[end:].isspace():
         return None
     return value
+
+
+def openai_entry_parts(raw: str) -> tuple[str, str | None, Any] | None:
+    """(name, id, arguments) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse`` reads it
+    (None: anything else), read with ``pydantic_core.from_json`` (the precompiled call path; the
+    arguments are not checked here)."""
+    try:
+        value = from_json(raw, allow_inf_nan=False)
+    except ValueError:
+        return None
+    if type(value) is not dict:
+        return None
+    function = value.get("function")
+    if type(function) is not dict or value.get("type", "function") != "function":
+        return None
+    name = function.get("name")
+    call_id = value.get("id")
+    if type(name) is not str or (call_id is not None and type(call_id) is not str):
+        return None
+    arguments = function.get("arguments")
+    if type(arguments) is str:
+        if arguments[:1] != "{":
+            return None
+        try:
+            arguments = from_json(arguments, allow_inf_nan=False)
+        except ValueError:
+            return None
+    elif arguments is None:
+        arguments = {}
+    return name.strip(), call_id or None, arguments  # an empty id is no id, as parse reads it
 
 
 def fast_openai_entry(value: object) -> ParseResult | None:

@@ -43,8 +43,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import from_json
-
 from actionspace._json_values import finite_numbers, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
@@ -55,6 +53,7 @@ from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
 from actionspace.outcomes import Outcome, Succeeded
 from actionspace.parse import ParseResult
+from actionspace.parse._fast import openai_entry_parts
 from actionspace.pipeline.calls import InFlight
 from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
@@ -71,6 +70,8 @@ from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 
 __all__ = ["Entry", "FastCall", "FastPath", "always_allows"]
+
+_new = object.__new__
 
 MAX_ENTRIES = 4096
 """Entries kept before the table is cleared (each is rebuilt on the next call of its tool)."""
@@ -90,14 +91,41 @@ def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
     )
 
 
-Output = tuple[Label, "Label | None"]
-"""An output label, and the run label it adds nothing to (None: not known to add nothing)."""
+_NO_FLOATS = frozenset({"integer", "string", "boolean", "null"})
+"""JSON Schema types no non-finite number satisfies (``integer`` refuses infinities and NaN)."""
+
+
+def _finite_by_schema(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` holds every argument to a type no infinity or NaN satisfies: a closed
+    object (``additionalProperties: false``, no pattern properties) each of whose properties
+    names such types, with no reference whose siblings an older draft would ignore."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return False
+    if "patternProperties" in schema or "$ref" in schema:
+        return False
+    properties = schema.get("properties") or {}
+    if not isinstance(properties, Mapping):
+        return False
+    for sub in properties.values():
+        if not isinstance(sub, Mapping) or "$ref" in sub:
+            return False
+        kind = sub.get("type")
+        kinds = [kind] if isinstance(kind, str) else kind
+        if not isinstance(kinds, list) or not kinds or not all(k in _NO_FLOATS for k in map(str, kinds)):
+            return False
+    return True
+
+
+Output = tuple[Label, "Label | None", tuple[str, ...]]
+"""An output label, the run label it adds nothing to (None: not known to add nothing), and the
+label's provenance tags (``Label.tags``, read once per run label, not once per call)."""
 
 
 def _output(label: Label, context: Label | None = None) -> Output:
     if label == PUBLIC_TRUSTED:
-        return label, context
-    return label, context if context is not None and context.join(label) is context else None
+        return label, context, label.tags()
+    within = context if context is not None and context.join(label) is context else None
+    return label, within, label.tags()
 
 
 @dataclass(slots=True)
@@ -123,13 +151,16 @@ class Entry:
     """A side-effecting tool (:func:`~actionspace.pipeline.fast_effects.has_effects`):
     :meth:`FastPath.ready` prepares its calls (the ledger runs them, pipeline/fast_effects.py);
     :meth:`FastPath.take` leaves them to the stages."""
+    finite: bool = False
+    """The schema alone refuses a non-finite number anywhere in the arguments
+    (:func:`_finite_by_schema`): a call whose schema check passed needs no walk for one."""
     verdict: Verdict | None = None
     """The flow verdict last computed for a call of a side-effecting tool, with the run label and
     argument names it holds for (replaced whole)."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
-        """The output label of a call with ``arguments`` while the run label is ``context``, and
-        ``context`` again when that label is known to add nothing to it (else None).
+        """The output label of a call with ``arguments`` while the run label is ``context``,
+        ``context`` again when that label is known to add nothing to it (else None), and its tags.
 
         Each argument is labelled with the run label (no sources, no bindings), so it joins in
         once there is any argument.
@@ -158,34 +189,6 @@ class FastCall:
 
     def tool_call(self) -> ToolCall:
         return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
-
-
-def _openai_entry(raw: Any) -> tuple[str, str | None, Any] | None:
-    """(name, id, arguments) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse`` reads it."""
-    try:
-        value = from_json(raw, allow_inf_nan=False)
-    except ValueError:
-        return None
-    if type(value) is not dict:
-        return None
-    function = value.get("function")
-    if type(function) is not dict or value.get("type", "function") != "function":
-        return None
-    name = function.get("name")
-    call_id = value.get("id")
-    if type(name) is not str or (call_id is not None and type(call_id) is not str):
-        return None
-    arguments = function.get("arguments")
-    if type(arguments) is str:
-        if arguments[:1] != "{":
-            return None
-        try:
-            arguments = from_json(arguments, allow_inf_nan=False)
-        except ValueError:
-            return None
-    elif arguments is None:
-        arguments = {}
-    return name.strip(), call_id or None, arguments  # an empty id is no id, as parse reads it
 
 
 class FastPath:
@@ -219,7 +222,7 @@ class FastPath:
         if type(raw) is str:
             if raw[:1] != "{":
                 return None
-            read = _openai_entry(raw)
+            read = openai_entry_parts(raw)
             if read is None:
                 return None
             name, call_id, arguments = read
@@ -241,11 +244,19 @@ class FastPath:
         entry = self.entry(run, name, principal, ordered)
         if entry is None or entry.effects:
             return None
-        if (not finite_numbers(arguments)) if plain else (unfit_arguments(arguments) is not None):
-            return None  # the stages refuse what arguments may not hold
-        if not entry.compiled.validator.is_valid(arguments):
-            return None
-        return FastCall(entry, name, call_id, arguments, model_output, fmt)
+        unfit = not (entry.finite or finite_numbers(arguments)) if plain else unfit_arguments(arguments)
+        if unfit or not entry.compiled.validator.is_valid(arguments):
+            return None  # the stages refuse what arguments may not hold, or the schema does
+        call = _new(FastCall)  # the generated __init__ is a Python call of its own, once per call
+        call.entry, call.name, call.call_id, call.arguments, call.raw, call.fmt = (
+            entry,
+            name,
+            call_id,
+            arguments,
+            model_output,
+            fmt,
+        )
+        return call
 
     def ready(self, inp: CallInput, ordered: Sequence[Stage]) -> Ready | None:
         """The Ready call the stages would return for ``inp``, with their events, or None to run them.
@@ -362,6 +373,7 @@ class FastPath:
             ),
             inline=spec.is_async,
             effects=effects,
+            finite=_finite_by_schema(spec.input_schema),
         )
 
     async def run(
@@ -395,15 +407,19 @@ class FastPath:
                 if call.fmt != "openai_chat":
                     model = (call.fmt, model)
             numbers: tuple[int, ...] = (next(seq), next(seq), next(seq), next(seq), next(seq))
+            span = 4
         else:
             model = None
-            numbers = (next(seq), next(seq), next(seq), next(seq))
+            numbers, span = (next(seq), next(seq), next(seq), next(seq)), 3
         first = numbers[0]
         node = node_id or f"n{next(run.nodes)}"
         call_id = call.call_id or f"{run.run_id}:{node}"
         rec.call_id = call_id
         flow = run.flow
-        label, within = entry.output(flow.context, call.arguments)
+        args = call.arguments
+        joined = entry.joined  # Entry.output, read without its call while the run label is the one held
+        out = (joined[1] if joined[0] is flow.context else entry.output(flow.context, args)) if args else None
+        label, within, tags = entry.bare if out is None else out
         flow.pending[call_id] = label
         held: CompactCall = (
             first,
@@ -418,7 +434,7 @@ class FastPath:
             ts,
             None,
         )
-        compact = numbers[-1] - first == len(numbers) - 1
+        compact = numbers[-1] - first == span
         if not compact:  # another thread numbered events of this run in between: keep the numbers
             events = expand_call(held)
             numbered = zip(numbers, events, strict=True)
@@ -427,7 +443,6 @@ class FastPath:
             rec.call = held
         else:
             rec.add_call(held)
-        args = call.arguments
         outcome: Outcome | None = None
         if blocking:
             outcome = executor.run(spec, args, rec.retry)
@@ -464,7 +479,7 @@ class FastPath:
             attempts = 0
         if compact and attempts == 1 and rec.call is held:
             now = time.time()
-            plain = plain_observation(spec, call_id, value, label, artifacts, now)
+            plain = plain_observation(spec, call_id, value, label, artifacts, now, tags)
             if isinstance(plain, Observation):  # folded into the call's record
                 rec.call = (*held[:8], next(seq), now, plain.content_hash)
                 flow.observed_as(plain, label, within)

@@ -261,11 +261,13 @@ def plain_observation(
     label: Label,
     artifacts: ArtifactStore | None,
     now: float,
+    tags: tuple[str, ...] | None = None,
 ) -> Observation | Shaped | None:
     """The observation :func:`observe` makes of an ``ok`` plain ``value`` of a call whose output
     label is ``label``, when it is shaped without cutting anything (the precompiled path). For a
     value it shaped and cut, the :class:`Shaped` value, for ``observe(..., shaped=)``; None for
-    anything else (``observe`` itself shapes it then)."""
+    anything else (``observe`` itself shapes it then). ``tags``: ``label.tags()``, when the
+    caller holds them already."""
     if type(value) not in _PLAIN:
         return None
     limit = spec.max_observation_bytes
@@ -275,7 +277,10 @@ def plain_observation(
         return shaped
     provenance = object.__new__(Provenance)
     provenance.__dict__.update(
-        fetched_at=now, resource_version=None, trust=label.integrity, labels=label.tags()
+        fetched_at=now,
+        resource_version=None,
+        trust=label.integrity,
+        labels=label.tags() if tags is None else tags,
     )
     obs = object.__new__(Observation)  # every field is already checked, as observe() does
     obs.__dict__.update(

@@ -62,7 +62,9 @@ class RunRegistry:
     ) -> None:
         """``in_memory``: the stores are in memory, so storing never waits for I/O."""
         self.trace = trace
-        self._in_memory = in_memory
+        self.in_memory = in_memory
+        """The stores are in memory: storing never waits for a file or a server (read on every
+        call, so a plain attribute rather than a property)."""
         self._defers = bool(getattr(trace, "defers_appends", False))
         """The trace store's appends return without waiting for its file (SQLite)."""
         self.run_states: RunStateStore = run_states if run_states is not None else MemoryRunStateStore()
@@ -83,7 +85,7 @@ class RunRegistry:
         what other processes saved of it since merged in (:meth:`refresh`) unless ``refresh`` is
         False (an async caller then refreshes it off its event loop: :meth:`arefresh`)."""
         run = self._runs.get(run_id)
-        if run is not None and refresh and not self._in_memory:
+        if run is not None and refresh and not self.in_memory:
             self.refresh(run)
         return run
 
@@ -95,7 +97,7 @@ class RunRegistry:
 
     async def arefresh(self, run: RunState) -> None:
         """:meth:`refresh` for an async caller: on a worker thread when the store is remote."""
-        if self._in_memory:
+        if self.in_memory:
             return
         if self.remote:
             await asyncio.to_thread(self.refresh, run)
@@ -238,7 +240,7 @@ class RunRegistry:
     @property
     def defers_appends(self) -> bool:
         """The trace store's appends return without waiting for its file (SQLite) or memory."""
-        return self._in_memory or self._defers
+        return self.in_memory or self._defers
 
     def must_save(self, run: RunState) -> bool:
         """True when :meth:`persist` would wait for the store."""
@@ -254,7 +256,7 @@ class RunRegistry:
         """``save(run_id, state, texts)``, with ``join=`` when it takes it: the call ids one process
         saved without waiting survive another's save (:mod:`actionspace.ledger.run_state`). Not
         for a store in memory, which no other process writes."""
-        if self._in_memory:
+        if self.in_memory:
             return save(run_id, state, texts)
         func = getattr(save, "__func__", save)
         joins = _JOINS.get(func)
@@ -263,11 +265,6 @@ class RunRegistry:
                 _JOINS.clear()
             joins = _JOINS[func] = "join" in inspect.signature(save).parameters
         return save(run_id, state, texts, join=join_call_ids) if joins else save(run_id, state, texts)
-
-    @property
-    def in_memory(self) -> bool:
-        """The stores are in memory: storing never waits for a file or a server."""
-        return self._in_memory
 
     def flush(self, rec: Recorder, sink: RecordSink) -> None:
         """Hand a call's events to ``sink``, the run's state saved first if it changed; a failing
@@ -285,27 +282,37 @@ class RunRegistry:
             if owner.mark() != owner.saved:
                 self.persist(owner)
         try:
-            for _ in range(TRACE_RENUMBER_ATTEMPTS):
-                try:
-                    rec.flush(sink)
-                    return
-                except ValueError:
-                    start = self.trace.next_seq(rec.run_id)
-                    rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
-                    self.renumber(rec.run_id, start + len(rec.records))
-            rec.flush(sink)
+            try:
+                rec.flush(sink)
+                return
+            except ValueError:
+                self._renumbered(rec, sink)
         except Exception:
             _log.exception(
                 "actionspace: the trace store rejected %d events of run %s", len(rec.records), rec.run_id
             )
             rec.records = []
 
+    def _renumbered(self, rec: Recorder, sink: RecordSink) -> None:
+        """Flush ``rec`` again after another process took its event numbers: renumbered after
+        the events stored, at most :data:`TRACE_RENUMBER_ATTEMPTS` times."""
+        for attempt in range(1, TRACE_RENUMBER_ATTEMPTS + 1):
+            start = self.trace.next_seq(rec.run_id)
+            rec.records = [(start + i, k, t, c, d) for i, (_, k, t, c, d) in enumerate(rec.records)]
+            self.renumber(rec.run_id, start + len(rec.records))
+            try:
+                rec.flush(sink)
+                return
+            except ValueError:
+                if attempt == TRACE_RENUMBER_ATTEMPTS:
+                    raise
+
     def flush_blocks(self, rec: Recorder) -> bool:
         """Whether :meth:`flush` of ``rec`` may wait for store I/O (async callers then run it on a
         worker thread): the stores are not in memory, and the trace store writes on the calling
         thread or what a later call of the run may do changed (the run's state is saved, and
         waited for, before the events: :meth:`must_save`)."""
-        if self._in_memory:
+        if self.in_memory:
             return False
         if not self._defers:
             return True

@@ -122,6 +122,7 @@ class FlowState:
     """One run's flow state: the context label, the user's input, what the model was shown."""
 
     __slots__ = (
+        "_full",
         "_groups",
         "_lock",
         "_origins",
@@ -155,6 +156,9 @@ class FlowState:
         """Artifact ref shown to the model → (``name@version`` of the call that produced it, its
         label): ``read_artifact`` reads only these, authorized and labelled like that call."""
         self._groups: dict[Label, list[str]] = {}
+        self._full: Label | None = None
+        """A label whose call ids in ``_groups`` are at their cap (they never shrink): a call of
+        it adds nothing there, known without hashing the label again."""
         self._origins: Origins | None = ()
         self._lock = threading.Lock()
         self.version = 0
@@ -281,7 +285,7 @@ class FlowState:
         with self._lock:
             self.pending.pop(call_id, None)
             if within is not self.context or (
-                label is not PUBLIC_TRUSTED and len(self._groups.get(label, ())) < MAX_IDS_PER_LABEL
+                label is not PUBLIC_TRUSTED and label is not self._full and self._room(label)
             ):
                 self._add(call_id, label)
             seen[call_id] = (label, obs.data)
@@ -292,6 +296,13 @@ class FlowState:
                 _mark(obs, context)
             if len(seen) > MAX_REMEMBERED:
                 self._trim()
+
+    def _room(self, label: Label) -> bool:
+        """Whether more call ids may join those kept behind ``label`` (else it is noted as full)."""
+        if len(self._groups.get(label, ())) < MAX_IDS_PER_LABEL:
+            return True
+        self._full = label
+        return False
 
     def observed_many(self, observations: Iterable[Observation]) -> None:
         """:meth:`observed` of each observation, in order (a plan's, once it ended): one lock."""

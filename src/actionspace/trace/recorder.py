@@ -26,6 +26,8 @@ class _Context(Protocol):
     @property
     def secret(self) -> bool: ...
     @property
+    def confidentiality(self) -> str: ...
+    @property
     def readers(self) -> Any: ...
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -119,13 +121,12 @@ class Recorder:
     def flush(self, sink: RecordSink) -> None:
         call, nodes = self.call, self.nodes
         if call is not None or nodes:
-            store = getattr(sink, "__self__", None)
             flow = self.run.flow
             label: _Context = flow.context
-            if label.secret or label.readers is not None or (call is not None and nodes):
+            if label.confidentiality == "secret" or label.readers is not None or (call is not None and nodes):
                 self.expand()  # events to label one by one
             elif call is not None:
-                append_call = getattr(store, "append_call", None)
+                append_call = getattr(getattr(sink, "__self__", None), "append_call", None)
                 if append_call is None or flow.pending:
                     self.expand()  # a store without compact records, or events to label one by one
                 else:
@@ -137,7 +138,7 @@ class Recorder:
             else:
                 # A node is kept compact only when its own label marks nothing (fast_nodes.py);
                 # the other records of the batch are labelled as below.
-                append_nodes = getattr(store, "append_nodes", None)
+                append_nodes = getattr(getattr(sink, "__self__", None), "append_nodes", None)
                 if append_nodes is None:
                     self.expand()  # a store without compact records
                 else:

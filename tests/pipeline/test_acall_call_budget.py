@@ -1,0 +1,73 @@
+"""A simple ``rt.acall`` of an async tool on the memory store stays a short chain of Python calls.
+
+Most of what such a call costs is the interpreter entering and leaving functions, so their number
+is what is held here (load-independent, unlike a timing). What is decided per (run, tool) stays
+decided: the output label's tags, whether the schema alone refuses a non-finite number, a label
+whose call ids are at their cap, whether the stores are in memory; a new result's digest is kept
+without a helper's call. Before: 29 calls a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from types import FrameType
+from typing import Any
+
+from actionspace import Runtime
+
+PACKAGE_DIR = "/actionspace/"
+BUDGET = 26
+"""Python-level calls into ``actionspace`` per call: 23 when this was written (24 with the schema
+check's settled integer forms), and room for a few more."""
+
+
+def _calls_of(n: int, first: int) -> tuple[Counter[str], list[Any]]:
+    """Python-level calls into actionspace during ``n`` calls (after warming the run), by function,
+    and the observations. Results start at ``first``: each is a value no other call shaped, so its
+    digest is computed anew whatever ran before in the process."""
+    rt = Runtime("memory://", recover_on_start=False)
+
+    @rt.tool(effect="none")
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def raw(i: int) -> str:
+        arguments = json.dumps({"a": first + i, "b": 1})
+        return json.dumps(
+            {"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": arguments}}
+        )
+
+    calls: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and PACKAGE_DIR in frame.f_code.co_filename:
+            calls[frame.f_code.co_qualname] += 1
+
+    async def play() -> list[Any]:
+        for i in range(40):  # the name resolved, the entry built, the label's call ids at their cap
+            await rt.acall(raw(i))
+        out = []
+        sys.setprofile(profile)
+        try:
+            for i in range(40, 40 + n):
+                out.append(await rt.acall(raw(i)))
+        finally:
+            sys.setprofile(None)
+        return out
+
+    with rt:
+        observations = asyncio.run(play())
+    return calls, observations
+
+
+def test_a_simple_async_call_makes_a_short_chain_of_python_calls() -> None:
+    small, first = _calls_of(50, 7_000_000_000)
+    large, second = _calls_of(250, 8_000_000_000)
+    assert [o.data for o in first] == [7_000_000_000 + i + 1 for i in range(40, 90)]
+    assert [o.data for o in second] == [8_000_000_000 + i + 1 for i in range(40, 290)]
+    per_call = (sum(large.values()) - sum(small.values())) / 200
+    assert per_call <= BUDGET, (per_call, (large - small).most_common())
