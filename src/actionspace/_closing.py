@@ -310,6 +310,12 @@ def close_stores(engine: Engine, close: Callable[[], object]) -> None:
     loop.call_later(TRACE_KEPT_S, once)
 
 
+def nothing_runs(engine: Engine) -> bool:
+    """No call or plan of ``engine`` runs now: none can save its run's state after the stores close."""
+    in_flight = engine.messages.in_flight
+    return not (in_flight.tasks or in_flight.calls or in_flight.sync or running_plans(engine))
+
+
 def _wait_for_plans(engine: Engine) -> None:
     deadline = time.monotonic() + PLAN_END_WAIT_S
     for plan in running_plans(engine):

@@ -21,9 +21,9 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
+from actionspace.execution._portal import Portal
 from actionspace.execution.deadlines import outlived, resume_within, resumed, with_timeout
 from actionspace.execution.errors import ErrorMapper, map_exception
-from actionspace.execution.loop import new_event_loop
 from actionspace.execution.pulls import Pull, Stopped
 from actionspace.execution.raised import call_carrying, passes_on, raised
 from actionspace.outcomes import Failed, Outcome, Succeeded
@@ -69,54 +69,6 @@ def _not_started(spec: ToolSpec, waited_s: float) -> ActionError:
     )
 
 
-class _Portal:
-    """A private event loop on a daemon thread, for running async tools from sync code."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def here(self) -> bool:
-        """Whether the calling thread is the portal's (whose loop :meth:`run` would wait on)."""
-        return self._thread is not None and threading.current_thread() is self._thread
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """``coro``'s result, run on the portal loop; if the wait is interrupted (a
-        ``KeyboardInterrupt`` in the calling thread), ``coro`` is cancelled and its end awaited
-        (up to ``CANCEL_WAIT_S``) before the interruption propagates."""
-        loop = self._loop
-        if loop is None:
-            with self._lock:
-                if self._loop is None:
-                    self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
-                    self._thread = threading.Thread(
-                        target=self._loop.run_forever, name="actionspace-portal", daemon=True
-                    )
-                    self._thread.start()
-                loop = self._loop
-        ended = threading.Event()
-        future = asyncio.run_coroutine_threadsafe(_until_ended(coro, ended), loop)
-        try:
-            return future.result()
-        except BaseException:
-            if not future.done():
-                future.cancel()  # cancels its task on the loop
-                ended.wait(CANCEL_WAIT_S)
-            raise
-
-
-async def _until_ended(coro: Coroutine[Any, Any, Any], ended: threading.Event) -> Any:
-    try:
-        return await coro
-    finally:
-        ended.set()
-
-
-CANCEL_WAIT_S = 5.0
-"""How long an interrupted :meth:`_Portal.run` waits for the coroutine it cancelled to end (seconds)."""
-
-
 class Executor:
     """Runs tool functions, sync or async, from sync or async callers.
 
@@ -129,7 +81,7 @@ class Executor:
 
     def __init__(self, *, max_threads: int = 32, map_error: ErrorMapper = map_exception) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="actionspace-tool")
-        self._portal = _Portal()
+        self._portal = Portal()
         self._map_error = map_error
         self.max_abandoned = max(1, max_threads // 2)
         """Attempts still running past their timeout beyond which no new blocking attempt starts."""
@@ -488,6 +440,7 @@ class Executor:
         """Stop the worker threads; ``wait`` lets sends that timed out run to their end first."""
         self.closed = True
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._portal.close()
 
 
 async def _await(value: Awaitable[Any]) -> Any:
