@@ -9,14 +9,15 @@ import sys
 from types import FrameType
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionspace import Plan, Runtime
+from actionspace import Plan, PlanNode, Runtime
 from actionspace.errors import ActionError
 from actionspace.plan import check, order
 from actionspace.plan.check import CheckedPlan
-from actionspace.plan.run import preflight
+from actionspace.plan.run import _node_event, preflight
 from actionspace.policy.principal import Principal
 
 TOOLS = ("quick", "fetch", "put", "log", "secret", "missing")
@@ -44,6 +45,10 @@ def _runtime() -> Runtime:
 
     @rt.tool(effect="none", scopes=("vault:open",))
     def secret(x: int = 0) -> int:
+        return x
+
+    @rt.tool(effect="none", requires_approval=True)
+    def ask(x: int = 0) -> int:
         return x
 
     return rt
@@ -104,6 +109,8 @@ def _view(checked: CheckedPlan | ActionError) -> Any:
             sorted(c.needs),
             list(c.succs),
             c.scalar_arguments,
+            c.needs is c.preds,  # one set until a conflict edge orders the node (order.py)
+            (c.members, c.group),
         )
         for k, c in checked.nodes.items()
     ]
@@ -129,10 +136,107 @@ def test_the_shortcuts_check_as_the_general_path(
 ) -> None:
     fast = _checked(plan, who)
     with monkeypatch.context() as m:
+        m.setattr(check, "simple_plan", lambda *a, **k: None)
         m.setattr(check, "_simple_node", lambda *a, **k: None)
         m.setattr(order, "_listed_in_order", lambda nodes: False)
         general = _checked(plan, who)
     assert fast == general
+
+
+@st.composite
+def mostly_simple_plans(draw: st.DrawFn) -> dict[str, Any]:
+    """Plans whose nodes are nearly all simple and listed in dependency order, with now and then
+    one thing that is not: an edge to a later node, to itself or to no node, a predecessor named
+    twice, a nested or non-JSON argument, a tool that reads, is refused or is unknown, declared
+    sets, an independence claim, alternatives, a duplicate or non-ASCII id."""
+    n = draw(st.integers(min_value=1, max_value=12))
+    ids = [f"n{i}" for i in range(n)]
+    odd = draw(st.integers(0, 2 * n + 10))  # past the plan's nodes (most often): nothing odd
+    what = draw(st.integers(0, 13))
+    if odd < n and what == 0:
+        ids[odd] = ids[0] if odd else "n\u00e9"
+    nodes: list[dict[str, Any]] = []
+    usual = draw(st.sampled_from(["quick", "quick", "ask"]))  # ask needs approval (plan_started says so)
+    for i in range(n):
+        deps = draw(st.lists(st.integers(0, max(i - 1, 0)), max_size=3, unique=True)) if i else []
+        node: dict[str, Any] = {"id": ids[i], "tool": usual, "arguments": {"x": draw(st.integers(0, 3))}}
+        if draw(st.booleans()):
+            node["arguments"]["y"] = draw(st.sampled_from(["a", 1.5, None, True]))
+        node["depends_on"] = [ids[d] for d in deps]
+        if i == odd:
+            if what == 1:
+                node["depends_on"].append(draw(st.sampled_from([*ids, "ghost"])))
+            elif what == 2 and node["depends_on"]:
+                node["depends_on"].append(node["depends_on"][0])
+            elif what == 3:
+                node["arguments"]["x"] = draw(st.sampled_from([[1], {"k": 1}, {"$ref": f"{ids[0]}.data"}]))
+            elif what == 4:
+                node["tool"] = draw(st.sampled_from(["fetch", "put", "missing", "quick", "ask"]))
+            elif what in (5, 10, 11):
+                node["tool"] = "secret"  # refused to one of the two principals
+            elif what == 6:
+                node["reads"] = ["doc:1"]
+            elif what == 7:
+                node["writes"] = []
+            elif what == 8:
+                node["independent_of"] = [draw(st.sampled_from([*ids, "ghost"]))]
+            elif what == 9:
+                node.pop("tool")
+                node["first_of"] = [{"tool": "quick", "arguments": {"x": 1}}]
+        nodes.append(node)
+    return {"nodes": nodes}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURES_OK)
+@given(plan=mostly_simple_plans(), who=st.sampled_from(PRINCIPALS))
+def test_a_plan_checked_across_its_nodes_is_checked_as_node_by_node(
+    plan: dict[str, Any], who: Principal, monkeypatch: Any
+) -> None:
+    whole = _checked(plan, who)
+    _bare_says_as_node_events(plan, who)
+    with monkeypatch.context() as m:
+        m.setattr(check, "simple_plan", lambda *a, **k: None)
+        by_node = _checked(plan, who)
+        m.setattr(check, "_simple_node", lambda *a, **k: None)
+        m.setattr(order, "_listed_in_order", lambda nodes: False)
+        general = _checked(plan, who)
+    assert whole == by_node == general
+
+
+def _bare_says_as_node_events(plan: dict[str, Any], who: Principal) -> None:
+    """A plan checked ``bare`` has nodes whose ``plan_started`` entry is their id and tool alone."""
+    run = RT.engine.run(RT.new_run(principal=who), who)
+    try:
+        checked = preflight(RT.engine, Plan.from_dict(plan), run, who)
+    except Exception:
+        return
+    if isinstance(checked, CheckedPlan) and checked.bare:
+        for c in checked.nodes.values():
+            assert _node_event(c) == {"id": c.node.id, "tool": c.specs[0].key}
+
+
+def test_a_node_type_the_json_form_cannot_give_is_checked_node_by_node() -> None:
+    """A plan built in code may hold what no JSON plan can (an unhashable predecessor, arguments
+    that are not a mapping): checking it across the plan gives up and the per-node checks decide,
+    as they did before."""
+    run = RT.engine.run(RT.new_run(principal=PRINCIPALS[0]), PRINCIPALS[0])
+    odd = [
+        PlanNode(id="b", tool="quick", arguments={"x": 1}, depends_on=(["a"],)),  # type: ignore[arg-type]
+        PlanNode(id="b", tool="quick", arguments={"x": 1}, depends_on=(3,)),  # type: ignore[arg-type]
+        PlanNode(id="b", tool=["quick"], arguments={"x": 1}),  # type: ignore[arg-type]
+    ]
+    for node in odd:
+        plan = Plan(nodes=[PlanNode(id="a", tool="quick", arguments={"x": 0}), node])
+        outcomes = []
+        for whole in (True, False):
+            with pytest.MonkeyPatch.context() as m:
+                if not whole:
+                    m.setattr(check, "simple_plan", lambda *a, **k: None)
+                try:
+                    outcomes.append(_view(preflight(RT.engine, plan, run, PRINCIPALS[0])))
+                except Exception as exc:
+                    outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1], node
 
 
 def test_a_plan_listed_out_of_order_still_gets_kahns_order() -> None:

@@ -67,3 +67,46 @@ def test_nodes_sharing_a_listing_index_are_ordered_by_id() -> None:
     assert q.take_all() == ["n0", "n1", "n2", "n3"]  # n0 heads a chain of two; the rest by id
     q.extend(["n2", "n3", "n1"])
     assert [q.pop(), q.pop(), q.pop()] == ["n1", "n2", "n3"]
+
+
+@given(
+    n=st.integers(1, 12),
+    edges=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), max_size=20),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "remove", "pop", "take_all"]),
+            st.lists(st.integers(0, 11), max_size=4),
+        ),
+        max_size=40,
+    ),
+)
+def test_popping_between_queuing_gives_the_best_queued_node_each_time(
+    n: int, edges: list[tuple[int, int]], steps: list[tuple[str, list[int]]]
+) -> None:
+    """Queued nodes reach the heap only when one is popped: whatever was queued, removed, queued
+    twice or taken meanwhile, each pop gives the queued node of the lowest key, and each node once."""
+    plan = _checked([(a, b) for a, b in edges if a < n and b < n], n)
+    q = ReadyQueue(plan)
+    model: set[str] = set()
+    for op, picks in steps:
+        ks = [f"n{i % n}" for i in picks]
+        if op == "add":
+            q.extend(ks)
+            model.update(ks)
+        elif op == "remove":
+            for k in ks:
+                q.remove(k)
+                model.discard(k)
+        elif op == "pop" and model:
+            best = min(model, key=q.key.__getitem__)
+            assert q.pop() == best
+            model.discard(best)
+        elif op == "take_all":
+            assert q.take_all() == sorted(model, key=q.key.__getitem__)
+            model.clear()
+        assert q.queued == model and len(q) == len(model)
+    while model:
+        best = min(model, key=q.key.__getitem__)
+        assert q.pop() == best
+        model.discard(best)
+    assert not q.queued

@@ -18,6 +18,7 @@ from typing import Any
 from actionspace._json_values import MAX_DEPTH
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.plan._simple_plan import plain_tool, simple_plan, simple_tools
 from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.order import conflict_edges, declared_edges, topological
@@ -91,6 +92,9 @@ class CheckedPlan:
     """The keys of ``nodes`` in an order where every node follows its predecessors."""
     units: list[str] = field(default_factory=list)
     """The keys of ``nodes`` that stand for an atomic group, in the order of ``nodes``."""
+    bare: bool = False
+    """Every node is one call of a tool that needs no approval, with no read/write sets and no
+    references: ``plan_started`` names only its id and tool."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
@@ -142,7 +146,11 @@ def _check(
     # (``linked`` nodes in), declared_edges adds the rest.
     edges: list[tuple[str, str]] = []
     linked = -1
-    for i, node in enumerate(plan.nodes):
+    tools = simple_tools(plain, resolve, principal, principal_ok)
+    simple = None if errors else simple_plan(plan.nodes, ids, tools, CheckedNode)
+    if simple is not None:  # every node simple, listed in dependency order: checked across the plan
+        checked, edges = simple
+    for i, node in enumerate(() if simple is not None else plan.nodes):
         c = _simple_node(node, i, ids, plain, resolve, principal, denied, principal_ok)
         if c is None:
             c = _check_node(node, i, ids, resolve, principal, errors, denied, principal_ok)
@@ -195,6 +203,8 @@ def _check(
         plan.max_concurrency,
         order,
     )
+    if simple is not None:  # (each tool of ``plain`` is simple and allowed)
+        result.bare = not any(tool[0][0].requires_approval for tool in plain.values() if tool is not None)
     if plan.groups:
         from actionspace.plan.groups import collapse
 
@@ -397,7 +407,7 @@ def _simple_node(
     if name in plain:
         tool = plain[name]
     else:
-        tool = plain[name] = _plain_tool(name, resolve, principal, principal_ok)
+        tool = plain[name] = plain_tool(name, resolve, principal, principal_ok)
     if tool is None:
         return None
     if tool[1] is not None:
@@ -414,20 +424,6 @@ def _simple_node(
 
 
 _new = object.__new__
-
-
-def _plain_tool(
-    name: str, resolve: Resolver, principal: Principal, principal_ok: dict[str, ActionError | None]
-) -> tuple[tuple[ToolSpec], ActionError | None] | None:
-    """((spec,), the principal's refusal or None) of a tool :func:`_simple_node` takes, else None."""
-    spec = resolve(name)
-    if isinstance(spec, ActionError) or spec.effect != "none":
-        return None
-    key = spec.key
-    if key not in principal_ok:
-        auth = authorize(spec, principal)
-        principal_ok[key] = auth.error if isinstance(auth, Rejected) else None
-    return (spec,), principal_ok[key]
 
 
 def _sets(

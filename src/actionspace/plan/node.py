@@ -115,7 +115,8 @@ class NodeRunner:
         if quick is None:  # nothing recorded: the recorder serves the next node
             self._spare = rec
             return None
-        self.dispatched_args[k] = arguments
+        # (its arguments are not kept in dispatched_args: only a write's cancel hook reads them,
+        # and a call on the precompiled path has no side effects)
         if type(quick) is Observation:
             nodes = rec.nodes
             if nodes is None or rec.records:

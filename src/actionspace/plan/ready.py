@@ -19,7 +19,9 @@ class ReadyQueue:
     concurrency limits make ready nodes wait.
 
     A node's place is one integer (:func:`_keys`): the heap and :meth:`take_all`'s sort compare
-    integers, not (rank, index, id) tuples, and no tuple is made per node queued.
+    integers, not (rank, index, id) tuples, and no tuple is made per node queued. Queuing a node
+    only notes it; the heap takes what was noted when a node is popped (a wave taken whole sorts
+    the queued nodes instead, and never needs the heap).
     """
 
     def __init__(self, plan: CheckedPlan) -> None:
@@ -28,20 +30,31 @@ class ReadyQueue:
         self.key = _keys(plan)
         self._ids: dict[int, str] | None = None
         """The node of each key, made on the first :meth:`pop` (taking a whole wave needs none)."""
+        self._noted: list[str] = []
+        """Nodes queued since the heap last took them (one may be there twice: see :meth:`pop`)."""
 
     def extend(self, ids: Iterable[str]) -> None:
-        queued, heap, key = self.queued, self.heap, self.key
-        for k in ids:
-            if k not in queued:
-                queued.add(k)
-                heapq.heappush(heap, key[k])
+        noted = self._noted
+        if noted:
+            ids = list(ids)
+            noted += ids
+            self.queued.update(ids)
+        else:  # (the usual case: the last wave was taken whole)
+            noted += ids
+            self.queued.update(noted)
 
     def pop(self) -> str:
         ids = self._ids
         if ids is None:
             ids = self._ids = {v: k for k, v in self.key.items()}
+        heap, noted = self.heap, self._noted
+        if noted:  # a node queued twice, or removed and queued again, is in the heap twice:
+            push, key = heapq.heappush, self.key  # the copy that surfaces second is skipped
+            for k in noted:
+                push(heap, key[k])
+            noted.clear()
         while True:
-            k = ids[heapq.heappop(self.heap)]
+            k = ids[heapq.heappop(heap)]
             if k in self.queued:
                 self.queued.discard(k)
                 return k
@@ -51,6 +64,7 @@ class ReadyQueue:
         queued = self.queued
         out = sorted(queued, key=self.key.__getitem__)  # keys are unique: each node once, in order
         self.heap.clear()
+        self._noted.clear()
         queued.clear()
         return out
 

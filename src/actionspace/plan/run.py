@@ -70,15 +70,18 @@ async def arun_plan(
     if isinstance(checked, ActionError):
         return await _rejected(engine, run.run_id, run, checked)
     rec = Recorder(run, None)
+    listed = itertools.islice(checked.nodes.values(), 1000)
     rec.add(
         "plan_started",
         {
-            "nodes": [
+            "nodes": [{"id": c.node.id, "tool": c.specs[0].key} for c in listed]  # as _node_event's
+            if checked.bare
+            else [
                 # _node_event's entry for a node with nothing more to say, made here
                 {"id": c.node.id, "tool": c.specs[0].key}
                 if not (c.reads or c.writes or c.refs or len(c.specs) > 1 or c.specs[0].requires_approval)
                 else _node_event(c)
-                for c in itertools.islice(checked.nodes.values(), 1000)
+                for c in listed
             ],
             "edges": list(map(list, itertools.islice(checked.edges, 5000))),
             "added_edges": checked.added_edges[:1000],
