@@ -27,6 +27,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_fast": 0,
     "_crash": 0,
     "_canonical": 0,
+    "_encoder": 0,
     "_unicode": 0,
     "_json_values": 0,
     "_store_errors": 0,

@@ -34,7 +34,10 @@ alike) are all kept: a ``str`` key keeps the text, another a distinct name namin
 (:func:`~actionspace._placeholders.named_keys`), so equal results hash alike. Containers nested
 deeper than :data:`_MAX_DEPTH` become ``"<nested too deep>"`` and integers too long to print
 ``"<int of N bits>"``: those are cuts, which :func:`normalize_checked` reports (a shaped
-observation is then ``complete=false``).
+observation is then ``complete=false``). So is what the budget of :mod:`actionspace._encoder`
+leaves out (``"<too large>"``): what sharing multiplies (a list shared down forty levels), a
+container that holds more than its ``len()`` says or never ends. ``dumps_plain`` and
+``strict_dumps`` (the C encoder) live there, re-exported here.
 """
 
 from __future__ import annotations
@@ -45,16 +48,28 @@ import enum
 import hashlib
 import json
 import math
-import re
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
 
 import rfc8785
 
+from actionspace._encoder import (
+    CONTAINER_UNITS,
+    LONG_TEXT,
+    NORMALIZE_UNITS,
+    TEXT_UNIT,
+    TOO_LARGE,
+    clip_end,
+    clip_middle,
+    dumps_plain,
+    json_copy,
+    strict_dumps,
+    within,
+)
 from actionspace._placeholders import (
     distinct_key,
     field_pairs,
@@ -88,60 +103,6 @@ __all__ = [
 
 _MAX_DEPTH: Final = 200
 """Nesting below this depth is replaced by a placeholder string (protects the C encoder's stack)."""
-
-
-def _reject(value: object) -> object:
-    raise TypeError(f"not JSON: {type(value).__name__}")
-
-
-def _c_encoder(item: str, key: str, *, sort_keys: bool) -> Callable[[Any], str]:
-    """The C JSON encoder built once (no NaN, non-ASCII kept), or ``json.JSONEncoder``'s.
-
-    Built without the circular-reference check (its marks would be shared by threads): a cycle
-    raises ``RecursionError``, not ``ValueError``.
-    """
-    import json.encoder
-
-    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-    quote = json.encoder.encode_basestring
-    if c_make_encoder is not None:
-        try:
-            chunks = c_make_encoder(None, _reject, quote, None, key, item, sort_keys, False, False)
-        except TypeError:  # pragma: no cover - a future signature change
-            chunks = None
-        if chunks is not None:
-            join = "".join
-
-            def dumps(value: Any) -> str:
-                if type(value) is str:  # the C encoder takes containers only
-                    text: str = quote(value)
-                    return text
-                return join(chunks(value, 0))
-
-            return dumps
-    encoder = json.JSONEncoder(  # pragma: no cover - an interpreter without the C accelerator
-        sort_keys=sort_keys, separators=(item, key), ensure_ascii=False, allow_nan=False, default=_reject
-    )
-    return encoder.encode  # pragma: no cover
-
-
-_sorted_dumps: Final = _c_encoder(",", ":", sort_keys=True)
-_NEGATIVE_ZERO: Final = re.compile(r"-0\.0(?![0-9eE])")
-
-
-def dumps_plain(value: Any) -> str:
-    """Canonical text of plain JSON (else TypeError, ValueError or RecursionError: callers normalize);
-    a negative zero is ``0.0``, one JSON number with it (RFC 8785 writes both ``0``)."""
-    text = _sorted_dumps(value)
-    if "-0.0" in text and _NEGATIVE_ZERO.search(text):  # rare; inside a string it reads back unchanged
-        return _sorted_dumps(json.loads(text, parse_float=lambda digits: float(digits) or 0.0))
-    return text
-
-
-strict_dumps: Final = _c_encoder(", ", ": ", sort_keys=False)
-"""``json.dumps(value, ensure_ascii=False, allow_nan=False)`` as every store writes it (keys in
-their order): ``ValueError`` for NaN and infinities, ``TypeError`` for what is not JSON,
-``RecursionError`` for nesting too deep (a cycle included)."""
 
 
 def canonical_text(value: object) -> str:
@@ -300,27 +261,6 @@ def json_size(value: object) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def clip_end(text: str, limit: int, length: int | None = None) -> str:
-    """``text`` cut to ``limit`` characters with a marker naming how many were dropped.
-
-    ``length`` is the length of the original when ``text`` is already a prefix of it.
-    """
-    total = len(text) if length is None else length
-    if total <= limit:
-        return text
-    return f"{text[:limit]}…[+{total - limit} chars]"
-
-
-def clip_middle(text: str, limit: int) -> str:
-    """``text`` reduced to about ``limit`` characters: its head and tail around an omission marker."""
-    if len(text) <= limit:
-        return text
-    head = (limit * 2 + 2) // 3
-    tail = limit - head
-    dropped = len(text) - head - tail
-    return f"{text[:head]}…[{dropped} chars omitted]…{text[len(text) - tail :] if tail else ''}"
-
-
 def normalize(value: object) -> Any:
     """``value`` as plain JSON (see the module docstring for the conversions)."""
     return _normalize(value, 0, _Walk())
@@ -343,18 +283,38 @@ def normalize_within(value: object, inside: Iterable[int]) -> Any:
 
 
 class _Walk:
-    """One normalization: the containers being walked (cycles) and whether anything was cut."""
+    """One normalization: the containers being walked (cycles), whether anything was cut, and the
+    units it may still spend (see :mod:`actionspace._encoder`)."""
 
-    __slots__ = ("cut", "path")
+    __slots__ = ("cut", "left", "path", "texts")
 
     def __init__(self) -> None:
         self.path: set[int] = set()
         self.cut = False
+        self.left = NORMALIZE_UNITS
+        self.texts: dict[int, object] = {}
+        """The long texts (and subclasses of ``str``) met, by identity, each kept alive by it."""
+
+
+def _text(value: object, text: str, walk: _Walk) -> str:
+    """``text`` (``value`` as plain text: a long ``str``, or a copy of a subclass's); met again,
+    it is charged (sharing would multiply it), the marker when the budget cannot afford it."""
+    if id(value) not in walk.texts:
+        walk.texts[id(value)] = value
+        return text
+    cost = len(text) // TEXT_UNIT
+    if cost > walk.left:
+        walk.cut = True
+        return TOO_LARGE
+    walk.left -= cost
+    return text
 
 
 def _normalize(value: object, depth: int, walk: _Walk) -> Any:
     kind = type(value)
-    if value is None or kind is str or kind is bool:
+    if kind is str:
+        return value if len(value) < LONG_TEXT else _text(value, value, walk)  # type: ignore[arg-type]
+    if value is None or kind is bool:
         return value
     if kind is int:
         return _int(value, walk)  # type: ignore[arg-type]
@@ -368,7 +328,7 @@ def _normalize(value: object, depth: int, walk: _Walk) -> Any:
         if isinstance(value, float):
             return _float(float(value))
         if isinstance(value, str):
-            return str(value)
+            return _text(value, str(value), walk)
         if depth >= _MAX_DEPTH:
             walk.cut = True
             return "<nested too deep>"
@@ -383,30 +343,73 @@ def _container(value: Any, depth: int, walk: _Walk) -> Any:
     marker = id(value)
     if marker in walk.path:
         return "<cycle>"
+    if walk.left < 0:  # the budget is spent: this container is not read at all
+        walk.cut = True
+        return TOO_LARGE
     walk.path.add(marker)
     try:
         if isinstance(value, Mapping):
-            return _mapping(value.items(), depth, walk)
+            return _mapping(value.items(), depth, walk, value)
         if dataclasses.is_dataclass(value):
             return _mapping(field_pairs(value, (f.name for f in dataclasses.fields(value))), depth, walk)
         if not isinstance(value, list | tuple | deque | set | frozenset):  # a model whose dump failed
             return _mapping(model_pairs(value) or (), depth, walk)
-        items = [_normalize(v, depth + 1, walk) for v in value]
+        afforded, more = _afforded(value, walk, value)
+        items: list[Any] = []
+        append = items.append
+        for item in afforded:
+            if walk.left < 0:
+                more = True
+                break
+            append(_normalize(item, depth + 1, walk))
         if isinstance(value, set | frozenset):
             items.sort(key=canonical_text)
+        if more:  # the budget ran out (or the container holds more than its len() said)
+            walk.cut = True
+            items.append(TOO_LARGE)
         return items
     finally:
         walk.path.discard(marker)
 
 
-def _mapping(pairs: Iterable[tuple[Any, Any]], depth: int, walk: _Walk) -> dict[str, Any]:
-    entries = [(_key(k), k, _normalize(v, depth + 1, walk)) for k, v in pairs]
+def _mapping(
+    pairs: Iterable[tuple[Any, Any]], depth: int, walk: _Walk, owner: object = None
+) -> dict[str, Any]:
+    afforded, more = _afforded(pairs, walk, owner)
+    entries: list[tuple[str, Any, Any]] = []
+    for key, item in afforded:
+        if walk.left < 0:
+            more = True
+            break
+        text = _key(key)
+        walk.left -= len(text) // TEXT_UNIT
+        entries.append((text, key, _normalize(item, depth + 1, walk)))
     out = {text: plain for text, _, plain in entries}
-    if len(out) == len(entries):
-        return out
-    # keys that write as one text: all kept, named the same whatever order the mapping held
-    names = named_keys(entries, canonical_text)
-    return {name: plain for name, (_, _, plain) in zip(names, entries, strict=True)}
+    if len(out) != len(entries):
+        # keys that write as one text: all kept, named the same whatever order the mapping held
+        names = named_keys(entries, canonical_text)
+        out = {name: plain for name, (_, _, plain) in zip(names, entries, strict=True)}
+    if more:  # the marker as a key of its own, unless the mapping has that key
+        walk.cut = True
+        out.setdefault(TOO_LARGE, TOO_LARGE)
+    return out
+
+
+_SIZED: Final = frozenset({list, tuple, set, frozenset, deque, type({}.items())})
+"""Containers whose ``len`` is their number of items, read without running the value's own code."""
+
+
+def _afforded(values: Iterable[Any], walk: _Walk, owner: object) -> tuple[Iterable[Any], bool]:
+    """``values`` (of ``owner``, which may say how many it holds) as far as ``walk`` can afford
+    them, each a unit besides the container's own; and whether some were left unread."""
+    if type(values) in _SIZED:
+        count = len(values)  # type: ignore[arg-type]
+        if count + CONTAINER_UNITS <= walk.left:
+            walk.left -= count + CONTAINER_UNITS
+            return values, False
+    taken, more = within(values, walk.left - CONTAINER_UNITS, owner)
+    walk.left -= len(taken) + CONTAINER_UNITS
+    return taken, more
 
 
 def _leaf(value: object, depth: int, walk: _Walk) -> Any:
@@ -483,18 +486,3 @@ def _key(key: object) -> str:
         return shown_repr(str(key))
     except Exception as exc:  # the key's own code raised: the key alone becomes a placeholder
         return str.__str__(key) if issubclass(type(key), str) else unshowable(key, exc)
-
-
-def json_copy(value: Any) -> Any:
-    """``value`` with every object and array in it copied (mappings as dicts): what a caller
-    does to the copy never reaches the original."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or kind is float or value is None:
-        return value  # the usual leaves, before the slower ABC checks
-    if kind is dict or isinstance(value, Mapping):
-        return {k: json_copy(v) for k, v in value.items()}
-    if kind is list or isinstance(value, list):
-        return [json_copy(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(json_copy(v) for v in value)
-    return value

@@ -39,6 +39,7 @@ from actionspace._canonical import (
     normalize_within,
     unshowable,
 )
+from actionspace._encoder import CONTAINER_UNITS, LONG_TEXT, TEXT_UNIT, TOO_LARGE, WHOLE_UNITS, within
 from actionspace._placeholders import field_pairs, model_pairs, named_keys, shown_repr
 from actionspace._unicode import _bad, _escape_pointer, text_for_postgres
 
@@ -183,16 +184,27 @@ def whole_json(value: Any) -> Iterator[str]:
     ``"<cycle>"``; a value, key or field whose own code raises is, alone, the placeholder
     ``normalize`` gives it. Every part ``normalize`` keeps is kept. Never raises for what a tool
     returns; time is linear in the value's size (plus sorting each object's keys); long strings
-    come in slices, so memory stays bounded by the value itself."""
+    come in slices, so memory stays bounded by the value itself.
+
+    What sharing multiplies is bounded: past :data:`~actionspace._encoder.WHOLE_UNITS` units
+    written (see :mod:`actionspace._encoder`), the next value is ``"<too large>"`` and the
+    containers it is in are closed, unread further; a container that holds more than its ``len()``
+    says (or never ends) is read no further than that, as ``normalize`` reads it."""
     stack: list[tuple[_Children, str, int]] = []
     path: set[int] = set()
+    budget = _Budget()
     children: _Children = iter((("", value),))
     end, marker = "", -1
     while True:
         for prefix, item in children:
             if prefix:
                 yield prefix
-            opened = _open(item, path)
+            if budget.left < 0:  # spent: this value is the marker, and every open container ends
+                yield _TOO_LARGE_TEXT
+                yield end
+                yield from (closing for _, closing, _ in reversed(stack))
+                return
+            opened = _open(item, path, budget)
             if isinstance(opened, _Container):
                 yield opened.start
                 stack.append((children, end, marker))
@@ -208,53 +220,96 @@ def whole_json(value: Any) -> Iterator[str]:
             children, end, marker = stack.pop()
 
 
-def _open(item: Any, path: set[int]) -> _Opened:
+class _Budget:
+    """The units one ``whole_json`` may still write."""
+
+    __slots__ = ("left", "texts")
+
+    def __init__(self) -> None:
+        self.left = WHOLE_UNITS
+        self.texts: dict[int, object] = {}
+        """The long texts (and subclasses of ``str``) met, by identity, each kept alive by it."""
+
+    def again(self, value: object, text: str) -> int:
+        """Units of ``text`` (``value`` written, a text or a flat container): one, and when it is
+        long and ``value`` was met before, one per :data:`TEXT_UNIT` characters (as ``normalize``
+        counts texts: what sharing would multiply)."""
+        if len(text) < LONG_TEXT:
+            return 1
+        if id(value) not in self.texts:
+            self.texts[id(value)] = value
+            return 1
+        return 1 + len(text) // TEXT_UNIT
+
+    def text(self, pieces: tuple[str, ...]) -> tuple[str, ...]:
+        """``pieces``, their units charged."""
+        self.left -= 1 + sum(map(len, pieces)) // TEXT_UNIT
+        return pieces
+
+    def read(self, values: Iterable[Any], owner: object) -> tuple[list[Any], bool]:
+        """The items of a container (``owner``) it can afford, and whether some were left unread."""
+        taken, more = within(values, self.left - _OPEN_UNITS, owner)
+        self.left -= len(taken) + _OPEN_UNITS
+        return taken, more
+
+
+_TOO_LARGE_TEXT: Final = encode_basestring(TOO_LARGE)
+_OPEN_UNITS: Final = 4 * CONTAINER_UNITS
+"""Units a container costs here besides its items: walking one costs what four of ``normalize``'s do."""
+
+
+def _open(item: Any, path: set[int], budget: _Budget) -> _Opened:
     """``item`` as text pieces, or as a container to walk."""
     try:
-        return _opened(item, path)
+        return _opened(item, path, budget)
     except Exception as exc:  # the value's own code raised, as ``normalize`` treats it
         return (encode_basestring(unshowable(item, exc)),)
 
 
-def _opened(item: Any, path: set[int]) -> _Opened:
+def _opened(item: Any, path: set[int], budget: _Budget) -> _Opened:
     kind = type(item)
     if item is None or kind is bool or kind is float:
-        return (canonical_text(item),)
+        return budget.text((canonical_text(item),))
     if kind is str:
-        return _string(item)
+        return _string(item, budget)
     if (kind is dict and _flat(item.values()) and all(type(key) is str for key in item)) or (
         kind is list and _flat(item)
     ):
         flat = _plain(item)
         if flat is not None:
+            budget.left -= _OPEN_UNITS + len(item) + budget.again(item, flat)
             return (flat,)
     if isinstance(item, enum.Enum):
-        return _opened(item.value, path)
+        return _opened(item.value, path, budget)
     if isinstance(item, int):
-        return (_integer(int(item)),)
+        return budget.text((_integer(int(item)),))
     if isinstance(item, float):
-        return (canonical_text(float(item)),)
+        return budget.text((canonical_text(float(item)),))
     if isinstance(item, str):
-        return _string(str(item))
+        return _string(str(item), budget, item)
     if id(item) in path:
         return ('"<cycle>"',)
     if isinstance(item, Mapping):
-        return _object(item.items(), id(item), path)
+        return _object(item.items(), id(item), path, budget, item)
     if isinstance(item, list | tuple | deque | set | frozenset):
-        items = list(item)
+        items, more = budget.read(item, item)
         if isinstance(item, set | frozenset):
             items.sort(key=canonical_text)
+        if more:  # as ``normalize`` writes it: what was read, then the marker
+            items.append(TOO_LARGE)
         children = (("," if at else "", child) for at, child in enumerate(items))
         return _Container("[", children, "]", id(item))
+    budget.left -= _OPEN_UNITS
     dump = getattr(kind, "model_dump", None)
     if callable(dump):
-        return _model(item, dump, path)
+        return _model(item, dump, path, budget)
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
-        return _object(field_pairs(item, (field.name for field in dataclasses.fields(item))), id(item), path)
+        fields = field_pairs(item, (field.name for field in dataclasses.fields(item)))
+        return _object(fields, id(item), path, budget)
     if callable(getattr(kind, "tolist", None)) and getattr(kind, "dtype", None) is not None:
         return _inside(item.tolist(), id(item))  # every item, where ``normalize`` keeps the first rows
     plain = normalize(item)
-    return _string(plain) if type(plain) is str else (dumps_plain(plain),)
+    return _string(plain, budget) if type(plain) is str else budget.text((dumps_plain(plain),))
 
 
 def _flat(values: Iterable[Any]) -> bool:
@@ -283,7 +338,7 @@ def _inside(child: Any, marker: int) -> _Container:
     return _Container("", iter((("", child),)), "", marker)
 
 
-def _model(item: Any, dump: Any, path: set[int]) -> _Opened:
+def _model(item: Any, dump: Any, path: set[int], budget: _Budget) -> _Opened:
     """A pydantic model as its JSON dump; when the dump fails (the model holds itself), as its
     fields, each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
     ``model_dump`` that fails is its ``repr``, as ``normalize`` writes it."""
@@ -292,15 +347,18 @@ def _model(item: Any, dump: Any, path: set[int]) -> _Opened:
     except Exception:
         pairs = model_pairs(item)
         if pairs is None:
-            return _string(shown_repr(repr(item)))
-        return _object(pairs, id(item), path)
+            return _string(shown_repr(repr(item)), budget)
+        return _object(pairs, id(item), path, budget)
     return _inside(dumped, id(item))
 
 
-def _object(pairs: Any, marker: int, path: set[int]) -> _Opened:
-    """An object of ``pairs``, its keys named as ``normalize`` names them; ``path``: the ids of
-    the containers it is inside (a key's name may depend on its value, read as from there)."""
-    entries = [(normalize_key(key), key, child) for key, child in pairs]
+def _object(pairs: Any, marker: int, path: set[int], budget: _Budget, owner: object = None) -> _Opened:
+    """An object of ``pairs`` (those ``budget`` affords, as ``normalize`` reads them), its keys
+    named as ``normalize`` names them; ``path``: the ids of the containers it is inside (a key's
+    name may depend on its value, read as from there)."""
+    taken, more = budget.read(pairs, owner)
+    entries = [(normalize_key(key), key, child) for key, child in taken]
+    budget.left -= sum(len(text) for text, _, _ in entries) // TEXT_UNIT
     named = {text: child for text, _, child in entries}
     if len(named) != len(entries):  # keys that write as one text
 
@@ -309,6 +367,8 @@ def _object(pairs: Any, marker: int, path: set[int]) -> _Opened:
 
         names = named_keys(entries, rank)
         named = {name: child for name, (_, _, child) in zip(names, entries, strict=True)}
+    if more:  # as ``normalize`` writes it: the marker as a key of its own
+        named.setdefault(TOO_LARGE, TOO_LARGE)
     keys = sorted(named)
     children = (
         (("," if at else "") + encode_basestring(key) + ":", named[key]) for at, key in enumerate(keys)
@@ -316,7 +376,8 @@ def _object(pairs: Any, marker: int, path: set[int]) -> _Opened:
     return _Container("{", children, "}", marker)
 
 
-def _string(text: str) -> tuple[str, ...] | Iterator[str]:
+def _string(text: str, budget: _Budget, value: object = None) -> tuple[str, ...] | Iterator[str]:
+    budget.left -= budget.again(text if value is None else value, text)
     if len(text) <= _SLICE:
         return (encode_basestring(text),)
     return _slices(text)
