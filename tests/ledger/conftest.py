@@ -7,7 +7,7 @@ name to ``STORE_KINDS``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,8 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.memory import MemoryApprovalStore, MemoryLedgerStore
 from actionspace.ledger.sqlite import SqliteLedgerStore
 from actionspace.ledger.sqlite_approvals import SqliteApprovalStore
+from actionspace.policy.budget import Budgets, Meter
+from tests.pg import fresh_schema
 
 STORE_KINDS: list[str] = ["memory", "sqlite", "postgres"]
 
@@ -81,3 +83,35 @@ def postgres_approval_store(pg_url: str) -> Iterator[ApprovalStore]:
         store = PostgresApprovalStore(url)
         yield store
         store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def open_meter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[Budgets], Meter]]:
+    """``make(budgets)``: a fresh meter of the kind (one SQLite file, one PostgreSQL schema per
+    test), every one closed after the test."""
+    from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter
+
+    made: list[Meter] = []
+    schemas: Iterator[str] | None = None
+    url = ""
+    if request.param == "postgres":
+        schemas = fresh_schema(request.getfixturevalue("pg_url"))
+        url = next(schemas)
+
+    def make(budgets: Budgets) -> Meter:
+        if request.param == "memory":
+            made.append(Meter(budgets))
+        elif request.param == "sqlite":
+            made.append(SqliteMeter(budgets, tmp_path / "m.db"))
+        else:
+            made.append(PostgresMeter(budgets, url))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for meter in made:
+            meter.close()
+        if schemas is not None:
+            for _ in schemas:  # drops the schema
+                pass

@@ -16,41 +16,12 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime
 from actionspace.errors import ConfigurationError
-from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter
 from actionspace.policy.budget import Budget, Budgets, Meter, Reservation, Usage
 from tests.pg import fresh_schema
 
 WHO = ("alice", "t1")
 CALLS_ONLY = Budgets(Budget(calls=50, per="run"), Budget(calls=50, per="principal"))
 HUGE = 2**63
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def open_meter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[Budgets], Meter]]:
-    made: list[Meter] = []
-    schemas: Iterator[str] | None = None
-    url = ""
-    if request.param == "postgres":
-        schemas = fresh_schema(request.getfixturevalue("pg_url"))
-        url = next(schemas)
-
-    def make(budgets: Budgets) -> Meter:
-        if request.param == "memory":
-            made.append(Meter(budgets))
-        elif request.param == "sqlite":
-            made.append(SqliteMeter(budgets, tmp_path / "m.db"))
-        else:
-            made.append(PostgresMeter(budgets, url))
-        return made[-1]
-
-    try:
-        yield make
-    finally:
-        for meter in made:
-            meter.close()
-        if schemas is not None:
-            for _ in schemas:  # drops the schema
-                pass
 
 
 @pytest.mark.parametrize("unit", ["calls", "items", "bytes"])

@@ -8,49 +8,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from actionspace import Principal, Runtime
-from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter
+from actionspace.ledger.budget_store import SqliteMeter
 from actionspace.policy.budget import Budget, Budgets, Meter, Reservation, Usage
-from tests.pg import fresh_schema
 
 ALICE = ("alice", "t1")
 BOB = ("bob", "t1")
 MALLORY = ("alice", "t2")  # alice's id in another tenant: another principal
 TWO_PER_RUN = Budgets(Budget(calls=2, per="run"))
 ONE = Usage(calls=1)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def open_meter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[Budgets], Meter]]:
-    made: list[Meter] = []
-    schemas: Iterator[str] | None = None
-    url = ""
-    if request.param == "postgres":
-        schemas = fresh_schema(request.getfixturevalue("pg_url"))
-        url = next(schemas)
-
-    def make(budgets: Budgets) -> Meter:
-        if request.param == "memory":
-            made.append(Meter(budgets))
-        elif request.param == "sqlite":
-            made.append(SqliteMeter(budgets, tmp_path / "m.db"))
-        else:
-            made.append(PostgresMeter(budgets, url))
-        return made[-1]
-
-    try:
-        yield make
-    finally:
-        for meter in made:
-            meter.close()
-        if schemas is not None:
-            for _ in schemas:  # drops the schema
-                pass
 
 
 def _spend(meter: Meter, run: str, who: tuple[str, str | None]) -> Reservation:

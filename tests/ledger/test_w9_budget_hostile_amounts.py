@@ -8,48 +8,17 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionspace.ledger.budget_store import PostgresMeter, SqliteMeter
 from actionspace.policy.budget import Budget, Budgets, Meter, Reservation, Usage
-from tests.pg import fresh_schema
 
 WHO = ("alice", "t1")
 CALLS_ONLY = Budgets(Budget(calls=50, per="run"), Budget(calls=50, per="principal"))
 INF = math.inf
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def open_meter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[Budgets], Meter]]:
-    made: list[Meter] = []
-    urls: list[str] = []
-    schemas: Iterator[str] | None = None
-    if request.param == "postgres":
-        schemas = fresh_schema(request.getfixturevalue("pg_url"))
-        urls.append(next(schemas))
-
-    def make(budgets: Budgets) -> Meter:
-        if request.param == "memory":
-            made.append(Meter(budgets))
-        elif request.param == "sqlite":
-            made.append(SqliteMeter(budgets, tmp_path / "m.db"))
-        else:
-            made.append(PostgresMeter(budgets, urls[0]))
-        return made[-1]
-
-    try:
-        yield make
-    finally:
-        for meter in made:
-            meter.close()
-        if schemas is not None:
-            for _ in schemas:  # drops the schema
-                pass
 
 
 def _admitted(meter: Meter, amount: Usage, run: str = "r1") -> Reservation:

@@ -16,32 +16,10 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime
 from actionspace.types import Observation
-from tests.session.w47_world import sends, world
+from tests.session.w47_world import crowded_message, sends, taken_ids, world
 
 RUN = "conv-all"
-TAKEN = [f"{RUN}:n{k}" for k in range(1, 41)]  # every id the runtime could mint for the first call
-
-
-def _openai(id_less_first: bool) -> dict[str, Any]:
-    entries: list[dict[str, Any]] = [
-        {"id": cid, "type": "function", "function": {"name": "set_counter", "arguments": json.dumps(args)}}
-        for cid, args in ((cid, {"name": f"k{i}", "value": i}) for i, cid in enumerate(TAKEN))
-    ]
-    bare = {
-        "type": "function",
-        "function": {"name": "set_counter", "arguments": '{"name": "x", "value": 99}'},
-    }
-    entries.insert(0 if id_less_first else len(entries), bare)
-    return {"role": "assistant", "content": None, "tool_calls": entries}
-
-
-def _mistral() -> str:
-    calls: list[dict[str, Any]] = [{"name": "set_counter", "arguments": {"name": "x", "value": 99}}]
-    calls += [
-        {"name": "set_counter", "arguments": {"name": f"k{i}", "value": i}, "id": cid}
-        for i, cid in enumerate(TAKEN)
-    ]
-    return "[TOOL_CALLS]" + json.dumps(calls)
+TAKEN = taken_ids(RUN)
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
@@ -54,7 +32,7 @@ def test_call_all_gives_an_id_less_call_an_id_no_other_call_of_the_message_holds
     outbox = tmp_path / "outbox.db"
     rt: Runtime = world(url, outbox)
     try:
-        message = _mistral() if output == "mistral" else _openai(output == "openai_first")
+        message = crowded_message(RUN, output)
         observations = (
             asyncio.run(rt.acall_all(message, run_id=RUN)) if together else rt.call_all(message, run_id=RUN)
         )

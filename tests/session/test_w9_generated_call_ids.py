@@ -6,39 +6,15 @@ call's result is answered too (providers pair results with calls by id)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from actionspace import Runtime
-from tests.session.w47_world import answered_ids, sends, world
+from tests.session.w47_world import answered_ids, crowded_message, sends, taken_ids, world
 
 RUN = "conv-ids"
-TAKEN = [f"{RUN}:n{k}" for k in range(1, 41)]  # every id the runtime could mint for the first call
-
-
-def _openai(id_less_first: bool) -> dict[str, Any]:
-    entries: list[dict[str, Any]] = [
-        {"id": cid, "type": "function", "function": {"name": "set_counter", "arguments": json.dumps(args)}}
-        for cid, args in ((cid, {"name": f"k{i}", "value": i}) for i, cid in enumerate(TAKEN))
-    ]
-    bare = {
-        "type": "function",
-        "function": {"name": "set_counter", "arguments": '{"name": "x", "value": 99}'},
-    }
-    entries.insert(0 if id_less_first else len(entries), bare)
-    return {"role": "assistant", "content": None, "tool_calls": entries}
-
-
-def _mistral() -> str:
-    calls: list[dict[str, Any]] = [{"name": "set_counter", "arguments": {"name": "x", "value": 99}}]
-    calls += [
-        {"name": "set_counter", "arguments": {"name": f"k{i}", "value": i}, "id": cid}
-        for i, cid in enumerate(TAKEN)
-    ]
-    return "[TOOL_CALLS]" + json.dumps(calls)
+TAKEN = taken_ids(RUN)
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
@@ -52,7 +28,7 @@ def test_the_id_of_an_id_less_call_is_none_the_model_gave_and_each_id_gets_its_o
     rt: Runtime = world(url, outbox)
     s = rt.session(run_id=RUN, provider="openai_chat")
     s.user("set them all")
-    message = _mistral() if output == "mistral" else _openai(output == "openai_first")
+    message = crowded_message(RUN, output)
     turn = asyncio.run(s.ahandle(message)) if together else s.handle(message)
     ids = [o.call_id for o in turn.observations]
     assert len(ids) == len(TAKEN) + 1 and len(set(ids)) == len(ids)

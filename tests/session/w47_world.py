@@ -88,3 +88,31 @@ def answered_ids(provider: str, messages: list[dict[str, Any]]) -> list[str]:
     if provider == "openai_responses":
         return [m["call_id"] for m in messages]
     return [m["tool_call_id"] for m in messages]
+
+
+def taken_ids(run: str) -> list[str]:
+    """Every id the runtime could mint for the first call of ``run``'s message (``run:n1``…)."""
+    return [f"{run}:n{k}" for k in range(1, 41)]
+
+
+def crowded_message(run: str, output: str) -> Any:
+    """A message of ``set_counter`` calls holding every id of :func:`taken_ids` and one call
+    without an id: first or last (``openai_first`` / ``openai_last``), or in Mistral's text."""
+    taken = taken_ids(run)
+    if output == "mistral":
+        calls: list[dict[str, Any]] = [{"name": "set_counter", "arguments": {"name": "x", "value": 99}}]
+        calls += [
+            {"name": "set_counter", "arguments": {"name": f"k{i}", "value": i}, "id": cid}
+            for i, cid in enumerate(taken)
+        ]
+        return "[TOOL_CALLS]" + json.dumps(calls)
+    entries: list[dict[str, Any]] = [
+        {"id": cid, "type": "function", "function": {"name": "set_counter", "arguments": json.dumps(args)}}
+        for cid, args in ((cid, {"name": f"k{i}", "value": i}) for i, cid in enumerate(taken))
+    ]
+    bare = {
+        "type": "function",
+        "function": {"name": "set_counter", "arguments": json.dumps({"name": "x", "value": 99})},
+    }
+    entries.insert(0 if output == "openai_first" else len(entries), bare)
+    return {"role": "assistant", "content": None, "tool_calls": entries}
