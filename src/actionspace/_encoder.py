@@ -26,9 +26,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from gc import get_referents
-from itertools import compress, islice
+from itertools import compress, islice, repeat
 from operator import is_
 from sys import getrecursionlimit
 from typing import Any, Final
@@ -73,7 +72,6 @@ _CONTAINERS: Final = frozenset({dict, list, tuple})
 _PLAIN: Final = _SCALARS | _CONTAINERS
 _STR: Final = frozenset({str})
 _KEYS: Final = _SCALARS
-_is_str = partial(is_, str)
 _is_container = _CONTAINERS.__contains__
 _long = LONG_TEXT.__le__
 
@@ -155,7 +153,9 @@ def _walk(value: Any) -> None:
             _scalar_kinds(kinds - _PLAIN)
             _keys(level)
         if str in kinds:
-            texts = list(compress(parts, map(_is_str, types)))
+            texts = list(compress(parts, map(is_, types, repeat(str))))
+            if max(map(len, texts)) < LONG_TEXT:
+                texts = []  # the usual level: no long text, nothing to look up (one C pass)
             for text in compress(texts, map(_long, map(len, texts))):
                 if id(text) in seen:  # held before: written again
                     left -= len(text) // TEXT_UNIT
