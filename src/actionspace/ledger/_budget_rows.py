@@ -14,10 +14,13 @@ from actionspace.policy._budget_limits import UNITS
 from actionspace.policy._budget_usage import Usage, vector
 
 __all__ = [
+    "PG_USAGE_TABLES",
     "SQLITE_SCHEMA",
     "add_usage",
     "counts_in_run",
     "forget_run",
+    "in_run",
+    "in_run_args",
     "insert_row",
     "legacy_run_key",
     "lower_row",
@@ -48,6 +51,17 @@ CREATE TABLE IF NOT EXISTS budget_usage (
 """
     + OWNER_TABLES
 )
+
+PG_USAGE_TABLES: Final = (
+    "CREATE TABLE IF NOT EXISTS budget_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS budget_usage (scope TEXT PRIMARY KEY,"
+    " calls DOUBLE PRECISION NOT NULL, items DOUBLE PRECISION NOT NULL,"
+    " bytes DOUBLE PRECISION NOT NULL, money DOUBLE PRECISION NOT NULL)",
+    # the key in byte order, whatever the database's collation: a run's rows are a range of it
+    # (:func:`in_run`); created on opening a store made before it, as every statement here is
+    'CREATE INDEX IF NOT EXISTS budget_usage_scope_bytes ON budget_usage (scope COLLATE "C")',
+)
+"""PostgreSQL's statements (SQLite's key is in byte order already: its primary key serves)."""
 
 
 def run_key(run_id: str, principal: tuple[str, str | None]) -> str:
@@ -103,18 +117,30 @@ def run_usage(
     return _summed(rows)
 
 
-def whole_run_usage(conn: Any, p: str, run_id: str) -> list[float]:
-    """What every principal used and holds in ``run_id`` (read over every usage row)."""
+def whole_run_usage(conn: Any, p: str, run_id: str, collate: str = "") -> list[float]:
+    """What every principal used and holds in ``run_id``: the rows under its legacy key and its
+    prefix, read over the key's index (:func:`in_run`)."""
     rows = conn.execute(
-        f"SELECT calls, items, bytes, money FROM budget_usage WHERE scope = {p} OR {_starts('scope', p)}",
-        (legacy_run_key(run_id), run_prefix(run_id), run_prefix(run_id)),
+        f"SELECT calls, items, bytes, money FROM budget_usage WHERE {in_run('scope', p, collate)}",
+        in_run_args(run_id),
     ).fetchall()
     return _summed(rows)
 
 
-def _starts(column: str, p: str) -> str:
-    """SQL true when ``column`` starts with the text bound twice (SQLite and PostgreSQL alike)."""
-    return f"substr({column}, 1, length({p})) = {p}"
+def in_run(column: str, p: str, collate: str = "") -> str:
+    """SQL true for the usage scopes of every principal in a run: its legacy key (bound first),
+    or any scope from its :func:`run_prefix` (bound second) up to, not including, that prefix
+    with its final ``:`` raised to ``;`` (bound third). In byte order (SQLite's ``BINARY``,
+    PostgreSQL's ``"C"``, given as ``collate``) those are exactly the scopes that start with the
+    prefix, and an index on ``column`` in that order finds them without reading any other row
+    (a test of the prefix with ``substr`` read every row of the table)."""
+    return f"({column} = {p} OR ({column}{collate} >= {p} AND {column}{collate} < {p}))"
+
+
+def in_run_args(run_id: str) -> tuple[str, str, str]:
+    """The values :func:`in_run` binds for ``run_id``."""
+    prefix = run_prefix(run_id)
+    return legacy_run_key(run_id), prefix, f"{prefix[:-1]};"
 
 
 def _summed(rows: Sequence[Any]) -> list[float]:
@@ -193,17 +219,14 @@ def take_row(conn: Any, p: str, token: str) -> tuple[Vector, bool] | None:
     return (float(calls), float(items), float(nbytes), float(money)), run_scope != FORGOTTEN
 
 
-def forget_run(conn: Any, p: str, run_id: str) -> None:
-    """Drop a run's usage rows, of every principal (read over every row); its open reservations
-    no longer count in them (their settle and their reclaim change only their principal's row),
-    so that no such row comes back below zero."""
-    legacy, prefix = legacy_run_key(run_id), run_prefix(run_id)
+def forget_run(conn: Any, p: str, run_id: str, collate: str = "") -> None:
+    """Drop a run's usage rows, of every principal (found over the key's index, :func:`in_run`);
+    its open reservations no longer count in them (their settle and their reclaim change only
+    their principal's row), so that no such row comes back below zero."""
+    conn.execute(f"DELETE FROM budget_usage WHERE {in_run('scope', p, collate)}", in_run_args(run_id))
     conn.execute(
-        f"DELETE FROM budget_usage WHERE scope = {p} OR {_starts('scope', p)}", (legacy, prefix, prefix)
-    )
-    conn.execute(
-        f"UPDATE budget_reservations SET run_scope = {p} WHERE run_scope = {p} OR {_starts('run_scope', p)}",
-        (FORGOTTEN, legacy, prefix, prefix),
+        f"UPDATE budget_reservations SET run_scope = {p} WHERE {in_run('run_scope', p, collate)}",
+        (FORGOTTEN, *in_run_args(run_id)),
     )
 
 

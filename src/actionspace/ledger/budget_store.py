@@ -37,6 +37,7 @@ from actionspace.ledger import budget_owners as owners
 from actionspace.ledger._budget_forks import follow_forks
 from actionspace.ledger._budget_reclaim import reclaim_gone, values
 from actionspace.ledger._budget_rows import (
+    PG_USAGE_TABLES,
     SQLITE_SCHEMA,
     add_usage,
     counts_in_run,
@@ -86,6 +87,8 @@ class _StoredMeter(Meter):
     """Appended to the reads of an admission (SQLite's write transaction already excludes others)."""
     _now_sql = "(julianday('now') - 2440587.5) * 86400.0"
     """The database's clock, in seconds since the epoch: leases of every host are read on it."""
+    _collate = ""
+    """The collation in which an index on ``scope`` orders it by bytes (SQLite's key: ``BINARY``)."""
 
     def __init__(self, budgets: Budgets, *, lease_s: float) -> None:
         super().__init__(budgets)
@@ -168,7 +171,7 @@ class _StoredMeter(Meter):
             if run_id is not None and principal is not None:
                 return as_usage(run_usage(conn, p, run_id, principal))
             if run_id is not None:
-                return as_usage(whole_run_usage(conn, p, run_id))
+                return as_usage(whole_run_usage(conn, p, run_id, self._collate))
             return ZERO if principal is None else as_usage(self._row(conn, _principal_key(principal)))
 
     def remaining(self, run_id: str | None, principal: tuple[str, str | None]) -> dict[str, float]:
@@ -344,7 +347,7 @@ class _StoredMeter(Meter):
             live.if_sent = as_usage(sent)
 
     def forget_run(self, run_id: str) -> None:
-        self._transact(lambda conn: forget_run(conn, self._placeholder, run_id))
+        self._transact(lambda conn: forget_run(conn, self._placeholder, run_id, self._collate))
 
     def renew(self) -> int:
         """Renew this meter's lease and :meth:`reclaim` in one transaction; how many were reclaimed."""
@@ -439,6 +442,7 @@ class PostgresMeter(_StoredMeter):
 
     _placeholder = "%s"
     _lock_rows = " FOR UPDATE"
+    _collate = ' COLLATE "C"'
 
     _now_sql = "extract(epoch from clock_timestamp())::double precision"
 
@@ -451,13 +455,7 @@ class PostgresMeter(_StoredMeter):
         self._db = PostgresConnections(url, name="budgets", max_size=4, connect_timeout_s=connect_timeout_s)
         try:
             self._db.init_schema(
-                (
-                    "CREATE TABLE IF NOT EXISTS budget_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-                    "CREATE TABLE IF NOT EXISTS budget_usage (scope TEXT PRIMARY KEY,"
-                    " calls DOUBLE PRECISION NOT NULL, items DOUBLE PRECISION NOT NULL,"
-                    " bytes DOUBLE PRECISION NOT NULL, money DOUBLE PRECISION NOT NULL)",
-                    *PG_OWNER_TABLES,
-                ),
+                (*PG_USAGE_TABLES, *PG_OWNER_TABLES),
                 meta_table="budget_meta",
                 meta_key="schema_version",
                 version=SCHEMA_VERSION,

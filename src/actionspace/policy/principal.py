@@ -33,7 +33,10 @@ class Principal:
     """The trace payload of an allowed call (shared: never mutated)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed_event", {"verdict": "allowed", "principal": self.id})
+        allowed = {"verdict": "allowed", "principal": self.id}
+        if self.tenant is not None:  # whose budget a call spends is (id, tenant): replay charges it so
+            allowed["tenant"] = self.tenant
+        object.__setattr__(self, "allowed_event", allowed)
         scopes = (self.scopes,) if isinstance(self.scopes, str) else tuple(self.scopes)
         object.__setattr__(self, "scopes", scopes)
         if scopes:

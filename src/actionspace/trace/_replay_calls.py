@@ -78,6 +78,8 @@ class Run:
     problems: list[str] = field(default_factory=list)
     decision_events: list[int] = field(default_factory=list)
     """The seq of every recorded decision event."""
+    owner: tuple[str, str | None] | None = None
+    """The principal (id, tenant) ``run_started`` recorded: whose run it is (None: not recorded)."""
     unknown_kinds: dict[str, int] = field(default_factory=dict)
     """Events of a kind not in :data:`~actionspace.trace.events.EVENT_KINDS` (a newer version's, or
     a custom one recorded with ``Runtime.record``: the trace does not tell them apart), per kind."""
@@ -162,6 +164,10 @@ def split(events: Iterable[TraceEvent]) -> Run:
             continue
         if e.kind == "candidates_offered":
             run.offers.append(Offer(e.seq, with_full_set(data, full_sets)))
+            continue
+        if e.kind == "run_started" and run.owner is None and isinstance(data.get("principal"), str):
+            tenant = data.get("tenant")
+            run.owner = (data["principal"], tenant if isinstance(tenant, str) else None)
             continue
         if e.call_id is None:
             continue

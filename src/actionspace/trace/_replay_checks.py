@@ -26,6 +26,7 @@ __all__ = [
     "provenance_again",
     "provenance_recorded",
     "recorded_flow",
+    "recorded_principal",
 ]
 
 _DESCRIBE = "describe_tool"
@@ -81,24 +82,30 @@ class BudgetReplay:
     Each recorded admission is asked again: the estimate is computed anew from the fresh spec
     when the arguments are known (a cache hit, or unknown arguments, reuse the recorded
     estimate), and each admitted call is settled with what the run recorded it used
-    (``metered``). Usage of the principal's other runs is not in the trace: a ``per="principal"``
-    budget is judged on this run's usage alone.
+    (``metered``). Each call is charged to the principal the run recorded for it
+    (:func:`recorded_principal`), as the live run charged it: budgets are kept per run and
+    principal, so charging every call of a run shared by several principals to one of them would
+    refuse calls the run admitted. Usage of the principal's other runs is not in the trace: a
+    ``per="principal"`` budget is judged on this run's usage alone.
     """
 
-    def __init__(self, run_id: str, rt: Any) -> None:
+    def __init__(self, run_id: str, rt: Any, owner: tuple[str, str | None] | None = None) -> None:
         meter = getattr(rt, "meter", None)
         budgets = getattr(meter, "budgets", None)
         self.meter = Meter(budgets) if isinstance(budgets, Budgets) and len(budgets) else None
         self.run_id = run_id
-        principal: Principal = rt.principal
-        self.who = (principal.id, principal.tenant)
+        if owner is None:  # a trace without ``run_started``: the fresh runtime's principal
+            principal: Principal = rt.principal
+            owner = (principal.id, principal.tenant)
+        self.owner = owner
 
     def admit(self, call: Call, spec: ToolSpec | None, recorded: Mapping[str, Any]) -> str:
         """``allowed`` or ``denied:<unit>`` for the admission ``recorded`` (a ``budget`` event)."""
         if self.meter is None:
             return "allowed"
         amount = self._amount(call, spec, recorded)
-        reservation = self.meter.admit(self.run_id, self.who, amount)
+        who = recorded_principal(call, self.owner)
+        reservation = self.meter.admit(self.run_id, who, amount)
         if isinstance(reservation, ActionError):
             return f"denied:{reservation.details.get('unit')}"
         self._settle(call, reservation)
@@ -115,6 +122,22 @@ class BudgetReplay:
         assert self.meter is not None
         charged = [d.get("charged") for _, d in call.events.get("metered", [])]
         self.meter.settle(reservation, _usage(charged[-1]) if charged else reservation.amount)
+
+
+def recorded_principal(call: Call, owner: tuple[str, str | None]) -> tuple[str, str | None]:
+    """The principal (id, tenant) the run recorded for ``call``: the ``authorized`` event names it
+    (its tenant too, when it has one); a trace written before tenants were recorded there gives
+    the run's owner's tenant to the owner's id and none to another id (so a principal without a
+    tenant acting in a run whose owner has its id and a tenant is taken for the owner). A call
+    with no principal recorded (no ``authorized`` event) is the run's owner's (``run_started``)."""
+    authorized = call.last("authorized")
+    data: Mapping[str, Any] = {} if authorized is None else authorized[1]
+    who, tenant = data.get("principal"), data.get("tenant")
+    if not isinstance(who, str):
+        return owner
+    if isinstance(tenant, str):
+        return (who, tenant)
+    return (who, owner[1] if who == owner[0] and "tenant" not in data else None)
 
 
 def _usage(value: Any) -> Usage:

@@ -23,7 +23,8 @@ decisions are the stages before dispatch.
 - **approval**: a call the replay holds for approval must be one the run asked a person about,
   and the other way round (the person's answer is an input and is not replayed);
 - **budget**: each admission asked again of a fresh meter holding the fresh runtime's budgets,
-  fed what the run's earlier calls used (``allowed`` / ``denied:<unit>``).
+  fed what the run's earlier calls used, each call charged to the principal the run recorded for
+  it (``allowed`` / ``denied:<unit>``).
 
 A decision the trace does not let the replay make (a plan node's arguments are not recorded, an
 event is malformed or from an older format, a labelled run's values were redacted for the viewer
@@ -175,7 +176,7 @@ def replay_events(run_id: str, events: Iterable[TraceEvent], runtime: ReplayRunt
     """
     run = split(events)
     decisions: list[Decision] = []
-    budget = _budgets(run_id, runtime)
+    budget = _budgets(run_id, runtime, run.owner)
     offers = iter(run.offers)
     offer = next(offers, None)
     for call in run.calls:  # in the run's order: each offer before the calls that followed it
@@ -216,9 +217,11 @@ def _unread(call: Call, kind: str, seq: int, why: str) -> Decision:
     )
 
 
-def _budgets(run_id: str, rt: ReplayRuntime) -> checks.BudgetReplay | None:
+def _budgets(
+    run_id: str, rt: ReplayRuntime, owner: tuple[str, str | None] | None
+) -> checks.BudgetReplay | None:
     try:
-        return checks.BudgetReplay(run_id, rt)
+        return checks.BudgetReplay(run_id, rt, owner)
     except Exception:
         return None
 
