@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import logging
@@ -307,15 +308,15 @@ class Session:
         if self.gate is None:
             yield
             return
-        stage = _GATES.get(self.rt.engine)
-        if stage is None:
+        if self.rt.engine not in _GATES:
             stage = _GATES[self.rt.engine] = ConfidenceGate()
             self.rt.engine.add_stage(stage)
-        stage.pending[self.run_id] = (self.gate, confidence)
+        # In this handling's context, not per run: another session of the run neither lifts it nor meets it
+        token = _GATING.set((self.run_id, self.gate, confidence))
         try:
             yield
         finally:
-            stage.pending.pop(self.run_id, None)
+            _GATING.reset(token)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
         closed = self.rt.engine.runs.closed
@@ -415,15 +416,11 @@ class GatePolicy(Protocol):
 class ConfidenceGate:
     """The stage (after validation) that applies a session's :class:`GatePolicy`; one per engine."""
 
-    def __init__(self) -> None:
-        self.pending: dict[str, tuple[GatePolicy, Confidence]] = {}
-        """Run id → (policy, confidence) while a gated session handles an output."""
-
     def __call__(self, inp: CallInput, draft: Draft) -> ActionError | None:
-        entry = self.pending.get(inp.run.run_id)
-        if entry is None or draft.spec is None:
+        entry = _GATING.get(None)
+        if entry is None or entry[0] != inp.run.run_id or draft.spec is None:
             return None
-        policy, given = entry
+        _, policy, given = entry
         spec = draft.spec
         value = given.get(inp.call.id or "") if isinstance(given, Mapping) else given
         risk = spec.risk or "low"
@@ -449,6 +446,9 @@ class ConfidenceGate:
 
 
 _GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDictionary()
+_GATING: contextvars.ContextVar[tuple[str, GatePolicy, Confidence] | None] = contextvars.ContextVar("gating")
+"""(run id, policy, confidence) in the context (task, thread) of a gated session's handling: only
+the calls of that output are judged by it."""
 
 
 def _handed(output: Any) -> tuple[Any, ParseResult | None]:

@@ -17,6 +17,10 @@
 * **Not text.** A value that is neither text nor null (a number, a list holding the id, an
   object) is ``permission_denied``: serving it in the session's own run instead would send again
   a write the client means to retry in its earlier run.
+* **Naming the action.** ``_meta["actionspace/node_id"]`` names a ``tools/call``'s logical action
+  (:func:`node_of`) as non-empty text; null or none: the tool and its canonical arguments. Any
+  other value is ``invalid_arguments`` and nothing is sent: read as none, two writes the client
+  told apart by it would be one action, the second replayed and never sent.
 * **Binding.** A session that named a run stays in it: its later requests without ``_meta`` are
   served there too (a client names its run once after reconnecting).
 """
@@ -35,10 +39,12 @@ from actionspace.errors import ActionError
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 
-__all__ = ["RUN_META", "GatewayRuns"]
+__all__ = ["NODE_META", "RUN_META", "GatewayRuns", "node_of"]
 
 RUN_META = "actionspace/run_id"
 """``_meta`` key naming a request's run (a run id the gateway reported, or a label)."""
+NODE_META = "actionspace/node_id"
+"""``_meta`` key a client may set on ``tools/call`` to name the logical action (:func:`node_of`)."""
 
 _MAX_SESSIONS = 10_000
 """Most session → run bindings (and checked run owners) kept; the oldest are forgotten first."""
@@ -147,3 +153,19 @@ def distinct(value: str, identity: object) -> str:
     once unsafe characters became ``_`` or a long value was cut ("job/1", "job_1") stay apart."""
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     return f"{safe(value)}_{digest}"
+
+
+def node_of(meta: Any) -> str | ActionError | None:
+    """The node a ``tools/call`` names in its ``_meta`` (see the module docstring); None: the
+    engine's node identity (the run as the turn, tool@version, canonical arguments)."""
+    named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
+    if named is None:
+        return None
+    if type(named) is str and named:
+        return f"c:{distinct(named, named)}"
+    what = "empty text" if named == "" else f"a {type(named).__name__}"
+    return ActionError.of(
+        "invalid_arguments",
+        f'_meta["{NODE_META}"] names a logical action as non-empty text, not {what}: nothing was sent',
+        details={"meta": NODE_META},
+    )

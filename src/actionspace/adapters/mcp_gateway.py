@@ -28,7 +28,8 @@ Who calls, and in which run:
   "one logical action") is ``_meta["actionspace/node_id"]`` when the client gives one, else the
   engine's node identity (the run as the turn, tool@version, the canonical arguments; see
   docs/exactly-once.md): the same write repeated in a run is the same action and is replayed from
-  the ledger, never sent twice. A client that means two identical writes gives them two node ids.
+  the ledger, never sent twice. A client that means two identical writes gives them two node ids
+  (non-empty text: any other node id is ``invalid_arguments``, nothing sent).
 
 Results: the observation envelope is ``structuredContent`` (``["error"]["category"]``,
 ``["recovery"]``, ``["field_errors"]``...), the text content is a readable summary, and
@@ -68,8 +69,8 @@ from actionspace.adapters._gateway_announce import Announcer
 from actionspace.adapters._gateway_config import GatewayConfig, UpstreamConfig, load_config, parse_config
 from actionspace.adapters._gateway_http import IDLE_TIMEOUT_S, HttpGuard, bearer, bound_host, sdk_security
 from actionspace.adapters._gateway_results import to_call_result
-from actionspace.adapters._gateway_runs import RUN_META, GatewayRuns, distinct
-from actionspace.adapters._gateway_tools import META_PREFIX, load_python_tools, mcp_tool
+from actionspace.adapters._gateway_runs import NODE_META, RUN_META, GatewayRuns, node_of
+from actionspace.adapters._gateway_tools import load_python_tools, mcp_tool
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, said_safely, store_unavailable
@@ -87,8 +88,6 @@ Transport = Literal["stdio", "http"]
 
 TOKEN_ENV = "ACTIONSPACE_GATEWAY_TOKEN"
 """Environment variable holding the API token of a stdio session's principal."""
-NODE_META = f"{META_PREFIX}node_id"
-"""``_meta`` key a client may set on ``tools/call`` to name the logical action."""
 
 _MAX_SESSIONS = 10_000
 """Most sessions (and runs' offers) remembered; the oldest are forgotten first (runs stay in the store)."""
@@ -278,7 +277,10 @@ class Gateway:
             if not self.runtime.run_state(run_id, principal).explicit_offer:
                 self._offer(principal, run_id)
             args = dict(arguments or {})
-            node = self._node_id(name, args, meta)
+            node = node_of(meta)
+            if isinstance(node, ActionError):  # refused before anything runs: never read as none named
+                failed = Observation.failure(node, call_id=f"{run_id}:{node.category}", tool=name[:200])
+                return to_call_result(failed)
             obs = await self.runtime.acall(
                 ToolCall(name=name, arguments=args), run_id=run_id, node_id=node, principal=principal
             )
@@ -286,12 +288,6 @@ class Gateway:
             error = _failure(exc, name)
             obs = Observation.failure(error, call_id=f"{run_id}:{error.category}", tool=name[:200])
         return to_call_result(obs)
-
-    def _node_id(self, name: str, arguments: Mapping[str, Any], meta: Any) -> str | None:
-        named = meta.get(NODE_META) if isinstance(meta, Mapping) else None
-        if isinstance(named, str) and named:
-            return f"c:{distinct(named, named)}"
-        return None  # the engine's node identity: (the run as the turn, tool@version, canonical arguments)
 
     async def serve_list(
         self, principal: Principal, session: str | None, meta: Mapping[str, Any] | None

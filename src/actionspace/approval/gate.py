@@ -160,6 +160,9 @@ def find_decision(
         filed = store.find(run_id, tool, digest)
     except Exception as exc:  # the store did not answer (locked, gone): nothing is sent
         return ActionError.unsent("the approval store could not be read", exc)
+    # A consumed approval of this very node first: a repeat of an action that ran is the ledger's
+    # replay, never held by (nor consuming) the request of an identical call of another node.
+    filed = sorted(filed, key=lambda r: not (replays and r.status == "consumed" and r.node_id == node_id))
     for request in filed:
         if request.details.get("approval_rule") != rule or not _same_proposer(request, proposer):
             continue
