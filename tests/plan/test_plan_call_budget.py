@@ -67,7 +67,8 @@ def test_a_plain_node_costs_the_plan_a_handful_of_calls() -> None:
     assert ok_small.status == ok_large.status == "ok"
     assert [o.data for o in ok_large.nodes.values()] == list(range(220))
     per_node = (large - small) / 200
-    assert per_node <= 13, per_node
+    # 8 while the driver's end of a node and the scheduler's settling were two frames
+    assert per_node <= 7.5, per_node
 
 
 def test_showing_a_plans_observations_at_its_end_calls_nothing_per_node(monkeypatch: Any) -> None:

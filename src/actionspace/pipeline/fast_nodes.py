@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from actionspace._json_values import unfit_arguments
@@ -77,18 +78,20 @@ def plain_node(
     spec = entry.spec
     call_id = rec.call_id
     assert call_id is not None
-    context = run.flow.context
+    flow = run.flow
+    context = flow.context
     joined = entry.joined  # Entry.output, read without its call when the run label is the one held
-    label = joined[1][0] if arguments and joined[0] is context else entry.output(context, arguments)[0]
-    run.flow.pending[call_id] = label
+    output = joined[1] if arguments and joined[0] is context else entry.output(context, arguments)
+    label = output[0]
+    flow.pending[call_id] = label
     seq, shape = run.seq, entry.shape
     ts = time.time()
     # the events of FastPath.ready, then record_proposed's, then the execution's: held as one
     # compact record (trace/events.py CompactNode) while they are numbered in a row and the
     # node's own label marks none of them (see Recorder.flush)
-    first, second, third, last = next(seq), next(seq), next(seq), next(seq)
+    first, second, third, last = islice(seq, 4)  # four numbers taken in one C call
     # ``arguments`` is the call's own copy, never changed (the tool gets its own keyword dict)
-    compact = last - first == 3 and not label.secret and label.readers is None
+    compact = last - first == 3 and label.readers is None and label.confidentiality != "secret"
     if not compact:  # numbered apart (another thread numbered events of this run in between), or labelled
         numbers = (first, second, third, last)
         events = expand_node((first, ts, call_id, shape, arguments, node_id, -1, 0.0, None))
@@ -122,7 +125,7 @@ def plain_node(
         # observation folded in
         now = time.time()
         try:
-            plain = plain_observation(spec, call_id, value, label, artifacts, now)
+            plain = plain_observation(spec, call_id, value, label, artifacts, now, output[2])
         except BaseException:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
             raise

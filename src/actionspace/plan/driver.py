@@ -237,11 +237,10 @@ class Driver(NodeRunner):
                     self._finish(k, self._not_begun(k))
                     continue
                 node = nodes[k]
-                tool = node.specs[0].name
-                if tool in waits and i + 1 < len(wave):
+                if waits and node.specs[0].name in waits and i + 1 < len(wave):
                     self._task_for(k, node, base, task)  # its tool waited: a task of its own
                     continue
-                coro: Coroutine[Any, Any, Observation] | None = None
+                coro: Coroutine[Any, Any, Observation]
                 if quiet and is_plain(node):
                     running[k] = task
                     now = self._plain_now(k, node)
@@ -251,7 +250,7 @@ class Driver(NodeRunner):
                     if now is not None and node.specs[0].is_async:
                         # its tool waits (stepped to its first wait): as a node that waits below
                         waited = True
-                        waits.add(tool)
+                        waits.add(node.specs[0].name)
                         self._hand_on(wave[i + 1 :], base, task)
                         rec, pending = now
                         try:
@@ -263,9 +262,9 @@ class Driver(NodeRunner):
                         if k in running:
                             self._finish(k, obs)
                         break
-                    if now is not None:  # a sync tool's call, not begun yet: stepped below
-                        coro = self._started(k, now)
-                if coro is None:
+                    # a sync tool's call, not begun yet, is stepped below
+                    coro = self._body(k, node) if now is None else self._started(k, now)
+                else:
                     coro = self._body(k, node)
                 running[k] = task
                 try:
@@ -276,7 +275,7 @@ class Driver(NodeRunner):
                     # it waits: what its tool bound to the current task (its own timeout, a task
                     # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
-                    waits.add(tool)
+                    waits.add(node.specs[0].name)
                     self._hand_on(wave[i + 1 :], base, task)
                     obs = await resumed(coro, yielded)
                     if k in running:

@@ -199,27 +199,35 @@ class Scheduler(Driver):
         return zip(self._result.nodes.values(), self._shown, strict=True)
 
     def _settle(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
-        """Store a node's final observation and release or block its successors.
+        """Store a node's final observation and release or block its successors (the blocked
+        ones settled too, and theirs in turn: :meth:`_settle_all`)."""
+        self._settle_all(k, obs, self.plan.nodes[k] if node is None else node, [])
 
-        The successors it blocks are settled here too, and theirs in turn, depth first, from a
-        list rather than by recursion: a failed node may head a chain of any length."""
+    def _finish(self, k: str, obs: Observation, node: CheckedNode | None = None) -> None:
+        """``Driver._finish``; its commonest end (an ok node outside any group, no tool limits,
+        no abort asked) written out in one frame, as :meth:`_settle_all` would end it."""
         if node is None:
             node = self.plan.nodes[k]
-        if node.members or obs.status != "ok" or k in self.abort_requested:
-            self._settle_all(k, obs, node, [])
+        if self.tool_limits or self.abort_requested or node.members or obs.status != "ok":
+            super()._finish(k, obs, node)
             return
-        # the commonest end, written out: one ok node, successors released
+        del self.running[k]
         self.results[k] = obs
-        self._notes[k] = taken(obs)  # read while at hand
+        # taken(obs), read while at hand
+        if obs.items or obs.artifact_ref is not None:
+            self._notes[k] = (None, None, None, None, obs.status, obs.error, obs.tool)
+        else:
+            p = obs.provenance
+            self._notes[k] = (obs.call_id, p.labels, p.trust, obs.data, obs.status, obs.error, obs.tool)
         self.settled += 1
-        waiting, blocked_by = self.waiting, self.blocked_by
+        waiting, blocked_by, newly = self.waiting, self.blocked_by, self._newly_ready
         released: list[tuple[str, str]] | None = None
         for s in node.succs:
             left = waiting[s] = waiting[s] - 1
             if left > 0:
                 continue
             if s not in blocked_by:
-                self._newly_ready.append(s)
+                newly.append(s)
                 continue
             if released is None:
                 released = []
@@ -228,6 +236,9 @@ class Scheduler(Driver):
             released.reverse()  # the first released is settled first
             s, k = released.pop()
             self._settle_all(*self._blocked_now(s, k), released)
+        if newly:  # queued now, so a cancel arriving before the next wave finds them
+            self._ready.extend(newly)
+            newly.clear()
 
     def _settle_all(self, k: str, obs: Observation, node: CheckedNode, stack: list[tuple[str, str]]) -> None:
         """:meth:`_settle` of any node, then of each blocked node on ``stack`` (blocked node, the
@@ -431,21 +442,12 @@ class Scheduler(Driver):
             obs = Observation.failure(
                 error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version
             )
-            outcome = {
-                "status": "error",
-                "tool": spec.name,
-                "version": spec.version,
-                "category": "unknown_commit",
-            }
+            outcome = {"status": "error", "tool": spec.name, "version": spec.version}
+            outcome["category"] = "unknown_commit"
             self._record(obs.call_id, "observation", outcome)
             return obs
         obs = self._cancelled_obs(k, "running", reason)
-        event = {
-            "status": "error",
-            "tool": obs.tool,
-            "version": obs.tool_version,
-            "category": "cancelled",
-        }
+        event = {"status": "error", "tool": obs.tool, "version": obs.tool_version, "category": "cancelled"}
         self._record(obs.call_id, "observation", {**event, "aborted": True})
         return obs
 
