@@ -17,13 +17,14 @@ raw text is re-read at most once per delta that could close a call (and, past 8 
 the text has grown by an eighth), and a call counts as complete once a later call follows it or
 the text ends with a token that closes a call.
 
-A stream the provider ends as cut off by the token limit (a chat ``finish_reason: "length"``, an
-Anthropic ``message_delta`` with ``stop_reason: "max_tokens"``, a Responses ``response.incomplete``
-or an output item done ``incomplete``; for raw text, :meth:`StreamParser.end` given the reason the
-server sent apart from the text) finishes as the same output whole would parse: a ``parse_error``
-of reason ``cut_off`` keeping none of its calls, even when the arguments' JSON looks closed. That
-signal comes last, after ``feed`` may have reported the calls it voids (an Anthropic call is
-complete at its ``content_block_stop``, before the ``message_delta`` that says ``max_tokens``):
+A stream the provider ends as cut off by the token limit or stopped by its filters (a chat
+``finish_reason`` of ``length`` or ``content_filter``, an Anthropic ``message_delta`` with
+``stop_reason`` ``max_tokens`` or ``refusal``, a Responses ``response.incomplete``, ``failed`` or
+``cancelled``, or an output item done ``incomplete``; for raw text, :meth:`StreamParser.end` given
+the reason the server sent apart from the text) finishes as the same output whole would parse: a
+``parse_error`` of reason ``cut_off`` keeping none of its calls, even when the arguments' JSON looks
+closed. That signal comes last, after ``feed`` may have reported the calls it voids (an Anthropic
+call is complete at its ``content_block_stop``, before the ``message_delta`` that says ``max_tokens``):
 ``feed``'s calls are for showing progress, never for running. What to act on is the whole stream,
 once it ended: :meth:`StreamParser.output` is the output as :func:`parse`, ``call_ids`` and
 ``Session.handle`` read it (``s.handle(stream.output())``), so a cut message's calls end as
@@ -84,7 +85,7 @@ _SEALS = (
 )
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
 _CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES | {"cut_off"}
-"""Finish reasons a server gives beside a raw text stream that say the token limit cut it off (and
+"""Finish reasons a server gives beside a raw text stream that say it was stopped before its end (and
 ``cut_off``, for a caller that knows the output was cut some other way)."""
 _NO_END = ("the stream ended without its finish signal", "$")
 

@@ -28,12 +28,19 @@ _CONTENT_BLOCKS = {"text": "text", "output_text": "text", "refusal": "refusal"}
 _REASONING_BLOCKS = {"thinking": "thinking", "reasoning_text": "text", "summary_text": "text"}
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """Fields of a message holding the model's reasoning beside its calls."""
-CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
-"""Anthropic ``stop_reason`` values of a message the token limit cut off."""
-CUT_OFF_STATUSES = frozenset({"incomplete", "in_progress"})
+CUT_OFF_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded", "refusal"})
+"""Anthropic ``stop_reason`` values of a message stopped before its end: by the token limit, or by
+the provider's classifiers (``refusal``), which may stop it inside a call's input."""
+CUT_OFF_STATUSES = frozenset({"incomplete", "in_progress", "failed", "cancelled"})
 """Responses ``status`` values of an output (or an output item) not emitted to its end."""
-CUT_OFF_FINISH_REASONS = frozenset({"length"})
-"""OpenAI chat ``finish_reason`` values of a choice the token limit cut off."""
+CUT_OFF_FINISH_REASONS = frozenset({"length", "content_filter"})
+"""OpenAI chat ``finish_reason`` values of a choice stopped before its end: by the token limit, or
+by the provider's content filter, which omits what it flagged."""
+
+
+_STOPPED_BY_PROVIDER = ("content_filter", "refusal", "failed", "cancelled")
+"""Of the values above, those that say the provider stopped the output, not the token limit: a
+shorter output would not help."""
 
 
 def _name(value: object, path: str) -> str:
@@ -255,12 +262,14 @@ def _cut_off(
 def cut_off_fault(why: str, path: str, ids: Sequence[str] = ()) -> Malformed:
     """The ``cut_off`` fault of an output the provider says it cut off (``why``), with calls in it;
     ``ids``: the call ids those calls carry (``details["call_ids"]``, each to be answered)."""
-    fault = Malformed(
-        "cut_off",
-        f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
-        "whole (fewer calls per message, or shorter arguments)",
-        path=path,
-    )
+    if any(repr(stop) in why for stop in _STOPPED_BY_PROVIDER):  # a filter, not the length
+        message = f"the provider stopped the output before its end ({why}); none of its calls ran"
+    else:
+        message = (
+            f"the output was cut off before its end ({why}); none of its calls ran: emit them again, "
+            "whole (fewer calls per message, or shorter arguments)"
+        )
+    fault = Malformed("cut_off", message, path=path)
     if ids:
         fault.details["call_ids"] = list(ids)
     return fault
