@@ -7,6 +7,7 @@ eight to eleven descriptors per SQLite runtime."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -113,10 +114,17 @@ def test_run_state_saved_before_close_is_read_by_the_next_runtime(tmp_path: Path
 
     obs = rt.call({"name": "look", "arguments": {"x": 1}}, run_id="run-a")
     assert obs.ok
+    shown = rt.context_label("run-a")
     rt.close()
+    db = sqlite3.connect(tmp_path / "as.db")  # its run-state table (ledger/run_state.py)
+    try:
+        stored = db.execute("SELECT state FROM run_state WHERE run_id = 'run-a'").fetchall()
+    finally:
+        db.close()
+    assert len(stored) == 1, "no snapshot of the run in the file after close()"
     again = Runtime(url, recover_on_start=False)
     try:
         assert again.run_state("run-a").run_id == "run-a"
-        assert again._parts.engine.runs.run_states.load("run-a") is not None
+        assert again.context_label("run-a") == shown
     finally:
         again.close()

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actionspace._closing import close_stores, end_running_plans, nothing_runs
+from actionspace._closing import close_stores, close_when_nothing_runs, end_running_plans
 from actionspace.approval.gate import Approvals
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
@@ -82,8 +82,8 @@ class Parts:
     def _close_stores(self) -> None:
         self.ledger.close()
         close_run_states = getattr(self.engine.runs.run_states, "close", None)
-        if close_run_states is not None and nothing_runs(self.engine):
-            close_run_states()  # its connections; while a cut call or plan still runs, it may save
+        if close_run_states is not None:  # while a cut call or plan still runs, it may save: after it
+            close_when_nothing_runs(self.engine, close_run_states)
         self.approvals.store.close()
         if self.meter is not None:
             self.meter.close()

@@ -11,8 +11,9 @@ whose send began is moved from ``dispatched`` to ``unknown``, with the reason no
 says which began) is never sent after the close began, so it is not noted; its call ends it
 ``failed`` (``cancelled``, not sent), and until then it reads ``dispatched``, its intent durable as
 every write's is before its send. The same holds for every call of a message (``call_all``,
-``acall_all``), every node of a plan (an atomic group is one write, noted ``unknown`` while it
-runs), and the final observation of a stream; a call the closed ledger refused before anything was
+``acall_all``), every node of a plan (an atomic group is one write: its send begins when its
+members begin to run in its transaction, and ``LedgerDriver.sending`` holds its key from then), and
+the final observation of a stream; a call the closed ledger refused before anything was
 sent ends ``cancelled``, as does a call that had not begun when the runtime closed
 (``Executor.closed`` is read before every send) and a plan node that never ran.
 
@@ -39,7 +40,13 @@ thread, or on a worker thread its caller waits for: nothing can cut it. Before t
 the closing thread waits for such calls of other threads (at most :data:`SYNC_CALL_WAIT_S`): one
 that ends meanwhile settles its entry, stores its events and answers what it answered; one that
 runs on ends typed when its tool returns (its entry noted ``unknown`` first if its send began, its
-later events lost with the closed store, so a read ends ``cancelled``).
+later events lost with the closed store, so a read ends ``cancelled``). A sync call whose blocking
+tool still waited for a worker thread is withdrawn as the executor closes: never sent, it ends
+``cancelled`` (not sent), its entry ``failed``.
+
+The run-state store closes with the others unless a call or plan still runs (one the close could
+not end, which may still save its run's state): then it closes once the last of them left
+(:func:`close_when_nothing_runs`), its saves kept.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn, Protocol
@@ -68,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "answered",
     "close_stores",
+    "close_when_nothing_runs",
     "closed_error",
     "end_running_calls",
     "end_running_plans",
@@ -242,8 +251,7 @@ def end_running_plans(engine: Engine) -> None:
     for plan in running_plans(engine):
         run_id = plan.run_state.run_id
         for node_id in plan.cut_writes():
-            read = functools.partial(ledger.get_node, run_id, node_id)
-            _note_unknown(ledger, read, node_id, None if node_id.startswith("group:") else engine)
+            _note_unknown(ledger, functools.partial(ledger.get_node, run_id, node_id), node_id, engine)
         plan.end_by_close()
     end_running_calls(engine)
 
@@ -316,6 +324,33 @@ def nothing_runs(engine: Engine) -> bool:
     return not (in_flight.tasks or in_flight.calls or in_flight.sync or running_plans(engine))
 
 
+def close_when_nothing_runs(engine: Engine, close: Callable[[], object]) -> None:
+    """``close`` (the run-state store's) now if no call or plan of ``engine`` runs; else once the
+    last of them left (``InFlight.quiet``, told by each as it leaves, on its thread), having
+    saved its run's state: a call the close could not end (a sync tool running on past
+    :data:`SYNC_CALL_WAIT_S`, a loop held past :data:`PLAN_CUT_SEEN_S`) may still save it, and
+    that save is kept, yet the store does not outlive the last of them."""
+    in_flight = engine.messages.in_flight
+    lock = threading.Lock()
+    closed: list[bool] = []
+
+    def quiet() -> None:
+        if closed or not nothing_runs(engine):
+            return
+        with lock:
+            if closed:
+                return
+            closed.append(True)
+        in_flight.quiet = None
+        try:
+            close()
+        except Exception:  # a store already failing: its own close reports it
+            _log.exception("actionspace: the run-state store could not be closed")
+
+    in_flight.quiet = quiet
+    quiet()  # after it is set: a call that left before is seen here, one that leaves after calls it
+
+
 def _wait_for_plans(engine: Engine) -> None:
     deadline = time.monotonic() + PLAN_END_WAIT_S
     for plan in running_plans(engine):
@@ -330,14 +365,14 @@ def _wait_for_plans(engine: Engine) -> None:
 
 
 def _note_unknown(
-    ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str, engine: Engine | None
+    ledger: LedgerStore, read: Callable[[], LedgerEntry | None], name: str, engine: Engine
 ) -> None:
     """The entry ``read`` returns moved from ``dispatched`` to ``unknown``, the close noted, when
-    its send began (``engine``'s ledger driver is sending it; None: an atomic group, whose
-    sends it does not follow). ``unknown`` says a write was sent and its outcome is not known
-    (DESIGN §6): an entry whose send had not begun is never sent after the close began, and its
-    call ends it ``failed`` (not sent); until then it stays ``dispatched``, its intent durable,
-    as every write's is before its send."""
+    its send began (``engine``'s ledger driver is sending it: a single write, or an atomic
+    group's members running in their transaction or committing). ``unknown`` says a write was
+    sent and its outcome is not known (DESIGN §6): an entry whose send had not begun is never
+    sent after the close began, and its call ends it ``failed`` (not sent); until then it stays
+    ``dispatched``, its intent durable, as every write's is before its send."""
     error = ActionError.of("unknown_commit", f"{_CUT}; the write may have committed").to_dict()
     try:
         entry = read()
@@ -347,6 +382,6 @@ def _note_unknown(
         _log.exception("actionspace: the write %s cut by close() could not be noted unknown", name)
 
 
-def _sending(engine: Engine | None, key: str) -> bool:
-    """The send of ``key`` began (``LedgerDriver.sending``), or ``engine`` is None."""
-    return engine is None or key in list(engine.driver.sending.values())
+def _sending(engine: Engine, key: str) -> bool:
+    """The send of ``key`` began (``LedgerDriver.sending``)."""
+    return key in list(engine.driver.sending.values())

@@ -389,6 +389,12 @@ class Executor:
                     value = fut.result(timeout=spec.timeout_s)
                 except (TimeoutError, FutureTimeout):
                     return self._timed_out(spec, fut)
+                except FutureCancelled:
+                    if not fut.cancelled():  # the tool raised it: its own failure
+                        raise
+                    # withdrawn from the queue by close() (the pool shut down): the tool never ran
+                    error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
+                    return Failed(error, 1)
             else:
                 value = fn(**kwargs)
             if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine

@@ -190,6 +190,10 @@ class InFlight:
         self.stores_open = True
         """False once ``close()`` closes (or is about to close) the stores: a call that reads it
         True after it stored its events had them stored."""
+        self.quiet: Callable[[], object] | None = None
+        """Set by ``close()`` while calls it could not end still run (they may still save their
+        run's state): called where one of them leaves (:meth:`leave`, :meth:`done`, a cut's end),
+        to close the run-state store once none is left (``_closing.close_when_nothing_runs``)."""
 
     # ------------------------------------------------------------------ the closing thread
     def writes(self) -> list[str]:
@@ -206,11 +210,18 @@ class InFlight:
 
     def _schedule(self, loop: asyncio.AbstractEventLoop, cut_it: Any, which: Any) -> None:
         cut = Cut()
+        cut.ended.then.append(self._left)
         try:
             loop.call_soon_threadsafe(cut_it, which, cut)
         except RuntimeError:  # its loop is closed: the call ended with it
             return
         self.cuts.append((cut, loop))
+
+    def _left(self) -> None:
+        """A call, message or plan left (or stored what it recorded): tell :attr:`quiet`."""
+        quiet = self.quiet
+        if quiet is not None:
+            quiet()
 
     def _cut_call(self, rec: Recorder, cut: Cut) -> None:
         cut.seen.set()
@@ -313,9 +324,12 @@ class InFlight:
         left = sync.pop(ident, 1) - 1
         if left:
             sync[ident] = left
-        elif self._waiting:
+            return
+        if self._waiting:
             with self._sync_ended:
                 self._sync_ended.notify_all()
+        if self.quiet is not None:
+            self._left()
 
     def __enter__(self) -> None:
         """``with in_flight:`` :meth:`enter` and :meth:`leave` around a sync call's whole answer."""
@@ -340,6 +354,8 @@ class InFlight:
             state = self.tasks.pop(task, None)
             if isinstance(state, Cut):
                 state.ended.set()
+            if self.quiet is not None:
+                self._left()
 
     async def cuttable(
         self,
@@ -389,6 +405,8 @@ class InFlight:
                 tasks.pop(task, None)
                 if isinstance(state, Cut):
                     state.ended.set()
+                if self.quiet is not None:
+                    self._left()
             elif not isinstance(state, Cut):
                 tasks[task] = prev
 

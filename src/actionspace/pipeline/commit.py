@@ -152,7 +152,7 @@ class LedgerDriver:
                     record.ended = True  # the caller stores ``rec`` now: later events are stored apart
                 yield obs
         finally:
-            self.sending.pop(id(steps), None)
+            self.sending.pop(id(steps), None)  # at once, also when its reader left mid-stream
             if isinstance(record, _Record):
                 record.ended = True
 
@@ -164,51 +164,56 @@ class LedgerDriver:
         Plans' atomic groups drive their group protocol through here too. Its first send is
         refused (``cancelled``, not sent) once the runtime closed (``Executor.closed``), also when
         the close cut the caller while a step was written (:meth:`_stepped`); a send again of an
-        outcome already unknown goes as before (the close notes its entry ``unknown``). ``key``:
-        noted in :attr:`sending` at the first send (:meth:`drive_call` removes it at the end).
+        outcome already unknown goes as before (the close notes its entry ``unknown``). ``key``
+        (a single write's, or a group's): noted in :attr:`sending` from the first send until the
+        protocol ends here.
         """
         sent: list[bool] = []  # appended at the first send: the close may refuse none after it
-        command = await self._stepped(blocking, steps, None, sent)
-        while not isinstance(command, _Done):
-            if isinstance(command, Sleep):
-                if blocking:
-                    time.sleep(command.seconds)
-                else:
-                    await asyncio.sleep(command.seconds)
-                command = await self._stepped(blocking, steps, None, sent)
-                continue
-            if isinstance(command, AwaitAttempt):
-                late = await _late(command, blocking)
-                command = await self._stepped(blocking, steps, late, sent)
-                continue
-            if isinstance(command, Settle):
-                if self.settle is not None:
-                    await self._io(blocking, self.settle, command.key)
-                command = await self._stepped(blocking, steps, None, sent)
-                continue
-            outcome: Outcome | None = None
-            if not sent and self._closed():  # the runtime closed while the intent was written
-                command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), sent)
-                continue
-            sent.append(True)
-            if key is not None:  # after the check above: a close that reads it saw the send begin
-                self.sending[id(steps)] = key
-            try:
-                async for item in dispatch():
-                    if isinstance(item, Observation):
-                        yield item
+        try:
+            command = await self._stepped(blocking, steps, None, sent)
+            while not isinstance(command, _Done):
+                if isinstance(command, Sleep):
+                    if blocking:
+                        time.sleep(command.seconds)
                     else:
-                        outcome = item
-            except Exception as exc:  # ours broke around the send: whether it landed is not known
-                outcome = Failed(_lost(exc), 1)
-            except (asyncio.CancelledError, GeneratorExit) as cut:
-                # the caller stopped waiting (its task cancelled, or a stream's reader left): the
-                # entry is left unknown, noted as abandoned for the next proposal to settle at once
-                _abandon(steps, running_attempt(cut))
-                raise
-            assert outcome is not None
-            command = await self._stepped(blocking, steps, outcome, sent)
-        yield command.value
+                        await asyncio.sleep(command.seconds)
+                    command = await self._stepped(blocking, steps, None, sent)
+                    continue
+                if isinstance(command, AwaitAttempt):
+                    late = await _late(command, blocking)
+                    command = await self._stepped(blocking, steps, late, sent)
+                    continue
+                if isinstance(command, Settle):
+                    if self.settle is not None:
+                        await self._io(blocking, self.settle, command.key)
+                    command = await self._stepped(blocking, steps, None, sent)
+                    continue
+                outcome: Outcome | None = None
+                if not sent and self._closed():  # the runtime closed while the intent was written
+                    command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), sent)
+                    continue
+                sent.append(True)
+                if key is not None:  # after the check above: a close that reads it saw the send begin
+                    self.sending[id(steps)] = key
+                try:
+                    async for item in dispatch():
+                        if isinstance(item, Observation):
+                            yield item
+                        else:
+                            outcome = item
+                except Exception as exc:  # ours broke around the send: whether it landed is not known
+                    outcome = Failed(_lost(exc), 1)
+                except (asyncio.CancelledError, GeneratorExit) as cut:
+                    # the caller stopped waiting (its task cancelled, or a stream's reader left): the
+                    # entry is left unknown, noted as abandoned for the next proposal to settle at once
+                    _abandon(steps, running_attempt(cut))
+                    raise
+                assert outcome is not None
+                command = await self._stepped(blocking, steps, outcome, sent)
+            yield command.value
+        finally:
+            if sent and key is not None:
+                self.sending.pop(id(steps), None)
 
     def _closed(self) -> bool:
         return self.executor is not None and self.executor.closed

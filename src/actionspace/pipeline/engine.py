@@ -478,10 +478,11 @@ class Engine:
         return self.driver.drive_call(ready, rec, dispatch, observe_outcome, blocking=blocking)
 
     def drive(
-        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False
+        self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False, key: str | None = None
     ) -> AsyncGenerator[Observation, None]:
-        """Step a commit protocol to its end (:meth:`LedgerDriver.drive`); atomic groups use it."""
-        return self.driver.drive(steps, dispatch, blocking=blocking)
+        """Step a commit protocol to its end (:meth:`LedgerDriver.drive`); atomic groups use it
+        (``key``: their entry's, noted in ``LedgerDriver.sending`` once their send began)."""
+        return self.driver.drive(steps, dispatch, blocking=blocking, key=key)
 
     # ------------------------------------------------------------------ failures of ours
     def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation:

@@ -107,9 +107,9 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
 
     result: Observation | None = None
     sched.group_attempts[unit.id] = attempt
-    engine.writing[key] = None  # noted ``unknown`` should the runtime close while it runs
+    engine.writing[key] = None  # noted ``unknown`` should the runtime close once its send began
     try:
-        async for obs in engine.drive(steps, dispatch):
+        async for obs in engine.drive(steps, dispatch, key=key):
             result = obs
         if result is not None and result.error is not None and result.error.category == "needs_approval":
             await _reopened(engine.ledger, key, rec)

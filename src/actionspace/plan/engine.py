@@ -94,4 +94,5 @@ class PlanEngine(Protocol):
         dispatch: Callable[[], AsyncIterator[Observation | Outcome]],
         *,
         blocking: bool = False,
+        key: str | None = None,
     ) -> AsyncGenerator[Observation, None]: ...
