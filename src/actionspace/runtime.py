@@ -275,19 +275,14 @@ class Runtime:
         self._closed and _closing.refuse_closed()
         run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
         if not (provenance or sources or dry_run or fresh):
-            quick = await self.engine.aquick(raw, run_id, node_id, principal)
+            got = self.engine.quick(raw, run_id, node_id, principal)  # no coroutine while nothing waits
+            quick = got if got is None or isinstance(got, Observation) else await got
             if quick is not None:
                 return _closing.ended_by_close([quick], self, run_id)[0] if self._closed else quick
         out = await self.engine.acalls(
-            raw,
-            run_id=run_id,
-            node_id=node_id,
-            principal=principal,
-            provenance=provenance,
-            sources=sources,
-            dry_run=dry_run,
-            fresh=fresh,
-        )
+            raw, run_id=run_id, node_id=node_id, principal=principal, provenance=provenance, sources=sources,
+            dry_run=dry_run, fresh=fresh,
+        )  # fmt: skip
         return _closing.answered(out, self, run_id)
 
     async def acall_all(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import actionspace.pipeline.fast as fast_module
+import actionspace.pipeline._run as fast_module
 from actionspace import Observation, Runtime
 from actionspace.observation import MemoryArtifactStore, shape
 from actionspace.pipeline.observe import plain_observation

@@ -179,12 +179,29 @@ class RunState:
             self.resolved = {}  # resolved again under the offer now in force
 
     def mark(self) -> tuple[Any, ...]:
-        """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints."""
-        return (self.flow.version, self.label_mark())
+        """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints.
+
+        ``(flow.version, label_mark())``, built here without :meth:`label_mark`'s own call (this
+        runs at every call's flush)."""
+        flow = self.flow
+        return (
+            flow.version,
+            (
+                flow.label_version,
+                self.turn,
+                self.pins_version,
+                self.explicit_offer,
+                self.disclosure,
+                len(self.described),
+                id(self.principal),
+                self.errors_mark,
+            ),
+        )
 
     def label_mark(self) -> tuple[Any, ...]:
         """Changes whenever what a later call of the run may do changes: the principal, turn, pins,
-        offer and disclosure, and the flow state's labels (not the call ids kept behind them)."""
+        offer and disclosure, and the flow state's labels (not the call ids kept behind them).
+        :meth:`mark` builds the same tuple inline: change both together."""
         return (
             self.flow.label_version,
             self.turn,

@@ -116,9 +116,8 @@ class Engine:
         """The precompiled path of simple calls (pipeline/fast.py); anything else runs the stages."""
         self.messages = Messages(self)
         """Whole messages (pipeline/messages.py): :meth:`Messages.calls` and its async forms."""
-        self.calls = self.messages.calls
-        self.acalls = self.messages.acalls
-        self.aquick = self.messages.aquick
+        self.calls, self.acalls = self.messages.calls, self.messages.acalls
+        self.aquick, self.quick = self.messages.aquick, self.messages.quick  # quick: no coroutine
 
     @property
     def ordered(self) -> Sequence[Stage]:

@@ -33,162 +33,51 @@ record; anything else (failures, trimming, artifacts, retries) goes through
 :func:`~actionspace.pipeline.observe.observe`, as on the general path. The flow state records
 what the model was shown as ``FlowState.observed`` does (``FlowState.observed_as``).
 ``tests/pipeline/test_fast.py`` shows the two paths produce the same events, observations and
-flow state over generated tools and calls.
+flow state over generated tools and calls. The call itself runs in pipeline/_run.py, split at the
+tool's first wait: ``Runtime.acall`` enters no coroutine of the engine's while the tool does not
+wait (``Messages.quick``), and the memory trace store gets the call's record there directly.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from actionspace._json_values import finite_numbers, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
-from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
-from actionspace.execution.streaming import is_streaming
 from actionspace.observation import ArtifactStore
-from actionspace.outcomes import Outcome, Succeeded
 from actionspace.parse import ParseResult
 from actionspace.parse._fast import openai_entry_parts
+from actionspace.pipeline._entry import (
+    Entry,
+    FastCall,
+    checks_of,
+    finite_by_schema,
+    output_of,
+    shapes_ints,
+    simple_tool,
+)
+from actionspace.pipeline._run import AppendCall, begin
 from actionspace.pipeline.calls import InFlight
-from actionspace.pipeline.fast_effects import Verdict, always_allows, has_effects, labels_decide, ready_effect
-from actionspace.pipeline.observe import observe, observe_ready, plain_observation
+from actionspace.pipeline.fast_effects import always_allows, has_effects, labels_decide, ready_effect
+from actionspace.pipeline.observe import observe_ready
 from actionspace.pipeline.stages import CallInput, Stage, Stages
 from actionspace.policy.flow import spec_label
-from actionspace.policy.flow_policies import FlowPolicy
-from actionspace.policy.labels import PUBLIC_TRUSTED, Label
 from actionspace.policy.principal import Principal, authorize
-from actionspace.trace.events import CallShape, CompactCall, expand_call
+from actionspace.trace.events import CallShape
 from actionspace.trace.recorder import Recorder
-from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw, compact_raw
 from actionspace.types import Observation, ToolCall
-from actionspace.validation.validator import CompiledTool
 from actionspace.validation.verdicts import Rejected
 
-__all__ = ["Entry", "FastCall", "FastPath", "always_allows"]
+__all__ = ["AppendCall", "Entry", "FastCall", "FastPath", "always_allows"]
 
 _new = object.__new__
 
 MAX_ENTRIES = 4096
 """Entries kept before the table is cleared (each is rebuilt on the next call of its tool)."""
-
-
-def _simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
-    """No approvals, batches, streams or argument conversion: nothing to defer to."""
-    return (
-        not spec.requires_approval
-        and spec.batch is None
-        and spec.max_items is None
-        and not is_streaming(spec)
-        and compiled.simple
-        and spec.fn is not None
-        and not spec.verify
-        and spec.completion is None  # post-conditions run on the staged path
-    )
-
-
-_NO_FLOATS = frozenset({"integer", "string", "boolean", "null"})
-"""JSON Schema types no non-finite number satisfies (``integer`` refuses infinities and NaN)."""
-
-
-def _finite_by_schema(schema: Mapping[str, Any]) -> bool:
-    """Whether ``schema`` holds every argument to a type no infinity or NaN satisfies: a closed
-    object (``additionalProperties: false``, no pattern properties) each of whose properties
-    names such types, with no reference whose siblings an older draft would ignore."""
-    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
-        return False
-    if "patternProperties" in schema or "$ref" in schema:
-        return False
-    properties = schema.get("properties") or {}
-    if not isinstance(properties, Mapping):
-        return False
-    for sub in properties.values():
-        if not isinstance(sub, Mapping) or "$ref" in sub:
-            return False
-        kind = sub.get("type")
-        kinds = [kind] if isinstance(kind, str) else kind
-        if not isinstance(kinds, list) or not kinds or not all(k in _NO_FLOATS for k in map(str, kinds)):
-            return False
-    return True
-
-
-Output = tuple[Label, "Label | None", tuple[str, ...]]
-"""An output label, the run label it adds nothing to (None: not known to add nothing), and the
-label's provenance tags (``Label.tags``, read once per run label, not once per call)."""
-
-
-def _output(label: Label, context: Label | None = None) -> Output:
-    if label == PUBLIC_TRUSTED:
-        return label, context, label.tags()
-    within = context if context is not None and context.join(label) is context else None
-    return label, within, label.tags()
-
-
-@dataclass(slots=True)
-class Entry:
-    """What the stages decide about any simple call of one tool in one run, decided once."""
-
-    run: RunState
-    spec: ToolSpec
-    compiled: CompiledTool
-    principal: Principal
-    policy: FlowPolicy | None
-    ordered: Sequence[Stage]
-    bare: Output
-    """The output of a call without arguments (the tool's label)."""
-    joined: tuple[Label, Output]
-    """(run label, the tool's label joined with it): replaced whole, so a reader in another
-    thread never pairs one run label with the output label of another."""
-    shape: CallShape
-    """The payloads every call's trace events share (authorized, validated, tool and version)."""
-    inline: bool
-    """An async tool: the first step of its coroutine is taken on the calling path."""
-    effects: bool = False
-    """A side-effecting tool (:func:`~actionspace.pipeline.fast_effects.has_effects`):
-    :meth:`FastPath.ready` prepares its calls (the ledger runs them, pipeline/fast_effects.py);
-    :meth:`FastPath.take` leaves them to the stages."""
-    finite: bool = False
-    """The schema alone refuses a non-finite number anywhere in the arguments
-    (:func:`_finite_by_schema`): a call whose schema check passed needs no walk for one."""
-    verdict: Verdict | None = None
-    """The flow verdict last computed for a call of a side-effecting tool, with the run label and
-    argument names it holds for (replaced whole)."""
-
-    def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
-        """The output label of a call with ``arguments`` while the run label is ``context``,
-        ``context`` again when that label is known to add nothing to it (else None), and its tags.
-
-        Each argument is labelled with the run label (no sources, no bindings), so it joins in
-        once there is any argument.
-        """
-        if not arguments:
-            return self.bare
-        joined = self.joined
-        if joined[0] is not context:
-            joined = self.joined = (context, _output(self.bare[0].join(context), context))
-        return joined[1]
-
-
-@dataclass(slots=True)
-class FastCall:
-    """One parsed call that may take the precompiled path, before any state changed."""
-
-    entry: Entry
-    name: str
-    call_id: str | None
-    arguments: dict[str, Any]
-    raw: Any
-    """The model output (recorded as ``model_output``): JSON text, a provider object, or None for a
-    ToolCall."""
-    fmt: str = "openai_chat"
-    """The provider format ``parse`` read ``raw`` as (the ``parsed`` event's ``format``)."""
-
-    def tool_call(self) -> ToolCall:
-        return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
 
 
 class FastPath:
@@ -241,11 +130,39 @@ class FastPath:
             return None
         if type(arguments) is not dict or not name:
             return None
-        entry = self.entry(run, name, principal, ordered)
-        if entry is None or entry.effects:
+        # The entry's validity, as self.entry checks it, read without its call (the common case).
+        stages = self.stages
+        hit = run.resolved.get(name)
+        entry = self._entries.get((id(run), name)) if hit is not None else None
+        if (
+            entry is None
+            or run.disclosure
+            or hit is None
+            or hit[0] != stages.catalog.generation
+            or entry.spec is not hit[1]
+            or entry.run is not run
+            or entry.principal is not principal
+            or entry.policy is not stages.flow_policy
+            or entry.ordered is not ordered
+            or stages.guard is not None
+            or stages.cursor_key is not None
+        ):
+            entry = self.entry(run, name, principal, ordered)
+            if entry is None:
+                return None
+        if entry.effects:
             return None
         unfit = not (entry.finite or finite_numbers(arguments)) if plain else unfit_arguments(arguments)
-        if unfit or not entry.compiled.validator.is_valid(arguments):
+        check = entry.check
+        if (
+            unfit
+            or not (entry.compiled.validator.is_valid if check is None else check)(arguments)
+            or (
+                entry.floats
+                and float in map(type, arguments.values())
+                and not entry.compiled.validator.is_valid(arguments)
+            )
+        ):
             return None  # the stages refuse what arguments may not hold, or the schema does
         call = _new(FastCall)  # the generated __init__ is a Python call of its own, once per call
         call.entry, call.name, call.call_id, call.arguments, call.raw, call.fmt = (
@@ -343,7 +260,7 @@ class FastPath:
         if stages.guard is not None or stages.cursor_key is not None or len(ordered) != stages.checks + 2:
             return None  # budgets, the read cache, bound cursors or a user stage apply
         compiled = stages.compiler.get(spec)
-        if not _simple_tool(spec, compiled):
+        if not simple_tool(spec, compiled):
             return None
         effects = has_effects(spec)
         if not (
@@ -354,8 +271,9 @@ class FastPath:
             return None
         if isinstance(authorize(spec, principal), Rejected):
             return None
-        bare = _output(spec_label(spec))
+        bare = output_of(spec_label(spec))
         context = run.flow.context
+        check, floats = checks_of(compiled)
         return Entry(
             run=run,
             spec=spec,
@@ -364,7 +282,7 @@ class FastPath:
             policy=stages.flow_policy,
             ordered=ordered,
             bare=bare,
-            joined=(context, _output(bare[0].join(context), context)),
+            joined=(context, output_of(bare[0].join(context), context)),
             shape=CallShape(
                 principal.allowed_event,
                 compiled.accepted_event,
@@ -373,7 +291,10 @@ class FastPath:
             ),
             inline=spec.is_async,
             effects=effects,
-            finite=_finite_by_schema(spec.input_schema),
+            finite=finite_by_schema(spec.input_schema),
+            check=check,
+            floats=floats,
+            ints=shapes_ints(spec),
         )
 
     async def run(
@@ -385,115 +306,9 @@ class FastPath:
         blocking: bool,
         executor: Executor,
         artifacts: ArtifactStore | None,
+        direct: AppendCall | None = None,
     ) -> Observation:
-        """Record the stages' events, run the tool and shape its observation, as the stages do.
-
-        The events are held as one compact call record
-        (:data:`~actionspace.trace.events.CompactCall`) that the trace store expands into the same
-        events when read; an ``ok`` observation of a plain result, shaped without cutting
-        anything, is folded into it as well.
-        """
-        entry = call.entry
-        run, spec = entry.run, entry.spec
-        seq = run.seq
-        ts = time.time()
-        raw = call.raw
-        model: str | bytes | dict[str, Any] | tuple[str, bytes | dict[str, Any]] | None
-        if raw is not None:
-            if type(raw) is str:
-                model = raw if len(raw) <= RAW_PREFIX_CHARS else bounded_raw(raw, artifacts)
-            else:  # a provider object, with its format when not the commonest
-                model = compact_raw(raw, artifacts)
-                if call.fmt != "openai_chat":
-                    model = (call.fmt, model)
-            numbers: tuple[int, ...] = (next(seq), next(seq), next(seq), next(seq), next(seq))
-            span = 4
-        else:
-            model = None
-            numbers, span = (next(seq), next(seq), next(seq), next(seq)), 3
-        first = numbers[0]
-        node = node_id or f"n{next(run.nodes)}"
-        call_id = call.call_id or f"{run.run_id}:{node}"
-        rec.call_id = call_id
-        flow = run.flow
-        args = call.arguments
-        joined = entry.joined  # Entry.output, read without its call while the run label is the one held
-        out = (joined[1] if joined[0] is flow.context else entry.output(flow.context, args)) if args else None
-        label, within, tags = entry.bare if out is None else out
-        flow.pending[call_id] = label
-        held: CompactCall = (
-            first,
-            ts,
-            call_id,
-            entry.shape,
-            model,
-            call.name,
-            call.call_id,
-            node,
-            -1,
-            ts,
-            None,
-        )
-        compact = numbers[-1] - first == span
-        if not compact:  # another thread numbered events of this run in between: keep the numbers
-            events = expand_call(held)
-            numbered = zip(numbers, events, strict=True)
-            rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in numbered)
-        elif rec.call is None:
-            rec.call = held
-        else:
-            rec.add_call(held)
-        outcome: Outcome | None = None
-        if blocking:
-            outcome = executor.run(spec, args, rec.retry)
-        elif entry.inline:  # an async tool's first step, taken here: most finish without waiting
-            start = time.monotonic()
-            try:
-                coro = spec.fn(**args)  # type: ignore[misc]
-                try:
-                    yielded = coro.send(None)
-                except StopIteration as stop:
-                    value = stop.value
-                except BaseException:
-                    coro.close()
-                    raise
-                else:
-                    if self.in_flight is not None:  # it waits: close() may cut it (pipeline/calls.py)
-                        self.in_flight.waits(rec)
-                    outcome = await executor.acontinue(
-                        spec, args, rec.retry, start, coro=coro, yielded=yielded
-                    )
-            except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
-                if passes_on(exc, in_task=True):
-                    raise
-                outcome = await executor.acontinue(spec, args, rec.retry, start, failure=exc)
-        else:
-            if spec.blocking and self.in_flight is not None:  # on a worker thread: it waits
-                self.in_flight.waits(rec)
-            outcome = await executor.arun(spec, args, rec.retry)
-        if outcome is None:
-            attempts = 1
-        elif type(outcome) is Succeeded:
-            value, attempts = outcome.value, outcome.attempts
-        else:
-            attempts = 0
-        if compact and attempts == 1 and rec.call is held:
-            now = time.time()
-            plain = plain_observation(spec, call_id, value, label, artifacts, now, tags)
-            if isinstance(plain, Observation):  # folded into the call's record
-                rec.call = (*held[:8], next(seq), now, plain.content_hash)
-                flow.observed_as(plain, label, within)
-                return plain
-            shaped = plain  # shaped and cut (or None): observe() takes it as it is
-        else:
-            shaped = None
-        ready = Ready(entry.compiled, call_id, node, args, args, None, None, label)
-        obs = observe(
-            ready,
-            Succeeded(value, 1) if outcome is None else outcome,
-            artifacts=artifacts,
-            rec=rec,
-            shaped=shaped,
-        )
-        flow.observed_as(obs, label, within)
-        return obs
+        """Record the stages' events, run the tool and shape its observation, as the stages do
+        (:func:`~actionspace.pipeline._run.begin`, awaited to its end)."""
+        step = begin(self.in_flight, call, rec, node_id, blocking, executor, artifacts, direct)
+        return step if isinstance(step, Observation) else await step

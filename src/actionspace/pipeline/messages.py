@@ -29,6 +29,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, ids_apart, parse
+from actionspace.pipeline._run import AppendCall, begin
 from actionspace.pipeline.calls import (
     Cut,
     InFlight,
@@ -62,6 +63,9 @@ class Messages:
         self.engine = engine
         self.in_flight = engine.fast.in_flight = InFlight(engine.executor)
         """The calls waiting for their tools now, which ``Runtime.close()`` cuts (pipeline/calls.py)."""
+        self._sink: object = None
+        self._append: AppendCall | None = None
+        """The memory trace store's ``append_call`` behind ``engine.sink`` (read when it changes)."""
         self.together = True
         """False: the calls of a message of several run one after the other, each begun once the
         one before it was shown (for comparisons and the equivalence test)."""
@@ -144,28 +148,79 @@ class Messages:
     ) -> Observation | None:
         """One simple call of an open run on the precompiled path (pipeline/fast.py), or None
         when it is not one (the caller then runs :meth:`acalls`): the same observation and the
-        same events the stages would give, without their cost."""
+        same events the stages would give, without their cost (:meth:`quick`, awaited)."""
+        got = self.quick(raw, run_id, node_id, principal)
+        return got if got is None or isinstance(got, Observation) else await got
+
+    def quick(
+        self,
+        raw: Any,
+        run_id: str,
+        node_id: str | None,
+        principal: Principal | None,
+        refreshed: RunState | None = None,
+    ) -> Observation | Coroutine[Any, Any, Observation | None] | None:
+        """:meth:`aquick` without a coroutine of its own: the observation when the call ended
+        without waiting, else the coroutine to await for it (a tool that waits, a run-state store
+        to read first), or None when it is not a simple call. ``refreshed``: the run, its stored
+        state read already."""
         engine = self.engine
-        run = engine.runs.known(run_id, refresh=False)
+        runs = engine.runs
+        run = refreshed or runs.live.get(run_id)  # runs.known(run_id, refresh=False), without its call
         if run is None or (node_id is not None and (not node_id.isascii() or "\x00" in node_id)):
             return None  # the run is opened, and a node id checked, by acalls
-        if not engine.runs.in_memory:
-            await engine.runs.arefresh(run)  # what other processes saved of it, off the event loop
-        if not well_identified(raw):
+        if runs.in_memory:
+            sink = engine.sink
+            if sink is not self._sink:  # a store keeping compact records takes them from FastPath.run
+                self._sink, self._append = sink, getattr(getattr(sink, "__self__", None), "append_call", None)
+            direct = self._append
+        elif refreshed is None:
+            return self._refreshed(raw, run, node_id, principal)
+        else:
+            direct = None
+        if type(raw) is not str and not well_identified(raw):
             return None  # a parse_error, given by acalls
-        quick = engine.fast.take(raw, run, principal or run.principal, engine.ordered)
+        fast = engine.fast
+        quick = fast.take(raw, run, principal or run.principal, engine._ordered)
         if quick is None:
             return None
         rec = Recorder(run, None)
         try:
-            obs = await engine.fast.run(
-                quick,
-                rec,
-                node_id,
-                blocking=False,
-                executor=engine.executor,
-                artifacts=engine.artifacts,
+            step = begin(
+                self.in_flight, quick, rec, node_id, False, engine.executor, engine.artifacts, direct
             )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            step = engine.internal(exc, rec, quick.tool_call())
+            run.flow.observed(step)
+        except BaseException:  # what was recorded is still stored
+            cut = self._cut(rec, quick, raised=True)
+            if cut is None:
+                with contextlib.suppress(Exception):
+                    engine.flush(rec)
+                raise
+            return self._stored(rec, run, cut)
+        if not isinstance(step, Observation):  # its tool waits
+            return self._ended(step, quick, rec, run)
+        if rec.call is None and not rec.records:
+            return step  # begin handed its record to the store (``direct``)
+        return self._settled(step, quick, rec, run)
+
+    async def _refreshed(
+        self, raw: Any, run: RunState, node_id: str | None, principal: Principal | None
+    ) -> Observation | None:
+        """:meth:`quick` of a run whose state other processes may have saved: read first, off the
+        event loop."""
+        await self.engine.runs.arefresh(run)
+        got = self.quick(raw, run.run_id, node_id, principal, run)
+        return got if got is None or isinstance(got, Observation) else await got
+
+    async def _ended(
+        self, step: Coroutine[Any, Any, Observation], quick: FastCall, rec: Recorder, run: RunState
+    ) -> Observation:
+        """A precompiled call whose tool waited, to its end (see :meth:`quick`)."""
+        engine = self.engine
+        try:
+            obs = await step
         except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
             obs = engine.internal(exc, rec, quick.tool_call())
             run.flow.observed(obs)
@@ -176,17 +231,29 @@ class Messages:
                     engine.flush(rec)
                 raise
             return await self._stored(rec, run, cut)
+        got = self._settled(obs, quick, rec, run)
+        return got if isinstance(got, Observation) else await got
+
+    def _settled(
+        self, obs: Observation, quick: FastCall, rec: Recorder, run: RunState
+    ) -> Observation | Coroutine[Any, Any, Observation]:
+        """A precompiled call's observation once its records are stored, or the coroutine that
+        stores them (off the event loop, or once ``close()`` that cut it is told)."""
         if self.in_flight.calls:  # its tool waited: close() may have cut it
             cut = self._cut(rec, quick, raised=False)
             if cut is not None:
-                return await self._stored(rec, run, cut)
-        if engine.flush_blocks(rec):
-            return (await self._flushed(rec, run, [obs], inline=False))[0]
+                return self._stored(rec, run, cut)
+        runs = self.engine.runs
+        if runs.flush_blocks(rec):
+            return self._flushed_one(rec, run, obs)
         try:
-            engine.flush(rec)
+            runs.flush(rec, self.engine.sink)
         except Exception as exc:
             return self._unsaved(run, [obs], exc)[0]
         return obs
+
+    async def _flushed_one(self, rec: Recorder, run: RunState, obs: Observation) -> Observation:
+        return (await self._flushed(rec, run, [obs], inline=False))[0]
 
     def _cut(self, rec: Recorder, quick: FastCall, *, raised: bool) -> tuple[Observation, Cut] | None:
         """The observation of a precompiled call that ``close()`` cut while its tool waited (None:

@@ -72,6 +72,8 @@ class RunRegistry:
         self.max_live_runs = max_live_runs
         self._on_first_run = on_first_run
         self._runs: OrderedDict[str, RunState] = OrderedDict()
+        self.live = self._runs
+        """The runs open in memory, by id (read only: :meth:`known` without its call)."""
         self._evicted: weakref.WeakValueDictionary[str, RunState] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
         self.closed = False

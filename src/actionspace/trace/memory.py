@@ -94,16 +94,19 @@ class MemoryTraceStore:
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
         """Append one simple call's compact record and its other ``records``, together."""
-        seq, ts, call_id, shape, model, name, ident, node, obs_seq, obs_ts, digest = call
-        top = (seq + 5 if model is not None else seq + 4) if obs_seq < 0 else obs_seq + 1
+        # The fields read by position: this runs once per simple call (its 11-tuple unpacked and
+        # built again cost more than the rest of the append).
+        obs_seq = call[8]
+        top = (call[0] + (4 if call[4] is None else 5)) if obs_seq < 0 else obs_seq + 1
         if records and records[-1][0] >= top:
             top = records[-1][0] + 1
+        shape = call[3]
         with self._lock:
             index = self._shape_index.get(id(shape))
             if index is None:
                 index = self._shape_index[id(shape)] = len(self._shapes)
                 self._shapes.append(shape)
-            kept = (seq, ts, call_id, index, model, name, ident, node, obs_seq, obs_ts, digest)
+            kept = (*call[:3], index, *call[4:])
             calls = self._calls.get(run_id)
             if calls is None:
                 calls = self._calls[run_id] = []

@@ -19,7 +19,7 @@ instant, but a person who wrote ``+02:00`` chose a clock, so they stay two actio
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -147,6 +147,17 @@ class SettledCheck:
             if isinstance(value, str) and timestamp_identity(value) is not value:
                 return False
         return True
+
+    def quick(self) -> tuple[Callable[[Any], bool], bool] | None:
+        """(the schema's own ``is_valid``, whether it has integers) when every integer is a
+        top-level property and no date-time is held: arguments whose top-level values hold no
+        float are then settled exactly when that check accepts them, so a caller may ask it alone
+        (one compiled call, decided once per tool) and ask :meth:`is_valid` only when a float is
+        among the values. None: only :meth:`is_valid` decides."""
+        flat = self._flat
+        if flat is None or flat[1]:
+            return None
+        return self._schema.is_valid, bool(flat[0])
 
     def iter_errors(self, args: Any) -> Any:
         """The schema's errors for ``args``."""

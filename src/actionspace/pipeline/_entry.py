@@ -1,0 +1,189 @@
+"""What the precompiled call path (pipeline/fast.py) decides once per (run, tool): the
+:class:`Entry`, and the parsed call (:class:`FastCall`) that refers to it.
+
+Besides authorization, the flow verdict and the trace payloads, an entry holds how a call's
+arguments are checked (:func:`checks_of`: the compiled schema's own check when the settled forms
+of its integers can be told from the top-level values' types) and whether an ``int`` result is put
+in its envelope without the generic shaping (:func:`shapes_ints`): both depend only on the tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.runs import RunState
+from actionspace.execution.streaming import is_streaming
+from actionspace.observation.rules import MIN_MAX_BYTES
+from actionspace.pipeline.fast_effects import Verdict
+from actionspace.pipeline.stages import Stage
+from actionspace.policy.flow_policies import FlowPolicy
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import CallShape
+from actionspace.types import ToolCall
+from actionspace.validation.forms import SettledCheck
+from actionspace.validation.validator import CompiledTool
+
+__all__ = [
+    "Entry",
+    "FastCall",
+    "Output",
+    "checks_of",
+    "finite_by_schema",
+    "output_of",
+    "shapes_ints",
+    "simple_tool",
+]
+
+
+def simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
+    """No approvals, batches, streams or argument conversion: nothing to defer to."""
+    return (
+        not spec.requires_approval
+        and spec.batch is None
+        and spec.max_items is None
+        and not is_streaming(spec)
+        and compiled.simple
+        and spec.fn is not None
+        and not spec.verify
+        and spec.completion is None  # post-conditions run on the staged path
+    )
+
+
+_NO_FLOATS = frozenset({"integer", "string", "boolean", "null"})
+"""JSON Schema types no non-finite number satisfies (``integer`` refuses infinities and NaN)."""
+
+
+def finite_by_schema(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` holds every argument to a type no infinity or NaN satisfies: a closed
+    object (``additionalProperties: false``, no pattern properties) each of whose properties
+    names such types, with no reference whose siblings an older draft would ignore."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return False
+    if "patternProperties" in schema or "$ref" in schema:
+        return False
+    properties = schema.get("properties") or {}
+    if not isinstance(properties, Mapping):
+        return False
+    for sub in properties.values():
+        if not isinstance(sub, Mapping) or "$ref" in sub:
+            return False
+        kind = sub.get("type")
+        kinds = [kind] if isinstance(kind, str) else kind
+        if not isinstance(kinds, list) or not kinds or not all(k in _NO_FLOATS for k in map(str, kinds)):
+            return False
+    return True
+
+
+Output = tuple[Label, "Label | None", tuple[str, ...]]
+"""An output label, the run label it adds nothing to (None: not known to add nothing), and the
+label's provenance tags (``Label.tags``, read once per run label, not once per call)."""
+
+
+def output_of(label: Label, context: Label | None = None) -> Output:
+    if label == PUBLIC_TRUSTED:
+        return label, context, label.tags()
+    within = context if context is not None and context.join(label) is context else None
+    return label, within, label.tags()
+
+
+@dataclass(slots=True)
+class Entry:
+    """What the stages decide about any simple call of one tool in one run, decided once."""
+
+    run: RunState
+    spec: ToolSpec
+    compiled: CompiledTool
+    principal: Principal
+    policy: FlowPolicy | None
+    ordered: Sequence[Stage]
+    bare: Output
+    """The output of a call without arguments (the tool's label)."""
+    joined: tuple[Label, Output]
+    """(run label, the tool's label joined with it): replaced whole, so a reader in another
+    thread never pairs one run label with the output label of another."""
+    shape: CallShape
+    """The payloads every call's trace events share (authorized, validated, tool and version)."""
+    inline: bool
+    """An async tool: the first step of its coroutine is taken on the calling path."""
+    effects: bool = False
+    """A side-effecting tool (:func:`~actionspace.pipeline.fast_effects.has_effects`):
+    :meth:`FastPath.ready` prepares its calls (the ledger runs them, pipeline/fast_effects.py);
+    :meth:`FastPath.take` leaves them to the stages."""
+    finite: bool = False
+    """The schema alone refuses a non-finite number anywhere in the arguments
+    (:func:`finite_by_schema`): a call whose schema check passed needs no walk for one."""
+    verdict: Verdict | None = None
+    """The flow verdict last computed for a call of a side-effecting tool, with the run label and
+    argument names it holds for (replaced whole)."""
+    check: Callable[[Any], bool] | None = None
+    """The schema check :meth:`FastPath.take` asks first (:func:`checks_of`; None: the compiled
+    tool's own ``validator.is_valid``)."""
+    floats: bool = False
+    """A float among the top-level argument values sends a call that ``check`` accepted to the
+    compiled tool's own check as well (an integral float at an integer is not yet settled)."""
+    ints: bool = False
+    """An ``int`` result of a call is put in its envelope without the generic shaping
+    (:func:`shapes_ints`)."""
+
+    def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
+        """The output label of a call with ``arguments`` while the run label is ``context``,
+        ``context`` again when that label is known to add nothing to it (else None), and its tags.
+
+        Each argument is labelled with the run label (no sources, no bindings), so it joins in
+        once there is any argument.
+        """
+        if not arguments:
+            return self.bare
+        joined = self.joined
+        if joined[0] is not context:
+            joined = self.joined = (context, output_of(self.bare[0].join(context), context))
+        return joined[1]
+
+
+@dataclass(slots=True)
+class FastCall:
+    """One parsed call that may take the precompiled path, before any state changed."""
+
+    entry: Entry
+    name: str
+    call_id: str | None
+    arguments: dict[str, Any]
+    raw: Any
+    """The model output (recorded as ``model_output``): JSON text, a provider object, or None for a
+    ToolCall."""
+    fmt: str = "openai_chat"
+    """The provider format ``parse`` read ``raw`` as (the ``parsed`` event's ``format``)."""
+
+    def tool_call(self) -> ToolCall:
+        return ToolCall(name=self.name, arguments=self.arguments, id=self.call_id)
+
+
+def checks_of(compiled: CompiledTool) -> tuple[Callable[[Any], bool], bool]:
+    """(the check a call's arguments pass first, whether a top-level float sends them on to
+    ``compiled.validator``): the compiled schema's own ``is_valid`` (no Python frame of ours)
+    when the settled forms of the tool's integers can be told from the values' types alone.
+
+    :class:`~actionspace.validation.forms.SettledCheck` accepts valid arguments whose integer
+    properties hold no float: when every integer is a top-level property and the schema holds no
+    date-time, arguments without a float among their top-level values pass it exactly when the
+    schema accepts them."""
+    validator = compiled.validator
+    if isinstance(validator, SettledCheck):
+        quick = validator.quick()
+        if quick is not None:
+            return quick
+    return validator.is_valid, False
+
+
+def shapes_ints(spec: ToolSpec) -> bool:
+    """Whether an ``int`` result of ``spec`` is shaped as its canonical text and nothing else:
+    the default rule, a budget no such text can exceed, and a lifecycle that adds no notice."""
+    return (
+        spec.trim == "json-v1"
+        and spec.max_observation_bytes >= MIN_MAX_BYTES
+        and spec.lifecycle != "deprecated"
+    )
