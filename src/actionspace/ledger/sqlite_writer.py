@@ -10,6 +10,7 @@ a transaction and its fsync (group commit) on that one connection, and every sto
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import logging
@@ -197,8 +198,9 @@ class _Slot:
         self.durable = durable
         self.detached = False
         """Its caller did not wait: a failure is logged, not raised."""
-        self.done: threading.Event | None = None
-        """Set when the slot's group committed or it was handed the lead; only if it waits."""
+        self.done: _thread.LockType | None = None
+        """Taken while its caller waits, released once its group committed or it was handed the lead
+        (a bare lock: an Event's wait and set are Python code, run by every waiting caller)."""
         self.lead = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -286,10 +288,12 @@ class GroupCommit:
             slot.lead = not self._busy
             self._busy = True
             if not slot.lead:
-                slot.done = done = threading.Event()
+                slot.done = done = _thread.allocate_lock()
+                done.acquire()  # taken now: the acquire below returns once the leader releases it
         if not slot.lead:
-            done.wait()
+            done.acquire()
         if slot.lead:  # arrived first, or handed the lead when the group before it committed
+            slot.done = None  # released already: its own group's end must not release it again
             self._lead(flush=op is _nothing)
         if slot.error is not None:
             raise slot.error
@@ -376,7 +380,7 @@ class GroupCommit:
         for slot in group:
             slot.lead = False
             if slot.done is not None:
-                slot.done.set()
+                slot.done.release()
             elif slot.detached and slot.error is not None:
                 _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
@@ -486,7 +490,7 @@ atexit.register(_settle_all)
 
 def _wake(slot: _Slot) -> None:
     if slot.done is not None:
-        slot.done.set()
+        slot.done.release()
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
