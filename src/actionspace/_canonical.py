@@ -17,7 +17,8 @@ Multilingual Plane). Hashes are therefore stable inside
 actionspace but not comparable with other JCS implementations for float-bearing data.
 
 ``normalize`` turns any Python value into plain JSON: pydantic models through
-``model_dump(mode="json")`` (their fields when the dump fails), dataclasses as objects of their
+``model_dump(mode="json")`` (their fields when the dump fails or would cost past the budget,
+``_encoder.dump_within``), dataclasses as objects of their
 fields, dates as ISO 8601, enums by value, numpy-like arrays and scalars through ``tolist`` (an
 array past a million items keeps its first rows: a cut), sets sorted, bytes decoded as UTF-8,
 a negative zero as ``0.0``, non-finite floats as the strings ``"NaN"``, ``"Infinity"``,
@@ -65,6 +66,7 @@ from actionspace._encoder import (
     TOO_LARGE,
     clip_end,
     clip_middle,
+    dump_within,
     dumps_plain,
     json_copy,
     strict_dumps,
@@ -418,11 +420,13 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
     dump = getattr(type(value), "model_dump", None)
     if callable(dump):
         try:
-            return _normalize(dump(value, mode="json"), depth + 1, walk)
+            if dump_within(value, walk.left):  # else what sharing multiplies would be dumped whole
+                return _normalize(dump(value, mode="json"), depth + 1, walk)
         except Exception:  # a model holding itself: its fields, where the cycle closes "<cycle>"
-            if model_pairs(value) is None:
-                return shown_repr(repr(value))
-            return _container(value, depth, walk)
+            pass
+        if model_pairs(value) is None:
+            return shown_repr(repr(value))
+        return _container(value, depth, walk)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _container(value, depth, walk)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):

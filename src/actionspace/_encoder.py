@@ -13,7 +13,10 @@ it holds) and stops at its budget:
   code (inside it nothing could stop that code, and what it raises would escape);
 * ``normalize`` keeps :data:`NORMALIZE_UNITS` (it feeds the observation, which shows a few
   kilobytes of it);
-* ``whole_json`` writes :data:`WHOLE_UNITS` into the artifact.
+* ``whole_json`` writes :data:`WHOLE_UNITS` into the artifact;
+* a pydantic model is dumped (``model_dump``, whose Rust code no budget can stop) only when
+  :func:`dump_within` found its dump within what the pass may still write; else the pass reads
+  its fields itself, within its budget, as it reads a model whose dump fails.
 
 Past its budget a pass writes :data:`TOO_LARGE` in place of the value it could not afford, and
 reads nothing more of the containers it is in: a cut, reported as every other cut is (a shaped
@@ -23,8 +26,10 @@ costs a type check of its items and nothing else: the usual result pays no walk.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from gc import get_referents
 from itertools import compress, islice, repeat
@@ -43,10 +48,12 @@ __all__ = [
     "check_plain",
     "clip_end",
     "clip_middle",
+    "dump_within",
     "dumps_plain",
     "json_copy",
     "strict_dumps",
     "within",
+    "writes_within",
 ]
 
 PLAIN_UNITS: Final = 1 << 24
@@ -71,6 +78,7 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _CONTAINERS: Final = frozenset({dict, list, tuple})
 _PLAIN: Final = _SCALARS | _CONTAINERS
 _STR: Final = frozenset({str})
+_DICT: Final = frozenset({dict})
 _KEYS: Final = _SCALARS
 _is_container = _CONTAINERS.__contains__
 _long = LONG_TEXT.__le__
@@ -164,6 +172,91 @@ def _walk(value: Any) -> None:
                 else:
                     seen[id(text)] = text
         level = list(compress(parts, map(_is_container, types))) if not kinds.isdisjoint(_CONTAINERS) else []
+
+
+def writes_within(value: Any, left: int = PLAIN_UNITS) -> bool:
+    """Whether writing ``value`` (JSON, or anything holding models, dataclasses and containers)
+    costs at most ``left`` units, what sharing multiplies counted each time it is written: a few
+    plain parts cost a type check each, anything else :func:`dump_within`'s walk."""
+    try:
+        if _small(value):
+            return True
+    except TypeError:  # a type the walk below reads
+        pass
+    try:
+        return dump_within(value, left)
+    except Exception:  # a type's own attribute lookup raised: nothing known, so not within
+        return False
+
+
+def dump_within(value: Any, left: int) -> bool:
+    """Whether a model's (or a dataclass's) dump costs at most ``left`` units, what sharing
+    multiplies counted each time it is written, as :func:`_walk` counts: a pydantic model is the
+    dicts it holds (its fields, extra and private ones), a dataclass its fields, a container
+    (subclasses, sets and deques too) its items; anything else one value. Read level by level
+    without running any of the value's own code, at most the interpreter's recursion limit deep
+    (a dump nests no deeper: pydantic refuses it). A model of a few plain parts costs a type check
+    of each alone."""
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is dict and getattr(value, "__pydantic_extra__", None) is None:
+        if _SCALARS.issuperset(map(type, fields.values())):
+            return True  # the usual model: scalars only, nothing to share
+        try:
+            if _small(fields):
+                return True  # a few plain parts, no long text: nothing sharing could multiply
+        except TypeError:  # a model or another type inside: the walk below reads it
+            pass
+    level: list[Any] = []
+    groups: dict[type, list[Any]] = {type(value): [value]}
+    deepest = getrecursionlimit()
+    seen: dict[int, str] = {}
+    while level or groups:
+        deepest -= 1
+        left -= sum(map(len, level)) + CONTAINER_UNITS * (len(level) + sum(map(len, groups.values())))
+        if left < 0 or deepest < 0:
+            return False
+        parts = get_referents(*level)
+        level = []
+        for kind, values in groups.items():
+            if isinstance(getattr(kind, "model_fields", None), Mapping):  # pydantic: its dicts, read next
+                held = get_referents(*values)  # its __dict__, extra and private fields, type, field set
+                level.extend(compress(held, map(_DICT.__contains__, map(type, held))))
+                continue
+            base = next((base for base in _SIZED_BASES if issubclass(kind, base)), None)
+            if base is not None:
+                left -= sum(map(base.__len__, values))  # its own __len__ may say anything
+                if left < 0:
+                    return False
+            parts.extend(get_referents(*values))
+        types = list(map(type, parts))
+        kinds = set(types)
+        if str in kinds:
+            texts = list(compress(parts, map(_STR.__contains__, types)))
+            for text in compress(texts, map(_long, map(len, texts))):
+                if id(text) in seen:  # held before: written again
+                    left -= len(text) // TEXT_UNIT
+                else:
+                    seen[id(text)] = text
+        if not kinds.isdisjoint(_CONTAINERS):
+            level.extend(compress(parts, map(_is_container, types)))
+        groups = {
+            kind: list(compress(parts, map(frozenset((kind,)).__contains__, types)))
+            for kind in kinds - _PLAIN
+            if _holds_parts(kind)
+        }
+    return left >= 0
+
+
+_SIZED_BASES: Final = (dict, list, tuple, set, frozenset, deque)
+
+
+def _holds_parts(kind: type) -> bool:
+    """Whether a dump writes what a value of ``kind`` holds (its parts are counted), not one value."""
+    return (
+        issubclass(kind, _SIZED_BASES)
+        or callable(getattr(kind, "model_dump", None))
+        or (dataclasses.is_dataclass(kind) and not issubclass(kind, type))
+    )
 
 
 def _scalar_kinds(kinds: set[type]) -> None:

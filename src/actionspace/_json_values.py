@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import math
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -39,17 +40,47 @@ from actionspace._canonical import (
     normalize_within,
     unshowable,
 )
-from actionspace._encoder import CONTAINER_UNITS, LONG_TEXT, TEXT_UNIT, TOO_LARGE, WHOLE_UNITS, within
+from actionspace._encoder import (
+    CONTAINER_UNITS,
+    LONG_TEXT,
+    PLAIN_UNITS,
+    TEXT_UNIT,
+    TOO_LARGE,
+    WHOLE_UNITS,
+    dump_within,
+    within,
+)
 from actionspace._placeholders import field_pairs, model_pairs, named_keys, shown_repr
 from actionspace._unicode import _bad, _escape_pointer, text_for_postgres
 
-__all__ = ["DECIMAL_BITS", "MAX_DEPTH", "MAX_INT_DIGITS", "finite_numbers", "unfit_arguments", "whole_json"]
+__all__ = [
+    "ARGUMENT_UNITS",
+    "DECIMAL_BITS",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "TOO_COSTLY",
+    "finite_numbers",
+    "too_costly",
+    "unfit_arguments",
+    "whole_json",
+]
 
 MAX_DEPTH: Final = 200
 """Most levels of objects and arrays arguments may nest (the arguments object is level 1)."""
 MAX_INT_DIGITS: Final = 4300
 """Most decimal digits of an integer argument (Python's limit for writing an integer as text)."""
 _TOO_BIG: Final = 10**MAX_INT_DIGITS
+ARGUMENT_UNITS: Final = PLAIN_UNITS
+"""Most units arguments' JSON text may cost (as :mod:`actionspace._encoder` counts them: what a
+Python caller's arguments share counted each time it is held), the most the encoder writes: past
+it no digest, idempotency key or node identity can be made of them."""
+TOO_COSTLY: Final = (
+    f"holds more than {ARGUMENT_UNITS} values, counting a part held in several places once for each:"
+    " its JSON text is too long to check"
+)
+"""Why arguments whose JSON text costs more than :data:`ARGUMENT_UNITS` are refused."""
+_FLAT_KEYS: Final = 64
+"""Most keys of arguments read in one pass: one long text held by every key is written that often."""
 
 
 def unfit_arguments(value: Any) -> tuple[str, str, bool] | None:
@@ -57,9 +88,11 @@ def unfit_arguments(value: Any) -> tuple[str, str, bool] | None:
     hold, else None: a string or key :func:`~actionspace._unicode.unfit_text` refuses, a key that
     is not a string, a value that is not JSON (JSON's types, and tuples as arrays), a number that
     is not finite, an integer beyond :data:`MAX_INT_DIGITS` digits, nesting deeper than
-    :data:`MAX_DEPTH`. Walks each container once, without recursion."""
-    if type(value) is dict:  # the usual arguments: ASCII keys, small scalars and ASCII strings
-        for key, child in value.items():
+    :data:`MAX_DEPTH`, a JSON text costing more than :data:`ARGUMENT_UNITS` (a Python caller's
+    parts held in many places: a list shared down forty levels). Walks each container once (again
+    only where it is held deeper), without recursion."""
+    if type(value) is dict and len(value) <= _FLAT_KEYS:  # the usual arguments: ASCII keys, small
+        for key, child in value.items():  # scalars and ASCII strings (one text held by every key, at most)
             if type(key) is not str or not key.isascii() or "\x00" in key:
                 break
             kind = type(child)
@@ -82,6 +115,9 @@ def unfit_arguments(value: Any) -> tuple[str, str, bool] | None:
 def _walk(value: Any) -> tuple[str, str, bool] | None:
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     path: set[int] = set()  # the containers holding the one being walked
+    walked: dict[int, int] = {}  # the containers walked whole, and how deep
+    texts: dict[int, str] = {}  # the long texts read, by identity
+    shared = False
     while stack:
         item, where, depth = stack.pop()
         if item is _LEAVE:
@@ -91,6 +127,9 @@ def _walk(value: Any) -> tuple[str, str, bool] | None:
         if problem is not None:
             return where, problem, False
         if isinstance(item, str):
+            if len(item) >= LONG_TEXT and _held_again(item, texts):
+                shared = True  # read before: nothing new to find in it
+                continue
             reason = _bad(item)
             if reason is not None:
                 return where, reason, True
@@ -105,17 +144,65 @@ def _walk(value: Any) -> tuple[str, str, bool] | None:
             return where, f"nests objects and arrays deeper than {MAX_DEPTH} levels", False
         if id(item) in path:
             return where, "holds itself (a container inside itself has no JSON form)", False
+        if id(item) in walked:  # held in another place too: its text is written once for each
+            shared = True
+            if depth <= walked[id(item)]:
+                continue  # walked whole from as deep: nothing new to find in it
+        walked[id(item)] = depth
         path.add(id(item))
         stack.append((_LEAVE, where, id(item)))
         for key, child in pairs:
             if isinstance(item, dict):
                 if not isinstance(key, str):
                     return where, f"has a key that is not a string ({type(key).__name__} {key!r:.40})", False
-                reason = _bad(key)
-                if reason is not None:
-                    return f"{where}/{_escape_pointer(text_for_postgres(key))}", f"the key {reason}", True
+                if len(key) >= LONG_TEXT and _held_again(key, texts):
+                    shared = True
+                else:
+                    reason = _bad(key)
+                    if reason is not None:
+                        return f"{where}/{_escape_pointer(text_for_postgres(key))}", f"the key {reason}", True
             stack.append((child, f"{where}/{_escape_pointer(str(key))}", depth + 1))
-    return None
+    reason = too_costly(value) if shared else None
+    return None if reason is None else ("", reason, False)
+
+
+def too_costly(value: Any) -> str | None:
+    """Why :func:`unfit_arguments` refuses ``value`` (arguments: objects, arrays, scalars) as too
+    costly, else None: its JSON text costs more than :data:`ARGUMENT_UNITS`, each part counted
+    each place it is held and a long text each time after the first. Time linear in its distinct
+    containers; a container inside itself is counted once (the walks that read it refuse it)."""
+    units: dict[int, int] = {}
+    texts: dict[int, str] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if not isinstance(item, dict | list | tuple) or (not children_done and id(item) in units):
+            continue  # not a container, or one counted already
+        children = list(item.values()) if isinstance(item, dict) else item
+        if not children_done:
+            units[id(item)] = 0  # while its children are counted: met inside itself, it adds nothing
+            stack.append((item, True))
+            stack.extend((child, False) for child in children if isinstance(child, dict | list | tuple))
+            continue
+        total = len(item) + CONTAINER_UNITS
+        for child in itertools.chain(children, item if isinstance(item, dict) else ()):
+            if isinstance(child, dict | list | tuple):
+                total += units.get(id(child), 0)
+            elif isinstance(child, str) and len(child) >= LONG_TEXT:
+                texts[id(child)] = child
+                total += len(child) // TEXT_UNIT
+        units[id(item)] = total
+    written = units.get(id(value), 0) - sum(len(text) // TEXT_UNIT for text in texts.values())
+    return TOO_COSTLY if written > ARGUMENT_UNITS else None
+
+
+def _held_again(text: str, texts: dict[int, str]) -> bool:
+    """Whether the long ``text`` was met before in these arguments (read then); else ``texts``
+    keeps it from now on."""
+    if id(text) in texts:
+        return True
+    texts[id(text)] = text
+    return False
 
 
 _LEAVE: Final = object()
@@ -339,17 +426,19 @@ def _inside(child: Any, marker: int) -> _Container:
 
 
 def _model(item: Any, dump: Any, path: set[int], budget: _Budget) -> _Opened:
-    """A pydantic model as its JSON dump; when the dump fails (the model holds itself), as its
-    fields, each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
+    """A pydantic model as its JSON dump; when the dump fails (the model holds itself) or would
+    cost more than ``budget`` affords (:func:`~actionspace._encoder.dump_within`), as its fields,
+    each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
     ``model_dump`` that fails is its ``repr``, as ``normalize`` writes it."""
     try:
-        dumped = dump(item, mode="json")
-    except Exception:
-        pairs = model_pairs(item)
-        if pairs is None:
-            return _string(shown_repr(repr(item)), budget)
-        return _object(pairs, id(item), path, budget)
-    return _inside(dumped, id(item))
+        if dump_within(item, budget.left):  # else what sharing multiplies would be dumped whole
+            return _inside(dump(item, mode="json"), id(item))
+    except Exception:  # the model's own code raised: its fields are read below
+        pass
+    pairs = model_pairs(item)
+    if pairs is None:
+        return _string(shown_repr(repr(item)), budget)
+    return _object(pairs, id(item), path, budget)
 
 
 def _object(pairs: Any, marker: int, path: set[int], budget: _Budget, owner: object = None) -> _Opened:

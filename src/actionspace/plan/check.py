@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actionspace._json_values import MAX_DEPTH
+from actionspace._json_values import MAX_DEPTH, too_costly
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
 from actionspace.plan._simple_plan import plain_tool, simple_plan, simple_tools
@@ -311,6 +311,9 @@ def _check_node(
     specs: list[ToolSpec] = []
     for tool, arguments, where in calls:
         nested = any(type(v) not in _SCALARS for v in arguments.values())
+        if nested and (costly := too_costly(arguments)) is not None:  # parts held in many places
+            errors.append(FieldError(path=f"{where}/arguments", message=costly))
+            continue
         if nested and (deep := nested_past(arguments, MAX_DEPTH)) is not None:
             # deeper than any call may hold (the validate stage's bound), and than a walk by recursion can go
             errors.append(

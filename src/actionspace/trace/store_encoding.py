@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from actionspace._canonical import canonical_text, normalize_key, strict_dumps, unshowable
+from actionspace._encoder import writes_within
 from actionspace._placeholders import named_keys, stable_repr
 from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
 
@@ -241,10 +242,13 @@ def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]
     if isinstance(raw, str):
         text = raw
     elif isinstance(raw, dict | list):
-        try:
-            text = strict_dumps(raw)
-        except (ValueError, TypeError, RecursionError, OverflowError):
-            text = strict_dumps(_safe(raw, 0))
+        if not writes_within(raw):  # parts held in many places: its budget cuts it, marked "<too large>"
+            text = canonical_text(raw)
+        else:
+            try:
+                text = strict_dumps(raw)
+            except (ValueError, TypeError, RecursionError, OverflowError):
+                text = strict_dumps(_safe(raw, 0))
         if len(text) <= RAW_PREFIX_CHARS:
             # a copy as strict JSON (the caller's object may change later): what the text says
             return {"raw": json.loads(text)}
@@ -274,6 +278,8 @@ def compact_raw(
     (:data:`~actionspace.trace.events.CompactCall`): its UTF-8 JSON text when that is short (read
     back as ``{"raw": the object}``), else the payload itself. Bytes are not tracked by the garbage
     collector, and the text is decoded only when the trace is read."""
+    if not writes_within(raw):
+        return bounded_raw(raw, artifacts)
     try:
         text = strict_dumps(raw)
     except (ValueError, TypeError, RecursionError, OverflowError):

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema_rs
 from pydantic import ValidationError
 
-from actionspace._json_values import unfit_arguments
+from actionspace._json_values import TOO_COSTLY, unfit_arguments
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
@@ -191,7 +191,11 @@ def validate(
     if unfit is not None:  # before the schema: its checker cannot read such text, nor a digest such values
         path, reason, text = unfit
         summary = (
-            "arguments hold text that is not Unicode" if text else "arguments hold a value that is not JSON"
+            "arguments hold text that is not Unicode"
+            if text
+            else "arguments are too large to write as JSON"
+            if reason == TOO_COSTLY
+            else "arguments hold a value that is not JSON"
         )
         return _reject(summary, [FieldError(path=path, message=reason)])
     if not compiled.schema.is_valid(arguments):
