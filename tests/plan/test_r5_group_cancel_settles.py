@@ -5,6 +5,7 @@ says ``cancelled``, and proposing the plan again runs it instead of answering ``
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +223,16 @@ def test_a_plan_cancelled_while_a_blocking_member_runs_never_takes_its_answer_as
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        deadline = time.monotonic() + 10
+        while _group_entry(rt).state != "unknown":  # the cut noted; its rollback waits for the member
+            assert time.monotonic() < deadline, "the group's cut was never noted"
+            await asyncio.sleep(0.005)
         release.set()
-        for _ in range(20):  # the member's thread ends; its answer must not settle the group
-            await asyncio.sleep(0.01)
+        # the member's thread ends: the transaction is rolled back there, the entry settled (its
+        # answer never settles the group)
+        while _group_entry(rt).state == "unknown":
+            assert time.monotonic() < deadline, "the group's rollback never ran"
+            await asyncio.sleep(0.005)
 
     asyncio.run(cancel_midway())
     entry = _group_entry(rt)

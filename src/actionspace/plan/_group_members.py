@@ -20,7 +20,10 @@ def rolled_back(
 ) -> Observation:
     why = f": {cause.message}" if cause is not None else ""
     details: dict[str, Any] = {"rolled_back": True, "group": group}
-    if not attempt.rolled_back:  # never committed all the same, but the undo did not report success
+    if attempt.rollback_pending:  # never committed: undone once its member's worker thread returns
+        details = {"rolled_back": False, "committed": False, "rollback_pending": True, "group": group}
+        why += "; its transaction is rolled back once the member still running on its worker thread returns"
+    elif not attempt.rolled_back:  # never committed all the same, but the undo did not report success
         details = {"rolled_back": False, "committed": False, "group": group}
         why += f"; the rollback raised {attempt.rollback_error}"
     error = ActionError.of("cancelled", f"rolled back with group {group}{why}", details=details)

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from actionspace.errors import ActionError, said
-from actionspace.execution.executor import Outcome, Succeeded
+from actionspace.execution.executor import Outcome, Succeeded, running_attempt
 from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import AdmitSend, new_entry, protocol
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
 from actionspace.plan._group_members import member_of, rolled_back, unsettled
+from actionspace.plan._group_rollback import (
+    Settle,
+    not_committed,
+    not_committed_after,
+    not_committed_later,
+    not_sent_again,
+    reopened,
+    roll_back_after,
+)
 from actionspace.plan.group_budget import (
     group_estimate,
     group_if_sent,
@@ -112,15 +122,17 @@ async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
         async for obs in engine.drive(steps, dispatch, key=key):
             result = obs
         if result is not None and result.error is not None and result.error.category == "needs_approval":
-            await _reopened(engine.ledger, key, rec)
+            await reopened(engine.ledger, key, rec)
     except asyncio.CancelledError:
         if attempt.rolled_back is not None:  # stopped while members ran: their writes were undone
             why = f"group {unit.id} was cancelled while its members ran; its transaction was rolled back"
+            if attempt.rollback_pending:
+                why += " once its member's worker thread returned (its entry is settled then, or by recovery)"
             details = {"phase": "running", "rolled_back": bool(attempt.rolled_back), "group": unit.id}
             error = ActionError.of("cancelled", why, details=details)
             stopped = Observation.failure(error, call_id=call_id, tool=spec.name)
             sched.member_results.update(_account(sched, unit, stopped, attempt))
-            if attempt.cut and attempt.rolled_back and _not_committed(engine.ledger, key, error, rec):
+            if attempt.cut and attempt.rolled_back and not_committed(engine.ledger, key, error, rec):
                 sched.stopped_groups[unit.id] = stopped  # the group's observation, once its task ends
         raise
     finally:
@@ -215,13 +227,27 @@ class GroupAttempt:
     """What the hold is charged should the process die once the group was sent, as reserved."""
     undone: bool = False
     """A dispatch rolled back: the hold is charged nothing if sent until the group is sent again."""
+    late: Future[Outcome] | None = None
+    """The attempt of the member under way when it ended without waiting for its worker thread
+    (timed out): that thread still uses the transaction's connection."""
+    rollback_pending: bool = False
+    """The rollback waits for a member still running on its worker thread (``rolled_back`` False)."""
 
     def stoppable(self) -> bool:
         """Cancelling the group's task now stops it before its commit, its writes rolled back."""
         return self.members and not self.blocking
 
-    def rollback(self, tx: Transaction) -> None:
-        """Roll ``tx`` back, noting whether that succeeded (nothing was committed either way)."""
+    def rollback(self, tx: Transaction, member: Future[Outcome] | None = None, settle: Settle = None) -> None:
+        """Roll ``tx`` back, noting whether that succeeded (nothing was committed either way).
+
+        ``member``: the attempt of a member still running on its worker thread (a cut or a
+        timeout does not stop it), which still uses ``tx``'s connection. Rolling back (and closing)
+        a connection another thread is using can crash the interpreter, so the rollback is then
+        left to that attempt's end, on its thread (``rollback_pending``), followed by ``settle``."""
+        if member is not None:
+            self.rolled_back, self.rollback_pending = False, True
+            roll_back_after(member, tx, settle)
+            return
         try:
             tx.rollback()
             self.rolled_back = True
@@ -242,7 +268,8 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
         attempt.undone = False
     attempt.done.clear()
     attempt.rolled_back = attempt.rollback_error = attempt.running = None
-    attempt.cut = attempt.blocking = False
+    attempt.cut = attempt.blocking = attempt.rollback_pending = False
+    attempt.late = None
     try:
         tx = run.environment.begin(key)
     except Exception as exc:
@@ -254,7 +281,11 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
         failure = await _members(sched, unit, tx, attempt)
     except BaseException as exc:  # cancelled under the group: nothing of it may stay open or become visible
         attempt.members = False
-        attempt.rollback(tx)
+        member = running_attempt(exc) if isinstance(exc, asyncio.CancelledError) else None
+        member = None if member is None or member.done() else member
+        why = f"group {unit.id} was cancelled while its members ran; its transaction was rolled back"
+        error = ActionError.of("cancelled", why, details={"phase": "running", "group": unit.id})
+        attempt.rollback(tx, member, not_committed_later(sched.engine.ledger, key, error))
         _settle_budgets(sched, unit, attempt, kept=False)
         if not isinstance(exc, asyncio.CancelledError):
             raise
@@ -263,14 +294,19 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
         # outcome is the member's, never the group's, whose transaction is gone
         raise asyncio.CancelledError(*exc.args) from None
     attempt.members = False
-    if failure is not None:
-        attempt.rollback(tx)
+    if failure is not None:  # a member that timed out may still run, using the transaction
+        late = attempt.late if attempt.late is not None and not attempt.late.done() else None
+        ended: Future[Outcome] | None = None if late is None else Future()
+        attempt.rollback(tx, late, None if ended is None else not_sent_again(ended, unit.id, failure))
+        if attempt.late is not None and late is None:  # it returned meanwhile: known not committed
+            _settle_budgets(sched, unit, attempt, kept=False)
+            return not_committed_after(unit.id, failure, bool(attempt.rolled_back))
         _settle_budgets(sched, unit, attempt, kept=False)
         if attempt.rollback_error is not None:  # never committed all the same
             failure = ActionError.of(
                 failure.category, f"{failure.message} (and the rollback raised {attempt.rollback_error})"
             )
-        return Failed(failure, 1)
+        return Failed(failure, 1, running=ended)  # the ledger waits for it, and sends nothing meanwhile
     try:
         tx.commit()
     except Exception as exc:
@@ -376,6 +412,8 @@ def _event_of(obs: Observation) -> dict[str, Any]:
 async def _members(
     sched: Scheduler, unit: CheckedNode, tx: Transaction, attempt: GroupAttempt
 ) -> ActionError | None:
+    from actionspace.execution.executor import Failed
+
     engine, state, done = sched.engine, sched.run_state, attempt.done
     for m in unit.members:
         if unit.id in sched.abort_requested:  # asked to stop: the members so far are rolled back
@@ -430,6 +468,7 @@ async def _members(
                 attempt.blocking = not spec.is_async
                 outcome = await engine.executor.arun(spec, {**ready.kwargs, "transaction": tx}, rec.retry)
                 attempt.blocking = False
+                attempt.late = outcome.running if isinstance(outcome, Failed) else None
                 obs = engine.observe(ready, outcome, rec)
             else:
                 obs = ready
@@ -442,46 +481,6 @@ async def _members(
         if obs.error is not None:
             return obs.error
     return None
-
-
-def _not_committed(store: LedgerStore, key: str, error: ActionError, rec: Recorder) -> bool:
-    """Settle the group's entry, left ``unknown`` by its cancelled send, as not committed: its
-    transaction was rolled back and its commit never began, so it goes back to ``accepted`` (as a
-    recovery that proved it not committed does) and a new proposal sends it again. One write, on
-    the loop as the one that left it ``unknown``; False when the entry was not ``unknown`` or the
-    store did not take the write (the entry stays unknown, for recovery)."""
-    try:
-        entry = store.get(key)
-        if entry is None or entry.state != "unknown":
-            return False
-        stored = store.transition(key, ("unknown",), entry.evolve(state="accepted", error=error.to_dict()))
-    except Exception:
-        return False
-    if stored is None:
-        return False
-    rec.add("ledger", {"key": key, "from": "unknown", "to": "accepted", "attempts": stored.attempts})
-    return True
-
-
-async def _reopened(store: LedgerStore, key: str, rec: Recorder) -> None:
-    """Put the group's entry, ``failed`` because a member waits for approval, back to ``accepted``:
-    its commit never began, and a proposal of the plan once the member is decided must run the
-    group again (its member then finds the decision) rather than replay the wait for ever. Left
-    as it is when the store does not take the write: the group stays held, nothing is sent."""
-
-    def reopen() -> LedgerEntry | None:
-        entry = store.get(key)
-        held = entry is not None and (entry.error or {}).get("category") == "needs_approval"
-        if entry is None or entry.state != "failed" or not held:
-            return None
-        return store.transition(key, ("failed",), entry.evolve(state="accepted"))
-
-    try:
-        stored = reopen() if isinstance(store, MemoryLedgerStore) else await asyncio.to_thread(reopen)
-    except Exception:
-        return
-    if stored is not None:
-        rec.add("ledger", {"key": key, "from": "failed", "to": "accepted", "attempts": stored.attempts})
 
 
 def _value(sched: Scheduler, done: dict[str, Observation], text: str, missing: list[str]) -> Any:
