@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from actionspace.parse._result import ParseResult, checked_ids
-from actionspace.parse._scan import DECODER, loads
+from actionspace.parse._scan import DECODER, DuplicateKey, loads
 from actionspace.parse._structured import CUT_OFF_STATUSES as _CUT_OFF_STATUSES
 from actionspace.parse._structured import CUT_OFF_STOP_REASONS as _CUT_OFF_STOP_REASONS
 from actionspace.parse._structured import REASONING_FIELDS as _REASONING_FIELDS
@@ -46,10 +46,11 @@ def loads_object(text: str) -> Any:
     return value
 
 
-def openai_entry_parts(raw: str) -> tuple[str, str | None, Any] | None:
-    """(name, id, arguments) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse`` reads it
-    (None: anything else), read with ``pydantic_core.from_json`` (the precompiled call path; the
-    arguments are not checked here)."""
+def openai_entry_parts(raw: str) -> tuple[str, str | None, Any, bool] | None:
+    """(name, id, arguments, escaped) of one OpenAI ``tool_calls`` entry in JSON text, as ``parse``
+    reads it (None: anything else, a key given twice included), read with ``pydantic_core.from_json``
+    (the precompiled call path; the arguments are not checked here). ``escaped``: the text holds a
+    ``\\u`` escape (so its strings may hold what it does not show, such as U+0000)."""
     try:
         value = from_json(raw, allow_inf_nan=False)
     except ValueError:
@@ -63,17 +64,43 @@ def openai_entry_parts(raw: str) -> tuple[str, str | None, Any] | None:
     call_id = value.get("id")
     if type(name) is not str or (call_id is not None and type(call_id) is not str):
         return None
-    arguments = function.get("arguments")
-    if type(arguments) is str:
-        if arguments[:1] != "{":
+    # A key given twice is read as one here; the parser refuses it (``duplicate_key``). Each key
+    # is followed by one colon, written as such; a colon inside a string adds one, or none when
+    # escaped. So in text without an escape, as many colons as the keys read at the top levels
+    # means no key was given twice (and no nested object has keys); else the parser's own reading
+    # decides (:func:`_repeats_a_key`).
+    text = function.get("arguments")
+    if type(text) is str:
+        if text[:1] != "{":
             return None
         try:
-            arguments = from_json(arguments, allow_inf_nan=False)
+            arguments = from_json(text, allow_inf_nan=False)
         except ValueError:
             return None
-    elif arguments is None:
-        arguments = {}
-    return name.strip(), call_id or None, arguments  # an empty id is no id, as parse reads it
+        if (
+            type(arguments) is dict
+            and raw.count(":") == len(value) + len(function) + len(arguments)
+            and "\\u" not in raw
+        ):
+            return name.strip(), call_id or None, arguments, False  # an empty id is no id, as parse reads it
+    else:
+        arguments, text = {} if text is None else text, ""
+    if _repeats_a_key(raw, text):
+        return None
+    return name.strip(), call_id or None, arguments, "\\u" in raw
+
+
+def _repeats_a_key(raw: str, arguments: str) -> bool:
+    """Whether the entry ``raw`` or its ``arguments`` text gives a key twice in one object (as
+    :data:`~actionspace.parse._scan.DECODER` reads JSON; any other fault is the parser's to report)."""
+    for text in (raw, arguments) if arguments else (raw,):
+        try:
+            _scan_once(text, 0)
+        except DuplicateKey:
+            return True
+        except (StopIteration, ValueError, RecursionError):
+            return False
+    return False
 
 
 def fast_openai_entry(value: object) -> ParseResult | None:

@@ -13,6 +13,7 @@ from actionspace.parse._result import Malformed
 __all__ = [
     "DECODER",
     "TOOL_NAME",
+    "DuplicateKey",
     "Finder",
     "NonFinite",
     "decode_arguments",
@@ -30,6 +31,20 @@ class NonFinite(ValueError):
     ``1e999`` that overflows to infinity. JSON has no such numbers and a call never carries one."""
 
 
+class DuplicateKey(ValueError):
+    """An object in JSON text that gives one key twice. Readers disagree on which value counts
+    (Python's keeps the last, others the first), so a call never carries one."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise DuplicateKey(f"the key {twice[:40]!r} is given twice")
+    return value
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -41,13 +56,14 @@ def _constant(text: str) -> float:
     raise NonFinite(f"{text} is not a finite number")
 
 
-DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
-"""JSON as every format's parser reads it: a non-finite number raises :class:`NonFinite`."""
+DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant, object_pairs_hook=_object)
+"""JSON as every format's parser reads it: a non-finite number raises :class:`NonFinite`, a key
+given twice in one object :class:`DuplicateKey`."""
 
 
 def loads(text: str) -> Any:
-    """``json.loads(text)`` by :data:`DECODER`: raises ``JSONDecodeError``, :class:`NonFinite`
-    (both ``ValueError``) or ``RecursionError``."""
+    """``json.loads(text)`` by :data:`DECODER`: raises ``JSONDecodeError``, :class:`NonFinite`,
+    :class:`DuplicateKey` (all ``ValueError``) or ``RecursionError``."""
     return DECODER.decode(text)
 
 
@@ -126,6 +142,8 @@ def decode_json_at(
         raise Malformed(
             "invalid_number", f"{what} holds a number that is not finite ({exc})", pos=start
         ) from None
+    except DuplicateKey as exc:
+        raise Malformed("duplicate_key", f"{what}: {exc}", pos=start) from None
     except RecursionError:
         raise Malformed("too_deep", f"{what} is nested too deeply", pos=start) from None
     except ValueError as exc:
@@ -164,6 +182,8 @@ def decode_arguments(raw: object, *, path: str) -> Any:
         raise Malformed(
             "invalid_number", f"arguments at {path} hold a number that is not finite ({exc})", path=path
         ) from None
+    except DuplicateKey as exc:
+        raise Malformed("duplicate_key", f"arguments at {path}: {exc}", path=path) from None
     except (ValueError, RecursionError) as exc:
         raise Malformed(
             "invalid_json", f"arguments at {path} cannot be decoded ({type(exc).__name__})", path=path

@@ -114,9 +114,9 @@ class FastPath:
             read = openai_entry_parts(raw)
             if read is None:
                 return None
-            name, call_id, arguments = read
+            name, call_id, arguments, escaped = read
             model_output: Any = raw
-            plain = raw.isascii() and "\\u" not in raw  # no escape: no U+0000, no surrogate
+            plain = not escaped and raw.isascii()  # no escape: no U+0000, no surrogate
         elif type(raw) is ToolCall:
             if raw.provenance:
                 return None
