@@ -5,12 +5,14 @@ tests/plan/test_w65_*): each tool counts its calls, says when it started, and wo
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from actionspace import Runtime
@@ -112,3 +114,17 @@ def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, out
+
+
+def open_on(path: Path) -> list[str]:
+    """This process's descriptors open on ``path`` or its WAL and shared-memory files."""
+    names = {str(path), f"{path}-wal", f"{path}-shm"}
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target in names:
+            found.append(target)
+    return found

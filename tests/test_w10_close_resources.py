@@ -6,31 +6,16 @@ eight to eleven descriptors per SQLite runtime."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from pathlib import Path
 
 from actionspace import Runtime
-from tests.close_tools import WAIT_S, until
+from tests.close_tools import WAIT_S, open_on, until
 
 
 def _portals() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "actionspace-portal" and t.is_alive()]
-
-
-def _open_on(path: Path) -> list[str]:
-    """This process's descriptors open on ``path`` or its WAL and shared-memory files."""
-    names = {str(path), f"{path}-wal", f"{path}-shm"}
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target in names:
-            found.append(target)
-    return found
 
 
 def test_a_closed_runtime_stops_the_portal_loop_its_sync_calls_of_async_tools_ran_on() -> None:
@@ -97,9 +82,9 @@ def test_a_closed_sqlite_runtime_keeps_no_descriptor_on_its_file(tmp_path: Path)
         return x + 1
 
     assert rt.call({"name": "look", "arguments": {"x": 1}}).ok
-    assert _open_on(path), "the open runtime holds its file"
+    assert open_on(path), "the open runtime holds its file"
     rt.close()
-    assert _open_on(path) == [], "descriptors left on the closed runtime's file"
+    assert open_on(path) == [], "descriptors left on the closed runtime's file"
 
 
 def test_run_state_saved_before_close_is_read_by_the_next_runtime(tmp_path: Path) -> None:

@@ -7,26 +7,11 @@ for good)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from actionspace import Labels, Observation, Runtime
-from tests.close_tools import WAIT_S, in_thread
-
-
-def _open_on(path: Path) -> list[str]:
-    """This process's descriptors open on ``path`` or its WAL and shared-memory files."""
-    names = {str(path), f"{path}-wal", f"{path}-shm"}
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target in names:
-            found.append(target)
-    return found
+from tests.close_tools import WAIT_S, in_thread, open_on
 
 
 def test_the_run_state_store_closes_once_the_last_call_running_past_close_saved(tmp_path: Path) -> None:
@@ -56,10 +41,10 @@ def test_the_run_state_store_closes_once_the_last_call_running_past_close_saved(
     assert not caller.is_alive()
     [obs] = answered
     assert isinstance(obs, Observation) and obs.error is not None and obs.error.category == "cancelled", obs
-    assert _open_on(path) == [], "descriptors left on the file once the last call running past close() ended"
+    assert open_on(path) == [], "descriptors left on the file once the last call running past close() ended"
     again = Runtime(url, recover_on_start=False)
     try:
         assert again.context_label(run_id).secret, "the state the call saved after close() was lost"
     finally:
         again.close()
-    assert _open_on(path) == []
+    assert open_on(path) == []

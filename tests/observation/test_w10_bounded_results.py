@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
@@ -21,6 +19,7 @@ from hypothesis import strategies as st
 from actionspace import Runtime
 from actionspace._canonical import canonical_text, dumps_plain, normalize, normalize_checked
 from actionspace._json_values import whole_json
+from tests.observation.child_runs import cut_and_said_so, run_child
 
 _CHILD = textwrap.dedent(
     """
@@ -28,13 +27,6 @@ _CHILD = textwrap.dedent(
     from collections.abc import Mapping
     from actionspace import Runtime
 
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
-    def shared(levels):
-        value = "leaf"
-        for _ in range(levels):
-            value = [value, value]
-        return value
 
     class Endless(Mapping):
         def __getitem__(self, key):
@@ -104,65 +96,50 @@ _CHILD = textwrap.dedent(
 
 
 def _child(case: str, how: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, case, how],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return result
-
-
-def _cut_and_said_so(out: dict[str, Any]) -> None:
-    assert out["status"] == "ok" and out["category"] is None  # the tool ran, and its result is shown
-    assert out["complete"] is False
-    assert out["data_bytes"] < 40_000
+    return run_child(_CHILD, case, how)
 
 
 @pytest.mark.parametrize("how", ["acall", "call"])
 def test_a_list_shared_forty_levels_deep_ends_cut_with_the_cut_marked_in_its_artifact(how: str) -> None:
     out = _child("shared", how)
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert '"<too large>"' in out["tail"]
     assert out["artifact"] is not None  # valid JSON, closed where the budget ran out
 
 
 def test_a_shared_list_inside_an_object_keeps_the_rest_of_the_object() -> None:
     out = _child("shared-in-object", "acall")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert out["artifact"]["ok"] is True
 
 
 def test_one_long_text_held_a_hundred_thousand_times_ends_cut() -> None:
     out = _child("long-text-held-often", "acall")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert out["tail"].endswith('"<too large>"]')
 
 
 def test_a_mapping_whose_items_never_end_is_read_as_far_as_its_len_says() -> None:
     out = _child("endless-mapping", "acall")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert out["artifact"] == {"after": 1, "m": {"0": 0, "<too large>": "<too large>"}}
 
 
 def test_a_list_whose_iteration_never_ends_is_read_as_far_as_its_len_says() -> None:
     out = _child("endless-list", "call")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert out["artifact"] == {"l": [1, 1, 1, "<too large>"]}
 
 
 def test_a_numpy_like_value_whose_tolist_is_shared_ends_cut() -> None:
     out = _child("array-of-shared", "acall")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert '"<too large>"' in out["tail"]
 
 
 def test_nesting_a_hundred_thousand_levels_deep_ends_cut_with_all_of_it_in_the_artifact() -> None:
     out = _child("deep", "acall")
-    _cut_and_said_so(out)
+    cut_and_said_so(out)
     assert out["size"] == len('{"k":') * 100_000 + len('"bottom"') + 100_000
     assert out["tail"] == "}" * 4096
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
@@ -25,6 +23,7 @@ from pydantic import BaseModel
 from actionspace._canonical import dumps_plain, normalize, normalize_checked
 from actionspace._encoder import dump_within
 from actionspace._json_values import whole_json
+from tests.observation.child_runs import cut_and_said_so, run_child
 
 _CHILD = textwrap.dedent(
     """
@@ -34,13 +33,6 @@ _CHILD = textwrap.dedent(
     from actionspace import Runtime
     from actionspace.plan import Plan, PlanNode
 
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
-    def shared(levels):
-        value = "leaf"
-        for _ in range(levels):
-            value = [value, value]
-        return value
 
     class Holder(BaseModel):
         data: Any
@@ -99,22 +91,11 @@ _CHILD = textwrap.dedent(
 
 
 def _child(case: str, how: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, case, how],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return result
+    return run_child(_CHILD, case, how)
 
 
 def _cut_and_said_so(out: dict[str, Any]) -> None:
-    assert out["status"] == "ok" and out["category"] is None  # the tool ran, and its result is shown
-    assert out["complete"] is False
-    assert out["data_bytes"] < 40_000
+    cut_and_said_so(out)
     assert '"<too large>"' in out["tail"]  # the artifact marks where it was cut
 
 

@@ -10,8 +10,6 @@ or exhausting the machine."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from typing import Any
 
@@ -22,6 +20,7 @@ from hypothesis import strategies as st
 from actionspace._canonical import args_digest
 from actionspace._encoder import CONTAINER_UNITS, LONG_TEXT, TEXT_UNIT
 from actionspace._json_values import TOO_COSTLY, too_costly, unfit_arguments
+from tests.observation.child_runs import run_child
 
 _CHILD = textwrap.dedent(
     """
@@ -29,13 +28,6 @@ _CHILD = textwrap.dedent(
     from actionspace import Runtime, ToolCall
     from actionspace.plan import Plan, PlanNode
 
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-
-    def shared(levels):
-        value = "leaf"
-        for _ in range(levels):
-            value = [value, value]
-        return value
 
     CASES = {
         "shared": lambda: shared(40),
@@ -82,16 +74,7 @@ _CHILD = textwrap.dedent(
 
 
 def _child(case: str, how: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, case, how],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return result
+    return run_child(_CHILD, case, how)
 
 
 def _refused_and_nothing_ran(out: dict[str, Any]) -> None:
