@@ -45,6 +45,7 @@ The tree::
       BfclAnswerError         evaluation: a BFCL possible answer has the wrong shape (also ValueError)
       ApiError                service: a request fails as an HTTP status with an error body
       ApprovalRefused         approvals: a rule (four eyes) refuses this approver; .error is the typed error
+      RunStateError           a run's stored state is damaged or of a newer version (also ValueError)
 
     ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
 
@@ -92,6 +93,7 @@ __all__ = [
     "InvalidPlan",
     "PolicyHTTPError",
     "RefError",
+    "RunStateError",
     "StoreNotFoundError",
     "SuiteError",
     "TemplateTooLarge",
@@ -492,3 +494,7 @@ class ApprovalRefused(ActionspaceError):
     def __init__(self, error: ActionError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+class RunStateError(ActionspaceError, ValueError):
+    """A run's stored state is damaged or of a newer format: raised, never read as a new run."""

@@ -24,7 +24,8 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import safe_suggestions
 from actionspace.discovery.disclosure import full_definition, undescribed
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, RunStateError
+from actionspace.ledger.run_state import SNAPSHOT_VERSION
 from actionspace.policy.flow import FlowState
 from actionspace.policy.principal import Principal
 
@@ -128,34 +129,36 @@ class RunState:
         unless this process made another since, or judges by an offer of its own made at the
         same time (:attr:`own_offer`); every label, artifact and described tool of both. Call ids
         and caches of this process are kept."""
+        stored = _read(self.run_id, data)  # all of it, before anything here changes
         with self.lock:  # no turn or pin changes here meanwhile (labels: FlowState.merge)
             saved = self.saved
             others_saved = saved is not None and saved[1][1:] == self.label_mark()[1:]
             turn, pins_version = self.base
-            stored_turn = int(data.get("turn") or 0)
+            stored_turn = stored.turn
             self.turn = stored_turn + max(self.turn - turn, 0)
-            self._absorb_offer(data, changed_here=self.pins_version != pins_version)
-            self.described |= {str(n) for n in data.get("described") or ()}
+            self._absorb_offer(data, stored.pins, changed_here=self.pins_version != pins_version)
+            self.described |= stored.described
             who = data.get("principal")
             if isinstance(who, Mapping) and who != self.principal.to_dict():
-                self.principal = Principal.from_dict(who, allow_empty_id=True)  # the run's first
-            errors = data.get("errors")
-            if isinstance(errors, list) and self.errors_seen is not None:
+                self.principal = stored.principal  # the run's first
+            if stored.errors is not None and self.errors_seen is not None:
                 before = len(self.errors_seen)
-                self.errors_seen |= {str(c) for c in errors}
+                self.errors_seen |= stored.errors
                 self.errors_mark += len(self.errors_seen) != before
-            stored_flow = FlowState.from_state(_with_texts(data))
+            stored_flow = stored.flow
             flow_saved = (saved[0], saved[1][0]) if saved is not None and others_saved else None
             merged = self.flow.merge(stored_flow, received_after=self.base_messages, saved_at=flow_saved)
             self.texts_saved = max(self.texts_saved, stored_flow.user_count)
             self.base_messages = stored_flow.user_count
-            self.rev = int(data.get("rev") or 0)
+            self.rev = stored.rev
             self.base = (stored_turn, self.pins_version)
             if merged is not None:  # nothing of this process waits to be saved: the state is as stored
                 self.saved = (merged[0], (merged[1], *self.label_mark()[1:]))
                 self.saved_label = self.saved[1]
 
-    def _absorb_offer(self, data: Mapping[str, Any], *, changed_here: bool) -> None:
+    def _absorb_offer(
+        self, data: Mapping[str, Any], stored_pins: dict[str, Pin], *, changed_here: bool
+    ) -> None:
         """Take the stored offer, unless this process's own offer stands beside it: the stored
         one is the offer it replaced, or one made at the same time (both replaced the same), or
         the pins changed here since under the same offer (a tool first resolved, say)."""
@@ -165,7 +168,6 @@ class RunState:
                 return
         elif offer == self.offer and changed_here:
             return
-        stored_pins = _stored_pins(data.get("pins"))
         self.offer, self.offer_base = offer, offer_base
         if (
             stored_pins != self.pins
@@ -216,7 +218,7 @@ class RunState:
     def snapshot(self) -> dict[str, Any]:
         """What any process continuing this run rebuilds it from (:meth:`restore`): JSON."""
         return {
-            "v": 1,
+            "v": SNAPSHOT_VERSION,
             "principal": self.principal.to_dict(),
             "turn": self.turn,
             "pins": {name: list(pin) for name, pin in self.pins.items()},
@@ -232,25 +234,26 @@ class RunState:
     def restore(
         cls, run_id: str, data: Mapping[str, Any], seq: itertools.count[int], first_node: int
     ) -> RunState:
-        """The run a :meth:`snapshot` describes, continued with event numbers from ``seq``."""
-        who = data.get("principal") or {}
+        """The run a :meth:`snapshot` describes, continued with event numbers from ``seq``.
+
+        Raises :class:`~actionspace.errors.RunStateError` when ``data`` cannot be read as one."""
+        stored = _read(run_id, data)
         run = cls(
             run_id,
-            Principal.from_dict(who, allow_empty_id=True),
+            stored.principal,
             seq,
             nodes=itertools.count(first_node),
-            pins=_stored_pins(data.get("pins")),
+            pins=stored.pins,
             explicit_offer=bool(data.get("explicit_offer")),
             offer=str(data.get("offer") or ""),
             offer_base=str(data.get("offer_base") or ""),
             disclosure=bool(data.get("disclosure")),
-            described={str(n) for n in data.get("described") or ()},
-            flow=FlowState.from_state(_with_texts(data)),
-            turn=int(data.get("turn") or 0),
-            # saved by a process that kept every category of the run (else read from its trace)
-            errors_seen={str(c) for c in data["errors"]} if isinstance(data.get("errors"), list) else None,
+            described=stored.described,
+            flow=stored.flow,
+            turn=stored.turn,
+            errors_seen=stored.errors,
         )
-        run.rev = int(data.get("rev") or 0)
+        run.rev = stored.rev
         run.base = (run.turn, run.pins_version)
         run.base_messages = run.flow.user_count
         run.saved = run.mark()
@@ -258,6 +261,69 @@ class RunState:
         # a snapshot of the earlier form held its texts: the next save stores them apart
         run.texts_saved = run.flow.user_count if "user_count" in (data.get("flow") or {}) else 0
         return run
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What a snapshot holds that takes reading (:func:`_read`)."""
+
+    principal: Principal
+    turn: int
+    pins: dict[str, Pin]
+    described: set[str]
+    flow: FlowState
+    errors: set[str] | None
+    """The run's error categories, when the snapshot was saved by a process that kept every one
+    of them (else None: read from its trace)."""
+    rev: int
+
+
+_SHAPES: dict[str, type | tuple[type, ...]] = {
+    "v": int,
+    "principal": Mapping,
+    "turn": int,
+    "pins": Mapping,
+    "explicit_offer": bool,
+    "offer": str,
+    "offer_base": str,
+    "disclosure": bool,
+    "described": list,
+    "flow": Mapping,
+    "errors": list,
+    "rev": int,
+}
+"""The JSON type of each key of a snapshot (a key may be missing or null: an earlier form)."""
+
+
+def _read(run_id: str, data: Mapping[str, Any]) -> _Stored:
+    """Read ``data``, a snapshot of run ``run_id``, whole. Raises RunStateError when any part of
+    it has another shape or it is of a later format: read as a default (public, turn 0, no
+    pins), a damaged part would give a continuing process a new run's rights."""
+    try:
+        for key, kind in _SHAPES.items():
+            value = data.get(key)
+            if value is not None and not isinstance(value, kind):
+                raise ValueError(f"its {key!r} is a {type(value).__name__}")
+        version = data.get("v")
+        if version is not None and not 0 < version <= SNAPSHOT_VERSION:
+            raise RunStateError(
+                f"the stored state of run {run_id!r} has format {version!r}; this actionspace reads"
+                f" up to {SNAPSHOT_VERSION}: upgrade actionspace"
+            )
+        errors = data.get("errors")
+        return _Stored(
+            principal=Principal.from_dict(data.get("principal") or {}, allow_empty_id=True),
+            turn=int(data.get("turn") or 0),
+            pins=_stored_pins(data.get("pins")),
+            described={str(n) for n in data.get("described") or ()},
+            flow=FlowState.from_state(_with_texts(data)),
+            errors=None if errors is None else {str(c) for c in errors},
+            rev=int(data.get("rev") or 0),
+        )
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+        if isinstance(exc, RunStateError):
+            raise
+        raise RunStateError(f"the stored state of run {run_id!r} cannot be read: {exc}") from exc
 
 
 def join_call_ids(base: Mapping[str, Any], other: Mapping[str, Any]) -> Mapping[str, Any]:

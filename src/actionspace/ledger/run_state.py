@@ -31,6 +31,11 @@ A snapshot saved later is not lost to another process's save: given ``join``, th
 write ``join(stored, state)`` over whatever snapshot is stored (under its revision), and a save
 writes ``join(state, stored)`` over revision ``rev - 1``: what one process saved later (the call
 ids behind the run's labels, which ``join`` keeps from both) survives the other's next save.
+
+A stored snapshot that cannot be read (another writer damaged the row, or a newer actionspace
+wrote a later format) raises :class:`~actionspace.errors.RunStateError` on load, and a save over
+a revision never writes over it: the process continuing the run stops instead of reading it as a
+new run, and the row stays for a person to repair or delete.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from actionspace._unicode import json_for_utf8, text_for_postgres, text_for_utf8
+from actionspace.errors import RunStateError
 
 __all__ = [
+    "SNAPSHOT_VERSION",
     "TEXTS_KEPT",
     "MemoryRunStateStore",
     "RunStateStore",
@@ -53,6 +60,8 @@ __all__ = [
     "open_run_states",
 ]
 
+SNAPSHOT_VERSION: Final = 1
+"""The format of a snapshot (its ``"v"``): a store refuses to read a snapshot of a later one."""
 TEXTS_KEPT: Final = 1024
 """The user's messages a load returns per run, the latest (``policy.flow.MAX_REMEMBERED``)."""
 _PRUNE_EVERY: Final = 256
@@ -87,8 +96,11 @@ _UPSERT_TAIL: Final = (
     " ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at"
 )
 _SQLITE_UPSERT: Final = "INSERT INTO run_state (run_id, state, updated_at) VALUES (?, ?, ?)" + _UPSERT_TAIL
-_SQLITE_UPSERT_IF: Final = _SQLITE_UPSERT + " WHERE coalesce(json_extract(run_state.state, '$.rev'), 0) = ?"
-_SQLITE_REV: Final = "SELECT coalesce(json_extract(state, '$.rev'), 0) FROM run_state WHERE run_id = ?"
+# A row that is not JSON has no revision (NULL; json_extract would raise a bare driver error):
+# a save over a revision never replaces it, a read of its revision raises RunStateError.
+_SQLITE_STORED_REV: Final = "CASE WHEN json_valid({0}) THEN coalesce(json_extract({0}, '$.rev'), 0) END"
+_SQLITE_UPSERT_IF: Final = _SQLITE_UPSERT + f" WHERE {_SQLITE_STORED_REV.format('run_state.state')} = ?"
+_SQLITE_REV: Final = f"SELECT {_SQLITE_STORED_REV.format('state')} FROM run_state WHERE run_id = ?"
 # PostgreSQL keeps the revision in a column: ``jsonb`` (and ``json`` operators) refuse snapshots
 # holding escapes of U+0000 or lone surrogates, which a run's call ids and texts may hold.
 _PG_UPSERT: Final = (
@@ -112,7 +124,8 @@ class RunStateStore(Protocol):
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
         """The run's latest snapshot, or None when none was saved; with ``"user_texts"``, the
-        latest :data:`TEXTS_KEPT` messages saved, oldest first, when there are any."""
+        latest :data:`TEXTS_KEPT` messages saved, oldest first, when there are any. Raises
+        RunStateError when the stored snapshot cannot be read (never None: see the module)."""
         ...
 
     def save(self, run_id: str, state: Mapping[str, Any], texts: Texts = ()) -> bool | None:
@@ -129,6 +142,22 @@ class RunStateStore(Protocol):
         ...
 
 
+def _decoded(run_id: str, text: str) -> dict[str, Any]:
+    """The snapshot of ``run_id`` stored as ``text``. Raises RunStateError when it is not a JSON
+    object or is of a format this version does not read: a damaged row is never a new run."""
+    try:
+        state: object = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise RunStateError(f"the stored state of run {run_id!r} is not JSON ({exc})") from exc
+    version = state.get("v", SNAPSHOT_VERSION) if isinstance(state, dict) else None
+    if type(version) is not int or not 0 < version <= SNAPSHOT_VERSION:
+        what = f"of format {version!r}" if isinstance(state, dict) else f"a {type(state).__name__}"
+        raise RunStateError(
+            f"the stored state of run {run_id!r} is {what}: this actionspace reads format {SNAPSHOT_VERSION}"
+        )
+    return cast("dict[str, Any]", state)
+
+
 def _rev(state: Mapping[str, Any]) -> int | None:
     """The revision a snapshot holds (None: it holds none, and is written unconditionally)."""
     rev = state.get("rev")
@@ -141,13 +170,14 @@ def _encode(state: Mapping[str, Any]) -> str:
 
 
 def _joined(
-    state: Mapping[str, Any], stored: str | None, join: Join | None, step: int
+    run_id: str, state: Mapping[str, Any], stored: str | None, join: Join | None, step: int
 ) -> Mapping[str, Any] | None:
     """What a save (``step`` 1) or a later save (0) of ``state`` writes over the ``stored``
-    snapshot (None: another one was saved since the save's revision)."""
+    snapshot (None: another one was saved since the save's revision). Raises RunStateError
+    over a stored snapshot that cannot be read (:func:`_decoded`): nothing is written over it."""
     if join is None or stored is None:
         return state
-    old = json.loads(stored)
+    old = _decoded(run_id, stored)
     if step == 0:
         return join(old, state)  # its revision, with the call ids saved later kept
     if (_rev(old) or 0) != (_rev(state) or 0) - 1:
@@ -155,8 +185,8 @@ def _joined(
     return join(state, old)
 
 
-def _with_texts(text: str, texts: list[str]) -> dict[str, Any]:
-    state = dict(json.loads(text))
+def _with_texts(run_id: str, text: str, texts: list[str]) -> dict[str, Any]:
+    state = _decoded(run_id, text)
     if texts:
         state["user_texts"] = texts
     return state
@@ -186,7 +216,7 @@ class MemoryRunStateStore:
             text = self._states.get(run_id)
             kept = self._texts.get(run_id) or {}
             texts = [kept[n] for n in sorted(kept)[-TEXTS_KEPT:]]
-        return None if text is None else _with_texts(text, texts)
+        return None if text is None else _with_texts(run_id, text, texts)
 
     def rev(self, run_id: str) -> int | None:
         """The revision of the run's snapshot (0: saved without one; None: none saved)."""
@@ -211,7 +241,7 @@ class MemoryRunStateStore:
         rev = _rev(state)
         with self._lock:
             if rev is not None and join is not None:
-                joined = _joined(state, self._states.get(run_id), join, step)
+                joined = _joined(run_id, state, self._states.get(run_id), join, step)
                 if joined is None:
                     return False
                 if joined is not state:
@@ -259,13 +289,17 @@ class SqliteRunStateStore:
             return None
         texts = [t for (t,) in conn.execute(_SQLITE_TEXTS, (run_id, TEXTS_KEPT)).fetchall()]
         texts.reverse()
-        return _with_texts(row[0], texts)
+        return _with_texts(run_id, row[0], texts)
 
     def rev(self, run_id: str) -> int | None:
         """The revision of the run's snapshot (0: saved without one; None: none saved). One
         indexed read, which commits nothing deferred (a snapshot saved later keeps its revision)."""
         row = self._db.conn().execute(_SQLITE_REV, (run_id,)).fetchone()
-        return None if row is None else int(row[0])
+        if row is None:
+            return None
+        if type(row[0]) is not int:
+            raise RunStateError(f"the stored state of run {run_id!r} holds no readable revision ({row[0]!r})")
+        return int(row[0])
 
     def save(
         self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
@@ -315,7 +349,7 @@ class SqliteRunStateStore:
         if join is None or _rev(state) is None:
             return params
         row = conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run_id,)).fetchone()
-        joined = _joined(state, None if row is None else row[0], join, step)
+        joined = _joined(run_id, state, None if row is None else row[0], join, step)
         if joined is None or joined is state:
             return None if joined is None else params
         return cls._upsert(run_id, joined, step)
@@ -399,7 +433,7 @@ class PostgresRunStateStore:
                 "SELECT text FROM actionspace_run_state_text WHERE run_id = %s ORDER BY n DESC LIMIT %s",
                 (run_id, TEXTS_KEPT),
             ).fetchall()
-        return _with_texts(row["state"], [r["text"] for r in reversed(rows)])
+        return _with_texts(run_id, row["state"], [r["text"] for r in reversed(rows)])
 
     def rev(self, run_id: str) -> int | None:
         """The revision of the run's snapshot (0: saved without one; None: none saved)."""
@@ -428,7 +462,7 @@ class PostgresRunStateStore:
         with self._db.transaction() as conn:
             if rev is not None and join is not None:
                 row = conn.execute(_PG_STATE_FOR_UPDATE, (run_id,)).fetchone()
-                joined = _joined(state, None if row is None else row["state"], join, step)
+                joined = _joined(run_id, state, None if row is None else row["state"], join, step)
                 if joined is None:
                     return False  # another snapshot was saved since this one's revision
                 if joined is not state:

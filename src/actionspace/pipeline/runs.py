@@ -150,6 +150,8 @@ class RunRegistry:
         if run is not None:
             for old in evicted:
                 self.persist(old)
+            if not self.in_memory:
+                self.refresh(run)  # another process may have saved the run since it was evicted
             return run
         stored = self.run_states.load(run_id)
         with self._lock:
