@@ -153,9 +153,9 @@ class Session:
         return self.rt.run_state(self.run_id).turn
 
     def user(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
-        """The user's words: a new turn, and a provenance source for later arguments. ``text`` is
-        a string, or the message's content parts, or the user message, as the provider's SDK gives
-        them (:func:`actionspace.parse.user_text`: the text parts are kept)."""
+        """The user's words: a new turn, a provenance source for later arguments. ``text``: a string,
+        content parts or the user message (:func:`actionspace.parse.user_text`: the text parts; another
+        role's message, or tool results with no words of the user's, raise ConfigurationError)."""
         words = user_text(text)  # raises before the turn moves
         run = self.rt.run_state(self.run_id)
         with run.lock:  # one turn at a time; one another process took first moves this one on

@@ -4,10 +4,12 @@
 
 * raw model text (``str``), token by token or in any chunks, in any format :func:`parse` reads;
 * provider events (mappings): OpenAI chat chunks (``choices[0].delta.tool_calls[].function.
-  arguments`` pieces, or the ``delta`` itself), Responses events (``response.output_item.added``,
-  ``response.function_call_arguments.delta`` / ``.done``, ``response.output_item.done``,
-  ``response.output_text.delta``) and Anthropic events (``content_block_start`` of a ``tool_use``,
-  ``input_json_delta``, ``content_block_stop``, ``text_delta``, ``thinking_delta``).
+  arguments`` pieces, or the ``delta`` itself; of a stream of several candidates, the first's
+  chunks only, as a completion of several choices is read as its first), Responses events
+  (``response.output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
+  ``response.output_item.done``, ``response.output_text.delta``) and Anthropic events
+  (``content_block_start`` of a ``tool_use``, ``input_json_delta``, ``content_block_stop``,
+  ``text_delta``, ``thinking_delta``).
 
 :meth:`StreamParser.feed` returns the calls completed by that delta; :meth:`StreamParser.finish`
 returns the :class:`ParseResult` of the whole output, the same as :func:`parse` of the text (or
@@ -123,6 +125,9 @@ class StreamParser:
         """The highest index of a chat tool call seen: a higher one completes those below it."""
         self._chat_open: dict[int, Pending] = {}
         """Chat calls by index that a higher index has not completed yet."""
+        self._choice: int | None = None
+        """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
+        (a request for ``n`` > 1) are left out, never merged into its message."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -289,8 +294,11 @@ class StreamParser:
         finished = False
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            delta = choices[0].get("delta") or {}
-            reason = choices[0].get("finish_reason")
+            choice = self._chosen(choices)
+            if choice is None:  # another candidate's chunk (``n`` > 1): none of the message's
+                return
+            delta = choice.get("delta") or {}
+            reason = choice.get("finish_reason")
             finished = reason is not None
             self._ended = self._ended or finished
             if isinstance(reason, str) and reason in CUT_OFF_FINISH_REASONS:
@@ -326,6 +334,20 @@ class StreamParser:
         if finished and self._cut is None:  # a cut output completes none of its calls
             for pending in self._pending.values():
                 pending.done = True
+
+    def _chosen(self, choices: list[Any]) -> Mapping[str, Any] | None:
+        """The chunk's choice of the candidate this stream reads: the first one it met, as a
+        completion of several choices is read as its first. None when it holds none of it."""
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                continue
+            index = choice.get("index", 0)
+            index = index if type(index) is int else 0
+            if self._choice is None:
+                self._choice = index
+            if index == self._choice:
+                return choice
+        return None
 
     def _responses_event(self, kind: str, event: Mapping[str, Any]) -> None:
         index = event.get("output_index", 0)

@@ -14,8 +14,9 @@ Memory stays bounded whatever the length of the stream: the raw output is spoole
 to ``SPOOL_MEMORY_BYTES``, then in a temporary file) and the provisional view is a trimming rule
 fed incrementally. A stream is never retried once started; ``timeout_s`` of the tool bounds the
 wait for each next chunk. A tool failing midway ends in an error observation (its category from
-the usual exception map) and stores no artifact claiming a complete output. Side-effecting
-streaming tools go through the ledger like every other write.
+the usual exception map; a ``BaseException`` of the tool's own too, as for any tool, while
+``KeyboardInterrupt`` and ``SystemExit`` go on up) and stores no artifact claiming a complete
+output. Side-effecting streaming tools go through the ledger like every other write.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.deadlines import with_timeout
 from actionspace.execution.executor import Executor, Failed, Outcome, Succeeded
 from actionspace.execution.pulls import END, Pull, Stopped
+from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
 from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
@@ -302,7 +304,9 @@ async def _run(
     except TimeoutError:
         yield Failed(_idle_timeout(spec, output), 1)
         return
-    except Exception as exc:
+    except BaseException as exc:  # a BaseException of the tool's own is its failure, as for any tool
+        if passes_on(exc, in_task=True):  # the process stops, its reader closed it, or a cancel
+            raise
         error = executor.map_error(exc, side_effects=spec.has_side_effects)
         details = {**error.details, "chunks_received": output.chunks, "bytes_received": output.size}
         yield Failed(replace(error, details=details), 1)
