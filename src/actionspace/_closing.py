@@ -40,9 +40,14 @@ thread, or on a worker thread its caller waits for: nothing can cut it. Before t
 the closing thread waits for such calls of other threads (at most :data:`SYNC_CALL_WAIT_S`): one
 that ends meanwhile settles its entry, stores its events and answers what it answered; one that
 runs on ends typed when its tool returns (its entry noted ``unknown`` first if its send began, its
-later events lost with the closed store, so a read ends ``cancelled``). A sync call whose blocking
-tool still waited for a worker thread is withdrawn as the executor closes: never sent, it ends
-``cancelled`` (not sent), its entry ``failed``.
+later events lost with the closed store, so a read ends ``cancelled``). A call (sync or async)
+whose blocking tool still waited for a worker thread is withdrawn as the runtime closes: never
+sent, it ends ``cancelled`` (not sent), its entry ``failed``, never ``unknown`` on the way.
+
+Whether a write's send began is decided by its :class:`~actionspace.execution._sends.SendGate`,
+noted in ``LedgerDriver.sending`` before the write reads ``Executor.closed``: the close withdraws
+each gate it can (:func:`_sending`) and notes ``unknown`` only the writes whose gate had opened, so
+a close landing between the write's read and its send withdraws it rather than miss it.
 
 The run-state store closes with the others unless a call or plan still runs (one the close could
 not end, which may still save its run's state): then it closes once the last of them left
@@ -383,5 +388,10 @@ def _note_unknown(
 
 
 def _sending(engine: Engine, key: str) -> bool:
-    """The send of ``key`` began (``LedgerDriver.sending``)."""
-    return key in list(engine.driver.sending.values())
+    """The send of ``key`` began (``LedgerDriver.sending``): its gate could not be withdrawn. A
+    gate withdrawn here is never opened after (``execution/_sends.py``): that write is not sent,
+    and its call ends it ``failed`` (``cancelled``, not sent)."""
+    driver = engine.driver
+    gates = [gate for at, gate in list(driver.gates.items()) if driver.sending.get(at) == key]
+    began = [not gate.withdraw() for gate in gates]  # every one withdrawn that can be
+    return any(began)

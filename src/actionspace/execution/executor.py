@@ -22,6 +22,7 @@ from typing import Any
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
 from actionspace.execution._portal import Portal
+from actionspace.execution._sends import SENDING, WITHDRAWN, gated
 from actionspace.execution.deadlines import outlived, resume_within, resumed, with_timeout
 from actionspace.execution.errors import ErrorMapper, map_exception
 from actionspace.execution.pulls import Pull, Stopped
@@ -121,7 +122,12 @@ class Executor:
         if crowded is not None:
             return Failed(crowded, 1)
         ctx = contextvars.copy_context()
-        return self._pool.submit(ctx.run, call_carrying, spec.fn, kwargs)  # type: ignore[arg-type]
+        gate = SENDING.get()
+        if gate is None:
+            return self._pool.submit(ctx.run, call_carrying, spec.fn, kwargs)  # type: ignore[arg-type]
+        # a write's send: withdrawable by close() while it waits for a worker (execution/_sends.py)
+        fut = gate.queue(lambda: self._pool.submit(ctx.run, gated, gate, spec.fn, kwargs))  # type: ignore[arg-type]
+        return _withdrawn() if fut is None else fut
 
     async def apull(self, spec: ToolSpec, pull: Pull) -> Any:
         """The next chunk of a blocking sync generator tool (``END`` after its last), pulled on a
@@ -191,7 +197,8 @@ class Executor:
         def ended(done: Future[Any]) -> None:
             exc = None if done.cancelled() else done.exception()
             if exc is None and not done.cancelled():
-                late.set_result(Succeeded(done.result(), 1))
+                value = done.result()
+                late.set_result(_withdrawn() if value is WITHDRAWN else Succeeded(value, 1))
                 return
             try:
                 error = self.map_error(exc or asyncio.CancelledError(), side_effects=spec.has_side_effects)
@@ -338,6 +345,8 @@ class Executor:
                 except asyncio.CancelledError as cut:
                     self._cut(spec, fut, cut)
                     raise
+                if value is WITHDRAWN:
+                    return _withdrawn()
             else:
                 value = fn(**kwargs)
             if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
@@ -392,9 +401,9 @@ class Executor:
                 except FutureCancelled:
                     if not fut.cancelled():  # the tool raised it: its own failure
                         raise
-                    # withdrawn from the queue by close() (the pool shut down): the tool never ran
-                    error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
-                    return Failed(error, 1)
+                    return _withdrawn()  # withdrawn from the queue by close(): the tool never ran
+                if value is WITHDRAWN:
+                    return _withdrawn()
             else:
                 value = fn(**kwargs)
             if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
@@ -451,6 +460,11 @@ class Executor:
 
 async def _await(value: Awaitable[Any]) -> Any:
     return await value
+
+
+def _withdrawn() -> Failed:
+    """A blocking attempt withdrawn by ``close()`` before a worker thread began it: never sent."""
+    return Failed(ActionError.of("cancelled", NOT_BEGUN, details={"sent": False}), 1)
 
 
 def _exhausted(error: ActionError, attempts: int) -> ActionError:

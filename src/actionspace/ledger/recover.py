@@ -15,7 +15,9 @@ entry's observation through the ``shape`` the caller hands in (the runtime passe
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,9 +38,52 @@ from actionspace.ledger.status import (
 from actionspace.outcomes import ToolResult
 from actionspace.types import Observation
 
-__all__ = ["RecoveryReport", "Shape", "Shaped", "recover", "recover_key", "resolve_by_hand", "unshaped"]
+__all__ = [
+    "RecoveryReport",
+    "Shape",
+    "Shaped",
+    "in_flight_here",
+    "recover",
+    "recover_key",
+    "resolve_by_hand",
+    "running_here",
+    "unshaped",
+]
 
 Record = Callable[[str, str, Mapping[str, Any]], None]
+
+_HERE: Counter[str] = Counter()
+_HERE_LOCK = threading.Lock()
+
+
+def running_here(key: str) -> Callable[[], None]:
+    """Note that this process drives ``key``'s action now (its commit protocol runs, or a cut
+    atomic group's member still runs on its worker thread, the group's rollback not yet run):
+    recovery here leaves it alone until the returned function is called (once)."""
+    with _HERE_LOCK:
+        _HERE[key] += 1
+    released: list[bool] = []
+
+    def release() -> None:
+        with _HERE_LOCK:
+            if released:
+                return
+            released.append(True)
+            _HERE[key] -= 1
+            if _HERE[key] <= 0:
+                del _HERE[key]
+
+    return release
+
+
+def in_flight_here(key: str) -> bool:
+    """This process drives ``key``'s action now (:func:`running_here`), or a send of it that
+    outlived its caller still runs here (:func:`~actionspace.ledger.late.still_running`): its
+    outcome is not for recovery to decide; the send settles it when it ends."""
+    with _HERE_LOCK:
+        if key in _HERE:
+            return True
+    return still_running(key)
 
 
 class Shaped(Protocol):
@@ -76,7 +121,8 @@ class RecoveryReport:
     redispatchable: list[str] = field(default_factory=list)
     unknown_commit: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    """Moved by another process while this one looked."""
+    """Moved by another process while this one looked, or still run by this one
+    (:func:`in_flight_here`): their sends settle them."""
 
     def to_dict(self) -> dict[str, list[str]]:
         return {
@@ -122,8 +168,10 @@ def recover(
 ) -> RecoveryReport:
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
 
-    An entry whose send still runs in this process (a blocking tool's thread past its timeout or
-    its cancelled caller) is ``skipped``: it may yet commit, and its outcome is written when it ends.
+    An entry whose action this process still drives (:func:`in_flight_here`: its commit protocol
+    runs, or its tool runs on past its timeout or its cancelled caller, or a cut atomic group's
+    member still runs on its worker thread) is ``skipped``: it may yet commit, and its outcome is
+    written when it ends.
 
     ``shape`` makes a committed result the observation's data (default :func:`unshaped`); ``now``
     is the current Unix time (default the system clock's: the runtime passes its clock's).
@@ -135,7 +183,7 @@ def recover(
     for entry in entries:
         if entry.updated_at > cutoff:
             continue
-        if still_running(entry.key):  # its send runs here and may yet commit: it settles itself
+        if in_flight_here(entry.key):  # its send runs here and may yet commit: it settles itself
             report.skipped.append(entry.key)
             continue
         final = _settled(entry, catalog, shape, now)
@@ -164,7 +212,7 @@ def recover_key(
     ``unknown`` and no send of it still runs in this process: the entry as it is stored
     afterwards (None: no such entry)."""
     entry = ledger.get(key)
-    if entry is None or entry.state not in ("dispatched", "unknown") or still_running(key):
+    if entry is None or entry.state not in ("dispatched", "unknown") or in_flight_here(key):
         return entry
     final = _settled(entry, catalog, shape, now)
     stored = _conclude(ledger, entry, final)

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from actionspace.errors import Abandoned, ActionError, said_safely
+from actionspace.execution._sends import SENDING, SendGate
 from actionspace.execution.executor import NOT_BEGUN, Executor, running_attempt
 from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
@@ -36,6 +37,7 @@ from actionspace.ledger.commit import (
 )
 from actionspace.ledger.commit import Dispatch as Send
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
+from actionspace.ledger.recover import running_here
 from actionspace.outcomes import Failed, Outcome
 from actionspace.pipeline.observe import fail, observation_event
 from actionspace.trace.recorder import Recorder
@@ -70,9 +72,12 @@ class LedgerDriver:
         """The runtime's executor: once it is :attr:`~Executor.closed`, a call ends ``cancelled``
         before its intent is recorded (nothing sent). None: never refused so."""
         self.sending: dict[int, str] = {}
-        """The keys of the calls whose first send began, by their protocol (``id``), until the
-        call ends: ``Runtime.close()`` notes ``unknown`` only these; a write whose intent is
-        written but whose send had not begun when the runtime closed is never sent after it."""
+        """The keys of the calls about to send or sending, by their protocol (``id``), from just
+        before their first send until the call ends, each with its gate in :attr:`gates`:
+        ``Runtime.close()`` notes ``unknown`` only those whose gate it cannot withdraw (their send
+        began); one it withdraws is never sent and ends ``failed`` (``cancelled``, not sent)."""
+        self.gates: dict[int, SendGate] = {}
+        """The :class:`~actionspace.execution._sends.SendGate` of each call in :attr:`sending`."""
         self.flush: Callable[[Recorder], None] | None = None
         """Hands a recorder's events to the trace store (the engine's ``flush``): what the ledger
         records of a call after the call ended (its late answer's settlement) is stored with it.
@@ -138,7 +143,8 @@ class LedgerDriver:
             still_pending=still_pending,
             admit_send=None if exempt is None else exempt.admit,
         )
-        observations = self.drive(steps, dispatch, blocking=blocking, key=ready.key)
+        queued = bool(spec.blocking) and not spec.is_async and not spec.streams  # a worker begins it
+        observations = self._drive(steps, dispatch, blocking, ready.key, queued)
         if exempt is not None:
             observations = exempt.settled(observations, rec)
         try:
@@ -153,48 +159,67 @@ class LedgerDriver:
                 yield obs
         finally:
             self.sending.pop(id(steps), None)  # at once, also when its reader left mid-stream
+            self.gates.pop(id(steps), None)
             if isinstance(record, _Record):
                 record.ended = True
 
-    async def drive(
+    def drive(
         self, steps: Protocol, dispatch: Dispatch, *, blocking: bool = False, key: str | None = None
     ) -> AsyncGenerator[Observation, None]:
         """Step a commit protocol to its end: sleep when told, dispatch when told, yield the result.
 
-        Plans' atomic groups drive their group protocol through here too. Its first send is
-        refused (``cancelled``, not sent) once the runtime closed (``Executor.closed``), also when
-        the close cut the caller while a step was written (:meth:`_stepped`); a send again of an
-        outcome already unknown goes as before (the close notes its entry ``unknown``). ``key``
-        (a single write's, or a group's): noted in :attr:`sending` from the first send until the
-        protocol ends here.
+        Plans' atomic groups drive their group protocol through here too. ``key`` (a single
+        write's, or a group's): its :class:`~actionspace.execution._sends.SendGate` is noted in
+        :attr:`sending` before its first send, then that send is refused (``cancelled``, not sent)
+        once the runtime closed (``Executor.closed``): the gate decides, so a close either
+        withdraws the write before it is sent or finds it sent, never in between; also when the
+        close cut the caller while a step was written (:meth:`_stepped`). A send again of an
+        outcome already unknown goes as before (the close notes its entry ``unknown``). While the
+        protocol runs here, recovery in this process leaves ``key`` alone (``ledger.recover``).
         """
+        return self._drive(steps, dispatch, blocking, key, False)
+
+    async def _drive(
+        self, steps: Protocol, dispatch: Dispatch, blocking: bool, key: str | None, queued: bool
+    ) -> AsyncGenerator[Observation, None]:
+        """:meth:`drive`; ``queued``: the dispatch hands its first attempt to the worker pool, so
+        the send begins when a worker thread takes it, withdrawable until then (gap of a blocking
+        tool waiting behind busy workers when the runtime closes)."""
+        gate = SendGate(self._closed)
         sent: list[bool] = []  # appended at the first send: the close may refuse none after it
+        # while it is held, recovery in this process leaves ``key`` alone (ledger/recover.py)
+        held: list[Callable[[], None] | None] = [None if key is None else running_here(key)]
         try:
-            command = await self._stepped(blocking, steps, None, sent)
+            command = await self._stepped(blocking, steps, None, gate)
             while not isinstance(command, _Done):
                 if isinstance(command, Sleep):
                     if blocking:
                         time.sleep(command.seconds)
                     else:
                         await asyncio.sleep(command.seconds)
-                    command = await self._stepped(blocking, steps, None, sent)
+                    command = await self._stepped(blocking, steps, None, gate)
                     continue
                 if isinstance(command, AwaitAttempt):
                     late = await _late(command, blocking)
-                    command = await self._stepped(blocking, steps, late, sent)
+                    command = await self._stepped(blocking, steps, late, gate)
                     continue
                 if isinstance(command, Settle):
-                    if self.settle is not None:
+                    if self.settle is not None:  # a gone holder's send: recovery may settle it now
+                        _released(held[0])
                         await self._io(blocking, self.settle, command.key)
-                    command = await self._stepped(blocking, steps, None, sent)
+                        held[0] = None if key is None else running_here(key)
+                    command = await self._stepped(blocking, steps, None, gate)
                     continue
                 outcome: Outcome | None = None
-                if not sent and self._closed():  # the runtime closed while the intent was written
-                    command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), sent)
-                    continue
+                if not sent:
+                    if key is not None:  # noted before the gate reads ``closed``: a close sees it
+                        self.sending[id(steps)] = key
+                        self.gates[id(steps)] = gate
+                    if not gate.opens(deferred=queued):  # closed (or withdrawn by the close) first
+                        command = await self._stepped(blocking, steps, Failed(_not_begun(), 0), gate)
+                        continue
                 sent.append(True)
-                if key is not None:  # after the check above: a close that reads it saw the send begin
-                    self.sending[id(steps)] = key
+                token = SENDING.set(gate)
                 try:
                     async for item in dispatch():
                         if isinstance(item, Observation):
@@ -204,28 +229,35 @@ class LedgerDriver:
                 except Exception as exc:  # ours broke around the send: whether it landed is not known
                     outcome = Failed(_lost(exc), 1)
                 except (asyncio.CancelledError, GeneratorExit) as cut:
-                    # the caller stopped waiting (its task cancelled, or a stream's reader left): the
-                    # entry is left unknown, noted as abandoned for the next proposal to settle at once
-                    _abandon(steps, running_attempt(cut))
-                    raise
+                    if not (isinstance(cut, asyncio.CancelledError) and self._closed() and gate.withdraw()):
+                        # the caller stopped waiting (its task cancelled, or a stream's reader left):
+                        # the entry is left unknown, noted as abandoned for the next proposal to settle
+                        _abandon(steps, running_attempt(cut))
+                        raise
+                    outcome = Failed(_not_begun(), 0)  # the close's cut, before a worker began it
+                finally:
+                    _reset(token)
                 assert outcome is not None
-                command = await self._stepped(blocking, steps, outcome, sent)
+                command = await self._stepped(blocking, steps, outcome, gate)
             yield command.value
         finally:
-            if sent and key is not None:
-                self.sending.pop(id(steps), None)
+            self.sending.pop(id(steps), None)
+            self.gates.pop(id(steps), None)
+            _released(held[0])
 
     def _closed(self) -> bool:
         return self.executor is not None and self.executor.closed
 
-    async def _stepped(self, blocking: bool, steps: Protocol, value: Outcome | None, sent: list[bool]) -> Any:
+    async def _stepped(self, blocking: bool, steps: Protocol, value: Outcome | None, gate: SendGate) -> Any:
         """One step of ``steps`` (:meth:`_io`). Offloaded, a step is never left half-taken: a
         cancel that lands while its thread writes the store waits for that write. If the runtime
-        closed meanwhile and the protocol would send for the first time next, the cancel is taken
-        as the close's cut (the caller's :class:`~actionspace.pipeline.calls.InFlight` takes it
-        back) and the send is refused, so the entry ends ``failed`` (``cancelled``, not sent)
-        before the stores close, as it would inline; any other cancel is raised once the step is
-        written (the entry as the step left it, as before)."""
+        closed meanwhile and the write was never sent (its ``gate`` withdrawn now, if it was not
+        yet), the cancel is taken as the close's cut (the caller's
+        :class:`~actionspace.pipeline.calls.InFlight` takes it back) when the protocol would send
+        for the first time next (the send is refused, so the entry ends ``failed``, ``cancelled``,
+        not sent, before the stores close, as it would inline) or has ended (its answer, such as
+        that refusal, stands); any other cancel is raised once the step is written (the entry as
+        the step left it, as before)."""
         if blocking or not self._offload:
             return _step(steps, value)
         step = _on_thread(steps, value)
@@ -233,8 +265,10 @@ class LedgerDriver:
             return await asyncio.shield(step)
         except asyncio.CancelledError:
             command = await _written(step)
-            if not (isinstance(command, Send) and not sent and self._closed()):
+            if not (isinstance(command, Send | _Done) and self._closed() and gate.withdraw()):
                 raise
+        if isinstance(command, _Done):  # the protocol ended (a first send refused): its answer
+            return command
         return await _written(_on_thread(steps, Failed(_not_begun(), 0)))
 
     async def _io(self, blocking: bool, fn: Callable[..., T], *args: Any) -> T:
@@ -376,6 +410,21 @@ async def _written(step: asyncio.Future[T]) -> T:
         except asyncio.CancelledError:
             if step.done():
                 return step.result()
+
+
+def _released(release: Callable[[], None] | None) -> None:
+    """Call ``release`` (:func:`~actionspace.ledger.recover.running_here`'s), if any."""
+    if release is not None:
+        release()
+
+
+def _reset(token: contextvars.Token[SendGate | None]) -> None:
+    """Undo :data:`SENDING`'s set; a stream closed from another context (its reader gone) cannot
+    reset it there, and leaves it to that context (a gate no worker begins any more)."""
+    try:
+        SENDING.reset(token)
+    except ValueError:
+        SENDING.set(None)
 
 
 def _not_begun() -> ActionError:

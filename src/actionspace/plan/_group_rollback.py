@@ -6,7 +6,9 @@ connection): rolling that connection back, or closing it, from the event loop's 
 member runs a statement on it can crash the interpreter. The rollback therefore runs once the
 member's attempt ended, on the thread that ends it; nothing of the group commits meanwhile (its
 commit never begins), and the group's ledger entry, noted ``unknown`` by the cut, is settled then
-(back to ``accepted``) when its store still takes the write, else left to recovery.
+(back to ``accepted``) when its store still takes the write, else left to recovery; until then,
+recovery in this process leaves the entry alone (:func:`released_after`): the group never
+commits once cut, yet it is known not committed only once its rollback ran.
 
 Also the other moves of a group's entry back to ``accepted`` once its commit is known not to have
 begun: rolled back on the loop (:func:`not_committed`), or held for a member's approval
@@ -33,6 +35,7 @@ __all__ = [
     "not_committed_after",
     "not_committed_later",
     "not_sent_again",
+    "released_after",
     "reopened",
     "roll_back_after",
 ]
@@ -61,6 +64,21 @@ def _undo(tx: Transaction, settle: Settle) -> None:
             settle(undone)
         except Exception:  # the store is closed: the entry stays ``unknown``, for recovery
             _log.debug("actionspace: a rolled-back group's entry was left for recovery", exc_info=True)
+
+
+def released_after(settle: Settle, release: Callable[[], object]) -> Settle:
+    """``settle``, then ``release`` (whatever ``settle`` raised): the group's key, held from
+    recovery in this process (``ledger.recover.running_here``) while its member still ran, is let
+    go once its rollback ran and its entry was settled."""
+
+    def settled(undone: bool) -> None:
+        try:
+            if settle is not None:
+                settle(undone)
+        finally:
+            release()
+
+    return settled
 
 
 def not_sent_again(ended: Future[Outcome], group: str, cause: ActionError) -> Settle:

@@ -16,6 +16,7 @@ from actionspace.ledger.commit import AdmitSend, new_entry, protocol
 from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import idempotency_key
 from actionspace.ledger.memory import MemoryLedgerStore
+from actionspace.ledger.recover import running_here
 from actionspace.plan._group_members import member_of, rolled_back, unsettled
 from actionspace.plan._group_rollback import (
     Settle,
@@ -23,6 +24,7 @@ from actionspace.plan._group_rollback import (
     not_committed_after,
     not_committed_later,
     not_sent_again,
+    released_after,
     reopened,
     roll_back_after,
 )
@@ -285,7 +287,10 @@ async def _dispatch(sched: Scheduler, unit: CheckedNode, key: str, attempt: Grou
         member = None if member is None or member.done() else member
         why = f"group {unit.id} was cancelled while its members ran; its transaction was rolled back"
         error = ActionError.of("cancelled", why, details={"phase": "running", "group": unit.id})
-        attempt.rollback(tx, member, not_committed_later(sched.engine.ledger, key, error))
+        settle = not_committed_later(sched.engine.ledger, key, error)
+        if member is not None:  # recovery here leaves the entry alone until the member's rollback ran
+            settle = released_after(settle, running_here(key))
+        attempt.rollback(tx, member, settle)
         _settle_budgets(sched, unit, attempt, kept=False)
         if not isinstance(exc, asyncio.CancelledError):
             raise
