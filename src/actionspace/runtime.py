@@ -234,6 +234,7 @@ class Runtime:
         sources: Mapping[str, Sequence[str]] | None = None,
         dry_run: bool = False,
         fresh: bool = False,
+        occurrence: int = 0,
     ) -> Observation:
         """Check and run one proposed call; returns its Observation (errors are values, not raised).
 
@@ -243,20 +244,19 @@ class Runtime:
         result is cached); a committed write drops the cached reads whose read set its write set overlaps.
         ``node_id`` names the logical action within the run (default: node identity — the same tool, arguments
         and turn are one action). Several calls in ``raw`` come back grouped in ``items``, each answering the
-        model's own call id. ``sources`` binds arguments to ``"user"`` or earlier call ids (policy/flow)."""
+        model's own call id. ``sources`` binds arguments to ``"user"`` or earlier call ids (policy/flow).
+        ``occurrence``: how many calls identical to this one (same tool, same normalized arguments) came
+        before it in its model message, when a message's calls run one at a time (a framework's tools node):
+        the n-th is its own action, as in a message of several calls, and a re-run of the message replays
+        each. 0 (the default) for the first; ignored with ``node_id`` or several calls; ConfigurationError
+        unless a non-negative int."""
         self._closed and _closing.refuse_closed()
         run_id = run_id or self.run_id_of(None, principal=principal)
         with self.engine.messages.in_flight:  # a sync call: close() waits for it (bounded)
             out = self.engine.calls(
-                raw,
-                run_id=run_id,
-                node_id=node_id,
-                principal=principal,
-                provenance=provenance,
-                sources=sources,
-                dry_run=dry_run,
-                fresh=fresh,
-            )
+                raw, run_id=run_id, node_id=node_id, principal=principal, provenance=provenance,
+                sources=sources, dry_run=dry_run, fresh=fresh, occurrence=occurrence,
+            )  # fmt: skip
             return _closing.answered(out, self, run_id)  # rewritten if it ran while the runtime closed
 
     async def acall(
@@ -270,18 +270,20 @@ class Runtime:
         sources: Mapping[str, Sequence[str]] | None = None,
         dry_run: bool = False,
         fresh: bool = False,
+        occurrence: int = 0,
     ) -> Observation:
-        """Async :meth:`call`: async tools are awaited, blocking sync tools run on a worker thread."""
+        """Async :meth:`call` (``occurrence`` as there): async tools are awaited, blocking sync tools run on a
+        worker thread."""
         self._closed and _closing.refuse_closed()
         run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
-        if not (provenance or sources or dry_run or fresh):
+        if not (provenance or sources or dry_run or fresh or occurrence or type(occurrence) is not int):
             got = self.engine.quick(raw, run_id, node_id, principal)  # no coroutine while nothing waits
             quick = got if got is None or isinstance(got, Observation) else await got
             if quick is not None:
                 return _closing.ended_by_close([quick], self, run_id)[0] if self._closed else quick
         out = await self.engine.acalls(
             raw, run_id=run_id, node_id=node_id, principal=principal, provenance=provenance, sources=sources,
-            dry_run=dry_run, fresh=fresh,
+            dry_run=dry_run, fresh=fresh, occurrence=occurrence,
         )  # fmt: skip
         return _closing.answered(out, self, run_id)
 

@@ -3,19 +3,16 @@
 A session reads a logical action as (turn, tool@version, canonical arguments, occurrence within
 the message): a message proposing the same write twice sends it twice, and a resumed or repeated
 message replays both. The LangGraph tools node runs each call of the message through its own
-``Runtime.acall``, where every call is the first occurrence of its own message: the second of two
-identical writes is answered ``replayed`` with the first's result and never sent.
-
-Fixing it needs the message's occurrence on the single-call path (``Runtime.acall`` /
-``Engine.acalls`` taking ``occurrence=``, counted by the adapter over the ``AIMessage``'s calls in
-order, after the engine normalizes the arguments), which lives in the engine.
+``Runtime.acall``, where every call would be the first occurrence of its own message (the second
+of two identical writes answered ``replayed`` with the first's result, never sent): each tool
+counts its occurrence over the ``AIMessage``'s calls in order, after the engine's normalization
+of the arguments, and passes it on (``Runtime.acall(..., occurrence=...)``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
@@ -63,10 +60,6 @@ def test_a_session_sends_two_identical_calls_of_one_message_twice() -> None:
     rt.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tools node runs each call alone: the occurrence within the message is not on Runtime.acall",
-)
 def test_a_langgraph_message_with_two_identical_calls_sends_both() -> None:
     mailed: list[str] = []
     rt = _runtime(mailed)

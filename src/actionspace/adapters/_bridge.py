@@ -16,13 +16,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace._extras import require
+from actionspace.adapters._identical import FIRST, Occurrence, OneAtATime, occurrences
 from actionspace.discovery.render import openai_chat_result, openai_responses_tools
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.session import Session
 from actionspace.types import Observation, ToolCall
 
-__all__ = ["Bridge", "FrameworkRuns", "Offered", "held_request", "require"]
+__all__ = [
+    "FIRST",
+    "Bridge",
+    "FrameworkRuns",
+    "Occurrence",
+    "Offered",
+    "held_request",
+    "occurrences",
+    "require",
+]
+
+_ONE_AT_A_TIME = OneAtATime()
+"""Identical calls of one message, of any bridge of the process, run one at a time."""
 
 
 def held_request(obs: Observation) -> str | None:
@@ -95,19 +108,35 @@ class Bridge:
         """Whether every call of ``name`` needs a person's decision (``ToolSpec.requires_approval``)."""
         return bool(self.rt.catalog.get(name).requires_approval)
 
-    async def acall(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
+    async def acall(
+        self, name: str, arguments: Any, call_id: str | None = None, *, occurrence: Occurrence = FIRST
+    ) -> Observation:
         """Run one proposed call through the engine; errors come back inside the observation.
 
         ``arguments`` as the model sent them: a value, or the JSON text (text that is not JSON is
-        answered ``parse_error``, as the engine answers a provider's call).
+        answered ``parse_error``, as the engine answers a provider's call). ``occurrence``: where
+        the call stands among the identical calls of its model message (:func:`occurrences`);
+        the calls of an action the message proposes more than once run one at a time.
         """
-        return await self.rt.acall(
-            _proposal(name, arguments, call_id), run_id=self.run_id, principal=self.principal
-        )
+        proposal = _proposal(name, arguments, call_id)
+        if occurrence.action is None:
+            return await self.rt.acall(proposal, run_id=self.run_id, principal=self.principal)
+        async with _ONE_AT_A_TIME.aheld((id(self.rt), self.run_id, occurrence.action)):
+            return await self.rt.acall(
+                proposal, run_id=self.run_id, principal=self.principal, occurrence=occurrence.count
+            )
 
-    def call(self, name: str, arguments: Any, call_id: str | None = None) -> Observation:
+    def call(
+        self, name: str, arguments: Any, call_id: str | None = None, *, occurrence: Occurrence = FIRST
+    ) -> Observation:
         """Sync :meth:`acall`."""
-        return self.rt.call(_proposal(name, arguments, call_id), run_id=self.run_id, principal=self.principal)
+        proposal = _proposal(name, arguments, call_id)
+        if occurrence.action is None:
+            return self.rt.call(proposal, run_id=self.run_id, principal=self.principal)
+        with _ONE_AT_A_TIME.held((id(self.rt), self.run_id, occurrence.action)):
+            return self.rt.call(
+                proposal, run_id=self.run_id, principal=self.principal, occurrence=occurrence.count
+            )
 
     def settle(
         self, request_id: str, *, approved: bool, by: str | None = None, reason: str | None = None

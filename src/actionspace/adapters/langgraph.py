@@ -43,7 +43,16 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from actionspace.adapters._bridge import Bridge, FrameworkRuns, _run_id_of, held_request, require
+from actionspace.adapters._bridge import (
+    FIRST,
+    Bridge,
+    FrameworkRuns,
+    Occurrence,
+    _run_id_of,
+    held_request,
+    occurrences,
+    require,
+)
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.parse import ParseResult, parse, user_text
@@ -102,6 +111,21 @@ class _Threads:
         words = _words(human) if fresh else ""
         with self._lock:
             return self._runs.bridge(key, fresh=fresh, words=words, run_key=thread)
+
+    def occurrence(self, config: Any, call_id: str | None) -> Occurrence:
+        """Where ``call_id`` stands among the identical calls of its ``AIMessage``
+        (:func:`~actionspace.adapters._bridge.occurrences`); the first of one outside a graph
+        node, or when no message of the state holds the call."""
+        configurable = config.get("configurable") if isinstance(config, Mapping) else None
+        if call_id is None or not isinstance(configurable, Mapping):
+            return FIRST
+        for message in reversed(_state_messages(configurable, self.messages_key)):
+            calls = getattr(message, "tool_calls", None) if getattr(message, "type", None) == "ai" else None
+            ids = [c.get("id") for c in calls] if isinstance(calls, list) else []
+            if call_id in ids:
+                proposed = [(self.names.tool(str(c.get("name"))), c.get("args")) for c in calls or ()]
+                return occurrences(self.first.rt, proposed)[ids.index(call_id)]
+        return FIRST
 
     def _answered(self, messages: Sequence[Any]) -> bool:
         """Whether one of ``messages`` answers a call of these tools (another tool's answer,
@@ -258,17 +282,19 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
     from langchain_core.runnables import ensure_config  # the config LangChain runs the tool with
 
     def sync(arguments: Any, call_id: str | None) -> str:
-        bridge = threads.bridge(ensure_config())
-        obs = bridge.call(name, arguments, call_id)
+        config = ensure_config()
+        bridge, occurrence = threads.bridge(config), threads.occurrence(config, call_id)
+        obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         if _decided(bridge, obs):
-            obs = bridge.call(name, arguments, call_id)
+            obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
     async def coroutine(arguments: Any, call_id: str | None) -> str:
-        bridge = threads.bridge(ensure_config())
-        obs = await bridge.acall(name, arguments, call_id)
+        config = ensure_config()
+        bridge, occurrence = threads.bridge(config), threads.occurrence(config, call_id)
+        obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         if _decided(bridge, obs):
-            obs = await bridge.acall(name, arguments, call_id)
+            obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
     return sync, coroutine

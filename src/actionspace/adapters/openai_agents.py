@@ -26,10 +26,12 @@ keeps.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from actionspace.adapters._bridge import Bridge, FrameworkRuns, held_request, require
+from actionspace.adapters._bridge import FIRST, Bridge, FrameworkRuns, Occurrence, held_request, require
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ConfigurationError
 from actionspace.parse import user_text
@@ -69,7 +71,7 @@ def tools_of(bridge: Bridge) -> list[Tool]:
 
 def _tools(runs: FrameworkRuns) -> list[Tool]:
     agents = require("agents", EXTRA)
-    bridge = runs.latest
+    bridge, responses = runs.latest, _Responses()
     catalog = bridge.rt.catalog
     names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
     out: list[Tool] = []
@@ -81,7 +83,7 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
                 name=as_named,
                 description=offered.description,
                 params_json_schema=offered.parameters,
-                on_invoke_tool=_invoker(runs, offered.name, as_named),
+                on_invoke_tool=_invoker(runs, responses, offered.name, as_named),
                 strict_json_schema=False,
                 needs_approval=bool(spec.requires_approval or spec.high_risk_args),
             )
@@ -89,17 +91,69 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
     return out
 
 
-def _invoker(runs: FrameworkRuns, name: str, as_named: str) -> Any:
+def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         bridge = _bridge_of(runs, ctx)
-        obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
+        occurrence = responses.occurrence(ctx)
+        obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id, occurrence=occurrence)
         request_id = held_request(obs)
         if request_id is not None and ctx.is_tool_approved(as_named, ctx.tool_call_id):
             bridge.settle(request_id, approved=True)
-            obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id)
+            obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id, occurrence=occurrence)
         return bridge.text(obs)
 
     return invoke
+
+
+class _Responses:
+    """Which model response each call of an SDK run came in, and so its ``occurrence``: how
+    many calls before it in that response are the same call.
+
+    The SDK records every call id of a run, in order, before it runs a response's calls, with a
+    fingerprint of the tool and its arguments read as JSON (``RunState`` carries them across a
+    resume): a response is the calls recorded since the previous one, less those completed
+    before it (a resume in a new process finds the calls of the response it resumes that way).
+    Calls are the same when their fingerprints are, so arguments that differ as JSON but not
+    as the action they name (a default written out, another spelling of one date-time) are
+    counted apart here. The responses of the last ``keep`` SDK runs are remembered.
+    """
+
+    def __init__(self, keep: int = 4096) -> None:
+        self._keep = keep
+        self._runs: OrderedDict[str, dict[str, tuple[str, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def occurrence(self, ctx: ToolContext[Any]) -> Occurrence:
+        """Where the call of ``ctx`` stands among the identical calls of its response."""
+        invocations = getattr(ctx, "_tool_invocations", None)
+        call_id = ctx.tool_call_id
+        if not isinstance(invocations, Mapping) or call_id not in invocations:
+            return FIRST
+        key = str(next(iter(invocations)))  # the SDK run, as _bridge_of names it
+        with self._lock:
+            run = self._runs.setdefault(key, {})
+            self._runs.move_to_end(key)
+            while len(self._runs) > self._keep:
+                self._runs.popitem(last=False)
+            response = run.get(call_id)
+            if response is None:
+                response = tuple(
+                    i for i, r in invocations.items() if i not in run and not getattr(r, "completed", False)
+                )
+                run.update(dict.fromkeys(response, response))
+        if call_id not in response:
+            return FIRST
+        mark = _fingerprint(invocations, call_id)
+        same = [other for other in response if _fingerprint(invocations, other) == mark]
+        if len(same) < 2:
+            return FIRST
+        return Occurrence(same.index(call_id), mark)
+
+
+def _fingerprint(invocations: Mapping[str, Any], call_id: str) -> str:
+    """The SDK's fingerprint of a call (its tool and arguments), or one of the call id alone."""
+    fingerprint = getattr(invocations.get(call_id), "fingerprint", None)
+    return fingerprint if isinstance(fingerprint, str) else f"call:{call_id}"
 
 
 def _bridge_of(runs: FrameworkRuns, ctx: ToolContext[Any]) -> Bridge:

@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_core import SchemaValidator
 
-from actionspace.adapters._bridge import Bridge, FrameworkRuns, held_request, require
+from actionspace.adapters._bridge import (
+    FIRST,
+    Bridge,
+    FrameworkRuns,
+    Occurrence,
+    held_request,
+    occurrences,
+    require,
+)
 from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
@@ -139,7 +147,7 @@ class GovernedToolset:
         pai = require("pydantic_ai", EXTRA)
         toolsets = require("pydantic_ai.toolsets", EXTRA)
         catalog = self.bridge.rt.catalog
-        names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
+        names = self._names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
         tools = []
         for offered in self.bridge.offered():
             tool = pai.Tool.from_schema(
@@ -156,7 +164,7 @@ class GovernedToolset:
         return toolset
 
     def _function(self, name: str) -> Any:
-        runs = self.runs
+        runs, names = self.runs, self._names
         exceptions = require("pydantic_ai.exceptions", EXTRA)
 
         async def run(ctx: RunContext[Any], **arguments: Any) -> str:
@@ -170,17 +178,32 @@ class GovernedToolset:
             wrapped = arguments.get("arguments")
             if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
-            obs = await bridge.acall(name, arguments, ctx.tool_call_id)
+            occurrence = _occurrence(bridge.rt, names, ctx.messages, ctx.tool_call_id)
+            obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
             if request_id is not None:
                 if not ctx.tool_call_approved:
                     raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
                 bridge.settle(request_id, approved=True)
-                obs = await bridge.acall(name, arguments, ctx.tool_call_id)
+                obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             return bridge.text(obs)
 
         run.__name__ = name
         return run
+
+
+def _occurrence(
+    rt: Runtime, names: ProviderNames, messages: Sequence[Any], call_id: str | None
+) -> Occurrence:
+    """Where ``call_id`` stands among the identical calls of its model response
+    (:func:`~actionspace.adapters._bridge.occurrences`); the first of one when no response holds it."""
+    for message in reversed(messages):
+        parts = [p for p in getattr(message, "parts", ()) if getattr(p, "part_kind", None) == "tool-call"]
+        ids = [p.tool_call_id for p in parts]
+        if call_id in ids:
+            calls = [(names.tool(str(p.tool_name)), p.args) for p in parts]
+            return occurrences(rt, calls)[ids.index(call_id)]
+    return FIRST
 
 
 def _words(prompt: Any) -> str:

@@ -41,7 +41,7 @@ from actionspace.pipeline.calls import (
 from actionspace.pipeline.fast import FastCall
 from actionspace.pipeline.observe import fail
 from actionspace.pipeline.runs import check_id
-from actionspace.pipeline.stages import CallInput
+from actionspace.pipeline.stages import CallInput, check_occurrence
 from actionspace.pipeline.together import run_together
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
@@ -82,6 +82,7 @@ class Messages:
         dry_run: bool = False,
         fresh: bool = False,
         parsed: ParseResult | None = None,
+        occurrence: int = 0,  # identical calls before raw's one call in its message (Runtime.acall)
     ) -> list[Observation]:
         """Every call in ``raw``, in order, one observation each (sync: the calling thread waits).
 
@@ -110,6 +111,7 @@ class Messages:
                     dry_run=dry_run,
                     fresh=fresh,
                     parsed=parsed,
+                    occurrence=occurrence,
                 )
             )
         finally:
@@ -127,6 +129,7 @@ class Messages:
         dry_run: bool = False,
         fresh: bool = False,
         parsed: ParseResult | None = None,
+        occurrence: int = 0,
     ) -> Coroutine[Any, Any, list[Observation]]:
         """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker
         threads, and the calls of a message of several run together (pipeline/together.py)."""
@@ -141,6 +144,7 @@ class Messages:
             dry_run=dry_run,
             fresh=fresh,
             parsed=parsed,
+            occurrence=occurrence,
         )
 
     async def aquick(
@@ -362,10 +366,13 @@ class Messages:
         dry_run: bool = False,
         fresh: bool = False,
         parsed: ParseResult | None = None,
+        occurrence: int = 0,
     ) -> list[Observation]:
         engine = self.engine
         if node_id is not None:
             check_id("node id", node_id)
+        if occurrence or type(occurrence) is not int:  # 0, the default, is checked without a call
+            check_occurrence(occurrence)
         known = None if blocking or engine.runs.in_memory else engine.runs.known(run_id, refresh=False)
         if known is not None:
             await engine.runs.arefresh(known)  # off the event loop when the store is remote
@@ -392,13 +399,15 @@ class Messages:
                 out.extend(per_call_id(raw, calls))
                 calls = []
             node = node_id if len(calls) == 1 else None
+            earlier = occurrence if len(calls) == 1 else 0  # the caller counted the message's calls
             given = functools.partial(
                 CallInput,
                 run=run,
                 principal=who,
                 provenance=provenance,
                 sources=sources,
-                message={},  # the identical calls of this message, counted
+                occurrence=earlier + 1,
+                message=None if earlier else {},  # the identical calls of this message, counted
                 fresh=fresh,
             )
             if len(calls) > 1 and self.together and not dry_run:

@@ -27,7 +27,7 @@ from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.catalog.versions import earlier_version_mismatch
 from actionspace.discovery.runs import RunState, definition_hash, resolve
-from actionspace.errors import ActionError
+from actionspace.errors import ActionError, ConfigurationError
 from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
 from actionspace.execution.ready import Ready
@@ -58,6 +58,7 @@ __all__ = [
     "Draft",
     "Stage",
     "Stages",
+    "check_occurrence",
     "identity_node",
     "keep_evidence",
     "proposed",
@@ -119,6 +120,13 @@ def identity_node(turn: int, tool_key: str, arguments: Any, occurrence: int = 1)
     digest = hashlib.sha256(digest_json(arguments)).hexdigest()[:16]
     suffix = f"/{occurrence}" if occurrence > 1 else ""
     return f"t{turn}/{tool_key}/{digest}{suffix}"
+
+
+def check_occurrence(occurrence: int) -> None:
+    """Raise ConfigurationError unless ``occurrence`` — the identical calls before a call in its
+    model message, as the caller counted them — is a non-negative ``int`` (a bool is no count)."""
+    if occurrence.__class__ is not int or occurrence < 0:
+        raise ConfigurationError(f"occurrence must be a non-negative int, got {occurrence!r:.100}")
 
 
 class Compiler:

@@ -23,7 +23,15 @@ from actionspace.validation.forms import ArgumentForms, SettledCheck, compile_fo
 from actionspace.validation.semantic import SemanticChecks, compile_checkers
 from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
 
-__all__ = ["CompiledTool", "Validated", "ValidationContext", "after", "compile_tool", "validate"]
+__all__ = [
+    "CompiledTool",
+    "Validated",
+    "ValidationContext",
+    "after",
+    "compile_tool",
+    "identity_arguments",
+    "validate",
+]
 
 MAX_FIELD_ERRORS = 20
 """At most this many field errors are reported for one call (the rest are counted)."""
@@ -206,6 +214,30 @@ def validate(
         received, known = compiled.forms.split(arguments)
         return Validated(ACCEPTED, known, provenance, None if received is known else received)
     return _validate_rich(compiled, arguments, dict(provenance), ctx)
+
+
+def identity_arguments(compiled: CompiledTool, arguments: Any) -> Mapping[str, Any] | None:
+    """The arguments a call's action is known by, as far as the tool's schema decides them: what
+    :func:`validate` makes :attr:`Validated.arguments` of (defaults written in, canonical paths,
+    integers and date-times in one form), or None when it refuses them at the schema already.
+
+    For callers that count the identical calls of one model message the way the validate stage
+    counts them (``Runtime.acall(..., occurrence=...)``) without running a call. Entity bindings
+    and business validators read live state and are not run: arguments naming one entity in two
+    ways are two actions here. Never raises for any ``arguments``.
+    """
+    if not isinstance(arguments, dict) or unfit_arguments(arguments) is not None:
+        return None
+    if not compiled.schema.is_valid(arguments):
+        return None
+    forms = compiled.forms
+    if compiled.simple:
+        return arguments if forms is None else forms.split(arguments)[1]
+    args = dict(arguments)
+    for name, value in compiled.defaults:
+        args.setdefault(name, value)
+    known: dict[str, Any] = compiled.checks.canonical(args)
+    return known if forms is None else forms.split(forms.split(known)[0])[1]
 
 
 def _validate_rich(
