@@ -2,13 +2,14 @@
 time, the count does not move with the machine's load, so it holds the zero-latency DAG's
 scheduling cost (``actionspace bench``, "DAG scheduling per node") from creeping back.
 
-Counted: every bytecode run in ``actionspace/plan/``, in ``pipeline/fast_nodes.py`` (a plain
-node's call) and in ``policy/stamped.py`` (what settling a node reads of its observation) while a
-warm plan of instant plain nodes is checked, run and ended; the difference of a large and a small
-plan, per node (each node here has two predecessors). Before the cuts below a node took 1,369
-bytecodes of the first two (checking it 349 of them: a check ran ``declared_edges`` and
-``_listed_in_order`` over a plan listed in dependency order); then 1,080 (checking 245); then 859
-(checking 63), 882 with ``policy/stamped.py``; now 843:
+Counted: every bytecode run in ``actionspace/`` (the plan package, the node's call, the trace
+store, the flow state) while a warm plan of instant plain nodes is checked, run and ended; the
+difference of a large and a small plan, per node (each node here has two predecessors). The plan
+package's own share (with ``pipeline/fast_nodes.py`` and ``policy/stamped.py``) went from 1,369
+bytecodes (checking 349 of them: a check ran ``declared_edges`` and ``_listed_in_order`` over a
+plan listed in dependency order) to 1,080 (checking 245), 859 (checking 63) and 843. Counted over
+the whole package, as now (the node's call took over work the fast path's entry lookup and the
+generic shaping did), a node took 1,342; now 1,174:
 
 - a tool that answers at once makes its node's compact record once, with no ``Succeeded``;
 - a simple node's declared edges are added while it is checked (a plan listed in dependency
@@ -24,7 +25,13 @@ bytecodes of the first two (checking it 349 of them: a check ran ``declared_edge
   say, and a node queued as ready is only noted until a node is popped from the heap;
 - an ok node that answered at once settles in one frame (``Scheduler._finish``: the driver's
   end, the scheduler's settling and ``taken`` written out together), its four event numbers
-  taken in one call, its observation given the tags its output label already holds.
+  taken in one call, its observation given the tags its output label already holds;
+- a plain node reads its tool's precompiled entry without ``FastPath.entry``'s call and checks
+  its arguments with the schema's own check when that settles them; an ``int`` result is put in
+  its envelope without the generic shaping (its digest remembered); a plan whose every node is
+  plain says so once (``CheckedPlan.plain``); showing the plan's observations at its end reads
+  the run label again only where it may have changed; the trace store looks a node's shape up
+  only when it differs from the last one's.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 from actionspace import Plan, PlanNode, Runtime
 from actionspace.plan.check import CheckedPlan, check_plan
 
-COUNTED = ("/actionspace/plan/", "/actionspace/pipeline/fast_nodes.py", "/actionspace/policy/stamped.py")
+COUNTED = ("/actionspace/",)
 
 
 def _runtime() -> Runtime:
@@ -102,14 +109,14 @@ def _plan_bytecodes(rt: Runtime, plan: Plan) -> tuple[int, Any]:
     return count[0], result
 
 
-def test_a_plain_instant_node_costs_the_plan_under_860_bytecodes() -> None:
+def test_a_plain_instant_node_costs_under_1200_bytecodes_of_the_whole_package() -> None:
     with _runtime() as rt:
         small, ok_small = _plan_bytecodes(rt, _plan(20))
         large, ok_large = _plan_bytecodes(rt, _plan(220))
     assert ok_small.status == ok_large.status == "ok"
     assert [o.data for o in ok_large.nodes.values()] == list(range(220))
     per_node = (large - small) / 200
-    assert per_node <= 860, per_node
+    assert per_node <= 1200, per_node
 
 
 def test_checking_a_plan_of_simple_nodes_listed_in_dependency_order_takes_under_90_bytecodes_a_node() -> None:

@@ -8,8 +8,9 @@ thing from the node's own fields (the conditions of ``FastPath.ready``: a simple
 side effects, a resolution the run made already, arguments the schema accepts, no provenance),
 records the same events (``authorized``, ``validated``, ``proposed``, ``dispatched``, then the
 ``observation``), held as one compact record that the trace store expands when read
-(:data:`~actionspace.trace.events.CompactNode`; an ``ok`` plain observation is folded into it),
-and steps an async tool's coroutine once on the calling path: an instant tool
+(:data:`~actionspace.trace.events.CompactNode`; an ``ok`` plain observation is folded into it;
+an ``int`` result of a tool that shapes ints plainly is put in its envelope directly, as the
+single call's path does), and steps an async tool's coroutine once on the calling path: an instant tool
 ends without any coroutine of ours. One that waits is resumed under its timeout
 (``Executor.resume``); one that fails, times out or is not async is handed to the executor
 (``Executor.acontinue`` / ``Executor.arun``), which types its errors and retries it as it would on
@@ -20,28 +21,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from hashlib import sha256
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from actionspace._json_values import unfit_arguments
+from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
 from actionspace.outcomes import Outcome, Succeeded
+from actionspace.pipeline._run import _INT_BOUND, _INT_DIGESTS, _INT_MEMO
 from actionspace.pipeline.observe import observe, observe_ready, plain_observation
 from actionspace.policy.labels import Label
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import expand_node
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation
+from actionspace.types import Observation, Provenance
 
 if TYPE_CHECKING:
     from actionspace.pipeline.fast import Entry, FastPath
     from actionspace.pipeline.stages import Stage
 
 __all__ = ["plain_node"]
+
+_new = object.__new__
 
 _WAITS: Any = object()
 """The value of a tool whose first step did not end its coroutine."""
@@ -67,12 +73,37 @@ def plain_node(
     """
     if not fast.enabled or not name:
         return None
-    entry = fast.entry(run, name, principal, ordered)
+    # FastPath.entry's validity checks, read without its call (as FastPath.take reads them)
+    stages = fast.stages
+    hit = run.resolved.get(name)
+    entry = fast._entries.get((id(run), name)) if hit is not None else None
     if (
         entry is None
-        or entry.effects
+        or run.disclosure
+        or hit is None
+        or hit[0] != stages.catalog.generation
+        or entry.spec is not hit[1]
+        or entry.run is not run
+        or entry.principal is not principal
+        or entry.policy is not stages.flow_policy
+        or entry.ordered is not ordered
+        or stages.guard is not None
+        or stages.cursor_key is not None
+    ):
+        entry = fast.entry(run, name, principal, ordered)
+        if entry is None:
+            return None
+    check = entry.check
+    if (
+        entry.effects
         or unfit_arguments(arguments) is not None  # the stages refuse it
-        or not entry.compiled.validator.is_valid(arguments)
+        # the schema's own check when it settles the arguments (FastPath.take's), else the tool's
+        or not (entry.compiled.validator.is_valid if check is None else check)(arguments)
+        or (
+            entry.floats
+            and float in map(type, arguments.values())
+            and not entry.compiled.validator.is_valid(arguments)
+        )
     ):
         return None
     spec = entry.spec
@@ -124,8 +155,12 @@ def plain_node(
         # it answered at once: _done, with the compact record made once and the ``ok``
         # observation folded in
         now = time.time()
+        plain: Any
         try:
-            plain = plain_observation(spec, call_id, value, label, artifacts, now, output[2])
+            if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
+                plain = _int_observation(spec, call_id, value, label, output[2], now)
+            else:
+                plain = plain_observation(spec, call_id, value, label, artifacts, now, output[2])
         except BaseException:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
             raise
@@ -142,6 +177,31 @@ def plain_node(
     elif value is not _WAITS:  # it answered at once, its events recorded one by one (_done)
         return _done(entry, call_id, node_id, arguments, label, None, rec, artifacts, value)
     return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
+
+
+def _int_observation(
+    spec: ToolSpec, call_id: str, value: int, label: Label, tags: tuple[str, ...], now: float
+) -> Observation:
+    """What :func:`~actionspace.pipeline.observe.plain_observation` makes of an ``int`` result
+    below ``_INT_BOUND`` of a tool that shapes ints plainly (``Entry.ints``): its canonical text is
+    its repr, whose digest is remembered (as the single call's path does, pipeline/_run.py)."""
+    digest = _INT_DIGESTS.get(value)
+    if digest is None:
+        if len(_INT_DIGESTS) >= _INT_MEMO:
+            _INT_DIGESTS.clear()
+        digest = _INT_DIGESTS[value] = sha256(int.__repr__(value).encode()).hexdigest()
+    provenance = _new(Provenance)
+    provenance.__dict__.update(fetched_at=now, resource_version=None, trust=label.integrity, labels=tags)
+    obs = _new(Observation)  # every field is already checked, as observe() does
+    obs.__dict__.update(
+        call_id=call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=value,
+        content_hash=digest,
+        provenance=provenance,
+    )
+    return obs
 
 
 async def _later(
@@ -202,7 +262,11 @@ def _done(
             value = outcome.value
         if nodes:
             now = time.time()
-            plain = plain_observation(entry.spec, call_id, value, label, artifacts, now)
+            plain: Any
+            if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
+                plain = _int_observation(entry.spec, call_id, value, label, label.tags(), now)
+            else:
+                plain = plain_observation(entry.spec, call_id, value, label, artifacts, now)
             if isinstance(plain, Observation):
                 h = nodes[0]
                 nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, plain.content_hash)

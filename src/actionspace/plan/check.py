@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ _REF_TOPS = frozenset(
 _SPECULATIVE_EFFECTS = frozenset({"none", "read"})
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
+_VERIFY = operator.attrgetter("verify")
 
 
 @dataclass(slots=True)
@@ -95,6 +97,10 @@ class CheckedPlan:
     bare: bool = False
     """Every node is one call of a tool that needs no approval, with no read/write sets and no
     references: ``plan_started`` names only its id and tool."""
+    plain: bool = False
+    """Every node is plain (:func:`~actionspace.plan.node.is_plain`: no references, alternatives,
+    members or verifier), so the driver need not ask each one. Set for a plan checked across the
+    plan at once; False (each node asked) otherwise."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
@@ -205,6 +211,7 @@ def _check(
     )
     if simple is not None:  # (each tool of ``plain`` is simple and allowed)
         result.bare = not any(tool[0][0].requires_approval for tool in plain.values() if tool is not None)
+        result.plain = list(map(_VERIFY, plan.nodes)).count(None) == len(plan.nodes)
     if plan.groups:
         from actionspace.plan.groups import collapse
 

@@ -220,6 +220,7 @@ class Driver(NodeRunner):
             # nothing can ask to cancel a node of this wave meanwhile (aborts come from a cancel
             # scope alone): its plain nodes' calls begin here, at once
             quiet = self.cancel_scope is None and not self.abort_requested
+            every = quiet and self.plan.plain  # every node plain: none of them asked
             # what the wave's nodes find current: no node's first step (stepped here) changes it
             # for the tasks the others get
             base = contextvars.copy_context()
@@ -241,7 +242,7 @@ class Driver(NodeRunner):
                     self._task_for(k, node, base, task)  # its tool waited: a task of its own
                     continue
                 coro: Coroutine[Any, Any, Observation]
-                if quiet and is_plain(node):
+                if every or (quiet and is_plain(node)):
                     running[k] = task
                     now = self._plain_now(k, node)
                     if isinstance(now, Observation):
@@ -293,13 +294,10 @@ class Driver(NodeRunner):
                 await asyncio.sleep(0)
         self._check_settled()
 
-    def _fast(self, node: CheckedNode) -> bool:
-        """``node`` is plain and nothing can ask to cancel it: its call takes the precompiled path."""
-        return self.cancel_scope is None and not self.abort_requested and is_plain(node)
-
     def _begins_at_once(self, node: CheckedNode) -> bool:
-        """A task made for ``node`` (:meth:`_task_for`) begins its call at once."""
-        return _swap is not None and self._fast(node)
+        """A task made for ``node`` (:meth:`_task_for`) begins its call at once: it is plain and
+        nothing can ask to cancel it (its call takes the precompiled path)."""
+        return _swap is not None and self.cancel_scope is None and not self.abort_requested and is_plain(node)
 
     def _task_for(
         self, k: str, node: CheckedNode, base: contextvars.Context, driver: asyncio.Task[Any]
@@ -309,7 +307,7 @@ class Driver(NodeRunner):
         as that task (:meth:`_own`); any other node begins when its task first runs
         (:meth:`_solo`)."""
         context = base.copy()
-        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):  # _fast
+        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):
             self._loop.create_task(self._solo(k), context=context)
             return
         loop = self._loop

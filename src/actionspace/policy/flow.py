@@ -309,43 +309,43 @@ class FlowState:
         self.observed_taken((obs, taken(obs)) for obs in observations)
 
     def observed_taken(self, shown: Iterable[tuple[Observation, Taken]]) -> None:
-        """:meth:`observed_many` of observations each with what was read of it before
-        (:func:`~actionspace.policy.stamped.taken`, when a plan's node settled): a plain one is
-        not read again."""
+        """:meth:`observed_many` of observations each with what was read of it when its plan node settled
+        (:func:`~actionspace.policy.stamped.taken`): a plain one is not read again (_shown's work, inline)."""
         with self._lock:
             pending, seen, tools = self.pending, self.seen, self.tools
-            # a label whose call ids are at their cap and whose last _add changed nothing (the
-            # context was already above it), and the context then: while both stay, adding it
-            # again changes nothing
+            # a label whose call ids are at their cap and whose last _add changed nothing (the context was
+            # already above it), and the context then: while both stay, adding it again changes nothing
             quiet: tuple[Label, Label] | None = None
-            tagged: tuple[Any, str, Label] | None = None  # the last tags read, their trust, label
+            last: tuple[Any, str, Label] = ((), "", PUBLIC_TRUSTED)  # the last tags read, their trust, label
+            held = self.context  # self.context, read again only where it may change (_add, _shown)
+            marks = held.readers is not None or held.confidentiality == "secret"  # what _mark asks
             for obs, (call_id, tags, trust, data, _status, _error, tool) in shown:
                 if call_id is None:  # items or an artifact: read whole
                     self._shown(obs, self._label(obs))
-                    quiet = None
+                    quiet, held = None, self.context
+                    marks = held.readers is not None or held.confidentiality == "secret"
                     continue
-                # _shown(obs, _label(obs)) for an observation without items or artifact, inline
                 own = pending.pop(call_id, None)
                 if not tags:
                     label = PUBLIC_TRUSTED if own is None else own
-                elif tagged is not None and tagged[0] == tags and tagged[1] == trust:
-                    label = tagged[2]  # a plan's nodes of one tool share their tags
+                elif last[0] == tags and last[1] == trust:
+                    label = last[2]  # a plan's nodes of one tool share their tags
                 else:
-                    label = stamped(tags, trust)
-                    tagged = (tags, trust, label)
+                    last = (tags, trust, label := stamped(tags, trust))
                 if label is not PUBLIC_TRUSTED and (
-                    quiet is None or quiet[0] is not label or quiet[1] is not self.context
+                    quiet is None or quiet[0] is not label or quiet[1] is not held
                 ):
-                    context, marks = self.context, (self.version, self.label_version)
+                    versions = (self.version, self.label_version)
                     self._add(call_id, label)
                     full = len(self._groups.get(label, ())) >= MAX_IDS_PER_LABEL
-                    same = self.context is context and marks == (self.version, self.label_version)
-                    quiet = (label, context) if full and same else None
+                    same = self.context is held and versions == (self.version, self.label_version)
+                    quiet, held = (label, held) if full and same else None, self.context
+                    marks = held.readers is not None or held.confidentiality == "secret"
                 seen[call_id] = (label, data)
                 seen.move_to_end(call_id)
                 tools[call_id] = tool
-                if (context := self.context).readers is not None or context.confidentiality == "secret":
-                    _mark(obs, context)
+                if marks:
+                    _mark(obs, held)
             self._trim()
 
     def _shown(self, obs: Observation, label: Label) -> None:

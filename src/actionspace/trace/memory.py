@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import operator
 import pickle
 import threading
 from collections.abc import Sequence
@@ -62,6 +63,9 @@ COMPACT_AT = 2048
 """Pending records of a run are packed into one blob once they weigh this much: one per record,
 plus the length of every list in their data, so that a few records holding thousands of objects
 (a large plan's ``plan_started``) are packed as soon as many small ones would be."""
+_SEQ = operator.itemgetter(0)
+_OBS_SEQ = operator.itemgetter(6)
+"""A compact node's first number, and its observation's (-1: none folded in)."""
 
 
 class MemoryTraceStore:
@@ -126,15 +130,17 @@ class MemoryTraceStore:
                 kept = self._nodes[run_id] = []
                 self._runs.setdefault(run_id, [])
             index_of, shapes = self._shape_index, self._shapes
+            held, index = None, 0  # the last shape looked up (a plan's nodes of one tool share it)
             for seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, digest in nodes:
-                index = index_of.get(id(shape))
-                if index is None:
-                    index = index_of[id(shape)] = len(shapes)
-                    shapes.append(shape)
+                if shape is not held:
+                    found = index_of.get(id(shape))
+                    if found is None:
+                        found = index_of[id(shape)] = len(shapes)
+                        shapes.append(shape)
+                    held, index = shape, found
                 kept.append((seq, ts, call_id, index, arguments, node, obs_seq, obs_ts, digest))
-                last = obs_seq if obs_seq >= 0 else seq + 3
-                if last >= top:
-                    top = last + 1
+            if nodes:  # a node's last event: its observation (numbered after the four), else seq + 3
+                top = max(top, max(map(_OBS_SEQ, nodes)) + 1, max(map(_SEQ, nodes)) + 4)
             if len(kept) >= COMPACT_AT // 4:
                 self._pack_nodes(run_id, kept)
             if records:
