@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from actionspace.adapters._mcp_errors import InputRefused, ServerUnavailable
 from actionspace.execution.loop import new_event_loop
 
-__all__ = ["Connection", "OpenClient"]
+__all__ = ["MAX_TOOLS", "Connection", "OpenClient"]
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -45,6 +45,10 @@ _CLOSE_TIMEOUT_S = 10.0
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
+MAX_TOOLS = 1000
+"""Most tools taken from one server's listing, in the order it lists them. Each costs a schema
+compile and a catalog entry (about 0.7 ms), and a page of 32 MiB names tens of thousands: without a
+bound, 100 pages of a hostile server would keep registration busy for an hour and take gigabytes."""
 _DRIVER = "mcp.client._input_required"
 """The SDK module that answers ``input_required`` results: where it refuses an input request."""
 
@@ -228,8 +232,16 @@ class Connection:
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
             tools.extend(page.tools)
             cursor = page.next_cursor
-            if cursor is None:
+            if cursor is None or len(tools) > MAX_TOOLS:
                 break
+        if len(tools) > MAX_TOOLS:  # no further page is asked for: the rest is never held
+            _log.warning(
+                "MCP server %s lists more than %d tools: only its first %d are taken",
+                self.name,
+                MAX_TOOLS,
+                MAX_TOOLS,
+            )
+            del tools[MAX_TOOLS:]
         return tools
 
     async def _refresh(self) -> list[types.Tool]:

@@ -9,7 +9,8 @@ after the request was cancelled (a stream of whitespace or keep-alive comments h
 and a connection cut mid-answer ends the whole session. Here:
 
 * an answer (a JSON body, decoded, or one SSE event) over :data:`MAX_MESSAGE_BYTES` ends its
-  request at once with ``RESULT_TOO_LARGE``, and the rest is never read;
+  request at once with ``RESULT_TOO_LARGE``, and the rest is never read; so does one holding
+  more JSON objects and arrays than ``_mcp_bounds`` takes, before it is parsed;
 * an answer that is not JSON-RPC (invalid UTF-8, bad JSON) or that names another request id ends
   its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
 * the JSON body of an error status is read within the same bound (the SDK reads it whole);
@@ -72,6 +73,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
 from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES  # noqa: F401 - importable here too
 from actionspace.adapters._mcp_codings import Inflating as _Inflating
@@ -164,6 +166,9 @@ class _BoundedTransport(ResumingTransport):
         if body is None:
             await self._refuse(read_stream_writer, request_id, "the server's JSON answer")
             return
+        if too_structured(body):
+            await self._overstructured(read_stream_writer, request_id, "the server's JSON answer")
+            return
         try:
             message = jsonrpc_message_adapter.validate_json(body, by_name=False)
         except ValidationError as exc:
@@ -201,6 +206,9 @@ class _BoundedTransport(ResumingTransport):
             return await super()._handle_sse_event(
                 sse, read_stream_writer, original_request_id, resumption_callback
             )
+        if too_structured(sse.data):
+            await self._overstructured(read_stream_writer, original_request_id, "an event of the answer")
+            return True
         try:
             message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
         except ValidationError as exc:
@@ -329,6 +337,11 @@ class _BoundedTransport(ResumingTransport):
     async def _refuse(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
         said = f"{what} is larger than the {self._max_bytes} bytes taken"
         error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_bytes": self._max_bytes})
+        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+    async def _overstructured(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
+        said = f"{what} holds more than {MAX_CONTAINERS} JSON objects and arrays"
+        error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_containers": MAX_CONTAINERS})
         await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
     async def _redirect_refused(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:

@@ -5,7 +5,8 @@ time quadratic in its length: a hostile server's 100 MB result keeps the connect
 for minutes, and every other call to that server waits. Here a line is gathered in a byte buffer
 (linear), and a line longer than :data:`MAX_MESSAGE_BYTES` is never kept: it is read through to
 its end and answered, for the request it names, with a ``RESULT_TOO_LARGE`` error
-(``_mcp_errors``), so the call ends at once as a typed error instead of at its timeout.
+(``_mcp_errors``), so the call ends at once as a typed error instead of at its timeout. So is a
+line holding more JSON objects and arrays than ``_mcp_bounds`` takes, before it is parsed.
 Starting, stopping (stdin closed, SIGTERM, SIGKILL to the process group) and draining are the SDK's.
 """
 
@@ -30,6 +31,7 @@ from mcp.client.stdio import (
 )
 from mcp.shared.message import SessionMessage
 
+from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
 
 __all__ = ["MAX_MESSAGE_BYTES", "bounded_stdio_client"]
@@ -58,7 +60,7 @@ class _Lines:
                 yield self._refused(size)
             else:
                 self._buffer += chunk[start:end]
-                yield _parsed(bytes(self._buffer))
+                yield self._parsed(bytes(self._buffer))
             self._buffer.clear()
             start = end + 1
         rest = len(chunk) - start
@@ -73,19 +75,26 @@ class _Lines:
 
     def _refused(self, size: int) -> SessionMessage | Exception:
         said = f"the server's message of {size} bytes is larger than the {self._limit} taken"
-        found = _ID.search(bytes(self._buffer[:_ID_WINDOW]))
-        if found is None:  # no request to answer: the call ends at its timeout
-            return ValueError(said)
-        request_id: int | str = json.loads(found[1])
-        error = types.ErrorData(code=RESULT_TOO_LARGE, message=said, data={"bytes": size})
-        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+        return _refusal(bytes(self._buffer[:_ID_WINDOW]), said, {"bytes": size})
+
+    def _parsed(self, line: bytes) -> SessionMessage | Exception:
+        if too_structured(line):  # refused unparsed: parsing alone would take gigabytes
+            said = f"the server's message holds more than {MAX_CONTAINERS} JSON objects and arrays"
+            return _refusal(line[:_ID_WINDOW], said, {"bytes": len(line), "limit_containers": MAX_CONTAINERS})
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError as exc:  # garbage on stdout: the session logs it and goes on
+            return exc
 
 
-def _parsed(line: bytes) -> SessionMessage | Exception:
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:  # garbage on stdout: the session logs it and goes on
-        return exc
+def _refusal(head: bytes, said: str, data: dict[str, int]) -> SessionMessage | Exception:
+    """A ``RESULT_TOO_LARGE`` answer to the request a refused message names near its start."""
+    found = _ID.search(head)
+    if found is None:  # no request to answer: the call ends at its timeout
+        return ValueError(said)
+    request_id: int | str = json.loads(found[1])
+    error = types.ErrorData(code=RESULT_TOO_LARGE, message=said, data=data)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 @asynccontextmanager
