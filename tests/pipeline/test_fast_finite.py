@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime
+from actionspace.pipeline import messages as messages_module
+from actionspace.pipeline._direct import direct_caller
 from actionspace.pipeline.fast import FastPath
 
 TYPES = ["integer", "number", "string", "boolean", "null", ["integer", "null"], ["number", "string"]]
@@ -109,15 +111,29 @@ def test_a_closed_integer_schema_refuses_an_infinite_literal_on_the_precompiled_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     taken: list[Any] = []
+    took: list[str] = []  # the calls FastPath.take read
     original = FastPath.take
 
-    def spy(self: FastPath, *args: Any, **kwargs: Any) -> Any:
-        call = original(self, *args, **kwargs)
+    def spy(self: FastPath, raw: Any, *args: Any, **kwargs: Any) -> Any:
+        took.append(raw)
+        call = original(self, raw, *args, **kwargs)
         if call is not None:  # the precompiled path runs it
             taken.append(call.arguments)
         return call
 
+    def caller(messages: Any) -> Any:  # the one-frame path (pipeline/_direct.py), which take does not see
+        quick = direct_caller(messages)
+
+        def spied(raw: str, *args: Any) -> Any:
+            got = quick(raw, *args)
+            if got is not None and raw not in took:  # ran without FastPath.take or the stages
+                taken.append(json.loads(json.loads(raw)["function"]["arguments"]))
+            return got
+
+        return spied
+
     monkeypatch.setattr(FastPath, "take", spy)
+    monkeypatch.setattr(messages_module, "direct_caller", caller)
     schema = {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},

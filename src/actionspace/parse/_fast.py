@@ -27,6 +27,7 @@ __all__ = [
     "fast_responses_items",
     "loads_object",
     "openai_entry_parts",
+    "repeats_a_key",
 ]
 
 _scan_once = DECODER.scan_once  # type: ignore[attr-defined]
@@ -68,7 +69,7 @@ def openai_entry_parts(raw: str) -> tuple[str, str | None, Any, bool] | None:
     # is followed by one colon, written as such; a colon inside a string adds one, or none when
     # escaped. So in text without an escape, as many colons as the keys read at the top levels
     # means no key was given twice (and no nested object has keys); else the parser's own reading
-    # decides (:func:`_repeats_a_key`).
+    # decides (:func:`repeats_a_key`).
     text = function.get("arguments")
     if type(text) is str:
         if text[:1] != "{":
@@ -85,12 +86,12 @@ def openai_entry_parts(raw: str) -> tuple[str, str | None, Any, bool] | None:
             return name.strip(), call_id or None, arguments, False  # an empty id is no id, as parse reads it
     else:
         arguments, text = {} if text is None else text, ""
-    if _repeats_a_key(raw, text):
+    if repeats_a_key(raw, text):
         return None
     return name.strip(), call_id or None, arguments, "\\u" in raw
 
 
-def _repeats_a_key(raw: str, arguments: str) -> bool:
+def repeats_a_key(raw: str, arguments: str) -> bool:
     """Whether the entry ``raw`` or its ``arguments`` text gives a key twice in one object (as
     :data:`~actionspace.parse._scan.DECODER` reads JSON; any other fault is the parser's to report)."""
     for text in (raw, arguments) if arguments else (raw,):

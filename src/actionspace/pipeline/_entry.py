@@ -128,6 +128,9 @@ class Entry:
     ints: bool = False
     """An ``int`` result of a call is put in its envelope without the generic shaping
     (:func:`shapes_ints`)."""
+    kept: tuple[object, int] | None = None
+    """(the memory trace store, the number it keeps :attr:`shape` as), read once per store
+    (pipeline/_direct.py)."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
         """The output label of a call with ``arguments`` while the run label is ``context``,

@@ -117,7 +117,7 @@ class Engine:
         self.messages = Messages(self)
         """Whole messages (pipeline/messages.py): :meth:`Messages.calls` and its async forms."""
         self.calls, self.acalls = self.messages.calls, self.messages.acalls
-        self.aquick, self.quick = self.messages.aquick, self.messages.quick  # quick: no coroutine
+        self.aquick, self.quick = self.messages.aquick, self.messages.direct  # quick: no coroutine
 
     @property
     def ordered(self) -> Sequence[Stage]:

@@ -36,6 +36,8 @@ what the model was shown as ``FlowState.observed`` does (``FlowState.observed_as
 flow state over generated tools and calls. The call itself runs in pipeline/_run.py, split at the
 tool's first wait: ``Runtime.acall`` enters no coroutine of the engine's while the tool does not
 wait (``Messages.quick``), and the memory trace store gets the call's record there directly.
+The commonest case (one entry as JSON text, an async tool, the stores in memory) is written out
+in one frame (pipeline/_direct.py), which hands anything else back here.
 """
 
 from __future__ import annotations

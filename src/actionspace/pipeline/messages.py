@@ -29,7 +29,8 @@ from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, ids_apart, parse
-from actionspace.pipeline._run import AppendCall, begin
+from actionspace.pipeline._direct import KeepsCalls, begun, direct_caller, keeps
+from actionspace.pipeline._run import AppendCall
 from actionspace.pipeline.calls import (
     Cut,
     InFlight,
@@ -66,6 +67,10 @@ class Messages:
         self._sink: object = None
         self._append: AppendCall | None = None
         """The memory trace store's ``append_call`` behind ``engine.sink`` (read when it changes)."""
+        self.store: KeepsCalls | None = None
+        """That store, when it takes a call's record as it keeps it (pipeline/_direct.py)."""
+        self.direct = direct_caller(self)
+        """:meth:`quick` with its commonest case in one frame of its own (pipeline/_direct.py)."""
         self.together = True
         """False: the calls of a message of several run one after the other, each begun once the
         one before it was shown (for comparisons and the equivalence test)."""
@@ -153,7 +158,7 @@ class Messages:
         """One simple call of an open run on the precompiled path (pipeline/fast.py), or None
         when it is not one (the caller then runs :meth:`acalls`): the same observation and the
         same events the stages would give, without their cost (:meth:`quick`, awaited)."""
-        got = self.quick(raw, run_id, node_id, principal)
+        got = self.direct(raw, run_id, node_id, principal)
         return got if got is None or isinstance(got, Observation) else await got
 
     def quick(
@@ -176,7 +181,8 @@ class Messages:
         if runs.in_memory:
             sink = engine.sink
             if sink is not self._sink:  # a store keeping compact records takes them from FastPath.run
-                self._sink, self._append = sink, getattr(getattr(sink, "__self__", None), "append_call", None)
+                store = getattr(sink, "__self__", None)
+                self._sink, self._append, self.store = sink, getattr(store, "append_call", None), keeps(store)
             direct = self._append
         elif refreshed is None:
             return self._refreshed(raw, run, node_id, principal)
@@ -188,26 +194,7 @@ class Messages:
         quick = fast.take(raw, run, principal or run.principal, engine._ordered)
         if quick is None:
             return None
-        rec = Recorder(run, None)
-        try:
-            step = begin(
-                self.in_flight, quick, rec, node_id, False, engine.executor, engine.artifacts, direct
-            )
-        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-            step = engine.internal(exc, rec, quick.tool_call())
-            run.flow.observed(step)
-        except BaseException:  # what was recorded is still stored
-            cut = self._cut(rec, quick, raised=True)
-            if cut is None:
-                with contextlib.suppress(Exception):
-                    engine.flush(rec)
-                raise
-            return self._stored(rec, run, cut)
-        if not isinstance(step, Observation):  # its tool waits
-            return self._ended(step, quick, rec, run)
-        if rec.call is None and not rec.records:
-            return step  # begin handed its record to the store (``direct``)
-        return self._settled(step, quick, rec, run)
+        return begun(self, quick, run, node_id, direct)
 
     async def _refreshed(
         self, raw: Any, run: RunState, node_id: str | None, principal: Principal | None

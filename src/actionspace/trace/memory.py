@@ -121,6 +121,29 @@ class MemoryTraceStore:
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
 
+    def shape_index(self, shape: CallShape) -> int:
+        """The number ``shape`` is kept as in a call's record (:meth:`append_kept`); it stays alive."""
+        with self._lock:
+            index = self._shape_index.get(id(shape))
+            if index is None:
+                index = self._shape_index[id(shape)] = len(self._shapes)
+                self._shapes.append(shape)
+            return index
+
+    def append_kept(self, run_id: str, kept: tuple[Any, ...]) -> None:
+        """:meth:`append_call` of a call's record alone, as it is kept: its shape given as its
+        :meth:`shape_index` and its observation folded in (the precompiled path's commonest call,
+        pipeline/_direct.py, which caches the index: no second tuple is built per call)."""
+        top = kept[8] + 1
+        with self._lock:
+            calls = self._calls.get(run_id)
+            if calls is None:
+                calls = self._calls[run_id] = []
+                self._runs.setdefault(run_id, [])
+            calls.append(kept)
+            if top > self._next.get(run_id, 0):
+                self._next[run_id] = top
+
     def append_nodes(self, run_id: str, nodes: Sequence[CompactNode], records: Sequence[EventRecord]) -> None:
         """Append compact plan-node records and other ``records`` of the run, together."""
         top = records[-1][0] + 1 if records else 0

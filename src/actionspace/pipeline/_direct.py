@@ -1,0 +1,412 @@
+"""The commonest simple call in one frame: the JSON text of one OpenAI ``tool_calls`` entry,
+with no escape, for a tool whose precompiled entry is valid, in a run whose stores are in memory
+(``Engine.quick``, made once per engine by :func:`direct_caller`).
+
+What ``openai_entry_parts``, :meth:`FastPath.take <actionspace.pipeline.fast.FastPath.take>`,
+:func:`~actionspace.pipeline._run.begin` and :func:`~actionspace.pipeline._run.tail` do for such
+a call, written out in one function: each of those layers is a Python call with branches for
+inputs this one never sees (provider objects, ``ToolCall``), and together they were most of the
+call's interpreter work. Anything not read exactly as they read it goes back to
+``Messages.quick`` before any state changed (or ends as None where ``take`` would); a sync tool
+is begun by ``begin``, its entry read once. Once an async tool's events are numbered, what is not
+the common case (a tool that waits or fails, a result not shaped inline, another thread's events
+in between, a bug of ours, a cancellation, a record the store cannot take now) goes on through
+``ended`` and ``tail`` with the recorder ``begin`` would hold at that point. The record is handed
+to the memory store as it keeps it (its shape as the store's number, cached in the entry).
+``tests/pipeline/test_direct.py`` holds this function, the path it stands in for and the stages
+equal over generated tools and calls, and covers each hand-over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Coroutine
+from hashlib import sha256
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from pydantic_core import from_json
+
+from actionspace._crash import point
+from actionspace._json_values import finite_numbers
+from actionspace.discovery.runs import RunState
+from actionspace.execution.raised import passes_on
+from actionspace.parse._fast import repeats_a_key
+from actionspace.pipeline._entry import Entry, FastCall
+from actionspace.pipeline._run import (
+    _INT_BOUND,
+    _INT_DIGESTS,
+    _INT_MEMO,
+    AppendCall,
+    Step,
+    _log,
+    begin,
+    ended,
+    tail,
+)
+from actionspace.policy.principal import Principal
+from actionspace.trace.events import CallShape, CompactCall, expand_call
+from actionspace.trace.recorder import Recorder
+from actionspace.trace.store_encoding import RAW_PREFIX_CHARS
+from actionspace.types import Observation, Provenance
+
+if TYPE_CHECKING:
+    from actionspace.pipeline.messages import Messages
+
+__all__ = ["KeepsCalls", "Quick", "begun", "direct_caller", "keeps", "raised", "stepped"]
+
+_new = object.__new__
+_time = time.time
+_monotonic = time.monotonic
+
+
+class KeepsCalls(Protocol):
+    """The memory trace store's side of a call recorded here (trace/memory.py)."""
+
+    def shape_index(self, shape: CallShape) -> int: ...
+
+    def append_kept(self, run_id: str, kept: tuple[Any, ...]) -> None: ...
+
+
+Quick = Callable[
+    [Any, str, "str | None", "Principal | None"],
+    "Observation | Coroutine[Any, Any, Observation | None] | None",
+]
+"""``Engine.quick``: the observation, the coroutine that ends the call, or None (not a simple call)."""
+
+
+def direct_caller(messages: Messages) -> Quick:
+    """``Messages.quick`` with the common case written out in a frame of its own (see the module
+    docstring); anything else is handed to ``messages.quick`` before any state changed. The
+    engine's run registry, precompiled path and stages are fixed for its life: read here once."""
+    engine = messages.engine
+    runs, fast, general = engine.runs, engine.fast, messages.quick
+    stages, in_flight = fast.stages, messages.in_flight
+    live, entries = runs.live, fast._entries
+
+    def quick(
+        raw: Any, run_id: str, node_id: str | None, who: Principal | None
+    ) -> Observation | Coroutine[Any, Any, Observation | None] | None:
+        run = live.get(run_id)
+        if (
+            run is None
+            or type(raw) is not str
+            or node_id is not None
+            or not runs.in_memory
+            or engine.sink is not messages._sink
+            or raw[:1] != "{"
+            or len(raw) > RAW_PREFIX_CHARS
+            or "\\u" in raw
+            or not raw.isascii()
+        ):
+            return general(raw, run_id, node_id, who)
+        store = messages.store
+        if store is None:
+            return general(raw, run_id, node_id, who)
+        # The entry, read as parse/_fast.openai_entry_parts reads text with no escape and no key
+        # given twice (anything else: that reading decides).
+        try:
+            value = from_json(raw, allow_inf_nan=False)
+        except ValueError:
+            return general(raw, run_id, node_id, who)
+        if type(value) is not dict:
+            return general(raw, run_id, node_id, who)
+        function = value.get("function")
+        if type(function) is not dict or value.get("type", "function") != "function":
+            return general(raw, run_id, node_id, who)
+        name = function.get("name")
+        given = value.get("id")
+        text = function.get("arguments")
+        if (
+            type(name) is not str
+            or (given is not None and type(given) is not str)
+            or type(text) is not str
+            or text[:1] != "{"
+        ):
+            return general(raw, run_id, node_id, who)
+        try:
+            args = from_json(text, allow_inf_nan=False)
+        except ValueError:
+            return general(raw, run_id, node_id, who)
+        if type(args) is not dict:
+            return None  # as FastPath.take: not a simple call
+        if raw.count(":") != len(value) + len(function) + len(args) and repeats_a_key(raw, text):
+            return None  # the parser refuses it (``duplicate_key``)
+        name = name.strip()
+        call_id = given or None  # an empty id is no id, as parse reads it
+        # The entry's validity, as FastPath.take reads it (missing or stale: take builds it).
+        principal = who or run.principal
+        hit = run.resolved.get(name)
+        entry = entries.get((id(run), name))
+        if (
+            entry is None
+            or hit is None
+            or not fast.enabled
+            or run.disclosure
+            or hit[0] != stages.catalog.generation
+            or entry.spec is not hit[1]
+            or entry.run is not run
+            or entry.principal is not principal
+            or entry.policy is not stages.flow_policy
+            or entry.ordered is not engine._ordered
+            or stages.guard is not None
+            or stages.cursor_key is not None
+        ):
+            return general(raw, run_id, node_id, who)
+        check = entry.check
+        if (
+            entry.effects  # the ledger runs it, after the stages
+            or not (entry.finite or finite_numbers(args))
+            or not (entry.compiled.validator.is_valid if check is None else check)(args)
+            or (
+                entry.floats
+                and float in map(type, args.values())
+                and not entry.compiled.validator.is_valid(args)
+            )
+        ):
+            return None  # as FastPath.take: the stages refuse it, or run it
+        if not entry.inline:  # a sync tool: as Messages.quick runs it
+            return begun(messages, _call(entry, name, call_id, args, raw), run, None, messages._append)
+        # Taken: the events are numbered and the tool's first step runs, as begin does.
+        seq = run.seq
+        ts = now = _time()
+        first, second, third, fourth, fifth = next(seq), next(seq), next(seq), next(seq), next(seq)
+        node = f"n{next(run.nodes)}"
+        cid = call_id or f"{run.run_id}:{node}"
+        flow = run.flow
+        joined = entry.joined  # Entry.output without its call while the run label is the one held
+        out = (
+            (joined[1] if joined[0] is flow.context else entry.output(flow.context, args))
+            if args
+            else entry.bare
+        )
+        label, within, tags = out
+        flow.pending[cid] = label
+        spec = entry.spec
+        obs_seq, digest = -1, None  # the call's record: held as begin holds it, until the tool ended
+        rec: Recorder | None = None
+        compact = fifth - first == 4
+        if not compact:  # another thread numbered events of this run in between: keep the numbers
+            rec = Recorder(run, cid)
+            held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
+            numbered = zip((first, second, third, fourth, fifth), expand_call(held), strict=True)
+            rec.records.extend((n, k, t, c, d) for n, (_, k, t, c, d) in numbered)
+        step: Step
+        try:
+            start = _monotonic()
+            coro: Any = None
+            try:
+                coro = spec.fn(**args)  # type: ignore[misc]
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    result = stop.value
+                    coro = None
+                except BaseException:
+                    coro.close()
+                    raise
+            except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
+                if passes_on(exc, in_task=True):
+                    raise
+                held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
+                rec = rec or _recorder(run, cid, held)
+                call = _call(entry, name, call_id, args, raw)
+                step = ended(
+                    engine.executor,
+                    start,
+                    None,
+                    None,
+                    exc,
+                    call,
+                    rec,
+                    held,
+                    compact,
+                    label,
+                    within,
+                    tags,
+                    node,
+                    engine.artifacts,
+                )
+            else:
+                if coro is not None:  # it waits: close() may cut it (pipeline/calls.py)
+                    held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
+                    rec = rec or _recorder(run, cid, held)
+                    in_flight.waits(rec)
+                    call = _call(entry, name, call_id, args, raw)
+                    step = ended(
+                        engine.executor,
+                        start,
+                        coro,
+                        yielded,
+                        None,
+                        call,
+                        rec,
+                        held,
+                        compact,
+                        label,
+                        within,
+                        tags,
+                        node,
+                        engine.artifacts,
+                    )
+                elif compact and type(result) is int and entry.ints and -_INT_BOUND < result < _INT_BOUND:
+                    # What _run.tail makes of it: the canonical text is the int's repr.
+                    now = _time()
+                    digest = _INT_DIGESTS.get(result)
+                    if digest is None:
+                        if len(_INT_DIGESTS) >= _INT_MEMO:
+                            _INT_DIGESTS.clear()
+                        digest = _INT_DIGESTS[result] = sha256(int.__repr__(result).encode()).hexdigest()
+                    provenance = _new(Provenance)
+                    provenance.__dict__.update(
+                        fetched_at=now, resource_version=None, trust=label.integrity, labels=tags
+                    )
+                    obs = _new(Observation)  # every field is already checked, as observe() does
+                    obs.__dict__.update(
+                        call_id=cid,
+                        tool=spec.name,
+                        tool_version=spec.version,
+                        data=result,
+                        content_hash=digest,
+                        provenance=provenance,
+                    )
+                    obs_seq = next(seq)
+                    flow.observed_as(obs, label, within)
+                    context = flow.context
+                    if (
+                        not flow.pending
+                        and context.readers is None
+                        and context.confidentiality != "secret"
+                        and run.mark() == run.saved
+                    ):  # handed to the store as RunRegistry.flush would: nothing else is left to flush
+                        point("during_observation_write")
+                        try:
+                            kept = entry.kept
+                            if kept is None or kept[0] is not store:
+                                kept = entry.kept = (store, store.shape_index(entry.shape))
+                            store.append_kept(
+                                run.run_id,
+                                (first, ts, cid, kept[1], raw, name, call_id, node, obs_seq, now, digest),
+                            )
+                        except Exception:
+                            _log.exception(
+                                "actionspace: the trace store rejected %d events of run %s", 0, run.run_id
+                            )
+                        return obs
+                    step = obs
+                else:
+                    held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
+                    rec = rec or _recorder(run, cid, held)
+                    step = tail(
+                        _call(entry, name, call_id, args, raw),
+                        rec,
+                        None,
+                        result,
+                        held,
+                        compact,
+                        label,
+                        within,
+                        tags,
+                        node,
+                        engine.artifacts,
+                        messages._append,
+                        in_flight,
+                    )
+        except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+            rec = rec or _recorder(
+                run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
+            )
+            step = engine.internal(exc, rec, _call(entry, name, call_id, args, raw).tool_call())
+            flow.observed(step)
+        except BaseException:  # what was recorded is still stored
+            rec = rec or _recorder(
+                run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
+            )
+            stored = raised(messages, rec, _call(entry, name, call_id, args, raw), run)
+            if stored is None:
+                raise
+            return stored
+        if rec is None:  # an observation made here that the store could not take here
+            rec = _recorder(
+                run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
+            )
+        return stepped(messages, step, _call(entry, name, call_id, args, raw), rec, run)
+
+    return quick
+
+
+def keeps(store: object) -> KeepsCalls | None:
+    """``store`` when it takes a call's record as it keeps it (the memory trace store), else None."""
+    if hasattr(store, "append_call") and hasattr(store, "append_kept") and hasattr(store, "shape_index"):
+        return cast(KeepsCalls, store)
+    return None
+
+
+def begun(
+    messages: Messages, quick: FastCall, run: RunState, node_id: str | None, append: AppendCall | None
+) -> Observation | Coroutine[Any, Any, Observation]:
+    """``Messages.quick`` of a call :meth:`FastPath.take` accepted: begun (``_run.begin``), then
+    ended as :func:`stepped` ends it; a bug of ours is an ``internal`` observation, and a
+    cancellation stores what was recorded before it goes on."""
+    engine = messages.engine
+    rec = Recorder(run, None)
+    try:
+        step = begin(
+            messages.in_flight, quick, rec, node_id, False, engine.executor, engine.artifacts, append
+        )
+    except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
+        step = engine.internal(exc, rec, quick.tool_call())
+        run.flow.observed(step)
+    except BaseException:  # what was recorded is still stored
+        stored = raised(messages, rec, quick, run)
+        if stored is None:
+            raise
+        return stored
+    return stepped(messages, step, quick, rec, run)
+
+
+def stepped(
+    messages: Messages, step: Step, quick: FastCall, rec: Recorder, run: RunState
+) -> Observation | Coroutine[Any, Any, Observation]:
+    """``Messages.quick``'s end once the call began: the observation, or the coroutine that ends
+    it (its tool waits) or stores its records."""
+    if not isinstance(step, Observation):  # its tool waits
+        return messages._ended(step, quick, rec, run)
+    if rec.call is None and not rec.records:
+        return step  # begin handed its record to the store (``direct``)
+    return messages._settled(step, quick, rec, run)
+
+
+def raised(
+    messages: Messages, rec: Recorder, quick: FastCall, run: RunState
+) -> Coroutine[Any, Any, Observation] | None:
+    """A precompiled call that raised past its tool's own failures (cancelled): the coroutine
+    that stores what it recorded when ``close()`` cut it, else None once that is stored (the
+    caller raises again)."""
+    cut = messages._cut(rec, quick, raised=True)
+    if cut is None:
+        with contextlib.suppress(Exception):
+            messages.engine.flush(rec)
+        return None
+    return messages._stored(rec, run, cut)
+
+
+def _recorder(run: RunState, call_id: str, record: CompactCall) -> Recorder:
+    """The recorder begin would hold at this point: the call's id set, its record held."""
+    rec = Recorder(run, call_id)
+    rec.call = record
+    return rec
+
+
+def _call(entry: Entry, name: str, call_id: str | None, args: dict[str, Any], raw: str) -> FastCall:
+    """The parsed call, as FastPath.take makes it (for what goes on through begin's functions)."""
+    call = _new(FastCall)
+    call.entry, call.name, call.call_id, call.arguments, call.raw, call.fmt = (
+        entry,
+        name,
+        call_id,
+        args,
+        raw,
+        "openai_chat",
+    )
+    return call
