@@ -63,10 +63,12 @@ from actionspace._encoder import (
     LONG_TEXT,
     NORMALIZE_UNITS,
     TEXT_UNIT,
+    TOO_DEEP,
     TOO_LARGE,
+    WITHIN,
     clip_end,
     clip_middle,
-    dump_within,
+    dump_verdict,
     dumps_plain,
     json_copy,
     strict_dumps,
@@ -75,6 +77,7 @@ from actionspace._encoder import (
 from actionspace._placeholders import (
     distinct_key,
     field_pairs,
+    is_model,
     model_pairs,
     named_keys,
     shown_repr,
@@ -288,14 +291,14 @@ class _Walk:
     """One normalization: the containers being walked (cycles), whether anything was cut, and the
     units it may still spend (see :mod:`actionspace._encoder`)."""
 
-    __slots__ = ("cut", "left", "path", "texts")
+    __slots__ = ("cut", "deep", "left", "path", "texts")
 
     def __init__(self) -> None:
         self.path: set[int] = set()
         self.cut = False
+        self.deep = False  # inside a model whose dump nests too deep (TOO_DEEP): models unchecked
         self.left = NORMALIZE_UNITS
-        self.texts: dict[int, object] = {}
-        """The long texts (and subclasses of ``str``) met, by identity, each kept alive by it."""
+        self.texts: dict[int, object] = {}  # the long texts (and str subclasses) met, kept alive here
 
 
 def _text(value: object, text: str, walk: _Walk) -> str:
@@ -419,14 +422,19 @@ def _leaf(value: object, depth: int, walk: _Walk) -> Any:
         return bytes(value).decode("utf-8", "replace")
     dump = getattr(type(value), "model_dump", None)
     if callable(dump):
+        verdict = TOO_DEEP if walk.deep and is_model(value) else None  # inside one too deep to dump
         try:
-            if dump_within(value, walk.left):  # else what sharing multiplies would be dumped whole
-                return _normalize(dump(value, mode="json"), depth + 1, walk)
+            if verdict is None and (verdict := dump_verdict(value, walk.left)) is WITHIN:
+                return _normalize(dump(value, mode="json"), depth + 1, walk)  # else sharing multiplies
         except Exception:  # a model holding itself: its fields, where the cycle closes "<cycle>"
             pass
-        if model_pairs(value) is None:
+        if not is_model(value):
             return shown_repr(repr(value))
-        return _container(value, depth, walk)
+        held, walk.deep = walk.deep, verdict is TOO_DEEP
+        try:
+            return _container(value, depth, walk)
+        finally:
+            walk.deep = held
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _container(value, depth, walk)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):

@@ -43,11 +43,14 @@ __all__ = [
     "NORMALIZE_UNITS",
     "PLAIN_UNITS",
     "TEXT_UNIT",
+    "TOO_DEEP",
     "TOO_LARGE",
     "WHOLE_UNITS",
+    "WITHIN",
     "check_plain",
     "clip_end",
     "clip_middle",
+    "dump_verdict",
     "dump_within",
     "dumps_plain",
     "json_copy",
@@ -197,13 +200,28 @@ def dump_within(value: Any, left: int) -> bool:
     without running any of the value's own code, at most the interpreter's recursion limit deep
     (a dump nests no deeper: pydantic refuses it). A model of a few plain parts costs a type check
     of each alone."""
+    return dump_verdict(value, left) is WITHIN
+
+
+WITHIN: Final = "within"
+""":func:`dump_verdict` of a dump within its budget."""
+TOO_DEEP: Final = "too deep"
+""":func:`dump_verdict` of a dump nested past the recursion limit: so is every model on its deepest
+path, and checking each of them again would walk that path once for each (quadratic in a chain of
+ten thousand models). A pass that reads such a model field by field reads what it holds the same
+way, unchecked."""
+
+
+def dump_verdict(value: Any, left: int) -> str:
+    """:func:`dump_within` of ``value``, and why not: :data:`WITHIN`, :data:`TOO_DEEP`, or
+    ``"too costly"`` (past ``left`` units)."""
     fields = getattr(value, "__dict__", None)
     if type(fields) is dict and getattr(value, "__pydantic_extra__", None) is None:
         if _SCALARS.issuperset(map(type, fields.values())):
-            return True  # the usual model: scalars only, nothing to share
+            return WITHIN  # the usual model: scalars only, nothing to share
         try:
             if _small(fields):
-                return True  # a few plain parts, no long text: nothing sharing could multiply
+                return WITHIN  # a few plain parts, no long text: nothing sharing could multiply
         except TypeError:  # a model or another type inside: the walk below reads it
             pass
     level: list[Any] = []
@@ -213,8 +231,10 @@ def dump_within(value: Any, left: int) -> bool:
     while level or groups:
         deepest -= 1
         left -= sum(map(len, level)) + CONTAINER_UNITS * (len(level) + sum(map(len, groups.values())))
-        if left < 0 or deepest < 0:
-            return False
+        if deepest < 0:
+            return TOO_DEEP
+        if left < 0:
+            return _COSTLY
         parts = get_referents(*level)
         level = []
         for kind, values in groups.items():
@@ -226,7 +246,7 @@ def dump_within(value: Any, left: int) -> bool:
             if base is not None:
                 left -= sum(map(base.__len__, values))  # its own __len__ may say anything
                 if left < 0:
-                    return False
+                    return _COSTLY
             parts.extend(get_referents(*values))
         types = list(map(type, parts))
         kinds = set(types)
@@ -244,7 +264,10 @@ def dump_within(value: Any, left: int) -> bool:
             for kind in kinds - _PLAIN
             if _holds_parts(kind)
         }
-    return left >= 0
+    return WITHIN if left >= 0 else _COSTLY
+
+
+_COSTLY: Final = "too costly"
 
 
 _SIZED_BASES: Final = (dict, list, tuple, set, frozenset, deque)

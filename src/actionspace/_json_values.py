@@ -15,9 +15,8 @@ writes back as text (4,300). Text nested deeper fails that parser and takes the 
 refuse it here, so a call ends the same way whichever path read it.
 
 :func:`whole_json` is the other side: the canonical JSON text of a tool's *result*, whatever it
-holds, at any depth and with every integer in full, written piece by piece without recursion. It is
-what an artifact keeps when the observation's canonical form had to cut (nesting past
-``_canonical``'s bound, an integer too long to print, an array past its item bound).
+holds, at any depth, every integer in full, written without recursion: what an artifact keeps when
+the observation's canonical form had to cut (nesting, long integers, long arrays).
 """
 
 from __future__ import annotations
@@ -45,12 +44,22 @@ from actionspace._encoder import (
     LONG_TEXT,
     PLAIN_UNITS,
     TEXT_UNIT,
+    TOO_DEEP,
     TOO_LARGE,
     WHOLE_UNITS,
-    dump_within,
+    WITHIN,
+    dump_verdict,
     within,
 )
-from actionspace._placeholders import field_pairs, model_pairs, named_keys, shown_repr
+from actionspace._placeholders import (
+    bounded_repr,
+    field_pairs,
+    is_model,
+    model_pairs,
+    named_keys,
+    shown_repr,
+    type_name,
+)
 from actionspace._unicode import _bad, _escape_pointer, text_for_postgres
 
 __all__ = [
@@ -154,7 +163,8 @@ def _walk(value: Any) -> tuple[str, str, bool] | None:
         for key, child in pairs:
             if isinstance(item, dict):
                 if not isinstance(key, str):
-                    return where, f"has a key that is not a string ({type(key).__name__} {key!r:.40})", False
+                    shown = bounded_repr(key, 80)  # never the key's own repr: it may not end
+                    return where, f"has a key that is not a string ({type_name(key)} {shown})", False
                 if len(key) >= LONG_TEXT and _held_again(key, texts):
                     shared = True
                 else:
@@ -197,16 +207,14 @@ def too_costly(value: Any) -> str | None:
 
 
 def _held_again(text: str, texts: dict[int, str]) -> bool:
-    """Whether the long ``text`` was met before in these arguments (read then); else ``texts``
-    keeps it from now on."""
+    """Whether the long ``text`` was met before in these arguments; else ``texts`` keeps it."""
     if id(text) in texts:
         return True
     texts[id(text)] = text
     return False
 
 
-_LEAVE: Final = object()
-"""Marks, on the walk's stack, the end of a container's children."""
+_LEAVE: Final = object()  # marks, on the walk's stack, the end of a container's children
 
 
 def _scalar(item: Any) -> str | None:
@@ -251,8 +259,7 @@ _Children = Iterator[tuple[str, Any]]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Container:
-    """An object or array to walk: its opening text, (separator, child) pairs, closing text, and
-    the id of the value it stands for (cycles)."""
+    """An object or array to walk: opening text, (separator, child) pairs, closing text, its id."""
 
     start: str
     children: _Children
@@ -267,16 +274,14 @@ def whole_json(value: Any) -> Iterator[str]:
     """Pieces of the canonical JSON text of ``value`` (``dumps_plain(normalize(value))``) with
     nothing cut: nested at any depth (no recursion), integers in full (see :data:`DECIMAL_BITS`),
     numpy-like arrays with every item. Pydantic models are their dump (their fields, when the dump
-    fails), dataclasses their fields; a container, dataclass or model inside itself is
-    ``"<cycle>"``; a value, key or field whose own code raises is, alone, the placeholder
-    ``normalize`` gives it. Every part ``normalize`` keeps is kept. Never raises for what a tool
-    returns; time is linear in the value's size (plus sorting each object's keys); long strings
-    come in slices, so memory stays bounded by the value itself.
+    fails), dataclasses their fields; a container, dataclass or model inside itself is ``"<cycle>"``;
+    a value, key or field whose own code raises is the placeholder ``normalize`` gives it. Never
+    raises for what a tool returns; time is linear in the value's size (plus sorting each object's
+    keys); long strings come in slices, so memory stays bounded by the value itself.
 
-    What sharing multiplies is bounded: past :data:`~actionspace._encoder.WHOLE_UNITS` units
-    written (see :mod:`actionspace._encoder`), the next value is ``"<too large>"`` and the
-    containers it is in are closed, unread further; a container that holds more than its ``len()``
-    says (or never ends) is read no further than that, as ``normalize`` reads it."""
+    What sharing multiplies is bounded: past :data:`~actionspace._encoder.WHOLE_UNITS` units written,
+    the next value is ``"<too large>"`` and the containers it is in are closed, unread further; a
+    container holding more than its ``len()`` says is read no further, as ``normalize`` reads it."""
     stack: list[tuple[_Children, str, int]] = []
     path: set[int] = set()
     budget = _Budget()
@@ -291,6 +296,9 @@ def whole_json(value: Any) -> Iterator[str]:
                 yield end
                 yield from (closing for _, closing, _ in reversed(stack))
                 return
+            budget.depth = len(stack)
+            if budget.depth <= budget.deep_at:  # past the model too deep to dump (see _Budget)
+                budget.deep_at = -1
             opened = _open(item, path, budget)
             if isinstance(opened, _Container):
                 yield opened.start
@@ -310,17 +318,16 @@ def whole_json(value: Any) -> Iterator[str]:
 class _Budget:
     """The units one ``whole_json`` may still write."""
 
-    __slots__ = ("left", "texts")
+    __slots__ = ("deep_at", "depth", "left", "texts")
 
     def __init__(self) -> None:
         self.left = WHOLE_UNITS
-        self.texts: dict[int, object] = {}
-        """The long texts (and subclasses of ``str``) met, by identity, each kept alive by it."""
+        self.depth = self.deep_at = -1  # the value opened's depth; where a model too deep to dump is
+        self.texts: dict[int, object] = {}  # the long texts (and str subclasses) met, kept alive here
 
     def again(self, value: object, text: str) -> int:
-        """Units of ``text`` (``value`` written, a text or a flat container): one, and when it is
-        long and ``value`` was met before, one per :data:`TEXT_UNIT` characters (as ``normalize``
-        counts texts: what sharing would multiply)."""
+        """Units of ``text`` (``value`` written): one, and one per :data:`TEXT_UNIT` characters
+        when it is long and met before (what sharing multiplies)."""
         if len(text) < LONG_TEXT:
             return 1
         if id(value) not in self.texts:
@@ -426,13 +433,17 @@ def _inside(child: Any, marker: int) -> _Container:
 
 
 def _model(item: Any, dump: Any, path: set[int], budget: _Budget) -> _Opened:
-    """A pydantic model as its JSON dump; when the dump fails (the model holds itself) or would
-    cost more than ``budget`` affords (:func:`~actionspace._encoder.dump_within`), as its fields,
-    each one read on its own, where the cycle closes ``"<cycle>"``. Anything else with a
+    """A pydantic model as its JSON dump; when the dump fails (the model holds itself), would cost
+    more than ``budget`` affords or nest too deep (:func:`~actionspace._encoder.dump_verdict`), as
+    its fields, each read on its own (a cycle closes ``"<cycle>"``). Anything else with a
     ``model_dump`` that fails is its ``repr``, as ``normalize`` writes it."""
     try:
-        if dump_within(item, budget.left):  # else what sharing multiplies would be dumped whole
-            return _inside(dump(item, mode="json"), id(item))
+        if budget.deep_at < 0 or not is_model(item):  # else inside a model too deep to dump: so is it
+            verdict = dump_verdict(item, budget.left)
+            if verdict is WITHIN:  # else what sharing multiplies would be dumped whole
+                return _inside(dump(item, mode="json"), id(item))
+            if verdict is TOO_DEEP and budget.deep_at < 0:
+                budget.deep_at = budget.depth
     except Exception:  # the model's own code raised: its fields are read below
         pass
     pairs = model_pairs(item)

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actionspace._encoder import dump_within
+from actionspace._placeholders import is_model
+from actionspace.parse._result import READ_UNITS
 from actionspace.parse._stream import StreamParser
 
 __all__ = ["event_stream"]
@@ -48,8 +51,8 @@ def event_stream(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) 
 
 def _dumped(item: object) -> Mapping[str, Any] | None:
     dump = getattr(item, "model_dump", None)
-    if not callable(dump):
-        return None
+    if not callable(dump) or (is_model(item) and not dump_within(item, READ_UNITS)):
+        return None  # not read as an event (a dump past the bound would not end: ``parse`` refuses it)
     try:
         value = dump()
     except Exception:  # a foreign object's failure: not read as an event

@@ -19,8 +19,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from actionspace._encoder import dump_within
+from actionspace._placeholders import is_model
 from actionspace.parse._events import event_stream
-from actionspace.parse._result import ParseResult, known_ids
+from actionspace.parse._result import READ_UNITS, ParseResult, known_ids
 from actionspace.parse._structured import classify
 from actionspace.parse._text_ids import text_call_ids
 
@@ -38,8 +40,8 @@ def call_ids(raw: object) -> tuple[str, ...]:
         return known_ids(raw)
     found: list[str] = []
     try:
-        _walk(raw, found, 0)
-    except Exception:  # a foreign object's failure: no id is known rather than some of them
+        _walk(raw, found, 0, [READ_UNITS])
+    except Exception:  # a foreign object's failure, or one past the bound: no id is known, not some
         return ()
     return tuple(found)
 
@@ -66,9 +68,15 @@ def ids_apart(parsed: ParseResult, prefix: str, numbers: Iterator[int]) -> Parse
     return dataclasses.replace(parsed, calls=tuple(out))
 
 
-def _walk(value: object, found: list[str], depth: int) -> None:
+def _walk(value: object, found: list[str], depth: int, left: list[int]) -> None:
+    """The ids in ``value``; ``left``: the parts it may still read (:data:`READ_UNITS`, what is
+    shared counted each time), past which it raises ``ValueError``."""
     if depth > _MAX_DEPTH:
         return
+    left[0] -= 1 + (len(value) if isinstance(value, list | tuple | Mapping) else 0)
+    left[0] -= len(value) // 16 if isinstance(value, str) else 0
+    if left[0] < 0:
+        raise ValueError("the output is too large to read")
     if isinstance(value, str):
         try:
             decoded = json.loads(value) if value.lstrip()[:1] in ("{", "[") else None
@@ -77,28 +85,30 @@ def _walk(value: object, found: list[str], depth: int) -> None:
         if decoded is None:
             found.extend(text_call_ids(value))
         else:
-            _walk(decoded, found, depth + 1)
+            _walk(decoded, found, depth + 1, left)
     elif isinstance(value, (list, tuple)):
         stream = event_stream(value)
         if stream is not None:  # a streamed output's events: each call id once
             found.extend(stream.call_ids())
             return
         for item in value:
-            _walk(item, found, depth + 1)
+            _walk(item, found, depth + 1, left)
     elif isinstance(value, Mapping):
-        _mapping(value, found, depth)
+        _mapping(value, found, depth, left)
     elif callable(getattr(value, "model_dump", None)):
-        _walk(value.model_dump(), found, depth + 1)  # type: ignore[attr-defined]
+        if is_model(value) and not dump_within(value, left[0]):
+            raise ValueError("the output is too large to read")
+        _walk(value.model_dump(), found, depth + 1, left)  # type: ignore[attr-defined]
 
 
-def _mapping(value: Mapping[Any, Any], found: list[str], depth: int) -> None:
+def _mapping(value: Mapping[Any, Any], found: list[str], depth: int, left: list[int]) -> None:
     kind = classify(value)
     if kind == "completion":
         choices = value.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            _walk(choices[0].get("message"), found, depth + 1)
+            _walk(choices[0].get("message"), found, depth + 1, left)
     elif kind == "responses":
-        _walk(value.get("output"), found, depth + 1)
+        _walk(value.get("output"), found, depth + 1, left)
     elif kind in ("function_call", "custom_tool_call"):
         _add(value.get("call_id", value.get("id")), found)
     elif kind == "generic":
@@ -109,7 +119,7 @@ def _mapping(value: Mapping[Any, Any], found: list[str], depth: int) -> None:
         content = value.get("content")
         entries = value.get("tool_calls")
         if isinstance(content, list):
-            _walk(content, found, depth + 1)
+            _walk(content, found, depth + 1, left)
         elif isinstance(content, str) and kind == "message" and not (entries or value.get("function_call")):
             found.extend(text_call_ids(content, strict=False))  # raw model calls in the content
         if isinstance(entries, list):

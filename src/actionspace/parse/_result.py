@@ -5,13 +5,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from actionspace._fast import fast_init
 from actionspace.errors import ActionError
 from actionspace.types import ToolCall
 
-__all__ = ["Collector", "Malformed", "ParseResult", "checked_ids", "known_ids", "line_col", "parse_error"]
+__all__ = [
+    "READ_UNITS",
+    "Collector",
+    "Malformed",
+    "ParseResult",
+    "checked_ids",
+    "known_ids",
+    "line_col",
+    "parse_error",
+]
 
 _WEAK_FORMATS = frozenset({"text", "empty"})
 # Faults about the input as a whole rather than about one call: they carry no call index.
@@ -24,6 +33,7 @@ _WHOLE_INPUT_REASONS = frozenset(
         "missing_message",
         "not_assistant",
         "too_deep",
+        "too_large",
         "unrecognized_object",
         "unsupported_type",
         "unterminated_reasoning",
@@ -213,6 +223,10 @@ _ID_SHOWN = 200
 """Characters of a repeated call id an error names (a hostile id may be any length)."""
 
 
+READ_UNITS: Final = 1 << 20
+"""Most parts of a provider object ``parse`` reads (see :meth:`Collector.spend`)."""
+
+
 class Collector:
     """Accumulates calls, content and reasoning across one ``parse``; keeps only the first fault."""
 
@@ -222,6 +236,7 @@ class Collector:
         "content",
         "error",
         "format",
+        "left",
         "reasoning",
         "recent",
         "refusal",
@@ -238,6 +253,21 @@ class Collector:
         self.recent: str | None = None
         self.tools = tools
         self._properties: dict[str, Mapping[str, Any]] | None = None
+        self.left = READ_UNITS
+
+    def spend(self, units: int, path: str) -> None:
+        """Charge ``units`` of reading a provider object (an item each, a unit per 16 characters
+        of text); past :data:`READ_UNITS` the object is refused (``too_large``), never read on: a list
+        shared down forty levels is 2**40 items to read, and what its ``model_dump`` gives may be
+        anything."""
+        self.left -= units
+        if self.left < 0:
+            raise Malformed(
+                "too_large",
+                f"{path}: reading the output costs more than {READ_UNITS} parts, a part held in several"
+                " places counted each time",
+                path=path,
+            )
 
     def note(self, fmt: str) -> None:
         """Record the detected format; the first specific one wins over ``text``/``empty``."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actionspace._encoder import dump_within
+from actionspace._placeholders import bounded_repr, is_model, type_name
 from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
@@ -148,12 +151,16 @@ def _add(value: object, coll: Collector, path: str, depth: int, strict: bool) ->
         coll.note("toolcall")
         coll.add_call(value)
     elif isinstance(value, Mapping):
+        coll.spend(1, path)
         _mapping(value, coll, path, depth)
     elif isinstance(value, (str, bytes, bytearray, memoryview)):
         from actionspace.parse._text import parse_text_or_bytes
 
+        if depth:  # what a text inside costs to read: what it holds, each place it is held
+            coll.spend(1 + len(value) // 16, path)
         parse_text_or_bytes(value, coll, strict=strict, path=path)
     elif isinstance(value, (list, tuple)):
+        coll.spend(1 + len(value), path)
         for i, item in enumerate(value):
             if coll.error is not None:
                 return
@@ -161,14 +168,17 @@ def _add(value: object, coll: Collector, path: str, depth: int, strict: bool) ->
     elif value is None:
         coll.note("empty")
     else:
-        _add(_dump(value, path), coll, path, depth + 1, strict)
+        _add(_dump(value, path, coll), coll, path, depth + 1, strict)
 
 
-def _dump(value: object, path: str) -> object:
-    """A pydantic model (an SDK response object) as plain data."""
+def _dump(value: object, path: str, coll: Collector) -> object:
+    """A pydantic model (an SDK response object) as plain data: a model whose dump would cost more
+    than ``coll`` may still read is refused (pydantic's dump cannot be stopped once it runs)."""
     dump = getattr(value, "model_dump", None)
     if not callable(dump):
-        raise Malformed("unsupported_type", f"{path} is a {type(value).__name__}, not a tool call", path=path)
+        raise Malformed("unsupported_type", f"{path} is a {type_name(value)}, not a tool call", path=path)
+    if is_model(value) and not dump_within(value, coll.left):
+        coll.spend(coll.left + 1, path)
     try:
         return dump()
     except Exception as exc:
@@ -204,7 +214,7 @@ def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         coll.note("generic")
         coll.add_call(call_from_generic(value, path))
     else:
-        keys = ", ".join(repr(k) for k in list(value)[:6]) or "no keys"
+        keys = ", ".join(bounded_repr(k, 40) for k in itertools.islice(value, 6)) or "no keys"
         raise Malformed(
             "unrecognized_object", f"{path} is not a known call or message shape ({keys})", path=path
         )
@@ -286,7 +296,11 @@ def _entry(value: Mapping[Any, Any], path: str) -> ToolCall:
             name=_name(custom.get("name"), f"{path}.custom.name"), arguments=custom.get("input"), id=ident
         )
     if kind != "function":
-        raise Malformed("unsupported_call_type", f"{path}.type is {kind!r}, expected 'function'", path=path)
+        raise Malformed(
+            "unsupported_call_type",
+            f"{path}.type is {bounded_repr(kind, 80)}, expected 'function'",
+            path=path,
+        )
     function = value.get("function")
     if not isinstance(function, Mapping):
         raise Malformed("missing_function", f"{path}.function is not an object", path=path)
@@ -313,9 +327,11 @@ def _item_call(value: Mapping[Any, Any], kind: str, path: str) -> ToolCall:
 
 def _jsonrpc(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
     method = value.get("method")
-    if method != "tools/call":
+    if type(method) is not str or method != "tools/call":  # never the value's own __eq__
         raise Malformed(
-            "unsupported_method", f"{path}.method is {method!r}, expected 'tools/call'", path=path
+            "unsupported_method",
+            f"{path}.method is {bounded_repr(method, 80)}, expected 'tools/call'",
+            path=path,
         )
     params = value.get("params")
     if not isinstance(params, Mapping):
@@ -325,9 +341,11 @@ def _jsonrpc(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
 
 def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -> None:
     role = value.get("role")
-    if role is not None and role != "assistant":
+    if role is not None and (type(role) is not str or role != "assistant"):
         raise Malformed(
-            "not_assistant", f"{path} is a {role!r} message, not an assistant proposal", path=path
+            "not_assistant",
+            f"{path} is a {bounded_repr(role, 80)} message, not an assistant proposal",
+            path=path,
         )
     kind = _type(value)
     if kind == "reasoning" or kind in _REASONING_BLOCKS or kind in _CONTENT_BLOCKS:
@@ -424,6 +442,7 @@ def _block(block: object, coll: Collector, where: str, depth: int) -> None:
 def _items(items: object, coll: Collector, path: str, depth: int) -> None:
     if not isinstance(items, list):
         raise Malformed("invalid_output", f"{path} is not a list", path=path)
+    coll.spend(1 + len(items), path)
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise Malformed("invalid_item", f"{path}[{i}] is not an object", path=f"{path}[{i}]")

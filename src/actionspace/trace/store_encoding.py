@@ -5,14 +5,17 @@ number would break every reader that queries the column, SQLite's ``json_extract
 the data cannot be encoded as it is — a non-finite number, nesting deeper than the encoder's
 recursion, an integer too long to print, a value that is not JSON — a safe encoder writes what it
 can: non-finite numbers as strings (``"NaN"``, ``"Infinity"``), containers deeper than
-:data:`MAX_DEPTH` as ``{"$truncated": "depth"}``, other values by ``repr``. An event larger than
+:data:`MAX_DEPTH` as ``{"$truncated": "depth"}``, what is shared past :data:`_MAX_PARTS` parts as
+``{"$truncated": "size"}``, other values by a bounded ``repr``
+(:func:`~actionspace._placeholders.bounded_repr`: an object's own ``__repr__``, which may return
+500 MB or never return, is not run; it reads ``<module.Type object>``). An event larger than
 :data:`MAX_EVENT_CHARS` keeps its short top-level fields (status, tool, category, label, …) and
 a digest and prefix of the rest. Whatever is given, the event is written.
 
 Keys are written as text, as JSON has them: keys that write alike (``1`` and ``"1"``) are all
 kept, a text key under its own text and each other under a distinct name (``"1 (int)"``), chosen
 whatever order the mapping held them in (:func:`~actionspace._placeholders.named_keys`). Values
-and keys that are not JSON are written by ``repr`` with sets sorted and no object address, and a
+and keys that are not JSON are written by that bounded ``repr``, sets sorted, no object address; a
 container met inside itself as ``{"$truncated": "cycle"}``: two equal events built apart, in any
 order, in any process (whatever its string hash seed), are written alike. A
 string holding a high surrogate followed by a low one reads back as the one character the pair
@@ -22,20 +25,22 @@ encodes (JSON has no other way to write them); an unpaired surrogate reads back 
 written): a timestamp that is not a finite number, a run id or kind the store cannot hold.
 
 :func:`bounded_raw` is what a ``model_output`` event records: the raw text itself when short, else
-its length, sha256 and a prefix, with the whole kept as an artifact when a store is given.
+its length, sha256 and a prefix, with the whole kept as an artifact when a store is given; a
+provider object that is not JSON is its bounded ``repr``.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from actionspace._canonical import canonical_text, normalize_key, strict_dumps, unshowable
+from actionspace._canonical import canonical_text, strict_dumps, unshowable
 from actionspace._encoder import writes_within
-from actionspace._placeholders import named_keys, stable_repr
+from actionspace._placeholders import bounded_repr, named_keys
 from actionspace._unicode import json_for_postgres, json_for_utf8, text_for_postgres, text_for_utf8
 
 __all__ = [
@@ -64,6 +69,9 @@ RAW_PREFIX_CHARS: Final = 16_384
 _MAX_SHORT: Final = 512
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 _MAX_INT_DIGITS: Final = 4000
+_MAX_PARTS: Final = 1 << 18
+"""Most parts (values, and a unit per 512 characters of a long text) the safe encoder writes of an
+event, what is shared counted each time; past them a container is ``{"$truncated": "size"}``."""
 _FINITE: Final = float("inf")
 
 
@@ -134,21 +142,37 @@ def check_event(run_id: str, kind: str, ts: float, *, postgres: bool = False) ->
 
 
 def _text_keys(value: Any) -> bool:
-    """True when every object in ``value`` has text keys only (what else it holds is the
-    encoder's to judge)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if type(key) is not str or (type(item) not in _LEAVES and not _text_keys(item)):
-                return False
-        return True
-    if isinstance(value, list | tuple):
-        return all(type(item) in _LEAVES or _text_keys(item) for item in value)
+    """True when every object in ``value`` has text keys only and writing it costs at most
+    :data:`_MAX_PARTS` parts, what it shares counted each time (the C encoder would write a list
+    shared down forty levels 2**40 times, in code nothing interrupts); what else it holds is the
+    encoder's to judge."""
+    left = _MAX_PARTS
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            left -= len(item) + 1
+            for key, child in item.items():
+                if type(key) is not str:
+                    return False
+                if type(child) not in _LEAVES:
+                    stack.append(child)
+                elif type(child) is str and len(child) > _MAX_SHORT:
+                    left -= len(child) // _MAX_SHORT
+        elif isinstance(item, list | tuple):
+            left -= len(item) + 1
+            stack.extend(child for child in item if type(child) not in _LEAVES or type(child) is str)
+        elif type(item) is str and len(item) > _MAX_SHORT:
+            left -= len(item) // _MAX_SHORT
+        if left < 0:
+            return False
     return True
 
 
-def _safe(value: Any, depth: int, path: set[int] | None = None) -> Any:
+def _safe(value: Any, depth: int, path: set[int] | None = None, left: list[int] | None = None) -> Any:
     """``value`` as JSON the encoder writes (see the module docstring); ``path``: the ids of the
-    containers being walked, so a container met inside itself is marked, not walked again."""
+    containers being walked, so a container met inside itself is marked, not walked again;
+    ``left``: the parts it may still write (:data:`_MAX_PARTS`)."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -162,38 +186,33 @@ def _safe(value: Any, depth: int, path: set[int] | None = None) -> Any:
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if not isinstance(value, Mapping | list | tuple):
-        try:
-            return _stable_text(value)[:_MAX_SHORT]
-        except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
-            return unshowable(value, exc)
+        return bounded_repr(value, _MAX_SHORT)  # never the value's own repr: it may not end
     if depth >= MAX_DEPTH:
         return {"$truncated": "depth"}
     walking = set() if path is None else path
     if id(value) in walking:
         return {"$truncated": "cycle"}
-    walking.add(id(value))
+    budget = [_MAX_PARTS] if left is None else left
     try:
+        budget[0] -= len(value) + 1
+        if budget[0] < 0:  # what it shares would be written once for each place it is held
+            return {"$truncated": "size"}
+        walking.add(id(value))
         if isinstance(value, Mapping):
-            return _safe_object(value, depth, walking)
-        return [_safe(v, depth + 1, walking) for v in value]
+            return _safe_object(value, depth, walking, budget)
+        return [_safe(v, depth + 1, walking, budget) for v in value]
     except Exception as exc:  # the value's own code raised: the event is kept with a placeholder
         return unshowable(value, exc)
     finally:
         walking.discard(id(value))
 
 
-def _stable_text(value: object) -> str:
-    """``repr(value)``, the same in every process: the items of each set sorted (their order follows
-    the string hash seed), no object address (:func:`~actionspace._placeholders.stable_repr`)."""
-    if type(value) is set:  # written as Python writes it, ``{1, 2}``
-        return "{" + ", ".join(sorted(stable_repr(item) for item in value)) + "}" if value else "set()"
-    return stable_repr(value)
-
-
-def _safe_object(value: Mapping[Any, Any], depth: int, path: set[int]) -> dict[str, Any]:
+def _safe_object(
+    value: Mapping[Any, Any], depth: int, path: set[int], left: list[int] | None = None
+) -> dict[str, Any]:
     """The object of ``value``: keys that write as one text are all kept, named the same whatever
     order the mapping holds them in (:func:`~actionspace._placeholders.named_keys`)."""
-    entries = [(_json_key(k), k, _safe(v, depth + 1, path)) for k, v in value.items()]
+    entries = [(_json_key(k), k, _safe(v, depth + 1, path, left)) for k, v in value.items()]
     out = {text: item for text, _, item in entries}
     if len(out) == len(entries):
         return out
@@ -214,7 +233,9 @@ def _json_key(key: object) -> str:
             return int.__repr__(key)
         except ValueError:  # too many digits to print
             return f"<int of {abs(key).bit_length()} bits>"
-    return normalize_key(key)  # sets sorted, no object address; a key whose text raises: a placeholder
+    if isinstance(key, enum.Enum):
+        return _json_key(key.value)
+    return bounded_repr(key, _MAX_SHORT)  # sets sorted, no object address, never the key's own code
 
 
 def _shrunk(data: Mapping[str, Any], text: str) -> dict[str, Any]:
@@ -252,11 +273,8 @@ def bounded_raw(raw: Any, artifacts: _PutsBytes | None = None) -> dict[str, Any]
         if len(text) <= RAW_PREFIX_CHARS:
             # a copy as strict JSON (the caller's object may change later): what the text says
             return {"raw": json.loads(text)}
-    else:
-        try:
-            text = _stable_text(raw)[: RAW_PREFIX_CHARS * 4]
-        except Exception as exc:  # its own repr raised: what the model gave is named, never lost
-            text = unshowable(raw, exc)
+    else:  # never the object's own repr: it may return 500 MB, or never return
+        text = bounded_repr(raw, RAW_PREFIX_CHARS * 4)
     if len(text) <= RAW_PREFIX_CHARS:
         return {"raw": text}
     encoded = text.encode("utf-8", "surrogatepass")
