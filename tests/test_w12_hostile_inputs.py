@@ -125,8 +125,8 @@ def _outputs(draw: st.DrawFn) -> Any:
         return [{"type": "function_call", "call_id": ident, "name": name, "arguments": _text(args)}]
     if shape == "generic":
         return {"name": name, "arguments": args, "id": ident}
-    if shape == "toolcall":  # a caller's own ToolCall: its name is text (see the report on names)
-        return ToolCall(name=draw(st.sampled_from(["echo", "missing", ""])), arguments=args, id=ident)  # type: ignore[arg-type]
+    if shape == "toolcall":  # a caller's own ToolCall, its name any value (not text: invalid_name)
+        return ToolCall(name=name, arguments=args, id=ident)  # type: ignore[arg-type]
     if shape == "text":
         text = _text(args)
         return (

@@ -53,12 +53,14 @@ def parse(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) -> Pars
     the call ``index`` / ``id`` when known. A call is never guessed: a truncated call is dropped.
     Two calls carrying one call id are a fault at the second (reason ``duplicate_call_id``):
     providers refuse such a message, and an answer per id could not say which call it answers. A
-    ``ToolCall`` whose id is not a string is a fault too (reason ``invalid_id``).
+    ``ToolCall`` whose id is not a string is a fault too (reason ``invalid_id``), and one whose name
+    is not a string (reason ``invalid_name``).
     """
     try:
         if isinstance(raw, ToolCall):
             one = ParseResult(calls=(raw,), content=None, reasoning=None, error=None, format="toolcall")
-            return one if raw.id is None or type(raw.id) is str else checked_ids(one)
+            well = type(raw.name) is str and (raw.id is None or type(raw.id) is str)
+            return one if well else checked_ids(one)
         if isinstance(raw, str) and raw[:1] == "{":
             value = loads_object(raw)
             if value is not None:

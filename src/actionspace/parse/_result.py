@@ -193,9 +193,16 @@ def checked_ids(result: ParseResult) -> ParseResult:
     seen: set[str] = set()
     for index, call in enumerate(calls):
         ident = call.id
-        if ident is None or ident == "":
+        if type(call.name) is not str:  # a ToolCall built so: it names no function
+            error = parse_error(
+                result.format,
+                "invalid_name",
+                f"the tool name must be a string, got {type(call.name).__name__}",
+                index=index,
+            )
+        elif ident is None or ident == "":
             continue
-        if type(ident) is not str:
+        elif type(ident) is not str:
             error = parse_error(
                 result.format,
                 "invalid_id",

@@ -75,9 +75,11 @@ def parse_raw(
 
 
 def well_identified(raw: Any) -> bool:
-    """False for a ``ToolCall`` whose id is neither None nor text: only :func:`parse` may read it
-    (a ``parse_error``), never a path that takes the call as it is."""
-    return not isinstance(raw, ToolCall) or raw.id is None or type(raw.id) is str
+    """False for a ``ToolCall`` whose name is not text or whose id is neither None nor text: only
+    :func:`parse` may read it (a ``parse_error``), never a path that takes the call as it is."""
+    return not isinstance(raw, ToolCall) or (
+        type(raw.name) is str and (raw.id is None or type(raw.id) is str)
+    )
 
 
 def per_call_id(raw: Any, failure: Observation) -> list[Observation]:
