@@ -89,6 +89,20 @@ class Bridge:
         """The user's words: a new turn (node identity), and a provenance source for arguments."""
         self.session.user(text)
 
+    def began(self, key: str, text: str) -> None:
+        """:meth:`user` for framework run ``key``, recorded with the turn it begins (saved with it):
+        that run resumed elsewhere from the state it saved before finds it began the turn."""
+        run = self.rt.run_state(self.session.run_id)
+        with run.lock:  # the turn and who began it change, and are saved, together
+            before, turn = run.began, run.turn
+            run.began = key
+            try:
+                self.session.user(text)
+            except BaseException:
+                if run.turn == turn:  # no turn began: the one in force keeps who began it
+                    run.began = before
+                raise
+
     def definitions(self) -> list[dict[str, Any]]:
         """Full definitions of the tools offered to the run (name, description, input_schema, …)."""
         names = self.names
@@ -188,12 +202,26 @@ class FrameworkRuns:
         self._keep = keep
         self._runs: OrderedDict[str, Bridge] = OrderedDict()
 
-    def bridge(self, key: str | None, *, fresh: bool, words: str = "", run_key: str | None = None) -> Bridge:
+    def bridge(
+        self,
+        key: str | None,
+        *,
+        fresh: bool,
+        words: str = "",
+        run_key: str | None = None,
+        resumable: bool = False,
+    ) -> Bridge:
         """The bridge of framework run ``key`` (None: the framework names no run, ``first``).
 
         ``fresh``: the run starts with the user's ``words``, nothing of it done yet (a new turn the
         first time ``key`` is seen). ``run_key``: what names the actionspace run when none was
         given (default ``key``; a framework's conversation, when its runs continue one another).
+        ``resumable``: the framework resumes a run from a state it saved, which memory cannot tell
+        from a new run once the tools are built again or in another process (a worker that sent a
+        write and died before saving the framework's state leaves that state to be resumed
+        again). The store decides then: a run of its own whose turn began, or the run that began
+        the shared run's latest turn (``RunState.began``, saved with the turn), stays in its turn,
+        so the write it sent is replayed.
         """
         if key is None:
             return self._first
@@ -202,8 +230,10 @@ class FrameworkRuns:
             self._runs.move_to_end(key)
             return bridge
         bridge = self._first if self._named else self._derived(run_key or key)
-        if fresh:
+        if fresh and not resumable:
             bridge.user(words)
+        elif fresh and not _began(bridge, key, derived=not self._named and run_key is None):
+            bridge.began(key, words)
         self._runs[key] = self.latest = bridge
         while len(self._runs) > self._keep:
             self._runs.popitem(last=False)
@@ -218,6 +248,18 @@ class FrameworkRuns:
             names=first.names,
             approver=first.approver,
         )
+
+
+def _began(bridge: Bridge, key: str, *, derived: bool) -> bool:
+    """Whether framework run ``key`` began its turn in ``bridge``'s run before, as stored.
+
+    A run of its own (``derived``, named by the framework run) began when its turn did; a shared
+    run holds other framework runs' turns too: ``key`` must have begun its latest one."""
+    run = bridge.rt.run_state(bridge.session.run_id)
+    if derived and run.turn > 0:
+        return True
+    with run.lock:
+        return run.began == key
 
 
 def _run_id_of(run_key: str) -> str:

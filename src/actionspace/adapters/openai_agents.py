@@ -19,9 +19,10 @@ held without the SDK having asked (a flow policy asking to declassify) comes bac
 Runs: with ``run_id`` every ``Runner.run`` acts in that run; without one each SDK run acts in a
 run of its own. A ``Runner.run`` given new input is a new user turn (its last user message
 recorded as the user's words), so the same write asked for again in a later run is a new action;
-a run resumed from its ``RunState`` (here or in another process) stays in its turn, and a call
-re-proposed there is replayed. The SDK run is recognised by the first tool call id its state
-keeps.
+a run resumed from its ``RunState`` (here or in another process, once or again from the same
+saved state) stays in its turn, and a call re-proposed there is replayed. The SDK run is
+recognised by the first tool call id its state keeps; whether it began its turn already is read
+from the store.
 """
 
 from __future__ import annotations
@@ -161,14 +162,21 @@ def _bridge_of(runs: FrameworkRuns, ctx: ToolContext[Any]) -> Bridge:
 
     The SDK keeps every call id of a run, in order, with whether it completed, in the run's
     state (``RunState`` carries them across a resume, in this process or another): a run none of
-    whose calls completed yet is a new run of the user's words, a new turn.
+    whose calls completed yet is a new run of the user's words, a new turn — unless the store
+    shows it began before (``resumable``: :meth:`FrameworkRuns.bridge`), as when the
+    same saved state is resumed a second time after a worker sent a write and died unsaved.
     """
     invocations = getattr(ctx, "_tool_invocations", None)
     if not isinstance(invocations, Mapping) or not invocations:
         return runs.bridge(None, fresh=False)
     key = next(iter(invocations))
     fresh = not any(getattr(record, "completed", False) for record in invocations.values())
-    return runs.bridge(f"openai-agents:{key}", fresh=fresh, words=_words(ctx.turn_input) if fresh else "")
+    return runs.bridge(
+        f"openai-agents:{key}",
+        fresh=fresh,
+        words=_words(ctx.turn_input) if fresh else "",
+        resumable=True,
+    )
 
 
 def _words(items: Sequence[Any]) -> str:

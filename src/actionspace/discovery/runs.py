@@ -75,6 +75,9 @@ class RunState:
     """The run's context label and what the model was shown (policy/flow.py)."""
     turn: int = 0
     """The user turn of the run (a session's ``user()`` starts the next); part of node identity."""
+    began: str = ""
+    """The framework run that began :attr:`turn` (adapters/_bridge.py), saved with it: that run
+    resumed elsewhere from its own saved state stays in the turn (``""``: none named)."""
     errors_seen: set[str] | None = None
     """Error categories of the run's error observations (what unlocks recovery tools): empty for
     a new run, saved with the run's state (a new category before the error is shown), and kept up
@@ -135,6 +138,8 @@ class RunState:
             others_saved = saved is not None and saved[1][1:] == self.label_mark()[1:]
             turn, pins_version = self.base
             stored_turn = stored.turn
+            if self.turn <= turn:  # no turn began here since: the stored one is the latest
+                self.began = stored.began
             self.turn = stored_turn + max(self.turn - turn, 0)
             self._absorb_offer(data, stored.pins, changed_here=self.pins_version != pins_version)
             self.described |= stored.described
@@ -221,6 +226,7 @@ class RunState:
             "v": SNAPSHOT_VERSION,
             "principal": self.principal.to_dict(),
             "turn": self.turn,
+            **({"began": self.began} if self.began else {}),
             "pins": {name: list(pin) for name, pin in self.pins.items()},
             "explicit_offer": self.explicit_offer,
             **({"offer": self.offer, "offer_base": self.offer_base} if self.offer else {}),
@@ -251,6 +257,7 @@ class RunState:
             described=stored.described,
             flow=stored.flow,
             turn=stored.turn,
+            began=stored.began,
             errors_seen=stored.errors,
         )
         run.rev = stored.rev
@@ -269,6 +276,7 @@ class _Stored:
 
     principal: Principal
     turn: int
+    began: str
     pins: dict[str, Pin]
     described: set[str]
     flow: FlowState
@@ -282,6 +290,7 @@ _SHAPES: dict[str, type | tuple[type, ...]] = {
     "v": int,
     "principal": Mapping,
     "turn": int,
+    "began": str,
     "pins": Mapping,
     "explicit_offer": bool,
     "offer": str,
@@ -314,6 +323,7 @@ def _read(run_id: str, data: Mapping[str, Any]) -> _Stored:
         return _Stored(
             principal=Principal.from_dict(data.get("principal") or {}, allow_empty_id=True),
             turn=int(data.get("turn") or 0),
+            began=str(data.get("began") or ""),
             pins=_stored_pins(data.get("pins")),
             described={str(n) for n in data.get("described") or ()},
             flow=FlowState.from_state(_with_texts(data)),
