@@ -4,6 +4,12 @@ A tool written ``async def`` needs a running loop; a caller on a plain thread (`
 none, so the executor hands the coroutine to this loop and waits for its result. The loop starts
 with the first such call and stops when its runtime closes, once no call waits on it: a process
 that makes runtimes one after another keeps no thread or descriptor per runtime.
+
+A ``KeyboardInterrupt`` or ``SystemExit`` a tool raises (a library calling ``sys.exit()``) goes on
+up to the tool's caller, as if the tool ran in the caller's thread. asyncio ends the task with it
+and also lets it out of ``run_forever``, which would end this thread and close the loop every later
+call of the runtime needs: the thread runs the loop again (:func:`_run_until_stopped`), and the
+task hands the exception to the calling thread like any other.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ class Portal:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stopping: threading.Event | None = None
+        """Set by :meth:`_stop` before it asks ``_loop`` to stop (read by :func:`_run_until_stopped`)."""
         self._lock = threading.Lock()
         self._running = 0
         """Calls waiting on the loop now: :meth:`close` stops it once none is left."""
@@ -41,8 +49,9 @@ class Portal:
             loop = self._loop
             if loop is None:
                 loop = self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
+                stopping = self._stopping = threading.Event()
                 self._thread = threading.Thread(
-                    target=_serve, args=(loop,), name="actionspace-portal", daemon=True
+                    target=_serve, args=(loop, stopping), name="actionspace-portal", daemon=True
                 )
                 self._thread.start()
             self._running += 1
@@ -74,25 +83,51 @@ class Portal:
 
     def _stop(self) -> threading.Thread | None:
         """Hold ``_lock``. Ask the loop to stop; its thread closes it (:func:`_serve`)."""
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is not None:
+        loop, thread, stopping = self._loop, self._thread, self._stopping
+        self._loop = self._thread = self._stopping = None
+        if loop is not None and stopping is not None:
+            stopping.set()  # before the stop is queued: the loop thread sees one or the other
             loop.call_soon_threadsafe(loop.stop)
         return thread
 
 
-def _serve(loop: asyncio.AbstractEventLoop) -> None:
+def _serve(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
     """The portal thread: run ``loop`` until stopped, then cancel what a tool left on it and close it."""
     try:
-        loop.run_forever()
+        _run_until_stopped(loop, stopping)
     finally:
         left = asyncio.all_tasks(loop)
         for task in left:
             task.cancel()
         if left:
-            loop.run_until_complete(asyncio.wait(left, timeout=CANCEL_WAIT_S))
-        loop.run_until_complete(loop.shutdown_asyncgens())
+            _wait_through(loop, asyncio.wait(left, timeout=CANCEL_WAIT_S))
+        _wait_through(loop, loop.shutdown_asyncgens())
         loop.close()
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
+    """``loop.run_forever()`` until :meth:`Portal._stop` stops it. A ``KeyboardInterrupt`` or
+    ``SystemExit`` that comes out of it was raised by a tool in a task (no signal reaches this
+    thread), which ended with it: its awaiter, and at the end the calling thread, gets it from the
+    task; the callbacks left queued run when the loop runs again."""
+    while True:
+        try:
+            loop.run_forever()
+            return  # it returns only when stopped
+        except (KeyboardInterrupt, SystemExit):
+            if stopping.is_set():
+                loop.stop()  # a stop that ran in the pass the exception ended was reset on the way out
+
+
+def _wait_through(loop: asyncio.AbstractEventLoop, waited: Coroutine[Any, Any, Any]) -> None:
+    """Run ``waited`` to its end on ``loop`` while the thread closes it; a ``KeyboardInterrupt`` or
+    ``SystemExit`` a cancelled tool raises on the way does not keep the loop from closing."""
+    task = loop.create_task(waited)
+    while not task.done():
+        try:
+            loop.run_until_complete(task)
+        except (KeyboardInterrupt, SystemExit):
+            continue
 
 
 async def _until_ended(coro: Coroutine[Any, Any, Any], ended: threading.Event) -> Any:
