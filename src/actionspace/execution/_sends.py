@@ -13,7 +13,9 @@ caller has handed it over, yet nothing was sent. The gate of such a write stays 
 a worker thread begins it (:func:`gated`): the executor registers the queued attempt on the gate
 of the send under way (:data:`SENDING`, set by the ledger driver around its dispatch), and a close
 that withdraws the gate cancels that attempt, or, when a worker took it meanwhile, the worker
-finds the gate withdrawn and returns :data:`WITHDRAWN` without calling the tool.
+finds the gate withdrawn and returns :data:`WITHDRAWN` without calling the tool. An async caller
+that cancels its own task meanwhile withdraws the gate the same way (``LedgerDriver._drive``): its
+write was never sent, so it ends ``failed`` (``cancelled``, not sent), never ``unknown``.
 """
 
 from __future__ import annotations

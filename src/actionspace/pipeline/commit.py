@@ -229,10 +229,14 @@ class LedgerDriver:
                 except Exception as exc:  # ours broke around the send: whether it landed is not known
                     outcome = Failed(_lost(exc), 1)
                 except (asyncio.CancelledError, GeneratorExit) as cut:
-                    if not (isinstance(cut, asyncio.CancelledError) and self._closed() and gate.withdraw()):
-                        # the caller stopped waiting (its task cancelled, or a stream's reader left):
-                        # the entry is left unknown, noted as abandoned for the next proposal to settle
+                    if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
+                        # the caller stopped waiting (its task cancelled, or a stream's reader left)
+                        # after the send began: the entry is left unknown, noted as abandoned for
+                        # the next proposal to settle
                         _abandon(steps, running_attempt(cut))
+                        raise
+                    if not self._closed():  # the caller's own cancel, before a worker began it
+                        await self._withdrawn(blocking, steps)
                         raise
                     outcome = Failed(_not_begun(), 0)  # the close's cut, before a worker began it
                 finally:
@@ -244,6 +248,17 @@ class LedgerDriver:
             self.sending.pop(id(steps), None)
             self.gates.pop(id(steps), None)
             _released(held[0])
+
+    async def _withdrawn(self, blocking: bool, steps: Protocol) -> None:
+        """End ``steps`` as a send withdrawn by its caller's own cancel before a worker thread
+        began it: nothing was sent, so its entry goes straight to ``failed`` (``cancelled``, not
+        sent), never through ``unknown`` ("it may have been sent"). The step is written whatever
+        cancels the caller again meanwhile; the caller then re-raises its cancel."""
+        refused = Failed(ActionError.of("cancelled", _CANCELLED_UNSENT, details={"sent": False}), 0)
+        if blocking or not self._offload:
+            _step(steps, refused)
+        else:
+            await _written(_on_thread(steps, refused))
 
     def _closed(self) -> bool:
         return self.executor is not None and self.executor.closed
@@ -425,6 +440,9 @@ def _reset(token: contextvars.Token[SendGate | None]) -> None:
         SENDING.reset(token)
     except ValueError:
         SENDING.set(None)
+
+
+_CANCELLED_UNSENT = "the caller was cancelled before a worker thread began this call; it was not sent"
 
 
 def _not_begun() -> ActionError:
