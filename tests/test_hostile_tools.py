@@ -393,4 +393,5 @@ def test_an_event_holding_what_no_encoder_writes_is_kept_with_a_placeholder(url:
     assert kinds == ["run_started", "verified", "run_finished"]
     verified = events[1].data
     assert verified["ok"] is True
-    assert verified["row"].startswith("<Unprintable object: cannot be shown")
+    # named by its type: an object's own repr is never run for the trace (it may raise, hang or be huge)
+    assert verified["row"] == "<tests.test_hostile_tools.Unprintable object>"
