@@ -207,3 +207,36 @@ def test_a_write_a_worker_began_is_unknown_when_its_caller_cancels(tmp_path: Pat
     [(state, _)] = _entries(path)
     assert state == "committed"
     rt.close()
+
+
+@pytest.mark.parametrize("how", ["acall", "acall_all"])
+def test_a_withdrawn_write_proposed_again_is_sent(tmp_path: Path, how: str) -> None:
+    """Withdrawn means not sent: the same call proposed again in the same turn (a framework's tools
+    node run again on resume, a model re-proposing it) is sent, once, never answered from the
+    withdrawn attempt."""
+    path = tmp_path / "again.db"
+    case = _Case(path)
+    rt = case.rt
+    holder, held = in_thread(lambda: rt.call({"name": "hold", "arguments": {}}))
+    try:
+        assert case.busy.wait(WAIT_S)
+        caller = _Loop(_writer(case, how))
+        until(lambda: _queued(rt) == 1, "the write's attempt waits in the pool's queue")
+        caller.cancel()
+        caller.thread.join(WAIT_S)
+        assert not caller.thread.is_alive()
+    finally:
+        case.free.set()
+    holder.join(WAIT_S)
+    assert not holder.is_alive() and len(held) == 1, held
+    try:
+        assert case.sent == []
+        case.release.set()
+        again = asyncio.run(_writer(case, how)())
+        assert again.error is None and again.data == 1, again
+        assert case.sent == [1]
+        assert [state for state, _ in _entries(path)] == ["committed"]
+        replay = asyncio.run(_writer(case, how)())
+        assert replay.data == 1 and case.sent == [1]  # committed now: replayed, not sent again
+    finally:
+        rt.close()

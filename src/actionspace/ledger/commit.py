@@ -207,8 +207,17 @@ def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
 
 
 def _resendable(entry: LedgerEntry) -> bool:
-    """A failure the tool reported as retryable: it did not commit, so a new call may send again."""
-    return entry.error is not None and entry.error.get("category") in ("transient", "rate_limited")
+    """A failure that did not commit, so a new call may send again: one the tool reported as
+    retryable, or a send withdrawn before its tool was called (``cancelled``, ``sent`` False: by a
+    close, or by its caller's cancel while it waited for a worker thread)."""
+    error = entry.error
+    if error is None:
+        return False
+    category = error.get("category")
+    if category == "cancelled":
+        details = error.get("details")
+        return isinstance(details, dict) and details.get("sent") is False
+    return category in ("transient", "rate_limited")
 
 
 def _noted(obs: Observation, **notes: Any) -> Observation:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, LiteralString
@@ -21,6 +22,8 @@ __all__ = ["PostgresConnections", "redacted"]
 
 _DDL_LOCK: Final = 0x6163_7473_7063_6501
 """Advisory lock id taken (per database) around every actionspace DDL."""
+_DDL_ATTEMPTS: Final = 5
+"""Times the schema's transaction is run when PostgreSQL ends it as a deadlock (:meth:`init_schema`)."""
 
 
 class PostgresConnections:
@@ -74,7 +77,32 @@ class PostgresConnections:
         """Run ``statements`` (which create ``meta_table``), then check ``meta_key``'s stored version.
 
         Raises :class:`~actionspace.errors.ConfigurationError` when the stored version is newer.
+
+        The statements are idempotent (``IF NOT EXISTS``) and run under one advisory lock, but
+        ``CREATE INDEX IF NOT EXISTS`` still takes its table's lock before it finds the index there:
+        a process opening the store while another one's calls write the same tables can be chosen
+        by PostgreSQL's deadlock detector. The whole transaction is then run again (nothing of it
+        was kept), a few times, after a short pause.
         """
+        for attempt in range(_DDL_ATTEMPTS):
+            try:
+                row = self._run_schema(statements, meta_table, meta_key, version)
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == _DDL_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        found = int(row["value"]) if row is not None else version
+        if found > version:
+            raise ConfigurationError(
+                f"{what} at {redacted(self.url)} has schema version {found}; this actionspace reads up"
+                f" to {version}; upgrade actionspace"
+            )
+
+    def _run_schema(
+        self, statements: Sequence[LiteralString], meta_table: LiteralString, meta_key: str, version: int
+    ) -> dict[str, Any] | None:
+        """One transaction of :meth:`init_schema`: the statements, then ``meta_key``'s stored row."""
         with self.transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
             for statement in statements:
@@ -83,13 +111,7 @@ class PostgresConnections:
                 "INSERT INTO " + meta_table + " (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
                 (meta_key, str(version)),
             )
-            row = conn.execute("SELECT value FROM " + meta_table + " WHERE key = %s", (meta_key,)).fetchone()
-        found = int(row["value"]) if row is not None else version
-        if found > version:
-            raise ConfigurationError(
-                f"{what} at {redacted(self.url)} has schema version {found}; this actionspace reads up"
-                f" to {version}; upgrade actionspace"
-            )
+            return conn.execute("SELECT value FROM " + meta_table + " WHERE key = %s", (meta_key,)).fetchone()
 
     def close(self) -> None:
         """Close the pool of this process; later calls raise ``ValueError``."""
