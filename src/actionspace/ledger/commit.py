@@ -24,7 +24,7 @@ from typing import Any, cast
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import Abandoned, ActionError, said, said_safely
-from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore
+from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore, resendable
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.late import LeftRunning, settle_when_it_ends, still_running
 from actionspace.ledger.status import (
@@ -206,20 +206,6 @@ def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
     return fail(ActionError.of("internal", f"ledger entry {entry.key} is {entry.state} without its outcome"))
 
 
-def _resendable(entry: LedgerEntry) -> bool:
-    """A failure that did not commit, so a new call may send again: one the tool reported as
-    retryable, or a send withdrawn before its tool was called (``cancelled``, ``sent`` False: by a
-    close, or by its caller's cancel while it waited for a worker thread)."""
-    error = entry.error
-    if error is None:
-        return False
-    category = error.get("category")
-    if category == "cancelled":
-        details = error.get("details")
-        return isinstance(details, dict) and details.get("sent") is False
-    return category in ("transient", "rate_limited")
-
-
 def _noted(obs: Observation, **notes: Any) -> Observation:
     """The observation with how its outcome was established added to ``diagnostics``."""
     return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, **notes}})
@@ -286,7 +272,7 @@ def protocol(
         )
     held = _unrecorded(led)
     if held is not None:  # settled here, not yet in the store: never sent again
-        if held.state == "failed" and _resendable(held):
+        if held.state == "failed" and resendable(held):
             why = "its last outcome is not recorded in the ledger yet; it is not sent again until it is"
             return fail(ActionError.of("transient", f"{spec.name}: {why}", details={"sent": False}))
         return _replay(held, fail)
@@ -296,7 +282,7 @@ def protocol(
             why = f"{spec.name}: its ledger entry was removed while it was being sent; nothing was sent"
             return fail(ActionError.of("transient", why, details={"sent": False}))
         state = led.entry.state
-        if state == "accepted" or (state == "failed" and _resendable(led.entry)):  # it did not commit
+        if state == "accepted" or (state == "failed" and resendable(led.entry)):  # it did not commit
             if admit and (refused := admit.pop()()) is not None:
                 return fail(refused)
             if led.move((state,), "dispatched", attempts=led.entry.attempts + 1):

@@ -31,6 +31,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerState",
     "LedgerStore",
+    "resendable",
     "with_identity",
 ]
 
@@ -249,3 +250,17 @@ class GuardsAttempts(Protocol):
         Returns the stored entry, or None when the entry had moved on.
         """
         ...
+
+
+def resendable(entry: LedgerEntry) -> bool:
+    """A failure that did not commit, so a new call may send again: one the tool reported as
+    retryable, or a send withdrawn before its tool was called (``cancelled``, ``sent`` False: by a
+    close, or by its caller's cancel while it waited for a worker thread)."""
+    error = entry.error
+    if error is None:
+        return False
+    category = error.get("category")
+    if category == "cancelled":
+        details = error.get("details")
+        return isinstance(details, dict) and details.get("sent") is False
+    return category in ("transient", "rate_limited")
