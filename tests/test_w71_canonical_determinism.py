@@ -234,3 +234,43 @@ def test_set_keys_write_the_same_text_whatever_the_string_hash_seed() -> None:
     assert json.loads(written) == plain
     assert plain["frozenset({'a', 'b', 'c', 'd'})"] == 1
     assert plain["('t', frozenset({'p', 'q', 'r'}))"] == 2
+
+
+class Tagged(pydantic.BaseModel):
+    name: str
+    tags: set[str]
+    anything: Any = None
+
+
+_SET_IN_A_MODEL = """
+import json, pydantic
+from typing import Any
+from actionspace._canonical import content_hash, normalize
+from actionspace._json_values import whole_json
+
+class Tagged(pydantic.BaseModel):
+    name: str
+    tags: set[str]
+    anything: Any = None
+
+value = Tagged(name="t", tags={"p", "q", "r", "s"}, anything={1, "a", "b"})
+print(json.dumps([normalize(value), content_hash(value), "".join(whole_json(value))]))
+"""
+
+
+def test_a_set_inside_a_model_writes_sorted_whatever_its_order_or_the_hash_seed() -> None:
+    first = Tagged(name="m", tags=set(), anything={1, "a"})
+    second = Tagged(name="m", tags=set(), anything={"a", 1})
+    assert normalize(first) == normalize(second) == whole(first) == whole(second)
+    assert content_hash(first) == content_hash(second)
+    seen = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _SET_IN_A_MODEL], env=env, capture_output=True, text=True, check=True
+        )
+        seen.add(done.stdout)
+    assert len(seen) == 1, seen
+    plain, _, written = json.loads(seen.pop())
+    assert json.loads(written) == plain
+    assert plain["tags"] == ["p", "q", "r", "s"]

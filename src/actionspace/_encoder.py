@@ -45,6 +45,7 @@ __all__ = [
     "TEXT_UNIT",
     "TOO_DEEP",
     "TOO_LARGE",
+    "UNORDERED",
     "WHOLE_UNITS",
     "WITHIN",
     "check_plain",
@@ -200,7 +201,7 @@ def dump_within(value: Any, left: int) -> bool:
     without running any of the value's own code, at most the interpreter's recursion limit deep
     (a dump nests no deeper: pydantic refuses it). A model of a few plain parts costs a type check
     of each alone."""
-    return dump_verdict(value, left) is WITHIN
+    return dump_verdict(value, left) in _AFFORDED
 
 
 WITHIN: Final = "within"
@@ -210,6 +211,11 @@ TOO_DEEP: Final = "too deep"
 path, and checking each of them again would walk that path once for each (quadratic in a chain of
 ten thousand models). A pass that reads such a model field by field reads what it holds the same
 way, unchecked."""
+UNORDERED: Final = "holds a set"
+""":func:`dump_verdict` of a dump within its budget that would list a set in the order it happens
+to iterate (which the string hash seed and the order it was filled decide): read field by field,
+its sets are written sorted, as everywhere else."""
+_AFFORDED: Final = frozenset({WITHIN, UNORDERED})
 
 
 def dump_verdict(value: Any, left: int) -> str:
@@ -228,6 +234,7 @@ def dump_verdict(value: Any, left: int) -> str:
     groups: dict[type, list[Any]] = {type(value): [value]}
     deepest = getrecursionlimit()
     seen: dict[int, str] = {}
+    unordered = False
     while level or groups:
         deepest -= 1
         left -= sum(map(len, level)) + CONTAINER_UNITS * (len(level) + sum(map(len, groups.values())))
@@ -250,6 +257,8 @@ def dump_verdict(value: Any, left: int) -> str:
             parts.extend(get_referents(*values))
         types = list(map(type, parts))
         kinds = set(types)
+        if not kinds.issubset(_PLAIN) and any(issubclass(kind, _SETS) for kind in kinds):
+            unordered = True
         if str in kinds:
             texts = list(compress(parts, map(_STR.__contains__, types)))
             for text in compress(texts, map(_long, map(len, texts))):
@@ -264,10 +273,11 @@ def dump_verdict(value: Any, left: int) -> str:
             for kind in kinds - _PLAIN
             if _holds_parts(kind)
         }
-    return WITHIN if left >= 0 else _COSTLY
+    return _COSTLY if left < 0 else UNORDERED if unordered else WITHIN
 
 
 _COSTLY: Final = "too costly"
+_SETS: Final = (set, frozenset)
 
 
 _SIZED_BASES: Final = (dict, list, tuple, set, frozenset, deque)
