@@ -140,6 +140,11 @@ class Bridge:
                 proposal, run_id=self.run_id, principal=self.principal, occurrence=occurrence.count
             )
 
+    def occurrences(self, calls: Sequence[tuple[str, Any]]) -> list[Occurrence]:
+        """:func:`occurrences` of one model message's calls, in this bridge's run (where entity
+        bindings are resolved, as the validate stage resolves them)."""
+        return occurrences(self.rt, calls, run_id=self.run_id, principal=self.principal)
+
     def call(
         self, name: str, arguments: Any, call_id: str | None = None, *, occurrence: Occurrence = FIRST
     ) -> Observation:

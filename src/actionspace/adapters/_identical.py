@@ -20,10 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from actionspace._canonical import digest_json
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import UnknownToolError
 from actionspace.parse import parse
+from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
-from actionspace.validation.validator import identity_arguments
+from actionspace.validation.validator import identity_arguments, validate
+from actionspace.validation.verdicts import Rejected
 
 __all__ = ["FIRST", "Occurrence", "OneAtATime", "occurrences"]
 
@@ -43,19 +46,32 @@ FIRST = Occurrence()
 """A call no earlier call of its message is identical to, and none later."""
 
 
-def occurrences(rt: Runtime, calls: Sequence[tuple[str, Any]]) -> list[Occurrence]:
+def occurrences(
+    rt: Runtime,
+    calls: Sequence[tuple[str, Any]],
+    *,
+    run_id: str | None = None,
+    principal: Principal | None = None,
+) -> list[Occurrence]:
     """Per call of one model message — (tool name, arguments as the model sent them), in the
     message's order — its :class:`Occurrence`.
 
     Counted as the validate stage counts a message of several calls: only calls of a tool with
     side effects, by tool and arguments as the action is known by (JSON text read as the parser
     reads it, then :func:`~actionspace.validation.validator.identity_arguments`); a call the
-    parser or the schema refuses counts for none. Only tools named more than once are looked
-    at, so a message of distinct tools costs a pass over their names. Never raises.
+    parser or the schema refuses counts for none. A tool with entity bindings is validated as
+    the stage validates it, in run ``run_id`` for ``principal`` (default: the run's): its
+    arguments are counted as bound (``"bob"`` and Bob's id are one action, as the stage sees
+    them), and a call its resolvers or business validators refuse counts for none. Only tools
+    named more than once are looked at, so a message of distinct tools costs a pass over their
+    names. Never raises.
     """
     names = [name for name, _ in calls]
     repeated = {name for name in names if names.count(name) > 1}
-    keys = [_action(rt, name, arguments) if name in repeated else None for name, arguments in calls]
+    keys = [
+        _action(rt, name, arguments, run_id, principal) if name in repeated else None
+        for name, arguments in calls
+    ]
     seen: dict[Hashable, int] = {}
     out: list[Occurrence] = []
     for key in keys:
@@ -67,7 +83,9 @@ def occurrences(rt: Runtime, calls: Sequence[tuple[str, Any]]) -> list[Occurrenc
     return out
 
 
-def _action(rt: Runtime, name: str, arguments: Any) -> tuple[str, bytes] | None:
+def _action(
+    rt: Runtime, name: str, arguments: Any, run_id: str | None, principal: Principal | None
+) -> tuple[str, bytes] | None:
     """(tool@version, digest of the arguments as the action is known by), or None for a call
     the engine would not count (no such tool, no side effects, arguments it refuses)."""
     try:
@@ -81,8 +99,28 @@ def _action(rt: Runtime, name: str, arguments: Any) -> tuple[str, bytes] | None:
         if parsed.error is not None or len(parsed.calls) != 1:
             return None
         arguments = parsed.calls[0].arguments
-    known = identity_arguments(rt.engine.stages.compiler.get(spec), arguments)
+    if spec.bindings:
+        known = _bound(rt, spec, arguments, run_id, principal)
+    else:
+        known = identity_arguments(rt.engine.stages.compiler.get(spec), arguments)
     return None if known is None else (spec.key, digest_json(known))
+
+
+def _bound(
+    rt: Runtime, spec: ToolSpec, arguments: Any, run_id: str | None, principal: Principal | None
+) -> Any:
+    """The arguments the validate stage would know a call of ``spec`` (a tool with entity
+    bindings) by — its resolvers and validators read live state, so they are run as the stage
+    runs them, in the call's run — or None when the stage would refuse the call. A resolver or
+    validator that raises makes the call count for none: the stage answers it with an error."""
+    stages = rt.engine.stages
+    try:
+        run = rt.run_state(run_id)
+        ctx = stages.ctx_factory(run, "", "", principal or run.principal)
+        checked = validate(stages.compiler.get(spec), arguments, {}, ctx)
+    except Exception:  # a resolver's fault is the stage's to report, not the count's
+        return None
+    return None if isinstance(checked.verdict, Rejected) else checked.arguments
 
 
 class OneAtATime:

@@ -46,7 +46,8 @@ _CLOSE_TIMEOUT_S = 10.0
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
 MAX_TOOLS = 1000
-"""Most tools taken from one server's listing, in the order it lists them. Each costs a schema
+"""Most tools taken from one server's listing by default (the server's ``max_tools``), in the
+order it lists them. Each costs a schema
 compile and a catalog entry (about 0.7 ms), and a page of 32 MiB names tens of thousands: without a
 bound, 100 pages of a hostile server would keep registration busy for an hour and take gigabytes."""
 _DRIVER = "mcp.client._input_required"
@@ -61,9 +62,16 @@ class Connection:
     """
 
     def __init__(
-        self, name: str, open_client: OpenClient, on_tools: Callable[[list[types.Tool]], None]
+        self,
+        name: str,
+        open_client: OpenClient,
+        on_tools: Callable[[list[types.Tool]], None],
+        *,
+        max_tools: int = MAX_TOOLS,
     ) -> None:
         self.name = name
+        self.max_tools = max_tools
+        """Most tools taken from one listing, the first ones in the server's order."""
         self._open_client = open_client
         self._on_tools = on_tools
         self._loop, self._thread = self._new_loop()
@@ -232,16 +240,16 @@ class Connection:
             page = await client.list_tools(cursor=cursor, cache_mode="refresh")
             tools.extend(page.tools)
             cursor = page.next_cursor
-            if cursor is None or len(tools) > MAX_TOOLS:
+            if cursor is None or len(tools) > self.max_tools:
                 break
-        if len(tools) > MAX_TOOLS:  # no further page is asked for: the rest is never held
+        if len(tools) > self.max_tools:  # no further page is asked for: the rest is never held
             _log.warning(
                 "MCP server %s lists more than %d tools: only its first %d are taken",
                 self.name,
-                MAX_TOOLS,
-                MAX_TOOLS,
+                self.max_tools,
+                self.max_tools,
             )
-            del tools[MAX_TOOLS:]
+            del tools[self.max_tools :]
         return tools
 
     async def _refresh(self) -> list[types.Tool]:

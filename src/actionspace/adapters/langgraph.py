@@ -50,9 +50,9 @@ from actionspace.adapters._bridge import (
     Occurrence,
     _run_id_of,
     held_request,
-    occurrences,
     require,
 )
+from actionspace.adapters._node_calls import STOPPED, NodeCalls
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.parse import ParseResult, parse, user_text
@@ -112,7 +112,7 @@ class _Threads:
         with self._lock:
             return self._runs.bridge(key, fresh=fresh, words=words, run_key=thread)
 
-    def occurrence(self, config: Any, call_id: str | None) -> Occurrence:
+    def occurrence(self, config: Any, call_id: str | None, bridge: Bridge) -> Occurrence:
         """Where ``call_id`` stands among the identical calls of its ``AIMessage``
         (:func:`~actionspace.adapters._bridge.occurrences`); the first of one outside a graph
         node, or when no message of the state holds the call."""
@@ -124,7 +124,7 @@ class _Threads:
             ids = [c.get("id") for c in calls] if isinstance(calls, list) else []
             if call_id in ids:
                 proposed = [(self.names.tool(str(c.get("name"))), c.get("args")) for c in calls or ()]
-                return occurrences(self.first.rt, proposed)[ids.index(call_id)]
+                return bridge.occurrences(proposed)[ids.index(call_id)]
         return FIRST
 
     def _answered(self, messages: Sequence[Any]) -> bool:
@@ -283,19 +283,28 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
 
     def sync(arguments: Any, call_id: str | None) -> str:
         config = ensure_config()
-        bridge, occurrence = threads.bridge(config), threads.occurrence(config, call_id)
+        bridge = threads.bridge(config)
+        occurrence = threads.occurrence(config, call_id, bridge)
         obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         if _decided(bridge, obs):
             obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
-    async def coroutine(arguments: Any, call_id: str | None) -> str:
+    async def governed(arguments: Any, call_id: str | None) -> str:
         config = ensure_config()
-        bridge, occurrence = threads.bridge(config), threads.occurrence(config, call_id)
+        bridge = threads.bridge(config)
+        occurrence = threads.occurrence(config, call_id, bridge)
         obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         if _decided(bridge, obs):
             obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
+
+    async def coroutine(arguments: Any, call_id: str | None) -> str:
+        calls = NodeCalls.current()  # in governed_tool_node: an interrupt waits for this call
+        if calls is None:
+            return await governed(arguments, call_id)
+        async with calls.running() as started:
+            return await governed(arguments, call_id) if started else STOPPED
 
     return sync, coroutine
 
@@ -341,7 +350,15 @@ def governed_tool_node(
         message = _last_ai(state, messages_key)
         refusal = None if message is None else _refusal(message, threads.names)
         if message is None or refusal is None:
-            return await tools.ainvoke(state, config)
+            calls = NodeCalls()
+            token = calls.enter()
+            try:
+                return await tools.ainvoke(state, config)
+            except Exception:  # an interrupt: the calls in flight commit before the graph stops
+                await calls.settle()
+                raise
+            finally:
+                NodeCalls.leave(token)
         run_id = str(threads.bridge(config, _messages(state, messages_key)).run_id)
         out = await bridge.rt.engine.acalls(refusal[0], run_id=run_id, principal=principal, parsed=refusal[1])
         return _shaped(state, messages_key, _answers(message, out))

@@ -28,6 +28,7 @@ from the store.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -72,7 +73,8 @@ def tools_of(bridge: Bridge) -> list[Tool]:
 
 def _tools(runs: FrameworkRuns) -> list[Tool]:
     agents = require("agents", EXTRA)
-    bridge, responses = runs.latest, _Responses()
+    bridge = runs.latest
+    responses = _responses_of(bridge.rt)
     catalog = bridge.rt.catalog
     names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
     out: list[Tool] = []
@@ -95,7 +97,7 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
 def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         bridge = _bridge_of(runs, ctx)
-        occurrence = responses.occurrence(ctx)
+        occurrence = responses.occurrence(ctx, bridge.session.run_id)
         obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id, occurrence=occurrence)
         request_id = held_request(obs)
         if request_id is not None and ctx.is_tool_approved(as_named, ctx.tool_call_id):
@@ -106,14 +108,31 @@ def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: st
     return invoke
 
 
+_RESPONSES: weakref.WeakKeyDictionary[Runtime, _Responses] = weakref.WeakKeyDictionary()
+_RESPONSES_LOCK = threading.Lock()
+
+
+def _responses_of(rt: Runtime) -> _Responses:
+    """The responses seen of SDK runs governed by ``rt``, shared by every set of its tools: a
+    worker that builds its agent per request resumes a run with tools that never saw it."""
+    with _RESPONSES_LOCK:
+        found = _RESPONSES.get(rt)
+        if found is None:
+            found = _RESPONSES[rt] = _Responses()
+        return found
+
+
 class _Responses:
     """Which model response each call of an SDK run came in, and so its ``occurrence``: how
     many calls before it in that response are the same call.
 
     The SDK records every call id of a run, in order, before it runs a response's calls, with a
     fingerprint of the tool and its arguments read as JSON (``RunState`` carries them across a
-    resume): a response is the calls recorded since the previous one, less those completed
-    before it (a resume in a new process finds the calls of the response it resumes that way).
+    resume), but hands a tool no word of the response its call came in: a response is the calls
+    recorded since the previous one, less those completed before it. The first call of a
+    response to run records the response here, for every set of tools of the runtime; a resume
+    in another process, which finds only the calls not completed yet, counts among those (a
+    call approved after an identical one of its response ran there is answered as that one).
     Calls are the same when their fingerprints are, so arguments that differ as JSON but not
     as the action they name (a default written out, another spelling of one date-time) are
     counted apart here. The responses of the last ``keep`` SDK runs are remembered.
@@ -124,13 +143,14 @@ class _Responses:
         self._runs: OrderedDict[str, dict[str, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def occurrence(self, ctx: ToolContext[Any]) -> Occurrence:
-        """Where the call of ``ctx`` stands among the identical calls of its response."""
+    def occurrence(self, ctx: ToolContext[Any], run_id: str) -> Occurrence:
+        """Where the call of ``ctx`` stands among the identical calls of its response, in
+        actionspace run ``run_id``."""
         invocations = getattr(ctx, "_tool_invocations", None)
         call_id = ctx.tool_call_id
         if not isinstance(invocations, Mapping) or call_id not in invocations:
             return FIRST
-        key = str(next(iter(invocations)))  # the SDK run, as _bridge_of names it
+        key = f"{run_id}:{next(iter(invocations))}"  # the SDK run, as _bridge_of names it
         with self._lock:
             run = self._runs.setdefault(key, {})
             self._runs.move_to_end(key)

@@ -35,7 +35,6 @@ from actionspace.adapters._bridge import (
     FrameworkRuns,
     Occurrence,
     held_request,
-    occurrences,
     require,
 )
 from actionspace.discovery.names import ProviderNames
@@ -178,7 +177,7 @@ class GovernedToolset:
             wrapped = arguments.get("arguments")
             if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
-            occurrence = _occurrence(bridge.rt, names, ctx.messages, ctx.tool_call_id)
+            occurrence = _occurrence(bridge, names, ctx.messages, ctx.tool_call_id)
             obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
             if request_id is not None:
@@ -193,7 +192,7 @@ class GovernedToolset:
 
 
 def _occurrence(
-    rt: Runtime, names: ProviderNames, messages: Sequence[Any], call_id: str | None
+    bridge: Bridge, names: ProviderNames, messages: Sequence[Any], call_id: str | None
 ) -> Occurrence:
     """Where ``call_id`` stands among the identical calls of its model response
     (:func:`~actionspace.adapters._bridge.occurrences`); the first of one when no response holds it."""
@@ -202,7 +201,7 @@ def _occurrence(
         ids = [p.tool_call_id for p in parts]
         if call_id in ids:
             calls = [(names.tool(str(p.tool_name)), p.args) for p in parts]
-            return occurrences(rt, calls)[ids.index(call_id)]
+            return bridge.occurrences(calls)[ids.index(call_id)]
     return FIRST
 
 
