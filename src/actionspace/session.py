@@ -22,7 +22,8 @@ result shown in the run was trimmed and carries an ``artifact_ref``, the next ``
 offers ``read_artifact(ref, offset, length)`` (a session continuing the run in another process too).
 
 **Tool names.** A tool whose name the providers refuse (``files.read``) is offered under one they
-take (:mod:`actionspace.discovery.names`); the model's calls of that name run the tool.
+take (:mod:`actionspace.discovery.names`); the model's calls of that name run the tool, a
+``describe_tool`` call naming it describes the tool, and the errors the model reads name tools so.
 
 **Confidence gating.** With ``s.gate`` set (any object with ``decide(confidence, effect, risk)``
 returning ``"execute"``, ``"ask_user"`` or ``"observe_more"``, such as
@@ -243,9 +244,9 @@ class Session:
         if not names.renamed:
             return raw, parsed
         if isinstance(raw, ToolCall):
-            return _renamed(raw, names), parsed
+            return names.called(raw), parsed
         read = parsed if parsed is not None else parse(raw)
-        calls = tuple(_renamed(c, names) for c in read.calls)
+        calls = tuple(names.called(c) for c in read.calls)
         if all(a is b for a, b in zip(calls, read.calls, strict=True)):
             return raw, parsed
         return raw, dataclasses.replace(read, calls=calls)
@@ -324,7 +325,9 @@ class Session:
             out = ended_by_close(out, self.rt, self.run_id)
         answered = once_per_id(out)
         reads = not closed and self._reads_artifacts(answered)
-        messages = render_results(answered, self.provider, read_artifact=reads)
+        names = self._provider_names()
+        shown = [names.shown(o) for o in answered] if names.renamed else answered
+        messages = render_results(shown, self.provider, read_artifact=reads)
         rendered = {
             "rendering": RENDERING,
             "provider": self.provider,
@@ -477,14 +480,6 @@ def _parsed(raw: Any) -> ParseResult | None:
     if callable(getattr(raw, "model_dump", None)):
         return parse(raw)
     return None
-
-
-def _renamed(call: ToolCall, names: ProviderNames) -> ToolCall:
-    """``call`` naming the tool its name was offered for (``call`` itself when it names no other)."""
-    if type(call.name) is not str:
-        return call
-    tool = names.tool(call.name)
-    return call if tool == call.name else dataclasses.replace(call, name=tool)
 
 
 def _fresh(value: dict[str, Any]) -> dict[str, Any]:

@@ -6,14 +6,23 @@ OpenAI (Chat Completions and Responses) and Anthropic take a tool name only if i
 character replaced by ``_``, cut to fit, and a digest of the name appended: two tools never share
 an offered name, and the name is the same in every process (a run continued elsewhere maps the
 model's calls without offering again). A name the providers take is offered as it is.
+
+A ``describe_tool`` call names the tool to describe by the name it was offered under (the short
+definition says so): :meth:`ProviderNames.called` maps that argument back as well. An error the
+model reads points it at tools by their offered names (:meth:`ProviderNames.shown`): a name it
+follows from a suggestion is one the provider takes in the conversation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Container, Iterable, Mapping
 from typing import Final
+
+from actionspace.discovery.disclosure import DESCRIBE_TOOL
+from actionspace.types import Observation, ToolCall
 
 __all__ = ["ProviderNames", "offered_name"]
 
@@ -62,3 +71,47 @@ class ProviderNames:
     def tool(self, offered: str) -> str:
         """The tool an offered name stands for (``offered`` itself when it is no other's)."""
         return self._tools.get(offered, offered)
+
+    def called(self, call: ToolCall) -> ToolCall:
+        """``call`` naming the tool its name was offered for (``call`` itself when it names no
+        other); a ``describe_tool`` call asking for an offered name asks for the tool it stands for."""
+        if type(call.name) is not str:
+            return call
+        tool = self.tool(call.name)
+        if tool == DESCRIBE_TOOL:
+            return self._describing(call)
+        return call if tool == call.name else dataclasses.replace(call, name=tool)
+
+    def _describing(self, call: ToolCall) -> ToolCall:
+        """``call`` (of ``describe_tool``) with its ``tool`` argument naming the tool itself."""
+        arguments = call.arguments
+        asked = arguments.get("tool") if type(arguments) is dict else None
+        if type(asked) is not str:
+            return call
+        base, at, version = asked.partition("@")
+        tool = self.tool(base)
+        if tool == base:
+            return call
+        renamed = {**arguments, "tool": tool + at + version}
+        return dataclasses.replace(call, name=DESCRIBE_TOOL, arguments=renamed)
+
+    def shown(self, obs: Observation) -> Observation:
+        """``obs`` as the model reads it: the tools its error points at (``alternatives``, and the
+        tool a disclosure run asks to describe first) named as offered, in its message too. The
+        observation the host keeps names the catalog's tools."""
+        error = obs.error
+        if error is None or not self._offered:
+            return obs
+        named = [a for a in error.alternatives if type(a) is str]
+        tool = error.details.get("tool") if error.category == "unknown_tool" else None
+        if type(tool) is str:
+            named.append(tool)
+        renames = {n: self._offered[n] for n in named if n in self._offered}
+        if not renames:
+            return obs
+        message = error.message
+        for name, offered in renames.items():
+            message = message.replace(repr(name), repr(offered))
+        alternatives = tuple(renames.get(a, a) if type(a) is str else a for a in error.alternatives)
+        named_error = dataclasses.replace(error, message=message, alternatives=alternatives)
+        return dataclasses.replace(obs, error=named_error)

@@ -439,7 +439,9 @@ def _resolve(catalog: Catalog, run: RunState, name: str) -> ToolSpec | ActionErr
             else:
                 shown = catalog.offerable()
                 offered = sorted(s.name for s in shown)
-            close = safe_suggestions(base, shown, catalog.current(base))
+            # A tool hidden from this run is answered as a name the catalog does not hold: judged
+            # by its effect and risk, its suggestions would tell the model it exists.
+            close = safe_suggestions(base, shown)
             return ActionError.of(
                 "unknown_tool",
                 f"no tool {clip_middle(base, 200)!r} is offered to this run"  # a name may be any size

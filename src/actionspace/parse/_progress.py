@@ -8,10 +8,41 @@ from typing import Any
 
 from actionspace.types import ToolCall
 
-__all__ = ["EAGER_LIMIT", "Pending", "StreamProgress"]
+__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress"]
 
 EAGER_LIMIT = 8192
 """Characters up to which a stream re-reads its text (or shows a call's arguments) at every delta."""
+
+CLOSING_CHARS = frozenset(">}])|｜")
+"""A delta of raw text without any of these characters cannot complete a call in any text format."""
+SEALS = (
+    "<tool_call|>",
+    "</tool_call>",
+    "</function>",
+    "<|call|>",
+    "<|end|>",
+    "<|return|>",
+    "<|tool_call_end|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_section_end|>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "</｜DSML｜invoke>",
+    "</｜DSML｜function_calls>",
+    "</｜DSML｜tool_calls>",
+    "</|DSML|invoke>",
+    "<|python_end|>",
+    "<end_function_call>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|eot|>",
+    "<｜end▁of▁sentence｜>",
+    "<turn|>",
+    "<|tool_response>",
+    "</s>",
+)
+"""Tokens that end a call (or the output) in some text format: raw text ending so is read at once."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +71,8 @@ class Pending:
     chars: int = 0
     whole: Any = None
     done: bool = False
+    free_text: bool = False
+    """A custom (free-form) tool's call: its input is the text itself, not JSON to decode."""
     shown: ToolCall | None = None
     """The provisional call last shown, and how many characters of arguments it holds."""
     shown_chars: int = -1

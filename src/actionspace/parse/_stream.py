@@ -9,7 +9,10 @@
   (``response.output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
   ``response.output_item.done``, ``response.output_text.delta``) and Anthropic events
   (``content_block_start`` of a ``tool_use``, ``input_json_delta``, ``content_block_stop``,
-  ``text_delta``, ``thinking_delta``).
+  ``text_delta``, ``thinking_delta``). A custom (free-form) tool's call — a chat ``custom`` entry,
+  a Responses ``custom_tool_call`` with ``response.custom_tool_call_input.delta`` — keeps its input
+  text as its arguments; the input an Anthropic server tool streams (``server_tool_use``,
+  ``mcp_tool_use``: the provider runs it) is no call of the client's.
 
 :meth:`StreamParser.feed` returns the calls completed by that delta; :meth:`StreamParser.finish`
 returns the :class:`ParseResult` of the whole output, the same as :func:`parse` of the text (or
@@ -41,7 +44,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actionspace.parse._progress import EAGER_LIMIT, Pending, StreamProgress
+from actionspace.parse._progress import CLOSING_CHARS, EAGER_LIMIT, SEALS, Pending, StreamProgress
 from actionspace.parse._result import Collector, Malformed, ParseResult, parse_error
 from actionspace.parse._scan import decode_arguments
 from actionspace.parse._structured import (
@@ -56,35 +59,6 @@ from actionspace.types import ToolCall
 
 __all__ = ["StreamParser", "StreamProgress"]
 
-# A delta without any of these characters cannot complete a call in any text format.
-_CLOSING_CHARS = frozenset(">}])|｜")
-_SEALS = (
-    "<tool_call|>",
-    "</tool_call>",
-    "</function>",
-    "<|call|>",
-    "<|end|>",
-    "<|return|>",
-    "<|tool_call_end|>",
-    "<|tool_calls_section_end|>",
-    "<|tool_call_section_end|>",
-    "<｜tool▁call▁end｜>",
-    "<｜tool▁calls▁end｜>",
-    "</｜DSML｜invoke>",
-    "</｜DSML｜function_calls>",
-    "</｜DSML｜tool_calls>",
-    "</|DSML|invoke>",
-    "<|python_end|>",
-    "<end_function_call>",
-    "<|im_end|>",
-    "<|eot_id|>",
-    "<|eom_id|>",
-    "<|eot|>",
-    "<｜end▁of▁sentence｜>",
-    "<turn|>",
-    "<|tool_response>",
-    "</s>",
-)
 _RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed", "response.done"})
 _CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES | {"cut_off"}
 """Finish reasons a server gives beside a raw text stream that say it was stopped before its end (and
@@ -112,6 +86,9 @@ class StreamParser:
         """The call ids of the calls reported from provider events."""
         self._provisional: tuple[ToolCall, ...] = ()
         self._pending: dict[tuple[str, int], Pending] = {}
+        self._foreign: set[int] = set()
+        """Anthropic blocks that are no call of the client's (a server tool's ``server_tool_use`` or
+        ``mcp_tool_use``, text…), by index: their ``input_json_delta`` is the provider's own."""
         self._order: list[tuple[str, int]] = []
         self._text: list[str] = []
         self._reasoning: list[str] = []
@@ -237,7 +214,7 @@ class StreamParser:
     def _feed_text(self, delta: str) -> list[ToolCall]:
         self._chunks.append(delta)
         self._size += len(delta)
-        if not delta or _CLOSING_CHARS.isdisjoint(delta):
+        if not delta or CLOSING_CHARS.isdisjoint(delta):
             return []
         grown = self._size - self._parsed_size
         if self._size > EAGER_LIMIT and grown * 8 < self._parsed_size and not self._sealed():
@@ -252,7 +229,7 @@ class StreamParser:
             size += len(pieces[-1])
             if size >= 64:
                 break
-        return "".join(reversed(pieces)).rstrip().endswith(_SEALS)
+        return "".join(reversed(pieces)).rstrip().endswith(SEALS)
 
     def _reparse(self) -> list[ToolCall]:
         from actionspace.parse import parse
@@ -327,7 +304,13 @@ class StreamParser:
             if isinstance(entry.get("id"), str):
                 slot.call_id = entry["id"]
             function = entry.get("function")
-            if isinstance(function, Mapping):
+            custom = entry.get("custom")
+            if isinstance(custom, Mapping):  # a custom (free-form) tool: its input is plain text
+                slot.free_text = True
+                if isinstance(custom.get("name"), str):
+                    slot.name += custom["name"]
+                self._add_arguments(slot, custom.get("input"))
+            elif isinstance(function, Mapping):
                 if isinstance(function.get("name"), str):
                     slot.name += function["name"]
                 self._add_arguments(slot, function.get("arguments"))
@@ -366,9 +349,10 @@ class StreamParser:
         elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
             item, Mapping
         ):
-            if item.get("type") != "function_call":
+            if item.get("type") not in ("function_call", "custom_tool_call"):
                 return
             slot = self._slot("responses", index)
+            slot.free_text = item.get("type") == "custom_tool_call"
             slot.name = str(item.get("name") or slot.name)
             call_id = item.get("call_id", item.get("id"))
             slot.call_id = call_id if isinstance(call_id, str) else slot.call_id
@@ -376,12 +360,13 @@ class StreamParser:
             if kind.endswith(".done") and isinstance(status, str) and status in CUT_OFF_STATUSES:
                 self._cut_off(f"status {status!r}", f"$.output[{index}].status")  # no call
             elif kind.endswith(".done"):
-                slot.whole, slot.done = item.get("arguments"), True
-        elif kind == "response.function_call_arguments.delta":
+                slot.whole, slot.done = item.get("input" if slot.free_text else "arguments"), True
+        elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             self._add_arguments(self._slot("responses", index), event.get("delta"))
-        elif kind == "response.function_call_arguments.done":
+        elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
             slot = self._slot("responses", index)
-            slot.whole, slot.done = event.get("arguments"), True
+            slot.whole = event.get("input" if kind.startswith("response.custom") else "arguments")
+            slot.done = True
 
     def _anthropic_event(self, kind: str, event: Mapping[str, Any]) -> None:
         index = event.get("index", 0)
@@ -393,12 +378,13 @@ class StreamParser:
                 slot.name = str(block.get("name") or "")
                 slot.call_id = block.get("id") if isinstance(block.get("id"), str) else None
             elif isinstance(block, Mapping):
+                self._foreign.add(index)
                 self._add_text(block.get("text"))
         elif kind == "content_block_delta":
             delta = event.get("delta")
             if not isinstance(delta, Mapping):
                 return
-            if delta.get("type") == "input_json_delta":
+            if delta.get("type") == "input_json_delta" and index not in self._foreign:
                 self._add_arguments(self._slot("anthropic", index), delta.get("partial_json"))
             elif delta.get("type") == "text_delta":
                 self._add_text(delta.get("text"))
@@ -433,7 +419,7 @@ class StreamParser:
         if not pending.name.strip():
             raise Malformed("missing_name", f"{path} has no tool name", path=path)
         raw = pending.whole if isinstance(pending.whole, str) else "".join(pending.arguments)
-        arguments = decode_arguments(raw, path=f"{path}.arguments")
+        arguments = raw if pending.free_text else decode_arguments(raw, path=f"{path}.arguments")
         return ToolCall(name=pending.name.strip(), arguments=arguments, id=pending.call_id)
 
     def _report_events(self) -> list[ToolCall]:
