@@ -172,11 +172,6 @@ def test_a_queued_async_write_whose_caller_cancels_it_is_withdrawn_never_unknown
         assert set(categories) <= {"cancelled"}, categories
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the plan scheduler answers a write node whose call was cancelled unknown_commit "
-    "(plan/scheduler.py _aborted_read) without asking whether its send began",
-)
 def test_a_plan_traces_a_withdrawn_write_node_as_cancelled(tmp_path: Path) -> None:
     categories = _cancelled_while_queued(tmp_path, "arun_plan")
     assert set(categories) <= {"cancelled"}, categories

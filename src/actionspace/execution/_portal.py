@@ -8,8 +8,9 @@ that makes runtimes one after another keeps no thread or descriptor per runtime.
 A ``KeyboardInterrupt`` or ``SystemExit`` a tool raises (a library calling ``sys.exit()``) goes on
 up to the tool's caller, as if the tool ran in the caller's thread. asyncio ends the task with it
 and also lets it out of ``run_forever``, which would end this thread and close the loop every later
-call of the runtime needs: the thread runs the loop again (:func:`_run_until_stopped`), and the
-task hands the exception to the calling thread like any other.
+call of the runtime needs: the thread runs the loop again
+(:func:`~actionspace.execution.loop.run_until_stopped`), and the task hands the exception to the
+calling thread like any other.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any
 
-from actionspace.execution.loop import new_event_loop
+from actionspace.execution.loop import new_event_loop, run_until_stopped
 
 __all__ = ["CANCEL_WAIT_S", "Portal"]
 
@@ -105,18 +106,8 @@ def _serve(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
         loop.close()
 
 
-def _run_until_stopped(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
-    """``loop.run_forever()`` until :meth:`Portal._stop` stops it. A ``KeyboardInterrupt`` or
-    ``SystemExit`` that comes out of it was raised by a tool in a task (no signal reaches this
-    thread), which ended with it: its awaiter, and at the end the calling thread, gets it from the
-    task; the callbacks left queued run when the loop runs again."""
-    while True:
-        try:
-            loop.run_forever()
-            return  # it returns only when stopped
-        except (KeyboardInterrupt, SystemExit):
-            if stopping.is_set():
-                loop.stop()  # a stop that ran in the pass the exception ended was reset on the way out
+_run_until_stopped = run_until_stopped
+"""The portal thread's loop, run on through what a tool lets out of it (:func:`run_until_stopped`)."""
 
 
 def _wait_through(loop: asyncio.AbstractEventLoop, waited: Coroutine[Any, Any, Any]) -> None:

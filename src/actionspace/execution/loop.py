@@ -28,12 +28,21 @@ import asyncio
 import math
 import select
 import selectors
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["LOOPS", "OnceRoundedPolicy", "epoll_seconds", "new_event_loop", "rounds_once", "run_on_own_loop"]
+__all__ = [
+    "LOOPS",
+    "OnceRoundedPolicy",
+    "epoll_seconds",
+    "new_event_loop",
+    "rounds_once",
+    "run_on_own_loop",
+    "run_until_stopped",
+]
 
 T = TypeVar("T")
 
@@ -128,3 +137,20 @@ class OnceRoundedPolicy(asyncio.DefaultEventLoopPolicy):
 def rounds_once(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether ``loop`` is one :func:`new_event_loop` made on epoll."""
     return hasattr(select, "epoll") and isinstance(getattr(loop, "_selector", None), OnceRoundedSelector)
+
+
+def run_until_stopped(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> None:
+    """``loop.run_forever()`` on a thread of the runtime's own (the portal's, a service lane's)
+    until ``stopping`` is set and the loop stopped. A ``KeyboardInterrupt`` or ``SystemExit`` that
+    comes out of it was raised by a tool in a task (signals reach the main thread only): asyncio
+    ends the task with it and lets it out of ``run_forever``, which would end the thread and leave
+    every later call waiting on a loop nobody runs. The task's awaiter gets it from the task; the
+    callbacks left queued run when the loop runs again. Set ``stopping`` before asking the loop
+    to stop: a stop that ran in the pass the exception ended is reset on the way out."""
+    while True:
+        try:
+            loop.run_forever()
+            return  # it returns only when stopped
+        except (KeyboardInterrupt, SystemExit):
+            if stopping.is_set():
+                loop.stop()

@@ -423,7 +423,10 @@ class Scheduler(Driver):
 
         A node with side effects is never stopped by the plan's aborts; a cancel that reached its
         call anyway (raised by its own tool, or the plan's caller cancelling) leaves its outcome
-        unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled``."""
+        unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled``. Unless the
+        ledger says the send never began (the cancel withdrew it while it waited for a worker
+        thread: ``failed``, ``cancelled``, ``details["sent"]`` False): then the node says so too,
+        so that its observation and trace never claim a write that was not sent may have been."""
         node = self.plan.nodes[k]
         stopped = self.stopped_groups.pop(k, None)
         if stopped is not None:  # its transaction was rolled back, its entry settled as not committed
@@ -439,11 +442,19 @@ class Scheduler(Driver):
                 "established: query its status",
                 details={"phase": "running"},
             )
+            if not node.members:  # a group's entry is its own (``group:<id>``), settled above
+                # the withdrawal was written before the cancel reached this node's task; a ledger
+                # that cannot answer (closed meanwhile) leaves the outcome not established
+                with contextlib.suppress(Exception):
+                    entry = self.engine.ledger.get_node(self.run_state.run_id, k)
+                    said = None if entry is None or entry.state != "failed" else entry.error
+                    if said is not None and said.get("details", {}).get("sent") is False:
+                        error = ActionError.from_dict(said)
             obs = Observation.failure(
                 error, call_id=self._call_id(k), tool=spec.name, tool_version=spec.version
             )
             outcome = {"status": "error", "tool": spec.name, "version": spec.version}
-            outcome["category"] = "unknown_commit"
+            outcome["category"] = error.category
             self._record(obs.call_id, "observation", outcome)
             return obs
         obs = self._cancelled_obs(k, "running", reason)

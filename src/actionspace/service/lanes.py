@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from actionspace.execution.loop import new_event_loop
+from actionspace.execution.loop import new_event_loop, run_until_stopped
+from actionspace.service._stopped import watched_task
 
 __all__ = ["DEFAULT_LANES", "PROCESSES", "Lanes", "ProcessWork", "off_loop"]
 
@@ -123,6 +124,8 @@ class Lanes:
             raise ValueError("a runner needs at least one lane")
         self.count = count
         self._loops: dict[int, tuple[asyncio.AbstractEventLoop, threading.Thread]] = {}
+        self._stopping = threading.Event()
+        """Set before the lanes' loops are asked to stop (read by :func:`run_until_stopped`)."""
         self._assigned: dict[str, int] = {}
         self._turn = 0
         self._lock = threading.Lock()
@@ -140,8 +143,13 @@ class Lanes:
             found = self._loops.get(index)
             if found is None:
                 loop = new_event_loop()
+                loop.set_task_factory(watched_task)  # a tool's SystemExit ends its run typed
+                # a tool that lets SystemExit out of its task does not end the lane (loop.py)
                 thread = threading.Thread(
-                    target=loop.run_forever, name=f"actionspace-runs-{index}", daemon=True
+                    target=run_until_stopped,
+                    args=(loop, self._stopping),
+                    name=f"actionspace-runs-{index}",
+                    daemon=True,
                 )
                 thread.start()
                 found = self._loops[index] = (loop, thread)
@@ -155,6 +163,7 @@ class Lanes:
         """Stop every lane's loop and join its thread (waits at most ``timeout`` s per lane)."""
         with self._lock:
             lanes = list(self._loops.values())
+        self._stopping.set()
         for loop, _ in lanes:
             loop.call_soon_threadsafe(loop.stop)
         for loop, thread in lanes:

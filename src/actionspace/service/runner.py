@@ -36,6 +36,7 @@ from actionspace.parse import ParseResult
 from actionspace.plan.model import PlanResult
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
+from actionspace.service._stopped import acall_typed, begin_run, in_flight_nodes, taken
 from actionspace.service.continuation import (
     SUBMITTED_KIND,
     Submission,
@@ -200,14 +201,18 @@ class BackgroundRuns:
         self._forget(run_id)
 
     async def _guarded(self, run_id: str, coro: Coroutine[Any, Any, str]) -> str:
+        begin_run()  # a tool's SystemExit in a task of the run ends it typed (service/_stopped.py)
         try:
             status = await coro
         except _HandedOver:  # released while it waited, and taken over by another server
             status = "released"
-        except Exception:
+        except BaseException as exc:  # a tool's SystemExit too (service/_stopped.py): the server goes on
+            if (raised := exc if isinstance(exc, Exception) else taken(exc)) is None:
+                raise
             _log.exception("actionspace: background run %s failed", run_id)
             if run_id in self._drives:  # a resumed call's run belongs to the server that drives it
-                self._finish(run_id, status="error", reason="the service's runner failed")
+                why = f"the service's runner failed ({type(raised).__name__})"
+                self._finish(run_id, status="error", reason=why)
             status = "error"
         finally:
             self._forget(run_id)
@@ -269,7 +274,14 @@ class BackgroundRuns:
 
     # ------------------------------------------------------------------ the runs themselves
     async def _plan(self, plan: dict[str, Any], run_id: str, principal: Principal) -> str:
-        result = await self._rounds(plan, run_id, principal)
+        try:
+            result = await self._rounds(plan, run_id, principal)
+        except BaseException as stopped:  # a tool raised past its failures: its writes in flight unknown
+            if (raised := taken(stopped)) is None:
+                raise
+            failed = await in_flight_nodes(self.rt, run_id, plan)
+            self._finish(run_id, status="error", failed=failed, reason=f"{type(raised).__name__} raised")
+            return "error"
         failed = {k: e.category for k, e in result.failed.items()}
         self._finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
         return result.status
@@ -323,7 +335,7 @@ class BackgroundRuns:
             if sub < first:
                 continue
             node = f"c{index}" if len(calls) == 1 else f"c{index}.{sub}"
-            obs = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
+            obs = await acall_typed(self.rt, call, run_id=run_id, node_id=node, principal=principal)
             out.append(await self._until_decided(obs, call, run_id, node, principal))
         return out
 
@@ -334,7 +346,7 @@ class BackgroundRuns:
             request_id = held_request(obs)
             if request_id is None or call is None or not await self._decided(run_id, [request_id]):
                 return obs
-            obs = await self.rt.acall(call, run_id=run_id, node_id=node, principal=principal)
+            obs = await acall_typed(self.rt, call, run_id=run_id, node_id=node, principal=principal)
         return obs
 
     async def _resume(self, request: ApprovalRequest) -> str:
