@@ -1,11 +1,12 @@
 """``/api/approvals``: the queue of held calls, and the decisions on them.
 
-A decision names the token's principal as ``by``. Approving wakes the background run waiting on
-the request; an approval no run here waits on is resumed by the runner (see ``runner.py``). A
-token sees and decides only its tenant's requests (see :mod:`actionspace.service.scoping`);
-another tenant's answer 404. Under the four-eyes rule (``distinct_approver``, see
-:mod:`actionspace.approval.four_eyes`) the principal that proposed a call may not approve it: 403
-``permission_denied``, the request left pending; it may still deny it.
+``?run=`` lists one run's requests, found by the ids its trace names (so a flood of newer requests
+of other runs does not hide them). A decision names the token's principal as ``by``. Approving wakes
+the background run waiting on the request; an approval no run here waits on is resumed by the runner
+(see ``runner.py``). A token sees and decides only its tenant's requests (see
+:mod:`actionspace.service.scoping`); another tenant's answer 404. Under the four-eyes rule
+(``distinct_approver``, see :mod:`actionspace.approval.four_eyes`) the principal that proposed a
+call may not approve it: 403 ``permission_denied``, the request left pending; it may still deny it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 
+from actionspace._unicode import text_for_postgres
 from actionspace.approval.four_eyes import refused_approval
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.durable.approval import wake_decided
@@ -60,14 +62,21 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
         who: Annotated[Principal, Depends(require("approvals:read"))],
         status: Annotated[Status, Query(description="Which requests; `all` for every status.")] = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        run: Annotated[str | None, Query(description="Only the requests of this run.")] = None,
     ) -> list[dict[str, Any]]:
         tenants = RunTenants(rt.trace)
-        requests = visible_page(
-            lambda n: rt.approvals.list(None if status == "all" else status, limit=n),
-            lambda r: may_see(who, request_tenant(r, tenants)),
-            limit=limit,
-            scan=limit if sees_all(who) else limit * 4,
-        )
+        if run is not None:
+            requests = [
+                r for r in _requests_of_run(rt, run, status) if may_see(who, request_tenant(r, tenants))
+            ]
+            requests = requests[:limit]
+        else:
+            requests = visible_page(
+                lambda n: rt.approvals.list(None if status == "all" else status, limit=n),
+                lambda r: may_see(who, request_tenant(r, tenants)),
+                limit=limit,
+                scan=limit if sees_all(who) else limit * 4,
+            )
         hidden = hidden_requests(rt.trace, requests, who)
         return [approval_view(r, hidden=r.id in hidden) for r in requests]
 
@@ -136,3 +145,26 @@ def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, A
     """The request as ``who`` may see it: redacted when it (its own label, or its run) holds what
     ``who`` may not read."""
     return approval_view(request, hidden=bool(hidden_requests(rt.trace, [request], who)))
+
+
+_RUN_SCAN = 1000
+"""Newest requests also searched for a run's own, besides those its trace names."""
+
+
+def _requests_of_run(rt: Runtime, run_id: str, status: str) -> list[ApprovalRequest]:
+    """The requests of ``run_id`` with ``status`` (``all``: any), newest first.
+
+    Found by the ids its trace names (``approval_requested``), however many newer requests other
+    runs filed, and among the newest :data:`_RUN_SCAN` requests (one filed while its event was not
+    written). An id no store can hold names no run: nothing.
+    """
+    if not run_id or text_for_postgres(run_id) != run_id or "\x00" in run_id:
+        return []
+    named = [e.data.get("request_id") for e in rt.trace.events(run_id) if e.kind == "approval_requested"]
+    found = {r.id: r for r in rt.approvals.list(None, limit=_RUN_SCAN) if r.run_id == run_id}
+    for request_id in dict.fromkeys(i for i in named if isinstance(i, str) and i not in found):
+        request = rt.approvals.get(request_id)
+        if request is not None and request.run_id == run_id:
+            found[request.id] = request
+    kept = [r for r in found.values() if status == "all" or r.status == status]
+    return sorted(kept, key=lambda r: r.created_at, reverse=True)

@@ -86,24 +86,29 @@ def runs_router() -> APIRouter:
         )
         return [row for s in page if (row := rows[s.run_id]) is not None]
 
-    def visible_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
+    def run_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
+        """The run's events as recorded (unredacted), once ``who`` may see the run; else 404."""
         events = rt.trace.events(run_id)
         tenants = RunTenants(rt.trace)
         tenants.remember(run_id, events)
         if not events or not may_see(who, tenants(run_id)):
             raise ApiError(404, f"no run {run_id!r}")
-        return redact_events(events, who)
+        return events
 
     @router.get("/{run_id}", response_model=RunDetail, responses=_NOT_FOUND, summary="One run and its plan")
     def get_run(
         run_id: str, rt: Rt, runner: Runner, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> dict[str, Any]:
-        events = visible_events(rt, run_id, who)
+        events = run_events(rt, run_id, who)
+        # Counts and the plan's graph (node ids, tools, statuses, categories) are what a redacted
+        # event keeps, so they are read from the events as recorded: redaction replaces a plan's
+        # node list with a marker, and would count an atomic group's own record as a call.
         summary = summarize(run_id, events)
         if summary is None:
             raise ApiError(404, f"no run {run_id!r}")
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
-        detail = {**run_row(summary, events, runner.live, pending), "plan": plan_view(run_id, events)}
+        row = run_row(summary, redact_events(events, who), runner.live, pending)
+        detail = {**row, "plan": plan_view(run_id, events)}
         return value_for_utf8(detail)  # tool names as the model wrote them: a response is UTF-8 whole
 
     @router.get(
@@ -112,7 +117,7 @@ def runs_router() -> APIRouter:
     def get_events(
         run_id: str, rt: Rt, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> list[dict[str, Any]]:
-        return [event_view(e) for e in visible_events(rt, run_id, who)]
+        return [event_view(e) for e in redact_events(run_events(rt, run_id, who), who)]
 
     @router.post(
         "",

@@ -16,7 +16,7 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.policy.labels import Label, may_read
 from actionspace.policy.principal import Principal
 from actionspace.policy.redaction import REDACTED, mark_of
-from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
+from actionspace.trace.events import PagesRuns, RunSummary, TraceEvent, TraceStore
 from actionspace.trace.store_encoding import encode_data
 
 __all__ = ["approval_view", "hidden_requests", "plan_view", "run_row", "runs_page", "tool_view"]
@@ -62,9 +62,16 @@ def run_row(
 
 
 def runs_page(store: TraceStore, *, limit: int, before: float | None) -> list[RunSummary]:
-    """Up to ``limit`` runs, latest activity first; with ``before``, only runs last active before it."""
+    """Up to ``limit`` runs, latest activity first; with ``before``, only runs last active before it.
+
+    A store that pages its listing (:class:`~actionspace.trace.events.PagesRuns`) is asked for the
+    runs after the cursor, so a page is found however many runs are newer; another store's newest
+    :data:`_MAX_SCAN` runs are read and those before the cursor kept.
+    """
     if before is None:
         return store.runs(limit=limit)
+    if isinstance(store, PagesRuns):
+        return _page_after(store, limit=limit, before=before)
     fetch = limit * 2
     while True:
         got = store.runs(limit=fetch)
@@ -72,6 +79,19 @@ def runs_page(store: TraceStore, *, limit: int, before: float | None) -> list[Ru
         if len(page) >= limit or len(got) < fetch or fetch >= _MAX_SCAN:
             return page
         fetch = min(fetch * 4, _MAX_SCAN)
+
+
+def _page_after(store: PagesRuns, *, limit: int, before: float) -> list[RunSummary]:
+    """Up to ``limit`` runs last active before ``before``, from the store's cursor: the rows listed
+    after ``(before, "")`` are those last active before it, and those at it exactly (left out)."""
+    page: list[RunSummary] = []
+    after = (before, "")
+    while True:
+        got = store.runs_after(after, limit=limit)
+        page.extend(s for s in got if s.last_at < before)
+        if len(page) >= limit or len(got) < limit:
+            return page[:limit]
+        after = (got[-1].last_at, got[-1].run_id)
 
 
 def plan_view(run_id: str, events: Sequence[TraceEvent]) -> dict[str, Any] | None:
@@ -94,12 +114,23 @@ def plan_view(run_id: str, events: Sequence[TraceEvent]) -> dict[str, Any] | Non
         elif event.kind == "plan_node_reused":
             status[node] = ("ok", None)
     nodes = []
-    for raw in started.data.get("nodes", ()):
+    for raw in _listed(started.data.get("nodes")):  # a trace imported from elsewhere may hold anything
+        if not isinstance(raw, Mapping):
+            continue
         node_id = str(raw.get("id"))
         state, category = status.get(node_id, ("pending", None))
         nodes.append({"id": node_id, "tool": str(raw.get("tool", "")), "status": state, "category": category})
-    edges = [[str(a), str(b)] for a, b in started.data.get("edges", ())]
+    edges = [[str(e[0]), str(e[1])] for e in _listed(started.data.get("edges")) if _pair(e)]
     return {"nodes": nodes, "edges": edges}
+
+
+def _listed(value: Any) -> list[Any]:
+    """``value`` when it is a list (as a plan's nodes and edges are recorded), else nothing."""
+    return value if isinstance(value, list) else []
+
+
+def _pair(value: Any) -> bool:
+    return isinstance(value, list | tuple) and len(value) == 2
 
 
 def _node_of(event: TraceEvent, prefix: str) -> str | None:

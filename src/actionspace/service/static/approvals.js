@@ -15,7 +15,8 @@ export async function approvalsPage(view, serial) {
   const status = APPROVAL_FILTERS.includes(params.get("status")) ? params.get("status") : "pending";
   const runFilter = params.get("run");
   const text = (params.get("q") || "").toLowerCase();
-  const query = status === "all" ? "?status=all" : "?status=" + status;
+  // one run's requests are asked for by run, so newer requests of other runs never crowd them out
+  const query = "?status=" + status + (runFilter ? "&limit=1000&run=" + encodeURIComponent(runFilter) : "");
   const requests = (await api("/approvals" + query, { exactNumbers: true })).filter(function (r) {
     if (runFilter && r.run_id !== runFilter) return false;
     return !text || JSON.stringify([r.tool, r.run_id, r.reason, r.arguments]).toLowerCase().includes(text);

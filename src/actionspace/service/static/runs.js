@@ -130,7 +130,7 @@ export async function runPage(view, serial, runId) {
 /** The run's approval requests, or null when this token may not read approvals. */
 async function runApprovals(runId) {
   try {
-    return (await api("/approvals?status=all&limit=500")).filter(function (r) { return r.run_id === runId; });
+    return await api("/approvals?status=all&limit=1000&run=" + encodeURIComponent(runId));
   } catch (_) {
     return null;
   }
