@@ -39,6 +39,8 @@ __all__ = ["DEFAULT_PRINCIPAL", "DEFAULT_RETENTION_S", "TOOL_ATTRIBUTE", "Runtim
 
 DEFAULT_PRINCIPAL = Principal(id="local", scopes=("*",))
 """Used when neither the call nor the Runtime names a principal: may call every tool."""
+_NO_OCCURRENCE = 0
+"""``acall``'s default ``occurrence``, compared by identity: any other zero takes the general path."""
 
 
 class Runtime:
@@ -276,9 +278,10 @@ class Runtime:
         worker thread."""
         self._closed and _closing.refuse_closed()
         run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
-        if not (provenance or sources or dry_run or fresh or occurrence or type(occurrence) is not int):
-            got = self.engine.quick(raw, run_id, node_id, principal)  # no coroutine while nothing waits
-            quick = got if got is None or isinstance(got, Observation) else await got
+        if occurrence is _NO_OCCURRENCE and not (provenance or sources or dry_run or fresh):
+            quick = self.engine.quick(raw, run_id, node_id, principal)  # no coroutine while nothing waits
+            if type(quick) is not Observation and quick is not None and not isinstance(quick, Observation):
+                quick = await quick
             if quick is not None:
                 return _closing.ended_by_close([quick], self, run_id)[0] if self._closed else quick
         out = await self.engine.acalls(

@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,8 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime
-from actionspace.policy.flow import FlowState
+from actionspace.policy.flow import MAX_REMEMBERED
+from actionspace.policy.labels import Label
 from actionspace.trace.memory import MemoryTraceStore
+from actionspace.types import SHOWN_UNDER
 from tests.pipeline.test_fast import POLICIES, PRINCIPALS, ToolShape, _runtime, _view, tool_shapes
 
 RUN = "run-direct"
@@ -54,8 +57,6 @@ def entries(draw: st.DrawFn) -> tuple[str, str]:
 
 
 def _play(rt: Runtime, calls: list[tuple[str, str]], user_labels: list[str]) -> dict[str, Any]:
-    from actionspace.policy.labels import Label
-
     run_id = rt.new_run(RUN)
     state = rt.engine.run(run_id)
     for conf in user_labels:
@@ -88,17 +89,48 @@ def test_the_one_frame_path_the_path_it_replaces_and_the_stages_end_calls_alike(
         assert _play(direct, calls, user_labels) == want
 
 
+class _Kept(list[tuple[Any, ...]]):
+    """A run's list of kept calls in the memory store that notes what the one-frame path appends
+    to it: through ``append_kept`` or, once it holds the list, by itself (``call_log``)."""
+
+    taken: list[tuple[Any, ...]]
+    quiet = False
+
+    def append(self, record: tuple[Any, ...]) -> None:
+        if not self.quiet:
+            self.taken.append(record)
+        super().append(record)
+
+
 @pytest.fixture
 def kept(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """Every record the memory store took from the one-frame path, in order."""
+    """Every record the memory store took from the one-frame path, in order (not those
+    ``append_call`` took from the other paths)."""
     taken: list[tuple[Any, ...]] = []
-    original = MemoryTraceStore.append_kept
+    append_kept, append_call = MemoryTraceStore.append_kept, MemoryTraceStore.append_call
+
+    def noted(store: MemoryTraceStore, run_id: str) -> _Kept:
+        calls = store._calls.get(run_id)
+        if type(calls) is not _Kept:
+            calls = store._calls[run_id] = _Kept(calls or ())
+            calls.taken = taken
+            store._runs.setdefault(run_id, [])
+        return calls
 
     def spy(self: MemoryTraceStore, run_id: str, record: tuple[Any, ...]) -> None:
-        taken.append(record)
-        original(self, run_id, record)
+        noted(self, run_id)
+        append_kept(self, run_id, record)
+
+    def other(self: MemoryTraceStore, run_id: str, call: Any, records: Any) -> None:
+        calls = noted(self, run_id)
+        calls.quiet = True
+        try:
+            append_call(self, run_id, call, records)
+        finally:
+            calls.quiet = False
 
     monkeypatch.setattr(MemoryTraceStore, "append_kept", spy)
+    monkeypatch.setattr(MemoryTraceStore, "append_call", other)
     return taken
 
 
@@ -203,17 +235,26 @@ def test_a_bug_of_ours_after_the_numbers_is_an_internal_observation(monkeypatch:
     async def t0(a: int) -> int:
         return a
 
-    broken: list[FlowState] = []  # the runs whose flow state fails from their third call on
-    original = FlowState.observed_as
+    class Breaking(OrderedDict[str, Any]):
+        """The calls the model was shown, failing once to take one more (the flow state's record,
+        after the call's events were numbered, on either path)."""
 
-    def observed_as(self: FlowState, *args: Any, **kwargs: Any) -> None:
-        if any(flow is self for flow in broken):
-            raise RuntimeError("flow state broke")
-        original(self, *args, **kwargs)
+        armed = False
 
-    monkeypatch.setattr(FlowState, "observed_as", observed_as)
+        def __setitem__(self, key: str, value: Any) -> None:
+            if self.armed:
+                self.armed = False
+                raise RuntimeError("flow state broke")
+            super().__setitem__(key, value)
+
+    def breaks(rt: Runtime) -> None:  # from the third call on
+        flow = rt.engine.run(RUN).flow
+        seen = Breaking(flow.seen)
+        seen.armed = True
+        flow.seen = seen
+
     direct, general = _pair(t0)
-    view = _same(direct, general, _calls(3), lambda rt: broken.append(rt.engine.run(RUN).flow))
+    view = _same(direct, general, _calls(3), breaks)
     last = view["observations"][-1]
     assert last["status"] == "error" and last["error"]["category"] == "internal"
 
@@ -268,3 +309,66 @@ def test_nested_arguments_are_read_once_and_a_key_given_twice_is_refused(kept: l
     assert len(kept) == 2  # the first two calls resolve the name and build the entry
     last = view["observations"][-1]
     assert last["status"] == "error" and last["error"]["category"] == "parse_error"
+
+
+def _flow_and_numbers(rt: Runtime, run_id: str) -> dict[str, Any]:
+    """What the flow state's record and the store's append leave besides the events (_view
+    compares those): the tools of the calls shown, the versions, the next event number, the mark
+    and the snapshot of the run."""
+    run = rt.engine.run(run_id)
+    flow = run.flow
+    return {
+        "seen": [(k, lab, data) for k, (lab, data) in flow.seen.items()],
+        "tools": sorted(flow.tools.items()),
+        "versions": (flow.version, flow.label_version),
+        "context": flow.context,
+        "next": rt.trace.next_seq(run_id),
+        "events": len(rt.trace.events(run_id)),
+        "mark": (run.mark() == run.saved, run.mark()),
+        "snapshot": {k: v for k, v in run.snapshot().items() if k != "principal"},
+    }
+
+
+@pytest.mark.parametrize("tool_label", ["public", "internal"])
+@pytest.mark.parametrize("run_label", [None, "internal", "secret"])
+def test_a_long_run_leaves_the_flow_state_numbers_and_snapshot_of_the_path_it_replaces(
+    tool_label: str, run_label: str | None, kept: list[Any]
+) -> None:
+    """More calls than the flow state remembers, call ids given again (recent and forgotten ones),
+    a tool whose label keeps call ids up to their cap, run labels that do and do not restrict."""
+
+    async def t0(a: int) -> int:
+        return a
+
+    ids = [f"call_{i}" for i in range(1030)] + ["call_1029", "call_3", "call_1020", "call_1029"]
+    calls = [_entry("t0", {"a": i}, cid) for i, cid in enumerate(ids)]
+    views, shown = [], []
+    for general in (False, True):
+        rt = Runtime("memory://")
+        rt.add_tool(
+            name="t0",
+            input_schema={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            fn=t0,
+            effect="none",
+            labels={"confidentiality": tool_label, "integrity": "trusted"},
+        )
+        if general:
+            _general(rt)
+        with rt:
+            run_id = rt.new_run(RUN)
+            if run_label is not None:
+                rt.user_input(run_id, "hello", label=Label(confidentiality=run_label))  # type: ignore[arg-type]
+
+            async def play(rt: Runtime = rt, run_id: str = run_id) -> list[Any]:
+                return [await rt.acall(raw, run_id=run_id) for raw in calls]
+
+            out = asyncio.run(play())
+            views.append(_flow_and_numbers(rt, run_id))
+            shown.append([o.__dict__.get(SHOWN_UNDER) for o in out])
+    assert views[0] == views[1]
+    assert shown[0] == shown[1]
+    assert len(views[0]["seen"]) == MAX_REMEMBERED
+    assert [k for k, _, _ in views[0]["seen"]][-3:] == ["call_3", "call_1020", "call_1029"]
+    assert (shown[0][-1] is not None) == (run_label == "secret")  # shown under a restricting label
+    if run_label is None and tool_label == "public":
+        assert len(kept) == len(calls) - 2  # all but the first two went through the one frame

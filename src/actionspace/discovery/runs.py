@@ -189,7 +189,8 @@ class RunState:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints.
 
         ``(flow.version, label_mark())``, built here without :meth:`label_mark`'s own call (this
-        runs at every call's flush)."""
+        runs at every call's flush; pipeline/_direct.py builds it inline too: change all three
+        together)."""
         flow = self.flow
         return (
             flow.version,

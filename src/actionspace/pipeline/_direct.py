@@ -12,7 +12,10 @@ is begun by ``begin``, its entry read once. Once an async tool's events are numb
 the common case (a tool that waits or fails, a result not shaped inline, another thread's events
 in between, a bug of ours, a cancellation, a record the store cannot take now) goes on through
 ``ended`` and ``tail`` with the recorder ``begin`` would hold at that point. The record is handed
-to the memory store as it keeps it (its shape as the store's number, cached in the entry).
+to the memory store as it keeps it (its shape as the store's number, cached in the entry). For
+an ``int`` result the flow state's record (``FlowState.observed_as``), the run's ``mark()`` and
+the store's append (``append_kept``, through its ``call_log``) are written out here too: each was a
+call of its own on every call.
 ``tests/pipeline/test_direct.py`` holds this function, the path it stands in for and the stages
 equal over generated tools and calls, and covers each hand-over.
 """
@@ -20,6 +23,7 @@ equal over generated tools and calls, and covers each hand-over.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from hashlib import sha256
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic_core import from_json
 
+from actionspace import _crash
 from actionspace._crash import point
 from actionspace._json_values import finite_numbers
 from actionspace.discovery.runs import RunState
@@ -44,11 +49,13 @@ from actionspace.pipeline._run import (
     ended,
     tail,
 )
+from actionspace.policy.flow import MAX_REMEMBERED
+from actionspace.policy.labels import PUBLIC_TRUSTED
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import CallShape, CompactCall, expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS
-from actionspace.types import Observation, Provenance
+from actionspace.types import SHOWN_UNDER, Observation, Provenance
 
 if TYPE_CHECKING:
     from actionspace.pipeline.messages import Messages
@@ -66,6 +73,8 @@ class KeepsCalls(Protocol):
     def shape_index(self, shape: CallShape) -> int: ...
 
     def append_kept(self, run_id: str, kept: tuple[Any, ...]) -> None: ...
+
+    def call_log(self, run_id: str) -> tuple[list[tuple[Any, ...]], threading.Lock, dict[str, int]]: ...
 
 
 Quick = Callable[
@@ -257,37 +266,103 @@ def direct_caller(messages: Messages) -> Quick:
                         if len(_INT_DIGESTS) >= _INT_MEMO:
                             _INT_DIGESTS.clear()
                         digest = _INT_DIGESTS[result] = sha256(int.__repr__(result).encode()).hexdigest()
+                    # Every field is already checked, as observe() does; stored one by one (no
+                    # keyword dict for ``update``), in the order observe() sets them.
                     provenance = _new(Provenance)
-                    provenance.__dict__.update(
-                        fetched_at=now, resource_version=None, trust=label.integrity, labels=tags
-                    )
-                    obs = _new(Observation)  # every field is already checked, as observe() does
-                    obs.__dict__.update(
-                        call_id=cid,
-                        tool=spec.name,
-                        tool_version=spec.version,
-                        data=result,
-                        content_hash=digest,
-                        provenance=provenance,
-                    )
+                    fields = provenance.__dict__
+                    fields["fetched_at"] = now
+                    fields["resource_version"] = None
+                    fields["trust"] = label.integrity
+                    fields["labels"] = tags
+                    obs = _new(Observation)
+                    fields = obs.__dict__
+                    fields["call_id"] = cid
+                    fields["tool"] = tool = spec.name
+                    fields["tool_version"] = spec.version
+                    fields["data"] = result
+                    fields["content_hash"] = digest
+                    fields["provenance"] = provenance
                     obs_seq = next(seq)
-                    flow.observed_as(obs, label, within)
-                    context = flow.context
+                    # flow.observed_as(obs, label, within), written out for an observation with no
+                    # items and no artifact: while ``within`` is the run label and ``label`` is
+                    # public or its call ids are at their cap, the record is the call id's alone.
+                    with flow._lock:
+                        seen = flow.seen
+                        flow.pending.pop(cid, None)
+                        context = flow.context
+                        if within is not context or (
+                            label is not PUBLIC_TRUSTED and label is not flow._full and flow._room(label)
+                        ):
+                            flow._add(cid, label)
+                            context = flow.context
+                        again = cid in seen
+                        seen[cid] = (label, result)
+                        if again:
+                            seen.move_to_end(cid)
+                        flow.tools[cid] = tool
+                        shown = context.readers is None and context.confidentiality != "secret"
+                        if not shown:
+                            obs.__dict__[SHOWN_UNDER] = context.tags()
+                        if len(seen) > MAX_REMEMBERED:
+                            flow._trim()
                     if (
-                        not flow.pending
-                        and context.readers is None
-                        and context.confidentiality != "secret"
-                        and run.mark() == run.saved
+                        shown
+                        and not flow.pending
+                        and (
+                            flow.version,
+                            (
+                                flow.label_version,
+                                run.turn,
+                                run.pins_version,
+                                run.explicit_offer,
+                                run.disclosure,
+                                len(run.described),
+                                id(run.principal),
+                                run.errors_mark,
+                            ),
+                        )
+                        == run.saved  # RunState.mark(), built here
                     ):  # handed to the store as RunRegistry.flush would: nothing else is left to flush
-                        point("during_observation_write")
+                        if _crash._target is not None:
+                            point("during_observation_write")
                         try:
                             kept = entry.kept
-                            if kept is None or kept[0] is not store:
-                                kept = entry.kept = (store, store.shape_index(entry.shape))
-                            store.append_kept(
-                                run.run_id,
-                                (first, ts, cid, kept[1], raw, name, call_id, node, obs_seq, now, digest),
-                            )
+                            if kept is not None and kept[0] is store:  # MemoryTraceStore.append_kept
+                                record = (
+                                    first,
+                                    ts,
+                                    cid,
+                                    kept[1],
+                                    raw,
+                                    name,
+                                    call_id,
+                                    node,
+                                    obs_seq,
+                                    now,
+                                    digest,
+                                )
+                                with kept[3]:
+                                    kept[2].append(record)
+                                    nexts = kept[4]
+                                    if obs_seq >= nexts.get(run.run_id, 0):
+                                        nexts[run.run_id] = obs_seq + 1
+                            else:
+                                index = store.shape_index(entry.shape)
+                                record = (
+                                    first,
+                                    ts,
+                                    cid,
+                                    index,
+                                    raw,
+                                    name,
+                                    call_id,
+                                    node,
+                                    obs_seq,
+                                    now,
+                                    digest,
+                                )
+                                store.append_kept(run.run_id, record)
+                                entry.kept = (store, index, *store.call_log(run.run_id))
                         except Exception:
                             _log.exception(
                                 "actionspace: the trace store rejected %d events of run %s", 0, run.run_id
@@ -337,7 +412,7 @@ def direct_caller(messages: Messages) -> Quick:
 
 def keeps(store: object) -> KeepsCalls | None:
     """``store`` when it takes a call's record as it keeps it (the memory trace store), else None."""
-    if hasattr(store, "append_call") and hasattr(store, "append_kept") and hasattr(store, "shape_index"):
+    if all(hasattr(store, a) for a in ("append_call", "append_kept", "shape_index", "call_log")):
         return cast(KeepsCalls, store)
     return None
 

@@ -128,8 +128,9 @@ class Entry:
     ints: bool = False
     """An ``int`` result of a call is put in its envelope without the generic shaping
     (:func:`shapes_ints`)."""
-    kept: tuple[object, int] | None = None
-    """(the memory trace store, the number it keeps :attr:`shape` as), read once per store
+    kept: tuple[Any, ...] | None = None
+    """(the memory trace store, the number it keeps :attr:`shape` as, then its ``call_log`` of
+    the run: the run's kept calls, its lock, the runs' next numbers), read once per store
     (pipeline/_direct.py)."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:

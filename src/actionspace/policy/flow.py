@@ -272,12 +272,12 @@ class FlowState:
         return label
 
     def observed_as(self, obs: Observation, label: Label, within: Label | None = None) -> None:
-        """:meth:`observed` of an observation shaped with output label ``label`` (the precompiled
-        path): a result carries ``label`` in its provenance and an error made from a failed
-        outcome reads the pending ``label``, so the label is not read back from the tags. One with
-        items or an artifact goes through :meth:`observed` itself (it remembers the artifact).
-        ``within``: a run label that ``label`` adds nothing to; while it is still the run label
-        and the call ids kept for ``label`` are at their cap, joining ``label`` changes nothing."""
+        """:meth:`observed` of an observation shaped with output label ``label`` (the precompiled path;
+        pipeline/_direct.py writes it out: change both): a result carries ``label`` in its provenance and
+        an error made from a failed outcome reads the pending ``label``, so the label is not read back from
+        the tags. One with items or an artifact goes through :meth:`observed` (it remembers the artifact).
+        ``within``: a run label that ``label`` adds nothing to; while it is still the run label and the
+        call ids kept for ``label`` are at their cap, joining ``label`` changes nothing."""
         if obs.artifact_ref is not None or obs.items:
             self.observed(obs)
             return

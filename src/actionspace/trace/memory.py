@@ -133,7 +133,8 @@ class MemoryTraceStore:
     def append_kept(self, run_id: str, kept: tuple[Any, ...]) -> None:
         """:meth:`append_call` of a call's record alone, as it is kept: its shape given as its
         :meth:`shape_index` and its observation folded in (the precompiled path's commonest call,
-        pipeline/_direct.py, which caches the index: no second tuple is built per call)."""
+        pipeline/_direct.py, which caches the index: no second tuple is built per call). That path
+        appends through :meth:`call_log` once it holds the run's list: change both together."""
         top = kept[8] + 1
         with self._lock:
             calls = self._calls.get(run_id)
@@ -143,6 +144,19 @@ class MemoryTraceStore:
             calls.append(kept)
             if top > self._next.get(run_id, 0):
                 self._next[run_id] = top
+
+    def call_log(self, run_id: str) -> tuple[list[tuple[Any, ...]], threading.Lock, dict[str, int]]:
+        """Where :meth:`append_kept` puts a run's records: (its list of kept calls, the store's
+        lock, the next number of each run). Holding the lock, a caller may append a kept record
+        and raise the run's next number past its observation's as :meth:`append_kept` does, without
+        a call of its own (pipeline/_direct.py, once per run and tool). The list is the run's for
+        the store's life: it is made here when the run has none yet, and never replaced."""
+        with self._lock:
+            calls = self._calls.get(run_id)
+            if calls is None:
+                calls = self._calls[run_id] = []
+                self._runs.setdefault(run_id, [])
+            return calls, self._lock, self._next
 
     def append_nodes(self, run_id: str, nodes: Sequence[CompactNode], records: Sequence[EventRecord]) -> None:
         """Append compact plan-node records and other ``records`` of the run, together."""
