@@ -19,12 +19,16 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from actionspace._crash import point
 from actionspace.catalog.spec import ToolSpec
-from actionspace.errors import Abandoned, ActionError, said, said_safely
-from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerState, LedgerStore, resendable
+from actionspace.errors import Abandoned, ActionError, said
+from actionspace.ledger._intent import intent, new_entry
+from actionspace.ledger._shown import noted as _noted
+from actionspace.ledger._shown import observed as _observed
+from actionspace.ledger._shown import replay as _replay
+from actionspace.ledger.entries import Begun, LedgerEntry, LedgerState, LedgerStore, resendable
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.late import LeftRunning, settle_when_it_ends, still_running
 from actionspace.ledger.status import (
@@ -47,7 +51,13 @@ __all__ = [
     "Settle",
     "Sleep",
     "args_digest",
+    "first_send",
+    "intent",
+    "new_entry",
+    "proceed",
     "protocol",
+    "settled_at_once",
+    "settling",
     "still_running",
 ]
 
@@ -196,25 +206,6 @@ def _was_abandoned(store: LedgerStore, key: str) -> bool:
         return True
 
 
-def _replay(entry: LedgerEntry, fail: Fail) -> Observation:
-    """What a repeated call of a settled action gets: the original outcome, never a second send."""
-    if entry.state == "committed" and entry.observation is not None:
-        obs = Observation.from_dict(entry.observation)
-        return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, "replayed": True}})
-    if entry.error is not None:
-        return fail(ActionError.from_dict(entry.error))
-    return fail(ActionError.of("internal", f"ledger entry {entry.key} is {entry.state} without its outcome"))
-
-
-def _noted(obs: Observation, **notes: Any) -> Observation:
-    """The observation with how its outcome was established added to ``diagnostics``."""
-    return Observation(**{**_fields(obs), "diagnostics": {**obs.diagnostics, **notes}})
-
-
-def _fields(obs: Observation) -> dict[str, Any]:
-    return {name: getattr(obs, name) for name in obs.__dataclass_fields__}
-
-
 def protocol(
     *,
     spec: ToolSpec,
@@ -241,16 +232,26 @@ def protocol(
     admit = None if admit_send is None else [admit_send]  # popped when called: admitted once
     if admit and (refused := _refused_afresh(store, entry.key, admit)) is not None:
         return fail(refused)
-    try:
-        if still_pending is not None:
-            begun = cast(BeginsUnlessPending, store).begin_unless_pending(sent)
-            if begun.pending is not None:
-                return still_pending(begun.pending)
-        else:
-            begun = store.begin(sent)
-    except Exception as exc:  # the store did not take the intent (locked, full, gone): nothing is sent
-        return fail(ActionError.unsent("the ledger could not record the intent", exc))
-    point("after_intent")
+    begun = intent(store, sent, still_pending, fail)
+    if isinstance(begun, Observation):
+        return begun
+    return (
+        yield from proceed(spec, store, begun, entry, observe=observe, fail=fail, record=record, admit=admit)
+    )
+
+
+def proceed(
+    spec: ToolSpec,
+    store: LedgerStore,
+    begun: Begun,
+    entry: LedgerEntry,
+    *,
+    observe: Observe,
+    fail: Fail,
+    record: Record,
+    admit: list[AdmitSend] | None = None,
+) -> Protocol:
+    """:func:`protocol` once its intent was written (:func:`intent` gave ``begun``): the rest of it."""
     led = _Ledger(store, begun.entry, record)
     if begun.created:
         record("ledger", {"key": entry.key, "from": None, "to": "accepted"})
@@ -446,19 +447,6 @@ def _when_it_ends(led: _Ledger, running: Future[Outcome], observe: Observe, send
     )
 
 
-def _observed(observe: Observe, outcome: Succeeded) -> Observation:
-    """``observe(outcome)`` of a send that committed. When the result cannot be shaped (the
-    artifact store failed while keeping a large one, a trim rule or the result's own iterator
-    raised), the observation is a note saying so: the effect happened, so the entry commits and a
-    new proposal of the action replays the note instead of finding it ``dispatched``."""
-    try:
-        return observe(outcome)
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
-        note = f"the tool succeeded and its effect is committed; its result cannot be shown ({why})"
-        return observe(Succeeded(note, outcome.attempts))
-
-
 def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Observation:
     remote = remote_id or obs.diagnostics.get("remote_id")
     moved = led.move(
@@ -475,21 +463,28 @@ def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Obs
     return obs
 
 
-def new_entry(
-    *,
-    key: str,
-    run_id: str,
-    node_id: str,
-    spec: ToolSpec,
-    arguments: Mapping[str, Any],
-    digest: str | None = None,
-) -> LedgerEntry:
-    """An ``accepted`` entry; ``digest`` is ``args_digest(arguments)`` when the caller has it."""
-    return LedgerEntry(
-        key=key,
-        run_id=run_id,
-        node_id=node_id,
-        tool=spec.key,
-        args_digest=args_digest(arguments) if digest is None else digest,
-        arguments=dict(arguments),
-    )
+def first_send(store: LedgerStore, begun: Begun, record: Record) -> _Ledger:
+    """The moves of an action whose intent :func:`intent` just created (``begun.created``), its
+    ``accepted`` and ``dispatched`` recorded as :func:`proceed` records them (no ``admit_send``)."""
+    key = begun.entry.key
+    record("ledger", {"key": key, "from": None, "to": "accepted"})
+    record("ledger", {"key": key, "from": "accepted", "to": "dispatched", "attempts": 1})
+    point("after_dispatch_durable")
+    return _Ledger(store, begun.entry, record)
+
+
+def settled_at_once(led: _Ledger, outcome: Outcome, observe: Observe) -> Observation | None:
+    """The observation of :func:`first_send`'s send when it succeeded, committed as the protocol
+    commits it; None for any other outcome (:func:`settling` takes it)."""
+    if not isinstance(outcome, Succeeded):
+        return None
+    point("after_response")
+    return _commit(led, _observed(observe, outcome))
+
+
+def settling(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Protocol:
+    """The protocol of :func:`first_send`'s action at its first send (nothing is written before
+    it): the send's outcome is the next value sent to it, or ``Abandoned`` thrown into it."""
+    steps = _settle(spec, led, observe, fail)
+    next(steps)
+    return steps

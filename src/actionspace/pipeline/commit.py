@@ -3,7 +3,9 @@
 Single calls, batch units, streams and plans' atomic groups all drive their protocol generator
 (:func:`actionspace.ledger.commit.protocol`) through :class:`LedgerDriver`: it sleeps when told,
 dispatches when told, and runs every ledger step — the store I/O — inline on the sync path or in
-memory, and on a worker thread on the async path over a database store.
+memory, and on a worker thread on the async path over a database store. A new call whose steps run
+inline takes the protocol's common course — intent, send, commit — in :meth:`LedgerDriver.drive_call`
+itself, with the protocol's own functions; any other course goes on through the protocol.
 """
 
 from __future__ import annotations
@@ -12,18 +14,17 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
-import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from actionspace.errors import Abandoned, ActionError, said_safely
+from actionspace._crash import point
+from actionspace.errors import Abandoned, ActionError
 from actionspace.execution._sends import SENDING, SendGate
 from actionspace.execution.executor import NOT_BEGUN, Executor, running_attempt
-from actionspace.execution.guarded import Admission
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import (
     AwaitAttempt,
@@ -32,13 +33,19 @@ from actionspace.ledger.commit import (
     Settle,
     Sleep,
     args_digest,
+    first_send,
+    intent,
     new_entry,
+    proceed,
     protocol,
+    settled_at_once,
+    settling,
 )
 from actionspace.ledger.commit import Dispatch as Send
 from actionspace.ledger.entries import BeginsUnlessPending, LedgerEntry, LedgerStore
 from actionspace.ledger.recover import running_here
 from actionspace.outcomes import Failed, Outcome
+from actionspace.pipeline._commit_parts import CallRecord, Exempt, late, lost
 from actionspace.pipeline.observe import fail, observation_event
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
@@ -47,10 +54,12 @@ __all__ = ["Dispatch", "LedgerDriver"]
 
 T = TypeVar("T")
 
-_log = logging.getLogger("actionspace")
-
 Dispatch = Callable[[], AsyncIterator[Observation | Outcome]]
 """Sends the tool once: yields provisional observations (streams), then the Outcome last."""
+
+
+_Taken = tuple[SendGate, "Outcome | None", Callable[[], None], bool]
+"""What :meth:`LedgerDriver._drive` takes over from the direct frame (see there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,12 @@ class LedgerDriver:
         self.ledger = ledger
         self._offload = offload
         self._checks_pending = isinstance(ledger, BeginsUnlessPending)
+        self.direct = True
+        """A new action whose steps run inline (the sync path, or a store in memory) goes from its
+        intent to its commit in :meth:`drive_call`'s own frame, without the protocol's generator
+        and its driver (their stepping was some 8 µs of a call's interpreter work); anything else
+        (a replay, a failure, a cut) goes on through the protocol from where it stands. False:
+        every call is driven through the protocol from its start (the tests compare both)."""
         self.settle: Callable[[str], object] | None = None
         """Settles one entry whose holder is gone, as recovery does (the runtime's ledger
         administration); None: such an entry is waited on until the protocol answers ``transient``."""
@@ -119,23 +134,90 @@ class LedgerDriver:
             if pending is not None:
                 yield self._still_pending(ready, rec, pending)
                 return
-        entry = new_entry(
-            key=ready.key,
-            run_id=rec.run_id,
-            node_id=ready.node_id,
-            spec=spec,
-            arguments=ready.arguments,
-            digest=digest,
-        )
 
         def failed(error: ActionError) -> Observation:
             return fail(rec, error, ready.call_id, spec.name, spec.version)
 
-        exempt = None if ready.exempt is None else _Exempt(ready.exempt)
-        record = rec.add if self.flush is None else _Record(rec, self.flush)
+        exempt = None if ready.exempt is None else Exempt(ready.exempt)
+        record = rec.add if self.flush is None else CallRecord(rec, self.flush)
+        queued = bool(spec.blocking) and not spec.is_async and not spec.streams  # a worker begins it
+        if self.direct and exempt is None and not spec.streams and (blocking or not self._offload):
+            # The direct frame: a new action, its steps inline, goes from its intent to its commit
+            # here, as the protocol would; anything else goes on through the protocol from there.
+            gate = SendGate(self._closed)
+            held = running_here(ready.key)  # recovery in this process leaves the key alone
+            try:
+                point("before_intent")
+                sent_entry = self._entry(ready, rec.run_id, digest, dispatched=True)
+                begun = intent(self.ledger, sent_entry, still_pending, failed)
+                rest: AsyncGenerator[Observation, None] | None = None
+                if isinstance(begun, Observation):
+                    final: Observation | None = begun
+                elif not begun.created:
+                    steps = proceed(
+                        spec,
+                        self.ledger,
+                        begun,
+                        sent_entry,
+                        observe=observe_outcome,
+                        fail=failed,
+                        record=record,
+                    )
+                    final = None
+                    rest = self._drive(
+                        steps, dispatch, blocking, ready.key, queued, (gate, None, held, False)
+                    )
+                else:
+                    led = first_send(self.ledger, begun, record)
+                    self.sending[id(gate)] = ready.key  # noted before the gate reads ``closed``
+                    self.gates[id(gate)] = gate
+                    sent = gate.opens(deferred=queued)
+                    outcome: Outcome | None = None if sent else Failed(_not_begun(), 0)
+                    cut_steps: Protocol | None = None
+                    if sent:
+                        token = SENDING.set(gate)
+                        try:
+                            async for item in dispatch():
+                                if isinstance(item, Observation):
+                                    yield _shown(item, ready, rec, record)
+                                else:
+                                    outcome = item
+                        except Exception as exc:  # ours broke around the send: it may have landed
+                            outcome = Failed(lost(exc), 1)
+                        except (asyncio.CancelledError, GeneratorExit) as cut:
+                            cut_steps = settling(spec, led, observe_outcome, failed)
+                            if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
+                                _abandon(cut_steps, running_attempt(cut))  # left unknown, as _drive does
+                                raise
+                            if not self._closed():  # the caller's own cancel, before a worker began it
+                                await self._withdrawn(blocking, cut_steps)
+                                raise
+                            outcome = Failed(_not_begun(), 0)  # the close's cut, before a worker began it
+                        finally:
+                            _reset(token)
+                    assert outcome is not None
+                    final = settled_at_once(led, outcome, observe_outcome)
+                    if final is None:
+                        steps = cut_steps or settling(spec, led, observe_outcome, failed)
+                        rest = self._drive(
+                            steps, dispatch, blocking, ready.key, queued, (gate, outcome, held, sent)
+                        )
+                if rest is None:
+                    assert final is not None
+                    yield _shown(final, ready, rec, record)
+                else:
+                    async for obs in rest:
+                        yield _shown(obs, ready, rec, record)
+            finally:
+                self.sending.pop(id(gate), None)
+                self.gates.pop(id(gate), None)
+                held()
+                if isinstance(record, CallRecord):
+                    record.ended = True
+            return
         steps = protocol(
             spec=spec,
-            entry=entry,
+            entry=self._entry(ready, rec.run_id, digest),
             store=self.ledger,
             observe=observe_outcome,
             fail=failed,
@@ -143,24 +225,16 @@ class LedgerDriver:
             still_pending=still_pending,
             admit_send=None if exempt is None else exempt.admit,
         )
-        queued = bool(spec.blocking) and not spec.is_async and not spec.streams  # a worker begins it
         observations = self._drive(steps, dispatch, blocking, ready.key, queued)
         if exempt is not None:
             observations = exempt.settled(observations, rec)
         try:
             async for obs in observations:
-                if obs.call_id != ready.call_id and not obs.provisional:  # replayed: this proposal's id
-                    diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
-                    obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
-                if obs.diagnostics.get("replayed") is True and obs.error is None:  # a failure's is recorded
-                    rec.add("observation", {**observation_event(obs), "replayed": True})
-                if not obs.provisional and isinstance(record, _Record):
-                    record.ended = True  # the caller stores ``rec`` now: later events are stored apart
-                yield obs
+                yield _shown(obs, ready, rec, record)
         finally:
             self.sending.pop(id(steps), None)  # at once, also when its reader left mid-stream
             self.gates.pop(id(steps), None)
-            if isinstance(record, _Record):
+            if isinstance(record, CallRecord):
                 record.ended = True
 
     def drive(
@@ -180,17 +254,30 @@ class LedgerDriver:
         return self._drive(steps, dispatch, blocking, key, False)
 
     async def _drive(
-        self, steps: Protocol, dispatch: Dispatch, blocking: bool, key: str | None, queued: bool
+        self,
+        steps: Protocol,
+        dispatch: Dispatch,
+        blocking: bool,
+        key: str | None,
+        queued: bool,
+        taken: _Taken | None = None,
     ) -> AsyncGenerator[Observation, None]:
         """:meth:`drive`; ``queued``: the dispatch hands its first attempt to the worker pool, so
         the send begins when a worker thread takes it, withdrawable until then (gap of a blocking
-        tool waiting behind busy workers when the runtime closes)."""
-        gate = SendGate(self._closed)
-        sent: list[bool] = []  # appended at the first send: the close may refuse none after it
+        tool waiting behind busy workers when the runtime closes). ``taken``: the direct frame of
+        :meth:`drive_call` hands over there (its gate, the value ``steps`` takes next, its hold of
+        ``key``, whether its send began), and ``steps`` goes on from that point."""
         # while it is held, recovery in this process leaves ``key`` alone (ledger/recover.py)
-        held: list[Callable[[], None] | None] = [None if key is None else running_here(key)]
+        held: list[Callable[[], None] | None]
+        if taken is None:
+            gate, value = SendGate(self._closed), None
+            sent: list[bool] = []  # appended at the first send: the close may refuse none after it
+            held = [None if key is None else running_here(key)]
+        else:
+            gate, value, hold, begun = taken
+            sent, held = [True] * begun, [hold]
         try:
-            command = await self._stepped(blocking, steps, None, gate)
+            command = await self._stepped(blocking, steps, value, gate)
             while not isinstance(command, _Done):
                 if isinstance(command, Sleep):
                     if blocking:
@@ -200,8 +287,8 @@ class LedgerDriver:
                     command = await self._stepped(blocking, steps, None, gate)
                     continue
                 if isinstance(command, AwaitAttempt):
-                    late = await _late(command, blocking)
-                    command = await self._stepped(blocking, steps, late, gate)
+                    answer = await late(command, blocking)
+                    command = await self._stepped(blocking, steps, answer, gate)
                     continue
                 if isinstance(command, Settle):
                     if self.settle is not None:  # a gone holder's send: recovery may settle it now
@@ -227,7 +314,7 @@ class LedgerDriver:
                         else:
                             outcome = item
                 except Exception as exc:  # ours broke around the send: whether it landed is not known
-                    outcome = Failed(_lost(exc), 1)
+                    outcome = Failed(lost(exc), 1)
                 except (asyncio.CancelledError, GeneratorExit) as cut:
                     if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
                         # the caller stopped waiting (its task cancelled, or a stream's reader left)
@@ -292,6 +379,19 @@ class LedgerDriver:
             return fn(*args)
         return await asyncio.to_thread(fn, *args)
 
+    def _entry(self, ready: Ready, run_id: str, digest: str, *, dispatched: bool = False) -> LedgerEntry:
+        assert ready.key is not None
+        spec = ready.compiled.spec
+        return new_entry(
+            key=ready.key,
+            run_id=run_id,
+            node_id=ready.node_id,
+            spec=spec,
+            arguments=ready.arguments,
+            digest=digest,
+            dispatched=dispatched,
+        )
+
     def _pending(self, ready: Ready, run_id: str, digest: str) -> LedgerEntry | None:
         found = self.ledger.pending_action(run_id, ready.compiled.spec.key, digest)
         return None if found is None or found.key == ready.key else found
@@ -315,72 +415,17 @@ class LedgerDriver:
         return fail(rec, error, ready.call_id, spec.name, spec.version)
 
 
-class _Record:
-    """The ledger's ``record`` for one call: into the call's recorder while the call runs; once
-    its final observation is out (the caller stores that recorder), each event is stored at
-    once, in a recorder of its own with the call's id (a late answer settling the entry after
-    the caller stopped waiting, perhaps while the runtime closes). A trace store that fails or
-    is closed by then loses the event, never raises at the thread that settled the entry."""
-
-    __slots__ = ("ended", "flush", "rec")
-
-    def __init__(self, rec: Recorder, flush: Callable[[Recorder], None]) -> None:
-        self.rec, self.flush, self.ended = rec, flush, False
-
-    def __call__(self, kind: str, data: Mapping[str, Any]) -> None:
-        if not self.ended:
-            self.rec.add(kind, data)
-            return
-        own = Recorder(self.rec.run, self.rec.call_id)
-        own.add(kind, data)
-        try:
-            self.flush(own)
-        except Exception:
-            _log.exception("actionspace: a ledger event of %s after the call was not stored", own.call_id)
-
-
-class _Exempt:
-    """A call the budget let through as a replay (``Ready.exempt``): admitted should the ledger send
-    it after all, its admission then settled as the engine settles any admitted call's."""
-
-    __slots__ = ("_admit", "_held")
-
-    def __init__(self, admit: Callable[[], Admission | ActionError | None]) -> None:
-        self._admit = admit
-        self._held: list[Admission] = []
-
-    def admit(self) -> ActionError | None:
-        """The protocol's ``admit_send``: the refusal, or None with the admission kept."""
-        admitted = self._admit()
-        if isinstance(admitted, ActionError):
-            return admitted
-        if admitted is not None:
-            self._held.append(admitted)
-        return None
-
-    async def settled(
-        self, observations: AsyncGenerator[Observation, None], rec: Recorder
-    ) -> AsyncGenerator[Observation, None]:
-        """``observations``, the final one settling the admission, if any, at what the send used;
-        a call cut off while it ran is charged as the engine charges one."""
-        held = self._held
-        try:
-            async for obs in observations:
-                if held and not obs.provisional:
-                    obs = held.pop().run(rec.add, partial(_same, obs))
-                yield obs
-        finally:
-            if held:  # the caller stopped waiting while the send ran
-                with contextlib.suppress(Abandoned):
-                    held.pop().run(rec.add, _cut)
-
-
-def _same(obs: Observation) -> Observation:
+def _shown(obs: Observation, ready: Ready, rec: Recorder, record: object) -> Observation:
+    """``obs`` as the caller of ``ready`` gets it: a replayed one under this proposal's call id (and
+    recorded), the call's ledger events stored apart once its final observation is out."""
+    if obs.call_id != ready.call_id and not obs.provisional:  # replayed: this proposal's id
+        diagnostics = {**obs.diagnostics, "first_call_id": obs.call_id}
+        obs = dataclasses.replace(obs, call_id=ready.call_id, diagnostics=diagnostics)
+    if obs.diagnostics.get("replayed") is True and obs.error is None:  # a failure's is recorded
+        rec.add("observation", {**observation_event(obs), "replayed": True})
+    if not obs.provisional and isinstance(record, CallRecord):
+        record.ended = True  # the caller stores ``rec`` now: later events are stored apart
     return obs
-
-
-def _cut() -> Observation:
-    raise Abandoned("the caller stopped waiting while the tool ran")
 
 
 def _abandon(steps: Protocol, running: Future[Outcome] | None) -> None:
@@ -388,26 +433,6 @@ def _abandon(steps: Protocol, running: Future[Outcome] | None) -> None:
     the blocking attempt still ``running``, whose outcome it records when it ends)."""
     with contextlib.suppress(Abandoned, StopIteration):
         steps.throw(Abandoned() if running is None else LeftRunning(running))
-
-
-def _lost(exc: Exception) -> ActionError:
-    """The error of a send whose answer was lost to a failure of ours: it may have committed."""
-    why = f"{type(exc).__name__}: {said_safely(exc, 300)}"
-    return ActionError.of(
-        "unknown_commit",
-        f"the answer of the send was lost ({why}); it may have committed",
-        vendor_code="internal",
-    )
-
-
-async def _late(command: AwaitAttempt, blocking: bool) -> Outcome | None:
-    """The Outcome of an attempt still running past its timeout, if it ends within the wait."""
-    try:
-        if blocking:
-            return command.running.result(timeout=command.seconds)
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(command.running)), command.seconds)
-    except TimeoutError:
-        return None
 
 
 def _on_thread(steps: Protocol, value: Outcome | None) -> asyncio.Future[Any]:
