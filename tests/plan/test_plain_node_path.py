@@ -2,8 +2,8 @@
 read without asking the fast path to look it up while nothing it was decided from changed, an
 ``int`` result is put in its envelope without the generic shaping, and a plan whose every node is
 plain says so once. Each shortcut ends as the general path does: the same observations, events and
-flow state, and a tool that changes the catalog or the flow policy mid-plan is still noticed by the
-nodes after it."""
+flow state, and a tool that changes the catalog, the flow policy or the engine's stages mid-plan is
+still noticed by the nodes after it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from actionspace import Plan, PlanNode, Runtime
+from actionspace.errors import ActionError
 from actionspace.pipeline import fast_nodes
 from actionspace.pipeline.fast import FastPath
 from actionspace.pipeline.observe import plain_observation
@@ -109,6 +110,8 @@ def _changing(fast: bool, change: str) -> tuple[Any, ...]:
         if calls[0] == 7:  # node n3 of the second plan (the first has three nodes)
             if change == "policy":
                 rt.flow_policy = ReadClearance()
+            elif change == "stage":  # a stage of the engine's, added while the plan runs
+                rt.engine.add_stage(lambda _inp, _draft: ActionError.of("policy_violation", "closed"))
             else:
                 rt.add_tool(
                     name="secret",
@@ -136,7 +139,7 @@ def _changing(fast: bool, change: str) -> tuple[Any, ...]:
         return result.status, nodes, events, flow.context, dict(flow.pending)
 
 
-@pytest.mark.parametrize("change", ["policy", "catalog"])
+@pytest.mark.parametrize("change", ["policy", "catalog", "stage"])
 def test_a_tool_that_changes_the_policy_or_the_catalog_mid_plan_is_noticed_by_the_nodes_after_it(
     change: str,
 ) -> None:

@@ -40,7 +40,7 @@ from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import Dispatch, LedgerDriver
 from actionspace.pipeline.contract import dry_run, gone_is_stale, postcheck, preview_outcome
 from actionspace.pipeline.fast import FastPath
-from actionspace.pipeline.fast_nodes import plain_node
+from actionspace.pipeline.fast_nodes import plain_node as _plain_node
 from actionspace.pipeline.messages import Messages
 from actionspace.pipeline.observe import fail, observe, observe_ready
 from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
@@ -256,31 +256,10 @@ class Engine:
         ready = proposed(inp, await self.aprepare_input(inp))
         return await self.run_ready(ready, rec, False) if isinstance(ready, Ready) else ready
 
-    def plain_node(
-        self,
-        run: RunState,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        node_id: str,
-        principal: Principal,
-        rec: Recorder,
-    ) -> Observation | Coroutine[Any, Any, Observation] | None:
-        """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py
-        ``plain_node``): its observation, a coroutine giving it, or None (nothing recorded) to
-        take :meth:`anode`."""
-        return plain_node(
-            self.fast,
-            run,
-            name,
-            arguments,
-            node_id,
-            principal,
-            self._ordered,
-            rec,
-            executor=self.executor,
-            artifacts=self.artifacts,
-        )
+    plain_node = _plain_node
+    """A plain plan node's call on the precompiled path (pipeline/fast_nodes.py ``plain_node``,
+    bound as a method with no frame of its own): its observation, a coroutine giving it, or None
+    (nothing recorded) to take :meth:`anode`."""
 
     def prepare_input(self, inp: CallInput) -> Ready | Observation:
         """:meth:`prepare` over a ready-made :class:`CallInput`, in the calling thread."""

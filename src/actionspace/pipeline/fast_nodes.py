@@ -20,7 +20,7 @@ the general path. ``tests/pipeline/test_fast_nodes.py`` compares both.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping
 from hashlib import sha256
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -42,8 +42,8 @@ from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, Provenance
 
 if TYPE_CHECKING:
-    from actionspace.pipeline.fast import Entry, FastPath
-    from actionspace.pipeline.stages import Stage
+    from actionspace.pipeline.engine import Engine
+    from actionspace.pipeline.fast import Entry
 
 __all__ = ["plain_node"]
 
@@ -54,25 +54,26 @@ _WAITS: Any = object()
 
 
 def plain_node(
-    fast: FastPath,
+    engine: Engine,
     run: RunState,
     name: str,
     arguments: dict[str, Any],
     node_id: str,
     principal: Principal,
-    ordered: Sequence[Stage],
     rec: Recorder,
-    *,
-    executor: Executor,
-    artifacts: ArtifactStore | None,
 ) -> Observation | Coroutine[Any, Any, Observation] | None:
     """The node's observation, or a coroutine giving it once the tool answered; None (nothing
     recorded) when the call does not qualify and the caller takes :meth:`Engine.anode`.
 
-    ``rec.call_id`` is the node's call id; ``arguments`` is the call's own copy.
+    ``Engine.plain_node`` is this function itself (no forwarding frame per node): the engine's
+    precompiled path, stages, executor and artifact store are read here, on every call, so a
+    stage added mid-plan is seen by the next node. ``rec.call_id`` is the node's call id;
+    ``arguments`` is the call's own copy.
     """
+    fast = engine.fast
     if not fast.enabled or not name:
         return None
+    ordered = engine._ordered
     # FastPath.entry's validity checks, read without its call (as FastPath.take reads them)
     stages = fast.stages
     hit = run.resolved.get(name)
@@ -130,8 +131,8 @@ def plain_node(
     if not entry.inline:
         if compact:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
-        outcome = executor.arun(spec, arguments, rec.retry)
-        return _later(entry, call_id, node_id, arguments, label, rec, artifacts, outcome)
+        outcome = engine.executor.arun(spec, arguments, rec.retry)
+        return _later(entry, call_id, node_id, arguments, label, rec, engine.artifacts, outcome)
     start = time.monotonic()
     try:
         coro = spec.fn(**arguments)  # type: ignore[misc]
@@ -149,18 +150,33 @@ def plain_node(
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
         if passes_on(exc, in_task=True):
             raise
-        pending = executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
-        return _later(entry, call_id, node_id, arguments, label, rec, artifacts, pending)
+        pending = engine.executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
+        return _later(entry, call_id, node_id, arguments, label, rec, engine.artifacts, pending)
     if compact and value is not _WAITS:
         # it answered at once: _done, with the compact record made once and the ``ok``
         # observation folded in
         now = time.time()
         plain: Any
+        if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
+            # _int_observation, written out: no frame of its own per node
+            digest = _INT_DIGESTS.get(value) or _int_digest(value)
+            provenance = _new(Provenance)
+            provenance.__dict__.update(
+                fetched_at=now, resource_version=None, trust=label.integrity, labels=output[2]
+            )
+            plain = _new(Observation)  # every field is already checked, as observe() does
+            plain.__dict__.update(
+                call_id=call_id,
+                tool=spec.name,
+                tool_version=spec.version,
+                data=value,
+                content_hash=digest,
+                provenance=provenance,
+            )
+            rec.nodes = [(first, ts, call_id, shape, arguments, node_id, next(seq), now, digest)]
+            return plain  # type: ignore[no-any-return]
         try:
-            if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
-                plain = _int_observation(spec, call_id, value, label, output[2], now)
-            else:
-                plain = plain_observation(spec, call_id, value, label, artifacts, now, output[2])
+            plain = plain_observation(spec, call_id, value, label, engine.artifacts, now, output[2])
         except BaseException:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
             raise
@@ -170,12 +186,13 @@ def plain_node(
         rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
         ready = Ready(entry.compiled, call_id, node_id, arguments, arguments, None, None, label)
         if plain is not None:  # shaped and cut: observe() takes it as it is
-            return observe(ready, Succeeded(value, 1), artifacts=artifacts, rec=rec, shaped=plain)
-        return observe_ready(ready, Succeeded(value, 1), rec, artifacts)
+            return observe(ready, Succeeded(value, 1), artifacts=engine.artifacts, rec=rec, shaped=plain)
+        return observe_ready(ready, Succeeded(value, 1), rec, engine.artifacts)
     if compact:  # its tool waits
         rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
     elif value is not _WAITS:  # it answered at once, its events recorded one by one (_done)
-        return _done(entry, call_id, node_id, arguments, label, None, rec, artifacts, value)
+        return _done(entry, call_id, node_id, arguments, label, None, rec, engine.artifacts, value)
+    artifacts, executor = engine.artifacts, engine.executor
     return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
 
 
@@ -185,11 +202,7 @@ def _int_observation(
     """What :func:`~actionspace.pipeline.observe.plain_observation` makes of an ``int`` result
     below ``_INT_BOUND`` of a tool that shapes ints plainly (``Entry.ints``): its canonical text is
     its repr, whose digest is remembered (as the single call's path does, pipeline/_run.py)."""
-    digest = _INT_DIGESTS.get(value)
-    if digest is None:
-        if len(_INT_DIGESTS) >= _INT_MEMO:
-            _INT_DIGESTS.clear()
-        digest = _INT_DIGESTS[value] = sha256(int.__repr__(value).encode()).hexdigest()
+    digest = _INT_DIGESTS.get(value) or _int_digest(value)
     provenance = _new(Provenance)
     provenance.__dict__.update(fetched_at=now, resource_version=None, trust=label.integrity, labels=tags)
     obs = _new(Observation)  # every field is already checked, as observe() does
@@ -202,6 +215,14 @@ def _int_observation(
         provenance=provenance,
     )
     return obs
+
+
+def _int_digest(value: int) -> str:
+    """The digest of ``value``'s canonical text (its repr), remembered (pipeline/_run.py's memo)."""
+    if len(_INT_DIGESTS) >= _INT_MEMO:
+        _INT_DIGESTS.clear()
+    digest = _INT_DIGESTS[value] = sha256(int.__repr__(value).encode()).hexdigest()
+    return digest
 
 
 async def _later(

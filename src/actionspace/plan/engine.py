@@ -72,11 +72,13 @@ class PlanEngine(Protocol):
         run: RunState,
         name: str,
         arguments: dict[str, Any],
-        *,
         node_id: str,
         principal: Principal,
         rec: Recorder,
-    ) -> Observation | Coroutine[Any, Any, Observation] | None: ...
+    ) -> Observation | Coroutine[Any, Any, Observation] | None:
+        """A plain node's call on the precompiled path; None (nothing recorded): take :meth:`anode`.
+        Called once per node, with positional arguments (no keyword parsing per node)."""
+        ...
 
     def observe(
         self, ready: Ready, outcome: Outcome, rec: Recorder, *, keep_raw: bool = False

@@ -103,9 +103,7 @@ class NodeRunner:
             rec.call_id = f"{run.run_id}:{k}"
         engine = self.engine
         try:
-            quick = engine.plain_node(
-                run, spec.tool, dict(arguments), node_id=k, principal=self.principal, rec=rec
-            )
+            quick = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec)
         except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
             self._buffer(rec)
@@ -122,11 +120,15 @@ class NodeRunner:
             if nodes is None or rec.records:
                 self._buffer(rec)
             else:  # _buffer for the one compact record of a node that answered at once
-                self.pending_nodes += nodes
+                held = self.pending_nodes
+                held += nodes  # (the list itself, extended in place)
                 rec.nodes = None
-                now = time.monotonic()
-                held = len(self.pending) + 5 * len(self.pending_nodes)
-                if now - self.flushed_at >= FLUSH_S or held >= FLUSH_RECORDS or self._closed:
+                now = _monotonic()
+                if (
+                    now - self.flushed_at >= FLUSH_S
+                    or len(self.pending) + 5 * len(held) >= FLUSH_RECORDS
+                    or self._closed
+                ):
                     self._flush_pending(now)
             if rec.call is None:  # emptied, and held by nothing else: the next node's
                 self._spare = rec
@@ -363,6 +365,9 @@ class NodeRunner:
         if not isinstance(verdict, Rejected):
             return obs
         return dataclasses.replace(obs, status="error", error=verdict.error)
+
+
+_monotonic = time.monotonic  # read once a node: no attribute lookup on the module
 
 
 def _no_refs(text: str) -> Any:
