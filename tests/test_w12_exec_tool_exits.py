@@ -3,8 +3,9 @@ under the sync facade: the exception goes on up to the caller, in the caller's o
 the tool had run there (docs/errors.md). An async tool, a streaming tool or the calls of a message
 run on the executor's private event loop thread, out of which asyncio lets these two exceptions
 escape: the thread must not die with it (every later call of the runtime would answer ``Event loop
-is closed``). A write whose tool raised one may have run: its ledger entry is left ``dispatched``
-whichever way the tool ran (as a tool run in the caller's thread leaves it), never ``failed``."""
+is closed``). A write whose tool raised one may have run: its ledger entry is left ``unknown``
+(abandoned: no caller holds it, a repeat answers ``unknown_commit`` at once) whichever way the tool
+ran, never ``failed``."""
 
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def test_a_tool_that_exits_stops_its_sync_caller_and_the_runtime_goes_on(
         after = rt.call({"name": "where", "arguments": {}})
         assert after.error is None, after  # the runtime goes on: not "Event loop is closed"
         assert after.data == before.data  # on the same loop thread, which lived through it
-        assert _state(path) == ["dispatched"]  # it may have run: not failed, as a plain tool leaves it
+        assert _state(path) == ["unknown"]  # it may have run: not failed, and no caller holds it
     finally:
         rt.close()
 

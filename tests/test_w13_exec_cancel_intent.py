@@ -18,8 +18,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from actionspace import Observation, Runtime
 from tests.close_tools import WAIT_S, in_thread
 
@@ -33,13 +31,6 @@ def _entries(path: Path) -> list[tuple[str, dict[str, Any] | None]]:
     return [(state, None if error is None else json.loads(error)) for state, error in rows]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline/commit.py LedgerDriver._stepped re-raises the caller's own cancel once the "
-    "intent step is written (it withdraws the send only when the runtime closed), so the entry "
-    "stays dispatched though nothing was sent; the fix (withdraw the gate and write the "
-    "failed/cancelled/not-sent step, as _withdrawn does) belongs to pipeline/commit.py",
-)
 def test_a_write_cancelled_while_its_intent_is_written_is_withdrawn(tmp_path: Path) -> None:
     path = tmp_path / "intent.db"
     rt = Runtime(f"sqlite:///{path}", recover_on_start=False)

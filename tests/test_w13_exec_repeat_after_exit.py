@@ -49,20 +49,17 @@ def _runtime(path: Path, kind: str, raised: Callable[[], BaseException]) -> tupl
     return rt, sent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline/commit.py LedgerDriver._drive lets a KeyboardInterrupt/SystemExit out of the "
-    "dispatch without telling the protocol (it catches only Exception, CancelledError and "
-    "GeneratorExit): the entry stays dispatched with no holder, and the repeat's protocol "
-    "(ledger/commit.py) waits MAX_WAIT_S for one, then answers transient",
-)
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "protocol"])
 @pytest.mark.parametrize("raised", list(RAISED))
 @pytest.mark.parametrize("kind", ["plain", "blocking", "async"])
 def test_a_repeat_after_a_tool_exited_answers_unknown_commit_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, raised: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, raised: str, direct: bool
 ) -> None:
+    """``direct``: the new write's first send in the driver's own frame; else (False) through the
+    protocol's generator, as every call but a new one whose steps run inline goes."""
     monkeypatch.setattr(ledger_commit, "MAX_WAIT_S", 0.5)
     rt, sent = _runtime(tmp_path / "exit.db", kind, RAISED[raised])
+    rt.engine.driver.direct = direct
     call: dict[str, Any] = {"name": "put", "arguments": {"x": 1}}
     try:
         with pytest.raises(BaseException) as stopped:
@@ -70,6 +67,36 @@ def test_a_repeat_after_a_tool_exited_answers_unknown_commit_at_once(
         assert isinstance(stopped.value, KeyboardInterrupt | SystemExit)
         assert sent == [1]
         again = rt.call(call, run_id="r1")
+        assert again.error is not None and again.error.category == "unknown_commit", again
+        assert sent == [1]  # never sent twice
+        [entry] = rt.ledger.list()
+        assert entry.state in ("unknown", "unknown_commit"), entry
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("raised", list(RAISED))
+@pytest.mark.parametrize("kind", ["plain", "blocking", "async"])
+def test_an_async_callers_repeat_after_a_tool_exited_answers_unknown_commit_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, raised: str
+) -> None:
+    """The same under ``await rt.acall``, whose ledger steps run on worker threads (the protocol's
+    generator drives a file store there)."""
+    monkeypatch.setattr(ledger_commit, "MAX_WAIT_S", 0.5)
+    rt, sent = _runtime(tmp_path / "aexit.db", kind, RAISED[raised])
+    call: dict[str, Any] = {"name": "put", "arguments": {"x": 1}}
+
+    async def main() -> tuple[BaseException | None, Any]:
+        stopped: BaseException | None = None
+        try:
+            await rt.acall(call, run_id="r1")
+        except BaseException as exc:  # the tool's exit, handed on to this caller
+            stopped = exc
+        return stopped, await rt.acall(call, run_id="r1")
+
+    try:
+        stopped, again = asyncio.run(main())
+        assert isinstance(stopped, KeyboardInterrupt | SystemExit), stopped
         assert again.error is not None and again.error.category == "unknown_commit", again
         assert sent == [1]  # never sent twice
         [entry] = rt.ledger.list()

@@ -184,7 +184,7 @@ class LedgerDriver:
                                     outcome = item
                         except Exception as exc:  # ours broke around the send: it may have landed
                             outcome = Failed(lost(exc), 1)
-                        except (asyncio.CancelledError, GeneratorExit) as cut:
+                        except BaseException as cut:  # a cancel, a reader gone, or the interpreter's exit
                             cut_steps = settling(spec, led, observe_outcome, failed)
                             if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
                                 _abandon(cut_steps, running_attempt(cut))  # left unknown, as _drive does
@@ -315,11 +315,12 @@ class LedgerDriver:
                             outcome = item
                 except Exception as exc:  # ours broke around the send: whether it landed is not known
                     outcome = Failed(lost(exc), 1)
-                except (asyncio.CancelledError, GeneratorExit) as cut:
+                except BaseException as cut:
                     if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
                         # the caller stopped waiting (its task cancelled, or a stream's reader left)
-                        # after the send began: the entry is left unknown, noted as abandoned for
-                        # the next proposal to settle
+                        # after the send began, or the tool raised SystemExit/KeyboardInterrupt
+                        # (re-raised to the caller; the send may have acted): the entry is left
+                        # unknown, noted as abandoned for the next proposal to settle
                         _abandon(steps, running_attempt(cut))
                         raise
                     if not self._closed():  # the caller's own cancel, before a worker began it
@@ -336,12 +337,12 @@ class LedgerDriver:
             self.gates.pop(id(steps), None)
             _released(held[0])
 
-    async def _withdrawn(self, blocking: bool, steps: Protocol) -> None:
+    async def _withdrawn(self, blocking: bool, steps: Protocol, why: str = "") -> None:
         """End ``steps`` as a send withdrawn by its caller's own cancel before a worker thread
         began it: nothing was sent, so its entry goes straight to ``failed`` (``cancelled``, not
         sent), never through ``unknown`` ("it may have been sent"). The step is written whatever
         cancels the caller again meanwhile; the caller then re-raises its cancel."""
-        refused = Failed(ActionError.of("cancelled", _CANCELLED_UNSENT, details={"sent": False}), 0)
+        refused = Failed(ActionError.of("cancelled", why or _CANCELLED_UNSENT, details={"sent": False}), 0)
         if blocking or not self._offload:
             _step(steps, refused)
         else:
@@ -358,8 +359,11 @@ class LedgerDriver:
         :class:`~actionspace.pipeline.calls.InFlight` takes it back) when the protocol would send
         for the first time next (the send is refused, so the entry ends ``failed``, ``cancelled``,
         not sent, before the stores close, as it would inline) or has ended (its answer, such as
-        that refusal, stands); any other cancel is raised once the step is written (the entry as
-        the step left it, as before)."""
+        that refusal, stands). The caller's own cancel, the runtime open, when the step just
+        written is the first send (the intent: its ``gate`` still withdrawable) withdraws that
+        send and ends the entry ``failed`` (``cancelled``, not sent) as :meth:`_withdrawn` does,
+        then is raised: left ``dispatched``, a later proposal would read it as perhaps sent. Any
+        other cancel is raised once the step is written (the entry as the step left it)."""
         if blocking or not self._offload:
             return _step(steps, value)
         step = _on_thread(steps, value)
@@ -367,7 +371,13 @@ class LedgerDriver:
             return await asyncio.shield(step)
         except asyncio.CancelledError:
             command = await _written(step)
-            if not (isinstance(command, Send | _Done) and self._closed() and gate.withdraw()):
+            if not isinstance(command, Send | _Done):
+                raise
+            if not self._closed():
+                if isinstance(command, Send) and gate.withdraw():  # nothing sent under it yet
+                    await self._withdrawn(blocking, steps, _CANCELLED_AT_INTENT)
+                raise
+            if not gate.withdraw():
                 raise
         if isinstance(command, _Done):  # the protocol ended (a first send refused): its answer
             return command
@@ -468,6 +478,7 @@ def _reset(token: contextvars.Token[SendGate | None]) -> None:
 
 
 _CANCELLED_UNSENT = "the caller was cancelled before a worker thread began this call; it was not sent"
+_CANCELLED_AT_INTENT = "the caller was cancelled while this call's intent was recorded; it was not sent"
 
 
 def _not_begun() -> ActionError:
