@@ -11,7 +11,6 @@
   blocked. A cancel never claims an effect was undone unless a rollback did undo it.
 - A speculative node (``first_of``) runs its read-only alternatives under a cost cap; the first
   sufficient ok result wins, the others are cancelled and recorded as non-authoritative.
-
 - A plan runs registered with its engine from its start to its ``plan_finished``
   (:meth:`Scheduler.open_to_close`, one add and one discard per plan): ``Runtime.close()`` finds
   it there (:func:`running_plans`) and ends it from any thread (:meth:`Scheduler.end_by_close`):
@@ -423,10 +422,8 @@ class Scheduler(Driver):
 
         A node with side effects is never stopped by the plan's aborts; a cancel that reached its
         call anyway (raised by its own tool, or the plan's caller cancelling) leaves its outcome
-        unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled``. Unless the
-        ledger says the send never began (the cancel withdrew it while it waited for a worker
-        thread: ``failed``, ``cancelled``, ``details["sent"]`` False): then the node says so too,
-        so that its observation and trace never claim a write that was not sent may have been."""
+        unknown, as its ledger entry says: ``unknown_commit``, never ``cancelled`` -- unless the
+        ledger says the send never began (withdrawn: ``failed``, ``details["sent"]`` False)."""
         node = self.plan.nodes[k]
         stopped = self.stopped_groups.pop(k, None)
         if stopped is not None:  # its transaction was rolled back, its entry settled as not committed
@@ -443,8 +440,7 @@ class Scheduler(Driver):
                 details={"phase": "running"},
             )
             if not node.members:  # a group's entry is its own (``group:<id>``), settled above
-                # the withdrawal was written before the cancel reached this node's task; a ledger
-                # that cannot answer (closed meanwhile) leaves the outcome not established
+                # a ledger that cannot answer (closed meanwhile) leaves the outcome not established
                 with contextlib.suppress(Exception):
                     entry = self.engine.ledger.get_node(self.run_state.run_id, k)
                     said = None if entry is None or entry.state != "failed" else entry.error
