@@ -7,6 +7,10 @@ the background run waiting on the request; an approval no run here waits on is r
 :mod:`actionspace.service.scoping`); another tenant's answer 404. Under the four-eyes rule
 (``distinct_approver``, see :mod:`actionspace.approval.four_eyes`) the principal that proposed a
 call may not approve it: 403 ``permission_denied``, the request left pending; it may still deny it.
+
+``expired`` is read from ``expires_at`` when a request is shown (:func:`~actionspace.service.views.as_read`):
+an approval past it is shown, and filtered, as ``expired``, never as ``approved``; the store keeps it
+``approved`` and the gate does not honour it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
-from actionspace.service.views import approval_view, hidden_requests
+from actionspace.service.views import approval_view, as_read, hidden_requests
 
 __all__ = ["approvals_router"]
 
@@ -65,15 +69,17 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
         run: Annotated[str | None, Query(description="Only the requests of this run.")] = None,
     ) -> list[dict[str, Any]]:
         tenants = RunTenants(rt.trace)
+        now = rt.approvals.clock.time()
         if run is not None:
             requests = [
-                r for r in _requests_of_run(rt, run, status) if may_see(who, request_tenant(r, tenants))
+                r for r in _requests_of_run(rt, run, status, now) if may_see(who, request_tenant(r, tenants))
             ]
             requests = requests[:limit]
         else:
+            stored = {"all": None, "expired": "approved"}.get(status, status)  # expiry is not stored
             requests = visible_page(
-                lambda n: rt.approvals.list(None if status == "all" else status, limit=n),
-                lambda r: may_see(who, request_tenant(r, tenants)),
+                lambda n: [as_read(r, now) for r in rt.approvals.list(stored, limit=n)],
+                lambda r: (status in ("all", r.status)) and may_see(who, request_tenant(r, tenants)),
                 limit=limit,
                 scan=limit if sees_all(who) else limit * 4,
             )
@@ -144,15 +150,16 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
 def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, Any]:
     """The request as ``who`` may see it: redacted when it (its own label, or its run) holds what
     ``who`` may not read."""
-    return approval_view(request, hidden=bool(hidden_requests(rt.trace, [request], who)))
+    shown = as_read(request, rt.approvals.clock.time())
+    return approval_view(shown, hidden=bool(hidden_requests(rt.trace, [request], who)))
 
 
 _RUN_SCAN = 1000
 """Newest requests also searched for a run's own, besides those its trace names."""
 
 
-def _requests_of_run(rt: Runtime, run_id: str, status: str) -> list[ApprovalRequest]:
-    """The requests of ``run_id`` with ``status`` (``all``: any), newest first.
+def _requests_of_run(rt: Runtime, run_id: str, status: str, now: float) -> list[ApprovalRequest]:
+    """The requests of ``run_id`` with ``status`` (``all``: any) as read at ``now``, newest first.
 
     Found by the ids its trace names (``approval_requested``), however many newer requests other
     runs filed, and among the newest :data:`_RUN_SCAN` requests (one filed while its event was not
@@ -166,5 +173,6 @@ def _requests_of_run(rt: Runtime, run_id: str, status: str) -> list[ApprovalRequ
         request = rt.approvals.get(request_id)
         if request is not None and request.run_id == run_id:
             found[request.id] = request
-    kept = [r for r in found.values() if status == "all" or r.status == status]
+    read = (as_read(r, now) for r in found.values())
+    kept = [r for r in read if status == "all" or r.status == status]
     return sorted(kept, key=lambda r: r.created_at, reverse=True)

@@ -4,7 +4,9 @@ Events are shown as the caller may see them: an event recorded while its run hel
 reader-restricted) data has its values redacted unless the token's principal may read that label
 (in the readers, or holding ``labels:secret``; see :mod:`actionspace.policy.redaction`). Runs of
 another tenant are not listed and answer 404 (see :mod:`actionspace.service.scoping`). A listing
-reads each run's aggregate counts and its start and finish events, never every event.
+reads each run's aggregate counts and its start and finish events, never every event. Its order is
+what a row shows (``last_at`` to the microsecond, then ``run_id``), and a page starts after the row
+``before`` and ``before_id`` name, so paging lists every run once however many share a ``last_at``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from actionspace.service.models import (
 )
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
-from actionspace.service.views import event_view, pending_run_ids, plan_view, run_row, runs_page
+from actionspace.service.views import event_view, micros, pending_run_ids, plan_view, run_row, runs_page
 from actionspace.trace.events import ClaimsRuns, RunSummary, TraceEvent, summarize
 
 __all__ = ["runs_router"]
@@ -55,19 +57,29 @@ def runs_router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=500, description="Most rows returned.")] = 50,
         before: Annotated[
             AwareDatetime | None,
-            Query(description="ISO-8601: only runs last active before this (page with a row's last_at)."),
+            Query(
+                description="ISO-8601: only runs listed after this (page with the last row's last_at,"
+                " and its run_id as before_id); alone, only runs last active before it."
+            ),
+        ] = None,
+        before_id: Annotated[
+            str | None,
+            Query(
+                description="With before: the last row's run_id, so runs sharing its last_at are listed"
+                " (ignored without before)."
+            ),
         ] = None,
         principal: Annotated[str | None, Query(description="Only runs started by this principal.")] = None,
     ) -> list[dict[str, Any]]:
         pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
         filtered = principal is not None or not sees_all(who)
         tenants = RunTenants(rt.trace)
-        # a row's last_at is shown to the microsecond, rounded: step 1 µs back so it is not listed again
-        cutoff = None if before is None else before.timestamp() - 1e-6
+        # the cursor is what the last row showed: its last_at (to the microsecond) and its run id
+        cursor = None if before is None else (micros(before), before_id)
         rows: dict[str, dict[str, Any] | None] = {}  # run id → its row; None when not listed
 
         def fetch(n: int) -> list[RunSummary]:
-            page = runs_page(rt.trace, limit=n, before=cutoff)
+            page = runs_page(rt.trace, limit=n, before=cursor)
             fresh = [s for s in page if s.run_id not in rows]
             heads = heads_of(rt.trace, [s.run_id for s in fresh])  # the counts come from the aggregate
             for summary in fresh:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from pydantic import AwareDatetime, TypeAdapter
 
 from actionspace._unicode import text_for_utf8, value_for_utf8
 from actionspace.approval.requests import DEFINITION, LABEL, ApprovalRequest
@@ -19,7 +22,18 @@ from actionspace.policy.redaction import REDACTED, mark_of
 from actionspace.trace.events import PagesRuns, RunSummary, TraceEvent, TraceStore
 from actionspace.trace.store_encoding import encode_data
 
-__all__ = ["approval_view", "hidden_requests", "plan_view", "run_row", "runs_page", "tool_view"]
+__all__ = [
+    "RunsCursor",
+    "approval_view",
+    "as_read",
+    "hidden_requests",
+    "micros",
+    "plan_view",
+    "run_row",
+    "runs_page",
+    "shown_micros",
+    "tool_view",
+]
 
 LiveState = Callable[[str], str | None]
 """Run id → ``running`` / ``waiting_approval`` for runs this process is driving, else None."""
@@ -31,7 +45,7 @@ _KEPT_DETAILS = frozenset(
 """Details of an approval request that name things (rules, principals, hashes, ids), never values."""
 
 _MAX_SCAN = 10_000
-"""Most runs read from the store to fill one page after a ``before`` cursor."""
+"""Most runs read from a store that does not page its listing to fill one page."""
 
 
 def run_row(
@@ -61,37 +75,79 @@ def run_row(
     }
 
 
-def runs_page(store: TraceStore, *, limit: int, before: float | None) -> list[RunSummary]:
-    """Up to ``limit`` runs, latest activity first; with ``before``, only runs last active before it.
+RunsCursor = tuple[int, str | None]
+"""Where a page of ``GET /api/runs`` starts: a row's ``last_at`` as shown (microseconds since the
+epoch) and its ``run_id``; the page lists the rows after that row. Without a run id: the rows whose
+``last_at`` is shown earlier than that microsecond."""
 
-    A store that pages its listing (:class:`~actionspace.trace.events.PagesRuns`) is asked for the
-    runs after the cursor, so a page is found however many runs are newer; another store's newest
-    :data:`_MAX_SCAN` runs are read and those before the cursor kept.
+_SHOWN: Final = TypeAdapter(AwareDatetime)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def micros(at: datetime) -> int:
+    """``at`` in whole microseconds since the epoch (exact: no float on the way)."""
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+def shown_micros(ts: float) -> int:
+    """``ts`` as a row shows it (``last_at``, ISO-8601 to the microsecond), in microseconds."""
+    return micros(_SHOWN.validate_python(ts))
+
+
+def _order(summary: RunSummary) -> tuple[int, str]:
+    """The listing's order: latest ``last_at`` as shown first, then by run id."""
+    return (-shown_micros(summary.last_at), summary.run_id)
+
+
+def _after(summary: RunSummary, before: RunsCursor) -> bool:
+    at, run_id = before
+    shown = shown_micros(summary.last_at)
+    return shown < at or (shown == at and run_id is not None and summary.run_id > run_id)
+
+
+def runs_page(store: TraceStore, *, limit: int, before: RunsCursor | None) -> list[RunSummary]:
+    """Up to ``limit`` runs, latest activity first; with ``before``, only the runs listed after it.
+
+    The order is that of what a row shows (``last_at`` to the microsecond, then ``run_id``), so the
+    last row of a page names where the next one starts however many runs share its microsecond. A
+    store orders by the exact time instead, so its rows are read on until the microsecond at the
+    page's end has been read whole. A store that pages its listing
+    (:class:`~actionspace.trace.events.PagesRuns`) is read from the cursor on, so a page is found
+    however many runs are newer; another store's newest :data:`_MAX_SCAN` runs are read.
     """
-    if before is None:
-        return store.runs(limit=limit)
-    if isinstance(store, PagesRuns):
-        return _page_after(store, limit=limit, before=before)
+    if not isinstance(store, PagesRuns):
+        return _scanned(store, limit=limit, before=before)
+    # every run shown at or before the cursor's microsecond was last active before the next one
+    got = (
+        store.runs(limit=limit)
+        if before is None
+        else store.runs_after(((before[0] + 1) / 1e6, ""), limit=limit)
+    )
+    kept: list[RunSummary] = []
+    while True:
+        kept += [s for s in got if before is None or _after(s, before)]
+        if len(got) < limit or _whole(kept, got[-1], limit):
+            return sorted(kept, key=_order)[:limit]
+        got = store.runs_after((got[-1].last_at, got[-1].run_id), limit=limit)
+
+
+def _scanned(store: TraceStore, *, limit: int, before: RunsCursor | None) -> list[RunSummary]:
     fetch = limit * 2
     while True:
         got = store.runs(limit=fetch)
-        page = [s for s in got if s.last_at < before][:limit]
-        if len(page) >= limit or len(got) < fetch or fetch >= _MAX_SCAN:
-            return page
+        kept = [s for s in got if before is None or _after(s, before)]
+        if len(got) < fetch or fetch >= _MAX_SCAN or _whole(kept, got[-1], limit):
+            return sorted(kept, key=_order)[:limit]
         fetch = min(fetch * 4, _MAX_SCAN)
 
 
-def _page_after(store: PagesRuns, *, limit: int, before: float) -> list[RunSummary]:
-    """Up to ``limit`` runs last active before ``before``, from the store's cursor: the rows listed
-    after ``(before, "")`` are those last active before it, and those at it exactly (left out)."""
-    page: list[RunSummary] = []
-    after = (before, "")
-    while True:
-        got = store.runs_after(after, limit=limit)
-        page.extend(s for s in got if s.last_at < before)
-        if len(page) >= limit or len(got) < limit:
-            return page[:limit]
-        after = (got[-1].last_at, got[-1].run_id)
+def _whole(kept: list[RunSummary], last: RunSummary, limit: int) -> bool:
+    """True when the first ``limit`` rows of ``kept`` are known: ``last`` (the last row read; any
+    row not read yet is shown no later) is shown earlier than the microsecond of the ``limit``-th."""
+    if len(kept) < limit:
+        return False
+    edge = sorted(_order(s) for s in kept)[limit - 1][0]
+    return _order(last)[0] > edge
 
 
 def plan_view(run_id: str, events: Sequence[TraceEvent]) -> dict[str, Any] | None:
@@ -160,6 +216,19 @@ def event_view(event: TraceEvent) -> dict[str, Any]:
         "at": event.ts,
         "data": value_for_utf8(json.loads(encode_data(event.data))),  # a response is UTF-8 whole
     }
+
+
+def as_read(request: ApprovalRequest, now: float) -> ApprovalRequest:
+    """``request`` with the status a reader is shown at ``now``: ``expired`` for an approval whose
+    ``expires_at`` has passed.
+
+    Expiry is read from ``expires_at``, never written: a store keeps such a request ``approved``
+    (what the gate compares and sets), and the gate does not honour it
+    (:meth:`ApprovalRequest.honoured`), so the listing names it as what it is.
+    """
+    if request.status == "approved" and request.expires_at is not None and now >= request.expires_at:
+        return request.evolve(status="expired")
+    return request
 
 
 def approval_view(request: ApprovalRequest, *, hidden: bool = False) -> dict[str, Any]:

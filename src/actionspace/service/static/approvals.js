@@ -8,7 +8,7 @@ import { exactJson, exactName, exactValue } from "./exact.js";
 const decidedHere = [];
 
 // ------------------------------------------------------------------ approvals
-const APPROVAL_FILTERS = ["pending", "approved", "denied", "consumed", "all"];
+const APPROVAL_FILTERS = ["pending", "approved", "denied", "expired", "consumed", "all"];
 
 export async function approvalsPage(view, serial) {
   const params = new URLSearchParams(window.location.search);

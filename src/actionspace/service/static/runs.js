@@ -70,9 +70,11 @@ const RUN_FILTERS = ["all", "running", "waiting_approval", "ok", "error", "open"
 export async function runsPage(view, serial) {
   const params = new URLSearchParams(window.location.search);
   const before = params.get("before");
+  const beforeId = params.get("before_id");
   const text = (params.get("q") || "").toLowerCase();
   const wanted = RUN_FILTERS.includes(params.get("status")) ? params.get("status") : "all";
-  const fetched = await api("/runs?limit=" + PAGE_SIZE + (before ? "&before=" + encodeURIComponent(before) : ""));
+  const fetched = await api("/runs?limit=" + PAGE_SIZE + (before ? "&before=" + encodeURIComponent(before) : "")
+    + (before && beforeId !== null ? "&before_id=" + encodeURIComponent(beforeId) : ""));
   if (!isCurrent(serial)) return;
   const runs = fetched.filter(function (r) {
     if (wanted !== "all" && runStatus(r) !== wanted && !(wanted === "error" && runStatus(r) !== "ok" && r.finished_at)) return false;
@@ -81,14 +83,16 @@ export async function runsPage(view, serial) {
   const tabs = h("div", { class: "tabs" }, RUN_FILTERS.map(function (f) {
     const keep = new URLSearchParams(params);
     keep.delete("before");
+    keep.delete("before_id");
     if (f === "all") keep.delete("status"); else keep.set("status", f);
     const a = link("/runs" + (keep.toString() ? "?" + keep.toString() : ""), f.replace("_", " "));
     if (f === wanted) a.classList.add("active");
     return a;
   }));
+  const last = fetched[fetched.length - 1];
   const older = fetched.length === PAGE_SIZE
-    ? link("/runs?before=" + encodeURIComponent(fetched[fetched.length - 1].last_at || fetched[fetched.length - 1].started_at),
-      "Older runs →")
+    ? link("/runs?before=" + encodeURIComponent(last.last_at || last.started_at)
+      + "&before_id=" + encodeURIComponent(last.run_id), "Older runs →")
     : null;
   show(view,
     h("div", { class: "page-head" }, h("h1", null, "Runs"), h("span", { class: "spacer" }),
