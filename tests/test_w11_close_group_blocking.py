@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from actionspace import Runtime
+from actionspace.ledger.recover import in_flight_here
 from actionspace.plan.environments import SqliteEnvironment, SqliteTransaction
 from tests.close_tools import WAIT_S, in_thread, until
 from tests.plan.settings_table import make_settings_db, rows
@@ -98,6 +99,11 @@ def _child(ledger: str, env_path: str, scenario: str = "close") -> None:
     assert not caller.is_alive() and len(answered) == 1, answered
     if scenario == "timeout":
         rt.close()
+    with sqlite3.connect(ledger) as db:
+        group_keys = [r[0] for r in db.execute("select key from ledger_entries where node_id like 'group:%'")]
+    # the member's thread rolls back, settles the entry, then lets recovery here have the key:
+    # recovering before that last step would (rightly) skip an action this process still drives
+    until(lambda: not any(in_flight_here(k) for k in group_keys), "the group's rollback ended")
     free = _lock_free(env)  # the rollback ran once the member returned: the lock is free
     with sqlite3.connect(ledger) as db:
         states = [r[0] for r in db.execute("select state from ledger_entries where node_id like 'group:%'")]
