@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["STARTUP_RECOVERY_AGE_S", "Parts", "assemble"]
 
 STARTUP_RECOVERY_AGE_S = RECOVERY_AGE_S
-"""Start-up recovery leaves entries younger than this to the live process that may hold them."""
+"""Start-up recovery leaves entries younger than this to the live process that may hold them (and
+younger than their tool's ``holder_window``, :mod:`actionspace.ledger.recover`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +69,8 @@ class Parts:
     offers: Offers
     toolsets: Toolsets
     ledger_admin: LedgerAdmin
+    close_artifacts: Callable[[], object] | None = None
+    """Closes the artifact store the store URL opened (PostgreSQL's pool); None: nothing to close."""
 
     def close(self, *, wait: bool, before: Callable[[], object] = lambda: None) -> None:
         """End the plans running in process, close the toolsets, the executor (``wait``: let
@@ -87,6 +90,8 @@ class Parts:
         self.approvals.store.close()
         if self.meter is not None:
             self.meter.close()
+        if self.close_artifacts is not None:
+            self.close_artifacts()
         self.trace.close()
 
 
@@ -108,8 +113,8 @@ def assemble(
 ) -> Parts:
     """Open the stores ``store`` names and wire ``owner``'s parts (arguments as ``Runtime``'s).
 
-    The parts call back ``owner.record`` (approvals, recovery) and ``owner.recover`` (start-up
-    recovery on the first run, unless ``recover_on_start`` is False).
+    The parts call back ``owner.record`` (approvals, recovery); the first run opened recovers the
+    ledger (unless ``recover_on_start`` is False), leaving what live processes may still hold.
     """
     trace, default_artifacts = open_stores(store)
     ledger, approval_store = open_ledger_stores(store)
@@ -140,7 +145,12 @@ def assemble(
         ),
         default_principal=principal,
         run_states=open_run_states(store),
-        on_first_run=(lambda: owner.recover(min_age_s=STARTUP_RECOVERY_AGE_S)) if recover_on_start else None,
+        # other processes sharing the store may still run what they dispatched: left to them
+        on_first_run=(
+            (lambda: ledger_admin.recover(min_age_s=STARTUP_RECOVERY_AGE_S, live_holders=True))
+            if recover_on_start
+            else None
+        ),
     )
     planner = Planner(engine, backend=plan_backend, config=durable, owner=owner)
     for stage in stages:
@@ -173,6 +183,7 @@ def assemble(
         offers=Offers(catalog, trace, open_run=engine.run, known_run=engine.known_run, record=owner.record),
         toolsets=Toolsets(owner),
         ledger_admin=ledger_admin,
+        close_artifacts=getattr(default_artifacts, "close", None),
     )
 
 

@@ -55,6 +55,9 @@ class RunState:
     pins_version: int = 0
     """Moves with every change of :attr:`pins`: another process continuing the run must read an
     offer that replaced the tools by as many others (a count would not move)."""
+    pinned_here: set[str] = field(default_factory=set)
+    """Names :meth:`pin` pinned since the last save: kept over the pins of a newer snapshot of the
+    same offer merged in (another process pinned other tools at the same time)."""
     explicit_offer: bool = False
     """True after ``Runtime.offer``: only pinned names may be called."""
     offer: str = ""
@@ -111,6 +114,7 @@ class RunState:
         with self.lock:
             self.pins[name] = pin
             self.pins_version += 1
+            self.pinned_here.add(name)
 
     def offered(self, pins: dict[str, Pin], *, disclosure: bool) -> None:
         """An offer of this process: only the tools pinned in ``pins`` may be called, with
@@ -124,6 +128,7 @@ class RunState:
                 return
             self.explicit_offer, self.disclosure = True, disclosure
             self.offer_base, self.offer = self.offer, secrets.token_hex(8)
+            self.pinned_here = set()  # the offer's pins replace them
             self.own_offer = self.offer
 
     def absorb(self, data: Mapping[str, Any]) -> None:
@@ -136,12 +141,12 @@ class RunState:
         with self.lock:  # no turn or pin changes here meanwhile (labels: FlowState.merge)
             saved = self.saved
             others_saved = saved is not None and saved[1][1:] == self.label_mark()[1:]
-            turn, pins_version = self.base
+            turn = self.base[0]
             stored_turn = stored.turn
             if self.turn <= turn:  # no turn began here since: the stored one is the latest
                 self.began = stored.began
             self.turn = stored_turn + max(self.turn - turn, 0)
-            self._absorb_offer(data, stored.pins, changed_here=self.pins_version != pins_version)
+            self._absorb_offer(data, stored.pins)
             self.described |= stored.described
             who = data.get("principal")
             if isinstance(who, Mapping) and who != self.principal.to_dict():
@@ -161,18 +166,22 @@ class RunState:
                 self.saved = (merged[0], (merged[1], *self.label_mark()[1:]))
                 self.saved_label = self.saved[1]
 
-    def _absorb_offer(
-        self, data: Mapping[str, Any], stored_pins: dict[str, Pin], *, changed_here: bool
-    ) -> None:
+    def _absorb_offer(self, data: Mapping[str, Any], stored_pins: dict[str, Pin]) -> None:
         """Take the stored offer, unless this process's own offer stands beside it: the stored
-        one is the offer it replaced, or one made at the same time (both replaced the same), or
-        the pins changed here since under the same offer (a tool first resolved, say)."""
+        one is the offer it replaced, or one made at the same time (both replaced the same). Under
+        the same offer, the tools pinned here since the last save (a tool first resolved, say)
+        are kept beside those another process pinned meanwhile."""
         offer, offer_base = str(data.get("offer") or ""), str(data.get("offer_base") or "")
-        if offer != self.offer and self.own_offer and self.own_offer == self.offer:
-            if offer in (self.offer_base, "") or offer_base == self.offer_base:
-                return
-        elif offer == self.offer and changed_here:
+        if (
+            offer != self.offer
+            and self.own_offer == self.offer != ""
+            and (offer in (self.offer_base, "") or offer_base == self.offer_base)
+        ):
             return
+        if offer == self.offer:
+            stored_pins = {**stored_pins, **{n: self.pins[n] for n in self.pinned_here if n in self.pins}}
+        else:
+            self.pinned_here = set()  # pinned under the offer the stored one replaced
         self.offer, self.offer_base = offer, offer_base
         if (
             stored_pins != self.pins

@@ -48,8 +48,9 @@ class LedgerAdmin:
         self.shape = shape
         self.clock = clock
 
-    def recover(self, *, min_age_s: float = 0.0) -> RecoveryReport:
-        """:func:`~actionspace.ledger.recover.recover` of the entries untouched for ``min_age_s`` s."""
+    def recover(self, *, min_age_s: float = 0.0, live_holders: bool = False) -> RecoveryReport:
+        """:func:`~actionspace.ledger.recover.recover` of the entries untouched for ``min_age_s`` s
+        (``live_holders``: and for their tool's ``holder_window``, at a process's start)."""
         return recover(
             self.ledger,
             self.specs(),
@@ -57,6 +58,7 @@ class LedgerAdmin:
             min_age_s=min_age_s,
             shape=self.shape,
             now=self.clock.time(),
+            live_holders=live_holders,
         )
 
     def recover_key(self, key: str) -> LedgerEntry | None:

@@ -8,7 +8,10 @@ For each such entry:
 * ``native`` tools dedupe by key, so sending again is safe: back to ``accepted``.
 * ``none`` tools cannot be asked: ``unknown_commit``, for a person (``actionspace ledger resolve``).
 
-A call whose outcome cannot be established is never re-sent. A committed result becomes the
+A call whose outcome cannot be established is never re-sent. The recovery a process runs at its
+start (``live_holders``) leaves an entry younger than :func:`holder_window` alone: another
+process beside it may still be inside the tool's timeout, and a status query would truthfully
+answer "not yet", putting back to ``accepted`` a send that is about to commit. A committed result becomes the
 entry's observation through the ``shape`` the caller hands in (the runtime passes
 :func:`actionspace.observation.shape`, so it is trimmed like any other result).
 """
@@ -24,8 +27,9 @@ from typing import Any, Protocol
 
 from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
-from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, ToolSpec
 from actionspace.errors import ActionError
+from actionspace.ledger import commit
 from actionspace.ledger.commit import still_running
 from actionspace.ledger.entries import GuardsAttempts, LedgerEntry, LedgerStore
 from actionspace.ledger.status import (
@@ -42,6 +46,7 @@ __all__ = [
     "RecoveryReport",
     "Shape",
     "Shaped",
+    "holder_window",
     "in_flight_here",
     "recover",
     "recover_key",
@@ -84,6 +89,15 @@ def in_flight_here(key: str) -> bool:
         if key in _HERE:
             return True
     return still_running(key)
+
+
+def holder_window(spec: ToolSpec | None) -> float:
+    """Seconds a live process may leave an entry of ``spec``'s tool ``dispatched`` untouched: an
+    attempt within its ``timeout_s``, the wait for its late answer, and at least the recovery
+    age (what a proposal waits before it settles the entry itself, ledger/commit.py). A tool not
+    registered here counts with the default timeout."""
+    timeout_s = DEFAULT_TIMEOUT_S if spec is None else spec.timeout_s
+    return max(commit.RECOVERY_AGE_S, 2 * timeout_s + commit.MAX_WAIT_S)
 
 
 class Shaped(Protocol):
@@ -165,8 +179,13 @@ def recover(
     min_age_s: float = 0.0,
     shape: Shape = unshaped,
     now: float | None = None,
+    live_holders: bool = False,
 ) -> RecoveryReport:
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
+
+    ``live_holders``: other processes sharing the store may be running (a process's start-up):
+    an entry touched within its tool's :func:`holder_window` is left too, uncounted (the
+    recovery of a later start, or a proposal of the action once its holder is gone, settles it).
 
     An entry whose action this process still drives (:func:`in_flight_here`: its commit protocol
     runs, or its tool runs on past its timeout or its cancelled caller, or a cut atomic group's
@@ -177,12 +196,15 @@ def recover(
     is the current Unix time (default the system clock's: the runtime passes its clock's).
     """
     report = RecoveryReport()
-    cutoff = (time.time() if now is None else now) - min_age_s
+    now_s = time.time() if now is None else now
+    cutoff = now_s - min_age_s
     entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
     buckets = {"committed": report.committed, "accepted": report.redispatchable}
     for entry in entries:
         if entry.updated_at > cutoff:
             continue
+        if live_holders and entry.updated_at > now_s - holder_window(catalog.find(entry.tool)):
+            continue  # another process may be inside the tool's timeout: its send settles it
         if in_flight_here(entry.key):  # its send runs here and may yet commit: it settles itself
             report.skipped.append(entry.key)
             continue

@@ -26,7 +26,7 @@ from typing import Any
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState, join_call_ids
-from actionspace.errors import ConfigurationError
+from actionspace.errors import ConfigurationError, RunStateError
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord, TraceStore
@@ -108,7 +108,11 @@ class RunRegistry:
 
     def refresh(self, run: RunState) -> None:
         """Merge in the run's stored snapshot when another process saved a newer one (one read
-        of its revision otherwise)."""
+        of its revision otherwise).
+
+        Raises :class:`~actionspace.errors.RunStateError` when the stored snapshot cannot be read
+        (a newer actionspace's format, a damaged row), as opening the run does: going on with the
+        state held here would drop what the other process saved (a secret it read in the run)."""
         rev_of = getattr(self.run_states, "rev", None)
         if rev_of is None:
             return
@@ -122,6 +126,8 @@ class RunRegistry:
                 stored = self.run_states.load(run.run_id)
                 if stored is not None and stored.get("rev", 0) != run.rev:
                     run.absorb(stored)
+        except RunStateError:
+            raise  # the row is there, unreadable: never the state held here instead of it
         except Exception:  # the store is down: so is the ledger on it, which answers the call typed
             _log.exception("actionspace: the stored state of run %s could not be read", run.run_id)
 
@@ -221,6 +227,7 @@ class RunRegistry:
             return False
         else:
             run.rev += 1
+            run.pinned_here.clear()  # stored now: a newer snapshot's pins of them win from here on
             run.base = (state["turn"], pins_version)
             run.base_messages = state["flow"]["user_count"]
             run.saved_label = label

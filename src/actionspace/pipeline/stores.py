@@ -1,4 +1,7 @@
-"""The stores a store URL names: ledger, approvals, trace and artifacts (DESIGN §10)."""
+"""The stores a store URL names: ledger, approvals, trace and artifacts (DESIGN §10).
+
+Artifacts live beside the other stores: in a folder next to a SQLite file, in PostgreSQL for a
+``postgresql://`` store (every process sharing it reads them), in memory for ``memory://``."""
 
 from __future__ import annotations
 
@@ -36,7 +39,13 @@ def open_stores(url: str) -> tuple[TraceStore, ArtifactStore]:
         raise ConfigurationError(f"cannot open store {url}: {why}") from exc
     if url.startswith("sqlite://"):
         return store, FolderArtifactStore(sqlite_path(url).with_suffix(".artifacts"))
-    return store, MemoryArtifactStore()
+    from actionspace.pipeline._pg_artifacts import PostgresArtifactStore
+
+    try:  # beside the run's state: a process continuing the run reads what its model was shown
+        return store, PostgresArtifactStore(url)
+    except BaseException:
+        store.close()
+        raise
 
 
 def _unopenable(url: str, exc: OSError | sqlite3.DatabaseError) -> str | None:

@@ -1,0 +1,171 @@
+"""A process that starts while another still runs a write: its start-up recovery must not settle
+the write's entry while the tool it calls may still be inside its own timeout.
+
+The first process (a real child) sends a payment whose tool may take ``timeout_s`` = 120 s; the
+tool blocks until the test releases it (a file), so it is inside its timeout for as long as the
+test wants. The second process (this one) starts 45 s later by its clock (a ``Clock`` ahead of
+the wall; the entry is older than the 30 s start-up age, far younger than its tool's timeout).
+Its start-up recovery used to ask the status — "not committed", the tool still runs — and put
+the entry back to ``accepted``: proposed again, the payment was sent a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actionspace import Runtime, ToolCall
+from actionspace.ledger.commit import new_entry
+from tests.pg import fresh_schema
+
+DEADLINE_S = 60
+AHEAD_S = 45.0
+"""How much later than the first process the second starts, by its clock."""
+
+_TOOLS = textwrap.dedent(
+    """
+    import json, os, time
+    from pathlib import Path
+    from actionspace.ledger.status import Committed, NotCommitted
+
+    def add_tools(rt, outbox, release):
+        def pay(to: str, cents: int) -> str:
+            print("running", flush=True)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(release):  # inside its timeout until the test releases it
+                assert time.monotonic() < deadline, "never released"
+                time.sleep(0.005)
+            with open(outbox, "a") as f:
+                f.write(json.dumps({"to": to, "cents": cents, "pid": os.getpid()}) + "\\n")
+            return "paid"
+
+        def paid(*, key, arguments):
+            lines = Path(outbox).read_text().splitlines() if os.path.exists(outbox) else []
+            return Committed("paid") if lines else NotCommitted()
+
+        rt.add_tool(
+            name="pay", fn=pay, effect="external", idempotency="query", status_query=paid,
+            timeout_s=120.0, description="Pay someone; may take up to two minutes.",
+            input_schema={"type": "object", "properties": {"to": {"type": "string"},
+                          "cents": {"type": "integer"}}, "required": ["to", "cents"]},
+        )
+        rt.add_tool(
+            name="look", fn=lambda who: who, effect="read", description="Look someone up.",
+            input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
+        )
+    """
+)
+
+_FIRST = _TOOLS + textwrap.dedent(
+    """
+    import sys
+    from actionspace import Runtime, ToolCall
+    url, outbox, release = sys.argv[1:4]
+    rt = Runtime(url, recover_on_start=False)
+    add_tools(rt, outbox, release)
+    pay = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c1")
+    obs = rt.call(pay, run_id="r", node_id="pay")
+    rt.close()
+    print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error else None}), flush=True)
+    """
+)
+
+
+class _Ahead:
+    """The system clock, ``AHEAD_S`` later: this process starts that long after the other's send."""
+
+    def time(self) -> float:
+        return time.time() + AHEAD_S
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'run.db'}"
+        return
+    yield from fresh_schema(request.getfixturevalue("pg_url"))
+
+
+def _add_tools(rt: Runtime, outbox: Path, release: Path) -> None:
+    scope: dict[str, Any] = {}
+    exec(_TOOLS, scope)  # the very tools the first process has
+    scope["add_tools"](rt, str(outbox), str(release))
+
+
+def _sent(outbox: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
+
+
+def test_a_process_starting_beside_a_running_write_leaves_its_entry_to_its_holder(
+    url: str, tmp_path: Path
+) -> None:
+    outbox, release = tmp_path / "outbox.jsonl", tmp_path / "release"
+    first = subprocess.Popen(
+        [sys.executable, "-c", _FIRST, url, str(outbox), str(release)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline().strip() == "running", first.stderr.read() if first.stderr else ""
+
+        second = Runtime(url, clock=_Ahead())  # recovery at its first call, as any process starts
+        try:
+            _add_tools(second, outbox, release)
+            assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+            (entry,) = second.ledger.list()
+            assert entry.state == "dispatched", entry  # still the first process's, still running
+
+            release.touch()
+            out, err = first.communicate(timeout=DEADLINE_S)
+            assert first.returncode == 0, err[-2000:]
+            assert json.loads(out.splitlines()[-1]) == {"status": "ok", "error": None}
+
+            again = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c2")
+            obs = second.call(again, run_id="r", node_id="pay")
+            assert obs.ok and obs.diagnostics.get("replayed") is True, obs
+        finally:
+            second.close()
+        assert [s["cents"] for s in _sent(outbox)] == [500]
+    finally:
+        release.touch()
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
+def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tmp_path: Path) -> None:
+    """The skip is bounded by the tool's timeout: an entry older than any holder could take is
+    settled at start, as before (here found committed by its status query)."""
+    url, outbox = f"sqlite:///{tmp_path / 'run.db'}", tmp_path / "outbox.jsonl"
+    with Runtime(url, recover_on_start=False) as rt:
+        _add_tools(rt, outbox, tmp_path / "release")
+        spec = rt.catalog.get("pay")
+        entry = new_entry(
+            key="as1_" + "1" * 32, run_id="r", node_id="pay", spec=spec, arguments={"to": "bob"}
+        )
+        rt.ledger.begin(entry)
+        rt.ledger.transition(entry.key, ("accepted",), entry.evolve(state="dispatched", attempts=1))
+    outbox.write_text(json.dumps({"to": "bob", "cents": 500}) + "\n")
+
+    class _Later(_Ahead):
+        def time(self) -> float:
+            return time.time() + 2 * 120.0 + 31.0  # past twice the tool's timeout and the late wait
+
+    with Runtime(url, clock=_Later()) as rt:
+        _add_tools(rt, outbox, tmp_path / "release")
+        assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+        stored = rt.ledger.get(entry.key)
+        assert stored is not None and stored.state == "committed", stored
