@@ -8,7 +8,7 @@ from typing import Any
 
 from actionspace.types import ToolCall
 
-__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress"]
+__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress", "mend"]
 
 EAGER_LIMIT = 8192
 """Characters up to which a stream re-reads its text (or shows a call's arguments) at every delta."""
@@ -61,6 +61,18 @@ class StreamProgress:
     """Characters of raw text (or of arguments, for provider events) received."""
 
 
+def mend(pieces: list[str], piece: str) -> str:
+    """``piece``, to append to ``pieces``, with a surrogate pair split between the last piece and it
+    joined into its one character (in the last piece): a server that cuts deltas by UTF-16 units
+    sends each half as an escape of its own, and two lone halves are no text a call may carry."""
+    if piece and pieces and "\udc00" <= piece[0] <= "\udfff":
+        last = pieces[-1]
+        if last and "\ud800" <= last[-1] <= "\udbff":
+            pieces[-1] = last[:-1] + chr(0x10000 + ((ord(last[-1]) - 0xD800) << 10) + ord(piece[0]) - 0xDC00)
+            return piece[1:]
+    return piece
+
+
 @dataclass
 class Pending:
     """One structured call being assembled from provider events."""
@@ -76,6 +88,13 @@ class Pending:
     shown: ToolCall | None = None
     """The provisional call last shown, and how many characters of arguments it holds."""
     shown_chars: int = -1
+
+    def add(self, piece: str) -> int:
+        """Append a piece of the arguments (a pair split from the last piece mended); its length."""
+        piece = mend(self.arguments, piece)
+        self.arguments.append(piece)
+        self.chars += len(piece)
+        return len(piece)
 
     def provisional(self) -> ToolCall:
         """The call as received so far: every delta up to ``EAGER_LIMIT`` characters, then

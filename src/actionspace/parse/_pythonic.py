@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 from actionspace.parse._result import Malformed
+from actionspace.parse._scan import unreadable
 from actionspace.types import ToolCall
 
 __all__ = ["parse_call_list", "parse_statements"]
@@ -65,11 +66,11 @@ def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
         message = exc.msg or "invalid syntax"
         reason = "truncated" if any(h in message for h in _TRUNCATION_HINTS) else "invalid_syntax"
         column = (exc.offset or 1) - 1
-        raise Malformed(
-            reason,
-            f"not a valid call list ({message})",
-            pos=src.offset(exc.lineno, column, byte_column=False),
-        ) from None
+        where = src.offset(exc.lineno, column, byte_column=False)
+        if "integer string conversion" in message:  # the interpreter's advice is none the model can take
+            fault = unreadable(ValueError(message), "the call list")
+            raise fault.at(where) from None
+        raise Malformed(reason, f"not a valid call list ({message})", pos=where) from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise Malformed(
             "invalid_syntax", f"not a valid call list ({type(exc).__name__})", pos=src.base
@@ -116,6 +117,10 @@ def _call(node: ast.expr, src: _Source) -> ToolCall:
     for keyword in node.keywords:
         if keyword.arg is None:
             raise Malformed("unpacked_argument", f"{name}() cannot unpack **arguments", pos=src.node(keyword))
+        if keyword.arg in arguments:  # ``ast.parse`` takes what the compiler refuses
+            raise Malformed(
+                "duplicate_key", f"{name}() is given argument {keyword.arg!r} twice", pos=src.node(keyword)
+            )
         try:
             value = ast.literal_eval(keyword.value)
         except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
@@ -125,7 +130,26 @@ def _call(node: ast.expr, src: _Source) -> ToolCall:
                 pos=src.node(keyword.value),
             ) from None
         arguments[keyword.arg] = _jsonable(value, keyword.value, src)
+        twice = _key_twice(keyword.value)
+        if twice is not None:
+            raise Malformed(
+                "duplicate_key", f"the key {str(twice.value)[:40]!r} is given twice", pos=src.node(twice)
+            )
     return ToolCall(name=name, arguments=arguments)
+
+
+def _key_twice(node: ast.AST) -> ast.Constant | None:
+    """The first key a dict literal in ``node`` gives again: readers disagree on which value counts
+    (``literal_eval`` keeps the last), so a call never carries one, as JSON formats refuse it."""
+    for found in ast.walk(node):
+        if isinstance(found, ast.Dict):
+            seen: set[str] = set()
+            for key in found.keys:
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    if key.value in seen:
+                        return key
+                    seen.add(key.value)
+    return None
 
 
 def _calls_of(node: ast.expr, src: _Source) -> list[ToolCall]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "loads",
     "skip_ws",
     "snippet",
+    "unreadable",
 ]
 
 
@@ -144,11 +146,21 @@ def decode_json_at(
         ) from None
     except DuplicateKey as exc:
         raise Malformed("duplicate_key", f"{what}: {exc}", pos=start) from None
-    except RecursionError:
-        raise Malformed("too_deep", f"{what} is nested too deeply", pos=start) from None
-    except ValueError as exc:
-        raise Malformed("invalid_json", f"{what} is not valid JSON ({exc})", pos=start) from None
+    except (ValueError, RecursionError) as exc:
+        raise unreadable(exc, what).at(start) from None
     return value, base + after
+
+
+def unreadable(exc: ValueError | RecursionError, what: str) -> Malformed:
+    """The fault of JSON text the decoder gave up on past its own limits, worded for the model that
+    wrote it: nesting past the recursion limit (``too_deep``), an integer of more digits than Python
+    converts (``invalid_number``); the interpreter's words name nothing the model can change."""
+    if isinstance(exc, RecursionError):
+        return Malformed("too_deep", f"{what} is nested too deeply")
+    if "integer string conversion" in str(exc):
+        limit = sys.get_int_max_str_digits()
+        return Malformed("invalid_number", f"{what} holds an integer of more than {limit} digits")
+    return Malformed("invalid_json", f"{what} is not valid JSON ({type(exc).__name__})")
 
 
 def expect_end(text: str, pos: int, end: int, what: str) -> None:
@@ -185,9 +197,9 @@ def decode_arguments(raw: object, *, path: str) -> Any:
     except DuplicateKey as exc:
         raise Malformed("duplicate_key", f"arguments at {path}: {exc}", path=path) from None
     except (ValueError, RecursionError) as exc:
-        raise Malformed(
-            "invalid_json", f"arguments at {path} cannot be decoded ({type(exc).__name__})", path=path
-        ) from None
+        fault = unreadable(exc, f"arguments at {path}")
+        fault.details["path"] = path
+        raise fault from None
 
 
 def iter_json_values(text: str, pos: int, end: int | None = None) -> Iterator[tuple[Any, int, int]]:

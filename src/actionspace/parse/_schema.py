@@ -79,7 +79,12 @@ def _as(kind: str, text: str) -> tuple[bool, Any]:
     if kind == "null":
         return stripped == "null", None
     if kind == "integer":
-        return (True, int(stripped)) if _INTEGER.fullmatch(stripped) else (False, None)
+        if not _INTEGER.fullmatch(stripped):
+            return False, None
+        try:
+            return True, int(stripped)
+        except ValueError:  # more digits than int() converts: stays text, for validation to reject
+            return False, None
     if kind == "boolean":
         lowered = stripped.lower()
         return (lowered in _TRUE_FALSE), _TRUE_FALSE.get(lowered)

@@ -44,7 +44,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actionspace.parse._progress import CLOSING_CHARS, EAGER_LIMIT, SEALS, Pending, StreamProgress
+from actionspace.parse._progress import CLOSING_CHARS, EAGER_LIMIT, SEALS, Pending, StreamProgress, mend
 from actionspace.parse._result import Collector, Malformed, ParseResult, parse_error
 from actionspace.parse._scan import decode_arguments
 from actionspace.parse._structured import (
@@ -102,6 +102,9 @@ class StreamParser:
         """The highest index of a chat tool call seen: a higher one completes those below it."""
         self._chat_open: dict[int, Pending] = {}
         """Chat calls by index that a higher index has not completed yet."""
+        self._chat_keys: dict[int, int] = {}
+        """Chat index → the slot its entries add to, where a new call id began a new call there."""
+        self._chat_last = -1
         self._choice: int | None = None
         """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
         (a request for ``n`` > 1) are left out, never merged into its message."""
@@ -212,6 +215,7 @@ class StreamParser:
             raise TypeError("a stream carries raw text or provider events, not both")
 
     def _feed_text(self, delta: str) -> list[ToolCall]:
+        delta = mend(self._chunks, delta)
         self._chunks.append(delta)
         self._size += len(delta)
         if not delta or CLOSING_CHARS.isdisjoint(delta):
@@ -298,13 +302,9 @@ class StreamParser:
                 self._chat_top = index
                 for i in [i for i in self._chat_open if i < index]:
                     self._chat_open.pop(i).done = True
-            slot = self._slot("chat", index)
-            if not slot.done:
-                self._chat_open.setdefault(index, slot)
-            if isinstance(entry.get("id"), str):
-                slot.call_id = entry["id"]
             function = entry.get("function")
             custom = entry.get("custom")
+            slot = self._chat_slot(index, entry.get("id"), custom or function)
             if isinstance(custom, Mapping):  # a custom (free-form) tool: its input is plain text
                 slot.free_text = True
                 if isinstance(custom.get("name"), str):
@@ -317,6 +317,24 @@ class StreamParser:
         if finished and self._cut is None:  # a cut output completes none of its calls
             for pending in self._pending.values():
                 pending.done = True
+
+    def _chat_slot(self, index: int, call_id: object, head: object) -> Pending:
+        """The call a chat entry at ``index`` adds to: a new one when it names a tool under another
+        ``call_id`` than the index holds (servers that number every call 0, or none, begin each call
+        with its name and an id of its own; an id changed on a piece of arguments begins none)."""
+        at = self._chat_keys.get(index, index)
+        slot = self._pending.get(("chat", at))
+        named = isinstance(head, Mapping) and isinstance(head.get("name"), str) and head["name"]
+        if slot is not None and named and slot.name and isinstance(call_id, str) and slot.call_id != call_id:
+            slot.done = True  # a call that began after it completes it
+            self._chat_open.pop(index, None)
+            at = self._chat_keys[index] = self._chat_last = max(self._chat_last, self._chat_top) + 1
+        slot = self._slot("chat", at)
+        if not slot.done:
+            self._chat_open.setdefault(index, slot)
+        if isinstance(call_id, str):
+            slot.call_id = call_id
+        return slot
 
     def _chosen(self, choices: list[Any]) -> Mapping[str, Any] | None:
         """The chunk's choice of the candidate this stream reads: the first one it met, as a
@@ -407,13 +425,11 @@ class StreamParser:
 
     def _add_text(self, text: object) -> None:
         if isinstance(text, str):
-            self._text.append(text)
+            self._text.append(mend(self._text, text))
 
     def _add_arguments(self, slot: Pending, piece: object) -> None:
         if isinstance(piece, str):
-            slot.arguments.append(piece)
-            slot.chars += len(piece)
-            self._arg_chars += len(piece)
+            self._arg_chars += slot.add(piece)
 
     def _event_call(self, pending: Pending, path: str) -> ToolCall:
         if not pending.name.strip():

@@ -359,7 +359,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     start = len(coll.calls)
     _message_content(value, coll, path, depth, has_calls=bool(calls or legacy))
     coll.add_refusal(value.get("refusal"))
-    coll.note("openai_chat")
+    coll.note(_message_format(value))
     if calls is not None:
         if not isinstance(calls, list):
             raise Malformed("invalid_tool_calls", f"{path}.tool_calls is not a list", path=path)
@@ -373,7 +373,20 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
     stop = value.get("stop_reason")
     if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
-        _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason", value, path)
+        try:
+            _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason", value, path)
+        except Malformed as fault:  # ``stop_reason`` is Anthropic's: the fault names that format
+            fault.fmt = fault.fmt or "anthropic"
+            raise
+
+
+def _message_format(value: Mapping[Any, Any]) -> str:
+    """The format an assistant message is written in, as its own fields tell: Anthropic's blocks
+    or ``stop_reason``, a Responses part, else OpenAI chat (an error names the format it read)."""
+    content = value.get("content")
+    if isinstance(content, list):
+        return _list_format(value, content)
+    return "anthropic" if "stop_reason" in value else "openai_chat"
 
 
 def _message_content(
