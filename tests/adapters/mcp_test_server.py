@@ -89,6 +89,14 @@ async def slow_note(text: str, seconds: float) -> str:
 
 
 @server.tool(annotations=READ)
+async def chatty(count: int, ctx: Context) -> str:
+    """Send ``count`` log messages about the call, then answer."""
+    for i in range(count):
+        await ctx.info(f"note {i}")
+    return f"chatted {count}"
+
+
+@server.tool(annotations=READ)
 async def evolve(ctx: Context) -> int:
     """Change ``echo``'s input schema, then announce the changed tool list."""
     _generation[0] += 1

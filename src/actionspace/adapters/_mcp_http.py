@@ -37,6 +37,9 @@ and a connection cut mid-answer ends the whole session. Here:
   :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
   answer is read: not a notification's, not the GET stream's error body; a POST of a notification
   that fails (a reset connection) is logged and the session goes on (the SDK would end it);
+* a log message or a progress note (``_mcp_stdio.UNHEARD``) is dropped here (on the notification
+  stream, by ``_mcp_resumes``), as over stdio: the session asks for neither, and would spend a
+  task and a second validation on each;
 * closing the session sends the DELETE the protocol asks for and waits at most
   :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
   endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
@@ -82,6 +85,7 @@ from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 from actionspace.adapters._mcp_resumes import ResumingTransport
+from actionspace.adapters._mcp_stdio import UNHEARD
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
 
@@ -218,6 +222,8 @@ class _BoundedTransport(ResumingTransport):
         if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):
             await self._malformed(read_stream_writer, original_request_id, _other_id(message.id))
             return True
+        if isinstance(message, JSONRPCNotification) and message.method in UNHEARD:
+            return await _skipped(sse, resumption_callback)
         return await super()._handle_sse_event(
             sse, read_stream_writer, original_request_id, resumption_callback
         )
@@ -351,6 +357,15 @@ class _BoundedTransport(ResumingTransport):
     async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
         error = ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}"[:500])
         await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+
+
+async def _skipped(
+    sse: httpx2.ServerSentEvent, resumption_callback: Callable[[str], Awaitable[None]] | None
+) -> bool:
+    """Drop an event the session would not act on, keeping its id as the point to resume from."""
+    if sse.id and resumption_callback is not None:
+        await resumption_callback(sse.id)
+    return False
 
 
 def _asking(response: httpx2.Response) -> bool:

@@ -8,7 +8,10 @@ with the request as metadata, so a run whose ``output_type`` includes ``Deferred
 ends with the requests. :meth:`GovernedToolset.decide` records the person's answers in
 ``rt.approvals`` and returns the ``DeferredToolResults`` to resume with
 (``agent.run(message_history=..., deferred_tool_results=...)``). A call the framework approved
-whose request is still pending (approved without ``decide``) is approved as ``approver``.
+whose request is still pending (approved without ``decide``) is approved as ``approver``. An answer
+given with ``decide`` approves the call the person saw and no other: a call resumed with other
+arguments (changed in the message history sent back) or under a changed tool definition is
+deferred again, on a request of its own, never approved on the earlier answer.
 
     toolset = GovernedToolset(rt, run_id="conv-1")
     agent = Agent(model, toolsets=[toolset.toolset], output_type=[str, DeferredToolRequests])
@@ -37,6 +40,7 @@ from actionspace.adapters._bridge import (
     held_request,
     require,
 )
+from actionspace.approval.requests import ApprovalRequest
 from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
@@ -137,6 +141,8 @@ class GovernedToolset:
             request_id = (requests.metadata.get(part.tool_call_id) or {}).get("request_id")
             if request_id is not None:
                 self.bridge.settle(str(request_id), approved=approved, by=by, reason=reason)
+                # the request decided travels with the answer: it approves that call and no other
+                results.metadata[part.tool_call_id] = {_DECIDED: str(request_id)}
             results.approvals[part.tool_call_id] = (
                 True if approved else pai.ToolDenied(reason or f"denied by {by}")
             )
@@ -181,14 +187,49 @@ class GovernedToolset:
             obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
             if request_id is not None:
-                if not ctx.tool_call_approved:
+                decided = _decided(bridge, ctx.tool_call_metadata)
+                if not ctx.tool_call_approved or not _covers(bridge, decided, request_id):
                     raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
-                bridge.settle(request_id, approved=True)
+                if decided is None:
+                    bridge.settle(request_id, approved=True)
+                else:  # the same call as the one decided: on that person's answer
+                    bridge.settle(
+                        request_id, approved=True, by=decided.decided_by, reason=decided.decision_reason
+                    )
                 obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             return bridge.text(obs)
 
         run.__name__ = name
         return run
+
+
+_DECIDED = "actionspace_request_id"
+"""The key of ``DeferredToolResults.metadata`` naming the request :meth:`GovernedToolset.decide` decided."""
+
+
+def _decided(bridge: Bridge, metadata: Any) -> ApprovalRequest | None:
+    """The request a person decided for this call with :meth:`GovernedToolset.decide`, if any."""
+    request_id = metadata.get(_DECIDED) if isinstance(metadata, Mapping) else None
+    return bridge.rt.approvals.get(request_id) if isinstance(request_id, str) else None
+
+
+def _covers(bridge: Bridge, decided: ApprovalRequest | None, held: str) -> bool:
+    """Whether the answer to ``decided`` approves the call now held on request ``held``.
+
+    Without a decided request (approved in Pydantic AI without ``decide``) it does. Else only the
+    same call does: same run, tool version, definition and arguments. Identical calls of one
+    response share their request, so the second is held on a new one the answer covers; a call
+    whose arguments changed in the message history sent back, or whose tool's definition changed
+    meanwhile, is not what the person saw, and is deferred again on its own request."""
+    if decided is None or decided.id == held:
+        return True
+    now = bridge.rt.approvals.get(held)
+    return (
+        now is not None
+        and decided.status in ("approved", "consumed")
+        and (now.run_id, now.tool, now.args_digest, now.details.get("definition_hash"))
+        == (decided.run_id, decided.tool, decided.args_digest, decided.details.get("definition_hash"))
+    )
 
 
 def _occurrence(
