@@ -185,13 +185,15 @@ def test_transient_failures_are_retried_and_the_attempts_traced() -> None:
 def test_a_write_that_times_out_after_committing_is_unknown_commit_and_runs_once() -> None:
     rt = Runtime("memory://")
     writes: list[int] = []
-    slow = Faulty(lambda n: writes.append(n), ["commit_then_hang"], hang_s=1.0)
+    slow = Faulty(lambda n: writes.append(n), ["commit_then_hang"], hang_s=4.0)
     rt.add_tool(
         name="w",
         input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
         fn=slow.tool,
         effect="write",
-        timeout_s=0.05,
+        # the worker thread must get to commit before the deadline: 50 ms did not always give it
+        # that on a busy machine (it then timed out before the write, and ``writes`` was empty)
+        timeout_s=0.5,
         retry=FAST,
     )
     obs = rt.call(ToolCall(name="w", arguments={"n": 1}))

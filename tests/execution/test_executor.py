@@ -12,6 +12,13 @@ from actionspace.testing import Faulty
 
 FAST = RetryPolicy(max_attempts=4, deadline_s=5.0, initial_backoff_s=0.001, max_backoff_s=0.002)
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "integer"}}}
+TIMEOUT_S = 0.5
+"""The deadline of a call that hangs: a blocking tool's worker thread must get to run its step
+before it falls due, which 50 ms did not always give on a busy machine (the thread started late,
+the attempt timed out before committing or answering)."""
+HANG_S = 4.0
+"""How long a hanging step sleeps: well past :data:`TIMEOUT_S`, so a wait that ends before it did
+not wait for the hang."""
 
 
 def double(x: int) -> int:
@@ -85,21 +92,21 @@ def test_non_retryable_failures_are_never_retried(step: Any) -> None:
 @pytest.mark.parametrize("fn", [double, adouble])
 def test_a_read_that_times_out_is_transient_and_retried(fn: Any) -> None:
     ex = Executor()
-    tool = Faulty(fn, ["hang", "ok"], hang_s=1.0)
-    outcome = ex.run(_spec(tool.tool, timeout_s=0.05), {"x": 2})
+    tool = Faulty(fn, ["hang", "ok"], hang_s=HANG_S)
+    outcome = ex.run(_spec(tool.tool, timeout_s=TIMEOUT_S), {"x": 2})
     assert outcome == Succeeded(4, 2)
 
 
 @pytest.mark.parametrize("fn", [double, adouble])
 def test_a_write_that_commits_then_times_out_is_unknown_commit_and_never_retried(fn: Any) -> None:
     ex = Executor()
-    tool = Faulty(fn, ["commit_then_hang", "ok"], hang_s=1.0)
+    tool = Faulty(fn, ["commit_then_hang", "ok"], hang_s=HANG_S)
     started = time.monotonic()
-    outcome = ex.run(_spec(tool.tool, effect="write", timeout_s=0.05), {"x": 2})
+    outcome = ex.run(_spec(tool.tool, effect="write", timeout_s=TIMEOUT_S), {"x": 2})
     assert isinstance(outcome, Failed)
     assert outcome.error.category == "unknown_commit"
     assert tool.commits == 1 and tool.calls == 1
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < HANG_S  # did not wait for the hang to end
 
 
 def test_a_write_whose_connection_breaks_after_sending_is_unknown_commit() -> None:
