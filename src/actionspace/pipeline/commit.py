@@ -186,13 +186,9 @@ class LedgerDriver:
                             outcome = Failed(lost(exc), 1)
                         except BaseException as cut:  # a cancel, a reader gone, or the interpreter's exit
                             cut_steps = settling(spec, led, observe_outcome, failed)
-                            if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
-                                _abandon(cut_steps, running_attempt(cut))  # left unknown, as _drive does
+                            outcome = await self._cut_send(cut, gate, cut_steps, blocking)
+                            if outcome is None:
                                 raise
-                            if not self._closed():  # the caller's own cancel, before a worker began it
-                                await self._withdrawn(blocking, cut_steps)
-                                raise
-                            outcome = Failed(_not_begun(), 0)  # the close's cut, before a worker began it
                         finally:
                             _reset(token)
                     assert outcome is not None
@@ -315,18 +311,10 @@ class LedgerDriver:
                             outcome = item
                 except Exception as exc:  # ours broke around the send: whether it landed is not known
                     outcome = Failed(lost(exc), 1)
-                except BaseException as cut:
-                    if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
-                        # the caller stopped waiting (its task cancelled, or a stream's reader left)
-                        # after the send began, or the tool raised SystemExit/KeyboardInterrupt
-                        # (re-raised to the caller; the send may have acted): the entry is left
-                        # unknown, noted as abandoned for the next proposal to settle
-                        _abandon(steps, running_attempt(cut))
+                except BaseException as cut:  # a cancel, a reader gone, or the interpreter's exit
+                    outcome = await self._cut_send(cut, gate, steps, blocking)
+                    if outcome is None:
                         raise
-                    if not self._closed():  # the caller's own cancel, before a worker began it
-                        await self._withdrawn(blocking, steps)
-                        raise
-                    outcome = Failed(_not_begun(), 0)  # the close's cut, before a worker began it
                 finally:
                     _reset(token)
                 assert outcome is not None
@@ -336,6 +324,22 @@ class LedgerDriver:
             self.sending.pop(id(steps), None)
             self.gates.pop(id(steps), None)
             _released(held[0])
+
+    async def _cut_send(
+        self, cut: BaseException, gate: SendGate, steps: Protocol, blocking: bool
+    ) -> Outcome | None:
+        """The outcome of a send that ``cut`` stopped under ``gate`` (the direct frame's and
+        :meth:`_drive`'s); None: the caller re-raises ``cut``. After the send began (a cancel, a
+        reader gone, SystemExit: it may have acted) ``steps`` is told it was abandoned (left
+        unknown); a cancel that withdraws the gate ends ``steps`` withdrawn (:meth:`_withdrawn`)
+        when it is the caller's own, and answers the refused send when it is the close's."""
+        if not (isinstance(cut, asyncio.CancelledError) and gate.withdraw()):
+            _abandon(steps, running_attempt(cut))
+            return None
+        if not self._closed():
+            await self._withdrawn(blocking, steps)
+            return None
+        return Failed(_not_begun(), 0)
 
     async def _withdrawn(self, blocking: bool, steps: Protocol, why: str = "") -> None:
         """End ``steps`` as a send withdrawn by its caller's own cancel before a worker thread

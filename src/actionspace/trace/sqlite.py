@@ -76,6 +76,9 @@ CREATE TABLE IF NOT EXISTS trace_claims (
 _NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?"
 _INSERT: Final = "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
+_CHUNKS: Final = (64, 16, 4, 1)
+"""Rows per INSERT of a deferred write (:func:`_insert_rows`); four texts the statement cache keeps."""
+_INSERT_ROWS: Final = {n: _INSERT + ", (?, ?, ?, ?, ?, ?)" * (n - 1) for n in _CHUNKS}
 _TOUCH_RUN: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at) VALUES (?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
@@ -236,7 +239,7 @@ class SqliteTraceStore:
             held, self._held = self._held, {}
         for run_id, rows in held.items():  # per run, in the order the calls appended them
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
-            conn.executemany(_INSERT, [(run_id, base + i, *row) for i, row in enumerate(rows)])
+            _insert_rows(conn, [(run_id, base + i, *row) for i, row in enumerate(rows)])
             stamps = [row[1] for row in rows]
             conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
 
@@ -464,6 +467,16 @@ class SqliteTraceReader:
                     f"{self.path} has schema version {value} (schema_version); this actionspace reads"
                     f" up to {SCHEMA_VERSION}; upgrade actionspace"
                 )
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` (of :data:`_INSERT`'s columns) in order, :data:`_CHUNKS` rows a statement: not one
+    statement a row, each a run of its own and a release of the interpreter's lock to take back."""
+    at = 0
+    for size in _CHUNKS:
+        while len(rows) - at >= size:
+            conn.execute(_INSERT_ROWS[size], [v for row in rows[at : at + size] for v in row])
+            at += size
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
