@@ -70,6 +70,12 @@ class SignallingApprovals:
     def find(self, run_id: str, tool: str, args_digest: str) -> list[ApprovalRequest]:
         return self.inner.find(run_id, tool, args_digest)
 
+    def list_approved(self, *, expired: bool, now: float, limit: int = 100) -> list[ApprovalRequest]:
+        listed: list[ApprovalRequest] = self.inner.list_approved(  # type: ignore[attr-defined]
+            expired=expired, now=now, limit=limit
+        )
+        return listed
+
     def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
         return self.inner.list(status=status, limit=limit)
 

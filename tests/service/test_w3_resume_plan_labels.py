@@ -117,7 +117,8 @@ def _submit(client: TestClient, body: dict[str, Any]) -> None:
 
 
 def _approve(client: TestClient, request_id: str) -> None:
-    decided = client.post(f"/api/approvals/{request_id}/approve", headers=bearer("approver-token"))
+    # the runs read a secret: only a token cleared to see the held call may approve it
+    decided = client.post(f"/api/approvals/{request_id}/approve", headers=bearer("admin-token"))
     assert decided.status_code == 200, decided.text
 
 

@@ -231,10 +231,12 @@ def test_a_request_whose_own_label_is_secret_is_redacted_in_a_run_that_never_was
             for shown in (*listed, one):
                 assert (SECRET in json.dumps(shown)) is (token == "ops"), token
                 assert shown["details"]["label"] == SECRET_LABEL
-        approved = _as(client, "bob", "POST", f"/api/approvals/{request.id}/approve")
-        assert approved["status"] == "approved"
-        assert SECRET not in json.dumps(approved)
-        assert approved["arguments"] == {"text": REDACTED}
+        refused = client.post(f"/api/approvals/{request.id}/approve", headers={"Authorization": "Bearer bob"})
+        assert refused.status_code == 403 and SECRET not in refused.text  # bob was never shown the call
+        denied = _as(client, "bob", "POST", f"/api/approvals/{request.id}/deny")
+        assert denied["status"] == "denied"
+        assert SECRET not in json.dumps(denied)
+        assert denied["arguments"] == {"text": REDACTED}
 
 
 def test_a_request_stored_without_a_label_is_judged_by_its_run_as_before() -> None:

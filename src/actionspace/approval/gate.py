@@ -13,6 +13,7 @@ from actionspace.approval.requests import (
     LABEL,
     ApprovalRequest,
     ApprovalStore,
+    ListsApproved,
     new_request_id,
     proposer_of,
 )
@@ -371,6 +372,22 @@ class Approvals:
         self.clock = clock
         """Where decisions and expiry read the time (see ``actionspace.types.Clock``)."""
 
+    def list_approved(
+        self, *, expired: bool, limit: int = 100, now: float | None = None
+    ) -> list[ApprovalRequest]:
+        """At most ``limit`` approvals, newest first, that have expired at ``now`` (default: by
+        :attr:`clock`) when ``expired``, else those still valid; stored ``approved`` either way
+        (expiry is not written).
+
+        A store that answers this in its query (:class:`~actionspace.approval.requests.ListsApproved`)
+        is exact; another one's newest :data:`_APPROVED_SCAN` approvals are read and filtered.
+        """
+        now = self.clock.time() if now is None else now
+        if isinstance(self.store, ListsApproved):
+            return self.store.list_approved(expired=expired, now=now, limit=limit)
+        read = self.store.list(status="approved", limit=max(limit, _APPROVED_SCAN))
+        return [r for r in read if _expired(r, now) == expired][:limit]
+
     def list(self, status: str | None = "pending", *, limit: int = 100) -> list[ApprovalRequest]:
         return self.store.list(status=status, limit=limit)
 
@@ -425,6 +442,14 @@ class Approvals:
             {"request_id": request_id, "status": status, "by": by, "reason": reason},
         )
         return stored
+
+
+_APPROVED_SCAN = 10_000
+"""Most approvals read from a store that does not list by expiry, to fill one listing."""
+
+
+def _expired(request: ApprovalRequest, now: float) -> bool:
+    return request.expires_at is not None and now >= request.expires_at
 
 
 def _storable(text: object) -> bool:

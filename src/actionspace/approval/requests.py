@@ -34,6 +34,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalStatus",
     "ApprovalStore",
+    "ListsApproved",
     "holder",
     "new_request_id",
     "proposer_of",
@@ -194,3 +195,17 @@ class ApprovalStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ListsApproved(Protocol):
+    """An approval store that lists approvals by whether they have expired, in its query (every
+    store shipped here does): a listing of valid or of expired approvals is exact however many
+    approvals the other way are newer. Expiry is read, never written: a store keeps such a request
+    ``approved``."""
+
+    def list_approved(self, *, expired: bool, now: float, limit: int = 100) -> list[ApprovalRequest]:
+        """At most ``limit`` requests stored ``approved``, newest first: those whose ``expires_at``
+        has passed at ``now`` (``now >= expires_at``) when ``expired``, else those it has not
+        (no ``expires_at``, or ``now < expires_at``)."""
+        ...

@@ -146,6 +146,17 @@ class MemoryApprovalStore:
         found.sort(key=lambda r: r.created_at, reverse=True)
         return found
 
+    def list_approved(self, *, expired: bool, now: float, limit: int = 100) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsApproved`."""
+        with self._lock:
+            found = [
+                r
+                for r in self._requests.values()
+                if r.status == "approved" and (r.expires_at is not None and now >= r.expires_at) == expired
+            ]
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found[:limit]
+
     def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
         with self._lock:
             found = [r for r in self._requests.values() if status is None or r.status == status]

@@ -158,6 +158,8 @@ _APPROVAL_UPDATE: Final = (
 )
 _BINDING: Final = "WHERE run_id = %s AND tool = %s AND args_digest = %s"
 _PENDING: Final = _BINDING + " AND holder = %s AND status = 'pending'"
+_EXPIRED: Final = "WHERE status = 'approved' AND expires_at <= %s"
+_VALID: Final = "WHERE status = 'approved' AND (expires_at IS NULL OR expires_at > %s)"
 
 
 class PostgresLedgerStore:
@@ -329,6 +331,15 @@ class PostgresApprovalStore:
             cur = conn.execute(
                 _APPROVAL_SELECT + " " + _BINDING + " ORDER BY created_at DESC, id",
                 (run_id, tool, args_digest),
+            )
+            return [ApprovalRequest.from_dict(row) for row in cur]
+
+    def list_approved(self, *, expired: bool, now: float, limit: int = 100) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsApproved`: the expiry is compared in the query."""
+        where = _EXPIRED if expired else _VALID
+        with self._db.connection() as conn:
+            cur = conn.execute(
+                _APPROVAL_SELECT + " " + where + " ORDER BY created_at DESC, id LIMIT %s", (now, limit)
             )
             return [ApprovalRequest.from_dict(row) for row in cur]
 

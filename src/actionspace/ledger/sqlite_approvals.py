@@ -91,6 +91,8 @@ _INSERT: Final = (
 _UPDATE: Final = f"UPDATE approval_requests SET {', '.join(f'{c} = ?' for c in _STORED[1:])} WHERE id = ?"
 _BINDING: Final = "WHERE run_id = ? AND tool = ? AND args_digest = ?"
 _PENDING: Final = f"{_BINDING} AND holder = ? AND status = 'pending'"
+_EXPIRED: Final = "WHERE status = 'approved' AND expires_at <= ?"
+_VALID: Final = "WHERE status = 'approved' AND (expires_at IS NULL OR expires_at > ?)"
 
 
 class SqliteApprovalStore:
@@ -131,6 +133,13 @@ class SqliteApprovalStore:
         """Requests with this binding, newest first."""
         rows = self._db.conn().execute(
             f"{_SELECT} {_BINDING} ORDER BY created_at DESC, id", (run_id, tool, args_digest)
+        )
+        return [_request(row) for row in rows]
+
+    def list_approved(self, *, expired: bool, now: float, limit: int = 100) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsApproved`: the expiry is compared in the query."""
+        rows = self._db.conn().execute(
+            f"{_SELECT} {_EXPIRED if expired else _VALID} ORDER BY created_at DESC, id LIMIT ?", (now, limit)
         )
         return [_request(row) for row in rows]
 

@@ -10,7 +10,9 @@ call may not approve it: 403 ``permission_denied``, the request left pending; it
 
 ``expired`` is read from ``expires_at`` when a request is shown (:func:`~actionspace.service.views.as_read`):
 an approval past it is shown, and filtered, as ``expired``, never as ``approved``; the store keeps it
-``approved`` and the gate does not honour it.
+``approved`` and the gate does not honour it. The store answers ``?status=approved`` and
+``?status=expired`` in its query (expiry compared at the listing's time), so either is exact
+however many approvals of the other are newer.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
-from actionspace.service.views import approval_view, as_read, hidden_requests
+from actionspace.service.views import approval_view, as_read, clearance, hidden_requests, withheld_label
 
 __all__ = ["approvals_router"]
 
@@ -50,8 +52,8 @@ _APPROVE_ERRORS: dict[int | str, dict[str, Any]] = {
     **_DECISION_ERRORS,
     403: {
         "model": ErrorResponse,
-        "description": "The token's principal lacks the route's scope, or (with the four-eyes rule on)"
-        " proposed the call itself.",
+        "description": "The token's principal lacks the route's scope, may not see the values of the"
+        " call (they are redacted for it), or (with the four-eyes rule on) proposed the call itself.",
     },
 }
 
@@ -76,9 +78,8 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
             ]
             requests = requests[:limit]
         else:
-            stored = {"all": None, "expired": "approved"}.get(status, status)  # expiry is not stored
             requests = visible_page(
-                lambda n: [as_read(r, now) for r in rt.approvals.list(stored, limit=n)],
+                lambda n: [as_read(r, now) for r in _stored(rt, status, n, now)],
                 lambda r: (status in ("all", r.status)) and may_see(who, request_tenant(r, tenants)),
                 limit=limit,
                 scan=limit if sees_all(who) else limit * 4,
@@ -111,6 +112,8 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
             refused = refused_approval(request, by.id)
             if refused is not None:
                 raise ApiError(403, refused.message, category=refused.category)
+        if approve:
+            _check_cleared(rt, request, by)
         try:
             if approve:
                 decided = rt.approvals.approve(request_id, by=by.id, reason=reason)
@@ -145,6 +148,33 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
     decision_route("approve", "Approve a pending request (that exact call, once)")
     decision_route("deny", "Deny a pending request")
     return router
+
+
+def _stored(rt: Runtime, status: str, n: int, now: float) -> list[ApprovalRequest]:
+    """The ``n`` newest requests the store holds with ``status`` (``all``: any) as read at ``now``.
+
+    ``approved`` and ``expired`` are both stored ``approved`` (expiry is read from ``expires_at``):
+    the store tells them apart in its query, so however many of one are newer, the other is found.
+    """
+    if status in ("approved", "expired"):
+        return rt.approvals.list_approved(expired=status == "expired", limit=n, now=now)
+    return rt.approvals.list(None if status == "all" else status, limit=n)
+
+
+def _check_cleared(rt: Runtime, request: ApprovalRequest, by: Principal) -> None:
+    """Refuse (403 ``permission_denied``) an approval by a principal the request's values are
+    redacted for: it would approve a call it was never shown, so its approval would vouch for
+    nothing. The message names the clearance it lacks; denying stays open to it."""
+    withheld = withheld_label(rt.trace, request, by)
+    if withheld is None:
+        return
+    raise ApiError(
+        403,
+        f"approval of request {request.id} refused: principal {by.id!r} may not see the values of the"
+        f" call (labelled {withheld.confidentiality}), so it may not approve it; approving needs"
+        f" {clearance(withheld)}. Denying it stays allowed.",
+        category="permission_denied",
+    )
 
 
 def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, Any]:

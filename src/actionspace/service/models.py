@@ -6,9 +6,9 @@ seconds to these models, which convert them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 __all__ = [
     "ApprovalView",
@@ -92,13 +92,23 @@ class EventView(_Out):
     data: dict[str, Any]
 
 
+def _no_dot_segment(run_id: str | None) -> str | None:
+    """Refuse ``.`` and ``..``: URL clients (browsers, curl, httpx) remove such a path segment, so
+    no ``/api/runs/{run_id}`` nor console link could reach the run."""
+    if run_id in (".", ".."):
+        raise ValueError("a run id may not be a dot segment ('.' or '..'): no URL could name the run")
+    return run_id
+
+
 _RUN_ID = Field(
     None,
     min_length=1,
     max_length=200,
     pattern=r"^[A-Za-z0-9_.:-]+$",
-    description="The new run's id (default: a fresh ``run_…`` id).",
+    description="The new run's id (default: a fresh ``run_…`` id); not ``.`` nor ``..``.",
 )
+_SubmittedRunId = Annotated[str | None, AfterValidator(_no_dot_segment)]
+"""A submitted run id: :data:`_RUN_ID`'s pattern, and no dot segment."""
 
 
 class PlanRun(BaseModel):
@@ -107,7 +117,7 @@ class PlanRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     plan: dict[str, Any]
-    run_id: str | None = _RUN_ID
+    run_id: _SubmittedRunId = _RUN_ID
 
 
 class CallsRun(BaseModel):
@@ -116,7 +126,7 @@ class CallsRun(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     calls: list[Any] = Field(max_length=1000)
-    run_id: str | None = _RUN_ID
+    run_id: _SubmittedRunId = _RUN_ID
 
 
 SubmitRun = PlanRun | CallsRun

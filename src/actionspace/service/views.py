@@ -26,6 +26,7 @@ __all__ = [
     "RunsCursor",
     "approval_view",
     "as_read",
+    "clearance",
     "hidden_requests",
     "micros",
     "plan_view",
@@ -33,6 +34,7 @@ __all__ = [
     "runs_page",
     "shown_micros",
     "tool_view",
+    "withheld_label",
 ]
 
 LiveState = Callable[[str], str | None]
@@ -272,28 +274,57 @@ def hidden_requests(
     """
     listed = list(requests)
     runs = {run: _run_marks(trace, run, viewer) for run in dict.fromkeys(r.run_id for r in listed)}
-    hidden: set[str] = set()
-    for request in listed:
-        marks, own = runs[request.run_id], mark_of(request.details)
-        if marks is None or (
-            own is not None
-            and (not may_read(own, viewer) or any(not may_read(m.join(own), viewer) for m in marks))
-        ):
-            hidden.add(request.id)
-    return hidden
+    return {r.id for r in listed if _withheld(runs[r.run_id], r, viewer) is not None}
 
 
-def _run_marks(trace: TraceStore, run_id: str, viewer: Principal | None) -> set[Label] | None:
-    """The distinct labels the events of a run carry; None once one is a label ``viewer`` may not read."""
+def withheld_label(trace: TraceStore, request: ApprovalRequest, viewer: Principal | None) -> Label | None:
+    """A label of what ``request`` holds that ``viewer`` may not read (the one that hides it, as
+    :func:`hidden_requests` judges); None when ``viewer`` may see every value of it."""
+    return _withheld(_run_marks(trace, request.run_id, viewer), request, viewer)
+
+
+def clearance(label: Label) -> str:
+    """What a viewer needs to read values labelled ``label``, for a message to a person."""
+    scope = f"the scope labels:{label.confidentiality}"
+    if label.readers is None:
+        return scope
+    if not label.readers:
+        return f"{scope} (the label names no reader)"
+    shown = sorted(label.readers)[:_READERS_NAMED]
+    more = ", …" if len(label.readers) > _READERS_NAMED else ""
+    return f"{scope} or to be one of its readers ({', '.join(repr(r) for r in shown)}{more})"
+
+
+_READERS_NAMED: Final = 5
+"""Most reader ids a message names."""
+
+
+def _withheld(
+    run: tuple[set[Label], Label | None], request: ApprovalRequest, viewer: Principal | None
+) -> Label | None:
+    marks, unreadable = run
+    if unreadable is not None:
+        return unreadable
+    own = mark_of(request.details)
+    if own is None:
+        return None
+    if not may_read(own, viewer):
+        return own
+    return next((j for j in (m.join(own) for m in marks) if not may_read(j, viewer)), None)
+
+
+def _run_marks(trace: TraceStore, run_id: str, viewer: Principal | None) -> tuple[set[Label], Label | None]:
+    """The distinct labels the events of a run carry, read until one is a label ``viewer`` may not
+    read (then also that label)."""
     marks: set[Label] = set()
     for event in trace.events(run_id):
         mark = mark_of(event.data)
         if mark is None or mark in marks:
             continue
         if not may_read(mark, viewer):
-            return None
+            return marks, mark
         marks.add(mark)
-    return marks
+    return marks, None
 
 
 def _redacted_request(request: ApprovalRequest) -> ApprovalRequest:

@@ -99,7 +99,7 @@ function approvalCard(request) {
     card.append(batchItems(items));
   }
   if (request.status === "pending") {
-    card.append(decisionBar(card, id, request.run_id));
+    card.append(decisionBar(card, id, request.run_id, preview.redacted === true));
   } else {
     card.append(h("p", { class: "muted decision" },
       request.status + (request.decided_by ? " by " + request.decided_by : "") + " " + when(request.decided_at) +
@@ -136,11 +136,20 @@ function batchItems(items) {
       }))));
 }
 
-function decisionBar(card, id, runId) {
+// A person who may not see what is approved may not approve it (the API refuses with 403 too).
+const NOT_CLEARED = "Its values are redacted for you: you may not approve a call you cannot see. You may deny it.";
+
+function decisionBar(card, id, runId, redacted) {
   const reason = h("input", { type: "text", placeholder: "Reason (optional, kept in the trace)", "aria-label": "Reason" });
   const result = h("span", { class: "muted", role: "status" });
   const approve = h("button", { type: "button", class: "approve" }, "Approve");
   const deny = h("button", { type: "button", class: "deny" }, "Deny");
+  if (redacted) {
+    approve.disabled = true;
+    approve.title = NOT_CLEARED;
+    result.textContent = NOT_CLEARED;
+    result.classList.add("not-cleared");
+  }
   async function decide(verb) {
     approve.disabled = deny.disabled = reason.disabled = true;
     result.textContent = verb === "approve" ? "Approving…" : "Denying…";
@@ -160,7 +169,8 @@ function decisionBar(card, id, runId) {
     } catch (err) {
       result.textContent = errorText(err);
       result.className = "error-text";
-      approve.disabled = deny.disabled = reason.disabled = false;
+      approve.disabled = redacted;
+      deny.disabled = reason.disabled = false;
     }
   }
   approve.addEventListener("click", function () { decide("approve"); });
