@@ -33,7 +33,10 @@ generic shaping did), a node took 1,342, then 1,174; now 1,128:
   the run label again only where it may have changed; the trace store looks a node's shape up
   only when it differs from the last one's;
 - ``Engine.plain_node`` is the node path itself (no forwarding frame), called with positional
-  arguments, and an ``int`` result's observation is made inline (no ``_int_observation`` frame).
+  arguments, and an ``int`` result's observation is made inline (no ``_int_observation`` frame);
+- the counted run is the warm-up's plan object run again, and such a plan keeps its check
+  (``plan/_simple_plan.py`` ``keep``), its ready queue's keys and its ``plan_started`` entries
+  (1,138 → 982; a new plan object is checked as before, held by the checking test below).
 """
 
 from __future__ import annotations
@@ -111,14 +114,14 @@ def _plan_bytecodes(rt: Runtime, plan: Plan) -> tuple[int, Any]:
     return count[0], result
 
 
-def test_a_plain_instant_node_costs_under_1140_bytecodes_of_the_whole_package() -> None:
+def test_a_plain_instant_node_costs_under_1000_bytecodes_of_the_whole_package() -> None:
     with _runtime() as rt:
         small, ok_small = _plan_bytecodes(rt, _plan(20))
         large, ok_large = _plan_bytecodes(rt, _plan(220))
     assert ok_small.status == ok_large.status == "ok"
     assert [o.data for o in ok_large.nodes.values()] == list(range(220))
     per_node = (large - small) / 200
-    assert per_node <= 1140, per_node
+    assert per_node <= 1000, per_node
 
 
 def test_checking_a_plan_of_simple_nodes_listed_in_dependency_order_takes_under_90_bytecodes_a_node() -> None:

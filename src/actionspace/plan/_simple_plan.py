@@ -10,6 +10,15 @@ Anything else — a tool that is not simple or is refused, an edge to a node lis
 predecessor named twice, a value of an unexpected type — returns None, and the per-node checks
 of :func:`~actionspace.plan.check.check_plan` decide the plan (and name what is wrong).
 ``tests/plan/test_check_shortcuts.py`` holds both to the same checked plan or the same error.
+
+A plan object run again (a retry, a loop over one plan) is not checked again: :func:`keep` holds
+the checked form of a few such plans, and :func:`kept` hands it back while it still says what a
+new check would. A :class:`~actionspace.plan.model.Plan` and its nodes are frozen (tuples of
+frozen nodes), so what a check of such a plan reads and a later one could read differently is
+only each node's arguments (their values must still be scalars, the one thing the check reads of
+them) and each tool's resolution and authorization (the run's resolution, the catalog, the
+principal), which are asked again, once per tool. ``tests/plan/test_kept_check.py`` holds a kept
+check to a new one under changed arguments, catalogs and principals.
 """
 
 from __future__ import annotations
@@ -27,9 +36,10 @@ from actionspace.policy.principal import Principal, authorize
 from actionspace.validation.verdicts import Rejected
 
 if TYPE_CHECKING:
-    from actionspace.plan.check import CheckedNode
+    from actionspace.plan.check import CheckedNode, CheckedPlan
+    from actionspace.plan.model import Plan
 
-__all__ = ["plain_tool", "simple_plan", "simple_tools"]
+__all__ = ["distinct_ids", "keep", "kept", "plain_tool", "simple_plan", "simple_tools"]
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
 Simple = tuple[tuple[ToolSpec], "ActionError | None"]
@@ -108,6 +118,17 @@ def simple_plan(
     return checked, list(zip(named, me, strict=True))
 
 
+def distinct_ids(names: list[str]) -> dict[str, int] | None:
+    """Each id → its listing index, when the ids are distinct ASCII strings; else None."""
+    try:
+        if not all(map(str.isascii, names)):
+            return None
+    except TypeError:  # not a string: the general loop says what it says of it
+        return None
+    ids = dict(zip(names, range(len(names)), strict=True))
+    return ids if len(ids) == len(names) else None
+
+
 def plain_tool(
     name: str, resolve: Resolver, principal: Principal, principal_ok: dict[str, ActionError | None]
 ) -> Simple | None:
@@ -137,3 +158,40 @@ def simple_tools(
         return plain[name]
 
     return tool
+
+
+_KEPT: dict[int, tuple[Plan, CheckedPlan, dict[str, ToolSpec]]] = {}
+"""Per plan object (by identity, the plan held so its identity is not reused): the plan, its
+checked form, and each tool name's spec, in the order the check resolved them."""
+_KEPT_MAX = 8
+"""Plans kept at most (all dropped when full): a plan run again is usually run again soon."""
+
+
+def keep(plan: Plan, checked: CheckedPlan, plain: Mapping[str, Simple | None]) -> None:
+    """Keep ``checked``, the check of ``plan`` across the plan (no groups), for :func:`kept`;
+    ``plain``: each tool name's simple tool, as the check resolved them (all allowed)."""
+    specs = {name: tool[0][0] for name, tool in plain.items() if tool is not None}
+    if len(_KEPT) >= _KEPT_MAX:
+        _KEPT.clear()
+    _KEPT[id(plan)] = (plan, checked, specs)
+
+
+def kept(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | None:
+    """The kept check of ``plan`` when a new one would give the same: every argument is still a
+    scalar, and every tool still resolves to the same spec (asked again, in the same order) and
+    is allowed to ``principal``; None otherwise (the plan is checked anew)."""
+    entry = _KEPT.get(id(plan))
+    if entry is None or entry[0] is not plan:
+        return None
+    values = itertools.chain.from_iterable(map(_VALUES, map(_ARGUMENTS, plan.nodes)))
+    try:
+        if not all(map(_SCALAR_TYPES.__contains__, map(type, values))):  # what simple_plan reads
+            return None
+    except (TypeError, AttributeError):
+        return None
+    principal_ok: dict[str, ActionError | None] = {}
+    for name, spec in entry[2].items():
+        simple = plain_tool(name, resolve, principal, principal_ok)
+        if simple is None or simple[1] is not None or simple[0][0] is not spec:
+            return None
+    return entry[1]

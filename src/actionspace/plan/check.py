@@ -19,7 +19,7 @@ from typing import Any
 from actionspace._json_values import MAX_DEPTH, too_costly
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
-from actionspace.plan._simple_plan import plain_tool, simple_plan, simple_tools
+from actionspace.plan._simple_plan import distinct_ids, keep, kept, plain_tool, simple_plan, simple_tools
 from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.model import Plan, PlanNode
 from actionspace.plan.order import conflict_edges, declared_edges, topological
@@ -101,6 +101,10 @@ class CheckedPlan:
     """Every node is plain (:func:`~actionspace.plan.node.is_plain`: no references, alternatives,
     members or verifier), so the driver need not ask each one. Set for a plan checked across the
     plan at once; False (each node asked) otherwise."""
+    keys: dict[str, int] | None = field(default=None, compare=False, repr=False)
+    """Each node's place in the ready queue (``ready._keys``), made by the first run of the plan."""
+    entries: list[dict[str, str]] | None = field(default=None, compare=False, repr=False)
+    """A bare plan's ``plan_started`` entries (``run._bare_entries``), made by its first run."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
@@ -116,6 +120,9 @@ def check_plan(
 
     ``environments``: the runtime's transactional environments, for atomic groups.
     """
+    again = kept(plan, resolve, principal)  # the plan object checked before, still so
+    if again is not None:
+        return again
     # Checking builds many small objects and no reference cycles: the cyclic collector, which
     # would walk every live object of the process several times for a large plan, pauses.
     collecting = gc.isenabled()
@@ -132,7 +139,7 @@ def _check(
 ) -> CheckedPlan | ActionError:
     errors: list[FieldError] = []
     names = [node.id for node in plan.nodes]
-    ids = _distinct(names)
+    ids = distinct_ids(names)
     if ids is None:  # a duplicate, or an id that is not ASCII: each checked by the general loop
         ids = {}
         folded: dict[str, str] = {}
@@ -212,6 +219,8 @@ def _check(
     if simple is not None:  # (each tool of ``plain`` is simple and allowed)
         result.bare = not any(tool[0][0].requires_approval for tool in plain.values() if tool is not None)
         result.plain = list(map(_VERIFY, plan.nodes)).count(None) == len(plan.nodes)
+        if not plan.groups:
+            keep(plan, result, plain)
     if plan.groups:
         from actionspace.plan.groups import collapse
 
@@ -229,17 +238,6 @@ def _check(
         collapsed.topo = units
         return collapsed
     return result
-
-
-def _distinct(names: list[str]) -> dict[str, int] | None:
-    """Each id → its listing index, when the ids are distinct ASCII strings; else None."""
-    try:
-        if not all(map(str.isascii, names)):
-            return None
-    except TypeError:  # not a string: the general loop says what it says of it
-        return None
-    ids = dict(zip(names, range(len(names)), strict=True))
-    return ids if len(ids) == len(names) else None
 
 
 def _alike(

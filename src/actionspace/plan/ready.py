@@ -27,7 +27,10 @@ class ReadyQueue:
     def __init__(self, plan: CheckedPlan) -> None:
         self.heap: list[int] = []
         self.queued: set[str] = set()
-        self.key = _keys(plan)
+        key = plan.keys  # made once per checked plan (a plan run again keeps its check)
+        if key is None:
+            key = plan.keys = _keys(plan)
+        self.key = key
         self._ids: dict[int, str] | None = None
         """The node of each key, made on the first :meth:`pop` (taking a whole wave needs none)."""
         self._noted: list[str] = []

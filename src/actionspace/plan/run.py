@@ -74,7 +74,7 @@ async def arun_plan(
     rec.add(
         "plan_started",
         {
-            "nodes": [{"id": c.node.id, "tool": c.specs[0].key} for c in listed]  # as _node_event's
+            "nodes": list(map(dict.copy, _bare_entries(checked)))  # each record its own dicts
             if checked.bare
             else [
                 # _node_event's entry for a node with nothing more to say, made here
@@ -116,6 +116,16 @@ async def arun_plan(
         )
         await engine.aflush(rec)
     return result
+
+
+def _bare_entries(checked: CheckedPlan) -> list[dict[str, str]]:
+    """``plan_started``'s entries of a bare plan (its id and tool, as :func:`_node_event`'s), made
+    once per checked plan (a plan run again keeps its check)."""
+    entries = checked.entries
+    if entries is None:
+        listed = itertools.islice(checked.nodes.values(), 1000)
+        entries = checked.entries = [{"id": c.node.id, "tool": c.specs[0].key} for c in listed]
+    return entries
 
 
 def _node_event(c: CheckedNode) -> dict[str, Any]:

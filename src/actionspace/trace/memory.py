@@ -23,7 +23,7 @@ import pickle
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any, cast
 
 from actionspace.trace.events import (
@@ -63,9 +63,6 @@ COMPACT_AT = 2048
 """Pending records of a run are packed into one blob once they weigh this much: one per record,
 plus the length of every list in their data, so that a few records holding thousands of objects
 (a large plan's ``plan_started``) are packed as soon as many small ones would be."""
-_SEQ = operator.itemgetter(0)
-_OBS_SEQ = operator.itemgetter(6)
-"""A compact node's first number, and its observation's (-1: none folded in)."""
 
 
 class MemoryTraceStore:
@@ -167,17 +164,29 @@ class MemoryTraceStore:
                 kept = self._nodes[run_id] = []
                 self._runs.setdefault(run_id, [])
             index_of, shapes = self._shape_index, self._shapes
-            held, index = None, 0  # the last shape looked up (a plan's nodes of one tool share it)
-            for seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, digest in nodes:
-                if shape is not held:
-                    found = index_of.get(id(shape))
-                    if found is None:
-                        found = index_of[id(shape)] = len(shapes)
-                        shapes.append(shape)
-                    held, index = shape, found
-                kept.append((seq, ts, call_id, index, arguments, node, obs_seq, obs_ts, digest))
-            if nodes:  # a node's last event: its observation (numbered after the four), else seq + 3
-                top = max(top, max(map(_OBS_SEQ, nodes)) + 1, max(map(_SEQ, nodes)) + 4)
+            if nodes:  # read by columns (in C): the usual batch is one tool's nodes, of one shape
+                seqs, tss, calls, shaped, args, ids, obs_seqs, obs_tss, digests = zip(*nodes, strict=True)
+                one = shaped[0]
+                if all(map(operator.is_, shaped, repeat(one))):
+                    index = index_of.get(id(one))
+                    if index is None:
+                        index = index_of[id(one)] = len(shapes)
+                        shapes.append(one)
+                    same = repeat(index, len(nodes))
+                    columns = (seqs, tss, calls, same, args, ids, obs_seqs, obs_tss, digests)
+                    kept.extend(zip(*columns, strict=True))
+                else:
+                    held, index = None, 0  # the last shape looked up
+                    for seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, digest in nodes:
+                        if shape is not held:
+                            found = index_of.get(id(shape))
+                            if found is None:
+                                found = index_of[id(shape)] = len(shapes)
+                                shapes.append(shape)
+                            held, index = shape, found
+                        kept.append((seq, ts, call_id, index, arguments, node, obs_seq, obs_ts, digest))
+                # a node's last event: its observation (numbered after the four), else seq + 3
+                top = max(top, max(obs_seqs) + 1, max(seqs) + 4)
             if len(kept) >= COMPACT_AT // 4:
                 self._pack_nodes(run_id, kept)
             if records:
