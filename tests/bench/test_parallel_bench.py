@@ -170,6 +170,7 @@ def _agg(peers: dict[str, float], *, makespan: float, growth: int) -> dict[str, 
         "floor_ms": 205.0,
         "zero_latency_us_per_node": 15.0,
         "zero_floor_us_per_node": 10.0,
+        "zero_latency_fresh_us_per_node": 26.0,
     }
     trim = {
         "bytes": 1 << 30,
@@ -198,6 +199,8 @@ def test_the_section_holds_each_figure_against_its_target() -> None:
     by_label = {t["label"]: t["status"] for t in section["targets"]}
     assert list(by_label.values()) == ["PASS", "PASS", "PASS", "PASS", "PASS"]
     assert section["status"] == "PASS"
+    sched = next(t for t in section["targets"] if "scheduling per node" in t["label"])
+    assert "one built anew each run: 26.0 µs/node = 2.60×" in sched["detail"]  # shown beside the row
     memory = section["plan"][PLAN_ROWS[0]]
     assert memory["over_ideal"] == pytest.approx(1.1)
     assert memory["over_floor"] == pytest.approx(11.0 / 10.5)

@@ -227,11 +227,13 @@ async def _dag_figures(rt: Runtime, dag: RandomDag, reps: int) -> dict[str, Any]
         if why is not None:
             raise AssertionError(f"the DAG plan (zero latency: {zero}) did not run: {why}")
     gc.collect()
-    walls: dict[str, list[float]] = {"plan": [], "floor": [], "plan_zero": [], "floor_zero": []}
+    walls: dict[str, list[float]] = {"plan": [], "floor": [], "plan_zero": [], "floor_zero": [], "fresh": []}
     for _ in range(reps):  # interleaved, so a change of load is shared
         for zero, tag in ((False, ""), (True, "_zero")):
             walls["plan" + tag].append(await _ms(rt.arun_plan(plans[zero], run_id=run)))
             walls["floor" + tag].append(await _ms(asyncio_dag(dag, zero=zero)))
+        fresh = dag_plan(dag, zero=True)  # as a model's plan arrives: a new object, checked anew
+        walls["fresh"].append(await _ms(rt.arun_plan(fresh, run_id=run)))
     med = {k: statistics.median(v) for k, v in walls.items()}
     return {
         "nodes": nodes,
@@ -245,6 +247,7 @@ async def _dag_figures(rt: Runtime, dag: RandomDag, reps: int) -> dict[str, Any]
         "floor_ms": med["floor"],
         "zero_latency_us_per_node": med["plan_zero"] * 1e3 / nodes,
         "zero_floor_us_per_node": med["floor_zero"] * 1e3 / nodes,
+        "zero_latency_fresh_us_per_node": med["fresh"] * 1e3 / nodes,
         "pass_makespans_ms": [round(w, 2) for w in walls["plan"]],
     }
 
@@ -295,7 +298,13 @@ def medians(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The DAG row across passes: the median of each per-pass figure."""
     first = rows[0]
     out = {k: first[k] for k in ("nodes", "edges", "depth", "seed", "fan_in", "reps", "critical_path_ms")}
-    for key in ("makespan_ms", "floor_ms", "zero_latency_us_per_node", "zero_floor_us_per_node"):
+    for key in (
+        "makespan_ms",
+        "floor_ms",
+        "zero_latency_us_per_node",
+        "zero_floor_us_per_node",
+        "zero_latency_fresh_us_per_node",
+    ):
         out[key] = statistics.median(r[key] for r in rows)
     out["passes"] = len(rows)
     return out
