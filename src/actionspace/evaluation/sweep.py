@@ -53,7 +53,8 @@ class Bank:
 
     def __init__(self, path: Path) -> None:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        if self.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # switching takes a lock
+            self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS payments"
