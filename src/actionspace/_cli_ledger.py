@@ -303,9 +303,12 @@ def _decide(
     ttl: float,
     *,
     distinct: bool = False,
+    scopes: tuple[str, ...] = (),
+    allow_own: bool = False,
 ) -> None:
-    """Decide the request; ``distinct``: under the four-eyes rule (``approval.four_eyes``), a refused
-    approval is one line on stderr and exit 2 (a usage error: another ``--by`` may approve)."""
+    """Decide the request; an approval refused (:func:`_refusal`, or under ``distinct`` the
+    four-eyes rule of ``approval.four_eyes``) is one line on stderr and exit 2 (a usage error:
+    another ``--by``, or one said to be cleared, may approve), nothing recorded."""
     from actionspace.approval.four_eyes import DistinctApprover
     from actionspace.errors import ApprovalRefused
 
@@ -316,6 +319,10 @@ def _decide(
         reader.close()
     rt = _runtime(store, "approvals")
     approvals = DistinctApprover(rt.approvals) if distinct else rt.approvals
+    if approve and (refused := _refusal(rt, request_id, by, scopes, allow_own=allow_own)) is not None:
+        rt.close()
+        typer.echo(one_line(refused), err=True)
+        raise typer.Exit(2)
     try:
         if approve:
             request = approvals.approve(request_id, by=by, reason=reason, ttl_s=ttl)
@@ -338,6 +345,45 @@ def _decide(
     typer.echo(f"{request.id}: {request.status} by {by}{suffix}")
 
 
+def _utf8_texts(values: list[str] | None) -> list[str]:
+    """Typer callback of a repeatable option: :func:`utf8_text` of each value."""
+    return [utf8_text(v) or "" for v in values or []]
+
+
+def _refusal(rt: Any, request_id: str, by: str, scopes: tuple[str, ...], *, allow_own: bool) -> str | None:
+    """Why ``by`` (holding ``scopes``) may not approve the request, as the HTTP API judges it; None
+    when it may. Refused: a ``by`` the request's values are redacted for (it would approve a call
+    it may not see; ``--scope`` says what clearance it holds), and, unless ``allow_own``, a ``by``
+    equal to the recorded proposer's id (the four-eyes rule, for the one case this command can tell)."""
+    from collections.abc import Mapping
+
+    from actionspace.approval.requests import proposer_of
+    from actionspace.policy.principal import Principal
+    from actionspace.service.views import clearance, withheld_label
+
+    request = rt.approvals.get(request_id)
+    if request is None:
+        return None  # approving says "no approval request …" as before
+    withheld = withheld_label(rt.trace, request, Principal(id=by, scopes=scopes))
+    if withheld is not None:
+        needs = clearance(withheld)
+        return (
+            f"approval of request {request.id} refused: {by!r} may not see the values of the call"
+            f" (labelled {withheld.confidentiality}), so may not approve it; approving needs {needs}."
+            f" If {by!r} holds it, say so with --scope labels:{withheld.confidentiality}."
+            " Denying it stays allowed."
+        )
+    recorded = request.details.get("proposed_by")
+    proposer = proposer_of(recorded)[0] if isinstance(recorded, Mapping) else ""
+    if proposer and proposer == by and not allow_own:
+        return (
+            f"approval of request {request.id} refused: {by!r} proposed this call (four-eyes rule:"
+            " another principal must approve; --allow-own-approval lets the proposer approve its own"
+            " call). Denying it stays allowed."
+        )
+    return None
+
+
 @approvals_app.command("approve")
 def approvals_approve(
     request_id: RequestArg,
@@ -345,11 +391,28 @@ def approvals_approve(
     reason: ReasonOpt = None,
     ttl: Annotated[float, typer.Option(help="Seconds the approval stays valid.")] = 3600.0,
     store: StoreOpt = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help="A scope --by holds, e.g. labels:secret (repeatable): a call whose values are"
+            " labelled is approved only by a --by cleared to read them (this scope, or a reader the"
+            " label names), else exit 2.",
+            callback=_utf8_texts,
+        ),
+    ] = None,
     distinct_approver: Annotated[
         bool,
         typer.Option(
             "--distinct-approver",
-            help="Four-eyes rule: refuse (exit 2) when --by is the principal that proposed the call.",
+            help="Four-eyes rule, strict: also refuse (exit 2) a request that recorded no proposer.",
+        ),
+    ] = False,
+    allow_own_approval: Annotated[
+        bool,
+        typer.Option(
+            "--allow-own-approval",
+            help="Let --by approve a call it proposed itself (refused by default, exit 2).",
         ),
     ] = False,
 ) -> None:
@@ -359,7 +422,22 @@ def approvals_approve(
     """
     if not (ttl > 0 and math.isfinite(ttl)):  # NaN compares false with every time; inf never expires
         raise typer.BadParameter("takes a positive, finite number of seconds", param_hint="--ttl")
-    _decide(request_id, store, True, by, reason, ttl, distinct=distinct_approver)
+    if distinct_approver and allow_own_approval:
+        raise typer.BadParameter(
+            "cannot be given with --distinct-approver", param_hint="--allow-own-approval"
+        )
+    scopes = tuple(scope or ())
+    _decide(
+        request_id,
+        store,
+        True,
+        by,
+        reason,
+        ttl,
+        distinct=distinct_approver,
+        scopes=scopes,
+        allow_own=allow_own_approval,
+    )
 
 
 @approvals_app.command("deny")

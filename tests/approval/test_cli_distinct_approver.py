@@ -2,7 +2,8 @@
 
 The approver named by ``--by`` may not be the principal that proposed the call (nor approve a call
 whose proposer was not recorded): one line on stderr naming the rule, exit 2, nothing recorded and
-the request still pending. Without the flag the command decides as before."""
+the request still pending. Without the flag the proposer is still refused (a request without a
+recorded proposer is not); ``--allow-own-approval`` lets it approve its own call."""
 
 from __future__ import annotations
 
@@ -85,11 +86,14 @@ def test_another_approver_under_the_flag_approves(tmp_path: Path) -> None:
     assert (shown["status"], shown["decided_by"]) == ("approved", "bob")
 
 
-def test_without_the_flag_the_proposer_may_still_approve(tmp_path: Path) -> None:
+def test_the_proposer_approves_its_own_call_only_when_allowed_explicitly(tmp_path: Path) -> None:
     _mount()
     db = tmp_path / "as.db"
     request_id = _held(db)
-    approved = _approve(db, request_id, "alice")
+    refused = _approve(db, request_id, "alice")
+    assert refused.exit_code == 2, refused.output
+    assert _shown(db, request_id)["status"] == "pending"
+    approved = _approve(db, request_id, "alice", "--allow-own-approval")
     assert approved.exit_code == 0, approved.output
     assert _shown(db, request_id)["decided_by"] == "alice"
 

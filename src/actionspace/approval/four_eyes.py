@@ -12,9 +12,10 @@ Denying stays open to the proposer: withdrawing one's own call lets nothing run.
 
 The rule tells principals apart, not people: one person holding two tokens of two principals is
 outside what it can see. The service applies it with ``create_app(..., distinct_approver=True)``
-(``actionspace serve --distinct-approver``), the command line with ``actionspace approvals approve
---by NAME --distinct-approver`` (``NAME`` is then the deciding principal's id: one line and exit 2
-when refused); code deciding through ``rt.approvals`` wraps it in :class:`DistinctApprover`.
+(``actionspace serve --distinct-approver``); the command line ``actionspace approvals approve --by
+NAME`` refuses a ``NAME`` equal to the recorded proposer's id unless given ``--allow-own-approval``,
+and with ``--distinct-approver`` applies this rule whole (one line and exit 2 when refused); code
+deciding through ``rt.approvals`` wraps it in :class:`DistinctApprover`.
 """
 
 from __future__ import annotations

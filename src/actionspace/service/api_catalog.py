@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Query
 
@@ -31,7 +31,15 @@ from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all,
 from actionspace.service.views import tool_view
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
 
-__all__ = ["catalog_router", "health_router"]
+__all__ = ["MAX_FIELDS_SHOWN", "MAX_UNLISTED_TOOLS", "OTHER_FIELDS", "catalog_router", "health_router"]
+
+MAX_UNLISTED_TOOLS: Final = 20
+"""Most tools outside the catalog (names a model wrote) ``/api/metrics`` shows, the most called."""
+MAX_FIELDS_SHOWN: Final = 50
+"""Most rejected fields ``/api/metrics`` names for one tool, the most rejected."""
+OTHER_FIELDS: Final = "(other fields)"
+"""The key counting a tool's rejected fields past :data:`MAX_FIELDS_SHOWN` (no JSON pointer: those
+are empty or start with ``/``)."""
 
 Rt = Annotated[Runtime, Depends(runtime_of)]
 
@@ -86,9 +94,47 @@ def catalog_router() -> APIRouter:
         view = monitor(seen, since=since, run_ids=run_ids, max_runs=max_runs).to_dict()
         # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
         view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
+        _bound(view, {spec.name for spec in rt.catalog})
         return value_for_utf8(view)  # tool and field names as the model wrote them: UTF-8 whole
 
     return router
+
+
+def _bound(view: dict[str, Any], listed: set[str]) -> None:
+    """Keep ``view`` (a ``MetricsView``) as large as the catalog, not as the names in the trace.
+
+    Tool and argument names come from the model (or whoever starts runs): left alone, each new
+    name is one more entry of every answer. Every tool of the catalog (``listed``) stays; of the
+    others, the :data:`MAX_UNLISTED_TOOLS` most called (the view lists the most called first), the
+    rest counted in ``tools_left_out`` and ``calls_left_out`` with their alerts left out; a tool's
+    rejected fields past the :data:`MAX_FIELDS_SHOWN` most rejected are summed under
+    :data:`OTHER_FIELDS`.
+    """
+    kept: list[dict[str, Any]] = []
+    left: list[dict[str, Any]] = []
+    unlisted = 0
+    for tool in view["tools"]:
+        if tool["tool"] not in listed:
+            unlisted += 1
+            if unlisted > MAX_UNLISTED_TOOLS:
+                left.append(tool)
+                continue
+        tool["rejects_by_field"] = _top_fields(tool["rejects_by_field"])
+        kept.append(tool)
+    shown = {tool["tool"] for tool in kept}
+    view["tools"] = kept
+    view["alerts"] = [alert for alert in view["alerts"] if alert["tool"] in shown]
+    view["tools_left_out"] = len(left)
+    view["calls_left_out"] = sum(int(tool["calls"]) for tool in left)
+
+
+def _top_fields(counts: Mapping[str, int]) -> dict[str, int]:
+    if len(counts) <= MAX_FIELDS_SHOWN:
+        return dict(counts)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    top = dict(ranked[:MAX_FIELDS_SHOWN])
+    top[OTHER_FIELDS] = sum(count for _, count in ranked[MAX_FIELDS_SHOWN:])
+    return top
 
 
 def _visible_runs(rt: Runtime, who: Principal, *, since: float | None, limit: int) -> list[str]:

@@ -21,6 +21,7 @@ from actionspace._unicode import value_for_utf8
 from actionspace.policy.principal import Principal
 from actionspace.policy.redaction import redact_events
 from actionspace.runtime import Runtime
+from actionspace.service import scoping
 from actionspace.service.auth import require
 from actionspace.service.deps import runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
@@ -34,8 +35,17 @@ from actionspace.service.models import (
     SubmitRun,
 )
 from actionspace.service.runner import BackgroundRuns
-from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
-from actionspace.service.views import event_view, micros, pending_run_ids, plan_view, run_row, runs_page
+from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
+from actionspace.service.views import (
+    RunsCursor,
+    event_view,
+    micros,
+    pending_run_ids,
+    plan_view,
+    run_row,
+    runs_page,
+    shown_micros,
+)
 from actionspace.trace.events import ClaimsRuns, RunSummary, TraceEvent, summarize
 
 __all__ = ["runs_router"]
@@ -78,11 +88,10 @@ def runs_router() -> APIRouter:
         cursor = None if before is None else (micros(before), before_id)
         rows: dict[str, dict[str, Any] | None] = {}  # run id → its row; None when not listed
 
-        def fetch(n: int) -> list[RunSummary]:
-            page = runs_page(rt.trace, limit=n, before=cursor)
-            fresh = [s for s in page if s.run_id not in rows]
-            heads = heads_of(rt.trace, [s.run_id for s in fresh])  # the counts come from the aggregate
-            for summary in fresh:
+        def fetch(n: int, after: RunsCursor | None) -> list[RunSummary]:
+            page = runs_page(rt.trace, limit=n, before=after)
+            heads = heads_of(rt.trace, [s.run_id for s in page])  # the counts come from the aggregate
+            for summary in page:
                 head = heads[summary.run_id]
                 tenants.remember(summary.run_id, head)
                 row = None
@@ -93,10 +102,18 @@ def runs_router() -> APIRouter:
                 rows[summary.run_id] = row
             return page
 
-        page = visible_page(
-            fetch, lambda s: rows[s.run_id] is not None, limit=limit, scan=limit * 4 if filtered else limit
-        )
-        return [row for s in page if (row := rows[s.run_id]) is not None]
+        # Narrowed by tenant or principal, the listing reads on from the last run read, each read
+        # four times larger up to MAX_SCAN runs, until its page is full or the store has no more
+        # runs: however many newer runs another tenant has, the caller's own are found.
+        step = min(limit * 4 if filtered else limit, scoping.MAX_SCAN)
+        shown: list[dict[str, Any]] = []
+        while True:
+            page = fetch(step, cursor)
+            shown += [row for s in page if (row := rows[s.run_id]) is not None]
+            if len(shown) >= limit or len(page) < step:
+                return shown[:limit]
+            cursor = (shown_micros(page[-1].last_at), page[-1].run_id)
+            step = min(step * 4, scoping.MAX_SCAN)  # a store may read its whole listing per read
 
     def run_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
         """The run's events as recorded (unredacted), once ``who`` may see the run; else 404."""

@@ -262,3 +262,9 @@ class MetricsView(_Out):
     since: AwareDatetime | None
     tools: list[ToolHealthView]
     alerts: list[AlertView]
+    tools_left_out: int = Field(
+        default=0,
+        description="Tools outside the catalog not shown (past the 20 most called of them), their"
+        " alerts left out too.",
+    )
+    calls_left_out: int = Field(default=0, description="The calls of the tools left out.")
