@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import textwrap
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-import pytest
 
 from actionspace import Runtime
-from tests.observation.child_runs import run_child
-from tests.pg import fresh_schema
+from tests.proc import run_child
+from tests.proc import url as url  # the fixture
 
 PASSWORD = "hunter2-correct-horse"
 DEADLINE_S = 60.0
@@ -43,14 +39,6 @@ _READ_SECRET = textwrap.dedent(
     print(json.dumps({"status": obs.status, "label": label}))
     """
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
 
 
 def test_a_secret_read_elsewhere_blocks_the_send_of_a_run_evicted_while_its_call_ran(url: str) -> None:

@@ -9,16 +9,13 @@ observation was never stored, so nothing after the save ran.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from actionspace import Runtime
+from tests.proc import run_killed
+from tests.proc import url as url  # the fixture
 
 PASSWORD = "hunter2-correct-horse"
 
@@ -62,23 +59,9 @@ _KILLED = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    from tests.pg import fresh_schema
-
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_label_saved_just_before_a_kill_holds_in_the_next_process(url: str, mode: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _KILLED, url, mode], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.stdout.strip() == "saved", done.stderr[-2000:]
-    assert done.returncode == -signal.SIGKILL
+    assert run_killed(_KILLED, url, mode) == "saved"
 
     rt = Runtime(url, recover_on_start=False)
     sent: list[str] = []

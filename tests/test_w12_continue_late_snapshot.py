@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 from actionspace.discovery.runs import join_call_ids
 from actionspace.ledger.run_state import PostgresRunStateStore, SqliteRunStateStore
 from actionspace.policy.flow import FlowState
-from tests.observation.child_runs import run_child
-from tests.pg import fresh_schema
+from tests.proc import run_child
+from tests.proc import url as url  # the fixture
 
 PUBLIC = {"confidentiality": "public", "integrity": "trusted", "readers": None}
 INTERNAL = {"confidentiality": "internal", "integrity": "trusted", "readers": None}
@@ -47,14 +46,6 @@ _NEWER_SAVER = textwrap.dedent(
     print(json.dumps({"saved": saved}))
     """
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
 
 
 def _open(url: str) -> SqliteRunStateStore | PostgresRunStateStore:

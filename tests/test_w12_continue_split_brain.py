@@ -10,23 +10,17 @@ overlap as far as the machine lets them. What the tools really sent is counted i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from actionspace import Runtime
-from tests.pg import fresh_schema
+from tests.proc import WAIT_FOR, at_once
+from tests.proc import url as url  # the fixture
 
-DEADLINE_S = 120
-
-_PRELUDE = textwrap.dedent(
+_PRELUDE = WAIT_FOR + textwrap.dedent(
     """
-    import json, os, sys, time
+    import json, os, sys
     from actionspace import Runtime
 
     url, outbox, go = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -41,10 +35,7 @@ _PRELUDE = textwrap.dedent(
 
     def ready():
         print("ready", flush=True)
-        deadline = time.monotonic() + 120
-        while not os.path.exists(go):  # both processes are released by one file
-            assert time.monotonic() < deadline, "never released"
-            time.sleep(0.001)
+        wait_for(go)  # both processes are released by one file
     """
 )
 
@@ -76,41 +67,10 @@ print(json.dumps({"answer": answer}))
 """
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
-
-
 def _at_once(script: str, tmp_path: Path, args: list[list[str]]) -> list[dict[str, Any]]:
     """Run ``_PRELUDE + script`` in one process per argument list, release them together once
     each reported ready, and return what each printed last."""
-    go = tmp_path / "go"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _PRELUDE + script, *a],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for a in args
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready", proc.stderr.read() if proc.stderr else ""
-        go.touch()
-        outs = [proc.communicate(timeout=DEADLINE_S) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for proc, (_, err) in zip(procs, outs, strict=True):
-        assert proc.returncode == 0, err[-2000:]
-    return [json.loads(out.splitlines()[-1]) for out, _ in outs]
+    return at_once(_PRELUDE + script, args, tmp_path / "go")
 
 
 def _sent(outbox: Path) -> list[dict[str, Any]]:

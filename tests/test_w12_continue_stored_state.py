@@ -10,20 +10,17 @@ PostgreSQL table, between two steps of the run; the run is then continued by ano
 from __future__ import annotations
 
 import json
-import sqlite3
 import textwrap
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import psycopg
 import pytest
 
 from actionspace import Labels, Runtime
 from actionspace.discovery.runs import join_call_ids
 from actionspace.ledger.run_state import PostgresRunStateStore, SqliteRunStateStore
-from tests.observation.child_runs import run_child
-from tests.pg import fresh_schema
+from tests.proc import RunStateRows, run_child
+from tests.proc import url as url  # the fixture
 
 PASSWORD = "hunter2-correct-horse"
 
@@ -92,41 +89,12 @@ def _read_secrets(url: str, runs: list[str]) -> None:
     rt.close()
 
 
-class _Rows:
-    """The run-state table of one store, read and written as another writer would."""
-
-    def __init__(self, kind: str, url: str, path: Path | None) -> None:
-        self.kind, self.url, self.path = kind, url, path
-
-    def get(self, run: str) -> str:
-        if self.path is not None:
-            with sqlite3.connect(self.path) as conn:
-                return str(conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run,)).fetchone()[0])
-        with psycopg.connect(self.url) as pg:
-            row = pg.execute("SELECT state FROM actionspace_run_state WHERE run_id = %s", (run,)).fetchone()
-            assert row is not None
-            return str(row[0])
-
-    def put(self, run: str, text: str) -> None:
-        if self.path is not None:
-            with sqlite3.connect(self.path) as conn:
-                conn.execute("UPDATE run_state SET state = ? WHERE run_id = ?", (text, run))
-            return
-        with psycopg.connect(self.url) as pg:
-            pg.execute("UPDATE actionspace_run_state SET state = %s WHERE run_id = %s", (text, run))
+@pytest.fixture
+def rows(url: str) -> RunStateRows:
+    return RunStateRows(url)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Rows]:
-    if request.param == "sqlite":
-        path = tmp_path / "run.db"
-        yield _Rows("sqlite", f"sqlite:///{path}", path)
-        return
-    for url in fresh_schema(request.getfixturevalue("pg_url")):
-        yield _Rows("postgres", url, None)
-
-
-def test_a_damaged_run_state_stops_the_continuing_process_with_a_typed_error(rows: _Rows) -> None:
+def test_a_damaged_run_state_stops_the_continuing_process_with_a_typed_error(rows: RunStateRows) -> None:
     runs = [f"run-{name}" for name in DAMAGES]
     _read_secrets(rows.url, [*runs, "run-intact"])
     damaged = {}
@@ -143,14 +111,14 @@ def test_a_damaged_run_state_stops_the_continuing_process_with_a_typed_error(row
         assert rows.get(run) == damaged[run]
 
 
-def _store(rows: _Rows) -> SqliteRunStateStore | PostgresRunStateStore:
+def _store(rows: RunStateRows) -> SqliteRunStateStore | PostgresRunStateStore:
     if rows.path is not None:
         return SqliteRunStateStore(rows.path)
     return PostgresRunStateStore(rows.url)
 
 
 @pytest.mark.parametrize("damage", ["not_json", "not_an_object", "a_newer_version"])
-def test_a_store_refuses_to_read_or_join_over_a_damaged_snapshot(rows: _Rows, damage: str) -> None:
+def test_a_store_refuses_to_read_or_join_over_a_damaged_snapshot(rows: RunStateRows, damage: str) -> None:
     from actionspace.errors import RunStateError
 
     store = _store(rows)

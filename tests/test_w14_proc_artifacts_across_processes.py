@@ -10,17 +10,16 @@ run's state (on SQLite they are in a folder beside the file, as before).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actionspace import Runtime
 from tests.pg import fresh_schema
+from tests.proc import run_child
+from tests.proc import url as url  # the fixture
 
 FACT = "ERROR: disk quota exceeded on /var/build"
 
@@ -48,14 +47,6 @@ _FIRST = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
-
-
 def _read(ref: str, offset: int, length: int) -> dict[str, Any]:
     arguments = json.dumps({"ref": ref, "offset": offset, "length": length})
     call = {"id": "c2", "type": "function", "function": {"name": "read_artifact", "arguments": arguments}}
@@ -63,11 +54,7 @@ def _read(ref: str, offset: int, length: int) -> dict[str, Any]:
 
 
 def test_an_artifact_shown_in_one_process_is_read_in_the_next(url: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _FIRST, url], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    shown = json.loads(done.stdout.splitlines()[-1])
+    shown = run_child(_FIRST, url)
     assert shown["complete"] is False and shown["ref"].startswith("artifact://sha256/")
 
     rt = Runtime(url, recover_on_start=False)

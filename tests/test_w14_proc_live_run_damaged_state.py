@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-import subprocess
-import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import psycopg
 import pytest
 
 from actionspace import Runtime
 from actionspace.errors import RunStateError
-from tests.pg import fresh_schema
+from tests.proc import RunStateRows, run_child
+from tests.proc import url as url  # the fixture
 
 PASSWORD = "hunter2-correct-horse"
 
@@ -46,7 +42,7 @@ _READ_SECRET = textwrap.dedent(
     assert rt.call({"name": "read_password", "arguments": {}}, run_id="conv").ok
     assert rt.context_label("conv").secret
     rt.close()
-    print("read", flush=True)
+    print('{"read": true}', flush=True)
     """
 )
 
@@ -63,42 +59,9 @@ DAMAGES: dict[str, Callable[[str], str]] = {
 }
 
 
-class _Rows:
-    """The run-state table of one store, written as another writer would."""
-
-    def __init__(self, url: str, path: Path | None) -> None:
-        self.url, self.path = url, path
-
-    def change(self, run: str, damage: Callable[[str], str]) -> str:
-        if self.path is not None:
-            with sqlite3.connect(self.path) as conn:
-                (text,) = conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run,)).fetchone()
-                conn.execute("UPDATE run_state SET state = ? WHERE run_id = ?", (damage(text), run))
-                return str(damage(text))
-        with psycopg.connect(self.url) as pg:
-            row = pg.execute("SELECT state FROM actionspace_run_state WHERE run_id = %s", (run,)).fetchone()
-            assert row is not None
-            pg.execute("UPDATE actionspace_run_state SET state = %s WHERE run_id = %s", (damage(row[0]), run))
-            return str(damage(row[0]))
-
-    def get(self, run: str) -> str:
-        if self.path is not None:
-            with sqlite3.connect(self.path) as conn:
-                return str(conn.execute("SELECT state FROM run_state WHERE run_id = ?", (run,)).fetchone()[0])
-        with psycopg.connect(self.url) as pg:
-            row = pg.execute("SELECT state FROM actionspace_run_state WHERE run_id = %s", (run,)).fetchone()
-            assert row is not None
-            return str(row[0])
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Rows]:
-    if request.param == "sqlite":
-        path = tmp_path / "run.db"
-        yield _Rows(f"sqlite:///{path}", path)
-        return
-    for url in fresh_schema(request.getfixturevalue("pg_url")):
-        yield _Rows(url, None)
+@pytest.fixture
+def rows(url: str) -> RunStateRows:
+    return RunStateRows(url)
 
 
 def _runtime(url: str, sent: list[str]) -> Runtime:
@@ -120,20 +83,13 @@ def _runtime(url: str, sent: list[str]) -> Runtime:
 
 @pytest.mark.parametrize(("damage", "mode"), [("a_newer_format", "sync"), ("cut_short", "async")])
 def test_a_live_run_whose_stored_state_became_unreadable_stops_with_a_typed_error(
-    rows: _Rows, damage: str, mode: str
+    rows: RunStateRows, damage: str, mode: str
 ) -> None:
     sent: list[str] = []
     rt = _runtime(rows.url, sent)
     try:
         assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="conv").ok  # live here
-        done = subprocess.run(
-            [sys.executable, "-c", _READ_SECRET, rows.url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0 and done.stdout.strip() == "read", done.stderr[-2000:]
+        assert run_child(_READ_SECRET, rows.url) == {"read": True}
         left = rows.change("conv", DAMAGES[damage])
 
         email: dict[str, Any] = {
@@ -153,20 +109,13 @@ def test_a_live_run_whose_stored_state_became_unreadable_stops_with_a_typed_erro
         rt.close()
 
 
-def test_a_live_run_still_goes_on_when_its_stored_state_reads_back(rows: _Rows) -> None:
+def test_a_live_run_still_goes_on_when_its_stored_state_reads_back(rows: RunStateRows) -> None:
     """The stop is for a row that cannot be read: one another process saved readably is merged."""
     sent: list[str] = []
     rt = _runtime(rows.url, sent)
     try:
         assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="conv").ok
-        done = subprocess.run(
-            [sys.executable, "-c", _READ_SECRET, rows.url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
+        assert run_child(_READ_SECRET, rows.url) == {"read": True}
         email = {"name": "send_email", "arguments": {"recipient": "eve@x.com", "body": PASSWORD}}
         obs = rt.call(email, run_id="conv")
         assert obs.error is not None and obs.error.category == "policy_violation", obs

@@ -13,17 +13,14 @@ between its read of the run's state and its own save (its store's save runs them
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from actionspace import Runtime
-from tests.pg import fresh_schema
+from tests.proc import run_child
+from tests.proc import url as url  # the fixture
 
 _TOOLS = textwrap.dedent(
     """
@@ -45,24 +42,16 @@ _TOOLS = textwrap.dedent(
 
 _PIN = _TOOLS + textwrap.dedent(
     """
-    import sys
+    import json, sys
     from actionspace import Runtime
     rt = Runtime(sys.argv[1], recover_on_start=False)
     add_tools(rt)
     obs = rt.call({"name": sys.argv[2], "arguments": {"amount": 5}}, run_id="conv")
     assert obs.ok and obs.tool_version == "1", obs
     rt.close()
-    print("pinned", flush=True)
+    print(json.dumps({"pinned": sys.argv[2]}), flush=True)
     """
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
 
 
 def _runtime(url: str, *, newer: bool = False) -> Runtime:
@@ -74,10 +63,7 @@ def _runtime(url: str, *, newer: bool = False) -> Runtime:
 
 
 def _pin_elsewhere(url: str, tool: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _PIN, url, tool], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "pinned", done.stderr[-2000:]
+    assert run_child(_PIN, url, tool) == {"pinned": tool}
 
 
 def test_tools_first_resolved_in_two_processes_at_once_keep_both_pins(url: str) -> None:

@@ -12,21 +12,16 @@ the entry back to ``accepted``: proposed again, the payment was sent a second ti
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from actionspace import Runtime, ToolCall
 from actionspace.ledger.commit import new_entry
-from tests.pg import fresh_schema
+from tests.proc import Child
+from tests.proc import url as url  # the fixture
 
-DEADLINE_S = 60
 AHEAD_S = 45.0
 """How much later than the first process the second starts, by its clock."""
 
@@ -89,14 +84,6 @@ class _Ahead:
         return time.monotonic()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'run.db'}"
-        return
-    yield from fresh_schema(request.getfixturevalue("pg_url"))
-
-
 def _add_tools(rt: Runtime, outbox: Path, release: Path) -> None:
     scope: dict[str, Any] = {}
     exec(_TOOLS, scope)  # the very tools the first process has
@@ -111,39 +98,28 @@ def test_a_process_starting_beside_a_running_write_leaves_its_entry_to_its_holde
     url: str, tmp_path: Path
 ) -> None:
     outbox, release = tmp_path / "outbox.jsonl", tmp_path / "release"
-    first = subprocess.Popen(
-        [sys.executable, "-c", _FIRST, url, str(outbox), str(release)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert first.stdout is not None
-        assert first.stdout.readline().strip() == "running", first.stderr.read() if first.stderr else ""
-
-        second = Runtime(url, clock=_Ahead())  # recovery at its first call, as any process starts
+    with Child(_FIRST, url, str(outbox), str(release)) as first:
         try:
-            _add_tools(second, outbox, release)
-            assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
-            (entry,) = second.ledger.list()
-            assert entry.state == "dispatched", entry  # still the first process's, still running
+            first.expect("running")
 
-            release.touch()
-            out, err = first.communicate(timeout=DEADLINE_S)
-            assert first.returncode == 0, err[-2000:]
-            assert json.loads(out.splitlines()[-1]) == {"status": "ok", "error": None}
+            second = Runtime(url, clock=_Ahead())  # recovery at its first call, as any process starts
+            try:
+                _add_tools(second, outbox, release)
+                assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+                (entry,) = second.ledger.list()
+                assert entry.state == "dispatched", entry  # still the first process's, still running
 
-            again = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c2")
-            obs = second.call(again, run_id="r", node_id="pay")
-            assert obs.ok and obs.diagnostics.get("replayed") is True, obs
+                release.touch()
+                assert first.result() == {"status": "ok", "error": None}
+
+                again = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c2")
+                obs = second.call(again, run_id="r", node_id="pay")
+                assert obs.ok and obs.diagnostics.get("replayed") is True, obs
+            finally:
+                second.close()
         finally:
-            second.close()
-        assert [s["cents"] for s in _sent(outbox)] == [500]
-    finally:
-        release.touch()
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+            release.touch()
+    assert [s["cents"] for s in _sent(outbox)] == [500]
 
 
 def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tmp_path: Path) -> None:
@@ -162,7 +138,8 @@ def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tm
 
     class _Later(_Ahead):
         def time(self) -> float:
-            return time.time() + 2 * 120.0 + 31.0  # past twice the tool's timeout and the late wait
+            # past its retries' deadline (30 s, the default), twice its timeout and the late wait
+            return time.time() + 30.0 + 2 * 120.0 + 31.0
 
     with Runtime(url, clock=_Later()) as rt:
         _add_tools(rt, outbox, tmp_path / "release")

@@ -9,11 +9,12 @@ For each such entry:
 * ``none`` tools cannot be asked: ``unknown_commit``, for a person (``actionspace ledger resolve``).
 
 A call whose outcome cannot be established is never re-sent. The recovery a process runs at its
-start (``live_holders``) leaves an entry younger than :func:`holder_window` alone: another
-process beside it may still be inside the tool's timeout, and a status query would truthfully
-answer "not yet", putting back to ``accepted`` a send that is about to commit. A committed result becomes the
-entry's observation through the ``shape`` the caller hands in (the runtime passes
-:func:`actionspace.observation.shape`, so it is trimmed like any other result).
+start (``live_holders``) leaves an entry younger than :func:`holder_window` alone, and one of a
+tool not registered here: another process beside it may still be inside the tool's timeout or its
+retries, and a status query would truthfully answer "not yet", putting back to ``accepted`` a
+send that is about to commit (a tool this process lacks, it can neither time nor ask). A
+committed result becomes the entry's observation through the ``shape`` the caller hands in (the
+runtime passes :func:`actionspace.observation.shape`, so it is trimmed like any other result).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
-from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, ToolSpec
+from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, RetryPolicy, ToolSpec
 from actionspace.errors import ActionError
 from actionspace.ledger import commit
 from actionspace.ledger.commit import still_running
@@ -94,10 +95,25 @@ def in_flight_here(key: str) -> bool:
 def holder_window(spec: ToolSpec | None) -> float:
     """Seconds a live process may leave an entry of ``spec``'s tool ``dispatched`` untouched: an
     attempt within its ``timeout_s``, the wait for its late answer, and at least the recovery
-    age (what a proposal waits before it settles the entry itself, ledger/commit.py). A tool not
-    registered here counts with the default timeout."""
+    age (what a proposal waits before it settles the entry itself, ledger/commit.py). ``None`` (a
+    tool not registered here) counts with the default timeout and retries.
+
+    One send retries ``transient`` failures without touching the entry: with retries allowed,
+    the last attempt may start as late as the retries' ``deadline_s`` after the first (backoffs
+    and a service's ``retry_after`` count toward it), so the window adds that deadline; counting
+    attempts × timeout instead would miss the delays between them."""
     timeout_s = DEFAULT_TIMEOUT_S if spec is None else spec.timeout_s
-    return max(commit.RECOVERY_AGE_S, 2 * timeout_s + commit.MAX_WAIT_S)
+    retry = RetryPolicy() if spec is None else spec.retry
+    last_start_s = retry.deadline_s if retry.max_attempts > 1 else 0.0
+    return max(commit.RECOVERY_AGE_S, last_start_s + 2 * timeout_s + commit.MAX_WAIT_S)
+
+
+def _maybe_held(spec: ToolSpec | None, entry: LedgerEntry, now_s: float) -> bool:
+    """Whether a live process may still hold ``entry`` (``spec``: its tool here, if registered).
+    A tool not registered here may be another process's (services sharing one store, or a
+    release that dropped it): how long its sends take is that process's to know, and its
+    status only that process can ask, so its entries are left to it, whatever their age."""
+    return spec is None or entry.updated_at > now_s - holder_window(spec)
 
 
 class Shaped(Protocol):
@@ -184,8 +200,9 @@ def recover(
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
 
     ``live_holders``: other processes sharing the store may be running (a process's start-up):
-    an entry touched within its tool's :func:`holder_window` is left too, uncounted (the
-    recovery of a later start, or a proposal of the action once its holder is gone, settles it).
+    an entry touched within its tool's :func:`holder_window`, or of a tool not registered here,
+    is left too, uncounted (the recovery of a later start, a proposal of the action once its
+    holder is gone, or a recovery asked for by hand settles it).
 
     An entry whose action this process still drives (:func:`in_flight_here`: its commit protocol
     runs, or its tool runs on past its timeout or its cancelled caller, or a cut atomic group's
@@ -203,7 +220,7 @@ def recover(
     for entry in entries:
         if entry.updated_at > cutoff:
             continue
-        if live_holders and entry.updated_at > now_s - holder_window(catalog.find(entry.tool)):
+        if live_holders and _maybe_held(catalog.find(entry.tool), entry, now_s):
             continue  # another process may be inside the tool's timeout: its send settles it
         if in_flight_here(entry.key):  # its send runs here and may yet commit: it settles itself
             report.skipped.append(entry.key)

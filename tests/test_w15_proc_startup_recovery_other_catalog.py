@@ -1,0 +1,108 @@
+"""A process whose catalog lacks a tool that another process sharing the store is sending through
+leaves that send's entry alone at its start: it cannot know how long the holder may take (the
+tool's timeout and retries are the other process's), nor ask the tool's status.
+
+Two services share one store, each with tools of its own (or a newer release dropped a tool the
+older one still runs). The first process (a real child) sends a payment through ``pay``, whose
+``timeout_s`` is 600 s; the second (this one) has no ``pay`` and starts 200 s later by its clock,
+past the wait it computed for a tool it does not know (the default timeout and retries). Its
+start-up recovery used to mark the live entry ``unknown_commit``: when the payment service then
+refused the attempt (``transient``, nothing sent), the entry could no longer record that, and the
+payment proposed again was answered ``unknown_commit`` for a person to resolve, never sent.
+An explicit ``rt.recover()`` still reports such an entry ``unknown_commit`` (tests/test_exactly_once.py).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from actionspace import Runtime
+from tests.proc import WAIT_FOR, Child
+from tests.proc import url as url  # the fixture
+
+AHEAD_S = 200.0
+"""How much later than the first process's send the second starts, by its clock."""
+
+_FIRST = WAIT_FOR + textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from actionspace import Runtime, ToolCall
+    from actionspace.catalog.spec import NO_RETRY
+    from actionspace.ledger.status import Committed, NotCommitted
+
+    url, outbox, release = sys.argv[1:4]
+    rt = Runtime(url, recover_on_start=False)
+    attempts = []
+
+    def pay(to: str, cents: int) -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            print("sending", flush=True)
+            wait_for(release)
+            raise ConnectionRefusedError("the payment service is restarting")  # nothing sent
+        with open(outbox, "a") as f:
+            f.write(json.dumps({"to": to, "cents": cents}) + "\\n")
+        return "paid"
+
+    def paid(*, key, arguments):
+        return Committed("paid") if os.path.exists(outbox) else NotCommitted()
+
+    rt.add_tool(
+        name="pay", fn=pay, effect="external", idempotency="query", status_query=paid, timeout_s=600.0,
+        retry=NO_RETRY, description="Pay someone; the bank may take up to ten minutes.",
+        input_schema={"type": "object", "properties": {"to": {"type": "string"},
+                      "cents": {"type": "integer"}}, "required": ["to", "cents"]},
+    )
+    out = []
+    for call_id in ("c1", "c2"):  # the model proposes the payment again after a transient failure
+        call = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id=call_id)
+        obs = rt.call(call, run_id="r", node_id="pay")
+        out.append(obs.error.category if obs.error else obs.status)
+    rt.close()
+    print(json.dumps({"answers": out}), flush=True)
+    """
+)
+
+
+class _Ahead:
+    """The system clock, ``AHEAD_S`` later."""
+
+    def time(self) -> float:
+        return time.time() + AHEAD_S
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def _sent(outbox: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
+
+
+def test_a_process_without_the_tool_leaves_a_live_send_of_it_to_its_holder(url: str, tmp_path: Path) -> None:
+    outbox, release = tmp_path / "outbox.jsonl", tmp_path / "release"
+    with Child(_FIRST, url, str(outbox), str(release)) as first:
+        try:
+            first.expect("sending")
+            second = Runtime(url, clock=_Ahead())  # its start-up recovery runs at its first call
+            try:
+
+                @second.tool(effect="read")
+                def look(who: str) -> str:
+                    """Look someone up."""
+                    return who
+
+                assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+                (entry,) = second.ledger.list()
+                assert entry.state == "dispatched", entry  # the first process's, still sending
+            finally:
+                second.close()
+            release.touch()
+            assert first.result() == {"answers": ["transient", "ok"]}
+        finally:
+            release.touch()
+    assert _sent(outbox) == [{"to": "bob", "cents": 500}]

@@ -1,0 +1,185 @@
+"""A process that starts while another still retries a write: its start-up recovery must leave the
+write's entry alone for as long as the retries may go on, not only for two of the tool's timeouts.
+
+The first process (a real child) sends a payment through a tool with a short ``timeout_s`` (2 s)
+and retries allowed for minutes (``RetryPolicy(deadline_s=300)``): the first attempt finds the
+service refusing connections (``transient``: nothing sent), the second blocks until the test
+releases it (a file), so the send is still live. The second process (this one) starts 49 s later
+by its clock — past the old wait of 2 × 2 s + 30 s, well within the retries' deadline. Its
+start-up recovery used to ask the status ("not committed": the retry still runs) and put the
+entry back to ``accepted``, so the payment could be sent a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actionspace import RetryPolicy, Runtime, ToolCall
+from actionspace.catalog.spec import NO_RETRY
+from actionspace.ledger.commit import MAX_WAIT_S, RECOVERY_AGE_S, new_entry
+from actionspace.ledger.recover import holder_window
+from tests.proc import WAIT_FOR, Child
+from tests.proc import url as url  # the fixture
+
+TIMEOUT_S = 2.0
+RETRY_DEADLINE_S = 300.0
+AHEAD_S = 2 * TIMEOUT_S + 30.0 + 15.0
+"""How much later than the first process the second starts, by its clock: past the old window."""
+
+_TOOLS = WAIT_FOR + textwrap.dedent(
+    """
+    import json, os
+    from pathlib import Path
+    from actionspace import RetryPolicy
+    from actionspace.ledger.status import Committed, NotCommitted
+
+    def add_tools(rt, outbox, release, flaky=True):
+        attempts = []
+
+        def pay(to: str, cents: int) -> str:
+            attempts.append(1)
+            if flaky and len(attempts) == 1:
+                raise ConnectionRefusedError("the payment service is restarting")  # nothing sent
+            if flaky:
+                print("retrying", flush=True)
+                wait_for(release)  # the retry is live until the test releases it
+            with open(outbox, "a") as f:
+                f.write(json.dumps({"to": to, "cents": cents, "pid": os.getpid()}) + "\\n")
+            return "paid"
+
+        def paid(*, key, arguments):
+            lines = Path(outbox).read_text().splitlines() if os.path.exists(outbox) else []
+            return Committed("paid") if lines else NotCommitted()
+
+        rt.add_tool(
+            name="pay", fn=pay, effect="external", idempotency="query", status_query=paid,
+            timeout_s=%(timeout)r, description="Pay someone.",
+            retry=RetryPolicy(max_attempts=20, deadline_s=%(deadline)r, initial_backoff_s=0.001),
+            input_schema={"type": "object", "properties": {"to": {"type": "string"},
+                          "cents": {"type": "integer"}}, "required": ["to", "cents"]},
+        )
+        rt.add_tool(
+            name="look", fn=lambda who: who, effect="read", description="Look someone up.",
+            input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
+        )
+    """
+) % {"timeout": TIMEOUT_S, "deadline": RETRY_DEADLINE_S}
+
+_FIRST = _TOOLS + textwrap.dedent(
+    """
+    import sys
+    from actionspace import Runtime, ToolCall
+    url, outbox, release = sys.argv[1:4]
+    rt = Runtime(url, recover_on_start=False)
+    add_tools(rt, outbox, release)
+    pay = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c1")
+    obs = rt.call(pay, run_id="r", node_id="pay")
+    rt.close()
+    print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error else None}), flush=True)
+    """
+)
+
+
+class _Ahead:
+    """The system clock, ``ahead_s`` later: this process starts that long after the other's send."""
+
+    def __init__(self, ahead_s: float) -> None:
+        self.ahead_s = ahead_s
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def _add_tools(rt: Runtime, outbox: Path, release: Path) -> None:
+    """The very tools the first process has; the payment service answers this process at once."""
+    scope: dict[str, Any] = {}
+    exec(_TOOLS, scope)
+    scope["add_tools"](rt, str(outbox), str(release), flaky=False)
+
+
+def _sent(outbox: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
+
+
+def test_a_process_starting_beside_a_retrying_write_leaves_its_entry_to_its_holder(
+    url: str, tmp_path: Path
+) -> None:
+    outbox, release = tmp_path / "outbox.jsonl", tmp_path / "release"
+    with Child(_FIRST, url, str(outbox), str(release)) as first:
+        try:
+            first.expect("retrying")
+
+            second = Runtime(url, clock=_Ahead(AHEAD_S))  # recovery at its first call, as a process starts
+            try:
+                _add_tools(second, outbox, release)
+                assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+                (entry,) = second.ledger.list()
+                assert entry.state == "dispatched", entry  # still the first process's, still retrying
+
+                release.touch()
+                assert first.result() == {"status": "ok", "error": None}
+
+                again = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c2")
+                obs = second.call(again, run_id="r", node_id="pay")
+                assert obs.ok and obs.diagnostics.get("replayed") is True, obs
+            finally:
+                second.close()
+        finally:
+            release.touch()
+    assert [s["cents"] for s in _sent(outbox)] == [500]
+
+
+def test_the_start_up_recovery_still_settles_an_entry_past_its_retries(tmp_path: Path) -> None:
+    """The wait is bounded by the retries' deadline: an entry older than any retry of it could run
+    is settled at start, as before (here found committed by its status query)."""
+    url, outbox = f"sqlite:///{tmp_path / 'run.db'}", tmp_path / "outbox.jsonl"
+    with Runtime(url, recover_on_start=False) as rt:
+        _add_tools(rt, outbox, tmp_path / "release")
+        spec = rt.catalog.get("pay")
+        entry = new_entry(
+            key="as1_" + "1" * 32, run_id="r", node_id="pay", spec=spec, arguments={"to": "bob"}
+        )
+        rt.ledger.begin(entry)
+        rt.ledger.transition(entry.key, ("accepted",), entry.evolve(state="dispatched", attempts=1))
+    outbox.write_text(json.dumps({"to": "bob", "cents": 500}) + "\n")
+
+    with Runtime(url, clock=_Ahead(holder_window(spec) + 1.0)) as rt:
+        _add_tools(rt, outbox, tmp_path / "release")
+        assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+        stored = rt.ledger.get(entry.key)
+        assert stored is not None and stored.state == "committed", stored
+
+
+@pytest.mark.parametrize("timeout_s", [0.5, 2.0, 30.0, 600.0])
+@pytest.mark.parametrize("attempts", [1, 2, 50])
+def test_the_window_covers_every_attempt_the_retries_may_start(timeout_s: float, attempts: int) -> None:
+    """The last attempt starts before the retries' deadline and may take the tool's timeout, then
+    the wait for a late answer: the window covers that, and never shrinks below the old one."""
+    with Runtime("memory://", recover_on_start=False) as rt:
+        for name, retry in (
+            ("none", NO_RETRY),
+            ("some", RetryPolicy(max_attempts=attempts, deadline_s=RETRY_DEADLINE_S)),
+        ):
+            rt.add_tool(
+                name=name,
+                fn=lambda: "ok",
+                effect="external",
+                timeout_s=timeout_s,
+                retry=retry,
+                input_schema={"type": "object"},
+            )
+        old = max(RECOVERY_AGE_S, 2 * timeout_s + MAX_WAIT_S)
+        assert holder_window(rt.catalog.get("none")) == old
+        window = holder_window(rt.catalog.get("some"))
+        assert window >= old
+        if attempts > 1:
+            assert window >= RETRY_DEADLINE_S + timeout_s + min(timeout_s, MAX_WAIT_S)
