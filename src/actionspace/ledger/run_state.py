@@ -292,9 +292,9 @@ class SqliteRunStateStore:
         return _with_texts(run_id, row[0], texts)
 
     def rev(self, run_id: str) -> int | None:
-        """The revision of the run's snapshot (0: saved without one; None: none saved). One
-        indexed read, which commits nothing deferred (a snapshot saved later keeps its revision)."""
-        row = self._db.conn().execute(_SQLITE_REV, (run_id,)).fetchone()
+        """The revision of the run's snapshot (0: saved without one; None: none saved), by one indexed read
+        (:meth:`GroupCommit.read_kept`; the writes ``forget`` it) that commits nothing deferred."""
+        row = self._group.read_kept(_SQLITE_REV, run_id, self._db)
         if row is None:
             return None
         if type(row[0]) is not int:
@@ -370,8 +370,8 @@ class SqliteRunStateStore:
     def _rows(run_id: str, texts: Texts) -> tuple[list[tuple[str, int, str]], int]:
         return [(run_id, int(n), text_for_utf8(str(t))) for n, t in texts], _pruned_below(texts)
 
-    @staticmethod
-    def _write_texts(conn: Any, run_id: str, rows: list[tuple[str, int, str]], below: int) -> None:
+    def _write_texts(self, conn: Any, run_id: str, rows: list[tuple[str, int, str]], below: int) -> None:
+        self._group.forget(run_id)  # by every write of a snapshot: the revision :meth:`rev` kept is old
         if rows:
             conn.executemany(_SQLITE_TEXT, rows)
         if below:

@@ -1,11 +1,11 @@
 """The one writer of a SQLite file in a process, and its connections.
 
-:class:`SqliteConnections` keeps one reading connection per thread to a file, and one writing
-connection (reopened in a forked child), with the stores' settings (WAL, ``synchronous=FULL``, a
-busy timeout). :class:`GroupCommit` is the file's writer: concurrent writers of one process share
-a transaction and its fsync (group commit) on that one connection, and every store on the file
-(ledger, trace, run state, budgets) writes through it. The ledger's durability statement is in
-:mod:`actionspace.ledger.sqlite`.
+:class:`SqliteConnections` (defined in :mod:`actionspace.ledger._connections`) keeps one reading
+connection per thread to a file, and one writing connection (reopened in a forked child), with
+the stores' settings (WAL, ``synchronous=FULL``, a busy timeout). :class:`GroupCommit` is the
+file's writer: concurrent writers of one process share a transaction and its fsync (group commit)
+on that one connection, and every store on the file (ledger, trace, run state, budgets) writes
+through it. The ledger's durability statement is in :mod:`actionspace.ledger.sqlite`.
 """
 
 from __future__ import annotations
@@ -19,164 +19,12 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-from actionspace.errors import ConfigurationError
+from actionspace.ledger._connections import SqliteConnections
 
 __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
-
-
-class SqliteConnections:
-    """Connections to one SQLite file: one per thread, and :meth:`writer`; reopened after a fork.
-
-    ``synchronous`` is the SQLite level set on every connection (``FULL`` or ``NORMAL``);
-    ``busy_timeout_s`` (seconds) bounds how long a write waits for another writer.
-    Raises :class:`~actionspace.errors.ConfigurationError` for ``":memory:"``.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str, busy_timeout_s: float) -> None:
-        if str(path) in ("", ":memory:"):
-            raise ConfigurationError("a SQLite store needs a file path; use memory:// for a store in memory")
-        self.path = Path(path)
-        self.synchronous = synchronous
-        self._busy_timeout_s = busy_timeout_s
-        self._lock = threading.Lock()
-        self._local = threading.local()
-        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
-        self._writer: sqlite3.Connection | None = None
-        self._writer_pid = 0
-        self._pid = os.getpid()
-        self._closed = False
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def check_open(self) -> None:
-        """Raise ``ValueError`` once closed."""
-        if self._closed:
-            raise ValueError(f"the store on {self.path} is closed")
-
-    def conn(self) -> sqlite3.Connection:
-        """This thread's connection in this process; raises ``ValueError`` once closed."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and self._pid == os.getpid() and not self._closed:
-            return conn
-        return self._open_for_this_thread()
-
-    def writer(self) -> sqlite3.Connection:
-        """The connection this process writes with, whichever thread writes (one at a time).
-
-        A connection's page cache is dropped whenever another connection wrote to the file, so
-        the writes of every thread go through this one, whose cache stays warm. The caller makes
-        sure no two threads use it at once. Raises ``ValueError`` once closed.
-        """
-        conn = self._writer
-        if conn is not None and self._writer_pid == os.getpid() and not self._closed:
-            return conn
-        with self._lock:
-            if self._closed:
-                raise ValueError(f"the store on {self.path} is closed")
-            if self._writer is not None and self._writer_pid != os.getpid():
-                # the parent's: a forked child must not touch it, not even to close it
-                self._inherited.append((threading.current_thread(), self._writer))
-            conn = self._connect()
-            self._writer, self._writer_pid = conn, os.getpid()
-            return conn
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed on exit, rolled back on an exception."""
-        # Taking the write lock up front makes a busy file wait here, under busy_timeout, rather
-        # than fail when a read lock would have to be upgraded mid-transaction.
-        conn = self.conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-
-    def init_schema(self, schema: str, meta_table: str, meta_key: str, version: int) -> None:
-        """Create ``schema`` if missing and record ``version``; refuse a file from a newer version."""
-        conn = self.conn()
-        self._enable_wal(conn)
-        with self.write():
-            for statement in schema.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO {meta_table} (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-                (meta_key, str(version)),
-            )
-        row = conn.execute(f"SELECT value FROM {meta_table} WHERE key = ?", (meta_key,)).fetchone()
-        if int(row[0]) > version:
-            raise ConfigurationError(
-                f"{self.path} has schema version {row[0]} ({meta_key});"
-                f" this actionspace reads up to {version};"
-                " upgrade actionspace"
-            )
-
-    def close(self) -> None:
-        """Close every connection opened in this process; later calls raise ``ValueError``."""
-        with self._lock:
-            self._closed = True
-            conns, self._conns = self._conns, []
-            mine = self._pid == os.getpid()
-            writer, self._writer = self._writer, None
-        if writer is not None and self._writer_pid == os.getpid():
-            writer.close()
-        if mine:
-            for _, conn in conns:
-                conn.close()
-
-    def _open_for_this_thread(self) -> sqlite3.Connection:
-        with self._lock:
-            if self._closed:
-                raise ValueError(f"the store on {self.path} is closed")
-            if self._pid != os.getpid():
-                # A forked child must not touch its parent's connections, not even to close them.
-                self._local = threading.local()
-                self._inherited += self._conns
-                self._conns = []
-                self._pid = os.getpid()
-            alive = [(t, c) for t, c in self._conns if t.is_alive()]
-            for thread, stale in self._conns:
-                if not thread.is_alive():
-                    stale.close()
-            conn = self._connect()
-            alive.append((threading.current_thread(), conn))
-            self._conns = alive
-            self._local.conn = conn
-            return conn
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        return conn
-
-    def _enable_wal(self, conn: sqlite3.Connection) -> None:
-        # Switching to WAL needs an exclusive lock and does not always go through the busy
-        # handler, so retry until the busy timeout runs out.
-        deadline = time.monotonic() + self._busy_timeout_s
-        while True:
-            try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if str(mode).lower() == "wal":
-                    return
-                raise ConfigurationError(f"cannot put {self.path} in WAL mode (got {mode!r})")
-            except sqlite3.OperationalError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.01)
 
 
 Operation = Callable[[sqlite3.Connection], Any]
@@ -253,6 +101,9 @@ class GroupCommit:
         self._armed = False
         """The flusher was told about deferred operations and has not committed them yet."""
         self._flusher: _Flusher | None = None
+        self._kept: dict[str, tuple[sqlite3.Connection, int, str, Any]] = {}
+        """What :meth:`read_kept` read, by key: on which connection, at which ``data_version``,
+        by which statement, and the row."""
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, busy_timeout_s: float) -> GroupCommit:
@@ -343,7 +194,48 @@ class GroupCommit:
     def _forked(self) -> None:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
         self._queue, self._busy, self._pid = [], False, os.getpid()
-        self._detached, self._armed, self._flusher = 0, False, None
+        self._detached, self._armed, self._flusher, self._kept = 0, False, None, {}
+
+    def read_kept(self, sql: str, key: str, readers: SqliteConnections) -> Any:
+        """The first row of ``sql`` with ``(key,)`` (None: no row), read on the writing connection
+        while no group holds it, else on this thread's connection of ``readers`` (the caller's
+        store's, which raise ``ValueError`` once it is closed): this never waits for a commit.
+
+        The rows read on the writer are kept, and answered from memory while its ``PRAGMA
+        data_version`` is the one read before them — no other connection, of this process or
+        another, committed to the file since — and no write of this process changed them (its
+        operation calls :meth:`forget`). The check is on the writer because its own commits do
+        not move its ``data_version``: on a reading connection each of them would count as
+        another's, and a durable call commits twice. One statement on the writer, whose cache is
+        warm, against a read on a connection whose cache the writer's last commit dropped.
+        """
+        readers.check_open()
+        with self._lock:
+            lead = not self._busy and self._pid == os.getpid()
+            self._busy = True if lead else self._busy  # held as a group's leader holds it
+        if not lead:
+            return readers.conn().execute(sql, (key,)).fetchone()
+        try:
+            conn = self._db.writer()
+            if conn.in_transaction:  # a failed commit left it open: not a view to answer from
+                return readers.conn().execute(sql, (key,)).fetchone()
+            version = conn.execute("PRAGMA data_version").fetchall()[0][0]  # read before the rows
+            kept = self._kept.get(key)
+            if kept is not None and kept[0] is conn and kept[1] == version and kept[2] == sql:
+                return kept[3]
+            rows = conn.execute(sql, (key,)).fetchall()
+            if len(self._kept) >= 65_536:
+                self._kept.clear()
+            self._kept[key] = (conn, version, sql, rows[0] if rows else None)
+            return rows[0] if rows else None
+        finally:
+            self._hand_on(())  # the lead to whoever queued meanwhile
+
+    def forget(self, key: str) -> None:
+        """Drop what :meth:`read_kept` keeps of ``key``: called by an operation that changes it,
+        while it runs (under the writer's lead, as read_kept is), so no read keeps the rows of
+        before once it committed."""
+        self._kept.pop(key, None)
 
     def _lead(self, flush: bool = False) -> None:
         with self._lock:
@@ -358,6 +250,10 @@ class GroupCommit:
         except BaseException as exc:  # the commit failed: nothing of the group is written
             for slot in group:
                 slot.error = exc
+        self._hand_on(group)
+
+    def _hand_on(self, group: list[_Slot] | tuple[()]) -> None:
+        """The lead to the first caller waiting, the group's callers released."""
         with self._lock:
             queue = self._queue
             heir = next((slot for slot in queue if slot.done is not None), None) if queue else None
