@@ -31,12 +31,6 @@ class _AheadTime:
         return time.monotonic()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ledger/commit.py _holder_gone waits max(30 s, 2 x timeout_s + 30 s) and ignores the "
-    "tool's retries: a proposal beside a live retrying holder settles its entry and sends again; "
-    "it should use actionspace.ledger.recover.holder_window",
-)
 def test_a_proposal_beside_a_retrying_write_waits_for_its_holder(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

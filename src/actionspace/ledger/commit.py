@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from actionspace._crash import point
-from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, RetryPolicy, ToolSpec
 from actionspace.errors import Abandoned, ActionError, said
 from actionspace.ledger._intent import intent, new_entry
 from actionspace.ledger._shown import noted as _noted
@@ -52,6 +52,7 @@ __all__ = [
     "Sleep",
     "args_digest",
     "first_send",
+    "holder_window",
     "intent",
     "new_entry",
     "proceed",
@@ -344,14 +345,23 @@ def _refused_afresh(store: LedgerStore, key: str, admit: list[AdmitSend]) -> Act
     return admit.pop()() if found is None else None
 
 
+def holder_window(spec: ToolSpec | None) -> float:
+    """Seconds a live process may leave an entry of ``spec``'s tool ``dispatched`` untouched: the
+    retries' ``deadline_s`` (one send retries ``transient`` failures without touching the entry,
+    its last attempt starting as late as that), an attempt's ``timeout_s``, the wait for its late
+    answer, and at least the recovery age. ``None``: a tool not registered here, with defaults."""
+    timeout_s, retry = (DEFAULT_TIMEOUT_S, RetryPolicy()) if spec is None else (spec.timeout_s, spec.retry)
+    last_start_s = retry.deadline_s if retry.max_attempts > 1 else 0.0
+    return max(RECOVERY_AGE_S, last_start_s + 2 * timeout_s + MAX_WAIT_S)
+
+
 def _holder_gone(spec: ToolSpec, entry: LedgerEntry) -> bool:
     """No caller can still hold ``entry`` (``dispatched`` or ``unknown``): untouched for longer than
-    the start-up recovery's age and than an attempt of its tool and the wait for its late answer
-    take, and no attempt of it still runs in this process. A process that crashed and restarted
-    within :data:`RECOVERY_AGE_S` left it too young for the recovery at its start; a proposal that
-    finds it later settles it, instead of waiting on a holder that is gone at every proposal."""
+    its tool's :func:`holder_window` and no attempt of it still runs in this process. A process
+    that crashed and restarted within the recovery age left it too young for the recovery at its
+    start; a proposal that finds it later settles it, instead of waiting at every proposal."""
     quiet = time.time() - entry.updated_at
-    return quiet >= max(RECOVERY_AGE_S, 2 * spec.timeout_s + MAX_WAIT_S) and not still_running(entry.key)
+    return quiet >= holder_window(spec) and not still_running(entry.key)
 
 
 def _settle(spec: ToolSpec, led: _Ledger, observe: Observe, fail: Fail) -> Protocol:

@@ -28,10 +28,9 @@ from typing import Any, Protocol
 
 from actionspace._canonical import content_hash, normalize
 from actionspace.catalog.registry import Catalog
-from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, RetryPolicy, ToolSpec
+from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
-from actionspace.ledger import commit
-from actionspace.ledger.commit import still_running
+from actionspace.ledger.commit import holder_window, still_running
 from actionspace.ledger.entries import GuardsAttempts, LedgerEntry, LedgerStore
 from actionspace.ledger.status import (
     Committed,
@@ -90,22 +89,6 @@ def in_flight_here(key: str) -> bool:
         if key in _HERE:
             return True
     return still_running(key)
-
-
-def holder_window(spec: ToolSpec | None) -> float:
-    """Seconds a live process may leave an entry of ``spec``'s tool ``dispatched`` untouched: an
-    attempt within its ``timeout_s``, the wait for its late answer, and at least the recovery
-    age (what a proposal waits before it settles the entry itself, ledger/commit.py). ``None`` (a
-    tool not registered here) counts with the default timeout and retries.
-
-    One send retries ``transient`` failures without touching the entry: with retries allowed,
-    the last attempt may start as late as the retries' ``deadline_s`` after the first (backoffs
-    and a service's ``retry_after`` count toward it), so the window adds that deadline; counting
-    attempts × timeout instead would miss the delays between them."""
-    timeout_s = DEFAULT_TIMEOUT_S if spec is None else spec.timeout_s
-    retry = RetryPolicy() if spec is None else spec.retry
-    last_start_s = retry.deadline_s if retry.max_attempts > 1 else 0.0
-    return max(commit.RECOVERY_AGE_S, last_start_s + 2 * timeout_s + commit.MAX_WAIT_S)
 
 
 def _maybe_held(spec: ToolSpec | None, entry: LedgerEntry, now_s: float) -> bool:
