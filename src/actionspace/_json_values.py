@@ -95,11 +95,11 @@ _FLAT_KEYS: Final = 64
 def unfit_arguments(value: Any) -> tuple[str, str, bool] | None:
     """(JSON pointer, reason, whether it is text) of the first part of ``value`` arguments may not
     hold, else None: a string or key :func:`~actionspace._unicode.unfit_text` refuses, a key that
-    is not a string, a value that is not JSON (JSON's types, and tuples as arrays), a number that
-    is not finite, an integer beyond :data:`MAX_INT_DIGITS` digits, nesting deeper than
-    :data:`MAX_DEPTH`, a JSON text costing more than :data:`ARGUMENT_UNITS` (a Python caller's
-    parts held in many places: a list shared down forty levels). Walks each container once (again
-    only where it is held deeper), without recursion."""
+    is not a string, a value that is not JSON (JSON's types, tuples as arrays; a str or int subclass
+    but an enum, ``numpy.str_``, fails the schema checker), a number that is not finite, an integer
+    beyond :data:`MAX_INT_DIGITS` digits, nesting deeper than :data:`MAX_DEPTH`, a JSON text costing
+    more than :data:`ARGUMENT_UNITS` (a Python caller's parts held in many places: a list shared
+    down forty levels). Walks each container once (again only where held deeper), without recursion."""
     if type(value) is dict and len(value) <= _FLAT_KEYS:  # the usual arguments: ASCII keys, small
         for key, child in value.items():  # scalars and ASCII strings (one text held by every key, at most)
             if type(key) is not str or not key.isascii() or "\x00" in key:
@@ -162,7 +162,7 @@ def _walk(value: Any) -> tuple[str, str, bool] | None:
         stack.append((_LEAVE, where, id(item)))
         for key, child in pairs:
             if isinstance(item, dict):
-                if not isinstance(key, str):
+                if not isinstance(key, str) or (type(key) is not str and not isinstance(key, enum.Enum)):
                     shown = bounded_repr(key, 80)  # never the key's own repr: it may not end
                     return where, f"has a key that is not a string ({type_name(key)} {shown})", False
                 if len(key) >= LONG_TEXT and _held_again(key, texts):
@@ -219,12 +219,12 @@ _LEAVE: Final = object()  # marks, on the walk's stack, the end of a container's
 
 def _scalar(item: Any) -> str | None:
     """Why a value that is not a container or text may not be in arguments, or None."""
+    if isinstance(item, str | int) and type(item) not in (str, int, bool) and not isinstance(item, enum.Enum):
+        return f"is a {type_name(item)}, not a JSON value (a subclass of str or int)"
     if item is None or isinstance(item, str | bool | dict | list | tuple):
         return None
     if isinstance(item, int):
-        if -_TOO_BIG < item < _TOO_BIG:
-            return None
-        return f"is an integer of more than {MAX_INT_DIGITS} digits"
+        return None if -_TOO_BIG < item < _TOO_BIG else f"is an integer of more than {MAX_INT_DIGITS} digits"
     if isinstance(item, float):
         return None if math.isfinite(item) else f"is {item!r}, not a finite number: JSON has none such"
     return f"is a {type(item).__name__}, not a JSON value"

@@ -6,6 +6,7 @@ import ast
 import gc
 import math
 import re
+import unicodedata
 import warnings
 from typing import Any
 
@@ -16,6 +17,7 @@ from actionspace.types import ToolCall
 __all__ = ["parse_call_list", "parse_statements"]
 
 _NEWLINE = re.compile("\n")
+_LINE_BREAK = re.compile("\r\n|\r|\n")
 _TRUNCATION_HINTS = ("was never closed", "unterminated", "unexpected EOF", "expected ':'")
 
 
@@ -26,6 +28,9 @@ class _Source:
         self.text = text
         self.base = base
         self._starts: list[int] | None = None
+        self._folds: bool | None = None
+        self._lines: dict[int, bytes] = {}
+        self._line_texts: list[str] | None = None
 
     @property
     def starts(self) -> list[int]:
@@ -47,6 +52,26 @@ class _Source:
     def node(self, node: ast.AST) -> int:
         return self.offset(getattr(node, "lineno", None), getattr(node, "col_offset", None), byte_column=True)
 
+    @property
+    def folds(self) -> bool:
+        """Whether a name may be written otherwise than ``ast`` reads it: Python folds names to NFKC
+        (``get_ｗeather`` is ``get_weather`` to it), so only text that is not NFKC may hold one."""
+        if self._folds is None:
+            self._folds = not (self.text.isascii() or unicodedata.is_normalized("NFKC", self.text))
+        return self._folds
+
+    def written(self, line: int, start: int, end: int | None = None) -> str:
+        """The text of ``line`` (from 1, as ``ast`` counts lines: ``\r`` ends one too) between byte
+        columns ``start`` and ``end``, as written."""
+        encoded = self._lines.get(line)
+        if encoded is None:
+            if self._line_texts is None:
+                self._line_texts = _LINE_BREAK.split(self.text)
+            texts = self._line_texts
+            text = texts[line - 1] if 0 < line <= len(texts) else ""
+            encoded = self._lines[line] = text.encode("utf-8", "surrogatepass")
+        return encoded[start:end].decode("utf-8", "replace")
+
 
 def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
     try:
@@ -58,7 +83,7 @@ def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                return ast.parse(text, mode=mode)
+                tree = ast.parse(text, mode=mode)
             finally:
                 if collecting:
                     gc.enable()
@@ -75,17 +100,34 @@ def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
         raise Malformed(
             "invalid_syntax", f"not a valid call list ({type(exc).__name__})", pos=src.base
         ) from None
+    return tree
+
+
+def _as_written(read: str, written: str, node: ast.AST, src: _Source) -> None:
+    """Refuse a name ``ast`` read otherwise than it is written: a tool or argument name that only
+    looks like an offered one would run it, where the JSON formats match names as written."""
+    if written.strip() != read:
+        raise Malformed(
+            "invalid_name",
+            f"the name {written.strip()!r} is read as {read!r}: write names in the characters offered",
+            pos=src.node(node),
+        )
 
 
 def _dotted(node: ast.expr, src: _Source) -> str:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
+        if src.folds and node.end_lineno is not None and node.end_col_offset is not None:
+            tail = src.written(node.end_lineno, 0, node.end_col_offset).rsplit(".", 1)[-1]
+            _as_written(node.attr, tail, node, src)
         parts.append(node.attr)
         node = node.value
     if not isinstance(node, ast.Name):
         raise Malformed(
             "invalid_callee", "a call must name a function (name or dotted.name)", pos=src.node(node)
         )
+    if src.folds:
+        _as_written(node.id, src.written(node.lineno, node.col_offset, node.end_col_offset), node, src)
     parts.append(node.id)
     return ".".join(reversed(parts))
 
@@ -117,6 +159,12 @@ def _call(node: ast.expr, src: _Source) -> ToolCall:
     for keyword in node.keywords:
         if keyword.arg is None:
             raise Malformed("unpacked_argument", f"{name}() cannot unpack **arguments", pos=src.node(keyword))
+        if src.folds:
+            same_line = keyword.value.lineno == keyword.lineno
+            head = src.written(
+                keyword.lineno, keyword.col_offset, keyword.value.col_offset if same_line else None
+            )
+            _as_written(keyword.arg, head.split("=", 1)[0], keyword, src)
         if keyword.arg in arguments:  # ``ast.parse`` takes what the compiler refuses
             raise Malformed(
                 "duplicate_key", f"{name}() is given argument {keyword.arg!r} twice", pos=src.node(keyword)

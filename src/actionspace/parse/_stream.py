@@ -20,7 +20,8 @@ of the assembled message) however it was split. A call reported by ``feed`` is n
 stream whose later events change it finishes as a ``parse_error``, ``changed_after_complete``):
 raw text is re-read at most once per delta that could close a call (and, past 8 KiB, only after
 the text has grown by an eighth), and a call counts as complete once a later call follows it or
-the text ends with a token that closes a call.
+the text ends with a token that closes a call. The calls of provider events are in the message's
+order (their ``output_index`` or ``index``), however their events were interleaved or reordered.
 
 A stream the provider ends as cut off by the token limit or stopped by its filters (a chat
 ``finish_reason`` of ``length`` or ``content_filter``, an Anthropic ``message_delta`` with
@@ -44,9 +45,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actionspace.parse._cut_text import cut_text
 from actionspace.parse._progress import CLOSING_CHARS, EAGER_LIMIT, SEALS, Pending, StreamProgress, mend
-from actionspace.parse._result import Collector, Malformed, ParseResult, parse_error
+from actionspace.parse._result import Collector, Malformed, ParseResult
 from actionspace.parse._scan import decode_arguments
+from actionspace.parse._slots import Slots
 from actionspace.parse._structured import (
     CUT_OFF_FINISH_REASONS,
     CUT_OFF_STATUSES,
@@ -85,11 +88,11 @@ class StreamParser:
         self._reported_ids: set[str] = set()
         """The call ids of the calls reported from provider events."""
         self._provisional: tuple[ToolCall, ...] = ()
-        self._pending: dict[tuple[str, int], Pending] = {}
+        self._slots = Slots()
+        """The calls being assembled from provider events (parse/_slots.py)."""
         self._foreign: set[int] = set()
         """Anthropic blocks that are no call of the client's (a server tool's ``server_tool_use`` or
         ``mcp_tool_use``, text…), by index: their ``input_json_delta`` is the provider's own."""
-        self._order: list[tuple[str, int]] = []
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
@@ -98,13 +101,6 @@ class StreamParser:
         self._ended = False
         """Whether the events held the stream's finish signal (``finish_reason``, ``message_stop``…)."""
         self._arg_chars = 0
-        self._chat_top = -1
-        """The highest index of a chat tool call seen: a higher one completes those below it."""
-        self._chat_open: dict[int, Pending] = {}
-        """Chat calls by index that a higher index has not completed yet."""
-        self._chat_keys: dict[int, int] = {}
-        """Chat index → the slot its entries add to, where a new call id began a new call there."""
-        self._chat_last = -1
         self._choice: int | None = None
         """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
         (a request for ``n`` > 1) are left out, never merged into its message."""
@@ -156,8 +152,8 @@ class StreamParser:
         """The call ids of the output fed so far, in its order, each once: of the provider events'
         calls, or, when they hold none, of the calls their text (or the raw text) writes with ids
         (Kimi K2 ``functions.NAME:INDEX``, Mistral ``[CALL_ID]``, a JSON call's ``"id"``)."""
-        ids = (self._pending[key].call_id for key in self._order)
-        if self._order:
+        ids = (self._slots.pending[key].call_id for key in self._slots.in_message_order())
+        if self._slots.order:
             return tuple(dict.fromkeys(i for i in ids if i))
         if self._mode == "events":
             return text_call_ids("".join(self._text), strict=False)
@@ -167,7 +163,9 @@ class StreamParser:
         """Calls complete so far and calls still being written."""
         if self._mode == "events":
             provisional = tuple(
-                p.provisional() for key in self._order if not (p := self._pending[key]).done and p.name
+                p.provisional()
+                for key in self._slots.order
+                if not (p := self._slots.pending[key]).done and p.name
             )
             return StreamProgress(calls=tuple(self._reported), provisional=provisional, chars=self._arg_chars)
         return StreamProgress(calls=tuple(self._reported), provisional=self._provisional, chars=self._size)
@@ -182,29 +180,7 @@ class StreamParser:
         text = "".join(self._chunks)
         if self._cut is None:
             return parse(text, tools=self._tools)
-        # Read as :meth:`output` hands it on (a cut chunk's content, where JSON that is no call is
-        # words), so that both, and a completion holding the same text, give one verdict.
-        coll = Collector(self._tools)
-        parse_text(text, coll, strict=False)
-        result = coll.result()
-        # any call may hold less than the model meant to send; with none, text may stop as one began
-        if result.calls or result.error:
-            fault: Malformed | None = cut_off_fault(*self._cut, ids=text_call_ids(text, strict=False))
-        else:
-            fault = begun_call(text, *self._cut)
-        if fault is None:
-            return result
-        error = parse_error(
-            result.format, fault.reason, fault.message, pos=fault.pos, text=fault.source, **fault.details
-        )
-        return ParseResult(
-            calls=(),
-            content=result.content,
-            reasoning=result.reasoning,
-            error=error,
-            format=result.format,
-            refusal=result.refusal,
-        )
+        return cut_text(text, self._tools, *self._cut)
 
     # -- raw text ---------------------------------------------------------------------------------
 
@@ -254,13 +230,6 @@ class StreamParser:
 
     # -- provider events --------------------------------------------------------------------------
 
-    def _slot(self, family: str, index: int) -> Pending:
-        key = (family, index)
-        if key not in self._pending:
-            self._pending[key] = Pending()
-            self._order.append(key)
-        return self._pending[key]
-
     def _feed_event(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if isinstance(kind, str) and kind.startswith("response."):
@@ -298,13 +267,9 @@ class StreamParser:
                 continue
             index = entry.get("index", 0)
             index = index if isinstance(index, int) else 0
-            if index > self._chat_top:  # completes the chat calls still open below it
-                self._chat_top = index
-                for i in [i for i in self._chat_open if i < index]:
-                    self._chat_open.pop(i).done = True
             function = entry.get("function")
             custom = entry.get("custom")
-            slot = self._chat_slot(index, entry.get("id"), custom or function)
+            slot = self._slots.chat(index, entry.get("id"), custom or function)
             if isinstance(custom, Mapping):  # a custom (free-form) tool: its input is plain text
                 slot.free_text = True
                 if isinstance(custom.get("name"), str):
@@ -315,26 +280,8 @@ class StreamParser:
                     slot.name += function["name"]
                 self._add_arguments(slot, function.get("arguments"))
         if finished and self._cut is None:  # a cut output completes none of its calls
-            for pending in self._pending.values():
+            for pending in self._slots.pending.values():
                 pending.done = True
-
-    def _chat_slot(self, index: int, call_id: object, head: object) -> Pending:
-        """The call a chat entry at ``index`` adds to: a new one when it names a tool under another
-        ``call_id`` than the index holds (servers that number every call 0, or none, begin each call
-        with its name and an id of its own; an id changed on a piece of arguments begins none)."""
-        at = self._chat_keys.get(index, index)
-        slot = self._pending.get(("chat", at))
-        named = isinstance(head, Mapping) and isinstance(head.get("name"), str) and head["name"]
-        if slot is not None and named and slot.name and isinstance(call_id, str) and slot.call_id != call_id:
-            slot.done = True  # a call that began after it completes it
-            self._chat_open.pop(index, None)
-            at = self._chat_keys[index] = self._chat_last = max(self._chat_last, self._chat_top) + 1
-        slot = self._slot("chat", at)
-        if not slot.done:
-            self._chat_open.setdefault(index, slot)
-        if isinstance(call_id, str):
-            slot.call_id = call_id
-        return slot
 
     def _chosen(self, choices: list[Any]) -> Mapping[str, Any] | None:
         """The chunk's choice of the candidate this stream reads: the first one it met, as a
@@ -369,7 +316,7 @@ class StreamParser:
         ):
             if item.get("type") not in ("function_call", "custom_tool_call"):
                 return
-            slot = self._slot("responses", index)
+            slot = self._slots.item(index, item.get("id"))
             slot.free_text = item.get("type") == "custom_tool_call"
             slot.name = str(item.get("name") or slot.name)
             call_id = item.get("call_id", item.get("id"))
@@ -380,9 +327,9 @@ class StreamParser:
             elif kind.endswith(".done"):
                 slot.whole, slot.done = item.get("input" if slot.free_text else "arguments"), True
         elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
-            self._add_arguments(self._slot("responses", index), event.get("delta"))
+            self._add_arguments(self._slots.item(index, event.get("item_id")), event.get("delta"))
         elif kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
-            slot = self._slot("responses", index)
+            slot = self._slots.item(index, event.get("item_id"))
             slot.whole = event.get("input" if kind.startswith("response.custom") else "arguments")
             slot.done = True
 
@@ -392,7 +339,7 @@ class StreamParser:
         if kind == "content_block_start":
             block = event.get("content_block")
             if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                slot = self._slot("anthropic", index)
+                slot = self._slots.slot("anthropic", index)
                 slot.name = str(block.get("name") or "")
                 slot.call_id = block.get("id") if isinstance(block.get("id"), str) else None
             elif isinstance(block, Mapping):
@@ -403,13 +350,13 @@ class StreamParser:
             if not isinstance(delta, Mapping):
                 return
             if delta.get("type") == "input_json_delta" and index not in self._foreign:
-                self._add_arguments(self._slot("anthropic", index), delta.get("partial_json"))
+                self._add_arguments(self._slots.slot("anthropic", index), delta.get("partial_json"))
             elif delta.get("type") == "text_delta":
                 self._add_text(delta.get("text"))
             elif delta.get("type") == "thinking_delta" and isinstance(delta.get("thinking"), str):
                 self._reasoning.append(delta["thinking"])
-        elif kind == "content_block_stop" and ("anthropic", index) in self._pending:
-            self._pending[("anthropic", index)].done = self._cut is None
+        elif kind == "content_block_stop" and ("anthropic", index) in self._slots.pending:
+            self._slots.pending[("anthropic", index)].done = self._cut is None
         elif kind == "message_stop":
             self._ended = True
         elif kind == "message_delta":
@@ -440,8 +387,8 @@ class StreamParser:
 
     def _report_events(self) -> list[ToolCall]:
         fresh: list[ToolCall] = []
-        for key in self._order[len(self._reported) :]:
-            pending = self._pending[key]
+        for key in self._slots.order[len(self._reported) :]:
+            pending = self._slots.pending[key]
             if not pending.done:
                 break
             try:
@@ -462,15 +409,18 @@ class StreamParser:
             coll.add_reasoning("".join(self._reasoning))
         text = "".join(self._text)
         try:
-            if self._order:
+            if self._slots.order:
                 coll.note("stream")
                 coll.add_content(text)
                 coll.add_refusal("".join(self._refusal))
                 if self._cut is not None:  # any call may hold less than the model meant to send
                     raise cut_off_fault(*self._cut, ids=self.call_ids())
-                for index, key in enumerate(self._order):
+                # feed() reported a prefix of the calls in arrival order, the message reads in its own
+                arrived = {key: n for n, key in enumerate(self._slots.order)}
+                for key in self._slots.in_message_order():
                     path = f"$.{key[0]}[{key[1]}]"
-                    call = self._event_call(self._pending[key], path)
+                    call = self._event_call(self._slots.pending[key], path)
+                    index = arrived[key]
                     if index < len(self._reported) and call != self._reported[index]:
                         raise Malformed(
                             "changed_after_complete",

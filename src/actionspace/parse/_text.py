@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,8 @@ _TERMINATORS = (
     "</s>",
 )
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
+_NEAR_PYTHONIC = re.compile(r"\[\s*([^\s\[\](){}\"',=]{1,128})\s*\(")
+_ASCII_NAME = re.compile(r"[A-Za-z_][\w.]*", re.ASCII)
 _CALLISH = re.compile(r'\[?\s*\{\s*"(?:' + "|".join(CALL_KEYS) + r')"\s*:')
 _FENCE_OPEN = re.compile(r"```([\w-]*)[^\S\n]*\n")
 
@@ -284,15 +287,28 @@ def _detect(text: str, strict: bool) -> tuple[str, TextParser]:
     if best is not None:
         return best[1], best[2]
     start = skip_ws(text, 0)
-    if text.startswith("{", start) or (
-        text.startswith("[", start) and not _PYTHONIC_START.match(text, start)
-    ):
+    pythonic = _pythonic_start(text, start)
+    if text.startswith("{", start) or (text.startswith("[", start) and not pythonic):
         return "json", lambda t, c: _bare_json(t, c, start, strict)
-    if _PYTHONIC_START.match(text, start):
+    if pythonic:
         return "pythonic", _pythonic_list
     if "```" in text:
         return "text", _fences
     return "text", _plain
+
+
+def _pythonic_start(text: str, start: int) -> bool:
+    """Whether ``text`` opens a pythonic call list at ``start`` (``[name(``): a name in ASCII, or
+    one that reads as such once its invisible characters are dropped and it is folded as Python
+    folds names (``[get_ｗeather(``, ``[send\u200b_sms(``). Such a name is a call written wrong, a
+    ``parse_error`` for the model to correct (_pythonic.py), never words to show as the answer."""
+    if _PYTHONIC_START.match(text, start):
+        return True
+    near = _NEAR_PYTHONIC.match(text, start)
+    if near is None or near.group(1).isascii():
+        return False
+    name = "".join(c for c in near.group(1) if unicodedata.category(c) != "Cf")
+    return _ASCII_NAME.fullmatch(unicodedata.normalize("NFKC", name)) is not None
 
 
 def _plain(text: str, coll: Collector) -> None:
