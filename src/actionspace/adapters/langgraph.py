@@ -6,10 +6,15 @@ the observation, errors included.
 
 Approvals are LangGraph's ``interrupt``: a call actionspace holds interrupts the graph with the
 request (``request_id``, tool, arguments, reason, effects). Resume with
-``Command(resume={"approved": True, "by": "alice", "reason": "..."})`` (or a bare bool): the answer is
-recorded in ``rt.approvals`` and the call, bound to its exact arguments, runs — or the denial is
-what the model reads. Only ``True`` approves; any other resume value is a denial. The graph needs
-a checkpointer, as every ``interrupt`` does.
+``Command(resume={"approved": True, "request_id": ..., "by": "alice", "reason": "..."})`` (or
+answers keyed by request id, ``{request_id: True}``): the answer is recorded in ``rt.approvals``
+and the call, bound to its exact arguments, runs — or the denial is what the model reads. Only
+``True`` approves. An answer decides the request it names and no other: a call held on another
+request when the graph resumes (its arguments edited in the state, its tool defined again, another
+held call of the message) interrupts again, showing it. An answer naming no request (a bare bool,
+a mapping without ``request_id``) decides the call held only when the interrupt it answers showed
+that very request (:mod:`~actionspace.adapters._langgraph_answers`); else it too is asked again.
+The graph needs a checkpointer, as every ``interrupt`` does.
 
     tools = governed_tools(rt, run_id="conv-1")
     graph.add_node("tools", ToolNode(tools))
@@ -49,9 +54,9 @@ from actionspace.adapters._bridge import (
     FrameworkRuns,
     Occurrence,
     _run_id_of,
-    held_request,
     require,
 )
+from actionspace.adapters._langgraph_answers import decided
 from actionspace.adapters._node_calls import STOPPED, NodeCalls
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ActionError, ConfigurationError
@@ -145,6 +150,11 @@ def thread_run_id(thread_id: Any) -> str:
 
 def _thread_key(thread_id: Any) -> str:
     return "langgraph:" + json.dumps(str(thread_id))
+
+
+def _configurable(config: Any) -> Mapping[str, Any]:
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    return configurable if isinstance(configurable, Mapping) else {}
 
 
 def _state_messages(configurable: Mapping[str, Any], messages_key: str) -> Sequence[Any]:
@@ -250,34 +260,6 @@ def _governed_tool_class() -> type[StructuredTool]:
     return GovernedTool
 
 
-def _answer(resume: Any) -> tuple[bool, str | None, str | None]:
-    """(approved, by, reason) of a resume value: a bool, or a mapping with ``approved``.
-
-    Only ``True`` approves: any other value (``"false"`` from a form, a list of inbox responses)
-    is a denial, never an approval by truthiness.
-    """
-    if isinstance(resume, Mapping):
-        by = resume.get("by")
-        reason = resume.get("reason")
-        return (
-            resume.get("approved") is True,
-            None if by is None else str(by),
-            None if reason is None else str(reason),
-        )
-    return resume is True, None, None
-
-
-def _decided(bridge: Bridge, obs: Observation) -> bool:
-    """Interrupt on a held call; record the resumed answer. False when nothing was held."""
-    request_id = held_request(obs)
-    if request_id is None:
-        return False
-    interrupt = require("langgraph.types", EXTRA).interrupt
-    approved, by, reason = _answer(interrupt(dict(bridge.preview(obs))))
-    bridge.settle(request_id, approved=approved, by=by, reason=reason)
-    return True
-
-
 def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
     from langchain_core.runnables import ensure_config  # the config LangChain runs the tool with
 
@@ -286,7 +268,7 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
         bridge = threads.bridge(config)
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
-        if _decided(bridge, obs):
+        if decided(bridge, obs, _configurable(config)):
             obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
@@ -295,7 +277,7 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
         bridge = threads.bridge(config)
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
-        if _decided(bridge, obs):
+        if decided(bridge, obs, _configurable(config)):
             obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
