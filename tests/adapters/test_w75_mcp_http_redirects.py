@@ -122,11 +122,13 @@ def test_a_redirect_within_the_origin_is_followed_with_the_same_request(
 
 
 def test_a_redirect_whose_body_never_comes_is_followed_at_once(endpoint: str) -> None:
-    runtime = served(endpoint, timeout_s=2.0)
+    """A client that waited for the redirect's body would wait out the call's 30 s and fail it; the
+    bound on the time taken is far below that, and far above what a loaded machine needs."""
+    runtime = served(endpoint, timeout_s=30.0)
     try:
         took, obs = call(runtime, "stall_moved_write")
         assert obs.status == "ok" and obs.data == "moved fine", obs.error
-        assert took < 2.0, took
+        assert took < 15.0, took
     finally:
         runtime.close()
 
