@@ -5,6 +5,9 @@ place, a tool replaced in the catalog, a principal refused a tool, another run."
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
+import weakref
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -147,11 +150,55 @@ def test_a_plan_run_again_after_its_arguments_changed_runs_them() -> None:
 
 
 def test_only_a_few_plans_are_kept() -> None:
-    from actionspace.plan import _simple_plan
+    from actionspace.plan._simple_plan import KEPT_MAX
 
     with _runtime() as rt:
         run = rt.engine.run(rt.new_run(), ALL)
         for i in range(30):
             plan = Plan(nodes=[PlanNode(id="n0", tool="a", arguments={"x": i})])
             assert isinstance(preflight(rt.engine, plan, run, ALL), CheckedPlan)
-            assert len(_simple_plan._KEPT) <= 8
+            assert 1 <= len(rt.engine.checked_plans) <= KEPT_MAX
+
+
+class _Watched(Plan):
+    """A plan that takes weak references (a Plan has slots, no ``__weakref__``)."""
+
+
+def _run_and_close(plans: list[Plan]) -> tuple[list[weakref.ref[Any]], list[weakref.ref[Any]]]:
+    """Run each plan twice (its check kept) over a runtime of its own tool, close it; weak
+    references to the plans and to the tools' functions (nothing else holds them)."""
+    tools: list[weakref.ref[Any]] = []
+    for plan in plans:
+
+        def fn(x: Any) -> Any:
+            return x
+
+        with Runtime("memory://", recover_on_start=False) as rt:
+            rt.add_tool(name="a", input_schema=SCHEMA, fn=fn, effect="none")
+            for _ in range(2):
+                assert rt.run_plan(plan).status == "ok"
+        tools.append(weakref.ref(fn))
+    return [weakref.ref(plan) for plan in plans], tools
+
+
+SHARED_SPEC_CACHES = (
+    ("actionspace.validation.validator", "_COMPILED"),
+    ("actionspace.discovery.runs", "_HASHES"),
+    ("actionspace.catalog._callables", "_PARAMETERS"),
+)
+"""Bounded caches by spec or function that every runtime shares (so a tool registered again is
+not compiled or hashed again), outside the plan package: emptied before the tools are counted."""
+
+
+def test_a_closed_runtime_keeps_none_of_its_plans_or_tools_alive() -> None:
+    """The kept checks go with their engine: once a closed runtime is dropped, the plans it ran,
+    their checks and specs, and the tools' functions are collectable (a cache in the plan package
+    held the last plans run, and through their specs the tools' functions)."""
+    nodes = [PlanNode(id=f"n{i}", tool="a", arguments={"x": i}) for i in range(3)]
+    plans, tools = _run_and_close([_Watched(nodes=nodes) for _ in range(3)])
+    gc.collect()
+    assert [ref() for ref in plans] == [None] * 3
+    for module, name in SHARED_SPEC_CACHES:
+        getattr(importlib.import_module(module), name, {}).clear()
+    gc.collect()
+    assert [ref() for ref in tools] == [None] * 3

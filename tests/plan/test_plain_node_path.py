@@ -170,3 +170,42 @@ def test_a_checked_plan_says_every_node_is_plain_only_when_none_has_a_verifier()
         assert not _checked(Plan(nodes=nodes), rt).plain
         nested = [*_chain(2).nodes, PlanNode(id="n2", tool="quick", arguments={"x": {"y": 1}})]
         assert not _checked(Plan(nodes=nested), rt).plain  # not checked across the plan: not asked
+
+
+def test_a_node_blocked_by_a_failure_and_released_by_an_instant_node_ends_as_on_the_general_path() -> None:
+    """An ``ok`` node that answered at once is settled where it began (``plan/_instant.py``); a
+    successor it releases that another predecessor's failure blocked meanwhile is settled there
+    too, as blocked, with the same observations, events and flow state as the stages give."""
+
+    def plan() -> Plan:
+        # ``a`` goes first (the longest chain ahead), ``bad`` fails and blocks ``join``, then
+        # ``good``, released by ``a``, answers at once and releases ``join``
+        nodes = [
+            PlanNode(id="a", tool="picky", arguments={"x": 4}),
+            PlanNode(id="bad", tool="picky", arguments={"x": 0}),
+            PlanNode(id="good", tool="picky", arguments={"x": 1}, depends_on=("a",)),
+            PlanNode(id="join", tool="picky", arguments={"x": 2}, depends_on=("bad", "good")),
+            PlanNode(id="after", tool="picky", arguments={"x": 3}, depends_on=("good",)),
+        ]
+        return Plan(nodes=nodes, max_concurrency=4)
+
+    def runtime(fast: bool) -> Runtime:
+        rt = Runtime("memory://", recover_on_start=False)
+        rt.engine.fast.enabled = fast
+
+        @rt.tool(effect="none")
+        async def picky(x: int) -> int:
+            if x == 0:
+                raise ValueError("zero is not accepted")
+            return x
+
+        return rt
+
+    with runtime(True) as rt, runtime(False) as staged:
+        got, want = _play(rt, plan()), _play(staged, plan())
+    assert got == want
+    status, nodes = got[0], got[1]
+    assert status != "ok" and nodes["good"]["data"] == 1 and nodes["after"]["data"] == 3
+    assert nodes["bad"]["error"]["category"] != "cancelled"
+    assert nodes["join"]["error"]["category"] == "cancelled"
+    assert nodes["join"]["error"]["details"]["blocked_by"] == "bad"

@@ -99,6 +99,7 @@ class Engine:
         self._extra: list[Stage] = []
         self._late: list[Stage] = []
         self.writing: dict[str, None] = {}  # keys of writes in the ledger protocol (noted at close)
+        self.checked_plans: dict[int, object] = {}  # plans' checks kept for a rerun (plan/_simple_plan.py)
         self._ordered = stages.ordered()
         self._checks = stages.checks
         """How many stages (resolve, authorize, validate) read only memory."""

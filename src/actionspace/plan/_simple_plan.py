@@ -13,11 +13,15 @@ of :func:`~actionspace.plan.check.check_plan` decide the plan (and name what is 
 
 A plan object run again (a retry, a loop over one plan) is not checked again: :func:`keep` holds
 the checked form of a few such plans, and :func:`kept` hands it back while it still says what a
-new check would. A :class:`~actionspace.plan.model.Plan` and its nodes are frozen (tuples of
-frozen nodes), so what a check of such a plan reads and a later one could read differently is
-only each node's arguments (their values must still be scalars, the one thing the check reads of
-them) and each tool's resolution and authorization (the run's resolution, the catalog, the
-principal), which are asked again, once per tool. ``tests/plan/test_kept_check.py`` holds a kept
+new check would. They are held by the engine the plans ran over (``PlanEngine.checked_plans``,
+per plan object by identity: the plan, its check, each tool name's spec in the order the check
+resolved them), never by this module, so they go with it: a runtime that is gone leaves none of
+its plans, specs or tools' functions behind (``tests/plan/test_kept_check.py``).
+A :class:`~actionspace.plan.model.Plan` and its nodes are frozen (tuples of frozen nodes), so
+what a check of such a plan reads and a later one could read differently is only each node's
+arguments (their values must still be scalars, the one thing the check reads of them) and each
+tool's resolution and authorization (the run's resolution, the catalog, the principal), which
+are asked again, once per tool. ``tests/plan/test_kept_check.py`` holds a kept
 check to a new one under changed arguments, catalogs and principals.
 """
 
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from actionspace.plan.check import CheckedNode, CheckedPlan
     from actionspace.plan.model import Plan
 
-__all__ = ["distinct_ids", "keep", "kept", "plain_tool", "simple_plan", "simple_tools"]
+__all__ = ["KEPT_MAX", "distinct_ids", "keep", "kept", "plain_tool", "simple_plan", "simple_tools"]
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]
 Simple = tuple[tuple[ToolSpec], "ActionError | None"]
@@ -160,27 +164,26 @@ def simple_tools(
     return tool
 
 
-_KEPT: dict[int, tuple[Plan, CheckedPlan, dict[str, ToolSpec]]] = {}
-"""Per plan object (by identity, the plan held so its identity is not reused): the plan, its
-checked form, and each tool name's spec, in the order the check resolved them."""
-_KEPT_MAX = 8
-"""Plans kept at most (all dropped when full): a plan run again is usually run again soon."""
+KEPT_MAX = 8
+"""Plans kept at most per engine (all dropped when full): a plan run again is usually run again soon."""
 
 
-def keep(plan: Plan, checked: CheckedPlan, plain: Mapping[str, Simple | None]) -> None:
-    """Keep ``checked``, the check of ``plan`` across the plan (no groups), for :func:`kept`;
-    ``plain``: each tool name's simple tool, as the check resolved them (all allowed)."""
+def keep(
+    store: dict[int, object], plan: Plan, checked: CheckedPlan, plain: Mapping[str, Simple | None]
+) -> None:
+    """Keep ``checked``, the check of ``plan`` across the plan (no groups), in ``store`` for
+    :func:`kept`; ``plain``: each tool name's simple tool, as the check resolved them (all allowed)."""
     specs = {name: tool[0][0] for name, tool in plain.items() if tool is not None}
-    if len(_KEPT) >= _KEPT_MAX:
-        _KEPT.clear()
-    _KEPT[id(plan)] = (plan, checked, specs)
+    if len(store) >= KEPT_MAX:
+        store.clear()
+    store[id(plan)] = (plan, checked, specs)
 
 
-def kept(plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | None:
-    """The kept check of ``plan`` when a new one would give the same: every argument is still a
-    scalar, and every tool still resolves to the same spec (asked again, in the same order) and
-    is allowed to ``principal``; None otherwise (the plan is checked anew)."""
-    entry = _KEPT.get(id(plan))
+def kept(store: dict[int, object], plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | None:
+    """The check of ``plan`` kept in ``store`` when a new one would give the same: every argument
+    is still a scalar, and every tool still resolves to the same spec (asked again, in the same
+    order) and is allowed to ``principal``; None otherwise (the plan is checked anew)."""
+    entry = cast("tuple[Plan, CheckedPlan, dict[str, ToolSpec]] | None", store.get(id(plan)))
     if entry is None or entry[0] is not plan:
         return None
     values = itertools.chain.from_iterable(map(_VALUES, map(_ARGUMENTS, plan.nodes)))

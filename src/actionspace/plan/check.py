@@ -50,6 +50,7 @@ _SPECULATIVE_EFFECTS = frozenset({"none", "read"})
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
 _VERIFY = operator.attrgetter("verify")
+_NODE_ID = operator.attrgetter("id")
 
 
 @dataclass(slots=True)
@@ -115,30 +116,36 @@ def check_plan(
     resolve: Resolver,
     principal: Principal,
     environments: Mapping[str, Any] | None = None,
+    kept_in: dict[int, object] | None = None,
 ) -> CheckedPlan | ActionError:
     """Check ``plan`` against the catalog (via ``resolve``) and ``principal``; see the module docstring.
 
-    ``environments``: the runtime's transactional environments, for atomic groups.
-    """
-    again = kept(plan, resolve, principal)  # the plan object checked before, still so
-    if again is not None:
-        return again
+    ``environments``: the runtime's environments, for atomic groups. ``kept_in``: the engine's
+    kept checks (``PlanEngine.checked_plans``); None: nothing kept."""
+    if kept_in is not None:
+        again = kept(kept_in, plan, resolve, principal)  # the plan object checked before, still so
+        if again is not None:
+            return again
     # Checking builds many small objects and no reference cycles: the cyclic collector, which
     # would walk every live object of the process several times for a large plan, pauses.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _check(plan, resolve, principal, environments)
+        return _check(plan, resolve, principal, environments, kept_in)
     finally:
         if collecting:
             gc.enable()
 
 
 def _check(
-    plan: Plan, resolve: Resolver, principal: Principal, environments: Mapping[str, Any] | None
+    plan: Plan,
+    resolve: Resolver,
+    principal: Principal,
+    environments: Mapping[str, Any] | None,
+    kept_in: dict[int, object] | None,
 ) -> CheckedPlan | ActionError:
     errors: list[FieldError] = []
-    names = [node.id for node in plan.nodes]
+    names = list(map(_NODE_ID, plan.nodes))
     ids = distinct_ids(names)
     if ids is None:  # a duplicate, or an id that is not ASCII: each checked by the general loop
         ids = {}
@@ -219,8 +226,8 @@ def _check(
     if simple is not None:  # (each tool of ``plain`` is simple and allowed)
         result.bare = not any(tool[0][0].requires_approval for tool in plain.values() if tool is not None)
         result.plain = list(map(_VERIFY, plan.nodes)).count(None) == len(plan.nodes)
-        if not plan.groups:
-            keep(plan, result, plain)
+        if not plan.groups and kept_in is not None:
+            keep(kept_in, plan, result, plain)
     if plan.groups:
         from actionspace.plan.groups import collapse
 

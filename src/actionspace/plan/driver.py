@@ -39,10 +39,11 @@ from typing import Any, cast
 
 from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN, resumed
+from actionspace.plan._instant import SETTLED, Instant
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
-from actionspace.plan.node import NodeRunner, Started, is_plain
+from actionspace.plan.node import Started, is_plain
 from actionspace.plan.ready import ReadyQueue
 from actionspace.plan.retry import reusable
 from actionspace.trace.recorder import Recorder
@@ -74,7 +75,7 @@ class _Hop(tuple[None]):
 _HOP = cast("Awaitable[None]", _Hop((None,)))  # an iterator's one step is what ``await`` takes
 
 
-class Driver(NodeRunner):
+class Driver(Instant):
     """The half of the scheduler that starts nodes; settling and cancelling are the subclass's."""
 
     limit: int
@@ -244,7 +245,9 @@ class Driver(NodeRunner):
                 coro: Coroutine[Any, Any, Observation]
                 if every or (quiet and is_plain(node)):
                     running[k] = task
-                    now = self._plain_now(k, node)
+                    now = self._instant(k, node)  # begun, and settled when it answered ok at once
+                    if now is SETTLED:
+                        continue
                     if isinstance(now, Observation):
                         self._finish(k, now, node)
                         continue

@@ -91,12 +91,13 @@ def _keys(plan: CheckedPlan) -> dict[str, int]:
     order = plan.topo if len(plan.topo) == len(nodes) else _sinks_first(plan)[::-1]
     width = max(map(_index, nodes.values()), default=0) + 1
     rank: dict[str, int] = {}
-    key: dict[str, int] = {}
     for k in reversed(order):  # successors first
-        c = nodes[k]
-        succs = c.succs
-        rank[k] = longest = max(map(rank.get, succs, _ZEROS)) + 1 if succs else 1  # rank.get(s, 0)
-        key[k] = c.index - longest * width
+        succs = nodes[k].succs
+        rank[k] = max(map(rank.get, succs, _ZEROS)) + 1 if succs else 1  # rank.get(s, 0)
+    # index - rank * width per node, in C (in the order of ``order``, reversed, as it was filled)
+    at = list(reversed(order))
+    scaled = map(width.__mul__, map(rank.__getitem__, at))
+    key = dict(zip(at, map(operator.sub, map(_index, map(nodes.__getitem__, at)), scaled), strict=True))
     if len(set(key.values())) < len(key):  # two nodes of one listing index (none in a checked plan)
         place = {k: i for i, k in enumerate(sorted(key))}  # their ids break the tie
         key = {k: v * len(place) + place[k] for k, v in key.items()}

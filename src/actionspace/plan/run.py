@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +40,9 @@ def preflight(
             plan = Plan.from_dict(plan)
         except InvalidPlan as exc:
             return exc.error
-    return check_plan(plan, lambda name: resolve(engine.catalog, run, name), principal, environments)
+    return check_plan(
+        plan, lambda name: resolve(engine.catalog, run, name), principal, environments, engine.checked_plans
+    )
 
 
 async def arun_plan(
@@ -123,9 +126,20 @@ def _bare_entries(checked: CheckedPlan) -> list[dict[str, str]]:
     once per checked plan (a plan run again keeps its check)."""
     entries = checked.entries
     if entries is None:
-        listed = itertools.islice(checked.nodes.values(), 1000)
-        entries = checked.entries = [{"id": c.node.id, "tool": c.specs[0].key} for c in listed]
+        listed = list(itertools.islice(checked.nodes.values(), 1000))
+        specs = list(map(_SPECS, listed))  # a bare plan's nodes of one tool share their specs
+        key = {i: s[0].key for i, s in dict(zip(map(id, specs), specs, strict=True)).items()}  # once per tool
+        # {"id": node id, "tool": its tool's key} per node, made in C
+        ids = zip(_IDS, map(_NODE_ID, listed), strict=False)  # (_IDS, _TOOLS: endless)
+        tools = zip(_TOOLS, map(key.__getitem__, map(id, specs)), strict=False)
+        entries = checked.entries = list(map(dict, zip(ids, tools, strict=True)))
     return entries
+
+
+_SPECS = operator.attrgetter("specs")
+_NODE_ID = operator.attrgetter("node.id")
+_IDS = itertools.repeat("id")
+_TOOLS = itertools.repeat("tool")
 
 
 def _node_event(c: CheckedNode) -> dict[str, Any]:

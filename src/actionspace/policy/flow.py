@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from actionspace.catalog.spec import Labels, ToolSpec
 from actionspace.policy._flow_sources import verified as _verified
@@ -313,10 +313,9 @@ class FlowState:
         (:func:`~actionspace.policy.stamped.taken`): a plain one is not read again (_shown's work, inline)."""
         with self._lock:
             pending, seen, tools = self.pending, self.seen, self.tools
-            # a label whose call ids are at their cap and whose last _add changed nothing (the context was
-            # already above it), and the context then: while both stay, adding it again changes nothing
-            quiet: tuple[Label, Label] | None = None
-            last: tuple[Any, str, Label] = ((), "", PUBLIC_TRUSTED)  # the last tags read, their trust, label
+            # a label at its cap of call ids whose last _add changed nothing, and the context then (quiet_at)
+            quiet = quiet_at = cast("Label | None", None)  # while both stay, adding it again changes nothing
+            last_tags, last_trust, last_label = cast("tuple[Any, str, Label]", ((), "", PUBLIC_TRUSTED))
             held = self.context  # self.context, read again only where it may change (_add, _shown)
             marks = held.readers is not None or held.confidentiality == "secret"  # what _mark asks
             for obs, (call_id, tags, trust, data, _status, _error, tool) in shown:
@@ -328,21 +327,21 @@ class FlowState:
                 own = pending.pop(call_id, None)
                 if not tags:
                     label = PUBLIC_TRUSTED if own is None else own
-                elif last[0] == tags and last[1] == trust:
-                    label = last[2]  # a plan's nodes of one tool share their tags
+                elif last_tags == tags and last_trust == trust:
+                    label = last_label  # a plan's nodes of one tool share their tags
                 else:
-                    last = (tags, trust, label := stamped(tags, trust))
-                if label is not PUBLIC_TRUSTED and (
-                    quiet is None or quiet[0] is not label or quiet[1] is not held
-                ):
+                    last_tags, last_trust, last_label = tags, trust, (label := stamped(tags, trust))
+                if label is not PUBLIC_TRUSTED and (quiet is not label or quiet_at is not held):
                     versions = (self.version, self.label_version)
                     self._add(call_id, label)
                     full = len(self._groups.get(label, ())) >= MAX_IDS_PER_LABEL
                     same = self.context is held and versions == (self.version, self.label_version)
-                    quiet, held = (label, held) if full and same else None, self.context
+                    quiet, quiet_at = (label, held) if full and same else (None, None)
+                    held = self.context
                     marks = held.readers is not None or held.confidentiality == "secret"
+                if call_id in seen:  # (a new one goes last as it is)
+                    seen.move_to_end(call_id)
                 seen[call_id] = (label, data)
-                seen.move_to_end(call_id)
                 tools[call_id] = tool
                 if marks:
                     _mark(obs, held)
