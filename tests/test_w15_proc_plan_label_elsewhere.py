@@ -13,8 +13,6 @@ from __future__ import annotations
 import textwrap
 import threading
 
-import pytest
-
 from actionspace import Labels, Plan, Runtime
 from tests.proc import DEADLINE_S, run_child
 from tests.proc import url as url  # the fixture
@@ -107,11 +105,5 @@ def test_a_secret_read_in_this_process_while_a_plan_runs_blocks_its_later_send(u
     assert _plan_beside(url, secret_here=True) == ({"look": "ok", "send": "policy_violation"}, [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan/scheduler.py checks a plan's nodes against the run's state read when the plan "
-    "began; it should merge the stored state (RunRegistry.refresh / arefresh) before checking "
-    "each ready node, as the single-call path does before each call",
-)
 def test_a_secret_read_in_another_process_while_a_plan_runs_blocks_its_later_send(url: str) -> None:
     assert _plan_beside(url, secret_here=False) == ({"look": "ok", "send": "policy_violation"}, [])

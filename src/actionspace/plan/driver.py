@@ -211,12 +211,13 @@ class Driver(Instant):
     # ------------------------------------------------------------------ a driver task
     async def _drive(self, wave: list[str]) -> None:
         """Step ``wave`` inline; keep the first node that waits, hand the rest on; repeat."""
-        task = asyncio.current_task()
-        assert task is not None
+        task, runs = _current(), self.engine.runs
         running, nodes, waits = self.running, self.plan.nodes, self._waits
         executor = self.engine.executor
         obs: Observation
         while wave and not self._closed:
+            if not runs.in_memory:  # another process may have saved the run meanwhile (a secret it read)
+                await runs.arefresh(self.run_state)
             waited = False
             # nothing can ask to cancel a node of this wave meanwhile (aborts come from a cancel
             # scope alone): its plain nodes' calls begin here, at once

@@ -31,6 +31,15 @@ class Gates(Protocol):
     def guard(self) -> Guard | None: ...
 
 
+class Runs(Protocol):
+    """What a plan reads of the engine's runs: whether they are in memory, and the merge of a
+    run's stored snapshot that another process saved (``pipeline/runs.py`` ``RunRegistry``)."""
+
+    in_memory: bool
+
+    async def arefresh(self, run: RunState) -> None: ...
+
+
 class PlanEngine(Protocol):
     """The engine's methods a plan uses (see :class:`actionspace.pipeline.Engine`)."""
 
@@ -39,6 +48,7 @@ class PlanEngine(Protocol):
     executor: Executor
     writing: dict[str, None]
     """Keys of the writes in the ledger protocol; a runtime that closes notes them ``unknown``."""
+    runs: Runs
     checked_plans: dict[int, object]
     """The checks of plan objects run over this engine, kept for a plan run again
     (``plan/_simple_plan.py`` ``keep``); held here so they go with the engine."""
