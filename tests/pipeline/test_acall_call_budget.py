@@ -30,13 +30,20 @@ PACKAGE_DIR = "/actionspace/"
 BUDGET = 3
 """Python-level calls into ``actionspace`` per call: 2 when this was written, and room for one."""
 COROUTINES = 1
+FOREIGN = 44
+"""Built-in and extension calls made from ``actionspace``'s frames per call (the last test): 48
+before plain arguments were taken unasked and the entry read by subscripts, 43 after, and room
+for one."""
 """Coroutines of ``actionspace`` entered per call of a tool that does not wait: ``Runtime.acall``."""
 
 
-def _calls_of(n: int, first: int, *, coroutines: bool = False) -> tuple[Counter[str], list[Any]]:
+def _calls_of(
+    n: int, first: int, *, coroutines: bool = False, foreign: bool = False
+) -> tuple[Counter[str], list[Any]]:
     """Python-level calls into actionspace during ``n`` calls (after warming the run), by function,
     and the observations. Results start at ``first``: each is a value no other call shaped, so its
-    digest is computed anew whatever ran before in the process."""
+    digest is computed anew whatever ran before in the process. With ``foreign``: the calls of
+    built-in and extension functions made from actionspace's own frames instead, by callee."""
     rt = Runtime("memory://", recover_on_start=False)
 
     @rt.tool(effect="none")
@@ -54,6 +61,10 @@ def _calls_of(n: int, first: int, *, coroutines: bool = False) -> tuple[Counter[
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         code = frame.f_code
+        if foreign:
+            if event == "c_call" and PACKAGE_DIR in code.co_filename:
+                calls[getattr(arg, "__qualname__", type(arg).__name__)] += 1
+            return
         wanted = not coroutines or code.co_flags & inspect.CO_COROUTINE
         if event == "call" and wanted and PACKAGE_DIR in code.co_filename:
             calls[code.co_qualname] += 1
@@ -92,3 +103,17 @@ def test_a_simple_async_call_whose_tool_does_not_wait_enters_one_coroutine_of_ou
     large, _ = _calls_of(250, 9_500_000_000, coroutines=True)
     per_call = (sum(large.values()) - sum(small.values())) / 200
     assert per_call <= COROUTINES, (per_call, (large - small).most_common())
+
+
+def test_plain_arguments_of_a_simple_async_call_are_not_handed_to_the_compiled_schema() -> None:
+    """The entry and its arguments are read by subscripts, and arguments that are exactly the
+    names of a flat schema, each of exactly its type (``Entry.plain``), are taken without asking
+    the compiled schema (a foreign call of some two thousand instructions, then a scan of the
+    values' types for a float): built-in and extension calls from the package's frames, per call."""
+    small, first = _calls_of(50, 10_000_000_000, foreign=True)
+    large, _ = _calls_of(250, 10_500_000_000, foreign=True)
+    assert [o.data for o in first] == [10_000_000_000 + i + 1 for i in range(40, 90)]
+    grown = large - small
+    per_call = sum(grown.values()) / 200
+    assert not [name for name in grown if name.endswith("is_valid")], grown.most_common()
+    assert per_call <= FOREIGN, (per_call, grown.most_common())

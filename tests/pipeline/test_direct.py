@@ -372,3 +372,82 @@ def test_a_long_run_leaves_the_flow_state_numbers_and_snapshot_of_the_path_it_re
     assert (shown[0][-1] is not None) == (run_label == "secret")  # shown under a restricting label
     if run_label is None and tool_label == "public":
         assert len(kept) == len(calls) - 2  # all but the first two went through the one frame
+
+
+FLAT = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer"},
+        "s": {"type": "string", "description": "some text"},
+        "f": {"type": "boolean"},
+    },
+    "required": ["a", "s", "f"],
+    "additionalProperties": False,
+}
+"""A flat schema: its calls' arguments are taken unasked when each holds exactly its type."""
+
+odd_values = st.sampled_from([1.0, 2.5, -0.0, True, False, None, "x", "", 7, [1], {"k": 1}])
+
+
+@st.composite
+def flat_arguments(draw: st.DrawFn) -> dict[str, Any]:
+    """Arguments of :data:`FLAT`: mostly of exactly their types, in any order, some of another
+    type (an integral float, a bool for the integer, an int for the boolean), missing or extra."""
+    args = {
+        "a": draw(st.one_of(st.integers(-(2**70), 2**70), odd_values)),
+        "s": draw(st.one_of(st.text(max_size=4), odd_values)),
+        "f": draw(st.one_of(st.booleans(), odd_values)),
+    }
+    args = {key: args[key] for key in draw(st.permutations(list(args)))}
+    dropped = draw(st.sampled_from([None, None, None, "a", "s", "f"]))
+    if dropped is not None:
+        del args[dropped]
+    if draw(st.integers(0, 5)) == 0:
+        args["extra"] = 1
+    return args
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(flat_arguments(), min_size=3, max_size=10))
+def test_arguments_of_a_flat_schema_end_calls_as_the_path_it_replaces(calls: list[dict[str, Any]]) -> None:
+    async def t0(a: Any, s: Any, f: Any) -> Any:
+        return a if type(a) is int else [a, s, f]
+
+    direct, general = _pair(t0, FLAT)
+    _same(direct, general, [_entry("t0", args, f"call_{i}") for i, args in enumerate(calls)], lambda rt: None)
+
+
+def test_plain_arguments_are_taken_without_asking_the_schema(kept: list[tuple[Any, ...]]) -> None:
+    """Fault injection: once the entry is built its check fails loudly; arguments of exactly their
+    types never reach it, an integral float at the integer still does (and is refused there)."""
+    asked: list[Any] = []
+
+    async def t0(a: int, s: str, f: bool) -> int:
+        return a + len(s) + f
+
+    def refuse(args: Any) -> bool:
+        asked.append(dict(args))
+        return False
+
+    def prepare(rt: Runtime) -> None:
+        (entry,) = rt.engine.fast._entries.values()
+        assert entry.plain == (("a", int), ("s", str), ("f", bool))
+        entry.check = refuse
+
+    calls = [_entry("t0", {"a": i, "s": "ab", "f": True}, f"call_{i}") for i in range(5)]
+    calls.append(_entry("t0", {"f": False, "a": 9, "s": ""}, "call_order"))
+    calls.append(_entry("t0", {"a": 2.0, "s": "", "f": False}, "call_float"))
+    direct, _ = _pair(t0, FLAT)
+    with direct:
+        run_id = direct.new_run(RUN)
+
+        async def play() -> list[Any]:
+            out = [await direct.acall(raw, run_id=run_id) for raw in calls[:2]]
+            prepare(direct)
+            return out + [await direct.acall(raw, run_id=run_id) for raw in calls[2:]]
+
+        observations = asyncio.run(play())
+    assert [o.data for o in observations[:6]] == [3, 4, 5, 6, 7, 9]
+    assert [record[2] for record in kept] == ["call_2", "call_3", "call_4", "call_order"]
+    assert asked and all(args == {"a": 2.0, "s": "", "f": False} for args in asked)  # only the float
+    assert observations[6].status == "ok" and observations[6].data == 2  # the stages settle it

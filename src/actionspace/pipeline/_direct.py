@@ -37,7 +37,7 @@ from actionspace._json_values import finite_numbers
 from actionspace.discovery.runs import RunState
 from actionspace.execution.raised import passes_on
 from actionspace.parse._fast import repeats_a_key
-from actionspace.pipeline._entry import Entry, FastCall
+from actionspace.pipeline._entry import FastCall
 from actionspace.pipeline._run import (
     _INT_BOUND,
     _INT_DIGESTS,
@@ -47,12 +47,14 @@ from actionspace.pipeline._run import (
     _log,
     begin,
     ended,
+    holding,
+    parsed,
     tail,
 )
 from actionspace.policy.flow import MAX_REMEMBERED
 from actionspace.policy.labels import PUBLIC_TRUSTED
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import CallShape, CompactCall, expand_call
+from actionspace.trace.events import CallShape, expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS
 from actionspace.types import SHOWN_UNDER, Observation, Provenance
@@ -104,7 +106,6 @@ def direct_caller(messages: Messages) -> Quick:
             or node_id is not None
             or not runs.in_memory
             or engine.sink is not messages._sink
-            or raw[:1] != "{"
             or len(raw) > RAW_PREFIX_CHARS
             or "\\u" in raw
             or not raw.isascii()
@@ -119,28 +120,33 @@ def direct_caller(messages: Messages) -> Quick:
             value = from_json(raw, allow_inf_nan=False)
         except ValueError:
             return general(raw, run_id, node_id, who)
-        if type(value) is not dict:
+        # An entry as a model sends it: its id, type and function, read by subscripts (an entry
+        # without one of them, or with more, is read by Messages.quick). ``raw`` parsed, so it has
+        # a first character; text starting with anything but "{" is not one this frame reads.
+        if type(value) is not dict or len(value) != 3 or raw[0] != "{":
             return general(raw, run_id, node_id, who)
-        function = value.get("function")
-        if type(function) is not dict or value.get("type", "function") != "function":
+        try:
+            given = value["id"]
+            kind = value["type"]
+            function = value["function"]
+            name = function["name"]
+            text = function["arguments"]
+        except (KeyError, TypeError):  # a missing key, or a function that is no object
             return general(raw, run_id, node_id, who)
-        name = function.get("name")
-        given = value.get("id")
-        text = function.get("arguments")
         if (
-            type(name) is not str
+            kind != "function"
+            or type(name) is not str
             or (given is not None and type(given) is not str)
             or type(text) is not str
-            or text[:1] != "{"
         ):
             return general(raw, run_id, node_id, who)
         try:
             args = from_json(text, allow_inf_nan=False)
         except ValueError:
             return general(raw, run_id, node_id, who)
-        if type(args) is not dict:
-            return None  # as FastPath.take: not a simple call
-        if raw.count(":") != len(value) + len(function) + len(args) and repeats_a_key(raw, text):
+        if text[0] != "{" or type(args) is not dict:  # parsed text from "{" is an object
+            return general(raw, run_id, node_id, who)
+        if raw.count(":") != 3 + len(function) + len(args) and repeats_a_key(raw, text):
             return None  # the parser refuses it (``duplicate_key``)
         name = name.strip()
         call_id = given or None  # an empty id is no id, as parse reads it
@@ -163,20 +169,35 @@ def direct_caller(messages: Messages) -> Quick:
             or stages.cursor_key is not None
         ):
             return general(raw, run_id, node_id, who)
-        check = entry.check
-        if (
-            entry.effects  # the ledger runs it, after the stages
-            or not (entry.finite or finite_numbers(args))
-            or not (entry.compiled.validator.is_valid if check is None else check)(args)
-            or (
-                entry.floats
-                and float in map(type, args.values())
-                and not entry.compiled.validator.is_valid(args)
-            )
-        ):
-            return None  # as FastPath.take: the stages refuse it, or run it
+        if entry.effects:
+            return None  # as FastPath.take: the ledger runs it, after the stages
+        # Arguments that are exactly the names of a flat schema, each of exactly its Python type
+        # (Entry.plain), are valid with nothing to settle: the compiled schema is not asked.
+        plain = entry.plain
+        if plain is not None and len(args) == len(plain):
+            try:
+                for key, want in plain:
+                    if type(args[key]) is not want:
+                        plain = None
+                        break
+            except KeyError:
+                plain = None
+        else:
+            plain = None
+        if plain is None:
+            check = entry.check
+            if (
+                not (entry.finite or finite_numbers(args))
+                or not (entry.compiled.validator.is_valid if check is None else check)(args)
+                or (
+                    entry.floats
+                    and float in map(type, args.values())
+                    and not entry.compiled.validator.is_valid(args)
+                )
+            ):
+                return None  # as FastPath.take: the stages refuse it
         if not entry.inline:  # a sync tool: as Messages.quick runs it
-            return begun(messages, _call(entry, name, call_id, args, raw), run, None, messages._append)
+            return begun(messages, parsed(entry, name, call_id, args, raw), run, None, messages._append)
         # Taken: the events are numbered and the tool's first step runs, as begin does.
         seq = run.seq
         ts = now = _time()
@@ -219,8 +240,8 @@ def direct_caller(messages: Messages) -> Quick:
                 if passes_on(exc, in_task=True):
                     raise
                 held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
-                rec = rec or _recorder(run, cid, held)
-                call = _call(entry, name, call_id, args, raw)
+                rec = rec or holding(run, cid, held)
+                call = parsed(entry, name, call_id, args, raw)
                 step = ended(
                     engine.executor,
                     start,
@@ -240,9 +261,9 @@ def direct_caller(messages: Messages) -> Quick:
             else:
                 if coro is not None:  # it waits: close() may cut it (pipeline/calls.py)
                     held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
-                    rec = rec or _recorder(run, cid, held)
+                    rec = rec or holding(run, cid, held)
                     in_flight.waits(rec)
-                    call = _call(entry, name, call_id, args, raw)
+                    call = parsed(entry, name, call_id, args, raw)
                     step = ended(
                         engine.executor,
                         start,
@@ -382,9 +403,9 @@ def direct_caller(messages: Messages) -> Quick:
                     step = obs
                 else:
                     held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
-                    rec = rec or _recorder(run, cid, held)
+                    rec = rec or holding(run, cid, held)
                     step = tail(
-                        _call(entry, name, call_id, args, raw),
+                        parsed(entry, name, call_id, args, raw),
                         rec,
                         None,
                         result,
@@ -399,24 +420,24 @@ def direct_caller(messages: Messages) -> Quick:
                         in_flight,
                     )
         except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-            rec = rec or _recorder(
+            rec = rec or holding(
                 run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
             )
-            step = engine.internal(exc, rec, _call(entry, name, call_id, args, raw).tool_call())
+            step = engine.internal(exc, rec, parsed(entry, name, call_id, args, raw).tool_call())
             flow.observed(step)
         except BaseException:  # what was recorded is still stored
-            rec = rec or _recorder(
+            rec = rec or holding(
                 run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
             )
-            stored = raised(messages, rec, _call(entry, name, call_id, args, raw), run)
+            stored = raised(messages, rec, parsed(entry, name, call_id, args, raw), run)
             if stored is None:
                 raise
             return stored
         if rec is None:  # an observation made here that the store could not take here
-            rec = _recorder(
+            rec = holding(
                 run, cid, (first, ts, cid, entry.shape, raw, name, call_id, node, obs_seq, now, digest)
             )
-        return stepped(messages, step, _call(entry, name, call_id, args, raw), rec, run)
+        return stepped(messages, step, parsed(entry, name, call_id, args, raw), rec, run)
 
     return quick
 
@@ -475,24 +496,3 @@ def raised(
             messages.engine.flush(rec)
         return None
     return messages._stored(rec, run, cut)
-
-
-def _recorder(run: RunState, call_id: str, record: CompactCall) -> Recorder:
-    """The recorder begin would hold at this point: the call's id set, its record held."""
-    rec = Recorder(run, call_id)
-    rec.call = record
-    return rec
-
-
-def _call(entry: Entry, name: str, call_id: str | None, args: dict[str, Any], raw: str) -> FastCall:
-    """The parsed call, as FastPath.take makes it (for what goes on through begin's functions)."""
-    call = _new(FastCall)
-    call.entry, call.name, call.call_id, call.arguments, call.raw, call.fmt = (
-        entry,
-        name,
-        call_id,
-        args,
-        raw,
-        "openai_chat",
-    )
-    return call

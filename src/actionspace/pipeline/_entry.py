@@ -3,7 +3,8 @@
 
 Besides authorization, the flow verdict and the trace payloads, an entry holds how a call's
 arguments are checked (:func:`checks_of`: the compiled schema's own check when the settled forms
-of its integers can be told from the top-level values' types) and whether an ``int`` result is put
+of its integers can be told from the top-level values' types; :func:`plain_of`: the names and
+Python types that settle a flat schema without asking it) and whether an ``int`` result is put
 in its envelope without the generic shaping (:func:`shapes_ints`): both depend only on the tool.
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "checks_of",
     "finite_by_schema",
     "output_of",
+    "plain_of",
     "shapes_ints",
     "simple_tool",
 ]
@@ -128,6 +130,10 @@ class Entry:
     ints: bool = False
     """An ``int`` result of a call is put in its envelope without the generic shaping
     (:func:`shapes_ints`)."""
+    plain: tuple[tuple[str, type], ...] | None = None
+    """Every argument's name with the one Python type that makes it valid (:func:`plain_of`): a call
+    whose arguments are exactly these names, each holding a value of exactly its type, passes the
+    schema and ``check`` with nothing to settle, and is not asked them (None: always asked)."""
     kept: tuple[Any, ...] | None = None
     """(the memory trace store, the number it keeps :attr:`shape` as, then its ``call_log`` of
     the run: the run's kept calls, its lock, the runs' next numbers), read once per store
@@ -191,3 +197,42 @@ def shapes_ints(spec: ToolSpec) -> bool:
         and spec.max_observation_bytes >= MIN_MAX_BYTES
         and spec.lifecycle != "deprecated"
     )
+
+
+_PLAIN_TYPES: dict[str, type] = {"integer": int, "string": str, "boolean": bool}
+"""JSON Schema types a parsed JSON value of one exact Python type satisfies whatever its value (an
+``int`` is an integer of any size; ``bool`` is not an ``int`` here, compared by ``type``)."""
+_PLAIN_TOP = frozenset({"type", "properties", "required", "additionalProperties", "description", "title"})
+_PLAIN_PROPERTY = frozenset({"type", "description", "title"})
+
+
+def plain_of(compiled: CompiledTool) -> tuple[tuple[str, type], ...] | None:
+    """The (name, Python type) of each argument when the tool's schema says no more than: a closed
+    object whose properties are all required, each typed ``integer``, ``string`` or ``boolean``
+    with nothing but a title or description beside it, and the tool checks nothing else (no
+    defaults, no semantic checks). Arguments holding exactly those names, each of exactly its type,
+    are then valid, hold no float (nothing to settle) and no non-finite number, so the precompiled
+    path takes them without asking the compiled schema (a foreign function call costing more than
+    this walk). None for any other schema: its calls are asked as before."""
+    schema = compiled.spec.input_schema
+    if not compiled.simple or compiled.defaults or not isinstance(schema, Mapping):
+        return None
+    if not _PLAIN_TOP.issuperset(schema) or schema.get("type") != "object":
+        return None
+    properties, required = schema.get("properties"), schema.get("required")
+    if schema.get("additionalProperties") is not False or not isinstance(properties, Mapping):
+        return None
+    if not properties or not isinstance(required, list) or len(required) != len(properties):
+        return None
+    if not all(isinstance(r, str) for r in required) or set(required) != set(properties):
+        return None
+    plain: list[tuple[str, type]] = []
+    for name, sub in properties.items():
+        if not isinstance(name, str) or not isinstance(sub, Mapping) or not _PLAIN_PROPERTY.issuperset(sub):
+            return None
+        kind = sub.get("type")
+        found = _PLAIN_TYPES.get(kind) if isinstance(kind, str) else None
+        if found is None:
+            return None
+        plain.append((name, found))
+    return tuple(plain)

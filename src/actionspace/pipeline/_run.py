@@ -15,12 +15,13 @@ from hashlib import sha256
 from typing import Any
 
 from actionspace._crash import point
+from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.raised import passes_on
 from actionspace.execution.ready import Ready
 from actionspace.observation import ArtifactStore
 from actionspace.outcomes import Outcome, Succeeded
-from actionspace.pipeline._entry import FastCall
+from actionspace.pipeline._entry import Entry, FastCall
 from actionspace.pipeline.calls import InFlight
 from actionspace.pipeline.observe import observe, plain_observation
 from actionspace.policy.labels import Label
@@ -29,7 +30,7 @@ from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS, bounded_raw, compact_raw
 from actionspace.types import Observation, Provenance
 
-__all__ = ["AppendCall", "Step", "begin"]
+__all__ = ["AppendCall", "Step", "begin", "holding", "parsed"]
 
 _new = object.__new__
 _log = logging.getLogger("actionspace")
@@ -272,3 +273,26 @@ def tail(
     )
     flow.observed_as(obs, label, within)
     return obs
+
+
+def holding(run: RunState, call_id: str, record: CompactCall) -> Recorder:
+    """The recorder begin would hold at this point: the call's id set, its record held
+    (pipeline/_direct.py, handing a call on)."""
+    rec = Recorder(run, call_id)
+    rec.call = record
+    return rec
+
+
+def parsed(entry: Entry, name: str, call_id: str | None, args: dict[str, Any], raw: str) -> FastCall:
+    """The parsed call, as FastPath.take makes it (pipeline/_direct.py, for what goes on through
+    begin's functions)."""
+    call = object.__new__(FastCall)
+    call.entry, call.name, call.call_id, call.arguments, call.raw, call.fmt = (
+        entry,
+        name,
+        call_id,
+        args,
+        raw,
+        "openai_chat",
+    )
+    return call

@@ -59,6 +59,7 @@ from actionspace.pipeline._entry import (
     checks_of,
     finite_by_schema,
     output_of,
+    plain_of,
     shapes_ints,
     simple_tool,
 )
@@ -297,6 +298,7 @@ class FastPath:
             check=check,
             floats=floats,
             ints=shapes_ints(spec),
+            plain=plain_of(compiled),
         )
 
     async def run(
