@@ -48,10 +48,14 @@ class PlanEngine(Protocol):
     executor: Executor
     writing: dict[str, None]
     """Keys of the writes in the ledger protocol; a runtime that closes notes them ``unknown``."""
-    runs: Runs
     checked_plans: dict[int, object]
     """The checks of plan objects run over this engine, kept for a plan run again
     (``plan/_simple_plan.py`` ``keep``); held here so they go with the engine."""
+
+    @property
+    def runs(self) -> Runs:
+        """The engine's runs (a plan merges its run's stored snapshot before each wave)."""
+        ...
 
     @property
     def stages(self) -> Gates:
