@@ -20,7 +20,22 @@ from actionspace import Runtime, ToolCall
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer
 
 TIMEOUT_S = 0.1
-AGE_S = 1.5  # the recovery age, scaled down: an entry this old (and past its tool's attempt) has no holder
+AGE_S = 3600.0
+"""The recovery age: an entry this old (and past its tool's attempt) has no holder. The entry
+reaches it when :class:`_LedgerClock` is moved past it, never by how slowly the test runs."""
+
+
+class _LedgerClock:
+    """The wall clock as the commit protocol reads it, moved forward by hand."""
+
+    def __init__(self) -> None:
+        self.ahead_s = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
 
 def _tools(rt: Runtime, sent: Path, *, crash: bool) -> None:
@@ -74,15 +89,15 @@ def test_a_crashed_send_found_young_at_start_is_settled_by_a_later_proposal(
 
     monkeypatch.setattr(commit, "RECOVERY_AGE_S", AGE_S)
     monkeypatch.setattr(commit, "MAX_WAIT_S", 0.2)
-    rt = Runtime(url)  # its start-up recovery leaves the entry: younger than 30 s
+    clock = _LedgerClock()
+    monkeypatch.setattr(commit, "time", clock)
+    rt = Runtime(url)  # its start-up recovery leaves the entry: younger than the recovery age
     _tools(rt, sent, crash=False)
     call = ToolCall(name=tool, arguments={"amount": 5}, id="c2")
     (entry,) = rt.ledger.list()
-    wait = entry.updated_at + AGE_S + 0.2 - time.time()
-    assert wait > 0, "the entry was already past the scaled recovery age"
     first = rt.call(call, run_id="r1", node_id="pay")  # its holder may still be alive: it waits
     assert first.error is not None and first.error.category == "transient"
-    time.sleep(max(0.0, entry.updated_at + AGE_S + 0.2 - time.time()))
+    clock.ahead_s = AGE_S + 1.0  # the entry is now older than any holder could be
 
     later = rt.call(call, run_id="r1", node_id="pay")
     settled = rt.ledger.get(entry.key)

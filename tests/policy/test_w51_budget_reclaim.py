@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from actionspace.errors import ActionError
+from actionspace.ledger._budget_reclaim import values
 from actionspace.policy.budget import Budget, Budgets, Usage
 from tests.pg import fresh_schema
 
@@ -185,18 +186,43 @@ def _holding(url: str, tmp_path: Path, lease_s: float) -> Any:
     return worker
 
 
+def _lease_end(meter: Any) -> float:
+    """When the lease of the owner on "another host" runs out, on the database's clock (seconds
+    since the epoch)."""
+    with meter._read() as conn:
+        row = conn.execute("SELECT expires FROM budget_owners WHERE host = 'another-host'").fetchone()
+    assert row is not None, "the owner on another host is no longer registered"
+    return float(values(row)[0])
+
+
+def _judging_at(meter: Any, now: float) -> None:
+    """Make ``meter`` read ``now`` as the database's clock: its reclaims judge leases at that
+    moment, whatever the wall clock says."""
+    meter._now_sql = repr(now)
+
+
 def test_a_slow_owner_on_another_host_keeps_its_reservation_through_many_lease_periods(
     shared_url: str, tmp_path: Path
 ) -> None:
-    lease_s = 1.0
+    """Its timer renews its lease: for each of several moments a lease past the first lease's end,
+    the lease is renewed beyond that moment, and a reclaim judging at that moment leaves the
+    reservation alone. The moments are the watcher's own clock, not the wall clock, so a worker
+    starved on a loaded machine only renews later (a lease that is never renewed fails the test
+    at the deadline); the watcher's own lease is long, so its timer reclaims nothing meanwhile."""
+    lease_s = 0.3
+    watcher = _meter(shared_url, 3600.0)
     worker = _holding(shared_url, tmp_path, lease_s)
-    watcher = _meter(shared_url, lease_s)
     try:
-        end = time.monotonic() + 5 * lease_s
-        while time.monotonic() < end:
+        first_end = _lease_end(watcher)
+        for period in range(1, 6):
+            moment = first_end + period * lease_s
+            end = time.monotonic() + 60
+            while _lease_end(watcher) <= moment:
+                assert worker.is_alive() and time.monotonic() < end, f"the lease never passed {moment}"
+                time.sleep(0.02)
+            _judging_at(watcher, moment)
             assert watcher.reclaim() == 0
             assert watcher.used(principal=WHO) == ESTIMATE
-            time.sleep(lease_s / 4)
         (tmp_path / "release").touch()
         worker.join(60)
         assert worker.exitcode == 0

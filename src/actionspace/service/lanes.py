@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import inspect
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from actionspace.execution.loop import new_event_loop, run_until_stopped
@@ -116,6 +117,10 @@ atexit.register(PROCESSES.close)
 _POLL_S: Final = 0.05
 
 
+_Given = tuple[asyncio.AbstractEventLoop, Coroutine[Any, Any, Any]]
+"""A coroutine given to :meth:`Lanes.run`, with the loop it was given to."""
+
+
 class Lanes:
     """``count`` event loops on daemon threads, started when first used."""
 
@@ -129,6 +134,8 @@ class Lanes:
         self._assigned: dict[str, int] = {}
         self._turn = 0
         self._lock = threading.Lock()
+        self._unrun: dict[concurrent.futures.Future[Any], _Given] = {}
+        """Work given to :meth:`run` whose future is not done yet, with its loop."""
 
     def loop_for(self, key: str) -> asyncio.AbstractEventLoop:
         """The loop of ``key``'s lane (a principal id): the next lane in turn for a key not seen
@@ -155,12 +162,47 @@ class Lanes:
                 found = self._loops[index] = (loop, thread)
         return found[0]
 
+    def run(
+        self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]
+    ) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on ``loop`` (a lane's); its future. A coroutine whose lane stopped before it
+        ran is closed and its future cancelled (at once when the loop is closed already, else by
+        :meth:`stop`): never left to the garbage collector unawaited, nor its future pending."""
+        with self._lock:
+            if loop.is_closed():
+                coro.close()
+                refused: concurrent.futures.Future[T] = concurrent.futures.Future()
+                refused.cancel()
+                return refused
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+            self._unrun[future] = (loop, coro)
+        future.add_done_callback(self._ran)
+        return future
+
+    def _ran(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._unrun.pop(future, None)
+
+    def _close_unrun(self) -> None:
+        """Close the coroutines given to :meth:`run` that a closed loop never began, and cancel
+        their futures (their lane stopped first: nothing will ever run them)."""
+        with self._lock:
+            unrun = [(f, coro) for f, (loop, coro) in self._unrun.items() if loop.is_closed()]
+        for future, coro in unrun:
+            if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED or future.done():
+                continue
+            coro.close()
+            # ends as cancelled; cancel() itself would ask the closed loop to cancel a task it made
+            if future.set_running_or_notify_cancel():
+                future.set_exception(concurrent.futures.CancelledError())
+
     def loops(self) -> list[asyncio.AbstractEventLoop]:
         with self._lock:
             return [loop for loop, _ in self._loops.values()]
 
     def stop(self, *, timeout: float) -> None:
-        """Stop every lane's loop and join its thread (waits at most ``timeout`` s per lane)."""
+        """Stop every lane's loop and join its thread (waits at most ``timeout`` s per lane); what
+        a stopped lane never began is closed (see :meth:`run`)."""
         with self._lock:
             lanes = list(self._loops.values())
         self._stopping.set()
@@ -170,3 +212,4 @@ class Lanes:
             thread.join(timeout=timeout)
             if not thread.is_alive():
                 loop.close()
+        self._close_unrun()

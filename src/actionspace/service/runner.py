@@ -186,7 +186,7 @@ class BackgroundRuns:
             self._state[live] = "running"
             self._wake.setdefault(live, asyncio.Event())
             self._run_loop.setdefault(live, loop)
-        future = asyncio.run_coroutine_threadsafe(self._guarded(live, coro), loop)
+        future = self._lanes.run(loop, self._guarded(live, coro))  # closed if its lane never runs it
         future.add_done_callback(lambda _done: self._never_begun(live, coro))
         with self._lock:
             self._futures[key] = future
