@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from actionspace._canonical import args_digest
@@ -14,6 +14,7 @@ from actionspace.approval.requests import (
     ApprovalRequest,
     ApprovalStore,
     ListsApproved,
+    ListsOfRuns,
     new_request_id,
     proposer_of,
 )
@@ -387,6 +388,23 @@ class Approvals:
             return self.store.list_approved(expired=expired, now=now, limit=limit)
         read = self.store.list(status="approved", limit=max(limit, _APPROVED_SCAN))
         return [r for r in read if _expired(r, now) == expired][:limit]
+
+    def of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
+        """Every request of the runs ``run_ids`` (only those in ``status`` if given), newest first.
+
+        A store that answers this in its query (:class:`~actionspace.approval.requests.ListsOfRuns`)
+        is asked for these runs only; another one is read whole, so the answer is exact either way
+        however many requests other runs hold.
+        """
+        ids = [r for r in dict.fromkeys(run_ids) if _storable(r)]  # else no store holds such a run
+        if not ids:
+            return []
+        if isinstance(self.store, ListsOfRuns):
+            return self.store.list_of_runs(ids, status=status)
+        wanted, n = set(ids), _APPROVED_SCAN
+        while len(read := self.store.list(status=status, limit=n)) >= n:
+            n *= 4
+        return [r for r in read if r.run_id in wanted]
 
     def list(self, status: str | None = "pending", *, limit: int = 100) -> list[ApprovalRequest]:
         return self.store.list(status=status, limit=limit)

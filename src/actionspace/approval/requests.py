@@ -35,6 +35,7 @@ __all__ = [
     "ApprovalStatus",
     "ApprovalStore",
     "ListsApproved",
+    "ListsOfRuns",
     "holder",
     "new_request_id",
     "proposer_of",
@@ -208,4 +209,14 @@ class ListsApproved(Protocol):
         """At most ``limit`` requests stored ``approved``, newest first: those whose ``expires_at``
         has passed at ``now`` (``now >= expires_at``) when ``expired``, else those it has not
         (no ``expires_at``, or ``now < expires_at``)."""
+        ...
+
+
+@runtime_checkable
+class ListsOfRuns(Protocol):
+    """An approval store that lists the requests of given runs in its query (every store shipped
+    here does): what a run waits for is exact however many requests other runs hold."""
+
+    def list_of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
+        """Every request of the runs ``run_ids`` (only those in ``status`` if given), newest first."""
         ...

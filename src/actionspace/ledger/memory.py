@@ -157,6 +157,14 @@ class MemoryApprovalStore:
         found.sort(key=lambda r: r.created_at, reverse=True)
         return found[:limit]
 
+    def list_of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsOfRuns`."""
+        runs = set(run_ids)
+        with self._lock:
+            found = [r for r in self._requests.values() if r.run_id in runs and status in (None, r.status)]
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found
+
     def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
         with self._lock:
             found = [r for r in self._requests.values() if status is None or r.status == status]

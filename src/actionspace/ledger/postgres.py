@@ -19,7 +19,7 @@ from typing import Any, Final, LiteralString
 
 from psycopg.types.json import Jsonb
 
-from actionspace._unicode import json_for_postgres
+from actionspace._unicode import json_for_postgres, text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, holder
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
 from actionspace.ledger.postgres_pool import PostgresConnections, redacted
@@ -340,6 +340,17 @@ class PostgresApprovalStore:
         with self._db.connection() as conn:
             cur = conn.execute(
                 _APPROVAL_SELECT + " " + where + " ORDER BY created_at DESC, id LIMIT %s", (now, limit)
+            )
+            return [ApprovalRequest.from_dict(row) for row in cur]
+
+    def list_of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsOfRuns`: one query, through the binding index."""
+        ids = [r for r in dict.fromkeys(run_ids) if text_for_postgres(r) == r]  # else no run holds it
+        with self._db.connection() as conn:
+            cur = conn.execute(
+                _APPROVAL_SELECT + " WHERE run_id = ANY(%s) AND (%s::text IS NULL OR status = %s)"
+                " ORDER BY created_at DESC, id",
+                (ids, status, status),
             )
             return [ApprovalRequest.from_dict(row) for row in cur]
 

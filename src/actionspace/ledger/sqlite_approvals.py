@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from actionspace._unicode import text_for_utf8
 from actionspace.approval.requests import ApprovalRequest, holder
 from actionspace.ledger.sqlite import SqliteConnections, from_json, to_json
 
@@ -93,6 +94,8 @@ _BINDING: Final = "WHERE run_id = ? AND tool = ? AND args_digest = ?"
 _PENDING: Final = f"{_BINDING} AND holder = ? AND status = 'pending'"
 _EXPIRED: Final = "WHERE status = 'approved' AND expires_at <= ?"
 _VALID: Final = "WHERE status = 'approved' AND (expires_at IS NULL OR expires_at > ?)"
+_IDS_PER_QUERY: Final = 500
+"""Run ids bound in one query: under SQLite's bound on query parameters."""
 
 
 class SqliteApprovalStore:
@@ -142,6 +145,21 @@ class SqliteApprovalStore:
             f"{_SELECT} {_EXPIRED if expired else _VALID} ORDER BY created_at DESC, id LIMIT ?", (now, limit)
         )
         return [_request(row) for row in rows]
+
+    def list_of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
+        """See :class:`~actionspace.approval.requests.ListsOfRuns`: read through the binding index,
+        one query per :data:`_IDS_PER_QUERY` runs."""
+        ids = [r for r in dict.fromkeys(run_ids) if text_for_utf8(r) == r]  # else no run holds it
+        found: list[ApprovalRequest] = []
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            where = f"WHERE run_id IN ({', '.join('?' * len(chunk))})"
+            params: tuple[str, ...] = tuple(chunk)
+            if status is not None:
+                where, params = f"{where} AND status = ?", (*params, status)
+            found += [_request(row) for row in self._db.conn().execute(f"{_SELECT} {where}", params)]
+        found.sort(key=lambda r: (-r.created_at, r.id))
+        return found
 
     def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
         """At most ``limit`` requests (all of them in ``status`` if given), newest first."""

@@ -1,9 +1,9 @@
 """``/api/approvals``: the queue of held calls, and the decisions on them.
 
-``?run=`` lists one run's requests, found by the ids its trace names (so a flood of newer requests
-of other runs does not hide them). A decision names the token's principal as ``by``. Approving wakes
-the background run waiting on the request; an approval no run here waits on is resumed by the runner
-(see ``runner.py``). A token sees and decides only its tenant's requests (see
+``?run=`` lists one run's requests, asked of the store for that run only (so a flood of newer
+requests of other runs does not hide them). A decision names the token's principal as ``by``.
+Approving wakes the background run waiting on the request; an approval no run here waits on is
+resumed by the runner (see ``runner.py``). A token sees and decides only its tenant's requests (see
 :mod:`actionspace.service.scoping`); another tenant's answer 404. Under the four-eyes rule
 (``distinct_approver``, see :mod:`actionspace.approval.four_eyes`) the principal that proposed a
 call may not approve it: 403 ``permission_denied``, the request left pending; it may still deny it.
@@ -184,25 +184,14 @@ def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, A
     return approval_view(shown, hidden=bool(hidden_requests(rt.trace, [request], who)))
 
 
-_RUN_SCAN = 1000
-"""Newest requests also searched for a run's own, besides those its trace names."""
-
-
 def _requests_of_run(rt: Runtime, run_id: str, status: str, now: float) -> list[ApprovalRequest]:
     """The requests of ``run_id`` with ``status`` (``all``: any) as read at ``now``, newest first.
 
-    Found by the ids its trace names (``approval_requested``), however many newer requests other
-    runs filed, and among the newest :data:`_RUN_SCAN` requests (one filed while its event was not
-    written). An id no store can hold names no run: nothing.
+    The store is asked for this run's requests only, so they are found however many newer requests
+    other runs filed. An id no store can hold names no run: nothing.
     """
     if not run_id or text_for_postgres(run_id) != run_id or "\x00" in run_id:
         return []
-    named = [e.data.get("request_id") for e in rt.trace.events(run_id) if e.kind == "approval_requested"]
-    found = {r.id: r for r in rt.approvals.list(None, limit=_RUN_SCAN) if r.run_id == run_id}
-    for request_id in dict.fromkeys(i for i in named if isinstance(i, str) and i not in found):
-        request = rt.approvals.get(request_id)
-        if request is not None and request.run_id == run_id:
-            found[request.id] = request
-    read = (as_read(r, now) for r in found.values())
+    read = (as_read(r, now) for r in rt.approvals.of_runs([run_id]))
     kept = [r for r in read if status == "all" or r.status == status]
     return sorted(kept, key=lambda r: r.created_at, reverse=True)

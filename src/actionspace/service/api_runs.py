@@ -47,6 +47,7 @@ from actionspace.service.views import (
     shown_micros,
 )
 from actionspace.trace.events import ClaimsRuns, RunSummary, TraceEvent, summarize
+from actionspace.trace.store import ListsTenantRuns
 
 __all__ = ["runs_router"]
 
@@ -81,25 +82,33 @@ def runs_router() -> APIRouter:
         ] = None,
         principal: Annotated[str | None, Query(description="Only runs started by this principal.")] = None,
     ) -> list[dict[str, Any]]:
-        pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
-        filtered = principal is not None or not sees_all(who)
+        # A store that lists one tenant's runs is asked for the caller's only (each row is still
+        # judged below); another one's runs are filtered here, read on as below.
+        own = None if sees_all(who) else (who.tenant,)
+        pushed = own is not None and isinstance(rt.trace, ListsTenantRuns)
+        filtered = principal is not None or (own is not None and not pushed)
         tenants = RunTenants(rt.trace)
         # the cursor is what the last row showed: its last_at (to the microsecond) and its run id
         cursor = None if before is None else (micros(before), before_id)
         rows: dict[str, dict[str, Any] | None] = {}  # run id → its row; None when not listed
 
         def fetch(n: int, after: RunsCursor | None) -> list[RunSummary]:
-            page = runs_page(rt.trace, limit=n, before=after)
+            page = runs_page(rt.trace, limit=n, before=after, tenant=own if pushed else None)
             heads = heads_of(rt.trace, [s.run_id for s in page])  # the counts come from the aggregate
+            seen = []
             for summary in page:
-                head = heads[summary.run_id]
-                tenants.remember(summary.run_id, head)
-                row = None
+                tenants.remember(summary.run_id, heads[summary.run_id])
+                rows[summary.run_id] = None
                 if may_see(who, tenants(summary.run_id)):
-                    row = run_row(summary, redact_events(head, who), runner.live, pending)
-                    if principal is not None and row["principal"] != principal:
-                        row = None
-                rows[summary.run_id] = row
+                    seen.append(summary)
+            # what the page's open runs wait for, asked of these runs only: exact however many
+            # requests other runs (another tenant's flood) hold
+            open_ids = [s.run_id for s in seen if not s.finished]
+            waiting = pending_run_ids(rt.approvals.of_runs(open_ids, status="pending"))
+            for summary in seen:
+                row = run_row(summary, redact_events(heads[summary.run_id], who), runner.live, waiting)
+                mine = principal is None or row["principal"] == principal
+                rows[summary.run_id] = row if mine else None
             return page
 
         # Narrowed by tenant or principal, the listing reads on from the last run read, each read
@@ -135,7 +144,7 @@ def runs_router() -> APIRouter:
         summary = summarize(run_id, events)
         if summary is None:
             raise ApiError(404, f"no run {run_id!r}")
-        pending = pending_run_ids(rt.approvals.list("pending", limit=1000))
+        pending = pending_run_ids(rt.approvals.of_runs([run_id], status="pending"))
         row = run_row(summary, redact_events(events, who), runner.live, pending)
         detail = {**row, "plan": plan_view(run_id, events)}
         return value_for_utf8(detail)  # tool names as the model wrote them: a response is UTF-8 whole

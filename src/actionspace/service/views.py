@@ -20,6 +20,7 @@ from actionspace.policy.labels import Label, may_read
 from actionspace.policy.principal import Principal
 from actionspace.policy.redaction import REDACTED, mark_of
 from actionspace.trace.events import PagesRuns, RunSummary, TraceEvent, TraceStore
+from actionspace.trace.store import ListsTenantRuns
 from actionspace.trace.store_encoding import encode_data
 
 __all__ = [
@@ -107,8 +108,12 @@ def _after(summary: RunSummary, before: RunsCursor) -> bool:
     return shown < at or (shown == at and run_id is not None and summary.run_id > run_id)
 
 
-def runs_page(store: TraceStore, *, limit: int, before: RunsCursor | None) -> list[RunSummary]:
-    """Up to ``limit`` runs, latest activity first; with ``before``, only the runs listed after it.
+def runs_page(
+    store: TraceStore, *, limit: int, before: RunsCursor | None, tenant: tuple[str | None] | None = None
+) -> list[RunSummary]:
+    """Up to ``limit`` runs, latest activity first; with ``before``, only the runs listed after it;
+    with ``tenant`` (one tenant, None naming runs without one), only that tenant's runs, which the
+    caller asks for only of a store that lists them (:class:`~actionspace.trace.store.ListsTenantRuns`).
 
     The order is that of what a row shows (``last_at`` to the microsecond, then ``run_id``), so the
     last row of a page names where the next one starts however many runs share its microsecond. A
@@ -117,20 +122,29 @@ def runs_page(store: TraceStore, *, limit: int, before: RunsCursor | None) -> li
     (:class:`~actionspace.trace.events.PagesRuns`) is read from the cursor on, so a page is found
     however many runs are newer; another store's newest :data:`_MAX_SCAN` runs are read.
     """
-    if not isinstance(store, PagesRuns):
+    read: Callable[[tuple[float, str] | None], list[RunSummary]]
+    if tenant is not None and isinstance(store, ListsTenantRuns):
+        lister = store
+
+        def read(after: tuple[float, str] | None) -> list[RunSummary]:
+            return lister.tenant_runs(tenant[0], limit=limit, after=after)
+
+    elif isinstance(store, PagesRuns):
+        pager = store
+
+        def read(after: tuple[float, str] | None) -> list[RunSummary]:
+            return pager.runs(limit=limit) if after is None else pager.runs_after(after, limit=limit)
+
+    else:
         return _scanned(store, limit=limit, before=before)
     # every run shown at or before the cursor's microsecond was last active before the next one
-    got = (
-        store.runs(limit=limit)
-        if before is None
-        else store.runs_after(((before[0] + 1) / 1e6, ""), limit=limit)
-    )
+    got = read(None if before is None else ((before[0] + 1) / 1e6, ""))
     kept: list[RunSummary] = []
     while True:
         kept += [s for s in got if before is None or _after(s, before)]
         if len(got) < limit or _whole(kept, got[-1], limit):
             return sorted(kept, key=_order)[:limit]
-        got = store.runs_after((got[-1].last_at, got[-1].run_id), limit=limit)
+        got = read((got[-1].last_at, got[-1].run_id))
 
 
 def _scanned(store: TraceStore, *, limit: int, before: RunsCursor | None) -> list[RunSummary]:

@@ -91,6 +91,8 @@ class MemoryTraceStore:
         """The same, packed by ``marshal`` every ``COMPACT_AT // 4`` of them."""
         self._shape_index: dict[int, int] = {}
         """``id`` of a shape → its index (every shape indexed stays alive in ``_shapes``)."""
+        self._tenants: dict[str, str | None] = {}
+        """Run id → its tenant, once its ``run_started`` is its first event (nothing comes before)."""
         self._lock = threading.Lock()
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
@@ -294,9 +296,35 @@ class MemoryTraceStore:
         key = (-after[0], after[1])
         return [s for s in self._listing(since) if (-s.last_at, s.run_id) > key][:limit]
 
-    def _listing(self, since: float | None) -> list[RunSummary]:
+    def tenant_runs(
+        self, tenant: str | None, *, limit: int = 50, after: tuple[float, str] | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs` (:meth:`runs_after` with ``after``), of ``tenant``'s runs only (see
+        ``ListsTenantRuns``): only those runs are summarized, each run's tenant read once."""
+        limit = runs_limit(limit)
+        listed = self._listing(None, (tenant,))
+        if after is not None:
+            key = (-after[0], after[1])
+            listed = [s for s in listed if (-s.last_at, s.run_id) > key]
+        return listed[:limit]
+
+    def _tenant(self, run_id: str) -> str | None:
+        """The tenant of the run's first ``run_started`` (None without one), as ``scoping`` reads it."""
+        if run_id in self._tenants:
+            return self._tenants[run_id]
+        events = self.events(run_id)
+        started = next((e for e in events if e.kind == "run_started"), None)
+        found = started.data.get("tenant") if started is not None else None
+        tenant = None if found is None else str(found)
+        if started is not None and started is events[0] and started.seq == 0:
+            self._tenants[run_id] = tenant  # no event can come before it any more
+        return tenant
+
+    def _listing(self, since: float | None, tenant: tuple[str | None] | None = None) -> list[RunSummary]:
         with self._lock:
             ids = list(self._runs)
+        if tenant is not None:
+            ids = [rid for rid in ids if self._tenant(rid) == tenant[0]]
         out = []
         for rid in ids:
             events = self.events(rid)

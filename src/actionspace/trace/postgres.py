@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
+from actionspace.trace._postgres_runs import add_run_tenants, tenant_runs_query
 from actionspace.trace._stored_rows import stored_event
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -155,6 +156,7 @@ class PostgresTraceStore:
                 version=SCHEMA_VERSION,
                 what="the trace store",
             )
+            add_run_tenants(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -192,6 +194,23 @@ class PostgresTraceStore:
         with self._db.connection() as conn:
             params = (-math.inf if since is None else since, at, at, run_id, limit)
             rows = conn.execute(_RUNS_AFTER, params).fetchall()
+        return [_summary(row) for row in rows]
+
+    def tenant_runs(
+        self, tenant: str | None, *, limit: int = 50, after: tuple[float, str] | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs` (:meth:`runs_after` with ``after``), of ``tenant``'s runs only, read through
+        the tenant's index (see ``ListsTenantRuns``, and ``_postgres_runs`` for where it is kept)."""
+        limit = runs_limit(limit)
+        if tenant is not None and text_for_postgres(tenant) != tenant:
+            return []  # U+0000 or an unpaired surrogate: no stored tenant holds one
+        params: list[Any] = [] if tenant is None else [tenant]
+        params.append(-math.inf)
+        if after is not None:
+            params += [after[0], after[0], after[0], after[1]]
+        with self._db.connection() as conn:
+            query = tenant_runs_query(_RUNS, tenant, after is not None)
+            rows = conn.execute(query, (*params, limit)).fetchall()
         return [_summary(row) for row in rows]
 
     def next_seq(self, run_id: str) -> int:

@@ -34,6 +34,7 @@ from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace._payload_texts import PayloadTexts
+from actionspace.trace._sqlite_runs import RUNS, RUNS_AFTER, TENANT_RUNS, TENANT_RUNS_AFTER, add_run_tenants
 from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -105,28 +106,6 @@ INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ? GROUP BY run_id
 ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = excluded.last_at
 """
-# Counts are aggregated over the events of the selected runs only, found through the
-# (run_id, seq) index; the recency index picks the runs.
-_RUNS: Final = """
-SELECT r.run_id, r.started_at, r.last_at,
-       count(e.id),
-       coalesce(sum(e.kind = 'observation' AND NOT coalesce(CASE WHEN json_valid(e.data) THEN
-                     e.call_id = e.run_id || ':' || json_extract(e.data, '$.group')
-                     OR (json_type(e.data, '$.rolled_back') IS NOT NULL
-                         AND json_type(e.data, '$.group') IS NOT NULL) END, 0)), 0),
-       coalesce(sum(e.kind = 'observation' AND CASE WHEN json_valid(e.data)
-                     THEN json_extract(e.data, '$.status') = 'error' AND NOT coalesce(
-                       e.call_id = e.run_id || ':' || json_extract(e.data, '$.group'), 0) END), 0),
-       coalesce(max(e.kind = 'run_finished'), 0)
-FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= ?
-      ORDER BY last_at DESC, run_id LIMIT ?) AS r
-JOIN trace_events AS e ON e.run_id = r.run_id
-GROUP BY r.run_id
-ORDER BY r.last_at DESC, r.run_id
-"""
-_RUNS_AFTER: Final = _RUNS.replace(
-    "WHERE last_at >= ?", "WHERE last_at >= ? AND (last_at < ? OR (last_at = ? AND run_id > ?))", 1
-)
 _EVENTS: Final = "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = ? ORDER BY seq"
 _HEADS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
@@ -175,6 +154,7 @@ class SqliteTraceStore:
         self._db = SqliteConnections(self.path, synchronous="NORMAL", busy_timeout_s=busy_timeout_s)
         try:
             self._db.init_schema(_SCHEMA, "trace_meta", "schema_version", SCHEMA_VERSION)
+            add_run_tenants(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -253,7 +233,7 @@ class SqliteTraceStore:
         ``since``, when given). Raises ``ValueError`` for a ``limit`` that is not a positive int."""
         limit = runs_limit(limit)
         self._settle()
-        rows = self._db.conn().execute(_RUNS, (-math.inf if since is None else since, limit)).fetchall()
+        rows = self._db.conn().execute(RUNS, (-math.inf if since is None else since, limit)).fetchall()
         return [_summary(row) for row in rows]
 
     def runs_after(
@@ -264,7 +244,25 @@ class SqliteTraceStore:
         at, run_id = after
         self._settle()
         params = (-math.inf if since is None else since, at, at, run_id, limit)
-        return [_summary(row) for row in self._db.conn().execute(_RUNS_AFTER, params).fetchall()]
+        return [_summary(row) for row in self._db.conn().execute(RUNS_AFTER, params).fetchall()]
+
+    def tenant_runs(
+        self, tenant: str | None, *, limit: int = 50, after: tuple[float, str] | None = None
+    ) -> list[RunSummary]:
+        """As :meth:`runs` (:meth:`runs_after` with ``after``), of ``tenant``'s runs only, read through
+        the tenant's index (see ``ListsTenantRuns``, and ``_sqlite_runs`` for where it is kept)."""
+        limit = runs_limit(limit)
+        self._settle()
+        if tenant is not None and text_for_utf8(tenant) != tenant:
+            return []  # an unpaired surrogate: no stored tenant holds one
+        if tenant is not None:
+            tenant = tenant.partition("\x00")[0]  # SQLite's JSON functions read a text up to U+0000
+        if after is None:
+            rows = self._db.conn().execute(TENANT_RUNS, (tenant, -math.inf, limit)).fetchall()
+        else:
+            params = (tenant, after[0], -math.inf, after[0], after[0], after[1], limit)
+            rows = self._db.conn().execute(TENANT_RUNS_AFTER, params).fetchall()
+        return [_summary(row) for row in rows]
 
     def heads(self, run_id: str) -> list[TraceEvent]:
         """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
@@ -424,7 +422,7 @@ class SqliteTraceReader:
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         """As :meth:`SqliteTraceStore.runs`."""
-        rows = self._read(_RUNS, (-math.inf if since is None else since, runs_limit(limit)))
+        rows = self._read(RUNS, (-math.inf if since is None else since, runs_limit(limit)))
         return [_summary(row) for row in rows]
 
     def run_ids(self, prefix: str = "", *, limit: int | None = None) -> list[str]:
@@ -485,7 +483,7 @@ def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
 
 
 def _summary(row: Any) -> RunSummary:
-    """A run's row of ``_RUNS`` as its summary."""
+    """A run's row of ``RUNS`` as its summary."""
     run_id, started, last, count, calls, errors, finished = row
     if type(started) is not float or type(last) is not float:  # a row edited by hand: a time as text
         started, last = stored_ts(started), stored_ts(last)

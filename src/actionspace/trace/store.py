@@ -14,17 +14,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol, runtime_checkable
 
 from actionspace._extras import require
 from actionspace._store_url import sqlite_path, sqlite_url
 from actionspace.errors import ConfigurationError, StoreNotFoundError
-from actionspace.trace.events import FindsRunIds, TraceStore
+from actionspace.trace.events import FindsRunIds, RunSummary, TraceStore
 from actionspace.trace.memory import MemoryTraceStore
 from actionspace.trace.sqlite import SqliteTraceReader, SqliteTraceStore
 
 __all__ = [
     "SUPPORTED_URLS",
+    "ListsTenantRuns",
     "StoreNotFoundError",
     "default_store_url",
     "open_trace_store",
@@ -39,6 +40,23 @@ SUPPORTED_URLS: Final = (
     "postgresql://user@host/db",
 )
 _MAX_AMBIGUOUS_SHOWN: Final = 5
+
+
+@runtime_checkable
+class ListsTenantRuns(Protocol):
+    """A trace store that lists one tenant's runs in its query (the SQLite, PostgreSQL and memory
+    stores do): a tenant's page is found however many runs other tenants have, at the cost of a page.
+
+    A run's tenant is that of its first ``run_started`` event (by ``seq``): its ``tenant``, None
+    for a run started without one (or with no ``run_started``), as ``service.scoping`` reads it.
+    """
+
+    def tenant_runs(
+        self, tenant: str | None, *, limit: int = 50, after: tuple[float, str] | None = None
+    ) -> list[RunSummary]:
+        """At most ``limit`` runs of ``tenant``, the most recently active first, ties by run id;
+        with ``after``, only those listed after the row ``(last_at, run_id)`` (as ``PagesRuns``)."""
+        ...
 
 
 def open_trace_store(url: str, *, create: bool = True, read_only: bool = False) -> TraceStore:

@@ -1,0 +1,138 @@
+"""The tenant each run of the PostgreSQL trace store is listed under, and one tenant's listing.
+
+``trace_runs.tenant`` holds the tenant of a run's first ``run_started`` (by ``seq``; its ``seq`` in
+``started_seq``): NULL for a run started without one, or with no ``run_started``. Triggers in the
+database keep them, so every writer (this version's, or an earlier one's, which knows nothing of
+the columns) keeps them right: one fires when a run's row is made, one when its row moves (each
+write of its events) and its first ``run_started`` is not the one the row names (one written after
+the row was made). An index on
+``(tenant, last_at, run_id)`` makes one tenant's page cost what a page of every run costs, however
+many runs other tenants have. A database made before the column had it is given it, filled in from
+the events already stored, in one transaction when a store first opens it.
+
+A tenant recorded as something other than text (a trace edited by hand) is kept as its JSON text,
+``true``/``false`` as ``True``/``False`` (as Python writes them).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final, LiteralString
+
+import psycopg
+
+from actionspace.ledger.postgres_pool import PostgresConnections
+
+__all__ = ["add_run_tenants", "tenant_runs_query"]
+
+_FUNCTIONS: Final[tuple[LiteralString, ...]] = (
+    """
+    CREATE OR REPLACE FUNCTION trace_run_tenant(rid text) RETURNS text
+    LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+        SELECT CASE jsonb_typeof(data -> 'tenant') WHEN 'boolean' THEN initcap(data ->> 'tenant')
+                    ELSE data ->> 'tenant' END
+        FROM trace_events WHERE run_id = rid AND kind = 'run_started' ORDER BY seq LIMIT 1
+    $$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION trace_run_started_seq(rid text) RETURNS bigint
+    LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+        SELECT min(seq) FROM trace_events WHERE run_id = rid AND kind = 'run_started'
+    $$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION trace_runs_keep_tenant() RETURNS trigger
+    LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+    BEGIN
+        UPDATE trace_runs SET tenant = trace_run_tenant(NEW.run_id),
+                              started_seq = trace_run_started_seq(NEW.run_id)
+        WHERE run_id = NEW.run_id;
+        RETURN NULL;
+    END
+    $$
+    """,
+    # the partial index makes a run's first run_started one seek; an event of another kind costs
+    # a comparison, where a trigger on trace_events would be weighed for every row
+    "CREATE INDEX IF NOT EXISTS trace_events_started ON trace_events (run_id, seq)"
+    " WHERE kind = 'run_started'",
+)
+_TRIGGERS: Final[tuple[LiteralString, ...]] = (
+    """
+    CREATE OR REPLACE TRIGGER trace_runs_tenant_of_new_run AFTER INSERT ON trace_runs
+    FOR EACH ROW EXECUTE FUNCTION trace_runs_keep_tenant()
+    """,
+    # every write of a run's events moves its row (once per run and transaction, not per event):
+    # a run_started written after the row was made (or before its first one) is found by one seek
+    """
+    CREATE OR REPLACE TRIGGER trace_runs_tenant_of_start AFTER UPDATE OF started_at, last_at ON trace_runs
+    FOR EACH ROW WHEN (NEW.started_seq IS DISTINCT FROM trace_run_started_seq(NEW.run_id))
+    EXECUTE FUNCTION trace_runs_keep_tenant()
+    """,
+    "CREATE INDEX IF NOT EXISTS trace_runs_tenant_recent"
+    ' ON trace_runs (tenant, last_at DESC, run_id COLLATE "C")',
+)
+_COMPLETE: Final = """
+SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('trace_runs')
+          AND attname IN ('tenant', 'started_seq') AND NOT attisdropped) = 2 AS col,
+       (SELECT count(*) FROM pg_trigger
+         WHERE tgrelid = to_regclass('trace_runs')
+           AND tgname IN ('trace_runs_tenant_of_new_run', 'trace_runs_tenant_of_start')) AS triggers,
+       to_regclass('trace_runs_tenant_recent') IS NOT NULL
+       AND to_regclass('trace_events_started') IS NOT NULL AS idx
+"""
+_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.trace_runs.tenant', 0))"
+_ATTEMPTS: Final = 5
+"""How often the migration is run again after PostgreSQL's deadlock detector chose it."""
+
+
+def add_run_tenants(db: PostgresConnections) -> None:
+    """Give the database the tenant column, its triggers and its index when it lacks any of them.
+
+    Read first, so a database that has them takes no lock; else in one transaction holding an
+    advisory lock (one process migrates), in which a column added is filled in from the events
+    stored (once: the column exists only filled in).
+    """
+    with db.connection() as conn:
+        if _complete(conn.execute(_COMPLETE).fetchone()):
+            return
+    for attempt in range(_ATTEMPTS):
+        try:
+            with db.transaction() as conn:
+                conn.execute(_LOCK)
+                found = conn.execute(_COMPLETE).fetchone()
+                if found is None or _complete(found):
+                    return
+                for statement in _FUNCTIONS:
+                    conn.execute(statement)
+                if not found["col"]:
+                    conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS tenant text")
+                    conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS started_seq bigint")
+                    conn.execute(
+                        "UPDATE trace_runs SET tenant = trace_run_tenant(run_id),"
+                        " started_seq = trace_run_started_seq(run_id)"
+                    )
+                for statement in _TRIGGERS:
+                    conn.execute(statement)
+            return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
+def _complete(found: dict[str, Any] | None) -> bool:
+    return found is not None and bool(found["col"] and found["triggers"] == 2 and found["idx"])
+
+
+def tenant_runs_query(runs: LiteralString, tenant: str | None, after: bool) -> LiteralString:
+    """``runs`` (the store's listing, its runs picked by ``WHERE last_at >= %s``) narrowed to one
+    tenant's, through the tenant index: ``tenant = %s`` first, or ``tenant IS NULL`` (no parameter)
+    for runs without one; with ``after``, bounded by the cursor's ``last_at`` (``%s``) and after its
+    row (``%s, %s, %s``: ``last_at``, ``last_at``, ``run_id``)."""
+    which: LiteralString = "tenant IS NULL" if tenant is None else "tenant = %s"
+    bound: LiteralString = (
+        ' AND last_at <= %s AND (last_at < %s OR (last_at = %s AND run_id COLLATE "C" > %s COLLATE "C"))'
+        if after
+        else ""
+    )
+    return runs.replace("WHERE last_at >= %s", "WHERE " + which + " AND last_at >= %s" + bound, 1)
