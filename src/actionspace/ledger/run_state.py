@@ -50,6 +50,7 @@ from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from actionspace._unicode import json_for_utf8, text_for_postgres, text_for_utf8
 from actionspace.errors import RunStateError
+from actionspace.ledger.run_nodes import PostgresNodeBlocks, SqliteNodeBlocks
 
 __all__ = [
     "SNAPSHOT_VERSION",
@@ -258,7 +259,7 @@ class MemoryRunStateStore:
         return True
 
 
-class SqliteRunStateStore:
+class SqliteRunStateStore(SqliteNodeBlocks):
     """Snapshots in the SQLite file shared with the ledger and the trace (table ``run_state``).
 
     A save returns once on disk; it shares the file's writer (and its fsync) with the ledger.
@@ -391,7 +392,7 @@ class SqliteRunStateStore:
         self._db.close()
 
 
-class PostgresRunStateStore:
+class PostgresRunStateStore(PostgresNodeBlocks):
     """Snapshots in PostgreSQL (table ``actionspace_run_state``), shared by every process and host."""
 
     remote = True

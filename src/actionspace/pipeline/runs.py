@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, cast
 
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
@@ -32,7 +32,7 @@ from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord, TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
 
-__all__ = ["CLOSED", "MAX_LIVE_RUNS", "RunRegistry", "check_id"]
+__all__ = ["CLOSED", "MAX_LIVE_RUNS", "NODE_BLOCK", "ReservedNodes", "RunRegistry", "check_id"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
@@ -41,6 +41,8 @@ SAVE_ATTEMPTS = 16
 """How often a run's state is merged and saved again after other processes saved theirs first."""
 TRACE_RENUMBER_ATTEMPTS = 5
 """How often a batch of trace events is renumbered after another process took its numbers."""
+NODE_BLOCK = 64
+"""Node numbers a process reserves for a run at a time in a shared store (:class:`ReservedNodes`)."""
 
 _JOINS: dict[object, bool] = {}
 """A run-state store's ``save`` (or ``save_later``) function → it takes ``join=``."""
@@ -172,15 +174,29 @@ class RunRegistry:
                 run = RunState(run_id, principal, itertools.count(start), nodes=itertools.count(start + 1))
                 if start == 0:  # no event stored yet: no error either
                     run.errors_seen = set()
+            reserve = None if self.in_memory else getattr(self.run_states, "reserve_nodes", None)
+            if reserve is not None:  # numbers past every block another process reserved too
+                run.nodes = ReservedNodes(reserve, run_id, max(start + 1, NODE_BLOCK + 1))
             self._runs[run_id] = run
             evicted = self._evict()
         for old in evicted:
             self.persist(old)
         if stored is None:
+            nodes = run.nodes
+            if start == 0 and isinstance(nodes, ReservedNodes) and self._made(run):
+                nodes.hold_first(NODE_BLOCK)  # below every block: a run made and ended here costs no write
             self.persist(run)
         if start == 0:
             started(run)
         return run
+
+    def _made(self, run: RunState) -> bool:
+        """Save the first snapshot of a run none was stored of; True when it was written over none
+        (a save over revision 0 succeeded): no other process made the run, nor ever will."""
+        if _HELD.get() is not None:
+            return False  # the caller saves it later: another process may make the run first
+        with run.lock:
+            return run.rev == 0 and self._save(run) and run.rev == 1
 
     def _evict(self) -> list[RunState]:
         """Drop the least recently opened runs past ``max_live_runs`` (under the lock)."""
@@ -348,6 +364,45 @@ class RunRegistry:
         if run is not None:
             with self._lock:
                 run.seq = itertools.count(next_seq)
+
+
+# not itertools.count[int]: the type is not subscriptable at run time
+class ReservedNodes(itertools.count):  # type: ignore[type-arg]
+    """A run's node numbers on a store other processes share: handed out in memory from blocks of
+    :data:`NODE_BLOCK` that the run-state store reserved for this process (``reserve_nodes``, one
+    write per block; :mod:`actionspace.ledger.run_nodes`), so no two processes, nor a process
+    continuing the run after another ended, name two calls alike."""
+
+    __slots__ = ("_end", "_floor", "_lock", "_next", "_reserve", "_run_id")
+    _reserve: Callable[[str, int, int], int]
+    _run_id: str
+    _floor: int
+    _next: int
+    _end: int
+    _lock: threading.Lock
+
+    def __new__(cls, reserve: Callable[[str, int, int], int], run_id: str, floor: int) -> ReservedNodes:
+        self = cast("ReservedNodes", super().__new__(cls))
+        self._reserve, self._run_id, self._floor = reserve, run_id, floor
+        self._next = self._end = 0
+        self._lock = threading.Lock()
+        return self
+
+    def hold_first(self, count: int) -> None:
+        """Hand out 1 to ``count`` first: the run's maker holds them, no block is reserved below
+        :data:`NODE_BLOCK` + 1 (see :meth:`RunRegistry.open`); nothing when a block was taken."""
+        with self._lock:
+            if self._end == 0:
+                self._next, self._end = 1, count + 1
+
+    def __next__(self) -> int:
+        with self._lock:
+            number = self._next
+            if number >= self._end:
+                number = self._reserve(self._run_id, self._floor, NODE_BLOCK)
+                self._end = number + NODE_BLOCK
+            self._next = number + 1
+            return number
 
 
 def _new_error(records: Sequence[EventRecord], seen: set[str]) -> bool:
