@@ -15,7 +15,8 @@ in between, a bug of ours, a cancellation, a record the store cannot take now) g
 to the memory store as it keeps it (its shape as the store's number, cached in the entry). For
 an ``int`` result the flow state's record (``FlowState.observed_as``), the run's ``mark()`` and
 the store's append (``append_kept``, through its ``call_log``) are written out here too: each was a
-call of its own on every call.
+call of its own on every call. The tool's first step is taken by the engine's driver
+(``pipeline/_drive.py``), which receives a returned value without a ``StopIteration``.
 ``tests/pipeline/test_direct.py`` holds this function, the path it stands in for and the stages
 equal over generated tools and calls, and covers each hand-over.
 """
@@ -37,6 +38,7 @@ from actionspace._json_values import finite_numbers
 from actionspace.discovery.runs import RunState
 from actionspace.execution.raised import passes_on
 from actionspace.parse._fast import repeats_a_key
+from actionspace.pipeline._drive import DONE, driver, handed
 from actionspace.pipeline._entry import FastCall
 from actionspace.pipeline._run import (
     _INT_BOUND,
@@ -95,6 +97,7 @@ def direct_caller(messages: Messages) -> Quick:
     runs, fast, general = engine.runs, engine.fast, messages.quick
     stages, in_flight = fast.stages, messages.in_flight
     live, entries = runs.live, fast._entries
+    drivers = [driver()]
 
     def quick(
         raw: Any, run_id: str, node_id: str | None, who: Principal | None
@@ -148,9 +151,9 @@ def direct_caller(messages: Messages) -> Quick:
             return general(raw, run_id, node_id, who)
         if raw.count(":") != 3 + len(function) + len(args) and repeats_a_key(raw, text):
             return None  # the parser refuses it (``duplicate_key``)
-        name = name.strip()
         call_id = given or None  # an empty id is no id, as parse reads it
-        # The entry's validity, as FastPath.take reads it (missing or stale: take builds it).
+        # The entry's validity, as FastPath.take reads it (missing or stale: take builds it). The
+        # name is not stripped: a resolved name has no space around it, so one that has misses.
         principal = who or run.principal
         hit = run.resolved.get(name)
         entry = entries.get((id(run), name))
@@ -228,12 +231,30 @@ def direct_caller(messages: Messages) -> Quick:
             coro: Any = None
             try:
                 coro = spec.fn(**args)  # type: ignore[misc]
+                try:  # the engine's driver (pipeline/_drive.py), taken whole: no other call shares it
+                    item = drivers.pop()
+                except IndexError:  # in use: a tool's first step called again, or another thread's call
+                    item = None
                 try:
-                    yielded = coro.send(None)
+                    if item is None:
+                        yielded = coro.send(None)
+                    else:
+                        drive, box, send = item
+                        yielded = send(coro)
+                        if yielded is DONE:
+                            result = box[0]
+                            box[0] = coro = None
+                            drivers.append(item)
+                        else:  # it waits inside the driver, which now ends as its coroutine would
+                            handed(box)
+                            coro = drive
+                            drivers.append(driver())
                 except StopIteration as stop:
                     result = stop.value
                     coro = None
                 except BaseException:
+                    if item is not None and not drivers:  # the tool's failure ended the driver too
+                        drivers.append(driver())
                     coro.close()
                     raise
             except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
@@ -242,44 +263,16 @@ def direct_caller(messages: Messages) -> Quick:
                 held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
                 rec = rec or holding(run, cid, held)
                 call = parsed(entry, name, call_id, args, raw)
-                step = ended(
-                    engine.executor,
-                    start,
-                    None,
-                    None,
-                    exc,
-                    call,
-                    rec,
-                    held,
-                    compact,
-                    label,
-                    within,
-                    tags,
-                    node,
-                    engine.artifacts,
-                )
+                rest = (compact, label, within, tags, node, engine.artifacts)
+                step = ended(engine.executor, start, None, None, exc, call, rec, held, *rest)
             else:
                 if coro is not None:  # it waits: close() may cut it (pipeline/calls.py)
                     held = (first, ts, cid, entry.shape, raw, name, call_id, node, -1, ts, None)
                     rec = rec or holding(run, cid, held)
                     in_flight.waits(rec)
                     call = parsed(entry, name, call_id, args, raw)
-                    step = ended(
-                        engine.executor,
-                        start,
-                        coro,
-                        yielded,
-                        None,
-                        call,
-                        rec,
-                        held,
-                        compact,
-                        label,
-                        within,
-                        tags,
-                        node,
-                        engine.artifacts,
-                    )
+                    rest = (compact, label, within, tags, node, engine.artifacts)
+                    step = ended(engine.executor, start, coro, yielded, None, call, rec, held, *rest)
                 elif compact and type(result) is int and entry.ints and _INT_LOW < result < _INT_BOUND:
                     # What _run.tail makes of it: the canonical text is the int's repr.
                     now = _time()
@@ -314,7 +307,10 @@ def direct_caller(messages: Messages) -> Quick:
                     lock.acquire()
                     try:
                         seen = flow.seen
-                        flow.pending.pop(cid, None)
+                        try:  # noqa: SIM105  (pending.pop(cid, None) or suppress(): a call each)
+                            del flow.pending[cid]
+                        except KeyError:
+                            pass
                         context = flow.context
                         if within is not context or (
                             label is not PUBLIC_TRUSTED and label is not flow._full and flow._room(label)
