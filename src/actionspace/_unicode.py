@@ -42,6 +42,7 @@ __all__ = [
     "json_for_postgres",
     "json_for_utf8",
     "loose_table",
+    "nfc_form",
     "text_for_postgres",
     "text_for_utf8",
     "unfit_text",
@@ -136,6 +137,32 @@ def _for_utf8(value: Any) -> Any:
         return {text_for_utf8(k) if isinstance(k, str) else k: _for_utf8(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_for_utf8(v) for v in value]
+    return value
+
+
+def nfc_form(value: _T) -> _T:
+    """``value`` (plain JSON) with each string and key in Unicode NFC: ``"cafe\u0301"`` (NFD)
+    becomes ``"caf\u00e9"``, the same text canonically (Unicode's canonical equivalence: one
+    reading, one rendering; compatibility forms such as ``"\ufb01"`` for ``"fi"`` stay apart).
+    ``value`` itself when every string already is NFC (ASCII always is); an object two of whose
+    keys would become one stays as it is, so no two different objects read as one."""
+    return cast(_T, _nfc(value))
+
+
+def _nfc(value: Any) -> Any:
+    if isinstance(value, str):
+        if value.isascii() or unicodedata.is_normalized("NFC", value):
+            return value
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, dict):
+        out = {_nfc(k) if isinstance(k, str) else k: _nfc(v) for k, v in value.items()}
+        same = all(k is n and v is m for (k, v), (n, m) in zip(value.items(), out.items(), strict=False))
+        return value if same or len(out) != len(value) else out
+    if isinstance(value, list | tuple):
+        items = [_nfc(v) for v in value]
+        if all(a is b for a, b in zip(value, items, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
     return value
 
 

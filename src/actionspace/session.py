@@ -59,6 +59,7 @@ from actionspace.errors import ActionError, ConfigurationError, DuplicateToolErr
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
 from actionspace.parse import ParseResult, StreamParser, call_ids, ids_apart, parse, user_text
+from actionspace.parse._result import UNFINISHED_STOPS
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
 from actionspace.types import Observation, ToolCall
@@ -115,11 +116,19 @@ class Turn:
     """The model's plain text, if any (its answer, when it proposed no call); a refusal included."""
     refusal: str | None = None
     """The model's refusal alone (OpenAI chat ``refusal``, a Responses ``refusal`` part), if any."""
+    stop_reason: str | None = None
+    """Why the provider says the output ended, in its words (:attr:`ParseResult.stop_reason`)."""
 
     @property
     def done(self) -> bool:
-        """True when the model proposed no call: its content is the answer."""
-        return not self.observations
+        """True when the model proposed no call and finished its output: its content is the answer."""
+        return not self.observations and not self.unfinished
+
+    @property
+    def unfinished(self) -> bool:
+        """The provider ended the output before the model finished it (:attr:`ParseResult.unfinished`:
+        ``pause_turn``, ``length``…): not :attr:`done`; send the output back and ask again to go on."""
+        return self.stop_reason in UNFINISHED_STOPS
 
 
 class Session:
@@ -279,7 +288,7 @@ class Session:
             raise closed_error()
         handed, (model_output, parsed) = model_output, _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
+            return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = self.rt.engine.calls(
@@ -296,7 +305,7 @@ class Session:
             raise closed_error()
         handed, (model_output, parsed) = model_output, _handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content, parsed.refusal)  # a plain answer
+            return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
@@ -337,9 +346,8 @@ class Session:
             self.rt.record(self.run_id, "rendered", rendered)
         except Exception:  # the run's state could not be saved: each call already answers transient
             _log.exception("actionspace: the rendering of a turn of run %s was not recorded", self.run_id)
-        if parsed is None:
-            return Turn(tuple(out), messages)
-        return Turn(tuple(out), messages, parsed.content, parsed.refusal)
+        said = () if parsed is None else (parsed.content, parsed.refusal, parsed.stop_reason)
+        return Turn(tuple(out), messages, *said)
 
     def _reads_artifacts(self, answered: Sequence[Observation]) -> bool:
         """Whether ``read_artifact`` is (or will be, once offered) allowed to this session's principal."""
@@ -456,8 +464,7 @@ the calls of that output are judged by it."""
 
 def _handed(output: Any) -> tuple[Any, ParseResult | None]:
     """The output as the engine reads it, and its parse when it may hold a plain answer: a
-    ``StreamParser`` is its whole output; a ``ParseResult`` is its own parse (its ``to_dict()``
-    recorded as the model output)."""
+    ``StreamParser`` is its whole output; a ``ParseResult`` its own parse (recorded as its ``to_dict()``)."""
     if isinstance(output, StreamParser):
         output = output.output()
     elif isinstance(output, ParseResult):
@@ -475,9 +482,7 @@ def _per_known_id(handed: Any, out: Sequence[Observation]) -> Sequence[Observati
 def _parsed(raw: Any) -> ParseResult | None:
     """``parse(raw)`` for output that may hold a plain answer or a refusal (text, a provider dict
     or list, an SDK object); None for a ``ToolCall`` or any other object (calls, never an answer)."""
-    if isinstance(raw, str | dict | list):
-        return parse(raw)
-    if callable(getattr(raw, "model_dump", None)):
+    if isinstance(raw, str | dict | list) or callable(getattr(raw, "model_dump", None)):
         return parse(raw)
     return None
 

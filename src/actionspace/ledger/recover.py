@@ -99,6 +99,14 @@ def _maybe_held(spec: ToolSpec | None, entry: LedgerEntry, now_s: float) -> bool
     return spec is None or entry.updated_at > now_s - holder_window(spec)
 
 
+def _holding(catalog: Catalog | FindsSpecs, entry: LedgerEntry) -> ToolSpec | None:
+    """The spec timing a live holder of ``entry``: the one its tool names, unless the catalog
+    times an entry by its arguments (``holding``: an atomic group's, by its members' tools)."""
+    holding = getattr(catalog, "holding", None)
+    spec: ToolSpec | None = catalog.find(entry.tool) if holding is None else holding(entry)
+    return spec
+
+
 class Shaped(Protocol):
     """What recovery reads of a shaped result (:class:`actionspace.observation.Shaped` is one)."""
 
@@ -203,7 +211,7 @@ def recover(
     for entry in entries:
         if entry.updated_at > cutoff:
             continue
-        if live_holders and _maybe_held(catalog.find(entry.tool), entry, now_s):
+        if live_holders and _maybe_held(_holding(catalog, entry), entry, now_s):
             continue  # another process may be inside the tool's timeout: its send settles it
         if in_flight_here(entry.key):  # its send runs here and may yet commit: it settles itself
             report.skipped.append(entry.key)

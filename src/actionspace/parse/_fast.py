@@ -145,7 +145,8 @@ def fast_openai_message(value: object) -> ParseResult | None:
     the full path)."""
     if type(value) is not dict or value.get("role", "assistant") != "assistant" or "type" in value:
         return None
-    if _cut_off(value.get("stop_reason"), _CUT_OFF_STOP_REASONS):
+    stop = value.get("stop_reason")
+    if _cut_off(stop, _CUT_OFF_STOP_REASONS):
         return None  # cut off: the full path refuses its calls
     entries = value.get("tool_calls")
     content = value.get("content")
@@ -165,6 +166,17 @@ def fast_openai_message(value: object) -> ParseResult | None:
             return None
         calls.append(one.calls[0])
     text = content.strip() if content else None
+    if stop is not None:  # a chat message seldom says (its completion's choice does)
+        return checked_ids(
+            ParseResult(
+                calls=tuple(calls),
+                content=text or None,
+                reasoning=None,
+                error=None,
+                format="openai_chat",
+                stop_reason=_stop(stop),
+            )
+        )
     return checked_ids(
         ParseResult(
             calls=tuple(calls), content=text or None, reasoning=None, error=None, format="openai_chat"
@@ -179,7 +191,8 @@ def fast_anthropic_message(value: object) -> ParseResult | None:
     (None: take the full path)."""
     if type(value) is not dict or value.get("role") != "assistant" or not _plain_message(value):
         return None
-    if _cut_off(value.get("stop_reason"), _CUT_OFF_STOP_REASONS):
+    stop = value.get("stop_reason")
+    if _cut_off(stop, _CUT_OFF_STOP_REASONS):
         return None  # cut off: the full path refuses its calls
     blocks = value.get("content")
     if (
@@ -213,7 +226,14 @@ def fast_anthropic_message(value: object) -> ParseResult | None:
         return None
     content = "\n".join(texts) if texts else None
     return checked_ids(
-        ParseResult(calls=tuple(calls), content=content, reasoning=None, error=None, format="anthropic")
+        ParseResult(
+            calls=tuple(calls),
+            content=content,
+            reasoning=None,
+            error=None,
+            format="anthropic",
+            stop_reason=stop if type(stop) is str and stop else _stop(stop),
+        )
     )
 
 
@@ -256,6 +276,12 @@ def fast_responses_items(value: object) -> ParseResult | None:
 def _cut_off(value: object, marks: frozenset[str]) -> bool:
     """Whether ``value`` (a ``stop_reason`` or a ``status``) says the output was cut off."""
     return type(value) is str and value in marks
+
+
+def _stop(stop: object) -> str | None:
+    """A ``stop_reason`` that is not a plain non-empty string as the full path keeps it: a string
+    as ``str``, anything else as None."""
+    return str(stop) if isinstance(stop, str) and stop else None
 
 
 def _plain_message(value: Mapping[Any, Any], allowed: str | None = None) -> bool:

@@ -13,6 +13,7 @@ from actionspace.types import ToolCall
 
 __all__ = [
     "READ_UNITS",
+    "UNFINISHED_STOPS",
     "Collector",
     "Malformed",
     "ParseResult",
@@ -23,6 +24,12 @@ __all__ = [
 ]
 
 _WEAK_FORMATS = frozenset({"text", "empty"})
+UNFINISHED_STOPS: Final = frozenset({"pause_turn", "max_tokens", "length", "max_output_tokens", "incomplete"})
+"""Stop reasons of an output the provider ended before the model finished it, which goes on when
+sent back: Anthropic's ``pause_turn`` (a long server-tool turn paused) and ``max_tokens``, OpenAI
+chat's ``length``, a Responses output ``incomplete`` for its ``max_output_tokens`` (or for no reason
+given). A filter's or a refusal's stop, a full context window, a failed response: asking again
+would not finish them."""
 # Faults about the input as a whole rather than about one call: they carry no call index.
 _WHOLE_INPUT_REASONS = frozenset(
     {
@@ -61,14 +68,28 @@ class ParseResult:
     refusal: str | None = None
     """The model's refusal (OpenAI chat ``refusal``, a Responses ``refusal`` part), stripped; also
     in ``content``, where a caller that shows the text finds it. None when the model refused nothing."""
+    stop_reason: str | None = None
+    """Why the provider says the output ended, in its words: Anthropic ``stop_reason`` (``end_turn``,
+    ``tool_use``, ``pause_turn``, ``max_tokens``…), OpenAI chat ``finish_reason`` (``stop``,
+    ``tool_calls``, ``length``…), a Responses response's ``status`` (``completed``…), or for an
+    ``incomplete`` one its ``incomplete_details.reason`` (``max_output_tokens``, ``content_filter``).
+    None when the output does not say (a bare message, raw text, a list of items)."""
 
     @property
     def ok(self) -> bool:
         """True when nothing was malformed."""
         return self.error is None
 
+    @property
+    def unfinished(self) -> bool:
+        """True when the provider ended the output before the model finished it (``stop_reason``
+        ``pause_turn``, ``max_tokens``, ``length``, ``max_output_tokens``, ``incomplete``): its
+        content is not the answer; sent back, the output goes on."""
+        return self.stop_reason in UNFINISHED_STOPS
+
     def to_dict(self) -> dict[str, Any]:
-        """Stable JSON shape, for traces (``refusal`` only when the model refused)."""
+        """Stable JSON shape, for traces (``refusal`` only when the model refused, ``stop_reason`` only
+        when the provider gave one)."""
         out = {
             "calls": [c.to_dict() for c in self.calls],
             "content": self.content,
@@ -78,6 +99,8 @@ class ParseResult:
         }
         if self.refusal is not None:
             out["refusal"] = self.refusal
+        if self.stop_reason is not None:
+            out["stop_reason"] = self.stop_reason
         return out
 
     @classmethod
@@ -90,6 +113,7 @@ class ParseResult:
             error=ActionError.from_dict(error) if error else None,
             format=str(data.get("format", "unknown")),
             refusal=data.get("refusal"),
+            stop_reason=data.get("stop_reason") if isinstance(data.get("stop_reason"), str) else None,
         )
 
 
@@ -247,6 +271,7 @@ class Collector:
         "reasoning",
         "recent",
         "refusal",
+        "stop_reason",
         "tools",
     )
 
@@ -261,6 +286,12 @@ class Collector:
         self.tools = tools
         self._properties: dict[str, Mapping[str, Any]] | None = None
         self.left = READ_UNITS
+        self.stop_reason: str | None = None
+
+    def stopped(self, reason: object) -> None:
+        """The provider's stop reason for the output (the first one given; see ``ParseResult``)."""
+        if self.stop_reason is None and isinstance(reason, str) and reason:
+            self.stop_reason = str(reason)
 
     def spend(self, units: int, path: str) -> None:
         """Charge ``units`` of reading a provider object (an item each, a unit per 16 characters
@@ -353,4 +384,5 @@ class Collector:
             error=self.error,
             format=self.format or "empty",
             refusal="\n".join(self.refusal) if self.refusal else None,
+            stop_reason=self.stop_reason,
         )

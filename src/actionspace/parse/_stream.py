@@ -41,6 +41,7 @@ said ``max_tokens``) finish as ``cut_off`` too once they hold a call.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -55,6 +56,7 @@ from actionspace.parse._structured import (
     CUT_OFF_STATUSES,
     CUT_OFF_STOP_REASONS,
     cut_off_fault,
+    responses_stop,
 )
 from actionspace.parse._text import begun_call, parse_text
 from actionspace.parse._text_ids import text_call_ids
@@ -100,6 +102,8 @@ class StreamParser:
         """Why and where the provider said the output was cut off, once it did."""
         self._ended = False
         """Whether the events held the stream's finish signal (``finish_reason``, ``message_stop``…)."""
+        self._stop: str | None = None
+        """The provider's stop reason, once given (``ParseResult.stop_reason``)."""
         self._arg_chars = 0
         self._choice: int | None = None
         """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
@@ -128,10 +132,12 @@ class StreamParser:
         the output off: :meth:`finish` and :meth:`output` then keep none of its calls (``cut_off``),
         however whole they look, and text stopping inside a call's opening marker (``…<tool_ca``)
         or in the head of a call written without one (``{"na``, ``[get_weather``) is ``cut_off``
-        too, not an answer. Any other reason (or None) changes nothing. Provider
+        too, not an answer. Any other reason (or None) changes nothing but the result's
+        ``stop_reason`` (which ``reason`` is, as :meth:`finish` gives it). Provider
         events carry their own finish signal, to :meth:`feed` as it came: ``TypeError`` for a
         stream of events."""
         self._enter("text")
+        self._stopped(reason)
         if isinstance(reason, str) and reason in _CUT_REASONS:
             self._cut_off(f"finish reason {reason!r}", "$")
 
@@ -178,9 +184,10 @@ class StreamParser:
         if self._mode == "events":
             return self._events_result()
         text = "".join(self._chunks)
-        if self._cut is None:
-            return parse(text, tools=self._tools)
-        return cut_text(text, self._tools, *self._cut)
+        read = (
+            parse(text, tools=self._tools) if self._cut is None else cut_text(text, self._tools, *self._cut)
+        )
+        return read if self._stop is None else dataclasses.replace(read, stop_reason=self._stop)
 
     # -- raw text ---------------------------------------------------------------------------------
 
@@ -249,6 +256,7 @@ class StreamParser:
                 return
             delta = choice.get("delta") or {}
             reason = choice.get("finish_reason")
+            self._stopped(reason)
             finished = reason is not None
             self._ended = self._ended or finished
             if isinstance(reason, str) and reason in CUT_OFF_FINISH_REASONS:
@@ -309,6 +317,8 @@ class StreamParser:
             self._ended = True
             response = event.get("response")
             status = response.get("status") if isinstance(response, Mapping) else None
+            if isinstance(response, Mapping):
+                self._stopped(responses_stop(response, status))
             if kind == "response.incomplete" or (isinstance(status, str) and status in CUT_OFF_STATUSES):
                 self._cut_off(f"status {status or 'incomplete'!r}", "$.response.status")
         elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
@@ -363,8 +373,13 @@ class StreamParser:
             delta = event.get("delta")
             stop = delta.get("stop_reason") if isinstance(delta, Mapping) else None
             self._ended = self._ended or stop is not None
+            self._stopped(stop)
             if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
                 self._cut_off(f"stop_reason {stop!r}", "$.delta.stop_reason")
+
+    def _stopped(self, reason: object) -> None:
+        if self._stop is None and isinstance(reason, str) and reason:
+            self._stop = str(reason)
 
     def _cut_off(self, why: str, path: str) -> None:
         if self._cut is None:
@@ -405,6 +420,7 @@ class StreamParser:
 
     def _events_result(self) -> ParseResult:
         coll = Collector(self._tools)
+        coll.stopped(self._stop)
         if self._reasoning:
             coll.add_reasoning("".join(self._reasoning))
         text = "".join(self._text)

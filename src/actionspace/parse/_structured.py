@@ -23,6 +23,7 @@ __all__ = [
     "cut_off_fault",
     "feed",
     "looks_like_call",
+    "responses_stop",
 ]
 
 MAX_DEPTH = 32
@@ -197,6 +198,7 @@ def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         start = len(coll.calls)
         _items(value.get("output"), coll, f"{path}.output", depth)
         status = value.get("status")
+        coll.stopped(responses_stop(value, status))
         if isinstance(status, str) and status in CUT_OFF_STATUSES:
             _cut_off(coll, start, f"status {status!r}", f"{path}.status")
     elif kind == "jsonrpc":
@@ -231,11 +233,20 @@ def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int
     start = len(coll.calls)
     _message(message, coll, f"{path}.choices[0].message", depth + 1)
     finish = choice.get("finish_reason")
+    coll.stopped(finish)
     if isinstance(finish, str) and finish in CUT_OFF_FINISH_REASONS:
         where = f"{path}.choices[0]"
         _cut_off(
             coll, start, f"finish_reason {finish!r}", f"{where}.finish_reason", message, f"{where}.message"
         )
+
+
+def responses_stop(response: Mapping[Any, Any], status: object) -> object:
+    """A Responses response's stop reason: its ``status``, or for an ``incomplete`` one the
+    ``incomplete_details.reason`` it gives (``max_output_tokens``, ``content_filter``)."""
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if status == "incomplete" and isinstance(details, Mapping) else None
+    return reason if isinstance(reason, str) and reason else status
 
 
 def _cut_off(
@@ -372,6 +383,7 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     elif legacy is not None:
         raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
     stop = value.get("stop_reason")
+    coll.stopped(stop)
     if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
         try:
             _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason", value, path)

@@ -56,7 +56,7 @@ __all__ = ["GroupAttempt", "member_of", "run_group"]
 async def run_group(sched: Scheduler, unit: CheckedNode) -> Observation:
     """Run ``unit``'s members atomically; returns the group's observation (members in ``items``)."""
     run: GroupRun = unit.group
-    spec = group_spec(run)
+    spec = group_spec(run, [m.specs[0] for m in unit.members])
     members = {m.id for m in unit.members}
     engine, state = sched.engine, sched.run_state
     call_id = f"{state.run_id}:{unit.id}"

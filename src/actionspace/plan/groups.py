@@ -15,7 +15,9 @@ succeeded and rolls back otherwise (the failed member keeps its error, the other
 
 The group passes through the ledger as one action keyed by the run, the group id and its members'
 calls, so a repeated plan never commits it twice. The environment records that key inside the
-transaction it commits, which makes ``committed(key)`` the status query for a lost answer.
+transaction it commits, which makes ``committed(key)`` the status query for a lost answer. The
+group's ledger tool is timed by its members (:func:`group_timeout`), so neither the start-up
+recovery of another process nor a proposal of the same group settles it while they may still run.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from actionspace.catalog.spec import ToolSpec
+from actionspace.catalog.spec import DEFAULT_TIMEOUT_S, ToolSpec
 from actionspace.errors import ActionError, FieldError
 from actionspace.execution.executor import Failed, Outcome, Succeeded
+from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer, StillUnknown
 from actionspace.plan.model import Group, GroupMode, PlanNode
 
@@ -42,6 +45,7 @@ __all__ = [
     "collapse",
     "environment_spec",
     "group_spec",
+    "group_timeout",
 ]
 
 GROUP_TOOL_PREFIX = "group."
@@ -201,13 +205,30 @@ def _unit(gid: str, members: list[CheckedNode], run: GroupRun) -> CheckedNode:
     return unit
 
 
-def group_spec(run: GroupRun) -> ToolSpec:
-    """The ledger's view of a group: one write, whose status query asks the environment."""
-    return environment_spec(run.env_name, run.environment)
+def group_spec(run: GroupRun, members: Sequence[ToolSpec]) -> ToolSpec:
+    """The ledger's view of a group: one write, whose status query asks the environment, timed by
+    the tools of its ``members`` (:func:`group_timeout`)."""
+    return environment_spec(run.env_name, run.environment, members)
 
 
-def environment_spec(name: str, env: Environment) -> ToolSpec:
-    """The ledger tool every group over environment ``name`` is recorded as (``group.<name>@1``)."""
+def group_timeout(members: Sequence[ToolSpec]) -> float:
+    """Seconds one send of a group whose members run ``members``' tools may take: the members run
+    one after another, each retried within its own retries' ``deadline_s`` (its last attempt may
+    start as late as that) and each attempt bounded by its ``timeout_s``; never below the default
+    timeout. As the group's ``timeout_s``, it makes the group's ledger entry's
+    :func:`~actionspace.ledger.commit.holder_window` cover its members, as a tool's covers its own
+    attempts: a live holder's group is not settled under it (by a status query that truthfully
+    answers "not yet" while a member still runs)."""
+    span = 0.0
+    for spec in members:
+        last_start = spec.retry.deadline_s if spec.retry.max_attempts > 1 else 0.0
+        span += last_start + spec.timeout_s
+    return max(DEFAULT_TIMEOUT_S, span)
+
+
+def environment_spec(name: str, env: Environment, members: Sequence[ToolSpec] = ()) -> ToolSpec:
+    """The ledger tool every group over environment ``name`` is recorded as (``group.<name>@1``),
+    its ``timeout_s`` that of a group running ``members``' tools (:func:`group_timeout`)."""
 
     def status(*, key: str, arguments: Mapping[str, Any]) -> StatusAnswer:
         answer = env.committed(key)
@@ -223,6 +244,7 @@ def environment_spec(name: str, env: Environment) -> ToolSpec:
         effect="write",
         idempotency="query",
         status_query=status,
+        timeout_s=group_timeout(members),
     )
 
 
@@ -241,6 +263,29 @@ class SpecsWithGroups:
             if env is not None:
                 return environment_spec(name, env)
         return spec
+
+    def holding(self, entry: LedgerEntry) -> ToolSpec | None:
+        """The spec whose :func:`~actionspace.ledger.commit.holder_window` a live process may hold
+        ``entry`` for. A group's is timed by its members, read off the entry's calls (``[member,
+        tool@version, arguments]``, as the group runs them); None (left to its holder, as an entry
+        of a tool not registered here) when a member's tool is not registered here or the calls
+        are not readable: how long such a group runs, only its process can tell."""
+        spec: ToolSpec | None = self.catalog.find(entry.tool)
+        if spec is not None or not entry.tool.startswith(GROUP_TOOL_PREFIX):
+            return spec
+        name = entry.tool[len(GROUP_TOOL_PREFIX) :].rsplit("@", 1)[0]
+        env = self.environments.get(name)
+        calls = entry.arguments.get("calls") if isinstance(entry.arguments, Mapping) else None
+        if env is None or not isinstance(calls, list | tuple):
+            return None
+        members: list[ToolSpec] = []
+        for call in calls:
+            tool = call[1] if isinstance(call, list | tuple) and len(call) == 3 else None
+            member = self.catalog.find(tool) if isinstance(tool, str) else None
+            if member is None:
+                return None
+            members.append(member)
+        return environment_spec(name, env, members)
 
 
 def outcome_of(members: Mapping[str, Any], failure: ActionError | None) -> Outcome:
