@@ -75,7 +75,7 @@ class LedgerEntry:
     tool: str
     """``name@version`` the action was accepted with; it finishes on that version."""
     args_digest: str
-    """sha256 hex of the RFC 8785 canonical arguments."""
+    """sha256 hex of the RFC 8785 canonical arguments, strings in NFC (``ledger.keys.args_digest``)."""
     arguments: Mapping[str, Any]
     state: LedgerState = "accepted"
     attempts: int = 0
