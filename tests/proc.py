@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,21 @@ import pytest
 
 from tests.pg import fresh_schema
 
-__all__ = ["DEADLINE_S", "WAIT_FOR", "Child", "RunStateRows", "at_once", "run_child", "run_killed", "url"]
+__all__ = [
+    "DEADLINE_S",
+    "PAY_ONCE",
+    "PAY_TOOLS",
+    "WAIT_FOR",
+    "Ahead",
+    "Child",
+    "RunStateRows",
+    "add_script_tools",
+    "at_once",
+    "run_child",
+    "run_killed",
+    "sent",
+    "url",
+]
 
 DEADLINE_S = 120.0
 """How long a test waits for a child's step before failing: far beyond any machine's slowness."""
@@ -41,6 +56,90 @@ def wait_for(path, deadline_s=120):
         time.sleep(0.002)
 """
 """Script text defining ``wait_for(path)`` in a child: it blocks until the test touches ``path``."""
+
+
+PAY_TOOLS = (
+    WAIT_FOR
+    + """
+import json, os
+from pathlib import Path
+from actionspace.ledger.status import Committed, NotCommitted
+
+def add_pay_tools(rt, outbox, before=None, look=True, pid=True, **pay_options):
+    # pay: a payment service; it writes each payment to outbox, and its status query reads that file.
+    # look: a read. before(attempt) runs first in each attempt, numbered from 1: what the test makes the
+    # service do (block, refuse). pid: each payment names the process that sent it.
+    attempts = []
+
+    def pay(to: str, cents: int) -> str:
+        attempts.append(1)
+        if before is not None:
+            before(len(attempts))
+        with open(outbox, "a") as f:
+            payment = {"to": to, "cents": cents, **({"pid": os.getpid()} if pid else {})}
+            f.write(json.dumps(payment) + "\\n")
+        return "paid"
+
+    def paid(*, key, arguments):
+        lines = Path(outbox).read_text().splitlines() if os.path.exists(outbox) else []
+        return Committed("paid") if lines else NotCommitted()
+
+    rt.add_tool(
+        name="pay", fn=pay, effect="external", idempotency="query", status_query=paid,
+        input_schema={"type": "object", "properties": {"to": {"type": "string"},
+                      "cents": {"type": "integer"}}, "required": ["to", "cents"]},
+        **pay_options,
+    )
+    if look:
+        rt.add_tool(
+            name="look", fn=lambda who: who, effect="read", description="Look someone up.",
+            input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
+        )
+"""
+)
+"""Script text defining ``add_pay_tools(rt, outbox, ...)`` (and :data:`WAIT_FOR`): a payment tool whose
+sends a test counts (:func:`sent`), for a script that defines ``add_tools(rt, outbox, release)`` on it."""
+
+PAY_ONCE = """
+import json, sys
+from actionspace import Runtime, ToolCall
+url, outbox, release = sys.argv[1:4]
+rt = Runtime(url, recover_on_start=False)
+add_tools(rt, outbox, release)
+pay = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c1")
+obs = rt.call(pay, run_id="r", node_id="pay")
+rt.close()
+print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error else None}), flush=True)
+"""
+"""A child's script after its tools' (arguments: store URL, outbox, release file): one payment of 500
+cents to bob (run ``r``, node ``pay``); it prints the payment's status and error category."""
+
+
+class Ahead:
+    """A clock (as ``Runtime(clock=...)`` and ``ledger/commit.py``'s ``time`` read it): the system's,
+    its wall time ``ahead_s`` later, its monotonic time the system's. A process with it starts that long
+    after another's step, by its own clock."""
+
+    def __init__(self, ahead_s: float) -> None:
+        self.ahead_s = ahead_s
+
+    def time(self) -> float:
+        return time.time() + self.ahead_s
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+def add_script_tools(rt: Any, script: str, *args: Any, **kwargs: Any) -> None:
+    """Run ``script``'s ``add_tools(rt, *args, **kwargs)`` here: the very tools a child has."""
+    scope: dict[str, Any] = {}
+    exec(script, scope)
+    scope["add_tools"](rt, *args, **kwargs)
+
+
+def sent(outbox: Path) -> list[dict[str, Any]]:
+    """The payments :data:`PAY_TOOLS`' ``pay`` wrote to ``outbox``, in order."""
+    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -13,85 +13,31 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from pathlib import Path
-from typing import Any
 
 from actionspace import Runtime, ToolCall
 from actionspace.ledger.commit import new_entry
-from tests.proc import Child
+from tests.proc import PAY_ONCE, PAY_TOOLS, Ahead, Child, add_script_tools, sent
 from tests.proc import url as url  # the fixture
 
 AHEAD_S = 45.0
 """How much later than the first process the second starts, by its clock."""
 
-_TOOLS = textwrap.dedent(
+_TOOLS = PAY_TOOLS + textwrap.dedent(
     """
-    import json, os, time
-    from pathlib import Path
-    from actionspace.ledger.status import Committed, NotCommitted
-
     def add_tools(rt, outbox, release):
-        def pay(to: str, cents: int) -> str:
+        def running(attempt):
             print("running", flush=True)
-            deadline = time.monotonic() + 60
-            while not os.path.exists(release):  # inside its timeout until the test releases it
-                assert time.monotonic() < deadline, "never released"
-                time.sleep(0.005)
-            with open(outbox, "a") as f:
-                f.write(json.dumps({"to": to, "cents": cents, "pid": os.getpid()}) + "\\n")
-            return "paid"
+            wait_for(release)  # inside its timeout until the test releases it
 
-        def paid(*, key, arguments):
-            lines = Path(outbox).read_text().splitlines() if os.path.exists(outbox) else []
-            return Committed("paid") if lines else NotCommitted()
-
-        rt.add_tool(
-            name="pay", fn=pay, effect="external", idempotency="query", status_query=paid,
-            timeout_s=120.0, description="Pay someone; may take up to two minutes.",
-            input_schema={"type": "object", "properties": {"to": {"type": "string"},
-                          "cents": {"type": "integer"}}, "required": ["to", "cents"]},
-        )
-        rt.add_tool(
-            name="look", fn=lambda who: who, effect="read", description="Look someone up.",
-            input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
+        add_pay_tools(
+            rt, outbox, before=running, timeout_s=120.0,
+            description="Pay someone; may take up to two minutes.",
         )
     """
 )
 
-_FIRST = _TOOLS + textwrap.dedent(
-    """
-    import sys
-    from actionspace import Runtime, ToolCall
-    url, outbox, release = sys.argv[1:4]
-    rt = Runtime(url, recover_on_start=False)
-    add_tools(rt, outbox, release)
-    pay = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c1")
-    obs = rt.call(pay, run_id="r", node_id="pay")
-    rt.close()
-    print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error else None}), flush=True)
-    """
-)
-
-
-class _Ahead:
-    """The system clock, ``AHEAD_S`` later: this process starts that long after the other's send."""
-
-    def time(self) -> float:
-        return time.time() + AHEAD_S
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-def _add_tools(rt: Runtime, outbox: Path, release: Path) -> None:
-    scope: dict[str, Any] = {}
-    exec(_TOOLS, scope)  # the very tools the first process has
-    scope["add_tools"](rt, str(outbox), str(release))
-
-
-def _sent(outbox: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
+_FIRST = _TOOLS + PAY_ONCE
 
 
 def test_a_process_starting_beside_a_running_write_leaves_its_entry_to_its_holder(
@@ -102,9 +48,9 @@ def test_a_process_starting_beside_a_running_write_leaves_its_entry_to_its_holde
         try:
             first.expect("running")
 
-            second = Runtime(url, clock=_Ahead())  # recovery at its first call, as any process starts
+            second = Runtime(url, clock=Ahead(AHEAD_S))  # recovery at its first call, as any process starts
             try:
-                _add_tools(second, outbox, release)
+                add_script_tools(second, _TOOLS, str(outbox), str(release))  # the very tools the first has
                 assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
                 (entry,) = second.ledger.list()
                 assert entry.state == "dispatched", entry  # still the first process's, still running
@@ -119,7 +65,7 @@ def test_a_process_starting_beside_a_running_write_leaves_its_entry_to_its_holde
                 second.close()
         finally:
             release.touch()
-    assert [s["cents"] for s in _sent(outbox)] == [500]
+    assert [s["cents"] for s in sent(outbox)] == [500]
 
 
 def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tmp_path: Path) -> None:
@@ -127,7 +73,7 @@ def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tm
     settled at start, as before (here found committed by its status query)."""
     url, outbox = f"sqlite:///{tmp_path / 'run.db'}", tmp_path / "outbox.jsonl"
     with Runtime(url, recover_on_start=False) as rt:
-        _add_tools(rt, outbox, tmp_path / "release")
+        add_script_tools(rt, _TOOLS, str(outbox), str(tmp_path / "release"))
         spec = rt.catalog.get("pay")
         entry = new_entry(
             key="as1_" + "1" * 32, run_id="r", node_id="pay", spec=spec, arguments={"to": "bob"}
@@ -136,13 +82,10 @@ def test_the_start_up_recovery_still_settles_an_entry_no_holder_can_still_run(tm
         rt.ledger.transition(entry.key, ("accepted",), entry.evolve(state="dispatched", attempts=1))
     outbox.write_text(json.dumps({"to": "bob", "cents": 500}) + "\n")
 
-    class _Later(_Ahead):
-        def time(self) -> float:
-            # past its retries' deadline (30 s, the default), twice its timeout and the late wait
-            return time.time() + 30.0 + 2 * 120.0 + 31.0
-
-    with Runtime(url, clock=_Later()) as rt:
-        _add_tools(rt, outbox, tmp_path / "release")
+    # past its retries' deadline (30 s, the default), twice its timeout and the late wait
+    later = Ahead(30.0 + 2 * 120.0 + 31.0)
+    with Runtime(url, clock=later) as rt:
+        add_script_tools(rt, _TOOLS, str(outbox), str(tmp_path / "release"))
         assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
         stored = rt.ledger.get(entry.key)
         assert stored is not None and stored.state == "committed", stored

@@ -9,26 +9,15 @@ status query answers "not committed": the retry still runs) and sent the payment
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actionspace import Runtime, ToolCall
-from tests.proc import Child
+from tests.proc import Ahead, Child, sent
 from tests.proc import url as url  # the fixture
-from tests.test_w15_proc_startup_recovery_retries import _FIRST, AHEAD_S, _add_tools, _sent
-
-
-class _AheadTime:
-    """The ``time`` module as ledger/commit.py reads it, its wall clock ``AHEAD_S`` later."""
-
-    def time(self) -> float:
-        return time.time() + AHEAD_S
-
-    def monotonic(self) -> float:
-        return time.monotonic()
+from tests.test_w15_proc_startup_recovery_retries import _FIRST, AHEAD_S, _add_tools
 
 
 def test_a_proposal_beside_a_retrying_write_waits_for_its_holder(
@@ -54,7 +43,8 @@ def test_a_proposal_beside_a_retrying_write_waits_for_its_holder(
             second = Runtime(url, recover_on_start=False)
             try:
                 _add_tools(second, outbox, release)
-                monkeypatch.setattr(commit, "time", _AheadTime())  # 49 s after the first send
+                # the ``time`` module as ledger/commit.py reads it: 49 s after the first send
+                monkeypatch.setattr(commit, "time", Ahead(AHEAD_S))
                 monkeypatch.setattr(commit, "_holder_gone", holder_gone_then_release)
                 again = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c2")
                 obs = second.call(again, run_id="r", node_id="pay")
@@ -66,4 +56,4 @@ def test_a_proposal_beside_a_retrying_write_waits_for_its_holder(
                 second.close()
         finally:
             release.touch()
-    assert [s["cents"] for s in _sent(outbox)] == [500]
+    assert [s["cents"] for s in sent(outbox)] == [500]

@@ -14,49 +14,34 @@ An explicit ``rt.recover()`` still reports such an entry ``unknown_commit`` (tes
 
 from __future__ import annotations
 
-import json
 import textwrap
-import time
 from pathlib import Path
-from typing import Any
 
 from actionspace import Runtime
-from tests.proc import WAIT_FOR, Child
+from tests.proc import PAY_TOOLS, Ahead, Child, sent
 from tests.proc import url as url  # the fixture
 
 AHEAD_S = 200.0
 """How much later than the first process's send the second starts, by its clock."""
 
-_FIRST = WAIT_FOR + textwrap.dedent(
+_FIRST = PAY_TOOLS + textwrap.dedent(
     """
-    import json, os, sys
-    from pathlib import Path
+    import json, sys
     from actionspace import Runtime, ToolCall
     from actionspace.catalog.spec import NO_RETRY
-    from actionspace.ledger.status import Committed, NotCommitted
 
     url, outbox, release = sys.argv[1:4]
     rt = Runtime(url, recover_on_start=False)
-    attempts = []
 
-    def pay(to: str, cents: int) -> str:
-        attempts.append(1)
-        if len(attempts) == 1:
+    def service(attempt):
+        if attempt == 1:
             print("sending", flush=True)
             wait_for(release)
             raise ConnectionRefusedError("the payment service is restarting")  # nothing sent
-        with open(outbox, "a") as f:
-            f.write(json.dumps({"to": to, "cents": cents}) + "\\n")
-        return "paid"
 
-    def paid(*, key, arguments):
-        return Committed("paid") if os.path.exists(outbox) else NotCommitted()
-
-    rt.add_tool(
-        name="pay", fn=pay, effect="external", idempotency="query", status_query=paid, timeout_s=600.0,
-        retry=NO_RETRY, description="Pay someone; the bank may take up to ten minutes.",
-        input_schema={"type": "object", "properties": {"to": {"type": "string"},
-                      "cents": {"type": "integer"}}, "required": ["to", "cents"]},
+    add_pay_tools(
+        rt, outbox, before=service, look=False, pid=False, timeout_s=600.0, retry=NO_RETRY,
+        description="Pay someone; the bank may take up to ten minutes.",
     )
     out = []
     for call_id in ("c1", "c2"):  # the model proposes the payment again after a transient failure
@@ -69,26 +54,12 @@ _FIRST = WAIT_FOR + textwrap.dedent(
 )
 
 
-class _Ahead:
-    """The system clock, ``AHEAD_S`` later."""
-
-    def time(self) -> float:
-        return time.time() + AHEAD_S
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-def _sent(outbox: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
-
-
 def test_a_process_without_the_tool_leaves_a_live_send_of_it_to_its_holder(url: str, tmp_path: Path) -> None:
     outbox, release = tmp_path / "outbox.jsonl", tmp_path / "release"
     with Child(_FIRST, url, str(outbox), str(release)) as first:
         try:
             first.expect("sending")
-            second = Runtime(url, clock=_Ahead())  # its start-up recovery runs at its first call
+            second = Runtime(url, clock=Ahead(AHEAD_S))  # its start-up recovery runs at its first call
             try:
 
                 @second.tool(effect="read")
@@ -105,4 +76,4 @@ def test_a_process_without_the_tool_leaves_a_live_send_of_it_to_its_holder(url: 
             assert first.result() == {"answers": ["transient", "ok"]}
         finally:
             release.touch()
-    assert _sent(outbox) == [{"to": "bob", "cents": 500}]
+    assert sent(outbox) == [{"to": "bob", "cents": 500}]

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,7 +22,7 @@ from actionspace import RetryPolicy, Runtime, ToolCall
 from actionspace.catalog.spec import NO_RETRY
 from actionspace.ledger.commit import MAX_WAIT_S, RECOVERY_AGE_S, new_entry
 from actionspace.ledger.recover import holder_window
-from tests.proc import WAIT_FOR, Child
+from tests.proc import PAY_ONCE, PAY_TOOLS, Ahead, Child, add_script_tools, sent
 from tests.proc import url as url  # the fixture
 
 TIMEOUT_S = 2.0
@@ -32,82 +30,31 @@ RETRY_DEADLINE_S = 300.0
 AHEAD_S = 2 * TIMEOUT_S + 30.0 + 15.0
 """How much later than the first process the second starts, by its clock: past the old window."""
 
-_TOOLS = WAIT_FOR + textwrap.dedent(
+_TOOLS = PAY_TOOLS + textwrap.dedent(
     """
-    import json, os
-    from pathlib import Path
     from actionspace import RetryPolicy
-    from actionspace.ledger.status import Committed, NotCommitted
 
     def add_tools(rt, outbox, release, flaky=True):
-        attempts = []
-
-        def pay(to: str, cents: int) -> str:
-            attempts.append(1)
-            if flaky and len(attempts) == 1:
+        def service(attempt):
+            if flaky and attempt == 1:
                 raise ConnectionRefusedError("the payment service is restarting")  # nothing sent
             if flaky:
                 print("retrying", flush=True)
                 wait_for(release)  # the retry is live until the test releases it
-            with open(outbox, "a") as f:
-                f.write(json.dumps({"to": to, "cents": cents, "pid": os.getpid()}) + "\\n")
-            return "paid"
 
-        def paid(*, key, arguments):
-            lines = Path(outbox).read_text().splitlines() if os.path.exists(outbox) else []
-            return Committed("paid") if lines else NotCommitted()
-
-        rt.add_tool(
-            name="pay", fn=pay, effect="external", idempotency="query", status_query=paid,
-            timeout_s=%(timeout)r, description="Pay someone.",
+        add_pay_tools(
+            rt, outbox, before=service, timeout_s=%(timeout)r, description="Pay someone.",
             retry=RetryPolicy(max_attempts=20, deadline_s=%(deadline)r, initial_backoff_s=0.001),
-            input_schema={"type": "object", "properties": {"to": {"type": "string"},
-                          "cents": {"type": "integer"}}, "required": ["to", "cents"]},
-        )
-        rt.add_tool(
-            name="look", fn=lambda who: who, effect="read", description="Look someone up.",
-            input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
         )
     """
 ) % {"timeout": TIMEOUT_S, "deadline": RETRY_DEADLINE_S}
 
-_FIRST = _TOOLS + textwrap.dedent(
-    """
-    import sys
-    from actionspace import Runtime, ToolCall
-    url, outbox, release = sys.argv[1:4]
-    rt = Runtime(url, recover_on_start=False)
-    add_tools(rt, outbox, release)
-    pay = ToolCall(name="pay", arguments={"to": "bob", "cents": 500}, id="c1")
-    obs = rt.call(pay, run_id="r", node_id="pay")
-    rt.close()
-    print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error else None}), flush=True)
-    """
-)
-
-
-class _Ahead:
-    """The system clock, ``ahead_s`` later: this process starts that long after the other's send."""
-
-    def __init__(self, ahead_s: float) -> None:
-        self.ahead_s = ahead_s
-
-    def time(self) -> float:
-        return time.time() + self.ahead_s
-
-    def monotonic(self) -> float:
-        return time.monotonic()
+_FIRST = _TOOLS + PAY_ONCE
 
 
 def _add_tools(rt: Runtime, outbox: Path, release: Path) -> None:
     """The very tools the first process has; the payment service answers this process at once."""
-    scope: dict[str, Any] = {}
-    exec(_TOOLS, scope)
-    scope["add_tools"](rt, str(outbox), str(release), flaky=False)
-
-
-def _sent(outbox: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in outbox.read_text().splitlines()] if outbox.exists() else []
+    add_script_tools(rt, _TOOLS, str(outbox), str(release), flaky=False)
 
 
 def test_a_process_starting_beside_a_retrying_write_leaves_its_entry_to_its_holder(
@@ -118,7 +65,7 @@ def test_a_process_starting_beside_a_retrying_write_leaves_its_entry_to_its_hold
         try:
             first.expect("retrying")
 
-            second = Runtime(url, clock=_Ahead(AHEAD_S))  # recovery at its first call, as a process starts
+            second = Runtime(url, clock=Ahead(AHEAD_S))  # recovery at its first call, as a process starts
             try:
                 _add_tools(second, outbox, release)
                 assert second.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
@@ -135,7 +82,7 @@ def test_a_process_starting_beside_a_retrying_write_leaves_its_entry_to_its_hold
                 second.close()
         finally:
             release.touch()
-    assert [s["cents"] for s in _sent(outbox)] == [500]
+    assert [s["cents"] for s in sent(outbox)] == [500]
 
 
 def test_the_start_up_recovery_still_settles_an_entry_past_its_retries(tmp_path: Path) -> None:
@@ -152,7 +99,7 @@ def test_the_start_up_recovery_still_settles_an_entry_past_its_retries(tmp_path:
         rt.ledger.transition(entry.key, ("accepted",), entry.evolve(state="dispatched", attempts=1))
     outbox.write_text(json.dumps({"to": "bob", "cents": 500}) + "\n")
 
-    with Runtime(url, clock=_Ahead(holder_window(spec) + 1.0)) as rt:
+    with Runtime(url, clock=Ahead(holder_window(spec) + 1.0)) as rt:
         _add_tools(rt, outbox, tmp_path / "release")
         assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
         stored = rt.ledger.get(entry.key)

@@ -14,6 +14,7 @@ from actionspace.adapters._mcp_errors import (
     RESOURCE_NOT_FOUND,
     InputRefused,
     ServerUnavailable,
+    ToolChanged,
     map_call_error,
     map_jsonrpc_error,
     map_tool_error_result,
@@ -90,6 +91,7 @@ def _instances() -> dict[type[BaseException], BaseException]:
         ValidationError: invalid,
         InputRefused: InputRefused("the server asked for input this client does not offer"),
         InputRequiredRoundsExceededError: InputRequiredRoundsExceededError(10),
+        ToolChanged: ToolChanged("t@1 changed on the server before the call was sent"),
     }
 
 
@@ -105,6 +107,7 @@ def test_every_local_failure_is_mapped(side_effects: bool) -> None:
 
 def test_nothing_sent_is_never_unknown_commit() -> None:
     assert map_call_error(ServerUnavailable("down"), side_effects=True).category == "transient"
+    assert map_call_error(ToolChanged("t@1 changed"), side_effects=True).category == "version_mismatch"
 
 
 def test_a_broken_output_schema_is_permanent_for_a_read_and_unknown_commit_for_a_write() -> None:

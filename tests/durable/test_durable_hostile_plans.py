@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import random
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from dbos import _queue as dbos_queue
+from dbos import _scheduler as dbos_scheduler
+from dbos import _sys_db as dbos_sys_db
+from dbos import _workflow_commands as dbos_workflow_commands
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +40,19 @@ def _echo(value: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def rt(store: str) -> Iterator[Runtime]:
+def own_random() -> Iterator[None]:
+    """DBOS's worker threads (its queue poll's jitter, its retries' backoff) draw from the global
+    ``random`` module while hypothesis draws a plan in the test's thread: hypothesis sees the global
+    state change during its draw and takes it for ``random`` used inside the strategy (a deprecation
+    warning, an error in a later hypothesis). Those threads get a generator of their own here."""
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (dbos_queue, dbos_scheduler, dbos_sys_db, dbos_workflow_commands):
+            patch.setattr(module, "random", random.Random())
+        yield
+
+
+@pytest.fixture(scope="module")
+def rt(store: str, own_random: None) -> Iterator[Runtime]:
     config = DurableConfig(system_schema=f"dbos_{uuid.uuid4().hex[:8]}")
     runtime = Runtime(store=store, plan_backend="dbos", durable=config, recover_on_start=False)
     put_schema = {

@@ -43,6 +43,8 @@ _PROBE_TIMEOUT_S = 5.0
 _CLOSE_TIMEOUT_S = 10.0
 """Longest wait for a session to end on close: the SDK's stdio shutdown takes up to about 6.5 s
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
+_LISTING_TIMEOUT_S = 60.0
+"""Default bound of a listing after a change notification (the server's ``connect_timeout_s``)."""
 _MAX_PAGES = 100
 """Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
 MAX_TOOLS = 1000
@@ -68,10 +70,14 @@ class Connection:
         on_tools: Callable[[list[types.Tool]], None],
         *,
         max_tools: int = MAX_TOOLS,
+        listing_timeout_s: float = _LISTING_TIMEOUT_S,
     ) -> None:
         self.name = name
         self.max_tools = max_tools
         """Most tools taken from one listing, the first ones in the server's order."""
+        self.listing_timeout_s = listing_timeout_s
+        """Longest a listing after a change notification may take: a server that never answers it
+        would hold every later listing, and every call waiting for one (see :meth:`_settle`)."""
         self._open_client = open_client
         self._on_tools = on_tools
         self._loop, self._thread = self._new_loop()
@@ -83,7 +89,15 @@ class Connection:
         self._refresh_lock: asyncio.Lock | None = None
         self._refresh_queued = False
         """A notified refresh waits to list: later notifications ride on it (a storm lists twice)."""
+        self._announced = 0
+        """How many tool changes the server announced; ``_listed``: how many of them the last finished
+        listing covers. A call waits until every change announced before it is listed (see :meth:`_call`)."""
+        self._listed = 0
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        """(announced changes it waits for, its future: True when that listing failed) per waiting call."""
         self._background: set[asyncio.Task[Any]] = set()
+        self._abandoned: set[asyncio.Future[Any]] = set()
+        """Listings given up on, still unwinding (held here only so that they are not collected)."""
         self.refreshes = 0
         """How many listings were taken after the first one (each from a change notification)."""
         self.failure: BaseException | None = None
@@ -150,6 +164,7 @@ class Connection:
                 raise
         finally:
             self._client = None
+            self._listing_done(self._announced, failed=True)  # no listing comes: waiting calls end
             self._ended.set()
 
     def close(self, timeout_s: float = _CLOSE_TIMEOUT_S, *, abort: bool = False) -> None:
@@ -196,14 +211,38 @@ class Connection:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Call a tool; awaitable from any event loop. Cancelling this cancels the request."""
-        return await asyncio.wrap_future(self.submit(self._call(name, arguments)))
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        check: Callable[[], None] | None = None,
+        wait_s: float = _LISTING_TIMEOUT_S,
+    ) -> types.CallToolResult:
+        """Call a tool; awaitable from any event loop. Cancelling this cancels the request.
 
-    async def _call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        ``check`` (on the connection's loop, once every tool change the server announced before the
+        call is listed, just before the request is sent) raises to refuse the call: its tool's
+        definition is no longer the one the call was made (and perhaps approved) for. ``wait_s``: the
+        longest wait for that listing; then the call is refused, unsent (``ServerUnavailable``)."""
+        return await asyncio.wrap_future(self.submit(self._call(name, arguments, check, wait_s)))
+
+    async def _call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        check: Callable[[], None] | None = None,
+        wait_s: float = _LISTING_TIMEOUT_S,
+    ) -> types.CallToolResult:
+        if self._client is not None and self._listed < self._announced:
+            if not self._refresh_queued and not (self._refresh_lock and self._refresh_lock.locked()):
+                self._refresh_queued = True  # the last listing failed: list again before sending anything
+                self._spawn(self._refresh_logged())
+            await self._settle(self._announced, wait_s)
         client = self._client
         if client is None:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
+        if check is not None:
+            check()
         try:
             return await client.call_tool(name, arguments)
         except MCPError as exc:
@@ -227,6 +266,31 @@ class Connection:
                 _log.warning("MCP server %s: session ended: %r", self.name, lost)
         except Exception:  # slow or odd, but not known to be gone: keep the session
             _log.debug("MCP server %s: probe after a closed request failed", self.name, exc_info=True)
+
+    async def _settle(self, announced: int, wait_s: float) -> None:
+        """Wait until the listing that covers the first ``announced`` change announcements has
+        finished: a call sent before it would run a definition nobody was shown (say, an approved
+        write whose tool just became another). A listing that failed, or that is not over within
+        ``wait_s`` (less than the call's timeout, so a write ends known unsent, not in doubt), refuses
+        the call, unsent."""
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append((announced, waiter))
+        try:
+            failed = await asyncio.wait_for(asyncio.shield(waiter), wait_s)
+        except TimeoutError:
+            failed = True
+        finally:
+            if not waiter.done():  # the call was cancelled, or waited too long
+                self._waiters.remove((announced, waiter))
+        if failed:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} announced a tool change that was not listed; nothing was sent"
+            )
+
+    @property
+    def waiting(self) -> int:
+        """How many calls wait for a listing of the tool changes the server announced."""
+        return len(self._waiters)
 
     def refresh(self, timeout_s: float) -> list[types.Tool]:
         """List the tools again now and hand them to ``on_tools`` (blocks up to ``timeout_s``)."""
@@ -255,13 +319,48 @@ class Connection:
     async def _refresh(self) -> list[types.Tool]:
         client = self._client
         if client is None or self._refresh_lock is None:
+            self._listing_done(self._announced, failed=True)
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
         async with self._refresh_lock:
             self._refresh_queued = False  # this listing covers every change announced until now
-            tools = await self._list(client)
-            self.refreshes += 1
-            self._on_tools(tools)
-            return tools
+            covers, failed = self._announced, True
+            try:
+                tools = await self._bounded_list(client)
+                self.refreshes += 1
+                self._on_tools(tools)
+                failed = False
+                return tools
+            finally:
+                self._listing_done(covers, failed=failed)
+
+    async def _bounded_list(self, client: Client) -> list[types.Tool]:
+        """:meth:`_list`, given up after ``listing_timeout_s``. The abandoned request is cancelled but
+        not waited for: the SDK's unwinding of it may itself wait for the server that is not answering."""
+        listing = asyncio.ensure_future(self._list(client))
+        try:
+            await asyncio.wait({listing}, timeout=self.listing_timeout_s)
+        finally:
+            if not listing.done():
+                listing.cancel()
+                self._abandoned.add(listing)
+                listing.add_done_callback(self._abandoned.discard)
+        if not listing.done():
+            raise TimeoutError(
+                f"MCP server {self.name!r} did not list its tools within {self.listing_timeout_s}s"
+            )
+        return listing.result()
+
+    def _listing_done(self, covers: int, *, failed: bool) -> None:
+        """Let the calls waiting for the first ``covers`` announced changes go on (or be refused). A
+        failed listing leaves them unlisted: the next call lists again first."""
+        if not failed:
+            self._listed = max(self._listed, covers)
+        waiting, self._waiters = self._waiters, []
+        for announced, waiter in waiting:
+            if announced > covers:
+                self._waiters.append((announced, waiter))
+            elif not waiter.done():
+                waiter.set_result(failed)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         """Handshake-era servers announce a changed tool list with a bare notification."""
@@ -279,6 +378,7 @@ class Connection:
 
     def _refresh_soon(self) -> None:
         """List again after a change notification, unless a listing yet to start will cover it."""
+        self._announced += 1
         if not self._refresh_queued:
             self._refresh_queued = True
             self._spawn(self._refresh_logged())

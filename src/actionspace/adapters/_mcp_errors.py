@@ -47,6 +47,7 @@ __all__ = [
     "RESULT_TOO_LARGE",
     "InputRefused",
     "ServerUnavailable",
+    "ToolChanged",
     "map_call_error",
     "map_jsonrpc_error",
     "map_tool_error_result",
@@ -70,6 +71,11 @@ another 3xx) that is not followed, so the request was answered before it was pro
 
 class ServerUnavailable(Exception):
     """The MCP server is not connected (never started, or its connection ended): nothing was sent."""
+
+
+class ToolChanged(Exception):
+    """The server's listing changed a tool (or dropped it) after a call of it was made, perhaps approved,
+    and before it was sent: the call is not sent, since it would run a definition nobody was shown."""
 
 
 class InputRefused(Exception):
@@ -106,6 +112,7 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
 # exception type → (name, category without side effects, category with side effects)
 LOCAL_FAILURES: Final[tuple[tuple[type[BaseException], str, Category, Category], ...]] = (
     (ServerUnavailable, "server_unavailable", "transient", "transient"),
+    (ToolChanged, "tool_changed", "version_mismatch", "version_mismatch"),
     (anyio.ClosedResourceError, "stream_closed", "transient", "unknown_commit"),
     (anyio.BrokenResourceError, "stream_broken", "transient", "unknown_commit"),
     (anyio.EndOfStream, "end_of_stream", "transient", "unknown_commit"),

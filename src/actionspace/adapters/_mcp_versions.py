@@ -14,7 +14,9 @@ names two definitions.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
+from actionspace.adapters._mcp_errors import ToolChanged
 from actionspace.catalog.spec import ToolSpec
 
 __all__ = ["RETIRED_PER_TOOL", "RETIRED_TOTAL", "ToolVersions"]
@@ -38,6 +40,21 @@ class ToolVersions:
         """Remote tool name → the last version number given, while the name is current or kept."""
         self._floor = 0
         """The highest number given to a name since forgotten."""
+
+    def unchanged(self, remote: str, digest: str, key: str) -> Callable[[], None]:
+        """What raises :class:`ToolChanged` unless ``digest`` is still the current definition of
+        ``remote``: checked just before a call of version ``key`` is sent (``Connection.call_tool``)."""
+
+        def check() -> None:
+            now = self.current.get(remote)
+            if now is None or now[0] != digest:
+                current = "it is no longer offered" if now is None else f"it is now {now[1].key}"
+                raise ToolChanged(
+                    f"{key} changed on the server before the call was sent ({current}); nothing was sent: "
+                    "read the tool's current definition and call it again"
+                )
+
+        return check
 
     def next_number(self, remote: str) -> int:
         """The version number a new definition of ``remote`` gets."""

@@ -36,9 +36,10 @@ API::
   server ``notifications/cancelled``.
 * Versions: every tool starts at version ``"1"``. When the server says its tool list changed,
   a changed tool is registered as the next version and the old one retired (a run that was
-  offered the old schema gets ``version_mismatch``); a removed tool is retired. A definition
-  listed again is its earlier version, active again; retired versions are kept only up to a
-  bound, so a server whose list churns forever cannot grow the catalog (see ``_mcp_versions``).
+  offered the old schema gets ``version_mismatch``); a removed tool is retired. A call waits for the
+  listing of a change announced before it, and is not sent once its version is no longer current.
+  A definition listed again is its earlier version, active again; retired versions are kept only
+  up to a bound, so a server whose list churns forever cannot grow the catalog (``_mcp_versions``).
 * Idempotency: MCP has no idempotency key, so tools are ``idempotency="none"``: a write whose
   answer is lost is ``unknown_commit`` for a person to reconcile, never re-sent.
 
@@ -210,7 +211,11 @@ class McpToolset:
             )
         self.server = server
         self.connection = Connection(
-            server.label, _opener(server), self._on_listing, max_tools=server.max_tools
+            server.label,
+            _opener(server),
+            self._on_listing,
+            max_tools=server.max_tools,
+            listing_timeout_s=server.connect_timeout_s,
         )
         self._target: _Registers | None = None
         self._versions = ToolVersions()
@@ -307,7 +312,7 @@ class McpToolset:
             for tool, digest in listed:
                 old = current.get(tool.name)
                 if old is None or old[0] != digest:
-                    spec = self._reuse(rt, tool, digest) or self._register(rt, tool)
+                    spec = self._reuse(rt, tool, digest) or self._register(rt, tool, digest)
                     if spec is None:
                         continue  # the old version, if any, is retired below: it is no longer served
                     added.append(spec)
@@ -352,10 +357,10 @@ class McpToolset:
         others = [s.key for s in rt.catalog.versions(name) if s.key not in self._keys]
         return others[-1] if others else self._foreign.get(name_shape(name))
 
-    def _register(self, rt: _Registers, tool: types.Tool) -> ToolSpec | None:
+    def _register(self, rt: _Registers, tool: types.Tool, digest: str) -> ToolSpec | None:
         """Build and register the next version of ``tool``; None (and why in ``skipped``) if unusable."""
         number = self._versions.next_number(tool.name)
-        spec = self._build(tool, number)
+        spec = self._build(tool, number, digest)
         if spec is None:
             return None
         try:
@@ -379,7 +384,7 @@ class McpToolset:
         self._versions.numbered(tool.name, number)
         return registered
 
-    def _build(self, tool: types.Tool, version: int) -> ToolSpec | None:
+    def _build(self, tool: types.Tool, version: int, digest: str) -> ToolSpec | None:
         server = self.server
         self.claimed[tool.name] = tool.annotations
         refused = unusable_name(tool.name)
@@ -409,7 +414,7 @@ class McpToolset:
             "timeout_s": server.timeout_s,
             **dict(server.tool_options.get(tool.name, {})),
         }
-        options["fn"] = self._caller(tool.name, side_effects=options["effect"] in ("write", "external"))
+        options["fn"] = self._caller(tool.name, digest, options)
         try:
             spec = ToolSpec(**options)
         except (ToolDefinitionError, TypeError, ValueError) as exc:
@@ -418,12 +423,18 @@ class McpToolset:
             return None
         return spec
 
-    def _caller(self, remote: str, *, side_effects: bool) -> Callable[..., Any]:
+    def _caller(self, remote: str, digest: str, options: Mapping[str, Any]) -> Callable[..., Any]:
+        """The tool's function: it waits (up to half its timeout) for a listing of the changes the server
+        announced, and sends nothing once ``digest`` is no longer the tool's current definition."""
         connection, trusted = self.connection, self.server.allowlisted
+        side_effects = options["effect"] in ("write", "external")
+        unchanged = self._versions.unchanged(remote, digest, f"{options['name']}@{options['version']}")
+        timeout = options.get("timeout_s")  # a bad one is refused by ToolSpec, after this
+        wait_s = (timeout if isinstance(timeout, int | float) and timeout > 0 else self.server.timeout_s) / 2
 
         async def call_mcp_tool(**arguments: Any) -> Any:
             try:
-                result = await connection.call_tool(remote, arguments)
+                result = await connection.call_tool(remote, arguments, unchanged, wait_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
