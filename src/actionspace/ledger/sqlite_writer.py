@@ -98,6 +98,8 @@ class GroupCommit:
         """The writing connection and the ``synchronous`` level last set on it."""
         self._detached = 0
         """Operations queued whose callers did not wait, not committed yet."""
+        self._waiting = 0
+        """Operations queued whose callers wait (the others are deferred ones): a leader takes all."""
         self._armed = False
         """The flusher was told about deferred operations and has not committed them yet."""
         self._flusher: _Flusher | None = None
@@ -135,12 +137,26 @@ class GroupCommit:
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
                 self._forked()
-            self._queue.append(slot)
-            slot.lead = not self._busy
+            # Nothing leads and only deferred operations queue (the flusher's to commit; a settle
+            # takes them): this caller's group is itself, led at once, never put in the queue.
+            alone = not self._busy and len(self._queue) == self._detached and op is not _nothing
+            if not alone:
+                self._queue.append(slot)
+                self._waiting += 1
+                slot.lead = not self._busy
+                if not slot.lead:
+                    slot.done = done = _thread.allocate_lock()
+                    done.acquire()  # taken now: the acquire below returns once the leader releases it
             self._busy = True
-            if not slot.lead:
-                slot.done = done = _thread.allocate_lock()
-                done.acquire()  # taken now: the acquire below returns once the leader releases it
+        if alone:  # the writer idle and nothing queued: a group of this one, led at once
+            try:
+                self._commit([slot])
+            except BaseException as exc:  # the commit failed: nothing of it is written
+                slot.error = exc
+            self._hand_on(())  # the lead to whoever queued meanwhile
+            if slot.error is not None:
+                raise slot.error
+            return slot.result
         if not slot.lead:
             done.acquire()
         if slot.lead:  # arrived first, or handed the lead when the group before it committed
@@ -193,7 +209,7 @@ class GroupCommit:
 
     def _forked(self) -> None:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
-        self._queue, self._busy, self._pid = [], False, os.getpid()
+        self._queue, self._busy, self._pid, self._waiting = [], False, os.getpid(), 0
         self._detached, self._armed, self._flusher, self._kept = 0, False, None, {}
 
     def read_kept(self, sql: str, key: str, readers: SqliteConnections) -> Any:
@@ -245,6 +261,7 @@ class GroupCommit:
             else:
                 group = [slot for slot in queue if not slot.detached]
                 self._queue = [slot for slot in queue if slot.detached]
+            self._waiting = 0  # each case above takes every waiting caller's operation
         try:
             self._commit(group)
         except BaseException as exc:  # the commit failed: nothing of the group is written
@@ -256,12 +273,12 @@ class GroupCommit:
         """The lead to the first caller waiting, the group's callers released."""
         with self._lock:
             queue = self._queue
-            heir = next((slot for slot in queue if slot.done is not None), None) if queue else None
+            heir = next((slot for slot in queue if slot.done is not None), None) if self._waiting else None
             if heir is not None:
                 heir.lead = True
                 _wake(heir)
             self._busy = heir is not None
-            if self._detached:
+            if self._detached and group:
                 self._detached -= sum([slot.detached for slot in group])
             # Only deferred operations queued behind the group: the flusher commits them
             # unless another caller's write takes them first; the leader's caller goes on.
