@@ -36,6 +36,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "_extras": 0,
     "_loader": 0,
     "_version": 0,
+    "_epoch": 0,
     # 1: provider formats in, tool specs and the catalog
     "parse": 1,
     "catalog": 1,

@@ -167,3 +167,33 @@ def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
             assert [o.data for o in ok_large.nodes.values()] == list(range(220))
             per_node = min(per_node, (large - small) / 200)
     assert per_node <= 14, per_node
+
+
+class _Asked(dict[Any, Any]):
+    """A dict that counts the lookups made through ``get``."""
+
+    asked = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        type(self).asked += 1
+        return super().get(key, default)
+
+
+def test_a_plain_nodes_entry_is_checked_once_per_plan_and_tool() -> None:
+    """The run's resolution of a node's tool and the precompiled entry built for it are looked up
+    once per plan and tool (``pipeline/fast_nodes.py``: the entry kept for the plan while
+    ``actionspace._epoch.EPOCH`` stays where it was checked), not once per node (1 each before)."""
+    with _runtime() as rt:
+        run_id = rt.new_run()
+        rt.run_plan(_plan(5), run_id=run_id)  # resolves the tool, builds its entry
+        run = rt.engine.run(run_id)
+        run.resolved = _Asked(run.resolved)
+        fast = rt.engine.fast
+        fast._entries = _Asked(fast._entries)
+        counts = []
+        for n in (20, 220):
+            _Asked.asked = 0
+            result = rt.run_plan(_plan(n), run_id=run_id)
+            assert result.status == "ok" and [o.data for o in result.nodes.values()] == list(range(n))
+            counts.append(_Asked.asked)
+    assert counts[1] - counts[0] == 0, counts  # 400 while each node checked its entry

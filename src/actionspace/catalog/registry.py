@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
+from actionspace._epoch import bump
 from actionspace.catalog.spec import Lifecycle, ToolSpec
 from actionspace.errors import DuplicateToolError, UnknownToolError
 
@@ -38,6 +39,7 @@ class Catalog:
             self._specs[spec.key] = spec
             self._order.setdefault(spec.name, []).append(spec.version)
             self.generation += 1
+            bump()  # a kept precompiled entry is checked again
         for listener in self._listeners:
             listener(spec)
         return spec
@@ -100,6 +102,7 @@ class Catalog:
             spec = spec.evolve(lifecycle=lifecycle, deprecated_by=deprecated_by or spec.deprecated_by)
             self._specs[key] = spec
             self.generation += 1
+            bump()  # a kept precompiled entry is checked again
         for listener in self._listeners:
             listener(spec)
         return spec
@@ -124,6 +127,7 @@ class Catalog:
             if not order:
                 del self._order[spec.name]
             self.generation += 1
+            bump()  # a kept precompiled entry is checked again
         for listener in self._listeners:
             listener(spec)
         return spec

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace._canonical import clip_middle, digest_json
+from actionspace._epoch import bump
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import safe_suggestions
@@ -127,6 +128,7 @@ class RunState:
             elif self.explicit_offer and disclosure == self.disclosure:
                 return
             self.explicit_offer, self.disclosure = True, disclosure
+            bump()  # a kept precompiled entry is checked again (pipeline/fast_nodes.py)
             self.offer_base, self.offer = self.offer, secrets.token_hex(8)
             self.pinned_here = set()  # the offer's pins replace them
             self.own_offer = self.offer
@@ -193,6 +195,7 @@ class RunState:
             self.explicit_offer = bool(data.get("explicit_offer"))
             self.disclosure = bool(data.get("disclosure"))
             self.resolved = {}  # resolved again under the offer now in force
+            bump()
 
     def mark(self) -> tuple[Any, ...]:
         """Changes whenever :meth:`snapshot` would: compared at each flush, a tuple of ints.

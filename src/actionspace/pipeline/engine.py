@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from functools import reduce
 from typing import Any, Literal, TypeVar, overload
 
+from actionspace._epoch import bump
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
@@ -134,6 +135,7 @@ class Engine:
             return
         (self._late if after == "flow" else self._extra).append(stage)
         self._ordered = self.stages.ordered(self._extra, self._late)
+        bump()  # a precompiled entry kept for a plan's tool is checked again (pipeline/fast_nodes.py)
 
     def set_guard(self, guard: Any) -> None:
         """Budgets and the read cache admit calls last (None: neither applies)."""

@@ -25,6 +25,7 @@ from hashlib import sha256
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from actionspace._epoch import EPOCH
 from actionspace._json_values import unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
@@ -61,6 +62,7 @@ def plain_node(
     node_id: str,
     principal: Principal,
     rec: Recorder,
+    kept: dict[str, tuple[Entry, int]] | None = None,
 ) -> Observation | Coroutine[Any, Any, Observation] | None:
     """The node's observation, or a coroutine giving it once the tool answered; None (nothing
     recorded) when the call does not qualify and the caller takes :meth:`Engine.anode`.
@@ -68,36 +70,22 @@ def plain_node(
     ``Engine.plain_node`` is this function itself (no forwarding frame per node): the engine's
     precompiled path, stages, executor and artifact store are read here, on every call, so a
     stage added mid-plan is seen by the next node. ``rec.call_id`` is the node's call id;
-    ``arguments`` is the call's own copy.
+    ``arguments`` is the call's own copy. ``kept``: the plan's entries by tool, each with the
+    :data:`~actionspace._epoch.EPOCH` it was checked at, for one run and principal; an entry
+    kept at the current epoch is taken as it is (nothing it was decided from changed since).
     """
     fast = engine.fast
     if not fast.enabled or not name:
         return None
-    ordered = engine._ordered
-    # FastPath.entry's validity checks, read without its call (as FastPath.take reads them)
-    stages = fast.stages
-    hit = run.resolved.get(name)
-    entry = fast._entries.get((id(run), name)) if hit is not None else None
-    if (
-        entry is None
-        or run.disclosure
-        or hit is None
-        or hit[0] != stages.catalog.generation
-        or entry.spec is not hit[1]
-        or entry.run is not run
-        or entry.principal is not principal
-        or entry.policy is not stages.flow_policy
-        or entry.ordered is not ordered
-        or stages.guard is not None
-        or stages.cursor_key is not None
-    ):
-        entry = fast.entry(run, name, principal, ordered)
-        if entry is None:
+    got = kept.get(name) if kept is not None else None
+    if got is None or got[1] != EPOCH[0]:
+        got = _entry(engine, run, name, principal, kept)
+        if got is None:
             return None
+    entry = got[0]
     check = entry.check
     if (
-        entry.effects
-        or unfit_arguments(arguments) is not None  # the stages refuse it
+        unfit_arguments(arguments) is not None  # the stages refuse it
         # the schema's own check when it settles the arguments (FastPath.take's), else the tool's
         or not (entry.compiled.validator.is_valid if check is None else check)(arguments)
         or (
@@ -194,6 +182,43 @@ def plain_node(
         return _done(entry, call_id, node_id, arguments, label, None, rec, engine.artifacts, value)
     artifacts, executor = engine.artifacts, engine.executor
     return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
+
+
+def _entry(
+    engine: Engine, run: RunState, name: str, principal: Principal, kept: dict[str, tuple[Entry, int]] | None
+) -> tuple[Entry, int] | None:
+    """The valid entry of ``name`` without side effects, with the epoch read before it was
+    checked, kept in ``kept``; None: the call takes the stages (an entry with effects is never
+    kept, nor taken here)."""
+    epoch = EPOCH[0]  # before the checks: a change made while they run moves it past this value
+    fast = engine.fast
+    ordered = engine._ordered
+    # FastPath.entry's validity checks, read without its call (as FastPath.take reads them)
+    stages = fast.stages
+    hit = run.resolved.get(name)
+    entry = fast._entries.get((id(run), name)) if hit is not None else None
+    if (
+        entry is None
+        or run.disclosure
+        or hit is None
+        or hit[0] != stages.catalog.generation
+        or entry.spec is not hit[1]
+        or entry.run is not run
+        or entry.principal is not principal
+        or entry.policy is not stages.flow_policy
+        or entry.ordered is not ordered
+        or stages.guard is not None
+        or stages.cursor_key is not None
+    ):
+        entry = fast.entry(run, name, principal, ordered)
+        if entry is None:
+            return None
+    if entry.effects:
+        return None
+    got = (entry, epoch)
+    if kept is not None:
+        kept[name] = got
+    return got
 
 
 def _int_observation(

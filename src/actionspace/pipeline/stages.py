@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from actionspace._canonical import digest_json
+from actionspace._epoch import bump
 from actionspace._fast import fast_init
 from actionspace.approval.gate import Approvals, gate
 from actionspace.catalog.registry import Catalog
@@ -172,6 +173,12 @@ class Stages:
     cursors a paged tool mints are read back only in their own run and tool
     (:mod:`actionspace.observation.pagination`); such calls take the stages' path. None (the
     default): cursors are sealed under the process's key alone."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a field set anew (the flow policy, the guard, the cursor key): a precompiled entry kept
+        # for a plan's tool (pipeline/fast_nodes.py) is checked again before its next node
+        object.__setattr__(self, name, value)
+        bump()
 
     def ordered(self, extra: Sequence[Stage] = (), late: Sequence[Stage] = ()) -> list[Stage]:
         """resolve → authorize → validate → (stages) → approval → flow → (late stages) → budget/cache."""

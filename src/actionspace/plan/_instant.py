@@ -73,7 +73,7 @@ class Instant(NodeRunner):
             rec.call_id = f"{run.run_id}:{k}"
         engine = self.engine
         try:
-            obs = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec)
+            obs = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec, self.kept)
         except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
             self._buffer(rec)

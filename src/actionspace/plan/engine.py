@@ -92,9 +92,12 @@ class PlanEngine(Protocol):
         node_id: str,
         principal: Principal,
         rec: Recorder,
+        kept: dict[str, Any] | None = None,
     ) -> Observation | Coroutine[Any, Any, Observation] | None:
         """A plain node's call on the precompiled path; None (nothing recorded): take :meth:`anode`.
-        Called once per node, with positional arguments (no keyword parsing per node)."""
+        Called once per node, with positional arguments (no keyword parsing per node). ``kept``:
+        the plan's own, empty at its start: its tools' entries, checked once per tool while
+        nothing they were decided from changes (``actionspace._epoch``)."""
         ...
 
     def observe(

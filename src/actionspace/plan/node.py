@@ -67,6 +67,9 @@ class NodeRunner:
     pending_nodes: list[CompactNode]
     flushed_at: float
     _spare: Recorder | None
+    kept: dict[str, Any]
+    """The plan's tools' precompiled entries, each checked once while nothing they were decided
+    from changes (``Engine.plain_node``; this run and principal only)."""
     """An empty recorder the next plain node takes (a node that answered at once left it)."""
     _closed: bool
     """The plan ended: its scheduler flushed what it held and starts nothing more."""
@@ -103,7 +106,7 @@ class NodeRunner:
             rec.call_id = f"{run.run_id}:{k}"
         engine = self.engine
         try:
-            quick = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec)
+            quick = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec, self.kept)
         except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
             rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
             self._buffer(rec)

@@ -49,7 +49,6 @@ from actionspace.plan.ready import ReadyQueue
 from actionspace.policy.principal import Principal
 from actionspace.policy.stamped import Taken, taken
 from actionspace.trace.events import CompactNode, EventRecord
-from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
 __all__ = ["FLUSH_RECORDS", "FLUSH_S", "CancelScope", "Scheduler", "ToolLimit", "running_plans"]
@@ -136,7 +135,8 @@ class Scheduler(Driver):
         self.pending: list[EventRecord] = []
         self.pending_nodes: list[CompactNode] = []
         self.flushed_at = time.monotonic()
-        self._spare: Recorder | None = None
+        self._spare = None
+        self.kept = {}
         self._closed = False
         self._waits: set[str] = set()
 
