@@ -73,9 +73,9 @@ def test_the_same_saved_state_resumed_twice_sends_the_write_once(
     path = tmp_path / "as.db"
     rt = shop_on(path, charges)
     other = shop_on(path, charges) if elsewhere else rt
-    saved = asyncio.run(saved_approval(rt, run_id))
     if elsewhere and run_id is not None:
         assert other.run_state(run_id).turn == 0  # a worker that has the run open already
+    saved = asyncio.run(saved_approval(rt, run_id))
 
     first = asyncio.run(resume(rt, run_id, saved))  # sends the charge, then "crashes": state not saved
     second = asyncio.run(resume(other, run_id, saved))

@@ -8,10 +8,12 @@ trace); the model reads the ``render-v2`` text of the observation, errors includ
 Approvals use the SDK's own tool approval: a tool that ``requires_approval`` (or has
 ``high_risk_args``) is declared ``needs_approval``, so the run stops with
 ``result.interruptions``; ``state.approve(item)`` / ``state.reject(item)`` and ``Runner.run(agent,
-state)`` resume it. When the approved call reaches actionspace the request it files is approved in
-``rt.approvals`` as ``approver`` and the call runs — bound to its exact arguments, as ever. A call
-held without the SDK having asked (a flow policy asking to declassify) comes back to the model as
-``needs_approval``; decide it in ``rt.approvals`` or the console.
+state)`` resume it. When the SDK asks, the call is held at actionspace's approval gate, its request
+filed for the tool as defined then; when the approved call reaches actionspace that request is
+approved in ``rt.approvals`` as ``approver`` and the call runs — bound to its exact arguments and
+that definition (adapters/_openai_asked.py: a tool defined again before the resume is held again).
+A call held without the SDK having asked (a flow policy asking to declassify) comes back to the
+model as ``needs_approval``; decide it in ``rt.approvals`` or the console.
 
     tools = governed_tools(rt, run_id="conv-1")
     agent = Agent(name="ops", model=..., tools=tools)
@@ -27,6 +29,7 @@ from the store.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
 from collections import OrderedDict
@@ -34,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from actionspace.adapters._bridge import FIRST, Bridge, FrameworkRuns, Occurrence, held_request, require
+from actionspace.adapters._openai_asked import approves, asked, mark_of
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ConfigurationError
 from actionspace.parse import user_text
@@ -41,7 +45,7 @@ from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 
 if TYPE_CHECKING:
-    from agents import Tool
+    from agents import RunContextWrapper, Tool
     from agents.tool_context import ToolContext
 
 __all__ = ["governed_tools", "tools_of"]
@@ -88,7 +92,9 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
                 params_json_schema=offered.parameters,
                 on_invoke_tool=_invoker(runs, responses, offered.name, as_named),
                 strict_json_schema=False,
-                needs_approval=bool(spec.requires_approval or spec.high_risk_args),
+                needs_approval=_asker(runs, responses, offered.name)
+                if spec.requires_approval or spec.high_risk_args
+                else False,
             )
         )
     return out
@@ -97,15 +103,47 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
 def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         bridge = _bridge_of(runs, ctx)
-        occurrence = responses.occurrence(ctx, bridge.session.run_id)
-        obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id, occurrence=occurrence)
-        request_id = held_request(obs)
-        if request_id is not None and ctx.is_tool_approved(as_named, ctx.tool_call_id):
+        call_id = ctx.tool_call_id
+        occurrence = responses.occurrence(ctx, bridge.session.run_id, call_id)
+        obs = await bridge.acall(name, arguments or "{}", call_id, occurrence=occurrence)
+        sdk_run = _sdk_run(ctx)
+        for _ in range(_SETTLES):
+            request_id = held_request(obs)
+            if request_id is None or not ctx.is_tool_approved(as_named, call_id):
+                break
+            always = bool(ctx.is_tool_approved(as_named, _NO_CALL))  # approved for every call
+            if not approves(bridge, request_id, sdk_run, call_id, always=always):
+                break  # not the request the SDK asked about (the tool changed since): held again
             bridge.settle(request_id, approved=True)
-            obs = await bridge.acall(name, arguments or "{}", ctx.tool_call_id, occurrence=occurrence)
+            obs = await bridge.acall(name, arguments or "{}", call_id, occurrence=occurrence)
         return bridge.text(obs)
 
     return invoke
+
+
+_NO_CALL = "\x00no call"
+"""A call id no provider mints: the SDK approves it only by an approval of every call of a tool."""
+
+_SETTLES = 3
+"""How many requests one approved call settles: an identical call of its response may be held on
+the request the first consumes, then on one of its own (each is a request of the same call)."""
+
+
+def _asker(runs: FrameworkRuns, responses: _Responses, name: str) -> Any:
+    """The tool's ``needs_approval``: always, once the call is held in actionspace on the request
+    the person's answer will decide (adapters/_openai_asked.py)."""
+
+    async def needs_approval(ctx: RunContextWrapper[Any], arguments: dict[str, Any], call_id: str) -> bool:
+        try:
+            bridge = _bridge_of(runs, ctx)
+            occurrence = responses.occurrence(ctx, bridge.session.run_id, call_id)
+            mark = mark_of(_sdk_run(ctx), call_id)
+            await asyncio.to_thread(asked, bridge, name, arguments, call_id, mark, occurrence)
+        except Exception:  # the person is asked all the same; unmarked, the answer runs nothing held
+            pass
+        return True
+
+    return needs_approval
 
 
 _RESPONSES: weakref.WeakKeyDictionary[Runtime, _Responses] = weakref.WeakKeyDictionary()
@@ -143,11 +181,10 @@ class _Responses:
         self._runs: OrderedDict[str, dict[str, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def occurrence(self, ctx: ToolContext[Any], run_id: str) -> Occurrence:
-        """Where the call of ``ctx`` stands among the identical calls of its response, in
-        actionspace run ``run_id``."""
+    def occurrence(self, ctx: RunContextWrapper[Any], run_id: str, call_id: str) -> Occurrence:
+        """Where call ``call_id`` of the SDK run of ``ctx`` stands among the identical calls of its
+        response, in actionspace run ``run_id``."""
         invocations = getattr(ctx, "_tool_invocations", None)
-        call_id = ctx.tool_call_id
         if not isinstance(invocations, Mapping) or call_id not in invocations:
             return FIRST
         key = f"{run_id}:{next(iter(invocations))}"  # the SDK run, as _bridge_of names it
@@ -177,7 +214,15 @@ def _fingerprint(invocations: Mapping[str, Any], call_id: str) -> str:
     return fingerprint if isinstance(fingerprint, str) else f"call:{call_id}"
 
 
-def _bridge_of(runs: FrameworkRuns, ctx: ToolContext[Any]) -> Bridge:
+def _sdk_run(ctx: RunContextWrapper[Any]) -> str:
+    """The SDK run of ``ctx``, named by its first tool call id ("" when it keeps none)."""
+    invocations = getattr(ctx, "_tool_invocations", None)
+    if not isinstance(invocations, Mapping) or not invocations:
+        return ""
+    return str(next(iter(invocations)))
+
+
+def _bridge_of(runs: FrameworkRuns, ctx: RunContextWrapper[Any]) -> Bridge:
     """The bridge of the SDK run ``ctx`` belongs to, named by its first tool call id.
 
     The SDK keeps every call id of a run, in order, with whether it completed, in the run's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -38,8 +39,10 @@ def unwrapped(code: Any) -> Any:
         return code
 
 
-_PARAMETERS: dict[Any, frozenset[str]] = {}
-"""Parameter names by plain function (a bound method is looked up by its function)."""
+_PARAMETERS: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+"""Parameter names by plain function (a bound method is looked up by its function), while the
+function lives: a cache every runtime shares keeps no tool's function (nor what it closes over)
+alive past its runtime."""
 
 
 def accepts(fn: Callable[..., Any] | None, name: str) -> bool:

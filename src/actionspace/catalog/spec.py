@@ -192,7 +192,7 @@ def schema_hash(schema: Mapping[str, Any]) -> str:
     return found
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, weakref_slot=True)  # for catalog/_by_spec.py
 class ToolSpec:
     """One version of one tool. Identified by ``name@version``; immutable once registered."""
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from actionspace._canonical import clip_middle, digest_json
 from actionspace._epoch import bump
+from actionspace.catalog._by_spec import BySpec
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.candidates import safe_suggestions
@@ -37,9 +38,9 @@ Pin = tuple[str, str, str]
 hash is ``""`` in a pin stored before it was kept (a run of the earlier two-element form): such a
 pin is judged by its version and schema hash alone until the run pins the tool again."""
 
-_HASHES: dict[int, tuple[ToolSpec, str]] = {}
-"""id(spec) → (spec, its definition hash): an agent loop offers the same specs every turn (held
-for the check of the identity, emptied past 65 536 specs)."""
+_HASHES: BySpec[str] = BySpec(65_536)
+"""Each live spec's definition hash: an agent loop offers the same specs every turn (a spec no
+runtime holds any more is not kept, nor its functions)."""
 
 
 @dataclass(slots=True, weakref_slot=True)
@@ -377,9 +378,9 @@ def definition_hash(spec: ToolSpec) -> str:
     """Hash of everything shown of ``spec`` (to the model, and to a person approving a call):
     description, summary, schemas, examples, effect, risk, reversibility, the contract, the
     approval rule and the output labels; not its version label."""
-    hit = _HASHES.get(id(spec))
-    if hit is not None and hit[0] is spec:
-        return hit[1]
+    hit = _HASHES.get(spec)
+    if hit is not None:
+        return hit
     shown = full_definition(spec)
     del shown["version"]
     labels = spec.labels
@@ -400,9 +401,7 @@ def definition_hash(spec: ToolSpec) -> str:
         except (TypeError, ValueError, RecursionError):  # an integer too long to print, say
             encoded = b"k" + repr((spec.schema_hash, spec.description, spec.effect, spec.risk)).encode()
     found = hashlib.sha256(encoded).hexdigest()[:16]
-    if len(_HASHES) >= 65_536:
-        _HASHES.clear()
-    _HASHES[id(spec)] = (spec, found)
+    _HASHES.put(spec, found)
     return found
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -16,6 +16,7 @@ import jsonschema_rs
 from pydantic import ValidationError
 
 from actionspace._json_values import TOO_COSTLY, unfit_arguments
+from actionspace.catalog._by_spec import BySpec
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
@@ -101,21 +102,27 @@ _VALIDATORS: dict[str, Any] = {}
 """Compiled JSON Schema validators by schema hash (immutable, shared by every runtime)."""
 
 
-_COMPILED: dict[int, CompiledTool] = {}
-"""Recently compiled tools by the id of their (immutable) spec: a spec registered again, as every
-fresh runtime of an evaluation does with the same tools, is not compiled again."""
+_COMPILED: BySpec[tuple[Any, ...]] = BySpec()
+"""What each live spec compiled to, all but the spec (:class:`CompiledTool`'s other fields, in
+order): a spec registered again, as every fresh runtime of an evaluation does with the same tools,
+is not compiled again, and a spec no runtime holds any more is not kept, nor its functions."""
 
 
 def compile_tool(spec: ToolSpec) -> CompiledTool:
     """Compile a spec's schema and markers. Raises ConfigurationError on an invalid schema."""
-    compiled = _COMPILED.get(id(spec))
-    if compiled is not None and compiled.spec is spec:  # the entry holds the spec, so ids stay unique
-        return compiled
+    parts = _COMPILED.get(spec)
+    if parts is not None:
+        return CompiledTool(spec, *parts)
     compiled = _compile(spec)
-    if len(_COMPILED) >= 4096:
-        _COMPILED.clear()
-    _COMPILED[id(spec)] = compiled
+    _COMPILED.put(spec, _parts(compiled))
     return compiled
+
+
+def _parts(compiled: CompiledTool) -> tuple[Any, ...]:
+    return tuple(getattr(compiled, name) for name in _AFTER_SPEC)
+
+
+_AFTER_SPEC = tuple(f.name for f in fields(CompiledTool))[1:]
 
 
 def _compile(spec: ToolSpec) -> CompiledTool:
