@@ -264,8 +264,7 @@ class SqliteRunStateStore(SqliteNodeBlocks):
 
     A save returns once on disk; it shares the file's writer (and its fsync) with the ledger.
     :meth:`save_later` returns at once: the snapshot is one of the writer's deferred operations,
-    committed within its linger, unless a newer snapshot of the run was saved meanwhile.
-    """
+    committed within its linger, unless a newer snapshot of the run was saved meanwhile."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
         from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
