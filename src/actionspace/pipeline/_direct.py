@@ -365,15 +365,18 @@ def direct_caller(messages: Messages) -> Quick:
                                     now,
                                     digest,
                                 )
-                                lock = kept[3]
-                                lock.acquire()
-                                try:
+                                # Without the store's lock once the run has a next number: the
+                                # number is read and raised with no call between (no switch of
+                                # threads under the GIL, and ints run no code), before the record
+                                # goes in, so no reader sees the record under a lower number.
+                                nexts = kept[4]
+                                rid = run.run_id
+                                if rid in nexts:
+                                    if obs_seq >= nexts[rid]:
+                                        nexts[rid] = obs_seq + 1
                                     kept[2].append(record)
-                                    nexts = kept[4]
-                                    if obs_seq >= nexts.get(run.run_id, 0):
-                                        nexts[run.run_id] = obs_seq + 1
-                                finally:
-                                    lock.release()
+                                else:  # the run's first number: set under the store's lock
+                                    store.append_kept(rid, record)
                             else:
                                 index = store.shape_index(entry.shape)
                                 record = (

@@ -117,7 +117,7 @@ class MemoryTraceStore:
             calls.append(kept)
             if records:
                 self._add(run_id, records)
-            if top > self._next.get(run_id, 0):
+            if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
     def shape_index(self, shape: CallShape) -> int:
@@ -141,7 +141,7 @@ class MemoryTraceStore:
                 calls = self._calls[run_id] = []
                 self._runs.setdefault(run_id, [])
             calls.append(kept)
-            if top > self._next.get(run_id, 0):
+            if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
     def call_log(self, run_id: str) -> tuple[list[tuple[Any, ...]], threading.Lock, dict[str, int]]:
@@ -149,7 +149,12 @@ class MemoryTraceStore:
         lock, the next number of each run). Holding the lock, a caller may append a kept record
         and raise the run's next number past its observation's as :meth:`append_kept` does, without
         a call of its own (pipeline/_direct.py, once per run and tool). The list is the run's for
-        the store's life: it is made here when the run has none yet, and never replaced."""
+        the store's life: it is made here when the run has none yet, and never replaced. Once the
+        run has a next number, pipeline/_direct.py raises it and then appends without the lock: a
+        number is never removed and only ever raised, every list change here is one C call, and
+        readers copy the list in one (``_snapshot``); the writers here, too, read and raise a number
+        with no call between (a call's return is where 3.11 may switch threads), so the unlocked
+        raise and theirs cannot undo each other: keep these so when changing this store."""
         with self._lock:
             calls = self._calls.get(run_id)
             if calls is None:
@@ -193,7 +198,7 @@ class MemoryTraceStore:
                 self._pack_nodes(run_id, kept)
             if records:
                 self._add(run_id, records)
-            if top > self._next.get(run_id, 0):
+            if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
     def _pack_nodes(self, run_id: str, kept: list[tuple[Any, ...]]) -> None:
@@ -214,7 +219,7 @@ class MemoryTraceStore:
         top = records[-1][0] + 1
         with self._lock:
             self._add(run_id, records)
-            if top > self._next.get(run_id, 0):
+            if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
     def _add(self, run_id: str, records: Sequence[EventRecord]) -> None:
@@ -243,8 +248,9 @@ class MemoryTraceStore:
                 self._refuse_repeats(run_id, records)
             for run_id, records in by_run.items():
                 self._add(run_id, records)
-                if records[-1][0] + 1 > self._next.get(run_id, 0):
-                    self._next[run_id] = records[-1][0] + 1
+                top = records[-1][0] + 1
+                if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
+                    self._next[run_id] = top
 
     def _refuse_repeats(self, run_id: str, records: Sequence[EventRecord]) -> None:
         """Raise ``ValueError`` when ``records`` (sorted) repeat a seq; the stored seqs are read
