@@ -1,7 +1,7 @@
 """A stdio server that answers calls with broken JSON-RPC (``test_w16_hostile_ids_program.py``): an
 answer twice, without an id or with a null one, a notification or a request where the answer should
-be, a result that is not an object. Each call ends typed and on time (a write that got no usable
-answer ``unknown_commit``, sent once), and the session serves the next call."""
+be, a result that is not an object, a line left unended. Each call ends typed and on time (a write that
+got no usable answer ``unknown_commit``, sent once), and the session serves the next call."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from actionspace.adapters.mcp_client import StdioServer
 from actionspace.catalog.spec import NO_RETRY
 
 PROGRAM = str(Path(__file__).resolve().parent / "test_w16_hostile_ids_program.py")
-UNANSWERED = ("no_id", "null_id", "notice", "request_same_id", "bare_result", "trickle")
+UNANSWERED = ("no_id", "null_id", "notice", "request_same_id", "trickle")
 """Calls that never get an answer this client can take: they end at their timeout."""
+MALFORMED = ("bare_result", "result_and_error")
+"""Calls answered against the protocol: a result that is a string; a result and an error together."""
 TIMEOUT_S = 1.0
 LATEST_S = 30.0
 """Far beyond the timeout on any machine: a call that takes longer hangs."""
@@ -27,11 +29,14 @@ LATEST_S = 30.0
 
 @pytest.fixture(scope="module")
 def rt() -> Iterator[Runtime]:
-    # a read retried on its timeout: the one answer a cut-off line garbles is asked again (see trickle)
-    options: dict[str, dict[str, Any]] = {"ok": {"timeout_s": 10.0}}
+    # never retried: an answer glued to the unended line a cancelled call left must be read the first time
+    options: dict[str, dict[str, Any]] = {"ok": {"timeout_s": LATEST_S, "retry": NO_RETRY}}
     for kind in UNANSWERED:
         options[kind] = {"timeout_s": TIMEOUT_S, "retry": NO_RETRY}
         options[f"{kind}_write"] = {"timeout_s": TIMEOUT_S}
+    for kind in MALFORMED:  # a timeout far past LATEST_S: a call ending at it fails _call's bound
+        options[kind] = {"timeout_s": 4 * LATEST_S, "retry": NO_RETRY}
+        options[f"{kind}_write"] = {"timeout_s": 4 * LATEST_S}
     runtime = Runtime("memory://", recover_on_start=False)
     server = StdioServer(
         sys.executable,
@@ -62,10 +67,8 @@ def test_a_call_without_a_usable_answer_ends_at_its_timeout_typed(rt: Runtime, k
     read = _call(rt, kind)
     assert read.error is not None and read.error.category == "transient", read.error
     assert read.error.recovery
-    if kind == "trickle":
-        # a read only. The cancelled call leaves its line unended: the server's next answer, written
-        # after it, is one junk line and lost; the "ok" above was asked again and answered.
-        return
+    # for trickle: the cancelled call leaves its line unended, and the "ok" answer written after it
+    # is glued to that junk; it is read whole, the first time (ok is never retried)
     write = _call(rt, f"{kind}_write")
     assert write.error is not None and write.error.category == "unknown_commit", write.error
     (entry,) = [e for e in rt.ledger.list() if e.tool.startswith(f"{kind}_write@")]
@@ -80,8 +83,14 @@ def test_an_answer_sent_twice_or_under_its_id_as_a_string_is_taken_once(rt: Runt
     assert obs.data == "fine"
 
 
-@pytest.mark.parametrize("name", ["result_and_error", "result_and_error_write"])
-def test_an_answer_holding_a_result_and_an_error_is_an_error_never_retried(rt: Runtime, name: str) -> None:
-    obs = _call(rt, name)
-    assert obs.error is not None and obs.error.category == "unclassified", obs.error
-    assert not obs.error.retryable
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_an_answer_against_the_protocol_is_malformed_at_once_never_retried(rt: Runtime, kind: str) -> None:
+    read = _call(rt, kind)
+    assert read.error is not None and read.error.category == "permanent", read.error
+    assert read.error.vendor_code == "jsonrpc:-32091" and read.error.details["error"] == "malformed_answer"
+    assert read.error.recovery and not read.error.retryable
+    write = _call(rt, f"{kind}_write")
+    assert write.error is not None and write.error.category == "unknown_commit", write.error
+    # answered at once and refused, not at its timeout: _call bounds it to a quarter of that
+    (entry,) = [e for e in rt.ledger.list() if e.tool.startswith(f"{kind}_write@")]
+    assert entry.attempts == 1 and entry.state == "unknown_commit"  # never sent twice

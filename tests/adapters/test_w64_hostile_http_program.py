@@ -6,7 +6,8 @@ misbehaves per tool: ``ok`` / ``ok_write`` answer; ``huge_json`` / ``huge_sse`` 
 megabytes (a chunked body, no length); ``spaces_json`` sends whitespace forever; ``keepalive_sse``
 sends keep-alive comments forever; ``stall`` sends its headers, then nothing; ``gzip_json`` /
 ``gzip_sse`` send about 10 GB of zeros as ``Content-Encoding: gzip``; ``wrong_id`` / ``wrong_id_sse``
-answer another request id; ``bad_utf8`` answers invalid UTF-8; ``cut`` closes the connection mid-answer;
+answer another request id; ``bad_utf8`` answers invalid UTF-8; ``both`` / ``both_sse`` answer with a
+result and an error; ``cut`` closes the connection mid-answer;
 ``error_bomb`` answers status 500 with a gzip bomb as its JSON body; ``error_json`` answers status 400
 with a JSON-RPC ``invalid params`` error.
 A ``*_write`` twin is a write tool. Every call is noted, one name a line, in the file ``$W64_NOTES``,
@@ -37,6 +38,8 @@ _HOSTILE = (
     "wrong_id",
     "wrong_id_sse",
     "bad_utf8",
+    "both",
+    "both_sse",
     "cut",
     "error_bomb",
     "error_json",
@@ -151,6 +154,13 @@ async def _call(reply: _Reply, rid: Any, name: str, args: dict[str, Any]) -> Non
     elif kind == "bad_utf8":
         body = json.dumps(_answer(rid, "@")).encode().replace(b"@", b"caf\xc3\x28 \xff\xfe")
         await reply.whole("200 OK", body)
+    elif kind in ("both", "both_sse"):  # JSON-RPC allows a result or an error, never both
+        both = json.dumps({**_answer(rid, "both"), "error": {"code": 1, "message": "both"}}).encode()
+        if kind == "both":
+            await reply.whole("200 OK", both)
+        else:
+            event = b"event: message\ndata: " + both + b"\n\n"
+            await reply.whole("200 OK", event, content_type="text/event-stream")
     elif kind == "cut":
         await reply.chunked("application/json")
         await reply.chunk(b'{"jsonrpc": "2.0", "id": ')

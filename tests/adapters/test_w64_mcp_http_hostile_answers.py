@@ -116,7 +116,7 @@ def test_an_sse_answer_within_the_bound_is_taken_whole_as_over_stdio(rt: Runtime
     assert obs.complete is False and obs.artifact_ref is not None
 
 
-@pytest.mark.parametrize("tool", ["wrong_id", "wrong_id_sse", "bad_utf8"])
+@pytest.mark.parametrize("tool", ["wrong_id", "wrong_id_sse", "bad_utf8", "both", "both_sse"])
 def test_an_answer_for_another_id_or_not_json_ends_a_read_at_once_as_permanent(
     rt: Runtime, notes: Path, tool: str
 ) -> None:
@@ -129,7 +129,9 @@ def test_an_answer_for_another_id_or_not_json_ends_a_read_at_once_as_permanent(
     assert_still_serving(rt)
 
 
-@pytest.mark.parametrize("tool", ["wrong_id_write", "wrong_id_sse_write", "bad_utf8_write"])
+@pytest.mark.parametrize(
+    "tool", ["wrong_id_write", "wrong_id_sse_write", "bad_utf8_write", "both_write", "both_sse_write"]
+)
 def test_a_malformed_answer_to_a_write_is_unknown_commit_at_once_and_never_resent(
     rt: Runtime, notes: Path, tool: str
 ) -> None:

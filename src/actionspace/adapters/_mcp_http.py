@@ -11,8 +11,9 @@ and a connection cut mid-answer ends the whole session. Here:
 * an answer (a JSON body, decoded, or one SSE event) over :data:`MAX_MESSAGE_BYTES` ends its
   request at once with ``RESULT_TOO_LARGE``, and the rest is never read; so does one holding
   more JSON objects and arrays than ``_mcp_bounds`` takes, before it is parsed;
-* an answer that is not JSON-RPC (invalid UTF-8, bad JSON) or that names another request id ends
-  its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
+* an answer that is not JSON-RPC (invalid UTF-8, bad JSON), that holds both a result and an error
+  (``_mcp_answers``) or that names another request id ends its request at once with
+  ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
 * the JSON body of an error status is read within the same bound (the SDK reads it whole);
 * a body's content coding is undone here (``_mcp_codings``), not by the HTTP library: ``gzip``,
   ``deflate`` (zlib-wrapped or raw) and ``identity``, inflated in bounded pieces as the answer is read,
@@ -76,6 +77,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from actionspace.adapters._mcp_answers import holds_both
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
 from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES  # noqa: F401 - importable here too
@@ -180,6 +182,9 @@ class _BoundedTransport(ResumingTransport):
                 read_stream_writer, request_id, f"not a JSON-RPC message: {exc.errors()[:1]}"
             )
             return
+        if holds_both(body, message):
+            await self._malformed(read_stream_writer, request_id, "it holds both a result and an error")
+            return
         await self._deliver(message, read_stream_writer, request_id)
 
     async def _handle_sse_response(self, response: httpx2.Response, ctx: RequestContext) -> None:
@@ -217,6 +222,10 @@ class _BoundedTransport(ResumingTransport):
             message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
         except ValidationError as exc:
             said = f"an event that is not a JSON-RPC message: {exc.errors()[:1]}"
+            await self._malformed(read_stream_writer, original_request_id, said)
+            return True
+        if holds_both(sse.data, message):
+            said = "an event holding both a result and an error"
             await self._malformed(read_stream_writer, original_request_id, said)
             return True
         if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):

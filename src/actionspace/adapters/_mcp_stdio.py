@@ -7,6 +7,11 @@ for minutes, and every other call to that server waits. Here a line is gathered 
 its end and answered, for the request it names, with a ``RESULT_TOO_LARGE`` error
 (``_mcp_errors``), so the call ends at once as a typed error instead of at its timeout. So is a
 line holding more JSON objects and arrays than ``_mcp_bounds`` takes, before it is parsed.
+A line the types refuse is looked at again (``_mcp_answers``): an answer whose ``result`` is not an
+object, or one holding both a result and an error, ends the request it names with ``MALFORMED_ANSWER``
+at once (the SDK drops the first, so its call waits for its timeout); a message glued to junk (the
+rest of a line left unended, as by a call cancelled while its answer was being written: this buffer,
+not the SDK's, holds those bytes) is read whole from where it starts, the junk reported and dropped.
 A log message or a progress note (:data:`UNHEARD`) is dropped here: this client asks for neither
 (no logging callback, no progress token), and the SDK would spend a task, a second validation and
 a rendezvous on each before doing nothing with it (about 230 µs of wall time a notification,
@@ -35,8 +40,9 @@ from mcp.client.stdio import (
 )
 from mcp.shared.message import SessionMessage
 
+from actionspace.adapters._mcp_answers import answered_id, glued_starts, holds_both
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
-from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
+from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, RESULT_TOO_LARGE
 
 __all__ = ["MAX_MESSAGE_BYTES", "UNHEARD", "bounded_stdio_client"]
 
@@ -66,9 +72,7 @@ class _Lines:
                 yield self._refused(size)
             else:
                 self._buffer += chunk[start:end]
-                parsed = self._parsed(bytes(self._buffer))
-                if parsed is not None:
-                    yield parsed
+                yield from self._parsed(bytes(self._buffer))
             self._buffer.clear()
             start = end + 1
         rest = len(chunk) - start
@@ -85,18 +89,52 @@ class _Lines:
         said = f"the server's message of {size} bytes is larger than the {self._limit} taken"
         return _refusal(bytes(self._buffer[:_ID_WINDOW]), said, {"bytes": size})
 
-    def _parsed(self, line: bytes) -> SessionMessage | Exception | None:
-        """The message of one line, a refusal, or None for one the session would not act on."""
+    def _parsed(self, line: bytes) -> Iterator[SessionMessage | Exception]:
+        """The messages of one line: one, a refusal, junk and the message glued to it, or none for one
+        the session would not act on."""
         if too_structured(line):  # refused unparsed: parsing alone would take gigabytes
             said = f"the server's message holds more than {MAX_CONTAINERS} JSON objects and arrays"
-            return _refusal(line[:_ID_WINDOW], said, {"bytes": len(line), "limit_containers": MAX_CONTAINERS})
+            yield _refusal(line[:_ID_WINDOW], said, {"bytes": len(line), "limit_containers": MAX_CONTAINERS})
+            return
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError as exc:  # garbage on stdout: the session logs it and goes on
-            return exc
-        if isinstance(message, types.JSONRPCNotification) and message.method in UNHEARD:
-            return None
-        return SessionMessage(message)
+        except ValueError as exc:
+            yield from _unreadable(line, exc)
+            return
+        yield from _taken(line, message)
+
+
+def _taken(line: bytes, message: types.JSONRPCMessage) -> Iterator[SessionMessage]:
+    """The message read from ``line`` as the session gets it: as it is, as malformed, or not at all."""
+    answered = message.id if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) else None
+    if answered is not None and holds_both(line, message):
+        yield _malformed(answered, "it holds both a result and an error")
+    elif not (isinstance(message, types.JSONRPCNotification) and message.method in UNHEARD):
+        yield SessionMessage(message)
+
+
+def _unreadable(line: bytes, exc: ValueError) -> Iterator[SessionMessage | Exception]:
+    """A line the protocol's types refused: a malformed answer to the request it names, a message
+    glued to the junk before it (a line left unended), or garbage the session logs and goes on."""
+    request_id = answered_id(line)
+    if request_id is not None:
+        yield _malformed(request_id, "it is not a JSON-RPC answer (a result must be an object)")
+        return
+    for start in glued_starts(line):
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line[start:], by_name=False)
+        except ValueError:
+            continue
+        yield ValueError(f"{start} bytes of junk before a message on one line were dropped")
+        yield from _taken(line[start:], message)
+        return
+    yield exc
+
+
+def _malformed(request_id: int | str, said: str) -> SessionMessage:
+    """A ``MALFORMED_ANSWER`` answer to the request a server's malformed answer names."""
+    error = types.ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}")
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 def _refusal(head: bytes, said: str, data: dict[str, int]) -> SessionMessage | Exception:
