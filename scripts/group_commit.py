@@ -6,8 +6,9 @@
 Runs the bench's durable row (``rt.call`` of a ``write`` tool on a SQLite file, the
 ``durable_write_sqlite`` rows of ``actionspace bench``): first from one thread, then from
 ``--callers`` threads in rounds of one call each, as the bench's group row does. For each it
-prints the wall time per call, the groups the file's writer committed (``GroupCommit``: how many
-per call, how many operations each carried, how long each held the writer) and, per kind of
+prints the wall time and the process's CPU time (every thread) per call, the share of the wall
+the file's writer was held by each kind of group, the groups it committed (``GroupCommit``: how
+many per call, how many operations each carried, how long each held the writer) and, per kind of
 statement run inside a group, how long it took from its start to the start of the next one (the
 last, ``COMMIT``, until the group returned); times are medians unless marked. With several callers
 a statement's time includes waits to take the interpreter's lock back from the other callers'
@@ -110,8 +111,14 @@ def _runtime(home: Path) -> tuple[Runtime, str, list[ToolCall]]:
     return rt, rt.new_run(), calls
 
 
-def _report(label: str, calls: int, wall_ns: int, watch: Watch) -> None:
-    print(f"{label}: {wall_ns / calls / 1000:.0f} µs a call")
+def _report(label: str, calls: int, wall_ns: int, cpu_ns: int, watch: Watch) -> None:
+    cpu = f"{cpu_ns / calls / 1000:.0f} µs of process CPU a call"
+    print(f"{label}: {wall_ns / calls / 1000:.0f} µs a call, {cpu}")
+    held = {kind: sum(g[2] for g in watch.groups if g[1] == kind) for kind in KINDS}
+    shares = ", ".join(
+        f"{kind} {ns / wall_ns:.0%} ({ns / calls / 1000:.0f} µs a call)" for kind, ns in held.items()
+    )
+    print(f"  the writer held: {sum(held.values()) / wall_ns:.0%} of the wall; {shares}")
     for kind, what in KINDS.items():
         groups = [g for g in watch.groups if g[1] == kind]
         if groups:
@@ -143,14 +150,14 @@ def main(argv: list[str] | None = None) -> None:
             for label in ("one caller", f"{callers} callers"):
                 watch.clear()
                 base = 10**7 if label == "one caller" else 2 * 10**7
-                start = time.perf_counter_ns()
+                start, cpu = time.perf_counter_ns(), time.process_time_ns()
                 if label == "one caller":
                     for i in range(n):
                         call(base + i)
                 else:
                     for r in range(n // callers):
                         list(pool.map(call, range(base + r * callers, base + (r + 1) * callers)))
-                _report(label, n, time.perf_counter_ns() - start, watch)
+                _report(label, n, time.perf_counter_ns() - start, time.process_time_ns() - cpu, watch)
         rt.close()
 
 

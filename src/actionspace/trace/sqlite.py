@@ -34,6 +34,7 @@ from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace._payload_texts import PayloadTexts
+from actionspace.trace._sqlite_held import HELD_COLUMNS, insert_held
 from actionspace.trace._sqlite_runs import RUNS, RUNS_AFTER, TENANT_RUNS, TENANT_RUNS_AFTER, add_run_tenants
 from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
@@ -77,9 +78,6 @@ CREATE TABLE IF NOT EXISTS trace_claims (
 _NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?"
 _INSERT: Final = "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
-_CHUNKS: Final = (64, 16, 4, 1)
-"""Rows per INSERT of a deferred write (:func:`_insert_rows`); four texts the statement cache keeps."""
-_INSERT_ROWS: Final = {n: _INSERT + ", (?, ?, ?, ?, ?, ?)" * (n - 1) for n in _CHUNKS}
 _TOUCH_RUN: Final = """
 INSERT INTO trace_runs (run_id, started_at, last_at) VALUES (?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
@@ -159,9 +157,10 @@ class SqliteTraceStore:
             self._db.close()
             raise
         self._group = GroupCommit.open(self.path, busy_timeout_s=busy_timeout_s)
-        self._held: dict[str, list[tuple[str, float, str | None, str]]] = {}
-        """Per run, the encoded rows (kind, ts, call id, data) of the calls appended since the
-        writer's last transaction took them."""
+        self._held: dict[str, list[Any]] = {}
+        """Per run, the encoded rows of the calls appended since the writer's last transaction took
+        them, flat: kind, ts, call id, data, then the next row's (the statements' parameters as
+        they are bound, built by the appending threads, not while the writer is held)."""
         self._held_lock = threading.Lock()
         self._texts = PayloadTexts(encode_data)
 
@@ -193,21 +192,20 @@ class SqliteTraceStore:
             return
         self._db.check_open()
         ordered, text = sorted(records, key=_seq), self._texts.text
-        rows = [
-            (
+        values: list[Any] = []
+        for _, kind, ts, call_id, data in ordered:
+            values += (
                 kind if kind.isascii() else text_for_utf8(kind),
                 ts,
                 call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
                 text(data),  # a payload recorded by every call of a tool is encoded once
             )
-            for _, kind, ts, call_id, data in ordered
-        ]
         with self._held_lock:
             held = self._held.get(run_id)
             if held is None:
-                self._held[run_id] = rows
+                self._held[run_id] = values
             else:
-                held += rows
+                held += values
             if len(self._held) > 1 or held is not None:
                 return  # the operation writing them is deferred already
         self._group.defer(self._write_held)
@@ -217,10 +215,10 @@ class SqliteTraceStore:
         each run's numbered once after its last stored event (one read per run, not per call)."""
         with self._held_lock:
             held, self._held = self._held, {}
-        for run_id, rows in held.items():  # per run, in the order the calls appended them
+        for run_id, values in held.items():  # per run, in the order the calls appended them
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
-            _insert_rows(conn, [(run_id, base + i, *row) for i, row in enumerate(rows)])
-            stamps = [row[1] for row in rows]
+            insert_held(conn, run_id, base, values)
+            stamps = values[1::HELD_COLUMNS]
             conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
 
     def events(self, run_id: str) -> list[TraceEvent]:
@@ -465,16 +463,6 @@ class SqliteTraceReader:
                     f"{self.path} has schema version {value} (schema_version); this actionspace reads"
                     f" up to {SCHEMA_VERSION}; upgrade actionspace"
                 )
-
-
-def _insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` (of :data:`_INSERT`'s columns) in order, :data:`_CHUNKS` rows a statement: not one
-    statement a row, each a run of its own and a release of the interpreter's lock to take back."""
-    at = 0
-    for size in _CHUNKS:
-        while len(rows) - at >= size:
-            conn.execute(_INSERT_ROWS[size], [v for row in rows[at : at + size] for v in row])
-            at += size
 
 
 def _event(row: tuple[str, int, str, float, str | None, str]) -> TraceEvent:
