@@ -247,7 +247,7 @@ def test_a_request_the_sdk_asked_about_unmarked_runs_nothing_on_the_sdk_approval
     ]
 
 
-def test_a_call_rejected_in_the_sdk_never_runs_and_its_request_approves_nothing(tmp_path: Path) -> None:
+def test_a_call_rejected_in_the_sdk_never_runs_and_its_request_is_denied(tmp_path: Path) -> None:
     charges: Charges = []
     rt = Runtime(f"sqlite:///{tmp_path / 'as.db'}")
     define(rt, charges, how="Charge a card, in cents.")
@@ -261,5 +261,5 @@ def test_a_call_rejected_in_the_sdk_never_runs_and_its_request_approves_nothing(
 
     assert asyncio.run(run()).final_output == "done"
     assert charges == [] and rt.ledger.list() == []
-    [request] = rt.approvals.list()
-    assert request.status == "pending" and request.decided_by is None
+    [request] = rt.approvals.list(status=None)
+    assert request.status == "denied" and request.decided_by == "openai-agents"

@@ -18,6 +18,7 @@ from typing import Any
 from actionspace._extras import require
 from actionspace.adapters._identical import FIRST, Occurrence, OneAtATime, occurrences
 from actionspace.discovery.render import openai_chat_result, openai_responses_tools
+from actionspace.errors import ActionError
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.session import Session
@@ -25,6 +26,8 @@ from actionspace.types import Observation, ToolCall
 
 __all__ = [
     "FIRST",
+    "NO_ANSWER",
+    "NO_TURN",
     "Bridge",
     "FrameworkRuns",
     "Occurrence",
@@ -32,10 +35,27 @@ __all__ = [
     "held_request",
     "occurrences",
     "require",
+    "unsent",
 ]
 
 _ONE_AT_A_TIME = OneAtATime()
 """Identical calls of one message, of any bridge of the process, run one at a time."""
+
+
+NO_TURN = "the run's turn could not be begun"
+"""Why :func:`unsent`: the store failed while a framework run began its turn (saving the user's
+words); proposed again, the call begins the turn anew."""
+
+NO_ANSWER = "the person's answer could not be recorded"
+"""Why :func:`unsent`: the store failed while the answer given in the framework was recorded;
+proposed again, the call is held again (or runs, on an answer the store did take)."""
+
+
+def unsent(what: str, exc: Exception, name: str, call_id: str | None) -> Observation:
+    """What the model reads of a call the adapter could not take to the engine because the store
+    failed (``what``: :data:`NO_TURN`, :data:`NO_ANSWER`): ``transient``, nothing sent. An agent
+    framework ends its whole run on an exception from a tool."""
+    return Observation.failure(ActionError.unsent(what, exc), call_id=call_id or "", tool=name)
 
 
 def held_request(obs: Observation) -> str | None:
@@ -243,6 +263,14 @@ class FrameworkRuns:
         while len(self._runs) > self._keep:
             self._runs.popitem(last=False)
         return bridge
+
+    def run_of(self, key: str | None, *, run_key: str | None = None) -> str:
+        """The actionspace run framework run ``key`` acts in (``run_key`` as for :meth:`bridge`),
+        found without beginning a turn."""
+        if key is None or self._named:
+            return self._first.session.run_id
+        known = self._runs.get(key)
+        return known.session.run_id if known is not None else _run_id_of(run_key or key)
 
     def _derived(self, run_key: str) -> Bridge:
         first = self._first

@@ -15,35 +15,29 @@ held on only when that request is one the SDK asked about for this call, or a re
 same call (run, tool version, arguments, definition: identical calls of one response each hold
 on a request of their own once the first ran). A call held on any other request (the tool changed
 since: a request of its own, naming the earlier one) stays held: the model is told, and a person
-decides it in ``rt.approvals``.
+decides it in ``rt.approvals``. A call the person rejects in the SDK is never handed to the tool:
+:func:`refuse` denies the requests the SDK asked about for rejected calls only.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
 from actionspace.adapters._bridge import Bridge, Occurrence
+from actionspace.adapters._marks import marks, remember
+from actionspace.adapters._marks import refuse as refuse_marked
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.parse import parse
 from actionspace.pipeline.stages import CallInput, Draft
 from actionspace.trace.recorder import Recorder
 
-__all__ = ["ASKED", "approves", "asked", "mark_of"]
+__all__ = ["ASKED", "approves", "asked", "mark_of", "refuse"]
 
 ASKED: Final = "openai_agents_asked"
 """Key of a request's ``details`` listing the SDK calls (``<SDK run>:<call id>``) it was filed or
 found for when the SDK asked a person about them (newest last)."""
-
-_KEEP: Final = 64
-"""How many SDK calls a request remembers being asked about."""
-
-_SCAN: Final = 1000
-"""How many of the newest requests are read for one the SDK run asked about (``always_approve``)."""
-
-_MARKING = threading.Lock()
 
 
 def mark_of(sdk_run: str, call_id: str) -> str:
@@ -67,7 +61,7 @@ def asked(
     try:
         request_id = _hold(bridge, name, arguments, call_id, occurrence)
         if request_id is not None:
-            _remember(bridge, request_id, mark)
+            remember(bridge, request_id, ASKED, mark)
     except Exception:  # the SDK asks all the same; without the mark its approval decides nothing here
         return
 
@@ -114,22 +108,7 @@ def _hold(
 
 
 def _marks(request: ApprovalRequest | None) -> list[str]:
-    marks = request.details.get(ASKED) if request is not None else None
-    return [m for m in marks if isinstance(m, str)] if isinstance(marks, list) else []
-
-
-def _remember(bridge: Bridge, request_id: str, mark: str) -> None:
-    """Record on the pending request that the SDK asked about call ``mark``. The store compares
-    the status only, so the calls of this process that mark one request take turns."""
-    store = bridge.rt.approvals.store
-    with _MARKING:
-        request = store.get(request_id)
-        if request is None or request.status != "pending":
-            return
-        marks = [m for m in _marks(request) if m != mark] + [mark]
-        store.update(
-            request_id, ["pending"], request.evolve(details={**request.details, ASKED: marks[-_KEEP:]})
-        )
+    return marks(request, ASKED)
 
 
 def approves(bridge: Bridge, held: str, sdk_run: str, call_id: str, *, always: bool = False) -> bool:
@@ -151,15 +130,30 @@ def approves(bridge: Bridge, held: str, sdk_run: str, call_id: str, *, always: b
             return True
         if not always or now.definition is None:
             return False
-        recent = approvals.store.list(status=None, limit=_SCAN)
+        of_run = approvals.of_runs([now.run_id])  # the run's requests, however many others filed since
     except Exception:  # the store does not answer: the call stays held
         return False
     asked_here = f"{sdk_run}:"
     return any(
-        (request.run_id, request.tool, request.definition) == (now.run_id, now.tool, now.definition)
+        (request.tool, request.definition) == (now.tool, now.definition)
         and any(m.startswith(asked_here) for m in _marks(request))
-        for request in recent
+        for request in of_run
     )
+
+
+def refuse(
+    bridge: Bridge,
+    run_id: str,
+    name: str,
+    sdk_run: str,
+    decisions: Mapping[str, bool | None],
+    reasons: Mapping[str, str | None],
+) -> bool:
+    """Deny, as ``bridge.approver``, each pending request of run ``run_id`` for tool ``name`` that the
+    SDK asked about only for calls of SDK run ``sdk_run`` the person rejected there
+    (:func:`~actionspace.adapters._marks.refuse`; ``decisions`` and ``reasons`` by SDK call id). A
+    rejection of every call of another tool (``always_reject``) says nothing of this one's."""
+    return refuse_marked(bridge, run_id, ASKED, sdk_run, decisions, reasons, tool=name)
 
 
 def _alike(request: ApprovalRequest, now: ApprovalRequest) -> bool:

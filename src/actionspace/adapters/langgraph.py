@@ -50,11 +50,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from actionspace.adapters._bridge import (
     FIRST,
+    NO_ANSWER,
+    NO_TURN,
     Bridge,
     FrameworkRuns,
     Occurrence,
     _run_id_of,
     require,
+    unsent,
 )
 from actionspace.adapters._langgraph_answers import decided
 from actionspace.adapters._node_calls import STOPPED, NodeCalls
@@ -265,19 +268,31 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
 
     def sync(arguments: Any, call_id: str | None) -> str:
         config = ensure_config()
-        bridge = threads.bridge(config)
+        try:
+            bridge = threads.bridge(config)
+        except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
+            return Bridge.text(unsent(NO_TURN, exc, name, call_id))
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
-        if decided(bridge, obs, _configurable(config)):
+        answered = _decided(bridge, obs, config, name, call_id)
+        if isinstance(answered, str):  # the store did not take the answer: nothing runs
+            return answered
+        if answered:
             obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
     async def governed(arguments: Any, call_id: str | None) -> str:
         config = ensure_config()
-        bridge = threads.bridge(config)
+        try:
+            bridge = threads.bridge(config)
+        except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
+            return Bridge.text(unsent(NO_TURN, exc, name, call_id))
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
-        if decided(bridge, obs, _configurable(config)):
+        answered = _decided(bridge, obs, config, name, call_id)
+        if isinstance(answered, str):  # the store did not take the answer: nothing runs
+            return answered
+        if answered:
             obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
         return bridge.text(obs)
 
@@ -289,6 +304,18 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
             return await governed(arguments, call_id) if started else STOPPED
 
     return sync, coroutine
+
+
+def _decided(bridge: Bridge, obs: Observation, config: Any, name: str, call_id: str | None) -> bool | str:
+    """:func:`~actionspace.adapters._langgraph_answers.decided`, the interrupt let through; what the
+    model reads instead when the store fails recording the answer (nothing was sent)."""
+    errors = require("langgraph.errors", EXTRA)
+    try:
+        return decided(bridge, obs, _configurable(config))
+    except errors.GraphBubbleUp:  # the interrupt: the graph stops, showing the call
+        raise
+    except Exception as exc:
+        return Bridge.text(unsent(NO_ANSWER, exc, name, call_id))
 
 
 def governed_tool_node(

@@ -12,6 +12,9 @@ state)`` resume it. When the SDK asks, the call is held at actionspace's approva
 filed for the tool as defined then; when the approved call reaches actionspace that request is
 approved in ``rt.approvals`` as ``approver`` and the call runs — bound to its exact arguments and
 that definition (adapters/_openai_asked.py: a tool defined again before the resume is held again).
+A call the person rejects never reaches the tool: as the resumed run's next turn begins, the tool's
+``is_enabled`` finds the rejection in the run's context and denies its request, with the person's
+message as the reason.
 A call held without the SDK having asked (a flow policy asking to declassify) comes back to the
 model as ``needs_approval``; decide it in ``rt.approvals`` or the console.
 
@@ -36,8 +39,18 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from actionspace.adapters._bridge import FIRST, Bridge, FrameworkRuns, Occurrence, held_request, require
-from actionspace.adapters._openai_asked import approves, asked, mark_of
+from actionspace.adapters._bridge import (
+    FIRST,
+    NO_ANSWER,
+    NO_TURN,
+    Bridge,
+    FrameworkRuns,
+    Occurrence,
+    held_request,
+    require,
+    unsent,
+)
+from actionspace.adapters._openai_asked import approves, asked, mark_of, refuse
 from actionspace.discovery.names import ProviderNames
 from actionspace.errors import ConfigurationError
 from actionspace.parse import user_text
@@ -85,6 +98,7 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
     for offered in bridge.offered():
         spec = catalog.get(offered.name)
         as_named = names.offered(offered.name)  # ``files.read`` is offered as a name providers take
+        asks = bool(spec.requires_approval or spec.high_risk_args)
         out.append(
             agents.FunctionTool(
                 name=as_named,
@@ -92,9 +106,8 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
                 params_json_schema=offered.parameters,
                 on_invoke_tool=_invoker(runs, responses, offered.name, as_named),
                 strict_json_schema=False,
-                needs_approval=_asker(runs, responses, offered.name)
-                if spec.requires_approval or spec.high_risk_args
-                else False,
+                needs_approval=_asker(runs, responses, offered.name) if asks else False,
+                is_enabled=_rejections(runs, offered.name, as_named) if asks else True,
             )
         )
     return out
@@ -102,8 +115,11 @@ def _tools(runs: FrameworkRuns) -> list[Tool]:
 
 def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: str) -> Any:
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
-        bridge = _bridge_of(runs, ctx)
         call_id = ctx.tool_call_id
+        try:
+            bridge = _bridge_of(runs, ctx)
+        except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
+            return Bridge.text(unsent(NO_TURN, exc, name, call_id))
         occurrence = responses.occurrence(ctx, bridge.session.run_id, call_id)
         obs = await bridge.acall(name, arguments or "{}", call_id, occurrence=occurrence)
         sdk_run = _sdk_run(ctx)
@@ -112,9 +128,12 @@ def _invoker(runs: FrameworkRuns, responses: _Responses, name: str, as_named: st
             if request_id is None or not ctx.is_tool_approved(as_named, call_id):
                 break
             always = bool(ctx.is_tool_approved(as_named, _NO_CALL))  # approved for every call
-            if not approves(bridge, request_id, sdk_run, call_id, always=always):
-                break  # not the request the SDK asked about (the tool changed since): held again
-            bridge.settle(request_id, approved=True)
+            try:
+                if not approves(bridge, request_id, sdk_run, call_id, always=always):
+                    break  # not the request the SDK asked about (the tool changed since): held again
+                bridge.settle(request_id, approved=True)
+            except Exception as exc:  # the store did not take the answer: nothing runs
+                return Bridge.text(unsent(NO_ANSWER, exc, name, call_id))
             obs = await bridge.acall(name, arguments or "{}", call_id, occurrence=occurrence)
         return bridge.text(obs)
 
@@ -144,6 +163,52 @@ def _asker(runs: FrameworkRuns, responses: _Responses, name: str) -> Any:
         return True
 
     return needs_approval
+
+
+def _rejections(runs: FrameworkRuns, name: str, as_named: str) -> Any:
+    """The tool's ``is_enabled``: always enabled. The SDK never hands the tool a call the person
+    rejected (``RunState.reject``); it asks this as each turn of a run begins, a resumed run's
+    first included, with the person's decisions in the run's context, in whatever process resumes
+    it. A call of the run rejected there is denied in ``rt.approvals`` then, before the model reads
+    the rejection (:func:`refuse`). Best effort: the run goes on whatever the store answers."""
+    # per SDK run, the calls needing no further look (completed unrejected, or their rejection
+    # settled), so that a turn reads the SDK's decision of its new calls only, not of the whole run
+    looked: OrderedDict[str, set[str]] = OrderedDict()
+
+    async def is_enabled(ctx: RunContextWrapper[Any], agent: Any) -> bool:
+        try:
+            invocations = getattr(ctx, "_tool_invocations", None)
+            if not isinstance(invocations, Mapping) or not invocations:
+                return True
+            sdk_run = _sdk_run(ctx)
+            seen = looked.setdefault(sdk_run, set())
+            looked.move_to_end(sdk_run)
+            while len(looked) > _LOOKED:
+                looked.popitem(last=False)
+            rejected: list[str] = []
+            for call_id, record in invocations.items():
+                if (call := str(call_id)) in seen:
+                    continue
+                if ctx.is_tool_approved(as_named, call) is False:
+                    rejected.append(call)
+                elif getattr(record, "completed", False):
+                    seen.add(call)
+            if not rejected:
+                return True
+            decisions = {str(c): ctx.is_tool_approved(as_named, str(c)) for c in invocations}
+            reasons = {c: ctx.get_rejection_message(as_named, c) for c in rejected}
+            run_id = runs.run_of(f"openai-agents:{sdk_run}")
+            if await asyncio.to_thread(refuse, runs.latest, run_id, name, sdk_run, decisions, reasons):
+                seen.update(rejected)
+        except Exception:  # the SDK's run goes on; its requests stay pending, as without the SDK's word
+            pass
+        return True
+
+    return is_enabled
+
+
+_LOOKED = 256
+"""How many SDK runs a tool remembers the calls of it needs no further look at."""
 
 
 _RESPONSES: weakref.WeakKeyDictionary[Runtime, _Responses] = weakref.WeakKeyDictionary()

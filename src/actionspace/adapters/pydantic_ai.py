@@ -8,7 +8,9 @@ with the request as metadata, so a run whose ``output_type`` includes ``Deferred
 ends with the requests. :meth:`GovernedToolset.decide` records the person's answers in
 ``rt.approvals`` and returns the ``DeferredToolResults`` to resume with
 (``agent.run(message_history=..., deferred_tool_results=...)``). A call the framework approved
-whose request is still pending (approved without ``decide``) is approved as ``approver``. An answer
+whose request is still pending (approved without ``decide``) is approved as ``approver``; one it
+denied (``False`` or ``ToolDenied``, never handed to the tool) is denied as ``approver`` before the
+model is asked again (adapters/_pydantic_denials.py). An answer
 given with ``decide`` approves the call the person saw and no other: a call resumed with other
 arguments (changed in the message history sent back) or under a changed tool definition is
 deferred again, on a request of its own, never approved on the earlier answer.
@@ -25,6 +27,8 @@ so the same write asked for again in a later run is a new action; a run resumed 
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,12 +38,16 @@ from pydantic_core import SchemaValidator
 
 from actionspace.adapters._bridge import (
     FIRST,
+    NO_ANSWER,
+    NO_TURN,
     Bridge,
     FrameworkRuns,
     Occurrence,
     held_request,
     require,
+    unsent,
 )
+from actionspace.adapters._pydantic_denials import Denials, deferred
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
@@ -104,6 +112,7 @@ class GovernedToolset:
     ) -> None:
         self.bridge = Bridge(rt, run_id=run_id, principal=principal, names=names, approver=approver)
         self.runs = FrameworkRuns(self.bridge, named=run_id is not None)
+        self._denials = Denials()
         self.toolset: FunctionToolset[Any] = self._build()
 
     @property
@@ -150,7 +159,7 @@ class GovernedToolset:
 
     def _build(self) -> FunctionToolset[Any]:
         pai = require("pydantic_ai", EXTRA)
-        toolsets = require("pydantic_ai.toolsets", EXTRA)
+        require("pydantic_ai.toolsets", EXTRA)
         catalog = self.bridge.rt.catalog
         names = self._names = ProviderNames(catalog.generation, (s.name for s in catalog.offerable()))
         tools = []
@@ -165,8 +174,20 @@ class GovernedToolset:
             tool.strict = False  # the runtime offers its schemas as they are, never in strict mode
             tool.function_schema.validator = cast(SchemaValidator, _AnyArguments())
             tools.append(tool)
-        toolset: FunctionToolset[Any] = toolsets.FunctionToolset(tools)
+        toolset: FunctionToolset[Any] = _toolset_class()(tools)
+        toolset.governed_denials = self._settle_denials  # type: ignore[attr-defined]
         return toolset
+
+    async def _settle_denials(self, ctx: RunContext[Any]) -> None:
+        """Deny in ``rt.approvals`` the calls a person denied in Pydantic AI alone (adapters/
+        _pydantic_denials.py). Best effort: the agent run goes on whatever the store answers."""
+        try:
+            run_id = self.runs.run_of(ctx.run_id, run_key=ctx.conversation_id)
+            if self._denials.fresh(run_id, ctx.conversation_id, ctx.messages):
+                settle = self._denials.settle
+                await asyncio.to_thread(settle, self.runs.latest, run_id, ctx.conversation_id, ctx.messages)
+        except Exception:  # the requests stay pending, for rt.approvals
+            return
 
     def _function(self, name: str) -> Any:
         runs, names = self.runs, self._names
@@ -174,12 +195,15 @@ class GovernedToolset:
 
         async def run(ctx: RunContext[Any], **arguments: Any) -> str:
             # an agent run given the user's prompt is a new turn; one resumed from its messages is not
-            bridge = runs.bridge(
-                ctx.run_id,
-                fresh=ctx.prompt is not None,
-                words=_words(ctx.prompt),
-                run_key=ctx.conversation_id,
-            )
+            try:
+                bridge = runs.bridge(
+                    ctx.run_id,
+                    fresh=ctx.prompt is not None,
+                    words=_words(ctx.prompt),
+                    run_key=ctx.conversation_id,
+                )
+            except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
+                return Bridge.text(unsent(NO_TURN, exc, name, ctx.tool_call_id))
             wrapped = arguments.get("arguments")
             if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
@@ -187,15 +211,17 @@ class GovernedToolset:
             obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
             if request_id is not None:
-                decided = _decided(bridge, ctx.tool_call_metadata)
-                if not ctx.tool_call_approved or not _covers(bridge, decided, request_id):
-                    raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
-                if decided is None:
-                    bridge.settle(request_id, approved=True)
-                else:  # the same call as the one decided: on that person's answer
-                    bridge.settle(
-                        request_id, approved=True, by=decided.decided_by, reason=decided.decision_reason
+                try:
+                    approved = bool(ctx.tool_call_approved) and _approve(
+                        bridge, ctx.tool_call_metadata, request_id
                     )
+                except Exception as exc:  # the store did not take the answer: nothing runs
+                    return Bridge.text(unsent(NO_ANSWER, exc, name, ctx.tool_call_id))
+                if not approved:
+                    await asyncio.to_thread(
+                        deferred, bridge, request_id, ctx.conversation_id, ctx.tool_call_id
+                    )
+                    raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
                 obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             return bridge.text(obs)
 
@@ -203,8 +229,40 @@ class GovernedToolset:
         return run
 
 
+@functools.cache
+def _toolset_class() -> type[FunctionToolset[Any]]:
+    from pydantic_ai.toolsets import FunctionToolset
+
+    class GovernedFunctionToolset(FunctionToolset[Any]):
+        """Lists its tools as Pydantic AI asks before each model request, the run's messages at hand:
+        first it settles the denials those messages hold (``governed_denials``)."""
+
+        governed_denials: Any = None
+
+        async def get_tools(self, ctx: RunContext[Any]) -> dict[str, Any]:
+            if self.governed_denials is not None:
+                await self.governed_denials(ctx)
+            return await super().get_tools(ctx)
+
+    return GovernedFunctionToolset
+
+
 _DECIDED = "actionspace_request_id"
 """The key of ``DeferredToolResults.metadata`` naming the request :meth:`GovernedToolset.decide` decided."""
+
+
+def _approve(bridge: Bridge, metadata: Any, held: str) -> bool:
+    """Record the framework's approval of the call held on request ``held``, when it approves that
+    call (:func:`_covers`): on the answer given with ``decide`` (``metadata``), else as the
+    toolset's ``approver``. False when it does not. Raises what the store raises."""
+    decided = _decided(bridge, metadata)
+    if not _covers(bridge, decided, held):
+        return False
+    if decided is None:
+        bridge.settle(held, approved=True)
+    else:  # the same call as the one decided: on that person's answer
+        bridge.settle(held, approved=True, by=decided.decided_by, reason=decided.decision_reason)
+    return True
 
 
 def _decided(bridge: Bridge, metadata: Any) -> ApprovalRequest | None:
