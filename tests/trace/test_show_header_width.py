@@ -22,7 +22,7 @@ LONG_ID = "run-with-a-rather-long-id-for-a-nightly-batch-0123456789"
 def _shown(renderable: object, width: int) -> list[str]:
     console = Console(width=width, force_terminal=False, color_system=None)
     with console.capture() as captured:
-        console.print(renderable)
+        console.print(renderable, crop=False)  # as `trace show` prints the header
     return captured.get().splitlines()
 
 

@@ -117,7 +117,7 @@ def show_run(
     summary = summarize(rid, events)
     console = _stdout()
     if summary is not None:
-        console.print(render.run_header(summary))
+        console.print(render.run_header(summary), crop=False)  # the run id is never cut
     console.print(render.timeline_table(events))
 
 

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -380,10 +381,10 @@ class RunHeader:
         width = options.max_width
         whole = _joined(self.run, (self.started, *self.counts), first_gap="  ")
         if whole.cell_len <= width:
-            yield _unwrapped(whole)
+            yield from _unwrapped(whole, console)
             return
-        yield from _laid_out(self.run, (self.started,), width, first_gap="  ")
-        yield from _laid_out(self.counts[0], self.counts[1:], width)
+        yield from _laid_out(console, self.run, (self.started,), width, first_gap="  ")
+        yield from _laid_out(console, self.counts[0], self.counts[1:], width)
 
 
 def _joined(first: Text, rest: Sequence[Text], *, first_gap: str = " · ") -> Text:
@@ -394,24 +395,29 @@ def _joined(first: Text, rest: Sequence[Text], *, first_gap: str = " · ") -> Te
     return line
 
 
-def _laid_out(first: Text, rest: Sequence[Text], width: int, *, first_gap: str = " · ") -> Iterable[Text]:
+def _laid_out(
+    console: Console, first: Text, rest: Sequence[Text], width: int, *, first_gap: str = " · "
+) -> Iterable[Segment]:
     """``first`` and ``rest`` joined, a new line begun before any fact that would pass ``width``."""
     line, gap = first.copy(), first_gap
     for fact in rest:
         if line.cell_len + len(gap) + fact.cell_len > width:
-            yield _unwrapped(line)
+            yield from _unwrapped(line, console)
             line = fact.copy()
         else:
             line.append(gap)
             line.append_text(fact)
         gap = " · "
-    yield _unwrapped(line)
+    yield from _unwrapped(line, console)
 
 
-def _unwrapped(line: Text) -> Text:
-    """``line`` printed as it is: the layout above already fits it, and an id too wide stays whole."""
-    line.no_wrap, line.overflow, line.end = True, "ignore", "\n"
-    return line
+def _unwrapped(line: Text, console: Console) -> Iterable[Segment]:
+    """``line`` printed as it is, as segments (a ``Text`` is wrapped or folded to the width by the
+    console whatever its ``overflow``, on some versions of rich): the layout above already fits it,
+    and an id too wide stays whole where the console does not crop (``trace show`` prints the
+    header with ``crop=False``)."""
+    yield from line.render(console, "")
+    yield Segment.line()
 
 
 def format_time(ts: float) -> str:
