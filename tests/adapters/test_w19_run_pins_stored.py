@@ -81,7 +81,9 @@ def test_w19_any_stored_pin_loads_and_is_never_silently_accepted_unless_it_match
         and len(pin) in (2, 3)
         and str(pin[0]) == spec.version
         and str(pin[1]) == spec.schema_hash
-        and (len(pin) == 2 or str(pin[2]) == definition_hash(spec))
+        # an earlier two-part pin is saved back with an empty third part until the run pins the tool
+        # again, so ``[version, schema hash, ""]`` is that earlier form, judged by the first two
+        and (len(pin) == 2 or str(pin[2]) in ("", definition_hash(spec)))
     )
     if matches:
         assert found is spec
