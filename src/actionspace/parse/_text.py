@@ -31,6 +31,7 @@ from actionspace.parse._tagged import TOOL_CALL_OPEN, parse_tool_call_tags
 
 __all__ = ["begun_call", "parse_text", "parse_text_or_bytes", "visible_text"]
 
+_BOM = "\ufeff"
 # Gemma 4 thinks in ``<|channel>thought\n…<channel|>``: the word ``thought`` names the channel.
 GEMMA4_CHANNEL = "<|channel>"
 _REASONING_TAGS = (
@@ -188,12 +189,14 @@ def _add_reasoning(coll: Collector, text: str, opener: str) -> None:
 
 def _split_reasoning(text: str, coll: Collector) -> tuple[_View, Malformed | None]:
     finder = Finder(text)
-    pos, spans, fault = 0, [], None
+    # a byte order mark (text saved as UTF-8 with BOM) is no part of the output: left out of the
+    # visible text, so a call written bare after it is read as one, not shown as the answer
+    pos, spans, fault = (1 if text.startswith(_BOM) else 0), [], None
     first_open = _earliest_open(finder, 0)[0]
     for _, closer in _REASONING_TAGS:
         orphan = finder.find(closer, 0)
         if orphan >= 0 and (first_open < 0 or orphan < first_open):
-            coll.add_reasoning(text[:orphan])
+            coll.add_reasoning(text[pos:orphan])
             pos = orphan + len(closer)
             break
     while True:

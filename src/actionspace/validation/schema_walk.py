@@ -18,7 +18,6 @@ in proportion to their size and never overflow the interpreter's stack.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ import jsonschema_rs
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["Location", "MarkerOf", "SchemaNode", "Walk", "compile_value_walk", "compile_walk"]
+__all__ = ["KeyMatch", "Location", "MarkerOf", "SchemaNode", "Walk", "compile_value_walk", "compile_walk"]
 
 _DATA_KEYWORDS = frozenset({"default", "examples", "const", "enum", "description", "title", "$comment"})
 """Keywords whose values are data, not schemas: a marker-shaped value there is not a marker."""
@@ -41,7 +40,7 @@ class SchemaNode:
 
     marker: Mapping[str, Any] | None = None
     properties: dict[str, SchemaNode] = field(default_factory=dict)
-    patterns: list[tuple[re.Pattern[str], SchemaNode]] = field(default_factory=list)
+    patterns: list[tuple[KeyMatch, SchemaNode]] = field(default_factory=list)
     additional: SchemaNode | None = None
     prefix: list[SchemaNode] = field(default_factory=list)
     items: SchemaNode | None = None
@@ -140,7 +139,7 @@ def _children(nodes: list[SchemaNode], value: Any, ptr: _Ptr) -> list[tuple[_Ptr
 
 def _property_nodes(node: SchemaNode, key: str) -> list[SchemaNode]:
     found = [node.properties[key]] if key in node.properties else []
-    found.extend(sub for rx, sub in node.patterns if rx.search(key))
+    found.extend(sub for matches, sub in node.patterns if matches(key))
     if not found and node.additional is not None:
         found.append(node.additional)
     return [n for n in found if n.live]
@@ -152,6 +151,21 @@ def _item_nodes(node: SchemaNode, index: int) -> list[SchemaNode]:
 
 
 # ---------------------------------------------------------------------------------- compiling
+
+
+KeyMatch = Callable[[str], bool]
+"""Whether an argument key matches one ``patternProperties`` pattern."""
+
+
+def _key_match(pattern: str) -> KeyMatch:
+    """The test of ``pattern`` against a key, as the schema's validator reads it (ECMA-262, in
+    bounded time). A key is the model's text: a backtracking engine such as ``re`` would spend
+    exponential time on a key crafted against ``^(a+)+$``, and its ``$`` also matches before a
+    final newline, so it would apply a subschema the validator never applied."""
+    try:
+        return jsonschema_rs.validator_for({"type": "string", "pattern": pattern}, offline=True).is_valid
+    except ValueError as exc:  # jsonschema_rs.ValidationError is one
+        raise ConfigurationError(f"patternProperties {pattern!r} is not a valid pattern: {exc}") from exc
 
 
 MarkerOf = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
@@ -195,13 +209,7 @@ class _Compiler:
         for name, value in _mapping(sub.get("properties")).items():
             node.properties[str(name)] = self.node(value)
         for pattern, value in _mapping(sub.get("patternProperties")).items():
-            try:
-                compiled = re.compile(str(pattern))
-            except re.error as exc:
-                raise ConfigurationError(
-                    f"patternProperties {pattern!r} is not a valid pattern: {exc}"
-                ) from exc
-            node.patterns.append((compiled, self.node(value)))
+            node.patterns.append((_key_match(str(pattern)), self.node(value)))
         if isinstance(sub.get("additionalProperties"), Mapping):
             node.additional = self.node(sub["additionalProperties"])
         self._fill_items(node, sub)

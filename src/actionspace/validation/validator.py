@@ -7,6 +7,7 @@ compiled JSON Schema check plus whatever the tool declared beyond it.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
@@ -20,6 +21,7 @@ from actionspace.catalog._by_spec import BySpec
 from actionspace.catalog.functions import coercion_errors
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.validation._ref_cycles import reference_loop
 from actionspace.validation.forms import ArgumentForms, SettledCheck, compile_forms
 from actionspace.validation.semantic import SemanticChecks, compile_checkers
 from actionspace.validation.verdicts import ACCEPTED, Accepted, NeedsApproval, Rejected, Verdict
@@ -33,6 +35,8 @@ __all__ = [
     "identity_arguments",
     "validate",
 ]
+
+_log = logging.getLogger("actionspace")
 
 MAX_FIELD_ERRORS = 20
 """At most this many field errors are reported for one call (the rest are counted)."""
@@ -135,14 +139,17 @@ def _compile(spec: ToolSpec) -> CompiledTool:
         if len(_VALIDATORS) >= 4096:
             _VALIDATORS.clear()
         _VALIDATORS[spec.schema_hash] = validator
+    loop = reference_loop(spec.input_schema)
+    if loop is not None:
+        raise ConfigurationError(
+            f"{spec.key}: input_schema refers back to itself without stepping into the value "
+            f"({' -> '.join(loop)}), so it checks nothing there: give the loop a schema of its own"
+        )
     try:
         checks = compile_checkers(spec.input_schema)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{spec.key}: {exc}") from exc
-    props = spec.input_schema.get("properties") or {}
-    defaults = tuple(
-        (name, sub["default"]) for name, sub in props.items() if isinstance(sub, Mapping) and "default" in sub
-    )
+    defaults = _defaults(spec)
     simple = not (
         not checks.empty
         or defaults
@@ -163,6 +170,37 @@ def _compile(spec: ToolSpec) -> CompiledTool:
     forms = compile_forms(spec.input_schema)
     check = validator if forms is None else SettledCheck(validator, forms)
     return CompiledTool(spec, check, checks, defaults, simple, accepted, labels, validator, forms)
+
+
+def _defaults(spec: ToolSpec) -> tuple[tuple[str, Any], ...]:
+    """The top-level ``default`` values written into a call that leaves them out: those their own
+    property schema accepts. A default it refuses (``{"type": "integer", "default": null}``, as
+    generated servers often write) is left out, so the argument stays unset and the tool applies
+    its own default: written in, the tool would receive arguments its schema refuses, which no
+    model could have sent. Each one left out is logged once, here."""
+    schema = spec.input_schema
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return ()
+    context = {k: schema[k] for k in ("$schema", "$defs", "definitions") if k in schema}
+    kept: list[tuple[str, Any]] = []
+    for name, sub in props.items():
+        if not isinstance(sub, Mapping) or "default" not in sub:
+            continue
+        try:
+            fits = jsonschema_rs.validator_for({**context, **sub}, offline=True).is_valid(sub["default"])
+        except Exception:  # a subschema that reads only inside its root (``$ref: "#"``): as declared
+            fits = True
+        if fits:
+            kept.append((str(name), sub["default"]))
+        else:
+            _log.warning(
+                "%s: the default of %r does not match its own schema; calls leaving %r out get no default",
+                spec.key,
+                name,
+                name,
+            )
+    return tuple(kept)
 
 
 def _reject(message: str, errors: list[FieldError], **details: Any) -> Validated:
