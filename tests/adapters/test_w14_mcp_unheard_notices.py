@@ -1,7 +1,8 @@
 """A server's log messages and progress notes are dropped by the transport, before the SDK spends a
-task and a second validation on each: the client asks for neither. Every other message (answers,
-list changes, cancellations, methods no one knows) still reaches the session, and a chatty server's
-calls keep their answers, over stdio and streamable HTTP."""
+task and a second validation on each: the client asks for neither. So is any notification the session
+does nothing with (methods no one knows among them: ``test_w17_mcp_floods.py``). Answers, requests,
+list changes and cancellations still reach the session, and a chatty server's calls keep their
+answers, over stdio and streamable HTTP."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from actionspace import Runtime
 from actionspace.adapters import _mcp_connection
-from actionspace.adapters._mcp_stdio import _Lines
+from actionspace.adapters._mcp_stdio import HEARD, _Lines
 from actionspace.adapters.mcp_client import HttpServer, StdioServer
 from tests.adapters import test_w9_mcp_notice_stream as w9
 from tests.adapters.mcp_fixtures import CONNECT_TIMEOUT_S, http_url, rt
@@ -55,12 +56,12 @@ def test_answers_list_changes_and_cancellations_still_reach_the_session() -> Non
     kept: list[dict[str, Any]] = [
         {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}},
-        {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {"a": 1}},
         {"jsonrpc": "2.0", "id": 4, "result": {"content": []}},
         {"jsonrpc": "2.0", "id": 5, "method": "ping"},
     ]
     log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
-    out = fed(log, kept[0], log, *kept[1:])
+    whatever = {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {"a": 1}}
+    out = fed(log, kept[0], log, whatever, *kept[1:])
     assert [m.message.model_dump(by_alias=True, exclude_unset=True) for m in out] == kept  # type: ignore[attr-defined]
 
 
@@ -79,12 +80,14 @@ _JSON = st.recursive(
     | st.text(max_size=30),
     params=st.none() | st.dictionaries(st.text(max_size=8), _JSON, max_size=4),
 )
-def test_only_log_and_progress_notes_are_dropped(method: str, params: dict[str, Any] | None) -> None:
+def test_only_notifications_the_session_acts_on_are_handed_on(
+    method: str, params: dict[str, Any] | None
+) -> None:
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         message["params"] = params
     out = fed(message)
-    if method in ("notifications/message", "notifications/progress"):
+    if method not in HEARD:
         assert out == []
     else:
         [item] = out

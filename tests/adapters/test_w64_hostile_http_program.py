@@ -9,7 +9,8 @@ sends keep-alive comments forever; ``stall`` sends its headers, then nothing; ``
 answer another request id; ``bad_utf8`` answers invalid UTF-8; ``both`` / ``both_sse`` answer with a
 result and an error; ``cut`` closes the connection mid-answer;
 ``error_bomb`` answers status 500 with a gzip bomb as its JSON body; ``error_json`` answers status 400
-with a JSON-RPC ``invalid params`` error.
+with a JSON-RPC ``invalid params`` error; ``string_id`` / ``string_id_sse`` answer under the request's
+id as a string.
 A ``*_write`` twin is a write tool. Every call is noted, one name a line, in the file ``$W64_NOTES``,
 and so is the end of the connection that served it (``closed NAME``).
 """
@@ -43,6 +44,8 @@ _HOSTILE = (
     "cut",
     "error_bomb",
     "error_json",
+    "string_id",
+    "string_id_sse",
 )
 
 
@@ -167,6 +170,13 @@ async def _call(reply: _Reply, rid: Any, name: str, args: dict[str, Any]) -> Non
         reply.writer.transport.abort()
     elif kind == "error_bomb":
         await _gzip(reply, sse=False, status="500 Internal Server Error")
+    elif kind in ("string_id", "string_id_sse"):  # JSON-RPC: the same id, of the same type
+        stringly = json.dumps(_answer(str(rid), "stray")).encode()
+        if kind == "string_id":
+            await reply.whole("200 OK", stringly)
+        else:
+            event = b"event: message\ndata: " + stringly + b"\n\n"
+            await reply.whole("200 OK", event, content_type="text/event-stream")
     elif kind == "error_json":
         error = {"code": -32602, "message": "mb must be small"}
         body = json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}).encode()

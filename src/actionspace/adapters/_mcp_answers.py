@@ -8,22 +8,37 @@ the request they name with ``MALFORMED_ANSWER`` at once (``_mcp_errors`` maps it
 
 A stdio line can also begin with junk: bytes of a line the server left unended (a call cancelled
 while its answer was being written, a log line without its newline) followed by the next message.
-:func:`glued_starts` finds where that message starts, so it is read whole instead of being lost
-with the junk, and its call answered instead of timed out.
+:func:`glued_starts` finds where that message may start, so it is read whole instead of being lost
+with the junk, and its call answered instead of timed out. Each start tried costs a parse of the rest
+of the line, so the tries of one line are bounded by the bytes they may parse together
+(:func:`glued_budget`: twice the line and 64 KiB), not by their number: a hostile line of 30 MiB
+holding 30 starts, each the head of an array running to the line's end, took 16 tries, 4.8 s of the
+connection's thread and lost the answer behind them; now it takes 2.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, Final
 
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 
-__all__ = ["MAX_GLUED_TRIES", "answered_id", "glued_starts", "holds_both"]
+__all__ = [
+    "GLUED_BUDGET_BYTES",
+    "GLUED_BUDGET_LINES",
+    "answer_members",
+    "glued_budget",
+    "glued_starts",
+    "holds_both",
+]
 
-MAX_GLUED_TRIES: Final = 16
-"""Most starts tried in one unreadable line: each costs a parse up to where it breaks, so it is bounded."""
+GLUED_BUDGET_LINES: Final = 2
+"""The tries of one unreadable line parse at most this many times its length in all (each try costs
+the length of the line from its start), plus :data:`GLUED_BUDGET_BYTES`."""
+GLUED_BUDGET_BYTES: Final = 64 * 1024
+"""What a short line's tries may parse on top: a few tries however short the line."""
 _START: Final = re.compile(rb'\{\s*"(?:jsonrpc|id|result|error|method|params)"\s*:')
 """Where a JSON-RPC message can start: an object whose first member is one of a message's own."""
 
@@ -42,9 +57,9 @@ def holds_both(raw: bytes | str, message: JSONRPCMessage) -> bool:
     return isinstance(members, dict) and "result" in members and "error" in members
 
 
-def answered_id(raw: bytes | str) -> int | str | None:
-    """The request id of ``raw`` if it is a JSON object shaped as an answer (an id, a ``result`` or
-    an ``error``, no ``method``) that the protocol's types refused, else None."""
+def answer_members(raw: bytes | str) -> dict[str, Any] | None:
+    """The members of ``raw`` if it is a JSON object shaped as an answer (a ``result`` or an ``error``,
+    no ``method``), else None. Its ``id`` may be missing, null, or of any JSON type."""
     text = raw.encode() if isinstance(raw, str) else raw
     if b'"result"' not in text and b'"error"' not in text:  # the common case costs two scans, no parse
         return None
@@ -56,17 +71,15 @@ def answered_id(raw: bytes | str) -> int | str | None:
         return None
     if "result" not in members and "error" not in members:
         return None
-    request_id = members.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        return None  # a null id names no request: that call ends at its timeout
-    return request_id
+    return members
 
 
-def glued_starts(line: bytes) -> list[int]:
-    """Offsets after the line's start where a message glued to junk may begin, first first (bounded)."""
-    starts: list[int] = []
+def glued_budget(line: bytes) -> int:
+    """How many bytes the tries of glued messages in ``line`` may parse together."""
+    return GLUED_BUDGET_LINES * len(line) + GLUED_BUDGET_BYTES
+
+
+def glued_starts(line: bytes) -> Iterator[int]:
+    """Offsets after the line's start where a message glued to junk may begin, first first."""
     for found in _START.finditer(line, 1):
-        starts.append(found.start())
-        if len(starts) == MAX_GLUED_TRIES:
-            break
-    return starts
+        yield found.start()

@@ -99,7 +99,14 @@ class Connection:
         self._abandoned: set[asyncio.Future[Any]] = set()
         """Listings given up on, still unwinding (held here only so that they are not collected)."""
         self.refreshes = 0
-        """How many listings were taken after the first one (each from a change notification)."""
+        """How many listings were taken after the first one (from a change notification, or before a
+        write when the last was too old: see :meth:`call_tool`)."""
+        self.clock: Callable[[], float] = time.monotonic
+        """What the age of a listing is measured with (seconds)."""
+        self._listed_at = float("-inf")
+        """When the last listing that succeeded began (:attr:`clock`)."""
+        self._relisting: asyncio.Task[list[types.Tool]] | None = None
+        """The listing calls share when theirs is too old (see :meth:`_fresh`)."""
         self.failure: BaseException | None = None
         """Why the session ended, when it ended on its own."""
 
@@ -146,7 +153,9 @@ class Connection:
             async with AsyncExitStack() as stack:
                 client = await self._open_client(stack, self._on_message)
                 self._client = client
+                began = self.clock()
                 tools = await self._list(client)
+                self._listed_at = began
                 if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     self._spawn(self._listen(client))
                 started.set_result(tools)
@@ -217,14 +226,17 @@ class Connection:
         arguments: dict[str, Any],
         check: Callable[[], None] | None = None,
         wait_s: float = _LISTING_TIMEOUT_S,
+        fresh_s: float | None = None,
     ) -> types.CallToolResult:
         """Call a tool; awaitable from any event loop. Cancelling this cancels the request.
 
         ``check`` (on the connection's loop, once every tool change the server announced before the
         call is listed, just before the request is sent) raises to refuse the call: its tool's
-        definition is no longer the one the call was made (and perhaps approved) for. ``wait_s``: the
-        longest wait for that listing; then the call is refused, unsent (``ServerUnavailable``)."""
-        return await asyncio.wrap_future(self.submit(self._call(name, arguments, check, wait_s)))
+        definition is no longer the one the call was made (and perhaps approved) for. ``fresh_s``: unless
+        the last listing began less than this long ago (seconds), list again first, since a server may
+        change a tool without announcing it (None: never). ``wait_s``: the longest wait for either
+        listing; then the call is refused, unsent (``ServerUnavailable``)."""
+        return await asyncio.wrap_future(self.submit(self._call(name, arguments, check, wait_s, fresh_s)))
 
     async def _call(
         self,
@@ -232,12 +244,15 @@ class Connection:
         arguments: dict[str, Any],
         check: Callable[[], None] | None = None,
         wait_s: float = _LISTING_TIMEOUT_S,
+        fresh_s: float | None = None,
     ) -> types.CallToolResult:
         if self._client is not None and self._listed < self._announced:
             if not self._refresh_queued and not (self._refresh_lock and self._refresh_lock.locked()):
                 self._refresh_queued = True  # the last listing failed: list again before sending anything
                 self._spawn(self._refresh_logged())
             await self._settle(self._announced, wait_s)
+        if fresh_s is not None and self._client is not None and self.clock() - self._listed_at >= fresh_s:
+            await self._fresh(wait_s)
         client = self._client
         if client is None:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
@@ -287,6 +302,24 @@ class Connection:
                 f"MCP server {self.name!r} announced a tool change that was not listed; nothing was sent"
             )
 
+    async def _fresh(self, wait_s: float) -> None:
+        """List again before a call, sharing the listing with other calls that wait for one. A listing
+        that fails, or is not over within ``wait_s``, refuses the call, unsent: it would run a
+        definition nobody has seen for longer than the call allows."""
+        task = self._relisting
+        if task is None or task.done():
+            task = self._relisting = asyncio.ensure_future(self._refresh())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), wait_s)
+        except Exception as exc:  # a timeout too; the listing itself goes on, and is logged if it fails
+            task.add_done_callback(_logged_failure(self.name))
+            raise ServerUnavailable(
+                f"MCP server {self.name!r}: its tools could not be listed again before the call "
+                f"({type(exc).__name__}); nothing was sent"
+            ) from exc
+
     @property
     def waiting(self) -> int:
         """How many calls wait for a listing of the tool changes the server announced."""
@@ -323,9 +356,10 @@ class Connection:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
         async with self._refresh_lock:
             self._refresh_queued = False  # this listing covers every change announced until now
-            covers, failed = self._announced, True
+            covers, failed, began = self._announced, True, self.clock()
             try:
                 tools = await self._bounded_list(client)
+                self._listed_at = max(self._listed_at, began)
                 self.refreshes += 1
                 self._on_tools(tools)
                 failed = False
@@ -393,6 +427,16 @@ class Connection:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _logged_failure(name: str) -> Callable[[asyncio.Future[Any]], None]:
+    """A done callback that logs why a listing no call waits for any more failed."""
+
+    def log(task: asyncio.Future[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("MCP server %s: listing the tools again failed: %r", name, task.exception())
+
+    return log
 
 
 def _refused_here(exc: MCPError) -> bool:

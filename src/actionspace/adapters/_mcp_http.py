@@ -12,8 +12,9 @@ and a connection cut mid-answer ends the whole session. Here:
   request at once with ``RESULT_TOO_LARGE``, and the rest is never read; so does one holding
   more JSON objects and arrays than ``_mcp_bounds`` takes, before it is parsed;
 * an answer that is not JSON-RPC (invalid UTF-8, bad JSON), that holds both a result and an error
-  (``_mcp_answers``) or that names another request id ends its request at once with
-  ``MALFORMED_ANSWER`` (``_mcp_errors`` maps both);
+  (``_mcp_answers``) or that names another request id (or this one's as another type: the string
+  ``"1"`` for request ``1``) ends its request at once with ``MALFORMED_ANSWER`` (``_mcp_errors`` maps
+  both);
 * the JSON body of an error status is read within the same bound (the SDK reads it whole);
 * a body's content coding is undone here (``_mcp_codings``), not by the HTTP library: ``gzip``,
   ``deflate`` (zlib-wrapped or raw) and ``identity``, inflated in bounded pieces as the answer is read,
@@ -38,9 +39,10 @@ and a connection cut mid-answer ends the whole session. Here:
   :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
   answer is read: not a notification's, not the GET stream's error body; a POST of a notification
   that fails (a reset connection) is logged and the session goes on (the SDK would end it);
-* a log message or a progress note (``_mcp_stdio.UNHEARD``) is dropped here (on the notification
-  stream, by ``_mcp_resumes``), as over stdio: the session asks for neither, and would spend a
-  task and a second validation on each;
+* a notification the session does nothing with (``_mcp_stdio.unheard``: a log message, a progress
+  note, a resource update...) is dropped here (on the notification stream, by ``_mcp_resumes``), as
+  over stdio: the session asks for none of them, and would spend a task and a second validation on
+  each;
 * closing the session sends the DELETE the protocol asks for and waits at most
   :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
   endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
@@ -87,7 +89,7 @@ from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 from actionspace.adapters._mcp_resumes import ResumingTransport
-from actionspace.adapters._mcp_stdio import UNHEARD
+from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
 
@@ -231,7 +233,7 @@ class _BoundedTransport(ResumingTransport):
         if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):
             await self._malformed(read_stream_writer, original_request_id, _other_id(message.id))
             return True
-        if isinstance(message, JSONRPCNotification) and message.method in UNHEARD:
+        if message is not None and unheard(message):
             return await _skipped(sse, resumption_callback)
         return await super()._handle_sse_event(
             sse, read_stream_writer, original_request_id, resumption_callback
@@ -387,8 +389,10 @@ def _is_json(response: httpx2.Response) -> bool:
 
 
 def _same(answered: RequestId | None, asked: RequestId) -> bool:
-    """Whether an answer's id names the request (a server may echo an integer id as a string)."""
-    return answered is not None and (answered == asked or str(answered) == str(asked))
+    """Whether an answer's id names the request: the same value of the same type, as JSON-RPC asks (the
+    SDK would take the string ``"1"``, or ``" 1"``, for request ``1``; ``_mcp_inflight`` does the same
+    check over stdio)."""
+    return answered is not None and type(answered) is type(asked) and answered == asked
 
 
 def _other_id(answered: RequestId | None) -> str:

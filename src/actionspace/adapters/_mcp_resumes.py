@@ -49,7 +49,6 @@ from mcp.shared._httpx_utils import sse_within_origin
 from mcp_types import (
     JSONRPCError,
     JSONRPCMessage,
-    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     RequestId,
@@ -59,7 +58,7 @@ from pydantic import ValidationError
 
 from actionspace.adapters._mcp_codings import Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER
-from actionspace.adapters._mcp_stdio import UNHEARD
+from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = [
     "MAX_NOTICE_RECONNECTS",
@@ -207,8 +206,8 @@ class ResumingTransport(StreamableHTTPTransport):
                     )
                     continue
                 delivered = delivered or message is not None
-                if isinstance(message, JSONRPCNotification) and message.method in UNHEARD:
-                    continue  # a log or progress note: the session would do nothing with it
+                if message is not None and unheard(message):
+                    continue  # a log or progress note, say: the session would do nothing with it
                 await self._handle_sse_event(sse, writer)
         return delivered
 

@@ -125,9 +125,28 @@ def unambiguous(tools: list[types.Tool]) -> tuple[list[tuple[types.Tool, str]], 
     return [(tool, digest) for tool, digest in unique if tool.name not in ambiguous], ambiguous
 
 
+_KNOWN_MOST = 8192
+"""Most fingerprints kept by the digest of the tool's listed form (about 100 bytes each)."""
+_known: dict[bytes, str] = {}
+"""SHA-256 of a tool as listed → its fingerprint: a listing that repeats a tool (every listing, for a
+server whose tools did not change) costs a hash of it, not its canonical form (0.2 ms for a small
+tool). Emptied when full; a dict's single get and set need no lock."""
+
+
 def fingerprint(tool: types.Tool) -> str:
     """What identifies one version of a tool: its schemas, description, title and annotations
     (everything of it a model is shown: a change of any is a new version, never a silent swap)."""
+    listed = hashlib.sha256(tool.model_dump_json(by_alias=True).encode()).digest()
+    known = _known.get(listed)
+    if known is None:
+        known = _fingerprint(tool)
+        if len(_known) >= _KNOWN_MOST:
+            _known.clear()
+        _known[listed] = known
+    return known
+
+
+def _fingerprint(tool: types.Tool) -> str:
     shape = {
         "description": tool.description or "",
         "title": tool.title or "",

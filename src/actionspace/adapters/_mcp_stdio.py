@@ -11,11 +11,19 @@ A line the types refuse is looked at again (``_mcp_answers``): an answer whose `
 object, or one holding both a result and an error, ends the request it names with ``MALFORMED_ANSWER``
 at once (the SDK drops the first, so its call waits for its timeout); a message glued to junk (the
 rest of a line left unended, as by a call cancelled while its answer was being written: this buffer,
-not the SDK's, holds those bytes) is read whole from where it starts, the junk reported and dropped.
-A log message or a progress note (:data:`UNHEARD`) is dropped here: this client asks for neither
-(no logging callback, no progress token), and the SDK would spend a task, a second validation and
-a rendezvous on each before doing nothing with it (about 230 µs of wall time a notification,
-measured; for a chatty server most of its traffic).
+not the SDK's, holds those bytes) is read whole from where it starts, the junk reported and dropped,
+within a budget of bytes parsed (``_mcp_answers.glued_budget``); past it, a request in flight that the
+rest of the line names ends as malformed. Every answer is matched to the request in flight under its
+exact id, and one without an id to the only request in flight, if there is one (``_mcp_inflight``).
+A notification the session does nothing with (:func:`unheard`: a log message, a progress note, a
+resource update, anything but a tool list change, a cancellation or a ``subscriptions/listen`` frame)
+is dropped here: this client asks for none of them (no logging callback, no progress token, no cache),
+and the SDK would spend a task, a second validation and a rendezvous on each before doing nothing with
+it (about 230 µs of wall time a notification, measured; for a chatty server most of its traffic, and a
+server flooding 200,000 resource updates held every call for over a minute). A request from the
+server goes to the session only while fewer than ``_mcp_inflight.MAX_SERVED`` of its requests wait
+for their answer: the SDK spawns a task per request, and one whose answer cannot be written (a server
+that does not read its input) would hold that task, and its memory, for ever.
 Starting, stopping (stdin closed, SIGTERM, SIGKILL to the process group) and draining are the SDK's.
 """
 
@@ -24,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -39,27 +47,52 @@ from mcp.client.stdio import (
     get_default_environment,
 )
 from mcp.shared.message import SessionMessage
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
-from actionspace.adapters._mcp_answers import answered_id, glued_starts, holds_both
+from actionspace.adapters._mcp_answers import (
+    GLUED_BUDGET_LINES,
+    answer_members,
+    glued_budget,
+    glued_starts,
+    holds_both,
+)
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
-from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, RESULT_TOO_LARGE
+from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
+from actionspace.adapters._mcp_inflight import Asked, malformed
 
-__all__ = ["MAX_MESSAGE_BYTES", "UNHEARD", "bounded_stdio_client"]
+__all__ = ["HEARD", "MAX_MESSAGE_BYTES", "bounded_stdio_client", "unheard"]
 
 MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Longest message (one line) taken from a stdio server, in bytes; a longer one is refused."""
 _ID: Final = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 """A request id near the start of a refused message (the SDK writes ``jsonrpc``, ``id``, ``result``)."""
 _ID_WINDOW: Final = 1024
-UNHEARD: Final = frozenset({"notifications/message", "notifications/progress"})
-"""Notifications the session does nothing with: it sets no logging callback and no progress token."""
+HEARD: Final = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/cancelled",
+        "notifications/subscriptions/acknowledged",
+    }
+)
+"""The notifications the session acts on (besides the frames of a ``subscriptions/listen`` stream)."""
+
+
+def unheard(message: types.JSONRPCMessage) -> bool:
+    """Whether ``message`` is a notification the session would do nothing with (see the docstring)."""
+    if not isinstance(message, types.JSONRPCNotification) or message.method in HEARD:
+        return False
+    meta = (message.params or {}).get("_meta")
+    return not (isinstance(meta, dict) and SUBSCRIPTION_ID_META_KEY in meta)
 
 
 class _Lines:
-    """Complete lines out of byte chunks, in time linear in their size; too long ones as errors."""
+    """Complete lines out of byte chunks, in time linear in their size; too long ones as errors.
 
-    def __init__(self, limit: int) -> None:
+    Every answer is matched against the requests in flight (``asked``, see ``_mcp_inflight``)."""
+
+    def __init__(self, limit: int, asked: Asked | None = None) -> None:
         self._limit = limit
+        self._asked = Asked() if asked is None else asked
         self._buffer = bytearray()
         self._skipped = 0
         """Bytes of the line being read through (0: not skipping)."""
@@ -69,10 +102,10 @@ class _Lines:
         while (end := chunk.find(b"\n", start)) != -1:
             if self._skipped:
                 size, self._skipped = self._skipped + end - start, 0
-                yield self._refused(size)
+                yield from self._matched([self._refused(size)])
             else:
                 self._buffer += chunk[start:end]
-                yield from self._parsed(bytes(self._buffer))
+                yield from self._matched(self._parsed(bytes(self._buffer)))
             self._buffer.clear()
             start = end + 1
         rest = len(chunk) - start
@@ -84,6 +117,19 @@ class _Lines:
             self._buffer[_ID_WINDOW:] = b""
         else:
             self._buffer += chunk[start:]
+
+    def _matched(self, items: Iterable[SessionMessage | Exception]) -> Iterator[SessionMessage | Exception]:
+        """Each answer as the request in flight it names gets it (``Asked.answer``); a request of the
+        server while too many of its requests wait for their answers, as an error (``Asked.serve``)."""
+        for item in items:
+            if not isinstance(item, SessionMessage):
+                yield item
+            elif isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
+                yield self._asked.answer(item.message)
+            elif isinstance(item.message, types.JSONRPCRequest):
+                yield self._asked.serve(item)
+            else:
+                yield item
 
     def _refused(self, size: int) -> SessionMessage | Exception:
         said = f"the server's message of {size} bytes is larger than the {self._limit} taken"
@@ -99,52 +145,79 @@ class _Lines:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError as exc:
-            yield from _unreadable(line, exc)
+            yield from self._unreadable(line, exc)
             return
         yield from _taken(line, message)
+
+    def _unreadable(self, line: bytes, exc: ValueError) -> Iterator[SessionMessage | Exception]:
+        """A line the protocol's types refused: a malformed answer (to the request it names, or, naming
+        none, to the one in flight), a message glued to the junk before it (a line left unended), or
+        garbage the session logs and goes on."""
+        members = answer_members(line)
+        if members is not None:
+            request_id = members.get("id")
+            if request_id is None:  # null or missing: ``Asked.unnamed`` finds the request, if it can
+                yield self._asked.unnamed(None)
+                return
+            if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+                yield malformed(request_id, "it is not a JSON-RPC answer (a result must be an object)")
+                return
+        budget = glued_budget(line)
+        for start in glued_starts(line):
+            budget -= len(line) - start
+            if budget < 0:
+                yield from self._unread(line, start)
+                return
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(line[start:], by_name=False)
+            except ValueError:
+                continue
+            yield ValueError(f"{start} bytes of junk before a message on one line were dropped")
+            yield from _taken(line[start:], message)
+            return
+        yield exc
+
+    def _unread(self, line: bytes, start: int) -> Iterator[SessionMessage | Exception]:
+        """The line's tries spent their budget at ``start``: a request in flight that the rest of the line
+        names may have its answer there, unread; it ends as malformed instead of at its timeout."""
+        said = (
+            f"a line of {len(line)} bytes holds more glued message starts than are read "
+            f"({GLUED_BUDGET_LINES} × its length parsed in all); its answer may be among them"
+        )
+        named = {found[1] for found in _ID.finditer(line, start)}
+        in_flight = self._asked.named(i for i in map(_id_of, named) if i is not None)
+        for request_id in in_flight:
+            yield malformed(request_id, said)
+        if not in_flight:
+            yield ValueError(said)
 
 
 def _taken(line: bytes, message: types.JSONRPCMessage) -> Iterator[SessionMessage]:
     """The message read from ``line`` as the session gets it: as it is, as malformed, or not at all."""
     answered = message.id if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) else None
     if answered is not None and holds_both(line, message):
-        yield _malformed(answered, "it holds both a result and an error")
-    elif not (isinstance(message, types.JSONRPCNotification) and message.method in UNHEARD):
+        yield malformed(answered, "it holds both a result and an error")
+    elif not unheard(message):
         yield SessionMessage(message)
-
-
-def _unreadable(line: bytes, exc: ValueError) -> Iterator[SessionMessage | Exception]:
-    """A line the protocol's types refused: a malformed answer to the request it names, a message
-    glued to the junk before it (a line left unended), or garbage the session logs and goes on."""
-    request_id = answered_id(line)
-    if request_id is not None:
-        yield _malformed(request_id, "it is not a JSON-RPC answer (a result must be an object)")
-        return
-    for start in glued_starts(line):
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(line[start:], by_name=False)
-        except ValueError:
-            continue
-        yield ValueError(f"{start} bytes of junk before a message on one line were dropped")
-        yield from _taken(line[start:], message)
-        return
-    yield exc
-
-
-def _malformed(request_id: int | str, said: str) -> SessionMessage:
-    """A ``MALFORMED_ANSWER`` answer to the request a server's malformed answer names."""
-    error = types.ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}")
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 def _refusal(head: bytes, said: str, data: dict[str, int]) -> SessionMessage | Exception:
     """A ``RESULT_TOO_LARGE`` answer to the request a refused message names near its start."""
     found = _ID.search(head)
-    if found is None:  # no request to answer: the call ends at its timeout
+    request_id = None if found is None else _id_of(found[1])
+    if request_id is None:  # no request to answer: the call ends at its timeout
         return ValueError(said)
-    request_id: int | str = json.loads(found[1])
     error = types.ErrorData(code=RESULT_TOO_LARGE, message=said, data=data)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def _id_of(raw: bytes) -> int | str | None:
+    """The id ``_ID`` found, or None for a string JSON cannot read (``"\\q"``: it must not end the reader)."""
+    try:
+        found: int | str = json.loads(raw)
+    except ValueError:
+        return None
+    return found
 
 
 @asynccontextmanager
@@ -164,8 +237,10 @@ async def bounded_stdio_client(
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdin is not None and process.stdout is not None
 
+    asked = Asked()  # read and write run on one event loop: no lock
+
     async def read() -> None:
-        lines = _Lines(max_bytes)
+        lines = _Lines(max_bytes, asked)
         try:
             async with read_writer:
                 try:
@@ -181,6 +256,7 @@ async def bounded_stdio_client(
         try:
             async with write_reader:
                 async for message in write_reader:
+                    asked.sent(message.message)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
                     await process.stdin.send(data.encode())  # type: ignore[union-attr]
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
