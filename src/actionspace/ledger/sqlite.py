@@ -31,7 +31,8 @@ from typing import Any, Final
 
 from actionspace._canonical import strict_dumps
 from actionspace._unicode import json_for_utf8
-from actionspace.ledger.entries import STATES, TERMINAL, Begun, Identity, LedgerEntry, with_identity
+from actionspace.ledger._sqlite_layout import INDEX, PENDING_WHERE, PURGED_WHERE, adopt, listed_where
+from actionspace.ledger.entries import STATES, Begun, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
 SCHEMA_VERSION: Final = 1
 """Version of the ledger tables; stored in ``ledger_meta`` and checked on open."""
 
-_SCHEMA: Final = """
+_SCHEMA: Final = f"""
 CREATE TABLE IF NOT EXISTS ledger_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -68,9 +69,10 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
     resolution  TEXT,
     UNIQUE (run_id, node_id)
 );
-CREATE INDEX IF NOT EXISTS ledger_entries_state_updated ON ledger_entries (state, updated_at);
-CREATE INDEX IF NOT EXISTS ledger_entries_action ON ledger_entries (run_id, tool, args_digest);
+{INDEX};
 """
+"""The table and its one secondary index (``_sqlite_layout``: what it answers, and the move of a file
+with the earlier two)."""
 
 _COLUMNS: Final = (
     "key",
@@ -121,16 +123,12 @@ _UPDATE_AT: Final = (
     f"{_UPDATE} AND state = ? AND attempts = ?{_RETURNING}",
 )
 """A transition that also names how many sends the entry must still count."""
-_TERMINAL_SQL: Final = ", ".join(f"'{state}'" for state in sorted(TERMINAL))
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
-_PENDING: Final = (
-    f"{_SELECT} WHERE run_id = ? AND tool = ? AND args_digest = ?"
-    " AND (state = 'dispatched' OR state = 'unknown' OR state = 'unknown_commit')"
-)
-"""The unsettled entries of a run's action (tool and arguments digest); :func:`_oldest` picks one.
-Nearly always none: ordering them in SQL built a sorter on every intent for nothing (and the
-``OR`` needs no table for an ``IN`` list)."""
+_PENDING: Final = f"{_SELECT} {PENDING_WHERE}"
+"""The unsettled entries of a run's action (run, tool and arguments digest, in that order);
+:func:`_oldest` picks one. Nearly always none: ordering them in SQL built a sorter on every
+intent for nothing."""
 _CREATED: Final = _COLUMNS.index("created_at")
 _NODES_PER_READ: Final = 500
 """Most node ids one ``entries_of`` query names (SQLite bounds the parameters of a statement)."""
@@ -166,6 +164,7 @@ class SqliteLedgerStore:
         self.path = self._db.path
         try:
             self._db.init_schema(_SCHEMA, "ledger_meta", "schema_version", SCHEMA_VERSION)
+            adopt(self._db)  # a file of the earlier layout loses its two indexes
         except BaseException:
             self._db.close()
             raise
@@ -281,7 +280,7 @@ class SqliteLedgerStore:
 
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """At most ``limit`` entries (all of them in ``state`` if given), most recently updated first."""
-        where, params = ("WHERE state = ?", (state,)) if state is not None else ("", ())
+        where, params = (listed_where(state), (state,)) if state is not None else ("", ())
         rows = self._db.conn().execute(
             f"{_SELECT} {where} ORDER BY updated_at DESC, key LIMIT ?", (*params, limit)
         )
@@ -292,7 +291,7 @@ class SqliteLedgerStore:
         self._db.check_open()
 
         def delete(conn: sqlite3.Connection) -> int:
-            sql = f"DELETE FROM ledger_entries WHERE state IN ({_TERMINAL_SQL}) AND updated_at < ?"
+            sql = f"DELETE FROM ledger_entries {PURGED_WHERE} AND updated_at < ?"
             return conn.execute(sql, (older_than,)).rowcount
 
         count: int = self._group.run(delete)
