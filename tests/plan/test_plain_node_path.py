@@ -1,5 +1,6 @@
 """A plain node's call does per node only what depends on the node: its tool's precompiled entry is
-read without asking the fast path to look it up while nothing it was decided from changed, an
+asked of the fast path once per plan and tool, not per node, while nothing it was decided from
+changed, an
 ``int`` result is put in its envelope without the generic shaping, and a plan whose every node is
 plain says so once. Each shortcut ends as the general path does: the same observations, events and
 flow state, and a tool that changes the catalog, the flow policy or the engine's stages mid-plan is
@@ -78,7 +79,7 @@ def test_an_int_result_of_a_plain_node_is_enveloped_without_the_generic_shaping(
     assert shaped == []
 
 
-def test_a_plain_node_reads_its_tools_entry_without_asking_the_fast_path(
+def test_a_plain_node_reads_its_tools_entry_without_asking_the_fast_path_per_node(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[str] = []
@@ -94,8 +95,11 @@ def test_a_plain_node_reads_its_tools_entry_without_asking_the_fast_path(
         assert rt.run_plan(_chain(5), run_id=run_id).status == "ok"  # resolves the tool, builds the entry
         asked.clear()
         result = rt.run_plan(_chain(40), run_id=run_id)
-    assert result.status == "ok" and [o.data for o in result.nodes.values()] == [3 * i for i in range(40)]
-    assert asked == []
+        assert result.status == "ok" and [o.data for o in result.nodes.values()] == [3 * i for i in range(40)]
+        longer = rt.run_plan(_chain(120), run_id=run_id)
+    assert longer.status == "ok" and [o.data for o in longer.nodes.values()] == [3 * i for i in range(120)]
+    # at most once per plan and tool (the plan's runner keeps the entry), never once per node
+    assert len(asked) <= 2 and set(asked) <= {"quick"}, asked
 
 
 def _changing(fast: bool, change: str) -> tuple[Any, ...]:

@@ -23,10 +23,10 @@ import time
 from collections.abc import Awaitable, Coroutine, Mapping
 from hashlib import sha256
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from actionspace._epoch import EPOCH
-from actionspace._json_values import unfit_arguments
+from actionspace._json_values import _FLAT_KEYS, _TOO_BIG, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
@@ -46,9 +46,14 @@ if TYPE_CHECKING:
     from actionspace.pipeline.engine import Engine
     from actionspace.pipeline.fast import Entry
 
-__all__ = ["plain_node"]
+__all__ = ["Kept", "plain_node"]
 
 _new = object.__new__
+
+Kept: TypeAlias = tuple["Entry", int, "tuple[tuple[str, type], ...] | None"]
+"""A plan's entry of one tool (:func:`_entry`): the entry, the :data:`~actionspace._epoch.EPOCH` read
+before it was checked, and ``Entry.plain`` when a node's arguments may be checked by it alone
+(flat and few enough, every name ASCII without U+0000: what ``unfit_arguments`` reads of a key)."""
 
 _WAITS: Any = object()
 """The value of a tool whose first step did not end its coroutine."""
@@ -62,7 +67,7 @@ def plain_node(
     node_id: str,
     principal: Principal,
     rec: Recorder,
-    kept: dict[str, tuple[Entry, int]] | None = None,
+    kept: dict[str, Kept] | None = None,
 ) -> Observation | Coroutine[Any, Any, Observation] | None:
     """The node's observation, or a coroutine giving it once the tool answered; None (nothing
     recorded) when the call does not qualify and the caller takes :meth:`Engine.anode`.
@@ -70,9 +75,9 @@ def plain_node(
     ``Engine.plain_node`` is this function itself (no forwarding frame per node): the engine's
     precompiled path, stages, executor and artifact store are read here, on every call, so a
     stage added mid-plan is seen by the next node. ``rec.call_id`` is the node's call id;
-    ``arguments`` is the call's own copy. ``kept``: the plan's entries by tool, each with the
-    :data:`~actionspace._epoch.EPOCH` it was checked at, for one run and principal; an entry
-    kept at the current epoch is taken as it is (nothing it was decided from changed since).
+    ``arguments`` is the call's own copy (a ``dict``). ``kept``: the plan's entries by tool, each
+    with the :data:`~actionspace._epoch.EPOCH` it was checked at, for one run and principal; an
+    entry kept at the current epoch is taken as it is (nothing it was decided from changed since).
     """
     fast = engine.fast
     if not fast.enabled or not name:
@@ -82,19 +87,42 @@ def plain_node(
         got = _entry(engine, run, name, principal, kept)
         if got is None:
             return None
-    entry = got[0]
-    check = entry.check
-    if (
-        unfit_arguments(arguments) is not None  # the stages refuse it
-        # the schema's own check when it settles the arguments (FastPath.take's), else the tool's
-        or not (entry.compiled.validator.is_valid if check is None else check)(arguments)
-        or (
-            entry.floats
-            and float in map(type, arguments.values())
-            and not entry.compiled.validator.is_valid(arguments)
-        )
-    ):
-        return None
+    entry, _, typed = got
+    # arguments of exactly the tool's flat names and types (Kept.typed), each int within the digits
+    # unfit_arguments allows and each str ASCII without U+0000, are what unfit_arguments and the
+    # schema (Entry.plain) both accept: neither is asked; anything else asks both, as before
+    fits = False
+    if typed is not None and len(arguments) == len(typed):
+        fits = True
+        try:
+            for key, want in typed:
+                value = arguments[key]
+                kind = type(value)  # (compared apart: the value keeps its type for the checks below)
+                if kind is not want:
+                    fits = False
+                    break
+                if want is int:
+                    if not -_TOO_BIG < value < _TOO_BIG:
+                        fits = False
+                        break
+                elif want is str and (not value.isascii() or "\x00" in value):
+                    fits = False
+                    break
+        except KeyError:
+            fits = False
+    if not fits:
+        check = entry.check
+        if (
+            unfit_arguments(arguments) is not None  # the stages refuse it
+            # the schema's own check when it settles the arguments (FastPath.take's), else the tool's
+            or not (entry.compiled.validator.is_valid if check is None else check)(arguments)
+            or (
+                entry.floats
+                and float in map(type, arguments.values())
+                and not entry.compiled.validator.is_valid(arguments)
+            )
+        ):
+            return None
     spec = entry.spec
     call_id = rec.call_id
     assert call_id is not None
@@ -148,18 +176,22 @@ def plain_node(
         if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
             # _int_observation, written out: no frame of its own per node
             digest = _INT_DIGESTS.get(value) or _int_digest(value)
+            # the fields given as one dict, not as keywords: a keyword call of ``update`` builds
+            # a dict of them first, then merges it
             provenance = _new(Provenance)
             provenance.__dict__.update(
-                fetched_at=now, resource_version=None, trust=label.integrity, labels=output[2]
+                {"fetched_at": now, "resource_version": None, "trust": label.integrity, "labels": output[2]}
             )
             plain = _new(Observation)  # every field is already checked, as observe() does
             plain.__dict__.update(
-                call_id=call_id,
-                tool=spec.name,
-                tool_version=spec.version,
-                data=value,
-                content_hash=digest,
-                provenance=provenance,
+                {
+                    "call_id": call_id,
+                    "tool": spec.name,
+                    "tool_version": spec.version,
+                    "data": value,
+                    "content_hash": digest,
+                    "provenance": provenance,
+                }
             )
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, next(seq), now, digest)]
             return plain  # type: ignore[no-any-return]
@@ -185,37 +217,25 @@ def plain_node(
 
 
 def _entry(
-    engine: Engine, run: RunState, name: str, principal: Principal, kept: dict[str, tuple[Entry, int]] | None
-) -> tuple[Entry, int] | None:
-    """The valid entry of ``name`` without side effects, with the epoch read before it was
-    checked, kept in ``kept``; None: the call takes the stages (an entry with effects is never
-    kept, nor taken here)."""
+    engine: Engine, run: RunState, name: str, principal: Principal, kept: dict[str, Kept] | None
+) -> Kept | None:
+    """The valid entry of ``name`` without side effects (``FastPath.entry``, asked once per plan
+    and tool), with the epoch read before it was checked and the names and types its arguments
+    are checked by, kept in ``kept``; None: the call takes the stages (an entry with effects is
+    never kept, nor taken here)."""
     epoch = EPOCH[0]  # before the checks: a change made while they run moves it past this value
-    fast = engine.fast
-    ordered = engine._ordered
-    # FastPath.entry's validity checks, read without its call (as FastPath.take reads them)
-    stages = fast.stages
-    hit = run.resolved.get(name)
-    entry = fast._entries.get((id(run), name)) if hit is not None else None
-    if (
-        entry is None
-        or run.disclosure
-        or hit is None
-        or hit[0] != stages.catalog.generation
-        or entry.spec is not hit[1]
-        or entry.run is not run
-        or entry.principal is not principal
-        or entry.policy is not stages.flow_policy
-        or entry.ordered is not ordered
-        or stages.guard is not None
-        or stages.cursor_key is not None
-    ):
-        entry = fast.entry(run, name, principal, ordered)
-        if entry is None:
-            return None
-    if entry.effects:
+    entry = engine.fast.entry(run, name, principal, engine._ordered)
+    if entry is None or entry.effects:
         return None
-    got = (entry, epoch)
+    plain = entry.plain
+    typed = (
+        plain
+        if plain is not None
+        and len(plain) <= _FLAT_KEYS  # more: unfit_arguments walks them whole, their size counted
+        and all(key.isascii() and "\x00" not in key for key, _ in plain)
+        else None
+    )
+    got = (entry, epoch, typed)
     if kept is not None:
         kept[name] = got
     return got
@@ -229,15 +249,19 @@ def _int_observation(
     its repr, whose digest is remembered (as the single call's path does, pipeline/_run.py)."""
     digest = _INT_DIGESTS.get(value) or _int_digest(value)
     provenance = _new(Provenance)
-    provenance.__dict__.update(fetched_at=now, resource_version=None, trust=label.integrity, labels=tags)
+    provenance.__dict__.update(
+        {"fetched_at": now, "resource_version": None, "trust": label.integrity, "labels": tags}
+    )
     obs = _new(Observation)  # every field is already checked, as observe() does
     obs.__dict__.update(
-        call_id=call_id,
-        tool=spec.name,
-        tool_version=spec.version,
-        data=value,
-        content_hash=digest,
-        provenance=provenance,
+        {
+            "call_id": call_id,
+            "tool": spec.name,
+            "tool_version": spec.version,
+            "data": value,
+            "content_hash": digest,
+            "provenance": provenance,
+        }
     )
     return obs
 

@@ -174,21 +174,27 @@ def keep(
     """Keep ``checked``, the check of ``plan`` across the plan (no groups), in ``store`` for
     :func:`kept`; ``plain``: each tool name's simple tool, as the check resolved them (all allowed)."""
     specs = {name: tool[0][0] for name, tool in plain.items() if tool is not None}
+    # every node's arguments a dict itself (a frozen node keeps its mapping): kept reads their
+    # values with dict.values, not through each one's own values method
+    exact = set(map(type, map(_ARGUMENTS, plan.nodes))) <= {dict}
     if len(store) >= KEPT_MAX:
         store.clear()
-    store[id(plan)] = (plan, checked, specs)
+    store[id(plan)] = (plan, checked, specs, exact)
 
 
 def kept(store: dict[int, object], plan: Plan, resolve: Resolver, principal: Principal) -> CheckedPlan | None:
     """The check of ``plan`` kept in ``store`` when a new one would give the same: every argument
     is still a scalar, and every tool still resolves to the same spec (asked again, in the same
     order) and is allowed to ``principal``; None otherwise (the plan is checked anew)."""
-    entry = cast("tuple[Plan, CheckedPlan, dict[str, ToolSpec]] | None", store.get(id(plan)))
+    entry = cast("tuple[Plan, CheckedPlan, dict[str, ToolSpec], bool] | None", store.get(id(plan)))
     if entry is None or entry[0] is not plan:
         return None
-    values = itertools.chain.from_iterable(map(_VALUES, map(_ARGUMENTS, plan.nodes)))
+    arguments = map(_ARGUMENTS, plan.nodes)
+    values = itertools.chain.from_iterable(
+        map(dict.values, arguments) if entry[3] else map(_VALUES, arguments)
+    )
     try:
-        if not all(map(_SCALAR_TYPES.__contains__, map(type, values))):  # what simple_plan reads
+        if not _SCALAR_TYPES.issuperset(map(type, values)):  # what simple_plan reads
             return None
     except (TypeError, AttributeError):
         return None
