@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actionspace.service.scoping import RunTenants
+from actionspace.service.scoping import NOBODY, RunTenants
 from actionspace.trace.events import TraceEvent
 from actionspace.trace.memory import MemoryTraceStore
 from actionspace.trace.sqlite import SqliteTraceStore
@@ -283,6 +283,8 @@ def test_whatever_a_run_started_names_as_its_tenant_the_store_lists_it_under_wha
             tenants = RunTenants(store)
             for i in range(len(recorded)):
                 read = tenants(f"r{i}")
+                if read == NOBODY:  # not a string: no principal's tenant, listed for no tenant's
+                    continue
                 assert f"r{i}" in _ids(store, read, limit=100), (recorded[i], read)
                 if not any(isinstance(t, str) and "\x00" in t for t in recorded):  # SQLite: read up to it
                     assert _ids(store, read, limit=100) == _expected(store, read)

@@ -36,6 +36,7 @@ __all__ = [
     "ApprovalStore",
     "ListsApproved",
     "ListsOfRuns",
+    "ListsTenantRequests",
     "holder",
     "new_request_id",
     "proposer_of",
@@ -219,4 +220,30 @@ class ListsOfRuns(Protocol):
 
     def list_of_runs(self, run_ids: Sequence[str], *, status: str | None = None) -> list[ApprovalRequest]:
         """Every request of the runs ``run_ids`` (only those in ``status`` if given), newest first."""
+        ...
+
+
+@runtime_checkable
+class ListsTenantRequests(Protocol):
+    """An approval store that lists one tenant's requests in its query (every store shipped here
+    does, once it knows the tenants of runs): a quiet tenant's page is found behind any number of
+    other tenants' requests, at the cost of a page.
+
+    A request's tenant is its proposer's (``details["proposed_by"]["tenant"]``, when recorded;
+    null: none), else that of its run (of the run's first ``run_started``)."""
+
+    def tenant_requests(
+        self,
+        tenant: str | None,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        expired: bool | None = None,
+        now: float = 0.0,
+    ) -> list[ApprovalRequest] | None:
+        """At most ``limit`` requests of ``tenant`` (None: of no tenant), newest first: those in
+        ``status`` if given; with ``status="approved"`` and ``expired`` given, only those whose
+        ``expires_at`` has passed at ``now`` (``expired``) or has not (as ``list_approved``).
+        None when the store cannot tell the tenants of its requests (its runs' trace is elsewhere):
+        the caller filters another listing."""
         ...

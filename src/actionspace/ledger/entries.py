@@ -31,6 +31,7 @@ __all__ = [
     "LedgerEntry",
     "LedgerState",
     "LedgerStore",
+    "ListsTenantEntries",
     "resendable",
     "with_identity",
 ]
@@ -264,3 +265,19 @@ def resendable(entry: LedgerEntry) -> bool:
         details = error.get("details")
         return isinstance(details, dict) and details.get("sent") is False
     return category in ("transient", "rate_limited")
+
+
+@runtime_checkable
+class ListsTenantEntries(Protocol):
+    """A store that lists the entries of one tenant's runs in its query (every store shipped here
+    does, once it knows the tenants of runs): a quiet tenant's page is found behind any number of
+    other tenants' entries, at the cost of a page. A run's tenant is that of its first
+    ``run_started``."""
+
+    def tenant_entries(
+        self, tenant: str | None, *, state: str | None = None, limit: int = 100
+    ) -> list[LedgerEntry] | None:
+        """At most ``limit`` entries of the runs of ``tenant`` (None: of runs without one), in
+        ``state`` if given, most recently updated first, ties by key; None when the store cannot
+        tell the tenants of its runs (their trace is elsewhere): the caller filters another listing."""
+        ...

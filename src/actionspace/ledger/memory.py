@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import builtins
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.ledger.entries import TERMINAL, UNSETTLED, Begun, LedgerEntry, with_identity
 
-__all__ = ["MemoryApprovalStore", "MemoryLedgerStore"]
+__all__ = ["MemoryApprovalStore", "MemoryLedgerStore", "RunTenant"]
+
+RunTenant = Callable[[str], "str | None"]
+"""The tenant of a run (of its first ``run_started``), as the trace store beside the store knows it."""
 
 
 class MemoryLedgerStore:
@@ -22,6 +27,9 @@ class MemoryLedgerStore:
         UNSETTLED, for ``pending_action``: kept as each entry is begun and moved (a purge removes
         only settled entries), so one write's work does not grow with the run's settled ones."""
         self._lock = threading.Lock()
+        self.run_tenant: RunTenant | None = None
+        """Where :meth:`tenant_entries` reads the tenant of a run (set by whoever put the trace
+        store beside this one); None: it cannot tell (answers None)."""
 
     def begin(self, entry: LedgerEntry) -> Begun:
         with self._lock:
@@ -98,6 +106,25 @@ class MemoryLedgerStore:
         entries.sort(key=lambda e: e.updated_at, reverse=True)
         return entries[:limit]
 
+    def tenant_entries(
+        self, tenant: str | None, *, state: str | None = None, limit: int = 100
+    ) -> builtins.list[LedgerEntry] | None:
+        """See ``ListsTenantEntries``: the entries are read as :meth:`list` reads them (every one:
+        this store keeps no order), each run's tenant asked of :attr:`run_tenant` once."""
+        of_run = self.run_tenant
+        if of_run is None:
+            return None
+        with self._lock:
+            entries = [e for e in self._by_key.values() if state is None or e.state == state]
+        tenants: dict[str, str | None] = {}
+        for e in entries:
+            if e.run_id not in tenants:
+                tenants[e.run_id] = of_run(e.run_id)
+        mine = [e for e in entries if tenants[e.run_id] == tenant]
+        mine.sort(key=lambda e: e.key)
+        mine.sort(key=lambda e: e.updated_at, reverse=True)
+        return mine[:limit]
+
     def purge(self, *, older_than: float) -> int:
         with self._lock:
             old = [e for e in self._by_key.values() if e.state in TERMINAL and e.updated_at < older_than]
@@ -125,6 +152,8 @@ class MemoryApprovalStore:
     def __init__(self) -> None:
         self._requests: dict[str, ApprovalRequest] = {}
         self._lock = threading.Lock()
+        self.run_tenant: RunTenant | None = None
+        """Where :meth:`tenant_requests` reads the tenant of a run (as ``MemoryLedgerStore``'s)."""
 
     def create(self, request: ApprovalRequest) -> ApprovalRequest:
         with self._lock:
@@ -171,6 +200,39 @@ class MemoryApprovalStore:
         found.sort(key=lambda r: r.created_at, reverse=True)
         return found[:limit]
 
+    def tenant_requests(
+        self,
+        tenant: str | None,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        expired: bool | None = None,
+        now: float = 0.0,
+    ) -> builtins.list[ApprovalRequest] | None:
+        """See :class:`~actionspace.approval.requests.ListsTenantRequests`."""
+        of_run = self.run_tenant
+        if of_run is None:
+            return None
+        with self._lock:
+            found = [r for r in self._requests.values() if status is None or r.status == status]
+        if status == "approved" and expired is not None:
+            found = [r for r in found if (r.expires_at is not None and now >= r.expires_at) == expired]
+        tenants: dict[str, str | None] = {}
+        mine = []
+        for r in found:
+            proposed: Any = r.details.get("proposed_by")
+            if isinstance(proposed, Mapping) and "tenant" in proposed:
+                of = _as_tenant(proposed.get("tenant"))
+            else:
+                if r.run_id not in tenants:
+                    tenants[r.run_id] = of_run(r.run_id)
+                of = tenants[r.run_id]
+            if of == tenant:
+                mine.append(r)
+        mine.sort(key=lambda r: r.id)
+        mine.sort(key=lambda r: r.created_at, reverse=True)
+        return mine[:limit]
+
     def update(
         self, request_id: str, expected: Sequence[str], request: ApprovalRequest
     ) -> ApprovalRequest | None:
@@ -183,3 +245,9 @@ class MemoryApprovalStore:
 
     def close(self) -> None:
         pass
+
+
+def _as_tenant(value: object) -> str | None:
+    """A recorded tenant as the other stores keep it: text, JSON null as None, a bool as Python
+    writes it; anything else as its text (no principal's tenant: see ``service/scoping.py``)."""
+    return None if value is None else str(value)

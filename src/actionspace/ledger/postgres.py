@@ -13,6 +13,7 @@ starting at once against an empty database do not trip over each other.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, LiteralString
@@ -21,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from actionspace._unicode import json_for_postgres, text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, holder
+from actionspace.ledger._postgres_tenants import add_listing_tenants, retried
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
 from actionspace.ledger.postgres_pool import PostgresConnections, redacted
 
@@ -257,6 +259,23 @@ class PostgresLedgerStore:
                 )
             return [LedgerEntry.from_dict(row) for row in cur]
 
+    def tenant_entries(
+        self, tenant: str | None, *, state: str | None = None, limit: int = 100
+    ) -> builtins.list[LedgerEntry] | None:
+        """:meth:`list` of the entries of ``tenant``'s runs only, through the tenant index
+        (``_postgres_tenants``; see ``ListsTenantEntries``); None for a database without its runs' trace."""
+        if not add_listing_tenants(self._db, indexes=False):
+            return None
+        if tenant is not None and text_for_postgres(tenant) != tenant:
+            return []  # U+0000 or an unpaired surrogate: no stored tenant holds one
+        which: LiteralString = "tenant IS NULL" if tenant is None else "tenant = %(tenant)s"
+        if state is not None:
+            which += " AND state = %(state)s"
+        query = _LEDGER_SELECT + " WHERE " + which + " ORDER BY updated_at DESC, key LIMIT %(limit)s"
+        with self._db.connection() as conn:
+            cur = conn.execute(query, {"tenant": tenant, "state": state, "limit": limit})
+            return [LedgerEntry.from_dict(row) for row in cur]
+
     def purge(self, *, older_than: float) -> int:
         """Delete committed and failed entries last updated before ``older_than`` (unix s)."""
         with self._db.connection() as conn:
@@ -301,8 +320,8 @@ class PostgresApprovalStore:
                 version=APPROVAL_SCHEMA_VERSION,
                 what="the approval store",
             )
-            with self._db.transaction() as conn:
-                _migrate_approvals(conn)
+            retried(self._db, _migrate_approvals)  # a concurrent index build may choose it
+            add_listing_tenants(self._db)  # the database's stores are opened: its tables are all there
         except BaseException:
             self._db.close()
             raise
@@ -365,6 +384,35 @@ class PostgresApprovalStore:
                     (status, limit),
                 )
             return [ApprovalRequest.from_dict(row) for row in cur]
+
+    def tenant_requests(
+        self,
+        tenant: str | None,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        expired: bool | None = None,
+        now: float = 0.0,
+    ) -> builtins.list[ApprovalRequest] | None:
+        """See :class:`~actionspace.approval.requests.ListsTenantRequests`: read through the tenant
+        indexes (``_postgres_tenants``); None for a database without its runs' trace."""
+        if not add_listing_tenants(self._db, indexes=False):
+            return None
+        if tenant is not None and text_for_postgres(tenant) != tenant:
+            return []  # U+0000 or an unpaired surrogate: no stored tenant holds one
+        which: LiteralString = "tenant IS NULL" if tenant is None else "tenant = %(tenant)s"
+        if status == "approved" and expired is not None:
+            which += (
+                " AND status = 'approved' AND expires_at <= %(now)s"
+                if expired
+                else " AND status = 'approved' AND (expires_at IS NULL OR expires_at > %(now)s)"
+            )
+        elif status is not None:
+            which += " AND status = %(status)s"
+        query = _APPROVAL_SELECT + " WHERE " + which + " ORDER BY created_at DESC, id LIMIT %(limit)s"
+        params = {"tenant": tenant, "status": status, "now": now, "limit": limit}
+        with self._db.connection() as conn:
+            return [ApprovalRequest.from_dict(row) for row in conn.execute(query, params)]
 
     def update(
         self, request_id: str, expected: Sequence[str], request: ApprovalRequest

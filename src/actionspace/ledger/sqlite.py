@@ -23,6 +23,7 @@ processes or hosts sharing the file wins.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -30,8 +31,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from actionspace._canonical import strict_dumps
-from actionspace._unicode import json_for_utf8
+from actionspace._unicode import json_for_utf8, text_for_utf8
 from actionspace.ledger._sqlite_layout import INDEX, PENDING_WHERE, PURGED_WHERE, adopt, listed_where
+from actionspace.ledger._sqlite_tenants import LEDGER_TENANT, add_listing_tenants
 from actionspace.ledger.entries import STATES, Begun, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
@@ -281,6 +283,24 @@ class SqliteLedgerStore:
     def list(self, *, state: str | None = None, limit: int = 100) -> list[LedgerEntry]:
         """At most ``limit`` entries (all of them in ``state`` if given), most recently updated first."""
         where, params = (listed_where(state), (state,)) if state is not None else ("", ())
+        rows = self._db.conn().execute(
+            f"{_SELECT} {where} ORDER BY updated_at DESC, key LIMIT ?", (*params, limit)
+        )
+        return [_entry(row) for row in rows]
+
+    def tenant_entries(
+        self, tenant: str | None, *, state: str | None = None, limit: int = 100
+    ) -> builtins.list[LedgerEntry] | None:
+        """:meth:`list` of the entries of ``tenant``'s runs only, through the tenant index
+        (``_sqlite_tenants``; see ``ListsTenantEntries``); None for a file without its runs' trace,
+        and for ``tenant`` None (the index holds no entry of a run without a tenant)."""
+        if tenant is None or not add_listing_tenants(self._db):
+            return None  # the tenant index holds no entry of a run without a tenant
+        if text_for_utf8(tenant) != tenant:
+            return []  # an unpaired surrogate: no stored tenant holds one
+        tenant = tenant.partition("\x00")[0]  # SQLite's JSON functions read a text up to U+0000
+        where = LEDGER_TENANT if state is None else f"{LEDGER_TENANT} AND state = ?"
+        params: tuple[str | None, ...] = (tenant,) if state is None else (tenant, state)
         rows = self._db.conn().execute(
             f"{_SELECT} {where} ORDER BY updated_at DESC, key LIMIT ?", (*params, limit)
         )

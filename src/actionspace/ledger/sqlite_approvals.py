@@ -13,6 +13,7 @@ Connections run with ``synchronous=FULL``: a decision that returned has reached 
 
 from __future__ import annotations
 
+import builtins
 import math
 import os
 import sqlite3
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 from actionspace._unicode import text_for_utf8
 from actionspace.approval.requests import ApprovalRequest, holder
+from actionspace.ledger._sqlite_tenants import add_listing_tenants, approvals_of_tenant
 from actionspace.ledger.sqlite import SqliteConnections, from_json, to_json
 
 __all__ = ["SCHEMA_VERSION", "SqliteApprovalStore"]
@@ -114,6 +116,7 @@ class SqliteApprovalStore:
             self._db.init_schema(_SCHEMA, "ledger_meta", "approval_schema_version", SCHEMA_VERSION)
             with self._db.write() as conn:
                 _migrate(conn)
+            add_listing_tenants(self._db)  # the file's stores are opened: its tables are all there
         except BaseException:
             self._db.close()
             raise
@@ -164,6 +167,34 @@ class SqliteApprovalStore:
     def list(self, *, status: str | None = None, limit: int = 100) -> list[ApprovalRequest]:
         """At most ``limit`` requests (all of them in ``status`` if given), newest first."""
         where, params = ("WHERE status = ?", (status,)) if status is not None else ("", ())
+        rows = self._db.conn().execute(
+            f"{_SELECT} {where} ORDER BY created_at DESC, id LIMIT ?", (*params, limit)
+        )
+        return [_request(row) for row in rows]
+
+    def tenant_requests(
+        self,
+        tenant: str | None,
+        *,
+        status: str | None = None,
+        limit: int = 100,
+        expired: bool | None = None,
+        now: float = 0.0,
+    ) -> builtins.list[ApprovalRequest] | None:
+        """See :class:`~actionspace.approval.requests.ListsTenantRequests`: read through the tenant
+        indexes (``_sqlite_tenants``); None for a file that does not hold its runs' trace."""
+        if not add_listing_tenants(self._db):
+            return None
+        if tenant is not None:
+            if text_for_utf8(tenant) != tenant:
+                return []  # an unpaired surrogate: no stored tenant holds one
+            tenant = tenant.partition("\x00")[0]  # SQLite's JSON functions read a text up to U+0000
+        params: tuple[Any, ...] = (tenant,)
+        if status == "approved" and expired is not None:
+            where, params = approvals_of_tenant(None, _EXPIRED if expired else _VALID), (tenant, now)
+        else:
+            where = approvals_of_tenant(status, None)
+            params = (tenant,) if status is None else (tenant, status)
         rows = self._db.conn().execute(
             f"{_SELECT} {where} ORDER BY created_at DESC, id LIMIT ?", (*params, limit)
         )

@@ -32,7 +32,8 @@ from actionspace.service.deps import runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ApprovalView, DecisionBody, ErrorResponse
 from actionspace.service.runner import BackgroundRuns
-from actionspace.service.scoping import RunTenants, may_see, request_tenant, sees_all, visible_page
+from actionspace.service.scoping import RunTenants, may_see, request_tenant
+from actionspace.service.tenant_lists import approvals_page
 from actionspace.service.views import approval_view, as_read, clearance, hidden_requests, withheld_label
 
 __all__ = ["approvals_router"]
@@ -77,13 +78,8 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
                 r for r in _requests_of_run(rt, run, status, now) if may_see(who, request_tenant(r, tenants))
             ]
             requests = requests[:limit]
-        else:
-            requests = visible_page(
-                lambda n: [as_read(r, now) for r in _stored(rt, status, n, now)],
-                lambda r: (status in ("all", r.status)) and may_see(who, request_tenant(r, tenants)),
-                limit=limit,
-                scan=limit if sees_all(who) else limit * 4,
-            )
+        else:  # a tenant's asked of the store for that tenant (see service/tenant_lists.py)
+            requests = approvals_page(rt, who, status, limit, now)
         hidden = hidden_requests(rt.trace, requests, who)
         return [approval_view(r, hidden=r.id in hidden) for r in requests]
 
@@ -148,17 +144,6 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
     decision_route("approve", "Approve a pending request (that exact call, once)")
     decision_route("deny", "Deny a pending request")
     return router
-
-
-def _stored(rt: Runtime, status: str, n: int, now: float) -> list[ApprovalRequest]:
-    """The ``n`` newest requests the store holds with ``status`` (``all``: any) as read at ``now``.
-
-    ``approved`` and ``expired`` are both stored ``approved`` (expiry is read from ``expires_at``):
-    the store tells them apart in its query, so however many of one are newer, the other is found.
-    """
-    if status in ("approved", "expired"):
-        return rt.approvals.list_approved(expired=status == "expired", limit=n, now=now)
-    return rt.approvals.list(None if status == "all" else status, limit=n)
 
 
 def _check_cleared(rt: Runtime, request: ApprovalRequest, by: Principal) -> None:

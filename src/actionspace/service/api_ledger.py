@@ -17,7 +17,8 @@ from actionspace.service.auth import require
 from actionspace.service.deps import runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ErrorResponse, LedgerEntryView, ResolveBody
-from actionspace.service.scoping import RunTenants, may_see, sees_all, visible_page
+from actionspace.service.scoping import RunTenants, may_see
+from actionspace.service.tenant_lists import ledger_page
 from actionspace.trace.redact_ledger import visible_entries
 
 __all__ = ["ledger_router"]
@@ -36,13 +37,7 @@ def ledger_router() -> APIRouter:
         state: Annotated[State | None, Query(description="Only entries in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
-        tenants = RunTenants(rt.trace)
-        entries = visible_page(
-            lambda n: rt.ledger.list(state=state, limit=n),
-            lambda e: may_see(who, tenants(e.run_id)),
-            limit=limit,
-            scan=limit if sees_all(who) else limit * 4,
-        )
+        entries = ledger_page(rt, who, state, limit)  # a tenant's asked of the store for it
         return value_for_utf8(visible_entries(entries, rt.trace, who))  # UTF-8 whole
 
     @router.post(

@@ -11,6 +11,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionspace._version import package_version
+from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.api_approvals import approvals_router
@@ -24,6 +25,8 @@ from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_
 from actionspace.service.proxies import TrustedProxies
 from actionspace.service.quotas import RateLimit
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
+from actionspace.service.scoping import valid_tenant
+from actionspace.service.tenant_lists import link_run_tenants
 
 __all__ = ["create_app"]
 
@@ -86,11 +89,14 @@ def create_app(
     tokens (see :mod:`actionspace.service.proxies`). ``rate_limit`` (``"N/minute"``, ``"N/second"``,
     ``"N/hour"`` or a :class:`~actionspace.service.quotas.RateLimit`; default None, unbounded):
     requests each principal may make, then 429 ``rate_limited`` with ``Retry-After``.
-    Raises ConfigurationError for a bad proxy network or rate limit.
+    Raises ConfigurationError for a bad proxy network or rate limit, and for a token's principal
+    whose tenant is not a string without U+0000 and unpaired surrogates (see
+    :func:`~actionspace.service.scoping.valid_tenant`).
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
+    _check_tenants(tokens.values() if tokens is not None else ())
     proxies = TrustedProxies.parse(trusted_proxies)
     table = dict(tokens) if tokens is not None else {}
     admin_token = None
@@ -98,6 +104,7 @@ def create_app(
         admin_token = new_token()
         table[admin_token] = admin_principal()
     background = BackgroundRuns(runtime, runner)
+    link_run_tenants(runtime)  # the memory stores' listings by tenant read the memory trace's
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -127,6 +134,15 @@ def create_app(
         app.include_router(router, dependencies=[Depends(ids_storable)])
     _include_console(app)
     return app
+
+
+def _check_tenants(principals: Iterable[Principal]) -> None:
+    for principal in principals:
+        if principal.tenant is not None and not valid_tenant(principal.tenant):
+            raise ConfigurationError(
+                f"principal {principal.id!r}: a tenant must be a string without U+0000 and unpaired"
+                f" surrogates (every store keeps it as it is), got {principal.tenant!r}"[:300]
+            )
 
 
 def _include_console(app: FastAPI) -> None:

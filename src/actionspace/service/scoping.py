@@ -6,6 +6,13 @@ tenant's runs. A principal without a tenant sees what was started without one (a
 deployment sees everything, as before tenants existed). The scope :data:`ADMIN_SCOPE` (and
 ``"*"``) sees and decides across tenants. Deciding needs ``approvals:decide`` *and* visibility:
 a request of another tenant is answered 404, as if it did not exist.
+
+A tenant is text that every store holds as it is: a string without U+0000 and without an unpaired
+surrogate (:func:`valid_tenant`). A token's principal with another tenant is refused when the app
+is made (``ConfigurationError``). A tenant recorded as anything else (a number, a bool, an object,
+an array, such a string: a trace written by hand, or a run started in code by such a principal)
+is no principal's: its runs, requests and entries are seen by :data:`ADMIN_SCOPE` only, alike in
+every listing and lookup, on every store.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
+from actionspace._unicode import text_for_postgres
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import TraceEvent, TraceStore
@@ -21,12 +29,14 @@ from actionspace.trace.store_encoding import HEAD_KINDS
 __all__ = [
     "ADMIN_SCOPE",
     "MAX_SCAN",
+    "NOBODY",
     "RunTenants",
     "heads",
     "heads_of",
     "may_see",
     "request_tenant",
     "sees_all",
+    "valid_tenant",
     "visible_page",
 ]
 
@@ -37,6 +47,22 @@ MAX_SCAN: Final = 10_000
 reads on, a page at a time, until its page is full or the store has no more runs."""
 
 T = TypeVar("T")
+
+NOBODY: Final = "\x00"
+"""What a recorded tenant that is not a :func:`valid_tenant` is read as: no principal's tenant
+(none may hold U+0000), so only a principal that sees all tenants sees what it holds."""
+
+
+def valid_tenant(tenant: object) -> bool:
+    """True for a tenant every store keeps as it is: a string without U+0000 or unpaired surrogates."""
+    return isinstance(tenant, str) and text_for_postgres(tenant) == tenant
+
+
+def _as_tenant(recorded: object) -> str | None:
+    """A recorded tenant as scoping compares it: None as None, a valid one as itself, else NOBODY."""
+    if recorded is None:
+        return None
+    return recorded if isinstance(recorded, str) and valid_tenant(recorded) else NOBODY
 
 
 def sees_all(viewer: Principal) -> bool:
@@ -89,8 +115,7 @@ def heads_of(store: TraceStore, run_ids: Sequence[str]) -> dict[str, list[TraceE
 def _tenant_of(events: Iterable[TraceEvent]) -> str | None:
     for event in events:
         if event.kind == "run_started":
-            tenant = event.data.get("tenant")
-            return None if tenant is None else str(tenant)
+            return _as_tenant(event.data.get("tenant"))
     return None
 
 
@@ -114,6 +139,5 @@ def request_tenant(request: ApprovalRequest, run_tenant: RunTenants) -> str | No
     """The tenant of an approval request: its proposer's, else its run's."""
     proposed: Any = request.details.get("proposed_by")
     if isinstance(proposed, Mapping) and "tenant" in proposed:
-        tenant = proposed.get("tenant")
-        return None if tenant is None else str(tenant)
+        return _as_tenant(proposed.get("tenant"))
     return run_tenant(request.run_id)

@@ -8,7 +8,8 @@ write of its events) and its first ``run_started`` is not the one the row names 
 the row was made). An index on
 ``(tenant, last_at, run_id)`` makes one tenant's page cost what a page of every run costs, however
 many runs other tenants have. A database made before the column had it is given it, filled in from
-the events already stored, in one transaction when a store first opens it.
+the events already stored, in one transaction when a store first opens it; its indexes are built
+concurrently, outside it (see :func:`add_run_tenants`).
 
 A tenant recorded as something other than text (a trace edited by hand) is kept as its JSON text,
 ``true``/``false`` as ``True``/``False`` (as Python writes them).
@@ -21,6 +22,7 @@ from typing import Any, Final, LiteralString
 
 import psycopg
 
+from actionspace.ledger._postgres_tenants import build_concurrently
 from actionspace.ledger.postgres_pool import PostgresConnections
 
 __all__ = ["add_run_tenants", "tenant_runs_query"]
@@ -51,10 +53,6 @@ _FUNCTIONS: Final[tuple[LiteralString, ...]] = (
     END
     $$
     """,
-    # the partial index makes a run's first run_started one seek; an event of another kind costs
-    # a comparison, where a trigger on trace_events would be weighed for every row
-    "CREATE INDEX IF NOT EXISTS trace_events_started ON trace_events (run_id, seq)"
-    " WHERE kind = 'run_started'",
 )
 _TRIGGERS: Final[tuple[LiteralString, ...]] = (
     """
@@ -68,17 +66,22 @@ _TRIGGERS: Final[tuple[LiteralString, ...]] = (
     FOR EACH ROW WHEN (NEW.started_seq IS DISTINCT FROM trace_run_started_seq(NEW.run_id))
     EXECUTE FUNCTION trace_runs_keep_tenant()
     """,
-    "CREATE INDEX IF NOT EXISTS trace_runs_tenant_recent"
-    ' ON trace_runs (tenant, last_at DESC, run_id COLLATE "C")',
 )
+_INDEXES: Final[tuple[tuple[str, LiteralString], ...]] = (
+    # the partial index makes a run's first run_started one seek; an event of another kind costs
+    # a comparison, where a trigger on trace_events would be weighed for every row
+    ("trace_events_started", "trace_events (run_id, seq) WHERE kind = 'run_started'"),
+    ("trace_runs_tenant_recent", 'trace_runs (tenant, last_at DESC, run_id COLLATE "C")'),
+)
+"""Built concurrently, each outside the transaction (``_postgres_tenants.build_concurrently``)."""
 _COMPLETE: Final = """
 SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('trace_runs')
           AND attname IN ('tenant', 'started_seq') AND NOT attisdropped) = 2 AS col,
        (SELECT count(*) FROM pg_trigger
          WHERE tgrelid = to_regclass('trace_runs')
            AND tgname IN ('trace_runs_tenant_of_new_run', 'trace_runs_tenant_of_start')) AS triggers,
-       to_regclass('trace_runs_tenant_recent') IS NOT NULL
-       AND to_regclass('trace_events_started') IS NOT NULL AS idx
+       (SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN
+          (to_regclass('trace_runs_tenant_recent'), to_regclass('trace_events_started'))) = 2 AS idx
 """
 _LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.trace_runs.tenant', 0))"
 _ATTEMPTS: Final = 5
@@ -90,17 +93,25 @@ def add_run_tenants(db: PostgresConnections) -> None:
 
     Read first, so a database that has them takes no lock; else in one transaction holding an
     advisory lock (one process migrates), in which a column added is filled in from the events
-    stored (once: the column exists only filled in).
+    stored (once: the column exists only filled in). The indexes are built outside it, with
+    ``CREATE INDEX CONCURRENTLY`` (writers go on meanwhile), by one process at a time; the first one
+    before the transaction, as the filling in seeks it.
     """
     with db.connection() as conn:
         if _complete(conn.execute(_COMPLETE).fetchone()):
             return
+    build_concurrently(db, *_INDEXES[0])
+    _columns_and_triggers(db)
+    build_concurrently(db, *_INDEXES[1])
+
+
+def _columns_and_triggers(db: PostgresConnections) -> None:
     for attempt in range(_ATTEMPTS):
         try:
             with db.transaction() as conn:
                 conn.execute(_LOCK)
                 found = conn.execute(_COMPLETE).fetchone()
-                if found is None or _complete(found):
+                if found is None or (found["col"] and found["triggers"] == 2):
                     return
                 for statement in _FUNCTIONS:
                     conn.execute(statement)

@@ -93,6 +93,8 @@ class MemoryTraceStore:
         """``id`` of a shape → its index (every shape indexed stays alive in ``_shapes``)."""
         self._tenants: dict[str, str | None] = {}
         """Run id → its tenant, once its ``run_started`` is its first event (nothing comes before)."""
+        self._by_tenant: dict[str | None, dict[str, None]] = {}
+        """Tenant → the runs of ``_tenants`` with it, kept as runs start (see ``_started``)."""
         self._lock = threading.Lock()
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
@@ -225,6 +227,8 @@ class MemoryTraceStore:
     def _add(self, run_id: str, records: Sequence[EventRecord]) -> None:
         pending = self._pending.get(run_id)
         if pending is None:
+            if records and run_id not in self._runs and records[0][0] == 0 and records[0][1] == "run_started":
+                self._started(run_id, records[0][4])
             pending = self._pending[run_id] = []
             self._runs.setdefault(run_id, [])
         pending.extend(records)
@@ -306,13 +310,36 @@ class MemoryTraceStore:
         self, tenant: str | None, *, limit: int = 50, after: tuple[float, str] | None = None
     ) -> list[RunSummary]:
         """As :meth:`runs` (:meth:`runs_after` with ``after``), of ``tenant``'s runs only (see
-        ``ListsTenantRuns``): only those runs are summarized, each run's tenant read once."""
+        ``ListsTenantRuns``): only those runs are summarized, found in the tenant index kept as
+        runs start (a run whose first event is not its ``run_started`` is read at each listing)."""
         limit = runs_limit(limit)
         listed = self._listing(None, (tenant,))
         if after is not None:
             key = (-after[0], after[1])
             listed = [s for s in listed if (-s.last_at, s.run_id) > key]
         return listed[:limit]
+
+    def run_tenant(self, run_id: str) -> str | None:
+        """The tenant of the run's first ``run_started`` (None without one): what the memory
+        ledger and approval stores list a run's rows under (``MemoryLedgerStore.run_tenant``)."""
+        with self._lock:
+            if run_id in self._tenants:
+                return self._tenants[run_id]
+        return self._tenant(run_id)
+
+    def _started(self, run_id: str, data: Any) -> None:
+        """Index a run whose first event, ``seq`` 0, is its ``run_started`` (holding the lock)."""
+        found = data.get("tenant") if isinstance(data, dict) else None
+        tenant = None if found is None else str(found)
+        self._tenants[run_id] = tenant
+        self._by_tenant.setdefault(tenant, {})[run_id] = None
+
+    def _tenant_ids(self, tenant: str | None) -> list[str]:
+        """The runs of ``tenant``: those indexed, and those not (read from their events)."""
+        with self._lock:
+            ids = list(self._by_tenant.get(tenant, ()))
+            unsettled = [rid for rid in self._runs if rid not in self._tenants]
+        return ids + [rid for rid in unsettled if self._tenant(rid) == tenant]
 
     def _tenant(self, run_id: str) -> str | None:
         """The tenant of the run's first ``run_started`` (None without one), as ``scoping`` reads it."""
@@ -323,14 +350,17 @@ class MemoryTraceStore:
         found = started.data.get("tenant") if started is not None else None
         tenant = None if found is None else str(found)
         if started is not None and started is events[0] and started.seq == 0:
-            self._tenants[run_id] = tenant  # no event can come before it any more
+            with self._lock:  # no event can come before it any more
+                if run_id not in self._tenants:
+                    self._started(run_id, started.data)
         return tenant
 
     def _listing(self, since: float | None, tenant: tuple[str | None] | None = None) -> list[RunSummary]:
-        with self._lock:
-            ids = list(self._runs)
         if tenant is not None:
-            ids = [rid for rid in ids if self._tenant(rid) == tenant[0]]
+            ids = self._tenant_ids(tenant[0])
+        else:
+            with self._lock:
+                ids = list(self._runs)
         out = []
         for rid in ids:
             events = self.events(rid)
