@@ -4,7 +4,9 @@ A plain plan node's call (``pipeline/fast_nodes.py``) keeps its tool's precompil
 plan and tool instead of checking per node that the run's resolution, the catalog, the flow policy,
 the engine's stages, its guard and its cursor key are the ones the entry was built under. Whatever
 changes one of them moves :data:`EPOCH`, so an entry kept at another value is checked again:
-``Catalog`` on every change of a tool; ``RunState`` when its offer changes (its resolutions
+``Catalog`` when a tool is registered or changes lifecycle (``drop`` needs no move: it takes only a
+retired version, whose retirement moved the counter, and no entry of a retired version is kept
+after that); ``RunState`` when its offer changes (its resolutions
 dropped, its disclosure set) or is read back from a snapshot; ``Stages`` when any of its fields is
 set (the flow policy, the guard, the cursor key); the engine when a stage is added. (A resolution
 made anew needs no move of its own: the one it replaces was dropped, or made under another

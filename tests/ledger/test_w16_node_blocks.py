@@ -185,7 +185,7 @@ def test_a_store_that_cannot_reserve_answers_the_call_typed_and_runs_no_tool(
     try:
         for obs in (rt.call(_look(1), run_id="conv"), asyncio.run(rt.acall(_look(2), run_id="conv"))):
             assert obs.status == "error" and obs.error is not None
-            assert obs.error.category == "internal" and "disk I/O error" in obs.error.message
+            assert obs.error.category == "transient" and "disk I/O error" in obs.error.message  # an outage
         assert rt.ran == []  # type: ignore[attr-defined]
         failing[0] = False
         obs = rt.call(_look(3), run_id="conv")

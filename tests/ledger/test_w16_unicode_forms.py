@@ -5,7 +5,7 @@ next time: one text, canonically. While the first proposal's outcome is not esta
 second is the identical action of DESIGN §11 and is answered ``unknown_commit`` unsent; it used to
 be a new action (another digest, another key) and was sent again: a possible double payment. The
 digest the ledger finds identical actions by reads strings up to canonical equivalence; arguments
-already in NFC keep their digest, and every key stays as it was.
+already in NFC keep their digest and their key.
 """
 
 from __future__ import annotations
@@ -97,14 +97,15 @@ def test_a_lost_write_proposed_again_in_another_normal_form_is_never_sent_again(
 def test_every_store_finds_the_identical_action_in_another_normal_form(
     store: str, decomposed_first: bool
 ) -> None:
-    """The check the durable stores make in the insert's own transaction, and the memory store's."""
+    """The check the durable stores make in the insert's own transaction, and the memory store's
+    (two nodes of the caller's: on the default path both forms are one node, one key)."""
     composed, decomposed = _forms("Zoë Café Ångström")
     first, again = (decomposed, composed) if decomposed_first else (composed, decomposed)
     world = _World(store)
     try:
-        lost = world.pay("r", "c1", {"to": first, "cents": 500})
+        lost = world.pay("r", "c1", {"to": first, "cents": 500}, node="a")
         assert lost.error is not None and lost.error.category == "unknown_commit"
-        answer = world.pay("r", "c2", {"to": again, "cents": 500})
+        answer = world.pay("r", "c2", {"to": again, "cents": 500}, node="b")
         assert world.sent == [first]  # never sent again
         assert answer.error is not None and answer.error.category == "unknown_commit", answer
         assert answer.error.details["state"] == "unknown_commit"
@@ -136,12 +137,13 @@ plain = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(arguments=plain)
-def test_arguments_in_nfc_keep_their_digest_and_every_key_stays(arguments: Any) -> None:
+def test_arguments_in_nfc_keep_their_digest_and_key_and_other_forms_take_them(arguments: Any) -> None:
     composed = _nfc_deep(arguments)
     assert args_digest(composed) == _old_digest(composed)  # NFC arguments: the digest of before
     assert args_digest(arguments) == args_digest(composed)  # any other form: the NFC one's
-    key = idempotency_key("r", "n", "pay@1", arguments)  # the key reads strings as given
-    assert key == "as1_" + hashlib.sha256(digest_json(["r", "n", "pay@1", arguments])).hexdigest()[:32]
+    key = idempotency_key("r", "n", "pay@1", composed)  # NFC arguments: the key of before
+    assert key == "as1_" + hashlib.sha256(digest_json(["r", "n", "pay@1", composed])).hexdigest()[:32]
+    assert idempotency_key("r", "n", "pay@1", arguments) == key  # any other form: the NFC one's
 
 
 def _nfc_deep(value: Any) -> Any:

@@ -126,8 +126,10 @@ class Catalog:
             order.remove(spec.version)
             if not order:
                 del self._order[spec.name]
+            # No move of the epoch (actionspace/_epoch.py): only a retired version is dropped, and
+            # retiring it moved the counter; no entry of a retired version is kept after that (a
+            # run resolves it as version_mismatch), and current() skipped it already.
             self.generation += 1
-            bump()  # a kept precompiled entry is checked again
         for listener in self._listeners:
             listener(spec)
         return spec

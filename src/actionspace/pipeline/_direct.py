@@ -369,6 +369,8 @@ def direct_caller(messages: Messages) -> Quick:
                                 # number is read and raised with no call between (no switch of
                                 # threads under the GIL, and ints run no code), before the record
                                 # goes in, so no reader sees the record under a lower number.
+                                # A free-threaded build's store holds no run in ``nexts``
+                                # (MemoryTraceStore.call_log): every record takes the lock there.
                                 nexts = kept[4]
                                 rid = run.run_id
                                 if rid in nexts:

@@ -44,7 +44,7 @@ from actionspace.pipeline.fast import FastPath
 from actionspace.pipeline.fast_nodes import plain_node as _plain_node
 from actionspace.pipeline.messages import Messages
 from actionspace.pipeline.observe import fail, observe, observe_ready
-from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry
+from actionspace.pipeline.runs import MAX_LIVE_RUNS, RunRegistry, unreserved
 from actionspace.pipeline.stages import CallInput, Draft, Stage, Stages, proposed, ready_of, record_proposed
 from actionspace.pipeline.streaming import final_of, stream_ready
 from actionspace.plan.conflicts import ANY, conflicting, expand
@@ -467,14 +467,15 @@ class Engine:
 
     # ------------------------------------------------------------------ failures of ours
     def internal(self, exc: BaseException, rec: Recorder, call: ToolCall | None = None) -> Observation:
-        """A bug of ours (or of a validator) as an ``internal`` observation; never raised at the model."""
-        error = ActionError.of(
+        """A bug of ours (or of a validator) as an ``internal`` observation; never raised at the model.
+        A node number the run-state store could not reserve is its outage: ``transient``."""
+        error = unreserved(exc) or ActionError.of(
             "internal",
             f"actionspace failed while handling this call: {type(exc).__name__}: {said_safely(exc, 300)}",
             vendor_code=type(exc).__name__,
         )
         call_id = rec.call_id or (call.id if call is not None and call.id else f"{rec.run_id}:internal")
-        rec.add("observation", {"status": "error", "category": "internal", "message": error.message})
+        rec.add("observation", {"status": "error", "category": error.category, "message": error.message})
         return Observation.failure(error, call_id=call_id, tool="" if call is None else call.name[:200])
 
 

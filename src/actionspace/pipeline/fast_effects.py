@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.execution.ready import Ready
-from actionspace.ledger.keys import idempotency_key
-from actionspace.pipeline.stages import CallInput, identity_node
+from actionspace.ledger.keys import idempotency_key, identity_digests
+from actionspace.pipeline.stages import CallInput, node_named
 from actionspace.policy.flow import evaluate
 from actionspace.policy.flow_policies import (
     AllOf,
@@ -140,18 +140,23 @@ def ready_effect(entry: Entry, inp: CallInput, args: dict[str, Any]) -> Ready | 
     if verdict is None:
         return None
     run, spec, rec = inp.run, entry.spec, inp.rec
+    effects = spec.has_side_effects
+    digest = ""
+    if inp.node_id is None and effects:
+        digest, written = identity_digests(args)
+        if written is not None:  # not NFC: the stages look for the node as written in the ledger
+            return None
     node = inp.node_id or f"n{next(run.nodes)}"
     call_id = inp.call.id or f"{run.run_id}:{node}"
     rec.call_id = call_id
     rec.add("authorized", entry.shape.authorized)
     rec.add("validated", entry.shape.validated)
-    effects = spec.has_side_effects
     if inp.node_id is None and effects:  # the identity node, as the validate stage names it
         occurrence = inp.occurrence
         if inp.message is not None:
-            first = identity_node(run.turn, spec.key, args)
+            first = node_named(run.turn, spec.key, digest)
             occurrence = inp.message[first] = inp.message.get(first, 0) + 1
-        node = identity_node(run.turn, spec.key, args, occurrence)
+        node = node_named(run.turn, spec.key, digest, occurrence)
     if verdict[2] is not None:
         rec.add("flow_checked", verdict[2])
     label = verdict[3]

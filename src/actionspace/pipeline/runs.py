@@ -26,13 +26,13 @@ from typing import Any, cast
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState, join_call_ids
-from actionspace.errors import ConfigurationError, RunStateError
+from actionspace.errors import ActionError, ConfigurationError, RunStateError, said_safely, store_unavailable
 from actionspace.ledger.run_state import MemoryRunStateStore, RunStateStore
 from actionspace.policy.principal import Principal
 from actionspace.trace.events import EventRecord, TraceStore
 from actionspace.trace.recorder import Recorder, RecordSink
 
-__all__ = ["CLOSED", "MAX_LIVE_RUNS", "NODE_BLOCK", "ReservedNodes", "RunRegistry", "check_id"]
+__all__ = ["CLOSED", "MAX_LIVE_RUNS", "NODE_BLOCK", "ReservedNodes", "RunRegistry", "check_id", "unreserved"]
 
 MAX_LIVE_RUNS = 4096
 """Runs an engine keeps in memory; the least recently opened beyond it are evicted."""
@@ -396,13 +396,47 @@ class ReservedNodes(itertools.count):  # type: ignore[type-arg]
                 self._next, self._end = 1, count + 1
 
     def __next__(self) -> int:
+        """The next node number; raises :class:`_Unreserved` when the store did not answer the
+        reservation of a new block (:func:`unreserved` reads it as ``transient``), and nothing
+        was handed out: the next call asks the store again."""
         with self._lock:
             number = self._next
             if number >= self._end:
-                number = self._reserve(self._run_id, self._floor, NODE_BLOCK)
+                try:
+                    number = self._reserve(self._run_id, self._floor, NODE_BLOCK)
+                except Exception as exc:
+                    if store_unavailable(exc):
+                        raise _Unreserved(self._run_id, exc) from exc
+                    raise
                 self._end = number + NODE_BLOCK
             self._next = number + 1
             return number
+
+
+class _Unreserved(Exception):
+    """The run-state store did not answer a reservation of node numbers (a store outage)."""
+
+    def __init__(self, run_id: str, cause: Exception) -> None:
+        super().__init__(run_id, cause)
+        self.run_id = run_id
+        self.cause = cause
+
+
+def unreserved(exc: BaseException) -> ActionError | None:
+    """The error of a call that ended on ``exc`` when ``exc`` is a node-number reservation the
+    run-state store did not answer: ``transient`` (retry with the same key; nothing was sent or
+    written, the call had no node yet), the driver's error as its ``vendor_code``. None otherwise:
+    another failure is a bug of ours (``internal``)."""
+    if not isinstance(exc, _Unreserved):
+        return None
+    cause = exc.cause
+    return ActionError.of(
+        "transient",
+        f"the run-state store did not answer while node numbers of run {exc.run_id} were reserved "
+        f"({type(cause).__name__}: {said_safely(cause, 200)}); ask again",
+        vendor_code=type(cause).__name__,
+        details={"sent": False},
+    )
 
 
 def _new_error(records: Sequence[EventRecord], seen: set[str]) -> bool:

@@ -13,14 +13,12 @@ business rule can reject a call before anyone is asked to approve it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from actionspace._canonical import digest_json
 from actionspace._epoch import bump
 from actionspace._fast import fast_init
 from actionspace.approval.gate import Approvals, gate
@@ -33,7 +31,7 @@ from actionspace.execution.guarded import Admission, Guard
 from actionspace.execution.items import batch_verdict
 from actionspace.execution.ready import Ready
 from actionspace.ledger.entries import LedgerStore
-from actionspace.ledger.keys import idempotency_key
+from actionspace.ledger.keys import args_digest, idempotency_key, identity_digests
 from actionspace.ledger.late import still_running
 from actionspace.observation.pagination import CursorKey
 from actionspace.pipeline.observe import validated_event
@@ -62,6 +60,7 @@ __all__ = [
     "check_occurrence",
     "identity_node",
     "keep_evidence",
+    "node_named",
     "proposed",
     "record_proposed",
 ]
@@ -104,6 +103,8 @@ class Draft:
     admission: Admission | None = None
     values: Mapping[str, tuple[Any, ...]] | None = None
     """Per argument, each value's provenance, when a provenance stage established it."""
+    written: str | None = None
+    """The identity node of the arguments as written, when they are not in NFC (see ``approve``)."""
     exempt: Callable[[], Admission | ActionError | None] | None = None
     """The budget let the call through uncharged as a replay: its admission, should the ledger send it."""
 
@@ -116,11 +117,17 @@ def identity_node(turn: int, tool_key: str, arguments: Any, occurrence: int = 1)
     """The node of a logical action on the default path: (turn, name@version, canonical args, occurrence).
 
     Two proposals of the same tool with the same normalized arguments in the same user turn are one
-    action (the second is replayed, never sent again); in a new turn they are a new action.
+    action (the second is replayed, never sent again); in a new turn they are a new action. Strings
+    read in Unicode NFC (:func:`~actionspace.ledger.keys.args_digest`): ``"café"`` composed and
+    decomposed are one node; arguments already in NFC keep the node they always had.
     """
-    digest = hashlib.sha256(digest_json(arguments)).hexdigest()[:16]
+    return node_named(turn, tool_key, args_digest(arguments), occurrence)
+
+
+def node_named(turn: int, tool_key: str, digest: str, occurrence: int = 1) -> str:
+    """:func:`identity_node` of arguments whose digest is ``digest`` (sha256 hex)."""
     suffix = f"/{occurrence}" if occurrence > 1 else ""
-    return f"t{turn}/{tool_key}/{digest}{suffix}"
+    return f"t{turn}/{tool_key}/{digest[:16]}{suffix}"
 
 
 def check_occurrence(occurrence: int) -> None:
@@ -231,14 +238,19 @@ class Stages:
             inp.rec.add("validated", compiled.accepted_event)
         d.checked = checked
         if inp.node_id is None and spec.has_side_effects:
-            occurrence = inp.occurrence
+            digest, written = identity_digests(checked.arguments)
+            occurrence, turn = inp.occurrence, inp.run.turn
             if inp.message is not None:
-                first = identity_node(inp.run.turn, spec.key, checked.arguments)
+                first = node_named(turn, spec.key, digest)
                 occurrence = inp.message[first] = inp.message.get(first, 0) + 1
-            d.node = identity_node(inp.run.turn, spec.key, checked.arguments, occurrence)
+            d.node = node_named(turn, spec.key, digest, occurrence)
+            if written is not None:  # looked for in the ledger by the first gate, off the event loop
+                d.written = node_named(turn, spec.key, written, occurrence)
         return None
 
     def approve(self, inp: CallInput, d: Draft) -> ActionError | None:
+        if d.written is not None:
+            self._written_node(inp, d)
         verdict, spec, checked = d.approval, d.spec, d.checked
         if verdict is None:
             return None
@@ -278,6 +290,20 @@ class Stages:
         event = {"request_id": approved.id, "status": "consumed", "by": approved.decided_by}
         inp.rec.add("approval_decided", event)
         return None
+
+    def _written_node(self, inp: CallInput, d: Draft) -> None:
+        """Take the node the arguments named as written (not in NFC) when the ledger holds it: an
+        entry stored before node identity read strings in NFC stays that action's (replayed once
+        committed, never sent again); else the NFC node stands. One indexed read, for arguments
+        not in NFC only; the gates run on a worker thread for a store not in memory."""
+        written, d.written = d.written, None
+        ledger = self.ledger
+        if (
+            written is not None
+            and ledger is not None
+            and ledger.get_node(inp.run.run_id, written) is not None
+        ):
+            d.node = written
 
     def flow(self, inp: CallInput, d: Draft) -> ActionError | None:
         spec, checked = d.spec, d.checked

@@ -20,6 +20,7 @@ import json
 import marshal
 import operator
 import pickle
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -42,7 +43,7 @@ from actionspace.trace.events import (
 from actionspace.trace.store_encoding import HEAD_KINDS, encode_data
 from actionspace.types import SYSTEM_CLOCK, Clock
 
-__all__ = ["MemoryTraceStore", "runs_limit"]
+__all__ = ["MemoryTraceStore", "gil_enabled", "runs_limit"]
 
 _MAX_LIMIT = 2**63 - 1
 """The largest row count SQLite's and PostgreSQL's ``LIMIT`` take; a larger limit lists every run."""
@@ -63,6 +64,13 @@ COMPACT_AT = 2048
 """Pending records of a run are packed into one blob once they weigh this much: one per record,
 plus the length of every list in their data, so that a few records holding thousands of objects
 (a large plan's ``plan_started``) are packed as soon as many small ones would be."""
+
+
+def gil_enabled() -> bool:
+    """True unless this is a free-threaded build running without the GIL (``sys._is_gil_enabled``,
+    Python 3.13+, returns False); a build without the probe always has the GIL."""
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return True if probe is None else bool(probe())
 
 
 class MemoryTraceStore:
@@ -96,6 +104,9 @@ class MemoryTraceStore:
         self._by_tenant: dict[str | None, dict[str, None]] = {}
         """Tenant → the runs of ``_tenants`` with it, kept as runs start (see ``_started``)."""
         self._lock = threading.Lock()
+        self._unlocked_next: dict[str, int] = self._next if gil_enabled() else {}
+        """What :meth:`call_log` hands out as the runs' next numbers (see there): the store's own
+        where the GIL is on; on a free-threaded build a dict no run is ever in, chosen once here."""
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
         """Append one simple call's compact record and its other ``records``, together."""
@@ -156,13 +167,18 @@ class MemoryTraceStore:
         number is never removed and only ever raised, every list change here is one C call, and
         readers copy the list in one (``_snapshot``); the writers here, too, read and raise a number
         with no call between (a call's return is where 3.11 may switch threads), so the unlocked
-        raise and theirs cannot undo each other: keep these so when changing this store."""
+        raise and theirs cannot undo each other: keep these so when changing this store.
+
+        All of that holds only while the GIL is on. On a free-threaded build (``sys._is_gil_enabled()``
+        False, read once when the store is made) the numbers handed out are a dict no run is ever in,
+        so the caller finds no next number and appends every record through :meth:`append_kept`,
+        under the lock; a build with the GIL pays nothing for the choice."""
         with self._lock:
             calls = self._calls.get(run_id)
             if calls is None:
                 calls = self._calls[run_id] = []
                 self._runs.setdefault(run_id, [])
-            return calls, self._lock, self._next
+            return calls, self._lock, self._unlocked_next
 
     def append_nodes(self, run_id: str, nodes: Sequence[CompactNode], records: Sequence[EventRecord]) -> None:
         """Append compact plan-node records and other ``records`` of the run, together."""
