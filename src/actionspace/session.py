@@ -9,12 +9,12 @@
     turn.observations                          # one Observation per proposed call, in order
     turn.messages                              # provider items answering the model's own call ids
 
-**Node identity.** A logical action is (user turn, tool@version, canonical arguments, occurrence
-within the message). Proposing it again in the same turn — after a timeout, with a new call id —
-replays the committed result (``diagnostics["replayed"]``) instead of sending again; after
-``s.user(...)`` it is a new action. While an identical action of the run is ``dispatched``,
-``unknown`` or ``unknown_commit``, any new proposal of it is answered ``unknown_commit`` naming the
-original key, and is never sent (see docs/exactly-once.md).
+**Node identity.** A logical action is (user turn, tool@version, canonical arguments with strings
+in NFC, occurrence within the message). Proposing it again in the same turn — after a timeout, with
+a new call id, ``"café"`` composed or decomposed — replays the committed result
+(``diagnostics["replayed"]``) instead of sending again; after ``s.user(...)`` it is a new action.
+While an identical action of the run is ``dispatched``, ``unknown`` or ``unknown_commit``, a new
+proposal of it is answered ``unknown_commit`` naming the original key, never sent (docs/exactly-once.md).
 
 **What the model reads** is the versioned rendering ``render-v2``
 (:mod:`actionspace.discovery.render`), recorded in the trace as a ``rendered`` event. When a
@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from actionspace._closing import closed_error, ended_by_close
+from actionspace._session_output import MAX_CALLS_PER_MESSAGE, handed, too_many
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
@@ -58,7 +59,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, StreamParser, call_ids, ids_apart, parse, user_text
+from actionspace.parse import ParseResult, call_ids, ids_apart, parse, user_text
 from actionspace.parse._result import UNFINISHED_STOPS
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
@@ -154,6 +155,8 @@ class Session:
         self._tool_messages: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.gate: GatePolicy | None = None
         """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
+        self.max_calls = MAX_CALLS_PER_MESSAGE
+        """Most calls one message may propose: over it, each is ``budget_exceeded`` and none runs."""
         if rt.run_state(run_id, principal).flow.artifacts:  # a run continued: its artifacts stay readable
             self._read_artifact()
 
@@ -286,15 +289,17 @@ class Session:
         """
         if self.rt.engine.runs.closed:
             raise closed_error()
-        handed, (model_output, parsed) = model_output, _handed(model_output)
+        given, (model_output, parsed) = model_output, handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
+        if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
+            return self._turn(parsed, refused)
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, _per_known_id(handed, out))
+        return self._turn(parsed, _per_known_id(given, out))
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
@@ -303,15 +308,17 @@ class Session:
         sets commute and no decision can differ, and are answered in the message's order."""
         if self.rt.engine.runs.closed:
             raise closed_error()
-        handed, (model_output, parsed) = model_output, _handed(model_output)
+        given, (model_output, parsed) = model_output, handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
+        if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
+            return self._turn(parsed, refused)
         model_output, parsed = self._named(model_output, parsed)
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, _per_known_id(handed, out))
+        return self._turn(parsed, _per_known_id(given, out))
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:
@@ -462,29 +469,11 @@ _GATING: contextvars.ContextVar[tuple[str, GatePolicy, Confidence] | None] = con
 the calls of that output are judged by it."""
 
 
-def _handed(output: Any) -> tuple[Any, ParseResult | None]:
-    """The output as the engine reads it, and its parse when it may hold a plain answer: a
-    ``StreamParser`` is its whole output; a ``ParseResult`` its own parse (recorded as its ``to_dict()``)."""
-    if isinstance(output, StreamParser):
-        output = output.output()
-    elif isinstance(output, ParseResult):
-        return output.to_dict(), output
-    return output, _parsed(output)
-
-
 def _per_known_id(handed: Any, out: Sequence[Observation]) -> Sequence[Observation]:
     """The one ``parse_error`` a failed ``ParseResult`` handed to the session got, once per call id it
     knows (:func:`~actionspace.parse.call_ids`): the provider refuses the next request otherwise."""
     ids = call_ids(handed) if isinstance(handed, ParseResult) and handed.error and len(out) == 1 else ()
     return [dataclasses.replace(out[0], call_id=i) for i in ids] if ids else out
-
-
-def _parsed(raw: Any) -> ParseResult | None:
-    """``parse(raw)`` for output that may hold a plain answer or a refusal (text, a provider dict
-    or list, an SDK object); None for a ``ToolCall`` or any other object (calls, never an answer)."""
-    if isinstance(raw, str | dict | list) or callable(getattr(raw, "model_dump", None)):
-        return parse(raw)
-    return None
 
 
 def _fresh(value: dict[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def test_the_conflict_checks_of_a_message_grow_linearly_with_its_calls(
         return {"name": name, "value": value}
 
     s = rt.session(run_id="conv-many-writes", provider="openai_chat")
+    s.max_calls = CALLS  # past the default bound on calls per message
     s.user("set them all")
     message = chat(
         *((f"w{i}", "set_counter", json.dumps({"name": f"k{i}", "value": i})) for i in range(CALLS))

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+import sys
 import tempfile
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,7 +29,7 @@ from typing import Any, Final, Protocol
 
 from actionspace._unicode import json_for_utf8
 from actionspace.trace.events import AppendsNew, FindsRunIds, TraceEvent, TraceStore
-from actionspace.trace.store_encoding import call_id_for_postgres, check_event
+from actionspace.trace.store_encoding import call_id_for_postgres, check_event, encode_data
 
 __all__ = ["ImportResult", "dumps_event", "export_jsonl", "import_jsonl", "iter_jsonl", "loads_event"]
 
@@ -63,9 +66,49 @@ class ImportResult:
 
 
 def dumps_event(event: TraceEvent) -> str:
-    """One event as one line of JSON (no trailing newline), keys sorted."""
-    text = json.dumps(event.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """One event as one line of JSON (no trailing newline), keys sorted. Its data is written as
+    every store but the in-memory one keeps it (:func:`~actionspace.trace.store_encoding.encode_data`:
+    a NaN or an infinity as the text ``"NaN"``, ``"Infinity"``), so the line is JSON any reader takes."""
+    fields = event.to_dict()
+    try:
+        text = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a non-finite number only the in-memory store holds as one
+        fields["data"] = json.loads(encode_data(event.data))
+        text = json.dumps(fields, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return text if text.isascii() else json_for_utf8(text)  # an unpaired surrogate as its escape
+
+
+_EXPONENT: Final = re.compile(r"e\+?\d")
+_EXPONENT_UPPER: Final = re.compile(r"E\+?\d")
+_DIGITS: Final = re.compile(r"\d{309}")
+
+
+def _checked_loads(line: str, unkept: list[str]) -> Any:
+    """``json.loads(line)``, each NaN or infinity it reads named in ``unkept``."""
+
+    def constant(name: str) -> float:
+        unkept.append(name)
+        return float(name)
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):  # 1e400: Infinity written another way
+            unkept.append(text if len(text) <= 40 else text[:40] + "…")
+        return value
+
+    return json.loads(line, parse_constant=constant, parse_float=finite)
+
+
+def _suspect(line: str) -> bool:
+    """Whether ``line`` holds text a NaN or an infinity may be read from: ``NaN``, ``Infinity``, a
+    positive exponent (``repr`` writes one only from 1e16: ``1e400``) or 309 digits in a row."""
+    return (
+        "NaN" in line
+        or "Infinity" in line
+        or _EXPONENT.search(line) is not None
+        or ("E" in line and _EXPONENT_UPPER.search(line) is not None)
+        or _DIGITS.search(line) is not None
+    )
 
 
 _MAX_TS = 2**1000
@@ -76,10 +119,15 @@ def loads_event(line: str, *, postgres: bool = False) -> TraceEvent:
     """Parse one line written by :func:`dumps_event`; raises ``ValueError`` if it is not an event
     or holds what no store can keep (see :func:`~actionspace.trace.store_encoding.check_event`;
     ``postgres``: what PostgreSQL cannot keep either)."""
+    unkept: list[str] = []  # numbers read that no store keeps as numbers: refused below
     try:
-        raw = json.loads(line)
+        # Most lines hold no text a non-finite number is read from: parsed with no Python per number
+        raw = _checked_loads(line, unkept) if _suspect(line) else json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc.msg}") from exc
+    except ValueError as exc:  # Python's own limit on integer digits, worded for the file's reader
+        limit = sys.get_int_max_str_digits()
+        raise ValueError(f"not JSON a store can read: an integer of more than {limit} digits") from exc
     except RecursionError as exc:
         raise ValueError("not JSON a store can read: nested too deeply") from exc
     if not isinstance(raw, dict):
@@ -88,6 +136,8 @@ def loads_event(line: str, *, postgres: bool = False) -> TraceEvent:
         if name in raw and type(raw[name]) is not str:
             got = "null" if raw[name] is None else type(raw[name]).__name__
             raise ValueError(f"bad field value: {name} must be text, got {got}")
+    if unkept:  # a store keeps it as the text "NaN", and no other JSON reader takes it
+        raise ValueError(f"not JSON a store can keep: {unkept[0]} is not a finite number")
     ts = raw.get("ts")
     if "ts" in raw and type(ts) not in (int, float):
         got = "null" if ts is None else type(ts).__name__
