@@ -365,10 +365,8 @@ def run_header(summary: RunSummary) -> RunHeader:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
-    """``run ID  started … · N events · …`` on one line where the width allows; otherwise the run
-    and its start on one line, the counts on the next, each breaking between facts where it must,
-    never inside one (a count is read as one thing). The run id, which a reader copies, is never cut
-    or folded, even when it alone is wider than the terminal."""
+    """``run ID  started … · N events · …`` on one line where it fits, else the run and its start,
+    then the counts, breaking between facts, never inside one; the run id is never cut or folded."""
 
     run: Text
     """``run`` and the run id."""
@@ -412,10 +410,7 @@ def _laid_out(
 
 
 def _unwrapped(line: Text, console: Console) -> Iterable[Segment]:
-    """``line`` printed as it is, as segments (a ``Text`` is wrapped or folded to the width by the
-    console whatever its ``overflow``, on some versions of rich): the layout above already fits it,
-    and an id too wide stays whole where the console does not crop (``trace show`` prints the
-    header with ``crop=False``)."""
+    """``line`` as segments, never wrapped (rich 15 folds a ``Text`` whatever its ``overflow``)."""
     yield from line.render(console, "")
     yield Segment.line()
 
