@@ -9,7 +9,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
@@ -39,7 +39,7 @@ _ACTED_ON = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 """Controls, format characters, surrogates, line and paragraph separators."""
 
 
-def _ev(seq: int, kind: str, call_id: str | None = None, **data: object) -> TraceEvent:
+def _ev(seq: int, kind: str, call_id: str | None = None, /, **data: object) -> TraceEvent:
     return TraceEvent(run_id="r", seq=seq, kind=kind, ts=1.0 + seq, call_id=call_id, data=data)
 
 
@@ -80,6 +80,8 @@ def test_a_run_id_with_a_bidi_override_is_escaped_in_the_listing_and_the_header(
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.characters(codec=None, exclude_categories=()), max_size=12))
+@example("seq")  # a data key named like a parameter of ``_ev``
+@example("call_id")
 def test_events_json_is_utf8_text_without_hidden_characters_and_reads_back_the_same(text: str) -> None:
     events = [_ev(0, "observation", text, status="ok", content=text, **{text: [text]})]
     printed = events_json(events)

@@ -62,8 +62,8 @@ from typing import Any, Literal, Protocol
 from actionspace._extras import missing
 
 try:
-    import mcp  # noqa: F401 - the extra's presence, named in the error below
-    import mcp_types as types
+    import mcp_types as types  # first: with both missing, the error names this one, as it always has
+    from mcp import Client  # noqa: F401 - the extra's presence, named in the error below
 except ImportError as exc:  # the core install: one line naming the extra, not the SDK's module
     raise missing("actionspace.adapters.mcp_client", "mcp", exc) from exc
 
