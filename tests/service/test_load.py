@@ -1,10 +1,12 @@
 """A load test against a real ``actionspace serve`` on loopback (issue: the service under attack).
 
 8 clients post calls and poll the runs listing while one posts 1 MB of adversarial raw text, one
-posts NaN bodies and 100 MB bodies, and two propose payments that a person approves. The service must
-keep the listing's p95 latency and the approval latency under 1 s, answer no request with 500, and
-lose nothing from the trace. Bounded: ``ACTIONSPACE_LOAD_S`` seconds of load (15 by default, the CI
-size), then at most 60 s to drain.
+posts NaN bodies and 100 MB bodies, and two propose payments that a person approves (each proposing
+the next as soon as the last is approved; when an approved run ended is read from its trace once the
+load is over, so that the p95 is taken over dozens of approvals, not over a dozen where it is the
+maximum). The service must keep the listing's p95 latency and the approval latency under 1 s,
+answer no request with 500, and lose nothing from the trace. Bounded: ``ACTIONSPACE_LOAD_S`` seconds
+of load (15 by default, the CI size), then at most 60 s to drain.
 
 The 1 s holds for a machine the test has to itself (CI runs it alone). Other processes taking the
 cores stretch every latency whatever the service does, so the bound is 1 s times the stretch a
@@ -29,6 +31,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,7 @@ class Tally:
     listing_s: list[float] = field(default_factory=list)
     approval_s: list[float] = field(default_factory=list)
     approved_run_s: list[float] = field(default_factory=list)
+    decided_at: dict[str, datetime] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
     adversarial_runs: list[str] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
@@ -227,9 +231,8 @@ def _approver(base: str, index: int, until: float, tally: Tally) -> None:
             tally.status(decided.status_code)
             with tally.lock:
                 tally.approval_s.append(time.monotonic() - started)
-            if _finished(client, run_id, deadline_s=30) is not None:
-                with tally.lock:
-                    tally.approved_run_s.append(time.monotonic() - started)
+                if decided.status_code == 200:  # the run's end is read from its trace after the load
+                    tally.decided_at[run_id] = datetime.fromisoformat(decided.json()["decided_at"])
 
 
 def _pending(client: httpx.Client, run_id: str, tally: Tally) -> str | None:
@@ -279,6 +282,9 @@ def run_load(server: str, seconds: float, *, attackers: bool = True) -> tuple[Ta
             kinds = [e["kind"] for e in events]
             if status is None or "run_finished" not in kinds or "observation" not in kinds:
                 lost.append(run_id)
+            elif run_id in tally.decided_at:
+                ended = datetime.fromisoformat(next(e["at"] for e in events if e["kind"] == "run_finished"))
+                tally.approved_run_s.append((ended - tally.decided_at[run_id]).total_seconds())
     figures = {
         "seconds": seconds,
         "runs": len(tally.runs),

@@ -5,7 +5,9 @@ takes the next lane in turn, so up to :attr:`Lanes.count` principals never share
 that keeps its loop busy delays only the runs that share its lane. CPU-heavy steps
 (parsing a raw model output) do not run on a lane at all: :func:`off_loop` runs short ones on a
 worker thread under a time limit, :data:`PROCESSES` long ones in worker processes, stopped at the
-time limit, so they hold neither a lane nor the interpreter lock the server's threads share.
+time limit, so they hold neither a lane nor the interpreter lock the server's threads share. The
+workers run at a lower CPU priority than the server (``nice``), so a flood of huge outputs takes the
+cores the server leaves idle rather than the ones its requests need.
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import inspect
 import multiprocessing
+import os
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from actionspace.execution.loop import new_event_loop, run_until_stopped
 from actionspace.service._stopped import watched_task
 
-__all__ = ["DEFAULT_LANES", "PROCESSES", "Lanes", "ProcessWork", "off_loop"]
+__all__ = ["DEFAULT_LANES", "PROCESSES", "WORKER_NICE", "Lanes", "ProcessWork", "off_loop"]
 
 DEFAULT_LANES: Final = 4
 """Lanes of a runner by default."""
@@ -48,25 +51,45 @@ async def off_loop(fn: Callable[[], T], *, timeout_s: float) -> T:
     return await asyncio.wait_for(future, timeout=timeout_s)
 
 
+WORKER_NICE: Final = 10
+"""How much lower than the server's the worker processes' CPU priority is (``os.nice`` steps)."""
+
+
+def _lower_priority(increment: int) -> None:
+    """A worker's initializer: step its CPU priority down by ``increment`` where the system allows."""
+    with contextlib.suppress(AttributeError, OSError):  # no os.nice on Windows
+        os.nice(increment)
+
+
 class ProcessWork:
     """A small pool of worker processes for CPU-heavy pure functions, with a hard time limit.
 
     A thread cannot be stopped and, holding the interpreter lock, slows every thread of the server;
     a process can be. :meth:`run` sends ``fn(arg)`` (both picklable) to a worker; past the time
     limit the workers are terminated and replaced, and ``TimeoutError`` is raised. Work of other
-    callers cut short by that replacement is sent again once, to the new workers.
+    callers cut short by that replacement is sent again once, to the new workers. The workers run
+    ``nice`` steps below the creating process's priority: the work is whoever sent the huge input's,
+    and on a machine with few cores it must not take them from the requests the server answers.
+
+    A caller waits on its event loop, for the pool's own thread to hand the result over, holding no
+    thread: work queued behind busy workers must not take the threads :func:`off_loop` runs the
+    small parses of everyone else's runs on.
     """
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, nice: int = WORKER_NICE) -> None:
         self.workers = workers
+        self.nice = nice
         self._pool: Any = None
         self._generation = 0
         self._lock = threading.Lock()
+        self._waiting: dict[int, set[Callable[[str, Any], None]]] = {}
+        """The hand-overs of work sent to each generation of workers and not answered yet."""
 
     def _current(self) -> tuple[Any, int]:
         with self._lock:
             if self._pool is None:
-                self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+                context = multiprocessing.get_context("spawn")
+                self._pool = context.Pool(self.workers, initializer=_lower_priority, initargs=(self.nice,))
             return self._pool, self._generation
 
     def _replace(self, generation: int) -> None:
@@ -75,33 +98,41 @@ class ProcessWork:
                 return  # another caller replaced it already
             pool, self._pool = self._pool, None
             self._generation += 1
+            lost = self._waiting.pop(generation, set())
         pool.terminate()
-
-    def _wait(self, result: Any, generation: int, deadline: float) -> tuple[str, Any]:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout", None
-            try:
-                return "done", result.get(min(left, _POLL_S))
-            except multiprocessing.TimeoutError:
-                if generation != self._generation:
-                    return "lost", None
+        for hand_over in lost:  # terminated workers never answer: their callers send again
+            hand_over("lost", None)
 
     async def run(self, fn: Callable[[A], T], arg: A, *, timeout_s: float) -> T:
         """``fn(arg)`` in a worker process; ``TimeoutError`` after ``timeout_s`` seconds."""
         loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + timeout_s
+        deadline = loop.time() + timeout_s
         for _ in range(2):
+            answered: asyncio.Future[tuple[str, Any]] = loop.create_future()
+            hand_over = _handing_to(loop, answered)
             pool, generation = self._current()
-            result = pool.apply_async(fn, (arg,))
-            state, value = await loop.run_in_executor(_CPU, self._wait, result, generation, deadline)
+            with self._lock:
+                self._waiting.setdefault(generation, set()).add(hand_over)
+            try:
+                pool.apply_async(
+                    fn,
+                    (arg,),
+                    callback=lambda value, h=hand_over: h("done", value),
+                    error_callback=lambda error, h=hand_over: h("raised", error),
+                )
+                try:
+                    state, value = await asyncio.wait_for(answered, timeout=max(0.0, deadline - loop.time()))
+                except TimeoutError:
+                    self._replace(generation)
+                    raise TimeoutError(f"the work took longer than {timeout_s:g} s") from None
+            finally:
+                with self._lock:
+                    self._waiting.get(generation, set()).discard(hand_over)
             if state == "done":
                 out: T = value
                 return out
-            if state == "timeout":
-                self._replace(generation)
-                raise TimeoutError(f"the work took longer than {timeout_s:g} s")
+            if state == "raised":
+                raise value
         raise TimeoutError("the worker processes were replaced twice while this work waited")
 
     def close(self) -> None:
@@ -111,10 +142,26 @@ class ProcessWork:
             pool.terminate()
 
 
+def _handing_to(
+    loop: asyncio.AbstractEventLoop, answered: asyncio.Future[tuple[str, Any]]
+) -> Callable[[str, Any], None]:
+    """A function any thread may call once with ``(state, value)`` to answer ``answered`` on ``loop``;
+    later calls, and calls after the loop closed (its caller gone), do nothing."""
+
+    def settle(state: str, value: Any) -> None:
+        if not answered.done():
+            answered.set_result((state, value))
+
+    def hand_over(state: str, value: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, state, value)
+
+    return hand_over
+
+
 PROCESSES: Final = ProcessWork()
 """The process pool CPU-heavy service steps share (started when first used, stopped at exit)."""
 atexit.register(PROCESSES.close)
-_POLL_S: Final = 0.05
 
 
 _Given = tuple[asyncio.AbstractEventLoop, Coroutine[Any, Any, Any]]

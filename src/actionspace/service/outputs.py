@@ -1,7 +1,9 @@
 """Raw model outputs of a background run, read off the runs' loops and recorded as the engine would.
 
 Parsing runs on a thread, a long output in a worker process, under a timeout: past it the output
-is answered ``parse_error`` and nothing of it runs.
+is answered ``parse_error`` and nothing of it runs. An output without a call to run is read once
+more there, for the call ids to answer under, in the same trip: a huge hostile output costs one
+worker's time, not two.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from actionspace.service.lanes import PROCESSES, off_loop
 from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation
 
-__all__ = ["calls_status", "parse_output", "parsed_event", "read_output"]
+__all__ = ["calls_status", "parse_output", "parse_with_ids", "parsed_event", "read_output"]
 
 _INLINE_PARSE_CHARS = 65_536
 """Raw outputs up to this size are parsed on a thread; longer ones in a worker process."""
@@ -27,12 +29,32 @@ async def read_output(
 ) -> ParseResult | list[Observation]:
     """Parse ``raw`` and record it (``model_output``, ``parsed``): its calls to send, or the
     ``parse_error`` observations (recorded) of an output none of whose calls runs."""
-    parsed = await parse_output(raw, timeout_s=timeout_s)
+    parsed: ParseResult | ActionError
+    ids: tuple[str, ...]
+    try:
+        if _size(raw) <= _INLINE_PARSE_CHARS:
+            parsed, ids = await off_loop(lambda: parse_with_ids(raw), timeout_s=timeout_s)
+        else:
+            parsed, ids = await PROCESSES.run(parse_with_ids, raw, timeout_s=timeout_s)
+    except TimeoutError:
+        parsed, ids = _timed_out(timeout_s), ()
     rt.record(run_id, "model_output", bounded_raw(raw, rt.artifacts))
-    if isinstance(parsed, ActionError) or parsed.error is not None or not parsed.calls:
-        return _unparsed(rt, run_id, parsed, await _call_ids(raw, timeout_s=timeout_s))
+    if isinstance(parsed, ActionError) or not _runs(parsed):
+        return _unparsed(rt, run_id, parsed, ids)
     rt.record(run_id, "parsed", parsed_event(parsed))
     return parsed
+
+
+def parse_with_ids(raw: Any) -> tuple[ParseResult, tuple[str, ...]]:
+    """``parse(raw)``, and the call ids ``raw`` names when none of its calls runs (else ``()``):
+    the one function a worker runs for an output."""
+    parsed = parse(raw)
+    return parsed, (() if _runs(parsed) else tuple(call_ids(raw)))
+
+
+def _runs(parsed: ParseResult | ActionError) -> bool:
+    """Whether ``parsed`` holds calls to send: parsed without an error, with at least one call."""
+    return not isinstance(parsed, ActionError) and parsed.error is None and bool(parsed.calls)
 
 
 async def parse_output(raw: Any, *, timeout_s: float) -> ParseResult | ActionError:
@@ -42,21 +64,15 @@ async def parse_output(raw: Any, *, timeout_s: float) -> ParseResult | ActionErr
             return await off_loop(lambda: parse(raw), timeout_s=timeout_s)
         return await PROCESSES.run(parse, raw, timeout_s=timeout_s)
     except TimeoutError:
-        return ActionError.of(
-            "parse_error",
-            f"parsing the output took longer than {timeout_s:g} s; emit a shorter output",
-            details={"reason": "parse_timeout", "timeout_s": timeout_s},
-        )
+        return _timed_out(timeout_s)
 
 
-async def _call_ids(raw: Any, *, timeout_s: float) -> tuple[str, ...]:
-    """``call_ids(raw)`` off the runs' loops, under ``timeout_s`` (none known past it)."""
-    try:
-        if _size(raw) <= _INLINE_PARSE_CHARS:
-            return await off_loop(lambda: call_ids(raw), timeout_s=timeout_s)
-        return await PROCESSES.run(call_ids, raw, timeout_s=timeout_s)
-    except TimeoutError:
-        return ()
+def _timed_out(timeout_s: float) -> ActionError:
+    return ActionError.of(
+        "parse_error",
+        f"parsing the output took longer than {timeout_s:g} s; emit a shorter output",
+        details={"reason": "parse_timeout", "timeout_s": timeout_s},
+    )
 
 
 def _unparsed(
