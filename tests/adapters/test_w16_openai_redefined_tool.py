@@ -218,12 +218,12 @@ def test_an_approval_for_every_call_of_a_tool_is_for_the_definition_shown(
         assert [a["status"] for a in answers] == ["ok", "ok"]
 
 
-def test_a_request_the_sdk_asked_about_unmarked_runs_nothing_on_the_sdk_approval(
+def test_a_request_whose_mark_the_store_lost_runs_once_on_the_sdk_approval_in_the_same_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store fails as the SDK asks (the request is filed, marking it is not): the person is
-    asked all the same, and the answer, not known to be about that request, runs nothing; the call
-    stays held on it, for ``rt.approvals``."""
+    asked all the same, and the mark, kept in memory, is written as the approved call comes back:
+    the answer decides the very request the SDK asked about, and the charge runs once."""
     charges: Charges = []
     rt = Runtime(f"sqlite:///{tmp_path / 'as.db'}")
     define(rt, charges, how="Charge a card, in cents.")
@@ -235,6 +235,34 @@ def test_a_request_the_sdk_asked_about_unmarked_runs_nothing_on_the_sdk_approval
     monkeypatch.setattr(store, "update", down)
     saved = asyncio.run(interrupted(rt, "conv-1"))
     monkeypatch.undo()
+    [request] = rt.approvals.list()
+    result = asyncio.run(resumed(rt, "conv-1", saved))
+    [output] = tool_outputs(result)
+    assert json.loads(output)["status"] == "ok" and charges == [(SHOWN, "4242", 500)]
+    [after] = rt.approvals.list(status=None)
+    assert (after.id, after.status) == (request.id, "consumed")
+
+
+def test_a_request_the_sdk_asked_about_unmarked_runs_nothing_on_the_sdk_approval_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark the store failed to take lives in the memory of the process that asked: a run
+    resumed by another runtime (another process) finds the request unmarked; the answer, not known
+    to be about that request, runs nothing; the call stays held on it, for ``rt.approvals``."""
+    charges: Charges = []
+    url = f"sqlite:///{tmp_path / 'as.db'}"
+    rt = Runtime(url)
+    define(rt, charges, how="Charge a card, in cents.")
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(rt.approvals.store, "update", down)
+    saved = asyncio.run(interrupted(rt, "conv-1"))
+    monkeypatch.undo()
+    rt.close()
+    rt = Runtime(url)
+    define(rt, charges, how="Charge a card, in cents.")
     [request] = rt.approvals.list()
     result = asyncio.run(resumed(rt, "conv-1", saved))
     [output] = tool_outputs(result)

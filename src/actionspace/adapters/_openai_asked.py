@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from actionspace.adapters._bridge import Bridge, Occurrence
-from actionspace.adapters._marks import marks, remember
+from actionspace.adapters._marks import flush, marks
+from actionspace.adapters._marks import mark as keep_mark
 from actionspace.adapters._marks import refuse as refuse_marked
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.parse import parse
@@ -57,13 +58,15 @@ def asked(
     request (filed now, or the one pending), running the stages up to the approval gate and no
     further, and record on the request that the SDK asked about the call. Blocking (store I/O);
     best effort: a call not held here (its arguments refused, no approval needed, a store that
-    fails) is not marked, and an approval the SDK gives for it approves nothing actionspace holds."""
+    fails filing it) is not marked, and an approval the SDK gives for it approves nothing
+    actionspace holds. A mark the store fails to write is written again before the SDK's answers
+    are read (adapters/_marks.py)."""
     try:
         request_id = _hold(bridge, name, arguments, call_id, occurrence)
-        if request_id is not None:
-            remember(bridge, request_id, ASKED, mark)
-    except Exception:  # the SDK asks all the same; without the mark its approval decides nothing here
+    except Exception:  # the SDK asks all the same; without a request its approval decides nothing here
         return
+    if request_id is not None:
+        keep_mark(bridge, request_id, ASKED, mark, bridge.session.run_id)
 
 
 def _hold(
@@ -121,6 +124,8 @@ def approves(bridge: Bridge, held: str, sdk_run: str, call_id: str, *, always: b
     now = approvals.get(held)
     if now is None:
         return False
+    flush(bridge, now.run_id)  # a mark the store failed to take when the SDK asked
+    now = approvals.get(held) or now
     mark = mark_of(sdk_run, call_id)
     if mark in _marks(now):
         return True

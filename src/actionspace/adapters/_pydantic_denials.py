@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from actionspace.adapters._bridge import Bridge
-from actionspace.adapters._marks import refuse, remember
+from actionspace.adapters._marks import mark, refuse
 
 __all__ = ["DEFERRED", "Denials", "deferred"]
 
@@ -34,14 +34,12 @@ _DONE: Final = 4096
 
 def deferred(bridge: Bridge, request_id: str, conversation: str | None, call_id: str | None) -> None:
     """Mark the pending request ``request_id`` as deferred for call ``call_id`` of ``conversation``.
-    Blocking; best effort: an unmarked request is left pending by a denial given in Pydantic AI
-    alone (decide it in ``rt.approvals``), as it was before any mark."""
+    Blocking; never raises: a mark the store fails to take is written again before the run's
+    denials are next read, in this process (adapters/_marks.py); else the request is left pending by
+    a denial given in Pydantic AI alone (decide it in ``rt.approvals``)."""
     if call_id is None:
         return
-    try:
-        remember(bridge, request_id, DEFERRED, f"{conversation or ''}:{call_id}")
-    except Exception:  # the store did not take the mark: the call is deferred all the same
-        return
+    mark(bridge, request_id, DEFERRED, f"{conversation or ''}:{call_id}", bridge.session.run_id)
 
 
 class Denials:

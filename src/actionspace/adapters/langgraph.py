@@ -15,6 +15,9 @@ held call of the message) interrupts again, showing it. An answer naming no requ
 a mapping without ``request_id``) decides the call held only when the interrupt it answers showed
 that very request (:mod:`~actionspace.adapters._langgraph_answers`); else it too is asked again.
 The graph needs a checkpointer, as every ``interrupt`` does.
+A call LangChain's ``HumanInTheLoopMiddleware`` provably had the person approve already is approved
+on that answer, not asked about again (:mod:`~actionspace.adapters._langgraph_hitl`). An error
+observation is a ``ToolMessage`` of status ``"error"``.
 
     tools = governed_tools(rt, run_id="conv-1")
     graph.add_node("tools", ToolNode(tools))
@@ -41,7 +44,6 @@ A tool whose name providers refuse (``files.read``) is offered under one they ta
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import threading
@@ -56,14 +58,17 @@ from actionspace.adapters._bridge import (
     FrameworkRuns,
     Occurrence,
     _run_id_of,
+    held_request,
     require,
     unsent,
 )
 from actionspace.adapters._langgraph_answers import decided
+from actionspace.adapters._langgraph_hitl import REASON, reviewed
+from actionspace.adapters._langgraph_refusals import answers, refused
 from actionspace.adapters._node_calls import STOPPED, NodeCalls
 from actionspace.discovery.names import ProviderNames
-from actionspace.errors import ActionError, ConfigurationError
-from actionspace.parse import ParseResult, parse, user_text
+from actionspace.errors import ConfigurationError
+from actionspace.parse import user_text
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.types import Observation
@@ -266,37 +271,39 @@ def _governed_tool_class() -> type[StructuredTool]:
 def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
     from langchain_core.runnables import ensure_config  # the config LangChain runs the tool with
 
-    def sync(arguments: Any, call_id: str | None) -> str:
+    offered = threads.names.offered(name)
+
+    def sync(arguments: Any, call_id: str | None) -> Any:
         config = ensure_config()
         try:
             bridge = threads.bridge(config)
         except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
-            return Bridge.text(unsent(NO_TURN, exc, name, call_id))
+            return _reply(unsent(NO_TURN, exc, name, call_id), call_id, offered)
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
-        answered = _decided(bridge, obs, config, name, call_id)
-        if isinstance(answered, str):  # the store did not take the answer: nothing runs
-            return answered
+        answered = _decided(bridge, obs, config, name, call_id, (offered, arguments))
+        if isinstance(answered, Observation):  # the store did not take the answer: nothing runs
+            return _reply(answered, call_id, offered)
         if answered:
             obs = bridge.call(name, arguments, call_id, occurrence=occurrence)
-        return bridge.text(obs)
+        return _reply(obs, call_id, offered)
 
-    async def governed(arguments: Any, call_id: str | None) -> str:
+    async def governed(arguments: Any, call_id: str | None) -> Any:
         config = ensure_config()
         try:
             bridge = threads.bridge(config)
         except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
-            return Bridge.text(unsent(NO_TURN, exc, name, call_id))
+            return _reply(unsent(NO_TURN, exc, name, call_id), call_id, offered)
         occurrence = threads.occurrence(config, call_id, bridge)
         obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
-        answered = _decided(bridge, obs, config, name, call_id)
-        if isinstance(answered, str):  # the store did not take the answer: nothing runs
-            return answered
+        answered = _decided(bridge, obs, config, name, call_id, (offered, arguments))
+        if isinstance(answered, Observation):  # the store did not take the answer: nothing runs
+            return _reply(answered, call_id, offered)
         if answered:
             obs = await bridge.acall(name, arguments, call_id, occurrence=occurrence)
-        return bridge.text(obs)
+        return _reply(obs, call_id, offered)
 
-    async def coroutine(arguments: Any, call_id: str | None) -> str:
+    async def coroutine(arguments: Any, call_id: str | None) -> Any:
         calls = NodeCalls.current()  # in governed_tool_node: an interrupt waits for this call
         if calls is None:
             return await governed(arguments, call_id)
@@ -306,16 +313,38 @@ def _bodies(threads: _Threads, name: str) -> tuple[Any, Any]:
     return sync, coroutine
 
 
-def _decided(bridge: Bridge, obs: Observation, config: Any, name: str, call_id: str | None) -> bool | str:
+def _reply(obs: Observation, call_id: str | None, offered: str) -> Any:
+    """What a tool returns of ``obs``: its ``render-v2`` text; for an error, when the tool was handed
+    a tool call, a ``ToolMessage`` of status ``"error"`` holding it (LangChain would make one of
+    status ``"success"`` of the text, and chat models send a provider that status as its error
+    flag, Anthropic's ``is_error``)."""
+    text = Bridge.text(obs)
+    if call_id is None or obs.status != "error":
+        return text
+    from langchain_core.messages import ToolMessage
+
+    return ToolMessage(content=text, tool_call_id=call_id, name=offered, status="error")
+
+
+def _decided(
+    bridge: Bridge, obs: Observation, config: Any, name: str, call_id: str | None, call: tuple[str, Any]
+) -> bool | Observation:
     """:func:`~actionspace.adapters._langgraph_answers.decided`, the interrupt let through; what the
-    model reads instead when the store fails recording the answer (nothing was sent)."""
+    model reads instead when the store fails recording the answer (nothing was sent). A call
+    LangChain's ``HumanInTheLoopMiddleware`` already had the person approve (``call``: the name
+    it was offered under and the arguments the tool was handed) is approved without asking again
+    (adapters/_langgraph_hitl.py)."""
     errors = require("langgraph.errors", EXTRA)
     try:
+        held = held_request(obs)
+        if held is not None and reviewed(_configurable(config), call[0], call[1], call_id):
+            bridge.settle(held, approved=True, reason=REASON)
+            return True
         return decided(bridge, obs, _configurable(config))
     except errors.GraphBubbleUp:  # the interrupt: the graph stops, showing the call
         raise
     except Exception as exc:
-        return Bridge.text(unsent(NO_ANSWER, exc, name, call_id))
+        return unsent(NO_ANSWER, exc, name, call_id)
 
 
 def governed_tool_node(
@@ -348,16 +377,16 @@ def governed_tool_node(
 
     def node(state: Any, config: RunnableConfig) -> Any:
         message = _last_ai(state, messages_key)
-        refusal = None if message is None else _refusal(message, threads.names)
+        refusal = None if message is None else refused(message, threads.names)
         if message is None or refusal is None:
             return tools.invoke(state, config)
         run_id = str(threads.bridge(config, _messages(state, messages_key)).run_id)
         out = bridge.rt.engine.calls(refusal[0], run_id=run_id, principal=principal, parsed=refusal[1])
-        return _shaped(state, messages_key, _answers(message, out))
+        return _shaped(state, messages_key, answers(message, out))
 
     async def anode(state: Any, config: RunnableConfig) -> Any:
         message = _last_ai(state, messages_key)
-        refusal = None if message is None else _refusal(message, threads.names)
+        refusal = None if message is None else refused(message, threads.names)
         if message is None or refusal is None:
             calls = NodeCalls()
             token = calls.enter()
@@ -370,7 +399,7 @@ def governed_tool_node(
                 NodeCalls.leave(token)
         run_id = str(threads.bridge(config, _messages(state, messages_key)).run_id)
         out = await bridge.rt.engine.acalls(refusal[0], run_id=run_id, principal=principal, parsed=refusal[1])
-        return _shaped(state, messages_key, _answers(message, out))
+        return _shaped(state, messages_key, answers(message, out))
 
     return RunnableLambda(node, afunc=anode, name="tools")
 
@@ -404,80 +433,6 @@ def _last_ai(state: Any, messages_key: str) -> AIMessage | None:
     messages = _messages(state, messages_key)
     last = messages[-1] if messages else None
     return last if isinstance(last, AIMessage) else None
-
-
-def _refusal(message: AIMessage, names: ProviderNames) -> tuple[dict[str, Any], ParseResult] | None:
-    """The message as a provider sent it (each offered name as the tool's own) and the
-    ``parse_error`` refusing it, or None when its calls may run (no invalid call, no call id
-    given twice)."""
-    valid, invalid = list(message.tool_calls), list(message.invalid_tool_calls)
-    ids = [c.get("id") for c in (*valid, *invalid) if c.get("id")]
-    if not invalid and len(set(ids)) == len(ids):
-        return None
-    entries = [_entry(c.get("id"), _tool(names, c.get("name")), _text(c.get("args"))) for c in valid]
-    entries += [_entry(c.get("id"), _tool(names, c.get("name")), _text(c.get("args"))) for c in invalid]
-    raw = {"role": "assistant", "content": None, "tool_calls": entries}
-    parsed = parse(raw)
-    if parsed.error is None:  # LangChain refused a call the parser reads: it still must not run
-        first = invalid[0]
-        said = str(first.get("error") or "no reason given")[:300]
-        details = {"format": "langchain", "reason": "invalid_tool_call", "index": len(valid), "error": said}
-        if first.get("id"):
-            details["id"] = str(first.get("id"))[:200]
-        error = ActionError.of(
-            "parse_error",
-            f"langchain call {len(valid)}: the call could not be read ({said}); none of the message's "
-            "calls ran: re-emit them",
-            details=details,
-        )
-        parsed = dataclasses.replace(parsed, calls=(), error=error)
-    return raw, parsed
-
-
-def _tool(names: ProviderNames, name: Any) -> Any:
-    return names.tool(name) if isinstance(name, str) else name
-
-
-def _entry(call_id: Any, name: Any, arguments: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {"type": "function", "function": {"name": name or "", "arguments": arguments}}
-    if call_id:
-        entry["id"] = call_id
-    return entry
-
-
-def _text(arguments: Any) -> str:
-    """Arguments as the provider sent them: the text of an invalid call, the JSON of a read one."""
-    if isinstance(arguments, str):
-        return arguments
-    if arguments is None:
-        return ""
-    try:
-        return json.dumps(arguments, default=str)
-    except (TypeError, ValueError):  # a cycle: nothing of it can be sent anyway
-        return ""
-
-
-def _answers(message: AIMessage, out: Sequence[Observation]) -> list[ToolMessage]:
-    """One ToolMessage per call id of ``message``, from the first observation answering it."""
-    from langchain_core.messages import ToolMessage
-
-    names = {c.get("id"): c.get("name") for c in (*message.tool_calls, *message.invalid_tool_calls)}
-    answered: list[ToolMessage] = []
-    seen: set[str] = set()
-    for obs in out:
-        if obs.call_id in seen or obs.call_id not in names:
-            continue
-        seen.add(obs.call_id)
-        name = names[obs.call_id]
-        answered.append(
-            ToolMessage(
-                content=Bridge.text(obs),
-                tool_call_id=obs.call_id,
-                name=name if isinstance(name, str) else None,
-                status="error" if obs.status == "error" else "success",
-            )
-        )
-    return answered
 
 
 def _shaped(state: Any, messages_key: str, messages: list[ToolMessage]) -> Any:

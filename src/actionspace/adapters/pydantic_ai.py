@@ -14,6 +14,9 @@ model is asked again (adapters/_pydantic_denials.py). An answer
 given with ``decide`` approves the call the person saw and no other: a call resumed with other
 arguments (changed in the message history sent back) or under a changed tool definition is
 deferred again, on a request of its own, never approved on the earlier answer.
+An approval with an edit (``ToolApproved(override_args=...)``, beside ``decide`` or not) runs the
+edited call on a request of its own, and the request shown for the model's call is consumed by it
+(adapters/_pydantic_edits.py).
 
     toolset = GovernedToolset(rt, run_id="conv-1")
     agent = Agent(model, toolsets=[toolset.toolset], output_type=[str, DeferredToolRequests])
@@ -48,6 +51,7 @@ from actionspace.adapters._bridge import (
     unsent,
 )
 from actionspace.adapters._pydantic_denials import Denials, deferred
+from actionspace.adapters._pydantic_edits import model_arguments, supersede
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
@@ -205,16 +209,16 @@ class GovernedToolset:
             except Exception as exc:  # the turn was not begun: nothing runs, the model may ask again
                 return Bridge.text(unsent(NO_TURN, exc, name, ctx.tool_call_id))
             wrapped = arguments.get("arguments")
+            edited = bool(ctx.tool_call_approved) and _edited(ctx.messages, ctx.tool_call_id, arguments)
             if isinstance(wrapped, _Raw):
                 arguments = wrapped.value
             occurrence = _occurrence(bridge, names, ctx.messages, ctx.tool_call_id)
             obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
             if request_id is not None:
+                metadata = ctx.tool_call_metadata
                 try:
-                    approved = bool(ctx.tool_call_approved) and _approve(
-                        bridge, ctx.tool_call_metadata, request_id
-                    )
+                    approved = bool(ctx.tool_call_approved) and _approve(bridge, metadata, request_id, edited)
                 except Exception as exc:  # the store did not take the answer: nothing runs
                     return Bridge.text(unsent(NO_ANSWER, exc, name, ctx.tool_call_id))
                 if not approved:
@@ -223,6 +227,10 @@ class GovernedToolset:
                     )
                     raise exceptions.ApprovalRequired(metadata=dict(bridge.preview(obs)))
                 obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
+                if edited:  # the request shown for the model's call was answered with this edit
+                    decided = await asyncio.to_thread(_decided, bridge, metadata)
+                    conversation, call_id = ctx.conversation_id, ctx.tool_call_id
+                    await asyncio.to_thread(supersede, bridge, request_id, conversation, call_id, decided)
             return bridge.text(obs)
 
         run.__name__ = name
@@ -251,12 +259,13 @@ _DECIDED = "actionspace_request_id"
 """The key of ``DeferredToolResults.metadata`` naming the request :meth:`GovernedToolset.decide` decided."""
 
 
-def _approve(bridge: Bridge, metadata: Any, held: str) -> bool:
+def _approve(bridge: Bridge, metadata: Any, held: str, edited: bool = False) -> bool:
     """Record the framework's approval of the call held on request ``held``, when it approves that
-    call (:func:`_covers`): on the answer given with ``decide`` (``metadata``), else as the
+    call (:func:`_covers`; ``edited``: the call is the person's edit of it, see
+    adapters/_pydantic_edits.py): on the answer given with ``decide`` (``metadata``), else as the
     toolset's ``approver``. False when it does not. Raises what the store raises."""
     decided = _decided(bridge, metadata)
-    if not _covers(bridge, decided, held):
+    if not (_covers(bridge, decided, held) or (edited and _edit_of(bridge, decided, held))):
         return False
     if decided is None:
         bridge.settle(held, approved=True)
@@ -288,6 +297,32 @@ def _covers(bridge: Bridge, decided: ApprovalRequest | None, held: str) -> bool:
         and (now.run_id, now.tool, now.args_digest, now.details.get("definition_hash"))
         == (decided.run_id, decided.tool, decided.args_digest, decided.details.get("definition_hash"))
     )
+
+
+def _edit_of(bridge: Bridge, decided: ApprovalRequest | None, held: str) -> bool:
+    """Whether the call held on ``held``, the person's edit of a call (Pydantic AI handed the tool
+    other arguments than the model's call in the history holds: ``ToolApproved.override_args``,
+    given beside the answer, never read from the history sent back), is what the answer to
+    ``decided`` approved: same run, tool version and definition, the answer an approval."""
+    now = bridge.rt.approvals.get(held)
+    return (
+        decided is not None
+        and now is not None
+        and decided.status == "approved"
+        and (now.run_id, now.tool, now.details.get("definition_hash"))
+        == (decided.run_id, decided.tool, decided.details.get("definition_hash"))
+    )
+
+
+def _edited(messages: Sequence[Any], call_id: str | None, arguments: Mapping[str, Any]) -> bool:
+    """Whether Pydantic AI handed the tool other arguments than the model's call ``call_id`` in
+    ``messages`` holds (read as the tool reads them): the approval came with an edit."""
+    found, sent = model_arguments(messages, call_id)
+    if not found:
+        return False
+    reader = _AnyArguments()
+    as_read = reader.validate_json(sent) if isinstance(sent, str) else reader.validate_python(sent)
+    return as_read != dict(arguments)
 
 
 def _occurrence(
