@@ -15,6 +15,7 @@ from actionspace.adapters._mcp_errors import (
     InputRefused,
     ServerUnavailable,
     ToolChanged,
+    ToolChangedDuringCall,
     map_call_error,
     map_jsonrpc_error,
     map_tool_error_result,
@@ -92,6 +93,7 @@ def _instances() -> dict[type[BaseException], BaseException]:
         InputRefused: InputRefused("the server asked for input this client does not offer"),
         InputRequiredRoundsExceededError: InputRequiredRoundsExceededError(10),
         ToolChanged: ToolChanged("t@1 changed on the server before the call was sent"),
+        ToolChangedDuringCall: ToolChangedDuringCall("the server announced a change of the tool"),
     }
 
 

@@ -23,10 +23,15 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from actionspace.adapters._mcp_errors import InputRefused, ServerUnavailable
+from actionspace.adapters._mcp_errors import (
+    InputRefused,
+    ServerUnavailable,
+    ToolChanged,
+    ToolChangedDuringCall,
+)
 from actionspace.execution.loop import new_event_loop
 
 __all__ = ["MAX_TOOLS", "Connection", "OpenClient"]
@@ -152,6 +157,7 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._open_client(stack, self._on_message)
+                _without_resend(client)
                 self._client = client
                 began = self.clock()
                 tools = await self._list(client)
@@ -235,7 +241,8 @@ class Connection:
         definition is no longer the one the call was made (and perhaps approved) for. ``fresh_s``: unless
         the last listing began less than this long ago (seconds), list again first, since a server may
         change a tool without announcing it (None: never). ``wait_s``: the longest wait for either
-        listing; then the call is refused, unsent (``ServerUnavailable``)."""
+        listing; then the call is refused, unsent (``ServerUnavailable``). A change announced while the
+        call runs is listed before it returns: a changed tool raises ``ToolChangedDuringCall``."""
         return await asyncio.wrap_future(self.submit(self._call(name, arguments, check, wait_s, fresh_s)))
 
     async def _call(
@@ -258,15 +265,36 @@ class Connection:
             raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
         if check is not None:
             check()
+        announced = self._announced
         try:
-            return await client.call_tool(name, arguments)
+            result = await client.call_tool(name, arguments)
         except MCPError as exc:
             if _refused_here(exc):
                 said = f"the server asked for input this client does not offer ({exc.message[:100]})"
                 raise InputRefused(said) from exc
             if exc.code == CONNECTION_CLOSED:
                 await self._check_alive(client, exc)
+            elif exc.code == HEADER_MISMATCH:  # the server's definition is not the listed one: list again
+                self._refresh_soon()
             raise
+        except RuntimeError:  # the SDK's output-schema check, against the newest listing
+            if check is not None and self._announced > announced:
+                await self._unchanged_since(announced, check, wait_s)
+            raise
+        if check is not None and self._announced > announced:
+            await self._unchanged_since(announced, check, wait_s)
+        return result
+
+    async def _unchanged_since(self, announced: int, check: Callable[[], None], wait_s: float) -> None:
+        """A change was announced while a call ran: once it is listed, raise ToolChangedDuringCall unless
+        ``check`` finds the call's tool as it was sent. The answer may come from either definition."""
+        try:
+            if self._listed < self._announced:
+                await self._settle(self._announced, wait_s)
+            check()
+        except (ServerUnavailable, ToolChanged) as exc:
+            said = "the server announced a change of the tool while the call ran"
+            raise ToolChangedDuringCall(f"{said}; which definition answered is not known: {exc}") from exc
 
     async def _check_alive(self, client: Client, lost: MCPError) -> None:
         """After a request's connection closed: when the whole session is gone (a stdio server's
@@ -437,6 +465,22 @@ def _logged_failure(name: str) -> Callable[[asyncio.Future[Any]], None]:
             _log.warning("MCP server %s: listing the tools again failed: %r", name, task.exception())
 
     return log
+
+
+def _without_resend(client: Client) -> None:
+    """Keep the SDK from sending a call again after the server rejected it with ``HEADER_MISMATCH``.
+
+    Its recovery lists the tool again and resends the same arguments once, under a definition nobody
+    checked the call against (or approved it for). The rejection is the call's answer instead
+    (``version_mismatch``), and the connection lists again for the catalog (:meth:`Connection._call`)."""
+
+    async def relist_refused(name: str) -> None:
+        raise MCPError(
+            code=HEADER_MISMATCH, message=f"{name[:100]!r} is not sent again under another listing"
+        )
+
+    if hasattr(client, "_relist_tool"):
+        client._relist_tool = relist_refused  # type: ignore[method-assign]
 
 
 def _refused_here(exc: MCPError) -> bool:

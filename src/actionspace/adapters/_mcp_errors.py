@@ -48,6 +48,7 @@ __all__ = [
     "InputRefused",
     "ServerUnavailable",
     "ToolChanged",
+    "ToolChangedDuringCall",
     "map_call_error",
     "map_jsonrpc_error",
     "map_tool_error_result",
@@ -76,6 +77,11 @@ class ServerUnavailable(Exception):
 class ToolChanged(Exception):
     """The server's listing changed a tool (or dropped it) after a call of it was made, perhaps approved,
     and before it was sent: the call is not sent, since it would run a definition nobody was shown."""
+
+
+class ToolChangedDuringCall(Exception):
+    """The server announced a change of the tool while a call of it ran, and the listing that followed
+    holds another definition (or none, or could not be read): which definition ran is not known."""
 
 
 class InputRefused(Exception):
@@ -113,6 +119,8 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
 LOCAL_FAILURES: Final[tuple[tuple[type[BaseException], str, Category, Category], ...]] = (
     (ServerUnavailable, "server_unavailable", "transient", "transient"),
     (ToolChanged, "tool_changed", "version_mismatch", "version_mismatch"),
+    # Sent and answered, but under which definition is unknown: a read is asked again, a write is in doubt.
+    (ToolChangedDuringCall, "tool_changed_during_call", "version_mismatch", "unknown_commit"),
     (anyio.ClosedResourceError, "stream_closed", "transient", "unknown_commit"),
     (anyio.BrokenResourceError, "stream_broken", "transient", "unknown_commit"),
     (anyio.EndOfStream, "end_of_stream", "transient", "unknown_commit"),

@@ -43,6 +43,13 @@ and a connection cut mid-answer ends the whole session. Here:
   note, a resource update...) is dropped here (on the notification stream, by ``_mcp_resumes``), as
   over stdio: the session asks for none of them, and would spend a task and a second validation on
   each;
+* a request of the server (on an answer's SSE stream, on the notification stream or in a JSON body)
+  goes to the session only while fewer than ``_mcp_inflight.MAX_SERVED`` of them wait for their
+  answer's POST to be over, as over stdio (the SDK spawns a task for each, and a server that floods
+  requests and never takes their answers would have the client hold one per request); past the bound
+  one is dropped unanswered. The answers are POSTed beside the client's own messages, at most
+  :data:`_ANSWER_POSTS` at a time, not in their line: the SDK sends one message at a time, so each
+  answer a server holds would hold the next call for up to :data:`_NOTICE_TIMEOUT_S`;
 * closing the session sends the DELETE the protocol asks for and waits at most
   :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
   endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
@@ -59,6 +66,7 @@ from typing import Final
 
 import anyio
 import httpx2
+from anyio.abc import TaskGroup
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import RequestContext, StreamWriter
 from mcp.shared._context_streams import create_context_streams
@@ -87,6 +95,7 @@ from actionspace.adapters._mcp_codings import Inflating as _Inflating
 from actionspace.adapters._mcp_codings import Refused as _Refused
 from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
+from actionspace.adapters._mcp_inflight import Asked
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 from actionspace.adapters._mcp_resumes import ResumingTransport
 from actionspace.adapters._mcp_stdio import unheard
@@ -102,6 +111,8 @@ CLOSE_TIMEOUT_S: Final = 3.0
 _NOTICE_TIMEOUT_S: Final = 10.0
 """Longest wait for the POST of a notification or of an answer to the server, in seconds (or the
 answer deadline when shorter): the SDK sends nothing else meanwhile, and nothing is read from it."""
+_ANSWER_POSTS: Final = 8
+"""Most POSTs of the client's answers to the server's requests under way at a time."""
 _GET_PACE_S: Final = 1.0
 """Least time between two GET streams taken, in seconds (the SDK's own reconnection delay): the SDK
 reconnects after the server's ``retry`` (``retry: 0`` and a closed stream would make it a busy loop)."""
@@ -125,22 +136,22 @@ class _BoundedTransport(ResumingTransport):
         """The endpoint as logged: without what may carry a credential."""
         self._next_get = 0.0
         """When the next GET stream may be taken (``anyio.current_time()``): see :data:`_GET_PACE_S`."""
+        self._asked = Asked()
+        """The server's requests handed to the session whose answers' POSTs are not over."""
+        self._answer_posts = anyio.CapacityLimiter(_ANSWER_POSTS)
+        self.tasks: TaskGroup | None = None
+        """Where the answers to the server's requests are POSTed (None: in the SDK's line, one at a time)."""
 
     def _prepare_headers(self) -> dict[str, str]:
         return {**super()._prepare_headers(), "accept-encoding": ACCEPTED_CODINGS}
 
     async def _handle_post_request(self, ctx: RequestContext) -> None:
         message = ctx.session_message.message
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and self.tasks is not None:
+            self.tasks.start_soon(self._post_answer, ctx)
+            return
         if not isinstance(message, JSONRPCRequest):
-            with anyio.move_on_after(min(_NOTICE_TIMEOUT_S, self._answer_timeout_s)) as scope:
-                try:
-                    await super()._handle_post_request(ctx)
-                except httpx2.HTTPError as exc:  # the SDK would let it end the whole session
-                    _log.warning(
-                        "MCP server at %s: a notification's POST failed: %s", self._where, type(exc).__name__
-                    )
-            if scope.cancelled_caught:
-                _log.warning("MCP server at %s: a notification's POST got no answer in time", self._where)
+            await self._post_unanswered(ctx)
             return
         long_lived = message.method in _LONG_LIVED
         deadline = None if long_lived else self._answer_timeout_s
@@ -162,6 +173,37 @@ class _BoundedTransport(ResumingTransport):
             await self._resolve_abandoned_request(
                 ctx.read_stream_writer, message.id, said, code=REQUEST_TIMEOUT
             )
+
+    async def _post_unanswered(self, ctx: RequestContext) -> None:
+        """POST a notification or an answer to the server, whose own answer is a status only."""
+        with anyio.move_on_after(min(_NOTICE_TIMEOUT_S, self._answer_timeout_s)) as scope:
+            try:
+                await super()._handle_post_request(ctx)
+            except httpx2.HTTPError as exc:  # the SDK would let it end the whole session
+                _log.warning(
+                    "MCP server at %s: a notification's POST failed: %s", self._where, type(exc).__name__
+                )
+        if scope.cancelled_caught:
+            _log.warning("MCP server at %s: a notification's POST got no answer in time", self._where)
+
+    async def _post_answer(self, ctx: RequestContext) -> None:
+        """POST an answer to a request of the server; only then may another of its requests be served."""
+        try:
+            async with self._answer_posts:
+                await self._post_unanswered(ctx)
+        finally:
+            self._asked.sent(ctx.session_message.message)
+
+    async def _served(self, message: JSONRPCMessage | None, writer: StreamWriter) -> bool:
+        """Whether ``message`` may go to the session: anything but a request of the server past the
+        bound (``Asked.serve``), which is dropped unanswered and the session told."""
+        if not isinstance(message, JSONRPCRequest):
+            return True
+        taken = self._asked.serve(SessionMessage(message))
+        if isinstance(taken, Exception):
+            await writer.send(taken)
+            return False
+        return True
 
     async def _handle_json_response(
         self, response: httpx2.Response, read_stream_writer: StreamWriter, *, request_id: RequestId
@@ -213,7 +255,7 @@ class _BoundedTransport(ResumingTransport):
         original_request_id: RequestId | None = None,
         resumption_callback: Callable[[str], Awaitable[None]] | None = None,
     ) -> bool:
-        if sse.event != "message" or not sse.data or original_request_id is None:
+        if sse.event != "message" or not sse.data or original_request_id is None:  # None: ``_mcp_resumes``
             return await super()._handle_sse_event(
                 sse, read_stream_writer, original_request_id, resumption_callback
             )
@@ -233,7 +275,7 @@ class _BoundedTransport(ResumingTransport):
         if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):
             await self._malformed(read_stream_writer, original_request_id, _other_id(message.id))
             return True
-        if message is not None and unheard(message):
+        if (message is not None and unheard(message)) or not await self._served(message, read_stream_writer):
             return await _skipped(sse, resumption_callback)
         return await super()._handle_sse_event(
             sse, read_stream_writer, original_request_id, resumption_callback
@@ -348,7 +390,8 @@ class _BoundedTransport(ResumingTransport):
             message.id = request_id
             await writer.send(SessionMessage(message))
             return
-        await writer.send(SessionMessage(message))  # a request or notification: served, but no answer
+        if await self._served(message, writer):  # a request or notification: served, but no answer
+            await writer.send(SessionMessage(message))
         await self._malformed(writer, request_id, "the JSON answer held no response")
 
     async def _refuse(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
@@ -428,6 +471,8 @@ async def bounded_http_client(
 
         def start_get_stream() -> None:
             tg.start_soon(transport.handle_get_stream, http_client, read_stream_writer)
+
+        transport.tasks = tg
 
         tg.start_soon(
             transport.post_writer,

@@ -26,7 +26,9 @@ The other way, a request the server sends goes to the session only while fewer t
 spawns a task for each, and answers it (this client offers no sampling, roots or elicitation: an
 error), but a server that floods requests and does not read its input leaves every answer unwritten,
 each task held. Past the bound a request is dropped unanswered, and the session is told (an error it
-logs).
+logs). The requests are counted, not their ids: the SDK spawns a task for every request, even one
+under the id of another still waiting, so a server repeating one id is held to the same bound. Over
+streamable HTTP the same bound holds, counted until an answer's POST is over (``_mcp_http``).
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ class Asked:
         self._limit = limit
         self._methods: dict[_Key, str] = {}
         """(id type, id) → method, oldest first."""
-        self._serving: set[_Key] = set()
-        """The server's requests handed to the session and not yet answered."""
+        self._serving: dict[_Key, int] = {}
+        """The server's requests handed to the session and not yet answered: how many under each id."""
+        self._served = 0
+        """How many requests ``_serving`` counts in all."""
 
     def __len__(self) -> int:
         return len(self._methods)
@@ -93,7 +97,7 @@ class Asked:
         """Note a message written to the server: a request is in flight until answered or cancelled."""
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             if message.id is not None:
-                self._serving.discard(_key(message.id))
+                self._answered(_key(message.id))
         elif isinstance(message, JSONRPCRequest):
             self._methods[_key(message.id)] = message.method
             if len(self._methods) > self._limit:
@@ -122,13 +126,31 @@ class Asked:
     def serve(self, request: SessionMessage) -> SessionMessage | Exception:
         """A request read from the server, for the session while it has room (see the docstring)."""
         assert isinstance(request.message, JSONRPCRequest)
-        if len(self._serving) >= MAX_SERVED:
+        if self._served >= MAX_SERVED:
             return ValueError(
                 f"a request of the server ({request.message.method[:50]!r}) was dropped unanswered: "
                 f"{MAX_SERVED} of its requests wait for their answers"
             )
-        self._serving.add(_key(request.message.id))
+        key = _key(request.message.id)
+        self._serving[key] = self._serving.get(key, 0) + 1
+        self._served += 1
         return request
+
+    @property
+    def serving(self) -> int:
+        """How many of the server's requests were handed on and wait for their answers."""
+        return self._served
+
+    def _answered(self, key: _Key) -> None:
+        """One answer to the server's request ``key`` written: one fewer waits under that id."""
+        waiting = self._serving.get(key, 0)
+        if waiting <= 0:
+            return  # an answer to nothing handed on (the session answers only what it got)
+        self._served -= 1
+        if waiting == 1:
+            del self._serving[key]
+        else:
+            self._serving[key] = waiting - 1
 
     def unnamed(self, error: ErrorData | None) -> SessionMessage | Exception:
         """An answer with a null or missing id: the answer of the one request in flight, if one."""

@@ -206,10 +206,14 @@ class ResumingTransport(StreamableHTTPTransport):
                     )
                     continue
                 delivered = delivered or message is not None
-                if message is not None and unheard(message):
-                    continue  # a log or progress note, say: the session would do nothing with it
+                if message is not None and (unheard(message) or not await self._served(message, writer)):
+                    continue  # a log or progress note, say, or a request past the bound
                 await self._handle_sse_event(sse, writer)
         return delivered
+
+    async def _served(self, message: JSONRPCMessage | None, writer: StreamWriter) -> bool:
+        """Whether a message of the server goes to the session (``_mcp_http`` bounds its requests)."""
+        return True
 
 
 class _NoStream(Exception):

@@ -38,7 +38,9 @@ API::
 * Versions: every tool starts at version ``"1"``. When the server says its tool list changed,
   a changed tool is registered as the next version and the old one retired (a run that was
   offered the old schema gets ``version_mismatch``); a removed tool is retired. A call waits for the
-  listing of a change announced before it, and is not sent once its version is no longer current.
+  listing of a change announced before it, and is not sent once its version is no longer current;
+  a change announced while it runs that changed its tool ends it ``version_mismatch`` (a read) or
+  ``unknown_commit`` (a write: it ran, under one definition or the other).
   A server may change a tool without announcing it: a write (``write`` / ``external``) whose listing
   is older than ``relist_writes_after_s`` lists again first, and is checked against that listing.
   A definition listed again is its earlier version, active again; retired versions are kept only
