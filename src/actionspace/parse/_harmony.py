@@ -1,7 +1,9 @@
 """gpt-oss harmony messages: reasoning, content and calls to ``functions.NAME``.
 
 An output is a run of messages ``[<|start|>]HEADER<|message|>BODY[END]``; END is ``<|end|>``,
-``<|call|>`` or ``<|return|>`` (servers often drop the last one), or the next header::
+``<|call|>`` or ``<|return|>`` (servers often drop the last one), or the next header. A call's
+body that is empty up to the end of the output, without an end token, was cut before its arguments
+(a ``truncated`` fault); an empty body that an end token or the next header closes has none::
 
     <|channel|>analysis<|message|>User wants the weather.<|end|>
     <|start|>assistant<|channel|>commentary to=functions.weather <|constrain|>json<|message|>{"q": 1}<|call|>
@@ -135,6 +137,12 @@ def _call(text: str, coll: Collector, header: Header, at: int, body: int, end: i
     if not TOOL_NAME.fullmatch(name):
         raise Malformed("invalid_name", f"recipient {recipient!r} does not name a function", pos=at)
     first = skip_ws(text, body, end)
+    if first >= end and end >= len(text):  # no body and no end token: cut before the arguments
+        raise Malformed(
+            "truncated",
+            f"the call to {recipient} stops after {HARMONY_MESSAGE}, before its arguments",
+            pos=body,
+        )
     if first >= end:
         return ToolCall(name=name, arguments={})
     if header.content_type == "json" or text.startswith(("{", "["), first):

@@ -96,6 +96,13 @@ class Pending:
         self.chars += len(piece)
         return len(piece)
 
+    def add_name(self, piece: str) -> None:
+        """Append a piece of the tool name. A name comes before its arguments: once they began,
+        the whole name sent again is a repeat (TGI repeats it on every chunk of a call), not more
+        of it."""
+        if not (self.arguments and piece == self.name):
+            self.name += piece
+
     def provisional(self) -> ToolCall:
         """The call as received so far: every delta up to ``EAGER_LIMIT`` characters, then
         anew each time it grew by an eighth (the pieces joined into one as they are)."""

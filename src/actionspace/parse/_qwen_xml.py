@@ -37,6 +37,7 @@ PARAMETER_OPEN, PARAMETER_CLOSE = "<parameter=", "</parameter>"
 def parse_function_blocks(text: str, coll: Collector) -> None:
     """Bare ``<function=NAME>…</function>`` blocks (Qwen3-Coder without the ``<tool_call>`` wrapper,
     and Llama 3.1's ``<function=NAME>{json}</function>``)."""
+    coll.note("qwen3_xml")
     pos = 0
     while (start := text.find(FUNCTION_OPEN, pos)) >= 0:
         coll.add_content(text[pos:start])

@@ -67,6 +67,7 @@ class Slots:
         at = self._chat_keys.get(index, index)
         slot = self.pending.get(("chat", at))
         named = isinstance(head, Mapping) and isinstance(head.get("name"), str) and head["name"]
+        call_id = call_id or None  # an empty id (TGI streams "") names no call, as in a whole message
         if slot is not None and named and slot.name and isinstance(call_id, str) and slot.call_id != call_id:
             slot.done = True  # a call that began after it completes it
             self._chat_open.pop(index, None)

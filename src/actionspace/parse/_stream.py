@@ -19,9 +19,11 @@ returns the :class:`ParseResult` of the whole output, the same as :func:`parse` 
 of the assembled message) however it was split. A call reported by ``feed`` is never changed (a
 stream whose later events change it finishes as a ``parse_error``, ``changed_after_complete``):
 raw text is re-read at most once per delta that could close a call (and, past 8 KiB, only after
-the text has grown by an eighth), and a call counts as complete once a later call follows it or
-the text ends with a token that closes a call. The calls of provider events are in the message's
-order (their ``output_index`` or ``index``), however their events were interleaved or reordered.
+the text has grown by an eighth, or at a delta ending with a token that closes a call while such
+re-reads have cost less than :data:`SEAL_BUDGET` times the text), and a call counts as complete
+once a later call follows it or the text ends with a token that closes a call. The calls of
+provider events are in the message's order (their ``output_index`` or ``index``), however their
+events were interleaved or reordered.
 
 A stream the provider ends as cut off by the token limit or stopped by its filters (a chat
 ``finish_reason`` of ``length`` or ``content_filter``, an Anthropic ``message_delta`` with
@@ -58,7 +60,7 @@ from actionspace.parse._structured import (
     cut_off_fault,
     responses_stop,
 )
-from actionspace.parse._text import begun_call, parse_text
+from actionspace.parse._text import REASONING_CLOSERS, begun_call, parse_text
 from actionspace.parse._text_ids import text_call_ids
 from actionspace.types import ToolCall
 
@@ -69,23 +71,33 @@ _CUT_REASONS = CUT_OFF_FINISH_REASONS | CUT_OFF_STOP_REASONS | CUT_OFF_STATUSES 
 """Finish reasons a server gives beside a raw text stream that say it was stopped before its end (and
 ``cut_off``, for a caller that knows the output was cut some other way)."""
 _NO_END = ("the stream ended without its finish signal", "$")
+SEAL_BUDGET = 16
+"""How many times its length a raw text past 8 KiB may be re-read at deltas that close a call."""
 
 
 class StreamParser:
     """Feed deltas with :meth:`feed`; read the whole result with :meth:`finish`.
 
-    ``tools`` types text-valued arguments by schema, as for :func:`parse`. Mixing raw text and
-    provider events in one stream raises ``TypeError`` (a misuse, not a model fault).
+    ``tools`` types text-valued arguments by schema, as for :func:`parse`. ``in_reasoning``: the
+    prompt ended inside a reasoning block it opened (a template ending with ``<think>``), so raw
+    text up to a reasoning closer may be reasoning, and :meth:`feed` reports no call before one
+    arrived. Mixing raw text and provider events in one stream raises ``TypeError`` (a misuse).
     """
 
-    def __init__(self, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self, tools: Sequence[Mapping[str, Any]] | None = None, *, in_reasoning: bool = False
+    ) -> None:
         self._tools = tools
+        self._in_reasoning = in_reasoning
         self._mode: str | None = None
         self._chunks: list[str] = []
         self._events: list[Mapping[str, Any]] = []
         """Every provider event fed, in order: the output :meth:`output` hands over whole."""
         self._size = 0
         self._parsed_size = 0
+        self._sealed_work = 0
+        """Characters re-read past 8 KiB because a delta closed a call: at most ``SEAL_BUDGET``
+        times the text, so a stream of many small calls is read in linear time, not calls × text."""
         self._reported: list[ToolCall] = []
         self._reported_ids: set[str] = set()
         """The call ids of the calls reported from provider events."""
@@ -105,6 +117,8 @@ class StreamParser:
         self._stop: str | None = None
         """The provider's stop reason, once given (``ParseResult.stop_reason``)."""
         self._arg_chars = 0
+        self._invalid: Malformed | None = None
+        """A chat delta's ``tool_calls`` that is not a list of objects: the stream's fault."""
         self._choice: int | None = None
         """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
         (a request for ``n`` > 1) are left out, never merged into its message."""
@@ -204,8 +218,10 @@ class StreamParser:
         if not delta or CLOSING_CHARS.isdisjoint(delta):
             return []
         grown = self._size - self._parsed_size
-        if self._size > EAGER_LIMIT and grown * 8 < self._parsed_size and not self._sealed():
-            return []
+        if self._size > EAGER_LIMIT and grown * 8 < self._parsed_size:
+            if self._sealed_work + self._size > SEAL_BUDGET * self._size or not self._sealed():
+                return []  # its calls are reported at a later re-read (or by finish)
+            self._sealed_work += self._size
         return self._reparse()
 
     def _sealed(self) -> bool:
@@ -231,6 +247,8 @@ class StreamParser:
             fresh.append(calls[i])
         if any(calls[i] != call for i, call in enumerate(self._reported[: len(calls)])):
             fresh = []  # the text no longer reads as it did: wait for more before reporting
+        if self._in_reasoning and not any(closer in text for closer in REASONING_CLOSERS):
+            fresh, calls = [], ()  # a closer still to come would make all of it reasoning
         self._reported.extend(fresh)
         self._provisional = tuple(calls[len(self._reported) :])
         return fresh
@@ -270,9 +288,14 @@ class StreamParser:
             if isinstance(delta.get(key), str):
                 self._reasoning.append(delta[key])
         entries = delta.get("tool_calls")
-        for entry in entries if isinstance(entries, list) else ():
-            if not isinstance(entry, Mapping):
-                continue
+        if entries is not None and (
+            not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries)
+        ):  # TGI 2.x streamed one object: a fault, as in a whole message, never a call dropped unseen
+            self._invalid = self._invalid or Malformed(
+                "invalid_tool_calls", "$.choices[0].delta.tool_calls is not a list of objects", path="$"
+            )
+            return
+        for entry in entries or ():
             index = entry.get("index", 0)
             index = index if isinstance(index, int) else 0
             function = entry.get("function")
@@ -281,11 +304,11 @@ class StreamParser:
             if isinstance(custom, Mapping):  # a custom (free-form) tool: its input is plain text
                 slot.free_text = True
                 if isinstance(custom.get("name"), str):
-                    slot.name += custom["name"]
+                    slot.add_name(custom["name"])
                 self._add_arguments(slot, custom.get("input"))
             elif isinstance(function, Mapping):
                 if isinstance(function.get("name"), str):
-                    slot.name += function["name"]
+                    slot.add_name(function["name"])
                 self._add_arguments(slot, function.get("arguments"))
         if finished and self._cut is None:  # a cut output completes none of its calls
             for pending in self._slots.pending.values():
@@ -402,6 +425,8 @@ class StreamParser:
 
     def _report_events(self) -> list[ToolCall]:
         fresh: list[ToolCall] = []
+        if self._invalid is not None:  # the message fails whole: none of its calls is shown
+            return fresh
         for key in self._slots.order[len(self._reported) :]:
             pending = self._slots.pending[key]
             if not pending.done:
@@ -425,6 +450,9 @@ class StreamParser:
             coll.add_reasoning("".join(self._reasoning))
         text = "".join(self._text)
         try:
+            if self._invalid is not None:
+                coll.note("stream")
+                raise self._invalid
             if self._slots.order:
                 coll.note("stream")
                 coll.add_content(text)

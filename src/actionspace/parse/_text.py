@@ -17,7 +17,7 @@ from actionspace.parse._gemma import (
     parse_gemma4,
     parse_gemma4_after_thought,
 )
-from actionspace.parse._harmony import HARMONY_CHANNEL, HARMONY_START, parse_harmony
+from actionspace.parse._harmony import HARMONY_CHANNEL, HARMONY_ENDS, HARMONY_START, parse_harmony
 from actionspace.parse._heads import CALL_KEYS, JSON_FENCES, callish_value, is_call_head
 from actionspace.parse._kimi import KIMI, KIMI_SINGULAR, parse_kimi
 from actionspace.parse._llama import PYTHON_START, PYTHON_TAG, parse_llama4, parse_llama_python_tag
@@ -29,7 +29,7 @@ from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, sk
 from actionspace.parse._structured import classify, feed
 from actionspace.parse._tagged import TOOL_CALL_OPEN, parse_tool_call_tags
 
-__all__ = ["begun_call", "parse_text", "parse_text_or_bytes", "visible_text"]
+__all__ = ["REASONING_CLOSERS", "begun_call", "parse_text", "parse_text_or_bytes", "visible_text"]
 
 _BOM = "\ufeff"
 # Gemma 4 thinks in ``<|channel>thought\n…<channel|>``: the word ``thought`` names the channel.
@@ -40,6 +40,7 @@ _REASONING_TAGS = (
     ("[THINK]", "[/THINK]"),
     (GEMMA4_CHANNEL, "<channel|>"),
 )
+REASONING_CLOSERS = tuple(closer for _, closer in _REASONING_TAGS)
 _TERMINATORS = (
     "<|im_end|>",
     "<|eot_id|>",
@@ -222,13 +223,14 @@ def _split_reasoning(text: str, coll: Collector) -> tuple[_View, Malformed | Non
     return _View(text, spans), fault
 
 
-def _strip_terminators(text: str) -> str:
-    """``text`` without the end-of-turn tokens (and whitespace) at its end, cut once by index."""
+def _strip_terminators(text: str, keep: tuple[str, ...] = ()) -> str:
+    """``text`` without the end-of-turn tokens (and whitespace) at its end, cut once by index; the
+    last of them that is one of ``keep`` (and what precedes it) stays."""
     end = len(text)
     while True:
         while end > 0 and text[end - 1].isspace():
             end -= 1
-        if not text.endswith(_TERMINATORS, 0, end):
+        if not text.endswith(_TERMINATORS, 0, end) or (keep and text.endswith(keep, 0, end)):
             return text[:end] if end < len(text) else text
         end -= next(len(marker) for marker in _TERMINATORS if text.endswith(marker, 0, end))
 
@@ -263,6 +265,8 @@ def parse_text(text: str, coll: Collector, *, strict: bool = True, path: str = "
     view, reasoning_fault = _split_reasoning(text, coll)
     visible = _strip_terminators(view.text)
     fmt, parser = _detect(visible, strict)
+    if fmt == "harmony":  # its end token tells a call without arguments from one cut before them
+        visible = _strip_terminators(view.text, keep=HARMONY_ENDS)
     if fmt == "text" and GEMMA4_CHANNEL in text and visible.lstrip().startswith("call:"):
         fmt, parser = GEMMA4.fmt, parse_gemma4_after_thought
     coll.recent = None
