@@ -96,7 +96,7 @@ def test_a_crashed_send_found_young_at_start_is_settled_by_a_later_proposal(
     call = ToolCall(name=tool, arguments={"amount": 5}, id="c2")
     (entry,) = rt.ledger.list()
     first = rt.call(call, run_id="r1", node_id="pay")  # its holder may still be alive: it waits
-    assert first.error is not None and first.error.category == "transient"
+    assert first.error is not None and first.error.category == "unknown_commit"
     clock.ahead_s = AGE_S + 1.0  # the entry is now older than any holder could be
 
     later = rt.call(call, run_id="r1", node_id="pay")

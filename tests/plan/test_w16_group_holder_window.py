@@ -169,7 +169,7 @@ def test_a_proposal_of_a_live_group_waits_for_its_holder_instead_of_settling_it(
                     m.setattr("actionspace.ledger.commit.time", _Ahead(AHEAD_S, step_s=1.0))
                     while_live = second.run_plan(PLAN, run_id="r")
                 apply = while_live.nodes["apply"]
-                assert apply.error is not None and apply.error.category == "transient", apply
+                assert apply.error is not None and apply.error.category == "unknown_commit", apply
                 assert apply.error.details.get("state") == "dispatched", apply.error  # its holder's still
                 assert _group(second).state == "dispatched"
 

@@ -21,7 +21,6 @@ The migration, when a store first opens a database holding the three tables, run
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Final, LiteralString
@@ -29,7 +28,7 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg import sql
 
-from actionspace.ledger.postgres_pool import PostgresConnections
+from actionspace.ledger.postgres_pool import PostgresConnections, deadlock_retried
 
 __all__ = ["INDEXES", "add_listing_tenants", "build_concurrently", "retried"]
 
@@ -133,8 +132,6 @@ SELECT to_regclass('trace_runs') IS NOT NULL AND to_regclass('ledger_entries') I
 _LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.listing_tenants', 0))"
 _BUILD_LOCK: Final = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS got"
 _BUILD_UNLOCK: Final = "SELECT pg_advisory_unlock(hashtextextended(%s, 0))"
-_ATTEMPTS: Final = 5
-"""How often the first step is run again after PostgreSQL's deadlock detector chose it."""
 
 
 _KNOWN: weakref.WeakSet[PostgresConnections] = weakref.WeakSet()
@@ -172,34 +169,30 @@ def _state(db: PostgresConnections) -> dict[str, Any]:
 
 
 def _columns_and_triggers(db: PostgresConnections) -> None:
-    for attempt in range(_ATTEMPTS):
-        try:
-            with db.transaction() as conn:
-                conn.execute(_LOCK)
-                params = {"triggers": list(_TRIGGER_NAMES), "indexes": []}
-                found = conn.execute(_STATE, params).fetchone()
-                if found is None or (found["col"] and found["triggers"] == len(_TRIGGER_NAMES)):
-                    return
-                conn.execute("ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS tenant text")
-                conn.execute("ALTER TABLE approval_requests ADD COLUMN IF NOT EXISTS tenant text")
-                for statement in _FUNCTIONS:
-                    conn.execute(statement)
-                # filled in before the triggers exist, in the same transaction: no row is written between
-                conn.execute(
-                    "UPDATE ledger_entries AS e SET tenant = r.tenant FROM trace_runs AS r"
-                    " WHERE r.run_id = e.run_id AND e.tenant IS DISTINCT FROM r.tenant"
-                )
-                conn.execute(
-                    "UPDATE approval_requests SET tenant = listing_request_tenant(details, run_id)"
-                    " WHERE tenant IS DISTINCT FROM listing_request_tenant(details, run_id)"
-                )
-                for statement in _TRIGGERS:
-                    conn.execute(statement)
-            return
-        except psycopg.errors.DeadlockDetected:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+    retried(db, _migrate)
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(_LOCK)
+    params = {"triggers": list(_TRIGGER_NAMES), "indexes": []}
+    found = conn.execute(_STATE, params).fetchone()
+    if found is None or (found["col"] and found["triggers"] == len(_TRIGGER_NAMES)):
+        return
+    conn.execute("ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS tenant text")
+    conn.execute("ALTER TABLE approval_requests ADD COLUMN IF NOT EXISTS tenant text")
+    for statement in _FUNCTIONS:
+        conn.execute(statement)
+    # filled in before the triggers exist, in the same transaction: no row is written between
+    conn.execute(
+        "UPDATE ledger_entries AS e SET tenant = r.tenant FROM trace_runs AS r"
+        " WHERE r.run_id = e.run_id AND e.tenant IS DISTINCT FROM r.tenant"
+    )
+    conn.execute(
+        "UPDATE approval_requests SET tenant = listing_request_tenant(details, run_id)"
+        " WHERE tenant IS DISTINCT FROM listing_request_tenant(details, run_id)"
+    )
+    for statement in _TRIGGERS:
+        conn.execute(statement)
 
 
 def build_concurrently(db: PostgresConnections, name: str, on: LiteralString) -> bool:
@@ -218,12 +211,9 @@ def build_concurrently(db: PostgresConnections, name: str, on: LiteralString) ->
         if got is None or not got["got"]:
             return False
         try:
-            for attempt in range(_ATTEMPTS):
-                try:
-                    return _build(conn, name, on)
-                except psycopg.errors.DeadlockDetected:
-                    time.sleep(0.05 * (attempt + 1))
-            return False
+            return deadlock_retried(lambda: _build(conn, name, on))
+        except psycopg.errors.DeadlockDetected:
+            return False  # left to the next opener
         finally:
             conn.execute(_BUILD_UNLOCK, (lock,))
 
@@ -245,12 +235,9 @@ def retried(db: PostgresConnections, migrate: Callable[[psycopg.Connection[Any]]
     """Run ``migrate(conn)`` in a transaction, again when PostgreSQL's deadlock detector chose it: a
     concurrent index build waits for every older transaction, and one waiting for that index's
     table lock (``CREATE INDEX IF NOT EXISTS`` takes it) closes a circle."""
-    for attempt in range(_ATTEMPTS):
-        try:
-            with db.transaction() as conn:
-                migrate(conn)
-            return
-        except psycopg.errors.DeadlockDetected:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+
+    def step() -> None:
+        with db.transaction() as conn:
+            migrate(conn)
+
+    deadlock_retried(step)

@@ -320,14 +320,10 @@ def proceed(
             if current is not None:
                 led.entry = current
             continue
-        if time.monotonic() > deadline:
-            return fail(
-                ActionError.of(
-                    "transient",
-                    f"another caller is executing this action ({state}); ask again with the same node",
-                    details={"idempotency_key": led.entry.key, "state": state},
-                )
-            )
+        if time.monotonic() > deadline:  # its holder may live on or be gone: sent or not is not known
+            why = f"another caller is executing this action ({state}); its outcome is not known yet"
+            details = {"idempotency_key": led.entry.key, "state": state}
+            return fail(ActionError.of("unknown_commit", why + "; ask again later", details=details))
         yield Sleep(delay)
         delay = min(delay * 2, 0.1)
         current = store.get(led.entry.key)

@@ -8,9 +8,9 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Final, LiteralString
+from typing import Any, Final, LiteralString, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
@@ -18,12 +18,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["PostgresConnections", "redacted"]
+__all__ = ["PostgresConnections", "deadlock_retried", "redacted"]
+
+_T = TypeVar("_T")
 
 _DDL_LOCK: Final = 0x6163_7473_7063_6501
 """Advisory lock id taken (per database) around every actionspace DDL."""
 _DDL_ATTEMPTS: Final = 5
-"""Times the schema's transaction is run when PostgreSQL ends it as a deadlock (:meth:`init_schema`)."""
+"""Times a schema step is run when PostgreSQL ends it as a deadlock (:func:`deadlock_retried`)."""
 
 
 class PostgresConnections:
@@ -84,14 +86,7 @@ class PostgresConnections:
         by PostgreSQL's deadlock detector. The whole transaction is then run again (nothing of it
         was kept), a few times, after a short pause.
         """
-        for attempt in range(_DDL_ATTEMPTS):
-            try:
-                row = self._run_schema(statements, meta_table, meta_key, version)
-                break
-            except psycopg.errors.DeadlockDetected:
-                if attempt == _DDL_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        row = deadlock_retried(lambda: self._run_schema(statements, meta_table, meta_key, version))
         found = int(row["value"]) if row is not None else version
         if found > version:
             raise ConfigurationError(
@@ -159,6 +154,23 @@ class PostgresConnections:
                 f"cannot connect to PostgreSQL at {redacted(self.url)} within {self._connect_timeout_s:g} s"
             ) from exc
         return pool
+
+
+def deadlock_retried(step: Callable[[], _T], *, attempts: int = _DDL_ATTEMPTS) -> _T:
+    """What ``step()`` returns, run again when PostgreSQL's deadlock detector ended it: at most
+    ``attempts`` times in all, after a pause growing by 50 ms each time; the last deadlock is raised.
+
+    For schema changes (a table's columns, triggers, indexes, ``CREATE INDEX CONCURRENTLY``): the
+    detector ends one of the statements in a circle of waits another process's schema change or
+    index build closed; run again, the step finds what the other one did. ``step`` must leave
+    nothing behind when it fails (one transaction, or statements that are each idempotent).
+    """
+    for attempt in range(attempts - 1):
+        try:
+            return step()
+        except psycopg.errors.DeadlockDetected:
+            time.sleep(0.05 * (attempt + 1))
+    return step()
 
 
 def redacted(url: str) -> str:

@@ -17,12 +17,11 @@ A tenant recorded as something other than text (a trace edited by hand) is kept 
 
 from __future__ import annotations
 
-import time
 from typing import Any, Final, LiteralString
 
 import psycopg
 
-from actionspace.ledger._postgres_tenants import build_concurrently
+from actionspace.ledger._postgres_tenants import build_concurrently, retried
 from actionspace.ledger.postgres_pool import PostgresConnections
 
 __all__ = ["add_run_tenants", "tenant_runs_query"]
@@ -84,8 +83,6 @@ SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('trace_ru
           (to_regclass('trace_runs_tenant_recent'), to_regclass('trace_events_started'))) = 2 AS idx
 """
 _LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.trace_runs.tenant', 0))"
-_ATTEMPTS: Final = 5
-"""How often the migration is run again after PostgreSQL's deadlock detector chose it."""
 
 
 def add_run_tenants(db: PostgresConnections) -> None:
@@ -106,29 +103,25 @@ def add_run_tenants(db: PostgresConnections) -> None:
 
 
 def _columns_and_triggers(db: PostgresConnections) -> None:
-    for attempt in range(_ATTEMPTS):
-        try:
-            with db.transaction() as conn:
-                conn.execute(_LOCK)
-                found = conn.execute(_COMPLETE).fetchone()
-                if found is None or (found["col"] and found["triggers"] == 2):
-                    return
-                for statement in _FUNCTIONS:
-                    conn.execute(statement)
-                if not found["col"]:
-                    conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS tenant text")
-                    conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS started_seq bigint")
-                    conn.execute(
-                        "UPDATE trace_runs SET tenant = trace_run_tenant(run_id),"
-                        " started_seq = trace_run_started_seq(run_id)"
-                    )
-                for statement in _TRIGGERS:
-                    conn.execute(statement)
-            return
-        except psycopg.errors.DeadlockDetected:
-            if attempt == _ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+    retried(db, _migrate)
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(_LOCK)
+    found = conn.execute(_COMPLETE).fetchone()
+    if found is None or (found["col"] and found["triggers"] == 2):
+        return
+    for statement in _FUNCTIONS:
+        conn.execute(statement)
+    if not found["col"]:
+        conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS tenant text")
+        conn.execute("ALTER TABLE trace_runs ADD COLUMN IF NOT EXISTS started_seq bigint")
+        conn.execute(
+            "UPDATE trace_runs SET tenant = trace_run_tenant(run_id),"
+            " started_seq = trace_run_started_seq(run_id)"
+        )
+    for statement in _TRIGGERS:
+        conn.execute(statement)
 
 
 def _complete(found: dict[str, Any] | None) -> bool:
