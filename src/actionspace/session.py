@@ -49,7 +49,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from actionspace._closing import closed_error, ended_by_close
-from actionspace._session_output import MAX_CALLS_PER_MESSAGE, handed, too_many
+from actionspace._session_output import (
+    MAX_CALLS_PER_MESSAGE,
+    checked_bound,
+    fresh_tool,
+    handed,
+    per_known_id,
+    too_many,
+)
 from actionspace.catalog.registry import Catalog
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.artifacts import READ_ARTIFACT, read_artifact_tool
@@ -59,7 +66,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError, ConfigurationError, DuplicateToolError, FieldError
 from actionspace.ledger.entries import LedgerStore
 from actionspace.observation import ArtifactStore
-from actionspace.parse import ParseResult, call_ids, ids_apart, parse, user_text
+from actionspace.parse import ParseResult, ids_apart, parse, user_text
 from actionspace.parse._result import UNFINISHED_STOPS
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
@@ -155,10 +162,19 @@ class Session:
         self._tool_messages: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.gate: GatePolicy | None = None
         """Decides per call from the confidence given to :meth:`handle`; None (default): no gating."""
-        self.max_calls = MAX_CALLS_PER_MESSAGE
-        """Most calls one message may propose: over it, each is ``budget_exceeded`` and none runs."""
+        self._max_calls = MAX_CALLS_PER_MESSAGE
         if rt.run_state(run_id, principal).flow.artifacts:  # a run continued: its artifacts stay readable
             self._read_artifact()
+
+    @property
+    def max_calls(self) -> int:
+        """Most calls one message may propose (default 512; a whole number, at least 1, else
+        ConfigurationError): over it, each is ``budget_exceeded`` and none runs."""
+        return self._max_calls
+
+    @max_calls.setter
+    def max_calls(self, value: int) -> None:
+        self._max_calls = checked_bound(value)
 
     @property
     def turn(self) -> int:
@@ -168,12 +184,18 @@ class Session:
     def user(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
         """The user's words: a new turn, a provenance source for later arguments. ``text``: a string,
         content parts or the user message (:func:`actionspace.parse.user_text`: the text parts; another
-        role's message, or tool results with no words of the user's, raise ConfigurationError)."""
+        role's message, or tool results with no words of the user's, raise ConfigurationError); a
+        store that fails to save the turn raises, the turn unmoved."""
         words = user_text(text)  # raises before the turn moves
         run = self.rt.run_state(self.run_id)
         with run.lock:  # one turn at a time; one another process took first moves this one on
             run.turn += 1
-            self.rt.user_input(self.run_id, words)  # saves the turn
+            try:
+                self.rt.user_input(self.run_id, words)  # saves the turn
+            except BaseException:
+                if run.base[0] < run.turn:  # not saved: not begun, as the store has it (a retry begins it)
+                    run.turn -= 1
+                raise
             self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
 
     async def auser(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
@@ -237,7 +259,7 @@ class Session:
         if rendered is None:  # a deep copy kept: nothing handed out shares a dict with the spec
             rendered = copy.deepcopy(render_tools((definition,), self.provider)[0])
             self._tool_messages[key] = rendered
-        return _fresh(rendered)
+        return fresh_tool(rendered)
 
     def _provider_names(self) -> ProviderNames:
         """The names the catalog's tools are offered under (see :mod:`actionspace.discovery.names`)."""
@@ -289,17 +311,15 @@ class Session:
         """
         if self.rt.engine.runs.closed:
             raise closed_error()
-        given, (model_output, parsed) = model_output, handed(model_output)
-        if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
-        if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
-            return self._turn(parsed, refused)
-        model_output, parsed = self._named(model_output, parsed)
+        read = self._read(model_output)
+        if isinstance(read, Turn):
+            return read
+        given, model_output, parsed = read
         with self._gating(confidence):
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, _per_known_id(given, out))
+        return self._turn(parsed, per_known_id(given, out))
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
@@ -308,17 +328,28 @@ class Session:
         sets commute and no decision can differ, and are answered in the message's order."""
         if self.rt.engine.runs.closed:
             raise closed_error()
-        given, (model_output, parsed) = model_output, handed(model_output)
-        if parsed is not None and parsed.error is None and not parsed.calls:
-            return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
-        if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
-            return self._turn(parsed, refused)
-        model_output, parsed = self._named(model_output, parsed)
+        read = self._read(model_output)
+        if isinstance(read, Turn):
+            return read
+        given, model_output, parsed = read
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, _per_known_id(given, out))
+        return self._turn(parsed, per_known_id(given, out))
+
+    def _read(self, model_output: Any) -> Turn | tuple[Any, Any, ParseResult | None]:
+        """The turn of a plain answer or of a message over :attr:`max_calls` (one malformed too goes on,
+        its ``parse_error`` naming the bound); else the output given, as the engine reads it, parsed."""
+        given, (model_output, parsed) = model_output, handed(model_output)
+        if parsed is not None and parsed.error is None and not parsed.calls:
+            return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
+        model_output, parsed = self._named(model_output, parsed)  # ids apart before any is answered
+        if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
+            if not isinstance(refused, ParseResult):
+                return self._turn(parsed, refused)
+            parsed = refused
+        return given, model_output, parsed
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:
@@ -467,23 +498,3 @@ _GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDicti
 _GATING: contextvars.ContextVar[tuple[str, GatePolicy, Confidence] | None] = contextvars.ContextVar("gating")
 """(run id, policy, confidence) in the context (task, thread) of a gated session's handling: only
 the calls of that output are judged by it."""
-
-
-def _per_known_id(handed: Any, out: Sequence[Observation]) -> Sequence[Observation]:
-    """The one ``parse_error`` a failed ``ParseResult`` handed to the session got, once per call id it
-    knows (:func:`~actionspace.parse.call_ids`): the provider refuses the next request otherwise."""
-    ids = call_ids(handed) if isinstance(handed, ParseResult) and handed.error and len(out) == 1 else ()
-    return [dataclasses.replace(out[0], call_id=i) for i in ids] if ids else out
-
-
-def _fresh(value: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a rendered tool whose dicts are copied two levels down (``function`` and its
-    ``parameters``, ``input_schema`` and its ``properties``): a caller may change what it gets."""
-    out = value.copy()
-    for key, inner in value.items():
-        if type(inner) is dict:
-            copied = out[key] = inner.copy()
-            for key2, inner2 in inner.items():
-                if type(inner2) is dict:
-                    copied[key2] = inner2.copy()
-    return out

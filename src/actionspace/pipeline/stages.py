@@ -34,6 +34,7 @@ from actionspace.ledger.entries import LedgerStore
 from actionspace.ledger.keys import args_digest, idempotency_key, identity_digests
 from actionspace.ledger.late import still_running
 from actionspace.observation.pagination import CursorKey
+from actionspace.pipeline._written import stored_as_written
 from actionspace.pipeline.observe import validated_event
 from actionspace.policy.flow import Binding, FlowPolicy
 from actionspace.policy.flow_stage import call_label, flow_stage
@@ -57,6 +58,7 @@ __all__ = [
     "Draft",
     "Stage",
     "Stages",
+    "action_key",
     "check_occurrence",
     "identity_node",
     "keep_evidence",
@@ -107,6 +109,9 @@ class Draft:
     """The identity node of the arguments as written, when they are not in NFC (see ``approve``)."""
     exempt: Callable[[], Admission | ActionError | None] | None = None
     """The budget let the call through uncharged as a replay: its admission, should the ledger send it."""
+    stored_key: str | None = None
+    """The key of the ledger entry found under ``written`` (stored before node identity and keys read
+    NFC, under the key of then): the action's key, for the budget's replay check and the ledger."""
 
 
 Stage = Callable[[CallInput, Draft], ActionError | None]
@@ -294,16 +299,17 @@ class Stages:
     def _written_node(self, inp: CallInput, d: Draft) -> None:
         """Take the node the arguments named as written (not in NFC) when the ledger holds it: an
         entry stored before node identity read strings in NFC stays that action's (replayed once
-        committed, never sent again); else the NFC node stands. One indexed read, for arguments
-        not in NFC only; the gates run on a worker thread for a store not in memory."""
+        committed, never sent again); else the NFC node stands. One indexed read (of a batch's
+        parts' nodes: pipeline/_written.py), for arguments not in NFC only; the gates run on a worker
+        thread for a store not in memory. The key the entry was stored under, minted then over the
+        arguments as written, stays the action's (see :func:`action_key`)."""
         written, d.written = d.written, None
-        ledger = self.ledger
-        if (
-            written is not None
-            and ledger is not None
-            and ledger.get_node(inp.run.run_id, written) is not None
-        ):
-            d.node = written
+        ledger, spec, checked = self.ledger, d.spec, d.checked
+        if written is None or ledger is None or spec is None or checked is None:
+            return
+        found, key = stored_as_written(ledger, inp.run.run_id, spec, checked.arguments, written)
+        if found:
+            d.node, d.stored_key = written, key
 
     def flow(self, inp: CallInput, d: Draft) -> ActionError | None:
         spec, checked = d.spec, d.checked
@@ -339,7 +345,7 @@ class Stages:
         spec, checked, ledger = d.spec, d.checked, self.ledger
         if spec is None or checked is None or ledger is None or not spec.has_side_effects:
             return None
-        return partial(replayed, ledger, idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments))
+        return partial(replayed, ledger, action_key(inp, d, spec, checked.arguments))
 
     def _keeper(self, inp: CallInput) -> Callable[[], None] | None:
         """What stores ``inp``'s events so far, durably, before a request for it is filed (see
@@ -371,7 +377,7 @@ class Stages:
         assert spec is not None and checked is not None
         key = None
         if spec.has_side_effects and guard.meter is not None and self.ledger is not None:
-            key = idempotency_key(inp.run.run_id, d.node, spec.key, checked.arguments)
+            key = action_key(inp, d, spec, checked.arguments)
         admit = partial(
             guard.admit,
             spec,
@@ -418,6 +424,16 @@ def replayed(store: LedgerStore, key: str) -> bool:
     return state == "committed" or (state == "unknown_commit" and not still_running(key))
 
 
+def action_key(inp: CallInput, d: Draft, spec: ToolSpec, arguments: Any) -> str:
+    """The idempotency key of ``d``'s action: the stored entry's when its node was found as written
+    (``Draft.stored_key``: minted before keys read NFC, so a replay of it is found by the budget and
+    the ledger alike, free as any replay, and a tool deduping by it is sent that key again); else
+    :func:`~actionspace.ledger.keys.idempotency_key` of the node."""
+    if d.stored_key is not None:
+        return d.stored_key
+    return idempotency_key(inp.run.run_id, d.node, spec.key, arguments)
+
+
 def keep_evidence(flush: Callable[[Recorder], None], trace: object, rec: Recorder) -> None:
     """Hand ``rec``'s events so far to the trace store (``flush``, the engine's) and have the store
     commit them durably (``sync``, where its appends are deferred); raises when they are not
@@ -437,7 +453,7 @@ def ready_of(inp: CallInput, d: Draft) -> Ready:
     kwargs: Mapping[str, Any] = checked.python_arguments if checked.python_arguments is not None else args
     key = None
     if spec.has_side_effects:
-        key = idempotency_key(inp.run.run_id, d.node, spec.key, args)
+        key = action_key(inp, d, spec, args)
         if spec.takes_key:
             kwargs = {**kwargs, "idempotency_key": key}
     return Ready(compiled, d.call_id, d.node, args, kwargs, key, d.admission, d.label, d.exempt)
