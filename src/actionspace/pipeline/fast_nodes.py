@@ -55,6 +55,12 @@ Kept: TypeAlias = tuple["Entry", int, "tuple[tuple[str, type], ...] | None"]
 before it was checked, and ``Entry.plain`` when a node's arguments may be checked by it alone
 (flat and few enough, every name ASCII without U+0000: what ``unfit_arguments`` reads of a key)."""
 
+_TOO_LOW = -_TOO_BIG
+"""Below the ints ``unfit_arguments`` allows, made once: ``-_TOO_BIG`` made a new integer of
+14,285 bits (a copy of all its digits) for every ``int`` argument checked."""
+_INT_LOW = -_INT_BOUND
+"""Below the ints put in their envelope directly, made once (``-_INT_BOUND`` was a new int each)."""
+
 _WAITS: Any = object()
 """The value of a tool whose first step did not end its coroutine."""
 
@@ -102,7 +108,7 @@ def plain_node(
                     fits = False
                     break
                 if want is int:
-                    if not -_TOO_BIG < value < _TOO_BIG:
+                    if not _TOO_LOW < value < _TOO_BIG:
                         fits = False
                         break
                 elif want is str and (not value.isascii() or "\x00" in value):
@@ -173,7 +179,7 @@ def plain_node(
         # observation folded in
         now = time.time()
         plain: Any
-        if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
+        if type(value) is int and entry.ints and _INT_LOW < value < _INT_BOUND:
             # _int_observation, written out: no frame of its own per node
             digest = _INT_DIGESTS.get(value) or _int_digest(value)
             # the fields given as one dict, not as keywords: a keyword call of ``update`` builds
@@ -333,7 +339,7 @@ def _done(
         if nodes:
             now = time.time()
             plain: Any
-            if type(value) is int and entry.ints and -_INT_BOUND < value < _INT_BOUND:
+            if type(value) is int and entry.ints and _INT_LOW < value < _INT_BOUND:
                 plain = _int_observation(entry.spec, call_id, value, label, label.tags(), now)
             else:
                 plain = plain_observation(entry.spec, call_id, value, label, artifacts, now)

@@ -44,7 +44,7 @@ class Instant(NodeRunner):
     settled: int
     waiting: dict[str, int]
     blocked_by: dict[str, tuple[str, str]]
-    _notes: dict[str, Taken]
+    _notes: dict[str, Taken | None]
     _newly_ready: list[str]
     _ready: ReadyQueue
 
@@ -128,7 +128,7 @@ class Instant(NodeRunner):
             released.reverse()  # the first released is settled first
             s, k = released.pop()
             self._settle_all(*self._blocked_now(s, k), released)
-        if newly:  # queued now, so a cancel arriving before the next wave finds them
-            self._ready.extend(newly)
-            newly.clear()
+        # what it released stays noted in ``newly`` (``_newly_ready``) while the driver steps its
+        # wave (nothing else runs meanwhile): the driver's next wave takes it into the ready
+        # queue, and a cancel or a close that arrives while a node of the wave waits does first
         return SETTLED

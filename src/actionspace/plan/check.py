@@ -13,12 +13,12 @@ import itertools
 import operator
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace._json_values import MAX_DEPTH, too_costly
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.plan._checked import CheckedNode, CheckedPlan
 from actionspace.plan._simple_plan import distinct_ids, keep, kept, plain_tool, simple_plan, simple_tools
 from actionspace.plan.conflicts import call_sets, overlaps
 from actionspace.plan.model import Plan, PlanNode
@@ -51,61 +51,6 @@ _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
 _VERIFY = operator.attrgetter("verify")
 _NODE_ID = operator.attrgetter("id")
-
-
-@dataclass(slots=True)
-class CheckedNode:
-    node: PlanNode
-    index: int
-    specs: tuple[ToolSpec, ...]
-    """One spec; several for a speculative node (one per alternative)."""
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    refs: tuple[Ref, ...]
-    preds: set[str] = field(default_factory=set)
-    """Every node that must end before this one starts."""
-    needs: set[str] = field(default_factory=set)
-    """The predecessors that must end ok (declared or referenced); conflict edges only order. A
-    checked node's ``needs`` is its ``preds`` set itself until a conflict edge is added to
-    ``preds`` alone (:func:`~actionspace.plan.order.conflict_edges` copies it first)."""
-    succs: list[str] = field(default_factory=list)
-    members: tuple[CheckedNode, ...] = ()
-    """For an atomic group (see :mod:`actionspace.plan.groups`): its nodes, in the order they run."""
-    group: Any = None
-    """For an atomic group: the :class:`~actionspace.plan.model.Group` and its environment."""
-    scalar_arguments: bool = False
-    """Every argument is a scalar: nothing to substitute or copy before the call."""
-
-    @property
-    def id(self) -> str:
-        return self.node.id
-
-
-@dataclass(slots=True)
-class CheckedPlan:
-    nodes: dict[str, CheckedNode]
-    """In listing order."""
-    edges: list[tuple[str, str]]
-    added_edges: list[dict[str, str]]
-    order: list[str] = field(default_factory=list)
-    """Every node id of the plan, in listing order (group members included)."""
-    max_concurrency: int | None = None
-    """The plan's own concurrency limit, if it sets one."""
-    topo: list[str] = field(default_factory=list)
-    """The keys of ``nodes`` in an order where every node follows its predecessors."""
-    units: list[str] = field(default_factory=list)
-    """The keys of ``nodes`` that stand for an atomic group, in the order of ``nodes``."""
-    bare: bool = False
-    """Every node is one call of a tool that needs no approval, with no read/write sets and no
-    references: ``plan_started`` names only its id and tool."""
-    plain: bool = False
-    """Every node is plain (:func:`~actionspace.plan.node.is_plain`: no references, alternatives,
-    members or verifier), so the driver need not ask each one. Set for a plan checked across the
-    plan at once; False (each node asked) otherwise."""
-    keys: dict[str, int] | None = field(default=None, compare=False, repr=False)
-    """Each node's place in the ready queue (``ready._keys``), made by the first run of the plan."""
-    entries: list[dict[str, str]] | None = field(default=None, compare=False, repr=False)
-    """A bare plan's ``plan_started`` entries (``run._bare_entries``), made by its first run."""
 
 
 Resolver = Callable[[str], "ToolSpec | ActionError"]

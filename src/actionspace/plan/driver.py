@@ -32,20 +32,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
 from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN, resumed
-from actionspace.plan._instant import SETTLED, Instant
+from actionspace.plan._instant import SETTLED
+from actionspace.plan._waves import Waves
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
 from actionspace.plan.model import PlanResult
 from actionspace.plan.node import Started, is_plain
 from actionspace.plan.ready import ReadyQueue
-from actionspace.plan.retry import reusable
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -75,7 +74,7 @@ class _Hop(tuple[None]):
 _HOP = cast("Awaitable[None]", _Hop((None,)))  # an iterator's one step is what ``await`` takes
 
 
-class Driver(Instant):
+class Driver(Waves):
     """The half of the scheduler that starts nodes; settling and cancelling are the subclass's."""
 
     limit: int
@@ -127,86 +126,10 @@ class Driver(Instant):
 
     def _check_settled(self) -> None:
         done = self.settled == len(self.plan.nodes) or not (
-            self.running or self._ready or self._deferred or self._timer
+            self.running or self._ready or self._newly_ready or self._deferred or self._timer
         )
         if done and not self._all_settled.done():
             self._all_settled.set_result(None)
-
-    def _take_wave(self) -> list[str]:
-        """Every ready node the limits admit now, marked running, in the ready queue's order."""
-        ready, deferred, newly = self._ready, self._deferred, self._newly_ready
-        if newly:
-            ready.extend(newly)
-            newly.clear()
-        if deferred:  # waiting for a tool's slot: back in line (by priority), checked below
-            ready.extend(deferred)
-            deferred.clear()
-        queued = ready.queued
-        if not queued:
-            return []
-        running, limited, per_tool = self.running, bool(self.tool_limits), self.per_tool
-        retrying = self.retry_of is not None
-        if not (limited or retrying) and len(queued) <= self.limit - len(running):
-            wave = ready.take_all()  # every ready node fits: no heap to pop one by one
-            running.update(dict.fromkeys(wave))  # each running, not stepped yet (None)
-            if len(running) > self.max_parallel:
-                self.max_parallel = len(running)
-            return wave
-        wave = []
-        while queued and len(running) < self.limit:
-            k = ready.pop()
-            if limited and not self._tool_slot(k):
-                deferred.append(k)
-                continue
-            if retrying and self._reuse(k):
-                if newly:
-                    ready.extend(newly)
-                    newly.clear()
-                continue
-            if limited:  # counted only where the limits read it
-                name = self.plan.nodes[k].specs[0].name
-                per_tool[name] = per_tool.get(name, 0) + 1
-            running[k] = None
-            wave.append(k)
-        if len(running) > self.max_parallel:
-            self.max_parallel = len(running)
-        return wave
-
-    def _reuse(self, k: str) -> bool:
-        """Settle ``k`` with its ok observation of the plan run retried, if it has one."""
-        assert self.retry_of is not None
-        before = reusable(self.retry_of, self.run_state.run_id, self.plan.nodes[k], self.reused_nodes)
-        if before is None:
-            return False
-        self.reused += 1
-        self.reused_nodes.add(k)
-        self._record(None, "plan_node_reused", {"node": k, "call_id": before.call_id})
-        self._settle(k, before)
-        return True
-
-    def _tool_slot(self, k: str) -> bool:
-        name = self.plan.nodes[k].specs[0].name
-        limit = self.tool_limits.get(name)
-        if limit is None:
-            return True
-        if limit.max_concurrent is not None and self.per_tool.get(name, 0) >= limit.max_concurrent:
-            return False
-        if limit.per_second is None:
-            return True
-        window = self.starts.setdefault(name, deque())
-        now = time.monotonic()
-        while window and now - window[0] >= 1.0:
-            window.popleft()
-        if len(window) < limit.per_second:
-            window.append(now)
-            return True
-        if self._timer is None:  # wake up when the oldest start leaves the window
-            self._timer = self._loop.call_later(1.0 - (now - window[0]), self._tick)
-        return False
-
-    def _tick(self) -> None:
-        self._timer = None
-        self._pump()
 
     # ------------------------------------------------------------------ a driver task
     async def _drive(self, wave: list[str]) -> None:

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import operator
 import threading
 import time
 import weakref
@@ -37,6 +35,7 @@ from typing import Any
 
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
+from actionspace.plan._checked import start_of
 from actionspace.plan._ending import read_results
 from actionspace.plan.atomic import GroupAttempt, member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
@@ -104,13 +103,14 @@ class Scheduler(Driver):
         self.cancel_scope = cancel
         self.retry_of = retry_of
         self.results: dict[str, Observation] = {}
-        self._notes: dict[str, Taken] = {}
+        self._start = start_of(plan)
+        self._notes: dict[str, Taken | None] = self._start.listed.copy()  # (None: not settled)
         """Per result, what the plan's end reads of it, read when it settled (``taken``)."""
         self._shown: list[Taken] = []
         self._result: PlanResult | None = None
         self.failed: dict[str, str] = {}
         """Once the plan ended: node id → error category, for every observation with an error."""
-        self.waiting = dict(zip(plan.nodes, map(len, map(_PREDS, plan.nodes.values())), strict=True))
+        self.waiting = self._start.waiting.copy()
         """Per node, its predecessors not settled yet."""
         self.blocked_by: dict[str, tuple[str, str]] = {}
         self.running: dict[str, asyncio.Task[Any] | None] = {}
@@ -146,8 +146,7 @@ class Scheduler(Driver):
         loop = self._loop = asyncio.get_running_loop()
         self._all_settled: asyncio.Future[None] = loop.create_future()
         self._ready = ReadyQueue(self.plan)
-        waiting = self.waiting
-        self._ready.extend(itertools.compress(waiting, map(operator.not_, waiting.values())))  # n == 0
+        self._ready.extend(self._start.roots)
         self._deferred: deque[str] = deque()
         if self.cancel_scope is not None:
             early = self.cancel_scope._bind(lambda: loop.call_soon_threadsafe(self._apply_cancel))
@@ -171,8 +170,7 @@ class Scheduler(Driver):
                 if k not in results:  # unreachable unless a bug left a node waiting: never hang, say so
                     root = self.blocked_by.get(k, (k, "internal"))[0]
                     results[k] = _blocked(self._call_id(k), node, root, "its predecessors never settled")
-        keys = [*self.plan.order, *self.plan.units] or list(self.plan.nodes)
-        nodes, statuses = read_results(keys, results, self._notes, self._shown, self.failed)
+        nodes, statuses = read_results(self._start, results, self._notes, self._shown, self.failed)
         self._result = PlanResult(
             run_id=self.run_state.run_id,
             status=_status_of(statuses),
@@ -366,6 +364,8 @@ class Scheduler(Driver):
     def _apply_cancel(self) -> None:
         assert self.cancel_scope is not None
         ready, deferred = self._ready, self._deferred
+        ready.extend(self._newly_ready)  # released by a node that answered at once: queued (_instant)
+        self._newly_ready.clear()
         for nodes, reason in self.cancel_scope._take():
             targets = [k for k in self.plan.nodes if (nodes is None or k in nodes) and k not in self.results]
             queued = set(ready) | set(deferred)
@@ -483,9 +483,6 @@ class Scheduler(Driver):
         self.dispatched_args[node.id] = arguments
         obs = await self._call(node, node.id, node.node.tool, arguments)
         return self._verify(node, obs)
-
-
-_PREDS = operator.attrgetter("preds")
 
 
 def _status(observations: Iterable[Observation]) -> PlanStatus:
