@@ -193,7 +193,8 @@ class SqliteLedgerStore:
 
         def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None, bool]:
             if unless_pending:
-                row = _oldest(conn.execute(_PENDING, action).fetchall())
+                rows = conn.execute(_PENDING, action).fetchall()  # nearly always none
+                row = _oldest(rows) if rows else None
                 if row is not None and row[0] != entry.key:
                     return False, _entry(row), True
             created = conn.execute(_INSERT, _row(entry)).rowcount == 1
@@ -359,9 +360,10 @@ def _row(entry: LedgerEntry) -> tuple[Any, ...]:
         entry.created_at,
         entry.updated_at,
         entry.remote_id,
-        to_json(entry.observation),
-        to_json(entry.error),
-        to_json(entry.resolution),
+        # mostly None (an intent has none of them, an outcome one): no call for SQL NULL
+        None if entry.observation is None else to_json(entry.observation),
+        None if entry.error is None else to_json(entry.error),
+        None if entry.resolution is None else to_json(entry.resolution),
     )
 
 

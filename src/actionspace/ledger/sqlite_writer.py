@@ -133,7 +133,6 @@ class GroupCommit:
 
     def run(self, op: Operation, *, durable: bool = True) -> Any:
         """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
-        slot = _Slot(op, durable)
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
                 self._forked()
@@ -141,6 +140,7 @@ class GroupCommit:
             # takes them): this caller's group is itself, led at once, never put in the queue.
             alone = not self._busy and len(self._queue) == self._detached and op is not _nothing
             if not alone:
+                slot = _Slot(op, durable)
                 self._queue.append(slot)
                 self._waiting += 1
                 slot.lead = not self._busy
@@ -150,13 +150,9 @@ class GroupCommit:
             self._busy = True
         if alone:  # the writer idle and nothing queued: a group of this one, led at once
             try:
-                self._commit([slot])
-            except BaseException as exc:  # the commit failed: nothing of it is written
-                slot.error = exc
-            self._hand_on(())  # the lead to whoever queued meanwhile
-            if slot.error is not None:
-                raise slot.error
-            return slot.result
+                return self._commit_alone(op, durable)
+            finally:
+                self._let_go()
         if not slot.lead:
             done.acquire()
         if slot.lead:  # arrived first, or handed the lead when the group before it committed
@@ -245,13 +241,24 @@ class GroupCommit:
             self._kept[key] = (conn, version, sql, rows[0] if rows else None)
             return rows[0] if rows else None
         finally:
-            self._hand_on(())  # the lead to whoever queued meanwhile
+            self._let_go()
 
     def forget(self, key: str) -> None:
         """Drop what :meth:`read_kept` keeps of ``key``: called by an operation that changes it,
         while it runs (under the writer's lead, as read_kept is), so no read keeps the rows of
         before once it committed."""
         self._kept.pop(key, None)
+
+    def _let_go(self) -> None:
+        """The end of a lone caller's hold of the writer (``run`` or ``read_kept``): the lead to
+        whoever queued meanwhile, as :meth:`_hand_on` gives it; in the usual case nobody did, and
+        nothing more than the flag is needed."""
+        with self._lock:
+            idle = not self._waiting and (not self._queue or self._armed)
+            if idle:  # no heir to wake and nothing for the flusher: what _hand_on(()) would do
+                self._busy = False
+        if not idle:
+            self._hand_on(())
 
     def _lead(self, flush: bool = False) -> None:
         with self._lock:
@@ -296,6 +303,23 @@ class GroupCommit:
                 slot.done.release()
             elif slot.detached and slot.error is not None:
                 _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
+
+    def _commit_alone(self, op: Operation, durable: bool) -> Any:
+        """``_commit`` of a group of one operation, its result returned and its exception raised
+        (a failed commit writes nothing), with no slot made for it."""
+        level = self._db.synchronous if durable else "NORMAL"
+        conn = self._db.writer()
+        if self._level != (conn, level):  # kept until it changes
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._level = (conn, level)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = op(conn)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return result
 
     def _commit(self, group: list[_Slot]) -> None:
         # A settle's own operation writes nothing: it needs neither a savepoint nor a transaction.
