@@ -1,7 +1,9 @@
 """``/api/ledger``: entries of the commit ledger, and a person's reconciliation of unknown commits.
 
 Entries are shown as the token's principal may see them: an entry of a run that held secret (or
-reader-restricted) data has its values redacted (see :mod:`actionspace.trace.redact_ledger`).
+reader-restricted) data has its values redacted (see :mod:`actionspace.trace.redact_ledger`), and
+the digests of its values too (``args_digest``, the observation's ``content_hash``): a reader could
+hash guesses of a low-entropy value and confirm one. Its ``key`` stays, naming the entry.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 
 from actionspace._unicode import value_for_utf8
+from actionspace.ledger.entries import LedgerEntry
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.auth import require
@@ -19,7 +22,8 @@ from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import ErrorResponse, LedgerEntryView, ResolveBody
 from actionspace.service.scoping import RunTenants, may_see
 from actionspace.service.tenant_lists import ledger_page
-from actionspace.trace.redact_ledger import visible_entries
+from actionspace.service.views import entry_without_digests
+from actionspace.trace.redact_ledger import hidden_runs, redact_entry
 
 __all__ = ["ledger_router"]
 
@@ -38,7 +42,7 @@ def ledger_router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
         entries = ledger_page(rt, who, state, limit)  # a tenant's asked of the store for it
-        return value_for_utf8(visible_entries(entries, rt.trace, who))  # UTF-8 whole
+        return value_for_utf8(_as_seen(entries, rt, who))  # UTF-8 whole
 
     @router.post(
         "/{key}/resolve",
@@ -67,6 +71,16 @@ def ledger_router() -> APIRouter:
             raise ApiError(404, f"no ledger entry {key!r}") from exc
         except ValueError as exc:
             raise ApiError(409, str(exc), category="conflict") from exc
-        return value_for_utf8(visible_entries([entry], rt.trace, principal)[0])
+        return value_for_utf8(_as_seen([entry], rt, principal)[0])
 
     return router
+
+
+def _as_seen(entries: list[LedgerEntry], rt: Runtime, who: Principal) -> list[dict[str, Any]]:
+    """Each entry's ``to_dict()``; redacted, digests of its values too, where its run holds what
+    ``who`` may not read."""
+    hidden = hidden_runs(rt.trace, (e.run_id for e in entries), who)
+    return [
+        entry_without_digests(redact_entry(e.to_dict())) if e.run_id in hidden else e.to_dict()
+        for e in entries
+    ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, HTTPException, Query
 from pydantic import AwareDatetime
 
 from actionspace._unicode import value_for_utf8
@@ -23,7 +23,7 @@ from actionspace.policy.redaction import redact_events
 from actionspace.runtime import Runtime
 from actionspace.service import scoping
 from actionspace.service.auth import require
-from actionspace.service.deps import runner_of, runtime_of
+from actionspace.service.deps import live_runs_of, runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import (
     ErrorResponse,
@@ -34,6 +34,7 @@ from actionspace.service.models import (
     RunRow,
     SubmitRun,
 )
+from actionspace.service.quotas import LiveRuns
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
 from actionspace.service.views import (
@@ -45,6 +46,7 @@ from actionspace.service.views import (
     run_row,
     runs_page,
     shown_micros,
+    without_digests,
 )
 from actionspace.trace.events import ClaimsRuns, RunSummary, TraceEvent, summarize
 from actionspace.trace.store import ListsTenantRuns
@@ -55,6 +57,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "de
 
 Rt = Annotated[Runtime, Depends(runtime_of)]
 Runner = Annotated[BackgroundRuns, Depends(runner_of)]
+Live = Annotated[LiveRuns, Depends(live_runs_of)]
 
 
 def runs_router() -> APIRouter:
@@ -125,11 +128,14 @@ def runs_router() -> APIRouter:
             step = min(step * 4, scoping.MAX_SCAN)  # a store may read its whole listing per read
 
     def run_events(rt: Runtime, run_id: str, who: Principal) -> list[TraceEvent]:
-        """The run's events as recorded (unredacted), once ``who`` may see the run; else 404."""
+        """The run's events as recorded (unredacted), once ``who`` may see the run; else 404.
+
+        The run's tenant is read from its head events first: another tenant's run is refused
+        without being read whole, at the cost of a missing run's 404."""
+        if not may_see(who, RunTenants(rt.trace)(run_id)):
+            raise ApiError(404, f"no run {run_id!r}")
         events = rt.trace.events(run_id)
-        tenants = RunTenants(rt.trace)
-        tenants.remember(run_id, events)
-        if not events or not may_see(who, tenants(run_id)):
+        if not events:
             raise ApiError(404, f"no run {run_id!r}")
         return events
 
@@ -155,7 +161,7 @@ def runs_router() -> APIRouter:
     def get_events(
         run_id: str, rt: Rt, who: Annotated[Principal, Depends(require("runs:read"))]
     ) -> list[dict[str, Any]]:
-        return [event_view(e) for e in redact_events(run_events(rt, run_id, who), who)]
+        return [event_view(without_digests(e)) for e in redact_events(run_events(rt, run_id, who), who)]
 
     @router.post(
         "",
@@ -168,11 +174,22 @@ def runs_router() -> APIRouter:
         body: Annotated[SubmitRun, Body()],
         rt: Rt,
         runner: Runner,
+        live: Live,
         principal: Annotated[Principal, Depends(require("runs:write"))],
     ) -> dict[str, str]:
         run_id = body.run_id or f"run_{uuid.uuid4().hex}"  # 122 random bits: the namespace is shared
         taken = ApiError(409, f"run {run_id!r} already exists", category="conflict")
+        key = (principal.tenant, principal.id)
+        if not live.take(key, run_id):  # counted before anything is written: starts at once see it
+            raise HTTPException(
+                429,
+                f"principal {principal.id!r} has {live.limit} runs live here, the most it may have;"
+                " start another once one of them has ended",
+                headers={"Retry-After": "1"},
+            )
+        started = False
         if not runner.claim(run_id):  # live here, or another request is starting it right now
+            live.settle(key, run_id, started=False)
             raise taken
         try:
             store = rt.trace  # one claim in the store: of services sharing it, exactly one wins
@@ -184,8 +201,10 @@ def runs_router() -> APIRouter:
                 runner.start_plan(body.plan, run_id=run_id, principal=principal)
             else:
                 runner.start_calls(body.calls, run_id=run_id, principal=principal)
+            started = True
         finally:
             runner.release(run_id)
+            live.settle(key, run_id, started=started)
         return {"run_id": run_id}
 
     return router

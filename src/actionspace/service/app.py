@@ -19,11 +19,11 @@ from actionspace.service.api_catalog import catalog_router, health_router
 from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, BeforeBody, admin_principal, new_token
-from actionspace.service.deps import ids_storable
+from actionspace.service.deps import ids_storable, query_once
 from actionspace.service.errors import install_handlers
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.proxies import TrustedProxies
-from actionspace.service.quotas import RateLimit
+from actionspace.service.quotas import DEFAULT_MAX_LIVE_RUNS, LiveRuns, RateLimit
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 from actionspace.service.scoping import valid_tenant
 from actionspace.service.tenant_lists import link_run_tenants
@@ -73,6 +73,7 @@ def create_app(
     distinct_approver: bool = False,
     trusted_proxies: Iterable[str] = (),
     rate_limit: RateLimit | str | None = None,
+    max_live_runs: int | None = DEFAULT_MAX_LIVE_RUNS,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
@@ -89,8 +90,11 @@ def create_app(
     tokens (see :mod:`actionspace.service.proxies`). ``rate_limit`` (``"N/minute"``, ``"N/second"``,
     ``"N/hour"`` or a :class:`~actionspace.service.quotas.RateLimit`; default None, unbounded):
     requests each principal may make, then 429 ``rate_limited`` with ``Retry-After``.
-    Raises ConfigurationError for a bad proxy network or rate limit, and for a token's principal
-    whose tenant is not a string without U+0000 and unpaired surrogates (see
+    ``max_live_runs`` (default 1000; None: unbounded): runs one principal (its id, within its
+    tenant) may have started here and not yet ended; ``POST /api/runs`` past it is answered 429
+    ``rate_limited`` with ``Retry-After``, nothing of that run written.
+    Raises ConfigurationError for a bad proxy network, rate limit or ``max_live_runs``, and for a
+    token's principal whose tenant is not a string without U+0000 and unpaired surrogates (see
     :func:`~actionspace.service.scoping.valid_tenant`).
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
@@ -104,6 +108,7 @@ def create_app(
         admin_token = new_token()
         table[admin_token] = admin_principal()
     background = BackgroundRuns(runtime, runner)
+    live_runs = LiveRuns(max_live_runs, background.is_active)
     link_run_tenants(runtime)  # the memory stores' listings by tenant read the memory trace's
 
     @asynccontextmanager
@@ -121,6 +126,7 @@ def create_app(
     )
     app.state.runtime = runtime
     app.state.runner = background
+    app.state.live_runs = live_runs
     app.state.auth = Auth(table, rate_limit=limit, trusted_proxies=proxies)
     app.state.admin_token = admin_token
     install_handlers(app)
@@ -131,7 +137,7 @@ def create_app(
     app.state.distinct_approver = distinct_approver
     approvals = approvals_router(distinct_approver=distinct_approver)
     for router in (health_router(), runs_router(), approvals, ledger_router(), catalog_router()):
-        app.include_router(router, dependencies=[Depends(ids_storable)])
+        app.include_router(router, dependencies=[Depends(ids_storable), Depends(query_once)])
     _include_console(app)
     return app
 

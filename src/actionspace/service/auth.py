@@ -15,6 +15,9 @@ given back at that rate. An address that spent them is answered 429 (``rate_limi
 the right guess), until one comes back. A known token spends nothing. The address is the
 connecting one, or, from a trusted proxy, the one it forwards (:mod:`actionspace.service.proxies`).
 
+A request carrying more than one ``Authorization`` header is answered 400 before any token is
+compared: a proxy in front may check one and the service would act on another.
+
 Requests are bounded too when the application has a :class:`RateLimit`: each principal (its id,
 within its tenant) may make that many, then is answered 429 ``rate_limited`` with ``Retry-After``.
 """
@@ -165,6 +168,7 @@ class BeforeBody:
         auth: Auth = self._app.state.auth
         credentials = await _bearer(request)
         try:
+            _one_authorization(request)
             principal = auth.authenticate(_token(credentials), auth.client(request))
         except HTTPException as exc:
             response = error_response(exc)
@@ -177,6 +181,15 @@ class BeforeBody:
 
 async def _gone() -> Message:
     return {"type": "http.disconnect"}
+
+
+def _one_authorization(request: Request) -> None:
+    """Raise HTTPException 400 when ``request`` carries several ``Authorization`` headers."""
+    count = len(request.headers.getlist("authorization"))
+    if count > 1:
+        raise HTTPException(
+            status_code=400, detail=f"the request carries {count} Authorization headers; send one"
+        )
 
 
 def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
@@ -194,7 +207,7 @@ def _too_many(message: str, wait: float) -> HTTPException:
 
 
 def require(scope: str) -> Callable[..., Principal]:
-    """A dependency that returns the caller's principal, or answers 401 / 403 / 429."""
+    """A dependency that returns the caller's principal, or answers 400 / 401 / 403 / 429."""
 
     def check(
         request: Request,
@@ -202,6 +215,7 @@ def require(scope: str) -> Callable[..., Principal]:
     ) -> Principal:
         principal: Principal | None = request.scope.get("state", {}).get(_AUTHENTICATED)
         if principal is None:  # no body, so not authenticated yet
+            _one_authorization(request)
             auth: Auth = request.app.state.auth
             principal = auth.authenticate(_token(credentials), auth.client(request))
         if not principal.allows(scope):

@@ -54,6 +54,7 @@ def prepare(
     distinct_approver: bool = False,
     trusted_proxies: Sequence[str] = (),
     rate_limit: str | None = None,
+    max_live_runs: int | None = None,
 ) -> Served:
     """Build the runtime and the app of ``actionspace serve`` (without starting the server).
 
@@ -63,13 +64,14 @@ def prepare(
     ``distinct_approver``: the four-eyes rule (default off): a call's proposer may not approve it.
     ``trusted_proxies``: CIDRs whose ``X-Forwarded-For`` names the client (default none).
     ``rate_limit``: requests per principal, ``"N/minute"`` (default None: unbounded).
+    ``max_live_runs``: runs one principal may have live at once (None: the app's default, 1000).
     Raises ConfigurationError for a bad proxy network or rate limit, before opening the store.
     """
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
     from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S
     from actionspace.service.proxies import TrustedProxies
-    from actionspace.service.quotas import RateLimit
+    from actionspace.service.quotas import DEFAULT_MAX_LIVE_RUNS, RateLimit
     from actionspace.trace.store import default_store_url
 
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
@@ -98,6 +100,7 @@ def prepare(
             distinct_approver=distinct_approver,
             trusted_proxies=trusted_proxies,
             rate_limit=limit,
+            max_live_runs=DEFAULT_MAX_LIVE_RUNS if max_live_runs is None else max_live_runs,
         )
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
@@ -205,6 +208,15 @@ def serve_command(
             "(default: unlimited).",
         ),
     ] = None,
+    max_live_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-live-runs",
+            min=1,
+            metavar="N",
+            help="Runs each token's principal may have started and not yet ended, then 429 (default: 1000).",
+        ),
+    ] = None,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
     from actionspace._extras import require
@@ -224,6 +236,7 @@ def serve_command(
             distinct_approver=distinct_approver,
             trusted_proxies=trusted_proxy or (),
             rate_limit=rate_limit,
+            max_live_runs=max_live_runs,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         from actionspace._cli_tables import one_line

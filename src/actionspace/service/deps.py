@@ -1,14 +1,17 @@
-"""What a route reads from its application: the runtime and the background runner."""
+"""What a route reads from its application: the runtime, the background runner, the live runs."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from fastapi import Request
 
 from actionspace.errors import ApiError
 from actionspace.runtime import Runtime
+from actionspace.service.quotas import LiveRuns
 from actionspace.service.runner import BackgroundRuns
 
-__all__ = ["ids_storable", "runner_of", "runtime_of"]
+__all__ = ["ids_storable", "live_runs_of", "query_once", "runner_of", "runtime_of"]
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -21,9 +24,27 @@ def runner_of(request: Request) -> BackgroundRuns:
     return runner
 
 
+def live_runs_of(request: Request) -> LiveRuns:
+    live: LiveRuns = request.app.state.live_runs
+    return live
+
+
 def ids_storable(request: Request) -> None:
     """Answers 404 for a path id holding a NUL: no run, request, entry or tool has one, and
     PostgreSQL's text cannot hold one (asked for it, the store fails instead of finding nothing)."""
     for name, value in request.path_params.items():
         if isinstance(value, str) and "\x00" in value:
             raise ApiError(404, f"no such {name.removesuffix('_id')}: no id holds a NUL character")
+
+
+def query_once(request: Request) -> None:
+    """Answers 422 for a query parameter given twice: no route takes a list, and a proxy's filter
+    may read the first value where the route would read the last, so neither is sure to be meant."""
+    counted = Counter(name for name, _ in request.query_params.multi_items())
+    twice = sorted(name for name, n in counted.items() if n > 1)
+    if twice:
+        raise ApiError(
+            422,
+            f"query parameter {twice[0][:40]!r} is given more than once; give it once",
+            category="invalid_arguments",
+        )

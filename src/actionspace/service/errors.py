@@ -1,4 +1,9 @@
-"""The API's error bodies: ``{"error": {"category"?, "message"}}`` for every 4xx the API answers."""
+"""The API's error bodies: ``{"error": {"category", "message"}}`` for every error the API answers.
+
+A route names the category of its refusal when one is more precise (``conflict``, ``unknown_tool``,
+``permission_denied`` of the four-eyes rule); any other answer names the category of its status
+(:func:`~actionspace.service.limits.category_of`), so a client can act on every refusal by it.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from actionspace.errors import ApiError, redact, store_unavailable
+from actionspace.service.limits import category_of
 from actionspace.service.models import ErrorResponse
 
 __all__ = ["BAD_BODY", "ERRORS", "ApiError", "error_response", "install_handlers"]
@@ -19,11 +25,13 @@ __all__ = ["BAD_BODY", "ERRORS", "ApiError", "error_response", "install_handlers
 _log = logging.getLogger("actionspace.service")
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
+    400: {"model": ErrorResponse, "description": "The request carries more than one Authorization header."},
     401: {"model": ErrorResponse, "description": "Missing or unknown bearer token."},
     403: {"model": ErrorResponse, "description": "The token's principal lacks the route's scope."},
     429: {
         "model": ErrorResponse,
-        "description": "Too many unknown tokens from this address, or requests from this principal: wait.",
+        "description": "Too many unknown tokens from this address, requests from this principal, or (on"
+        " starting a run) runs of this principal live: wait.",
     },
     422: {"model": ErrorResponse, "description": "The request does not match the route's parameters."},
 }
@@ -32,24 +40,22 @@ ERRORS: Final[dict[int | str, dict[str, Any]]] = {
 BAD_BODY: Final[dict[int | str, dict[str, Any]]] = {
     400: {
         "model": ErrorResponse,
-        "description": "The body is not JSON, holds NaN/Infinity, or nests too deep.",
+        "description": "The body is not UTF-8 JSON, holds NaN/Infinity, names a member twice or nests too"
+        " deep; or the request carries more than one Authorization header.",
     },
     413: {"model": ErrorResponse, "description": "The body is larger than the service accepts."},
 }
 """What a route that reads a JSON body declares besides :data:`ERRORS`."""
 
 
-def _body(message: str, category: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"message": message}
-    if category is not None:
-        error["category"] = category
-    return {"error": error}
+def _body(message: str, category: str) -> dict[str, Any]:
+    return {"error": {"message": message, "category": category}}
 
 
 def error_response(exc: StarletteHTTPException) -> JSONResponse:
-    """The error body of an HTTP error, with its headers; a 429 is ``rate_limited``."""
-    category = "rate_limited" if exc.status_code == 429 else None
-    return JSONResponse(_body(str(exc.detail), category), status_code=exc.status_code, headers=exc.headers)
+    """The error body of an HTTP error, with its headers; its category is its status's."""
+    body = _body(str(exc.detail), category_of(exc.status_code))
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
 def _allowed(app: FastAPI, request: Request) -> list[str]:
@@ -82,7 +88,8 @@ def install_handlers(app: FastAPI) -> None:
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return JSONResponse(_body(exc.message, exc.category), status_code=exc.status)
+        category = exc.category or category_of(exc.status)
+        return JSONResponse(_body(exc.message, category), status_code=exc.status)
 
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
         if store_unavailable(exc):  # not a failure of the service: ask again

@@ -9,12 +9,13 @@
   application authenticates there (:class:`actionspace.service.auth.BeforeBody`), so a client
   without a good token gets its 401 without the body being read or parsed, and the checks below
   are spent on authenticated requests only;
-* a JSON body holding a non-finite number (``NaN``, ``Infinity``, ``-Infinity``, which Python's
-  parser accepts but JSON does not, or a literal such as ``1e999`` too large for a float, which it
-  reads as infinity), nested deeper than ``max_json_depth``, or naming one member twice in an
-  object (Python keeps the last value, other readers such as a proxy's filter the first, so no
-  value is sure to be the one meant) is answered 400 with the category ``invalid_arguments``, so
-  such a value never reaches a run, a store or a listing;
+* a JSON body in another encoding than UTF-8 (UTF-16 or UTF-32, which the route's parser would
+  read too, past the checks below), or holding a non-finite number (``NaN``, ``Infinity``,
+  ``-Infinity``, which Python's parser accepts but JSON does not, or a literal such as ``1e999``
+  too large for a float, which it reads as infinity), nested deeper than ``max_json_depth``, or
+  naming one member twice in an object (Python keeps the last value, other readers such as a
+  proxy's filter the first, so no value is sure to be the one meant) is answered 400 with the
+  category ``invalid_arguments``, so such a value never reaches a run, a store or a listing;
 * a body still arriving ``body_timeout_s`` after the application started reading it is answered
   408 and the connection closed, so a client trickling a byte at a time (a slow-body "slowloris")
   cannot hold a connection and a reader for as long as it likes.
@@ -30,7 +31,14 @@ from typing import Any, Final, Literal
 
 import anyio
 
-__all__ = ["DEFAULT_BODY_TIMEOUT_S", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_JSON_DEPTH", "BodyLimits"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "STATUS_CATEGORIES",
+    "BodyLimits",
+    "category_of",
+]
 
 DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 """Largest request body accepted by default (16 MiB)."""
@@ -48,6 +56,31 @@ BeforeRead = Callable[[Scope, Send], Awaitable[bool]]
 """Called with a request that carries a body before it is read; True when it answered the request."""
 
 _NO_BODY = frozenset({"GET", "HEAD", "OPTIONS"})
+
+STATUS_CATEGORIES: Final[dict[int, str]] = {
+    400: "invalid_arguments",
+    401: "permission_denied",
+    403: "permission_denied",
+    404: "invalid_arguments",
+    405: "invalid_arguments",
+    408: "transient",
+    409: "conflict",
+    413: "invalid_arguments",
+    415: "invalid_arguments",
+    422: "invalid_arguments",
+    429: "rate_limited",
+    500: "internal",
+    503: "transient",
+}
+"""The error category an answer of this status names when nothing more precise was given: a client
+can act on every refusal by its category alone, whichever layer refused the request."""
+
+
+def category_of(status: int) -> str:
+    """The category of an error answered with ``status`` (:data:`STATUS_CATEGORIES`)."""
+    if status in STATUS_CATEGORIES:
+        return STATUS_CATEGORIES[status]
+    return "internal" if status >= 500 else "invalid_arguments"
 
 
 class _Refused(Exception):
@@ -103,6 +136,10 @@ def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def json_problem(body: bytes, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> str | None:
     """Why a JSON body is refused at the edge, or None (malformed JSON is left to the route)."""
     deep = f"the body nests deeper than {max_depth} levels"
+    encoding = json.detect_encoding(body)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        # the route's parser reads UTF-16 and UTF-32 too, where the byte checks below find nothing
+        return f"the body is JSON in {encoding.upper()}; send it in UTF-8 (RFC 8259)"
     if (
         b"NaN" not in body
         and b"Infinity" not in body
@@ -218,9 +255,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _answer(send: Send, status: int, message: str, *, category: str | None = None) -> None:
-    error: dict[str, Any] = {"message": message}
-    if category is not None:
-        error["category"] = category
+    error: dict[str, Any] = {"message": message, "category": category or category_of(status)}
     payload = json.dumps({"error": error}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     if status in (408, 413):

@@ -37,7 +37,10 @@ class _Out(BaseModel):
 
 
 class ErrorBody(_Out):
-    category: str | None = Field(None, description="An actionspace error category, when one applies.")
+    category: str | None = Field(
+        None,
+        description="An actionspace error category: the route's own, else its status's (always present).",
+    )
     message: str
 
 

@@ -1,4 +1,5 @@
-"""Allowances that refill with time: unknown tokens per client address, requests per principal.
+"""Allowances that refill with time: unknown tokens per client address, requests per principal;
+and the bound on the runs each principal has live (:class:`LiveRuns`).
 
 An :class:`Allowance` gives each key ``requests`` to spend at once and gives them back at
 ``requests`` per ``per_s`` seconds (a token bucket). A refused request spends nothing, so a client
@@ -12,14 +13,17 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Final
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["Allowance", "RateLimit"]
+__all__ = ["DEFAULT_MAX_LIVE_RUNS", "Allowance", "LiveRuns", "RateLimit"]
+
+DEFAULT_MAX_LIVE_RUNS: Final = 1000
+"""Runs one principal may have live on one server at once, by default."""
 
 _UNITS: Final = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 _SPELLED: Final = re.compile(r"\s*([0-9]{1,9})\s*/\s*(second|minute|hour)\s*", re.IGNORECASE)
@@ -97,3 +101,60 @@ class Allowance:
         self._spent.move_to_end(key)
         while len(self._spent) > self._keys:
             self._spent.popitem(last=False)
+
+
+class LiveRuns:
+    """The runs each principal started on this server that have not ended, at most ``limit`` each.
+
+    A start is counted from :meth:`take` (before anything of it is written) to the end of its run,
+    so any number of starts at once admit exactly as many as the bound leaves room for. A run is
+    live while ``live(run_id)`` says so (the runner's view); ended runs are dropped when the
+    principal next starts one, so nothing has to report an end. Thread-safe.
+    """
+
+    def __init__(self, limit: int | None, live: Callable[[str], bool]) -> None:
+        """``limit``: runs per principal (None: unbounded). Raises ConfigurationError below 1."""
+        if limit is not None and limit < 1:
+            raise ConfigurationError(f"max_live_runs must be at least 1 (or None), got {limit!r}")
+        self.limit = limit
+        self._live = live
+        self._runs: dict[Hashable, set[str]] = {}
+        self._starting: Counter[tuple[Hashable, str]] = Counter()
+        self._started: set[tuple[Hashable, str]] = set()
+        self._lock = threading.Lock()
+
+    def take(self, key: Hashable, run_id: str) -> bool:
+        """Count ``run_id`` as starting for principal ``key``; False (nothing counted) when ``key``
+        has ``limit`` other runs live or starting. :meth:`settle` it once the start is done."""
+        if self.limit is None:
+            return True
+        with self._lock:
+            runs = self._runs.setdefault(key, set())
+            for ended in [r for r in runs if not self._counts(key, r)]:
+                runs.discard(ended)
+                self._started.discard((key, ended))
+            if run_id not in runs and len(runs) >= self.limit:
+                return False
+            runs.add(run_id)
+            self._starting[(key, run_id)] += 1
+            return True
+
+    def settle(self, key: Hashable, run_id: str, *, started: bool) -> None:
+        """The start of ``run_id`` is done: it counts on while its run is live when ``started``;
+        else it counts no more (a start refused ``409`` may name someone else's live run)."""
+        if self.limit is None:
+            return
+        with self._lock:
+            self._starting[(key, run_id)] -= 1
+            if self._starting[(key, run_id)] <= 0:
+                del self._starting[(key, run_id)]
+            if started:
+                self._started.add((key, run_id))
+            elif not self._counts(key, run_id):
+                self._runs.get(key, set()).discard(run_id)
+                self._started.discard((key, run_id))
+            if not self._runs.get(key, True):
+                del self._runs[key]
+
+    def _counts(self, key: Hashable, run_id: str) -> bool:
+        return (key, run_id) in self._starting or ((key, run_id) in self._started and self._live(run_id))

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S
+from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, category_of
 
 __all__ = ["DEFAULT_BODY_TIMEOUT_S", "DEFAULT_HEAD_TIMEOUT_S", "Deadlines", "deadlines"]
 
@@ -107,7 +107,7 @@ def deadlines(
 
 def _answer(status: int, reason: str, message: str) -> bytes:
     """A whole HTTP/1.1 response carrying the API's error body; the connection closes after it."""
-    body = json.dumps({"error": {"message": message}}).encode()
+    body = json.dumps({"error": {"message": message, "category": category_of(status)}}).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\n"
         f"x-content-type-options: nosniff\r\ncontent-length: {len(body)}\r\n\r\n"

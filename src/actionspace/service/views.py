@@ -6,6 +6,7 @@ runs recorded by any process sharing the store, not only those this server start
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -24,10 +25,12 @@ from actionspace.trace.store import ListsTenantRuns
 from actionspace.trace.store_encoding import encode_data
 
 __all__ = [
+    "VALUE_DIGESTS",
     "RunsCursor",
     "approval_view",
     "as_read",
     "clearance",
+    "entry_without_digests",
     "hidden_requests",
     "micros",
     "plan_view",
@@ -36,6 +39,7 @@ __all__ = [
     "shown_micros",
     "tool_view",
     "withheld_label",
+    "without_digests",
 ]
 
 LiveState = Callable[[str], str | None]
@@ -347,6 +351,7 @@ def _redacted_request(request: ApprovalRequest) -> ApprovalRequest:
     if own is not None:  # the label as it was judged: it names who may read, never a value
         details[LABEL] = own.to_dict()
     return request.evolve(
+        args_digest=REDACTED,  # a digest of the values confirms a guess of them
         arguments=dict.fromkeys(request.arguments, REDACTED),
         provenance=dict.fromkeys(request.provenance, REDACTED),
         effects=[REDACTED for _ in request.effects],
@@ -354,6 +359,32 @@ def _redacted_request(request: ApprovalRequest) -> ApprovalRequest:
         details=details,
         decision_reason=None if request.decision_reason is None else REDACTED,
     )
+
+
+VALUE_DIGESTS: Final = ("content_hash", "args_digest")
+"""Fields holding a digest of a call's values: withheld with the values (a reader could hash its
+guesses of a low-entropy secret, a PIN, an amount, and confirm one)."""
+
+
+def without_digests(event: TraceEvent) -> TraceEvent:
+    """``event`` (as :func:`~actionspace.policy.redaction.redact_events` left it) with the digests
+    of its values withheld too when its values were redacted."""
+    data = event.data
+    if data.get("redacted") is not True or not any(k in data for k in VALUE_DIGESTS):
+        return event
+    return dataclasses.replace(
+        event, data={k: REDACTED if k in VALUE_DIGESTS else v for k, v in data.items()}
+    )
+
+
+def entry_without_digests(entry: dict[str, Any]) -> dict[str, Any]:
+    """A redacted ledger entry (``redact_entry``) with the digests of its values withheld too; its
+    ``key`` stays, since it names the entry (``POST /api/ledger/{key}/resolve``)."""
+    out = {**entry, "args_digest": REDACTED}
+    observation = entry.get("observation")
+    if isinstance(observation, Mapping) and "content_hash" in observation:
+        out["observation"] = {**observation, "content_hash": REDACTED}
+    return out
 
 
 def pending_run_ids(requests: Iterable[ApprovalRequest]) -> set[str]:
