@@ -196,9 +196,9 @@ def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     elif kind == "responses":
         coll.note("openai_responses")
         start = len(coll.calls)
-        _items(value.get("output"), coll, f"{path}.output", depth)
         status = value.get("status")
-        coll.stopped(responses_stop(value, status))
+        coll.stopped(responses_stop(value, status))  # before the items: a fault in them keeps it
+        _items(value.get("output"), coll, f"{path}.output", depth)
         if isinstance(status, str) and status in CUT_OFF_STATUSES:
             _cut_off(coll, start, f"status {status!r}", f"{path}.status")
     elif kind == "jsonrpc":
@@ -231,9 +231,9 @@ def _completion(value: Mapping[Any, Any], coll: Collector, path: str, depth: int
     if not isinstance(message, Mapping):
         raise Malformed("missing_message", f"{path}.choices[0] has no message object", path=path)
     start = len(coll.calls)
-    _message(message, coll, f"{path}.choices[0].message", depth + 1)
     finish = choice.get("finish_reason")
-    coll.stopped(finish)
+    coll.stopped(finish)  # before the message: a call cut off inside it still says why it stopped
+    _message(message, coll, f"{path}.choices[0].message", depth + 1)
     if isinstance(finish, str) and finish in CUT_OFF_FINISH_REASONS:
         where = f"{path}.choices[0]"
         _cut_off(
@@ -368,6 +368,8 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     calls = value.get("tool_calls")
     legacy = value.get("function_call")
     start = len(coll.calls)
+    stop = value.get("stop_reason")
+    coll.stopped(stop)  # before the content and calls: a call cut off in them still says why
     _message_content(value, coll, path, depth, has_calls=bool(calls or legacy))
     coll.add_refusal(value.get("refusal"))
     coll.note(_message_format(value))
@@ -382,8 +384,6 @@ def _message(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
         coll.add_call(_call(legacy.get("name"), legacy.get("arguments"), None, f"{path}.function_call"))
     elif legacy is not None:
         raise Malformed("invalid_function_call", f"{path}.function_call is not an object", path=path)
-    stop = value.get("stop_reason")
-    coll.stopped(stop)
     if isinstance(stop, str) and stop in CUT_OFF_STOP_REASONS:
         try:
             _cut_off(coll, start, f"stop_reason {stop!r}", f"{path}.stop_reason", value, path)
