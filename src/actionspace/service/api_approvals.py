@@ -1,7 +1,9 @@
 """``/api/approvals``: the queue of held calls, and the decisions on them.
 
 ``?run=`` lists one run's requests, asked of the store for that run only (so a flood of newer
-requests of other runs does not hide them). A decision names the token's principal as ``by``.
+requests of other runs does not hide them). A decision names the token's principal as ``by``, and
+answers the decided request as that token's read shows it: its values redacted when the token may
+not read them (a label it lacks, or no ``approvals:read``).
 Approving wakes the background run waiting on the request; an approval no run here waits on is
 resumed by the runner (see ``runner.py``). A token sees and decides only its tenant's requests (see
 :mod:`actionspace.service.scoping`); another tenant's answer 404. Under the four-eyes rule
@@ -17,7 +19,7 @@ however many approvals of the other are newer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Body, Depends, Query
 
@@ -43,6 +45,7 @@ Runner = Annotated[BackgroundRuns, Depends(runner_of)]
 Decider = Annotated[Principal, Depends(require("approvals:decide"))]
 DecisionBodyParam = Annotated[DecisionBody | None, Body()]
 Status = Literal["pending", "approved", "denied", "expired", "consumed", "all"]
+READ_SCOPE: Final = "approvals:read"
 
 _DECISION_ERRORS: dict[int | str, dict[str, Any]] = {
     **BAD_BODY,
@@ -66,7 +69,7 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
     @router.get("", response_model=list[ApprovalView], summary="Approval requests, newest first")
     def list_approvals(
         rt: Rt,
-        who: Annotated[Principal, Depends(require("approvals:read"))],
+        who: Annotated[Principal, Depends(require(READ_SCOPE))],
         status: Annotated[Status, Query(description="Which requests; `all` for every status.")] = "pending",
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         run: Annotated[str | None, Query(description="Only the requests of this run.")] = None,
@@ -96,7 +99,7 @@ def approvals_router(*, distinct_approver: bool = False) -> APIRouter:
         summary="One approval request",
     )
     def get_approval(
-        request_id: str, rt: Rt, who: Annotated[Principal, Depends(require("approvals:read"))]
+        request_id: str, rt: Rt, who: Annotated[Principal, Depends(require(READ_SCOPE))]
     ) -> dict[str, Any]:
         return _shown(rt, visible(rt, request_id, who), who)
 
@@ -164,9 +167,11 @@ def _check_cleared(rt: Runtime, request: ApprovalRequest, by: Principal) -> None
 
 def _shown(rt: Runtime, request: ApprovalRequest, who: Principal) -> dict[str, Any]:
     """The request as ``who`` may see it: redacted when it (its own label, or its run) holds what
-    ``who`` may not read."""
+    ``who`` may not read, or when ``who`` may not read requests at all (a decision's answer to a
+    token with ``approvals:decide`` alone shows no value its read would not)."""
     shown = as_read(request, rt.approvals.clock.time())
-    return approval_view(shown, hidden=bool(hidden_requests(rt.trace, [request], who)))
+    hidden = not who.allows(READ_SCOPE) or bool(hidden_requests(rt.trace, [request], who))
+    return approval_view(shown, hidden=hidden)
 
 
 def _requests_of_run(rt: Runtime, run_id: str, status: str, now: float) -> list[ApprovalRequest]:

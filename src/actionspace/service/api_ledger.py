@@ -3,12 +3,13 @@
 Entries are shown as the token's principal may see them: an entry of a run that held secret (or
 reader-restricted) data has its values redacted (see :mod:`actionspace.trace.redact_ledger`), and
 the digests of its values too (``args_digest``, the observation's ``content_hash``): a reader could
-hash guesses of a low-entropy value and confirm one. Its ``key`` stays, naming the entry.
+hash guesses of a low-entropy value and confirm one. Its ``key`` stays, naming the entry. A resolve
+answers the entry as the token's read shows it: redacted so to a token without ``ledger:read``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Query
 
@@ -28,6 +29,10 @@ from actionspace.trace.redact_ledger import hidden_runs, redact_entry
 __all__ = ["ledger_router"]
 
 Rt = Annotated[Runtime, Depends(runtime_of)]
+READ_SCOPE: Final = "ledger:read"
+_NO_RUN: Final = ""
+"""The run whose tenant a missing entry's lookup reads, for its cost only: the answer is 404
+whatever it finds."""
 State = Literal["accepted", "dispatched", "committed", "failed", "unknown", "unknown_commit"]
 
 
@@ -37,7 +42,7 @@ def ledger_router() -> APIRouter:
     @router.get("", response_model=list[LedgerEntryView], summary="Ledger entries, latest update first")
     def list_entries(
         rt: Rt,
-        who: Annotated[Principal, Depends(require("ledger:read"))],
+        who: Annotated[Principal, Depends(require(READ_SCOPE))],
         state: Annotated[State | None, Query(description="Only entries in this state.")] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[dict[str, Any]]:
@@ -61,7 +66,11 @@ def ledger_router() -> APIRouter:
         principal: Annotated[Principal, Depends(require("ledger:resolve"))],
     ) -> dict[str, Any]:
         found = rt.ledger.get(key)
-        if found is None or not may_see(principal, RunTenants(rt.trace)(found.run_id)):
+        # A key is a digest of (run, node, tool, arguments): a token could compute one from a guess
+        # and ask. A missing entry is answered as another tenant's is, after the same reads (a
+        # tenant looked up, of no run), so neither the answer nor the work tells one from the other.
+        tenant = RunTenants(rt.trace)(_NO_RUN if found is None else found.run_id)
+        if found is None or not may_see(principal, tenant):
             raise ApiError(404, f"no ledger entry {key!r}")
         outcome = "committed" if body.outcome == "committed" else "failed"
         reason = body.note or f"reconciled through the API as {body.outcome}"
@@ -71,16 +80,21 @@ def ledger_router() -> APIRouter:
             raise ApiError(404, f"no ledger entry {key!r}") from exc
         except ValueError as exc:
             raise ApiError(409, str(exc), category="conflict") from exc
-        return value_for_utf8(_as_seen([entry], rt, principal)[0])
+        # answered as this token's read would show it: one without ledger:read sees no value
+        return value_for_utf8(_as_seen([entry], rt, principal, reads=principal.allows(READ_SCOPE))[0])
 
     return router
 
 
-def _as_seen(entries: list[LedgerEntry], rt: Runtime, who: Principal) -> list[dict[str, Any]]:
+def _as_seen(
+    entries: list[LedgerEntry], rt: Runtime, who: Principal, *, reads: bool = True
+) -> list[dict[str, Any]]:
     """Each entry's ``to_dict()``; redacted, digests of its values too, where its run holds what
-    ``who`` may not read."""
-    hidden = hidden_runs(rt.trace, (e.run_id for e in entries), who)
+    ``who`` may not read, or every entry when ``reads`` is false (``who`` may not read the ledger)."""
+    hidden = hidden_runs(rt.trace, (e.run_id for e in entries), who) if reads else None
     return [
-        entry_without_digests(redact_entry(e.to_dict())) if e.run_id in hidden else e.to_dict()
+        entry_without_digests(redact_entry(e.to_dict()))
+        if hidden is None or e.run_id in hidden
+        else e.to_dict()
         for e in entries
     ]

@@ -217,6 +217,16 @@ def serve_command(
             help="Runs each token's principal may have started and not yet ended, then 429 (default: 1000).",
         ),
     ] = None,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            metavar="N",
+            help="Connections served at once; a connection over them is answered 503 (transient) and"
+            " closed (default: 512).",
+        ),
+    ] = 512,
 ) -> None:
     """Serve the JSON API and the web console (approvals, runs, traces, ledger, tools, metrics)."""
     from actionspace._extras import require
@@ -248,19 +258,26 @@ def serve_command(
 
         typer.echo(f"actionspace store: {shown_store(served.runtime.store_url)}")
         typer.echo(f"actionspace console: {served.url}")
-        uvicorn.run(served.app, host=host, port=port, **uvicorn_options(head_timeout, body_timeout))
+        options = uvicorn_options(head_timeout, body_timeout, max_connections=max_connections)
+        uvicorn.run(served.app, host=host, port=port, **options)
 
 
-def uvicorn_options(head_timeout_s: float, body_timeout_s: float) -> dict[str, Any]:
+def uvicorn_options(
+    head_timeout_s: float, body_timeout_s: float, *, max_connections: int | None = None
+) -> dict[str, Any]:
     """What ``serve`` passes ``uvicorn.run`` besides the app, host and port.
 
     A slow client is answered 408 at each deadline, so it holds neither a connection nor the
     shutdown (the app's own body deadline answers first, the protocol's is the backstop).
     ``X-Forwarded-For`` is read by the app, and only from ``--trusted-proxy``: uvicorn's own
     reading of it is off, since it trusts 127.0.0.1 by default, where any local process could
-    name itself another client and so escape the limit on unknown tokens.
+    name itself another client and so escape the limit on unknown tokens. ``max_connections``
+    (default :data:`~actionspace.service.slow_clients.DEFAULT_MAX_CONNECTIONS`) caps the
+    connections served at once: one over it is answered a typed 503 and closed, so a flood of
+    connections costs the server a bounded number of them.
     """
-    from actionspace.service.slow_clients import deadlines
+    from actionspace.service.slow_clients import DEFAULT_MAX_CONNECTIONS, deadlines
 
-    protocol = deadlines(head_timeout_s, body_timeout_s + 1.0)
+    cap = DEFAULT_MAX_CONNECTIONS if max_connections is None else max_connections
+    protocol = deadlines(head_timeout_s, body_timeout_s + 1.0, max_connections=cap)
     return {"log_level": "warning", "http": protocol, "proxy_headers": False}

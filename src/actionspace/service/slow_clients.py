@@ -9,6 +9,13 @@ answered 408 (when nothing of a response was sent yet) and its connection closed
 reading the body sees the client gone. Only uvicorn's h11 protocol is covered (the one it runs
 without the optional ``httptools``); :func:`deadlines` builds the class ``uvicorn.Config(http=)``
 takes.
+
+It also caps the connections served at once (``max_connections``; ``serve`` sets
+:data:`DEFAULT_MAX_CONNECTIONS`): a connection made while that many are open is answered, when its
+request arrives, a 503 with the API's error body (category ``transient``, ``Retry-After: 1``)
+without reaching the application, and closed. uvicorn's own ``limit_concurrency`` answers plain
+text, and refuses whichever connection asks next, an old keep-alive one too; here the newest one
+is refused. Such a connection holds a socket until its head arrives, for a second at most.
 """
 
 from __future__ import annotations
@@ -18,14 +25,27 @@ import json
 from typing import Any, ClassVar, Final
 
 import h11
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, category_of
 
-__all__ = ["DEFAULT_BODY_TIMEOUT_S", "DEFAULT_HEAD_TIMEOUT_S", "Deadlines", "deadlines"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_HEAD_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
+    "Deadlines",
+    "deadlines",
+]
 
 DEFAULT_HEAD_TIMEOUT_S: Final = 10.0
 """Seconds a request's line and headers may take to arrive, by default."""
+_OVER_CAP_HEAD_S: Final = 1.0
+"""Seconds a connection over the cap has to send its request's head before it is closed."""
+DEFAULT_MAX_CONNECTIONS: Final = 512
+"""Connections ``actionspace serve`` serves at once, by default: far more than its worker threads
+answer at a time (so clients queue rather than fail), well under the common limit of 1024 open
+files a process gets (so the stores keep theirs)."""
 
 
 class Deadlines(H11Protocol):
@@ -33,12 +53,20 @@ class Deadlines(H11Protocol):
 
     head_timeout_s: ClassVar[float] = DEFAULT_HEAD_TIMEOUT_S
     body_timeout_s: ClassVar[float] = DEFAULT_BODY_TIMEOUT_S
+    max_connections: ClassVar[int | None] = None
+    """Most connections served at once (None: no cap); see the module docstring."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: asyncio.TimerHandle | None = None
         self._awaited: Any = None
         """The h11 state of the client the timer waits to see left (IDLE: a head, SEND_BODY: a body)."""
-        super().connection_made(transport)
+        self._head_s = self.head_timeout_s
+        super().connection_made(transport)  # counts this connection in self.connections
+        cap = self.max_connections
+        if cap is not None and len(self.connections) > cap:
+            self.app = _over_capacity(cap)  # this connection's requests only; it closes after one
+            # its answer is known already: it holds a socket over the cap no longer than a second
+            self._head_s = min(self.head_timeout_s, _OVER_CAP_HEAD_S)
         self._follow()
 
     def data_received(self, data: bytes) -> None:
@@ -69,7 +97,7 @@ class Deadlines(H11Protocol):
             self._stop()
         elif state is not self._awaited:
             self._stop()
-            seconds = self.head_timeout_s if state is h11.IDLE else self.body_timeout_s
+            seconds = self._head_s if state is h11.IDLE else self.body_timeout_s
             self._awaited = state
             self._timer = self.loop.call_later(seconds, self._too_slow, state, seconds)
 
@@ -93,16 +121,47 @@ class Deadlines(H11Protocol):
 
 
 def deadlines(
-    head_s: float = DEFAULT_HEAD_TIMEOUT_S, body_s: float = DEFAULT_BODY_TIMEOUT_S
+    head_s: float = DEFAULT_HEAD_TIMEOUT_S,
+    body_s: float = DEFAULT_BODY_TIMEOUT_S,
+    *,
+    max_connections: int | None = None,
 ) -> type[Deadlines]:
-    """:class:`Deadlines` with these deadlines, in seconds (a class, as ``uvicorn.Config(http=)`` takes).
+    """:class:`Deadlines` with these deadlines, in seconds (a class, as ``uvicorn.Config(http=)`` takes),
+    serving at most ``max_connections`` connections at once (None: no cap).
 
-    Raises ValueError unless both are positive.
+    Raises ValueError unless both deadlines are positive and the cap, when given, is an int ≥ 1.
     """
     if not (head_s > 0 and body_s > 0):
         raise ValueError(f"request deadlines must be positive, got head {head_s!r} s and body {body_s!r} s")
-    attrs: dict[str, Any] = {"head_timeout_s": float(head_s), "body_timeout_s": float(body_s)}
+    if max_connections is not None and (
+        isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1
+    ):
+        raise ValueError(f"max_connections must be an int of at least 1, got {max_connections!r}")
+    attrs: dict[str, Any] = {
+        "head_timeout_s": float(head_s),
+        "body_timeout_s": float(body_s),
+        "max_connections": max_connections,
+    }
     return type("Deadlines", (Deadlines,), attrs)
+
+
+def _over_capacity(cap: int) -> ASGIApp:
+    """The application a connection over the cap is served: a typed 503, then the connection closes."""
+    message = f"the server serves {cap} connections at once, the most it may; try again shortly"
+    body = json.dumps({"error": {"message": message, "category": category_of(503)}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        (b"retry-after", b"1"),
+        (b"x-content-type-options", b"nosniff"),
+    ]
+
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return refuse
 
 
 def _answer(status: int, reason: str, message: str) -> bytes:

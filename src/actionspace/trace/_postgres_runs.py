@@ -24,7 +24,18 @@ import psycopg
 from actionspace.ledger._postgres_tenants import build_concurrently, retried
 from actionspace.ledger.postgres_pool import PostgresConnections
 
-__all__ = ["add_run_tenants", "tenant_runs_query"]
+__all__ = ["HEADS", "HEADS_MANY", "add_run_tenants", "tenant_runs_query"]
+
+HEADS: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
+    " WHERE run_id = %s AND kind IN ('run_started', 'run_finished') ORDER BY seq"
+)
+"""A run's head events (``store_encoding.HEAD_KINDS``, written out so the planner matches the
+partial index ``trace_events_heads``, whose predicate names them as constants)."""
+HEADS_MANY: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
+    " WHERE run_id = ANY(%s) AND kind IN ('run_started', 'run_finished') ORDER BY run_id, seq"
+)
 
 _FUNCTIONS: Final[tuple[LiteralString, ...]] = (
     """
@@ -71,6 +82,9 @@ _INDEXES: Final[tuple[tuple[str, LiteralString], ...]] = (
     # a comparison, where a trigger on trace_events would be weighed for every row
     ("trace_events_started", "trace_events (run_id, seq) WHERE kind = 'run_started'"),
     ("trace_runs_tenant_recent", 'trace_runs (tenant, last_at DESC, run_id COLLATE "C")'),
+    # a run's head events (``PostgresTraceStore.heads``) in one seek however long the run is: a
+    # tenant check reads them, never the whole run
+    ("trace_events_heads", "trace_events (run_id, seq) WHERE kind IN ('run_started', 'run_finished')"),
 )
 """Built concurrently, each outside the transaction (``_postgres_tenants.build_concurrently``)."""
 _COMPLETE: Final = """
@@ -80,7 +94,8 @@ SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('trace_ru
          WHERE tgrelid = to_regclass('trace_runs')
            AND tgname IN ('trace_runs_tenant_of_new_run', 'trace_runs_tenant_of_start')) AS triggers,
        (SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN
-          (to_regclass('trace_runs_tenant_recent'), to_regclass('trace_events_started'))) = 2 AS idx
+          (to_regclass('trace_runs_tenant_recent'), to_regclass('trace_events_started'),
+           to_regclass('trace_events_heads'))) = 3 AS idx
 """
 _LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.trace_runs.tenant', 0))"
 
@@ -100,6 +115,7 @@ def add_run_tenants(db: PostgresConnections) -> None:
     build_concurrently(db, *_INDEXES[0])
     _columns_and_triggers(db)
     build_concurrently(db, *_INDEXES[1])
+    build_concurrently(db, *_INDEXES[2])
 
 
 def _columns_and_triggers(db: PostgresConnections) -> None:

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
-from actionspace.trace._postgres_runs import add_run_tenants, tenant_runs_query
+from actionspace.trace._postgres_runs import HEADS, HEADS_MANY, add_run_tenants, tenant_runs_query
 from actionspace.trace._stored_rows import stored_event
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -212,6 +212,26 @@ class PostgresTraceStore:
             query = tenant_runs_query(_RUNS, tenant, after is not None)
             rows = conn.execute(query, (*params, limit)).fetchall()
         return [_summary(row) for row in rows]
+
+    def heads(self, run_id: str) -> list[TraceEvent]:
+        """The run's ``run_started`` and ``run_finished`` events, in order, read through the partial
+        index on them: what a tenant check or a listing's row reads, whatever the run's length."""
+        if text_for_postgres(run_id) != run_id:  # no stored run id holds U+0000 nor a lone surrogate
+            return []
+        with self._db.connection() as conn:
+            rows = conn.execute(HEADS, (run_id,)).fetchall()
+        return [stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows]
+
+    def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
+        """:meth:`heads` of several runs in one query (a page of a run listing)."""
+        out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
+        stored = [run_id for run_id in out if text_for_postgres(run_id) == run_id]
+        if stored:
+            with self._db.connection() as conn:
+                rows = conn.execute(HEADS_MANY, (stored,)).fetchall()
+            for row in rows:
+                out[row["run_id"]].append(stored_event(*(row[k] for k in _COLUMNS), parsed=True))
+        return out
 
     def next_seq(self, run_id: str) -> int:
         """The next free ``seq`` of ``run_id`` (0 for a new run)."""
