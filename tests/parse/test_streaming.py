@@ -69,7 +69,7 @@ def test_any_chunking_of_any_fixture_gives_the_whole_result(
 
 
 def test_a_sealed_call_is_reported_as_soon_as_its_closing_token_arrives() -> None:
-    parser = StreamParser()
+    parser = StreamParser(in_reasoning=False)
     assert parser.feed('<tool_call>\n{"name": "f", "arguments": {"a": 1}}') == []
     assert parser.progress().calls == ()
     assert parser.feed("\n</tool_call>") == [ToolCall(name="f", arguments={"a": 1})]
@@ -78,7 +78,7 @@ def test_a_sealed_call_is_reported_as_soon_as_its_closing_token_arrives() -> Non
 
 
 def test_an_unsealed_last_call_is_only_final_at_finish() -> None:
-    parser = StreamParser()
+    parser = StreamParser(in_reasoning=False)
     assert parser.feed('[TOOL_CALLS]f[ARGS]{"a": 1}') == []
     assert parser.progress().provisional == (ToolCall(name="f", arguments={"a": 1}),)
     assert parser.feed('[TOOL_CALLS]g[ARGS]{"b": 2}') == [ToolCall(name="f", arguments={"a": 1})]

@@ -66,7 +66,7 @@ def test_a_stream_of_thousands_of_calls_re_reads_a_bounded_multiple_of_its_text(
         deltas = ["<|tool_calls_section_begin|>", *deltas, "<|tool_calls_section_end|>"]
     counting = Counting()
     monkeypatch.setattr(sys.modules["actionspace.parse"], "parse", counting)
-    stream = StreamParser()
+    stream = StreamParser(in_reasoning=False)
     shown = [call for delta in deltas for call in stream.feed(delta)]
     result = stream.finish()
     text = "".join(deltas)
@@ -82,7 +82,7 @@ def test_a_call_after_long_text_is_reported_at_the_delta_that_closes_it(family: 
     body, seal = CALLS[family]
     prose = "Working through the plan; " * 1_500  # 39,000 characters of text before any call
     opener = "<|tool_calls_section_begin|>" if family == "kimi_k2" else ""
-    stream = StreamParser()
+    stream = StreamParser(in_reasoning=False)
     for at in range(0, len(prose), 7):
         assert stream.feed(prose[at : at + 7]) == []
     assert stream.feed(opener + body.replace("#", "0")) == []

@@ -7,8 +7,8 @@ is no call). Streamed as raw text, a call drafted in that reasoning was reported
 complete at its ``</tool_call>``, before the ``</think>`` that makes it reasoning arrived, and
 ``finish`` then held no such call: the one promise ``feed`` makes (a reported call stays) broken,
 and a console showed a call the model never made. ``StreamParser(in_reasoning=True)`` says the
-prompt opened the block: no call is reported before a reasoning closer arrives. Without it nothing
-changes (an output may have no reasoning at all). The outputs are written for these tests.
+prompt opened the block: no call is reported before a reasoning closer arrives. ``in_reasoning=False``
+says it did not: calls are reported as soon as complete. The outputs are written for these tests.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def test_a_call_drafted_in_prompt_opened_reasoning_is_never_reported(closer: str
     assert result.reasoning is not None and "delete_repo" in result.reasoning
 
 
-def test_without_the_flag_the_reports_are_as_before() -> None:
-    stream = StreamParser()
+def test_with_the_flag_false_calls_are_reported_as_soon_as_complete() -> None:
+    stream = StreamParser(in_reasoning=False)
     assert _feed(stream, CALL + CALL, 7) == ["get_weather", "get_weather"]
 
 

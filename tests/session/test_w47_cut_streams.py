@@ -172,7 +172,7 @@ def test_a_raw_text_stream_the_server_says_was_cut_runs_none_of_its_whole_lookin
     rt = world(f"sqlite:///{tmp_path / 'rt.db'}", outbox)
     s = rt.session(provider="openai_chat")
     s.user("text Bob")
-    stream = StreamParser()
+    stream = StreamParser(in_reasoning=False)
     shown = [c for i in range(0, len(text), 7) for c in stream.feed(text[i : i + 7])]
     assert [c.name for c in shown] == ["send_sms"]  # the closing token was seen: shown at once
     stream.end("length")

@@ -4,7 +4,8 @@
 (OpenAI chat and Responses, Anthropic, MCP ``tools/call``), their JSON text, or raw model text in
 the formats open-weight models emit without a server-side tool parser (Hermes/Qwen, Qwen3-Coder XML,
 Llama 3.x/4, pythonic lists, Mistral, DeepSeek V3/V3.1 and the DSML of V3.2/V4, GLM-4.5–4.7,
-Kimi K2, gpt-oss harmony, Gemma 4, Gemma ``tool_code``, FunctionGemma, JSON and fenced JSON) — and
+Kimi K2, gpt-oss harmony, Gemma 4, Gemma ``tool_code``, FunctionGemma, Seed-OSS, MiniMax-M1/M2,
+Jamba, Granite, InternLM2, Phi-4-mini, JSON and fenced JSON) — and
 returns a :class:`ParseResult`. It never raises: anything malformed comes back as ``error`` with
 category ``parse_error``. Each text format is written out in its module's docstring.
 

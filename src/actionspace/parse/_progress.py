@@ -3,12 +3,14 @@ being assembled from provider events, shown provisionally."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from actionspace.types import ToolCall
 
-__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress", "mend"]
+__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress", "mend", "start_input"]
 
 EAGER_LIMIT = 8192
 """Characters up to which a stream re-reads its text (or shows a call's arguments) at every delta."""
@@ -41,6 +43,12 @@ SEALS = (
     "<turn|>",
     "<|tool_response>",
     "</s>",
+    "</seed:tool_call>",
+    "</minimax:tool_call>",
+    "</invoke>",
+    "</tool_calls>",
+    "<|action_end|>",
+    "<seed:eos>",
 )
 """Tokens that end a call (or the output) in some text format: raw text ending so is read at once."""
 
@@ -82,6 +90,9 @@ class Pending:
     arguments: list[str] = field(default_factory=list)
     chars: int = 0
     whole: Any = None
+    start: str | None = None
+    """The input an Anthropic ``content_block_start`` carried, as JSON: the call's input when no
+    ``input_json_delta`` text follows (deltas that carry any replace it, as Anthropic's SDK reads them)."""
     done: bool = False
     free_text: bool = False
     """A custom (free-form) tool's call: its input is the text itself, not JSON to decode."""
@@ -115,6 +126,18 @@ class Pending:
         ):
             text = "".join(self.arguments)
             self.arguments[:] = [text]
-            shown = self.shown = ToolCall(name=self.name, arguments=text)
+            shown = self.shown = ToolCall(name=self.name, arguments=text or self.start or "")
             self.shown_chars = self.chars
         return shown
+
+
+def start_input(value: object) -> str | None:
+    """The input a ``tool_use`` block's ``content_block_start`` carried, as JSON text to decode as
+    the deltas' text is: None when it is absent or empty (``{}``, what Anthropic sends before its
+    deltas). A value JSON cannot write (a hostile event) is kept as text that fails to decode."""
+    if value is None or (isinstance(value, Mapping) and not value):
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return f"<{type(value).__name__} that is no JSON>"

@@ -104,8 +104,15 @@ def value_end(
 
 
 def _unclosed_function(text: str, pos: int, end: int, start: int) -> Malformed:
-    if pos >= end or text.startswith("</tool_call>", pos):
+    rest = text[pos:end]
+    if pos >= end or text.startswith("</tool_call>", pos) or (end == len(text) and _cut_tag(rest)):
         return Malformed("truncated", f"{FUNCTION_OPEN}…> is never closed by {FUNCTION_CLOSE}", pos=start)
     return Malformed(
         "unexpected_text", f"unexpected text {snippet(text, pos)!r} inside <function=…>", pos=pos
     )
+
+
+def _cut_tag(rest: str) -> bool:
+    """Whether ``rest``, the end of the output, is the start of a tag a function may hold next: the
+    output was cut inside it (``…</funct``)."""
+    return any(tag.startswith(rest) for tag in (FUNCTION_CLOSE, PARAMETER_OPEN))

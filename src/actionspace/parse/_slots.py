@@ -12,6 +12,7 @@ the order the message holds them in and its calls run in.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from actionspace.parse._progress import Pending
 
@@ -40,6 +41,23 @@ class Slots:
         self._item_keys: dict[str, Key] = {}
         """Responses item id → the slot begun for it after the others (its index held by another)."""
         self._items_top = -1
+        self._choice: int | None = None
+        """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
+        (a request for ``n`` > 1) are left out, never merged into its message."""
+
+    def chosen(self, choices: list[Any]) -> Mapping[str, Any] | None:
+        """A chat chunk's choice of the candidate the stream reads: the first one it met, as a
+        completion of several choices is read as its first. None when it holds none of it."""
+        for choice in choices:
+            if not isinstance(choice, Mapping):
+                continue
+            index = choice.get("index", 0)
+            index = index if type(index) is int else 0
+            if self._choice is None:
+                self._choice = index
+            if index == self._choice:
+                return choice
+        return None
 
     def slot(self, family: str, index: int) -> Pending:
         """The call at ``(family, index)``, begun when none is there yet."""

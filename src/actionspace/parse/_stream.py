@@ -49,7 +49,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.parse._cut_text import cut_text
-from actionspace.parse._progress import CLOSING_CHARS, EAGER_LIMIT, SEALS, Pending, StreamProgress, mend
+from actionspace.parse._progress import (
+    CLOSING_CHARS,
+    EAGER_LIMIT,
+    SEALS,
+    Pending,
+    StreamProgress,
+    mend,
+    start_input,
+)
 from actionspace.parse._result import Collector, Malformed, ParseResult
 from actionspace.parse._scan import decode_arguments
 from actionspace.parse._slots import Slots
@@ -60,7 +68,7 @@ from actionspace.parse._structured import (
     cut_off_fault,
     responses_stop,
 )
-from actionspace.parse._text import REASONING_CLOSERS, begun_call, parse_text
+from actionspace.parse._text import REASONING_CLOSERS, REASONING_MARKS, begun_call, parse_text
 from actionspace.parse._text_ids import text_call_ids
 from actionspace.types import ToolCall
 
@@ -78,17 +86,24 @@ SEAL_BUDGET = 16
 class StreamParser:
     """Feed deltas with :meth:`feed`; read the whole result with :meth:`finish`.
 
-    ``tools`` types text-valued arguments by schema, as for :func:`parse`. ``in_reasoning``: the
-    prompt ended inside a reasoning block it opened (a template ending with ``<think>``), so raw
-    text up to a reasoning closer may be reasoning, and :meth:`feed` reports no call before one
-    arrived. Mixing raw text and provider events in one stream raises ``TypeError`` (a misuse).
+    ``tools`` types text-valued arguments by schema, as for :func:`parse`. ``in_reasoning`` says
+    whether the prompt ended inside a reasoning block it opened (a template ending with
+    ``<think>``), whose text up to its orphan closer (``</think>``) is reasoning, not calls. True:
+    :meth:`feed` reports no call of raw text before a reasoning closer arrived. False: it did not,
+    calls are reported as soon as complete. None (not known): a call is reported once no closer
+    still to come could make it reasoning, that is once the text holds a reasoning tag (an
+    opener or a closer); until then it is only shown (``progress().provisional``) and
+    :meth:`finish` has it. Mixing raw text and provider events in one stream raises ``TypeError``
+    (a misuse).
     """
 
     def __init__(
-        self, tools: Sequence[Mapping[str, Any]] | None = None, *, in_reasoning: bool = False
+        self, tools: Sequence[Mapping[str, Any]] | None = None, *, in_reasoning: bool | None = None
     ) -> None:
         self._tools = tools
         self._in_reasoning = in_reasoning
+        self._settled = in_reasoning is False
+        """Whether no reasoning closer still to come can make the raw text read so far reasoning."""
         self._mode: str | None = None
         self._chunks: list[str] = []
         self._events: list[Mapping[str, Any]] = []
@@ -119,9 +134,6 @@ class StreamParser:
         self._arg_chars = 0
         self._invalid: Malformed | None = None
         """A chat delta's ``tool_calls`` that is not a list of objects: the stream's fault."""
-        self._choice: int | None = None
-        """The chat candidate (choice ``index``) read: the first met; other candidates' chunks
-        (a request for ``n`` > 1) are left out, never merged into its message."""
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -249,6 +261,11 @@ class StreamParser:
             fresh = []  # the text no longer reads as it did: wait for more before reporting
         if self._in_reasoning and not any(closer in text for closer in REASONING_CLOSERS):
             fresh, calls = [], ()  # a closer still to come would make all of it reasoning
+        elif not self._settled:
+            # a tag settles it: after an opener no closer is an orphan, and the first closer is the one
+            self._settled = any(mark in text for mark in REASONING_MARKS)
+            if not self._settled:
+                fresh = []  # shown as provisional: an orphan closer may yet make them reasoning
         self._reported.extend(fresh)
         self._provisional = tuple(calls[len(self._reported) :])
         return fresh
@@ -269,7 +286,7 @@ class StreamParser:
         finished = False
         choices = chunk.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            choice = self._chosen(choices)
+            choice = self._slots.chosen(choices)
             if choice is None:  # another candidate's chunk (``n`` > 1): none of the message's
                 return
             delta = choice.get("delta") or {}
@@ -313,20 +330,6 @@ class StreamParser:
         if finished and self._cut is None:  # a cut output completes none of its calls
             for pending in self._slots.pending.values():
                 pending.done = True
-
-    def _chosen(self, choices: list[Any]) -> Mapping[str, Any] | None:
-        """The chunk's choice of the candidate this stream reads: the first one it met, as a
-        completion of several choices is read as its first. None when it holds none of it."""
-        for choice in choices:
-            if not isinstance(choice, Mapping):
-                continue
-            index = choice.get("index", 0)
-            index = index if type(index) is int else 0
-            if self._choice is None:
-                self._choice = index
-            if index == self._choice:
-                return choice
-        return None
 
     def _responses_event(self, kind: str, event: Mapping[str, Any]) -> None:
         index = event.get("output_index", 0)
@@ -375,6 +378,7 @@ class StreamParser:
                 slot = self._slots.slot("anthropic", index)
                 slot.name = str(block.get("name") or "")
                 slot.call_id = block.get("id") if isinstance(block.get("id"), str) else None
+                slot.start = start_input(block.get("input"))
             elif isinstance(block, Mapping):
                 self._foreign.add(index)
                 self._add_text(block.get("text"))
@@ -420,6 +424,8 @@ class StreamParser:
         if not pending.name.strip():
             raise Malformed("missing_name", f"{path} has no tool name", path=path)
         raw = pending.whole if isinstance(pending.whole, str) else "".join(pending.arguments)
+        if pending.start is not None and not raw:  # no delta followed the input the block began with
+            raw = pending.start
         arguments = raw if pending.free_text else decode_arguments(raw, path=f"{path}.arguments")
         return ToolCall(name=pending.name.strip(), arguments=arguments, id=pending.call_id)
 

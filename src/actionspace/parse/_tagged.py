@@ -6,8 +6,9 @@ Hermes::
     {"name": "get_weather", "arguments": {"city": "Paris"}}
     </tool_call>
 
-The body's first character decides: ``{`` is Hermes JSON, ``<function=`` is Qwen3-Coder XML
-(:mod:`~actionspace.parse._qwen_xml`), anything else a GLM name and argument pairs
+The body's first character decides: ``{`` is Hermes JSON, ``[`` a Granite 3.1 list of calls
+(``<tool_call>[{"name": …, "arguments": …}]``, its closing tag optional), ``<function=`` is
+Qwen3-Coder XML (:mod:`~actionspace.parse._qwen_xml`), anything else a GLM name and argument pairs
 (:mod:`~actionspace.parse._glm`). Each body is read to its own end before ``</tool_call>`` is
 expected, so a marker inside a string argument stays part of the argument.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from actionspace.parse._glm import glm_call
+from actionspace.parse._json_marked import json_list_call
 from actionspace.parse._qwen_xml import FUNCTION_OPEN, xml_function
 from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import Finder, decode_json_at, skip_ws, snippet
@@ -36,6 +38,17 @@ def parse_tool_call_tags(text: str, coll: Collector) -> None:
         coll.add_content(text[pos:start])
         body = start + len(TOOL_CALL_OPEN)
         first = skip_ws(text, body)
+        if text.startswith("[", first):  # Granite 3.1: a JSON list of calls, no closing tag
+            coll.note("granite")
+            end = skip_ws(text, json_list_call(text, first, TOOL_CALL_OPEN, coll))
+            if text.startswith(TOOL_CALL_CLOSE, end):
+                end += len(TOOL_CALL_CLOSE)
+            elif end < len(text) and not text.startswith(TOOL_CALL_OPEN, end):
+                raise Malformed(
+                    "unexpected_text", f"unexpected text {snippet(text, end)!r} after the calls", pos=end
+                )
+            pos = end
+            continue
         if text.startswith("{", first):
             coll.note("hermes")
             call, after = _hermes(text, first)

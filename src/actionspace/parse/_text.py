@@ -19,6 +19,16 @@ from actionspace.parse._gemma import (
 )
 from actionspace.parse._harmony import HARMONY_CHANNEL, HARMONY_ENDS, HARMONY_START, parse_harmony
 from actionspace.parse._heads import CALL_KEYS, JSON_FENCES, callish_value, is_call_head
+from actionspace.parse._json_marked import (
+    GRANITE_CALL,
+    INTERNLM_ACTION,
+    PHI4_CALLS,
+    TOOL_CALLS_OPEN,
+    parse_granite,
+    parse_internlm,
+    parse_phi4,
+    parse_tool_calls_block,
+)
 from actionspace.parse._kimi import KIMI, KIMI_SINGULAR, parse_kimi
 from actionspace.parse._llama import PYTHON_START, PYTHON_TAG, parse_llama4, parse_llama_python_tag
 from actionspace.parse._mistral import MISTRAL_CALLS, parse_mistral
@@ -28,8 +38,16 @@ from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, skip_ws, snippet
 from actionspace.parse._structured import classify, feed
 from actionspace.parse._tagged import TOOL_CALL_OPEN, parse_tool_call_tags
+from actionspace.parse._xml_marked import MINIMAX_M2_OPEN, SEED_OPEN, parse_minimax_m2, parse_seed_oss
 
-__all__ = ["REASONING_CLOSERS", "begun_call", "parse_text", "parse_text_or_bytes", "visible_text"]
+__all__ = [
+    "REASONING_CLOSERS",
+    "REASONING_MARKS",
+    "begun_call",
+    "parse_text",
+    "parse_text_or_bytes",
+    "visible_text",
+]
 
 _BOM = "\ufeff"
 # Gemma 4 thinks in ``<|channel>thought\n…<channel|>``: the word ``thought`` names the channel.
@@ -39,8 +57,10 @@ _REASONING_TAGS = (
     ("<thinking>", "</thinking>"),
     ("[THINK]", "[/THINK]"),
     (GEMMA4_CHANNEL, "<channel|>"),
+    ("<seed:think>", "</seed:think>"),
 )
 REASONING_CLOSERS = tuple(closer for _, closer in _REASONING_TAGS)
+REASONING_MARKS = tuple(tag for pair in _REASONING_TAGS for tag in pair)
 _TERMINATORS = (
     "<|im_end|>",
     "<|eot_id|>",
@@ -56,6 +76,7 @@ _TERMINATORS = (
     "<turn|>",
     "<|tool_response>",
     "</s>",
+    "<seed:eos>",
 )
 _PYTHONIC_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
 _NEAR_PYTHONIC = re.compile(r"\[\s*([^\s\[\](){}\"',=]{1,128})\s*\(")
@@ -74,10 +95,16 @@ _MARKED: tuple[tuple[tuple[str, ...], str, TextParser], ...] = (
     ((MISTRAL_CALLS,), "mistral", parse_mistral),
     ((GEMMA4.open,), "gemma4", parse_gemma4),
     ((FUNCTION_GEMMA.open,), "function_gemma", parse_function_gemma),
+    ((SEED_OPEN,), "seed_oss", parse_seed_oss),
+    ((MINIMAX_M2_OPEN,), "minimax_m2", parse_minimax_m2),
+    ((GRANITE_CALL,), "granite", parse_granite),
+    ((INTERNLM_ACTION,), "internlm", parse_internlm),
     ((TOOL_CALL_OPEN,), "hermes", parse_tool_call_tags),
+    ((TOOL_CALLS_OPEN,), "jamba", parse_tool_calls_block),  # after hermes: a cut ``<tool_ca`` names it
     ((FUNCTION_OPEN,), "qwen3_xml", parse_function_blocks),
     ((PYTHON_TAG,), "llama3", parse_llama_python_tag),
     ((PYTHON_START,), "pythonic", parse_llama4),
+    ((PHI4_CALLS,), "phi4_mini", parse_phi4),
 )
 
 
@@ -101,6 +128,9 @@ def begun_call(text: str, why: str, path: str) -> Malformed | None:
     for marker in _FIRST_MARKERS:
         for size in range(len(marker) - 1, len(best), -1):
             if text.endswith(marker[:size]):
+                at = len(text) - size
+                if marker[0].isalnum() and at > 0 and not text[at - 1].isspace():
+                    break  # a marker spelt in letters (``functools[``) begins a word: ``of`` is words
                 best = marker[:size]
                 found = marker
                 break
@@ -194,12 +224,14 @@ def _split_reasoning(text: str, coll: Collector) -> tuple[_View, Malformed | Non
     # visible text, so a call written bare after it is read as one, not shown as the answer
     pos, spans, fault = (1 if text.startswith(_BOM) else 0), [], None
     first_open = _earliest_open(finder, 0)[0]
-    for _, closer in _REASONING_TAGS:
-        orphan = finder.find(closer, 0)
-        if orphan >= 0 and (first_open < 0 or orphan < first_open):
+    # the earliest closer ends the reasoning the prompt opened, whichever its family: then a
+    # stream's reasoning is settled as soon as any tag arrived (a later closer changes nothing)
+    orphans = [(at, closer) for _, closer in _REASONING_TAGS if (at := finder.find(closer, 0)) >= 0]
+    if orphans:
+        orphan, closer = min(orphans)
+        if first_open < 0 or orphan < first_open:
             coll.add_reasoning(text[pos:orphan])
             pos = orphan + len(closer)
-            break
     while True:
         start, opener, closer = _earliest_open(finder, pos)
         if start < 0:
