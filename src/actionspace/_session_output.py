@@ -1,16 +1,28 @@
 """What a session reads from a model output before the engine runs it: its parse, and whether it
-proposes more calls than one message may (:data:`MAX_CALLS_PER_MESSAGE`); and the copy of a
-rendered tool a session hands out (:func:`fresh_tool`)."""
+proposes more calls than one message may (:data:`MAX_CALLS_PER_MESSAGE`), recorded when it does
+(:func:`recorded_refusal`); the copy of a rendered tool a session hands out (:func:`fresh_tool`);
+and the user's words of a turn the store did not save taken back (:func:`unheard`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.parse import ParseResult, StreamParser, call_ids, parse
+from actionspace.pipeline.observe import fail
+from actionspace.trace.recorder import Recorder
+from actionspace.trace.store_encoding import bounded_raw
 from actionspace.types import Observation
+
+if TYPE_CHECKING:
+    from actionspace.pipeline import Engine
+    from actionspace.policy.flow import FlowState
+    from actionspace.session import SessionRuntime
+
+_log = logging.getLogger("actionspace")
 
 MAX_CALLS_PER_MESSAGE: Final = 512
 """Default of :attr:`Session.max_calls <actionspace.session.Session.max_calls>`: the most calls
@@ -73,6 +85,75 @@ def too_many(result: ParseResult, bound: int, run_id: str) -> list[Observation] 
         )
         for index, call in enumerate(result.calls)
     ]
+
+
+def recorded_refusal(
+    engine: Engine, run_id: str, raw: Any, parsed: ParseResult, refused: Sequence[Observation]
+) -> list[Observation]:
+    """``refused`` (:func:`too_many`'s observations of ``raw``, parsed as ``parsed``) recorded as
+    the engine records a malformed message (``pipeline/calls.parse_raw``): the ``model_output``, the
+    ``parsed`` event with the calls it names and the error naming the bound, then each call's
+    ``budget_exceeded`` observation under its own call id, labelled as the runtime's errors are.
+    Returns the observations as recorded. A store that fails is logged: none of the calls ran
+    either way, and the model must still send fewer of them."""
+    run = engine.run(run_id)
+    rec = Recorder(run, None)
+    rec.add("model_output", bounded_raw(raw, engine.artifacts))
+    error = refused[0].error
+    assert error is not None
+    calls = tuple({"name": c.name, "id": c.id} for c in parsed.calls)
+    rec.add("parsed", {"format": parsed.format, "calls": calls, "error": error.message[:300]})
+    out: list[Observation] = []
+    for obs in refused:
+        assert obs.error is not None
+        rec.call_id = obs.call_id
+        out.append(fail(rec, obs.error, obs.call_id, obs.tool))  # as parse errors: no result kept
+    try:
+        engine.flush(rec)
+    except Exception:
+        _log.exception("actionspace: a message of run %s refused for its calls was not recorded", run.run_id)
+    return out
+
+
+def begin_turn(rt: SessionRuntime, run_id: str, words: str) -> None:
+    """Begin the user's next turn of run ``run_id``, ``words`` its text (``Session.user``): saved
+    before this returns. A store that fails to save it raises; the turn then stays where the store
+    has it and its words are not heard (:func:`unheard`), so a retry begins it once."""
+    run = rt.run_state(run_id)
+    with run.lock:  # one turn at a time; one another process took first moves this one on
+        run.turn += 1
+        before = heard(run.flow)
+        try:
+            rt.user_input(run_id, words)  # saves the turn
+        except BaseException:
+            if run.base[0] < run.turn:  # not saved: not begun, as the store has it (a retry begins it)
+                run.turn -= 1
+                unheard(run.flow, before, words)
+            raise
+        rt.record(run_id, "user_turn", {"turn": run.turn})
+
+
+def heard(flow: FlowState) -> tuple[list[str], int, Any]:
+    """What ``flow`` holds of the user's words now: its texts, their count and their label."""
+    return list(flow.user_texts), flow.user_count, flow.user_label
+
+
+def unheard(flow: FlowState, before: tuple[list[str], int, Any], words: str) -> None:
+    """Take ``words`` back from ``flow``, added since it held ``before`` (:func:`heard`) by a turn
+    the store did not save: argument provenance must not credit the user with words of a turn
+    that did not begin, nor twice once the turn is begun again. Words another process sent that
+    a save attempt merged in meanwhile stay. The caller holds the run's lock (merges take it)."""
+    texts, count, label = before
+    now = flow.user_texts
+    if flow.user_count == count + 1 and now and now[-1] == words:
+        flow.user_texts, flow.user_count, flow.user_label = texts, count, label
+    elif now and now[-1] == words:
+        now.pop()
+        flow.user_count -= 1
+    else:
+        return
+    flow.version += 1  # as stored: the next save finds nothing of the turn to write
+    flow.label_version += 1
 
 
 def _also_over(result: ParseResult, bound: int) -> ParseResult:

@@ -51,10 +51,12 @@ from typing import Any, Literal, Protocol
 from actionspace._closing import closed_error, ended_by_close
 from actionspace._session_output import (
     MAX_CALLS_PER_MESSAGE,
+    begin_turn,
     checked_bound,
     fresh_tool,
     handed,
     per_known_id,
+    recorded_refusal,
     too_many,
 )
 from actionspace.catalog.registry import Catalog
@@ -185,18 +187,8 @@ class Session:
         """The user's words: a new turn, a provenance source for later arguments. ``text``: a string,
         content parts or the user message (:func:`actionspace.parse.user_text`: the text parts; another
         role's message, or tool results with no words of the user's, raise ConfigurationError); a
-        store that fails to save the turn raises, the turn unmoved."""
-        words = user_text(text)  # raises before the turn moves
-        run = self.rt.run_state(self.run_id)
-        with run.lock:  # one turn at a time; one another process took first moves this one on
-            run.turn += 1
-            try:
-                self.rt.user_input(self.run_id, words)  # saves the turn
-            except BaseException:
-                if run.base[0] < run.turn:  # not saved: not begun, as the store has it (a retry begins it)
-                    run.turn -= 1
-                raise
-            self.rt.record(self.run_id, "user_turn", {"turn": run.turn})
+        store that fails to save the turn raises, the turn unmoved and its words not heard."""
+        begin_turn(self.rt, self.run_id, user_text(text))  # the text is read before the turn moves
 
     async def auser(self, text: str | Sequence[Any] | Mapping[str, Any]) -> None:
         """:meth:`user` from async code. With stores on disk or on a server the turn is saved
@@ -346,7 +338,8 @@ class Session:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)  # ids apart before any is answered
         if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
-            if not isinstance(refused, ParseResult):
+            if not isinstance(refused, ParseResult):  # recorded as a malformed message is
+                refused = recorded_refusal(self.rt.engine, self.run_id, model_output, parsed, refused)
                 return self._turn(parsed, refused)
             parsed = refused
         return given, model_output, parsed

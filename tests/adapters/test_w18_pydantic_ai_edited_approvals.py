@@ -107,7 +107,7 @@ def test_an_override_with_the_models_own_arguments_is_a_plain_approval() -> None
     assert json.loads(str(answers_of(done)["c1"]))["status"] == "ok"
 
 
-def test_an_edit_the_engine_refuses_runs_nothing_and_leaves_the_original_pending() -> None:
+def test_an_edit_the_engine_refuses_runs_nothing_and_ends_the_original_saying_so() -> None:
     rt, charged = shop()
     governed = GovernedToolset(rt, run_id="order-7")
     agent, result = deferred(governed, "c1")
@@ -119,8 +119,9 @@ def test_an_edit_the_engine_refuses_runs_nothing_and_leaves_the_original_pending
     assert answer["error"]["category"] == "invalid_arguments" and answer["error"]["recovery"]
     assert charged == []
     request = rt.approvals.get(original)
-    # nothing ran on the person's answer: the question about the model's call stays open for them
-    assert request is not None and request.status == "pending"
+    # the person answered it with an edit, which ran nothing: ended, the refusal recorded
+    assert request is not None and request.status == "consumed" and rt.approvals.list() == []
+    assert request.details["edited"]["refused"]["category"] == "invalid_arguments"
 
 
 @pytest.mark.parametrize("edit", [True, False])

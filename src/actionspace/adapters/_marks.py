@@ -11,8 +11,12 @@ for was rejected (an identical call approved beside it runs on it; one not decid
 
 A mark the store fails to take when the framework asks (:func:`mark`) is kept in memory, per
 runtime, and written again (:func:`flush`) before the framework's answers are next read: as the
-run's next turn begins, or as it resumes, in this process. A run resumed in another process finds
-no such mark: its request stays pending, for ``rt.approvals``.
+run's next turn begins, or as it resumes, in this process. A run resumed in another process (this
+one gone) writes it from the run's trace (:func:`from_trace`): the held call's ``approval_requested``
+event, under the call's id, names its request, and the resuming process knows the framework run
+and the ids of its calls the person answered. Only a request holding no mark under the key is
+marked so (one marked for other calls is not another's): of two framework runs of one actionspace
+run that gave a call the same id and lost both marks, the first to resume marks the request.
 """
 
 from __future__ import annotations
@@ -20,15 +24,16 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from actionspace._unicode import text_for_postgres
 from actionspace.adapters._bridge import Bridge
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.runtime import Runtime
+from actionspace.trace.events import CALL_START_KINDS
 
-__all__ = ["flush", "mark", "marks", "refuse", "remember"]
+__all__ = ["flush", "from_trace", "mark", "marks", "refuse", "remember"]
 
 _KEEP: Final = 64
 """How many calls a request remembers being shown for, per key."""
@@ -95,6 +100,64 @@ def flush(bridge: Bridge, run_id: str | None = None) -> bool:
     return done
 
 
+def from_trace(
+    bridge: Bridge,
+    pending: Sequence[ApprovalRequest],
+    key: str,
+    framework_run: str,
+    call_ids: Collection[str],
+    *,
+    before_now: bool = False,
+) -> bool:
+    """Mark under ``key``, for the calls of framework run ``framework_run`` among ``call_ids``, each
+    request of ``pending`` (one run's) that holds no mark under ``key`` and that the run's trace
+    shows one of those calls held on (its ``approval_requested`` event, under the call's id): the
+    mark a process failed to write, and could not write again before it ended. ``before_now``: only
+    a hold of an earlier handling of the call than its latest, which is the call handed to the tool
+    now (a request filed then, for a tool changed since it was asked about, is not the one asked
+    about). True when any was written. Blocking (reads the run's trace only when such a request is
+    pending); never raises."""
+    unmarked = {r.id: r for r in pending if not marks(r, key)}
+    if not unmarked or not call_ids:
+        return False
+    written = False
+    try:
+        held = _held_in_trace(bridge, next(iter(unmarked.values())).run_id, set(call_ids), before_now)
+        for call_id, request_id, tool in held:
+            request = unmarked.get(request_id)
+            if request is not None and tool in (None, request.tool):
+                remember(bridge, request.id, key, f"{framework_run}:{call_id}")
+                written = True
+    except Exception:  # the trace or the store did not answer: asked again at the next look
+        return written
+    return written
+
+
+def _held_in_trace(
+    bridge: Bridge, run_id: str, call_ids: set[str], before_now: bool
+) -> list[tuple[str, str, str | None]]:
+    """(call id, request id, tool) of each ``approval_requested`` event of run ``run_id`` under one
+    of ``call_ids``; with ``before_now``, not those of the latest handling of their call (a second
+    stage event of a kind in ``CALL_START_KINDS`` for a call id begins another handling)."""
+    found: list[tuple[str, str, str | None, int]] = []
+    handling: dict[str, tuple[int, set[str]]] = {}
+    for event in bridge.rt.trace.events(run_id):
+        call_id = event.call_id
+        if call_id is None or call_id not in call_ids:
+            continue
+        number, kinds = handling.get(call_id, (0, set()))
+        if event.kind in CALL_START_KINDS and event.kind in kinds:
+            number, kinds = number + 1, set()
+        kinds.add(event.kind)
+        handling[call_id] = (number, kinds)
+        if event.kind == "approval_requested":
+            tool = event.data.get("tool")
+            found.append(
+                (call_id, str(event.data.get("request_id")), tool if isinstance(tool, str) else None, number)
+            )
+    return [(c, r, t) for c, r, t, n in found if not before_now or n < handling[c][0]]
+
+
 def refuse(
     bridge: Bridge,
     run_id: str,
@@ -117,6 +180,8 @@ def refuse(
     written = flush(bridge, run_id)
     try:
         pending = bridge.rt.approvals.of_runs([run_id], status="pending")
+        if from_trace(bridge, pending, key, framework_run, list(decisions)):  # marks another process lost
+            pending = bridge.rt.approvals.of_runs([run_id], status="pending")
     except Exception:  # the store does not answer: the requests stay pending, as they were
         return False
     here = f"{framework_run}:"

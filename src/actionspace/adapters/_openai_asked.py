@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from actionspace.adapters._bridge import Bridge, Occurrence
-from actionspace.adapters._marks import flush, marks
+from actionspace.adapters._marks import flush, from_trace, marks
 from actionspace.adapters._marks import mark as keep_mark
 from actionspace.adapters._marks import refuse as refuse_marked
 from actionspace.approval.requests import ApprovalRequest
@@ -126,6 +126,8 @@ def approves(bridge: Bridge, held: str, sdk_run: str, call_id: str, *, always: b
         return False
     flush(bridge, now.run_id)  # a mark the store failed to take when the SDK asked
     now = approvals.get(held) or now
+    if from_trace(bridge, [now], ASKED, sdk_run, [call_id], before_now=True):  # lost by a process now gone
+        now = approvals.get(held) or now
     mark = mark_of(sdk_run, call_id)
     if mark in _marks(now):
         return True

@@ -51,7 +51,7 @@ from actionspace.adapters._bridge import (
     unsent,
 )
 from actionspace.adapters._pydantic_denials import Denials, deferred
-from actionspace.adapters._pydantic_edits import model_arguments, supersede
+from actionspace.adapters._pydantic_edits import model_arguments, supersede, unheld
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.discovery.names import ProviderNames
 from actionspace.policy.principal import Principal
@@ -215,7 +215,11 @@ class GovernedToolset:
             occurrence = _occurrence(bridge, names, ctx.messages, ctx.tool_call_id)
             obs = await bridge.acall(name, arguments, ctx.tool_call_id, occurrence=occurrence)
             request_id = held_request(obs)
-            if request_id is not None:
+            if request_id is None and edited:  # the edit ran unheld, or was refused: it was the answer
+                decided = await asyncio.to_thread(_decided, bridge, ctx.tool_call_metadata)
+                conversation, call_id = ctx.conversation_id, ctx.tool_call_id
+                await asyncio.to_thread(unheld, bridge, obs, arguments, conversation, call_id, decided)
+            elif request_id is not None:
                 metadata = ctx.tool_call_metadata
                 try:
                     approved = bool(ctx.tool_call_approved) and _approve(bridge, metadata, request_id, edited)
