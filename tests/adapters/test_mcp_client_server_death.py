@@ -10,7 +10,7 @@ __all__ = ["rt"]
 
 
 def test_after_the_server_process_died_a_write_is_not_sent_and_needs_no_reconciling(rt: Runtime) -> None:
-    toolset = rt.add_mcp_server(sdk_server_stdio(allowlisted=True))
+    toolset = rt.add_mcp_server(sdk_server_stdio(allowlisted=True, reconnect=None))  # no new session
     assert toolset.connection.connected
     crashed = rt.call({"name": "crash", "arguments": {}}, run_id=rt.new_run())
     assert crashed.error is not None and crashed.error.category == "transient"  # a read's lost answer

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, RequestId
 
 __all__ = [
     "GLUED_BUDGET_BYTES",
@@ -32,6 +32,8 @@ __all__ = [
     "glued_budget",
     "glued_starts",
     "holds_both",
+    "other_id",
+    "same_id",
 ]
 
 GLUED_BUDGET_LINES: Final = 2
@@ -83,3 +85,15 @@ def glued_starts(line: bytes) -> Iterator[int]:
     """Offsets after the line's start where a message glued to junk may begin, first first."""
     for found in _START.finditer(line, 1):
         yield found.start()
+
+
+def same_id(answered: RequestId | None, asked: RequestId) -> bool:
+    """Whether an answer's id names the request: the same value of the same type, as JSON-RPC asks (the
+    SDK would take the string ``"1"``, or ``" 1"``, for request ``1``; ``_mcp_inflight`` does the same
+    check over stdio)."""
+    return answered is not None and type(answered) is type(asked) and answered == asked
+
+
+def other_id(answered: RequestId | None) -> str:
+    """What a malformed answer's message says of an answer naming another request."""
+    return f"it answers another request id ({str(answered)[:50]!r})"

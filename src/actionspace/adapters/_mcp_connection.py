@@ -27,12 +27,17 @@ from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from actionspace.adapters._mcp_errors import (
+    UNDELIVERED,
     InputRefused,
     ServerUnavailable,
     ToolChanged,
     ToolChangedDuringCall,
 )
+from actionspace.adapters._mcp_reconnect import SESSION_LOST, Reconnect, either, refusal, reopen
+from actionspace.adapters._mcp_sdk import list_tools, logged_failure, refused_here, without_resend
 from actionspace.execution.loop import new_event_loop
+
+_refused_here = refused_here  # where tests look for it
 
 __all__ = ["MAX_TOOLS", "Connection", "OpenClient"]
 
@@ -50,15 +55,11 @@ _CLOSE_TIMEOUT_S = 10.0
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
 _LISTING_TIMEOUT_S = 60.0
 """Default bound of a listing after a change notification (the server's ``connect_timeout_s``)."""
-_MAX_PAGES = 100
-"""Most ``tools/list`` pages read in one listing: a server whose cursor never ends cannot hang us."""
 MAX_TOOLS = 1000
 """Most tools taken from one server's listing by default (the server's ``max_tools``), in the
 order it lists them. Each costs a schema
 compile and a catalog entry (about 0.7 ms), and a page of 32 MiB names tens of thousands: without a
 bound, 100 pages of a hostile server would keep registration busy for an hour and take gigabytes."""
-_DRIVER = "mcp.client._input_required"
-"""The SDK module that answers ``input_required`` results: where it refuses an input request."""
 
 
 class Connection:
@@ -76,6 +77,7 @@ class Connection:
         *,
         max_tools: int = MAX_TOOLS,
         listing_timeout_s: float = _LISTING_TIMEOUT_S,
+        reconnect: Reconnect | None = None,
     ) -> None:
         self.name = name
         self.max_tools = max_tools
@@ -114,6 +116,13 @@ class Connection:
         """The listing calls share when theirs is too old (see :meth:`_fresh`)."""
         self.failure: BaseException | None = None
         """Why the session ended, when it ended on its own."""
+        self.reconnect = reconnect
+        """How a session that ended on its own is opened again (None: never); see ``_mcp_reconnect``."""
+        self.reconnects = 0  # how many times a session was opened again
+        self._retry_at: float | None = None
+        """While no session is up and one will be tried: when (``time.monotonic()``) the next attempt is."""
+        self._lost = asyncio.Event()
+        """Set when the current session is known to be gone (``SESSION_LOST``, or a probe)."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float) -> list[types.Tool]:
@@ -152,20 +161,52 @@ class Connection:
         return started
 
     async def _own(self, started: concurrent.futures.Future[list[types.Tool]]) -> None:
+        """Hold the session open until :meth:`close`; one that ends on its own is opened again under
+        :attr:`reconnect` (``_mcp_reconnect``). A first session that cannot be opened fails ``started``."""
         self._stop = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         try:
+            if await self._session(started) and self.reconnect is not None:
+                await reopen(self.reconnect, self._stop, lambda: self._session(started), self._due, self.name)
+        finally:
+            self._client = None
+            self._retry_at = None
+            self._listing_done(self._announced, failed=True)  # no listing comes: waiting calls end
+            self._ended.set()
+
+    async def _session(self, started: concurrent.futures.Future[list[types.Tool]]) -> bool:
+        """Open a session, list the tools and hold it until it ends or :meth:`close`; whether it opened.
+        A reopened one hands its listing to ``on_tools`` (a changed tool becomes a new version)."""
+        lost = self._lost = asyncio.Event()
+        stop = self._stop
+        assert stop is not None
+        watching = SESSION_LOST.set(
+            lambda: None if lost is not self._lost or stop.is_set() else self._gone(None)
+        )
+        opened = False
+        try:
             async with AsyncExitStack() as stack:
-                client = await self._open_client(stack, self._on_message)
-                _without_resend(client)
-                self._client = client
-                began = self.clock()
-                tools = await self._list(client)
+                async with asyncio.timeout(None if not started.done() else self.listing_timeout_s):
+                    client = await self._open_client(stack, self._on_message)
+                    without_resend(client)
+                    self._client = None if started.done() else client  # a reopened one: once it is listed
+                    began = self.clock()
+                    tools = await self._list(client)
+                if started.done():
+                    self._on_tools(tools)
+                    self._listing_done(self._announced, failed=False)  # it covers every change announced
+                    self.reconnects += 1
+                    _log.warning("MCP server %s: reconnected", self.name)
                 self._listed_at = began
+                opened = True
+                if not lost.is_set():  # it may have ended already, while it listed
+                    self._client, self._retry_at, self.failure = client, None, None
                 if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     self._spawn(self._listen(client))
-                started.set_result(tools)
-                await self._stop.wait()
+                if not started.done():
+                    started.set_result(tools)
+                await either(lost, stop)
+                self._client = None
                 for task in list(self._background):
                     task.cancel()
                 await asyncio.gather(*self._background, return_exceptions=True)
@@ -177,10 +218,11 @@ class Connection:
                 _log.warning("MCP server %s: session ended: %r", self.name, exc)
             if not isinstance(exc, Exception):
                 raise
+            return opened
         finally:
+            SESSION_LOST.reset(watching)
             self._client = None
-            self._listing_done(self._announced, failed=True)  # no listing comes: waiting calls end
-            self._ended.set()
+        return opened
 
     def close(self, timeout_s: float = _CLOSE_TIMEOUT_S, *, abort: bool = False) -> None:
         """End the session (stops a stdio server's process) and the loop thread, within about
@@ -261,17 +303,20 @@ class Connection:
         if fresh_s is not None and self._client is not None and self.clock() - self._listed_at >= fresh_s:
             await self._fresh(wait_s)
         client = self._client
-        if client is None:
-            raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
+        if client is None or self._lost.is_set():
+            raise refusal(self.name, self._retry_at)
         if check is not None:
             check()
         announced = self._announced
         try:
             result = await client.call_tool(name, arguments)
         except MCPError as exc:
-            if _refused_here(exc):
+            if refused_here(exc):
                 said = f"the server asked for input this client does not offer ({exc.message[:100]})"
                 raise InputRefused(said) from exc
+            if exc.code == UNDELIVERED:  # it reached no session of the server: nothing ran
+                self._gone(client, exc)
+                raise refusal(self.name, self._retry_at) from exc
             if exc.code == CONNECTION_CLOSED:
                 await self._check_alive(client, exc)
             elif exc.code == HEADER_MISMATCH:  # the server's definition is not the listed one: list again
@@ -303,12 +348,26 @@ class Connection:
             # a request every protocol revision serves, and that changes nothing
             await asyncio.wait_for(client.list_tools(cache_mode="refresh"), _PROBE_TIMEOUT_S)
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED and self._client is client:
-                self._client = None
-                self.failure = lost
-                _log.warning("MCP server %s: session ended: %r", self.name, lost)
+            if exc.code == CONNECTION_CLOSED:
+                self._gone(client, lost)
         except Exception:  # slow or odd, but not known to be gone: keep the session
             _log.debug("MCP server %s: probe after a closed request failed", self.name, exc_info=True)
+
+    def _gone(self, client: Client | None, why: BaseException | None = None) -> None:
+        """The session (of ``client``, if given) is gone: later calls are refused unsent, and it is opened
+        again. Called by a probe, or by the transport (``SESSION_LOST``), perhaps while it still opens."""
+        if client is not None and self._client is not client:
+            return
+        self._client = None
+        if not self._lost.is_set() or why is not None:
+            _log.warning("MCP server %s: session ended: %r", self.name, why or "its transport ended")
+        self._lost.set()
+        self._due(time.monotonic())
+        self.failure = why or self.failure
+
+    def _due(self, retry_at: float | None) -> None:
+        """Note when the next attempt to open the session is due (None: none comes)."""
+        self._retry_at = retry_at if self.reconnect is not None and not self._ended.is_set() else None
 
     async def _settle(self, announced: int, wait_s: float) -> None:
         """Wait until the listing that covers the first ``announced`` change announcements has
@@ -342,7 +401,7 @@ class Connection:
         try:
             await asyncio.wait_for(asyncio.shield(task), wait_s)
         except Exception as exc:  # a timeout too; the listing itself goes on, and is logged if it fails
-            task.add_done_callback(_logged_failure(self.name))
+            task.add_done_callback(logged_failure(self.name))
             raise ServerUnavailable(
                 f"MCP server {self.name!r}: its tools could not be listed again before the call "
                 f"({type(exc).__name__}); nothing was sent"
@@ -359,23 +418,7 @@ class Connection:
 
     # ------------------------------------------------------------------ change notifications
     async def _list(self, client: Client) -> list[types.Tool]:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None or len(tools) > self.max_tools:
-                break
-        if len(tools) > self.max_tools:  # no further page is asked for: the rest is never held
-            _log.warning(
-                "MCP server %s lists more than %d tools: only its first %d are taken",
-                self.name,
-                self.max_tools,
-                self.max_tools,
-            )
-            del tools[self.max_tools :]
-        return tools
+        return await list_tools(client, self.name, self.max_tools)
 
     async def _refresh(self) -> list[types.Tool]:
         client = self._client
@@ -455,41 +498,3 @@ class Connection:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def _logged_failure(name: str) -> Callable[[asyncio.Future[Any]], None]:
-    """A done callback that logs why a listing no call waits for any more failed."""
-
-    def log(task: asyncio.Future[Any]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            _log.warning("MCP server %s: listing the tools again failed: %r", name, task.exception())
-
-    return log
-
-
-def _without_resend(client: Client) -> None:
-    """Keep the SDK from sending a call again after the server rejected it with ``HEADER_MISMATCH``.
-
-    Its recovery lists the tool again and resends the same arguments once, under a definition nobody
-    checked the call against (or approved it for). The rejection is the call's answer instead
-    (``version_mismatch``), and the connection lists again for the catalog (:meth:`Connection._call`)."""
-
-    async def relist_refused(name: str) -> None:
-        raise MCPError(
-            code=HEADER_MISMATCH, message=f"{name[:100]!r} is not sent again under another listing"
-        )
-
-    if hasattr(client, "_relist_tool"):
-        client._relist_tool = relist_refused  # type: ignore[method-assign]
-
-
-def _refused_here(exc: MCPError) -> bool:
-    """Whether ``exc`` is the SDK's own refusal of an input request that an ``input_required`` answer
-    embedded (raised where it dispatches them), not an error the server sent: both carry a code."""
-    frame = exc.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    if frame is None:
-        return False
-    code = frame.tb_frame
-    return code.f_globals.get("__name__") == _DRIVER and code.f_code.co_name == "_dispatch_all"

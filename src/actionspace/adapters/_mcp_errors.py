@@ -45,8 +45,11 @@ __all__ = [
     "REDIRECT_REFUSED",
     "RESOURCE_NOT_FOUND",
     "RESULT_TOO_LARGE",
+    "UNDELIVERED",
     "InputRefused",
+    "Reconnecting",
     "ServerUnavailable",
+    "SessionExpired",
     "ToolChanged",
     "ToolChangedDuringCall",
     "map_call_error",
@@ -70,8 +73,28 @@ REDIRECT_REFUSED: Final = -32092
 another 3xx) that is not followed, so the request was answered before it was processed."""
 
 
+UNDELIVERED: Final = -32093
+"""Raised by the client's own HTTP transport (``_mcp_http``): the request reached no session of the server
+(its connection could not be made, or the server answered ``404`` to the session id: it restarted), so
+it was not processed; the session is opened again (``_mcp_reconnect``)."""
+
+
+class SessionExpired(Exception):
+    """Raised inside the HTTP transport (``_mcp_http``) for a request answered ``404`` to the session id:
+    the request's answer is then ``UNDELIVERED``."""
+
+
 class ServerUnavailable(Exception):
     """The MCP server is not connected (never started, or its connection ended): nothing was sent."""
+
+
+class Reconnecting(ServerUnavailable):
+    """The session ended and is being opened again (``_mcp_reconnect``): nothing was sent; worth a retry
+    after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ToolChanged(Exception):
@@ -113,6 +136,8 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
     MALFORMED_ANSWER: ("malformed_answer", "permanent", "unknown_commit"),
     # A 3xx answer is given instead of processing the request: a write cannot have committed.
     REDIRECT_REFUSED: ("redirect_refused", "permanent", "permanent"),
+    # The request reached no session of the server: it was not processed.
+    UNDELIVERED: ("undelivered", "transient", "transient"),
 }
 
 # exception type → (name, category without side effects, category with side effects)
@@ -160,6 +185,11 @@ def map_call_error(exc: BaseException, *, side_effects: bool) -> ActionError:
         if isinstance(exc, exc_type):
             category = write_category if side_effects else read_category
             message = f"{name}: {said_safely(exc, 400)}" if str(exc) else name
+            if isinstance(exc, Reconnecting):  # when the next attempt to connect is due
+                details = {"error": name, "reconnecting": True}
+                return ActionError.of(
+                    category, message, vendor_code=name, details=details, retry_after=exc.retry_after
+                )
             return ActionError.of(category, message, vendor_code=name, details={"error": name})
     if isinstance(exc, RuntimeError) and _OUTPUT_CHECK.search(str(exc)):
         # The SDK's output-schema check, made once the server answered: the data breaks the

@@ -36,20 +36,17 @@ and a connection cut mid-answer ends the whole session. Here:
   given up after :data:`_mcp_resumes.MAX_NOTICE_RECONNECTS` failed ones in a row (the SDK takes it
   again for ever once the server accepted it), and an answer to a request on it is dropped;
 * the POST of a notification (or of an answer to the server) is waited for at most
-  :data:`_NOTICE_TIMEOUT_S` (the SDK sends nothing else meanwhile), and no body but a request's
-  answer is read: not a notification's, not the GET stream's error body; a POST of a notification
+  :data:`_NOTICE_TIMEOUT_S`, and no body but a request's answer is read; a POST of a notification
   that fails (a reset connection) is logged and the session goes on (the SDK would end it);
 * a notification the session does nothing with (``_mcp_stdio.unheard``: a log message, a progress
-  note, a resource update...) is dropped here (on the notification stream, by ``_mcp_resumes``), as
-  over stdio: the session asks for none of them, and would spend a task and a second validation on
-  each;
-* a request of the server (on an answer's SSE stream, on the notification stream or in a JSON body)
-  goes to the session only while fewer than ``_mcp_inflight.MAX_SERVED`` of them wait for their
-  answer's POST to be over, as over stdio (the SDK spawns a task for each, and a server that floods
-  requests and never takes their answers would have the client hold one per request); past the bound
-  one is dropped unanswered. The answers are POSTed beside the client's own messages, at most
-  :data:`_ANSWER_POSTS` at a time, not in their line: the SDK sends one message at a time, so each
-  answer a server holds would hold the next call for up to :data:`_NOTICE_TIMEOUT_S`;
+  note...) is dropped here (on the notification stream, by ``_mcp_resumes``), as over stdio;
+* a request answered ``404`` to the session id (the server restarted), or whose connection cannot be
+  made, ends ``UNDELIVERED`` (unprocessed), and a new session is opened (``_mcp_reconnect``);
+* a request of the server (on an answer's SSE stream, the notification stream or a JSON body) goes to
+  the session only while fewer than ``_mcp_inflight.MAX_SERVED`` of them wait for their answer's POST
+  to send its body (``_mcp_served``), as over stdio; past the bound one is dropped unanswered. The
+  answers are POSTed beside the client's own messages, at most :data:`_ANSWER_POSTS` at a time: the
+  SDK sends one message at a time, so an answer a server holds would hold the next call;
 * closing the session sends the DELETE the protocol asks for and waits at most
   :data:`CLOSE_TIMEOUT_S` for its status; its body is never read (the SDK reads it whole, so an
   endless body or a bomb would hold the close, and ``Runtime.close()``, for ever).
@@ -87,17 +84,25 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from actionspace.adapters._mcp_answers import holds_both
+from actionspace.adapters._mcp_answers import holds_both, other_id, same_id
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
 from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES  # noqa: F401 - importable here too
 from actionspace.adapters._mcp_codings import Inflating as _Inflating
 from actionspace.adapters._mcp_codings import Refused as _Refused
 from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
-from actionspace.adapters._mcp_errors import MALFORMED_ANSWER, REDIRECT_REFUSED, RESULT_TOO_LARGE
+from actionspace.adapters._mcp_errors import (
+    MALFORMED_ANSWER,
+    REDIRECT_REFUSED,
+    RESULT_TOO_LARGE,
+    UNDELIVERED,
+    SessionExpired,
+)
 from actionspace.adapters._mcp_inflight import Asked
+from actionspace.adapters._mcp_reconnect import SESSION_LOST
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
-from actionspace.adapters._mcp_resumes import ResumingTransport
+from actionspace.adapters._mcp_resumes import ResumingTransport, skipped
+from actionspace.adapters._mcp_served import note_sent_body, post_answer
 from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
@@ -137,8 +142,9 @@ class _BoundedTransport(ResumingTransport):
         self._next_get = 0.0
         """When the next GET stream may be taken (``anyio.current_time()``): see :data:`_GET_PACE_S`."""
         self._asked = Asked()
-        """The server's requests handed to the session whose answers' POSTs are not over."""
+        """The server's requests handed to the session whose answers' POSTs have not sent their bodies."""
         self._answer_posts = anyio.CapacityLimiter(_ANSWER_POSTS)
+        self._lost = SESSION_LOST.get()  # told of a 404 to the session id (``_mcp_reconnect``)
         self.tasks: TaskGroup | None = None
         """Where the answers to the server's requests are POSTed (None: in the SDK's line, one at a time)."""
 
@@ -161,8 +167,15 @@ class _BoundedTransport(ResumingTransport):
                 await super()._handle_post_request(ctx)
             except RedirectRefused as exc:
                 await self._redirect_refused(ctx.read_stream_writer, message.id, str(exc))
+            except SessionExpired as exc:  # not processed: refused unsent, and the session opened anew
+                await _error(ctx.read_stream_writer, message.id, UNDELIVERED, str(exc))
             except httpx2.RequestError as exc:  # the SDK would let it end the whole session
-                if long_lived or isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+                unmade = isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout)
+                if unmade and not long_lived and self._lost is not None:  # refused unsent; reconnected
+                    self._lost()
+                    said = f"no connection could be made: {type(exc).__name__}"
+                    return await _error(ctx.read_stream_writer, message.id, UNDELIVERED, said)
+                if long_lived or unmade:
                     raise  # nothing reached the server, which is gone: the session ends, as before
                 said = f"the connection failed: {type(exc).__name__}"
                 await self._resolve_abandoned_request(ctx.read_stream_writer, message.id, said)
@@ -187,16 +200,17 @@ class _BoundedTransport(ResumingTransport):
             _log.warning("MCP server at %s: a notification's POST got no answer in time", self._where)
 
     async def _post_answer(self, ctx: RequestContext) -> None:
-        """POST an answer to a request of the server; only then may another of its requests be served."""
-        try:
-            async with self._answer_posts:
-                await self._post_unanswered(ctx)
-        finally:
-            self._asked.sent(ctx.session_message.message)
+        """POST an answer to a request of the server, which is counted until the body is sent."""
+        message = ctx.session_message.message
+        await post_answer(
+            lambda: self._post_unanswered(ctx), lambda: self._asked.sent(message), self._answer_posts
+        )
 
     async def _served(self, message: JSONRPCMessage | None, writer: StreamWriter) -> bool:
         """Whether ``message`` may go to the session: anything but a request of the server past the
         bound (``Asked.serve``), which is dropped unanswered and the session told."""
+        if isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._asked.withdrawn(message)
         if not isinstance(message, JSONRPCRequest):
             return True
         taken = self._asked.serve(SessionMessage(message))
@@ -272,11 +286,13 @@ class _BoundedTransport(ResumingTransport):
             said = "an event holding both a result and an error"
             await self._malformed(read_stream_writer, original_request_id, said)
             return True
-        if isinstance(message, JSONRPCResponse | JSONRPCError) and not _same(message.id, original_request_id):
-            await self._malformed(read_stream_writer, original_request_id, _other_id(message.id))
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and not same_id(
+            message.id, original_request_id
+        ):
+            await self._malformed(read_stream_writer, original_request_id, other_id(message.id))
             return True
         if (message is not None and unheard(message)) or not await self._served(message, read_stream_writer):
-            return await _skipped(sse, resumption_callback)
+            return await skipped(sse, resumption_callback)
         return await super()._handle_sse_event(
             sse, read_stream_writer, original_request_id, resumption_callback
         )
@@ -323,6 +339,11 @@ class _BoundedTransport(ResumingTransport):
         stream is taken at most once per :data:`_GET_PACE_S`, whatever ``retry`` the server asked for."""
         if response.request.method == "GET":
             await self._paced_get()
+        if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
+            if self._lost is not None:  # the server no longer knows the session: it is opened anew
+                self._lost()
+            if _asking(response):
+                raise SessionExpired(f"the server does not know the session ({response.request.method})")
         if 300 <= response.status_code < 400:
             redirected(self._client, response)
             return
@@ -384,8 +405,8 @@ class _BoundedTransport(ResumingTransport):
         if isinstance(message, JSONRPCError) and message.id is None:
             message = JSONRPCError(jsonrpc="2.0", id=request_id, error=message.error)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
-            if not _same(message.id, request_id):
-                await self._malformed(writer, request_id, _other_id(message.id))
+            if not same_id(message.id, request_id):
+                await self._malformed(writer, request_id, other_id(message.id))
                 return
             message.id = request_id
             await writer.send(SessionMessage(message))
@@ -396,30 +417,25 @@ class _BoundedTransport(ResumingTransport):
 
     async def _refuse(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
         said = f"{what} is larger than the {self._max_bytes} bytes taken"
-        error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_bytes": self._max_bytes})
-        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        await _error(writer, request_id, RESULT_TOO_LARGE, said, {"limit_bytes": self._max_bytes})
 
     async def _overstructured(self, writer: StreamWriter, request_id: RequestId, what: str) -> None:
         said = f"{what} holds more than {MAX_CONTAINERS} JSON objects and arrays"
-        error = ErrorData(code=RESULT_TOO_LARGE, message=said, data={"limit_containers": MAX_CONTAINERS})
-        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        await _error(writer, request_id, RESULT_TOO_LARGE, said, {"limit_containers": MAX_CONTAINERS})
 
     async def _redirect_refused(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
-        error = ErrorData(code=REDIRECT_REFUSED, message=said[:500])
-        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        await _error(writer, request_id, REDIRECT_REFUSED, said[:500])
 
     async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
-        error = ErrorData(code=MALFORMED_ANSWER, message=f"the server's answer was malformed: {said}"[:500])
-        await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
+        await _error(writer, request_id, MALFORMED_ANSWER, f"the server's answer was malformed: {said}"[:500])
 
 
-async def _skipped(
-    sse: httpx2.ServerSentEvent, resumption_callback: Callable[[str], Awaitable[None]] | None
-) -> bool:
-    """Drop an event the session would not act on, keeping its id as the point to resume from."""
-    if sse.id and resumption_callback is not None:
-        await resumption_callback(sse.id)
-    return False
+async def _error(
+    writer: StreamWriter, request_id: RequestId, code: int, said: str, data: object = None
+) -> None:
+    """Answer request ``request_id`` with the client's own error ``code``."""
+    error = ErrorData(code=code, message=said, data=data)
+    await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
 
 def _asking(response: httpx2.Response) -> bool:
@@ -429,17 +445,6 @@ def _asking(response: httpx2.Response) -> bool:
 
 def _is_json(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").lower().startswith("application/json")
-
-
-def _same(answered: RequestId | None, asked: RequestId) -> bool:
-    """Whether an answer's id names the request: the same value of the same type, as JSON-RPC asks (the
-    SDK would take the string ``"1"``, or ``" 1"``, for request ``1``; ``_mcp_inflight`` does the same
-    check over stdio)."""
-    return answered is not None and type(answered) is type(asked) and answered == asked
-
-
-def _other_id(answered: RequestId | None) -> str:
-    return f"it answers another request id ({str(answered)[:50]!r})"
 
 
 @asynccontextmanager
@@ -458,7 +463,10 @@ async def bounded_http_client(
     )
     http_client.max_redirects = min(http_client.max_redirects, MAX_REDIRECTS)
     hooks = http_client.event_hooks
-    http_client.event_hooks = {**hooks, "response": [*hooks.get("response", []), transport.bound_answer]}
+    http_client.event_hooks = {
+        "request": [*hooks.get("request", []), note_sent_body],
+        "response": [*hooks.get("response", []), transport.bound_answer],
+    }
     read_stream_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_stream_reader = create_context_streams[SessionMessage](0)
     async with (

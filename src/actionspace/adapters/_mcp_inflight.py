@@ -27,8 +27,10 @@ spawns a task for each, and answers it (this client offers no sampling, roots or
 error), but a server that floods requests and does not read its input leaves every answer unwritten,
 each task held. Past the bound a request is dropped unanswered, and the session is told (an error it
 logs). The requests are counted, not their ids: the SDK spawns a task for every request, even one
-under the id of another still waiting, so a server repeating one id is held to the same bound. Over
-streamable HTTP the same bound holds, counted until an answer's POST is over (``_mcp_http``).
+under the id of another still waiting, so a server repeating one id is held to the same bound. A request
+the server cancels (``notifications/cancelled``) is no longer counted: the SDK ends its task unanswered
+(:meth:`Asked.withdrawn`). Over streamable HTTP the same bound holds, counted until an answer's POST has
+sent its body (``_mcp_http``, ``_mcp_served``).
 """
 
 from __future__ import annotations
@@ -135,6 +137,19 @@ class Asked:
         self._serving[key] = self._serving.get(key, 0) + 1
         self._served += 1
         return request
+
+    def withdrawn(self, notice: JSONRPCNotification) -> None:
+        """A ``notifications/cancelled`` read from the server: the request of the server it names is no
+        longer waited for. The SDK ends that request's task unanswered (it matches the id loosely, as
+        here), so its place goes to the next request; before, it was held until the session ended."""
+        cancelled = cancelled_request_id_from_params(notice.params)
+        if cancelled is None:
+            return
+        loose = coerce_request_id(cancelled)
+        for key in self._serving:
+            if coerce_request_id(key[1]) == loose:
+                self._answered(key)
+                return
 
     @property
     def serving(self) -> int:

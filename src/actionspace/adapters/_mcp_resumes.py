@@ -33,6 +33,7 @@ stream.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -67,6 +68,7 @@ __all__ = [
     "RESUME_MOST_S",
     "ResumingTransport",
     "resume_delay",
+    "skipped",
 ]
 
 _log = logging.getLogger("actionspace.mcp")
@@ -231,3 +233,12 @@ def _message(data: str) -> JSONRPCMessage | None:
 def _logged(url: str) -> str:
     """The endpoint as logged: without what may carry a credential."""
     return str(httpx2.URL(url).copy_with(userinfo=b"", query=None, fragment=None))
+
+
+async def skipped(
+    sse: httpx2.ServerSentEvent, resumption_callback: Callable[[str], Awaitable[None]] | None
+) -> bool:
+    """Drop an event the session would not act on, keeping its id as the point to resume from."""
+    if sse.id and resumption_callback is not None:
+        await resumption_callback(sse.id)
+    return False

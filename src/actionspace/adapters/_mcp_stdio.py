@@ -59,6 +59,7 @@ from actionspace.adapters._mcp_answers import (
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
 from actionspace.adapters._mcp_inflight import Asked, malformed
+from actionspace.adapters._mcp_reconnect import SESSION_LOST
 
 __all__ = ["HEARD", "MAX_MESSAGE_BYTES", "bounded_stdio_client", "unheard"]
 
@@ -67,6 +68,7 @@ MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 _ID: Final = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 """A request id near the start of a refused message (the SDK writes ``jsonrpc``, ``id``, ``result``)."""
 _ID_WINDOW: Final = 1024
+_CANCELLED: Final = "notifications/cancelled"
 HEARD: Final = frozenset(
     {
         "notifications/tools/list_changed",
@@ -120,7 +122,8 @@ class _Lines:
 
     def _matched(self, items: Iterable[SessionMessage | Exception]) -> Iterator[SessionMessage | Exception]:
         """Each answer as the request in flight it names gets it (``Asked.answer``); a request of the
-        server while too many of its requests wait for their answers, as an error (``Asked.serve``)."""
+        server while too many of its requests wait for their answers, as an error (``Asked.serve``); a
+        request the server cancels no longer waits (``Asked.withdrawn``)."""
         for item in items:
             if not isinstance(item, SessionMessage):
                 yield item
@@ -129,6 +132,8 @@ class _Lines:
             elif isinstance(item.message, types.JSONRPCRequest):
                 yield self._asked.serve(item)
             else:
+                if isinstance(item.message, types.JSONRPCNotification) and item.message.method == _CANCELLED:
+                    self._asked.withdrawn(item.message)
                 yield item
 
     def _refused(self, size: int) -> SessionMessage | Exception:
@@ -238,6 +243,7 @@ async def bounded_stdio_client(
     assert process.stdin is not None and process.stdout is not None
 
     asked = Asked()  # read and write run on one event loop: no lock
+    lost = SESSION_LOST.get()  # told when the server's output ends: its process is gone
 
     async def read() -> None:
         lines = _Lines(max_bytes, asked)
@@ -247,6 +253,8 @@ async def bounded_stdio_client(
                     async for chunk in process.stdout:  # type: ignore[union-attr]
                         for item in lines.feed(chunk):
                             await read_writer.send(item)
+                    if lost is not None:
+                        lost()
                 finally:
                     await _drain_stdout(process)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):

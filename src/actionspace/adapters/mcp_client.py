@@ -45,6 +45,9 @@ API::
   is older than ``relist_writes_after_s`` lists again first, and is checked against that listing.
   A definition listed again is its earlier version, active again; retired versions are kept only
   up to a bound, so a server whose list churns forever cannot grow the catalog (``_mcp_versions``).
+* Reconnection: a session that ends on its own (a stdio server's process ended, an HTTP server restarted
+  or went away) is opened again under ``reconnect`` (``_mcp_reconnect``): its tools are listed again and
+  a changed one is a new version; calls meanwhile are ``transient`` with ``retry_after``, unsent.
 * Idempotency: MCP has no idempotency key, so tools are ``idempotency="none"``: a write whose
   answer is lost is ``unknown_commit`` for a person to reconcile, never re-sent.
 
@@ -72,6 +75,7 @@ except ImportError as exc:  # the core install: one line naming the extra, not t
 from actionspace.adapters._mcp_connection import MAX_TOOLS, Connection, OpenClient
 from actionspace.adapters._mcp_errors import map_call_error, map_tool_error_result
 from actionspace.adapters._mcp_open import http_opener, stdio_opener
+from actionspace.adapters._mcp_reconnect import DEFAULT_RECONNECT, Reconnect
 from actionspace.adapters._mcp_specs import (
     check_self_contained,
     content_value,
@@ -95,7 +99,7 @@ from actionspace.errors import (
     UnknownToolError,
 )
 
-__all__ = ["HttpServer", "McpServer", "McpToolset", "StdioServer"]
+__all__ = ["HttpServer", "McpServer", "McpToolset", "Reconnect", "StdioServer"]
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -144,6 +148,9 @@ class _ServerSettings:
     begun less than this many seconds before: an older one is read again first (a server may change a
     tool without announcing it), and a call whose tool changed in it is refused unsent
     (``version_mismatch``). Default 60; 0: before every such call; None: never. Reads never wait."""
+    reconnect: Reconnect | None = DEFAULT_RECONNECT
+    """How a session that ended on its own is opened again: ``Reconnect(attempts=5,
+    initial_backoff_s=0.5, backoff_multiplier=2, max_backoff_s=30)`` by default; None: never."""
 
     def toolset(self) -> McpToolset:
         """A toolset for this server, not yet connected (``Runtime.add_mcp_server`` registers it)."""
@@ -216,6 +223,8 @@ class McpToolset:
             raise ConfigurationError(
                 f"MCP server {server.label!r}: max_tools must be an int >= 1, got {server.max_tools!r:.100}"
             )
+        if server.reconnect is not None and not isinstance(server.reconnect, Reconnect):
+            raise ConfigurationError(f"MCP server {server.label!r}: reconnect must be a Reconnect or None")
         self.server = server
         self.connection = Connection(
             server.label,
@@ -223,6 +232,7 @@ class McpToolset:
             self._on_listing,
             max_tools=server.max_tools,
             listing_timeout_s=server.connect_timeout_s,
+            reconnect=server.reconnect,
         )
         self._target: _Registers | None = None
         self._versions = ToolVersions()
