@@ -154,7 +154,7 @@ def plain_node(
         if compact:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
         outcome = engine.executor.arun(spec, arguments, rec.retry)
-        return _later(entry, call_id, node_id, arguments, label, rec, engine.artifacts, outcome)
+        return _later(entry, call_id, node_id, arguments, label, output[2], rec, engine.artifacts, outcome)
     start = time.monotonic()
     try:
         coro = spec.fn(**arguments)  # type: ignore[misc]
@@ -173,7 +173,7 @@ def plain_node(
         if passes_on(exc, in_task=True):
             raise
         pending = engine.executor.acontinue(spec, arguments, rec.retry, start, failure=exc)
-        return _later(entry, call_id, node_id, arguments, label, rec, engine.artifacts, pending)
+        return _later(entry, call_id, node_id, arguments, label, output[2], rec, engine.artifacts, pending)
     if compact and value is not _WAITS:
         # it answered at once: _done, with the compact record made once and the ``ok``
         # observation folded in
@@ -217,9 +217,11 @@ def plain_node(
     if compact:  # its tool waits
         rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
     elif value is not _WAITS:  # it answered at once, its events recorded one by one (_done)
-        return _done(entry, call_id, node_id, arguments, label, None, rec, engine.artifacts, value)
-    artifacts, executor = engine.artifacts, engine.executor
-    return _resumed(entry, call_id, node_id, arguments, label, rec, artifacts, executor, coro, yielded, start)
+        return _done(entry, call_id, node_id, arguments, label, output[2], None, rec, engine.artifacts, value)
+    artifacts, executor, tags = engine.artifacts, engine.executor, output[2]
+    return _resumed(
+        entry, call_id, node_id, arguments, label, tags, rec, artifacts, executor, coro, yielded, start
+    )
 
 
 def _entry(
@@ -286,11 +288,12 @@ async def _later(
     node_id: str,
     arguments: Mapping[str, Any],
     label: Label,
+    tags: tuple[str, ...],
     rec: Recorder,
     artifacts: ArtifactStore | None,
     outcome: Awaitable[Outcome],
 ) -> Observation:
-    return _done(entry, call_id, node_id, arguments, label, await outcome, rec, artifacts)
+    return _done(entry, call_id, node_id, arguments, label, tags, await outcome, rec, artifacts)
 
 
 async def _resumed(
@@ -299,6 +302,7 @@ async def _resumed(
     node_id: str,
     arguments: Mapping[str, Any],
     label: Label,
+    tags: tuple[str, ...],
     rec: Recorder,
     artifacts: ArtifactStore | None,
     executor: Executor,
@@ -313,8 +317,8 @@ async def _resumed(
         value = await executor.resume(entry.spec, coro, yielded, start)
     except Exception as exc:
         outcome = await executor.acontinue(entry.spec, arguments, rec.retry, start, failure=exc)
-        return _done(entry, call_id, node_id, arguments, label, outcome, rec, artifacts)
-    return _done(entry, call_id, node_id, arguments, label, None, rec, artifacts, value)
+        return _done(entry, call_id, node_id, arguments, label, tags, outcome, rec, artifacts)
+    return _done(entry, call_id, node_id, arguments, label, tags, None, rec, artifacts, value)
 
 
 def _done(
@@ -323,6 +327,7 @@ def _done(
     node_id: str,
     arguments: Mapping[str, Any],
     label: Label,
+    tags: tuple[str, ...],
     outcome: Outcome | None,
     rec: Recorder,
     artifacts: ArtifactStore | None,
@@ -330,6 +335,7 @@ def _done(
 ) -> Observation:
     """What ``FastPath.execute`` makes of the outcome (:func:`observe_ready`); an ``ok`` plain
     observation of one attempt is folded into the node's compact record when it holds one.
+    ``tags``: ``label.tags()`` (the entry's output holds them: not made again per node).
     ``outcome`` None: the first attempt returned ``value``."""
     shaped = None
     if outcome is None or (type(outcome) is Succeeded and outcome.attempts == 1):
@@ -340,9 +346,9 @@ def _done(
             now = time.time()
             plain: Any
             if type(value) is int and entry.ints and _INT_LOW < value < _INT_BOUND:
-                plain = _int_observation(entry.spec, call_id, value, label, label.tags(), now)
+                plain = _int_observation(entry.spec, call_id, value, label, tags, now)
             else:
-                plain = plain_observation(entry.spec, call_id, value, label, artifacts, now)
+                plain = plain_observation(entry.spec, call_id, value, label, artifacts, now, tags)
             if isinstance(plain, Observation):
                 h = nodes[0]
                 nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, plain.content_hash)

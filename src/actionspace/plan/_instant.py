@@ -39,6 +39,7 @@ class Instant(NodeRunner):
     """:meth:`_instant`, for the driver; the state it settles is the scheduler's."""
 
     running: dict[str, asyncio.Task[Any] | None]
+    """Running nodes → the task stepping them (None: in a wave, not stepped yet)."""
     tool_limits: dict[str, ToolLimit]
     abort_requested: set[str]
     settled: int

@@ -15,9 +15,7 @@ from collections import deque
 from typing import Any
 
 from actionspace.plan._instant import Instant
-from actionspace.plan.control import ToolLimit
 from actionspace.plan.model import PlanResult
-from actionspace.plan.ready import ReadyQueue
 from actionspace.plan.retry import reusable
 from actionspace.types import Observation
 
@@ -28,18 +26,15 @@ class Waves(Instant):
     """:meth:`_take_wave`, for the driver; the state it reads is the scheduler's."""
 
     limit: int
-    tool_limits: dict[str, ToolLimit]
     starts: dict[str, deque[float]]
     per_tool: dict[str, int]
-    running: dict[str, asyncio.Task[Any] | None]
     retry_of: PlanResult | None
     reused: int
     reused_nodes: set[str]
+    """The nodes settled with their observation of ``retry_of``."""
     max_parallel: int
-    _newly_ready: list[str]
     _timer: asyncio.TimerHandle | None
     _loop: asyncio.AbstractEventLoop
-    _ready: ReadyQueue
     _deferred: deque[str]
 
     def _settle(self, k: str, obs: Observation, node: Any = None) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
@@ -41,10 +40,8 @@ from actionspace.execution.executor import NOT_BEGUN, resumed
 from actionspace.plan._instant import SETTLED
 from actionspace.plan._waves import Waves
 from actionspace.plan.check import CheckedNode
-from actionspace.plan.control import CancelScope, ToolLimit, abort_outcome
-from actionspace.plan.model import PlanResult
+from actionspace.plan.control import CancelScope, abort_outcome
 from actionspace.plan.node import Started, is_plain
-from actionspace.plan.ready import ReadyQueue
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -77,26 +74,9 @@ _HOP = cast("Awaitable[None]", _Hop((None,)))  # an iterator's one step is what 
 class Driver(Waves):
     """The half of the scheduler that starts nodes; settling and cancelling are the subclass's."""
 
-    limit: int
-    tool_limits: dict[str, ToolLimit]
-    starts: dict[str, deque[float]]
-    per_tool: dict[str, int]
-    running: dict[str, asyncio.Task[Any] | None]
-    """Running nodes → the task stepping them (None: in a wave, not stepped yet)."""
-    retry_of: PlanResult | None
-    reused: int
-    reused_nodes: set[str]
-    """The nodes settled with their observation of ``retry_of``."""
-    max_parallel: int
-    settled: int
+    # (the state the waves and the instant path read is declared in Waves and Instant)
     cancel_scope: CancelScope | None
-    abort_requested: set[str]
     abort_answers: dict[str, asyncio.Future[str]]
-    _newly_ready: list[str]
-    _timer: asyncio.TimerHandle | None
-    _loop: asyncio.AbstractEventLoop
-    _ready: ReadyQueue
-    _deferred: deque[str]
     _all_settled: asyncio.Future[None]
     _waits: set[str]
     """Tools a node of which waited in this plan: their next nodes get a task at once."""
