@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actionspace import Runtime, ToolCall
-from actionspace.pipeline import fast_effects
+from actionspace.pipeline import _write, fast_effects
 from actionspace.policy.flow_policies import (
     DEFAULT_FLOW_POLICY,
     AllowAll,
@@ -185,6 +185,15 @@ def test_a_repeated_write_is_prepared_once_per_run_label_and_not_under_a_value_r
         return ready
 
     monkeypatch.setattr("actionspace.pipeline.fast.ready_effect", spy)
+    real_write = _write.write_call
+
+    def written(*args: Any) -> Any:  # a sync write prepared in its own frame (pipeline/_write.py)
+        obs = real_write(*args)
+        if obs is not None:
+            taken.append(True)
+        return obs
+
+    monkeypatch.setattr("actionspace.pipeline.messages.write_call", written)
     shape = Shape("w0", "write", False, "internal", "trusted", True)
     for policy, want in (("default", [True, True]), ("readers", [])):
         taken.clear()

@@ -153,6 +153,7 @@ _MAX_ABANDONED = 10_000
 
 
 _SETTLED: tuple[LedgerState, ...] = ("committed", "failed", "unknown_commit")
+_COMMITTABLE: tuple[str, ...] = ("dispatched", "unknown", "unknown_commit")
 _UNRECORDED: dict[tuple[int, str], LedgerEntry] = {}
 """(store, key) → a settled entry this process could not write to that store."""
 _UNRECORDED_LOCK = threading.Lock()
@@ -456,7 +457,7 @@ def _when_it_ends(led: _Ledger, running: Future[Outcome], observe: Observe, send
 def _commit(led: _Ledger, obs: Observation, remote_id: str | None = None) -> Observation:
     remote = remote_id or obs.diagnostics.get("remote_id")
     moved = led.move(
-        ("dispatched", "unknown", "unknown_commit"),
+        _COMMITTABLE,
         "committed",
         observation=obs.to_dict(),
         remote_id=remote,

@@ -95,7 +95,9 @@ class MemoryLedgerStore:
 
     def pending_action(self, run_id: str, tool: str, args_digest: str) -> LedgerEntry | None:
         with self._lock:
-            keys = self._unsettled.get((run_id, tool, args_digest), ())
+            keys = self._unsettled.get((run_id, tool, args_digest))
+            if keys is None:  # the common answer: no identical action unsettled
+                return None
             found = [self._by_key[k] for k in keys]
         return min(found, key=lambda e: (e.created_at, e.key), default=None)
 

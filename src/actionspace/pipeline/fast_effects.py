@@ -44,9 +44,10 @@ from actionspace.policy.labels import Label, may_read
 from actionspace.policy.principal import Principal
 
 if TYPE_CHECKING:
+    from actionspace.discovery.runs import RunState
     from actionspace.pipeline.fast import Entry
 
-__all__ = ["Verdict", "always_allows", "has_effects", "labels_decide", "ready_effect"]
+__all__ = ["Verdict", "always_allows", "has_effects", "labels_decide", "ready_effect", "verdict_of"]
 
 _LABEL_ONLY = (AllowAll, NoSecretToExternalSink, ReadClearance, UntrustedHighRiskArgs, UntrustedWrites)
 
@@ -106,16 +107,16 @@ def labels_decide(policy: FlowPolicy | None) -> bool:
     return False
 
 
-def _verdict(entry: Entry, inp: CallInput, args: dict[str, Any]) -> Verdict | None:
+def verdict_of(entry: Entry, run: RunState, principal: Principal, args: dict[str, Any]) -> Verdict | None:
     """The flow verdict of ``args`` under the current run label, if it allows; kept in the entry."""
-    flow = inp.run.flow
+    flow = run.flow
     context = flow.context
     names = tuple(args)
     held = entry.verdict
     if held is not None and held[0] is context and held[1] == names:
         return held
     spec = entry.spec
-    check = evaluate(entry.policy, flow, spec, args, principal=inp.principal, run_id=inp.run.run_id)
+    check = evaluate(entry.policy, flow, spec, args, principal=principal, run_id=run.run_id)
     if not isinstance(check.decision, Allow):
         return None
     event: dict[str, Any] | None = None
@@ -136,7 +137,7 @@ def _verdict(entry: Entry, inp: CallInput, args: dict[str, Any]) -> Verdict | No
 def ready_effect(entry: Entry, inp: CallInput, args: dict[str, Any]) -> Ready | None:
     """The Ready call the stages would give for a side-effecting call whose arguments the entry's
     schema accepted, with their events; None (nothing recorded or changed) to run the stages."""
-    verdict = _verdict(entry, inp, args)
+    verdict = verdict_of(entry, inp.run, inp.principal, args)
     if verdict is None:
         return None
     run, spec, rec = inp.run, entry.spec, inp.rec

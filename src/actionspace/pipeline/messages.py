@@ -31,6 +31,7 @@ from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, ids_apart, parse
 from actionspace.pipeline._direct import KeepsCalls, begun, direct_caller, keeps
 from actionspace.pipeline._run import AppendCall
+from actionspace.pipeline._write import write_call
 from actionspace.pipeline.calls import (
     Cut,
     InFlight,
@@ -71,6 +72,9 @@ class Messages:
         """That store, when it takes a call's record as it keeps it (pipeline/_direct.py)."""
         self.direct = direct_caller(self)
         """:meth:`quick` with its commonest case in one frame of its own (pipeline/_direct.py)."""
+        self.writes = True
+        """False: a plain new write from sync code runs the general path too, not the frame of
+        pipeline/_write.py (for comparisons and the equivalence test)."""
         self.together = True
         """False: the calls of a message of several run one after the other, each begun once the
         one before it was shown (for comparisons and the equivalence test)."""
@@ -104,6 +108,15 @@ class Messages:
 
         ident = self.in_flight.enter()  # close() waits for it (bounded) before the stores close
         try:
+            if (
+                type(raw) is ToolCall
+                and self.writes
+                and not (provenance or sources or dry_run or fresh or occurrence)
+                and parsed is None
+            ):
+                wrote = write_call(self, raw, run_id, node_id, principal)  # pipeline/_write.py
+                if wrote is not None:
+                    return [wrote]
             return run_sync(
                 self._calls(
                     raw,

@@ -25,6 +25,7 @@ __all__ = [
     "fail",
     "observation_event",
     "observe",
+    "observe_write",
     "plain_observation",
     "validated_event",
 ]
@@ -304,6 +305,25 @@ def observe_ready(
     if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
         obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
         if isinstance(obs, Observation):
+            observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
+            observed["content_hash"] = obs.content_hash
+            rec.add("observation", observed)
+            return obs
+        return observe(ready, outcome, artifacts=artifacts, rec=rec, shaped=obs)
+    return observe(ready, outcome, artifacts=artifacts, rec=rec)
+
+
+def observe_write(
+    ready: Ready, outcome: Outcome, rec: Recorder, artifacts: ArtifactStore | None
+) -> Observation:
+    """:func:`observe` for a side-effecting call the precompiled path prepared (``ready.key`` set):
+    an ``ok`` plain result of one attempt is put in its envelope here, its idempotency key in its
+    diagnostics as :func:`observe` puts it; anything else goes through :func:`observe` itself."""
+    spec = ready.compiled.spec
+    if type(outcome) is Succeeded and outcome.attempts == 1 and ready.label is not None:
+        obs = plain_observation(spec, ready.call_id, outcome.value, ready.label, artifacts, time.time())
+        if isinstance(obs, Observation):
+            obs.__dict__["diagnostics"] = {"idempotency_key": ready.key}
             observed: dict[str, Any] = {"status": "ok", "tool": spec.name, "version": spec.version}
             observed["content_hash"] = obs.content_hash
             rec.add("observation", observed)
