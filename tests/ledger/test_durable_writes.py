@@ -2,8 +2,10 @@
 
 Each SQLite connection the stores open is watched through its statement trace: a ``COMMIT`` at
 ``synchronous=FULL`` waits for the disk (an fsync of the WAL), one at ``NORMAL`` only for the WAL
-write (it survives the process, not the machine). The tables a transaction wrote are recorded with
-it, so ledger, trace and run-state commits can be told apart.
+write (it survives the process, not the machine) unless the same thread then syncs the file's WAL
+(``os.fdatasync`` of a descriptor of the ``-wal`` file, as the file's writer does after a durable
+commit) before its next statement. The tables a transaction wrote are recorded with it, so ledger,
+trace and run-state commits can be told apart.
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ class Commits:
 
     done: list[Commit] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    last: dict[int, Commit] = field(default_factory=dict)
+    """Each thread's commit just made, until its next statement: what a sync of the WAL makes
+    durable."""
+
+    def synced_wal(self) -> None:
+        commit = self.last.pop(threading.get_ident(), None)
+        if commit is not None:
+            commit.durable = True
 
     def watch(self, conn: sqlite3.Connection) -> None:
         level = ["FULL"]  # SQLite's default until a pragma says otherwise
@@ -53,6 +63,7 @@ class Commits:
 
         def seen(statement: str) -> None:
             text = " ".join(statement.split()).upper()
+            self.last.pop(threading.get_ident(), None)
             if text.startswith("PRAGMA SYNCHRONOUS ="):
                 level[0] = text.rsplit("=", 1)[1].strip()
             elif text.startswith(_WRITES):
@@ -60,8 +71,10 @@ class Commits:
                 tables.add(head[2] if head[0] != "UPDATE" else head[1])
             elif text == "COMMIT":
                 durable = level[0] in ("FULL", "2", "EXTRA", "3")
+                commit = Commit(durable, frozenset(tables))
                 with self.lock:
-                    self.done.append(Commit(durable, frozenset(tables)))
+                    self.done.append(commit)
+                self.last[threading.get_ident()] = commit
                 tables.clear()
             elif text.startswith("ROLLBACK") and "TO" not in text:
                 tables.clear()
@@ -87,7 +100,15 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[Commits]:
         watched.watch(conn)
         return conn
 
+    fdatasync = os.fdatasync
+
+    def syncing(fd: int) -> None:
+        fdatasync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("-wal"):
+            watched.synced_wal()
+
     monkeypatch.setattr(sqlite3, "connect", watching)
+    monkeypatch.setattr(os, "fdatasync", syncing)
     yield watched
 
 

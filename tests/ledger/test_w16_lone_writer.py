@@ -34,7 +34,9 @@ def _writer(tmp_path: Path) -> GroupCommit:
     db.init_schema("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)", "meta", "v", 1)
     with db.write() as conn:
         conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
-    return GroupCommit(db)
+    group = GroupCommit(db)
+    group.run(lambda conn: None)  # the writing connection made ready once (its level, its WAL's descriptor)
+    return group
 
 
 def _calls_per_write(group: GroupCommit, n: int, first: int) -> float:

@@ -18,6 +18,18 @@ from actionspace.errors import ConfigurationError
 
 __all__ = ["SqliteConnections"]
 
+PID = os.getpid()
+"""This process's id, kept current by a fork hook: ``os.getpid`` is a system call, and the stores
+asked it several times a call to notice a forked child."""
+
+
+def _forked_child() -> None:
+    global PID
+    PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
 
 class SqliteConnections:
     """Connections to one SQLite file: one per thread, and :meth:`writer`; reopened after a fork.
@@ -54,7 +66,7 @@ class SqliteConnections:
     def conn(self) -> sqlite3.Connection:
         """This thread's connection in this process; raises ``ValueError`` once closed."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and self._pid == os.getpid() and not self._closed:
+        if conn is not None and self._pid == PID and not self._closed:
             return conn
         return self._open_for_this_thread()
 
@@ -66,7 +78,7 @@ class SqliteConnections:
         sure no two threads use it at once. Raises ``ValueError`` once closed.
         """
         conn = self._writer
-        if conn is not None and self._writer_pid == os.getpid() and not self._closed:
+        if conn is not None and self._writer_pid == PID and not self._closed:
             return conn
         with self._lock:
             if self._closed:

@@ -7,12 +7,13 @@ file), so concurrent writers share a transaction and its fsync instead of waitin
 other's locks.
 
 Durability, exactly: a ``begin`` and a transition into ``accepted`` or ``dispatched`` (or carrying
-a person's resolution) return once their transaction is on disk (``synchronous=FULL``): the intent
-recorded before a dispatch survives the process being killed and the machine losing power. A
-transition into an outcome (``committed``, ``failed``, ``unknown``, ``unknown_commit``) returns
-once its transaction is in the WAL file (``synchronous=NORMAL``): it survives the process being
-killed; a power loss before the next fsync of the file (any later durable write) can lose it,
-which leaves the entry ``dispatched`` for ``recover()`` to settle by the status query (or report
+a person's resolution) return once their transaction is on disk (an ``fdatasync`` of the WAL file
+after its commit, what ``synchronous=FULL`` does; see :class:`GroupCommit`): the intent recorded
+before a dispatch survives the process being killed and the machine losing power. A transition into
+an outcome (``committed``, ``failed``, ``unknown``, ``unknown_commit``) returns once its transaction
+is in the WAL file (``synchronous=NORMAL``, no sync): it survives the process being killed; a
+power loss before the next fsync of the file (any later durable write) can lose it, which leaves
+the entry ``dispatched`` for ``recover()`` to settle by the status query (or report
 ``unknown_commit``), never to send again blindly. The WAL is one sequence, so a power loss loses
 at most the latest outcomes, never an intent written after them.
 

@@ -2,7 +2,8 @@
 
 :class:`SqliteConnections` (defined in :mod:`actionspace.ledger._connections`) keeps one reading
 connection per thread to a file, and one writing connection (reopened in a forked child), with
-the stores' settings (WAL, ``synchronous=FULL``, a busy timeout). :class:`GroupCommit` is the
+the stores' settings (WAL, ``synchronous=FULL``, a busy timeout; the writer lowers its own
+connection to NORMAL and syncs the WAL itself after a durable commit). :class:`GroupCommit` is the
 file's writer: concurrent writers of one process share a transaction and its fsync (group commit)
 on that one connection, and every store on the file (ledger, trace, run state, budgets) writes
 through it. The ledger's durability statement is in :mod:`actionspace.ledger.sqlite`.
@@ -22,6 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from actionspace.ledger import _connections
 from actionspace.ledger._connections import SqliteConnections
 
 __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
@@ -70,10 +72,13 @@ class GroupCommit:
     up; when the leader is done the first of them that waits leads the next group. A lone caller
     runs its operation at once, as a plain transaction would.
 
-    A ``durable`` operation returns once its transaction is on disk (the connections' own
-    ``synchronous`` level, FULL for the stores); the others once it is in the WAL file
-    (``synchronous=NORMAL``: it survives the process, not a power loss before the next fsync). A
-    group holding any durable operation commits durably, the others' writes with it.
+    A ``durable`` operation returns once its transaction is on disk (when the connections' own
+    ``synchronous`` level is FULL, as for the stores); the others once it is in the WAL file (it
+    survives the process, not a power loss before the next fsync). A group holding any durable
+    operation commits durably, the others' writes with it. The writing connection stays at
+    ``synchronous=NORMAL`` and a durable commit is followed by an ``fdatasync`` of the WAL file
+    before anyone is answered: the system call SQLite makes at FULL, on the same file, after the
+    same frames (see :meth:`_use`), without switching the level twice a call.
 
     An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits
     everything deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the
@@ -94,8 +99,14 @@ class GroupCommit:
         self._pid = os.getpid()
         self._shared: tuple[int, str] | None = None
         self._users = 0
-        self._level: tuple[sqlite3.Connection, str] | None = None
-        """The writing connection and the ``synchronous`` level last set on it."""
+        self._sync = db.synchronous.upper() in ("FULL", "EXTRA", "2", "3")
+        """Durable operations wait for the disk (else every commit only for the WAL write)."""
+        self._wal: tuple[sqlite3.Connection, int | None] | None = None
+        """The writing connection made ready by :meth:`_use`, and the descriptor of its WAL file
+        that a durable commit syncs (None: the connection stays at its own level, so every commit
+        syncs as SQLite does)."""
+        self._wal_closer: weakref.finalize[Any, Any] | None = None
+        """Closes that descriptor, also when the writer is dropped without :meth:`close`."""
         self._detached = 0
         """Operations queued whose callers did not wait, not committed yet."""
         self._waiting = 0
@@ -134,7 +145,7 @@ class GroupCommit:
     def run(self, op: Operation, *, durable: bool = True) -> Any:
         """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
         with self._lock:
-            if self._pid != os.getpid():  # a forked child: the parent's queue is not ours
+            if self._pid != _connections.PID:  # a forked child: the parent's queue is not ours
                 self._forked()
             # Nothing leads and only deferred operations queue (the flusher's to commit; a settle
             # takes them): this caller's group is itself, led at once, never put in the queue.
@@ -169,7 +180,7 @@ class GroupCommit:
         slot = _Slot(op, False)
         slot.detached = True
         with self._lock:
-            if self._pid != os.getpid():
+            if self._pid != _connections.PID:
                 self._forked()
             self._queue.append(slot)
             self._detached += 1
@@ -202,11 +213,13 @@ class GroupCommit:
         if flusher is not None:
             flusher.stop()
         self._db.close()
+        self._close_wal()
 
     def _forked(self) -> None:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
         self._queue, self._busy, self._pid, self._waiting = [], False, os.getpid(), 0
         self._detached, self._armed, self._flusher, self._kept = 0, False, None, {}
+        self._close_wal()  # the parent's descriptor: this process's writer opens its own
 
     def read_kept(self, sql: str, key: str, readers: SqliteConnections) -> Any:
         """The first row of ``sql`` with ``(key,)`` (None: no row), read on the writing connection
@@ -223,7 +236,7 @@ class GroupCommit:
         """
         readers.check_open()
         with self._lock:
-            lead = not self._busy and self._pid == os.getpid()
+            lead = not self._busy and self._pid == _connections.PID
             self._busy = True if lead else self._busy  # held as a group's leader holds it
         if not lead:
             return readers.conn().execute(sql, (key,)).fetchone()
@@ -307,11 +320,10 @@ class GroupCommit:
     def _commit_alone(self, op: Operation, durable: bool) -> Any:
         """``_commit`` of a group of one operation, its result returned and its exception raised
         (a failed commit writes nothing), with no slot made for it."""
-        level = self._db.synchronous if durable else "NORMAL"
         conn = self._db.writer()
-        if self._level != (conn, level):  # kept until it changes
-            conn.execute(f"PRAGMA synchronous = {level}")
-            self._level = (conn, level)
+        wal = self._wal
+        if wal is None or wal[0] is not conn:
+            wal = self._use(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = op(conn)
@@ -319,7 +331,47 @@ class GroupCommit:
             conn.rollback()
             raise
         conn.commit()
+        if durable and wal[1] is not None:
+            os.fdatasync(wal[1])  # on disk before its caller is answered
         return result
+
+    def _use(self, conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int | None]:
+        """Make a new writing connection ready: at ``synchronous=NORMAL``, with a descriptor of its
+        WAL file for the durable commits to sync.
+
+        Why that is what FULL does: in WAL mode SQLite's FULL differs from NORMAL only in an
+        ``fdatasync`` of the WAL file once a commit's frames are written (the WAL's header is synced
+        at either level when the WAL restarts; checkpoints sync alike). Syncing the file after the
+        commit returns flushes the same frames, by the same system call, before the caller is
+        answered; the WAL is one sequence, so every earlier frame with them. The file stays the
+        same while this connection is open: SQLite deletes or replaces a WAL only under an
+        exclusive lock of the database, which the shared lock an open WAL-mode connection holds
+        forbids. One thing differs: another connection may read the transaction between its commit
+        and the sync, as it reads an outcome that is not synced; a power loss in that moment loses
+        it as it loses such an outcome, and nothing was answered or sent on it yet. When the WAL
+        cannot be opened (not in WAL mode), the connection keeps its own level: every commit then
+        syncs as SQLite does.
+        """
+        fd: int | None = None
+        if self._sync:
+            conn.execute("PRAGMA schema_version").fetchall()  # a read opens the WAL
+            mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+            file = conn.execute("PRAGMA database_list").fetchall()[0][2]
+            if str(mode).lower() == "wal" and file:
+                with contextlib.suppress(OSError):
+                    fd = os.open(f"{file}-wal", os.O_RDONLY | os.O_CLOEXEC)
+        if fd is not None or not self._sync:
+            conn.execute("PRAGMA synchronous = NORMAL")
+        self._close_wal()
+        if fd is not None:
+            self._wal_closer = weakref.finalize(self, _close_fd, fd)
+        self._wal = (conn, fd)
+        return self._wal
+
+    def _close_wal(self) -> None:
+        closer, self._wal_closer, self._wal = self._wal_closer, None, None
+        if closer is not None:
+            closer()
 
     def _commit(self, group: list[_Slot]) -> None:
         # A settle's own operation writes nothing: it needs neither a savepoint nor a transaction.
@@ -327,11 +379,10 @@ class GroupCommit:
         if not ops or ops[0].op is _nothing:
             return
         durable = ops[0].durable if len(ops) == 1 else any([slot.durable for slot in ops])
-        level = self._db.synchronous if durable else "NORMAL"
         conn = self._db.writer()  # only the leader of a group uses it
-        if self._level != (conn, level):  # kept until it changes
-            conn.execute(f"PRAGMA synchronous = {level}")
-            self._level = (conn, level)
+        wal = self._wal
+        if wal is None or wal[0] is not conn:
+            wal = self._use(conn)
         conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
         try:
             if len(ops) > 1:
@@ -344,6 +395,8 @@ class GroupCommit:
             conn.rollback()
             raise
         conn.commit()
+        if durable and wal[1] is not None:
+            os.fdatasync(wal[1])  # on disk before any caller of the group is released
 
 
 def _alone_beside_settles(conn: sqlite3.Connection, slot: _Slot) -> bool:
@@ -428,6 +481,11 @@ atexit.register(_settle_all)
 def _wake(slot: _Slot) -> None:
     if slot.done is not None:
         slot.done.release()
+
+
+def _close_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _nothing(conn: sqlite3.Connection) -> None:
