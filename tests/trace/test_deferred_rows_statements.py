@@ -40,7 +40,7 @@ def _records(call: int, count: int) -> list[tuple[int, str, float, str | None, d
     ]
 
 
-def test_the_held_rows_of_thirty_calls_are_inserted_by_nine_statements_not_one_a_row(
+def test_the_held_rows_of_thirty_calls_are_inserted_by_four_statements_not_one_a_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite_writer, "LINGER_S", 600.0)  # the flusher waits: one transaction takes all
@@ -52,7 +52,7 @@ def test_the_held_rows_of_thirty_calls_are_inserted_by_nine_statements_not_one_a
     events = store.events("r")  # a read commits what is held first
     inserts = [s for s in statements if s.startswith("INSERT INTO trace_events")]
     assert statements.count("BEGIN IMMEDIATE") == 1
-    assert len(inserts) == 9  # 4 x 64 rows, then 3 x 4 and 2 x 1 (one statement a row before: 270)
+    assert len(inserts) == 4  # 3 x 81 rows, then 27 (one statement a row before: 270; then 9)
     expected = [(call, i) for call in range(30) for i in range(9)]
     assert [(e.data["call"], e.data["i"]) for e in events] == expected
     assert [e.seq for e in events] == list(range(270))

@@ -8,6 +8,12 @@ call's nine events cost on the caller's thread (the interpreter's lock serialize
 concurrent callers). A recorded payload is never mutated afterwards (the memory store keeps the
 objects themselves, so a change would rewrite its trace), so the text written for an object once
 is its text for as long as the object is held here.
+
+Only the payloads of :data:`SHARED_KINDS` are looked up here: a call's other payloads (``parsed``,
+``ledger``, ``dispatched``, ``observation``) are made per call, and keeping them cost more than
+encoding them (a turn of the lock, an entry made and another let go, and each payload held alive
+for some forty calls more). A kept text is found without the lock: a dictionary's ``get`` is one
+step, and the entry is used only when it holds the very object asked about.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-__all__ = ["PayloadTexts"]
+__all__ = ["KEPT", "SHARED_KINDS", "PayloadTexts"]
 
 KEPT: Final = 256
-"""Payloads whose text is kept, the most recently recorded: the recurring ones of a few dozen
-tools, while the per-call ones (recorded once) pass through."""
+"""Payloads whose text is kept: the recurring ones of a few dozen tools; when more arrive, those
+kept longest are let go first."""
+SHARED_KINDS: Final = frozenset({"authorized", "validated", "flow_checked"})
+"""The kinds of event whose payload may be one object recorded by many calls (see above)."""
 
 
 class PayloadTexts:
@@ -41,15 +49,13 @@ class PayloadTexts:
         """The text ``encode`` gives ``data``; raises whatever ``encode`` raises."""
         if type(data) is not dict:  # another mapping may read differently each time
             return self._encode(data)
-        key = id(data)
-        texts = self._texts
-        with self._lock:
-            hit = texts.pop(key, None)
-            if hit is not None and hit[0] is data:
-                texts[key] = hit  # the most recent again: the last to be let go
-                return hit[1]
-            text = self._encode(data)
-            texts[key] = (data, text)
+        hit = self._texts.get(id(data))
+        if hit is not None and hit[0] is data:
+            return hit[1]
+        text = self._encode(data)
+        with self._lock:  # an entry made and the oldest let go, as one step among threads
+            texts = self._texts
+            texts[id(data)] = (data, text)
             if len(texts) > self._kept:
                 del texts[next(iter(texts))]
-            return text
+        return text

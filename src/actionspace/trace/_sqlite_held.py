@@ -15,8 +15,9 @@ from typing import Any, Final
 
 __all__ = ["CHUNKS", "HELD_COLUMNS", "insert_held"]
 
-CHUNKS: Final = (64, 16, 4, 1)
-"""Rows per INSERT (:func:`insert_held`); four texts the connection's statement cache keeps."""
+CHUNKS: Final = (81, 27, 9, 3, 1)
+"""Rows per INSERT (:func:`insert_held`); five texts the connection's statement cache keeps. Powers
+of three: a call of nine records (a durable call's) is one statement, and so are three of them."""
 HELD_COLUMNS: Final = 4
 """Values a held row keeps (kind, ts, call id, data): its run and number are bound once a statement."""
 

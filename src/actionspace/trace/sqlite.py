@@ -33,7 +33,7 @@ from actionspace._store_url import sqlite_reading_uri
 from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
-from actionspace.trace._payload_texts import PayloadTexts
+from actionspace.trace._payload_texts import SHARED_KINDS, PayloadTexts
 from actionspace.trace._sqlite_held import HELD_COLUMNS, insert_held
 from actionspace.trace._sqlite_runs import RUNS, RUNS_AFTER, TENANT_RUNS, TENANT_RUNS_AFTER, add_run_tenants
 from actionspace.trace._stored_rows import stored_event, stored_ts
@@ -191,14 +191,15 @@ class SqliteTraceStore:
         if not records:
             return
         self._db.check_open()
-        ordered, text = sorted(records, key=_seq), self._texts.text
+        ordered, kept = sorted(records, key=_seq), self._texts.text
         values: list[Any] = []
         for _, kind, ts, call_id, data in ordered:
             values += (
                 kind if kind.isascii() else text_for_utf8(kind),
                 ts,
                 call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
-                text(data),  # a payload recorded by every call of a tool is encoded once
+                # a payload recorded by every call of a tool is encoded once; one made per call, here
+                kept(data) if kind in SHARED_KINDS else encode_data(data),
             )
         with self._held_lock:
             held = self._held.get(run_id)

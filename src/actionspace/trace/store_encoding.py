@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
+from json.encoder import encode_basestring as _quote
 from typing import Any, Final, Protocol
 
 from actionspace._canonical import canonical_text, strict_dumps, unshowable
@@ -67,12 +68,22 @@ MAX_EVENT_CHARS: Final = 1_000_000
 RAW_PREFIX_CHARS: Final = 16_384
 """Characters of a long raw model output kept in its trace event."""
 _MAX_SHORT: Final = 512
+_FLAT_ITEMS: Final = 64
+"""Most items of a flat object :func:`encode_data` writes itself: one of text keys and short texts
+and scalars costs its items' parts, far under :data:`_MAX_PARTS`, so it needs no walk first."""
+_HEADS: dict[str, str] = {}
+"""``"key": `` as the encoder writes it, for the keys of flat objects met (payloads have few); at
+most :data:`_KEPT_HEADS` keys of at most :data:`_SHORT_KEY` characters."""
+_KEPT_HEADS: Final = 1024
+_SHORT_KEY: Final = 64
 _LEAVES: Final = frozenset({str, int, float, bool, type(None)})
 _MAX_INT_DIGITS: Final = 4000
 _MAX_PARTS: Final = 1 << 18
 """Most parts (values, and a unit per 512 characters of a long text) the safe encoder writes of an
 event, what is shared counted each time; past them a container is ``{"$truncated": "size"}``."""
 _FINITE: Final = float("inf")
+_int_text: Final = int.__repr__
+_float_text: Final = float.__repr__
 
 
 class _PutsBytes(Protocol):
@@ -88,9 +99,45 @@ def encode_data(data: Mapping[str, Any], *, utf8: bool = True) -> str:
     """
     plain = data if type(data) is dict else dict(data)
     try:
-        if not _text_keys(plain):  # the encoder would write colliding keys twice: one read back
-            raise TypeError("keys that are not text")
-        text = strict_dumps(plain)
+        text = None
+        if len(plain) <= _FLAT_ITEMS:
+            # Most payloads are text keys with, each, a text of at most _MAX_SHORT characters, an
+            # int, a bool, None or a finite float: written here as strict_dumps writes them (its C
+            # encoder takes the same int and float texts and the same quoting), with no walk first,
+            # which cost as much as the encoder. Anything else (a key that is not text, a container,
+            # a long text, a subclass) stops the loop: the general way below writes it. An int too
+            # long to print raises ValueError, as it does in the encoder.
+            parts: list[str] = []
+            add, heads = parts.append, _HEADS
+            for key, value in plain.items():
+                if type(key) is not str:
+                    break
+                head = heads.get(key)
+                if head is None:
+                    head = _quote(key) + ": "
+                    if len(heads) < _KEPT_HEADS and len(key) <= _SHORT_KEY:
+                        heads[key] = head
+                kind = type(value)
+                if kind is str:
+                    if len(value) > _MAX_SHORT:
+                        break
+                    add(head + _quote(value))
+                elif kind is int:
+                    add(head + _int_text(value))
+                elif value is None:
+                    add(head + "null")
+                elif kind is bool:
+                    add(head + ("true" if value else "false"))
+                elif kind is float and -_FINITE < value < _FINITE:
+                    add(head + _float_text(value))
+                else:
+                    break
+            else:
+                text = "{" + ", ".join(parts) + "}"
+        if text is None:
+            if not _text_keys(plain):  # the encoder would write colliding keys twice: one read back
+                raise TypeError("keys that are not text")
+            text = strict_dumps(plain)
     except (ValueError, TypeError, RecursionError, OverflowError):
         text = strict_dumps(_safe(dict(data), 0))
     if len(text) > MAX_EVENT_CHARS:
