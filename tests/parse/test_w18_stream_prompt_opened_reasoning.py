@@ -44,13 +44,14 @@ def test_with_the_flag_false_calls_are_reported_as_soon_as_complete() -> None:
     assert _feed(stream, CALL + CALL, 7) == ["get_weather", "get_weather"]
 
 
-def test_with_the_flag_an_output_that_never_closes_the_block_reports_its_calls_at_finish() -> None:
+def test_with_the_flag_an_output_that_never_closes_the_block_is_all_reasoning() -> None:
     stream = StreamParser(in_reasoning=True)
     assert _feed(stream, CALL, 3) == []
     assert stream.progress().provisional == ()
     result = stream.finish()
-    assert result == parse(CALL)
-    assert [c.name for c in result.calls] == ["get_weather"]
+    assert result == parse("<think>" + CALL) == parse(stream.output())
+    assert result.calls == () and result.reasoning == CALL
+    assert result.error is not None and result.error.details["reason"] == "unterminated_reasoning"
 
 
 def test_with_the_flag_a_block_the_model_opens_and_closes_itself_reports_as_usual() -> None:

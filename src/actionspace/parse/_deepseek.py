@@ -90,7 +90,8 @@ def _deepseek_call(text: str, body: int, end: int, coll: Collector) -> ToolCall:
     newline = text.find("\n", start, end)
     name = text[start : newline if newline >= 0 else end].strip()
     if not name:
-        raise Malformed("missing_name", f"no function name after {DEEPSEEK_SEP}", pos=start)
+        reason = "truncated" if newline < 0 and end >= len(text) else "missing_name"
+        raise Malformed(reason, f"no function name after {DEEPSEEK_SEP}", pos=start)
     fence = skip_ws(text, newline if newline >= 0 else end, end)
     fence_line = text.find("\n", fence, end)
     if not text.startswith("```", fence) or fence_line < 0:
@@ -99,7 +100,8 @@ def _deepseek_call(text: str, body: int, end: int, coll: Collector) -> ToolCall:
     arguments, after = decode_json_at(text, fence_line, end, what=f"arguments of {name}")
     closing = skip_ws(text, after, end)
     if not text.startswith("```", closing):
-        reason = "truncated" if closing >= end else "unexpected_text"
+        cut = closing >= end or (end >= len(text) and "```".startswith(text[closing:end]))
+        reason = "truncated" if cut else "unexpected_text"
         raise Malformed(reason, f"the ```json block of {name} is never closed", pos=closing)
     expect_end(text, closing + 3, end, "the ```json block")
     return ToolCall(name=name, arguments=arguments)

@@ -20,15 +20,22 @@ Phi-4-mini (``functools`` and a JSON list)::
 
     functools[{"name": "get_weather", "arguments": {"city": "Paris"}}]
 
-InternLM2 / 2.5 (one call, its arguments under ``parameters``)::
+InternLM2 / 2.5 (one call, its arguments under ``parameters``; code for its code interpreter)::
 
     <|action_start|><|plugin|>
     {"name": "get_weather", "parameters": {"city": "Paris"}}<|action_end|>
+    <|action_start|><|interpreter|>
+    ```python
+    print(2 ** 10)
+    ```<|action_end|>
 
 A block's first character decides between Jamba and MiniMax-M1 (``[`` or ``{``). A call object is
 ``{"name", "arguments"}`` (or ``parameters``); text around the calls is content. A block that stops
 before its end is ``truncated``; an InternLM2 call whose whole JSON stands at the end of the output
-counts without ``<|action_end|>`` (servers that skip special tokens drop it).
+counts without ``<|action_end|>`` (servers that skip special tokens drop it). An InternLM2
+interpreter action asks to run code: a call of the tool named ``interpreter`` (its argument
+``code`` the code as written) when ``tools`` offers one, else an ``unsupported_recipient`` fault,
+never words shown as the answer.
 """
 
 from __future__ import annotations
@@ -36,10 +43,12 @@ from __future__ import annotations
 from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import Finder, decode_json_at, iter_json_values, skip_ws, snippet
 from actionspace.parse._tokens import generic_items
+from actionspace.types import ToolCall
 
 __all__ = [
     "GRANITE_CALL",
     "INTERNLM_ACTION",
+    "INTERNLM_INTERPRETER",
     "PHI4_CALLS",
     "TOOL_CALLS_OPEN",
     "json_list_call",
@@ -54,6 +63,7 @@ TOOL_CALLS_OPEN, TOOL_CALLS_CLOSE = "<tool_calls>", "</tool_calls>"
 GRANITE_CALL = "<|tool_call|>"
 PHI4_CALLS = "functools["
 INTERNLM_ACTION, INTERNLM_END = "<|action_start|><|plugin|>", "<|action_end|>"
+INTERNLM_INTERPRETER, INTERPRETER = "<|action_start|><|interpreter|>", "interpreter"
 
 
 def unexpected(text: str, pos: int, expected: tuple[str, ...], where: str) -> Malformed:
@@ -142,8 +152,14 @@ def parse_internlm(text: str, coll: Collector) -> None:
     coll.note("internlm")
     finder = Finder(text)
     pos = 0
-    while (start := finder.find(INTERNLM_ACTION, pos)) >= 0:
+    while starts := [
+        (at, m) for m in (INTERNLM_ACTION, INTERNLM_INTERPRETER) if (at := finder.find(m, pos)) >= 0
+    ]:
+        start, marker = min(starts)
         coll.add_content(text[pos:start])
+        if marker == INTERNLM_INTERPRETER:
+            pos = _interpreter(text, start, coll, finder)
+            continue
         first = skip_ws(text, start + len(INTERNLM_ACTION))
         value, after = decode_json_at(text, first, what=f"{INTERNLM_ACTION} JSON call")
         if not isinstance(value, dict):
@@ -159,3 +175,21 @@ def parse_internlm(text: str, coll: Collector) -> None:
             raise unexpected(text, end, (INTERNLM_END,), "after the call")
         generic_items(value, first, INTERNLM_ACTION, coll)
     coll.add_content(text[pos:])
+
+
+def _interpreter(text: str, start: int, coll: Collector, finder: Finder) -> int:
+    """The code of the interpreter action at ``start`` as a call of the offered ``interpreter`` tool;
+    the offset after it. Code is never whole before ``<|action_end|>``."""
+    if not coll.offers(INTERPRETER):
+        raise Malformed(
+            "unsupported_recipient",
+            f"{INTERNLM_INTERPRETER} asks to run code in a code interpreter, which is not a function "
+            f"(no tool named {INTERPRETER!r} is offered): call a function with <|plugin|>",
+            pos=start,
+        )
+    body = start + len(INTERNLM_INTERPRETER)
+    close = finder.find(INTERNLM_END, body)
+    if close < 0:
+        raise Malformed("truncated", f"{INTERNLM_INTERPRETER} is never closed by {INTERNLM_END}", pos=start)
+    coll.add_call(ToolCall(name=INTERPRETER, arguments={"code": text[body:close].strip()}))
+    return close + len(INTERNLM_END)

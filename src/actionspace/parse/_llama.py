@@ -54,10 +54,14 @@ def parse_llama4(text: str, coll: Collector) -> None:
         body = skip_ws(text, start + len(PYTHON_START))
         close = text.find(PYTHON_END, body)
         end = len(text) if close < 0 else close
-        source = text[body:end].rstrip()
+        # a list cut inside its end token (``…)]<|python_e``) is whole up to the head of the token
+        head = next((n for n in range(len(PYTHON_END) - 1, 0, -1) if text.endswith(PYTHON_END[:n])), 0)
+        source = text[body : end - head if close < 0 else end].rstrip()
         if not source:
             raise Malformed("truncated", f"{PYTHON_START} is not followed by a call list", pos=start)
         for call in parse_call_list(source, body):
             coll.add_call(call)
+        if close < 0 and head:
+            raise Malformed("truncated", f"the output stops inside {PYTHON_END!r}", pos=end - head)
         pos = end if close < 0 else close + len(PYTHON_END)
     coll.add_content(text[pos:])

@@ -10,7 +10,16 @@ from typing import Any
 
 from actionspace.types import ToolCall
 
-__all__ = ["CLOSING_CHARS", "EAGER_LIMIT", "SEALS", "Pending", "StreamProgress", "mend", "start_input"]
+__all__ = [
+    "CLOSING_CHARS",
+    "EAGER_LIMIT",
+    "SEALS",
+    "Pending",
+    "StreamProgress",
+    "mend",
+    "sealed",
+    "start_input",
+]
 
 EAGER_LIMIT = 8192
 """Characters up to which a stream re-reads its text (or shows a call's arguments) at every delta."""
@@ -129,6 +138,19 @@ class Pending:
             shown = self.shown = ToolCall(name=self.name, arguments=text or self.start or "")
             self.shown_chars = self.chars
         return shown
+
+
+def sealed(chunks: list[str]) -> bool:
+    """Whether the raw text in ``chunks`` ends with a token that closes a call (read from its last
+    64 characters, however many chunks hold them)."""
+    pieces: list[str] = []
+    size = 0
+    for chunk in reversed(chunks):
+        pieces.append(chunk[-64:])
+        size += len(pieces[-1])
+        if size >= 64:
+            break
+    return "".join(reversed(pieces)).rstrip().endswith(SEALS)
 
 
 def start_input(value: object) -> str | None:

@@ -19,6 +19,14 @@ __all__ = ["parse_call_list", "parse_statements"]
 _NEWLINE = re.compile("\n")
 _LINE_BREAK = re.compile("\r\n|\r|\n")
 _TRUNCATION_HINTS = ("was never closed", "unterminated", "unexpected EOF", "expected ':'")
+_NUMBER_HEAD = re.compile(r"[\w.]*[eE]?[+-]?")
+
+
+def _cut_literal(text: str, message: str, line: int | None, column: int) -> bool:
+    """Whether ``text`` stops inside the number ``ast`` calls an invalid literal (``-1.5e``, ``0x``)."""
+    if "literal" not in message or line != text.count("\n") + 1:
+        return False
+    return _NUMBER_HEAD.fullmatch(text, text.rfind("\n") + 1 + column) is not None
 
 
 class _Source:
@@ -89,8 +97,9 @@ def _syntax(text: str, mode: str, src: _Source) -> ast.AST:
                     gc.enable()
     except SyntaxError as exc:
         message = exc.msg or "invalid syntax"
-        reason = "truncated" if any(h in message for h in _TRUNCATION_HINTS) else "invalid_syntax"
         column = (exc.offset or 1) - 1
+        cut = any(h in message for h in _TRUNCATION_HINTS) or _cut_literal(text, message, exc.lineno, column)
+        reason = "truncated" if cut else "invalid_syntax"
         where = src.offset(exc.lineno, column, byte_column=False)
         if "integer string conversion" in message:  # the interpreter's advice is none the model can take
             fault = unreadable(ValueError(message), "the call list")

@@ -114,8 +114,29 @@ def snippet(text: str, pos: int, width: int = 24) -> str:
     return piece + ("…" if len(text) > pos + width else "")
 
 
+# What JSON text that stops inside a token leaves where the decoder failed: the head of a literal
+# or a number's sign (``tru``, ``-``), of a number's fraction or exponent after its digits (``1.``,
+# ``1e+``: the decoder stops there), of an escape (``\u00``, a high surrogate without its low half).
+_CUT_VALUE = re.compile(r"t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?|-")
+_CUT_NUMBER = re.compile(r"(?<=[0-9])(?:\.|[eE][+-]?)")
+_CUT_ESCAPE = re.compile(r"u[0-9a-fA-F]{0,4}(?:\\(?:u[0-9a-fA-F]{0,3})?)?")
+
+
+def _cut_token(exc: json.JSONDecodeError, body: str) -> bool:
+    """Whether ``body`` ends inside the token at which the decoder failed."""
+    if exc.msg.startswith("Expecting value"):
+        return _CUT_VALUE.fullmatch(body, exc.pos) is not None
+    if exc.msg.startswith("Invalid \\uXXXX"):
+        return _CUT_ESCAPE.fullmatch(body, exc.pos) is not None
+    return exc.msg.startswith("Expecting") and _CUT_NUMBER.fullmatch(body, exc.pos) is not None
+
+
 def _json_fault(exc: json.JSONDecodeError, body: str, base: int, what: str) -> Malformed:
-    truncated = skip_ws(body, exc.pos) >= len(body) or exc.msg.startswith("Unterminated string")
+    truncated = (
+        skip_ws(body, exc.pos) >= len(body)
+        or exc.msg.startswith("Unterminated string")
+        or _cut_token(exc, body)
+    )
     reason = "truncated" if truncated else "invalid_json"
     detail = "is cut off before it is complete" if truncated else "is not valid JSON"
     return Malformed(reason, f"{what} {detail} ({exc.msg})", pos=base + exc.pos)

@@ -52,10 +52,10 @@ from actionspace.parse._cut_text import cut_text
 from actionspace.parse._progress import (
     CLOSING_CHARS,
     EAGER_LIMIT,
-    SEALS,
     Pending,
     StreamProgress,
     mend,
+    sealed,
     start_input,
 )
 from actionspace.parse._result import Collector, Malformed, ParseResult
@@ -68,7 +68,7 @@ from actionspace.parse._structured import (
     cut_off_fault,
     responses_stop,
 )
-from actionspace.parse._text import REASONING_CLOSERS, REASONING_MARKS, begun_call, parse_text
+from actionspace.parse._text import REASONING_CLOSERS, REASONING_MARKS, begun_call, parse_text, prompt_opened
 from actionspace.parse._text_ids import text_call_ids
 from actionspace.types import ToolCall
 
@@ -89,7 +89,9 @@ class StreamParser:
     ``tools`` types text-valued arguments by schema, as for :func:`parse`. ``in_reasoning`` says
     whether the prompt ended inside a reasoning block it opened (a template ending with
     ``<think>``), whose text up to its orphan closer (``</think>``) is reasoning, not calls. True:
-    :meth:`feed` reports no call of raw text before a reasoning closer arrived. False: it did not,
+    :meth:`feed` reports no call of raw text before a reasoning closer arrived, and an output that
+    never writes one is reasoning to its end (:meth:`finish`, :meth:`output` and :meth:`call_ids`
+    read it behind ``<think>``: no call, ``unterminated_reasoning``). False: it did not,
     calls are reported as soon as complete. None (not known): a call is reported once no closer
     still to come could make it reasoning, that is once the text holds a reasoning tag (an
     opener or a closer); until then it is only shown (``progress().provisional``) and
@@ -174,7 +176,7 @@ class StreamParser:
         one), so that a session runs none of its calls. What to act on once the stream ended."""
         if self._mode == "events":
             return list(self._events)
-        text = "".join(self._chunks)
+        text = self._whole()
         if self._cut is None:
             return text
         choice = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "length"}
@@ -189,7 +191,7 @@ class StreamParser:
             return tuple(dict.fromkeys(i for i in ids if i))
         if self._mode == "events":
             return text_call_ids("".join(self._text), strict=False)
-        return text_call_ids("".join(self._chunks))
+        return text_call_ids(self._whole())
 
     def progress(self) -> StreamProgress:
         """Calls complete so far and calls still being written."""
@@ -209,13 +211,18 @@ class StreamParser:
 
         if self._mode == "events":
             return self._events_result()
-        text = "".join(self._chunks)
+        text = self._whole()
         read = (
             parse(text, tools=self._tools) if self._cut is None else cut_text(text, self._tools, *self._cut)
         )
         return read if self._stop is None else dataclasses.replace(read, stop_reason=self._stop)
 
     # -- raw text ---------------------------------------------------------------------------------
+
+    def _whole(self) -> str:
+        """The raw text, after the reasoning opener the prompt ended with when ``in_reasoning``."""
+        text = "".join(self._chunks)
+        return prompt_opened(text) if self._in_reasoning else text
 
     def _enter(self, mode: str) -> None:
         if self._mode is None:
@@ -231,20 +238,10 @@ class StreamParser:
             return []
         grown = self._size - self._parsed_size
         if self._size > EAGER_LIMIT and grown * 8 < self._parsed_size:
-            if self._sealed_work + self._size > SEAL_BUDGET * self._size or not self._sealed():
+            if self._sealed_work + self._size > SEAL_BUDGET * self._size or not sealed(self._chunks):
                 return []  # its calls are reported at a later re-read (or by finish)
             self._sealed_work += self._size
         return self._reparse()
-
-    def _sealed(self) -> bool:
-        pieces: list[str] = []
-        size = 0
-        for chunk in reversed(self._chunks):
-            pieces.append(chunk[-64:])
-            size += len(pieces[-1])
-            if size >= 64:
-                break
-        return "".join(reversed(pieces)).rstrip().endswith(SEALS)
 
     def _reparse(self) -> list[ToolCall]:
         from actionspace.parse import parse
@@ -253,7 +250,7 @@ class StreamParser:
         self._chunks = [text]
         self._parsed_size = len(text)
         calls = parse(text, tools=self._tools).calls
-        complete = len(calls) if self._sealed() else len(calls) - 1
+        complete = len(calls) if sealed(self._chunks) else len(calls) - 1
         fresh: list[ToolCall] = []
         for i in range(len(self._reported), max(complete, 0)):
             fresh.append(calls[i])

@@ -9,6 +9,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from actionspace.parse._cut_tokens import cut_in_token
 from actionspace.parse._deepseek import DEEPSEEK, DSML_MARKERS, parse_deepseek, parse_dsml
 from actionspace.parse._gemma import (
     FUNCTION_GEMMA,
@@ -22,6 +23,7 @@ from actionspace.parse._heads import CALL_KEYS, JSON_FENCES, callish_value, is_c
 from actionspace.parse._json_marked import (
     GRANITE_CALL,
     INTERNLM_ACTION,
+    INTERNLM_INTERPRETER,
     PHI4_CALLS,
     TOOL_CALLS_OPEN,
     parse_granite,
@@ -46,6 +48,7 @@ __all__ = [
     "begun_call",
     "parse_text",
     "parse_text_or_bytes",
+    "prompt_opened",
     "visible_text",
 ]
 
@@ -98,7 +101,7 @@ _MARKED: tuple[tuple[tuple[str, ...], str, TextParser], ...] = (
     ((SEED_OPEN,), "seed_oss", parse_seed_oss),
     ((MINIMAX_M2_OPEN,), "minimax_m2", parse_minimax_m2),
     ((GRANITE_CALL,), "granite", parse_granite),
-    ((INTERNLM_ACTION,), "internlm", parse_internlm),
+    ((INTERNLM_ACTION, INTERNLM_INTERPRETER), "internlm", parse_internlm),
     ((TOOL_CALL_OPEN,), "hermes", parse_tool_call_tags),
     ((TOOL_CALLS_OPEN,), "jamba", parse_tool_calls_block),  # after hermes: a cut ``<tool_ca`` names it
     ((FUNCTION_OPEN,), "qwen3_xml", parse_function_blocks),
@@ -255,6 +258,16 @@ def _split_reasoning(text: str, coll: Collector) -> tuple[_View, Malformed | Non
     return _View(text, spans), fault
 
 
+def prompt_opened(text: str) -> str:
+    """``text``, written after a reasoning opener the prompt ended with (``<think>``), as
+    :func:`parse_text` reads it: with an opener before it while no reasoning closer came, so that all
+    of it is reasoning and a call drafted there is no call (a ``unterminated_reasoning`` fault); else
+    ``text`` itself (the earliest closer ends the reasoning, an orphan :func:`parse_text` reads)."""
+    if not text.strip() or any(closer in text for closer in REASONING_CLOSERS):
+        return text
+    return _REASONING_TAGS[0][0] + text
+
+
 def _strip_terminators(text: str, keep: tuple[str, ...] = ()) -> str:
     """``text`` without the end-of-turn tokens (and whitespace) at its end, cut once by index; the
     last of them that is one of ``keep`` (and what precedes it) stays."""
@@ -305,7 +318,8 @@ def parse_text(text: str, coll: Collector, *, strict: bool = True, path: str = "
     try:
         parser(visible, coll)
         _cut_in_marker(visible, fmt, coll)
-    except Malformed as fault:
+    except Malformed as raised:
+        fault = cut_in_token(visible, raised)
         if path != "$":
             fault.details.setdefault("path", path)
         pos = view.original(fault.pos) if fault.pos is not None and fault.source is None else None
@@ -445,7 +459,14 @@ def _fences(text: str, coll: Collector) -> None:
         end = len(text) if close < 0 else close
         pos = end + 3
         try:
-            payload = _fence_payload(text, lang, opener.end(), end)
+            try:
+                payload = _fence_payload(text, lang, opener.end(), end)
+            except Malformed:
+                if close < 0 and lang == "tool_code":  # code the cut stopped before its end
+                    raise Malformed(
+                        "truncated", "the tool_code fence stops before its end", pos=tick
+                    ) from None
+                raise
             if payload is None:
                 continue
             if close < 0:

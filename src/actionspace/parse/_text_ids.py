@@ -2,10 +2,10 @@
 
 Kimi K2 names each call by an id (``functions.NAME:INDEX``), Mistral v11+ may write one
 (``NAME[CALL_ID]ID[ARGS]``), and a JSON call (Hermes, Llama ``<|python_tag|>``, bare or fenced
-JSON, a Mistral list) may hold an ``"id"`` (:mod:`~actionspace.parse._json_ids`): a provider that
-read such text holds one call per id, and refuses the next request unless each is answered. A
-text format without ids in its text (Qwen3 XML, GLM, Llama 4, DeepSeek, harmony, Gemma…) carries
-none.
+JSON, a Mistral list, Jamba, MiniMax-M1, Granite, InternLM2, Phi-4-mini) may hold an ``"id"``
+(:mod:`~actionspace.parse._json_ids`): a provider that read such text holds one call per id, and
+refuses the next request unless each is answered. A text format without ids in its text (Qwen3
+XML, GLM, Llama 4, DeepSeek, harmony, Gemma, Seed-OSS, MiniMax-M2…) carries none.
 """
 
 from __future__ import annotations
