@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from actionspace._epoch import EPOCH
 from actionspace._json_values import _FLAT_KEYS, _TOO_BIG, unfit_arguments
-from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
 from actionspace.execution.executor import Executor
 from actionspace.execution.raised import passes_on
@@ -180,7 +179,9 @@ def plain_node(
         now = time.time()
         plain: Any
         if type(value) is int and entry.ints and _INT_LOW < value < _INT_BOUND:
-            # _int_observation, written out: no frame of its own per node
+            # the envelope of an int result written out (here and in _done): no frame of its own
+            # per node. Its canonical text is its repr, whose digest is remembered (as the single
+            # call's path does, pipeline/_run.py)
             digest = _INT_DIGESTS.get(value) or _int_digest(value)
             # the fields given as one dict, not as keywords: a keyword call of ``update`` builds
             # a dict of them first, then merges it
@@ -247,31 +248,6 @@ def _entry(
     if kept is not None:
         kept[name] = got
     return got
-
-
-def _int_observation(
-    spec: ToolSpec, call_id: str, value: int, label: Label, tags: tuple[str, ...], now: float
-) -> Observation:
-    """What :func:`~actionspace.pipeline.observe.plain_observation` makes of an ``int`` result
-    below ``_INT_BOUND`` of a tool that shapes ints plainly (``Entry.ints``): its canonical text is
-    its repr, whose digest is remembered (as the single call's path does, pipeline/_run.py)."""
-    digest = _INT_DIGESTS.get(value) or _int_digest(value)
-    provenance = _new(Provenance)
-    provenance.__dict__.update(
-        {"fetched_at": now, "resource_version": None, "trust": label.integrity, "labels": tags}
-    )
-    obs = _new(Observation)  # every field is already checked, as observe() does
-    obs.__dict__.update(
-        {
-            "call_id": call_id,
-            "tool": spec.name,
-            "tool_version": spec.version,
-            "data": value,
-            "content_hash": digest,
-            "provenance": provenance,
-        }
-    )
-    return obs
 
 
 def _int_digest(value: int) -> str:
@@ -346,9 +322,28 @@ def _done(
             now = time.time()
             plain: Any
             if type(value) is int and entry.ints and _INT_LOW < value < _INT_BOUND:
-                plain = _int_observation(entry.spec, call_id, value, label, tags, now)
-            else:
-                plain = plain_observation(entry.spec, call_id, value, label, artifacts, now, tags)
+                # as on the instant path above, written out: no frame of its own per node
+                digest = _INT_DIGESTS.get(value) or _int_digest(value)
+                provenance = _new(Provenance)
+                provenance.__dict__.update(
+                    {"fetched_at": now, "resource_version": None, "trust": label.integrity, "labels": tags}
+                )
+                spec = entry.spec
+                plain = _new(Observation)  # every field is already checked, as observe() does
+                plain.__dict__.update(
+                    {
+                        "call_id": call_id,
+                        "tool": spec.name,
+                        "tool_version": spec.version,
+                        "data": value,
+                        "content_hash": digest,
+                        "provenance": provenance,
+                    }
+                )
+                h = nodes[0]
+                nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, digest)
+                return plain  # type: ignore[no-any-return]
+            plain = plain_observation(entry.spec, call_id, value, label, artifacts, now, tags)
             if isinstance(plain, Observation):
                 h = nodes[0]
                 nodes[0] = (h[0], h[1], h[2], h[3], h[4], h[5], next(rec.run.seq), now, plain.content_hash)

@@ -77,6 +77,9 @@ class CheckedPlan:
     """A bare plan's ``plan_started`` entries (``run._bare_entries``), made by its first run."""
     start: Start | None = field(default=None, compare=False, repr=False)
     """What each run of the plan starts from (:func:`start_of`), made by its first run."""
+    started: dict[bool, Any] | None = field(default=None, compare=False, repr=False)
+    """``plan_started``'s data with its encoding made once (``run._started``), by whether the run
+    retries a plan: an :class:`~actionspace.trace._encoded.Encoded`, or None when it cannot be."""
 
 
 class Start(NamedTuple):

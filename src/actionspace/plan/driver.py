@@ -41,7 +41,7 @@ from actionspace.plan._instant import SETTLED
 from actionspace.plan._waves import Waves
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, abort_outcome
-from actionspace.plan.node import Started, is_plain
+from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started, _monotonic, is_plain
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -214,7 +214,9 @@ class Driver(Waves):
         as that task (:meth:`_own`); any other node begins when its task first runs
         (:meth:`_solo`)."""
         context = base.copy()
-        if not (self.cancel_scope is None and not self.abort_requested and is_plain(node)):
+        if not (
+            self.cancel_scope is None and not self.abort_requested and (self.plan.plain or is_plain(node))
+        ):
             self._loop.create_task(self._solo(k), context=context)
             return
         loop = self._loop
@@ -281,7 +283,20 @@ class Driver(Waves):
             except BaseException as exc:
                 obs = self._failed(k, rec, exc)
             else:
-                self._buffer(rec)
+                nodes = rec.nodes
+                if nodes is None or rec.records:
+                    self._buffer(rec)
+                else:  # _buffer for the one compact record of a node whose tool waited, written out
+                    held = self.pending_nodes
+                    held += nodes  # (the list itself, extended in place)
+                    rec.nodes = None
+                    at = _monotonic()
+                    if (
+                        at - self.flushed_at >= FLUSH_S
+                        or len(self.pending) + 5 * len(held) >= FLUSH_RECORDS
+                        or self._closed
+                    ):
+                        self._flush_pending(at)
         if cancelled and not isinstance(now, Observation):
             _current().uncancel()  # the cancel asked again above, delivered
         wave = self._then(k, obs)
@@ -340,8 +355,8 @@ class Driver(Waves):
             wave = []  # what _take_wave would find: nothing released, nothing queued
         else:
             wave = self._take_wave()
-        if not wave:
-            self._check_settled()
+        if not wave and (self.settled == len(self.plan.nodes) or not self.running):
+            self._check_settled()  # (nothing to check while another node runs: see there)
         return wave
 
     async def _body(self, k: str, node: CheckedNode) -> Observation:

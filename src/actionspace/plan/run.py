@@ -15,6 +15,8 @@ from actionspace.plan.engine import PlanEngine
 from actionspace.plan.model import InvalidPlan, Plan, PlanResult
 from actionspace.plan.scheduler import CancelScope, Scheduler, ToolLimit
 from actionspace.policy.principal import Principal
+from actionspace.trace._encoded import encoded
+from actionspace.trace.memory import MemoryTraceStore
 from actionspace.trace.recorder import Recorder
 
 __all__ = ["DEFAULT_CONCURRENCY", "arun_plan", "preflight"]
@@ -73,24 +75,7 @@ async def arun_plan(
     if isinstance(checked, ActionError):
         return await _rejected(engine, run.run_id, run, checked)
     rec = Recorder(run, None)
-    listed = itertools.islice(checked.nodes.values(), 1000)
-    rec.add(
-        "plan_started",
-        {
-            "nodes": list(map(dict.copy, _bare_entries(checked)))  # each record its own dicts
-            if checked.bare
-            else [
-                # _node_event's entry for a node with nothing more to say, made here
-                {"id": c.node.id, "tool": c.specs[0].key}
-                if not (c.reads or c.writes or c.refs or len(c.specs) > 1 or c.specs[0].requires_approval)
-                else _node_event(c)
-                for c in listed
-            ],
-            "edges": list(map(list, itertools.islice(checked.edges, 5000))),
-            "added_edges": checked.added_edges[:1000],
-            "retry": retry_of is not None,
-        },
-    )
+    rec.add("plan_started", _started(engine, run, checked, retry_of is not None))
     await engine.aflush(rec)
     limit = max_concurrency or checked.max_concurrency or DEFAULT_CONCURRENCY
     scheduler = Scheduler(
@@ -119,6 +104,52 @@ async def arun_plan(
         )
         await engine.aflush(rec)
     return result
+
+
+def _started(engine: PlanEngine, run: RunState, checked: CheckedPlan, retry: bool) -> dict[str, Any]:
+    """``plan_started``'s data. Handed to the memory trace store as it stands (no label to add,
+    nothing between the recorder and the store), it is the checked plan's, encoded once
+    (:class:`~actionspace.trace._encoded.Encoded`): a plan object run again keeps its check, and
+    the store keeps the same encoding for each of its runs instead of encoding it again. Any
+    other store gets data of its own each run."""
+    context = run.flow.context
+    sink = getattr(engine, "sink", None)  # (a PlanEngine need not have one)
+    if (
+        getattr(sink, "__func__", None) is not _MEMORY_APPEND
+        or context.secret  # labelled by the recorder: a copy of it, sharing its lists, is stored
+        or context.readers is not None
+    ):
+        return _started_data(checked, retry)
+    kept = checked.started
+    if kept is None:
+        kept = checked.started = {}
+    found = kept.get(retry, _NOT_YET)
+    if found is _NOT_YET:
+        found = kept[retry] = encoded(_started_data(checked, retry))
+    return _started_data(checked, retry) if found is None else found
+
+
+_MEMORY_APPEND = MemoryTraceStore.append_records
+_NOT_YET = object()
+
+
+def _started_data(checked: CheckedPlan, retry: bool) -> dict[str, Any]:
+    """``plan_started``'s data, made anew (each record its own dicts)."""
+    listed = itertools.islice(checked.nodes.values(), 1000)
+    return {
+        "nodes": list(map(dict.copy, _bare_entries(checked)))
+        if checked.bare
+        else [
+            # _node_event's entry for a node with nothing more to say, made here
+            {"id": c.node.id, "tool": c.specs[0].key}
+            if not (c.reads or c.writes or c.refs or len(c.specs) > 1 or c.specs[0].requires_approval)
+            else _node_event(c)
+            for c in listed
+        ],
+        "edges": list(map(list, itertools.islice(checked.edges, 5000))),
+        "added_edges": checked.added_edges[:1000],
+        "retry": retry,
+    }
 
 
 def _bare_entries(checked: CheckedPlan) -> list[dict[str, str]]:

@@ -11,7 +11,9 @@ replaced by a number: a tuple of strings and numbers, which the collector stops 
 time it sees it, so it is never encoded at all. Reading expands it into the events it stands for.
 A plain plan node's events arrive the same way (:data:`~actionspace.trace.events.CompactNode`);
 its record holds the node's arguments, so those records are packed with ``marshal`` too, every
-``COMPACT_AT // 4`` of them.
+``COMPACT_AT // 4`` of them. A record whose data came with its encoding made once
+(:class:`~actionspace.trace._encoded.Encoded`: a plan object's ``plan_started``, run again) is
+kept as that encoding, shared by every run that recorded it, and decoded when read.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import replace
 from itertools import pairwise, repeat
 from typing import Any, cast
 
+from actionspace.trace._encoded import Encoded
 from actionspace.trace.events import (
     CLAIM_EXPIRY_S,
     CallShape,
@@ -97,6 +100,9 @@ class MemoryTraceStore:
         """Compact plan-node records per run, as tuples, each shape replaced by its index."""
         self._node_blobs: dict[str, list[bytes]] = {}
         """The same, packed by ``marshal`` every ``COMPACT_AT // 4`` of them."""
+        self._encoded: dict[str, list[tuple[int, str, float, str | None, bytes]]] = {}
+        """Records whose data came encoded (:class:`~actionspace.trace._encoded.Encoded`), per run,
+        each with the encoding it came with: one bytes object shared by every run that recorded it."""
         self._shape_index: dict[int, int] = {}
         """``id`` of a shape → its index (every shape indexed stays alive in ``_shapes``)."""
         self._tenants: dict[str, str | None] = {}
@@ -236,7 +242,13 @@ class MemoryTraceStore:
             return
         top = records[-1][0] + 1
         with self._lock:
-            self._add(run_id, records)
+            if type(records[0][4]) is Encoded and len(records) == 1:  # kept as its encoding alone
+                seq, kind, ts, call_id, data = records[0]
+                blob = cast(Encoded, data).blob
+                self._encoded.setdefault(run_id, []).append((seq, kind, ts, call_id, blob))
+                self._runs.setdefault(run_id, [])
+            else:
+                self._add(run_id, records)
             if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
@@ -299,9 +311,11 @@ class MemoryTraceStore:
         """What the run holds, copied; the caller holds the lock (decode it with ``_expanded``)."""
         nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
         nodes.extend(self._nodes.get(run_id, ()))
+        pending = list(self._pending.get(run_id, ()))
+        pending.extend((q, k, t, c, marshal.loads(b)) for q, k, t, c, b in self._encoded.get(run_id, ()))
         return (
             list(self._runs.get(run_id, ())),
-            list(self._pending.get(run_id, ())),
+            pending,
             list(self._calls.get(run_id, ())),
             nodes,
             self._shapes,
@@ -421,7 +435,8 @@ class MemoryTraceStore:
 
 
 _Snapshot = tuple[list[bytes], list[EventRecord], list[tuple[Any, ...]], list[Any], list[CallShape]]
-"""A run's packed blobs, pending records, compact calls, compact nodes and the shapes they index."""
+"""A run's packed blobs, pending records (those that came encoded, decoded), compact calls, compact
+nodes and the shapes they index."""
 
 
 def _expanded(snapshot: _Snapshot) -> list[EventRecord]:
