@@ -96,9 +96,15 @@ _COLUMNS: Final = (
 _JSON_COLUMNS: Final = frozenset({"arguments", "observation", "error", "resolution"})
 _SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM ledger_entries"
 _INSERT: Final = (
-    f"INSERT INTO ledger_entries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
-    " ON CONFLICT DO NOTHING"
+    f"INSERT OR IGNORE INTO ledger_entries ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 )
+"""The intent's insert: nothing when the key or the ``(run_id, node_id)`` is stored. ``OR IGNORE``
+rather than ``ON CONFLICT DO NOTHING`` (the same for any row :func:`_row` makes, whose ``NOT NULL``
+columns are always set): SQLite keeps a statement journal, a copy of every page a statement is about
+to change, for a statement that runs a trigger (the file's tenant trigger, ``_sqlite_tenants``) and
+may abort partway (the ``NOT NULL`` checks at their default ``ABORT``). Under ``IGNORE`` no check
+aborts, so the intent copies no page. A row a check would refuse is not written, and ``_begin``
+then finds no entry and raises."""
 _IDENTITY: Final = 5
 """Leading columns (of :data:`_COLUMNS` and :func:`_row`) that name the action."""
 _UPDATED: Final = _COLUMNS[_IDENTITY:]
@@ -206,9 +212,10 @@ class SqliteLedgerStore:
                 stored = self._select(conn, "WHERE key = ?", (entry.key,))
             return False, stored, False
 
-        created, stored, pending = self._group.run(insert)
+        created, stored, pending = self._group.run(insert, rerunnable=True)  # it only reads and writes conn
         if stored is None:
-            raise RuntimeError(f"ledger entry {entry.key} vanished inside its own transaction")
+            # a row whose NOT NULL column was None is ignored by _INSERT, not written
+            raise RuntimeError(f"ledger entry {entry.key} was neither written nor found in its transaction")
         return Begun(stored, created, stored if pending else None)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
@@ -255,7 +262,7 @@ class SqliteLedgerStore:
             return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
         durable = entry.state in _BEFORE_SENDING or entry.resolution is not None
-        identity: Identity | None = self._group.run(update, durable=durable)
+        identity: Identity | None = self._group.run(update, durable=durable, rerunnable=True)
         # every other column was set from ``entry``: only the identity is read back
         return None if identity is None else with_identity(entry, identity)
 

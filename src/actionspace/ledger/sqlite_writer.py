@@ -25,6 +25,7 @@ from typing import Any
 
 from actionspace.ledger import _connections
 from actionspace.ledger._connections import SqliteConnections
+from actionspace.ledger._group_ops import alone_beside_settles, run_group
 
 __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
 
@@ -41,11 +42,13 @@ thread commits it with everything deferred meanwhile (seconds)."""
 class _Slot:
     """One caller's operation waiting for a shared commit."""
 
-    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "result")
+    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "rerunnable", "result")
 
-    def __init__(self, op: Operation, durable: bool) -> None:
+    def __init__(self, op: Operation, durable: bool, rerunnable: bool = False) -> None:
         self.op = op
         self.durable = durable
+        self.rerunnable = rerunnable
+        """Its operation may run twice in a transaction rolled back between (``_group_ops``)."""
         self.detached = False
         """Its caller did not wait: a failure is logged, not raised."""
         self.done: _thread.LockType | None = None
@@ -68,7 +71,8 @@ class GroupCommit:
     Each caller hands in its operation and returns only after the transaction holding it
     committed: nothing is acknowledged before it is written. The first caller to arrive leads: it
     runs every queued operation, each inside its own savepoint (one that raises is rolled back
-    alone and its caller gets the exception), then commits once. Callers arriving meanwhile queue
+    alone and its caller gets the exception; operations handed in as ``rerunnable`` run with none,
+    and again in savepoints only if one raised), then commits once. Callers arriving meanwhile queue
     up; when the leader is done the first of them that waits leads the next group. A lone caller
     runs its operation at once, as a plain transaction would.
 
@@ -142,8 +146,12 @@ class GroupCommit:
         with self._lock:
             return len(self._queue)
 
-    def run(self, op: Operation, *, durable: bool = True) -> Any:
-        """``op(conn)`` inside a committed transaction; its result, or its exception raised here."""
+    def run(self, op: Operation, *, durable: bool = True, rerunnable: bool = False) -> Any:
+        """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
+
+        ``rerunnable``: ``op`` may be run again after a rollback of what it wrote (it has no effect
+        outside the connection, or none that running it twice changes), so a group of such
+        operations runs without a savepoint each (``_group_ops``)."""
         with self._lock:
             if self._pid != _connections.PID:  # a forked child: the parent's queue is not ours
                 self._forked()
@@ -151,7 +159,7 @@ class GroupCommit:
             # takes them): this caller's group is itself, led at once, never put in the queue.
             alone = not self._busy and len(self._queue) == self._detached and op is not _nothing
             if not alone:
-                slot = _Slot(op, durable)
+                slot = _Slot(op, durable, rerunnable)
                 self._queue.append(slot)
                 self._waiting += 1
                 slot.lead = not self._busy
@@ -386,10 +394,10 @@ class GroupCommit:
         conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
         try:
             if len(ops) > 1:
-                _each_in_a_savepoint(conn, ops)
+                run_group(conn, ops)
             elif ops is group:  # alone: no savepoint needed, an error rolls the transaction back
                 ops[0].result = ops[0].op(conn)
-            elif not _alone_beside_settles(conn, ops[0]):
+            elif not alone_beside_settles(conn, ops[0]):
                 return  # it failed and was rolled back: the settles waiting with it wrote nothing
         except BaseException:
             conn.rollback()
@@ -397,30 +405,6 @@ class GroupCommit:
         conn.commit()
         if durable and wal[1] is not None:
             os.fdatasync(wal[1])  # on disk before any caller of the group is released
-
-
-def _alone_beside_settles(conn: sqlite3.Connection, slot: _Slot) -> bool:
-    """Run the one operation of a group whose others are settles, with no savepoint: an error
-    rolls the whole transaction back and is the slot's alone (as its savepoint would have made it).
-    False when it failed."""
-    try:
-        slot.result = slot.op(conn)
-    except Exception as exc:
-        conn.rollback()
-        slot.error = exc
-        return False
-    return True
-
-
-def _each_in_a_savepoint(conn: sqlite3.Connection, group: list[_Slot]) -> None:
-    for slot in group:
-        conn.execute("SAVEPOINT op")
-        try:
-            slot.result = slot.op(conn)
-        except Exception as exc:
-            conn.execute("ROLLBACK TO op")
-            slot.error = exc
-        conn.execute("RELEASE op")
 
 
 class _Flusher:
