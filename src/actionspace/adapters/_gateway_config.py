@@ -29,6 +29,9 @@ an error, so a typo never silently turns a safety setting off)::
     name = "time"                  # required; also the default tool-name prefix ("time_")
     command = ["mcp-server-time"]  # stdio server ... or: url = "http://host/mcp"
     allowlisted = true             # trust its annotations (default false: treated as untrusted)
+    reconnect = { attempts = 5, initial_backoff_s = 0.5, cooldown_s = 60 }
+                                   # how a server that went away is connected to again (default: the
+                                   # defaults of ``Reconnect``; any of its fields; ``false``: never)
 
     [[principals]]                 # who may connect, and what each may call
     id = "alice"                   # required
@@ -48,6 +51,7 @@ from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
 from actionspace._store_url import sqlite_path, sqlite_url
+from actionspace.adapters._mcp_reconnect_policy import DEFAULT_RECONNECT, Reconnect
 from actionspace.catalog.spec import Effect, Risk, ToolSpec
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
@@ -78,7 +82,20 @@ _GATEWAY_KEYS: Final = frozenset(
 )
 _APPROVAL_KEYS: Final = frozenset({"effects", "risks", "tools"})
 _TOOL_KEYS: Final = frozenset({"import"})
-_UPSTREAM_KEYS: Final = frozenset({"name", "command", "url", "env", "allowlisted", "prefix", "headers"})
+_UPSTREAM_KEYS: Final = frozenset(
+    {"name", "command", "url", "env", "allowlisted", "prefix", "headers", "reconnect"}
+)
+_RECONNECT_KEYS: Final = frozenset(
+    {
+        "attempts",
+        "initial_backoff_s",
+        "backoff_multiplier",
+        "max_backoff_s",
+        "cooldown_s",
+        "unanswered",
+        "idle_probe_s",
+    }
+)
 _PRINCIPAL_KEYS: Final = frozenset({"id", "token", "token_env", "scopes", "tenant"})
 
 
@@ -127,6 +144,9 @@ class UpstreamConfig:
     """Trust the server's annotations (read-only, destructive). Default False: untrusted."""
     prefix: str | None = None
     """Prefix of the served tool names. Default ``"<name>_"``; ``""`` keeps the names as they are."""
+    reconnect: Reconnect | None = DEFAULT_RECONNECT
+    """How a session that ended on its own is opened again (``Reconnect``'s defaults unless the file's
+    ``reconnect`` table sets some of its fields); None (``reconnect = false``): never."""
 
     @property
     def tool_prefix(self) -> str:
@@ -349,12 +369,32 @@ def _upstreams(tables: Sequence[Mapping[str, Any]]) -> tuple[UpstreamConfig, ...
                 headers=_string_map(table, "headers", where),
                 allowlisted=allowlisted,
                 prefix=_opt_str(table, "prefix", where),
+                reconnect=_reconnect(table, where),
             )
         )
     names = [u.name for u in out]
     if len(set(names)) != len(names):
         raise ConfigurationError("[[upstreams]]: every name must be unique")
     return tuple(out)
+
+
+def _reconnect(table: Mapping[str, Any], where: str) -> Reconnect | None:
+    """An upstream's ``reconnect``: ``true`` (the default policy), ``false`` (never) or a table of the
+    fields of :class:`Reconnect` (``cooldown_s = inf``: no new round once the attempts are spent)."""
+    value = table.get("reconnect", True)
+    if value is True:
+        return DEFAULT_RECONNECT
+    if value is False:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"{where}: reconnect must be true, false or a table of {sorted(_RECONNECT_KEYS)}"
+        )
+    _only(value, _RECONNECT_KEYS, f"{where} reconnect")
+    try:
+        return Reconnect(**value)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from exc
 
 
 def _principal(table: Mapping[str, Any], environ: Mapping[str, str]) -> PrincipalConfig:

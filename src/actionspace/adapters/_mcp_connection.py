@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -21,9 +22,9 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp.client.session import MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH
+from mcp_types import CONNECTION_CLOSED, HEADER_MISMATCH, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from actionspace.adapters._mcp_errors import (
@@ -33,8 +34,17 @@ from actionspace.adapters._mcp_errors import (
     ToolChanged,
     ToolChangedDuringCall,
 )
-from actionspace.adapters._mcp_reconnect import SESSION_LOST, Reconnect, either, refusal, reopen
-from actionspace.adapters._mcp_sdk import list_tools, logged_failure, refused_here, without_resend
+from actionspace.adapters._mcp_listings import Listings
+from actionspace.adapters._mcp_reconnect import (
+    SESSION_LOST,
+    STREAM_DROPPED,
+    Reconnect,
+    Waking,
+    either,
+    refusal,
+    reopen,
+)
+from actionspace.adapters._mcp_sdk import refused_here, without_resend
 from actionspace.execution.loop import new_event_loop
 
 _refused_here = refused_here  # where tests look for it
@@ -50,6 +60,8 @@ OpenClient = Callable[[AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
 
 _PROBE_TIMEOUT_S = 5.0
 """Longest wait for the request that tells a closed request from a session that ended."""
+_NO_ANSWER = frozenset({CONNECTION_CLOSED, UNDELIVERED, REQUEST_TIMEOUT})
+"""The client's own codes for a request the server did not answer."""
 _CLOSE_TIMEOUT_S = 10.0
 """Longest wait for a session to end on close: the SDK's stdio shutdown takes up to about 6.5 s
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
@@ -62,7 +74,7 @@ compile and a catalog entry (about 0.7 ms), and a page of 32 MiB names tens of t
 bound, 100 pages of a hostile server would keep registration busy for an hour and take gigabytes."""
 
 
-class Connection:
+class Connection(Listings):
     """A connected MCP session usable from any thread or event loop.
 
     ``on_tools`` is called (on the connection's thread) with the full tool listing after every
@@ -78,8 +90,13 @@ class Connection:
         max_tools: int = MAX_TOOLS,
         listing_timeout_s: float = _LISTING_TIMEOUT_S,
         reconnect: Reconnect | None = None,
+        probed: bool = False,
     ) -> None:
         self.name = name
+        self.probed = probed
+        """Whether a silent server is asked (``Reconnect.unanswered``, ``idle_probe_s``) and its session
+        ended: for HTTP, where that stops nothing; a stdio server's process would be stopped in the middle
+        of a slow call (its death is seen as its output ends)."""
         self.max_tools = max_tools
         """Most tools taken from one listing, the first ones in the server's order."""
         self.listing_timeout_s = listing_timeout_s
@@ -123,6 +140,15 @@ class Connection:
         """While no session is up and one will be tried: when (``time.monotonic()``) the next attempt is."""
         self._lost = asyncio.Event()
         """Set when the current session is known to be gone (``SESSION_LOST``, or a probe)."""
+        self._waking = Waking()
+        """Where a connection whose attempts are spent waits for a call after the cool-down."""
+        self._heard = 0
+        """How many times something came from the server (an answer, a notification, an event)."""
+        self._heard_at = time.monotonic()
+        self._silent = 0
+        """Requests in a row that ended unanswered while nothing was heard (see :meth:`_unanswered`)."""
+        self._asking = False
+        """A probe (:meth:`_probe`) is under way."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float) -> list[types.Tool]:
@@ -165,9 +191,11 @@ class Connection:
         :attr:`reconnect` (``_mcp_reconnect``). A first session that cannot be opened fails ``started``."""
         self._stop = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
+        self._waking = Waking()
         try:
             if await self._session(started) and self.reconnect is not None:
-                await reopen(self.reconnect, self._stop, lambda: self._session(started), self._due, self.name)
+                session = lambda: self._session(started)  # noqa: E731
+                await reopen(self.reconnect, self._stop, session, self._due, self.name, self._waking)
         finally:
             self._client = None
             self._retry_at = None
@@ -182,6 +210,9 @@ class Connection:
         assert stop is not None
         watching = SESSION_LOST.set(
             lambda: None if lost is not self._lost or stop.is_set() else self._gone(None)
+        )
+        dropping = STREAM_DROPPED.set(
+            lambda: None if lost is not self._lost or stop.is_set() else self._stream_dropped()
         )
         opened = False
         try:
@@ -203,6 +234,8 @@ class Connection:
                     self._client, self._retry_at, self.failure = client, None, None
                 if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                     self._spawn(self._listen(client))
+                if self.probed and self.reconnect is not None and self.reconnect.idle_probe_s is not None:
+                    self._spawn(self._idle(client, self.reconnect.idle_probe_s))
                 if not started.done():
                     started.set_result(tools)
                 await either(lost, stop)
@@ -220,6 +253,7 @@ class Connection:
                 raise
             return opened
         finally:
+            STREAM_DROPPED.reset(dropping)
             SESSION_LOST.reset(watching)
             self._client = None
         return opened
@@ -256,6 +290,11 @@ class Connection:
         return self._client is not None
 
     @property
+    def resting(self) -> bool:
+        """The attempts to reconnect are spent and the cool-down is over: the next call starts a new round."""
+        return self._waking.open
+
+    @property
     def protocol_version(self) -> str | None:
         client = self._client
         return None if client is None else client.protocol_version
@@ -285,7 +324,16 @@ class Connection:
         change a tool without announcing it (None: never). ``wait_s``: the longest wait for either
         listing; then the call is refused, unsent (``ServerUnavailable``). A change announced while the
         call runs is listed before it returns: a changed tool raises ``ToolChangedDuringCall``."""
-        return await asyncio.wrap_future(self.submit(self._call(name, arguments, check, wait_s, fresh_s)))
+        sent: list[tuple[Client, int]] = []
+        try:
+            return await asyncio.wrap_future(
+                self.submit(self._call(name, arguments, check, wait_s, fresh_s, sent))
+            )
+        except asyncio.CancelledError:  # the call's timeout, or its caller gave up: counted at once, since
+            if sent:  # the SDK ends the request only once its cancellation is sent, which may wait long
+                with contextlib.suppress(RuntimeError):  # the loop closed: the session is over anyway
+                    self._loop.call_soon_threadsafe(self._unanswered, *sent[0])
+            raise
 
     async def _call(
         self,
@@ -294,6 +342,7 @@ class Connection:
         check: Callable[[], None] | None = None,
         wait_s: float = _LISTING_TIMEOUT_S,
         fresh_s: float | None = None,
+        sent: list[tuple[Client, int]] | None = None,
     ) -> types.CallToolResult:
         if self._client is not None and self._listed < self._announced:
             if not self._refresh_queued and not (self._refresh_lock and self._refresh_lock.locked()):
@@ -304,13 +353,21 @@ class Connection:
             await self._fresh(wait_s)
         client = self._client
         if client is None or self._lost.is_set():
+            if self._waking.call():  # the attempts were spent and the cool-down is over: a new round
+                self._due(time.monotonic())
             raise refusal(self.name, self._retry_at)
         if check is not None:
             check()
-        announced = self._announced
+        announced, heard = self._announced, self._heard
+        if sent is not None:
+            sent.append((client, heard))
         try:
             result = await client.call_tool(name, arguments)
         except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                self._unanswered(client, heard)
+            elif exc.code not in _NO_ANSWER:
+                self._heard_from()
             if refused_here(exc):
                 said = f"the server asked for input this client does not offer ({exc.message[:100]})"
                 raise InputRefused(said) from exc
@@ -326,6 +383,7 @@ class Connection:
             if check is not None and self._announced > announced:
                 await self._unchanged_since(announced, check, wait_s)
             raise
+        self._heard_from()
         if check is not None and self._announced > announced:
             await self._unchanged_since(announced, check, wait_s)
         return result
@@ -353,6 +411,69 @@ class Connection:
         except Exception:  # slow or odd, but not known to be gone: keep the session
             _log.debug("MCP server %s: probe after a closed request failed", self.name, exc_info=True)
 
+    def _heard_from(self) -> None:
+        self._heard += 1
+        self._heard_at = time.monotonic()
+        self._silent = 0
+
+    def _unanswered(self, client: Client, heard: int) -> None:
+        """A request of ``client`` ended unanswered; ``heard``: :attr:`_heard` when it was sent. After
+        ``reconnect.unanswered`` such in a row, with nothing heard meanwhile, the server is asked."""
+        policy = self.reconnect
+        if policy is None or not self.probed or self._heard != heard or self._client is not client:
+            return
+        self._silent += 1
+        if self._silent >= policy.unanswered:
+            self._silent = 0
+            self._ask(client, f"{policy.unanswered} requests in a row went unanswered")
+
+    def _stream_dropped(self) -> None:
+        client = self._client
+        if client is not None:
+            self._ask(client, "the stream of its messages failed")
+
+    async def _idle(self, client: Client, every_s: float) -> None:
+        """Ask the server whether it is there after each ``every_s`` seconds in which nothing came from it."""
+        while self._client is client:
+            idle = time.monotonic() - self._heard_at
+            if idle >= every_s:
+                self._ask(client, f"nothing came from it for {every_s:g}s")
+                idle = 0.0
+            await asyncio.sleep(every_s - idle)
+
+    def _ask(self, client: Client, why: str) -> None:
+        if self.reconnect is not None and not self._asking and self._client is client:
+            self._asking = True
+            self._spawn(self._probe(client, why))
+
+    async def _probe(self, client: Client, why: str) -> None:
+        """Ask the server for its tools (a request every protocol revision serves, that changes nothing):
+        unanswered within the bound, or on a connection that is gone, the session is taken for ended. An
+        unanswered listing is cancelled but not waited for: the SDK sends its cancellation first, which
+        may wait for the server that is not answering."""
+        heard = self._heard
+        listing = asyncio.ensure_future(client.list_tools(cache_mode="refresh"))
+        try:
+            await asyncio.wait({listing}, timeout=_PROBE_TIMEOUT_S)
+        finally:
+            self._asking = False
+            if not listing.done():
+                listing.cancel()
+                self._abandoned.add(listing)
+                listing.add_done_callback(self._abandoned.discard)
+        if not listing.done():
+            if self._heard == heard:
+                said = f"{why}, and a listing got no answer in {_PROBE_TIMEOUT_S:g}s"
+                self._gone(client, TimeoutError(said))
+            return
+        failure = None if listing.cancelled() else listing.exception()
+        if isinstance(failure, MCPError) and failure.code in _NO_ANSWER:
+            self._gone(client, failure)
+        elif failure is None or isinstance(failure, MCPError):  # answered, if only with an error
+            self._heard_from()
+        else:  # odd, but not known to be gone: keep the session
+            _log.debug("MCP server %s: probe failed: %r", self.name, failure)
+
     def _gone(self, client: Client | None, why: BaseException | None = None) -> None:
         """The session (of ``client``, if given) is gone: later calls are refused unsent, and it is opened
         again. Called by a probe, or by the transport (``SESSION_LOST``), perhaps while it still opens."""
@@ -368,133 +489,3 @@ class Connection:
     def _due(self, retry_at: float | None) -> None:
         """Note when the next attempt to open the session is due (None: none comes)."""
         self._retry_at = retry_at if self.reconnect is not None and not self._ended.is_set() else None
-
-    async def _settle(self, announced: int, wait_s: float) -> None:
-        """Wait until the listing that covers the first ``announced`` change announcements has
-        finished: a call sent before it would run a definition nobody was shown (say, an approved
-        write whose tool just became another). A listing that failed, or that is not over within
-        ``wait_s`` (less than the call's timeout, so a write ends known unsent, not in doubt), refuses
-        the call, unsent."""
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append((announced, waiter))
-        try:
-            failed = await asyncio.wait_for(asyncio.shield(waiter), wait_s)
-        except TimeoutError:
-            failed = True
-        finally:
-            if not waiter.done():  # the call was cancelled, or waited too long
-                self._waiters.remove((announced, waiter))
-        if failed:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r} announced a tool change that was not listed; nothing was sent"
-            )
-
-    async def _fresh(self, wait_s: float) -> None:
-        """List again before a call, sharing the listing with other calls that wait for one. A listing
-        that fails, or is not over within ``wait_s``, refuses the call, unsent: it would run a
-        definition nobody has seen for longer than the call allows."""
-        task = self._relisting
-        if task is None or task.done():
-            task = self._relisting = asyncio.ensure_future(self._refresh())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-        try:
-            await asyncio.wait_for(asyncio.shield(task), wait_s)
-        except Exception as exc:  # a timeout too; the listing itself goes on, and is logged if it fails
-            task.add_done_callback(logged_failure(self.name))
-            raise ServerUnavailable(
-                f"MCP server {self.name!r}: its tools could not be listed again before the call "
-                f"({type(exc).__name__}); nothing was sent"
-            ) from exc
-
-    @property
-    def waiting(self) -> int:
-        """How many calls wait for a listing of the tool changes the server announced."""
-        return len(self._waiters)
-
-    def refresh(self, timeout_s: float) -> list[types.Tool]:
-        """List the tools again now and hand them to ``on_tools`` (blocks up to ``timeout_s``)."""
-        return self.submit(self._refresh()).result(timeout=timeout_s)
-
-    # ------------------------------------------------------------------ change notifications
-    async def _list(self, client: Client) -> list[types.Tool]:
-        return await list_tools(client, self.name, self.max_tools)
-
-    async def _refresh(self) -> list[types.Tool]:
-        client = self._client
-        if client is None or self._refresh_lock is None:
-            self._listing_done(self._announced, failed=True)
-            raise ServerUnavailable(f"MCP server {self.name!r} is not connected")
-        async with self._refresh_lock:
-            self._refresh_queued = False  # this listing covers every change announced until now
-            covers, failed, began = self._announced, True, self.clock()
-            try:
-                tools = await self._bounded_list(client)
-                self._listed_at = max(self._listed_at, began)
-                self.refreshes += 1
-                self._on_tools(tools)
-                failed = False
-                return tools
-            finally:
-                self._listing_done(covers, failed=failed)
-
-    async def _bounded_list(self, client: Client) -> list[types.Tool]:
-        """:meth:`_list`, given up after ``listing_timeout_s``. The abandoned request is cancelled but
-        not waited for: the SDK's unwinding of it may itself wait for the server that is not answering."""
-        listing = asyncio.ensure_future(self._list(client))
-        try:
-            await asyncio.wait({listing}, timeout=self.listing_timeout_s)
-        finally:
-            if not listing.done():
-                listing.cancel()
-                self._abandoned.add(listing)
-                listing.add_done_callback(self._abandoned.discard)
-        if not listing.done():
-            raise TimeoutError(
-                f"MCP server {self.name!r} did not list its tools within {self.listing_timeout_s}s"
-            )
-        return listing.result()
-
-    def _listing_done(self, covers: int, *, failed: bool) -> None:
-        """Let the calls waiting for the first ``covers`` announced changes go on (or be refused). A
-        failed listing leaves them unlisted: the next call lists again first."""
-        if not failed:
-            self._listed = max(self._listed, covers)
-        waiting, self._waiters = self._waiters, []
-        for announced, waiter in waiting:
-            if announced > covers:
-                self._waiters.append((announced, waiter))
-            elif not waiter.done():
-                waiter.set_result(failed)
-
-    async def _on_message(self, message: IncomingMessage) -> None:
-        """Handshake-era servers announce a changed tool list with a bare notification."""
-        if isinstance(message, types.ToolListChangedNotification):
-            self._refresh_soon()
-
-    async def _listen(self, client: Client) -> None:
-        """2026-era servers deliver change events only on a ``subscriptions/listen`` stream."""
-        try:
-            async with client.listen(tools_list_changed=True) as subscription:
-                async for _event in subscription:
-                    self._refresh_soon()
-        except Exception as exc:  # the server does not serve listen: the listing stays as it is
-            _log.info("MCP server %s: no tool change events: %r", self.name, exc)
-
-    def _refresh_soon(self) -> None:
-        """List again after a change notification, unless a listing yet to start will cover it."""
-        self._announced += 1
-        if not self._refresh_queued:
-            self._refresh_queued = True
-            self._spawn(self._refresh_logged())
-
-    async def _refresh_logged(self) -> None:
-        try:
-            await self._refresh()
-        except Exception:
-            _log.exception("MCP server %s: refreshing the tool list failed", self.name)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)

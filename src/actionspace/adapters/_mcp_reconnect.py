@@ -10,9 +10,15 @@ refused unsent, ``transient``, with ``retry_after`` set to when the next attempt
 
 Attempts are bounded: after :attr:`Reconnect.attempts` that failed in a row (an attempt whose session
 ended again within :data:`STABLE_S` counts as failed: a server that dies as soon as it is up is not
-restarted for ever), the connection stays down and calls are refused as before, until the toolset is
-registered again. The transports say when a session is gone (:data:`SESSION_LOST`): a stdio server's
-output ended, or an HTTP server answered ``404`` to the session id (it restarted and forgot it).
+restarted for ever), the connection rests and calls are refused unsent, without ``retry_after``; the
+first call made :attr:`Reconnect.cooldown_s` after that starts a new round (so a dead server is tried at
+most one round per cool-down, and only while it is called). The transports say when a session is gone
+(:data:`SESSION_LOST`): a stdio server's output ended, or an HTTP server answered ``404`` to the session
+id (it restarted and forgot it), or could not be connected to. A session is also asked whether it is
+still there (a listing, bounded), and taken for ended when that goes unanswered: when the stream of the
+server's own messages failed (:data:`STREAM_DROPPED`), after :attr:`Reconnect.unanswered` requests in a
+row ended unanswered while nothing was heard from the server, and, when set, after
+:attr:`Reconnect.idle_probe_s` without a word from it.
 """
 
 from __future__ import annotations
@@ -20,17 +26,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Final
 
 from actionspace.adapters._mcp_errors import Reconnecting, ServerUnavailable
-from actionspace.errors import ConfigurationError
+from actionspace.adapters._mcp_reconnect_policy import DEFAULT_RECONNECT, Reconnect, Waking, either
 
-__all__ = ["DEFAULT_RECONNECT", "SESSION_LOST", "STABLE_S", "Reconnect", "either", "refusal", "reopen"]
+__all__ = [
+    "DEFAULT_RECONNECT",
+    "SESSION_LOST",
+    "STABLE_S",
+    "STREAM_DROPPED",
+    "Reconnect",
+    "Waking",
+    "either",
+    "refusal",
+    "reopen",
+]
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -42,51 +56,35 @@ attempt takes to start a local server and list its tools."""
 SESSION_LOST: ContextVar[Callable[[], None] | None] = ContextVar("SESSION_LOST", default=None)
 """What a transport calls when its session is gone (set while a session is opened, read by the transports
 as they start: every task of theirs runs on the connection's loop)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reconnect:
-    """How a session with an MCP server that ended on its own is opened again (``reconnect=None``: never)."""
-
-    attempts: int = 5
-    """Most attempts in a row that may fail before the connection stays down. Default 5."""
-    initial_backoff_s: float = 0.5
-    """Wait before the second attempt, in seconds (the first is made at once). Default 0.5."""
-    backoff_multiplier: float = 2.0
-    """Growth of the wait per failed attempt. Default 2."""
-    max_backoff_s: float = 30.0
-    """Longest wait between two attempts, in seconds. Default 30."""
-
-    def __post_init__(self) -> None:
-        if self.attempts.__class__ is not int or self.attempts < 1:
-            raise ConfigurationError(f"Reconnect.attempts must be an int >= 1, got {self.attempts!r:.100}")
-        for name in ("initial_backoff_s", "backoff_multiplier", "max_backoff_s"):
-            value = getattr(self, name)
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if not number or not math.isfinite(value) or value < (1 if name == "backoff_multiplier" else 0):
-                raise ConfigurationError(f"Reconnect.{name} must be a finite number >= 0 (a multiplier >= 1)")
-
-    def delay(self, failed: int) -> float:
-        """Seconds to wait before the next attempt, after ``failed`` attempts that failed in a row."""
-        if failed <= 0:
-            return 0.0
-        return min(self.max_backoff_s, self.initial_backoff_s * self.backoff_multiplier ** (failed - 1))
+STREAM_DROPPED: ContextVar[Callable[[], None] | None] = ContextVar("STREAM_DROPPED", default=None)
+"""What a transport calls when the stream that brings the server's own messages failed: the session is
+then asked whether it is still there (set and read as :data:`SESSION_LOST`)."""
 
 
 async def reopen(
     policy: Reconnect,
     stop: asyncio.Event,
     session: Callable[[], Awaitable[bool]],
-    due: Callable[[float], None],
+    due: Callable[[float | None], None],
     name: str,
+    waking: Waking,
 ) -> None:
-    """Open the session again (``session()``: whether it opened, once it ended) until ``stop`` is set or
-    ``policy.attempts`` failed in a row; ``due`` is told when each attempt is due."""
+    """Open the session again (``session()``: whether it opened, once it ended) until ``stop`` is set;
+    ``due`` is told when each attempt is due. Once ``policy.attempts`` failed in a row, the next round
+    waits for a call made after ``policy.cooldown_s`` (``waking``)."""
     failed = 0
     while not stop.is_set():
         if failed >= policy.attempts:
-            _log.error("MCP server %s: not reconnected after %d attempts in a row", name, failed)
-            return
+            _log.error(
+                "MCP server %s: not reconnected after %d attempts in a row; a call after %gs tries again",
+                name,
+                failed,
+                policy.cooldown_s,
+            )
+            due(None)
+            await waking.rest(policy.cooldown_s, stop)
+            failed = 0
+            continue
         delay = policy.delay(failed)
         due(time.monotonic() + delay)
         with contextlib.suppress(TimeoutError):
@@ -104,17 +102,3 @@ def refusal(name: str, retry_at: float | None) -> ServerUnavailable:
         return ServerUnavailable(f"MCP server {name!r} is not connected")
     wait = round(max(0.0, retry_at - time.monotonic()) + RETRY_MARGIN_S, 3)
     return Reconnecting(f"MCP server {name!r} is reconnecting; nothing was sent", wait)
-
-
-async def either(*events: asyncio.Event) -> None:
-    """Wait until one of ``events`` is set."""
-    waits = {asyncio.ensure_future(event.wait()) for event in events}
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
-
-
-DEFAULT_RECONNECT: Final = Reconnect()
-"""What a server reconnects under unless configured otherwise."""

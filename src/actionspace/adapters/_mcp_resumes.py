@@ -22,12 +22,14 @@ ends, and its count of failures starts again whenever the server accepted the st
 accepts it and drops it at once is asked again every second for the session's life. Here it is taken
 again only while fewer than :data:`MAX_NOTICE_RECONNECTS` streams in a row failed (an error status, a
 lost connection, or an end before any JSON-RPC message), after :func:`resume_delay` for that count;
-then it is given up for the session, logged once, and calls go on without it. A stream that brought a
-message starts the count again: that server is working (as one that keeps its stream open and sends
-one a second is). A 405 answer means the server offers no such stream: it is not asked again. An
-answer to a request on that stream (where the protocol allows none) is dropped: the SDK would take it
-as the answer of the request in flight with that id, before (and instead of) the one on its own
-stream.
+then it is given up for the session, logged once, and calls go on without it. A stream whose
+connection failed (cut, or not made) may say the server went away: the session is asked whether it
+is still there (``_mcp_reconnect.STREAM_DROPPED``), so a server that died while idle is noticed before
+the next call. A stream that brought a message starts the count again: that server is working (as
+one that keeps its stream open and sends one a second is). A 405 answer means the server offers no
+such stream: it is not asked again. An answer to a request on that stream (where the protocol allows
+none) is dropped: the SDK would take it as the answer of the request in flight with that id, before
+(and instead of) the one on its own stream.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from pydantic import ValidationError
 
 from actionspace.adapters._mcp_codings import Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER
+from actionspace.adapters._mcp_reconnect import STREAM_DROPPED
 from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = [
@@ -158,6 +161,7 @@ class ResumingTransport(StreamableHTTPTransport):
         module docstring); the SDK's own loop takes it again for ever once the server accepted it."""
         where = _Resumed("", None)
         failures = 0
+        dropped = STREAM_DROPPED.get()  # the session is asked whether it is still there
         while self.session_id:
             try:
                 delivered = await self._notices_once(client, read_stream_writer, where)
@@ -168,6 +172,8 @@ class ResumingTransport(StreamableHTTPTransport):
                 what = type(exc).__name__  # its words may hold the URL's query, or the server's
                 _log.info("MCP server at %s: its notification stream failed: %s", _logged(self.url), what)
                 delivered = False
+                if dropped is not None and isinstance(exc, httpx2.TransportError):
+                    dropped()
             failures = 0 if delivered else failures + 1
             if failures >= MAX_NOTICE_RECONNECTS:
                 _log.warning(

@@ -45,9 +45,10 @@ API::
   is older than ``relist_writes_after_s`` lists again first, and is checked against that listing.
   A definition listed again is its earlier version, active again; retired versions are kept only
   up to a bound, so a server whose list churns forever cannot grow the catalog (``_mcp_versions``).
-* Reconnection: a session that ends on its own (a stdio server's process ended, an HTTP server restarted
-  or went away) is opened again under ``reconnect`` (``_mcp_reconnect``): its tools are listed again and
-  a changed one is a new version; calls meanwhile are ``transient`` with ``retry_after``, unsent.
+* Reconnection: a session that ends on its own (a stdio server's process ended, an HTTP server restarted,
+  went away or stopped answering) is opened again under ``reconnect`` (``_mcp_reconnect``): its tools are
+  listed again, a changed one is a new version; calls meanwhile are ``transient``, unsent, with
+  ``retry_after``; once the attempts are spent, a call after ``Reconnect.cooldown_s`` starts a new round.
 * Idempotency: MCP has no idempotency key, so tools are ``idempotency="none"``: a write whose
   answer is lost is ``unknown_commit`` for a person to reconcile, never re-sent.
 
@@ -149,8 +150,9 @@ class _ServerSettings:
     tool without announcing it), and a call whose tool changed in it is refused unsent
     (``version_mismatch``). Default 60; 0: before every such call; None: never. Reads never wait."""
     reconnect: Reconnect | None = DEFAULT_RECONNECT
-    """How a session that ended on its own is opened again: ``Reconnect(attempts=5,
-    initial_backoff_s=0.5, backoff_multiplier=2, max_backoff_s=30)`` by default; None: never."""
+    """How a session that ended (or stopped answering) is opened again: ``Reconnect(attempts=5,
+    initial_backoff_s=0.5, backoff_multiplier=2, max_backoff_s=30, cooldown_s=60, unanswered=3,
+    idle_probe_s=None)`` by default; None: never."""
 
     def toolset(self) -> McpToolset:
         """A toolset for this server, not yet connected (``Runtime.add_mcp_server`` registers it)."""
@@ -233,6 +235,7 @@ class McpToolset:
             max_tools=server.max_tools,
             listing_timeout_s=server.connect_timeout_s,
             reconnect=server.reconnect,
+            probed=isinstance(server, HttpServer),
         )
         self._target: _Registers | None = None
         self._versions = ToolVersions()

@@ -158,6 +158,7 @@ class Gateway:
                 name=upstream.name,
                 allowlisted=upstream.allowlisted,
                 prefix=upstream.tool_prefix,
+                reconnect=upstream.reconnect,
             )
         else:
             server = StdioServer(
@@ -167,6 +168,7 @@ class Gateway:
                 name=upstream.name,
                 allowlisted=upstream.allowlisted,
                 prefix=upstream.tool_prefix,
+                reconnect=upstream.reconnect,
             )
         toolset = McpToolset(server)
         toolset.register(_PolicyTarget(self.runtime, self.config))
