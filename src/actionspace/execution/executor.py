@@ -387,8 +387,9 @@ class Executor:
     def _attempt(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Outcome:
         fn = spec.fn
         assert fn is not None
+        is_async = spec._is_async  # ToolSpec.is_async, read without the property's call
         try:
-            if spec.is_async:
+            if is_async:
                 value = self._run_coroutine(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
                 fut = self._submit(spec, kwargs)
@@ -406,7 +407,7 @@ class Executor:
                     return _withdrawn()
             else:
                 value = fn(**kwargs)
-            if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
+            if not is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
                 value = self._run_coroutine(_await(value), spec.timeout_s)
         except (TimeoutError, FutureTimeout) as late:
             return self._async_timed_out(spec, late)

@@ -20,10 +20,14 @@ retry of a retryable failure), the send did not succeed, ours broke around it, a
 through the protocol's own generator from where it stands, as the driver's direct frame hands it
 over (``LedgerDriver._drive``, which never suspends on the sync path).
 
-What is decided per (run, tool) is the precompiled entry's (authorization, the flow verdict per
-run label, the events' payloads); per call, the key and the argument digest are hashed from one
-canonical text of the arguments, and an ``int`` result is put in its envelope as the precompiled
-read path puts it (pipeline/_run.py).
+What is decided per (run, tool) is the precompiled entry's (authorization, the flow verdict and
+its output per run label, the events' payloads); per call, the key and the argument digest are
+hashed from one canonical text of the arguments, an ``int`` result is put in its envelope as the
+precompiled read path puts it (pipeline/_run.py), its ledger JSON made beside it, and the flow
+state shown it as that path shows its own (``FlowState.observed_as``). Over a SQLite trace store
+the payloads made per call carry the text the store writes for them
+(:class:`~actionspace.trace.store_encoding.Texted`). What this frame shares with the awaited one
+(pipeline/_awrite.py) is in pipeline/_write_parts.py.
 
 :func:`write_call` answers None before anything is recorded or changed for any call it does not
 take (a read, a stream, a batch, approvals, budgets or the read cache, bindings, a user stage, a
@@ -36,45 +40,40 @@ entries and flow state over generated write tools and calls.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections.abc import AsyncIterator, Coroutine
+from json.encoder import encode_basestring as _quote
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actionspace import _crash
-from actionspace._canonical import digest_json
 from actionspace._crash import point
-from actionspace._encoder import dumps_plain
-from actionspace._json_values import unfit_arguments
-from actionspace.errors import ActionError, said
+from actionspace.errors import ActionError
 from actionspace.execution._sends import SENDING, SendGate
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.ledger._shown import observed
-from actionspace.ledger.commit import (
-    _COMMITTABLE,
-    Record,
-    _hold_unrecorded,
-    _Ledger,
-    new_entry,
-    proceed,
-    settling,
-)
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.ledger.keys import args_digest, idempotency_key, identity_digests
+from actionspace.ledger.commit import _Ledger, proceed, settling
+from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import running_here
 from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.pipeline._commit_parts import CallRecord, lost
-from actionspace.pipeline._run import _INT_BOUND, _INT_DIGESTS, _INT_MEMO
+from actionspace.pipeline._run import _INT_BOUND
+from actionspace.pipeline._write_parts import (
+    Taken,
+    _text,
+    admitted,
+    committed,
+    int_observation,
+    intent_entry,
+    prepared,
+    texted_as,
+)
 from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import _shown
-from actionspace.pipeline.fast_effects import verdict_of
 from actionspace.pipeline.observe import fail, observe_write
-from actionspace.pipeline.runs import check_id
-from actionspace.pipeline.stages import node_named
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.types import Observation, Provenance, ToolCall
+from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
     from actionspace.pipeline.messages import Messages
@@ -84,10 +83,6 @@ __all__ = ["write_call"]
 T = TypeVar("T")
 
 _time = time.time
-_FLAT = frozenset({str, int, bool, type(None)})
-_SAFE = 2**53 - 1
-_new = object.__new__
-_sha256 = hashlib.sha256
 
 
 def write_call(
@@ -96,76 +91,24 @@ def write_call(
     """``Messages.calls`` of ``raw`` (a ``ToolCall``, no provenance, sources, dry run, fresh read,
     parsed message or occurrence) when it is a plain new write this frame takes, else None with
     nothing recorded or changed but the run opened (as the general path would open it first)."""
-    engine = messages.engine
-    fast = engine.fast
-    name, args, given_id = raw.name, raw.arguments, raw.id
-    if (
-        not fast.enabled
-        or raw.provenance
-        or type(name) is not str
-        or not name
-        or type(args) is not dict
-        or not (given_id is None or type(given_id) is str)
-    ):
+    taken = admitted(messages, raw, run_id, node_id, principal)  # pipeline/_write_parts.py
+    if taken is None:
         return None
-    if node_id is not None and ("\x00" in node_id or not node_id.isascii()):
-        check_id("node id", node_id)  # raised at the caller, as the general path raises it
-    run = engine.run(run_id, principal)
-    who = principal or run.principal
-    entry = fast.entry(run, name, who, engine._ordered)
-    if entry is None or not entry.effects:
-        return None
-    spec = entry.spec
-    driver = engine.driver
-    executor = engine.executor
-    if (
-        not spec.has_side_effects
-        or spec.bindings
-        or not driver.direct
-        or executor.closed
-        or unfit_arguments(args) is not None
-        or not entry.compiled.validator.is_valid(args)
-    ):
-        return None
-    # What ready_effect decides, decided before anything is recorded: the verdict, the identity.
-    verdict = verdict_of(entry, run, who, args)
-    if verdict is None:
-        return None
-    text, digest = _digested(args, entry.plain is not None)
-    if text is None and node_id is None:
-        digest, written = identity_digests(args)
-        if written is not None:  # not NFC: the stages look for the node as written in the ledger
-            return None
+    engine, run = taken[0], taken[1]
     rec = Recorder(run, None)
-    records, seq = rec.records, run.seq  # Recorder.add, written out for the stages' events
     obs: Observation
+    shown = False
     try:
-        parsed = {"format": "toolcall", "calls": ({"name": name, "id": given_id},)}
-        records.append((next(seq), "parsed", _time(), None, parsed))
-        node = node_id or f"n{next(run.nodes)}"
-        call_id = given_id or f"{run.run_id}:{node}"
-        rec.call_id = call_id
-        shape = entry.shape
-        records.append((next(seq), "authorized", _time(), call_id, shape.authorized))
-        records.append((next(seq), "validated", _time(), call_id, shape.validated))
-        spec_key = spec._key  # ToolSpec.key's own value, read without the property's call
-        if node_id is None:  # the identity node of the message's first such call
-            node = node_named(run.turn, spec_key, digest, 1)
-        elif text is None:
-            digest = args_digest(args)
-        if verdict[2] is not None:
-            records.append((next(seq), "flow_checked", _time(), call_id, verdict[2]))
-        run.flow.pending[call_id] = verdict[3]
-        key = _key(run.run_id, node, spec_key, args, text)
-        kwargs = {**args, "idempotency_key": key} if spec.takes_key else args
-        ready = Ready(entry.compiled, call_id, node, args, kwargs, key, None, verdict[3])
-        if executor.closed:  # closed while it was prepared, as the general path checks it
-            obs = _closed_meanwhile(rec, raw, run, call_id)
+        ready, digest = prepared(taken, rec, raw, node_id)
+        if engine.executor.closed:  # closed while it was prepared, as the general path checks it
+            obs = _closed_meanwhile(rec, raw, run, ready.call_id)
         else:
+            key = ready.key
+            assert key is not None
             writing = engine.writing
             writing[key] = None
             try:
-                obs = _driven(messages, ready, rec, digest, entry.ints)
+                obs, shown = _driven(messages, ready, rec, digest, taken)
             finally:
                 writing.pop(key, None)
     except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised at the model
@@ -174,16 +117,22 @@ def write_call(
         with contextlib.suppress(Exception):
             engine.flush(rec)
         raise
-    run.flow.observed(obs)
+    if not shown:
+        run.flow.observed(obs)
     try:
-        engine.flush(rec)
+        engine.runs.flush(rec, engine.sink, clean=shown)  # Engine.flush
     except Exception as exc:
         return messages._unsaved(run, [obs], exc)[0]
     return obs
 
 
-def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_ints: bool) -> Observation:
-    """``LedgerDriver.drive_call`` of ``ready`` on the sync path, its direct frame written out."""
+def _driven(
+    messages: Messages, ready: Ready, rec: Recorder, digest: str, taken: Taken
+) -> tuple[Observation, bool]:
+    """``LedgerDriver.drive_call`` of ``ready`` on the sync path, its direct frame written out;
+    and whether the flow state was shown the observation already (a first send that committed
+    an ``int``: ``FlowState.observed_as`` with the verdict's output, as the precompiled read path
+    shows its own)."""
     engine = messages.engine
     driver = engine.driver
     executor = engine.executor
@@ -193,7 +142,7 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
     assert key is not None
     if executor.closed:  # closed before it began: nothing recorded as sent
         error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
-        return fail(rec, error, call_id, spec.name, spec.version)
+        return fail(rec, error, call_id, spec.name, spec.version), False
     ledger = driver.ledger
 
     def failed(error: ActionError) -> Observation:
@@ -208,44 +157,22 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
     else:
         pending = ledger.pending_action(rec.run.run_id, spec._key, digest)
         if pending is not None and pending.key != key:
-            return driver._still_pending(ready, rec, pending)
+            return driver._still_pending(ready, rec, pending), False
 
     artifacts = engine.artifacts
-
-    ints = entry_ints
-    label = ready.label
+    entry_of = taken[2]
+    ints = entry_of.ints
+    verdict, texted = taken[3], taken[6]
 
     def observe_outcome(outcome: Outcome) -> Observation:
         value = outcome.value if type(outcome) is Succeeded and outcome.attempts == 1 else None
-        if not (ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND and label is not None):
-            return observe_write(ready, outcome, rec, artifacts)
-        # What observe_write makes of it (pipeline/_run.py ``tail`` too): the int's repr is its text.
-        digest = _INT_DIGESTS.get(value)
-        if digest is None:
-            if len(_INT_DIGESTS) >= _INT_MEMO:
-                _INT_DIGESTS.clear()
-            digest = _INT_DIGESTS[value] = _sha256(int.__repr__(value).encode()).hexdigest()
-        provenance = _new(Provenance)
-        provenance.__dict__.update(
-            fetched_at=_time(), resource_version=None, trust=label.integrity, labels=label.tags()
-        )
-        obs = _new(Observation)  # every field is already checked, as observe() does
-        obs.__dict__.update(
-            call_id=call_id,
-            tool=spec.name,
-            tool_version=spec.version,
-            data=value,
-            content_hash=digest,
-            provenance=provenance,
-            diagnostics={"idempotency_key": key},
-        )
-        observed = {"status": "ok", "tool": spec.name, "version": spec.version, "content_hash": digest}
-        rec.records.append((next(rec.run.seq), "observation", _time(), call_id, observed))  # rec.add's
-        return obs
+        if ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
+            return int_observation(ready, value, rec, verdict, texted)[0]
+        return observe_write(ready, outcome, rec, artifacts)
 
     flush = driver.flush
-    record = rec.add if flush is None else CallRecord(rec, flush)
-    queued = bool(spec.blocking) and not spec.is_async  # a worker begins it
+    record: Any = None  # the ledger's ``record`` (CallRecord), made where the protocol's functions take it
+    queued = bool(spec.blocking) and not spec._is_async  # a worker begins it
     gate = SendGate(driver._closed)
     held = running_here(key)  # recovery in this process leaves the key alone
     sending, gates = driver.sending, driver.gates
@@ -253,15 +180,7 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
     try:
         if _crash._target is not None:
             point("before_intent")
-        sent_entry = new_entry(
-            key=key,
-            run_id=rec.run.run_id,
-            node_id=ready.node_id,
-            spec=spec,
-            arguments=ready.arguments,
-            digest=digest,
-            dispatched=True,
-        )
+        sent_entry = intent_entry(ready, rec.run.run_id, spec._key, digest)  # new_entry's
         refused: Observation | None = None
         try:  # ledger/_intent.py ``intent``, written out
             if still_pending is not None:
@@ -273,17 +192,25 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
         except Exception as exc:  # the store did not take the intent: nothing is sent
             refused = failed(ActionError.unsent("the ledger could not record the intent", exc))
         if refused is not None:
-            return _shown(refused, ready, rec, record)
+            record = _record(rec, flush)
+            return _shown(refused, ready, rec, record), False
         if _crash._target is not None:
             point("after_intent")
         if not begun.created:
+            record = _record(rec, flush)
             steps = proceed(
                 spec, ledger, begun, sent_entry, observe=observe_outcome, fail=failed, record=record
             )
-            return _rest(messages, ready, rec, record, steps, queued, (gate, None, held, False))
+            return _rest(messages, ready, rec, record, steps, queued, (gate, None, held, False)), False
         entry = begun.entry  # ledger/commit.py ``first_send``, written out
-        records.append((next(seq), "ledger", _time(), call_id, {"key": key, "from": None, "to": "accepted"}))
-        moved = {"key": key, "from": "accepted", "to": "dispatched", "attempts": 1}
+        accepted: dict[str, Any] = {"key": key, "from": None, "to": "accepted"}
+        moved: dict[str, Any] = {"key": key, "from": "accepted", "to": "dispatched", "attempts": 1}
+        if texted:  # their texts as encode_data writes them (the key is ASCII)
+            accepted = texted_as(accepted, f'{{"key": "{key}", "from": null, "to": "accepted"}}')
+            moved = texted_as(
+                moved, f'{{"key": "{key}", "from": "accepted", "to": "dispatched", "attempts": 1}}'
+            )
+        records.append((next(seq), "ledger", _time(), call_id, accepted))
         records.append((next(seq), "ledger", _time(), call_id, moved))
         if _crash._target is not None:
             point("after_dispatch_durable")
@@ -295,18 +222,23 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
         if sent:
             token = SENDING.set(gate)
             try:
-                dispatched = {
+                dispatched: dict[str, Any] = {
                     "tool": spec.name,
                     "version": spec.version,
                     "node_id": ready.node_id,
                     "attempt": 1,
                 }
                 dispatched["idempotency_key"] = key  # pipeline/calls.py ``dispatched_event``
+                if texted:
+                    head = f'{{"tool": {_quote(spec.name)}, "version": {_text(spec.version)}, "node_id": '
+                    text = f'{head}{_quote(ready.node_id)}, "attempt": 1, "idempotency_key": "{key}"}}'
+                    dispatched = texted_as(dispatched, text)
                 records.append((next(seq), "dispatched", _time(), call_id, dispatched))
                 outcome = executor.run(spec, ready.kwargs, rec.retry)
             except Exception as exc:  # ours broke around the send: it may have landed
                 outcome = Failed(lost(exc), 1)
             except BaseException as cut:  # the interpreter's exit, a signal: it may have acted
+                record = _record(rec, flush)
                 cut_steps = settling(spec, _Ledger(ledger, entry, record), observe_outcome, failed)
                 outcome = _sync(driver._cut_send(cut, gate, cut_steps, True))
                 if outcome is None:
@@ -318,51 +250,37 @@ def _driven(messages: Messages, ready: Ready, rec: Recorder, digest: str, entry_
                     SENDING.set(None)
         assert outcome is not None
         if not isinstance(outcome, Succeeded):
+            record = record or _record(rec, flush)
             steps = cut_steps or settling(spec, _Ledger(ledger, entry, record), observe_outcome, failed)
-            return _rest(messages, ready, rec, record, steps, queued, (gate, outcome, held, sent))
+            return _rest(messages, ready, rec, record, steps, queued, (gate, outcome, held, sent)), False
         if _crash._target is not None:  # ledger/commit.py ``settled_at_once``, written out
             point("after_response")
-        final = _committed(ledger, entry, observed(observe_outcome, outcome), record)
+        value = outcome.value
+        if ints and outcome.attempts == 1 and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
+            obs, stored = int_observation(ready, value, rec, verdict, texted)
+            final = committed(ledger, entry, obs, stored, rec, texted)
+            if final is obs:
+                label, within, _ = verdict[4]
+                taken[1].flow.observed_as(obs, label, within)
+                return obs, True
+        else:
+            obs = observed(observe_outcome, outcome)
+            final = committed(ledger, entry, obs, obs.to_dict(), rec, texted)
         if final.call_id != call_id or final.diagnostics.get("replayed") is True:
-            return _shown(final, ready, rec, record)
-        return final
+            record = record or _record(rec, flush)
+            return _shown(final, ready, rec, record), False
+        return final, False
     finally:
         sending.pop(id(gate), None)
         gates.pop(id(gate), None)
         held()
-        if isinstance(record, CallRecord):
+        if record is not None:
             record.ended = True
 
 
-def _committed(ledger: LedgerStore, entry: LedgerEntry, obs: Observation, record: Record) -> Observation:
-    """ledger/commit.py ``_commit`` of a new action's first send, which succeeded (its entry
-    ``dispatched``, one attempt), with its ``_Ledger.move``."""
-    new = entry.evolve(
-        state="committed",
-        observation=obs.to_dict(),
-        remote_id=obs.diagnostics.get("remote_id"),
-        error=None,
-    )
-    key = entry.key
-    try:
-        stored = ledger.transition(key, _COMMITTABLE, new)
-    except Exception as exc:  # the outcome is known and the store did not take it: kept here
-        _hold_unrecorded(ledger, new)
-        why = f"{type(exc).__name__}: {said(exc)[:200]}"
-        moved = {"key": key, "from": entry.state, "to": "committed", "attempts": new.attempts}
-        record("ledger", {**moved, "recorded": False, "error": why})
-    else:
-        if stored is None:  # someone settled it meanwhile (a recover elsewhere): the stored outcome
-            current = ledger.get(key)
-            if current is not None and current.state == "committed" and current.observation is not None:
-                return Observation.from_dict(current.observation)
-        else:
-            record(
-                "ledger", {"key": key, "from": entry.state, "to": "committed", "attempts": stored.attempts}
-            )
-    if _crash._target is not None:
-        point("after_ledger_commit")
-    return obs
+def _record(rec: Recorder, flush: Any) -> Any:
+    """The ledger's ``record`` for the call (as the driver makes it)."""
+    return rec.add if flush is None else CallRecord(rec, flush)
 
 
 def _rest(
@@ -398,39 +316,6 @@ def _sync(coro: Coroutine[Any, Any, T]) -> T:
     from actionspace.pipeline.engine import run_sync  # the engine imports messages, which imports this
 
     return run_sync(coro)
-
-
-def _digested(args: dict[str, Any], flat: bool) -> tuple[bytes | None, str]:
-    """(the text :func:`~actionspace.ledger.keys.args_digest` hashes, that digest) when the text
-    is ASCII RFC 8785 (no string to bring to NFC, no integer beyond its domain's other form);
-    else (None, "") and the ledger's own functions read the arguments. ``flat``: the schema's
-    arguments are strings, integers and booleans (``Entry.plain``); such values, each of exactly
-    its type and an integer within ±(2**53 − 1), are written by the C encoder as RFC 8785 writes
-    them (what ``canonical_json`` checks first, value by value)."""
-    if flat:
-        for value in args.values():
-            kind = type(value)
-            if kind not in _FLAT or (kind is int and not -_SAFE <= value <= _SAFE):
-                flat = False
-                break
-    try:
-        text = dumps_plain(args).encode() if flat else digest_json(args)
-    except ValueError:  # what the ledger's own functions refuse as they refuse it
-        return None, ""
-    if text.isascii() and text[:1] != b"x":
-        return text, _sha256(text).hexdigest()
-    return None, ""
-
-
-def _key(run_id: str, node: str, tool_key: str, args: dict[str, Any], text: bytes | None) -> str:
-    """:func:`~actionspace.ledger.keys.idempotency_key`, from the arguments' text when
-    :func:`_digested` gave it: RFC 8785 writes an array as its members' texts, comma-separated,
-    and a printable ASCII string without a quote or backslash as itself between quotes."""
-    if text is not None:
-        head = f'["{run_id}","{node}","{tool_key}",'
-        if head.isascii() and head.isprintable() and head.count('"') == 6 and "\\" not in head:
-            return f"as1_{_sha256(b''.join((head.encode(), text, b']'))).hexdigest()[:32]}"
-    return idempotency_key(run_id, node, tool_key, args)
 
 
 def _closed_meanwhile(rec: Recorder, raw: ToolCall, run: Any, call_id: str) -> Observation:

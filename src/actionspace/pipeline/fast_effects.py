@@ -40,7 +40,7 @@ from actionspace.policy.flow_policies import (
     UntrustedHighRiskArgs,
     UntrustedWrites,
 )
-from actionspace.policy.labels import Label, may_read
+from actionspace.policy.labels import PUBLIC_TRUSTED, Label, may_read
 from actionspace.policy.principal import Principal
 
 if TYPE_CHECKING:
@@ -51,8 +51,12 @@ __all__ = ["Verdict", "always_allows", "has_effects", "labels_decide", "ready_ef
 
 _LABEL_ONLY = (AllowAll, NoSecretToExternalSink, ReadClearance, UntrustedHighRiskArgs, UntrustedWrites)
 
-Verdict = tuple[Label, tuple[str, ...], "dict[str, Any] | None", Label]
-"""(run label, argument names, the ``flow_checked`` payload or None, the output label) of an allow."""
+Verdict = tuple[
+    Label, tuple[str, ...], "dict[str, Any] | None", Label, "tuple[Label, Label | None, tuple[str, ...]]"
+]
+"""(run label, argument names, the ``flow_checked`` payload or None, the output label, and the
+output as ``pipeline/_entry.py`` ``output_of`` gives it under that run label: the label, the run
+label when the output adds nothing to it (else None), its provenance tags) of an allow."""
 
 
 def has_effects(spec: ToolSpec) -> bool:
@@ -130,7 +134,9 @@ def verdict_of(entry: Entry, run: RunState, principal: Principal, args: dict[str
             },
             "output": check.output.to_dict(),
         }
-    held = entry.verdict = (context, names, event, check.output)
+    out = check.output
+    within = context if out == PUBLIC_TRUSTED or context.join(out) is context else None  # output_of's
+    held = entry.verdict = (context, names, event, out, (out, within, out.tags()))
     return held
 
 

@@ -29,6 +29,7 @@ from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.parse import ParseResult, ids_apart, parse
+from actionspace.pipeline._awrite import awrite
 from actionspace.pipeline._direct import KeepsCalls, begun, direct_caller, keeps
 from actionspace.pipeline._run import AppendCall
 from actionspace.pipeline._write import write_call
@@ -73,8 +74,8 @@ class Messages:
         self.direct = direct_caller(self)
         """:meth:`quick` with its commonest case in one frame of its own (pipeline/_direct.py)."""
         self.writes = True
-        """False: a plain new write from sync code runs the general path too, not the frame of
-        pipeline/_write.py (for comparisons and the equivalence test)."""
+        """False: a plain new write runs the general path too, not the frame of pipeline/_write.py
+        (sync) or pipeline/_awrite.py (awaited), for comparisons and the equivalence tests."""
         self.together = True
         """False: the calls of a message of several run one after the other, each begun once the
         one before it was shown (for comparisons and the equivalence test)."""
@@ -151,6 +152,13 @@ class Messages:
     ) -> Coroutine[Any, Any, list[Observation]]:
         """Async :meth:`calls` (await it): async tools are awaited, blocking ones run on worker
         threads, and the calls of a message of several run together (pipeline/together.py)."""
+        if (
+            type(raw) is ToolCall
+            and self.writes
+            and not (provenance or sources or dry_run or fresh or occurrence)
+            and parsed is None
+        ):
+            return awrite(self, raw, run_id, node_id, principal)  # pipeline/_awrite.py
         return self._calls(
             raw,
             run_id,

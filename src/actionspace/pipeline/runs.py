@@ -293,10 +293,11 @@ class RunRegistry:
             joins = _JOINS[func] = "join" in inspect.signature(save).parameters
         return save(run_id, state, texts, join=join_call_ids) if joins else save(run_id, state, texts)
 
-    def flush(self, rec: Recorder, sink: RecordSink) -> None:
+    def flush(self, rec: Recorder, sink: RecordSink, *, clean: bool = False) -> None:
         """Hand a call's events to ``sink``, the run's state saved first if it changed; a failing
         trace store never turns into a failed call (a failing run-state save raises: the call's
-        observation must not outrun its label).
+        observation must not outrun its label). ``clean``: the caller knows no event of ``rec``
+        is an error observation (nothing for the run's errors seen to note).
 
         When another process already stored events under the same numbers (several workers run
         nodes of one run), the batch is renumbered after the stored events instead of being lost.
@@ -304,7 +305,7 @@ class RunRegistry:
         owner = rec.run
         if isinstance(owner, RunState):
             seen = owner.errors_seen
-            if seen is not None and rec.records and note_errors(rec.records, seen):
+            if seen is not None and not clean and rec.records and note_errors(rec.records, seen):
                 owner.errors_mark += 1  # a new category is saved before the error is stored
             if owner.mark() != owner.saved:
                 self.persist(owner)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from actionspace import _crash
 from actionspace._crash import point
 from actionspace.errors import ActionError
 from actionspace.trace.events import (
@@ -149,7 +150,8 @@ class Recorder:
                     append_nodes(self.run.run_id, nodes, self._labelled(records) if records else records)
                     return
         if self.records:
-            point("during_observation_write")
+            if _crash._target is not None:
+                point("during_observation_write")
             held, self.records = self.records, []
             try:
                 sink(self.run.run_id, self._labelled(held))
@@ -165,7 +167,7 @@ class Recorder:
             # Calls let through whose observations the model has not been shown yet (plan
             # nodes): their events carry their own output label now, not when it joins the run.
             return _all_marked(records, context, flow.pending)
-        if context.secret or context.readers is not None:  # viewers see these only if cleared
+        if context.confidentiality == "secret" or context.readers is not None:  # seen only if cleared
             mark = context.to_dict()
             return [(q, k, t, c, {**d, "label": mark}) for q, k, t, c, d in records]
         return records

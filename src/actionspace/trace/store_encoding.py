@@ -49,6 +49,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_EVENT_CHARS",
     "RAW_PREFIX_CHARS",
+    "Texted",
     "bounded_raw",
     "call_id_for_postgres",
     "call_id_for_utf8",
@@ -90,6 +91,17 @@ class _PutsBytes(Protocol):
     def put(self, data: bytes) -> str: ...
 
 
+class Texted(dict[str, Any]):
+    """An event's ``data`` with ``text``, what :func:`encode_data` writes for it, made beside it
+    by code that knows the payload's shape (a durable write's events, pipeline/_write_parts.py):
+    an ASCII text of at most :data:`MAX_EVENT_CHARS` characters, so both ``utf8`` forms are it.
+    Anything else sees an ordinary ``dict``; a copy (``{**data, ...}``) is one, and is encoded."""
+
+    __slots__ = ("text",)
+
+    text: str
+
+
 def encode_data(data: Mapping[str, Any], *, utf8: bool = True) -> str:
     """The JSON text a store writes for an event's ``data`` (see the module docstring).
 
@@ -97,6 +109,8 @@ def encode_data(data: Mapping[str, Any], *, utf8: bool = True) -> str:
     text encodes as UTF-8 and reads back the same (:func:`~actionspace._unicode.json_for_utf8`);
     False leaves it as it is (PostgreSQL's store replaces it, see :func:`encode_for_postgres`).
     """
+    if type(data) is Texted:
+        return data.text
     plain = data if type(data) is dict else dict(data)
     try:
         text = None

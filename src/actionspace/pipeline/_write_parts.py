@@ -1,0 +1,334 @@
+"""What the frames of a plain new write (pipeline/_write.py, sync; pipeline/_awrite.py, awaited)
+share: the decision to take a call, its preparation, the arguments' one canonical text, and the
+commit of a first send that succeeded, with an ``int`` result's envelope made beside it.
+
+Each function here does for such a call exactly what the general path's own does (named in each);
+``tests/pipeline/test_w19_write_frame.py`` and ``tests/pipeline/test_w20_write_frames.py`` hold the
+frames equal to the general path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json.encoder
+import time
+from dataclasses import fields
+from json.encoder import encode_basestring as _quote
+from typing import TYPE_CHECKING, Any
+
+from actionspace import _crash
+from actionspace._canonical import digest_json
+from actionspace._crash import point
+from actionspace._json_values import unfit_arguments
+from actionspace.errors import said
+from actionspace.execution.ready import Ready
+from actionspace.ledger.commit import _COMMITTABLE, _hold_unrecorded
+from actionspace.ledger.entries import LedgerEntry, LedgerStore
+from actionspace.ledger.keys import args_digest, idempotency_key, identity_digests
+from actionspace.pipeline._run import _INT_DIGESTS, _INT_MEMO
+from actionspace.pipeline.fast_effects import verdict_of
+from actionspace.pipeline.runs import check_id
+from actionspace.pipeline.stages import node_named
+from actionspace.policy.principal import Principal
+from actionspace.trace.recorder import Recorder
+from actionspace.trace.sqlite import SqliteTraceStore
+from actionspace.trace.store_encoding import MAX_EVENT_CHARS, Texted
+from actionspace.types import _EMPTY as _NO_SOURCES
+from actionspace.types import Observation, Provenance, ToolCall
+
+if TYPE_CHECKING:
+    from actionspace.discovery.runs import RunState
+    from actionspace.pipeline.engine import Engine
+    from actionspace.pipeline.fast import Entry
+    from actionspace.pipeline.fast_effects import Verdict
+    from actionspace.pipeline.messages import Messages
+
+__all__ = [
+    "Taken",
+    "admitted",
+    "committed",
+    "int_observation",
+    "intent_entry",
+    "prepared",
+    "texted_as",
+]
+
+_time = time.time
+_WRITES = ("write", "external")
+_FLAT = frozenset({str, int, bool, type(None)})
+_SAFE = 2**53 - 1
+_new = object.__new__
+_sha256 = hashlib.sha256
+
+Taken = tuple["Engine", "RunState", "Entry", "Verdict", "bytes | None", str, bool]
+"""What :func:`admitted` decided of a call it takes: (engine, run, entry, flow verdict, the
+arguments' canonical text or None, their digest or "", whether its events go to a SQLite trace
+store, which takes their payloads' texts made beside them: :func:`texted`)."""
+
+_FLAT_ITEMS = 64  # _encoder.check_plain's flat objects: at most this many items
+_join = "".join
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+_chunks = getattr(json.encoder, "c_make_encoder", None)
+if _chunks is not None:  # _encoder._sorted_dumps's encoder: RFC 8785's text of flat arguments
+    _chunks = _chunks(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+
+_put = {name: LedgerEntry.__dict__[name].__set__ for name in (f.name for f in fields(LedgerEntry))}
+_key_of, _run_of, _node_of, _tool_of = _put["key"], _put["run_id"], _put["node_id"], _put["tool"]
+_digest_of, _arguments_of, _state_of = _put["args_digest"], _put["arguments"], _put["state"]
+_attempts_of, _created_of, _updated_of = _put["attempts"], _put["created_at"], _put["updated_at"]
+_NONE_OF = tuple(_put[name] for name in ("remote_id", "observation", "error", "resolution"))
+"""The setters of the fields an intent's entry holds None in (a field added to ``LedgerEntry``
+and set nowhere here is left unset: reading it raises, as the equivalence tests would show)."""
+
+_LEDGER_OBSERVATION: dict[str, Any] = Observation(call_id="", tool="").to_dict()
+"""``Observation.to_dict()`` of an observation of defaults: its keys in their order (the
+ledger's JSON of an observation is written in that order)."""
+_SOURCE = Provenance().source
+
+
+def admitted(
+    messages: Messages, raw: ToolCall, run_id: str, node_id: str | None, principal: Principal | None
+) -> Taken | None:
+    """Whether a frame takes ``raw`` (see pipeline/_write.py), decided before anything is recorded
+    or changed but the run opened (as the general path opens it first); None: it does not."""
+    engine = messages.engine
+    fast = engine.fast
+    name, args, given_id = raw.name, raw.arguments, raw.id
+    provenance = raw.provenance
+    if (
+        not fast.enabled
+        or (provenance is not _NO_SOURCES and provenance)
+        or type(name) is not str
+        or not name
+        or type(args) is not dict
+        or not (given_id is None or type(given_id) is str)
+    ):
+        return None
+    if node_id is not None and ("\x00" in node_id or not node_id.isascii()):
+        check_id("node id", node_id)  # raised at the caller, as the general path raises it
+    run = engine.run(run_id, principal)
+    who = principal or run.principal
+    entry = fast.entry(run, name, who, engine._ordered)
+    if entry is None or not entry.effects:
+        return None
+    spec = entry.spec
+    if (
+        spec.effect not in _WRITES  # ToolSpec.has_side_effects, read without the property's call
+        or spec.bindings
+        or not engine.driver.direct
+        or engine.executor.closed
+        or unfit_arguments(args) is not None
+        or not entry.compiled.validator.is_valid(args)
+    ):
+        return None
+    # What ready_effect decides, decided before anything is recorded: the verdict, the identity.
+    verdict = verdict_of(entry, run, who, args)
+    if verdict is None:
+        return None
+    text, digest = _digested(args)
+    if text is None and node_id is None:
+        digest, written = identity_digests(args)
+        if written is not None:  # not NFC: the stages look for the node as written in the ledger
+            return None
+    texted = type(getattr(engine.sink, "__self__", None)) is SqliteTraceStore
+    return engine, run, entry, verdict, text, digest, texted
+
+
+def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) -> tuple[Ready, str]:
+    """The stages' events of a call :func:`admitted` took, recorded in ``rec``, and (its Ready
+    call, as ``ready_effect`` makes it, the arguments' digest)."""
+    _, run, entry, verdict, text, digest, texted = taken
+    records, seq = rec.records, run.seq  # Recorder.add, written out for the stages' events
+    name, args, given_id = raw.name, raw.arguments, raw.id
+    parsed = {"format": "toolcall", "calls": ({"name": name, "id": given_id},)}
+    if texted:
+        call = f'[{{"name": {_quote(name)}, "id": {"null" if given_id is None else _quote(given_id)}}}]'
+        parsed = texted_as(parsed, f'{{"format": "toolcall", "calls": {call}}}')
+    records.append((next(seq), "parsed", _time(), None, parsed))
+    node = node_id or f"n{next(run.nodes)}"
+    call_id = given_id or f"{run.run_id}:{node}"
+    rec.call_id = call_id
+    shape = entry.shape
+    records.append((next(seq), "authorized", _time(), call_id, shape.authorized))
+    records.append((next(seq), "validated", _time(), call_id, shape.validated))
+    spec = entry.spec
+    spec_key = spec._key  # ToolSpec.key's own value, read without the property's call
+    if node_id is None:  # the identity node of the message's first such call
+        node = node_named(run.turn, spec_key, digest, 1)
+    elif text is None:
+        digest = args_digest(args)
+    if verdict[2] is not None:
+        records.append((next(seq), "flow_checked", _time(), call_id, verdict[2]))
+    label = verdict[3]
+    run.flow.pending[call_id] = label
+    key = _key(run.run_id, node, spec_key, args, text)
+    kwargs = {**args, "idempotency_key": key} if spec._takes_key else args
+    return Ready(entry.compiled, call_id, node, args, kwargs, key, None, label), digest
+
+
+def intent_entry(ready: Ready, run_id: str, tool_key: str, digest: str) -> LedgerEntry:
+    """ledger/_intent.py ``new_entry(..., dispatched=True)`` of ``ready`` (its entry as the intent
+    writes it: ``dispatched``, one attempt), its slots set as ``LedgerEntry.evolve`` sets them
+    rather than through the frozen ``__init__``'s ``object.__setattr__`` calls."""
+    entry: LedgerEntry = _new(LedgerEntry)
+    _key_of(entry, ready.key)
+    _run_of(entry, run_id)
+    _node_of(entry, ready.node_id)
+    _tool_of(entry, tool_key)
+    _digest_of(entry, digest)
+    _arguments_of(entry, dict(ready.arguments))
+    _state_of(entry, "dispatched")
+    _attempts_of(entry, 1)
+    _created_of(entry, _time())  # each from its own clock read, as the fields' default factories
+    _updated_of(entry, _time())
+    for put in _NONE_OF:  # remote_id, observation, error, resolution
+        put(entry, None)
+    return entry
+
+
+def int_observation(
+    ready: Ready, value: int, rec: Recorder, verdict: Verdict, texted: bool
+) -> tuple[Observation, dict[str, Any]]:
+    """What ``observe_write`` makes of an ``int`` result of one attempt (pipeline/_run.py ``tail``
+    too: the int's repr is its canonical text), its ``observation`` event recorded, and the
+    observation as ``Observation.to_dict`` writes it for the ledger."""
+    digest = _INT_DIGESTS.get(value)
+    if digest is None:
+        if len(_INT_DIGESTS) >= _INT_MEMO:
+            _INT_DIGESTS.clear()
+        digest = _INT_DIGESTS[value] = _sha256(int.__repr__(value).encode()).hexdigest()
+    label, tags = verdict[3], verdict[4][2]
+    spec, call_id = ready.compiled.spec, ready.call_id
+    now = _time()
+    provenance = _new(Provenance)
+    provenance.__dict__.update(fetched_at=now, resource_version=None, trust=label.integrity, labels=tags)
+    diagnostics = {"idempotency_key": ready.key}
+    obs = _new(Observation)  # every field is already checked, as observe() does
+    obs.__dict__.update(
+        call_id=call_id,
+        tool=spec.name,
+        tool_version=spec.version,
+        data=value,
+        content_hash=digest,
+        provenance=provenance,
+        diagnostics=diagnostics,
+    )
+    observed = {"status": "ok", "tool": spec.name, "version": spec.version, "content_hash": digest}
+    if texted:
+        head = f'{{"status": "ok", "tool": {_quote(spec.name)}, "version": {_text(spec.version)}'
+        observed = texted_as(observed, f'{head}, "content_hash": "{digest}"}}')
+    rec.records.append((next(rec.run.seq), "observation", now, call_id, observed))  # rec.add's
+    stored = _LEDGER_OBSERVATION.copy()  # Observation.to_dict, its keys in their order
+    stored["call_id"], stored["tool"], stored["tool_version"] = call_id, spec.name, spec.version
+    stored["data"], stored["effects"], stored["diagnostics"] = value, [], dict(diagnostics)
+    stored["content_hash"], stored["items"] = digest, []
+    stored["provenance"] = {
+        "source": _SOURCE,
+        "fetched_at": now,
+        "resource_version": None,
+        "trust": label.integrity,
+        "labels": list(tags),
+    }
+    return obs, stored
+
+
+def committed(
+    ledger: LedgerStore,
+    entry: LedgerEntry,
+    obs: Observation,
+    stored: dict[str, Any],
+    rec: Recorder,
+    texted: bool,
+) -> Observation:
+    """ledger/commit.py ``_commit`` of a new action's first send, which succeeded (its entry
+    ``dispatched``, one attempt), with its ``_Ledger.move``; ``stored``: ``obs.to_dict()``. Its
+    ``ledger`` event goes into ``rec`` (the call has not ended: ``CallRecord``'s course)."""
+    new = entry.evolve(
+        state="committed",
+        observation=stored,
+        remote_id=obs.diagnostics.get("remote_id"),
+        error=None,
+    )
+    key = entry.key
+    records, seq = rec.records, rec.run.seq
+    try:
+        stored_entry = ledger.transition(key, _COMMITTABLE, new)
+    except Exception as exc:  # the outcome is known and the store did not take it: kept here
+        _hold_unrecorded(ledger, new)
+        why = f"{type(exc).__name__}: {said(exc)[:200]}"
+        moved = {"key": key, "from": entry.state, "to": "committed", "attempts": new.attempts}
+        unrecorded = {**moved, "recorded": False, "error": why}
+        records.append((next(seq), "ledger", _time(), rec.call_id, unrecorded))
+    else:
+        if stored_entry is None:  # someone settled it meanwhile (a recover elsewhere): the stored outcome
+            current = ledger.get(key)
+            if current is not None and current.state == "committed" and current.observation is not None:
+                return Observation.from_dict(current.observation)
+        else:
+            attempts = stored_entry.attempts
+            moved = {"key": key, "from": entry.state, "to": "committed", "attempts": attempts}
+            if texted:
+                text = f'{{"key": {_quote(key)}, "from": {_quote(entry.state)}, "to": "committed", '
+                moved = texted_as(moved, f'{text}"attempts": {_text(attempts)}}}')
+            records.append((next(seq), "ledger", _time(), rec.call_id, moved))
+    if _crash._target is not None:
+        point("after_ledger_commit")
+    return obs
+
+
+def texted_as(data: dict[str, Any], text: str) -> dict[str, Any]:
+    """``data`` as a :class:`~actionspace.trace.store_encoding.Texted` payload whose text is
+    ``text`` (what ``encode_data`` writes for it, made by the caller from the payload's shape;
+    ``tests/pipeline/test_w20_write_frames.py`` holds them equal), or ``data`` itself when that
+    text is not ASCII or too long to be written whole (``encode_data`` then writes it)."""
+    if not text.isascii() or len(text) > MAX_EVENT_CHARS:
+        return data
+    out = Texted(data)
+    out.text = text
+    return out
+
+
+def _text(value: str | int | None) -> str:
+    """The JSON of a text, an ``int`` or None, as ``encode_data`` writes it."""
+    if value is None:
+        return "null"
+    return _quote(value) if type(value) is str else int.__repr__(value)
+
+
+def _digested(args: dict[str, Any]) -> tuple[bytes | None, str]:
+    """(the text :func:`~actionspace.ledger.keys.args_digest` hashes, that digest) when the text
+    is ASCII RFC 8785 (no string to bring to NFC, no integer beyond its domain's other form);
+    else (None, "") and the ledger's own functions read the arguments. Arguments whose keys are
+    each a ``str`` and whose values are each exactly a string, an integer within ±(2**53 − 1), a
+    boolean or None are written by the C encoder as RFC 8785 writes them (what
+    ``canonical_json`` checks first, value by value), without that check's calls."""
+    flat = _chunks is not None and len(args) <= _FLAT_ITEMS
+    for name, value in args.items():
+        kind = type(value)
+        if type(name) is not str or kind not in _FLAT or (kind is int and not -_SAFE <= value <= _SAFE):
+            flat = False
+            break
+    try:
+        # dumps_plain's encoder, called directly: such arguments are what its check lets through
+        text = _join(_chunks(args, 0)).encode() if flat else digest_json(args)  # type: ignore[misc]
+    except (ValueError, TypeError):  # what the ledger's own functions refuse as they refuse it
+        return None, ""
+    if text.isascii() and text[:1] != b"x":
+        return text, _sha256(text).hexdigest()
+    return None, ""
+
+
+def _key(run_id: str, node: str, tool_key: str, args: dict[str, Any], text: bytes | None) -> str:
+    """:func:`~actionspace.ledger.keys.idempotency_key`, from the arguments' text when
+    :func:`_digested` gave it: RFC 8785 writes an array as its members' texts, comma-separated,
+    and a printable ASCII string without a quote or backslash as itself between quotes."""
+    if text is not None:
+        head = f'["{run_id}","{node}","{tool_key}",'
+        if head.isascii() and head.isprintable() and head.count('"') == 6 and "\\" not in head:
+            return f"as1_{_sha256(b''.join((head.encode(), text, b']'))).hexdigest()[:32]}"
+    return idempotency_key(run_id, node, tool_key, args)
