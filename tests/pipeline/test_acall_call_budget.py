@@ -42,6 +42,10 @@ deleted without ``pop`` while the engine's driver is taken and given back (``lis
 ``append``); room for one. 40 once the memory store's record of the call goes in without the
 store's lock while the run has a next number (its ``acquire``, ``release`` and ``dict.get`` gone);
 room for one."""
+RESOLUTIONS = 0
+"""Reads of the run's resolutions per call (the last test): 1 (``run.resolved.get``, with the
+entry's validity read whole on every call) before the one-frame path checked an entry whole once
+per value of ``actionspace._epoch.EPOCH``, 0 after."""
 RAISED = 0
 """Exceptions raised by built-in and extension calls from ``actionspace``'s frames per call (the
 last test): 1 (the ``StopIteration`` of the tool's first step) before the engine's driver took
@@ -147,3 +151,51 @@ def test_the_first_step_of_a_tool_that_does_not_wait_raises_nothing() -> None:
     grown = large - small
     per_call = sum(grown.values()) / 200
     assert per_call <= RAISED, (per_call, grown.most_common())
+
+
+class _CountedReads(dict[str, Any]):
+    """A run's resolutions that count their reads."""
+
+    reads = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.reads += 1
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        self.reads += 1
+        return super().__getitem__(key)
+
+
+def test_a_simple_async_call_reads_its_entry_without_the_runs_resolutions() -> None:
+    """The entry's validity is decided by what moves ``actionspace._epoch.EPOCH`` (the catalog,
+    the run's offer, the engine's stages): while the counter stands where the entry was last
+    checked whole, the run's resolution of the name is not looked up again on each call."""
+    rt = Runtime("memory://", recover_on_start=False)
+
+    @rt.tool(effect="none")
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    def raw(i: int) -> str:
+        arguments = json.dumps({"a": i, "b": 1})
+        return json.dumps(
+            {"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": arguments}}
+        )
+
+    with rt:
+        run_id = rt.new_run("run-budget")
+        state = rt.engine.run(run_id)
+
+        async def play() -> list[Any]:
+            for i in range(10):  # the name resolved, the entry built and checked
+                await rt.acall(raw(i), run_id=run_id)
+            counted = _CountedReads(state.resolved)
+            state.resolved = counted
+            out = [await rt.acall(raw(i), run_id=run_id) for i in range(10, 110)]
+            assert counted.reads / 100 <= RESOLUTIONS, counted.reads
+            return out
+
+        observations = asyncio.run(play())
+    assert [o.data for o in observations] == [i + 1 for i in range(10, 110)]

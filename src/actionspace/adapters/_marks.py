@@ -14,9 +14,15 @@ runtime, and written again (:func:`flush`) before the framework's answers are ne
 run's next turn begins, or as it resumes, in this process. A run resumed in another process (this
 one gone) writes it from the run's trace (:func:`from_trace`): the held call's ``approval_requested``
 event, under the call's id, names its request, and the resuming process knows the framework run
-and the ids of its calls the person answered. Only a request holding no mark under the key is
-marked so (one marked for other calls is not another's): of two framework runs of one actionspace
-run that gave a call the same id and lost both marks, the first to resume marks the request.
+and the ids of its calls the person answered. The trace does not say which framework run held a
+call, so a request is marked for a call only when the trace leaves no doubt: among the pending
+requests the call id was held on, the one alone with a hold of that id no mark accounts for (each
+handling of the call that ended held is one hold, each mark naming the call id, of any framework
+run, accounts for one; a hold on a request pending already, an identical call's, names no request
+and counts for the one request the id was held on by name, if there is one alone). Two framework
+runs that gave a call the same id on one request both get their marks back, whichever resumes
+first; two that held calls of that id on different requests and both lost their marks get none
+(a person decides those in ``rt.approvals``): a guess would decide the other's request.
 """
 
 from __future__ import annotations
@@ -109,37 +115,75 @@ def from_trace(
     *,
     before_now: bool = False,
 ) -> bool:
-    """Mark under ``key``, for the calls of framework run ``framework_run`` among ``call_ids``, each
-    request of ``pending`` (one run's) that holds no mark under ``key`` and that the run's trace
-    shows one of those calls held on (its ``approval_requested`` event, under the call's id): the
-    mark a process failed to write, and could not write again before it ended. ``before_now``: only
-    a hold of an earlier handling of the call than its latest, which is the call handed to the tool
-    now (a request filed then, for a tool changed since it was asked about, is not the one asked
-    about). True when any was written. Blocking (reads the run's trace only when such a request is
-    pending); never raises."""
-    unmarked = {r.id: r for r in pending if not marks(r, key)}
-    if not unmarked or not call_ids:
+    """Mark under ``key``, for the calls of framework run ``framework_run`` among ``call_ids``, the
+    request of ``pending`` (one run's) that the run's trace shows each of those calls held on (its
+    ``approval_requested`` event, under the call's id) and that lacks its mark: the mark a process
+    failed to write, and could not write again before it ended; only where that request is the one
+    alone with a hold of the call id no mark accounts for (see the module docstring). ``before_now``:
+    only a hold of an earlier handling of the call than its latest, which is the call handed to the
+    tool now (a request filed then, for a tool changed since it was asked about, is not the one
+    asked about). True when any was written. Blocking (reads the run's trace only when a request
+    pending may lack such a mark: one with no mark, or one marked for one of these call ids by
+    another framework run); never raises."""
+    ids = set(call_ids)
+    open_ = {r.id: r for r in pending if _may_lack(marks(r, key), framework_run, ids)}
+    if not open_ or not ids:
         return False
     written = False
     try:
-        held = _held_in_trace(bridge, next(iter(unmarked.values())).run_id, set(call_ids), before_now)
-        for call_id, request_id, tool in held:
-            request = unmarked.get(request_id)
-            if request is not None and tool in (None, request.tool):
-                remember(bridge, request.id, key, f"{framework_run}:{call_id}")
+        named, held = _held_in_trace(bridge, next(iter(open_.values())).run_id, ids, before_now)
+        by_id = {r.id: r for r in pending}
+        for call_id in ids:
+            mine = f"{framework_run}:{call_id}"
+            on: dict[str, set[int]] = {}  # pending request -> the handlings of the call named on it
+            for held_id, request_id, tool, handling in named:
+                request = by_id.get(request_id)
+                if held_id == call_id and request is not None and tool in (None, request.tool):
+                    on.setdefault(request_id, set()).add(handling)
+            # holds on a request pending already (an identical call) name none: the one named, if alone
+            unnamed = held.get(call_id, set()) - {n for c, _, _, n in named if c == call_id}
+            if len(on) > 1 and unnamed:
+                continue  # whose is whose cannot be told
+            extra = len(unnamed) if len(on) == 1 else 0
+            left = [
+                request_id
+                for request_id, handlings in on.items()
+                if request_id in open_
+                and mine not in (found := marks(open_[request_id], key))
+                and len(handlings) + extra > sum(m.endswith(f":{call_id}") for m in found)
+            ]
+            if len(left) == 1:  # more than one: whose is whose cannot be told
+                remember(bridge, left[0], key, mine)
                 written = True
     except Exception:  # the trace or the store did not answer: asked again at the next look
         return written
     return written
 
 
+def _may_lack(found: list[str], framework_run: str, call_ids: set[str]) -> bool:
+    """Whether a request with the marks ``found`` may have been held for one of ``call_ids`` of
+    ``framework_run`` and lost that mark: it holds none, or one of another framework run for one of
+    those ids (a call of the same id held on it by both), and not this framework run's."""
+    if not found:
+        return True
+    here = f"{framework_run}:"
+    theirs = [m for m in found if not m.startswith(here)]
+    return any(
+        f"{here}{call_id}" not in found and any(m.endswith(f":{call_id}") for m in theirs)
+        for call_id in call_ids
+    )
+
+
 def _held_in_trace(
     bridge: Bridge, run_id: str, call_ids: set[str], before_now: bool
-) -> list[tuple[str, str, str | None]]:
-    """(call id, request id, tool) of each ``approval_requested`` event of run ``run_id`` under one
-    of ``call_ids``; with ``before_now``, not those of the latest handling of their call (a second
-    stage event of a kind in ``CALL_START_KINDS`` for a call id begins another handling)."""
+) -> tuple[list[tuple[str, str, str | None, int]], dict[str, set[int]]]:
+    """(call id, request id, tool, handling) of each ``approval_requested`` event of run ``run_id``
+    under one of ``call_ids``, and per call id the handlings that ended held (a ``needs_approval``
+    observation); with ``before_now``, not those of the latest handling of their call (a second
+    stage event of a kind in ``CALL_START_KINDS`` for a call id begins another handling; handlings
+    are numbered from 0 per call id)."""
     found: list[tuple[str, str, str | None, int]] = []
+    held: dict[str, set[int]] = {}
     handling: dict[str, tuple[int, set[str]]] = {}
     for event in bridge.rt.trace.events(run_id):
         call_id = event.call_id
@@ -155,7 +199,12 @@ def _held_in_trace(
             found.append(
                 (call_id, str(event.data.get("request_id")), tool if isinstance(tool, str) else None, number)
             )
-    return [(c, r, t) for c, r, t, n in found if not before_now or n < handling[c][0]]
+        elif event.kind == "observation" and event.data.get("category") == "needs_approval":
+            held.setdefault(call_id, set()).add(number)
+    if before_now:
+        found = [(c, r, t, n) for c, r, t, n in found if n < handling[c][0]]
+        held = {c: {n for n in ns if n < handling[c][0]} for c, ns in held.items()}
+    return found, held
 
 
 def refuse(

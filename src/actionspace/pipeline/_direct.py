@@ -16,38 +16,38 @@ to the memory store as it keeps it (its shape as the store's number, cached in t
 an ``int`` result the flow state's record (``FlowState.observed_as``), the run's ``mark()`` and
 the store's append (``append_kept``, through its ``call_log``) are written out here too: each was a
 call of its own on every call. The tool's first step is taken by the engine's driver
-(``pipeline/_drive.py``), which receives a returned value without a ``StopIteration``.
+(``pipeline/_drive.py``), which receives a returned value without a ``StopIteration``. The
+entry's validity is read whole once per value of ``actionspace._epoch.EPOCH`` (``Entry.checked``),
+and plain arguments are passed by position when their names are the tool function's first
+parameters (``Entry.positional``): no keyword dict is built and matched on each call.
 ``tests/pipeline/test_direct.py`` holds this function, the path it stands in for and the stages
 equal over generated tools and calls, and covers each hand-over.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
 from actionspace import _crash
 from actionspace._crash import point
+from actionspace._epoch import EPOCH
 from actionspace._json_values import finite_numbers
-from actionspace.discovery.runs import RunState
 from actionspace.execution.raised import passes_on
 from actionspace.parse._fast import repeats_a_key
+from actionspace.pipeline._direct_ends import KeepsCalls, begun, keeps, raised, stepped
 from actionspace.pipeline._drive import DONE, driver, handed
-from actionspace.pipeline._entry import FastCall
 from actionspace.pipeline._run import (
     _INT_BOUND,
     _INT_DIGESTS,
     _INT_MEMO,
-    AppendCall,
     Step,
     _log,
-    begin,
     ended,
     holding,
     parsed,
@@ -56,7 +56,7 @@ from actionspace.pipeline._run import (
 from actionspace.policy.flow import MAX_REMEMBERED
 from actionspace.policy.labels import PUBLIC_TRUSTED
 from actionspace.policy.principal import Principal
-from actionspace.trace.events import CallShape, expand_call
+from actionspace.trace.events import expand_call
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import RAW_PREFIX_CHARS
 from actionspace.types import SHOWN_UNDER, Observation, Provenance
@@ -70,16 +70,8 @@ _new = object.__new__
 _time = time.time
 _monotonic = time.monotonic
 _INT_LOW = -_INT_BOUND
-
-
-class KeepsCalls(Protocol):
-    """The memory trace store's side of a call recorded here (trace/memory.py)."""
-
-    def shape_index(self, shape: CallShape) -> int: ...
-
-    def append_kept(self, run_id: str, kept: tuple[Any, ...]) -> None: ...
-
-    def call_log(self, run_id: str) -> tuple[list[tuple[Any, ...]], threading.Lock, dict[str, int]]: ...
+_digest_of = _INT_DIGESTS.get  # bound once (the memo is cleared in place, never replaced)
+_to_end = OrderedDict.move_to_end  # its lookup on the instance is not specialized
 
 
 Quick = Callable[
@@ -98,11 +90,12 @@ def direct_caller(messages: Messages) -> Quick:
     stages, in_flight = fast.stages, messages.in_flight
     live, entries = runs.live, fast._entries
     drivers = [driver()]
+    run_of = live.get  # bound once: an OrderedDict's method is looked up unspecialized on every call
 
     def quick(
         raw: Any, run_id: str, node_id: str | None, who: Principal | None
     ) -> Observation | Coroutine[Any, Any, Observation | None] | None:
-        run = live.get(run_id)
+        run = run_of(run_id)
         if (
             run is None
             or type(raw) is not str
@@ -149,42 +142,69 @@ def direct_caller(messages: Messages) -> Quick:
             return general(raw, run_id, node_id, who)
         if text[0] != "{" or type(args) is not dict:  # parsed text from "{" is an object
             return general(raw, run_id, node_id, who)
-        if raw.count(":") != 3 + len(function) + len(args) and repeats_a_key(raw, text):
+        given_args = len(args)
+        if raw.count(":") != 3 + len(function) + given_args and repeats_a_key(raw, text):
             return None  # the parser refuses it (``duplicate_key``)
         call_id = given or None  # an empty id is no id, as parse reads it
         # The entry's validity, as FastPath.take reads it (missing or stale: take builds it). The
         # name is not stripped: a resolved name has no space around it, so one that has misses.
         principal = who or run.principal
-        hit = run.resolved.get(name)
         entry = entries.get((id(run), name))
+        # Checked whole once per EPOCH (actionspace/_epoch.py): the run's resolution of the name
+        # under the catalog's generation, the flow policy, the guard and the cursor key move it
+        # when they change; what it does not cover is compared on every call.
         if (
             entry is None
-            or hit is None
-            or not fast.enabled
-            or run.disclosure
-            or hit[0] != stages.catalog.generation
-            or entry.spec is not hit[1]
+            or entry.checked != EPOCH[0]
             or entry.run is not run
             or entry.principal is not principal
-            or entry.policy is not stages.flow_policy
             or entry.ordered is not engine._ordered
-            or stages.guard is not None
-            or stages.cursor_key is not None
+            or run.disclosure
+            or not fast.enabled
         ):
-            return general(raw, run_id, node_id, who)
+            epoch = EPOCH[0]  # before the checks: a change made while they run moves it past this value
+            hit = run.resolved.get(name)
+            if (
+                entry is None
+                or hit is None
+                or not fast.enabled
+                or run.disclosure
+                or hit[0] != stages.catalog.generation
+                or entry.spec is not hit[1]
+                or entry.run is not run
+                or entry.principal is not principal
+                or entry.policy is not stages.flow_policy
+                or entry.ordered is not engine._ordered
+                or stages.guard is not None
+                or stages.cursor_key is not None
+            ):
+                return general(raw, run_id, node_id, who)
+            entry.checked = epoch
         if entry.effects:
             return None  # as FastPath.take: the ledger runs it, after the stages
         # Arguments that are exactly the names of a flat schema, each of exactly its Python type
         # (Entry.plain), are valid with nothing to settle: the compiled schema is not asked.
+        # Their values are kept in the tool's parameter order when the names are its first
+        # parameters (Entry.positional): passed by position, no keyword dict is built and matched.
         plain = entry.plain
-        if plain is not None and len(args) == len(plain):
+        values: list[Any] | None = None
+        if plain is not None and given_args == len(plain):
             try:
-                for key, want in plain:
-                    if type(args[key]) is not want:
-                        plain = None
-                        break
+                if entry.positional:
+                    values = []
+                    for key, want in plain:
+                        value = args[key]
+                        if type(value) is not want:
+                            plain = values = None
+                            break
+                        values.append(value)
+                else:
+                    for key, want in plain:
+                        if type(args[key]) is not want:
+                            plain = None
+                            break
             except KeyError:
-                plain = None
+                plain = values = None
         else:
             plain = None
         if plain is None:
@@ -230,7 +250,7 @@ def direct_caller(messages: Messages) -> Quick:
             start = _monotonic()
             coro: Any = None
             try:
-                coro = spec.fn(**args)  # type: ignore[misc]
+                coro = spec.fn(**args) if values is None else spec.fn(*values)  # type: ignore[misc]
                 try:  # the engine's driver (pipeline/_drive.py), taken whole: no other call shares it
                     item = drivers.pop()
                 except IndexError:  # in use: a tool's first step called again, or another thread's call
@@ -276,7 +296,7 @@ def direct_caller(messages: Messages) -> Quick:
                 elif compact and type(result) is int and entry.ints and _INT_LOW < result < _INT_BOUND:
                     # What _run.tail makes of it: the canonical text is the int's repr.
                     now = _time()
-                    digest = _INT_DIGESTS.get(result)
+                    digest = _digest_of(result)
                     if digest is None:
                         if len(_INT_DIGESTS) >= _INT_MEMO:
                             _INT_DIGESTS.clear()
@@ -320,7 +340,7 @@ def direct_caller(messages: Messages) -> Quick:
                         again = cid in seen
                         seen[cid] = (label, result)
                         if again:
-                            seen.move_to_end(cid)
+                            _to_end(seen, cid)
                         flow.tools[cid] = tool
                         shown = context.readers is None and context.confidentiality != "secret"
                         if not shown:
@@ -441,59 +461,3 @@ def direct_caller(messages: Messages) -> Quick:
         return stepped(messages, step, parsed(entry, name, call_id, args, raw), rec, run)
 
     return quick
-
-
-def keeps(store: object) -> KeepsCalls | None:
-    """``store`` when it takes a call's record as it keeps it (the memory trace store), else None."""
-    if all(hasattr(store, a) for a in ("append_call", "append_kept", "shape_index", "call_log")):
-        return cast(KeepsCalls, store)
-    return None
-
-
-def begun(
-    messages: Messages, quick: FastCall, run: RunState, node_id: str | None, append: AppendCall | None
-) -> Observation | Coroutine[Any, Any, Observation]:
-    """``Messages.quick`` of a call :meth:`FastPath.take` accepted: begun (``_run.begin``), then
-    ended as :func:`stepped` ends it; a bug of ours is an ``internal`` observation, and a
-    cancellation stores what was recorded before it goes on."""
-    engine = messages.engine
-    rec = Recorder(run, None)
-    try:
-        step = begin(
-            messages.in_flight, quick, rec, node_id, False, engine.executor, engine.artifacts, append
-        )
-    except Exception as exc:  # a bug of ours or of the tool's wrapper: typed, never raised
-        step = engine.internal(exc, rec, quick.tool_call())
-        run.flow.observed(step)
-    except BaseException:  # what was recorded is still stored
-        stored = raised(messages, rec, quick, run)
-        if stored is None:
-            raise
-        return stored
-    return stepped(messages, step, quick, rec, run)
-
-
-def stepped(
-    messages: Messages, step: Step, quick: FastCall, rec: Recorder, run: RunState
-) -> Observation | Coroutine[Any, Any, Observation]:
-    """``Messages.quick``'s end once the call began: the observation, or the coroutine that ends
-    it (its tool waits) or stores its records."""
-    if not isinstance(step, Observation):  # its tool waits
-        return messages._ended(step, quick, rec, run)
-    if rec.call is None and not rec.records:
-        return step  # begin handed its record to the store (``direct``)
-    return messages._settled(step, quick, rec, run)
-
-
-def raised(
-    messages: Messages, rec: Recorder, quick: FastCall, run: RunState
-) -> Coroutine[Any, Any, Observation] | None:
-    """A precompiled call that raised past its tool's own failures (cancelled): the coroutine
-    that stores what it recorded when ``close()`` cut it, else None once that is stored (the
-    caller raises again)."""
-    cut = messages._cut(rec, quick, raised=True)
-    if cut is None:
-        with contextlib.suppress(Exception):
-            messages.engine.flush(rec)
-        return None
-    return messages._stored(rec, run, cut)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
@@ -36,9 +37,25 @@ __all__ = [
     "finite_by_schema",
     "output_of",
     "plain_of",
+    "positional_of",
     "shapes_ints",
     "simple_tool",
 ]
+
+
+def positional_of(fn: Any, plain: tuple[tuple[str, type], ...] | None) -> bool:
+    """Whether ``fn(*values)``, the values of ``plain``'s names in its order, binds each as
+    ``fn(**arguments)`` would: ``fn`` is a plain Python function whose first parameters are those
+    names in that order, none of them positional-only (a keyword would not reach one)."""
+    if plain is None or type(fn) is not FunctionType:
+        return False
+    code = fn.__code__
+    names = tuple(name for name, _ in plain)
+    return (
+        code.co_posonlyargcount == 0
+        and code.co_argcount >= len(names)
+        and code.co_varnames[: len(names)] == names
+    )
 
 
 def simple_tool(spec: ToolSpec, compiled: CompiledTool) -> bool:
@@ -138,6 +155,13 @@ class Entry:
     """(the memory trace store, the number it keeps :attr:`shape` as, then its ``call_log`` of
     the run: the run's kept calls, its lock, the runs' next numbers), read once per store
     (pipeline/_direct.py)."""
+    positional: bool = False
+    """:attr:`plain` names the first parameters of the tool's function, a plain Python function
+    with none positional-only, in their order (:func:`positional_of`): arguments taken plain are
+    passed by position, which binds them as their names would."""
+    checked: int = -1
+    """The :data:`~actionspace._epoch.EPOCH` read before pipeline/_direct.py last found this entry
+    valid whole (-1: never); while the counter holds it, only what it does not cover is compared."""
 
     def output(self, context: Label, arguments: Mapping[str, Any]) -> Output:
         """The output label of a call with ``arguments`` while the run label is ``context``,

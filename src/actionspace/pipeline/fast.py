@@ -60,6 +60,7 @@ from actionspace.pipeline._entry import (
     finite_by_schema,
     output_of,
     plain_of,
+    positional_of,
     shapes_ints,
     simple_tool,
 )
@@ -277,6 +278,7 @@ class FastPath:
         bare = output_of(spec_label(spec))
         context = run.flow.context
         check, floats = checks_of(compiled)
+        plain = plain_of(compiled)
         return Entry(
             run=run,
             spec=spec,
@@ -298,7 +300,8 @@ class FastPath:
             check=check,
             floats=floats,
             ints=shapes_ints(spec),
-            plain=plain_of(compiled),
+            plain=plain,
+            positional=positional_of(spec.fn, plain),
         )
 
     async def run(

@@ -11,11 +11,13 @@ without the optional ``httptools``); :func:`deadlines` builds the class ``uvicor
 takes.
 
 It also caps the connections served at once (``max_connections``; ``serve`` sets
-:data:`DEFAULT_MAX_CONNECTIONS`): a connection made while that many are open is answered, when its
-request arrives, a 503 with the API's error body (category ``transient``, ``Retry-After: 1``)
-without reaching the application, and closed. uvicorn's own ``limit_concurrency`` answers plain
-text, and refuses whichever connection asks next, an old keep-alive one too; here the newest one
-is refused. Such a connection holds a socket until its head arrives, for a second at most.
+:data:`DEFAULT_MAX_CONNECTIONS`): a connection made while that many are open is answered at once,
+before it sends anything, a 503 with the API's error body (category ``transient``,
+``Retry-After: 1``) without reaching the application, and its sending side is closed. What the client
+sends after is read and dropped (closing a socket with unread bytes resets it, and a client that
+sent its request before reading could lose the answer) until it closes its side, for a second at
+most. uvicorn's own ``limit_concurrency`` answers plain text, and refuses whichever connection asks
+next, an old keep-alive one too; here the newest one is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import json
 from typing import Any, ClassVar, Final
 
 import h11
-from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, category_of
@@ -40,8 +41,9 @@ __all__ = [
 
 DEFAULT_HEAD_TIMEOUT_S: Final = 10.0
 """Seconds a request's line and headers may take to arrive, by default."""
-_OVER_CAP_HEAD_S: Final = 1.0
-"""Seconds a connection over the cap has to send its request's head before it is closed."""
+_OVER_CAP_LINGER_S: Final = 1.0
+"""Seconds a connection over the cap, answered, is read (and what it sends dropped) before it is
+closed, if the client has not closed it first."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Connections ``actionspace serve`` serves at once, by default: far more than its worker threads
 answer at a time (so clients queue rather than fail), well under the common limit of 1024 open
@@ -60,18 +62,30 @@ class Deadlines(H11Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._awaited: Any = None
         """The h11 state of the client the timer waits to see left (IDLE: a head, SEND_BODY: a body)."""
-        self._head_s = self.head_timeout_s
+        self._refused = False
         super().connection_made(transport)  # counts this connection in self.connections
         cap = self.max_connections
         if cap is not None and len(self.connections) > cap:
-            self.app = _over_capacity(cap)  # this connection's requests only; it closes after one
-            # its answer is known already: it holds a socket over the cap no longer than a second
-            self._head_s = min(self.head_timeout_s, _OVER_CAP_HEAD_S)
-        self._follow()
+            self._refuse(cap)
+        else:
+            self._follow()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return  # answered already: read and dropped, so that closing resets nothing
         super().data_received(data)
         self._follow()
+
+    def _refuse(self, cap: int) -> None:
+        """Answer a connection over the cap its 503 now: it does not depend on the request, so no
+        head is waited for. The answer, then the end of what this side sends (where the transport
+        can half-close; TLS cannot, and the client's close or the deadline ends it alike)."""
+        self._refused = True
+        message = f"the server serves {cap} connections at once, the most it may; try again shortly"
+        self.transport.write(_answer(503, "Service Unavailable", message, retry_after=True))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self.transport.close)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -97,7 +111,7 @@ class Deadlines(H11Protocol):
             self._stop()
         elif state is not self._awaited:
             self._stop()
-            seconds = self._head_s if state is h11.IDLE else self.body_timeout_s
+            seconds = self.head_timeout_s if state is h11.IDLE else self.body_timeout_s
             self._awaited = state
             self._timer = self.loop.call_later(seconds, self._too_slow, state, seconds)
 
@@ -145,30 +159,13 @@ def deadlines(
     return type("Deadlines", (Deadlines,), attrs)
 
 
-def _over_capacity(cap: int) -> ASGIApp:
-    """The application a connection over the cap is served: a typed 503, then the connection closes."""
-    message = f"the server serves {cap} connections at once, the most it may; try again shortly"
-    body = json.dumps({"error": {"message": message, "category": category_of(503)}}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-        (b"retry-after", b"1"),
-        (b"x-content-type-options", b"nosniff"),
-    ]
-
-    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": False})
-
-    return refuse
-
-
-def _answer(status: int, reason: str, message: str) -> bytes:
-    """A whole HTTP/1.1 response carrying the API's error body; the connection closes after it."""
+def _answer(status: int, reason: str, message: str, *, retry_after: bool = False) -> bytes:
+    """A whole HTTP/1.1 response carrying the API's error body; the connection closes after it
+    (``retry_after``: it says ``Retry-After: 1``)."""
     body = json.dumps({"error": {"message": message, "category": category_of(status)}}).encode()
+    retry = "retry-after: 1\r\n" if retry_after else ""
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\nconnection: close\r\n"
-        f"x-content-type-options: nosniff\r\ncontent-length: {len(body)}\r\n\r\n"
+        f"{retry}x-content-type-options: nosniff\r\ncontent-length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body

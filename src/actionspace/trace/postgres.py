@@ -386,6 +386,21 @@ class PostgresTraceReader:
             return 0
         return int(self._read(_NEXT_SEQ, (run_id,))[0]["next"])
 
+    def heads(self, run_id: str) -> list[TraceEvent]:
+        """As :meth:`PostgresTraceStore.heads`: the run's head events alone, through the partial index
+        on them (a tenant check or a listing's row reads two rows, not the run)."""
+        if text_for_postgres(run_id) != run_id:
+            return []
+        return [stored_event(*(r[k] for k in _COLUMNS), parsed=True) for r in self._read(HEADS, (run_id,))]
+
+    def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
+        """:meth:`heads` of several runs in one query (a page of a run listing)."""
+        out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
+        stored = [run_id for run_id in out if text_for_postgres(run_id) == run_id]
+        for row in self._read(HEADS_MANY, (stored,)) if stored else ():
+            out[row["run_id"]].append(stored_event(*(row[k] for k in _COLUMNS), parsed=True))
+        return out
+
     def append_many(self, events: Sequence[TraceEvent]) -> None:
         raise ConfigurationError(f"the trace store {redacted(self._db.url)} is open for reading only")
 

@@ -12,10 +12,11 @@ with every call's records appended meanwhile (each run's numbered after one read
 event); closing the store and the interpreter's exit commit them too. A process killed within that
 moment loses them (a power loss may take the latest ones in any case); the ledger, not the trace,
 is what recovery reads; :meth:`SqliteTraceStore.sync` commits them durably at once (before an
-approval request is filed). Every read of this store first commits the deferred records, so a thread
-reads what it appended; another process sees them within the linger. Each thread reads on its own
-connection (SQLite connections must not be used by two threads at once); writers in other
-processes wait up to ``busy_timeout_s`` for the lock.
+approval request is filed). Every read of this store first commits the deferred records (a read of
+some runs, ``events`` or ``heads``, those of its runs only), so a thread reads what it appended;
+another process sees them within the linger. Each thread reads on its own connection (SQLite
+connections must not be used by two threads at once); writers in other processes wait up to
+``busy_timeout_s`` for the lock.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace._payload_texts import SHARED_KINDS, PayloadTexts
 from actionspace.trace._sqlite_held import HELD_COLUMNS, insert_held
 from actionspace.trace._sqlite_runs import RUNS, RUNS_AFTER, TENANT_RUNS, TENANT_RUNS_AFTER, add_run_tenants
+from actionspace.trace._sqlite_takes import ReadsOfRuns, Takes
 from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -120,7 +122,7 @@ _seq = itemgetter(0)
 """An event record's number (the sort key of a call's records)."""
 
 
-class SqliteTraceStore:
+class SqliteTraceStore(ReadsOfRuns):
     """A :class:`~actionspace.trace.events.TraceStore` in one SQLite file.
 
     ``path`` is created (with its tables) if missing; its parent directory must exist.
@@ -163,6 +165,7 @@ class SqliteTraceStore:
         they are bound, built by the appending threads, not while the writer is held)."""
         self._held_lock = threading.Lock()
         self._texts = PayloadTexts(encode_data)
+        self._takes = Takes()  # the runs whose rows the writer took, for the reads of one run
 
     # -- the TraceStore protocol --------------------------------------------------------------
 
@@ -216,6 +219,11 @@ class SqliteTraceStore:
         each run's numbered once after its last stored event (one read per run, not per call)."""
         with self._held_lock:
             held, self._held = self._held, {}
+            self._takes.take(held)
+        self._insert_held(conn, held)
+
+    @staticmethod
+    def _insert_held(conn: sqlite3.Connection, held: dict[str, list[Any]]) -> None:
         for run_id, values in held.items():  # per run, in the order the calls appended them
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
             insert_held(conn, run_id, base, values)
@@ -223,7 +231,7 @@ class SqliteTraceStore:
             conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
 
     def events(self, run_id: str) -> list[TraceEvent]:
-        self._settle()
+        self._settle_runs((run_id,))
         rows = self._db.conn().execute(_EVENTS, (run_id,)).fetchall()
         return [_event(row) for row in rows]
 
@@ -265,13 +273,13 @@ class SqliteTraceStore:
 
     def heads(self, run_id: str) -> list[TraceEvent]:
         """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
-        self._settle()
+        self._settle_runs((run_id,))
         rows = self._db.conn().execute(_HEADS, (run_id, *HEAD_KINDS)).fetchall()
         return [_event(row) for row in rows]
 
     def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
         """:meth:`heads` of several runs in one query (a page of a run listing)."""
-        self._settle()
+        self._settle_runs(run_ids)
         out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
         for start in range(0, len(run_ids), 500):  # under SQLite's bound on query parameters
             chunk = list(run_ids[start : start + 500])
@@ -352,11 +360,6 @@ class SqliteTraceStore:
         return f"SqliteTraceStore({str(self.path)!r})"
 
     # -- internals ----------------------------------------------------------------------------
-
-    def _settle(self) -> None:
-        """Wait for records queued by this process's writer, so that reads see them."""
-        self._db.check_open()
-        self._group.settle()
 
     def _write(self, events: Sequence[TraceEvent], *, skip_existing: bool) -> int:
         for e in events:
