@@ -335,9 +335,9 @@ def test_secret_values_are_redacted_in_traces_unless_the_viewer_may_read_them(tm
     store = f"sqlite:///{tmp_path / 't.db'}"
     w = World(store)
     run = w.rt.new_run()
-    w.rt.user_input(run, "my pin is 4711", label=Label(confidentiality="secret"))
+    w.rt.user_input(run, "my pin is zq4711x", label=Label(confidentiality="secret"))
     w.rt.call(
-        json.dumps({"name": "send_email", "arguments": {"recipient": "b@x.y", "body": "pin 4711"}}),
+        json.dumps({"name": "send_email", "arguments": {"recipient": "b@x.y", "body": "pin zq4711x"}}),
         run_id=run,
     )
     events = w.rt.trace.events(run)
@@ -345,20 +345,20 @@ def test_secret_values_are_redacted_in_traces_unless_the_viewer_may_read_them(tm
     marked = [e for e in events if "label" in e.data]
     assert {e.kind for e in marked} >= {"user_input", "model_output", "flow_checked"}
     anonymous = redact_events(events, None)
-    assert "4711" not in json.dumps([e.data for e in anonymous])
+    assert "zq4711x" not in json.dumps([e.data for e in anonymous])
     user_input = next(e for e in anonymous if e.kind == "user_input")
     assert user_input.data["text"] == REDACTED and user_input.data["redacted"] is True
     cleared = redact_events(events, Principal(id="ops", scopes=("labels:secret",)))
-    assert "4711" in json.dumps([e.data for e in cleared])
+    assert "zq4711x" in json.dumps([e.data for e in cleared])
     shown = CliRunner().invoke(trace_app, ["show", run, "--store", store, "--json"])
     assert shown.exit_code == 0, shown.output
-    assert "4711" not in shown.output and REDACTED in shown.output
+    assert "zq4711x" not in shown.output and REDACTED in shown.output
     allowed = CliRunner().invoke(
         trace_app, ["show", run, "--store", store, "--json", "--viewer-scope", "labels:secret"]
     )
-    assert allowed.exit_code == 0 and "4711" in allowed.output
+    assert allowed.exit_code == 0 and "zq4711x" in allowed.output
     table = CliRunner().invoke(trace_app, ["show", run, "--store", store])
-    assert table.exit_code == 0 and "4711" not in table.output
+    assert table.exit_code == 0 and "zq4711x" not in table.output
 
 
 def test_runs_without_secrets_are_not_marked() -> None:

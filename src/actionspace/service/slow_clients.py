@@ -42,8 +42,8 @@ __all__ = [
 DEFAULT_HEAD_TIMEOUT_S: Final = 10.0
 """Seconds a request's line and headers may take to arrive, by default."""
 _OVER_CAP_LINGER_S: Final = 1.0
-"""Seconds a connection over the cap, answered, is read (and what it sends dropped) before it is
-closed, if the client has not closed it first."""
+"""Seconds a connection answered and ended by the server (over the cap, or too slow) is read, what
+it sends dropped, before it is closed, if the client has not closed it first."""
 DEFAULT_MAX_CONNECTIONS: Final = 512
 """Connections ``actionspace serve`` serves at once, by default: far more than its worker threads
 answer at a time (so clients queue rather than fail), well under the common limit of 1024 open
@@ -80,12 +80,8 @@ class Deadlines(H11Protocol):
         """Answer a connection over the cap its 503 now: it does not depend on the request, so no
         head is waited for. The answer, then the end of what this side sends (where the transport
         can half-close; TLS cannot, and the client's close or the deadline ends it alike)."""
-        self._refused = True
         message = f"the server serves {cap} connections at once, the most it may; try again shortly"
-        self.transport.write(_answer(503, "Service Unavailable", message, retry_after=True))
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self.transport.close)
+        self._answered_then_drained(_answer(503, "Service Unavailable", message, retry_after=True))
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -130,8 +126,21 @@ class Deadlines(H11Protocol):
         if begun and self.conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):  # no response begun: say why
             what = "line and headers" if state is h11.IDLE else "body"
             message = f"the request's {what} did not arrive within {seconds:g} s"
-            self.transport.write(_answer(408, "Request Timeout", message))
+            self._answered_then_drained(_answer(408, "Request Timeout", message))
+            return
         self.transport.close()
+
+    def _answered_then_drained(self, answer: bytes) -> None:
+        """Write ``answer``, end what this side sends, and read and drop what the client still sends
+        until it closes, a second at most: closing a socket with unread bytes resets it, and the
+        reset can reach the client before it has read the answer (a client trickling its body does
+        not stop writing because an answer came)."""
+        self._refused = True
+        self.transport.resume_reading()  # read on even where the body's flow control paused it
+        self.transport.write(answer)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self.transport.close)
 
 
 def deadlines(
