@@ -114,7 +114,7 @@ def test_a_server_that_answers_nothing_is_taken_for_gone_and_connected_to_again_
         assert held.error is not None and held.error.category == "unknown_commit", held.error
         timed_out: list[Any] = []
         refused = None
-        for _ in range(12):  # about 5 end by their timeout: 3 unanswered, then the probe's 5 s
+        for _ in range(12):  # 2 end by their timeout; then the server is asked, and calls are refused unsent
             obs = echo(rt)
             assert obs.error is not None and obs.error.category == "transient", obs.error
             if obs.error.details.get("reconnecting"):
@@ -123,6 +123,8 @@ def test_a_server_that_answers_nothing_is_taken_for_gone_and_connected_to_again_
             timed_out.append(obs.error)
         assert refused is not None, f"still sent after {len(timed_out)} unanswered calls"
         assert refused.vendor_code == "server_unavailable" and refused.retry_after is not None
+        # refused while the server is asked too: its verdict (unanswered within 5 s) ends the session
+        assert within(lambda: not toolset.connection.connected, NOTICED_S), "the silence was not noticed"
         assert toolset.connection.reconnects == 0  # the stopped server cannot be connected to yet
     finally:
         os.kill(pid, signal.SIGCONT)

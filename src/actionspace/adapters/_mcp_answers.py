@@ -23,12 +23,15 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, RequestId
+from mcp.client.streamable_http import StreamWriter
+from mcp.shared.message import SessionMessage
+from mcp_types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCResponse, RequestId
 
 __all__ = [
     "GLUED_BUDGET_BYTES",
     "GLUED_BUDGET_LINES",
     "answer_members",
+    "error_answer",
     "glued_budget",
     "glued_starts",
     "holds_both",
@@ -97,3 +100,11 @@ def same_id(answered: RequestId | None, asked: RequestId) -> bool:
 def other_id(answered: RequestId | None) -> str:
     """What a malformed answer's message says of an answer naming another request."""
     return f"it answers another request id ({str(answered)[:50]!r})"
+
+
+async def error_answer(
+    writer: StreamWriter, request_id: RequestId, code: int, said: str, data: object = None
+) -> None:
+    """Answer request ``request_id`` with the client's own error ``code``."""
+    error = ErrorData(code=code, message=said, data=data)
+    await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))

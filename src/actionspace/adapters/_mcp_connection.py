@@ -35,6 +35,7 @@ from actionspace.adapters._mcp_errors import (
     ToolChangedDuringCall,
 )
 from actionspace.adapters._mcp_listings import Listings
+from actionspace.adapters._mcp_liveness import NO_ANSWER, Liveness
 from actionspace.adapters._mcp_reconnect import (
     SESSION_LOST,
     STREAM_DROPPED,
@@ -58,10 +59,6 @@ T = TypeVar("T")
 OpenClient = Callable[[AsyncExitStack, MessageHandlerFnT], Awaitable[Client]]
 """Enters a connected ``Client`` (and whatever it needs, e.g. an HTTP client) onto the stack."""
 
-_PROBE_TIMEOUT_S = 5.0
-"""Longest wait for the request that tells a closed request from a session that ended."""
-_NO_ANSWER = frozenset({CONNECTION_CLOSED, UNDELIVERED, REQUEST_TIMEOUT})
-"""The client's own codes for a request the server did not answer."""
 _CLOSE_TIMEOUT_S = 10.0
 """Longest wait for a session to end on close: the SDK's stdio shutdown takes up to about 6.5 s
 (2 s for the server to exit once its stdin closes, 2 s after SIGTERM, 2 s to reap after SIGKILL)."""
@@ -74,7 +71,7 @@ compile and a catalog entry (about 0.7 ms), and a page of 32 MiB names tens of t
 bound, 100 pages of a hostile server would keep registration busy for an hour and take gigabytes."""
 
 
-class Connection(Listings):
+class Connection(Liveness, Listings):
     """A connected MCP session usable from any thread or event loop.
 
     ``on_tools`` is called (on the connection's thread) with the full tool listing after every
@@ -148,7 +145,9 @@ class Connection(Listings):
         self._silent = 0
         """Requests in a row that ended unanswered while nothing was heard (see :meth:`_unanswered`)."""
         self._asking = False
-        """A probe (:meth:`_probe`) is under way."""
+        """A probe (:meth:`_probe`) is under way: calls wait for its verdict (:meth:`_verdict_of`)."""
+        self._verdict = asyncio.Event()
+        self._verdict_due = 0.0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout_s: float) -> list[types.Tool]:
@@ -192,6 +191,7 @@ class Connection(Listings):
         self._stop = asyncio.Event()
         self._refresh_lock = asyncio.Lock()
         self._waking = Waking()
+        self._verdict, self._asking = asyncio.Event(), False  # this loop's
         try:
             if await self._session(started) and self.reconnect is not None:
                 session = lambda: self._session(started)  # noqa: E731
@@ -352,6 +352,9 @@ class Connection(Listings):
         if fresh_s is not None and self._client is not None and self.clock() - self._listed_at >= fresh_s:
             await self._fresh(wait_s)
         client = self._client
+        if client is not None and not self._lost.is_set():
+            await self._verdict_of(client, wait_s)  # not sent into a silence being asked about
+            client = self._client
         if client is None or self._lost.is_set():
             if self._waking.call():  # the attempts were spent and the cool-down is over: a new round
                 self._due(time.monotonic())
@@ -366,7 +369,7 @@ class Connection(Listings):
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 self._unanswered(client, heard)
-            elif exc.code not in _NO_ANSWER:
+            elif exc.code not in NO_ANSWER:
                 self._heard_from()
             if refused_here(exc):
                 said = f"the server asked for input this client does not offer ({exc.message[:100]})"
@@ -398,81 +401,6 @@ class Connection(Listings):
         except (ServerUnavailable, ToolChanged) as exc:
             said = "the server announced a change of the tool while the call ran"
             raise ToolChangedDuringCall(f"{said}; which definition answered is not known: {exc}") from exc
-
-    async def _check_alive(self, client: Client, lost: MCPError) -> None:
-        """After a request's connection closed: when the whole session is gone (a stdio server's
-        process ended), later requests are refused as not connected instead of being "sent"."""
-        try:
-            # a request every protocol revision serves, and that changes nothing
-            await asyncio.wait_for(client.list_tools(cache_mode="refresh"), _PROBE_TIMEOUT_S)
-        except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                self._gone(client, lost)
-        except Exception:  # slow or odd, but not known to be gone: keep the session
-            _log.debug("MCP server %s: probe after a closed request failed", self.name, exc_info=True)
-
-    def _heard_from(self) -> None:
-        self._heard += 1
-        self._heard_at = time.monotonic()
-        self._silent = 0
-
-    def _unanswered(self, client: Client, heard: int) -> None:
-        """A request of ``client`` ended unanswered; ``heard``: :attr:`_heard` when it was sent. After
-        ``reconnect.unanswered`` such in a row, with nothing heard meanwhile, the server is asked."""
-        policy = self.reconnect
-        if policy is None or not self.probed or self._heard != heard or self._client is not client:
-            return
-        self._silent += 1
-        if self._silent >= policy.unanswered:
-            self._silent = 0
-            self._ask(client, f"{policy.unanswered} requests in a row went unanswered")
-
-    def _stream_dropped(self) -> None:
-        client = self._client
-        if client is not None:
-            self._ask(client, "the stream of its messages failed")
-
-    async def _idle(self, client: Client, every_s: float) -> None:
-        """Ask the server whether it is there after each ``every_s`` seconds in which nothing came from it."""
-        while self._client is client:
-            idle = time.monotonic() - self._heard_at
-            if idle >= every_s:
-                self._ask(client, f"nothing came from it for {every_s:g}s")
-                idle = 0.0
-            await asyncio.sleep(every_s - idle)
-
-    def _ask(self, client: Client, why: str) -> None:
-        if self.reconnect is not None and not self._asking and self._client is client:
-            self._asking = True
-            self._spawn(self._probe(client, why))
-
-    async def _probe(self, client: Client, why: str) -> None:
-        """Ask the server for its tools (a request every protocol revision serves, that changes nothing):
-        unanswered within the bound, or on a connection that is gone, the session is taken for ended. An
-        unanswered listing is cancelled but not waited for: the SDK sends its cancellation first, which
-        may wait for the server that is not answering."""
-        heard = self._heard
-        listing = asyncio.ensure_future(client.list_tools(cache_mode="refresh"))
-        try:
-            await asyncio.wait({listing}, timeout=_PROBE_TIMEOUT_S)
-        finally:
-            self._asking = False
-            if not listing.done():
-                listing.cancel()
-                self._abandoned.add(listing)
-                listing.add_done_callback(self._abandoned.discard)
-        if not listing.done():
-            if self._heard == heard:
-                said = f"{why}, and a listing got no answer in {_PROBE_TIMEOUT_S:g}s"
-                self._gone(client, TimeoutError(said))
-            return
-        failure = None if listing.cancelled() else listing.exception()
-        if isinstance(failure, MCPError) and failure.code in _NO_ANSWER:
-            self._gone(client, failure)
-        elif failure is None or isinstance(failure, MCPError):  # answered, if only with an error
-            self._heard_from()
-        else:  # odd, but not known to be gone: keep the session
-            _log.debug("MCP server %s: probe failed: %r", self.name, failure)
 
     def _gone(self, client: Client | None, why: BaseException | None = None) -> None:
         """The session (of ``client``, if given) is gone: later calls are refused unsent, and it is opened

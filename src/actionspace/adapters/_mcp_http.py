@@ -37,7 +37,10 @@ and a connection cut mid-answer ends the whole session. Here:
   again for ever once the server accepted it), and an answer to a request on it is dropped;
 * the POST of a notification (or of an answer to the server) is waited for at most
   :data:`_NOTICE_TIMEOUT_S`, and no body but a request's answer is read; a POST of a notification
-  that fails (a reset connection) is logged and the session goes on (the SDK would end it);
+  that fails (a reset connection) is logged and the session goes on (the SDK would end it). The SDK
+  POSTs a notification before it takes its next message, so a cancelled request's
+  ``notifications/cancelled`` is POSTed beside them (``_mcp_served.post_aside``): a server that does
+  not take it (one stopped) held every later call up to 10 s;
 * a notification the session does nothing with (``_mcp_stdio.unheard``: a log message, a progress
   note...) is dropped here (on the notification stream, by ``_mcp_resumes``), as over stdio;
 * a request answered ``404`` to the session id (the server restarted), or whose connection cannot be
@@ -73,7 +76,6 @@ from mcp.shared.message import SessionMessage
 from mcp_types import (
     CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
-    ErrorData,
     JSONRPCError,
     JSONRPCMessage,
     JSONRPCNotification,
@@ -84,6 +86,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from actionspace.adapters._mcp_answers import error_answer as _error
 from actionspace.adapters._mcp_answers import holds_both, other_id, same_id
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
@@ -102,7 +105,7 @@ from actionspace.adapters._mcp_inflight import Asked
 from actionspace.adapters._mcp_reconnect import SESSION_LOST
 from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, counting_redirects, redirected
 from actionspace.adapters._mcp_resumes import ResumingTransport, skipped
-from actionspace.adapters._mcp_served import note_sent_body, post_answer
+from actionspace.adapters._mcp_served import CANCEL_POSTS, is_cancel, note_sent_body, post_answer, post_aside
 from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
@@ -144,6 +147,7 @@ class _BoundedTransport(ResumingTransport):
         self._asked = Asked()
         """The server's requests handed to the session whose answers' POSTs have not sent their bodies."""
         self._answer_posts = anyio.CapacityLimiter(_ANSWER_POSTS)
+        self._cancel_posts = anyio.CapacityLimiter(CANCEL_POSTS)
         self._lost = SESSION_LOST.get()  # told of a 404 to the session id (``_mcp_reconnect``)
         self.tasks: TaskGroup | None = None
         """Where the answers to the server's requests are POSTed (None: in the SDK's line, one at a time)."""
@@ -152,9 +156,12 @@ class _BoundedTransport(ResumingTransport):
         return {**super()._prepare_headers(), "accept-encoding": ACCEPTED_CODINGS}
 
     async def _handle_post_request(self, ctx: RequestContext) -> None:
-        message = ctx.session_message.message
-        if isinstance(message, JSONRPCResponse | JSONRPCError) and self.tasks is not None:
-            self.tasks.start_soon(self._post_answer, ctx)
+        message, tasks = ctx.session_message.message, self.tasks
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and tasks is not None:
+            tasks.start_soon(self._post_answer, ctx)
+            return
+        if is_cancel(message) and tasks is not None:  # not in the SDK's line (``post_aside``)
+            post_aside(tasks, self._cancel_posts, lambda: self._post_unanswered(ctx), self._where)
             return
         if not isinstance(message, JSONRPCRequest):
             await self._post_unanswered(ctx)
@@ -428,14 +435,6 @@ class _BoundedTransport(ResumingTransport):
 
     async def _malformed(self, writer: StreamWriter, request_id: RequestId, said: str) -> None:
         await _error(writer, request_id, MALFORMED_ANSWER, f"the server's answer was malformed: {said}"[:500])
-
-
-async def _error(
-    writer: StreamWriter, request_id: RequestId, code: int, said: str, data: object = None
-) -> None:
-    """Answer request ``request_id`` with the client's own error ``code``."""
-    error = ErrorData(code=code, message=said, data=data)
-    await writer.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=error)))
 
 
 def _asking(response: httpx2.Response) -> bool:

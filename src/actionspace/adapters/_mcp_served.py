@@ -10,18 +10,32 @@ is now counted until its answer's body has been written to the connection (httpc
 ``send_request_body.complete`` trace event), or its POST ended without that. A server that floods and
 holds every POST open still meets the bound: the answers' POSTs run at most ``_ANSWER_POSTS`` at a time,
 and each answer waiting for its turn keeps its request counted.
+
+A cancelled request's ``notifications/cancelled`` is POSTed beside the client's other messages too
+(:func:`post_aside`): the SDK takes its next message only once a notification's POST is over, so a
+server that does not take the notice (one stopped, that accepts connections and reads nothing) held
+every later call, and the session's liveness check, up to the POST's bound (10 s).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, Final
 
 import anyio
 import httpx2
+from anyio.abc import TaskGroup
+from mcp_types import JSONRPCMessage, JSONRPCNotification
 
-__all__ = ["note_sent_body", "post_answer"]
+__all__ = ["CANCEL_POSTS", "is_cancel", "note_sent_body", "post_answer", "post_aside"]
+
+_log = logging.getLogger("actionspace.mcp")
+
+CANCEL_POSTS: Final = 8
+"""Most POSTs of cancellation notices under way at a time; past that a notice is dropped. It is a
+courtesy the protocol does not wait for: the request it names has already ended on this side."""
 
 _SENT_BODY: Final = frozenset({"http11.send_request_body.complete", "http2.send_request_body.complete"})
 """The trace events that say a request's body was written (HTTP/1.1, HTTP/2)."""
@@ -70,3 +84,31 @@ def _tracer(sent: Callable[[], None], traced: Any) -> Callable[[str, dict[str, A
             await traced(name, info)
 
     return trace
+
+
+def is_cancel(message: JSONRPCMessage) -> bool:
+    return isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled"
+
+
+def post_aside(
+    tasks: TaskGroup, posts: anyio.CapacityLimiter, post: Callable[[], Awaitable[None]], where: str
+) -> None:
+    """Run ``post`` (a cancellation notice's POST, bounded) in ``tasks``, holding one of ``posts``
+    (taken here, before it runs); with none left it is dropped, so a server that takes no notice holds
+    at most ``posts`` of them, and never the client's next message."""
+    borrower = object()
+    try:
+        posts.acquire_on_behalf_of_nowait(borrower)
+    except anyio.WouldBlock:
+        _log.warning(
+            "MCP server at %s: a cancellation notice was dropped (%g under way)", where, posts.total_tokens
+        )
+        return
+
+    async def aside() -> None:
+        try:
+            await post()
+        finally:
+            posts.release_on_behalf_of(borrower)
+
+    tasks.start_soon(aside)

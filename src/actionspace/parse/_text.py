@@ -288,16 +288,22 @@ def visible_text(text: str) -> str:
 def parse_text_or_bytes(
     raw: str | bytes | bytearray | memoryview, coll: Collector, *, strict: bool, path: str
 ) -> None:
-    """Decode bytes as UTF-8 (a bad byte is a ``parse_error`` at its offset), then :func:`parse_text`."""
+    """Decode bytes as UTF-8 (a bad byte is a ``parse_error`` at its offset), then :func:`parse_text`.
+    Bytes that stop inside their last character were cut there: read as the characters before it."""
     if isinstance(raw, str):
         parse_text(raw, coll, strict=strict, path=path)
         return
+    data = bytes(raw)
     try:
-        text = bytes(raw).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        fault = Malformed("invalid_utf8", f"byte {exc.start} is not valid UTF-8 ({exc.reason})", path=path)
-        coll.fail(fault, "bytes", pos=exc.start)
-        return
+        if exc.reason != "unexpected end of data" or exc.end < len(data):
+            fault = Malformed(
+                "invalid_utf8", f"byte {exc.start} is not valid UTF-8 ({exc.reason})", path=path
+            )
+            coll.fail(fault, "bytes", pos=exc.start)
+            return
+        text = data[: exc.start].decode("utf-8")  # as the text cut one character earlier reads
     parse_text(text, coll, strict=strict, path=path)
 
 
