@@ -28,6 +28,7 @@ import pytest
 from tests.pg import fresh_schema
 
 __all__ = [
+    "BESIDE",
     "DEADLINE_S",
     "PAY_ONCE",
     "PAY_TOOLS",
@@ -113,6 +114,23 @@ print(json.dumps({"status": obs.status, "error": obs.error.category if obs.error
 """
 """A child's script after its tools' (arguments: store URL, outbox, release file): one payment of 500
 cents to bob (run ``r``, node ``pay``); it prints the payment's status and error category."""
+
+
+BESIDE = (
+    WAIT_FOR
+    + """
+import sys
+from actionspace import Runtime
+url, release = sys.argv[1:3]
+rt = Runtime(url, recover_on_start=False)
+print("ready", flush=True)
+wait_for(release)
+rt.close()
+print("{}", flush=True)
+"""
+)
+"""A child that keeps a runtime open on the store (arguments: store URL, release file) until the
+test creates the release file: a live process beside the others, which sends nothing."""
 
 
 class Ahead:

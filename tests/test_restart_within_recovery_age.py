@@ -91,6 +91,7 @@ def test_a_crashed_send_found_young_at_start_is_settled_by_a_later_proposal(
     monkeypatch.setattr(commit, "MAX_WAIT_S", 0.2)
     clock = _LedgerClock()
     monkeypatch.setattr(commit, "time", clock)
+    monkeypatch.setattr(commit, "alone", lambda store, key: False)  # as with another process beside
     rt = Runtime(url)  # its start-up recovery leaves the entry: younger than the recovery age
     _tools(rt, sent, crash=False)
     call = ToolCall(name=tool, arguments={"amount": 5}, id="c2")

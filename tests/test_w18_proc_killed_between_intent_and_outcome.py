@@ -4,11 +4,13 @@ the same run, no node id (the runtime finds the node from the action).
 
 The payment service counts what it really received (a file), whatever the runtimes believe. The
 first process dies inside the send, before the service received it or after; its entry stays
-``dispatched``. A process continuing the run at once cannot know whether the holder still lives:
-it answers ``unknown_commit`` (DESIGN §11), never ``transient``, and sends nothing. Once no holder
-can be alive (the entry older than the tool's holder window), a proposal settles it as recovery
-does: the status query's "committed" is replayed, "not committed" is sent once, and a tool that
-cannot be asked stays ``unknown_commit``. Two processes doing that at the same instant send at most
+``dispatched``. A process continuing the run at once, another process of the store alive beside
+it, cannot know whether the holder still lives: it answers ``unknown_commit`` (DESIGN §11), never
+``transient``, and sends nothing (with no other process alive the holder is certainly dead:
+tests/test_w21_proc_dead_holder_answered_at_once.py). Once no holder can be alive (the entry older
+than the tool's holder window), a proposal settles it as recovery does: the status query's
+"committed" is replayed, "not committed" is sent once, and a tool that cannot be asked stays
+``unknown_commit``. Two processes doing that at the same instant send at most
 once between them. SQLite file and PostgreSQL schema alike.
 """
 
@@ -25,7 +27,7 @@ import pytest
 from actionspace import Runtime, ToolCall
 from actionspace.ledger import commit
 from actionspace.ledger.commit import holder_window
-from tests.proc import WAIT_FOR, Ahead, at_once, run_killed, sent
+from tests.proc import BESIDE, WAIT_FOR, Ahead, Child, at_once, run_killed, sent
 from tests.proc import url as url  # the fixture
 
 TOOLS = """
@@ -135,12 +137,16 @@ def _window() -> float:
 def test_a_re_proposal_beside_a_killed_send_answers_unknown_commit_and_sends_nothing(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, die: str, idempotency: str
 ) -> None:
-    """At once after the kill: the holder may still live, as far as this process can tell. The wait
-    for it is cut short here (it is 30 s): what matters is the answer after it."""
+    """At once after the kill, a process alive beside: it may be the holder, as far as this process
+    can tell. The wait for it is cut short here (it is 30 s): what matters is the answer after it."""
     outbox = tmp_path / "outbox.jsonl"
-    _killed(url, outbox, die, idempotency)
-    monkeypatch.setattr(commit, "MAX_WAIT_S", 0.3)
-    obs, states = _proposed_here(url, outbox, idempotency)
+    with Child(BESIDE, url, str(tmp_path / "release")) as beside:
+        beside.expect("ready")
+        _killed(url, outbox, die, idempotency)
+        monkeypatch.setattr(commit, "MAX_WAIT_S", 0.3)
+        obs, states = _proposed_here(url, outbox, idempotency)
+        (tmp_path / "release").touch()
+        beside.finish()
     assert obs.error is not None and obs.error.category == "unknown_commit", obs
     assert obs.error.details.get("idempotency_key"), obs.error
     assert states == ["dispatched"]  # left to its holder, or to a proposal once none can be alive

@@ -23,6 +23,9 @@ from actionspace.ledger.admin import LedgerAdmin
 from actionspace.ledger.budget_store import open_meter
 from actionspace.ledger.commit import RECOVERY_AGE_S
 from actionspace.ledger.entries import LedgerStore
+from actionspace.ledger.liveness import hold
+from actionspace.ledger.open import scheme_of
+from actionspace.ledger.recover import anything_in_flight_here
 from actionspace.ledger.run_state import open_run_states
 from actionspace.observation import ArtifactStore, FolderArtifactStore, shape
 from actionspace.pipeline.engine import Engine
@@ -71,6 +74,8 @@ class Parts:
     ledger_admin: LedgerAdmin
     close_artifacts: Callable[[], object] | None = None
     """Closes the artifact store the store URL opened (PostgreSQL's pool); None: nothing to close."""
+    release_mark: Callable[[], object] = lambda: None
+    """Drops this process's mark on the store (ledger/liveness.py), once the ledger is closed."""
 
     def close(self, *, wait: bool, before: Callable[[], object] = lambda: None) -> None:
         """End the plans running in process, close the toolsets, the executor (``wait``: let
@@ -84,6 +89,7 @@ class Parts:
 
     def _close_stores(self) -> None:
         self.ledger.close()
+        self.release_mark()
         close_run_states = getattr(self.engine.runs.run_states, "close", None)
         if close_run_states is not None:  # while a cut call or plan still runs, it may save: after it
             close_when_nothing_runs(self.engine, close_run_states)
@@ -118,6 +124,12 @@ def assemble(
     """
     trace, default_artifacts = open_stores(store)
     ledger, approval_store = open_ledger_stores(store)
+    try:  # before any write: other processes see this one alive while it may hold a send
+        release_mark = hold(ledger, store, scheme_of(store), busy=anything_in_flight_here)
+    except BaseException:
+        ledger.close()
+        approval_store.close()
+        raise
     if isinstance(artifacts, str | Path):
         artifacts = FolderArtifactStore(Path(artifacts))
     kept: ArtifactStore = artifacts if artifacts is not None else default_artifacts
@@ -184,6 +196,7 @@ def assemble(
         toolsets=Toolsets(owner),
         ledger_admin=ledger_admin,
         close_artifacts=getattr(default_artifacts, "close", None),
+        release_mark=release_mark,
     )
 
 

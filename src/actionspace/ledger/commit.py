@@ -31,6 +31,7 @@ from actionspace.ledger._shown import replay as _replay
 from actionspace.ledger.entries import Begun, LedgerEntry, LedgerState, LedgerStore, resendable
 from actionspace.ledger.keys import args_digest
 from actionspace.ledger.late import LeftRunning, settle_when_it_ends, still_running
+from actionspace.ledger.liveness import alone
 from actionspace.ledger.status import (
     Committed,
     NotCommitted,
@@ -313,8 +314,8 @@ def proceed(
             final = unknown_commit_error(spec, led.entry.key, f"its caller was cancelled while it ran; {why}")
             led.move(("unknown",), "unknown_commit", error=final.to_dict())
             return fail(final)
-        # dispatched or unknown: another caller holds it, or a crashed one
-        if not settled and _holder_gone(spec, led.entry):  # as recovery would at the next start
+        # dispatched or unknown: another caller holds it, or a crashed one; settled as recovery would
+        if not settled and (_holder_gone(spec, led.entry) or alone(store, led.entry.key)):
             settled = True
             yield Settle(led.entry.key)
             current = store.get(led.entry.key)

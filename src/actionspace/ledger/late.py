@@ -26,7 +26,7 @@ from actionspace.ledger.entries import UNSETTLED, LedgerEntry, LedgerStore
 from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.types import Observation
 
-__all__ = ["LeftRunning", "hold", "settle_when_it_ends", "still_running"]
+__all__ = ["LeftRunning", "any_running", "hold", "settle_when_it_ends", "still_running"]
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ def still_running(key: str) -> bool:
     with _RUNNING_LOCK:
         fut = _RUNNING.get(key)
     return fut is not None and not fut.done()
+
+
+def any_running() -> bool:
+    """True while an attempt of any key :func:`still_running` runs in this process."""
+    with _RUNNING_LOCK:
+        return any(not fut.done() for fut in _RUNNING.values())
 
 
 def hold(key: str, running: Future[Outcome]) -> None:

@@ -32,6 +32,7 @@ from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError
 from actionspace.ledger.commit import holder_window, still_running
 from actionspace.ledger.entries import GuardsAttempts, LedgerEntry, LedgerStore
+from actionspace.ledger.late import any_running
 from actionspace.ledger.status import (
     Committed,
     NotCommitted,
@@ -46,6 +47,7 @@ __all__ = [
     "RecoveryReport",
     "Shape",
     "Shaped",
+    "anything_in_flight_here",
     "holder_window",
     "in_flight_here",
     "recover",
@@ -89,6 +91,14 @@ def in_flight_here(key: str) -> bool:
         if key in _HERE:
             return True
     return still_running(key)
+
+
+def anything_in_flight_here() -> bool:
+    """Some action's send may still run in this process (:func:`in_flight_here` of any key)."""
+    with _HERE_LOCK:
+        if _HERE:
+            return True
+    return any_running()
 
 
 def _maybe_held(spec: ToolSpec | None, entry: LedgerEntry, now_s: float) -> bool:
