@@ -35,7 +35,7 @@ from actionspace._canonical import strict_dumps
 from actionspace._unicode import json_for_utf8, text_for_utf8
 from actionspace.ledger._sqlite_layout import INDEX, PENDING_WHERE, PURGED_WHERE, adopt, listed_where
 from actionspace.ledger._sqlite_tenants import LEDGER_TENANT, add_listing_tenants
-from actionspace.ledger.entries import STATES, Begun, Identity, LedgerEntry, with_identity
+from actionspace.ledger.entries import STATES, TERMINAL, Begun, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = [
@@ -105,6 +105,7 @@ to change, for a statement that runs a trigger (the file's tenant trigger, ``_sq
 may abort partway (the ``NOT NULL`` checks at their default ``ABORT``). Under ``IGNORE`` no check
 aborts, so the intent copies no page. A row a check would refuse is not written, and ``_begin``
 then finds no entry and raises."""
+_ARGUMENTS: Final = _COLUMNS.index("arguments")
 _IDENTITY: Final = 5
 """Leading columns (of :data:`_COLUMNS` and :func:`_row`) that name the action."""
 _UPDATED: Final = _COLUMNS[_IDENTITY:]
@@ -120,18 +121,39 @@ _RETURNING: Final = " RETURNING run_id, node_id, tool, args_digest"
 """What a transition reads back when its entry names another identity: the identity it keeps."""
 
 
-def _update_sql(states: int) -> tuple[str, str]:
-    """The transition statements for ``states`` expected states: (same identity, read back)."""
-    base = f"{_UPDATE} AND state IN ({', '.join('?' * states)})"
-    return base + _SAME, base + _RETURNING
-
-
-_UPDATES: Final = {n: _update_sql(n) for n in range(1, len(STATES) + 1)}
-_UPDATE_AT: Final = (
-    f"{_UPDATE} AND state = ? AND attempts = ?{_SAME}",
-    f"{_UPDATE} AND state = ? AND attempts = ?{_RETURNING}",
+_MOVED: Final = ("state", "attempts", "updated_at", "remote_id", "observation", "error", "resolution")
+"""What a transition of an entry this store began changes: not its arguments nor ``created_at``."""
+_UPDATE_MOVED: Final = (
+    f"UPDATE ledger_entries SET {', '.join(f'{c} = ?' for c in _MOVED)}"
+    " WHERE rowid = ? AND key = ? AND arguments = ? AND created_at = ?"
 )
+"""The transition of an entry this store began, handed the arguments object it was begun with and
+its ``created_at``: the row sought by the rowid its insert got, and only the columns that change
+written (the arguments are not encoded again). The key guards a row purged or renumbered since,
+the arguments' text and ``created_at`` a row another transition wrote others to: the statement
+then changes nothing and the whole row is written, so it stores what that statement would."""
+
+
+def _update_sql(condition: str) -> tuple[str, str, str]:
+    """The transition statements under ``condition``: (same identity, read back, moved columns of
+    an entry begun here with the same identity)."""
+    return (
+        f"{_UPDATE}{condition}{_SAME}",
+        f"{_UPDATE}{condition}{_RETURNING}",
+        f"{_UPDATE_MOVED}{condition}{_SAME}",
+    )
+
+
+def _in_states(states: int) -> tuple[str, str, str]:
+    """The transition statements for ``states`` expected states."""
+    return _update_sql(f" AND state IN ({', '.join('?' * states)})")
+
+
+_UPDATES: Final = {n: _in_states(n) for n in range(1, len(STATES) + 1)}
+_UPDATE_AT: Final = _update_sql(" AND state = ? AND attempts = ?")
 """A transition that also names how many sends the entry must still count."""
+_KEPT_BEGUN: Final = 4096
+"""Most entries begun here whose rowid and arguments are kept for their transitions."""
 _BEFORE_SENDING: Final = frozenset({"accepted", "dispatched"})
 """States a transition must have on disk before returning: a send may follow at once."""
 _PENDING: Final = f"{_SELECT} {PENDING_WHERE}"
@@ -178,6 +200,10 @@ class SqliteLedgerStore:
             self._db.close()
             raise
         self._group = GroupCommit.open(self.path, busy_timeout_s=busy_timeout_s)
+        self._begun: dict[str, tuple[int, Mapping[str, Any], float, str | None]] = {}
+        """Of an entry this store inserted, by key: its rowid, the arguments object, the
+        ``created_at`` it was begun with and the arguments' text written (what :meth:`_update`
+        needs to write only what moved)."""
 
     def begin(self, entry: LedgerEntry) -> Begun:
         """Insert ``entry`` unless its ``(run_id, node_id)`` or its key is stored; return the stored one.
@@ -198,25 +224,33 @@ class SqliteLedgerStore:
         self._db.check_open()
         action = (entry.run_id, entry.tool, entry.args_digest)
 
-        def insert(conn: sqlite3.Connection) -> tuple[bool, LedgerEntry | None, bool]:
+        def insert(conn: sqlite3.Connection) -> tuple[int | None, LedgerEntry | None, bool, str | None]:
             if unless_pending:
                 rows = conn.execute(_PENDING, action).fetchall()  # nearly always none
                 row = _oldest(rows) if rows else None
                 if row is not None and row[0] != entry.key:
-                    return False, _entry(row), True
-            created = conn.execute(_INSERT, _row(entry)).rowcount == 1
-            if created:  # what was just written, without reading it back
-                return True, entry, False
+                    return None, _entry(row), True, None
+            written = _row(entry)
+            cursor = conn.execute(_INSERT, written)
+            if cursor.rowcount == 1:  # what was just written, without reading it back
+                return cursor.lastrowid, entry, False, written[_ARGUMENTS]
             stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
             if stored is None:
                 stored = self._select(conn, "WHERE key = ?", (entry.key,))
-            return False, stored, False
+            return None, stored, False, None
 
-        created, stored, pending = self._group.run(insert, rerunnable=True)  # it only reads and writes conn
+        # rerunnable: it only reads and writes conn
+        rowid, stored, pending, text = self._group.run(insert, rerunnable=True)
         if stored is None:
             # a row whose NOT NULL column was None is ignored by _INSERT, not written
             raise RuntimeError(f"ledger entry {entry.key} was neither written nor found in its transaction")
-        return Begun(stored, created, stored if pending else None)
+        if rowid is None:
+            return Begun(stored, False, stored if pending else None)
+        begun = self._begun
+        if len(begun) >= _KEPT_BEGUN:
+            begun.clear()
+        begun[entry.key] = (rowid, entry.arguments, entry.created_at, text)
+        return Begun(entry, True, None)
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it was not.
@@ -233,36 +267,64 @@ class SqliteLedgerStore:
         states = list(dict.fromkeys(expected))
         if not states:
             return None
-        sqls = _UPDATES.get(len(states)) or _update_sql(len(states))
-        params = (*_row(entry)[_IDENTITY:], key, *states)  # the identity columns stay as they are
-        return self._update(entry, sqls, params)
+        sqls = _UPDATES.get(len(states)) or _in_states(len(states))
+        return self._update(entry, sqls, tuple(states))
 
     def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
         """:meth:`transition` from ``state`` only while the entry still counts ``attempts`` sends."""
         self._db.check_open()
         if entry.key != key:
             raise ValueError(f"transition of {key} was given the entry of {entry.key}")
-        return self._update(entry, _UPDATE_AT, (*_row(entry)[_IDENTITY:], key, state, attempts))
+        return self._update(entry, _UPDATE_AT, (state, attempts))
 
     def _update(
-        self, entry: LedgerEntry, sqls: tuple[str, str], params: tuple[Any, ...]
+        self, entry: LedgerEntry, sqls: tuple[str, str, str], condition: tuple[Any, ...]
     ) -> LedgerEntry | None:
         """Run one transition; the entry as stored (its begun identity), or None.
 
         ``sqls`` is (the statement for an entry with the stored identity, the one reading the
-        identity back); the second runs, in the same transaction, only when the first changed nothing.
+        identity back, the one of an entry begun here: see :data:`_UPDATE_MOVED`), ``condition``
+        the parameters of the expected state. An entry this store began, handed its arguments
+        object and ``created_at`` as begun, is moved by the third, which writes the same row; the
+        first runs when it changed nothing (or for any other entry), the second, in the same
+        transaction, only when the first changed nothing.
         """
-        same, read_back = sqls
+        same, read_back, moved = sqls
+        key = entry.key
         identity_of_entry: Identity = (entry.run_id, entry.node_id, entry.tool, entry.args_digest)
+        begun = self._begun.get(key)
+        observation, error, resolution = entry.observation, entry.error, entry.resolution
+        changed = (
+            entry.state,
+            entry.attempts,
+            entry.updated_at,
+            entry.remote_id,
+            # mostly None (an outcome has one of them): no call for SQL NULL
+            None if observation is None else to_json(observation),
+            None if error is None else to_json(error),
+            None if resolution is None else to_json(resolution),
+        )
+        guard: tuple[Any, ...] | None = None
+        if begun is not None and begun[1] is entry.arguments and begun[2] == entry.created_at:
+            guard = (begun[0], key, begun[3], begun[2])
 
         def update(conn: sqlite3.Connection) -> Identity | None:
+            if (
+                guard is not None
+                and conn.execute(moved, (*changed, *guard, *condition, *identity_of_entry)).rowcount
+            ):
+                return identity_of_entry
+            params = (to_json(entry.arguments), entry.state, entry.attempts, entry.created_at, *changed[2:])
+            params = (*params, key, *condition)  # the identity columns stay as they are
             if conn.execute(same, (*params, *identity_of_entry)).rowcount == 1:
                 return identity_of_entry
             rows = conn.execute(read_back, params).fetchall()  # a RETURNING statement runs to its end
             return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
-        durable = entry.state in _BEFORE_SENDING or entry.resolution is not None
+        durable = entry.state in _BEFORE_SENDING or resolution is not None
         identity: Identity | None = self._group.run(update, durable=durable, rerunnable=True)
+        if identity is not None and entry.state in TERMINAL:
+            self._begun.pop(key, None)  # settled: nearly never moved again
         # every other column was set from ``entry``: only the identity is read back
         return None if identity is None else with_identity(entry, identity)
 

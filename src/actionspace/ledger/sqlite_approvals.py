@@ -88,9 +88,18 @@ _JSON_COLUMNS: Final = frozenset({"arguments", "provenance", "effects", "details
 _SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM approval_requests"
 _STORED: Final = (*_COLUMNS, "holder")
 _INSERT: Final = (
-    f"INSERT INTO approval_requests ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))})"
-    " ON CONFLICT DO NOTHING"
+    f"INSERT OR IGNORE INTO approval_requests ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))})"
 )
+"""A request's insert: nothing when its id or its pending binding and holder is stored. ``OR IGNORE``
+rather than ``ON CONFLICT DO NOTHING``, for the reason the ledger's intent is one (``ledger/sqlite``):
+the file's tenant trigger (``_sqlite_tenants``) and the ``NOT NULL`` checks at their default
+``ABORT`` made SQLite copy every page the insert changes into a statement journal first. Under
+``IGNORE`` a ``NOT NULL`` check would drop the row instead of raising, so :func:`_row` refuses a
+request with such a value before (:data:`_NOT_NULL`)."""
+_NOT_NULL: Final = tuple(
+    i for i, c in enumerate(_STORED) if c not in ("decided_at", "decided_by", "decision_reason", "expires_at")
+)
+"""The positions in :func:`_row` of the columns declared ``NOT NULL``."""
 _UPDATE: Final = f"UPDATE approval_requests SET {', '.join(f'{c} = ?' for c in _STORED[1:])} WHERE id = ?"
 _BINDING: Final = "WHERE run_id = ? AND tool = ? AND args_digest = ?"
 _PENDING: Final = f"{_BINDING} AND holder = ? AND status = 'pending'"
@@ -241,7 +250,7 @@ def _row(request: ApprovalRequest) -> tuple[Any, ...]:
         if (value := getattr(request, name)) is not None and math.isnan(value):
             # SQLite binds NaN as NULL, and a NULL expires_at reads back as "never expires"
             raise ValueError(f"approval request {request.id}: {name} is NaN, not a time")
-    return (
+    row = (
         request.id,
         request.run_id,
         request.node_id,
@@ -260,6 +269,10 @@ def _row(request: ApprovalRequest) -> tuple[Any, ...]:
         request.expires_at,
         holder(request.details),
     )
+    missing = [_STORED[i] for i in _NOT_NULL if row[i] is None]
+    if missing:  # the insert would ignore the row rather than refuse it
+        raise ValueError(f"approval request {request.id}: {', '.join(missing)} must not be None")
+    return row
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
