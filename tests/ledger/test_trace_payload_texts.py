@@ -102,7 +102,7 @@ def test_a_kept_text_is_the_text_of_the_object_asked_about(
             data = dict(payload)
             held.append(data)
         assert texts.text(data) == encode_data(data)
-        assert len(texts._texts) <= kept
+        assert len(texts.kept) <= kept
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

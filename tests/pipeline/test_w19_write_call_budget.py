@@ -22,13 +22,16 @@ from typing import Any
 from actionspace import Runtime, ToolCall
 
 PACKAGE_DIR = "/actionspace/"
-BUDGET = 58
+BUDGET = 49
 """Python-level calls into ``actionspace`` per ``rt.call`` of a new write on the memory stores
 (the module docstring): 167 through the general path, 87 in the frame of pipeline/_write.py;
-56 once the frame decides what it can per (run, tool) and writes out the rest (the arguments'
+52 once the frame decides what it can per (run, tool) and writes out the rest (the arguments'
 text without the RFC 8785 check's walk, the ``int`` result's ledger JSON made with its envelope,
 the flow state shown it as the precompiled read path shows its own, no ``CallRecord`` unless the
-protocol's functions take it, no error to note in the run's state); room for two."""
+protocol's functions take it, no error to note in the run's state); 47 once the committed entry
+is set slot by slot (no ``LedgerEntry.evolve``), a plain value is known not to be awaitable
+without ``inspect.isawaitable``, ``with in_flight`` runs its bodies without ``enter``/``leave``
+and a call's plain records go to the store without ``Recorder.flush``; room for two."""
 
 
 def _calls_of(n: int, first: int) -> tuple[Counter[str], list[Any]]:

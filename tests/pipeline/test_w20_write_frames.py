@@ -35,7 +35,8 @@ from hypothesis import strategies as st
 from actionspace import Observation, Runtime, ToolCall
 from actionspace.catalog import RetryPolicy
 from actionspace.errors import ToolError
-from actionspace.trace.store_encoding import encode_data
+from actionspace.trace.sqlite import SqliteTraceStore
+from actionspace.trace.store_encoding import Texted, encode_data
 from tests.pipeline.test_fast_effects import POLICIES
 from tests.pipeline.test_w19_write_frame import SCHEMA, _play, proposals
 
@@ -190,19 +191,18 @@ def test_the_payload_texts_made_beside_a_writes_events_are_what_the_store_would_
     """Every payload the frames hand a SQLite trace store with its text carries exactly the text
     ``encode_data`` writes for it, whatever the call id, node id or tool version holds; and the
     stored events read back as on the general path (the property above)."""
-    parts = importlib.import_module("actionspace.pipeline._write_parts")
     made: list[tuple[str, str]] = []
-    real = parts.texted_as
+    real = SqliteTraceStore.append_records
 
-    def checked(data: dict[str, Any], text: str) -> dict[str, Any]:
-        made.append((text, encode_data(dict(data))))
-        out: dict[str, Any] = real(data, text)
-        return out
+    def checked(store: SqliteTraceStore, run_id: str, records: Any) -> None:
+        for record in records:  # a payload with its text made beside it, against the store's encoding
+            if type(record[4]) is Texted:
+                made.append((record[4].text, encode_data(dict(record[4]))))
+        real(store, run_id, records)
 
     url = f"sqlite:///{tmp_path / f'p{len(list(tmp_path.iterdir()))}.db'}"
     with pytest.MonkeyPatch.context() as patch:
-        for module in ("_write", "_awrite", "_write_parts"):
-            patch.setattr(f"actionspace.pipeline.{module}.texted_as", checked)
+        patch.setattr(SqliteTraceStore, "append_records", checked)
         with Runtime(url, recover_on_start=False) as rt:
 
             def put(a: int) -> int:
@@ -218,7 +218,8 @@ def test_the_payload_texts_made_beside_a_writes_events_are_what_the_store_would_
                 assert not node_ok  # a node id no store can write: refused at the caller
                 return
             assert obs.status == "ok" and obs.data == 1
-    assert len(made) >= 6  # parsed, two moves, dispatched, observation, the commit
+    # the two moves, the observation and the commit, and parsed and dispatched when their texts are ASCII
+    assert len(made) >= 4 + (call_id is None or call_id.isascii()) + (node is None or node.isascii())
     assert all(text == expected for text, expected in made), made
 
 

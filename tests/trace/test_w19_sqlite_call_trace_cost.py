@@ -36,10 +36,12 @@ from actionspace.trace.events import TraceEvent
 from actionspace.trace.sqlite import SqliteTraceStore
 from actionspace.trace.store_encoding import MAX_EVENT_CHARS, encode_data
 
-BUDGET = 10
-"""Python calls of the trace store's files a durable call runs on its thread: 10 now
-(``append_records``, three kept texts, six encodings, each of a payload whose text the write's
-frame made beside it: ``store_encoding.Texted``); 13 before that (the nested ``parsed`` payload
+BUDGET = 1
+"""Python calls of the trace store's files a durable call runs on its thread: 1 now
+(``append_records``, which takes a payload's text made beside it, ``store_encoding.Texted``, and
+a kept text of a shared payload without a call); 10 before that (three kept texts looked up
+through ``PayloadTexts.text``, six ``encode_data`` calls each answering the text the write's frame
+made beside its payload); 13 before that (the nested ``parsed`` payload
 walked, with its two generators); the code before that 24 (nine lookups of the text cache, a walk
 of every payload encoded)."""
 _FILES = frozenset(m.__file__ for m in (trace_sqlite, payload_texts, store_encoding, sqlite_held))

@@ -37,7 +37,8 @@ from actionspace._unicode import text_for_postgres
 from actionspace.adapters._bridge import Bridge
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.runtime import Runtime
-from actionspace.trace.events import CALL_START_KINDS
+from actionspace.trace._call_events import ReadsCallEvents
+from actionspace.trace.events import CALL_START_KINDS, TraceEvent
 
 __all__ = ["flush", "from_trace", "mark", "marks", "refuse", "remember"]
 
@@ -45,6 +46,11 @@ _KEEP: Final = 64
 """How many calls a request remembers being shown for, per key."""
 
 _MARKING = threading.Lock()
+
+_READ: Final = (*sorted(CALL_START_KINDS), "approval_requested", "observation")
+"""The kinds of a held call's events the trace is read for (:func:`_held_in_trace`): those that
+number its handlings, its requests and its holds. Another kind changes nothing there, so a store
+that reads some calls' events (``ReadsCallEvents``) leaves the rest of a long run unread."""
 
 _UNWRITTEN: Final = 4096
 """How many marks the store failed to take a runtime keeps to write again (the oldest go first)."""
@@ -124,7 +130,7 @@ def from_trace(
     tool now (a request filed then, for a tool changed since it was asked about, is not the one
     asked about). True when any was written. Blocking (reads the run's trace only when a request
     pending may lack such a mark: one with no mark, or one marked for one of these call ids by
-    another framework run); never raises."""
+    another framework run; then only those calls' events, where the store can); never raises."""
     ids = set(call_ids)
     open_ = {r.id: r for r in pending if _may_lack(marks(r, key), framework_run, ids)}
     if not open_ or not ids:
@@ -185,7 +191,7 @@ def _held_in_trace(
     found: list[tuple[str, str, str | None, int]] = []
     held: dict[str, set[int]] = {}
     handling: dict[str, tuple[int, set[str]]] = {}
-    for event in bridge.rt.trace.events(run_id):
+    for event in _events(bridge, run_id, call_ids):
         call_id = event.call_id
         if call_id is None or call_id not in call_ids:
             continue
@@ -205,6 +211,15 @@ def _held_in_trace(
         found = [(c, r, t, n) for c, r, t, n in found if n < handling[c][0]]
         held = {c: {n for n in ns if n < handling[c][0]} for c, ns in held.items()}
     return found, held
+
+
+def _events(bridge: Bridge, run_id: str, call_ids: set[str]) -> list[TraceEvent]:
+    """The events of ``call_ids`` of run ``run_id`` of the kinds :data:`_READ`, where the store
+    reads those alone; else every event of the run."""
+    store = bridge.rt.trace
+    if isinstance(store, ReadsCallEvents):
+        return store.call_events(run_id, call_ids, _READ)
+    return store.events(run_id)
 
 
 def refuse(

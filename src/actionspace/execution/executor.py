@@ -37,6 +37,9 @@ AttemptHook = Callable[[int, ActionError, float], None]
 
 _RUNNING_ATTEMPT = "actionspace_running_attempt"
 NOT_BEGUN = "the Runtime was closed before this call began; it was not sent"
+_PLAIN = frozenset({int, str, float, bool, type(None), dict, list, tuple, bytes})
+"""Exact types of a tool's value that are never awaitable: no ``inspect.isawaitable`` (two Python
+calls, one of them the ABC's ``__instancecheck__``) for them."""
 
 
 def running_attempt(cut: BaseException) -> Future[Outcome] | None:
@@ -407,7 +410,8 @@ class Executor:
                     return _withdrawn()
             else:
                 value = fn(**kwargs)
-            if not is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
+            # a sync wrapper handing back its coroutine (a plain value's exact type is never one)
+            if not is_async and type(value) not in _PLAIN and inspect.isawaitable(value):
                 value = self._run_coroutine(_await(value), spec.timeout_s)
         except (TimeoutError, FutureTimeout) as late:
             return self._async_timed_out(spec, late)

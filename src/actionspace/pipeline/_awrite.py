@@ -49,6 +49,7 @@ from actionspace.pipeline._write_parts import (
     intent_entry,
     prepared,
     texted_as,
+    tool_heads,
 )
 from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import _shown
@@ -158,7 +159,7 @@ async def _adriven(
     def observe_outcome(outcome: Outcome) -> Observation:
         value = outcome.value if type(outcome) is Succeeded and outcome.attempts == 1 else None
         if ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
-            return int_observation(ready, value, rec, verdict, texted)[0]
+            return int_observation(ready, value, rec, verdict, _observed_head(spec, texted))[0]
         return observe_write(ready, outcome, rec, artifacts)
 
     flush = driver.flush
@@ -248,7 +249,7 @@ async def _adriven(
             point("after_response")
         value = outcome.value
         if ints and outcome.attempts == 1 and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
-            obs, stored = int_observation(ready, value, rec, verdict, texted)
+            obs, stored = int_observation(ready, value, rec, verdict, _observed_head(spec, texted))
             final = committed(ledger, entry, obs, stored, rec, texted)
             if final is obs:
                 label, within, _ = verdict[4]
@@ -307,3 +308,9 @@ def _closed_meanwhile(rec: Recorder, raw: ToolCall, run: Any, call_id: str) -> O
 
 def _not_begun() -> ActionError:
     return ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
+
+
+def _observed_head(spec: Any, texted: bool) -> str | None:
+    """The ``observation`` payload's text up to its digest (``tool_heads``) when it is made beside it."""
+    heads = tool_heads(spec) if texted else None
+    return None if heads is None else heads[1]

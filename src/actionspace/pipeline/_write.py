@@ -60,19 +60,19 @@ from actionspace.pipeline._commit_parts import CallRecord, lost
 from actionspace.pipeline._run import _INT_BOUND
 from actionspace.pipeline._write_parts import (
     Taken,
-    _text,
     admitted,
     committed,
     int_observation,
     intent_entry,
     prepared,
-    texted_as,
+    tool_heads,
 )
 from actionspace.pipeline.calls import dispatched_event
 from actionspace.pipeline.commit import _shown
 from actionspace.pipeline.observe import fail, observe_write
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
+from actionspace.trace.store_encoding import MAX_EVENT_CHARS, Texted
 from actionspace.types import Observation, ToolCall
 
 if TYPE_CHECKING:
@@ -163,11 +163,13 @@ def _driven(
     entry_of = taken[2]
     ints = entry_of.ints
     verdict, texted = taken[3], taken[6]
+    heads = tool_heads(spec) if texted else None  # the texts of this tool's payloads, made once
+    observed_head = None if heads is None else heads[1]
 
     def observe_outcome(outcome: Outcome) -> Observation:
         value = outcome.value if type(outcome) is Succeeded and outcome.attempts == 1 else None
         if ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
-            return int_observation(ready, value, rec, verdict, texted)[0]
+            return int_observation(ready, value, rec, verdict, observed_head)[0]
         return observe_write(ready, outcome, rec, artifacts)
 
     flush = driver.flush
@@ -205,11 +207,11 @@ def _driven(
         entry = begun.entry  # ledger/commit.py ``first_send``, written out
         accepted: dict[str, Any] = {"key": key, "from": None, "to": "accepted"}
         moved: dict[str, Any] = {"key": key, "from": "accepted", "to": "dispatched", "attempts": 1}
-        if texted:  # their texts as encode_data writes them (the key is ASCII)
-            accepted = texted_as(accepted, f'{{"key": "{key}", "from": null, "to": "accepted"}}')
-            moved = texted_as(
-                moved, f'{{"key": "{key}", "from": "accepted", "to": "dispatched", "attempts": 1}}'
-            )
+        if texted:  # their texts as encode_data writes them (the key is ASCII: as1_ and hex)
+            accepted = Texted(accepted)
+            accepted.text = f'{{"key": "{key}", "from": null, "to": "accepted"}}'
+            moved = Texted(moved)
+            moved.text = f'{{"key": "{key}", "from": "accepted", "to": "dispatched", "attempts": 1}}'
         records.append((next(seq), "ledger", _time(), call_id, accepted))
         records.append((next(seq), "ledger", _time(), call_id, moved))
         if _crash._target is not None:
@@ -229,10 +231,11 @@ def _driven(
                     "attempt": 1,
                 }
                 dispatched["idempotency_key"] = key  # pipeline/calls.py ``dispatched_event``
-                if texted:
-                    head = f'{{"tool": {_quote(spec.name)}, "version": {_text(spec.version)}, "node_id": '
-                    text = f'{head}{_quote(ready.node_id)}, "attempt": 1, "idempotency_key": "{key}"}}'
-                    dispatched = texted_as(dispatched, text)
+                if heads is not None:
+                    text = f'{heads[0]}{_quote(ready.node_id)}, "attempt": 1, "idempotency_key": "{key}"}}'
+                    if text.isascii() and len(text) <= MAX_EVENT_CHARS:  # texted_as's check
+                        dispatched = Texted(dispatched)
+                        dispatched.text = text
                 records.append((next(seq), "dispatched", _time(), call_id, dispatched))
                 outcome = executor.run(spec, ready.kwargs, rec.retry)
             except Exception as exc:  # ours broke around the send: it may have landed
@@ -257,7 +260,7 @@ def _driven(
             point("after_response")
         value = outcome.value
         if ints and outcome.attempts == 1 and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
-            obs, stored = int_observation(ready, value, rec, verdict, texted)
+            obs, stored = int_observation(ready, value, rec, verdict, observed_head)
             final = committed(ledger, entry, obs, stored, rec, texted)
             if final is obs:
                 label, within, _ = verdict[4]

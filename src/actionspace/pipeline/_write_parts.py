@@ -51,6 +51,7 @@ __all__ = [
     "intent_entry",
     "prepared",
     "texted_as",
+    "tool_heads",
 ]
 
 _time = time.time
@@ -81,9 +82,19 @@ _put = {name: LedgerEntry.__dict__[name].__set__ for name in (f.name for f in fi
 _key_of, _run_of, _node_of, _tool_of = _put["key"], _put["run_id"], _put["node_id"], _put["tool"]
 _digest_of, _arguments_of, _state_of = _put["args_digest"], _put["arguments"], _put["state"]
 _attempts_of, _created_of, _updated_of = _put["attempts"], _put["created_at"], _put["updated_at"]
+_observation_of, _remote_of, _error_of = _put["observation"], _put["remote_id"], _put["error"]
 _NONE_OF = tuple(_put[name] for name in ("remote_id", "observation", "error", "resolution"))
 """The setters of the fields an intent's entry holds None in (a field added to ``LedgerEntry``
 and set nowhere here is left unset: reading it raises, as the equivalence tests would show)."""
+
+_SET_AT_COMMIT = frozenset({"state", "updated_at", "observation", "remote_id", "error"})
+_SLOT_COPIES = tuple((put, name) for name, put in _put.items() if name not in _SET_AT_COMMIT)
+"""The setters of the fields a committed entry keeps from its intent's, with their names (a field
+added to ``LedgerEntry`` is copied, as ``LedgerEntry.evolve`` copies it)."""
+_texted = Texted
+_TOOL_HEADS: dict[int, tuple[Any, str, str]] = {}
+"""By a tool spec's ``id``: (the spec, :func:`tool_heads` of it); kept while the spec is (an entry
+holds its spec, so the ``id`` is not reused while it is kept)."""
 
 _LEDGER_OBSERVATION: dict[str, Any] = Observation(call_id="", tool="").to_dict()
 """``Observation.to_dict()`` of an observation of defaults: its keys in their order (the
@@ -146,9 +157,12 @@ def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) ->
     records, seq = rec.records, run.seq  # Recorder.add, written out for the stages' events
     name, args, given_id = raw.name, raw.arguments, raw.id
     parsed = {"format": "toolcall", "calls": ({"name": name, "id": given_id},)}
-    if texted:
+    if texted:  # texted_as, written out
         call = f'[{{"name": {_quote(name)}, "id": {"null" if given_id is None else _quote(given_id)}}}]'
-        parsed = texted_as(parsed, f'{{"format": "toolcall", "calls": {call}}}')
+        written = f'{{"format": "toolcall", "calls": {call}}}'
+        if written.isascii() and len(written) <= MAX_EVENT_CHARS:
+            parsed = _texted(parsed)
+            parsed.text = written
     records.append((next(seq), "parsed", _time(), None, parsed))
     node = node_id or f"n{next(run.nodes)}"
     call_id = given_id or f"{run.run_id}:{node}"
@@ -192,11 +206,12 @@ def intent_entry(ready: Ready, run_id: str, tool_key: str, digest: str) -> Ledge
 
 
 def int_observation(
-    ready: Ready, value: int, rec: Recorder, verdict: Verdict, texted: bool
+    ready: Ready, value: int, rec: Recorder, verdict: Verdict, head: str | None
 ) -> tuple[Observation, dict[str, Any]]:
     """What ``observe_write`` makes of an ``int`` result of one attempt (pipeline/_run.py ``tail``
     too: the int's repr is its canonical text), its ``observation`` event recorded, and the
-    observation as ``Observation.to_dict`` writes it for the ledger."""
+    observation as ``Observation.to_dict`` writes it for the ledger. ``head``: the event's text
+    up to its digest (:func:`tool_heads`) when its text is made beside it, else None."""
     digest = _INT_DIGESTS.get(value)
     if digest is None:
         if len(_INT_DIGESTS) >= _INT_MEMO:
@@ -219,9 +234,9 @@ def int_observation(
         diagnostics=diagnostics,
     )
     observed = {"status": "ok", "tool": spec.name, "version": spec.version, "content_hash": digest}
-    if texted:
-        head = f'{{"status": "ok", "tool": {_quote(spec.name)}, "version": {_text(spec.version)}'
-        observed = texted_as(observed, f'{head}, "content_hash": "{digest}"}}')
+    if head is not None:  # ASCII and short (tool_heads), as the digest is
+        observed = _texted(observed)
+        observed.text = f'{head}"{digest}"}}'
     rec.records.append((next(rec.run.seq), "observation", now, call_id, observed))  # rec.add's
     stored = _LEDGER_OBSERVATION.copy()  # Observation.to_dict, its keys in their order
     stored["call_id"], stored["tool"], stored["tool_version"] = call_id, spec.name, spec.version
@@ -248,12 +263,14 @@ def committed(
     """ledger/commit.py ``_commit`` of a new action's first send, which succeeded (its entry
     ``dispatched``, one attempt), with its ``_Ledger.move``; ``stored``: ``obs.to_dict()``. Its
     ``ledger`` event goes into ``rec`` (the call has not ended: ``CallRecord``'s course)."""
-    new = entry.evolve(
-        state="committed",
-        observation=stored,
-        remote_id=obs.diagnostics.get("remote_id"),
-        error=None,
-    )
+    new: LedgerEntry = _new(LedgerEntry)  # entry.evolve(state=, observation=, remote_id=, error=None)
+    for put, name in _SLOT_COPIES:
+        put(new, getattr(entry, name))
+    _state_of(new, "committed")
+    _updated_of(new, _time())
+    _observation_of(new, stored)
+    _remote_of(new, obs.diagnostics.get("remote_id"))
+    _error_of(new, None)
     key = entry.key
     records, seq = rec.records, rec.run.seq
     try:
@@ -272,13 +289,32 @@ def committed(
         else:
             attempts = stored_entry.attempts
             moved = {"key": key, "from": entry.state, "to": "committed", "attempts": attempts}
-            if texted:
+            if texted and type(attempts) is int:  # the key is ASCII (as1_ and hex), the state a name
                 text = f'{{"key": {_quote(key)}, "from": {_quote(entry.state)}, "to": "committed", '
-                moved = texted_as(moved, f'{text}"attempts": {_text(attempts)}}}')
+                moved = _texted(moved)
+                moved.text = f'{text}"attempts": {int.__repr__(attempts)}}}'
             records.append((next(seq), "ledger", _time(), rec.call_id, moved))
     if _crash._target is not None:
         point("after_ledger_commit")
     return obs
+
+
+def tool_heads(spec: Any) -> tuple[str, str] | None:
+    """The texts ``encode_data`` writes for a tool's ``dispatched`` payload up to its node id's
+    text, and for its ``observation`` payload of an ``int`` up to its digest's, made once per tool
+    spec; None when either is not ASCII (its payloads are then encoded by the store)."""
+    hit = _TOOL_HEADS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1], hit[2]
+    name, version = _quote(spec.name), _text(spec.version)
+    dispatched = f'{{"tool": {name}, "version": {version}, "node_id": '
+    observed = f'{{"status": "ok", "tool": {name}, "version": {version}, "content_hash": '
+    if not (dispatched.isascii() and observed.isascii()) or len(dispatched) > MAX_EVENT_CHARS // 2:
+        return None
+    if len(_TOOL_HEADS) >= 4096:
+        _TOOL_HEADS.clear()
+    _TOOL_HEADS[id(spec)] = (spec, dispatched, observed)
+    return dispatched, observed
 
 
 def texted_as(data: dict[str, Any], text: str) -> dict[str, Any]:

@@ -334,11 +334,23 @@ class InFlight:
             self._left()
 
     def __enter__(self) -> None:
-        """``with in_flight:`` :meth:`enter` and :meth:`leave` around a sync call's whole answer."""
-        self.enter()
+        """``with in_flight:`` :meth:`enter` and :meth:`leave` around a sync call's whole answer
+        (their bodies, without a call each: every sync call passes here)."""
+        ident = threading.get_ident()
+        sync = self.sync
+        sync[ident] = sync.get(ident, 0) + 1
 
     def __exit__(self, *exc: object) -> None:
-        self.leave(threading.get_ident())
+        sync, ident = self.sync, threading.get_ident()
+        left = sync.pop(ident, 1) - 1
+        if left:
+            sync[ident] = left
+            return
+        if self._waiting:
+            with self._sync_ended:
+                self._sync_ended.notify_all()
+        if self.quiet is not None:
+            self._left()
 
     # ------------------------------------------------------------------ the calling task
     def open(self) -> asyncio.Task[Any] | None:

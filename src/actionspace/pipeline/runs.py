@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, cast
 
+from actionspace import _crash
+from actionspace._crash import point
 from actionspace._unicode import text_for_utf8
 from actionspace.discovery.config import error_category
 from actionspace.discovery.runs import RunState, join_call_ids
@@ -311,6 +313,21 @@ class RunRegistry:
                 self.persist(owner)
         try:
             try:
+                held = rec.records
+                if clean and held and rec.call is None and not rec.nodes:
+                    flow = owner.flow
+                    context = flow.context
+                    if not flow.pending and context.confidentiality != "secret" and context.readers is None:
+                        # Recorder.flush of plain records that need no label, without its calls
+                        if _crash._target is not None:
+                            point("during_observation_write")
+                        rec.records = []
+                        try:
+                            sink(owner.run_id, held)
+                        except BaseException:
+                            rec.records = held  # nothing was written: renumbered and retried below
+                            raise
+                        return
                 rec.flush(sink)
                 return
             except ValueError:

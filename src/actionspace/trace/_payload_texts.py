@@ -41,21 +41,23 @@ class PayloadTexts:
 
     def __init__(self, encode: Callable[[Mapping[str, Any]], str], kept: int = KEPT) -> None:
         self._encode = encode
-        self._kept = kept
-        self._texts: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._limit = kept
+        self.kept: dict[int, tuple[Mapping[str, Any], str]] = {}
+        """By the payload's ``id``: (the payload, its text). Read without the lock: an entry is the
+        text of the payload it holds, which is the one asked about only when it is that object."""
         self._lock = threading.Lock()
 
     def text(self, data: Mapping[str, Any]) -> str:
         """The text ``encode`` gives ``data``; raises whatever ``encode`` raises."""
         if type(data) is not dict:  # another mapping may read differently each time
             return self._encode(data)
-        hit = self._texts.get(id(data))
+        hit = self.kept.get(id(data))
         if hit is not None and hit[0] is data:
             return hit[1]
         text = self._encode(data)
         with self._lock:  # an entry made and the oldest let go, as one step among threads
-            texts = self._texts
+            texts = self.kept
             texts[id(data)] = (data, text)
-            if len(texts) > self._kept:
+            if len(texts) > self._limit:
                 del texts[next(iter(texts))]
         return text

@@ -24,7 +24,7 @@ import psycopg
 from actionspace.ledger._postgres_tenants import build_concurrently, retried
 from actionspace.ledger.postgres_pool import PostgresConnections
 
-__all__ = ["HEADS", "HEADS_MANY", "add_run_tenants", "tenant_runs_query"]
+__all__ = ["CALL_EVENTS", "HEADS", "HEADS_MANY", "add_run_tenants", "tenant_runs_query"]
 
 HEADS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
@@ -36,6 +36,12 @@ HEADS_MANY: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
     " WHERE run_id = ANY(%s) AND kind IN ('run_started', 'run_finished') ORDER BY run_id, seq"
 )
+CALL_EVENTS: Final = (
+    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
+    " WHERE run_id = %s AND call_id = ANY(%s) AND kind = ANY(%s) ORDER BY seq"
+)
+"""Some calls' events of some kinds (``_call_events.ReadsCallEvents``): the rows of the run are
+stepped over in the primary key's order and only those sent and decoded (no index names a call)."""
 
 _FUNCTIONS: Final[tuple[LiteralString, ...]] = (
     """

@@ -8,7 +8,13 @@ moves (each write of its events) and its first ``run_started`` is not the one th
 written after the row was made). An index on
 ``(tenant, last_at, run_id)`` makes one tenant's page cost what a page of every run costs, however
 many runs other tenants have. A file made before the column had it is given it, filled in from
-the events already stored, in one write transaction when a store first opens it.
+the events already stored, in one write transaction when a store first opens it (and so is a file
+made before the partial index on the runs' head events, :data:`HEADS`).
+
+A run's row is written by :func:`touch_run` in two statements that cannot abort partway (``OR
+IGNORE``), not one upsert: a statement that runs a trigger and may abort (the table's ``NOT NULL``
+checks, at their default ``ABORT``) makes SQLite copy every page it is about to change to a
+statement journal first, as the ledger's intent did (``ledger/sqlite.py``).
 
 A tenant recorded as something other than text (a trace edited by hand) is kept as its text:
 a number as SQLite writes it, ``true``/``false`` as ``True``/``False`` (as Python writes them). A
@@ -24,7 +30,15 @@ from typing import Final
 
 from actionspace.ledger._connections import SqliteConnections
 
-__all__ = ["RUNS", "RUNS_AFTER", "TENANT_RUNS", "TENANT_RUNS_AFTER", "add_run_tenants"]
+__all__ = [
+    "HEADS",
+    "RUNS",
+    "RUNS_AFTER",
+    "TENANT_RUNS",
+    "TENANT_RUNS_AFTER",
+    "add_run_tenants",
+    "touch_run",
+]
 
 # Counts are aggregated over the events of the selected runs only, found through the
 # (run_id, seq) index; the recency index picks the runs.
@@ -69,6 +83,10 @@ _SET: Final = (
     f" started_seq = {_STARTED_SEQ.format(run='NEW.run_id')} WHERE run_id = NEW.run_id;"
 )
 
+HEADS: Final = "kind IN ('run_started', 'run_finished')"
+"""What a query of a run's head events (``store_encoding.HEAD_KINDS``) says of their kind: the
+partial index's predicate written out, as SQLite uses that index only for a query stating it."""
+
 _TRIGGERS: Final = (
     # the partial index makes a run's first run_started one seek; an event of another kind costs
     # a comparison (a trigger on trace_events would run for every row: half as slow again)
@@ -83,17 +101,34 @@ _TRIGGERS: Final = (
     BEGIN {_SET} END
     """,
     "CREATE INDEX IF NOT EXISTS trace_runs_tenant_recent ON trace_runs (tenant, last_at DESC, run_id)",
+    # a run's head events (its tenant, whether it finished) in one seek however long the run is
+    f"CREATE INDEX IF NOT EXISTS trace_events_heads ON trace_events (run_id, seq) WHERE {HEADS}",
 )
 _NAMES: Final = (
     "trace_events_started",
     "trace_runs_tenant_of_new_run",
     "trace_runs_tenant_of_start",
     "trace_runs_tenant_recent",
+    "trace_events_heads",
 )
+_GROW: Final = (
+    "UPDATE OR IGNORE trace_runs SET started_at = min(started_at, ?), last_at = max(last_at, ?)"
+    " WHERE run_id = ?"
+)
+_ADD: Final = "INSERT OR IGNORE INTO trace_runs (run_id, started_at, last_at) VALUES (?, ?, ?)"
+
+
+def touch_run(conn: sqlite3.Connection, run_id: str, first: float, last: float) -> None:
+    """Make the run's row span ``first`` to ``last`` too: widen it, or make it. Neither statement
+    aborts partway (a ``NOT NULL`` check skips the row instead), so SQLite keeps no statement
+    journal for them though the triggers run; a row a check would refuse (a time that is None)
+    is not written, where the events' own ``NOT NULL`` has refused the write already."""
+    if conn.execute(_GROW, (first, last, run_id)).rowcount == 0:
+        conn.execute(_ADD, (run_id, first, last))
 
 
 def add_run_tenants(db: SqliteConnections) -> None:
-    """Give the file the tenant column, its triggers and its index when it lacks any of them.
+    """Give the file the tenant column, its triggers and the indexes when it lacks any of them.
 
     Read first, so a file that has them is not written to; else in one write transaction, in which
     a column added is filled in from the events stored (once: the column exists only filled in).

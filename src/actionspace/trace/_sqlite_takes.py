@@ -18,6 +18,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Final
 
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
+from actionspace.trace._sqlite_reads import PartsOfRuns
 
 __all__ = ["KEPT", "ReadsOfRuns", "Takes"]
 
@@ -73,8 +74,9 @@ class Takes:
             self._untracked = 0
 
 
-class ReadsOfRuns:
-    """The SQLite trace store's settles: of everything, or of the runs a read reads."""
+class ReadsOfRuns(PartsOfRuns):
+    """The SQLite trace store's settles: of everything, or of the runs a read reads (its reads of
+    part of a run, ``_sqlite_reads``, among them)."""
 
     _db: SqliteConnections
     _group: GroupCommit
@@ -85,6 +87,10 @@ class ReadsOfRuns:
     @staticmethod
     def _insert_held(conn: sqlite3.Connection, held: dict[str, list[Any]]) -> None:
         raise NotImplementedError
+
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._db.conn().execute(sql, params).fetchall()
+        return rows
 
     def _settle(self) -> None:
         """Wait for records queued by this process's writer, so that reads see them."""

@@ -10,8 +10,9 @@ A simple call's events arrive as one compact call record (see
 replaced by a number: a tuple of strings and numbers, which the collector stops tracking the first
 time it sees it, so it is never encoded at all. Reading expands it into the events it stands for.
 A plain plan node's events arrive the same way (:data:`~actionspace.trace.events.CompactNode`);
-its record holds the node's arguments, so those records are packed with ``marshal`` too, every
-``COMPACT_AT // 4`` of them. A record whose data came with its encoding made once
+its record holds the node's arguments: when they are plain values, it is kept as a row of plain
+values, never encoded (trace/_node_rows.py); otherwise those records are packed with ``marshal``
+too, every ``COMPACT_AT // 4`` of them. A record whose data came with its encoding made once
 (:class:`~actionspace.trace._encoded.Encoded`: a plan object's ``plan_started``, run again) is
 kept as that encoding, shared by every run that recorded it, and decoded when read.
 """
@@ -20,16 +21,16 @@ from __future__ import annotations
 
 import json
 import marshal
-import operator
 import pickle
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
-from itertools import pairwise, repeat
+from itertools import pairwise
 from typing import Any, cast
 
 from actionspace.trace._encoded import Encoded
+from actionspace.trace._node_rows import Rows, flat_rows, node_records, shape_indices
 from actionspace.trace.events import (
     CLAIM_EXPIRY_S,
     CallShape,
@@ -100,6 +101,8 @@ class MemoryTraceStore:
         """Compact plan-node records per run, as tuples, each shape replaced by its index."""
         self._node_blobs: dict[str, list[bytes]] = {}
         """The same, packed by ``marshal`` every ``COMPACT_AT // 4`` of them."""
+        self._flat: dict[str, list[Rows]] = {}
+        """Per run, batches of plan-node records kept as flat rows (trace/_node_rows.py), never packed."""
         self._encoded: dict[str, list[tuple[int, str, float, str | None, bytes]]] = {}
         """Records whose data came encoded (:class:`~actionspace.trace._encoded.Encoded`), per run,
         each with the encoding it came with: one bytes object shared by every run that recorded it."""
@@ -113,6 +116,10 @@ class MemoryTraceStore:
         self._unlocked_next: dict[str, int] = self._next if gil_enabled() else {}
         """What :meth:`call_log` hands out as the runs' next numbers (see there): the store's own
         where the GIL is on; on a free-threaded build a dict no run is ever in, chosen once here."""
+
+    flat_nodes = True
+    """Plan-node records whose arguments are all plain values are kept as flat rows
+    (trace/_node_rows.py); False packs every record with ``marshal`` (the tests compare both)."""
 
     def append_call(self, run_id: str, call: CompactCall, records: Sequence[EventRecord]) -> None:
         """Append one simple call's compact record and its other ``records``, together."""
@@ -194,30 +201,16 @@ class MemoryTraceStore:
             if kept is None:
                 kept = self._nodes[run_id] = []
                 self._runs.setdefault(run_id, [])
-            index_of, shapes = self._shape_index, self._shapes
             if nodes:  # read by columns (in C): the usual batch is one tool's nodes, of one shape
-                seqs, tss, calls, shaped, args, ids, obs_seqs, obs_tss, digests = zip(*nodes, strict=True)
-                one = shaped[0]
-                if all(map(operator.is_, shaped, repeat(one))):
-                    index = index_of.get(id(one))
-                    if index is None:
-                        index = index_of[id(one)] = len(shapes)
-                        shapes.append(one)
-                    same = repeat(index, len(nodes))
-                    columns = (seqs, tss, calls, same, args, ids, obs_seqs, obs_tss, digests)
-                    kept.extend(zip(*columns, strict=True))
-                else:
-                    held, index = None, 0  # the last shape looked up
-                    for seq, ts, call_id, shape, arguments, node, obs_seq, obs_ts, digest in nodes:
-                        if shape is not held:
-                            found = index_of.get(id(shape))
-                            if found is None:
-                                found = index_of[id(shape)] = len(shapes)
-                                shapes.append(shape)
-                            held, index = shape, found
-                        kept.append((seq, ts, call_id, index, arguments, node, obs_seq, obs_ts, digest))
+                columns = tuple(zip(*nodes, strict=True))
+                indices = shape_indices(columns[3], self._shape_index, self._shapes)
+                rows = flat_rows(columns, indices) if self.flat_nodes else None
+                if rows is not None:  # kept as they are (trace/_node_rows.py)
+                    self._flat.setdefault(run_id, []).append(rows)
+                else:  # each shape replaced by its index
+                    kept.extend(zip(*columns[:3], indices, *columns[4:], strict=True))
                 # a node's last event: its observation (numbered after the four), else seq + 3
-                top = max(top, max(obs_seqs) + 1, max(seqs) + 4)
+                top = max(top, max(columns[6]) + 1, max(columns[0]) + 4)
             if len(kept) >= COMPACT_AT // 4:
                 self._pack_nodes(run_id, kept)
             if records:
@@ -311,6 +304,7 @@ class MemoryTraceStore:
         """What the run holds, copied; the caller holds the lock (decode it with ``_expanded``)."""
         nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
         nodes.extend(self._nodes.get(run_id, ()))
+        flat = list(self._flat.get(run_id, ()))
         pending = list(self._pending.get(run_id, ()))
         pending.extend((q, k, t, c, marshal.loads(b)) for q, k, t, c, b in self._encoded.get(run_id, ()))
         return (
@@ -318,6 +312,7 @@ class MemoryTraceStore:
             pending,
             list(self._calls.get(run_id, ())),
             nodes,
+            flat,
             self._shapes,
         )
 
@@ -407,6 +402,16 @@ class MemoryTraceStore:
         """The run's ``run_started`` and ``run_finished`` events, in order."""
         return [e for e in self.events(run_id) if e.kind in HEAD_KINDS]
 
+    def call_events(self, run_id: str, call_ids: Collection[str], kinds: Collection[str]) -> list[TraceEvent]:
+        """``events`` of ``call_ids`` and ``kinds`` (``_call_events.ReadsCallEvents``), no others made."""
+        ids = set(call_ids)
+        with self._lock:
+            blobs, pending, calls, nodes, flat, shapes = self._snapshot(run_id)
+        rows = [(args, tuple(r for r in batch if r[2] in ids)) for args, batch in flat]
+        mine = [c for c in calls if c[2] in ids], [n for n in nodes if n[2] in ids], rows  # others unexpanded
+        kept = [r for r in _expanded((blobs, pending, *mine, shapes)) if r[3] in ids and r[1] in kinds]
+        return [TraceEvent(run_id=run_id, seq=q, kind=k, ts=t, call_id=c, data=d) for q, k, t, c, d in kept]
+
     def next_seq(self, run_id: str) -> int:
         with self._lock:
             return self._next.get(run_id, 0)
@@ -434,18 +439,21 @@ class MemoryTraceStore:
         pass
 
 
-_Snapshot = tuple[list[bytes], list[EventRecord], list[tuple[Any, ...]], list[Any], list[CallShape]]
+_Snapshot = tuple[
+    list[bytes], list[EventRecord], list[tuple[Any, ...]], list[Any], list[Rows], list[CallShape]
+]
 """A run's packed blobs, pending records (those that came encoded, decoded), compact calls, compact
-nodes and the shapes they index."""
+nodes, batches of flat node rows and the shapes they index."""
 
 
 def _expanded(snapshot: _Snapshot) -> list[EventRecord]:
     """A run's records in ``seq`` order, from what :meth:`MemoryTraceStore._snapshot` copied."""
-    blobs, pending, calls, nodes, shapes = snapshot
+    blobs, pending, calls, nodes, flat, shapes = snapshot
     packed = (r for blob in blobs for r in _decode(blob))
     expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
     plan_nodes = (r for n in nodes for r in expand_node(_unpacked_node(n, shapes)))
-    return sorted([*packed, *pending, *expanded, *plan_nodes], key=lambda r: r[0])
+    flat_nodes = (r for n in node_records(flat, shapes) for r in expand_node(n))
+    return sorted([*packed, *pending, *expanded, *plan_nodes, *flat_nodes], key=lambda r: r[0])
 
 
 def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall:

@@ -8,7 +8,7 @@ moves are written in one transaction, so readers see whole batches only.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
@@ -17,7 +17,13 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
-from actionspace.trace._postgres_runs import HEADS, HEADS_MANY, add_run_tenants, tenant_runs_query
+from actionspace.trace._postgres_runs import (
+    CALL_EVENTS,
+    HEADS,
+    HEADS_MANY,
+    add_run_tenants,
+    tenant_runs_query,
+)
 from actionspace.trace._stored_rows import stored_event
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -232,6 +238,17 @@ class PostgresTraceStore:
             for row in rows:
                 out[row["run_id"]].append(stored_event(*(row[k] for k in _COLUMNS), parsed=True))
         return out
+
+    def call_events(self, run_id: str, call_ids: Collection[str], kinds: Collection[str]) -> list[TraceEvent]:
+        """The run's events of ``call_ids`` of ``kinds``, in order, and no others read
+        (``_call_events.ReadsCallEvents``)."""
+        ids = [c for c in dict.fromkeys(call_ids) if text_for_postgres(c) == c]
+        wanted = [k for k in dict.fromkeys(kinds) if text_for_postgres(k) == k]
+        if not ids or not wanted or text_for_postgres(run_id) != run_id:
+            return []  # no stored id holds U+0000 nor an unpaired surrogate
+        with self._db.connection() as conn:
+            rows = conn.execute(CALL_EVENTS, (run_id, ids, wanted)).fetchall()
+        return [stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows]
 
     def next_seq(self, run_id: str) -> int:
         """The next free ``seq`` of ``run_id`` (0 for a new run)."""

@@ -36,12 +36,20 @@ from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace._payload_texts import SHARED_KINDS, PayloadTexts
 from actionspace.trace._sqlite_held import HELD_COLUMNS, insert_held
-from actionspace.trace._sqlite_runs import RUNS, RUNS_AFTER, TENANT_RUNS, TENANT_RUNS_AFTER, add_run_tenants
+from actionspace.trace._sqlite_reads import PartsOfRuns
+from actionspace.trace._sqlite_runs import (
+    RUNS,
+    RUNS_AFTER,
+    TENANT_RUNS,
+    TENANT_RUNS_AFTER,
+    add_run_tenants,
+    touch_run,
+)
 from actionspace.trace._sqlite_takes import ReadsOfRuns, Takes
 from actionspace.trace._stored_rows import stored_event, stored_ts
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
-from actionspace.trace.store_encoding import HEAD_KINDS, call_id_for_utf8, check_event, encode_data
+from actionspace.trace.store_encoding import Texted, call_id_for_utf8, check_event, encode_data
 from actionspace.types import SYSTEM_CLOCK, Clock
 
 __all__ = ["SCHEMA_VERSION", "SqliteTraceReader", "SqliteTraceStore"]
@@ -80,12 +88,6 @@ CREATE TABLE IF NOT EXISTS trace_claims (
 _NEXT_SEQ: Final = "SELECT coalesce(max(seq) + 1, 0) FROM trace_events WHERE run_id = ?"
 _INSERT: Final = "INSERT INTO trace_events (run_id, seq, kind, ts, call_id, data) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_NEW: Final = _INSERT + " ON CONFLICT (run_id, seq) DO NOTHING"
-_TOUCH_RUN: Final = """
-INSERT INTO trace_runs (run_id, started_at, last_at) VALUES (?, ?, ?)
-ON CONFLICT (run_id) DO UPDATE SET
-    started_at = min(started_at, excluded.started_at),
-    last_at    = max(last_at, excluded.last_at)
-"""
 # A claim is a row of its own, never an event nor a run listed: it takes a run id with no event,
 # or one whose earlier claim is older than the bound (its starter recorded nothing: it died).
 _CLAIM: Final = """
@@ -107,14 +109,6 @@ SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ? GROUP BY run_
 ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = excluded.last_at
 """
 _EVENTS: Final = "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events WHERE run_id = ? ORDER BY seq"
-_HEADS: Final = (
-    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
-    " WHERE run_id = ? AND kind IN (?, ?) ORDER BY seq"
-)
-_HEADS_MANY: Final = (
-    "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
-    " WHERE run_id IN ({marks}) AND kind IN (?, ?) ORDER BY run_id, seq"
-)
 _MAX_CHAR: Final = "\U0010ffff"
 
 
@@ -194,15 +188,25 @@ class SqliteTraceStore(ReadsOfRuns):
         if not records:
             return
         self._db.check_open()
-        ordered, kept = sorted(records, key=_seq), self._texts.text
+        texts = self._texts
+        kept = texts.kept
         values: list[Any] = []
-        for _, kind, ts, call_id, data in ordered:
+        for _, kind, ts, call_id, data in sorted(records, key=_seq):
+            # A payload whose text its maker wrote beside it (a durable write's: store_encoding.Texted)
+            # is that text; one recorded by every call of a tool is encoded once (its kept text found
+            # here, without a call); one made per call, encoded here.
+            if type(data) is Texted:
+                text = data.text
+            elif kind in SHARED_KINDS:
+                hit = kept.get(id(data))
+                text = hit[1] if hit is not None and hit[0] is data else texts.text(data)
+            else:
+                text = encode_data(data)
             values += (
                 kind if kind.isascii() else text_for_utf8(kind),
                 ts,
                 call_id if call_id is None or call_id.isascii() else text_for_utf8(call_id),
-                # a payload recorded by every call of a tool is encoded once; one made per call, here
-                kept(data) if kind in SHARED_KINDS else encode_data(data),
+                text,
             )
         with self._held_lock:
             held = self._held.get(run_id)
@@ -228,7 +232,7 @@ class SqliteTraceStore(ReadsOfRuns):
             base = int(conn.execute(_NEXT_SEQ, (run_id,)).fetchone()[0])
             insert_held(conn, run_id, base, values)
             stamps = values[1::HELD_COLUMNS]
-            conn.execute(_TOUCH_RUN, (run_id, min(stamps), max(stamps)))
+            touch_run(conn, run_id, min(stamps), max(stamps))
 
     def events(self, run_id: str) -> list[TraceEvent]:
         self._settle_runs((run_id,))
@@ -270,24 +274,6 @@ class SqliteTraceStore(ReadsOfRuns):
             params = (tenant, after[0], -math.inf, after[0], after[0], after[1], limit)
             rows = self._db.conn().execute(TENANT_RUNS_AFTER, params).fetchall()
         return [_summary(row) for row in rows]
-
-    def heads(self, run_id: str) -> list[TraceEvent]:
-        """The run's ``run_started`` and ``run_finished`` events, in order (for run listings)."""
-        self._settle_runs((run_id,))
-        rows = self._db.conn().execute(_HEADS, (run_id, *HEAD_KINDS)).fetchall()
-        return [_event(row) for row in rows]
-
-    def heads_many(self, run_ids: Sequence[str]) -> dict[str, list[TraceEvent]]:
-        """:meth:`heads` of several runs in one query (a page of a run listing)."""
-        self._settle_runs(run_ids)
-        out: dict[str, list[TraceEvent]] = {run_id: [] for run_id in run_ids}
-        for start in range(0, len(run_ids), 500):  # under SQLite's bound on query parameters
-            chunk = list(run_ids[start : start + 500])
-            marks = ", ".join("?" * len(chunk))
-            query = _HEADS_MANY.format(marks=marks)
-            for row in self._db.conn().execute(query, (*chunk, *HEAD_KINDS)).fetchall():
-                out[row[0]].append(_event(row))
-        return out
 
     def next_seq(self, run_id: str) -> int:
         self._settle()
@@ -385,14 +371,15 @@ class SqliteTraceStore(ReadsOfRuns):
                 # Skipped events may carry other timestamps than the stored ones: re-read the span.
                 conn.executemany(_SPAN_FROM_EVENTS, [(rid,) for rid in spans])
             else:
-                conn.executemany(_TOUCH_RUN, [(rid, first, last) for rid, (first, last) in spans.items()])
+                for rid, (first, last) in spans.items():
+                    touch_run(conn, rid, first, last)
             return written
 
         count: int = self._group.run(write, durable=False)
         return count
 
 
-class SqliteTraceReader:
+class SqliteTraceReader(PartsOfRuns):
     """The trace in the SQLite file ``path``, read without writing anything: the read-only open.
 
     The existing file is opened without creating it (``mode=rw``) and with ``PRAGMA query_only``:
