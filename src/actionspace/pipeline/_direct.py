@@ -66,12 +66,39 @@ if TYPE_CHECKING:
 
 __all__ = ["KeepsCalls", "Quick", "begun", "direct_caller", "keeps", "raised", "stepped"]
 
-_new = object.__new__
 _time = time.time
 _monotonic = time.monotonic
 _INT_LOW = -_INT_BOUND
 _digest_of = _INT_DIGESTS.get  # bound once (the memo is cleared in place, never replaced)
 _to_end = OrderedDict.move_to_end  # its lookup on the instance is not specialized
+
+
+class _MadeProvenance:
+    """A :class:`Provenance` being made: its fields set as plain attributes (the interpreter's
+    specialized stores), then ``__class__`` assigned, which gives the instance its dict. That is
+    cheaper than ``object.__new__`` (a call through its argument tuple) and stores into the new
+    instance's ``__dict__``; the layouts match (``__class__`` assignment checks it: a class that
+    stopped matching raises TypeError here at import, not per call)."""
+
+    fetched_at: float
+    resource_version: None
+    trust: str
+    labels: tuple[str, ...]
+
+
+class _MadeObservation:
+    """An :class:`Observation` being made, as :class:`_MadeProvenance`."""
+
+    call_id: str
+    tool: str
+    tool_version: str | None
+    data: int
+    content_hash: str
+    provenance: Provenance
+
+
+_MadeProvenance().__class__ = Provenance  # type: ignore[assignment]
+_MadeObservation().__class__ = Observation  # type: ignore[assignment]
 
 
 Quick = Callable[
@@ -301,22 +328,23 @@ def direct_caller(messages: Messages) -> Quick:
                         if len(_INT_DIGESTS) >= _INT_MEMO:
                             _INT_DIGESTS.clear()
                         digest = _INT_DIGESTS[result] = sha256(int.__repr__(result).encode()).hexdigest()
-                    # Every field is already checked, as observe() does; stored one by one (no
-                    # keyword dict for ``update``), in the order observe() sets them.
-                    provenance = _new(Provenance)
-                    fields = provenance.__dict__
-                    fields["fetched_at"] = now
-                    fields["resource_version"] = None
-                    fields["trust"] = label.integrity
-                    fields["labels"] = tags
-                    obs = _new(Observation)
-                    fields = obs.__dict__
-                    fields["call_id"] = cid
-                    fields["tool"] = tool = spec.name
-                    fields["tool_version"] = spec.version
-                    fields["data"] = result
-                    fields["content_hash"] = digest
-                    fields["provenance"] = provenance
+                    # Every field is already checked, as observe() does; set in the order observe()
+                    # sets them on a plain instance, which then takes its class (_MadeProvenance).
+                    provenance: Any = _MadeProvenance()
+                    provenance.fetched_at = now
+                    provenance.resource_version = None
+                    provenance.trust = label.integrity
+                    provenance.labels = tags
+                    provenance.__class__ = Provenance
+                    made: Any = _MadeObservation()
+                    made.call_id = cid
+                    made.tool = tool = spec.name
+                    made.tool_version = spec.version
+                    made.data = result
+                    made.content_hash = digest
+                    made.provenance = provenance
+                    made.__class__ = Observation
+                    obs: Observation = made
                     obs_seq = next(seq)
                     # flow.observed_as(obs, label, within), written out for an observation with no
                     # items and no artifact: while ``within`` is the run label and ``label`` is
