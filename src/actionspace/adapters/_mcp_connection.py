@@ -29,6 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from actionspace.adapters._mcp_errors import (
     UNDELIVERED,
+    UNSENT,
     InputRefused,
     ServerUnavailable,
     ToolChanged,
@@ -36,6 +37,7 @@ from actionspace.adapters._mcp_errors import (
 )
 from actionspace.adapters._mcp_listings import Listings
 from actionspace.adapters._mcp_liveness import NO_ANSWER, Liveness
+from actionspace.adapters._mcp_pipe import SEND_WITHIN, Handing
 from actionspace.adapters._mcp_reconnect import (
     SESSION_LOST,
     STREAM_DROPPED,
@@ -92,8 +94,7 @@ class Connection(Liveness, Listings):
         self.name = name
         self.probed = probed
         """Whether a silent server is asked (``Reconnect.unanswered``, ``idle_probe_s``) and its session
-        ended: for HTTP, where that stops nothing; a stdio server's process would be stopped in the middle
-        of a slow call (its death is seen as its output ends)."""
+        ended when it does not answer (a stdio server's process is then stopped and started again)."""
         self.max_tools = max_tools
         """Most tools taken from one listing, the first ones in the server's order."""
         self.listing_timeout_s = listing_timeout_s
@@ -365,7 +366,11 @@ class Connection(Liveness, Listings):
         if sent is not None:
             sent.append((client, heard))
         try:
-            result = await client.call_tool(name, arguments)
+            handing = SEND_WITHIN.set(Handing(wait_s))  # a stdio server not reading: refused unsent
+            try:
+                result = await client.call_tool(name, arguments)
+            finally:
+                SEND_WITHIN.reset(handing)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 self._unanswered(client, heard)
@@ -374,6 +379,8 @@ class Connection(Liveness, Listings):
             if refused_here(exc):
                 said = f"the server asked for input this client does not offer ({exc.message[:100]})"
                 raise InputRefused(said) from exc
+            if exc.code == UNSENT:  # not a byte of it reached the server: nothing ran
+                raise self._unread(client, exc) from exc
             if exc.code == UNDELIVERED:  # it reached no session of the server: nothing ran
                 self._gone(client, exc)
                 raise refusal(self.name, self._retry_at) from exc

@@ -46,6 +46,7 @@ __all__ = [
     "RESOURCE_NOT_FOUND",
     "RESULT_TOO_LARGE",
     "UNDELIVERED",
+    "UNSENT",
     "InputRefused",
     "Reconnecting",
     "ServerUnavailable",
@@ -77,6 +78,9 @@ UNDELIVERED: Final = -32093
 """Raised by the client's own HTTP transport (``_mcp_http``): the request reached no session of the server
 (its connection could not be made, or the server answered ``404`` to the session id: it restarted), so
 it was not processed; the session is opened again (``_mcp_reconnect``)."""
+UNSENT: Final = -32094
+"""Raised by the client's own stdio transport (``_mcp_pipe``): the server did not read its input, and not a
+byte of the request went to it within its bound (or its input closed first), so it was not sent."""
 
 
 class SessionExpired(Exception):
@@ -138,6 +142,8 @@ JSONRPC_CODES: Final[Mapping[int, tuple[str, Category, Category]]] = {
     REDIRECT_REFUSED: ("redirect_refused", "permanent", "permanent"),
     # The request reached no session of the server: it was not processed.
     UNDELIVERED: ("undelivered", "transient", "transient"),
+    # Not a byte of it was written to a stdio server's input: it was not sent.
+    UNSENT: ("unsent", "transient", "transient"),
 }
 
 # exception type → (name, category without side effects, category with side effects)

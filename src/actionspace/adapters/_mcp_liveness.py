@@ -2,10 +2,12 @@
 (a mixin of ``_mcp_connection.Connection``).
 
 A server can accept connections and answer nothing (its process stopped, a proxy in front of a dead
-one). After ``Reconnect.unanswered`` requests in a row ended unanswered with nothing heard, when the
-stream of its own messages failed, or after ``Reconnect.idle_probe_s`` of silence, it is asked for its
-tools (a request every protocol revision serves, that changes nothing), within :data:`PROBE_TIMEOUT_S`:
-unanswered, the session is taken for ended and opened again (``_mcp_reconnect``).
+one), and a stdio server can stop answering, or reading its input, while its process lives on. After
+``Reconnect.unanswered`` requests in a row ended unanswered with nothing heard, when the stream of its
+own messages failed, when a stdio server did not take a call's request (``_mcp_pipe``), or after
+``Reconnect.idle_probe_s`` of silence, it is asked for its tools (a request every protocol revision
+serves, that changes nothing), within :data:`PROBE_TIMEOUT_S`: unanswered, the session is taken for ended
+and opened again (``_mcp_reconnect``; a stdio server's process is stopped and started again).
 
 While it is asked, a call is not sent into the silence: it waits for the verdict, at most its
 ``wait_s`` (half its timeout, so that a wait never turns into the call's own timeout, which would
@@ -28,7 +30,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from actionspace.adapters._mcp_errors import UNDELIVERED, Reconnecting
+from actionspace.adapters._mcp_errors import UNDELIVERED, UNSENT, Reconnecting, ServerUnavailable
 from actionspace.adapters._mcp_reconnect import RETRY_MARGIN_S, Reconnect
 
 __all__ = ["NO_ANSWER", "PROBE_TIMEOUT_S", "Liveness"]
@@ -37,7 +39,7 @@ _log = logging.getLogger("actionspace.mcp")
 
 PROBE_TIMEOUT_S: Final = 5.0
 """Longest wait for the request that tells a live session from one that ended."""
-NO_ANSWER: Final = frozenset({CONNECTION_CLOSED, UNDELIVERED, REQUEST_TIMEOUT})
+NO_ANSWER: Final = frozenset({CONNECTION_CLOSED, UNDELIVERED, UNSENT, REQUEST_TIMEOUT})
 """The client's own codes for a request the server did not answer."""
 
 
@@ -57,6 +59,8 @@ class Liveness:
     """Set when no probe is under way (its verdict is in)."""
     _verdict_due: float
     """When (``time.monotonic()``) the probe under way gives its verdict at the latest."""
+    _retry_at: float | None
+    """While no session is up and one will be tried: when the next attempt is (the connection's)."""
 
     if TYPE_CHECKING:  # the connection's and the listings' own
 
@@ -76,6 +80,17 @@ class Liveness:
             wait = round(max(0.0, self._verdict_due - time.monotonic()) + RETRY_MARGIN_S, 3)
             said = f"MCP server {self.name!r} answers nothing and is being asked whether it is there"
             raise Reconnecting(f"{said}; nothing was sent", wait)
+
+    def _unread(self, client: Client, unsent: MCPError) -> ServerUnavailable:
+        """A request to ``client`` was not sent: the server did not read its input (``_mcp_pipe``). It is
+        asked whether it is there (unanswered, its session ends and is opened again); the refusal says
+        when to try again (``Reconnecting``), or, with nothing to wait for, that nothing was sent."""
+        self._ask(client, "it did not read its input")
+        said = f"MCP server {self.name!r} does not read its input; nothing was sent ({unsent.message[:200]})"
+        due = self._verdict_due if self._asking else self._retry_at  # the session may be gone already
+        if due is None:  # no reconnect policy: nothing will change on its own
+            return ServerUnavailable(said)
+        return Reconnecting(said, round(max(0.0, due - time.monotonic()) + RETRY_MARGIN_S, 3))
 
     async def _check_alive(self, client: Client, lost: MCPError) -> None:
         """After a request's connection closed: when the whole session is gone (a stdio server's

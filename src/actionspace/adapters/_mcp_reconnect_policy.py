@@ -36,10 +36,10 @@ class Reconnect:
     server is back only once it is added again)."""
     unanswered: int = 3
     """Requests in a row that ended unanswered (timed out or cancelled) while nothing at all was heard
-    from an HTTP server, after which it is asked for its tools: unanswered too, the session is taken for
-    ended and opened again. Default 3. (A stdio server is not: that would stop its process mid-call.)"""
+    from the server, after which it is asked for its tools: unanswered too, the session is taken for
+    ended and opened again (a stdio server's process is stopped and started again). Default 3."""
     idle_probe_s: float | None = None
-    """When set, an HTTP server is asked for its tools after this many seconds (> 0) in which nothing was
+    """When set, the server is asked for its tools after this many seconds (> 0) in which nothing was
     heard from it, so that a server that went away while idle is noticed before the next call. Default
     None: never (its notification stream ending is still noticed)."""
 

@@ -24,6 +24,8 @@ server flooding 200,000 resource updates held every call for over a minute). A r
 server goes to the session only while fewer than ``_mcp_inflight.MAX_SERVED`` of its requests wait
 for their answer: the SDK spawns a task per request, and one whose answer cannot be written (a server
 that does not read its input) would hold that task, and its memory, for ever.
+Writing is ``_mcp_pipe``'s: a request that cannot be handed to a server that stops reading its input
+within its bound ends unsent instead of waiting for its timeout behind the stalled write.
 Starting, stopping (stdin closed, SIGTERM, SIGKILL to the process group) and draining are the SDK's.
 """
 
@@ -59,6 +61,7 @@ from actionspace.adapters._mcp_answers import (
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
 from actionspace.adapters._mcp_inflight import Asked, malformed
+from actionspace.adapters._mcp_pipe import Outbox, pipe_of
 from actionspace.adapters._mcp_reconnect import SESSION_LOST
 
 __all__ = ["HEARD", "MAX_MESSAGE_BYTES", "bounded_stdio_client", "unheard"]
@@ -239,10 +242,10 @@ async def bounded_stdio_client(
     )
     # no await until the task group holds the process: a cancel here would leak it
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdin is not None and process.stdout is not None
 
     asked = Asked()  # read and write run on one event loop: no lock
+    outbox = Outbox(pipe_of(process.stdin), process.stdin, asked)
     lost = SESSION_LOST.get()  # told when the server's output ends: its process is gone
 
     async def read() -> None:
@@ -262,11 +265,7 @@ async def bounded_stdio_client(
 
     async def write() -> None:
         try:
-            async with write_reader:
-                async for message in write_reader:
-                    asked.sent(message.message)
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                    await process.stdin.send(data.encode())  # type: ignore[union-attr]
+            await outbox.run()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()  # the server cannot read: end the session, not hang a request
 
@@ -274,12 +273,12 @@ async def bounded_stdio_client(
         tg.start_soon(read)
         tg.start_soon(write)
         try:
-            yield read_stream, write_stream
+            yield read_stream, outbox
         finally:
             with anyio.CancelScope(shield=True):  # the process is stopped even under a cancel
                 read_stream.close()
-                write_stream.close()
+                outbox.shut()  # its descriptor first: the server sees its input end once stdin closes
                 await _stop_server_process(process)
-                for stream in (read_stream, write_stream, read_writer, write_reader):
+                for stream in (read_stream, read_writer):
                     await stream.aclose()
             tg.cancel_scope.cancel()

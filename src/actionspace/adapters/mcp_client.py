@@ -235,7 +235,7 @@ class McpToolset:
             max_tools=server.max_tools,
             listing_timeout_s=server.connect_timeout_s,
             reconnect=server.reconnect,
-            probed=isinstance(server, HttpServer),
+            probed=True,
         )
         self._target: _Registers | None = None
         self._versions = ToolVersions()
