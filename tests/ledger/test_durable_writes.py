@@ -4,8 +4,10 @@ Each SQLite connection the stores open is watched through its statement trace: a
 ``synchronous=FULL`` waits for the disk (an fsync of the WAL), one at ``NORMAL`` only for the WAL
 write (it survives the process, not the machine) unless the same thread then syncs the file's WAL
 (``os.fdatasync`` of a descriptor of the ``-wal`` file, as the file's writer does after a durable
-commit) before its next statement. The tables a transaction wrote are recorded with it, so ledger,
-trace and run-state commits can be told apart.
+commit) before its next statement. A write statement run outside a transaction (the writer runs a
+lone transition so, with no ``BEGIN`` and ``COMMIT`` around it) is a transaction of its own,
+committed when it ends. The tables a transaction wrote are recorded with it, so ledger, trace and
+run-state commits can be told apart.
 """
 
 from __future__ import annotations
@@ -60,12 +62,23 @@ class Commits:
     def watch(self, conn: sqlite3.Connection) -> None:
         level = ["FULL"]  # SQLite's default until a pragma says otherwise
         tables: set[str] = set()
+        open_ = [False]
+        """A transaction of ours is open on the connection (between a ``BEGIN`` and its end)."""
+
+        def committed() -> None:
+            commit = Commit(level[0] in ("FULL", "2", "EXTRA", "3"), frozenset(tables))
+            with self.lock:
+                self.done.append(commit)
+            self.last[threading.get_ident()] = commit
+            tables.clear()
 
         def seen(statement: str) -> None:
             text = " ".join(statement.split()).upper()
             self.last.pop(threading.get_ident(), None)
             if text.startswith("PRAGMA SYNCHRONOUS ="):
                 level[0] = text.rsplit("=", 1)[1].strip()
+            elif text.startswith("BEGIN"):
+                open_[0] = True
             elif text.startswith(_WRITES):
                 head = text.split("(")[0].split()
                 tables.add(
@@ -73,14 +86,13 @@ class Commits:
                     if head[0] == "UPDATE"
                     else head[head.index("FROM" if "FROM" in head else "INTO") + 1]
                 )
+                if not open_[0]:  # a statement of its own: committed when it ends
+                    committed()
             elif text == "COMMIT":
-                durable = level[0] in ("FULL", "2", "EXTRA", "3")
-                commit = Commit(durable, frozenset(tables))
-                with self.lock:
-                    self.done.append(commit)
-                self.last[threading.get_ident()] = commit
-                tables.clear()
+                open_[0] = False
+                committed()
             elif text.startswith("ROLLBACK") and "TO" not in text:
+                open_[0] = False
                 tables.clear()
 
         conn.set_trace_callback(seen)

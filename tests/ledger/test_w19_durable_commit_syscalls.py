@@ -27,11 +27,12 @@ from actionspace.ledger.sqlite import GroupCommit, SqliteConnections, SqliteLedg
 from tests.ledger.factories import entry
 
 CALLS = 60
-STATEMENTS = 9
+STATEMENTS = 7
 """Statements a durable call runs on its thread, as the statement trace reports them: a ``BEGIN``,
 the pending read, the insert (reported twice: once more for its tenant trigger) and a ``COMMIT`` for
-the intent, the writer's ``data_version`` read, a ``BEGIN``, the update and a ``COMMIT`` for the
-outcome. The code before ran 11 (two ``PRAGMA synchronous`` switches more)."""
+the intent, the writer's ``data_version`` read, and the outcome's update, which commits by itself
+(``test_w22_outcome_autocommit``). Earlier code ran 11 (two ``PRAGMA synchronous`` switches more),
+then 9 (a ``BEGIN`` and a ``COMMIT`` around the update)."""
 _SCHEMA = {"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "integer"}}}
 
 

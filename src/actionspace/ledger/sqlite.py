@@ -204,6 +204,9 @@ class SqliteLedgerStore:
         """Of an entry this store inserted, by key: its rowid, the arguments object, the
         ``created_at`` it was begun with and the arguments' text written (what :meth:`_update`
         needs to write only what moved)."""
+        self._cursor: tuple[sqlite3.Connection, sqlite3.Cursor] | None = None
+        """A cursor of the writing connection, for the intent's and the outcome's statements
+        (``Connection.execute`` makes a cursor a statement); only the writer's leader uses it."""
 
     def begin(self, entry: LedgerEntry) -> Begun:
         """Insert ``entry`` unless its ``(run_id, node_id)`` or its key is stored; return the stored one.
@@ -225,13 +228,15 @@ class SqliteLedgerStore:
         action = (entry.run_id, entry.tool, entry.args_digest)
 
         def insert(conn: sqlite3.Connection) -> tuple[int | None, LedgerEntry | None, bool, str | None]:
+            kept = self._cursor
+            cursor = kept[1] if kept is not None and kept[0] is conn else self._cursor_of(conn)
             if unless_pending:
-                rows = conn.execute(_PENDING, action).fetchall()  # nearly always none
+                rows = cursor.execute(_PENDING, action).fetchall()  # nearly always none
                 row = _oldest(rows) if rows else None
                 if row is not None and row[0] != entry.key:
                     return None, _entry(row), True, None
             written = _row(entry)
-            cursor = conn.execute(_INSERT, written)
+            cursor.execute(_INSERT, written)
             if cursor.rowcount == 1:  # what was just written, without reading it back
                 return cursor.lastrowid, entry, False, written[_ARGUMENTS]
             stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
@@ -309,9 +314,12 @@ class SqliteLedgerStore:
             guard = (begun[0], key, begun[3], begun[2])
 
         def update(conn: sqlite3.Connection) -> Identity | None:
+            kept = self._cursor
             if (
                 guard is not None
-                and conn.execute(moved, (*changed, *guard, *condition, *identity_of_entry)).rowcount
+                and (kept[1] if kept is not None and kept[0] is conn else self._cursor_of(conn))
+                .execute(moved, (*changed, *guard, *condition, *identity_of_entry))
+                .rowcount
             ):
                 return identity_of_entry
             params = (to_json(entry.arguments), entry.state, entry.attempts, entry.created_at, *changed[2:])
@@ -322,7 +330,8 @@ class SqliteLedgerStore:
             return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
         durable = entry.state in _BEFORE_SENDING or resolution is not None
-        identity: Identity | None = self._group.run(update, durable=durable, rerunnable=True)
+        # autocommit: each statement is a whole transition, and one that changes nothing commits nothing
+        identity: Identity | None = self._group.run(update, durable=durable, rerunnable=True, autocommit=True)
         if identity is not None and entry.state in TERMINAL:
             self._begun.pop(key, None)  # settled: nearly never moved again
         # every other column was set from ``entry``: only the identity is read back
@@ -401,6 +410,12 @@ class SqliteLedgerStore:
 
     def _conn(self) -> sqlite3.Connection:
         return self._db.conn()
+
+    def _cursor_of(self, conn: sqlite3.Connection) -> sqlite3.Cursor:
+        """A cursor kept for ``conn``, the writing connection (a new one in a forked child)."""
+        cursor = conn.cursor()
+        self._cursor = (conn, cursor)
+        return cursor
 
     def __enter__(self) -> SqliteLedgerStore:
         return self

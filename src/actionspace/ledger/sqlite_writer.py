@@ -18,13 +18,13 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from actionspace.ledger import _connections
 from actionspace.ledger._connections import SqliteConnections
+from actionspace.ledger._flusher import Flusher, held_lock, sync_lent
 from actionspace.ledger._group_ops import alone_beside_settles, run_group
 
 __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
@@ -36,7 +36,8 @@ Operation = Callable[[sqlite3.Connection], Any]
 
 LINGER_S = 0.01
 """How long after a deferred operation (:meth:`GroupCommit.defer`) arrives the writer's flusher
-thread commits it with everything deferred meanwhile (seconds)."""
+thread commits it with everything deferred meanwhile (seconds): beside the next durable commit's
+sync, or, when none comes within another ``LINGER_S``, as soon as the writer is free."""
 
 
 class _Slot:
@@ -86,12 +87,14 @@ class GroupCommit:
 
     An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits
     everything deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the
-    operations of many calls at once). A waiting caller's group does not carry deferred operations,
-    so an intent's fsync'd transaction stays as small as the intent. A caller that writes after
-    every call (the trace of a call, written after its outcome) so pays no transaction of its
-    own. :meth:`settle` commits what is deferred (the trace store's reads do so first), and so do
-    :meth:`close` and the interpreter's exit; a process killed within that moment loses its
-    deferred operations.
+    operations of many calls at once), while the next durable commit's leader syncs the WAL (that
+    leader lends it the writer: ``_flusher.sync_lent``), or, when none comes within another
+    :data:`LINGER_S`, queued behind whoever holds the writer. A waiting caller's group does not
+    carry deferred operations, so an intent's fsync'd transaction stays as small as the intent. A
+    caller that writes after every call (the trace of a call, written after its outcome) so pays
+    no transaction of its own. :meth:`settle` commits what is deferred (the trace store's reads do
+    so first), and so do :meth:`close` and the interpreter's exit; a process killed within that
+    moment loses its deferred operations.
     :meth:`open` gives the one writer of a file in this process, shared by every store on it.
     """
 
@@ -117,7 +120,13 @@ class GroupCommit:
         """Operations queued whose callers wait (the others are deferred ones): a leader takes all."""
         self._armed = False
         """The flusher was told about deferred operations and has not committed them yet."""
-        self._flusher: _Flusher | None = None
+        self._flusher: Flusher | None = None
+        self._due = False
+        """The flusher's linger is over and it waits to be lent the writer (``_flusher.sync_lent``)."""
+        self._lent = held_lock()
+        """Released by the flusher once its transaction on a lent writer ended."""
+        self._lend = 0
+        """Where a lend of the writer to the flusher is (``_flusher.sync_lent``)."""
         self._kept: dict[str, tuple[sqlite3.Connection, int, str, Any]] = {}
         """What :meth:`read_kept` read, by key: on which connection, at which ``data_version``,
         by which statement, and the row."""
@@ -146,12 +155,20 @@ class GroupCommit:
         with self._lock:
             return len(self._queue)
 
-    def run(self, op: Operation, *, durable: bool = True, rerunnable: bool = False) -> Any:
+    def run(
+        self, op: Operation, *, durable: bool = True, rerunnable: bool = False, autocommit: bool = False
+    ) -> Any:
         """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
 
         ``rerunnable``: ``op`` may be run again after a rollback of what it wrote (it has no effect
         outside the connection, or none that running it twice changes), so a group of such
-        operations runs without a savepoint each (``_group_ops``)."""
+        operations runs without a savepoint each (``_group_ops``). ``autocommit``: at most the last
+        statement ``op`` runs writes (each one before it changes nothing, or only reads), and
+        each of them is whole on its own, so a lone ``op`` runs with no ``BEGIN`` and ``COMMIT``
+        around it: every statement is its own transaction (a write statement takes the file's
+        write lock when it starts, waiting for it as ``BEGIN IMMEDIATE`` does), the one that
+        writes is committed when it ends, and one that raises wrote nothing. In a group it
+        shares the group's transaction as any operation does."""
         with self._lock:
             if self._pid != _connections.PID:  # a forked child: the parent's queue is not ours
                 self._forked()
@@ -169,7 +186,7 @@ class GroupCommit:
             self._busy = True
         if alone:  # the writer idle and nothing queued: a group of this one, led at once
             try:
-                return self._commit_alone(op, durable)
+                return self._commit_alone(op, durable, autocommit)
             finally:
                 self._let_go()
         if not slot.lead:
@@ -197,7 +214,7 @@ class GroupCommit:
             self._armed = True
             flusher = self._flusher
             if flusher is None:
-                flusher = self._flusher = _Flusher(self)
+                flusher = self._flusher = Flusher(self)
         flusher.poke()
 
     def settle(self) -> None:
@@ -227,6 +244,7 @@ class GroupCommit:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
         self._queue, self._busy, self._pid, self._waiting = [], False, os.getpid(), 0
         self._detached, self._armed, self._flusher, self._kept = 0, False, None, {}
+        self._due, self._lent, self._lend = False, held_lock(), 0  # the parent's flusher is not ours
         self._close_wal()  # the parent's descriptor: this process's writer opens its own
 
     def read_kept(self, sql: str, key: str, readers: SqliteConnections) -> Any:
@@ -314,7 +332,7 @@ class GroupCommit:
             if poke:
                 self._armed = True
                 if self._flusher is None:
-                    self._flusher = _Flusher(self)
+                    self._flusher = Flusher(self)
             flusher = self._flusher
         if poke and flusher is not None:
             flusher.poke()
@@ -325,22 +343,34 @@ class GroupCommit:
             elif slot.detached and slot.error is not None:
                 _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
 
-    def _commit_alone(self, op: Operation, durable: bool) -> Any:
+    def _commit_alone(self, op: Operation, durable: bool, autocommit: bool = False) -> Any:
         """``_commit`` of a group of one operation, its result returned and its exception raised
-        (a failed commit writes nothing), with no slot made for it."""
+        (a failed commit writes nothing), with no slot made for it; an ``autocommit`` one (see
+        :meth:`run`) with no transaction around it."""
         conn = self._db.writer()
         wal = self._wal
         if wal is None or wal[0] is not conn:
             wal = self._use(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = op(conn)
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
+        if autocommit and not conn.in_transaction:  # (one a failed COMMIT left open is not ended here)
+            try:
+                result = op(conn)
+            except BaseException:
+                if conn.in_transaction:  # a statement left unfinished: nothing of it is written
+                    conn.rollback()
+                raise
+        else:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = op(conn)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.execute("COMMIT")  # cached; ``Connection.commit`` compiles its COMMIT every time
         if durable and wal[1] is not None:
-            os.fdatasync(wal[1])  # on disk before its caller is answered
+            if self._due:  # the flusher's deferred operations run on the writer while the disk syncs
+                sync_lent(self, wal[1])
+            else:
+                os.fdatasync(wal[1])  # on disk before its caller is answered
         return result
 
     def _use(self, conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int | None]:
@@ -402,51 +432,15 @@ class GroupCommit:
         except BaseException:
             conn.rollback()
             raise
-        conn.commit()
+        conn.execute("COMMIT")
         if durable and wal[1] is not None:
-            os.fdatasync(wal[1])  # on disk before any caller of the group is released
+            if self._due:
+                sync_lent(self, wal[1])
+            else:
+                os.fdatasync(wal[1])  # on disk before any caller of the group is released
 
 
-class _Flusher:
-    """A writer's thread committing deferred operations nobody else's transaction took.
-
-    It holds its writer weakly: a writer its stores dropped without closing goes, and the thread
-    with it.
-    """
-
-    def __init__(self, writer: GroupCommit) -> None:
-        self._poked = threading.Event()
-        self._stopped = False
-        ref = weakref.ref(writer)
-        self._thread = threading.Thread(
-            target=self._loop, args=(ref,), name=f"actionspace-flush-{writer._db.path.name}", daemon=True
-        )
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._poked.set()
-
-    def stop(self) -> None:
-        self._stopped = True
-        self._poked.set()
-
-    def _loop(self, ref: weakref.ReferenceType[GroupCommit]) -> None:
-        poked = self._poked
-        while not self._stopped:
-            if not poked.wait(timeout=5.0):
-                if ref() is None:
-                    return
-                continue
-            time.sleep(LINGER_S)  # what more is deferred meanwhile goes in the same transaction
-            poked.clear()
-            writer = ref()
-            if writer is None or self._stopped:
-                return
-            try:
-                writer.settle()
-            except Exception:  # a closed store, a full disk: reported, the thread stays
-                _log.exception("committing deferred writes to %s failed", writer._db.path)
-            del writer
+_Flusher = Flusher  # its old name here
 
 
 def _settle_all() -> None:
