@@ -50,7 +50,8 @@ __all__ = ["STARTUP_RECOVERY_AGE_S", "Parts", "assemble"]
 
 STARTUP_RECOVERY_AGE_S = RECOVERY_AGE_S
 """Start-up recovery leaves entries younger than this to the live process that may hold them (and
-younger than their tool's ``holder_window``, :mod:`actionspace.ledger.recover`)."""
+younger than their tool's ``holder_window``, :mod:`actionspace.ledger.recover`), unless no other
+process of the store is alive."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

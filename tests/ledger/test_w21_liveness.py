@@ -35,6 +35,14 @@ def _no_reuse(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(liveness, "LOOK_EVERY_S", 0.0)  # every look looks again
 
 
+def _elsewhere(*stores: object) -> None:
+    """The marks of ``stores`` taken as other processes' (this process's own, a look leaves out:
+    tests/ledger/test_w22_marks_of_one_process.py)."""
+    for store in stores:
+        _, mark = liveness._MARKS[id(store)]
+        del liveness._OURS[id(mark)]
+
+
 def _marks(db: Path) -> list[str]:
     folder = Path(f"{db}-live")
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
@@ -44,6 +52,7 @@ def test_two_marks_see_each_other_until_one_is_released(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     one, two = _Store(db), _Store(db)
     drop_one, drop_two = hold(one, "", "sqlite"), hold(two, "", "sqlite")
+    _elsewhere(one, two)
     assert others_alive(one) and others_alive(two)
     drop_two()
     assert not others_alive(one)
@@ -57,7 +66,9 @@ def test_a_mark_kept_while_a_send_still_runs_stays_visible(tmp_path: Path) -> No
     one, two = _Store(db), _Store(db)
     drop_one = hold(one, "", "sqlite")
     running = [True]
-    hold(two, "", "sqlite", busy=lambda: running[0])()  # dropped while busy: kept until it is not
+    drop_two = hold(two, "", "sqlite", busy=lambda: running[0])
+    _elsewhere(two)
+    drop_two()  # dropped while busy: kept until it is not
     assert others_alive(one)
     running[0] = False
     _until(lambda: not others_alive(one))
@@ -94,6 +105,7 @@ def test_a_look_whose_lock_probe_fails_answers_alive(tmp_path: Path, monkeypatch
     db = tmp_path / "a.db"
     one, two = _Store(db), _Store(db)
     drop_one, drop_two = hold(one, "", "sqlite"), hold(two, "", "sqlite")
+    _elsewhere(two)
     real = fcntl.flock
 
     def flock(fd: int, op: int) -> None:
@@ -178,6 +190,7 @@ def test_a_postgres_mark_session_ended_under_a_live_process_is_taken_again(
     monkeypatch.setattr(liveness, "PG_SETTLED_S", 1.0)
     one, two = object(), object()
     drop_one, drop_two = hold(one, pg_store, "postgresql"), hold(two, pg_store, "postgresql")
+    _elsewhere(one, two)
     assert others_alive(one)  # its session is too young to trust "none"
     before = _backends(pg_store)
     assert len(before) == 2

@@ -27,7 +27,7 @@ from actionspace.ledger.recover import holder_window
 from actionspace.plan.environments import SqliteEnvironment
 from actionspace.plan.groups import SpecsWithGroups, environment_spec
 from tests.plan.settings_table import make_settings_db, rows
-from tests.proc import WAIT_FOR, Child
+from tests.proc import BESIDE, WAIT_FOR, Child
 from tests.proc import url as url  # the fixture
 
 MEMBER_TIMEOUT_S = 100.0
@@ -204,21 +204,27 @@ def test_the_start_up_recovery_settles_a_group_entry_once_its_members_window_pas
     tmp_path: Path, members: int
 ) -> None:
     """The wait is bounded by the members' time: past it, the start-up recovery asks the
-    environment (not committed: back to ``accepted``); just within it, the entry is left alone."""
+    environment (not committed: back to ``accepted``); just within it, the entry is left alone
+    while another process of the store lives (with none alive, no one can hold it:
+    tests/test_w22_proc_startup_recovery_alone.py)."""
     url = f"sqlite:///{tmp_path / 'run.db'}"
     env = SqliteEnvironment(make_settings_db(tmp_path / "env.db"))
     outbox, release = tmp_path / "out.jsonl", tmp_path / "go"
-    with Runtime(url, recover_on_start=False) as rt:
-        _add_tools(rt, outbox, release, env)
-        put = rt.catalog.get("put")
-        key = _left_dispatched(rt, env, [put.key] * members)
-    window = holder_window(_tool(members * MEMBER_TIMEOUT_S, RetryPolicy()))  # one send as long as them
-    for ahead_s, state in ((window - 5.0, "dispatched"), (window + 1.0, "accepted")):
-        with Runtime(url, clock=_Ahead(ahead_s)) as rt:
+    with Child(BESIDE, url, str(tmp_path / "beside")) as beside:
+        beside.expect("ready")  # a live process: as far as anyone can tell, the holder
+        with Runtime(url, recover_on_start=False) as rt:
             _add_tools(rt, outbox, release, env)
-            assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
-            stored = rt.ledger.get(key)
-            assert stored is not None and stored.state == state, (ahead_s, stored)
+            put = rt.catalog.get("put")
+            key = _left_dispatched(rt, env, [put.key] * members)
+        window = holder_window(_tool(members * MEMBER_TIMEOUT_S, RetryPolicy()))  # one send as long as them
+        for ahead_s, state in ((window - 5.0, "dispatched"), (window + 1.0, "accepted")):
+            with Runtime(url, clock=_Ahead(ahead_s)) as rt:
+                _add_tools(rt, outbox, release, env)
+                assert rt.call({"name": "look", "arguments": {"who": "ana"}}, run_id="other").ok
+                stored = rt.ledger.get(key)
+                assert stored is not None and stored.state == state, (ahead_s, stored)
+        (tmp_path / "beside").touch()
+        beside.finish()
 
 
 def test_a_group_entry_naming_a_tool_not_registered_here_is_left_to_its_holder(tmp_path: Path) -> None:

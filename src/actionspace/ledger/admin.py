@@ -50,7 +50,8 @@ class LedgerAdmin:
 
     def recover(self, *, min_age_s: float = 0.0, live_holders: bool = False) -> RecoveryReport:
         """:func:`~actionspace.ledger.recover.recover` of the entries untouched for ``min_age_s`` s
-        (``live_holders``: and for their tool's ``holder_window``, at a process's start)."""
+        (``live_holders``: and for their tool's ``holder_window``, at a process's start, unless no
+        other process of the store is alive)."""
         return recover(
             self.ledger,
             self.specs(),

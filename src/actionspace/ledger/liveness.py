@@ -15,6 +15,22 @@ store is open, a mark the operating system or the database drops when the proces
   take its mark again after such an event.
 * memory: nothing (one process).
 
+A look leaves out every mark of this very process (several runtimes on one store): its sends are
+in the process's registry of sends in flight (:func:`actionspace.ledger.recover.in_flight_here`),
+which every settling consults before it acts, so another runtime here is no reason to wait.
+
+What a PostgreSQL look cannot see: a process whose mark session alone the server ended while the
+process and the look's own session live. :data:`PG_SETTLED_S` guards the looker's session, not that
+one, so until its watcher takes the mark again a look answers "none" for it. Ended by the server
+(``pg_terminate_backend`` of that one backend), the session's goodbye wakes the watcher at once:
+the window is one new connection long. Cut from the network, the session stays held until the
+server's own keepalives give up on it (``tcp_keepalives_*``, by default the operating system's: two
+hours): a cut shorter than that is never seen; one longer leaves the process unseen until it can
+reach the server again, and its send in flight (at most its tool's holder window) could be settled
+beside it. No look made from the server's side tells a cut process from a killed one; only the
+server's keepalive settings bound that window. ``idle_session_timeout`` is turned off on the mark
+session: it would end it again and again.
+
 :func:`others_alive` answers True whenever it cannot tell (locks that do not work, an error, a
 process forked from the mark's owner, a store without marks): a false "alive" only keeps today's
 waits; a false "dead" could send a write twice, so it is never concluded from doubt.
@@ -30,7 +46,8 @@ import secrets
 import select
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -49,12 +66,16 @@ _BUSY: Final = frozenset({errno.EWOULDBLOCK, errno.EAGAIN})
 
 
 class _Mark(Protocol):
-    def others_alive(self) -> bool: ...
+    def others_alive(self, mine: Collection[_Mark], wait: bool) -> bool: ...
     def release(self) -> None: ...
 
 
-_MARKS: dict[int, _Mark] = {}
-"""id(ledger store) → this process's mark on it, while the store is open."""
+_MARKS: dict[int, tuple[Callable[[], object], _Mark]] = {}
+"""id(ledger store) → (a reference to that store, this process's mark on it), while the store is
+open: an id is a store's only while the reference still finds it (ids of collected objects return)."""
+_OURS: dict[int, _Mark] = {}
+"""id(mark) → every mark this process holds, also one whose store closed but whose drop waits for a
+send still running here: none of them is another process's."""
 _MARKS_LOCK = threading.Lock()
 
 
@@ -71,11 +92,13 @@ def hold(store: Any, url: str, kind: str, *, busy: Callable[[], bool] = lambda: 
     else:
         return lambda: None
     with _MARKS_LOCK:
-        _MARKS[id(store)] = mark
+        _MARKS[id(store)] = (_reference(store), mark)
+        _OURS[id(mark)] = mark
 
     def release() -> None:
         with _MARKS_LOCK:
-            if _MARKS.get(id(store)) is not mark:
+            held = _MARKS.get(id(store))
+            if held is None or held[1] is not mark:
                 return
             del _MARKS[id(store)]
         _release_when_idle(mark, busy)
@@ -83,24 +106,38 @@ def hold(store: Any, url: str, kind: str, *, busy: Callable[[], bool] = lambda: 
     return release
 
 
+def _reference(store: object) -> Callable[[], object]:
+    """A weak reference to ``store`` (a strong one for an object that takes none)."""
+    try:
+        return weakref.ref(store)
+    except TypeError:
+        return lambda: store
+
+
 def _release_when_idle(mark: _Mark, busy: Callable[[], bool]) -> None:
     """Drop ``mark`` now, or once ``busy()`` is False (looked at every second)."""
     if not busy():
         mark.release()
+        with _MARKS_LOCK:
+            _OURS.pop(id(mark), None)
         return
     later = threading.Timer(1.0, _release_when_idle, (mark, busy))
     later.daemon = True
     later.start()
 
 
-def others_alive(store: object) -> bool:
-    """Whether a process other than this one may hold sends of ``store``: False only when none can."""
+def others_alive(store: object, *, wait: bool = False) -> bool:
+    """Whether a process other than this one may hold sends of ``store``: False only when none can.
+    ``wait``: a PostgreSQL mark session too young to trust "none" (:data:`PG_SETTLED_S`) looks all
+    the same; when it finds no other process it waits until it is that old (at most that long) and
+    looks again, rather than answering "alive" at once."""
     with _MARKS_LOCK:
-        mark = _MARKS.get(id(store))
-    if mark is None:
+        held = _MARKS.get(id(store))
+        mine = tuple(_OURS.values())
+    if held is None or held[0]() is not store:
         return True
     try:
-        return mark.others_alive()
+        return held[1].others_alive(mine, wait)
     except Exception:  # a look that failed tells nothing
         return True
 
@@ -143,14 +180,15 @@ class _FileMark:
             return self.dir / f"{self.name}.lock"
         raise ConfigurationError(f"cannot create a process mark in {self.dir}")
 
-    def others_alive(self) -> bool:
+    def others_alive(self, mine: Collection[_Mark], wait: bool) -> bool:
         if self.fd is None or self.pid != os.getpid():  # no working lock, or a forked child
             return True
         if time.monotonic() < self.alive_until:
             return True
+        ours = {m.file.name for m in mine if isinstance(m, _FileMark) and m.dir == self.dir and m.holds()}
         alive = False
         for name in os.listdir(self.dir):
-            if name == self.file.name:
+            if name == self.file.name or name in ours:
                 continue
             path = self.dir / name
             if name.endswith(".tmp"):  # not yet a mark: its process has written nothing through it
@@ -160,6 +198,10 @@ class _FileMark:
         if alive:
             self.alive_until = time.monotonic() + LOOK_EVERY_S
         return alive
+
+    def holds(self) -> bool:
+        """Its lock is held by this very process (not released, not inherited by a fork)."""
+        return self.fd is not None and self.pid == os.getpid()
 
     def release(self) -> None:
         if self.pid != os.getpid():  # a forked child: the mark is its parent's
@@ -250,6 +292,7 @@ class _SessionMark:
             keepalives_count=2,
         )
         try:
+            conn.execute(_NEVER_IDLE_OUT)
             row = conn.execute("SELECT 'ledger_entries'::regclass::oid::bigint").fetchone()
             self.table = int(row[0])
             while True:
@@ -261,20 +304,31 @@ class _SessionMark:
             conn.close()
             raise
 
-    def others_alive(self) -> bool:
+    def others_alive(self, mine: Collection[_Mark], wait: bool) -> bool:
         if self.pid != os.getpid() or self.stopped.is_set():
             return True
-        now = time.monotonic()
-        if now < self.alive_until:
+        if time.monotonic() < self.alive_until:
             return True
-        with self.lock:
-            if now - self.since < PG_SETTLED_S:  # a restart may have dropped marks not yet retaken
+        ours = [
+            m.session()
+            for m in mine
+            if isinstance(m, _SessionMark) and (m.url, m.table) == (self.url, self.table)
+        ]
+        known = {"table": self.table, "pids": [p for p, _ in ours if p], "numbers": [n for p, n in ours if p]}
+        while True:
+            with self.lock:
+                young = PG_SETTLED_S - (time.monotonic() - self.since)  # inf while it is taken again
+                if (young > 0 and not wait) or young > PG_SETTLED_S:  # a restart may have dropped marks
+                    return True
+                alive = bool(self.conn.execute(_OTHERS, known).fetchone()[0])
+            if alive:  # seen: true whatever the session's age
+                self.alive_until = time.monotonic() + LOOK_EVERY_S
                 return True
-            row = self.conn.execute(_OTHERS, {"table": self.table}).fetchone()
-        alive = bool(row[0])
-        if alive:
-            self.alive_until = time.monotonic() + LOOK_EVERY_S
-        return alive
+            if young <= 0:
+                return False
+            if self.stopped.wait(young):  # "none" is trusted once the session is settled: look again
+                return True
+            wait = False
 
     def _watch(self) -> None:
         """Take the mark again as soon as its session ends while this process lives."""
@@ -304,6 +358,14 @@ class _SessionMark:
                 old.close()
                 break
 
+    def session(self) -> tuple[int, int]:
+        """(backend pid, lock number) of the session holding the mark now; pid 0 when there is none
+        or it is not this very process's (a forked child)."""
+        conn = self.conn
+        if self.pid != os.getpid() or self.stopped.is_set() or conn is None or conn.closed:
+            return 0, self.number
+        return int(conn.info.backend_pid), self.number
+
     def release(self) -> None:
         self.stopped.set()
         if self.pid == os.getpid():
@@ -311,14 +373,27 @@ class _SessionMark:
                 self.conn.close()
 
 
+_NEVER_IDLE_OUT: Final = """
+SELECT set_config('idle_session_timeout', '0', false)
+WHERE current_setting('server_version_num')::int >= 140000
+"""
+"""A mark session is idle by design: a server's ``idle_session_timeout`` (PostgreSQL 14+) would end
+it again and again, each time leaving this live process unseen until its watcher took it again."""
+
 _OTHERS: Final = """
 SELECT EXISTS (
     SELECT 1 FROM pg_locks
     WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND pid <> pg_backend_pid()
       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND classid = %(table)s::bigint::oid
+      AND NOT EXISTS (
+          SELECT 1 FROM unnest(%(pids)s::int[], %(numbers)s::bigint[]) AS ours(pid, number)
+          WHERE ours.pid = pg_locks.pid AND ours.number = pg_locks.objid::bigint
+      )
 )
 """
+"""Whether a session of another process holds a mark on the ledger table: this process's own mark
+sessions (backend pid and lock number, both: a pid alone could be another server's) are left out."""
 
 
 def _int4(oid: int) -> int:

@@ -12,7 +12,10 @@ A call whose outcome cannot be established is never re-sent. The recovery a proc
 start (``live_holders``) leaves an entry younger than :func:`holder_window` alone, and one of a
 tool not registered here: another process beside it may still be inside the tool's timeout or its
 retries, and a status query would truthfully answer "not yet", putting back to ``accepted`` a
-send that is about to commit (a tool this process lacks, it can neither time nor ask). A
+send that is about to commit (a tool this process lacks, it can neither time nor ask). When the
+process marks show no other process of the store alive (:mod:`actionspace.ledger.liveness`), no
+one can hold such an entry: it is settled at once, whatever its age; one of a tool not registered
+here is still left, for the process that can ask its status. A
 committed result becomes the entry's observation through the ``shape`` the caller hands in (the
 runtime passes :func:`actionspace.observation.shape`, so it is trimmed like any other result).
 """
@@ -33,6 +36,7 @@ from actionspace.errors import ActionError
 from actionspace.ledger.commit import holder_window, still_running
 from actionspace.ledger.entries import GuardsAttempts, LedgerEntry, LedgerStore
 from actionspace.ledger.late import any_running
+from actionspace.ledger.liveness import others_alive
 from actionspace.ledger.status import (
     Committed,
     NotCommitted,
@@ -99,6 +103,24 @@ def anything_in_flight_here() -> bool:
         if _HERE:
             return True
     return any_running()
+
+
+class _NobodyElse:
+    """Whether no other process of ``ledger`` lives (its marks, :mod:`actionspace.ledger.liveness`),
+    looked at once, at the first question: every entry asked about was read before that look, so
+    a process it does not see took its mark after the read, and any move of that process since
+    fails the settling's compare-and-set on the entry as read."""
+
+    __slots__ = ("answer", "ledger")
+
+    def __init__(self, ledger: LedgerStore) -> None:
+        self.ledger = ledger
+        self.answer: bool | None = None
+
+    def __call__(self) -> bool:
+        if self.answer is None:
+            self.answer = not others_alive(self.ledger, wait=True)
+        return self.answer
 
 
 def _maybe_held(spec: ToolSpec | None, entry: LedgerEntry, now_s: float) -> bool:
@@ -201,9 +223,12 @@ def recover(
     """Settle ``dispatched`` / ``unknown`` entries last touched at least ``min_age_s`` seconds ago.
 
     ``live_holders``: other processes sharing the store may be running (a process's start-up):
-    an entry touched within its tool's :func:`holder_window`, or of a tool not registered here,
-    is left too, uncounted (the recovery of a later start, a proposal of the action once its
-    holder is gone, or a recovery asked for by hand settles it).
+    an entry touched within ``min_age_s`` or its tool's :func:`holder_window`, or of a tool not
+    registered here, is left too, uncounted (the recovery of a later start, a proposal of the
+    action once its holder is gone, or a recovery asked for by hand settles it), unless no other
+    process of the store is alive (its marks, looked at once after the entries were read; on
+    PostgreSQL a look that finds none waits until this process's mark session is ``PG_SETTLED_S``
+    old and looks again): then every entry of a registered tool is settled, whatever its age.
 
     An entry whose action this process still drives (:func:`in_flight_here`: its commit protocol
     runs, or its tool runs on past its timeout or its cancelled caller, or a cut atomic group's
@@ -218,11 +243,15 @@ def recover(
     cutoff = now_s - min_age_s
     entries = [*ledger.list(state="dispatched", limit=100_000), *ledger.list(state="unknown", limit=100_000)]
     buckets = {"committed": report.committed, "accepted": report.redispatchable}
+    nobody = _NobodyElse(ledger)  # looked at once, after every entry above was read
     for entry in entries:
-        if entry.updated_at > cutoff:
+        young = entry.updated_at > cutoff
+        if young and not live_holders:
             continue
-        if live_holders and _maybe_held(_holding(catalog, entry), entry, now_s):
-            continue  # another process may be inside the tool's timeout: its send settles it
+        if live_holders:
+            spec = _holding(catalog, entry)
+            if (young or _maybe_held(spec, entry, now_s)) and (spec is None or not nobody()):
+                continue  # another process may be inside the tool's timeout: its send settles it
         if in_flight_here(entry.key):  # its send runs here and may yet commit: it settles itself
             report.skipped.append(entry.key)
             continue
