@@ -22,7 +22,7 @@ from typing import Any
 from actionspace import Runtime, ToolCall
 
 PACKAGE_DIR = "/actionspace/"
-BUDGET = 49
+BUDGET = 44
 """Python-level calls into ``actionspace`` per ``rt.call`` of a new write on the memory stores
 (the module docstring): 167 through the general path, 87 in the frame of pipeline/_write.py;
 52 once the frame decides what it can per (run, tool) and writes out the rest (the arguments'
@@ -31,7 +31,9 @@ the flow state shown it as the precompiled read path shows its own, no ``CallRec
 protocol's functions take it, no error to note in the run's state); 47 once the committed entry
 is set slot by slot (no ``LedgerEntry.evolve``), a plain value is known not to be awaitable
 without ``inspect.isawaitable``, ``with in_flight`` runs its bodies without ``enter``/``leave``
-and a call's plain records go to the store without ``Recorder.flush``; room for two."""
+and a call's plain records go to the store without ``Recorder.flush``; 43 once ``Messages.calls``
+counts the call in flight without ``InFlight.enter``/``leave`` and the frame finds the run open
+without ``Engine.run`` and ``RunRegistry.known``; room for one."""
 
 
 def _calls_of(n: int, first: int) -> tuple[Counter[str], list[Any]]:

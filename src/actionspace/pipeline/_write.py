@@ -59,6 +59,7 @@ from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.pipeline._commit_parts import CallRecord, lost
 from actionspace.pipeline._run import _INT_BOUND
 from actionspace.pipeline._write_parts import (
+    _TOOL_HEADS,
     Taken,
     admitted,
     committed,
@@ -163,7 +164,10 @@ def _driven(
     entry_of = taken[2]
     ints = entry_of.ints
     verdict, texted = taken[3], taken[6]
-    heads = tool_heads(spec) if texted else None  # the texts of this tool's payloads, made once
+    heads = None  # the texts of this tool's payloads, made once (tool_heads, found without its call)
+    if texted:
+        hit = _TOOL_HEADS.get(id(spec))
+        heads = hit[1] if hit is not None and hit[0] is spec else tool_heads(spec)
     observed_head = None if heads is None else heads[1]
 
     def observe_outcome(outcome: Outcome) -> Observation:

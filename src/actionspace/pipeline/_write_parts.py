@@ -32,7 +32,7 @@ from actionspace.pipeline.stages import node_named
 from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.sqlite import SqliteTraceStore
-from actionspace.trace.store_encoding import MAX_EVENT_CHARS, Texted
+from actionspace.trace.store_encoding import MAX_EVENT_CHARS, Texted, encode_data
 from actionspace.types import _EMPTY as _NO_SOURCES
 from actionspace.types import Observation, Provenance, ToolCall
 
@@ -50,6 +50,7 @@ __all__ = [
     "int_observation",
     "intent_entry",
     "prepared",
+    "shared_texted",
     "texted_as",
     "tool_heads",
 ]
@@ -83,18 +84,24 @@ _key_of, _run_of, _node_of, _tool_of = _put["key"], _put["run_id"], _put["node_i
 _digest_of, _arguments_of, _state_of = _put["args_digest"], _put["arguments"], _put["state"]
 _attempts_of, _created_of, _updated_of = _put["attempts"], _put["created_at"], _put["updated_at"]
 _observation_of, _remote_of, _error_of = _put["observation"], _put["remote_id"], _put["error"]
-_NONE_OF = tuple(_put[name] for name in ("remote_id", "observation", "error", "resolution"))
-"""The setters of the fields an intent's entry holds None in (a field added to ``LedgerEntry``
-and set nowhere here is left unset: reading it raises, as the equivalence tests would show)."""
-
-_SET_AT_COMMIT = frozenset({"state", "updated_at", "observation", "remote_id", "error"})
-_SLOT_COPIES = tuple((put, name) for name, put in _put.items() if name not in _SET_AT_COMMIT)
-"""The setters of the fields a committed entry keeps from its intent's, with their names (a field
-added to ``LedgerEntry`` is copied, as ``LedgerEntry.evolve`` copies it)."""
+_resolution_of = _put["resolution"]
+_FIELDS = (
+    "key", "run_id", "node_id", "tool", "args_digest", "arguments", "state", "attempts", "created_at",
+    "updated_at", "remote_id", "observation", "error", "resolution",
+)  # fmt: skip
+"""``LedgerEntry``'s fields, each set by :func:`intent_entry` and :func:`committed` by its own
+setter (no loop over them): a field added to ``LedgerEntry`` stops this module's import here,
+rather than leaving a written entry without it."""
+if tuple(_put) != _FIELDS:
+    raise AssertionError(f"LedgerEntry's fields are not those the write frame sets: {tuple(_put)}")
 _texted = Texted
-_TOOL_HEADS: dict[int, tuple[Any, str, str]] = {}
+_TOOL_HEADS: dict[int, tuple[Any, tuple[str, str]]] = {}
 """By a tool spec's ``id``: (the spec, :func:`tool_heads` of it); kept while the spec is (an entry
-holds its spec, so the ``id`` is not reused while it is kept)."""
+holds its spec, so the ``id`` is not reused while it is kept). pipeline/_write.py reads it too."""
+
+_SHARED: dict[int, tuple[Any, Any]] = {}
+"""By a shared payload's ``id``: (the payload, :func:`shared_texted` of it); kept while the payload
+is (so its ``id`` is not reused while it is kept)."""
 
 _LEDGER_OBSERVATION: dict[str, Any] = Observation(call_id="", tool="").to_dict()
 """``Observation.to_dict()`` of an observation of defaults: its keys in their order (the
@@ -122,7 +129,12 @@ def admitted(
         return None
     if node_id is not None and ("\x00" in node_id or not node_id.isascii()):
         check_id("node id", node_id)  # raised at the caller, as the general path raises it
-    run = engine.run(run_id, principal)
+    runs = engine.runs  # Engine.run and RunRegistry.known, written out for a run open here
+    run = runs.live.get(run_id)
+    if run is None:
+        run = engine.run(run_id, principal)
+    elif not runs.in_memory:
+        runs.refresh(run)  # what another process saved of it since, merged in
     who = principal or run.principal
     entry = fast.entry(run, name, who, engine._ordered)
     if entry is None or not entry.effects:
@@ -168,8 +180,14 @@ def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) ->
     call_id = given_id or f"{run.run_id}:{node}"
     rec.call_id = call_id
     shape = entry.shape
-    records.append((next(seq), "authorized", _time(), call_id, shape.authorized))
-    records.append((next(seq), "validated", _time(), call_id, shape.validated))
+    authorized, validated = shape.authorized, shape.validated
+    if texted:  # each call of the tool records these objects: their texts made once (shared_texted)
+        hit = _SHARED.get(id(authorized))
+        authorized = hit[1] if hit is not None and hit[0] is authorized else shared_texted(authorized)
+        hit = _SHARED.get(id(validated))
+        validated = hit[1] if hit is not None and hit[0] is validated else shared_texted(validated)
+    records.append((next(seq), "authorized", _time(), call_id, authorized))
+    records.append((next(seq), "validated", _time(), call_id, validated))
     spec = entry.spec
     spec_key = spec._key  # ToolSpec.key's own value, read without the property's call
     if node_id is None:  # the identity node of the message's first such call
@@ -177,7 +195,11 @@ def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) ->
     elif text is None:
         digest = args_digest(args)
     if verdict[2] is not None:
-        records.append((next(seq), "flow_checked", _time(), call_id, verdict[2]))
+        checked = verdict[2]
+        if texted:
+            hit = _SHARED.get(id(checked))
+            checked = hit[1] if hit is not None and hit[0] is checked else shared_texted(checked)
+        records.append((next(seq), "flow_checked", _time(), call_id, checked))
     label = verdict[3]
     run.flow.pending[call_id] = label
     key = _key(run.run_id, node, spec_key, args, text)
@@ -200,8 +222,10 @@ def intent_entry(ready: Ready, run_id: str, tool_key: str, digest: str) -> Ledge
     _attempts_of(entry, 1)
     _created_of(entry, _time())  # each from its own clock read, as the fields' default factories
     _updated_of(entry, _time())
-    for put in _NONE_OF:  # remote_id, observation, error, resolution
-        put(entry, None)
+    _remote_of(entry, None)
+    _observation_of(entry, None)
+    _error_of(entry, None)
+    _resolution_of(entry, None)
     return entry
 
 
@@ -264,8 +288,15 @@ def committed(
     ``dispatched``, one attempt), with its ``_Ledger.move``; ``stored``: ``obs.to_dict()``. Its
     ``ledger`` event goes into ``rec`` (the call has not ended: ``CallRecord``'s course)."""
     new: LedgerEntry = _new(LedgerEntry)  # entry.evolve(state=, observation=, remote_id=, error=None)
-    for put, name in _SLOT_COPIES:
-        put(new, getattr(entry, name))
+    _key_of(new, entry.key)  # the fields the commit keeps
+    _run_of(new, entry.run_id)
+    _node_of(new, entry.node_id)
+    _tool_of(new, entry.tool)
+    _digest_of(new, entry.args_digest)
+    _arguments_of(new, entry.arguments)
+    _attempts_of(new, entry.attempts)
+    _created_of(new, entry.created_at)
+    _resolution_of(new, entry.resolution)
     _state_of(new, "committed")
     _updated_of(new, _time())
     _observation_of(new, stored)
@@ -305,7 +336,7 @@ def tool_heads(spec: Any) -> tuple[str, str] | None:
     spec; None when either is not ASCII (its payloads are then encoded by the store)."""
     hit = _TOOL_HEADS.get(id(spec))
     if hit is not None and hit[0] is spec:
-        return hit[1], hit[2]
+        return hit[1]
     name, version = _quote(spec.name), _text(spec.version)
     dispatched = f'{{"tool": {name}, "version": {version}, "node_id": '
     observed = f'{{"status": "ok", "tool": {name}, "version": {version}, "content_hash": '
@@ -313,8 +344,34 @@ def tool_heads(spec: Any) -> tuple[str, str] | None:
         return None
     if len(_TOOL_HEADS) >= 4096:
         _TOOL_HEADS.clear()
-    _TOOL_HEADS[id(spec)] = (spec, dispatched, observed)
+    _TOOL_HEADS[id(spec)] = (spec, (dispatched, observed))
     return dispatched, observed
+
+
+def shared_texted(payload: Any) -> Any:
+    """``payload`` (one every call of a tool records: its ``authorized``, ``validated`` or
+    ``flow_checked``, one object per tool or per run label) as a
+    :class:`~actionspace.trace.store_encoding.Texted` copy holding the text ``encode_data`` writes
+    for it, made once per object and kept; the payload itself when it is not a ``dict`` (another
+    mapping may read differently each time), cannot be encoded, or its text is not one a ``Texted``
+    holds (the SQLite store then encodes it, as before). A recorded payload is never changed
+    afterwards, so its text stays its own (the store's ``PayloadTexts`` keeps texts so too)."""
+    hit = _SHARED.get(id(payload))
+    if hit is not None and hit[0] is payload:
+        return hit[1]
+    out = payload
+    if type(payload) is dict:
+        try:
+            text = encode_data(payload)
+        except (ValueError, TypeError):  # the store encodes it, and raises, as it would have
+            text = ""
+        if text and text.isascii() and len(text) <= MAX_EVENT_CHARS:
+            out = _texted(payload)
+            out.text = text
+    if len(_SHARED) >= 4096:
+        _SHARED.clear()
+    _SHARED[id(payload)] = (payload, out)
+    return out
 
 
 def texted_as(data: dict[str, Any], text: str) -> dict[str, Any]:

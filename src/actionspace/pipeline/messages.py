@@ -22,6 +22,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
+from threading import get_ident
 from typing import TYPE_CHECKING, Any
 
 from actionspace.discovery.runs import RunState
@@ -107,7 +108,12 @@ class Messages:
         """
         from actionspace.pipeline.engine import run_sync  # the engine imports this module
 
-        ident = self.in_flight.enter()  # close() waits for it (bounded) before the stores close
+        # close() waits for it (bounded) before the stores close: InFlight.enter's body, and
+        # leave's when the thread's count stays above zero (under Runtime.call's own ``with``),
+        # without their calls
+        in_flight = self.in_flight
+        sync, ident = in_flight.sync, get_ident()
+        sync[ident] = sync.get(ident, 0) + 1
         try:
             if (
                 type(raw) is ToolCall
@@ -134,7 +140,11 @@ class Messages:
                 )
             )
         finally:
-            self.in_flight.leave(ident)
+            left = sync.get(ident, 1) - 1
+            if left:
+                sync[ident] = left
+            else:
+                in_flight.leave(ident)
 
     def acalls(
         self,
