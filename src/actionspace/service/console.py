@@ -24,6 +24,8 @@ from typing import Final
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from actionspace.errors import ApiError
+
 __all__ = ["CONSOLE_PAGES", "STATIC_DIR", "console_router"]
 
 STATIC_DIR: Final = Path(__file__).with_name("static")
@@ -96,11 +98,7 @@ def console_router() -> APIRouter:
     def static(name: str) -> Response:
         path = assets.get(name)
         if path is None:
-            return Response(
-                '{"error": {"message": "no such console asset"}}',
-                status_code=404,
-                media_type="application/json",
-            )
+            raise ApiError(404, "no such console asset")  # the API's error body, category and all
         return FileResponse(
             path,
             media_type=_MEDIA_TYPES[path.suffix],
@@ -133,11 +131,7 @@ def _docs_routes(router: APIRouter) -> None:
     def vendor(name: str) -> Response:
         path = vendored.get(name)
         if path is None:
-            return Response(
-                '{"error": {"message": "no such console asset"}}',
-                status_code=404,
-                media_type="application/json",
-            )
+            raise ApiError(404, "no such console asset")  # the API's error body, category and all
         return FileResponse(
             path, media_type=_MEDIA_TYPES[path.suffix], headers={"X-Content-Type-Options": "nosniff"}
         )

@@ -15,7 +15,9 @@
   too large for a float, which it reads as infinity), nested deeper than ``max_json_depth``, or
   naming one member twice in an object (Python keeps the last value, other readers such as a
   proxy's filter the first, so no value is sure to be the one meant) is answered 400 with the
-  category ``invalid_arguments``, so such a value never reaches a run, a store or a listing;
+  category ``invalid_arguments``, so such a value never reaches a run, a store or a listing; a body
+  over :data:`CHECKED_INLINE_BYTES` is checked in a worker thread (megabytes of small objects take
+  seconds to read), so the event loop goes on serving the other connections meanwhile;
 * a body still arriving ``body_timeout_s`` after the application started reading it is answered
   408 and the connection closed, so a client trickling a byte at a time (a slow-body "slowloris")
   cannot hold a connection and a reader for as long as it likes.
@@ -23,6 +25,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -32,6 +35,7 @@ from typing import Any, Final, Literal
 import anyio
 
 __all__ = [
+    "CHECKED_INLINE_BYTES",
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
@@ -46,6 +50,8 @@ DEFAULT_MAX_JSON_DEPTH: Final = 256
 """Deepest nesting of a JSON body accepted by default."""
 DEFAULT_BODY_TIMEOUT_S: Final = 60.0
 """Seconds a request body may take to arrive, whole, by default (16 MiB at about 2 Mbit/s)."""
+CHECKED_INLINE_BYTES: Final = 64 * 1024
+"""Largest JSON body checked on the event loop; a larger one is checked in a worker thread."""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -209,7 +215,8 @@ class BodyLimits:
         if body == "gone":
             return
         if body and _may_be_read_as_json(types):
-            problem = json_problem(body, max_depth=self.max_json_depth)
+            check = functools.partial(json_problem, body, max_depth=self.max_json_depth)
+            problem = check() if len(body) <= CHECKED_INLINE_BYTES else await anyio.to_thread.run_sync(check)
             if problem is not None:
                 await _answer(send, 400, problem, category="invalid_arguments")
                 return

@@ -6,9 +6,13 @@ and the server's shutdown with them, for ever. :class:`Deadlines` gives every re
 ``head_timeout_s`` from the moment the connection may send one (opened, or the last response
 sent), and its body ``body_timeout_s`` from the end of its head. A request late on either is
 answered 408 (when nothing of a response was sent yet) and its connection closed; a route still
-reading the body sees the client gone. Only uvicorn's h11 protocol is covered (the one it runs
-without the optional ``httptools``); :func:`deadlines` builds the class ``uvicorn.Config(http=)``
-takes.
+reading the body sees the client gone. Sending has a deadline too: a client that asks and does not
+read (its window shut, the server's send buffer full) would hold its connection, the answer waiting
+on it, the shutdown and, at the cap below, every later client's turn; once writing to it is paused
+(or its connection closed with bytes unsent), a client that takes less than
+:data:`MIN_SEND_PROGRESS` bytes of what waits within ``send_timeout_s`` is cut off (aborted: nothing
+more can reach it). Only uvicorn's h11 protocol is covered (the one it runs without the optional
+``httptools``); :func:`deadlines` builds the class ``uvicorn.Config(http=)`` takes.
 
 It also caps the connections served at once (``max_connections``; ``serve`` sets
 :data:`DEFAULT_MAX_CONNECTIONS`): a connection made while that many are open is answered at once,
@@ -35,12 +39,19 @@ __all__ = [
     "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_HEAD_TIMEOUT_S",
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_SEND_TIMEOUT_S",
+    "MIN_SEND_PROGRESS",
     "Deadlines",
     "deadlines",
 ]
 
 DEFAULT_HEAD_TIMEOUT_S: Final = 10.0
 """Seconds a request's line and headers may take to arrive, by default."""
+DEFAULT_SEND_TIMEOUT_S: Final = 60.0
+"""Seconds a response may wait on a client that takes less than :data:`MIN_SEND_PROGRESS` of it."""
+MIN_SEND_PROGRESS: Final = 64 * 1024
+"""Bytes a client must take of a response waiting on it within each ``send_timeout_s`` (about
+1 KiB/s by default): a slow link passes, a client that reads nothing or a trickle does not."""
 _OVER_CAP_LINGER_S: Final = 1.0
 """Seconds a connection answered and ended by the server (over the cap, or too slow) is read, what
 it sends dropped, before it is closed, if the client has not closed it first."""
@@ -55,11 +66,15 @@ class Deadlines(H11Protocol):
 
     head_timeout_s: ClassVar[float] = DEFAULT_HEAD_TIMEOUT_S
     body_timeout_s: ClassVar[float] = DEFAULT_BODY_TIMEOUT_S
+    send_timeout_s: ClassVar[float] = DEFAULT_SEND_TIMEOUT_S
     max_connections: ClassVar[int | None] = None
     """Most connections served at once (None: no cap); see the module docstring."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0
+        """Bytes the transport held when the send deadline was (re)armed."""
         self._awaited: Any = None
         """The h11 state of the client the timer waits to see left (IDLE: a head, SEND_BODY: a body)."""
         self._refused = False
@@ -85,11 +100,63 @@ class Deadlines(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        if self.transport.is_closing():  # uvicorn closed it after this response (Connection: close)
+            self._closing()
         self._follow()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._closing()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._closing()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
+        self._sending_resumed()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._sending_paused()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._sending_resumed()
+
+    def _sending_paused(self) -> None:
+        """The client stopped taking bytes as fast as they come: arm the send deadline."""
+        if self._send_timer is None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._send_timer = self.loop.call_later(self.send_timeout_s, self._send_deadline)
+
+    def _sending_resumed(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+        self._send_timer = None
+
+    def _closing(self) -> None:
+        """Bound a closed connection's last bytes: asyncio ends it only once they are sent, which
+        a client that reads nothing never lets happen. With no high-water mark left, any byte
+        still held pauses writing, which arms the send deadline."""
+        if self.transport.is_closing() and self.transport.get_write_buffer_size():
+            self.transport.set_write_buffer_limits(high=0)
+
+    def _close(self) -> None:
+        self.transport.close()
+        self._closing()
+
+    def _send_deadline(self) -> None:
+        """Cut off a client that took less than its minimum of what waits; else wait once more."""
+        self._send_timer = None
+        left = self.transport.get_write_buffer_size()
+        if left == 0:
+            return
+        if self._unsent - left < MIN_SEND_PROGRESS:
+            self.transport.abort()  # close() would wait for the bytes to go, that is for ever
+            return
+        self._sending_paused()
 
     def send_400_response(self, msg: str) -> None:
         """What uvicorn answers a request h11 cannot read (headers over its size limit, a bad request
@@ -98,7 +165,7 @@ class Deadlines(H11Protocol):
             self.transport.write(
                 _answer(400, "Bad Request", f"{msg} (malformed, or its headers are too large)")
             )
-        self.transport.close()
+        self._close()
 
     def _follow(self) -> None:
         """Arm the deadline of what the client sends now, or none once its request is in."""
@@ -128,7 +195,7 @@ class Deadlines(H11Protocol):
             message = f"the request's {what} did not arrive within {seconds:g} s"
             self._answered_then_drained(_answer(408, "Request Timeout", message))
             return
-        self.transport.close()
+        self._close()
 
     def _answered_then_drained(self, answer: bytes) -> None:
         """Write ``answer``, end what this side sends, and read and drop what the client still sends
@@ -140,7 +207,7 @@ class Deadlines(H11Protocol):
         self.transport.write(answer)
         if self.transport.can_write_eof():
             self.transport.write_eof()
-        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self.transport.close)
+        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self._close)
 
 
 def deadlines(
@@ -148,14 +215,18 @@ def deadlines(
     body_s: float = DEFAULT_BODY_TIMEOUT_S,
     *,
     max_connections: int | None = None,
+    send_s: float = DEFAULT_SEND_TIMEOUT_S,
 ) -> type[Deadlines]:
     """:class:`Deadlines` with these deadlines, in seconds (a class, as ``uvicorn.Config(http=)`` takes),
-    serving at most ``max_connections`` connections at once (None: no cap).
+    serving at most ``max_connections`` connections at once (None: no cap); a client must take
+    :data:`MIN_SEND_PROGRESS` bytes of a response waiting on it every ``send_s``.
 
-    Raises ValueError unless both deadlines are positive and the cap, when given, is an int ≥ 1.
+    Raises ValueError unless the deadlines are positive and the cap, when given, is an int ≥ 1.
     """
-    if not (head_s > 0 and body_s > 0):
-        raise ValueError(f"request deadlines must be positive, got head {head_s!r} s and body {body_s!r} s")
+    if not (head_s > 0 and body_s > 0 and send_s > 0):
+        raise ValueError(
+            f"deadlines must be positive, got head {head_s!r} s, body {body_s!r} s and send {send_s!r} s"
+        )
     if max_connections is not None and (
         isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1
     ):
@@ -163,6 +234,7 @@ def deadlines(
     attrs: dict[str, Any] = {
         "head_timeout_s": float(head_s),
         "body_timeout_s": float(body_s),
+        "send_timeout_s": float(send_s),
         "max_connections": max_connections,
     }
     return type("Deadlines", (Deadlines,), attrs)

@@ -270,26 +270,31 @@ class PostgresTraceStore:
         The numbers the caller proposed only fix the order: several processes may record into one
         run, and the store is the only place that knows the next seq. Writers of one run take a
         transaction-scoped advisory lock on it, so they number one after another and none is lost.
+        Raises ``ValueError`` (nothing written) when a writer at a number of its own (a run's end)
+        took one of theirs meanwhile: numbered again, they are stored after it.
         """
         if not records:
             return
         check_event(run_id, "records", 0.0, postgres=True)
         ordered = sorted(records, key=lambda r: r[0])
         first, last = min(r[2] for r in ordered), max(r[2] for r in ordered)
-        with self._db.transaction() as conn:
-            conn.execute(_LOCK_RUN, (run_id,))
-            row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
-            base = int(row["next"]) if row is not None else 0
-            columns: list[list[Any]] = [
-                [run_id] * len(ordered),
-                [base + i for i in range(len(ordered))],
-                [text_for_postgres(r[1]) for r in ordered],
-                [r[2] for r in ordered],
-                [call_id_for_postgres(r[3]) for r in ordered],
-                [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
-            ]
-            conn.execute(_INSERT, columns)
-            conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
+        try:
+            with self._db.transaction() as conn:
+                conn.execute(_LOCK_RUN, (run_id,))
+                row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
+                base = int(row["next"]) if row is not None else 0
+                columns: list[list[Any]] = [
+                    [run_id] * len(ordered),
+                    [base + i for i in range(len(ordered))],
+                    [text_for_postgres(r[1]) for r in ordered],
+                    [r[2] for r in ordered],
+                    [call_id_for_postgres(r[3]) for r in ordered],
+                    [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
+                ]
+                conn.execute(_INSERT, columns)
+                conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
+        except psycopg.errors.UniqueViolation as exc:  # a writer at a chosen number (a run's end)
+            raise ValueError(f"a record's number was taken meanwhile; nothing was written: {exc}") from exc
 
     def append_new(self, events: Sequence[TraceEvent]) -> int:
         """Write, in one transaction, the events whose ``(run_id, seq)`` is not stored yet.
