@@ -16,7 +16,10 @@ HEADER holds the role (``assistant`` when omitted), ``<|channel|>CHANNEL``, an o
 another role, or addressed ``to=assistant`` (tool results), are skipped. A recipient that is not a
 function (``to=python``, ``to=browser.search``) is a ``parse_error`` unless ``tools`` offers a
 tool of exactly that name: it is never read as a call of some other tool. ``analysis`` bodies are
-reasoning; ``final`` and ``commentary`` bodies without a recipient are content.
+reasoning; ``final`` and ``commentary`` bodies without a recipient are content. An output that
+stops inside an ``analysis`` message (no ``<|end|>``, nothing after it) stopped while the model was
+still reasoning, its answer or call unwritten: an ``unterminated_reasoning`` fault, as an open
+``<think>`` is (servers drop only the stop token of a ``final`` or ``commentary`` message).
 """
 
 from __future__ import annotations
@@ -118,6 +121,10 @@ def _message(text: str, coll: Collector, header: Header, at: int, body: int, end
         coll.add_call(_call(text, coll, header, at, body, end))
     elif header.channel == "analysis":
         coll.add_reasoning(text[body:end])
+        if end >= len(text):  # no <|end|> and nothing after: stopped while reasoning, as an open <think>
+            raise Malformed(
+                "unterminated_reasoning", "the analysis message is never closed by <|end|>", pos=at
+            )
     else:
         coll.add_content(text[body:end])
 
