@@ -1,11 +1,11 @@
 """A process that starts while another still retries a write: its start-up recovery must leave the
 write's entry alone for as long as the retries may go on, not only for two of the tool's timeouts.
 
-The first process (a real child) sends a payment through a tool with a short ``timeout_s`` (2 s)
+The first process (a real child) sends a payment through a tool with a short ``timeout_s`` (10 s)
 and retries allowed for minutes (``RetryPolicy(deadline_s=300)``): the first attempt finds the
 service refusing connections (``transient``: nothing sent), the second blocks until the test
-releases it (a file), so the send is still live. The second process (this one) starts 49 s later
-by its clock — past the old wait of 2 × 2 s + 30 s, well within the retries' deadline. Its
+releases it (a file), so the send is still live. The second process (this one) starts 65 s later
+by its clock — past the old wait of 2 × 10 s + 30 s, well within the retries' deadline. Its
 start-up recovery used to ask the status ("not committed": the retry still runs) and put the
 entry back to ``accepted``, so the payment could be sent a second time.
 """
@@ -25,7 +25,10 @@ from actionspace.ledger.recover import holder_window
 from tests.proc import PAY_ONCE, PAY_TOOLS, Ahead, Child, add_script_tools, sent
 from tests.proc import url as url  # the fixture
 
-TIMEOUT_S = 2.0
+TIMEOUT_S = 10.0
+"""Long enough that the test's release, after the second process's checks, comes before the retry's
+timeout and its wait for a late answer end, however slow the machine (past them the first process
+would answer ``unknown_commit``, rightly, instead of ``ok``)."""
 RETRY_DEADLINE_S = 300.0
 AHEAD_S = 2 * TIMEOUT_S + 30.0 + 15.0
 """How much later than the first process the second starts, by its clock: past the old window."""

@@ -329,7 +329,7 @@ class Executor:
                 return Succeeded(outcome.value, attempt)
             error = outcome.error
             if not error.retryable:
-                return Failed(error, attempt)
+                return _last(outcome, attempt)
 
     async def _aattempt(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Outcome:
         fn = spec.fn
@@ -385,7 +385,7 @@ class Executor:
                 return Succeeded(outcome.value, attempt)
             error = outcome.error
             if not error.retryable:
-                return Failed(error, attempt)
+                return _last(outcome, attempt)
 
     def _attempt(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Outcome:
         fn = spec.fn
@@ -465,6 +465,13 @@ class Executor:
 
 async def _await(value: Awaitable[Any]) -> Any:
     return await value
+
+
+def _last(failed: Failed, attempts: int) -> Failed:
+    """The retries' last attempt ``failed``, counting all ``attempts``. Its ``running`` is kept: a
+    retry that outlived its timeout may yet commit, and the commit protocol must know it still
+    runs (else a status query's truthful "not committed" would send the write again beside it)."""
+    return Failed(failed.error, attempts, running=failed.running)
 
 
 def _withdrawn() -> Failed:
