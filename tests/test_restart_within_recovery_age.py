@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import actionspace.ledger.commit as commit
+import actionspace.ledger.recover as recover
 from actionspace import Runtime, ToolCall
 from actionspace.ledger.status import Committed, NotCommitted, StatusAnswer
 
@@ -92,6 +93,7 @@ def test_a_crashed_send_found_young_at_start_is_settled_by_a_later_proposal(
     clock = _LedgerClock()
     monkeypatch.setattr(commit, "time", clock)
     monkeypatch.setattr(commit, "alone", lambda store, key: False)  # as with another process beside
+    monkeypatch.setattr(recover, "others_alive", lambda store, **_: True)  # at its start too
     rt = Runtime(url)  # its start-up recovery leaves the entry: younger than the recovery age
     _tools(rt, sent, crash=False)
     call = ToolCall(name=tool, arguments={"amount": 5}, id="c2")
