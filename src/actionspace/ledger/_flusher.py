@@ -3,11 +3,14 @@
 Once its linger (``sqlite_writer.LINGER_S``) is over, the flusher asks to be lent the writer by the
 next leader that commits durably: that leader has nothing more to do on the writer until the
 ``fdatasync`` of the WAL returns, and the sync holds neither the connection nor the interpreter's
-lock, so the deferred operations are committed beside the disk's wait (:func:`sync_lent`). Before,
+lock, so the deferred operations are committed beside the disk's wait (:meth:`Lend.sync`). Before,
 the flusher queued behind whoever held the writer, as a reader's settle does: as a rule behind an
 intent's fsync, so its group began as that caller went on to its outcome, which then waited for the
 whole of it, riding in its transaction. When no durable commit comes within another linger, it
 settles as before.
+
+The writer owns a :class:`Lend` (where a lend stands, guarded by the writer's lock) and hands it to
+its flusher; the flusher asks the rest of the writer through :class:`Lender`'s methods.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import os
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from actionspace.ledger.sqlite_writer import GroupCommit
+from actionspace.ledger._group_ops import Queued
 
-__all__ = ["Flusher", "held_lock", "sync_lent"]
+__all__ = ["Flusher", "Lend", "Lender", "held_lock"]
 
 _log = logging.getLogger("actionspace.ledger.sqlite_writer")
 
@@ -35,83 +39,120 @@ def held_lock() -> _thread.LockType:
     return lock
 
 
-def sync_lent(writer: GroupCommit, fd: int) -> None:
-    """``os.fdatasync(fd)`` after a durable commit of ``writer``'s leader, the writer lent to its
-    flusher meanwhile when it waits for that (its linger over). A flusher that began its transaction
-    before the sync returned is waited for; one that had not (it was not scheduled in time: a fast
-    disk, a busy machine) is not let begin, and waits for the next durable commit's sync.
-
-    The flusher's commit writes its frames after the leader's, which the sync makes durable whether
-    or not it takes the later ones too; the leader's callers are answered after the sync, as ever.
-    """
-    with writer._lock:
-        flusher = writer._flusher
-        lend = writer._due and flusher is not None
-        writer._due = False
-        writer._lend = _OFFERED if lend else _NONE
-    if not lend or flusher is None:
-        os.fdatasync(fd)
-        return
-    flusher.lend()
-    try:
-        os.fdatasync(fd)
-    finally:
-        with writer._lock:
-            begun, writer._lend = writer._lend == _BEGUN, _NONE
-        if begun:
-            writer._lent.acquire()  # the flusher's transaction ended: the writer is the leader's again
-
-
 _NONE, _OFFERED, _BEGUN = 0, 1, 2
-"""``GroupCommit._lend``: no lend, the writer lent but the flusher's transaction not begun, begun."""
+"""``Lend.stage``: no lend, the writer lent but the flusher's transaction not begun, begun."""
 
 
-def _flush_lent(writer: GroupCommit) -> bool:
-    """The flusher's part of :func:`sync_lent`: the deferred operations queued, committed in a
+class Lender(Protocol):
+    """What the flusher asks of its writer (``GroupCommit``)."""
+
+    def flush_due(self) -> bool:
+        """False (the flusher disarmed) when nothing is deferred or the process is a forked child of
+        the writer's; else the flusher's lend marked due (``Lend.due``)."""
+
+    def take_deferred(self) -> list[Queued]:
+        """The deferred operations queued, taken out of the queue, the flusher disarmed; called with
+        the writer's lock held (``Lend.begin``)."""
+
+    def commit_group(self, group: list[Queued]) -> None:
+        """Commit ``group`` on the writer (held by the caller, or lent to it)."""
+
+    def settle(self) -> None: ...
+
+
+class Lend:
+    """Where a lend of a writer to its flusher stands: made by the writer with its own lock, which
+    guards every field but ``ended``, and given to the flusher it starts."""
+
+    __slots__ = ("due", "ended", "flusher", "lock", "stage")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+        self.flusher: Flusher | None = None
+        """The writer's flusher thread, started by its first deferred operation."""
+        self.due = False
+        """The flusher's linger is over and it waits to be lent the writer (:meth:`sync`)."""
+        self.stage = _NONE
+        self.ended = held_lock()
+        """Released by the flusher once its transaction on a lent writer ended."""
+
+    def sync(self, fd: int) -> None:
+        """``os.fdatasync(fd)`` after a durable commit of the writer's leader, the writer lent to its
+        flusher meanwhile when it waits for that (its linger over). A flusher that began its
+        transaction before the sync returned is waited for; one that had not (it was not scheduled in
+        time: a fast disk, a busy machine) is not let begin, and waits for the next durable commit's
+        sync.
+
+        The flusher's commit writes its frames after the leader's, which the sync makes durable
+        whether or not it takes the later ones too; the leader's callers are answered after the
+        sync, as ever.
+        """
+        with self.lock:
+            flusher = self.flusher
+            lend = self.due and flusher is not None
+            self.due = False
+            self.stage = _OFFERED if lend else _NONE
+        if not lend or flusher is None:
+            os.fdatasync(fd)
+            return
+        flusher.lend()
+        try:
+            os.fdatasync(fd)
+        finally:
+            with self.lock:
+                begun, self.stage = self.stage == _BEGUN, _NONE
+            if begun:
+                self.ended.acquire()  # the flusher's transaction ended: the writer is the leader's again
+
+    def begin(self, take: Callable[[], list[Queued]]) -> list[Queued] | None:
+        """The flusher's transaction begun on the lent writer: what ``take`` takes (under the lock);
+        None when the leader's sync ended before this began."""
+        with self.lock:
+            if self.stage != _OFFERED:
+                return None
+            self.stage = _BEGUN
+            return take()
+
+    def withdraw(self) -> bool:
+        """The flusher's wait to be lent ended: True when it was still waiting (not lent)."""
+        with self.lock:
+            waited, self.due = self.due, False
+        return waited
+
+
+def _flush_lent(writer: Lender, lend: Lend, path: Path) -> bool:
+    """The flusher's part of :meth:`Lend.sync`: the deferred operations queued, committed in a
     transaction of their own on the writer the syncing leader holds; a failure is logged. False
     (nothing done) when the leader's sync ended before this began."""
-    with writer._lock:
-        if writer._lend != _OFFERED:
-            return False
-        writer._lend = _BEGUN
-        writer._armed = False
-        group = [slot for slot in writer._queue if slot.detached]
-        if group:
-            writer._queue = [slot for slot in writer._queue if not slot.detached]
-            writer._detached -= len(group)
+    group = lend.begin(writer.take_deferred)
+    if group is None:
+        return False
     try:
-        writer._commit(group)
+        writer.commit_group(group)
     except BaseException as exc:  # nothing of the group is written
         for slot in group:
             slot.error = exc
     finally:
-        writer._lent.release()
+        lend.ended.release()
     for slot in group:
         if slot.error is not None:
-            _log.error("a queued write to %s failed", writer._db.path, exc_info=slot.error)
+            _log.error("a queued write to %s failed", path, exc_info=slot.error)
     return True
 
 
-def _flush(writer: GroupCommit, lent: _thread.LockType, linger_s: float) -> None:
+def _flush(writer: Lender, lend: Lend, lent: _thread.LockType, path: Path, linger_s: float) -> None:
     """What the flusher does once its linger is over: wait up to ``linger_s`` to be lent the writer
-    (:func:`sync_lent`), else settle (queued behind whoever holds the writer)."""
-    from actionspace.ledger import _connections
-
+    (:meth:`Lend.sync`), else settle (queued behind whoever holds the writer)."""
     deadline = time.monotonic() + linger_s
     while True:
-        with writer._lock:
-            if not writer._detached or writer._pid != _connections.PID:
-                writer._armed = False
-                return
-            writer._due = True
+        if not writer.flush_due():
+            return
         if not lent.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            with writer._lock:
-                waited, writer._due = writer._due, False
-            if waited:
+            if lend.withdraw():
                 writer.settle()
                 return
             lent.acquire()  # lent as the wait ended: the leader's release is under way
-        if _flush_lent(writer):
+        if _flush_lent(writer, lend, path):
             return
 
 
@@ -122,14 +163,14 @@ class Flusher:
     with it.
     """
 
-    def __init__(self, writer: GroupCommit) -> None:
+    def __init__(self, writer: Lender, lend: Lend, path: Path) -> None:
         self._poked = threading.Event()
         self._stopped = False
         self._lent = held_lock()
-        """Released by a leader lending the writer (:func:`sync_lent`)."""
+        """Released by a leader lending the writer (:meth:`Lend.sync`)."""
         ref = weakref.ref(writer)
         self._thread = threading.Thread(
-            target=self._loop, args=(ref,), name=f"actionspace-flush-{writer._db.path.name}", daemon=True
+            target=self._loop, args=(ref, lend, path), name=f"actionspace-flush-{path.name}", daemon=True
         )
         self._thread.start()
 
@@ -143,7 +184,7 @@ class Flusher:
         self._stopped = True
         self._poked.set()
 
-    def _loop(self, ref: weakref.ReferenceType[GroupCommit]) -> None:
+    def _loop(self, ref: weakref.ReferenceType[Lender], lend: Lend, path: Path) -> None:
         from actionspace.ledger import sqlite_writer  # LINGER_S read as it is now (tests set it)
 
         poked = self._poked
@@ -158,7 +199,7 @@ class Flusher:
             if writer is None or self._stopped:
                 return
             try:
-                _flush(writer, self._lent, sqlite_writer.LINGER_S)
+                _flush(writer, lend, self._lent, path, sqlite_writer.LINGER_S)
             except Exception:  # a closed store, a full disk: reported, the thread stays
-                _log.exception("committing deferred writes to %s failed", writer._db.path)
+                _log.exception("committing deferred writes to %s failed", path)
             del writer

@@ -4,15 +4,38 @@ once with no savepoint and again in savepoints only when one of them raised."""
 
 from __future__ import annotations
 
+import _thread
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["Slot", "alone_beside_settles", "run_group"]
+__all__ = ["Queued", "Slot", "alone_beside_settles", "run_group"]
+
+
+class Queued:
+    """One caller's operation waiting for a shared commit."""
+
+    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "rerunnable", "result")
+
+    def __init__(
+        self, op: Callable[[sqlite3.Connection], Any], durable: bool, rerunnable: bool = False
+    ) -> None:
+        self.op = op
+        self.durable = durable
+        self.rerunnable = rerunnable
+        """Its operation may run twice in a transaction rolled back between (``_group_ops``)."""
+        self.detached = False
+        """Its caller did not wait: a failure is logged, not raised."""
+        self.done: _thread.LockType | None = None
+        """Taken while its caller waits, released once its group committed or it was handed the lead
+        (a bare lock: an Event's wait and set are Python code, run by every waiting caller)."""
+        self.lead = False
+        self.result: Any = None
+        self.error: BaseException | None = None
 
 
 class Slot(Protocol):
-    """What a group's operation carries (``sqlite_writer._Slot``)."""
+    """What a group's operation carries (:class:`Queued`)."""
 
     op: Any
     rerunnable: bool

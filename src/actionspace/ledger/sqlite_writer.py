@@ -24,7 +24,8 @@ from typing import Any
 
 from actionspace.ledger import _connections
 from actionspace.ledger._connections import SqliteConnections
-from actionspace.ledger._flusher import Flusher, held_lock, sync_lent
+from actionspace.ledger._flusher import Flusher, Lend
+from actionspace.ledger._group_ops import Queued as _Slot
 from actionspace.ledger._group_ops import alone_beside_settles, run_group
 
 __all__ = ["GroupCommit", "Operation", "SqliteConnections"]
@@ -38,26 +39,6 @@ LINGER_S = 0.01
 """How long after a deferred operation (:meth:`GroupCommit.defer`) arrives the writer's flusher
 thread commits it with everything deferred meanwhile (seconds): beside the next durable commit's
 sync, or, when none comes within another ``LINGER_S``, as soon as the writer is free."""
-
-
-class _Slot:
-    """One caller's operation waiting for a shared commit."""
-
-    __slots__ = ("detached", "done", "durable", "error", "lead", "op", "rerunnable", "result")
-
-    def __init__(self, op: Operation, durable: bool, rerunnable: bool = False) -> None:
-        self.op = op
-        self.durable = durable
-        self.rerunnable = rerunnable
-        """Its operation may run twice in a transaction rolled back between (``_group_ops``)."""
-        self.detached = False
-        """Its caller did not wait: a failure is logged, not raised."""
-        self.done: _thread.LockType | None = None
-        """Taken while its caller waits, released once its group committed or it was handed the lead
-        (a bare lock: an Event's wait and set are Python code, run by every waiting caller)."""
-        self.lead = False
-        self.result: Any = None
-        self.error: BaseException | None = None
 
 
 _WRITERS: weakref.WeakValueDictionary[tuple[int, str], GroupCommit] = weakref.WeakValueDictionary()
@@ -74,8 +55,9 @@ class GroupCommit:
     runs every queued operation, each inside its own savepoint (one that raises is rolled back
     alone and its caller gets the exception; operations handed in as ``rerunnable`` run with none,
     and again in savepoints only if one raised), then commits once. Callers arriving meanwhile queue
-    up; when the leader is done the first of them that waits leads the next group. A lone caller
-    runs its operation at once, as a plain transaction would.
+    up; when the leader is done the first of them that waits leads the next group (a settle among
+    them takes the deferred operations into it). A lone caller runs its operation at once, as a
+    plain transaction would.
 
     A ``durable`` operation returns once its transaction is on disk (when the connections' own
     ``synchronous`` level is FULL, as for the stores); the others once it is in the WAL file (it
@@ -88,7 +70,7 @@ class GroupCommit:
     An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits
     everything deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the
     operations of many calls at once), while the next durable commit's leader syncs the WAL (that
-    leader lends it the writer: ``_flusher.sync_lent``), or, when none comes within another
+    leader lends it the writer: ``_flusher.Lend.sync``), or, when none comes within another
     :data:`LINGER_S`, queued behind whoever holds the writer. A waiting caller's group does not
     carry deferred operations, so an intent's fsync'd transaction stays as small as the intent. A
     caller that writes after every call (the trace of a call, written after its outcome) so pays
@@ -120,13 +102,8 @@ class GroupCommit:
         """Operations queued whose callers wait (the others are deferred ones): a leader takes all."""
         self._armed = False
         """The flusher was told about deferred operations and has not committed them yet."""
-        self._flusher: Flusher | None = None
-        self._due = False
-        """The flusher's linger is over and it waits to be lent the writer (``_flusher.sync_lent``)."""
-        self._lent = held_lock()
-        """Released by the flusher once its transaction on a lent writer ended."""
-        self._lend = 0
-        """Where a lend of the writer to the flusher is (``_flusher.sync_lent``)."""
+        self._lend = Lend(self._lock)
+        """The flusher thread and where a lend of the writer to it stands (``_flusher``)."""
         self._kept: dict[str, tuple[sqlite3.Connection, int, str, Any]] = {}
         """What :meth:`read_kept` read, by key: on which connection, at which ``data_version``,
         by which statement, and the row."""
@@ -212,9 +189,9 @@ class GroupCommit:
             if self._busy or self._armed:
                 return  # the leader of the group being committed or the flusher sees it
             self._armed = True
-            flusher = self._flusher
+            flusher = self._lend.flusher
             if flusher is None:
-                flusher = self._flusher = Flusher(self)
+                flusher = self._lend.flusher = Flusher(self, self._lend, self._db.path)
         flusher.poke()
 
     def settle(self) -> None:
@@ -234,7 +211,7 @@ class GroupCommit:
                 return
             if _WRITERS.get(self._shared) is self:
                 del _WRITERS[self._shared]
-        flusher, self._flusher = self._flusher, None
+        flusher, self._lend.flusher = self._lend.flusher, None
         if flusher is not None:
             flusher.stop()
         self._db.close()
@@ -243,8 +220,8 @@ class GroupCommit:
     def _forked(self) -> None:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
         self._queue, self._busy, self._pid, self._waiting = [], False, os.getpid(), 0
-        self._detached, self._armed, self._flusher, self._kept = 0, False, None, {}
-        self._due, self._lent, self._lend = False, held_lock(), 0  # the parent's flusher is not ours
+        self._detached, self._armed, self._kept = 0, False, {}
+        self._lend = Lend(self._lock)  # the parent's flusher is not ours
         self._close_wal()  # the parent's descriptor: this process's writer opens its own
 
     def read_kept(self, sql: str, key: str, readers: SqliteConnections) -> Any:
@@ -301,19 +278,26 @@ class GroupCommit:
 
     def _lead(self, flush: bool = False) -> None:
         with self._lock:
-            queue = self._queue
-            if flush or (len(queue) == 1 and not queue[0].detached):  # everything, or a lone caller
-                group, self._queue = queue, []
-            else:
-                group = [slot for slot in queue if not slot.detached]
-                self._queue = [slot for slot in queue if slot.detached]
-            self._waiting = 0  # each case above takes every waiting caller's operation
+            group = self._take(flush)
         try:
             self._commit(group)
         except BaseException as exc:  # the commit failed: nothing of the group is written
             for slot in group:
                 slot.error = exc
         self._hand_on(group)
+
+    def _take(self, flush: bool) -> list[_Slot]:
+        """The next group, out of the queue (the writer's lock held): every waiting caller's
+        operation, and the deferred ones too when ``flush`` or a settle waits among them."""
+        queue = self._queue
+        whole = flush or (len(queue) == 1 and not queue[0].detached)  # everything, or a lone caller
+        if whole or any([slot.op is _nothing for slot in queue]):  # a settle returns once they committed
+            group, self._queue = queue, []
+        else:
+            group = [slot for slot in queue if not slot.detached]
+            self._queue = [slot for slot in queue if slot.detached]
+        self._waiting = 0  # each case above takes every waiting caller's operation
+        return group
 
     def _hand_on(self, group: list[_Slot] | tuple[()]) -> None:
         """The lead to the first caller waiting, the group's callers released."""
@@ -331,9 +315,9 @@ class GroupCommit:
             poke = heir is None and bool(queue) and not self._armed
             if poke:
                 self._armed = True
-                if self._flusher is None:
-                    self._flusher = Flusher(self)
-            flusher = self._flusher
+                if self._lend.flusher is None:
+                    self._lend.flusher = Flusher(self, self._lend, self._db.path)
+            flusher = self._lend.flusher
         if poke and flusher is not None:
             flusher.poke()
         for slot in group:
@@ -367,8 +351,8 @@ class GroupCommit:
                 raise
             conn.execute("COMMIT")  # cached; ``Connection.commit`` compiles its COMMIT every time
         if durable and wal[1] is not None:
-            if self._due:  # the flusher's deferred operations run on the writer while the disk syncs
-                sync_lent(self, wal[1])
+            if self._lend.due:  # the flusher's deferred operations run on the writer while the disk syncs
+                self._lend.sync(wal[1])
             else:
                 os.fdatasync(wal[1])  # on disk before its caller is answered
         return result
@@ -434,10 +418,36 @@ class GroupCommit:
             raise
         conn.execute("COMMIT")
         if durable and wal[1] is not None:
-            if self._due:
-                sync_lent(self, wal[1])
+            if self._lend.due:
+                self._lend.sync(wal[1])
             else:
                 os.fdatasync(wal[1])  # on disk before any caller of the group is released
+
+    # What the flusher asks of its writer (``_flusher.Lender``).
+
+    def flush_due(self) -> bool:
+        """False (the flusher disarmed) when nothing is deferred or this is a forked child of the
+        writer's process; else the flusher's lend marked due."""
+        with self._lock:
+            if not self._detached or self._pid != _connections.PID:
+                self._armed = False
+                return False
+            self._lend.due = True
+            return True
+
+    def take_deferred(self) -> list[_Slot]:
+        """The deferred operations queued, taken out of the queue, the flusher disarmed (with the
+        writer's lock held: ``Lend.begin``)."""
+        self._armed = False
+        group = [slot for slot in self._queue if slot.detached]
+        if group:
+            self._queue = [slot for slot in self._queue if not slot.detached]
+            self._detached -= len(group)
+        return group
+
+    def commit_group(self, group: list[_Slot]) -> None:
+        """Commit ``group`` on the writer, held by the caller or lent to it."""
+        self._commit(group)
 
 
 _Flusher = Flusher  # its old name here
