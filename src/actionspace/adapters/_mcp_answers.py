@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from mcp.client.streamable_http import StreamWriter
 from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCResponse, RequestId
+
+if TYPE_CHECKING:  # only the HTTP transport's answers are written to one (the stdio reader imports this too)
+    from mcp.client.streamable_http import StreamWriter
 
 __all__ = [
     "GLUED_BUDGET_BYTES",

@@ -1,5 +1,7 @@
 """How the MCP client adapter opens a session: the bounded transports (``_mcp_stdio``, ``_mcp_http``)
-under the SDK's ``Client``, or the SDK's own transports where the installed SDK lacks what they use."""
+under the SDK's ``Client``. Over stdio always the bounded one (it needs no private name of the SDK's:
+``_mcp_process``), since the SDK's ``stdio_client`` cannot tell a request it never handed to the server
+from one the server may have read; over HTTP the SDK's own where the installed SDK lacks what it uses."""
 
 from __future__ import annotations
 
@@ -13,11 +15,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from actionspace.adapters._mcp_connection import OpenClient
+from actionspace.adapters._mcp_stdio import bounded_stdio_client
 
-try:  # the bounded reader uses the SDK's private process helpers; an SDK without them has its own
-    from actionspace.adapters._mcp_stdio import bounded_stdio_client as _stdio_client
-except ImportError:  # pragma: no cover - depends on the installed SDK
-    from mcp.client.stdio import stdio_client as _stdio_client  # type: ignore[assignment]
 try:  # the bounded HTTP transport subclasses the SDK's and uses its private stream helpers
     from actionspace.adapters._mcp_http import bounded_http_client
 except ImportError:  # pragma: no cover - depends on the installed SDK
@@ -35,7 +34,7 @@ def stdio_opener(
         params = StdioServerParameters(
             command=command, args=list(args), env=dict(env) if env is not None else None, cwd=cwd
         )
-        client = Client(_stdio_client(params), mode=mode, message_handler=handler, cache=None)
+        client = Client(bounded_stdio_client(params), mode=mode, message_handler=handler, cache=None)
         return await stack.enter_async_context(client)
 
     return open_client

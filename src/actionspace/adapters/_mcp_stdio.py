@@ -26,7 +26,8 @@ for their answer: the SDK spawns a task per request, and one whose answer cannot
 that does not read its input) would hold that task, and its memory, for ever.
 Writing is ``_mcp_pipe``'s: a request that cannot be handed to a server that stops reading its input
 within its bound ends unsent instead of waiting for its timeout behind the stalled write.
-Starting, stopping (stdin closed, SIGTERM, SIGKILL to the process group) and draining are the SDK's.
+Starting, stopping (stdin closed, SIGTERM, SIGKILL to the process group) and draining are ``_mcp_process``'s
+(the SDK's helpers where it has them).
 """
 
 from __future__ import annotations
@@ -36,20 +37,12 @@ import re
 import sys
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import mcp_types as types
 from mcp import StdioServerParameters
-from mcp.client._transport import TransportStreams
-from mcp.client.stdio import (
-    _create_platform_compatible_process,  # pyright: ignore[reportPrivateUsage]
-    _drain_stdout,  # pyright: ignore[reportPrivateUsage]
-    _stop_server_process,  # pyright: ignore[reportPrivateUsage]
-    get_default_environment,
-)
 from mcp.shared.message import SessionMessage
-from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from actionspace.adapters._mcp_answers import (
     GLUED_BUDGET_LINES,
@@ -62,7 +55,11 @@ from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_errors import RESULT_TOO_LARGE
 from actionspace.adapters._mcp_inflight import Asked, malformed
 from actionspace.adapters._mcp_pipe import Outbox, pipe_of
+from actionspace.adapters._mcp_process import drain_output, environment, start_process, stop_process
 from actionspace.adapters._mcp_reconnect import SESSION_LOST
+
+if TYPE_CHECKING:  # a private module of the SDK: needed only for the type
+    from mcp.client._transport import TransportStreams
 
 __all__ = ["HEARD", "MAX_MESSAGE_BYTES", "bounded_stdio_client", "unheard"]
 
@@ -72,6 +69,9 @@ _ID: Final = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 """A request id near the start of a refused message (the SDK writes ``jsonrpc``, ``id``, ``result``)."""
 _ID_WINDOW: Final = 1024
 _CANCELLED: Final = "notifications/cancelled"
+_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+"""Where a ``subscriptions/listen`` stream's frames name their subscription (the protocol's, as the SDK's
+``mcp.shared.subscriptions`` spells it)."""
 HEARD: Final = frozenset(
     {
         "notifications/tools/list_changed",
@@ -87,7 +87,7 @@ def unheard(message: types.JSONRPCMessage) -> bool:
     if not isinstance(message, types.JSONRPCNotification) or message.method in HEARD:
         return False
     meta = (message.params or {}).get("_meta")
-    return not (isinstance(meta, dict) and SUBSCRIPTION_ID_META_KEY in meta)
+    return not (isinstance(meta, dict) and _SUBSCRIPTION_ID in meta)
 
 
 class _Lines:
@@ -160,15 +160,20 @@ class _Lines:
     def _unreadable(self, line: bytes, exc: ValueError) -> Iterator[SessionMessage | Exception]:
         """A line the protocol's types refused: a malformed answer (to the request it names, or, naming
         none, to the one in flight), a message glued to the junk before it (a line left unended), or
-        garbage the session logs and goes on."""
+        garbage the session logs and goes on. An answer that is not UTF-8 is malformed too: dropped as
+        garbage, its call would wait for its timeout (a write ``unknown_commit`` only then)."""
+        said = "it is not a JSON-RPC answer (a result must be an object)"
         members = answer_members(line)
+        if members is None and (at := _not_utf8(line)) is not None:
+            members = answer_members(line.decode(errors="replace"))  # only to find the id it names
+            said = f"it is not UTF-8 (byte {at} of {len(line)})"
         if members is not None:
             request_id = members.get("id")
             if request_id is None:  # null or missing: ``Asked.unnamed`` finds the request, if it can
                 yield self._asked.unnamed(None)
                 return
             if isinstance(request_id, int | str) and not isinstance(request_id, bool):
-                yield malformed(request_id, "it is not a JSON-RPC answer (a result must be an object)")
+                yield malformed(request_id, said)
                 return
         budget = glued_budget(line)
         for start in glued_starts(line):
@@ -198,6 +203,15 @@ class _Lines:
             yield malformed(request_id, said)
         if not in_flight:
             yield ValueError(said)
+
+
+def _not_utf8(line: bytes) -> int | None:
+    """Where ``line`` stops being UTF-8, or None when it is UTF-8 throughout."""
+    try:
+        line.decode()
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
 
 
 def _taken(line: bytes, message: types.JSONRPCMessage) -> Iterator[SessionMessage]:
@@ -233,12 +247,8 @@ async def bounded_stdio_client(
     params: StdioServerParameters, max_bytes: int = MAX_MESSAGE_BYTES
 ) -> AsyncIterator[TransportStreams]:
     """Start the server and yield the session's streams; on exit stop it (bounded, shielded)."""
-    process = await _create_platform_compatible_process(
-        command=params.command,
-        args=params.args,
-        env=get_default_environment() | (params.env or {}),
-        errlog=sys.stderr,
-        cwd=params.cwd,
+    process = await start_process(
+        params.command, params.args, environment(params.env), sys.stderr, params.cwd
     )
     # no await until the task group holds the process: a cancel here would leak it
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -259,7 +269,7 @@ async def bounded_stdio_client(
                     if lost is not None:
                         lost()
                 finally:
-                    await _drain_stdout(process)
+                    await drain_output(process)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # the session or our own shutdown closed a stream under the read
 
@@ -278,7 +288,7 @@ async def bounded_stdio_client(
             with anyio.CancelScope(shield=True):  # the process is stopped even under a cancel
                 read_stream.close()
                 outbox.shut()  # its descriptor first: the server sees its input end once stdin closes
-                await _stop_server_process(process)
+                await stop_process(process)
                 for stream in (read_stream, read_writer):
                     await stream.aclose()
             tg.cancel_scope.cancel()
