@@ -22,7 +22,7 @@ from typing import Any
 from actionspace import Runtime, ToolCall
 
 PACKAGE_DIR = "/actionspace/"
-BUDGET = 44
+BUDGET = 38
 """Python-level calls into ``actionspace`` per ``rt.call`` of a new write on the memory stores
 (the module docstring): 167 through the general path, 87 in the frame of pipeline/_write.py;
 52 once the frame decides what it can per (run, tool) and writes out the rest (the arguments'
@@ -33,7 +33,10 @@ is set slot by slot (no ``LedgerEntry.evolve``), a plain value is known not to b
 without ``inspect.isawaitable``, ``with in_flight`` runs its bodies without ``enter``/``leave``
 and a call's plain records go to the store without ``Recorder.flush``; 43 once ``Messages.calls``
 counts the call in flight without ``InFlight.enter``/``leave`` and the frame finds the run open
-without ``Engine.run`` and ``RunRegistry.known``; room for one."""
+without ``Engine.run`` and ``RunRegistry.known``; 37 once the frame's admission reads the entry
+once per ``EPOCH`` (no ``FastPath.entry``), its kept verdict without ``verdict_of``, and arguments of
+a schema of typed properties without ``unfit_arguments``, the compiled schema's ``is_valid`` and
+``_digested``, and the key is hashed without ``_key``'s call; room for one."""
 
 
 def _calls_of(n: int, first: int) -> tuple[Counter[str], list[Any]]:

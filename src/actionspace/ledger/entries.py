@@ -26,6 +26,7 @@ __all__ = [
     "UNSETTLED",
     "BeginsUnlessPending",
     "Begun",
+    "Encoded",
     "GuardsAttempts",
     "Identity",
     "LedgerEntry",
@@ -143,6 +144,18 @@ class LedgerEntry:
             error=data.get("error"),
             resolution=data.get("resolution"),
         )
+
+
+class Encoded(dict[str, Any]):
+    """A JSON column's value (an entry's ``observation``) with ``text``, the JSON a store writes for
+    it, made beside it by code that knows its shape (a durable write's committed observation,
+    pipeline/_write_parts.py), so the outcome's write does not encode it again. ``text`` is ASCII
+    and is ``strict_dumps`` of the mapping (its keys in their order), what the SQLite store's
+    ``to_json`` writes for it. Anything else sees an ordinary ``dict``; a copy is one."""
+
+    __slots__ = ("text",)
+
+    text: str
 
 
 Identity = tuple[str, str, str, str]

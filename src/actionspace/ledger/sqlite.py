@@ -35,7 +35,7 @@ from actionspace._canonical import strict_dumps
 from actionspace._unicode import json_for_utf8, text_for_utf8
 from actionspace.ledger._sqlite_layout import INDEX, PENDING_WHERE, PURGED_WHERE, adopt, listed_where
 from actionspace.ledger._sqlite_tenants import LEDGER_TENANT, add_listing_tenants
-from actionspace.ledger.entries import STATES, TERMINAL, Begun, Identity, LedgerEntry, with_identity
+from actionspace.ledger.entries import STATES, TERMINAL, Begun, Encoded, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = [
@@ -150,6 +150,10 @@ def _in_states(states: int) -> tuple[str, str, str]:
 
 
 _UPDATES: Final = {n: _in_states(n) for n in range(1, len(STATES) + 1)}
+_EXPECTED: dict[tuple[str, ...], tuple[tuple[str, str, str], tuple[str, ...]]] = {}
+"""Per tuple of expected states a transition was handed (the protocol's few constants), its
+statements and its states without repeats: not worked out again every transition."""
+_KEPT_EXPECTED: Final = 64
 _UPDATE_AT: Final = _update_sql(" AND state = ? AND attempts = ?")
 """A transition that also names how many sends the entry must still count."""
 _KEPT_BEGUN: Final = 4096
@@ -169,6 +173,8 @@ def to_json(value: Mapping[str, Any] | Sequence[Any] | None) -> str | None:
     """Stable JSON text for a mapping or sequence column; None stays SQL NULL."""
     if value is None:
         return None
+    if type(value) is Encoded:  # its text made beside it: what the lines below would write
+        return value.text
     if type(value) is not dict and type(value) is not list:
         value = dict(value) if isinstance(value, Mapping) else list(value)
     text = strict_dumps(value)
@@ -269,11 +275,15 @@ class SqliteLedgerStore:
         self._db.check_open()
         if entry.key != key:
             raise ValueError(f"transition of {key} was given the entry of {entry.key}")
-        states = list(dict.fromkeys(expected))
-        if not states:
-            return None
-        sqls = _UPDATES.get(len(states)) or _in_states(len(states))
-        return self._update(entry, sqls, tuple(states))
+        hit = _EXPECTED.get(expected) if type(expected) is tuple else None
+        if hit is None:
+            states = tuple(dict.fromkeys(expected))
+            if not states:
+                return None
+            hit = (_UPDATES.get(len(states)) or _in_states(len(states)), states)
+            if type(expected) is tuple and len(_EXPECTED) < _KEPT_EXPECTED:
+                _EXPECTED[expected] = hit
+        return self._update(entry, hit[0], hit[1])
 
     def transition_at(self, key: str, state: str, attempts: int, entry: LedgerEntry) -> LedgerEntry | None:
         """:meth:`transition` from ``state`` only while the entry still counts ``attempts`` sends."""

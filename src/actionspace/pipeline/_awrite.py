@@ -3,7 +3,7 @@
 events to its commit, with its send awaited.
 
 What pipeline/_write.py does for ``Runtime.call``, for the awaited call: the same decision to take
-it (``_write_parts.admitted``) and the same preparation, then the driver's direct frame written
+it (``_write_admit.admitted``) and the same preparation, then the driver's direct frame written
 out with the send awaited (``Executor.arun``: an async tool awaited, a blocking one on a worker
 thread) as ``LedgerDriver.drive_call`` awaits it, and the message's own steps around it as
 :meth:`Messages._calls <actionspace.pipeline.messages.Messages._calls>` takes them: the task
@@ -40,10 +40,10 @@ from actionspace.ledger.recover import running_here
 from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.pipeline._commit_parts import CallRecord, lost
 from actionspace.pipeline._run import _INT_BOUND
+from actionspace.pipeline._write_admit import admitted
 from actionspace.pipeline._write_parts import (
     Taken,
     _text,
-    admitted,
     committed,
     int_observation,
     intent_entry,

@@ -40,6 +40,7 @@ __all__ = [
     "positional_of",
     "shapes_ints",
     "simple_tool",
+    "typed_of",
 ]
 
 
@@ -159,6 +160,13 @@ class Entry:
     """:attr:`plain` names the first parameters of the tool's function, a plain Python function
     with none positional-only, in their order (:func:`positional_of`): arguments taken plain are
     passed by position, which binds them as their names would."""
+    typed: tuple[dict[str, type], tuple[str, ...]] | None = None
+    """(each property's name with the one Python type that makes it valid, the required names)
+    when the schema is an object of such properties (:func:`typed_of`): arguments whose names
+    are all properties, the required ones among them, each holding a value of exactly its type
+    (texts ASCII without U+0000, integers within ±(2**53 − 1)), are valid, settled and fit, and
+    their canonical text is the C encoder's (pipeline/_write_admit.py). None: they
+    are asked as before."""
     checked: int = -1
     """The :data:`~actionspace._epoch.EPOCH` read before pipeline/_direct.py last found this entry
     valid whole (-1: never); while the counter holds it, only what it does not cover is compared."""
@@ -260,3 +268,36 @@ def plain_of(compiled: CompiledTool) -> tuple[tuple[str, type], ...] | None:
             return None
         plain.append((name, found))
     return tuple(plain)
+
+
+def typed_of(compiled: CompiledTool) -> tuple[dict[str, type], tuple[str, ...]] | None:
+    """(each property's Python type, the required names) when the tool's schema says no more than
+    :func:`plain_of` reads, but with any properties required (the required ones among them) and
+    any ``additionalProperties``, each property's name ASCII without U+0000; None for any other.
+
+    Arguments whose names are all among the properties, each of exactly its type, are then valid
+    as long as the required ones are there: no other key is present for ``additionalProperties``
+    to judge, an ``integer`` holding an ``int`` needs nothing settled, and a ``string`` or
+    ``boolean`` has no form to settle."""
+    schema = compiled.spec.input_schema
+    if not compiled.simple or compiled.defaults or not isinstance(schema, Mapping):
+        return None
+    if not _PLAIN_TOP.issuperset(schema) or schema.get("type") != "object":
+        return None
+    properties, required = schema.get("properties"), schema.get("required", [])
+    if not isinstance(properties, Mapping) or not properties or not isinstance(required, list):
+        return None
+    if not all(type(r) is str for r in required) or not set(required) <= set(properties):
+        return None
+    types: dict[str, type] = {}
+    for name, sub in properties.items():
+        if type(name) is not str or not name.isascii() or "\x00" in name:
+            return None
+        if not isinstance(sub, Mapping) or not _PLAIN_PROPERTY.issuperset(sub):
+            return None
+        kind = sub.get("type")
+        found = _PLAIN_TYPES.get(kind) if isinstance(kind, str) else None
+        if found is None:
+            return None
+        types[name] = found
+    return types, tuple(dict.fromkeys(required))

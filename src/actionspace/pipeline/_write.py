@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from json.encoder import encode_basestring as _quote
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,15 +53,14 @@ from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
 from actionspace.ledger._shown import observed
 from actionspace.ledger.commit import _Ledger, proceed, settling
-from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import running_here
 from actionspace.outcomes import Failed, Outcome, Succeeded
 from actionspace.pipeline._commit_parts import CallRecord, lost
 from actionspace.pipeline._run import _INT_BOUND
+from actionspace.pipeline._write_admit import admitted
 from actionspace.pipeline._write_parts import (
     _TOOL_HEADS,
     Taken,
-    admitted,
     committed,
     int_observation,
     intent_entry,
@@ -92,7 +91,7 @@ def write_call(
     """``Messages.calls`` of ``raw`` (a ``ToolCall``, no provenance, sources, dry run, fresh read,
     parsed message or occurrence) when it is a plain new write this frame takes, else None with
     nothing recorded or changed but the run opened (as the general path would open it first)."""
-    taken = admitted(messages, raw, run_id, node_id, principal)  # pipeline/_write_parts.py
+    taken = admitted(messages, raw, run_id, node_id, principal)  # pipeline/_write_admit.py
     if taken is None:
         return None
     engine, run = taken[0], taken[1]
@@ -145,37 +144,22 @@ def _driven(
         error = ActionError.of("cancelled", NOT_BEGUN, details={"sent": False})
         return fail(rec, error, call_id, spec.name, spec.version), False
     ledger = driver.ledger
-
-    def failed(error: ActionError) -> Observation:
-        return fail(rec, error, call_id, spec.name, spec.version)
-
-    still_pending = None
-    if driver._checks_pending:  # in the insert's own transaction
-
-        def still_pending(found: LedgerEntry) -> Observation:
-            return driver._still_pending(ready, rec, found)
-
-    else:
+    checks_pending = driver._checks_pending  # in the insert's own transaction
+    if not checks_pending:
         pending = ledger.pending_action(rec.run.run_id, spec._key, digest)
         if pending is not None and pending.key != key:
             return driver._still_pending(ready, rec, pending), False
 
-    artifacts = engine.artifacts
-    entry_of = taken[2]
-    ints = entry_of.ints
+    ints = taken[2].ints
     verdict, texted = taken[3], taken[6]
     heads = None  # the texts of this tool's payloads, made once (tool_heads, found without its call)
     if texted:
         hit = _TOOL_HEADS.get(id(spec))
         heads = hit[1] if hit is not None and hit[0] is spec else tool_heads(spec)
     observed_head = None if heads is None else heads[1]
-
-    def observe_outcome(outcome: Outcome) -> Observation:
-        value = outcome.value if type(outcome) is Succeeded and outcome.attempts == 1 else None
-        if ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
-            return int_observation(ready, value, rec, verdict, observed_head)[0]
-        return observe_write(ready, outcome, rec, artifacts)
-
+    # The protocol's own functions take how an outcome is observed and a failure answered
+    # (_observer, _failer): made only on the courses that hand them over, not on a first send
+    # that committed.
     flush = driver.flush
     record: Any = None  # the ledger's ``record`` (CallRecord), made where the protocol's functions take it
     queued = bool(spec.blocking) and not spec._is_async  # a worker begins it
@@ -189,14 +173,15 @@ def _driven(
         sent_entry = intent_entry(ready, rec.run.run_id, spec._key, digest)  # new_entry's
         refused: Observation | None = None
         try:  # ledger/_intent.py ``intent``, written out
-            if still_pending is not None:
+            if checks_pending:
                 begun = ledger.begin_unless_pending(sent_entry)  # type: ignore[attr-defined]
                 if begun.pending is not None:
-                    refused = still_pending(begun.pending)
+                    refused = driver._still_pending(ready, rec, begun.pending)
             else:
                 begun = ledger.begin(sent_entry)
         except Exception as exc:  # the store did not take the intent: nothing is sent
-            refused = failed(ActionError.unsent("the ledger could not record the intent", exc))
+            error = ActionError.unsent("the ledger could not record the intent", exc)
+            refused = fail(rec, error, call_id, spec.name, spec.version)
         if refused is not None:
             record = _record(rec, flush)
             return _shown(refused, ready, rec, record), False
@@ -204,6 +189,8 @@ def _driven(
             point("after_intent")
         if not begun.created:
             record = _record(rec, flush)
+            observe_outcome = _observer(messages, ready, rec, taken, observed_head)
+            failed = _failer(rec, call_id, spec)
             steps = proceed(
                 spec, ledger, begun, sent_entry, observe=observe_outcome, fail=failed, record=record
             )
@@ -246,6 +233,8 @@ def _driven(
                 outcome = Failed(lost(exc), 1)
             except BaseException as cut:  # the interpreter's exit, a signal: it may have acted
                 record = _record(rec, flush)
+                observe_outcome = _observer(messages, ready, rec, taken, observed_head)
+                failed = _failer(rec, call_id, spec)
                 cut_steps = settling(spec, _Ledger(ledger, entry, record), observe_outcome, failed)
                 outcome = _sync(driver._cut_send(cut, gate, cut_steps, True))
                 if outcome is None:
@@ -258,7 +247,12 @@ def _driven(
         assert outcome is not None
         if not isinstance(outcome, Succeeded):
             record = record or _record(rec, flush)
-            steps = cut_steps or settling(spec, _Ledger(ledger, entry, record), observe_outcome, failed)
+            if cut_steps is not None:
+                steps = cut_steps
+            else:
+                observe_outcome = _observer(messages, ready, rec, taken, observed_head)
+                failed = _failer(rec, call_id, spec)
+                steps = settling(spec, _Ledger(ledger, entry, record), observe_outcome, failed)
             return _rest(messages, ready, rec, record, steps, queued, (gate, outcome, held, sent)), False
         if _crash._target is not None:  # ledger/commit.py ``settled_at_once``, written out
             point("after_response")
@@ -271,7 +265,7 @@ def _driven(
                 taken[1].flow.observed_as(obs, label, within)
                 return obs, True
         else:
-            obs = observed(observe_outcome, outcome)
+            obs = observed(_observer(messages, ready, rec, taken, observed_head), outcome)
             final = committed(ledger, entry, obs, obs.to_dict(), rec, texted)
         if final.call_id != call_id or final.diagnostics.get("replayed") is True:
             record = record or _record(rec, flush)
@@ -283,6 +277,31 @@ def _driven(
         held()
         if record is not None:
             record.ended = True
+
+
+def _observer(
+    messages: Messages, ready: Ready, rec: Recorder, taken: Taken, head: str | None
+) -> Callable[[Outcome], Observation]:
+    """How the protocol observes an outcome of the call: an ``int`` of one attempt in its envelope
+    (``int_observation``, as the precompiled read path puts it), anything else by ``observe_write``."""
+    ints, verdict, artifacts = taken[2].ints, taken[3], messages.engine.artifacts
+
+    def observe_outcome(outcome: Outcome) -> Observation:
+        value = outcome.value if type(outcome) is Succeeded and outcome.attempts == 1 else None
+        if ints and type(value) is int and -_INT_BOUND < value < _INT_BOUND:
+            return int_observation(ready, value, rec, verdict, head)[0]
+        return observe_write(ready, outcome, rec, artifacts)
+
+    return observe_outcome
+
+
+def _failer(rec: Recorder, call_id: str, spec: Any) -> Callable[[ActionError], Observation]:
+    """How the protocol answers the call with a failure (``observe.fail``)."""
+
+    def failed(error: ActionError) -> Observation:
+        return fail(rec, error, call_id, spec.name, spec.version)
+
+    return failed
 
 
 def _record(rec: Recorder, flush: Any) -> Any:

@@ -17,23 +17,17 @@ from json.encoder import encode_basestring as _quote
 from typing import TYPE_CHECKING, Any
 
 from actionspace import _crash
-from actionspace._canonical import digest_json
+from actionspace._canonical import digest_json, strict_dumps
 from actionspace._crash import point
-from actionspace._json_values import unfit_arguments
 from actionspace.errors import said
 from actionspace.execution.ready import Ready
 from actionspace.ledger.commit import _COMMITTABLE, _hold_unrecorded
-from actionspace.ledger.entries import LedgerEntry, LedgerStore
-from actionspace.ledger.keys import args_digest, idempotency_key, identity_digests
+from actionspace.ledger.entries import Encoded, LedgerEntry, LedgerStore
+from actionspace.ledger.keys import args_digest, idempotency_key
 from actionspace.pipeline._run import _INT_DIGESTS, _INT_MEMO
-from actionspace.pipeline.fast_effects import verdict_of
-from actionspace.pipeline.runs import check_id
 from actionspace.pipeline.stages import node_named
-from actionspace.policy.principal import Principal
 from actionspace.trace.recorder import Recorder
-from actionspace.trace.sqlite import SqliteTraceStore
 from actionspace.trace.store_encoding import MAX_EVENT_CHARS, Texted, encode_data
-from actionspace.types import _EMPTY as _NO_SOURCES
 from actionspace.types import Observation, Provenance, ToolCall
 
 if TYPE_CHECKING:
@@ -41,11 +35,9 @@ if TYPE_CHECKING:
     from actionspace.pipeline.engine import Engine
     from actionspace.pipeline.fast import Entry
     from actionspace.pipeline.fast_effects import Verdict
-    from actionspace.pipeline.messages import Messages
 
 __all__ = [
     "Taken",
-    "admitted",
     "committed",
     "int_observation",
     "intent_entry",
@@ -56,7 +48,6 @@ __all__ = [
 ]
 
 _time = time.time
-_WRITES = ("write", "external")
 _FLAT = frozenset({str, int, bool, type(None)})
 _SAFE = 2**53 - 1
 _new = object.__new__
@@ -103,63 +94,17 @@ _SHARED: dict[int, tuple[Any, Any]] = {}
 """By a shared payload's ``id``: (the payload, :func:`shared_texted` of it); kept while the payload
 is (so its ``id`` is not reused while it is kept)."""
 
+_PARSED: dict[str, Any] = {}
+"""By a tool's name: the ``parsed`` payload (with its text, :func:`texted_as`) of a call naming it
+without an id, going to a SQLite trace store; one object for all such calls, as the shared payloads
+are (a recorded payload is never changed afterwards)."""
+
 _LEDGER_OBSERVATION: dict[str, Any] = Observation(call_id="", tool="").to_dict()
 """``Observation.to_dict()`` of an observation of defaults: its keys in their order (the
 ledger's JSON of an observation is written in that order)."""
 _SOURCE = Provenance().source
-
-
-def admitted(
-    messages: Messages, raw: ToolCall, run_id: str, node_id: str | None, principal: Principal | None
-) -> Taken | None:
-    """Whether a frame takes ``raw`` (see pipeline/_write.py), decided before anything is recorded
-    or changed but the run opened (as the general path opens it first); None: it does not."""
-    engine = messages.engine
-    fast = engine.fast
-    name, args, given_id = raw.name, raw.arguments, raw.id
-    provenance = raw.provenance
-    if (
-        not fast.enabled
-        or (provenance is not _NO_SOURCES and provenance)
-        or type(name) is not str
-        or not name
-        or type(args) is not dict
-        or not (given_id is None or type(given_id) is str)
-    ):
-        return None
-    if node_id is not None and ("\x00" in node_id or not node_id.isascii()):
-        check_id("node id", node_id)  # raised at the caller, as the general path raises it
-    runs = engine.runs  # Engine.run and RunRegistry.known, written out for a run open here
-    run = runs.live.get(run_id)
-    if run is None:
-        run = engine.run(run_id, principal)
-    elif not runs.in_memory:
-        runs.refresh(run)  # what another process saved of it since, merged in
-    who = principal or run.principal
-    entry = fast.entry(run, name, who, engine._ordered)
-    if entry is None or not entry.effects:
-        return None
-    spec = entry.spec
-    if (
-        spec.effect not in _WRITES  # ToolSpec.has_side_effects, read without the property's call
-        or spec.bindings
-        or not engine.driver.direct
-        or engine.executor.closed
-        or unfit_arguments(args) is not None
-        or not entry.compiled.validator.is_valid(args)
-    ):
-        return None
-    # What ready_effect decides, decided before anything is recorded: the verdict, the identity.
-    verdict = verdict_of(entry, run, who, args)
-    if verdict is None:
-        return None
-    text, digest = _digested(args)
-    if text is None and node_id is None:
-        digest, written = identity_digests(args)
-        if written is not None:  # not NFC: the stages look for the node as written in the ledger
-            return None
-    texted = type(getattr(engine.sink, "__self__", None)) is SqliteTraceStore
-    return engine, run, entry, verdict, text, digest, texted
+_SOURCE_TEXT = _quote(_SOURCE)
+_encoded = Encoded
 
 
 def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) -> tuple[Ready, str]:
@@ -168,13 +113,19 @@ def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) ->
     _, run, entry, verdict, text, digest, texted = taken
     records, seq = rec.records, run.seq  # Recorder.add, written out for the stages' events
     name, args, given_id = raw.name, raw.arguments, raw.id
-    parsed = {"format": "toolcall", "calls": ({"name": name, "id": given_id},)}
-    if texted:  # texted_as, written out
-        call = f'[{{"name": {_quote(name)}, "id": {"null" if given_id is None else _quote(given_id)}}}]'
-        written = f'{{"format": "toolcall", "calls": {call}}}'
-        if written.isascii() and len(written) <= MAX_EVENT_CHARS:
-            parsed = _texted(parsed)
-            parsed.text = written
+    parsed = _PARSED.get(name) if texted and given_id is None else None
+    if parsed is None:
+        parsed = {"format": "toolcall", "calls": ({"name": name, "id": given_id},)}
+        if texted:  # texted_as, written out
+            call = f'[{{"name": {_quote(name)}, "id": {"null" if given_id is None else _quote(given_id)}}}]'
+            written = f'{{"format": "toolcall", "calls": {call}}}'
+            if written.isascii() and len(written) <= MAX_EVENT_CHARS:
+                parsed = _texted(parsed)
+                parsed.text = written
+            if given_id is None:  # the same payload for every call of the name without an id
+                if len(_PARSED) >= 4096:
+                    _PARSED.clear()
+                _PARSED[name] = parsed
     records.append((next(seq), "parsed", _time(), None, parsed))
     node = node_id or f"n{next(run.nodes)}"
     call_id = given_id or f"{run.run_id}:{node}"
@@ -202,7 +153,13 @@ def prepared(taken: Taken, rec: Recorder, raw: ToolCall, node_id: str | None) ->
         records.append((next(seq), "flow_checked", _time(), call_id, checked))
     label = verdict[3]
     run.flow.pending[call_id] = label
-    key = _key(run.run_id, node, spec_key, args, text)
+    run_id, key = run.run_id, None  # _key, written out
+    if text is not None:
+        head = f'["{run_id}","{node}","{spec_key}",'
+        if head.isascii() and head.isprintable() and head.count('"') == 6 and "\\" not in head:
+            key = f"as1_{_sha256(b''.join((head.encode(), text, b']'))).hexdigest()[:32]}"
+    if key is None:
+        key = idempotency_key(run_id, node, spec_key, args)
     kwargs = {**args, "idempotency_key": key} if spec._takes_key else args
     return Ready(entry.compiled, call_id, node, args, kwargs, key, None, label), digest
 
@@ -273,7 +230,67 @@ def int_observation(
         "trust": label.integrity,
         "labels": list(tags),
     }
+    # Over a SQLite trace store (``head``; ``sqlite:///`` keeps the ledger in its file) the ledger's
+    # JSON made here too, not encoded again by the outcome's write (ledger.entries.Encoded)
+    if head is not None and _TEXTS_OBSERVATION:
+        text = _observation_text(call_id, spec.name, spec.version, value, ready.key, digest, now, label, tags)
+        if text is not None:
+            stored = _encoded(stored)
+            stored.text = text
     return obs, stored
+
+
+def _observation_text(
+    call_id: str,
+    tool: str,
+    version: Any,
+    value: int,
+    key: Any,
+    digest: str,
+    now: float,
+    label: Any,
+    tags: Any,
+) -> str | None:
+    """``strict_dumps`` of the ledger's observation :func:`int_observation` makes, written from
+    its parts (as the C encoder writes a text, an int and a float); None unless it is ASCII with
+    every part a text where the encoder would quote one (then the store encodes it itself)."""
+    trust = label.integrity
+    if type(version) is not str or type(key) is not str or type(trust) is not str:
+        return None
+    if not all([type(tag) is str for tag in tags]):
+        return None
+    text = (
+        f'{{"call_id": {_quote(call_id)}, "tool": {_quote(tool)}, "tool_version": {_quote(version)}, '
+        f'"status": "ok", "data": {int.__repr__(value)}, "effects": [], "error": null, '
+        f'"diagnostics": {{"idempotency_key": {_quote(key)}}}, "artifact_ref": null, "complete": true, '
+        f'"cursor": null, "total": null, "content_hash": "{digest}", "provenance": {{"source": '
+        f'{_SOURCE_TEXT}, "fetched_at": {float.__repr__(now)}, "resource_version": null, "trust": '
+        f'{_quote(trust)}, "labels": [{", ".join([_quote(tag) for tag in tags])}]}}, "trimming": null, '
+        '"provisional": false, "items": []}'
+    )
+    return text if text.isascii() else None
+
+
+def _texts_observation() -> bool:
+    """Whether :func:`_observation_text` writes what ``strict_dumps`` writes of the observation
+    ``int_observation`` makes (the envelope's fields and their defaults as written there)."""
+
+    class _Label:
+        integrity = "trusted"
+
+    stored = _LEDGER_OBSERVATION.copy()
+    stored["call_id"], stored["tool"], stored["tool_version"] = "r:n", "t", "1"
+    stored["data"], stored["effects"], stored["diagnostics"] = -7, [], {"idempotency_key": "as1_0"}
+    stored["content_hash"], stored["items"] = "ab", []
+    stored["provenance"] = {
+        "source": _SOURCE,
+        "fetched_at": 1.5,
+        "resource_version": None,
+        "trust": "trusted",
+        "labels": ["internal", "x"],
+    }
+    made = _observation_text("r:n", "t", "1", -7, "as1_0", "ab", 1.5, _Label(), ("internal", "x"))
+    return made is not None and made == strict_dumps(stored)
 
 
 def committed(
@@ -425,3 +442,6 @@ def _key(run_id: str, node: str, tool_key: str, args: dict[str, Any], text: byte
         if head.isascii() and head.isprintable() and head.count('"') == 6 and "\\" not in head:
             return f"as1_{_sha256(b''.join((head.encode(), text, b']'))).hexdigest()[:32]}"
     return idempotency_key(run_id, node, tool_key, args)
+
+
+_TEXTS_OBSERVATION = _texts_observation()

@@ -63,6 +63,7 @@ from actionspace.pipeline._entry import (
     positional_of,
     shapes_ints,
     simple_tool,
+    typed_of,
 )
 from actionspace.pipeline._run import AppendCall, begin
 from actionspace.pipeline.calls import InFlight
@@ -302,6 +303,7 @@ class FastPath:
             ints=shapes_ints(spec),
             plain=plain,
             positional=positional_of(spec.fn, plain),
+            typed=typed_of(compiled) if effects else None,
         )
 
     async def run(
