@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from actionspace.errors import ActionError, ConfigurationError
-from actionspace.parse import ParseResult, StreamParser, call_ids, parse
+from actionspace.parse import ParseResult, StreamParser, parse
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
@@ -91,11 +91,11 @@ def recorded_refusal(
     engine: Engine, run_id: str, raw: Any, parsed: ParseResult, refused: Sequence[Observation]
 ) -> list[Observation]:
     """``refused`` (:func:`too_many`'s observations of ``raw``, parsed as ``parsed``) recorded as
-    the engine records a malformed message (``pipeline/calls.parse_raw``): the ``model_output``, the
-    ``parsed`` event with the calls it names and the error naming the bound, then each call's
-    ``budget_exceeded`` observation under its own call id, labelled as the runtime's errors are.
-    Returns the observations as recorded. A store that fails is logged: none of the calls ran
-    either way, and the model must still send fewer of them."""
+    the engine records a malformed message (``pipeline/calls.parse_raw``, ``per_call_id``): the
+    ``model_output``, the ``parsed`` event with the calls it names and the error naming the bound,
+    then each call's ``budget_exceeded`` observation under its own call id, labelled as the
+    runtime's errors are. Returns the observations as recorded. A store that fails is logged: none
+    of the calls ran either way, and the model must still send fewer of them."""
     run = engine.run(run_id)
     rec = Recorder(run, None)
     rec.add("model_output", bounded_raw(raw, engine.artifacts))
@@ -172,13 +172,6 @@ def _also_over(result: ParseResult, bound: int) -> ParseResult:
     return dataclasses.replace(
         result, error=dataclasses.replace(error, message=message, details=details, recovery=recovery)
     )
-
-
-def per_known_id(handed: Any, out: Sequence[Observation]) -> Sequence[Observation]:
-    """The one ``parse_error`` a failed ``ParseResult`` handed to the session got, once per call id it
-    knows (:func:`~actionspace.parse.call_ids`): the provider refuses the next request otherwise."""
-    ids = call_ids(handed) if isinstance(handed, ParseResult) and handed.error and len(out) == 1 else ()
-    return [dataclasses.replace(out[0], call_id=i) for i in ids] if ids else out
 
 
 def fresh_tool(value: dict[str, Any]) -> dict[str, Any]:

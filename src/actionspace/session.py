@@ -55,7 +55,6 @@ from actionspace._session_output import (
     checked_bound,
     fresh_tool,
     handed,
-    per_known_id,
     recorded_refusal,
     too_many,
 )
@@ -306,12 +305,12 @@ class Session:
         read = self._read(model_output)
         if isinstance(read, Turn):
             return read
-        given, model_output, parsed = read
+        model_output, parsed = read
         with self._gating(confidence):
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, per_known_id(given, out))
+        return self._turn(parsed, out)
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
@@ -323,17 +322,17 @@ class Session:
         read = self._read(model_output)
         if isinstance(read, Turn):
             return read
-        given, model_output, parsed = read
+        model_output, parsed = read
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, per_known_id(given, out))
+        return self._turn(parsed, out)
 
-    def _read(self, model_output: Any) -> Turn | tuple[Any, Any, ParseResult | None]:
+    def _read(self, model_output: Any) -> Turn | tuple[Any, ParseResult | None]:
         """The turn of a plain answer or of a message over :attr:`max_calls` (one malformed too goes on,
         its ``parse_error`` naming the bound); else the output given, as the engine reads it, parsed."""
-        given, (model_output, parsed) = model_output, handed(model_output)
+        model_output, parsed = handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
         model_output, parsed = self._named(model_output, parsed)  # ids apart before any is answered
@@ -342,7 +341,7 @@ class Session:
                 refused = recorded_refusal(self.rt.engine, self.run_id, model_output, parsed, refused)
                 return self._turn(parsed, refused)
             parsed = refused
-        return given, model_output, parsed
+        return model_output, parsed
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:

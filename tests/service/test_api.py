@@ -120,7 +120,7 @@ def test_background_calls_run_in_order_and_a_parse_error_is_a_recorded_error() -
         assert app.state.runner.wait(run_id, timeout=10) == "partial"
         events = client.get(f"/api/runs/{run_id}/events", headers=ADMIN).json()
         observed = [(e["call_id"], e["data"]["status"]) for e in events if e["kind"] == "observation"]
-        assert observed == [(f"{run_id}:c1", "ok"), (None, "error"), (f"{run_id}:c3", "ok")]
+        assert observed == [(f"{run_id}:c1", "ok"), (f"{run_id}:parse", "error"), (f"{run_id}:c3", "ok")]
 
 
 def test_starting_a_run_needs_exactly_one_of_plan_or_calls_and_a_free_run_id() -> None:

@@ -23,6 +23,10 @@ tool that was called:
   edges);
 * downstream success: the share of those consuming calls that ended ok.
 
+A message none of whose calls ran (a ``parse_error``, answered and traced under each call id it
+gave) is no call of any tool, and is in none of these figures; a later handling of such an id is
+a call of its own.
+
 Alerts name a tool whose rejects concentrate on one field, and a tool with unknown commits.
 A *call* is one handling of a ``call_id`` of one run that names a tool: a model that numbers its
 calls ``call_1`` in every output makes a new call each time (a second event of a kind in
@@ -294,6 +298,11 @@ def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
         if settled is not None and data.get("from") == "unknown_commit":  # resolved, here or elsewhere
             settled.unknown_commit = data.get("to") == "unknown_commit"
         if ev.call_id is None:
+            continue
+        if ev.kind == "observation" and data.get("category") == "parse_error":
+            # a message none of whose calls ran, answered under each of its ids: no call of a
+            # tool, and what follows under such an id is a new one
+            current.pop(ev.call_id, None)
             continue
         call = current.get(ev.call_id)
         if call is None or (ev.kind in CALL_START_KINDS and ev.kind in call.kinds):

@@ -42,9 +42,9 @@ cannot interrupt (a sync tool run on it) ends the call after the stores closed (
 def parse_raw(
     raw: Any, rec: Recorder, artifacts: Any = None, parsed: ParseResult | None = None
 ) -> list[ToolCall] | Observation:
-    """The calls in ``raw``, or the parse_error observation; a long raw output is recorded bounded
-    (a prefix and its sha256 in the trace, the whole in ``artifacts`` when given). ``parsed``:
-    ``parse(raw)``, when the caller has it already."""
+    """The calls in ``raw``, or the parse_error observation to answer with :func:`per_call_id` (which
+    records it); a long raw output is recorded bounded (a prefix and its sha256 in the trace, the
+    whole in ``artifacts`` when given). ``parsed``: ``parse(raw)``, when the caller has it already."""
     if isinstance(raw, ToolCall) and well_identified(raw):
         rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
         return [raw]
@@ -67,9 +67,6 @@ def parse_raw(
         )
     rec.add("parsed", event)
     if error is not None:
-        rec.add(
-            "observation", {"status": "error", "category": "parse_error", "recovery": list(error.recovery)}
-        )
         return Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
     return list(parsed.calls)
 
@@ -82,17 +79,37 @@ def well_identified(raw: Any) -> bool:
     )
 
 
-def per_call_id(raw: Any, failure: Observation) -> list[Observation]:
-    """The ``parse_error`` :func:`parse_raw` made of ``raw``, once per call id the message gave.
+def per_call_id(
+    raw: Any, failure: Observation, rec: Recorder, parsed: ParseResult | None = None
+) -> list[Observation]:
+    """The ``parse_error`` :func:`parse_raw` made of ``raw``, once per call id the message gave,
+    each id answered recorded in ``rec`` (one ``observation`` event under it).
 
     None of such a message's calls runs, but the provider wants a result for each call id of the
-    message before its next request: each id gets the error (in the message's order). Output
-    without call ids (raw text, a message that holds no call) keeps the one observation.
+    message before its next request: each id gets the error (in the message's order). The ids are
+    those ``raw`` holds, else those ``parsed`` still knows (a ``ParseResult`` handed over as its
+    ``to_dict()``). Output without call ids (raw text, a message that holds no call) keeps the one
+    observation, under ``<run id>:parse``. An id given to several calls is answered, and recorded,
+    once: the trace holds what the model reads.
     """
-    ids = call_ids(raw)
-    if not ids:
-        return [failure]
-    return [dataclasses.replace(failure, call_id=call_id) for call_id in ids]
+    ids = call_ids(raw) or (call_ids(parsed) if parsed is not None else ())
+    out = [dataclasses.replace(failure, call_id=call_id) for call_id in ids] if ids else [failure]
+    error = failure.error
+    assert error is not None
+    event = {
+        "status": "error",
+        "category": error.category,
+        "recovery": list(error.recovery),
+        "message": error.message[:300],
+    }
+    own = rec.call_id
+    try:
+        for call_id in dict.fromkeys(o.call_id for o in out):
+            rec.call_id = call_id
+            rec.add("observation", event)
+    finally:
+        rec.call_id = own
+    return out
 
 
 def dispatched_event(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
@@ -312,36 +329,20 @@ class InFlight:
     # ------------------------------------------------------------------ the calling thread
     def enter(self) -> int:
         """Register a sync call on the calling thread until :meth:`leave` (``close()`` waits for
-        it, bounded); returns the thread's id for :meth:`leave`. No lock: a thread changes only
-        its own key, and one dict operation is atomic."""
+        it, bounded); returns the thread's id. No lock: a thread changes only its own key, and one
+        dict operation is atomic. ``with in_flight:`` is the same pair (``__enter__`` and
+        ``__exit__`` are these functions): the one place a thread's count changes."""
         ident = threading.get_ident()
         sync = self.sync
         sync[ident] = sync.get(ident, 0) + 1
         return ident
 
-    def leave(self, ident: int) -> None:
-        """The end of :meth:`enter`: the call settled its entry and stored its events. The key
-        is gone before ``_waiting`` is read, so a close that looked before sees it notified."""
-        sync = self.sync
-        left = sync.pop(ident, 1) - 1
-        if left:
-            sync[ident] = left
-            return
-        if self._waiting:
-            with self._sync_ended:
-                self._sync_ended.notify_all()
-        if self.quiet is not None:
-            self._left()
-
-    def __enter__(self) -> None:
-        """``with in_flight:`` :meth:`enter` and :meth:`leave` around a sync call's whole answer
-        (their bodies, without a call each: every sync call passes here)."""
+    def leave(self, *_: object) -> None:
+        """The end of :meth:`enter`, on the thread that entered (its arguments, an id or what
+        ``__exit__`` is given, are not read): the call settled its entry and stored its events.
+        The key is gone before ``_waiting`` is read, so a close that looked before sees it notified."""
         ident = threading.get_ident()
         sync = self.sync
-        sync[ident] = sync.get(ident, 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        sync, ident = self.sync, threading.get_ident()
         left = sync.pop(ident, 1) - 1
         if left:
             sync[ident] = left
@@ -351,6 +352,9 @@ class InFlight:
                 self._sync_ended.notify_all()
         if self.quiet is not None:
             self._left()
+
+    __enter__ = enter
+    __exit__ = leave
 
     # ------------------------------------------------------------------ the calling task
     def open(self) -> asyncio.Task[Any] | None:

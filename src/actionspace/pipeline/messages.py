@@ -108,12 +108,13 @@ class Messages:
         """
         from actionspace.pipeline.engine import run_sync  # the engine imports this module
 
-        # close() waits for it (bounded) before the stores close: InFlight.enter's body, and
-        # leave's when the thread's count stays above zero (under Runtime.call's own ``with``),
-        # without their calls
+        # close() waits for it (bounded) before the stores close (InFlight.enter); a thread counted
+        # already (under Runtime.call's own ``with in_flight``) is not counted again: close() reads
+        # only whether a thread has a call running, and the outer count holds until after this one
         in_flight = self.in_flight
-        sync, ident = in_flight.sync, get_ident()
-        sync[ident] = sync.get(ident, 0) + 1
+        counted = get_ident() in in_flight.sync
+        if not counted:
+            in_flight.enter()
         try:
             if (
                 type(raw) is ToolCall
@@ -140,11 +141,8 @@ class Messages:
                 )
             )
         finally:
-            left = sync.get(ident, 1) - 1
-            if left:
-                sync[ident] = left
-            else:
-                in_flight.leave(ident)
+            if not counted:
+                in_flight.leave()
 
     def acalls(
         self,
@@ -414,7 +412,7 @@ class Messages:
                 parsed = _apart(raw, run, parsed)
             calls = [] if quick is not None else parse_raw(raw, rec, engine.artifacts, parsed)
             if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
-                out.extend(per_call_id(raw, calls))
+                out.extend(per_call_id(raw, calls, rec, parsed))
                 calls = []
             node = node_id if len(calls) == 1 else None
             earlier = occurrence if len(calls) == 1 else 0  # the caller counted the message's calls

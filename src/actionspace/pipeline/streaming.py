@@ -417,7 +417,7 @@ async def astream(
     try:
         calls = parse_raw(raw, rec)
         if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
-            for failed in per_call_id(raw, calls):
+            for failed in per_call_id(raw, calls, rec):
                 yield failed
             return
         node = node_id if len(calls) == 1 else None

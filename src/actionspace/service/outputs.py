@@ -79,7 +79,9 @@ def _unparsed(
     rt: Runtime, run_id: str, parsed: ParseResult | ActionError, ids: Sequence[str]
 ) -> list[Observation]:
     """The parse_error observations of an output none of whose calls runs, as the engine
-    answers it: one per call id the output gave (``ids``), else one under ``<run id>:parse``."""
+    answers and records it (``pipeline/calls.per_call_id``): one per call id the output gave
+    (``ids``; an id given twice once), else one under ``<run id>:parse``, each with its
+    ``observation`` event under that id."""
     if isinstance(parsed, ActionError):
         error, event = parsed, {"format": "unknown", "calls": [], "error": parsed.message[:300]}
     elif parsed.error is not None:
@@ -93,13 +95,16 @@ def _unparsed(
         )
         event = parsed_event(parsed)
     rt.record(run_id, "parsed", event)
-    observed = {"status": "error", "category": error.category, "recovery": list(error.recovery)}
-    if not ids:
-        rt.record(run_id, "observation", observed)
-        return [Observation.failure(error, call_id=f"{run_id}:parse", tool="")]
-    for call_id in ids:
+    observed = {
+        "status": "error",
+        "category": error.category,
+        "recovery": list(error.recovery),
+        "message": error.message[:300],
+    }
+    answered = dict.fromkeys(ids) or (f"{run_id}:parse",)
+    for call_id in answered:
         rt.record(run_id, "observation", observed, call_id=call_id)
-    return [Observation.failure(error, call_id=call_id, tool="") for call_id in ids]
+    return [Observation.failure(error, call_id=call_id, tool="") for call_id in answered]
 
 
 def _size(raw: Any) -> int:
