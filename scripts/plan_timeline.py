@@ -20,13 +20,16 @@ and splits each run's wall time into:
 
 Every sleep ends about 10 ms after it began, so the last one ends about 10 ms after the last
 start: what a batch spends before its last start and after its last end is what it adds to
-those 10 ms. Medians over the rounds, in milliseconds; the last line is the ratio of the medians
-of the totals, the bench's ``≤ 1.10 × gather`` row measured the same way.
+those 10 ms. Medians over the rounds, in milliseconds; then, per batch, the cyclic collector's
+collections that began in each phase (means over the rounds: a collection in ``starts`` or after
+the last end adds to the total, one while the calls wait does not); the last line is the ratio
+of the medians of the totals, the bench's ``≤ 1.10 × gather`` row measured the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +43,8 @@ from actionspace.runtime import Runtime
 
 BEGAN: list[float] = []
 ENDED: list[float] = []
+COLLECTED: list[float] = []
+"""When each of the cyclic collector's collections began, during the current batch."""
 PHASES = ("to first start", "starts", "to first end", "ends", "tail", "total")
 
 
@@ -55,15 +60,22 @@ async def noted(x: int) -> int:
     return x
 
 
+def _collecting(phase: str, info: dict[str, Any]) -> None:
+    if phase == "start":
+        COLLECTED.append(time.perf_counter())
+
+
 async def _one(run: Callable[[], Awaitable[Any]]) -> dict[str, float]:
     BEGAN.clear()
     ENDED.clear()
+    COLLECTED.clear()
     start = time.perf_counter()
     await run()
     end = time.perf_counter()
     first, last = min(BEGAN), max(BEGAN)
     first_end, last_end = min(ENDED), max(ENDED)
-    return {
+    bounds = (first, last, first_end, last_end, end)
+    row = {
         "to first start": first - start,
         "starts": last - first,
         "to first end": first_end - last,
@@ -71,6 +83,12 @@ async def _one(run: Callable[[], Awaitable[Any]]) -> dict[str, float]:
         "tail": end - last_end,
         "total": end - start,
     }
+    for phase in PHASES[:-1]:
+        row[f"gc {phase}"] = 0.0
+    for at in COLLECTED:  # the phase it began in: the first whose end is after it
+        phase = next((p for p, bound in zip(PHASES, bounds, strict=False) if at < bound), PHASES[-2])
+        row[f"gc {phase}"] += 1
+    return row
 
 
 async def _measure(rounds: int) -> dict[str, list[dict[str, float]]]:
@@ -95,9 +113,13 @@ async def _measure(rounds: int) -> dict[str, list[dict[str, float]]]:
         for _ in range(3):
             await _one(run)
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            rows[name].append(await _one(run))
+    gc.callbacks.append(_collecting)
+    try:
+        for _ in range(rounds):
+            for name, run in runs.items():
+                rows[name].append(await _one(run))
+    finally:
+        gc.callbacks.remove(_collecting)
     rt.close()
     return rows
 
@@ -111,6 +133,10 @@ def main() -> None:
     }
     for name, phases in medians.items():
         print(f"{name:>7}: " + "  ".join(f"{k} {v * 1e3:.3f}" for k, v in phases.items()))
+    print("collections a batch, by the phase they began in")
+    for name, runs in rows.items():
+        means = {k: statistics.fmean(r[f"gc {k}"] for r in runs) for k in PHASES[:-1]}
+        print(f"{name:>7}: " + "  ".join(f"{k} {v:.2f}" for k, v in means.items()))
     print(f"total, plan / gather: {medians['plan']['total'] / medians['gather']['total']:.3f}")
 
 

@@ -5,6 +5,7 @@ node, its ``plan_started`` entry and the plan's status take a handful of Python 
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 from types import FrameType
 from typing import Any
@@ -147,10 +148,11 @@ def test_showing_a_plans_observations_at_its_end_calls_nothing_per_node(monkeypa
 
 def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
     """A node whose tool waits gets a task of its own, its call begun at once as that task,
-    resumed and settled in it: 7 Python calls in ``actionspace.plan`` per node (10, under a
+    resumed and settled in it: 5 Python calls in ``actionspace.plan`` per node (10, under a
     budget of 14, while its task asked whether the node is plain although the plan said every
     node is, its end asked whether the plan had settled while other nodes still ran, and its
-    compact record was buffered in a frame of its own, ``_buffer``). Two of
+    compact record was buffered in a frame of its own, ``_buffer``; 7 while its call was begun
+    in a frame of its own, ``_plain_now``, and its end went through ``_then``). Two of
     them are making its task, and the node's frame resumed once more when its task first runs
     after the driver took its first step."""
     rt = Runtime("memory://", recover_on_start=False)
@@ -172,14 +174,16 @@ def test_a_plain_node_whose_tool_waits_costs_the_plan_a_dozen_calls() -> None:
             assert ok_small.status == ok_large.status == "ok"
             assert [o.data for o in ok_large.nodes.values()] == list(range(220))
             per_node = min(per_node, (large - small) / 200)
-    assert per_node <= 7.5, per_node
+    assert per_node <= 5.5, per_node
 
 
-def test_a_plain_node_whose_tool_waits_costs_the_whole_package_nineteen_calls() -> None:
+def test_a_plain_node_whose_tool_waits_costs_the_whole_package_seventeen_calls() -> None:
     """Its call, its task and its tool's deadline included: 23 while its task asked whether the
     node is plain (the plan had said so for every node), its end asked whether the plan had
     settled while other nodes still ran, its compact record was buffered in a frame of its own
-    and an ``int`` result's observation was made in one (``fast_nodes._int_observation``)."""
+    and an ``int`` result's observation was made in one (``fast_nodes._int_observation``); 19
+    while its call was begun in a frame of its own (``_plain_now``) and its end went through
+    ``_then``."""
     rt = Runtime("memory://", recover_on_start=False)
 
     @rt.tool(effect="none")
@@ -199,7 +203,56 @@ def test_a_plain_node_whose_tool_waits_costs_the_whole_package_nineteen_calls() 
             assert ok_small.status == ok_large.status == "ok"
             assert [o.data for o in ok_large.nodes.values()] == list(range(220))
             per_node = min(per_node, (large - small) / 200)
-    assert per_node <= 19.5, per_node
+    assert per_node <= 17.5, per_node
+
+
+def test_no_young_collection_falls_while_a_waves_calls_begin() -> None:
+    """The calls of a wave whose tool waits begin one after the other before the loop turns
+    (``Driver._hand_on``); each leaves its task, its coroutines, its recorder and its timer
+    alive, about 20 tracked objects a node, so the cyclic collector's young generation filled
+    two or three times while a hundred began, each collection walking objects just made (none of
+    them garbage) between one call's start and the next. It pauses while they begin and collects
+    once they all began, while they wait. Counted by the collector's own callbacks: the collections
+    seen by the first call's first step and by the last one's are the same (the code before saw
+    five between them for 220 nodes)."""
+    collections = [0]
+
+    def counting(phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop":
+            collections[0] += 1
+
+    rt = Runtime("memory://", recover_on_start=False)
+    seen: list[int] = []
+
+    @rt.tool(effect="none")
+    async def nap(x: int) -> int:
+        seen.append(collections[0])  # at the call's first step, as it begins
+        await asyncio.sleep(0)
+        return x
+
+    nodes = [PlanNode(id=f"n{i}", tool="nap", arguments={"x": i}) for i in range(220)]
+    plan = Plan(nodes=nodes, max_concurrency=220)
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.set_threshold(700, 10, 10)  # the interpreter's defaults, whatever the test run set
+    gc.callbacks.append(counting)
+    try:
+        with rt:
+            run_id = rt.new_run()
+            rt.run_plan(plan, run_id=run_id)  # warm: the run's tool entry exists
+            for _ in range(3):
+                seen.clear()
+                gc.collect()
+                result = rt.run_plan(plan, run_id=run_id)
+                assert result.status == "ok" and [o.data for o in result.nodes.values()] == list(range(220))
+                assert len(seen) == 220
+                assert seen[-1] == seen[1], (seen[1], seen[-1])  # n0 keeps the driver, n1… get tasks
+            assert gc.isenabled()  # resumed once they began
+    finally:
+        gc.callbacks.remove(counting)
+        gc.set_threshold(*threshold)
+        if not was_enabled:
+            gc.disable()
 
 
 def _started_entries(value: Any) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import gc
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, cast
 
@@ -41,7 +42,8 @@ from actionspace.plan._instant import SETTLED
 from actionspace.plan._waves import Waves
 from actionspace.plan.check import CheckedNode
 from actionspace.plan.control import CancelScope, abort_outcome
-from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started, _monotonic, is_plain
+from actionspace.plan.node import FLUSH_RECORDS, FLUSH_S, Started, _monotonic, _no_refs, is_plain
+from actionspace.plan.refs import substitute
 from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation
 
@@ -237,16 +239,28 @@ class Driver(Waves):
     def _hand_on(self, rest: list[str], base: contextvars.Context, driver: asyncio.Task[Any]) -> None:
         """The rest of a wave whose node keeps ``driver``'s task (the current one): a task of its
         own for each node of a tool that waited in this plan, and a new driver for the others, each
-        in a copy of ``base``."""
+        in a copy of ``base``.
+
+        The cyclic collector pauses while they begin: each task and its call's first step leave a
+        score of tracked objects alive (about 2,000 for a hundred nodes), so a young collection
+        fell two or three times between the first call's start and the last one's, each walking
+        objects just made, none of them garbage. Resumed, it collects once, at the next
+        allocation: while the calls wait."""
         waits, nodes, others = self._waits, self.plan.nodes, []
-        for k in rest:
-            if k not in self.running:
-                continue  # settled while it waited for its turn
-            node = nodes[k]
-            if node.specs[0].name in waits:
-                self._task_for(k, node, base, driver)
-            else:
-                others.append(k)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for k in rest:
+                if k not in self.running:
+                    continue  # settled while it waited for its turn
+                node = nodes[k]
+                if node.specs[0].name in waits:
+                    self._task_for(k, node, base, driver)
+                else:
+                    others.append(k)
+        finally:
+            if collecting:
+                gc.enable()
         if others:
             self._spawn(others, base.copy())
 
@@ -255,13 +269,42 @@ class Driver(Waves):
         (the tool's first step, its task current), the rest waits for the task's own first step
         (``_HOP``), then the call ends here and the task drives what is ready.
 
-        :meth:`_plain_now` and :meth:`_started` written out in one frame (the task resumes it at
-        every wait of the tool)."""
+        :meth:`_plain_now`, :meth:`_started` and :meth:`_then` written out in one frame (the task
+        resumes it at every wait of the tool): a call begun is its recorder and ``pending``, with
+        no tuple of the two and no frame of its own."""
         begun = not self._closed and k in self.running  # (settled, cancelled, before it began)
-        if begun and self.engine.executor.closed:
-            now: Observation | Started | None = self._not_begun(k)
-        else:
-            now = self._plain_now(k, node) if begun else None
+        engine = self.engine
+        now: Observation | None = None  # its observation when it did not wait
+        pending: Awaitable[Observation] | None = None  # its call, begun and waiting (with ``rec``)
+        if not begun:
+            pass
+        elif engine.executor.closed:
+            now = self._not_begun(k)
+        elif not node.node.provenance:  # (provenance: not on the precompiled path, _body takes it)
+            spec = node.node
+            raw = spec.arguments
+            # a copy when nested: a tool that mutates its arguments must not change the plan
+            arguments = raw if node.scalar_arguments else substitute(raw, _no_refs)
+            run = self.run_state
+            spare = self._spare  # an emptied recorder of a node that answered at once, or a new one
+            if spare is None:
+                rec = Recorder(run, f"{run.run_id}:{k}")
+            else:
+                rec, self._spare = spare, None
+                rec.call_id = f"{run.run_id}:{k}"
+            try:
+                quick = engine.plain_node(run, spec.tool, dict(arguments), k, self.principal, rec, self.kept)
+            except asyncio.CancelledError:  # the tool's first step raised it: as _plain, then _body
+                rec.add("plan_node_cancelled", {"node": k, "phase": "running"})
+                self._buffer(rec)
+                now = self._aborted_read(k, "abort requested; the read was cancelled")
+            except Exception as exc:
+                now = self._at_once(rec, engine.internal(exc, rec))
+            else:
+                if quick is None or type(quick) is Observation:
+                    now = self._at_once(rec, quick)
+                else:
+                    pending = quick  # type: ignore[assignment]  # (an Observation is taken above)
         cancelled = False
         try:
             await _HOP
@@ -270,14 +313,9 @@ class Driver(Waves):
         if not begun:
             self._check_settled()
             return
-        if cancelled and not isinstance(now, Observation):
+        if cancelled and now is None:
             _current().cancel()  # asked again, so the call sees it where its tool waits next
-        if isinstance(now, Observation):  # it answered at once
-            obs = now
-        elif now is None:  # not on the precompiled path
-            obs = await self._body(k, node)
-        else:
-            rec, pending = now
+        if pending is not None:
             try:
                 obs = await pending
             except BaseException as exc:
@@ -297,11 +335,36 @@ class Driver(Waves):
                         or self._closed
                     ):
                         self._flush_pending(at)
-        if cancelled and not isinstance(now, Observation):
+        elif now is not None:  # it answered at once
+            obs = now
+        else:  # not on the precompiled path
+            obs = await self._body(k, node)
+        if cancelled and now is None:
             _current().uncancel()  # the cancel asked again above, delivered
-        wave = self._then(k, obs)
-        if wave:
-            await self._drive(wave)
+        # _then, written out
+        if k in self.running:
+            self._finish(k, obs, node)
+        if self.cancel_scope is not None and _current().cancelling():
+            self._pump()  # as in _drive: an aborted read's cancel is not carried further
+            return
+        if not self._closed and (self._newly_ready or self._deferred or self._ready.queued):
+            wave = self._take_wave()
+            if wave:
+                await self._drive(wave)
+                return
+        if self.settled == len(self.plan.nodes) or not self.running:
+            self._check_settled()  # (nothing to check while another node runs: see _then)
+
+    def _at_once(self, rec: Recorder, quick: Observation | None) -> Observation | None:
+        """What :meth:`_plain_now` makes of a plain node's call that did not wait: None (nothing
+        recorded: ``rec`` serves the next node), or its observation, its records buffered."""
+        if quick is None:
+            self._spare = rec
+            return None
+        self._buffer(rec)
+        if rec.call is None:  # emptied, and held by nothing else: the next node's
+            self._spare = rec
+        return quick
 
     async def _started(self, k: str, started: Started) -> Observation:
         """The observation of a plain node's call :meth:`_plain_now` began."""
