@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from actionspace._unicode import json_for_postgres, text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, holder
+from actionspace.ledger._postgres_moves import begun, moved
 from actionspace.ledger._postgres_tenants import add_listing_tenants, retried
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
 from actionspace.ledger.postgres_pool import PostgresConnections, redacted
@@ -44,7 +45,7 @@ APPROVAL_SCHEMA_VERSION: Final = 2
 is migrated when an approval store opens it)."""
 
 _MAX_RACE_RETRIES: Final = 8
-"""How often ``begin``/``create`` retry when the row they collided with vanished before being read."""
+"""How often ``create`` retries when the row it collided with vanished before being read."""
 
 _META: Final = """
 CREATE TABLE IF NOT EXISTS ledger_meta (
@@ -118,13 +119,6 @@ _LEDGER_COLUMNS: Final = (
 )
 _LEDGER_SELECT: Final = "SELECT " + _LEDGER_COLUMNS + " FROM ledger_entries"
 _LEDGER_OF_NODES: Final = _LEDGER_SELECT + " WHERE run_id = %s AND node_id = ANY(%s)"
-_LEDGER_INSERT: Final = (
-    "INSERT INTO ledger_entries (" + _LEDGER_COLUMNS + ") VALUES"
-    " (%(key)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(state)s,"
-    " %(attempts)s, %(created_at)s, %(updated_at)s, %(remote_id)s, %(observation)s, %(error)s,"
-    " %(resolution)s)"
-    " ON CONFLICT DO NOTHING"
-)
 _LEDGER_UPDATE: Final = (
     "UPDATE ledger_entries SET arguments = %(arguments)s, state = %(state)s,"
     " attempts = %(attempts)s, created_at = %(created_at)s, updated_at = %(updated_at)s,"
@@ -188,19 +182,7 @@ class PostgresLedgerStore:
 
     def begin(self, entry: LedgerEntry) -> Begun:
         """Insert ``entry`` unless its node (or key) is stored; return the stored entry."""
-        with self._db.connection() as conn:
-            for _ in range(_MAX_RACE_RETRIES):
-                if conn.execute(_LEDGER_INSERT, _ledger_params(entry)).rowcount == 1:
-                    return Begun(entry, True)
-                # The insert waited for any concurrent writer of the row, which is now committed.
-                row = conn.execute(
-                    _LEDGER_SELECT + " WHERE (run_id = %s AND node_id = %s) OR key = %s"
-                    " ORDER BY (run_id = %s AND node_id = %s) DESC LIMIT 1",
-                    (entry.run_id, entry.node_id, entry.key, entry.run_id, entry.node_id),
-                ).fetchone()
-                if row is not None:
-                    return Begun(LedgerEntry.from_dict(row), False)
-        raise RuntimeError(f"ledger entry {entry.key} kept being removed while it was begun")
+        return begun(self._db, entry, _ledger_params(entry))
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it is not.
@@ -219,8 +201,7 @@ class PostgresLedgerStore:
         if entry.key != key:
             raise ValueError(f"transition of {key} was given the entry of {entry.key}")
         params = {**_ledger_params(entry), "where_key": key, **guard}
-        with self._db.connection() as conn:
-            row = conn.execute(sql, params).fetchone()
+        row = moved(self._db, sql, params, (entry.state, entry.attempts, entry.updated_at, entry.remote_id))
         if row is None:
             return None
         return with_identity(entry, (row["run_id"], row["node_id"], row["tool"], row["args_digest"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,8 @@ _T = TypeVar("_T")
 
 _DDL_LOCK: Final = 0x6163_7473_7063_6501
 """Advisory lock id taken (per database) around every actionspace DDL."""
+_GOODBYE_READS: Final = 3
+"""Reads of an idle connection's socket, at most, before a session that keeps talking is given up."""
 _DDL_ATTEMPTS: Final = 5
 """Times a schema step is run when PostgreSQL ends it as a deadlock (:func:`deadlock_retried`)."""
 
@@ -57,8 +60,17 @@ class PostgresConnections:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[dict[str, Any]]]:
-        """A connection of the pool, returned to it on exit."""
-        with self._current().connection() as conn:
+        """A connection of the pool, returned to it on exit; never one whose session the server
+        ended while it sat in the pool (a restart, ``pg_terminate_backend``, a failover): that one
+        is closed (the pool opens another) and the next is taken."""
+        pool = self._current()
+        for _ in range(self._sizes[1]):
+            with pool.connection() as conn:
+                if not _ended(conn):
+                    yield conn
+                    return
+                conn.close()
+        with pool.connection() as conn:  # every one taken was ended: this one is new
             yield conn
 
     @contextmanager
@@ -66,6 +78,24 @@ class PostgresConnections:
         """A connection inside a transaction: committed on exit, rolled back on an exception."""
         with self.connection() as conn, conn.transaction():
             yield conn
+
+    def transaction_again(self, step: Callable[[psycopg.Connection[dict[str, Any]]], _T]) -> _T:
+        """What ``step(conn)`` returns, run in a transaction as by :meth:`transaction`, and run once
+        more in a new one, on another connection, when the server ended the session under one of
+        its statements (a restart, ``pg_terminate_backend``): that transaction was never committed.
+        A session lost at the commit itself is raised: the transaction may have landed."""
+        for attempt in range(2):
+            used: list[psycopg.Connection[dict[str, Any]]] = []
+            try:
+                with self.transaction() as conn:
+                    used.append(conn)
+                    result = step(conn)
+                    used.append(conn)  # the body ran: what fails now is the commit
+                return result
+            except psycopg.OperationalError:
+                if attempt == 1 or len(used) != 1 or not used[0].broken:
+                    raise
+        raise AssertionError("unreachable")
 
     def init_schema(
         self,
@@ -154,6 +184,24 @@ class PostgresConnections:
                 f"cannot connect to PostgreSQL at {redacted(self.url)} within {self._connect_timeout_s:g} s"
             ) from exc
         return pool
+
+
+def _ended(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server ended the session of ``conn``, an idle connection: it then said so
+    (its goodbye, then the end of the stream) while nobody asked it anything. One ``poll`` of the
+    socket; an idle connection has nothing to read otherwise (a notice read here leaves it in use).
+    A session the network cut without a goodbye is not seen here: its first statement fails."""
+    pgconn = conn.pgconn
+    try:
+        poller = select.poll()
+        poller.register(pgconn.socket, select.POLLIN)
+        for _ in range(_GOODBYE_READS):
+            if not poller.poll(0):
+                return False
+            pgconn.consume_input()  # the goodbye, then the end of the stream: OperationalError
+    except psycopg.OperationalError:
+        return True
+    return True  # still more to read after all that: not a session to run statements on
 
 
 def deadlock_retried(step: Callable[[], _T], *, attempts: int = _DDL_ATTEMPTS) -> _T:

@@ -443,45 +443,44 @@ class PostgresRunStateStore(PostgresNodeBlocks):
 
     def save(
         self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
-    ) -> bool:
-        return self._save(run_id, state, texts, 1, join)
+    ) -> bool:  # a session the server ended under it: asked again on a new connection (none was kept)
+        return self._db.transaction_again(lambda conn: self._save(conn, run_id, state, texts, 1, join))
 
     def save_later(
         self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None
     ) -> bool:
         """:meth:`save` over the revision ``state`` holds itself (what changed beside it is kept);
         given ``join``, over whichever revision is stored, joined to it."""
-        return self._save(run_id, state, texts, 0, join)
+        return self._db.transaction_again(lambda conn: self._save(conn, run_id, state, texts, 0, join))
 
     def _save(
-        self, run_id: str, state: Mapping[str, Any], texts: Texts, step: int, join: Join | None
+        self, conn: Any, run_id: str, state: Mapping[str, Any], texts: Texts, step: int, join: Join | None
     ) -> bool:
         text = _encode(state)
         below = _pruned_below(texts)
         rev = _rev(state)
-        with self._db.transaction() as conn:
-            if rev is not None and join is not None:
-                row = conn.execute(_PG_STATE_FOR_UPDATE, (run_id,)).fetchone()
-                joined = _joined(run_id, state, None if row is None else row["state"], join, step)
-                if joined is None:
-                    return False  # another snapshot was saved since this one's revision
-                if joined is not state:
-                    text, rev = _encode(joined), _rev(joined)
-            if rev is None:
-                conn.execute(_PG_UPSERT, (run_id, text, time.time()))
-            elif conn.execute(_PG_UPSERT_IF, (run_id, text, time.time(), rev, rev - step)).rowcount == 0:
+        if rev is not None and join is not None:
+            row = conn.execute(_PG_STATE_FOR_UPDATE, (run_id,)).fetchone()
+            joined = _joined(run_id, state, None if row is None else row["state"], join, step)
+            if joined is None:
                 return False  # another snapshot was saved since this one's revision
-            if texts:
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO actionspace_run_state_text (run_id, n, text) VALUES (%s, %s, %s)"
-                        " ON CONFLICT (run_id, n) DO UPDATE SET text = excluded.text",
-                        [(run_id, int(n), text_for_postgres(str(t))) for n, t in texts],
-                    )
-            if below:
-                conn.execute(
-                    "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s", (run_id, below)
+            if joined is not state:
+                text, rev = _encode(joined), _rev(joined)
+        if rev is None:
+            conn.execute(_PG_UPSERT, (run_id, text, time.time()))
+        elif conn.execute(_PG_UPSERT_IF, (run_id, text, time.time(), rev, rev - step)).rowcount == 0:
+            return False  # another snapshot was saved since this one's revision
+        if texts:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO actionspace_run_state_text (run_id, n, text) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (run_id, n) DO UPDATE SET text = excluded.text",
+                    [(run_id, int(n), text_for_postgres(str(t))) for n, t in texts],
                 )
+        if below:
+            conn.execute(
+                "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s", (run_id, below)
+            )
         return True
 
     def close(self) -> None:

@@ -278,21 +278,24 @@ class PostgresTraceStore:
         check_event(run_id, "records", 0.0, postgres=True)
         ordered = sorted(records, key=lambda r: r[0])
         first, last = min(r[2] for r in ordered), max(r[2] for r in ordered)
-        try:
-            with self._db.transaction() as conn:
-                conn.execute(_LOCK_RUN, (run_id,))
-                row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
-                base = int(row["next"]) if row is not None else 0
-                columns: list[list[Any]] = [
-                    [run_id] * len(ordered),
-                    [base + i for i in range(len(ordered))],
-                    [text_for_postgres(r[1]) for r in ordered],
-                    [r[2] for r in ordered],
-                    [call_id_for_postgres(r[3]) for r in ordered],
-                    [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
-                ]
-                conn.execute(_INSERT, columns)
-                conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
+
+        def append(conn: Any) -> None:
+            conn.execute(_LOCK_RUN, (run_id,))
+            row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
+            base = int(row["next"]) if row is not None else 0
+            columns: list[list[Any]] = [
+                [run_id] * len(ordered),
+                [base + i for i in range(len(ordered))],
+                [text_for_postgres(r[1]) for r in ordered],
+                [r[2] for r in ordered],
+                [call_id_for_postgres(r[3]) for r in ordered],
+                [Jsonb(dict(r[4]), dumps=encode_for_postgres) for r in ordered],
+            ]
+            conn.execute(_INSERT, columns)
+            conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
+
+        try:  # a session ended under it (a restart): numbered and written again on a new connection
+            self._db.transaction_again(append)
         except psycopg.errors.UniqueViolation as exc:  # a writer at a chosen number (a run's end)
             raise ValueError(f"a record's number was taken meanwhile; nothing was written: {exc}") from exc
 
