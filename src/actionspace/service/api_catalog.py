@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from actionspace._unicode import value_for_utf8
 from actionspace._version import package_version
@@ -26,12 +26,27 @@ from actionspace.runtime import Runtime
 from actionspace.service.auth import require
 from actionspace.service.deps import runtime_of
 from actionspace.service.errors import ERRORS, ApiError
+from actionspace.service.metrics_answers import MetricsAnswers
 from actionspace.service.models import ErrorResponse, Health, MetricsView, ToolView
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import tool_view
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
 
-__all__ = ["MAX_FIELDS_SHOWN", "MAX_UNLISTED_TOOLS", "OTHER_FIELDS", "catalog_router", "health_router"]
+__all__ = [
+    "MAX_FIELDS_SHOWN",
+    "MAX_UNLISTED_TOOLS",
+    "METRICS_MAX_RUNS",
+    "METRICS_RUNS",
+    "OTHER_FIELDS",
+    "catalog_router",
+    "health_router",
+]
+
+METRICS_MAX_RUNS: Final = 10_000
+"""Most runs one ``/api/metrics`` request may read by default (``create_app(metrics_max_runs=)``):
+each run's events are read whole, so this bounds what one request holds and how long it takes."""
+METRICS_RUNS: Final = 1000
+"""Runs ``/api/metrics`` reads when the request does not say (or the bound, when smaller)."""
 
 MAX_UNLISTED_TOOLS: Final = 20
 """Most tools outside the catalog (names a model wrote) ``/api/metrics`` shows, the most called."""
@@ -58,7 +73,8 @@ def health_router() -> APIRouter:
     return router
 
 
-def catalog_router() -> APIRouter:
+def catalog_router(*, metrics_max_runs: int = METRICS_MAX_RUNS) -> APIRouter:
+    """``metrics_max_runs``: the largest ``max_runs`` of ``/api/metrics`` (a larger one is 422)."""
     router = APIRouter(prefix="/api", tags=["catalog"], responses=ERRORS)
 
     @router.get("/catalog", response_model=list[ToolView], summary="Every registered tool version")
@@ -82,20 +98,39 @@ def catalog_router() -> APIRouter:
     @router.get("/metrics", response_model=MetricsView, summary="Per-tool health read from the trace store")
     def metrics(
         rt: Rt,
+        request: Request,
         who: Annotated[Principal, Depends(require("metrics:read"))],
         since: Annotated[
             float | None,
             Query(ge=0, le=LAST_SECOND, description="Unix seconds: only calls since then."),
         ] = None,
-        max_runs: Annotated[int, Query(ge=1, le=100_000, description="Most recent runs read.")] = 1000,
+        # the bound is the app's, so given as the default (an annotation is read as text, without it)
+        max_runs: int = Query(
+            min(METRICS_RUNS, metrics_max_runs),
+            ge=1,
+            le=metrics_max_runs,
+            description="Most recent runs read (the service bounds it).",
+        ),
     ) -> dict[str, Any]:
-        run_ids = None if sees_all(who) else _visible_runs(rt, who, since=since, limit=max_runs)
-        seen = _FieldsAsSeen(rt.trace, who)
-        view = monitor(seen, since=since, run_ids=run_ids, max_runs=max_runs).to_dict()
-        # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
-        view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
-        _bound(view, {spec.name for spec in rt.catalog})
-        return value_for_utf8(view)  # tool and field names as the model wrote them: UTF-8 whole
+        def read() -> dict[str, Any]:
+            run_ids = None if sees_all(who) else _visible_runs(rt, who, since=since, limit=max_runs)
+            seen = _FieldsAsSeen(rt.trace, who)
+            view = monitor(seen, since=since, run_ids=run_ids, max_runs=max_runs).to_dict()
+            # seconds, said as a datetime here: pydantic would read a number past 2e10 as milliseconds
+            view["since"] = None if since is None else datetime.fromtimestamp(since, tz=UTC)
+            _bound(view, {spec.name for spec in rt.catalog})
+            return value_for_utf8(view)  # tool and field names as the model wrote them: UTF-8 whole
+
+        answers: MetricsAnswers = request.app.state.metrics
+        tenant = ("all",) if sees_all(who) else ("tenant", who.tenant)
+        answered = answers.answer(tenant, (who, since, max_runs), read)
+        if answered is None:
+            raise HTTPException(
+                429,
+                "another /api/metrics request of this tenant is being answered; ask again in a moment",
+                headers={"Retry-After": "1"},
+            )
+        return answered
 
     return router
 

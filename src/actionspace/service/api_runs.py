@@ -11,6 +11,7 @@ what a row shows (``last_at`` to the microsecond, then ``run_id``), and a page s
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated, Any
 
@@ -23,7 +24,7 @@ from actionspace.policy.redaction import redact_events
 from actionspace.runtime import Runtime
 from actionspace.service import scoping
 from actionspace.service.auth import require
-from actionspace.service.deps import live_runs_of, runner_of, runtime_of
+from actionspace.service.deps import held_bytes_of, live_runs_of, runner_of, runtime_of
 from actionspace.service.errors import BAD_BODY, ERRORS, ApiError
 from actionspace.service.models import (
     ErrorResponse,
@@ -34,7 +35,7 @@ from actionspace.service.models import (
     RunRow,
     SubmitRun,
 )
-from actionspace.service.quotas import LiveRuns
+from actionspace.service.quotas import HeldBytes, LiveRuns
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
 from actionspace.service.views import (
@@ -58,6 +59,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse, "de
 Rt = Annotated[Runtime, Depends(runtime_of)]
 Runner = Annotated[BackgroundRuns, Depends(runner_of)]
 Live = Annotated[LiveRuns, Depends(live_runs_of)]
+Held = Annotated[HeldBytes, Depends(held_bytes_of)]
 
 
 def runs_router() -> APIRouter:
@@ -167,7 +169,15 @@ def runs_router() -> APIRouter:
         "",
         status_code=202,
         response_model=RunAccepted,
-        responses={**BAD_BODY, 409: {"model": ErrorResponse, "description": "The run id is taken."}},
+        responses={
+            **BAD_BODY,
+            409: {"model": ErrorResponse, "description": "The run id is taken."},
+            413: {
+                "model": ErrorResponse,
+                "description": "The body is larger than the service accepts, or the submission"
+                " than a tenant's live runs may hold.",
+            },
+        },
         summary="Start a run (a plan or raw model calls) in the background",
     )
     def start_run(
@@ -175,6 +185,7 @@ def runs_router() -> APIRouter:
         rt: Rt,
         runner: Runner,
         live: Live,
+        held: Held,
         principal: Annotated[Principal, Depends(require("runs:write"))],
     ) -> dict[str, str]:
         run_id = body.run_id or f"run_{uuid.uuid4().hex}"  # 122 random bits: the namespace is shared
@@ -188,8 +199,14 @@ def runs_router() -> APIRouter:
                 headers={"Retry-After": "1"},
             )
         started = False
+        submitted = body.plan if isinstance(body, PlanRun) else body.calls
+        ticket = held.take(principal.tenant, run_id, size := _json_bytes(submitted))
+        if ticket is None:
+            live.settle(key, run_id, started=False)
+            raise _held_too_much(held, principal, size)
         if not runner.claim(run_id):  # live here, or another request is starting it right now
             live.settle(key, run_id, started=False)
+            held.settle(principal.tenant, ticket, started=False)
             raise taken
         try:
             store = rt.trace  # one claim in the store: of services sharing it, exactly one wins
@@ -205,6 +222,31 @@ def runs_router() -> APIRouter:
         finally:
             runner.release(run_id)
             live.settle(key, run_id, started=started)
+            held.settle(principal.tenant, ticket, started=started)
         return {"run_id": run_id}
 
     return router
+
+
+def _json_bytes(value: Any) -> int:
+    """The size of ``value`` as compact UTF-8 JSON: what a run holds of it, in the unit a body is."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _held_too_much(held: HeldBytes, principal: Principal, size: int) -> HTTPException | ApiError:
+    """413 for a submission larger than a tenant may hold at all; else 429 until runs end."""
+    if held.limit is not None and size > held.limit:
+        return ApiError(
+            413,
+            f"the submission is {size} bytes as JSON, more than the {held.limit} bytes a tenant's live"
+            " runs may hold; split it into smaller runs",
+            category="invalid_arguments",
+        )
+    return HTTPException(
+        429,
+        f"the live runs of this principal's tenant hold {held.held(principal.tenant)} bytes of their"
+        f" submissions; this one ({size} bytes) would pass the {held.limit} they may hold: start it"
+        " once some of them have ended, or send a smaller one",
+        headers={"Retry-After": "1"},
+    )

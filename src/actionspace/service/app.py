@@ -15,15 +15,22 @@ from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
 from actionspace.service.api_approvals import approvals_router
-from actionspace.service.api_catalog import catalog_router, health_router
+from actionspace.service.api_catalog import METRICS_MAX_RUNS, catalog_router, health_router
 from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, BeforeBody, admin_principal, new_token
 from actionspace.service.deps import ids_storable, query_once
 from actionspace.service.errors import install_handlers
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyLimits
+from actionspace.service.metrics_answers import MetricsAnswers
 from actionspace.service.proxies import TrustedProxies
-from actionspace.service.quotas import DEFAULT_MAX_LIVE_RUNS, LiveRuns, RateLimit
+from actionspace.service.quotas import (
+    DEFAULT_MAX_HELD_BYTES,
+    DEFAULT_MAX_LIVE_RUNS,
+    HeldBytes,
+    LiveRuns,
+    RateLimit,
+)
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
 from actionspace.service.scoping import valid_tenant
 from actionspace.service.tenant_lists import link_run_tenants
@@ -74,6 +81,8 @@ def create_app(
     trusted_proxies: Iterable[str] = (),
     rate_limit: RateLimit | str | None = None,
     max_live_runs: int | None = DEFAULT_MAX_LIVE_RUNS,
+    max_held_bytes: int | None = DEFAULT_MAX_HELD_BYTES,
+    metrics_max_runs: int = METRICS_MAX_RUNS,
 ) -> FastAPI:
     """The HTTP service over ``runtime``: API under ``/api``, console pages under ``/``.
 
@@ -92,14 +101,25 @@ def create_app(
     requests each principal may make, then 429 ``rate_limited`` with ``Retry-After``.
     ``max_live_runs`` (default 1000; None: unbounded): runs one principal (its id, within its
     tenant) may have started here and not yet ended; ``POST /api/runs`` past it is answered 429
-    ``rate_limited`` with ``Retry-After``, nothing of that run written.
-    Raises ConfigurationError for a bad proxy network, rate limit or ``max_live_runs``, and for a
+    ``rate_limited`` with ``Retry-After``, nothing of that run written. ``max_held_bytes`` (default
+    64 MiB; None: unbounded): bytes of submissions (plan or raw outputs, as compact JSON) the live
+    runs of one tenant may hold, a run waiting for a person included; a start past it is answered
+    429 ``rate_limited`` with ``Retry-After`` (413 ``invalid_arguments`` for a submission larger than
+    the bound itself), nothing of that run written. ``metrics_max_runs`` (default 10,000): the
+    largest ``max_runs`` of ``/api/metrics`` (default 1000 runs), a larger one answered 422; an
+    answer is kept 5 s per principal and question, and each tenant has one read at a time (see
+    :mod:`actionspace.service.metrics_answers`).
+    Raises ConfigurationError for a bad proxy network, rate limit, ``max_live_runs``,
+    ``max_held_bytes`` or ``metrics_max_runs``, and for a
     token's principal whose tenant is not a string without U+0000 and unpaired surrogates (see
     :func:`~actionspace.service.scoping.valid_tenant`).
     The caller owns both the runtime and the background runner (``app.state.runner``): close
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
+    for name, bound in (("metrics_max_runs", metrics_max_runs), ("max_held_bytes", max_held_bytes)):
+        if bound is not None and bound < 1:  # before the runner is made: nothing to close
+            raise ConfigurationError(f"{name} must be at least 1, got {bound!r}")
     _check_tenants(tokens.values() if tokens is not None else ())
     proxies = TrustedProxies.parse(trusted_proxies)
     table = dict(tokens) if tokens is not None else {}
@@ -109,6 +129,7 @@ def create_app(
         table[admin_token] = admin_principal()
     background = BackgroundRuns(runtime, runner)
     live_runs = LiveRuns(max_live_runs, background.is_active)
+    held_bytes = HeldBytes(max_held_bytes, background.is_active)
     link_run_tenants(runtime)  # the memory stores' listings by tenant read the memory trace's
 
     @asynccontextmanager
@@ -127,6 +148,8 @@ def create_app(
     app.state.runtime = runtime
     app.state.runner = background
     app.state.live_runs = live_runs
+    app.state.held_bytes = held_bytes
+    app.state.metrics = MetricsAnswers()
     app.state.auth = Auth(table, rate_limit=limit, trusted_proxies=proxies)
     app.state.admin_token = admin_token
     install_handlers(app)
@@ -136,7 +159,8 @@ def create_app(
     app.add_middleware(SecurityHeaders)  # added last: outermost, so it also sees BodyLimits' 413
     app.state.distinct_approver = distinct_approver
     approvals = approvals_router(distinct_approver=distinct_approver)
-    for router in (health_router(), runs_router(), approvals, ledger_router(), catalog_router()):
+    catalog = catalog_router(metrics_max_runs=metrics_max_runs)
+    for router in (health_router(), runs_router(), approvals, ledger_router(), catalog):
         app.include_router(router, dependencies=[Depends(ids_storable), Depends(query_once)])
     _include_console(app)
     return app

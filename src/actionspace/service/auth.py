@@ -9,8 +9,10 @@ byte of its body is read (:class:`BeforeBody`, run by :class:`~actionspace.servi
 once the declared length passed), so a client without a good token cannot make the server read or
 parse a body to get its 401; such an answer closes the connection, since the body is left unread.
 
-Guessing is bounded: each client address has :data:`GUESSES_PER_MINUTE` unknown tokens to spend,
-given back at that rate. An address that spent them is answered 429 (``rate_limited``, with
+Guessing is bounded: each client network has :data:`GUESSES_PER_MINUTE` unknown tokens to spend,
+given back at that rate: an IPv4 address, or an IPv6 /64 whatever its address in it, an IPv4-mapped
+IPv6 address counting as its IPv4 one (:func:`~actionspace.service.proxies.guess_key`). A network
+that spent them is answered 429 (``rate_limited``, with
 ``Retry-After``) for every token, a good one too (else the one answer that is not a 429 would name
 the right guess), until one comes back. A known token spends nothing. The address is the
 connecting one, or, from a trusted proxy, the one it forwards (:mod:`actionspace.service.proxies`).
@@ -38,7 +40,7 @@ from starlette.types import Message, Scope, Send
 from actionspace.errors import ConfigurationError
 from actionspace.policy.principal import Principal
 from actionspace.service.errors import error_response
-from actionspace.service.proxies import TrustedProxies, client_address
+from actionspace.service.proxies import TrustedProxies, client_address, guess_key
 from actionspace.service.quotas import Allowance, RateLimit
 
 __all__ = [
@@ -63,9 +65,9 @@ SCOPES: Final = (
 )
 """Every scope a route of the API checks."""
 GUESSES_PER_MINUTE: Final = 100
-"""Unknown tokens one client address may send: all at once, then this many a minute."""
+"""Unknown tokens one client network may send: all at once, then this many a minute."""
 _ADDRESSES: Final = 10_000
-"""Most client addresses whose guesses are remembered (the longest quiet go first)."""
+"""Most client networks whose guesses are remembered (the longest quiet go first)."""
 _AUTHENTICATED: Final = "actionspace.principal"
 """Where :class:`BeforeBody` leaves the principal in the request's state, for the route's check."""
 
@@ -83,7 +85,7 @@ def admin_principal(principal_id: str = "admin") -> Principal:
 
 
 class Auth:
-    """The token table of one application, the guesses left to each client address, and the
+    """The token table of one application, the guesses left to each client network, and the
     requests left to each principal."""
 
     def __init__(
@@ -117,12 +119,12 @@ class Auth:
             if hmac.compare_digest(known, given):
                 found = principal
         if found is None and client is not None:
-            self._guesses.spend(client)
+            self._guesses.spend(guess_key(client))
         return found
 
     def retry_after(self, client: str) -> float | None:
         """Seconds until ``client`` may guess again; None when it has guesses left."""
-        return self._guesses.wait(client)
+        return self._guesses.wait(guess_key(client))
 
     def client(self, request: Request) -> str:
         """The address ``request`` came from, as the guesses are counted by."""
@@ -139,7 +141,9 @@ class Auth:
             raise _unauthorized("missing bearer token")
         wait = self.retry_after(client)
         if wait is not None:
-            raise _too_many("too many unknown tokens from this address; try again later", wait)
+            raise _too_many(
+                "too many unknown tokens from this address (or its network); try again later", wait
+            )
         principal = self.principal(token, client=client)
         if principal is None:
             raise _unauthorized("unknown or revoked token")

@@ -55,6 +55,8 @@ def prepare(
     trusted_proxies: Sequence[str] = (),
     rate_limit: str | None = None,
     max_live_runs: int | None = None,
+    max_held_bytes: int | None = None,
+    metrics_max_runs: int | None = None,
 ) -> Served:
     """Build the runtime and the app of ``actionspace serve`` (without starting the server).
 
@@ -65,13 +67,16 @@ def prepare(
     ``trusted_proxies``: CIDRs whose ``X-Forwarded-For`` names the client (default none).
     ``rate_limit``: requests per principal, ``"N/minute"`` (default None: unbounded).
     ``max_live_runs``: runs one principal may have live at once (None: the app's default, 1000).
+    ``max_held_bytes``: bytes of submissions one tenant's live runs may hold (None: 64 MiB).
+    ``metrics_max_runs``: most runs one ``/api/metrics`` request reads (None: 10,000).
     Raises ConfigurationError for a bad proxy network or rate limit, before opening the store.
     """
+    from actionspace.service.api_catalog import METRICS_MAX_RUNS
     from actionspace.service.app import create_app
     from actionspace.service.auth import admin_principal, new_token
     from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S
     from actionspace.service.proxies import TrustedProxies
-    from actionspace.service.quotas import DEFAULT_MAX_LIVE_RUNS, RateLimit
+    from actionspace.service.quotas import DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_LIVE_RUNS, RateLimit
     from actionspace.trace.store import default_store_url
 
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
@@ -101,6 +106,8 @@ def prepare(
             trusted_proxies=trusted_proxies,
             rate_limit=limit,
             max_live_runs=DEFAULT_MAX_LIVE_RUNS if max_live_runs is None else max_live_runs,
+            max_held_bytes=DEFAULT_MAX_HELD_BYTES if max_held_bytes is None else max_held_bytes,
+            metrics_max_runs=METRICS_MAX_RUNS if metrics_max_runs is None else metrics_max_runs,
         )
         stack.callback(app.state.runner.close)  # closed before the runtime (callbacks run in reverse)
     except BaseException:
@@ -217,6 +224,26 @@ def serve_command(
             help="Runs each token's principal may have started and not yet ended, then 429 (default: 1000).",
         ),
     ] = None,
+    max_held_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-held-bytes",
+            min=1,
+            metavar="N",
+            help="Bytes of submissions (plans, raw outputs, as JSON) the live runs of one tenant may hold,"
+            " waiting ones included, then 429 (default: 67108864, 64 MiB).",
+        ),
+    ] = None,
+    metrics_max_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-max-runs",
+            min=1,
+            metavar="N",
+            help="Most runs one /api/metrics request may read (its max_runs), a larger one 422"
+            " (default: 10000).",
+        ),
+    ] = None,
     max_connections: Annotated[
         int,
         typer.Option(
@@ -247,6 +274,8 @@ def serve_command(
             trusted_proxies=trusted_proxy or (),
             rate_limit=rate_limit,
             max_live_runs=max_live_runs,
+            max_held_bytes=max_held_bytes,
+            metrics_max_runs=metrics_max_runs,
         )
     except (ConfigurationError, ImportError, AttributeError) as exc:
         from actionspace._cli_tables import one_line

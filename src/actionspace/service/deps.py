@@ -8,10 +8,10 @@ from fastapi import Request
 
 from actionspace.errors import ApiError
 from actionspace.runtime import Runtime
-from actionspace.service.quotas import LiveRuns
+from actionspace.service.quotas import HeldBytes, LiveRuns
 from actionspace.service.runner import BackgroundRuns
 
-__all__ = ["ids_storable", "live_runs_of", "query_once", "runner_of", "runtime_of"]
+__all__ = ["held_bytes_of", "ids_storable", "live_runs_of", "query_once", "runner_of", "runtime_of"]
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -27,6 +27,11 @@ def runner_of(request: Request) -> BackgroundRuns:
 def live_runs_of(request: Request) -> LiveRuns:
     live: LiveRuns = request.app.state.live_runs
     return live
+
+
+def held_bytes_of(request: Request) -> HeldBytes:
+    held: HeldBytes = request.app.state.held_bytes
+    return held
 
 
 def ids_storable(request: Request) -> None:

@@ -18,13 +18,16 @@ from typing import Final
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["TrustedProxies", "client_address"]
+__all__ = ["TrustedProxies", "client_address", "guess_key"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _HOPS: Final = 64
 """Most ``X-Forwarded-For`` hops looked at, from the right (a chain of proxies is short)."""
+IPV6_PREFIX: Final = 64
+"""An IPv6 client is counted by its /64: a site is handed at least that much, and picks any address
+of it (privacy addresses rotate by themselves), so a single address is no client's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +85,21 @@ def _address(text: str) -> Address | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped  # the same host, however the socket spelled it
     return address
+
+
+def guess_key(client: str) -> str:
+    """What a client's guesses are counted by (:mod:`actionspace.service.auth`): the network it
+    controls, however its address is spelled.
+
+    An IPv4 address is itself; an IPv6 address is its /64 (:data:`IPV6_PREFIX`), its zone
+    (``%eth0``) dropped; an IPv4-mapped IPv6 address (``::ffff:1.2.3.4``, as a dual-stack socket
+    names an IPv4 peer) is the IPv4 address. Text that is no address (a Unix socket, a test
+    client's name) is itself.
+    """
+    address = _address(client.strip())
+    if address is None:
+        return client
+    if isinstance(address, ipaddress.IPv4Address):
+        return str(address)
+    network = int(address) >> (128 - IPV6_PREFIX) << (128 - IPV6_PREFIX)
+    return str(ipaddress.IPv6Network((network, IPV6_PREFIX)))

@@ -20,10 +20,19 @@ from typing import Final
 
 from actionspace.errors import ConfigurationError
 
-__all__ = ["DEFAULT_MAX_LIVE_RUNS", "Allowance", "LiveRuns", "RateLimit"]
+__all__ = [
+    "DEFAULT_MAX_HELD_BYTES",
+    "DEFAULT_MAX_LIVE_RUNS",
+    "Allowance",
+    "HeldBytes",
+    "LiveRuns",
+    "RateLimit",
+]
 
 DEFAULT_MAX_LIVE_RUNS: Final = 1000
 """Runs one principal may have live on one server at once, by default."""
+DEFAULT_MAX_HELD_BYTES: Final = 64 * 1024 * 1024
+"""Bytes of submissions (plans, raw outputs, as JSON) one tenant's live runs may hold, by default."""
 
 _UNITS: Final = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 _SPELLED: Final = re.compile(r"\s*([0-9]{1,9})\s*/\s*(second|minute|hour)\s*", re.IGNORECASE)
@@ -158,3 +167,62 @@ class LiveRuns:
 
     def _counts(self, key: Hashable, run_id: str) -> bool:
         return (key, run_id) in self._starting or ((key, run_id) in self._started and self._live(run_id))
+
+
+class HeldBytes:
+    """What the live runs of each tenant hold of their submissions, at most ``limit`` bytes each.
+
+    A run keeps what it was given (its plan, its raw outputs) in memory until it ends, for the whole
+    of a wait for a person (24 h by default): counted in runs alone, a tenant could park runs of the
+    largest body accepted until the process ran out of memory. A submission is counted from
+    :meth:`take` (before anything of it is written) to the end of its run, as :class:`LiveRuns`
+    counts runs; a tenant at its bound holds up no other tenant. Thread-safe.
+    """
+
+    def __init__(self, limit: int | None, live: Callable[[str], bool]) -> None:
+        """``limit``: bytes per tenant (None: unbounded). Raises ConfigurationError below 1."""
+        if limit is not None and limit < 1:
+            raise ConfigurationError(f"max_held_bytes must be at least 1 (or None), got {limit!r}")
+        self.limit = limit
+        self._live = live
+        self._held: dict[Hashable, dict[object, tuple[str, int]]] = {}  # tenant → start → (run id, bytes)
+        self._starting: set[object] = set()
+        self._lock = threading.Lock()
+
+    def take(self, tenant: Hashable, run_id: str, size: int) -> object | None:
+        """Count ``size`` bytes for a start of ``run_id`` of ``tenant``: a ticket for :meth:`settle`
+        once the start is done; None (nothing counted) when that would pass ``limit``."""
+        ticket = object()
+        if self.limit is None:
+            return ticket
+        with self._lock:
+            starts = self._held.setdefault(tenant, {})
+            for ended in [t for t, (r, _) in starts.items() if t not in self._starting and not self._live(r)]:
+                del starts[ended]
+            if sum(size for _, size in starts.values()) + size > self.limit:
+                if not starts:
+                    del self._held[tenant]
+                return None
+            starts[ticket] = (run_id, size)
+            self._starting.add(ticket)
+            return ticket
+
+    def settle(self, tenant: Hashable, ticket: object, *, started: bool) -> None:
+        """The start of ``ticket`` is done: its bytes count on while its run is live when
+        ``started``, else no more."""
+        if self.limit is None:
+            return
+        with self._lock:
+            self._starting.discard(ticket)
+            starts = self._held.get(tenant, {})
+            counted = starts.get(ticket)
+            if counted is not None and (not started or not self._live(counted[0])):
+                del starts[ticket]
+            if not starts:
+                self._held.pop(tenant, None)
+
+    def held(self, tenant: Hashable) -> int:
+        """Bytes ``tenant``'s live runs (and the starts under way) hold now."""
+        with self._lock:
+            starts = self._held.get(tenant, {})
+            return sum(n for t, (r, n) in starts.items() if t in self._starting or self._live(r))
