@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from actionspace.ledger import _connections
 from actionspace.ledger._connections import SqliteConnections
@@ -28,7 +28,14 @@ from actionspace.ledger._flusher import Flusher, Lend
 from actionspace.ledger._group_ops import Queued as _Slot
 from actionspace.ledger._group_ops import alone_beside_settles, run_group
 
-__all__ = ["GroupCommit", "Operation", "SqliteConnections"]
+__all__ = ["BEGIN", "COMMIT", "DATA_VERSION", "GroupCommit", "Operation", "SqliteConnections"]
+
+BEGIN: Final = "BEGIN IMMEDIATE"
+"""How the writer opens a transaction: the write lock taken up front (a busy file waits here)."""
+COMMIT: Final = "COMMIT"
+"""Run as a statement, so cached (``Connection.commit`` compiles its ``COMMIT`` every time)."""
+DATA_VERSION: Final = "PRAGMA data_version"
+"""What :meth:`GroupCommit.read_kept` reads before a kept row: moved by another connection's commit."""
 
 
 Operation = Callable[[sqlite3.Connection], Any]
@@ -90,10 +97,11 @@ class GroupCommit:
         self._users = 0
         self._sync = db.synchronous.upper() in ("FULL", "EXTRA", "2", "3")
         """Durable operations wait for the disk (else every commit only for the WAL write)."""
-        self._wal: tuple[sqlite3.Connection, int | None] | None = None
-        """The writing connection made ready by :meth:`_use`, and the descriptor of its WAL file
-        that a durable commit syncs (None: the connection stays at its own level, so every commit
-        syncs as SQLite does)."""
+        self._wal: tuple[sqlite3.Connection, int | None, sqlite3.Cursor] | None = None
+        """The writing connection made ready by :meth:`_use`, the descriptor of its WAL file that a
+        durable commit syncs (None: the connection stays at its own level, so every commit syncs as
+        SQLite does), and a cursor of it kept for the writer's own statements (``BEGIN``,
+        ``COMMIT``, the ``data_version`` read): ``Connection.execute`` makes a cursor a statement."""
         self._wal_closer: weakref.finalize[Any, Any] | None = None
         """Closes that descriptor, also when the writer is dropped without :meth:`close`."""
         self._detached = 0
@@ -247,11 +255,15 @@ class GroupCommit:
             conn = self._db.writer()
             if conn.in_transaction:  # a failed commit left it open: not a view to answer from
                 return readers.conn().execute(sql, (key,)).fetchone()
-            version = conn.execute("PRAGMA data_version").fetchall()[0][0]  # read before the rows
+            wal = self._wal
+            if wal is None or wal[0] is not conn:
+                wal = self._use(conn)
+            cursor = wal[2]
+            version = cursor.execute(DATA_VERSION).fetchall()[0][0]  # read before the rows
             kept = self._kept.get(key)
             if kept is not None and kept[0] is conn and kept[1] == version and kept[2] == sql:
                 return kept[3]
-            rows = conn.execute(sql, (key,)).fetchall()
+            rows = cursor.execute(sql, (key,)).fetchall()
             if len(self._kept) >= 65_536:
                 self._kept.clear()
             self._kept[key] = (conn, version, sql, rows[0] if rows else None)
@@ -343,13 +355,13 @@ class GroupCommit:
                     conn.rollback()
                 raise
         else:
-            conn.execute("BEGIN IMMEDIATE")
+            wal[2].execute(BEGIN)
             try:
                 result = op(conn)
             except BaseException:
                 conn.rollback()
                 raise
-            conn.execute("COMMIT")  # cached; ``Connection.commit`` compiles its COMMIT every time
+            wal[2].execute(COMMIT)
         if durable and wal[1] is not None:
             if self._lend.due:  # the flusher's deferred operations run on the writer while the disk syncs
                 self._lend.sync(wal[1])
@@ -357,7 +369,7 @@ class GroupCommit:
                 os.fdatasync(wal[1])  # on disk before its caller is answered
         return result
 
-    def _use(self, conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int | None]:
+    def _use(self, conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int | None, sqlite3.Cursor]:
         """Make a new writing connection ready: at ``synchronous=NORMAL``, with a descriptor of its
         WAL file for the durable commits to sync.
 
@@ -387,7 +399,7 @@ class GroupCommit:
         self._close_wal()
         if fd is not None:
             self._wal_closer = weakref.finalize(self, _close_fd, fd)
-        self._wal = (conn, fd)
+        self._wal = (conn, fd, conn.cursor())
         return self._wal
 
     def _close_wal(self) -> None:
@@ -405,7 +417,7 @@ class GroupCommit:
         wal = self._wal
         if wal is None or wal[0] is not conn:
             wal = self._use(conn)
-        conn.execute("BEGIN IMMEDIATE")  # as SqliteConnections.write, without its context manager
+        wal[2].execute(BEGIN)  # as SqliteConnections.write, without its context manager
         try:
             if len(ops) > 1:
                 run_group(conn, ops)
@@ -416,7 +428,7 @@ class GroupCommit:
         except BaseException:
             conn.rollback()
             raise
-        conn.execute("COMMIT")
+        wal[2].execute(COMMIT)
         if durable and wal[1] is not None:
             if self._lend.due:
                 self._lend.sync(wal[1])
