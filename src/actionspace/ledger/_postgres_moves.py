@@ -10,39 +10,51 @@ another writer's. Without this, an outcome the process knew was lost with the co
 next process answered ``unknown_commit`` for a send whose result had been shown.
 
 An intent (an insert unless its node or key is stored) asked again finds, when the first landed,
-a row of its key: the caller's own when it is the one written (its creation and update times,
-state and sends), so the caller sends it; else another writer's, begun by it. Without this, the
-call answered ``transient`` with nothing sent, and its entry, ``dispatched`` with no sender, made
-every later proposal of it ``unknown_commit``.
+a row of its key: the caller's own when it carries the caller's nonce (``intent_nonce``, random,
+drawn for each intent and written with it), so the caller sends it; else another writer's, begun
+by it. Without this, the call answered ``transient`` with nothing sent, and its entry,
+``dispatched`` with no sender, made every later proposal of it ``unknown_commit``. The row's
+content cannot tell the two apart: two processes beginning one node at the same instant write
+equal rows, and each would take the row as its own and send.
+
+The column is added to a table made before it (:func:`add_intent_nonce`, nullable: no row is
+rewritten); a release that does not know it writes no nonce (NULL), so its rows are never taken
+as another process's own, and it reads and writes the table as before.
 """
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Final, LiteralString
 
 import psycopg
 
+from actionspace.ledger._postgres_tenants import retried
 from actionspace.ledger.entries import Begun, LedgerEntry
 from actionspace.ledger.postgres_pool import PostgresConnections
 
-__all__ = ["begun", "moved"]
+__all__ = ["add_intent_nonce", "begun", "moved"]
 
 _MAX_RACE_RETRIES: Final = 8
 """How often an intent is inserted again when the row it collided with vanished before being read."""
 _INSERT: Final = (
     "INSERT INTO ledger_entries (key, run_id, node_id, tool, args_digest, arguments, state, attempts,"
-    " created_at, updated_at, remote_id, observation, error, resolution) VALUES"
+    " created_at, updated_at, remote_id, observation, error, resolution, intent_nonce) VALUES"
     " (%(key)s, %(run_id)s, %(node_id)s, %(tool)s, %(args_digest)s, %(arguments)s, %(state)s,"
     " %(attempts)s, %(created_at)s, %(updated_at)s, %(remote_id)s, %(observation)s, %(error)s,"
-    " %(resolution)s)"
+    " %(resolution)s, %(intent_nonce)s)"
     " ON CONFLICT DO NOTHING"
 )
 _FOUND: Final = (
     "SELECT key, run_id, node_id, tool, args_digest, arguments, state, attempts, created_at, updated_at,"
-    " remote_id, observation, error, resolution FROM ledger_entries"
+    " remote_id, observation, error, resolution, intent_nonce FROM ledger_entries"
     " WHERE (run_id = %s AND node_id = %s) OR key = %s ORDER BY (run_id = %s AND node_id = %s) DESC LIMIT 1"
 )
 
+_HAS_NONCE: Final = (
+    "SELECT count(*) AS n FROM pg_attribute WHERE attrelid = to_regclass('ledger_entries')"
+    " AND attname = 'intent_nonce' AND NOT attisdropped"
+)
 _STORED: Final = (
     "SELECT run_id, node_id, tool, args_digest, state, attempts, updated_at, remote_id"
     " FROM ledger_entries WHERE key = %s"
@@ -74,8 +86,23 @@ def moved(
     return stored if found == ours else None
 
 
+def add_intent_nonce(db: PostgresConnections) -> None:
+    """Give ``ledger_entries`` its ``intent_nonce`` column when it lacks it (a table made by an
+    earlier release): read first, so a table that has it takes no lock; nullable, so adding it
+    rewrites no row."""
+    with db.connection() as conn:
+        row = conn.execute(_HAS_NONCE).fetchone()
+    if row is None or not row["n"]:
+        retried(db, _add_nonce)
+
+
+def _add_nonce(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS intent_nonce text")
+
+
 def begun(db: PostgresConnections, entry: LedgerEntry, params: dict[str, Any]) -> Begun:
     """``entry`` inserted (``params``: its columns) unless its node or key is stored; the stored entry."""
+    params = {**params, "intent_nonce": secrets.token_hex(8)}
     used: list[psycopg.Connection[Any]] = []
     try:
         with db.connection() as conn:
@@ -97,12 +124,6 @@ def _begun(conn: Any, entry: LedgerEntry, params: dict[str, Any], *, again: bool
             _FOUND, (entry.run_id, entry.node_id, entry.key, entry.run_id, entry.node_id)
         ).fetchone()
         if row is not None:
-            found = LedgerEntry.from_dict(row)
-            return Begun(found, again and _same(found, entry))
+            mine = again and row["key"] == entry.key and row["intent_nonce"] == params["intent_nonce"]
+            return Begun(LedgerEntry.from_dict(row), mine)
     raise RuntimeError(f"ledger entry {entry.key} kept being removed while it was begun")
-
-
-def _same(found: LedgerEntry, entry: LedgerEntry) -> bool:
-    """Whether ``found`` is the row ``entry``'s own first insert wrote."""
-    mine = (entry.key, entry.created_at, entry.updated_at, entry.state, entry.attempts)
-    return (found.key, found.created_at, found.updated_at, found.state, found.attempts) == mine

@@ -28,6 +28,7 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg import sql
 
+from actionspace.ledger._postgres_lost import unbounded
 from actionspace.ledger.postgres_pool import PostgresConnections, deadlock_retried
 
 __all__ = ["INDEXES", "add_listing_tenants", "build_concurrently", "retried"]
@@ -206,7 +207,7 @@ def build_concurrently(db: PostgresConnections, name: str, on: LiteralString) ->
     choosing one; when it is the build, it is tried again a few times, then left to the next opener.
     """
     lock = f"actionspace.index.{name}"
-    with db.connection() as conn:
+    with db.connection() as conn, unbounded(conn):
         got = conn.execute(_BUILD_LOCK, (lock,)).fetchone()
         if got is None or not got["got"]:
             return False
@@ -237,7 +238,7 @@ def retried(db: PostgresConnections, migrate: Callable[[psycopg.Connection[Any]]
     table lock (``CREATE INDEX IF NOT EXISTS`` takes it) closes a circle."""
 
     def step() -> None:
-        with db.transaction() as conn:
+        with db.transaction() as conn, unbounded(conn):
             migrate(conn)
 
     deadlock_retried(step)

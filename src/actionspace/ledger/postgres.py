@@ -22,10 +22,10 @@ from psycopg.types.json import Jsonb
 
 from actionspace._unicode import json_for_postgres, text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, holder
-from actionspace.ledger._postgres_moves import begun, moved
+from actionspace.ledger._postgres_moves import add_intent_nonce, begun, moved
 from actionspace.ledger._postgres_tenants import add_listing_tenants, retried
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
-from actionspace.ledger.postgres_pool import PostgresConnections, redacted
+from actionspace.ledger.postgres_pool import READ_TIMEOUT_S, PostgresConnections, redacted
 
 __all__ = [
     "APPROVAL_SCHEMA_VERSION",
@@ -163,11 +163,16 @@ class PostgresLedgerStore:
 
     ``url`` is a libpq URL (``postgresql://user@host/db``); the tables are created if missing.
     Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached or
-    was written by a newer schema version.
+    was written by a newer schema version. ``read_timeout_s``: how long a statement waits for the
+    server's answer before its connection is taken as cut (see ``PostgresConnections``).
     """
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
-        self._db = PostgresConnections(url, name="ledger", connect_timeout_s=connect_timeout_s)
+    def __init__(
+        self, url: str, *, connect_timeout_s: float = 10.0, read_timeout_s: float | None = READ_TIMEOUT_S
+    ) -> None:
+        self._db = PostgresConnections(
+            url, name="ledger", connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s
+        )
         try:
             self._db.init_schema(
                 _LEDGER_SCHEMA,
@@ -176,6 +181,7 @@ class PostgresLedgerStore:
                 version=SCHEMA_VERSION,
                 what="the ledger",
             )
+            add_intent_nonce(self._db)
         except BaseException:
             self._db.close()
             raise
@@ -291,8 +297,12 @@ class PostgresApprovalStore:
     Same URL, pool and errors as :class:`PostgresLedgerStore`; the two may share one database.
     """
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
-        self._db = PostgresConnections(url, name="approvals", connect_timeout_s=connect_timeout_s)
+    def __init__(
+        self, url: str, *, connect_timeout_s: float = 10.0, read_timeout_s: float | None = READ_TIMEOUT_S
+    ) -> None:
+        self._db = PostgresConnections(
+            url, name="approvals", connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s
+        )
         try:
             self._db.init_schema(
                 _APPROVAL_SCHEMA,

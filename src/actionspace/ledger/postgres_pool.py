@@ -18,11 +18,15 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from actionspace.errors import ConfigurationError
+from actionspace.ledger._postgres_lost import BoundedConnection, begin, settled, unbounded
 
-__all__ = ["PostgresConnections", "deadlock_retried", "redacted"]
+__all__ = ["READ_TIMEOUT_S", "PostgresConnections", "deadlock_retried", "redacted"]
 
 _T = TypeVar("_T")
 
+READ_TIMEOUT_S: Final = 60.0
+"""How long a statement waits for the server's answer by default (seconds), however busy the server:
+past it the network is taken as cut (see ``_postgres_lost``)."""
 _DDL_LOCK: Final = 0x6163_7473_7063_6501
 """Advisory lock id taken (per database) around every actionspace DDL."""
 _GOODBYE_READS: Final = 3
@@ -36,7 +40,10 @@ class PostgresConnections:
 
     Connections run in autocommit mode; :meth:`transaction` groups statements. A process forked
     after construction opens a pool of its own on first use and never touches its parent's.
-    ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take.
+    ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take;
+    ``read_timeout_s`` (seconds, default :data:`READ_TIMEOUT_S`; None: no bound) how long a statement
+    waits for the server's answer (a network cut with no goodbye): past it the connection is closed
+    and ``OperationalError`` raised. Schema changes wait without a bound.
     Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
     """
 
@@ -48,8 +55,10 @@ class PostgresConnections:
         min_size: int = 1,
         max_size: int = 8,
         connect_timeout_s: float = 10.0,
+        read_timeout_s: float | None = READ_TIMEOUT_S,
     ) -> None:
         self.url = url
+        self._read_timeout_s = read_timeout_s
         self._name = name
         self._sizes = (min_size, max_size)
         self._connect_timeout_s = connect_timeout_s
@@ -81,19 +90,38 @@ class PostgresConnections:
 
     def transaction_again(self, step: Callable[[psycopg.Connection[dict[str, Any]]], _T]) -> _T:
         """What ``step(conn)`` returns, run in a transaction as by :meth:`transaction`, and run once
-        more in a new one, on another connection, when the server ended the session under one of
-        its statements (a restart, ``pg_terminate_backend``): that transaction was never committed.
-        A session lost at the commit itself is raised: the transaction may have landed."""
+        more in a new one, on another connection, when the server ended the session under it (a
+        restart, ``pg_terminate_backend``). A connection closed past its read timeout is raised.
+
+        A session lost during the ``COMMIT`` itself may or may not have landed: the transaction's
+        id, read with its ``BEGIN`` (the same round trip), is asked on a new connection. Committed:
+        the answer is ``step``'s, written once; ended without a commit: run again; still open (the
+        network was cut, the server's session lives on): that session is ended first, so it cannot
+        commit later, and its transaction's end read then. Raised when the server no longer knows.
+        """
         for attempt in range(2):
             used: list[psycopg.Connection[dict[str, Any]]] = []
+            began: list[tuple[int, int]] = []
+            result: list[_T] = []
             try:
-                with self.transaction() as conn:
+                with self.connection() as conn:
                     used.append(conn)
-                    result = step(conn)
-                    used.append(conn)  # the body ran: what fails now is the commit
-                return result
+                    began.append(begin(conn))
+                    try:
+                        result.append(step(conn))
+                    except BaseException:
+                        if not conn.closed:
+                            conn.rollback()
+                        raise
+                    conn.commit()
+                return result[0]
             except psycopg.OperationalError:
-                if attempt == 1 or len(used) != 1 or not used[0].broken:
+                if not (used and used[0].broken):
+                    raise
+                landed = settled(self, *began[0]) if began else False
+                if landed and result:
+                    return result[0]  # committed: its answer was lost, not its write
+                if landed is None or landed or attempt == 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -128,7 +156,7 @@ class PostgresConnections:
         self, statements: Sequence[LiteralString], meta_table: LiteralString, meta_key: str, version: int
     ) -> dict[str, Any] | None:
         """One transaction of :meth:`init_schema`: the statements, then ``meta_key``'s stored row."""
-        with self.transaction() as conn:
+        with self.transaction() as conn, unbounded(conn):
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
             for statement in statements:
                 conn.execute(statement)
@@ -146,7 +174,7 @@ class PostgresConnections:
         if mine:
             pool.close()
 
-    def _current(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+    def _current(self) -> ConnectionPool[BoundedConnection]:
         with self._lock:
             if self._closed:
                 raise ValueError(f"the {self._name} store for {redacted(self.url)} is closed")
@@ -156,7 +184,10 @@ class PostgresConnections:
                 self._pool = self._open_pool()
             return self._pool
 
-    def _open_pool(self) -> ConnectionPool[psycopg.Connection[dict[str, Any]]]:
+    def _configure(self, conn: BoundedConnection) -> None:
+        conn.read_timeout_s = self._read_timeout_s
+
+    def _open_pool(self) -> ConnectionPool[BoundedConnection]:
         # One direct connection first: the pool would retry a refused or misconfigured connection
         # in the background until its timeout; this reports the server's reason at once.
         try:
@@ -167,10 +198,12 @@ class PostgresConnections:
             said = str(exc).replace(self.url, "…").strip()
             raise ConfigurationError(f"cannot connect to PostgreSQL: malformed URL: {said}") from exc
         min_size, max_size = self._sizes
+        connect_timeout = max(1, math.ceil(self._connect_timeout_s))
         pool = ConnectionPool(
             self.url,
-            connection_class=psycopg.Connection[dict[str, Any]],
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            connection_class=BoundedConnection,
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": connect_timeout},
+            configure=self._configure,
             min_size=min_size,
             max_size=max_size,
             name=f"actionspace-{self._name}",

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
+from actionspace.ledger.postgres_pool import READ_TIMEOUT_S
 from actionspace.trace._postgres_runs import (
     CALL_EVENTS,
     HEADS,
@@ -144,16 +145,25 @@ class PostgresTraceStore:
     ``connect_timeout_s`` (seconds, default 10) or was written by a newer schema version.
     ``claim_expiry_s`` (seconds, default :data:`~actionspace.trace.events.CLAIM_EXPIRY_S`): how
     long a run claim no event followed keeps the id taken, by the database's clock.
+    ``read_timeout_s`` (seconds, default 60; None: no bound): how long a statement waits for the
+    server's answer before its connection is taken as cut (a network that stopped forwarding).
     """
 
     holds_nul = False
     """Its text columns (run id, kind) cannot hold U+0000: imports refuse such a file whole."""
 
     def __init__(
-        self, url: str, *, connect_timeout_s: float = 10.0, claim_expiry_s: float = CLAIM_EXPIRY_S
+        self,
+        url: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        claim_expiry_s: float = CLAIM_EXPIRY_S,
+        read_timeout_s: float | None = READ_TIMEOUT_S,
     ) -> None:
         self._claim_expiry_s = claim_expiry(claim_expiry_s)
-        self._db = PostgresConnections(url, name="trace", connect_timeout_s=connect_timeout_s)
+        self._db = PostgresConnections(
+            url, name="trace", connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s
+        )
         try:
             self._db.init_schema(
                 _SCHEMA,
@@ -294,7 +304,7 @@ class PostgresTraceStore:
             conn.execute(_INSERT, columns)
             conn.execute(_TOUCH_RUNS, ([run_id], [first], [last]))
 
-        try:  # a session ended under it (a restart): numbered and written again on a new connection
+        try:  # a session lost under it (a restart), or under its commit: see ``transaction_again``
             self._db.transaction_again(append)
         except psycopg.errors.UniqueViolation as exc:  # a writer at a chosen number (a run's end)
             raise ValueError(f"a record's number was taken meanwhile; nothing was written: {exc}") from exc
@@ -350,22 +360,24 @@ class PostgresTraceStore:
         columns = [list(column) for column in zip(*rows, strict=True)]
         columns[4] = [call_id_for_postgres(call_id) for call_id in columns[4]]
         columns[5] = [Jsonb(dict(data), dumps=encode_for_postgres) for data in columns[5]]
-        try:
-            with self._db.transaction() as conn:
-                written = conn.execute(_INSERT_NEW if skip_existing else _INSERT, columns).rowcount
-                if skip_existing:
-                    # Skipped events may carry other timestamps than the stored ones: re-read the span.
-                    conn.execute(_SPAN_FROM_EVENTS, (run_ids,))
-                else:
-                    conn.execute(
-                        _TOUCH_RUNS,
-                        (run_ids, [spans[r][0] for r in run_ids], [spans[r][1] for r in run_ids]),
-                    )
+
+        def write(conn: Any) -> int:
+            written = int(conn.execute(_INSERT_NEW if skip_existing else _INSERT, columns).rowcount)
+            if skip_existing:
+                # Skipped events may carry other timestamps than the stored ones: re-read the span.
+                conn.execute(_SPAN_FROM_EVENTS, (run_ids,))
+            else:
+                conn.execute(
+                    _TOUCH_RUNS, (run_ids, [spans[r][0] for r in run_ids], [spans[r][1] for r in run_ids])
+                )
+            return written
+
+        try:  # a session lost under it, or under its commit: see ``transaction_again``
+            return self._db.transaction_again(write)
         except psycopg.errors.UniqueViolation as exc:
             raise ValueError(
                 f"an event repeats a (run_id, seq) already stored; nothing of the batch was written: {exc}"
             ) from exc
-        return written
 
 
 class PostgresTraceReader:
