@@ -40,7 +40,7 @@ def test_records_whose_number_the_end_took_meanwhile_are_refused_typed_and_then_
     store, ender_store = PostgresTraceStore(url), PostgresTraceStore(url)
     try:
         store.append_many([_event(0, "run_started")])
-        real = store._db.transaction
+        real = store._db.connection  # what the batch's transaction is begun on (``transaction_again``)
         ended: list[bool] = []
 
         @contextmanager
@@ -65,10 +65,11 @@ def test_records_whose_number_the_end_took_meanwhile_are_refused_typed_and_then_
                 conn.execute = step  # type: ignore[method-assign]
                 yield conn
 
-        monkeypatch.setattr(store._db, "transaction", end_taken_meanwhile)
+        monkeypatch.setattr(store._db, "connection", end_taken_meanwhile)
         records = [(1, "observation", time.time(), "c1", {"status": "ok"})]
         with pytest.raises(ValueError):
             store.append_records("r", records)
+        assert ended, "the end was not written between the batch's read of its number and its insert"
         monkeypatch.undo()
         store.append_records("r", records)  # what the writer does on ValueError: numbered again
         assert [(e.seq, e.kind) for e in store.events("r")] == [
