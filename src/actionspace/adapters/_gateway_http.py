@@ -5,8 +5,9 @@
   unknown tokens to spend, given back at that rate; an address that spent them is answered 429
   (``rate_limited``, ``Retry-After``) for every token, a good one too. The address is the peer's,
   or from a trusted proxy the one it forwards in ``X-Forwarded-For``
-  (:mod:`actionspace.service.proxies`); uvicorn's own reading of that header is off (see
-  :meth:`Gateway.serve_http <actionspace.adapters.mcp_gateway.Gateway.serve_http>`).
+  (:mod:`actionspace.service.proxies`), counted by the network its client controls: an IPv6
+  address by its /64, an IPv4-mapped one as its IPv4 address. uvicorn's own reading of that
+  header is off (see :meth:`Gateway.serve_http <actionspace.adapters.mcp_gateway.Gateway.serve_http>`).
 * **Session.** An ``Mcp-Session-Id`` belongs to the principal whose request opened it; any other
   principal naming it (to call, listen on it or end it) is answered 404, as for a session that
   does not exist, so a leaked or guessed id is no way to act in or end someone else's session.
@@ -46,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionspace.adapters._gateway_config import exact_origin
 from actionspace.policy.principal import Principal
-from actionspace.service.proxies import TrustedProxies, client_address
+from actionspace.service.proxies import TrustedProxies, client_address, guess_key
 from actionspace.service.quotas import Allowance, RateLimit
 
 __all__ = [
@@ -150,14 +151,15 @@ class HttpGuard:
             self._sessions.end(session)
 
     def _client(self, scope: Scope) -> str:
-        """The address the guesses of this request count against (every ``X-Forwarded-For`` read)."""
+        """What the guesses of this request count against (every ``X-Forwarded-For`` read): the
+        network its client controls (:func:`~actionspace.service.proxies.guess_key`)."""
         peer = scope.get("client")
         forwarded = [
             value.decode("latin-1")
             for key, value in scope.get("headers", [])
             if key.lower() == b"x-forwarded-for"
         ]
-        return client_address(str(peer[0]) if peer else "", forwarded, self._proxies)
+        return guess_key(client_address(str(peer[0]) if peer else "", forwarded, self._proxies))
 
     def _origin_allowed(self, headers: Mapping[str, str]) -> bool:
         """True without an ``Origin`` (not a browser), for an allowed origin, and for our own."""

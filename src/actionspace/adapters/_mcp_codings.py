@@ -6,6 +6,12 @@ than its reader's bound and a piece. A body in any other coding (which the libra
 if it were plain), or whose compressed stream is broken or cut short, fails its read with
 :class:`Undecodable`.
 
+An event stream's bytes are UTF-8, whatever charset its content type names (the SSE format knows no
+other); httpx2 decodes them in that charset, with a replacement character for every byte it cannot
+take, so an answer that was not UTF-8 would be taken as a result holding ``U+FFFD`` where the server's
+bytes were. Here an event stream is read as UTF-8 only, and a byte that is not ends its read with
+:class:`Undecodable` (the answer is malformed), as a JSON body that is not UTF-8 does.
+
 ``deflate`` is a zlib stream (RFC 9110), but servers send raw deflate data under that name too, and
 about 1 raw stream in 500 starts with two bytes that pass for a zlib header. So both readings are
 tried on the same bytes, as browsers do, and what they inflate is held back until one of them fails
@@ -15,6 +21,7 @@ than :data:`_TRIAL_BYTES`; then the zlib reading is kept while it lasts.
 
 from __future__ import annotations
 
+import codecs
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Final
@@ -147,24 +154,28 @@ def _layer(coding: str) -> _Layer:
 
 
 class Inflating(httpx2.AsyncByteStream):
-    """A response's raw stream with its content codings undone, piece by bounded piece."""
+    """A response's raw stream with its content codings undone, piece by bounded piece; with ``utf8``,
+    a piece that is not UTF-8 (or a body ending within a character) fails the read."""
 
-    def __init__(self, raw: httpx2.AsyncByteStream, codings: list[str]) -> None:
+    def __init__(self, raw: httpx2.AsyncByteStream, codings: list[str], *, utf8: bool = False) -> None:
         self._raw = raw
         self._codings = codings
+        self._utf8 = utf8
         self.failure: str | None = None
         """Why the body could not be decoded, once that is known (the SDK may swallow the error)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         layers = [_layer(coding) for coding in reversed(self._codings)]  # the last applied comes off first
+        check = codecs.getincrementaldecoder("utf-8")() if self._utf8 else None
         try:
             async for chunk in self._raw:
                 for piece in _through(layers, chunk):
-                    yield piece
+                    yield _checked(check, piece)
             for at, layer in enumerate(layers):  # what a layer held back goes through the ones inside it
                 for held in layer.finish():
                     for piece in _through(layers[at + 1 :], held):
-                        yield piece
+                        yield _checked(check, piece)
+            _checked(check, b"", final=True)
         except Undecodable as exc:
             self.failure = str(exc)
             raise
@@ -190,6 +201,16 @@ class Refused(httpx2.AsyncByteStream):
         await self._raw.aclose()
 
 
+def _checked(check: codecs.IncrementalDecoder | None, piece: bytes, *, final: bool = False) -> bytes:
+    """``piece``, once ``check`` took it as the next bytes of a UTF-8 text (None: no check)."""
+    if check is not None:
+        try:
+            check.decode(piece, final)
+        except UnicodeDecodeError as exc:
+            raise Undecodable(f"an event stream that is not UTF-8 ({exc.reason})") from None
+    return piece
+
+
 def _through(layers: list[_Layer], data: bytes) -> Iterator[bytes]:
     """``data`` through every layer in turn, lazily: nothing is inflated ahead of its reader."""
     if not layers:
@@ -201,10 +222,18 @@ def _through(layers: list[_Layer], data: bytes) -> Iterator[bytes]:
 
 
 def take_codings(response: httpx2.Response) -> None:
-    """Undo ``response``'s content codings here from now on (the library then sees a plain body)."""
+    """Undo ``response``'s content codings here from now on (the library then sees a plain body); an
+    event stream is read as UTF-8 only (see the module docstring)."""
     codings = [c.strip().lower() for c in response.headers.get_list("content-encoding", split_commas=True)]
     codings = [c for c in codings if c and c != "identity"]
-    if not codings or not isinstance(response.stream, httpx2.AsyncByteStream):
+    events = _is_event_stream(response)
+    if events:
+        response.encoding = "utf-8"  # the library's text, not the content type's charset
+    if not isinstance(response.stream, httpx2.AsyncByteStream):
+        return
+    if not codings:
+        if events:
+            response.stream = Inflating(response.stream, [], utf8=True)
         return
     unknown = [c for c in codings if c not in _WBITS]
     if unknown:
@@ -213,5 +242,10 @@ def take_codings(response: httpx2.Response) -> None:
     elif len(codings) > _MAX_CODINGS:
         response.stream = Refused(response.stream, f"it names {len(codings)} content codings")
     else:
-        response.stream = Inflating(response.stream, codings)
+        response.stream = Inflating(response.stream, codings, utf8=events)
     del response.headers["content-encoding"]
+
+
+def _is_event_stream(response: httpx2.Response) -> bool:
+    kind = response.headers.get("content-type", "").partition(";")[0]
+    return kind.strip().lower() == "text/event-stream"

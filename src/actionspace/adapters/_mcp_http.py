@@ -62,15 +62,13 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import httpx2
 from anyio.abc import TaskGroup
-from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import RequestContext, StreamWriter
 from mcp.shared._context_streams import create_context_streams
-from mcp.shared._httpx_utils import stream_within_origin
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
 from mcp_types import (
@@ -86,11 +84,11 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from actionspace.adapters import _mcp_redirects
 from actionspace.adapters._mcp_answers import error_answer as _error
 from actionspace.adapters._mcp_answers import holds_both, other_id, same_id
 from actionspace.adapters._mcp_bounds import MAX_CONTAINERS, too_structured
 from actionspace.adapters._mcp_codings import ACCEPTED_CODINGS, take_codings
-from actionspace.adapters._mcp_codings import PIECE_BYTES as _PIECE_BYTES  # noqa: F401 - importable here too
 from actionspace.adapters._mcp_codings import Inflating as _Inflating
 from actionspace.adapters._mcp_codings import Refused as _Refused
 from actionspace.adapters._mcp_codings import Undecodable as _Undecodable
@@ -109,6 +107,9 @@ from actionspace.adapters._mcp_served import CANCEL_POSTS, is_cancel, note_sent_
 from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
+
+if TYPE_CHECKING:  # a private module of the SDK: needed only for the type
+    from mcp.client._transport import TransportStreams
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -376,7 +377,7 @@ class _BoundedTransport(ResumingTransport):
             return
         with anyio.move_on_after(CLOSE_TIMEOUT_S) as scope:
             try:
-                async with stream_within_origin(
+                async with _mcp_redirects.streamed_within_origin(
                     client, "DELETE", self.url, headers=self._prepare_headers()
                 ) as response:
                     status = response.status_code

@@ -8,30 +8,45 @@ redirect) as the request's answer. Here, through the transport's response hook:
 
 * a 3xx answer's body is never read (closing it drops its connection);
 * a request follows at most :data:`MAX_REDIRECTS` redirects, each kept within the endpoint's origin
-  (or its https upgrade) with its method, as the SDK's ``next_request_within_origin`` decides;
+  (or its https upgrade) with its method (:func:`within_origin`);
 * any other 3xx answer raises :class:`RedirectRefused`, which the transport turns into the
   ``REDIRECT_REFUSED`` error of that request. A redirect to another origin is never followed: httpx2
   drops only ``Authorization`` on the way, and a token in any other configured header would go along.
 
 A 3xx answer is given instead of processing the request, so a refused redirect is ``permanent`` for
 a write too: nothing can have committed (``_mcp_errors``).
+
+The requests this client sends itself (a GET stream, the closing DELETE) follow redirects through
+:func:`streamed_within_origin` and :func:`events_within_origin`, built here on httpx2's public API
+alone: the SDK's own helpers live in a private module (``mcp.shared._httpx_utils``) that a release may
+drop or change, and the transport keeps its guarantees without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import Final
+from typing import Any, Final
 
 import httpx2
-from mcp.shared._httpx_utils import next_request_within_origin
 
-__all__ = ["MAX_REDIRECTS", "RedirectRefused", "counting_redirects", "redirected"]
+__all__ = [
+    "MAX_REDIRECTS",
+    "RedirectRefused",
+    "counting_redirects",
+    "events_within_origin",
+    "redirected",
+    "streamed_within_origin",
+    "unfollowed",
+    "within_origin",
+]
 
 MAX_REDIRECTS: Final = 5
 """Most redirects one request follows (each within the endpoint's origin): a loop ends after them."""
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_EVENT_HEADERS: Final = {"accept": "text/event-stream", "cache-control": "no-store"}
+"""What a GET for an event stream asks for, under the transport's own headers."""
 _HOPS: ContextVar[list[int] | None] = ContextVar("_HOPS", default=None)
 """The statuses of the redirects the request posted in this task followed; None outside such a POST."""
 
@@ -97,9 +112,63 @@ def _refusal(client: httpx2.AsyncClient, response: httpx2.Response) -> str | Non
         return f"it redirects to a {following.url.scheme[:20]!r} URL"
     if following.method != method:
         return f"status {status} would turn the {method} into a {following.method}"
-    response.next_request = following
+    if not within_origin(response.request, following):
+        return f"it redirects to another origin ({target}); use that URL to follow it"
+    return None
+
+
+def within_origin(sent: httpx2.Request, following: httpx2.Request) -> bool:
+    """Whether ``following``, the request a redirect answered to ``sent`` asks for, may be sent: the same
+    method, no credentials of its own in the URL, and the same scheme, host and port as ``sent`` (httpx2
+    lower-cases the host and leaves a scheme's default port out), or the https form of an http URL on the
+    default ports. Anything else could carry the configured headers, or the body, to another server."""
+    if following.method != sent.method:
+        return False
+    was, goes = sent.url, following.url
+    if goes.userinfo and goes.userinfo != was.userinfo:
+        return False
+    if (goes.scheme, goes.host, goes.port) == (was.scheme, was.host, was.port):
+        return True
+    upgraded = was.scheme == "http" and goes.scheme == "https"
+    return upgraded and goes.host == was.host and was.port is None and goes.port is None
+
+
+@asynccontextmanager
+async def streamed_within_origin(
+    client: httpx2.AsyncClient, method: str, url: str, **kwargs: Any
+) -> AsyncIterator[httpx2.Response]:
+    """The streamed response to ``method url``, following a redirect only while :func:`within_origin`
+    takes it, at most ``client.max_redirects`` (and :data:`MAX_REDIRECTS`) times; any other 3xx answer is
+    the response (:func:`unfollowed` names it). A followed redirect's body is never read."""
+    request = client.build_request(method, url, **kwargs)
+    hops = min(client.max_redirects, MAX_REDIRECTS)
+    while True:
+        response = await client.send(request, stream=True, follow_redirects=False)
+        following = response.next_request
+        if following is None or hops <= 0 or not within_origin(response.request, following):
+            break
+        await response.aclose()  # closing an unread body drops its connection
+        request, hops = following, hops - 1
     try:
-        within = next_request_within_origin(response) is not None
+        yield response
     finally:
-        response.next_request = None  # httpx2 sets it after its hooks, when it does
-    return None if within else f"it redirects to another origin ({target}); use that URL to follow it"
+        await response.aclose()
+
+
+@asynccontextmanager
+async def events_within_origin(
+    client: httpx2.AsyncClient, url: str, *, headers: Mapping[str, str], max_event_size: int | None
+) -> AsyncIterator[httpx2.EventSource]:
+    """A GET for an event stream at ``url`` (``headers`` over the ones asking for it), redirects followed
+    as in :func:`streamed_within_origin`; no event over ``max_event_size`` bytes is taken."""
+    asked = httpx2.Headers(_EVENT_HEADERS)
+    asked.update(headers)
+    async with streamed_within_origin(client, "GET", url, headers=asked) as response:
+        yield httpx2.EventSource(response, max_event_size=max_event_size)
+
+
+def unfollowed(response: httpx2.Response) -> str | None:
+    """What a 3xx ``response`` left unfollowed by :func:`streamed_within_origin` says, or None."""
+    if not 300 <= response.status_code < 400:
+        return None
+    return f"the server answered {response.status_code}, a redirect not followed"

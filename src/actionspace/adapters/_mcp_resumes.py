@@ -41,14 +41,7 @@ from typing import Final
 
 import anyio
 import httpx2
-from mcp.client.streamable_http import (
-    LAST_EVENT_ID,
-    RequestContext,
-    StreamableHTTPTransport,
-    StreamWriter,
-    _unfollowed_redirect,
-)
-from mcp.shared._httpx_utils import sse_within_origin
+from mcp.client.streamable_http import LAST_EVENT_ID, RequestContext, StreamableHTTPTransport, StreamWriter
 from mcp_types import (
     JSONRPCError,
     JSONRPCMessage,
@@ -62,6 +55,7 @@ from pydantic import ValidationError
 from actionspace.adapters._mcp_codings import Undecodable
 from actionspace.adapters._mcp_errors import MALFORMED_ANSWER
 from actionspace.adapters._mcp_reconnect import STREAM_DROPPED
+from actionspace.adapters._mcp_redirects import events_within_origin, unfollowed
 from actionspace.adapters._mcp_stdio import unheard
 
 __all__ = [
@@ -142,7 +136,7 @@ class ResumingTransport(StreamableHTTPTransport):
         Raises ``httpx2.HTTPError`` for a failed GET (an error status too)."""
         headers = {**self._prepare_headers(), LAST_EVENT_ID: where.last_id}
         on_token = ctx.metadata.on_resumption_token_update if ctx.metadata else None
-        async with sse_within_origin(
+        async with events_within_origin(
             ctx.client, self.url, headers=headers, max_event_size=self.max_sse_event_size
         ) as source:
             source.response.raise_for_status()
@@ -194,10 +188,10 @@ class ResumingTransport(StreamableHTTPTransport):
         if where.last_id:
             headers[LAST_EVENT_ID] = where.last_id
         delivered = False
-        async with sse_within_origin(
+        async with events_within_origin(
             client, self.url, headers=headers, max_event_size=self.max_sse_event_size
         ) as source:
-            if (redirect := _unfollowed_redirect(source.response)) is not None:
+            if (redirect := unfollowed(source.response)) is not None:
                 raise _NoStream(f"its notification stream was not opened: {redirect}"[:500])
             if source.response.status_code == 405:
                 raise _NoStream("it offers no notification stream (405)")

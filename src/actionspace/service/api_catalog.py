@@ -28,9 +28,10 @@ from actionspace.service.deps import runtime_of
 from actionspace.service.errors import ERRORS, ApiError
 from actionspace.service.metrics_answers import MetricsAnswers
 from actionspace.service.models import ErrorResponse, Health, MetricsView, ToolView
-from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all, visible_page
+from actionspace.service.scoping import MAX_SCAN, RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import tool_view
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
+from actionspace.trace.store import ListsTenantRuns
 
 __all__ = [
     "MAX_FIELDS_SHOWN",
@@ -173,20 +174,38 @@ def _top_fields(counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def _visible_runs(rt: Runtime, who: Principal, *, since: float | None, limit: int) -> list[str]:
-    """The ids of up to ``limit`` of the latest runs (active since ``since``) ``who`` may see."""
+    """The ids of up to ``limit`` of the latest runs (active since ``since``) ``who`` may see.
+
+    A store that lists one tenant's runs (every store shipped) is read a page of the tenant's at a
+    time through its index, from the last row read, until ``limit`` are found, a row is older than
+    ``since`` or the tenant has no more: what other tenants hold is never read. Another store is
+    read the newest rows first, as :func:`~actionspace.service.scoping.visible_page` does."""
     tenants = RunTenants(rt.trace)
-    read: set[str] = set()
+    store = rt.trace
+    if not isinstance(store, ListsTenantRuns):
 
-    def fetch(n: int) -> list[RunSummary]:
-        page = rt.trace.runs(limit=n, since=since)
-        fresh = [s.run_id for s in page if s.run_id not in read]
-        for run_id, head in heads_of(rt.trace, fresh).items():  # each run's tenant, in one query
+        def fetch(n: int) -> list[RunSummary]:
+            page = store.runs(limit=n, since=since)
+            for run_id, head in heads_of(store, [s.run_id for s in page]).items():
+                tenants.remember(run_id, head)
+            return page
+
+        page = visible_page(fetch, lambda s: may_see(who, tenants(s.run_id)), limit=limit, scan=limit)
+        return [s.run_id for s in page]
+    found: list[str] = []
+    after: tuple[float, str] | None = None
+    while len(found) < limit:
+        asked = min(limit - len(found), MAX_SCAN)
+        page = store.tenant_runs(who.tenant, limit=asked, after=after)
+        recent = [s for s in page if since is None or s.last_at >= since]
+        # each row judged by its own run_started, as a listing's are (an index may keep less of it)
+        for run_id, head in heads_of(store, [s.run_id for s in recent]).items():
             tenants.remember(run_id, head)
-        read.update(fresh)
-        return page
-
-    page = visible_page(fetch, lambda s: may_see(who, tenants(s.run_id)), limit=limit, scan=limit)
-    return [s.run_id for s in page]
+        found += [s.run_id for s in recent if may_see(who, tenants(s.run_id))]
+        if len(page) < asked or len(recent) < len(page):
+            break
+        after = (page[-1].last_at, page[-1].run_id)
+    return found[:limit]
 
 
 class _FieldsAsSeen:
@@ -199,7 +218,11 @@ class _FieldsAsSeen:
         self._viewer = viewer
 
     def events(self, run_id: str) -> list[TraceEvent]:
-        return [self._seen(event) for event in self._store.events(run_id)]
+        # most events hold no field errors: a dict without the key is passed on as it is
+        return [
+            e if type(e.data) is dict and "field_errors" not in e.data else self._seen(e)
+            for e in self._store.events(run_id)
+        ]
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         return self._store.runs(limit=limit, since=since)

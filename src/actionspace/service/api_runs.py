@@ -11,7 +11,6 @@ what a row shows (``last_at`` to the microsecond, then ``run_id``), and a page s
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Annotated, Any
 
@@ -35,7 +34,7 @@ from actionspace.service.models import (
     RunRow,
     SubmitRun,
 )
-from actionspace.service.quotas import HeldBytes, LiveRuns
+from actionspace.service.quotas import HeldBytes, LiveRuns, json_bytes
 from actionspace.service.runner import BackgroundRuns
 from actionspace.service.scoping import RunTenants, heads_of, may_see, sees_all
 from actionspace.service.views import (
@@ -200,7 +199,7 @@ def runs_router() -> APIRouter:
             )
         started = False
         submitted = body.plan if isinstance(body, PlanRun) else body.calls
-        ticket = held.take(principal.tenant, run_id, size := _json_bytes(submitted))
+        ticket = held.take(principal.tenant, run_id, size := json_bytes(submitted))
         if ticket is None:
             live.settle(key, run_id, started=False)
             raise _held_too_much(held, principal, size)
@@ -226,12 +225,6 @@ def runs_router() -> APIRouter:
         return {"run_id": run_id}
 
     return router
-
-
-def _json_bytes(value: Any) -> int:
-    """The size of ``value`` as compact UTF-8 JSON: what a run holds of it, in the unit a body is."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _held_too_much(held: HeldBytes, principal: Principal, size: int) -> HTTPException | ApiError:

@@ -27,7 +27,6 @@ from actionspace.service.proxies import TrustedProxies
 from actionspace.service.quotas import (
     DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_LIVE_RUNS,
-    HeldBytes,
     LiveRuns,
     RateLimit,
 )
@@ -103,7 +102,8 @@ def create_app(
     tenant) may have started here and not yet ended; ``POST /api/runs`` past it is answered 429
     ``rate_limited`` with ``Retry-After``, nothing of that run written. ``max_held_bytes`` (default
     64 MiB; None: unbounded): bytes of submissions (plan or raw outputs, as compact JSON) the live
-    runs of one tenant may hold, a run waiting for a person included; a start past it is answered
+    runs of one tenant may hold, a run waiting for a person and one taken over from another server
+    included (one without room is not taken over); a start past it is answered
     429 ``rate_limited`` with ``Retry-After`` (413 ``invalid_arguments`` for a submission larger than
     the bound itself), nothing of that run written. ``metrics_max_runs`` (default 10,000): the
     largest ``max_runs`` of ``/api/metrics`` (default 1000 runs), a larger one answered 422; an
@@ -127,9 +127,9 @@ def create_app(
     if tokens is None:
         admin_token = new_token()
         table[admin_token] = admin_principal()
-    background = BackgroundRuns(runtime, runner)
+    background = BackgroundRuns(runtime, runner, max_held_bytes=max_held_bytes)
     live_runs = LiveRuns(max_live_runs, background.is_active)
-    held_bytes = HeldBytes(max_held_bytes, background.is_active)
+    held_bytes = background.held  # runs taken over from other servers count against it too
     link_run_tenants(runtime)  # the memory stores' listings by tenant read the memory trace's
 
     @asynccontextmanager

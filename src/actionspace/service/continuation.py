@@ -102,6 +102,8 @@ _CLAIM_ATTEMPTS = 5
 """Times a claim is tried again when another event took its number (an unrelated append)."""
 
 Mode = Literal["plan", "calls"]
+Admit = Callable[[Any], bool]
+"""Asked with a run's submitted body before a server claims the run: False, it does not."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,20 +256,30 @@ def take_over(
     *,
     lease_s: float = DEFAULT_LEASE_S,
     clock: Callable[[], float] = time.time,
+    admit: Admit | None = None,
 ) -> Submission | None:
     """Claim the run of ``request`` for ``server``, with a lease of ``lease_s`` seconds, and return
     its submission, when the trace proves no live server drives it (see the module docstring);
-    None otherwise (nothing is claimed)."""
+    None otherwise (nothing is claimed). ``admit`` is asked, with the submitted body, before the
+    claim is written: False leaves the run as it is (``server`` has no room for it)."""
     mark = {"request_id": request.id}
-    return _claim(rt, request.run_id, server, request.node_id, mark, lease_s=lease_s, clock=clock)
+    return _claim(
+        rt, request.run_id, server, request.node_id, mark, lease_s=lease_s, clock=clock, admit=admit
+    )
 
 
 def adopt(
-    rt: Runtime, run_id: str, server: str, *, lease_s: float, clock: Callable[[], float] = time.time
+    rt: Runtime,
+    run_id: str,
+    server: str,
+    *,
+    lease_s: float,
+    clock: Callable[[], float] = time.time,
+    admit: Admit | None = None,
 ) -> Submission | None:
     """Claim ``run_id`` for ``server`` as :func:`take_over` does, for a run no approval brought
     here (its driver died, or stopped, while no call of it waited for a person)."""
-    return _claim(rt, run_id, server, None, {"lapsed": True}, lease_s=lease_s, clock=clock)
+    return _claim(rt, run_id, server, None, {"lapsed": True}, lease_s=lease_s, clock=clock, admit=admit)
 
 
 def reclaim(
@@ -288,6 +300,7 @@ def _claim(
     *,
     lease_s: float,
     clock: Callable[[], float],
+    admit: Admit | None = None,
 ) -> Submission | None:
     store = rt.trace
     for _ in range(_CLAIM_ATTEMPTS):
@@ -297,6 +310,8 @@ def _claim(
         if found is None or not events:
             return None
         submission, ended = found
+        if admit is not None and not admit(submission.body):
+            return None  # no room here for what the run holds: another server, or a later scan
         at = events[-1].seq + 1
         token = uuid.uuid4().hex
         data: dict[str, Any] = {"action": "continued", "server": server, "at": at, "until": now + lease_s}
@@ -323,10 +338,12 @@ async def outlast(
     poll_s: float,
     rounds: int,
     clock: Callable[[], float] = time.time,
+    admit: Admit | None = None,
 ) -> Submission | None:
     """Wait for the lease of the server driving the run of ``request`` to end, then take the run
-    over as :func:`take_over` does; None as soon as its driver renews it (it is alive: it goes on
-    with its run), another server takes it, it finishes, or it cannot be continued.
+    over as :func:`take_over` does (``admit`` as there); None as soon as its driver renews it (it
+    is alive: it goes on with its run), another server takes it, it finishes, it cannot be
+    continued, or ``admit`` refuses it.
 
     Reads the whole trace at most ``rounds`` times: when the lease should have been renewed (a
     third of ``lease_s``) or has ended, or earlier when the trace grew (its next number is read
@@ -339,7 +356,9 @@ async def outlast(
             return None
         lease = lease_of(events)
         if lease is None or lease.ended(now):  # released or lapsed: take it now, or never
-            return await asyncio.to_thread(take_over, rt, request, server, lease_s=lease_s, clock=clock)
+            return await asyncio.to_thread(
+                take_over, rt, request, server, lease_s=lease_s, clock=clock, admit=admit
+            )
         if lease.until is None or (first is not None and lease != first):
             return None
         first = lease

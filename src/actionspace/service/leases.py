@@ -14,12 +14,14 @@ recovery does (:func:`settle_in_flight`): nothing is sent whose outcome cannot b
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
@@ -122,11 +124,14 @@ class Drives:
         """Runs to take over (see :class:`LapsedRuns`), but those ``live`` here."""
         return self._lapsed(live, time.time())
 
-    def adopt(self, run_id: str) -> tuple[Submission, Principal] | None:
+    def adopt(
+        self, run_id: str, admit: Callable[[Hashable, Any], bool] | None = None
+    ) -> tuple[Submission, Principal] | None:
         """Claim ``run_id``, whose driver is gone (:func:`~actionspace.service.continuation.adopt`):
         its submission and the principal that started it, which it is driven as here from now on;
         None when another server took it, or its principal is not known here as the one that
-        started it (it is never continued as another)."""
+        started it (it is never continued as another). ``admit(tenant, body)`` is asked before the
+        claim is written: False leaves the run as it is."""
         started = next((e for e in self.rt.trace.events(run_id) if e.kind == "run_started"), None)
         if started is None or not isinstance(who := started.data.get("principal"), str):
             return None
@@ -136,7 +141,8 @@ class Drives:
         principal = self.rt.run_state(run_id, unknown).principal
         if principal.id != who:
             return None
-        taken = continuation.adopt(self.rt, run_id, self.server, lease_s=self.lease_s)
+        room = None if admit is None else functools.partial(admit, principal.tenant)
+        taken = continuation.adopt(self.rt, run_id, self.server, lease_s=self.lease_s, admit=room)
         if taken is None:
             return None
         self.add(run_id)

@@ -10,13 +10,14 @@ again full), so a client minting keys cannot grow the table without bound.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from actionspace.errors import ConfigurationError
 
@@ -25,8 +26,10 @@ __all__ = [
     "DEFAULT_MAX_LIVE_RUNS",
     "Allowance",
     "HeldBytes",
+    "Holding",
     "LiveRuns",
     "RateLimit",
+    "json_bytes",
 ]
 
 DEFAULT_MAX_LIVE_RUNS: Final = 1000
@@ -176,7 +179,8 @@ class HeldBytes:
     of a wait for a person (24 h by default): counted in runs alone, a tenant could park runs of the
     largest body accepted until the process ran out of memory. A submission is counted from
     :meth:`take` (before anything of it is written) to the end of its run, as :class:`LiveRuns`
-    counts runs; a tenant at its bound holds up no other tenant. Thread-safe.
+    counts runs; a run taken over from another server is counted alike (:class:`Holding`). A
+    tenant at its bound holds up no other tenant. Thread-safe.
     """
 
     def __init__(self, limit: int | None, live: Callable[[str], bool]) -> None:
@@ -226,3 +230,37 @@ class HeldBytes:
         with self._lock:
             starts = self._held.get(tenant, {})
             return sum(n for t, (r, n) in starts.items() if t in self._starting or self._live(r))
+
+
+class Holding:
+    """A run a server takes over (from a server that died or stopped, found by a scan or brought
+    by an approval), counted against its tenant's :class:`HeldBytes` as a start is: :meth:`admit`
+    is asked before the claim is written (False: the run is not taken, nothing is written), and
+    :meth:`settle` once the claim is done. Its bytes then count while the run is live here."""
+
+    def __init__(self, held: HeldBytes, run_id: str) -> None:
+        self._held, self._run_id = held, run_id
+        self._taken: tuple[Hashable, object] | None = None
+        self.refused = False
+        """True once :meth:`admit` refused the run (its tenant's runs here hold too much)."""
+
+    def admit(self, tenant: Hashable, body: Any) -> bool:
+        """Count ``body`` (the run's submission) for ``tenant``, once however often asked; False
+        when that would pass the bound."""
+        if self._taken is None:
+            ticket = self._held.take(tenant, self._run_id, json_bytes(body))
+            self.refused = ticket is None
+            self._taken = None if ticket is None else (tenant, ticket)
+        return self._taken is not None
+
+    def settle(self, *, started: bool) -> None:
+        """The claim is done: the bytes count on while the run is live when ``started``."""
+        if self._taken is not None:
+            self._held.settle(self._taken[0], self._taken[1], started=started)
+            self._taken = None
+
+
+def json_bytes(value: Any) -> int:
+    """The size of ``value`` as compact UTF-8 JSON: what a run holds of it, in the unit a body is."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import inspect
 import logging
 import threading
@@ -32,16 +33,14 @@ from typing import Any, Literal
 
 from actionspace.approval.requests import ApprovalRequest
 from actionspace.errors import ActionError
-from actionspace.parse import ParseResult
 from actionspace.plan.model import PlanResult
 from actionspace.policy.principal import Principal
 from actionspace.runtime import Runtime
-from actionspace.service._stopped import acall_typed, begin_run, in_flight_nodes, taken
+from actionspace.service._call_runs import CallRuns
+from actionspace.service._stopped import begin_run, in_flight_nodes, taken
 from actionspace.service.continuation import (
     SUBMITTED_KIND,
     Submission,
-    held_output,
-    last_observations,
     outlast,
     release,
     submission_event,
@@ -53,9 +52,9 @@ from actionspace.service.held_calls import proposer, refusal, send_held
 from actionspace.service.held_nodes import held_request, labels_lost, note_held
 from actionspace.service.lanes import Lanes
 from actionspace.service.leases import Drives, settle_in_flight
-from actionspace.service.outputs import calls_status, parse_output, read_output
+from actionspace.service.quotas import HeldBytes, Holding
 from actionspace.service.runner_config import RunnerConfig
-from actionspace.types import Observation, ToolCall
+from actionspace.types import Observation
 
 __all__ = ["BackgroundRuns", "LiveState", "RunnerConfig"]
 
@@ -68,12 +67,17 @@ class _HandedOver(Exception):
     """A run released while it waited for a person was taken over by another server."""
 
 
-class BackgroundRuns:
+class BackgroundRuns(CallRuns):
     """Starts, tracks and wakes the runs of one API server."""
 
-    def __init__(self, rt: Runtime, config: RunnerConfig | None = None) -> None:
+    def __init__(
+        self, rt: Runtime, config: RunnerConfig | None = None, *, max_held_bytes: int | None = None
+    ) -> None:
+        """``max_held_bytes``: bytes of submissions one tenant's live runs here may hold, those
+        taken over included (see :class:`~actionspace.service.quotas.HeldBytes`; None: unbounded)."""
         self.rt = rt
         self.config = config or RunnerConfig()
+        self.held = HeldBytes(max_held_bytes, self.is_active)
         self._lanes = Lanes(self.config.lanes)
         self._lock = threading.Lock()
         self._run_loop: dict[str, asyncio.AbstractEventLoop] = {}  # live run id → its lane's loop
@@ -135,17 +139,23 @@ class BackgroundRuns:
         finish_once(self.rt, run_id, self._server, data)
 
     def _scan(self) -> None:
-        """Take over the runs whose driver is gone while no call of theirs waited for a person."""
+        """Take over the runs whose driver is gone while no call of theirs waited for a person,
+        those its tenant's runs here have room for (the others are left to a later scan)."""
         for run_id in self._drives.lapsed(self.is_active):
             if self._closed or not self.claim(run_id):
                 continue
+            holding, started = Holding(self.held, run_id), False
             try:
-                if (taken := self._drives.adopt(run_id)) is not None:
+                if (taken := self._drives.adopt(run_id, holding.admit)) is not None:
                     self._submit(run_id, self._adopted(run_id, *taken), lane=taken[1].id)
+                    started = True
             except RuntimeError:  # closing: another server continues it
                 self._drives.let_go(run_id)
             finally:
+                holding.settle(started=started)
                 self.release(run_id)
+            if holding.refused:
+                _log.info("actionspace: run %s left for a later scan: no room for it here", run_id)
 
     async def _adopted(self, run_id: str, taken: Submission, principal: Principal) -> str:
         """Run a run taken over again (what committed is replayed, what was in flight settled
@@ -310,63 +320,42 @@ class BackgroundRuns:
             )
         return result
 
-    async def _calls(self, raws: list[Any], run_id: str, principal: Principal) -> str:
-        observations: list[Observation] = []
-        for index, raw in enumerate(raws, start=1):
-            observations.extend(await self._output(raw, index, run_id, principal))
-        status = calls_status([o.status for o in observations])
-        errors = {o.call_id: o.error.category for o in observations if o.error is not None}
-        self._finish(run_id, status=status, calls=len(observations), failed=errors)
-        return status
-
-    async def _output(self, raw: Any, index: int, run_id: str, principal: Principal) -> list[Observation]:
-        """Parse output ``index`` and send its calls; its parse_error observations when none runs."""
-        parsed = await read_output(self.rt, raw, run_id, timeout_s=self.config.parse_timeout_s)
-        if not isinstance(parsed, ParseResult):
-            return parsed
-        return await self._send_calls(parsed.calls, index, 1, run_id, principal)
-
-    async def _send_calls(
-        self, calls: Sequence[ToolCall], index: int, first: int, run_id: str, principal: Principal
-    ) -> list[Observation]:
-        """Send the calls of output ``index`` from the ``first`` (from 1), each once decided."""
-        out = []
-        for sub, call in enumerate(calls, start=1):
-            if sub < first:
-                continue
-            node = f"c{index}" if len(calls) == 1 else f"c{index}.{sub}"
-            obs = await acall_typed(self.rt, call, run_id=run_id, node_id=node, principal=principal)
-            out.append(await self._until_decided(obs, call, run_id, node, principal))
-        return out
-
-    async def _until_decided(
-        self, obs: Observation, call: ToolCall | None, run_id: str, node: str, principal: Principal
-    ) -> Observation:
-        for _ in range(self.config.max_rounds):
-            request_id = held_request(obs)
-            if request_id is None or call is None or not await self._decided(run_id, [request_id]):
-                return obs
-            obs = await acall_typed(self.rt, call, run_id=run_id, node_id=node, principal=principal)
-        return obs
-
     async def _resume(self, request: ApprovalRequest) -> str:
         """Send an approved call no run here waits on; continue its run when this server may take
         it over (see ``service/continuation.py``), else send that call alone: then, when a lease
         holds the run, take it over once that lease ends unrenewed (its driver died). A plan node
-        whose references' labels were not recorded waits for that take-over before it is sent."""
+        whose references' labels were not recorded waits for that take-over before it is sent. A
+        run its tenant's held bytes leave no room for here is not taken over: ``"deferred"``, nothing
+        sent (a scan continues it, and sends the call inside it, once there is room)."""
         principal = proposer(request)  # never as this process's default principal
         if principal is None:
             alone = await send_held(self.rt, request, principal)
             return alone.status if isinstance(alone, Observation) else "error"
-        lease_s = self.config.driver_lease_s
-        taken = await asyncio.to_thread(take_over, self.rt, request, self._server, lease_s=lease_s)
+        lease_s, holding = self.config.driver_lease_s, Holding(self.held, request.run_id)
+        admit = functools.partial(holding.admit, principal.tenant)  # its bytes, as a start's
+        taken = None
+        try:
+            taken = await asyncio.to_thread(
+                take_over, self.rt, request, self._server, lease_s=lease_s, admit=admit
+            )
+        finally:
+            holding.settle(started=taken is not None)  # this task keeps the run live here
+        if holding.refused:  # a scan continues it (here or elsewhere) once there is room for it
+            return "deferred"
         sent = None
         if taken is None:
             # a node whose labels are lost waits for its run instead (sent alone, it is refused)
             lost = labels_lost(await asyncio.to_thread(self.rt.trace.events, request.run_id), request)
             sent = None if lost else await send_held(self.rt, request, principal)
             poll, rounds = self.config.approval_poll_s, self.config.max_rounds
-            taken = await outlast(self.rt, request, self._server, lease_s=lease_s, poll_s=poll, rounds=rounds)
+            try:
+                taken = await outlast(
+                    self.rt, request, self._server, lease_s=lease_s, poll_s=poll, rounds=rounds, admit=admit
+                )
+            finally:
+                holding.settle(started=taken is not None)
+            if taken is None and sent is None and holding.refused:
+                return "deferred"
             if taken is None:
                 sent = await send_held(self.rt, request, principal) if sent is None else sent
                 return sent.status if isinstance(sent, Observation) else "error"
@@ -416,24 +405,6 @@ class BackgroundRuns:
             failed[node] = sent.error.category
         self._finish(run_id, status=result.status, nodes=len(result.nodes), failed=failed)
         return result.status
-
-    async def _continue_calls(self, request: ApprovalRequest, principal: Principal, raws: list[Any]) -> str:
-        """Send the calls after the resumed one: the rest of its output, then the later outputs."""
-        run_id = request.run_id
-        place = held_output(request.node_id)
-        index, sub = place if place is not None else (len(raws), None)
-        if sub is not None and index <= len(raws):
-            parsed = await parse_output(raws[index - 1], timeout_s=self.config.parse_timeout_s)
-            if isinstance(parsed, ParseResult) and parsed.error is None and len(parsed.calls) >= sub:
-                await self._send_calls(parsed.calls, index, sub + 1, run_id, principal)
-        for later in range(index + 1, len(raws) + 1):
-            await self._output(raws[later - 1], later, run_id, principal)
-        events = await asyncio.to_thread(self.rt.trace.events, run_id)
-        answered = last_observations(events, request.id)
-        status = calls_status([str(d.get("status")) for d in answered.values()])
-        errors = {k: d.get("category") for k, d in answered.items() if d.get("status") == "error"}
-        self._finish(run_id, status=status, calls=len(answered), failed=errors)
-        return status
 
     async def _decided(self, run_id: str, request_ids: list[str]) -> bool:
         """Wait until one of the requests is decided (True) or the wait runs out (False). A run
