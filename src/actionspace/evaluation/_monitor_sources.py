@@ -40,14 +40,28 @@ def plan_links(run_id: str, data: Mapping[str, Any], sources: dict[str, set[str]
     prefix = f"{run_id}:"
     nodes = [n for n in items(data.get("nodes")) if isinstance(n, Mapping) and "id" in n]
     if any("refs" in n for n in nodes):
-        pairs = [(str(ref), str(n["id"])) for n in nodes for ref in items(n.get("refs"))]
+        pairs = [(_id(ref), _id(n["id"])) for n in nodes for ref in items(n.get("refs"))]
     else:
         added = {
-            (str(a.get("from")), str(a.get("to")))
+            (_id(a.get("from")), _id(a.get("to")))
             for a in items(data.get("added_edges"))
             if isinstance(a, Mapping)
         }
-        edges = [(str(e[0]), str(e[1])) for e in items(data.get("edges")) if len(items(e)) == 2]
+        edges = [(_id(e[0]), _id(e[1])) for e in items(data.get("edges")) if len(items(e)) == 2]
         pairs = [edge for edge in edges if edge not in added]
     for source, consumer in pairs:
-        sources.setdefault(prefix + consumer, set()).add(prefix + source)
+        if source is not None and consumer is not None:
+            sources.setdefault(prefix + consumer, set()).add(prefix + source)
+
+
+def _id(value: Any) -> str | None:
+    """A node id as text: a number as it reads; None for a container (read as absent: its repr
+    may be enormous, or raise when nested deep enough)."""
+    if isinstance(value, str):
+        return value
+    if value is None or isinstance(value, int | float):
+        try:
+            return str(value)
+        except ValueError:  # an int of more digits than Python converts
+            return None
+    return None

@@ -43,16 +43,15 @@ so the report still counts every call.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from actionspace.errors import ConfigurationError
-from actionspace.evaluation._monitor_sources import inferred_sources, items, plan_links
+from actionspace.evaluation._monitor_calls import Call, link, run_calls
 from actionspace.evaluation.outcomes import UNDECIDED_CATEGORIES
-from actionspace.trace.events import CALL_START_KINDS, TraceEvent, TraceStore
+from actionspace.trace.events import TraceStore
 
 __all__ = [
     "Alert",
@@ -64,10 +63,6 @@ __all__ = [
 ]
 
 AlertKind = Literal["field_concentration", "unknown_commits"]
-_MARK = "tool_result:"
-_REFUSED = frozenset({"permission_denied", "policy_violation", "budget_exceeded"})
-"""Categories of the authorize stage and its gates (DESIGN §4): a call ending in one undispatched
-was rejected, whichever stage's event said so."""
 _DEFAULT_MAX_RUNS = 100_000
 
 
@@ -212,37 +207,6 @@ class MonitorReport:
         }
 
 
-@dataclass(slots=True)
-class _Call:
-    call_id: str
-    first_ts: float
-    first_seq: int
-    tool: str | None = None
-    kinds: set[str] = field(default_factory=set)
-    """The kinds of event this handling of the call id recorded."""
-    group: str | None = None
-    """The atomic group this call belongs to: as a member, or as the group's own record."""
-    own_group: bool = False
-    """True for the group's own record (call id ``<run>:<group>``), which is no tool call."""
-    rejected: str | None = None
-    fields: set[str] = field(default_factory=set)
-    dispatched: bool = False
-    status: str | None = None
-    category: str | None = None
-    unknown_commit: bool = False
-    key: str | None = None
-    """The idempotency key its ledger events name."""
-    replayed: bool = False
-    """Its last observation was answered from the ledger's record (nothing sent)."""
-    content_hash: str | None = None
-    original: _Call | None = None
-    """For a replay: the call whose result it repeated."""
-    sources: set[str] = field(default_factory=set)
-    """Call ids whose results this call consumed."""
-    inputs: list[_Call] = field(default_factory=list)
-    """The calls of the same run behind ``sources``."""
-
-
 def monitor(
     store: TraceStore,
     *,
@@ -264,187 +228,101 @@ def monitor(
         ids = [s.run_id for s in store.runs(limit=max_runs, since=since)]
     else:
         ids = list(dict.fromkeys(run_ids))
-    calls: list[_Call] = []
+    tallies: dict[str, _Tally] = {}
     runs = 0
-    for run_id in ids:
-        in_run = [c for c in _calls(store.events(run_id)) if c.tool is not None]
+    for run_id in ids:  # a run's calls are counted and dropped: what is kept is one count per tool
+        in_run = [c for c in run_calls(store.events(run_id)) if c.tool is not None]
         if since is not None:
             in_run = [c for c in in_run if c.first_ts >= since]
         if in_run:
             runs += 1
-            calls.extend(in_run)
-            _link(in_run)
-    tools = _tools(calls)
+            link(in_run)
+            _tally(in_run, tallies)
+    tools = _tools(tallies)
     return MonitorReport(
         runs=runs,
-        calls=len(calls),
+        calls=sum(t.calls for t in tallies.values()),
         since=since,
         tools=tools,
         alerts=_alerts(tools, thresholds or MonitorThresholds()),
     )
 
 
-def _calls(events: Sequence[TraceEvent]) -> list[_Call]:
-    calls: list[_Call] = []
-    current: dict[str, _Call] = {}
-    plan_sources: dict[str, set[str]] = {}
-    by_key: dict[str, _Call] = {}
-    for ev in sorted(events, key=lambda e: e.seq):
-        data: Mapping[str, Any] = ev.data if isinstance(ev.data, Mapping) else {}
-        if ev.kind == "plan_started":
-            plan_links(ev.run_id, data, plan_sources)
-            continue
-        settled = by_key.get(str(data.get("key"))) if ev.kind == "ledger" else None
-        if settled is not None and data.get("from") == "unknown_commit":  # resolved, here or elsewhere
-            settled.unknown_commit = data.get("to") == "unknown_commit"
-        if ev.call_id is None:
-            continue
-        if ev.kind == "observation" and data.get("category") == "parse_error":
-            # a message none of whose calls ran, answered under each of its ids: no call of a
-            # tool, and what follows under such an id is a new one
-            current.pop(ev.call_id, None)
-            continue
-        call = current.get(ev.call_id)
-        if call is None or (ev.kind in CALL_START_KINDS and ev.kind in call.kinds):
-            call = current[ev.call_id] = _Call(ev.call_id, ev.ts, ev.seq)
-            calls.append(call)
-        call.kinds.add(ev.kind)
-        tool = data.get("tool")
-        if call.tool is None and isinstance(tool, str):
-            call.tool = tool
-        group = data.get("group")
-        if isinstance(group, str):
-            call.group = group
-            call.own_group = call.own_group or ev.call_id == f"{ev.run_id}:{group}"
-        _apply(call, ev.kind, data)
-        if call.key is not None:
-            by_key.setdefault(call.key, call)
-    for call in calls:
-        call.sources |= plan_sources.get(call.call_id, set())
-    _originals(calls)
-    return _fold_groups(calls)
+@dataclass(slots=True)
+class _Tally:
+    """One tool's figures summed over the runs read so far (see ToolHealth); their calls are not kept."""
+
+    calls: int = 0
+    rejects: Counter[str] = field(default_factory=Counter)
+    fields: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    undecided: Counter[str] = field(default_factory=Counter)
+    unknown_commits: int = 0
+    ok_results: int = 0
+    replays: int = 0
+    used_results: int = 0
+    consumers: int = 0
+    consumers_ok: int = 0
 
 
-def _originals(calls: Sequence[_Call]) -> None:
-    """Each replay's original: the latest earlier ok call of its tool with the same result."""
-    latest: dict[tuple[str | None, str | None], _Call] = {}
-    for call in sorted(calls, key=lambda c: c.first_seq):
-        if call.status != "ok":
-            continue
-        if call.replayed:
-            call.original = latest.get((call.tool, call.content_hash))
-        else:
-            latest[(call.tool, call.content_hash)] = call
-
-
-def _fold_groups(calls: list[_Call]) -> list[_Call]:
-    """The calls without atomic groups' own records; a group's unknown commit marks its members."""
-    unsettled = {c.group for c in calls if c.own_group and c.unknown_commit}
-    for call in calls:
-        if not call.own_group and call.group in unsettled:
-            call.unknown_commit = True
-    return [c for c in calls if not c.own_group]
-
-
-def _text(value: Any) -> str | None:
-    """``value`` when it is non-empty text, else None."""
-    return value if isinstance(value, str) and value else None
-
-
-def _apply(call: _Call, kind: str, data: Mapping[str, Any]) -> None:
-    provenance = data.get("provenance")
-    if isinstance(provenance, Mapping):
-        for mark in provenance.values():
-            if isinstance(mark, str) and mark.startswith(_MARK):
-                call.sources.add(mark[len(_MARK) :])
-            elif kind == "proposed" and isinstance(mark, list):
-                call.sources.update(inferred_sources(mark))
-    category = _text(data.get("category"))
-    if kind == "resolved" and category is not None:
-        call.rejected = category
-    elif kind == "validated" and data.get("verdict") == "rejected":
-        call.rejected = category or "invalid_arguments"
-        for error in items(data.get("field_errors")):
-            if isinstance(error, Mapping) and isinstance(error.get("path"), str):
-                call.fields.add(error["path"])
-    elif kind == "dispatched":
-        call.dispatched = True
-    elif kind == "observation":
-        call.status = str(data.get("status"))
-        call.category = category if call.status != "ok" else None
-        call.replayed = data.get("replayed") is True
-        call.content_hash = _text(data.get("content_hash"))
-        if call.rejected is None and not call.dispatched and call.category in _REFUSED:
-            call.rejected = call.category
-    elif kind == "verified" and data.get("verdict") == "rejected":
-        call.status, call.category = "error", category or "verification_failed"
-    elif kind == "ledger":
-        call.key = call.key or _text(data.get("key"))
-        call.unknown_commit = call.unknown_commit or data.get("to") == "unknown_commit"
-
-
-def _link(calls: Sequence[_Call]) -> None:
-    """Resolve each call's sources to the calls of its run (other than itself): of the handlings
-    of a source's call id, the latest one that started before the consumer."""
-    by_id: dict[str, list[_Call]] = {}
-    for call in sorted(calls, key=lambda c: c.first_seq):
-        by_id.setdefault(call.call_id, []).append(call)
-    starts = {call_id: [c.first_seq for c in handlings] for call_id, handlings in by_id.items()}
-    for call in calls:
-        inputs: list[_Call] = []
-        for source in sorted(call.sources):
-            handlings = by_id.get(source, [])
-            before = bisect_left(starts.get(source, []), call.first_seq)
-            if before:
-                inputs.append(handlings[before - 1])
-            elif handlings and source != call.call_id:
-                inputs.append(handlings[0])
-        call.inputs = [source.original or source for source in inputs]
-
-
-def _tools(calls: Sequence[_Call]) -> tuple[ToolHealth, ...]:
-    by_tool: dict[str, list[_Call]] = {}
-    consumers_of: dict[str, dict[int, _Call]] = {}
+def _tally(calls: Sequence[Call], tallies: dict[str, _Tally]) -> None:
+    """Add one run's calls (linked: a call consumes calls of its own run only) to ``tallies``."""
+    consumers_of: dict[str, dict[int, Call]] = {}
     used: set[int] = set()
     for call in calls:
-        assert call.tool is not None
-        by_tool.setdefault(call.tool, []).append(call)
         for source in call.inputs:
             if source.status == "ok" and source.tool is not None:
                 used.add(id(source))
                 consumers_of.setdefault(source.tool, {})[id(call)] = call
-    total = len(calls)
-    out: list[ToolHealth] = []
-    for tool, own in by_tool.items():
-        rejected = [c for c in own if c.rejected is not None]
-        ended = [c for c in own if c.rejected is None and c.status == "error"]
-        undecided = [c for c in ended if c.category in UNDECIDED_CATEGORIES]
-        failed = [c for c in ended if c.dispatched and c.category not in UNDECIDED_CATEGORIES]
-        consumers = list(consumers_of.get(tool, {}).values())
-        ok = [c for c in own if c.status == "ok" and not c.replayed]
-        out.append(
-            ToolHealth(
-                tool=tool,
-                calls=len(own),
-                selection_rate=len(own) / total,
-                rejects_by_category=_count(c.rejected for c in rejected),
-                rejects_by_field=_count(f for c in rejected for f in sorted(c.fields)),
-                failures_by_category=_count(c.category or "unknown" for c in failed),
-                undecided_by_category=_count(c.category for c in undecided),
-                unknown_commits=sum(1 for c in own if c.unknown_commit),
-                ok_results=len(ok),
-                replays=sum(1 for c in own if c.status == "ok" and c.replayed),
-                used_results=sum(1 for c in ok if id(c) in used),
-                consumers=len(consumers),
-                consumers_ok=sum(1 for c in consumers if c.status == "ok"),
-            )
+    for call in calls:
+        assert call.tool is not None
+        tally = tallies.get(call.tool) or tallies.setdefault(call.tool, _Tally())
+        tally.calls += 1
+        tally.unknown_commits += call.unknown_commit
+        if call.rejected is not None:
+            tally.rejects[call.rejected] += 1
+            tally.fields.update(call.fields)
+        elif call.status == "error" and call.category in UNDECIDED_CATEGORIES:
+            tally.undecided[str(call.category)] += 1
+        elif call.status == "error" and call.dispatched:
+            tally.failures[call.category or "unknown"] += 1
+        if call.status == "ok" and call.replayed:  # rejected or not, as a trace may say both
+            tally.replays += 1
+        elif call.status == "ok":
+            tally.ok_results += 1
+            tally.used_results += id(call) in used
+    for tool, consumers in consumers_of.items():  # a source's tool is that of a call of this run
+        tally = tallies.get(tool) or tallies.setdefault(tool, _Tally())
+        tally.consumers += len(consumers)
+        tally.consumers_ok += sum(1 for c in consumers.values() if c.status == "ok")
+
+
+def _tools(tallies: Mapping[str, _Tally]) -> tuple[ToolHealth, ...]:
+    total = sum(t.calls for t in tallies.values())
+    out = [
+        ToolHealth(
+            tool=tool,
+            calls=t.calls,
+            selection_rate=t.calls / total,
+            rejects_by_category=_count(t.rejects),
+            rejects_by_field=_count(t.fields),
+            failures_by_category=_count(t.failures),
+            undecided_by_category=_count(t.undecided),
+            unknown_commits=t.unknown_commits,
+            ok_results=t.ok_results,
+            replays=t.replays,
+            used_results=t.used_results,
+            consumers=t.consumers,
+            consumers_ok=t.consumers_ok,
         )
+        for tool, t in tallies.items()
+        if t.calls
+    ]
     out.sort(key=lambda t: (-t.calls, t.tool))
     return tuple(out)
 
 
-def _count(values: Iterable[str | None]) -> dict[str, int]:
-    counted = Counter(v for v in values if v is not None)
+def _count(counted: Counter[str]) -> dict[str, int]:
     return dict(sorted(counted.items(), key=lambda kv: (-kv[1], kv[0])))
 
 

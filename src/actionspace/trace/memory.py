@@ -30,6 +30,8 @@ from itertools import pairwise
 from typing import Any, cast
 
 from actionspace.trace._encoded import Encoded
+from actionspace.trace._memory_index import CallIndex
+from actionspace.trace._memory_records import Snapshot, records_weight, unpacked, unpacked_node
 from actionspace.trace._node_rows import Rows, flat_rows, node_records, shape_indices
 from actionspace.trace.events import (
     CLAIM_EXPIRY_S,
@@ -92,7 +94,7 @@ class MemoryTraceStore:
         self._runs: dict[str, list[bytes]] = {}
         self._pending: dict[str, list[EventRecord]] = {}
         self._weights: dict[str, int] = {}
-        """Per run, the weight (see ``_weight``) of its pending records."""
+        """Per run, the weight (see ``records_weight``) of its pending records."""
         self._next: dict[str, int] = {}
         self._calls: dict[str, list[tuple[Any, ...]]] = {}
         """Compact call records per run, each with its shape replaced by its index in _shapes."""
@@ -112,6 +114,11 @@ class MemoryTraceStore:
         """Run id → its tenant, once its ``run_started`` is its first event (nothing comes before)."""
         self._by_tenant: dict[str | None, dict[str, None]] = {}
         """Tenant → the runs of ``_tenants`` with it, kept as runs start (see ``_started``)."""
+        self._heads: dict[str, list[bytes]] = {}
+        """Per run, the head records (``HEAD_KINDS``) of its packed blobs, packed apart as they are."""
+        self._indices: dict[str, CallIndex] = {}
+        """Per run read by :meth:`call_events`, where its calls are (trace/_memory_index.py)."""
+        self._reading = threading.Lock()
         self._lock = threading.Lock()
         self._unlocked_next: dict[str, int] = self._next if gil_enabled() else {}
         """What :meth:`call_log` hands out as the runs' next numbers (see there): the store's own
@@ -224,7 +231,7 @@ class MemoryTraceStore:
             blob = b"m" + marshal.dumps(tuple(kept))
         except ValueError:  # an argument value marshal does not know: keep them as events
             shapes = self._shapes
-            self._add(run_id, [r for n in kept for r in expand_node(_unpacked_node(n, shapes))])
+            self._add(run_id, [r for n in kept for r in expand_node(unpacked_node(n, shapes))])
         else:
             self._node_blobs.setdefault(run_id, []).append(blob)
         kept.clear()
@@ -239,6 +246,10 @@ class MemoryTraceStore:
                 seq, kind, ts, call_id, data = records[0]
                 blob = cast(Encoded, data).blob
                 self._encoded.setdefault(run_id, []).append((seq, kind, ts, call_id, blob))
+                if kind in HEAD_KINDS:
+                    self._heads.setdefault(run_id, []).append(
+                        _encode([(seq, kind, ts, call_id, marshal.loads(blob))])
+                    )
                 self._runs.setdefault(run_id, [])
             else:
                 self._add(run_id, records)
@@ -253,8 +264,11 @@ class MemoryTraceStore:
             pending = self._pending[run_id] = []
             self._runs.setdefault(run_id, [])
         pending.extend(records)
-        weight = self._weights.get(run_id, 0) + _weight(records)
+        weight = self._weights.get(run_id, 0) + records_weight(records)
         if weight >= COMPACT_AT:
+            heads = [r for r in pending if r[1] in HEAD_KINDS]  # read apart: see heads()
+            if heads:
+                self._heads.setdefault(run_id, []).append(_encode(heads))
             self._runs[run_id].append(_encode(pending))
             pending.clear()
             weight = 0
@@ -300,7 +314,7 @@ class MemoryTraceStore:
             for seq, kind, ts, call_id, data in records
         ]
 
-    def _snapshot(self, run_id: str) -> _Snapshot:
+    def _snapshot(self, run_id: str) -> Snapshot:
         """What the run holds, copied; the caller holds the lock (decode it with ``_expanded``)."""
         nodes = [n for blob in self._node_blobs.get(run_id, ()) for n in marshal.loads(blob[1:])]
         nodes.extend(self._nodes.get(run_id, ()))
@@ -399,17 +413,36 @@ class MemoryTraceStore:
         return out
 
     def heads(self, run_id: str) -> list[TraceEvent]:
-        """The run's ``run_started`` and ``run_finished`` events, in order."""
-        return [e for e in self.events(run_id) if e.kind in HEAD_KINDS]
+        """The run's ``run_started`` and ``run_finished`` events, in order: those packed are read
+        from their own blobs, and only the records not packed yet are looked through."""
+        with self._lock:
+            packed = list(self._heads.get(run_id, ()))
+            pending = [r for r in self._pending.get(run_id, ()) if r[1] in HEAD_KINDS]
+        found = sorted([*(r for blob in packed for r in _decode(blob)), *pending], key=lambda r: r[0])
+        return [TraceEvent(run_id=run_id, seq=q, kind=k, ts=t, call_id=c, data=d) for q, k, t, c, d in found]
 
     def call_events(self, run_id: str, call_ids: Collection[str], kinds: Collection[str]) -> list[TraceEvent]:
-        """``events`` of ``call_ids`` and ``kinds`` (``_call_events.ReadsCallEvents``), no others made."""
+        """``events`` of ``call_ids`` and ``kinds`` (``_call_events.ReadsCallEvents``): only the places
+        the run's index gives for those ids are read (trace/_memory_index.py), no others made."""
         ids = set(call_ids)
-        with self._lock:
-            blobs, pending, calls, nodes, flat, shapes = self._snapshot(run_id)
-        rows = [(args, tuple(r for r in batch if r[2] in ids)) for args, batch in flat]
-        mine = [c for c in calls if c[2] in ids], [n for n in nodes if n[2] in ids], rows  # others unexpanded
-        kept = [r for r in _expanded((blobs, pending, *mine, shapes)) if r[3] in ids and r[1] in kinds]
+        with self._reading:  # one read extends a run's index at a time
+            with self._lock:  # each list is only ever appended to: its first items stay put
+                lists = (
+                    self._runs.get(run_id, []),
+                    self._calls.get(run_id, []),
+                    self._node_blobs.get(run_id, []),
+                    self._flat.get(run_id, []),
+                )
+                lengths = (len(lists[0]), len(lists[1]), len(lists[2]), len(lists[3]))
+                pending = [r for r in self._pending.get(run_id, ()) if r[3] in ids]
+                encoded = [r for r in self._encoded.get(run_id, ()) if r[3] in ids]
+                nodes = [n for n in self._nodes.get(run_id, ()) if n[2] in ids]
+                shapes = self._shapes
+            index = self._indices.get(run_id) or self._indices.setdefault(run_id, CallIndex())
+            blobs, calls, packed_nodes, flat = index.find(ids, lists, lengths, _decode)
+        pending.extend((q, k, t, c, marshal.loads(b)) for q, k, t, c, b in encoded)
+        mine = (blobs, pending, calls, [*packed_nodes, *nodes], flat, shapes)
+        kept = [r for r in _expanded(mine) if r[3] in ids and r[1] in kinds]
         return [TraceEvent(run_id=run_id, seq=q, kind=k, ts=t, call_id=c, data=d) for q, k, t, c, d in kept]
 
     def next_seq(self, run_id: str) -> int:
@@ -439,40 +472,14 @@ class MemoryTraceStore:
         pass
 
 
-_Snapshot = tuple[
-    list[bytes], list[EventRecord], list[tuple[Any, ...]], list[Any], list[Rows], list[CallShape]
-]
-"""A run's packed blobs, pending records (those that came encoded, decoded), compact calls, compact
-nodes, batches of flat node rows and the shapes they index."""
-
-
-def _expanded(snapshot: _Snapshot) -> list[EventRecord]:
+def _expanded(snapshot: Snapshot) -> list[EventRecord]:
     """A run's records in ``seq`` order, from what :meth:`MemoryTraceStore._snapshot` copied."""
     blobs, pending, calls, nodes, flat, shapes = snapshot
     packed = (r for blob in blobs for r in _decode(blob))
-    expanded = (r for c in calls for r in expand_call(_unpacked(c, shapes)))
-    plan_nodes = (r for n in nodes for r in expand_node(_unpacked_node(n, shapes)))
+    expanded = (r for c in calls for r in expand_call(unpacked(c, shapes)))
+    plan_nodes = (r for n in nodes for r in expand_node(unpacked_node(n, shapes)))
     flat_nodes = (r for n in node_records(flat, shapes) for r in expand_node(n))
     return sorted([*packed, *pending, *expanded, *plan_nodes, *flat_nodes], key=lambda r: r[0])
-
-
-def _unpacked(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactCall:
-    return cast(CompactCall, (*kept[:3], shapes[kept[3]], *kept[4:]))
-
-
-def _unpacked_node(kept: tuple[Any, ...], shapes: Sequence[CallShape]) -> CompactNode:
-    return cast(CompactNode, (*kept[:3], shapes[kept[3]], *kept[4:]))
-
-
-def _weight(records: Sequence[EventRecord]) -> int:
-    """How much keeping ``records`` as objects costs the collector, roughly: one per record, plus
-    the length of each list in its data (a plan's ``plan_started`` lists every node and edge)."""
-    weight = len(records)
-    for record in records:
-        for value in record[4].values():
-            if type(value) is list:
-                weight += len(value)
-    return weight
 
 
 def _encode(records: Sequence[EventRecord]) -> bytes:
