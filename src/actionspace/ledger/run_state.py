@@ -40,6 +40,7 @@ new run, and the row stays for a person to repair or delete.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -276,6 +277,8 @@ class SqliteRunStateStore(SqliteNodeBlocks):
             self._db.close()
             raise
         self._group = GroupCommit.open(path, busy_timeout_s=busy_timeout_s)
+        self.rev_row = functools.partial(self._group.read_kept, _SQLITE_REV, readers=self._db)
+        """:meth:`rev` without a frame (C only): its row, the revision unchecked; None: none saved."""
         self._latest: dict[str, int] = {}
         """Run → number of its newest snapshot handed in (a deferred older one is not written)."""
         self._numbers = itertools.count(1)
@@ -294,12 +297,10 @@ class SqliteRunStateStore(SqliteNodeBlocks):
     def rev(self, run_id: str) -> int | None:
         """The revision of the run's snapshot (0: saved without one; None: none saved), by one indexed read
         (:meth:`GroupCommit.read_kept`; the writes ``forget`` it) that commits nothing deferred."""
-        row = self._group.read_kept(_SQLITE_REV, run_id, self._db)
-        if row is None:
-            return None
-        if type(row[0]) is not int:
+        row = self.rev_row(run_id)
+        if row is not None and type(row[0]) is not int:
             raise RunStateError(f"the stored state of run {run_id!r} holds no readable revision ({row[0]!r})")
-        return int(row[0])
+        return None if row is None else int(row[0])
 
     def save(
         self, run_id: str, state: Mapping[str, Any], texts: Texts = (), *, join: Join | None = None

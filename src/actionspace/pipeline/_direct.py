@@ -114,7 +114,7 @@ def direct_caller(messages: Messages) -> Quick:
     engine's run registry, precompiled path and stages are fixed for its life: read here once."""
     engine = messages.engine
     runs, fast, general = engine.runs, engine.fast, messages.quick
-    stages, in_flight = fast.stages, messages.in_flight
+    in_flight = messages.in_flight
     live, entries = runs.live, fast._entries
     drivers = [driver()]
     run_of = live.get  # bound once: an OrderedDict's method is looked up unspecialized on every call
@@ -173,40 +173,28 @@ def direct_caller(messages: Messages) -> Quick:
         if raw.count(":") != 3 + len(function) + given_args and repeats_a_key(raw, text):
             return None  # the parser refuses it (``duplicate_key``)
         call_id = given or None  # an empty id is no id, as parse reads it
-        # The entry's validity, as FastPath.take reads it (missing or stale: take builds it). The
-        # name is not stripped: a resolved name has no space around it, so one that has misses.
+        # The entry's validity, as FastPath.take reads it. The name is not stripped: a resolved
+        # name has no space around it, so one that has misses.
         principal = who or run.principal
+        ordered = engine._ordered
         entry = entries.get((id(run), name))
-        # Checked whole once per EPOCH (actionspace/_epoch.py): the run's resolution of the name
-        # under the catalog's generation, the flow policy, the guard and the cursor key move it
-        # when they change; what it does not cover is compared on every call.
+        # Kept while its stamp is EPOCH's value (actionspace/_epoch.py: the run's resolution of
+        # the name under the catalog's generation, the flow policy, the guard and the cursor key
+        # move it when they change) and what it does not cover is the call's; else checked whole
+        # and stamped (FastPath.stamped, as pipeline/_write_admit.py asks it; one it would build
+        # anew is built by the general path, as before).
         if (
             entry is None
             or entry.checked != EPOCH[0]
             or entry.run is not run
             or entry.principal is not principal
-            or entry.ordered is not engine._ordered
+            or entry.ordered is not ordered
             or run.disclosure
             or not fast.enabled
         ):
-            epoch = EPOCH[0]  # before the checks: a change made while they run moves it past this value
-            hit = run.resolved.get(name)
-            if (
-                entry is None
-                or hit is None
-                or not fast.enabled
-                or run.disclosure
-                or hit[0] != stages.catalog.generation
-                or entry.spec is not hit[1]
-                or entry.run is not run
-                or entry.principal is not principal
-                or entry.policy is not stages.flow_policy
-                or entry.ordered is not engine._ordered
-                or stages.guard is not None
-                or stages.cursor_key is not None
-            ):
+            entry = fast.stamped(run, name, principal, ordered, built=True)
+            if entry is None:
                 return general(raw, run_id, node_id, who)
-            entry.checked = epoch
         if entry.effects:
             return None  # as FastPath.take: the ledger runs it, after the stages
         # Arguments that are exactly the names of a flat schema, each of exactly its Python type

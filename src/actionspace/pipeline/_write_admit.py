@@ -66,20 +66,12 @@ def admitted(
     run = runs.live.get(run_id)
     if run is None:
         run = engine.run(run_id, principal)
-    elif not runs.in_memory:  # what another process saved of it since, merged in (RunRegistry.refresh)
-        rev_of = getattr(runs.run_states, "rev", None)
-        if rev_of is not None:
-            try:  # refresh's usual course, nothing newer stored, without its call
-                stored_rev = rev_of(run.run_id)
-                again = stored_rev is not None and stored_rev != run.rev
-            except Exception:  # read again there, and raised or logged as it does
-                again = True
-            if again:
-                runs.refresh(run)
+    elif not runs.in_memory:  # what another process saved of it since, merged in
+        runs.refresh(run)  # its usual course is its frame and the store's kept read (no ``rev`` frame)
     who = principal or run.principal
-    # The entry as pipeline/_direct.py reads it: checked whole (FastPath.entry) once per value of
-    # EPOCH (actionspace/_epoch.py), which what it was decided from moves when it changes; what the
-    # counter does not cover is compared on every call.
+    # The entry as pipeline/_direct.py reads it: kept while its stamp is EPOCH's value (what it
+    # was decided from moves the counter) and what the counter does not cover is the call's; else
+    # checked whole and stamped (FastPath.stamped).
     ordered = engine._ordered
     entry = fast._entries.get((id(run), name))
     if (
@@ -90,11 +82,9 @@ def admitted(
         or entry.ordered is not ordered
         or run.disclosure
     ):
-        epoch = EPOCH[0]  # before the checks: a change made while they run moves it past this value
-        entry = fast.entry(run, name, who, ordered)
+        entry = fast.stamped(run, name, who, ordered)
         if entry is None:
             return None
-        entry.checked = epoch
     if not entry.effects:
         return None
     spec = entry.spec

@@ -257,7 +257,9 @@ def _observation_text(
     trust = label.integrity
     if type(version) is not str or type(key) is not str or type(trust) is not str:
         return None
-    if not all([type(tag) is str for tag in tags]):
+    hit = _LABELS.get(id(tags))
+    labels = hit[1] if hit is not None and hit[0] is tags else _labels_text(tags)
+    if labels is None:
         return None
     text = (
         f'{{"call_id": {_quote(call_id)}, "tool": {_quote(tool)}, "tool_version": {_quote(version)}, '
@@ -265,10 +267,26 @@ def _observation_text(
         f'"diagnostics": {{"idempotency_key": {_quote(key)}}}, "artifact_ref": null, "complete": true, '
         f'"cursor": null, "total": null, "content_hash": "{digest}", "provenance": {{"source": '
         f'{_SOURCE_TEXT}, "fetched_at": {float.__repr__(now)}, "resource_version": null, "trust": '
-        f'{_quote(trust)}, "labels": [{", ".join([_quote(tag) for tag in tags])}]}}, "trimming": null, '
+        f'{_quote(trust)}, "labels": [{labels}]}}, "trimming": null, '
         '"provisional": false, "items": []}'
     )
     return text if text.isascii() else None
+
+
+_LABELS: dict[int, tuple[Any, str | None]] = {}
+"""By a tuple of labels' ``id``: (the tuple, :func:`_labels_text` of it); kept while the tuple is
+(one per run label: a flow verdict's output holds it), so its ``id`` is not reused meanwhile."""
+
+
+def _labels_text(tags: Any) -> str | None:
+    """The text between the brackets of an observation's ``labels`` as the C encoder writes it;
+    None when a label is not a ``str``. Kept by :data:`_LABELS` for a tuple (never changed)."""
+    text = ", ".join([_quote(tag) for tag in tags]) if all([type(tag) is str for tag in tags]) else None
+    if type(tags) is tuple:
+        if len(_LABELS) >= 4096:
+            _LABELS.clear()
+        _LABELS[id(tags)] = (tags, text)
+    return text
 
 
 def _texts_observation() -> bool:

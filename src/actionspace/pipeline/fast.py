@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from actionspace._epoch import EPOCH
 from actionspace._json_values import finite_numbers, unfit_arguments
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery.runs import RunState
@@ -257,6 +258,32 @@ class FastPath:
         else:
             self._entries.pop(key, None)
         return built
+
+    def stamped(
+        self, run: RunState, name: str, principal: Principal, ordered: Sequence[Stage], *, built: bool = False
+    ) -> Entry | None:
+        """:meth:`entry`, stamped (``Entry.checked``) with :data:`~actionspace._epoch.EPOCH` as
+        read before its checks (a change made while they run moves the counter past that value);
+        None while the precompiled path is off, or as :meth:`entry`. ``built``: only an entry
+        built before and still valid, never one built here (None then: the general path builds it,
+        as ``FastPath.take`` does, and a later call finds it).
+
+        The frames that take a call by its entry (pipeline/_direct.py with ``built``,
+        pipeline/_write_admit.py) take a kept entry as it is while its stamp is the counter's
+        value, its run, principal and stage list are the call's and the run has no disclosure
+        (what the counter does not cover: one expression in each frame, no call); any other entry
+        is asked of this method."""
+        epoch = EPOCH[0]
+        if not self.enabled:
+            return None
+        kept = self._entries.get((id(run), name))
+        if built and kept is None:
+            return None
+        entry = self.entry(run, name, principal, ordered)
+        if entry is None or (built and entry is not kept):
+            return None
+        entry.checked = epoch
+        return entry
 
     def _build(
         self, run: RunState, spec: ToolSpec, principal: Principal, ordered: Sequence[Stage]

@@ -114,20 +114,25 @@ class RunRegistry:
         """Merge in the run's stored snapshot when another process saved a newer one (one read
         of its revision otherwise).
 
+        Its usual course is this frame and the store's read (the write frame's admission calls it).
+
         Raises :class:`~actionspace.errors.RunStateError` when the stored snapshot cannot be read
         (a newer actionspace's format, a damaged row), as opening the run does: going on with the
         state held here would drop what the other process saved (a secret it read in the run)."""
-        rev_of = getattr(self.run_states, "rev", None)
-        if rev_of is None:
-            return
+        states: Any = self.run_states
+        read = getattr(states, "rev_row", None)  # SQLite's: the writer's kept read, no frame of its own
         try:
-            stored_rev = rev_of(run.run_id)
+            if read is None:
+                stored_rev = states.rev(run.run_id) if hasattr(states, "rev") else None
+            else:  # a revision that is not an int is asked of ``rev``, which raises
+                row = read(run.run_id)
+                stored_rev = row and (row[0] if type(row[0]) is int else states.rev(run.run_id))
             if stored_rev is None or stored_rev == run.rev:
                 return
             with run.lock:
                 if stored_rev == run.rev:
                     return
-                stored = self.run_states.load(run.run_id)
+                stored = states.load(run.run_id)
                 if stored is not None and stored.get("rev", 0) != run.rev:
                     run.absorb(stored)
         except RunStateError:
