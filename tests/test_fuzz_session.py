@@ -39,6 +39,11 @@ def _message(provider: Provider, proposed: list[tuple[str, Any]]) -> Any:
             {"type": "function_call", "call_id": i, "name": n, "arguments": json.dumps(a)}
             for i, (n, a) in zip(ids, proposed, strict=True)
         ]
+    if provider == "gemini":
+        parts = [
+            {"functionCall": {"id": i, "name": n, "args": a}} for i, (n, a) in zip(ids, proposed, strict=True)
+        ]
+        return {"role": "model", "parts": parts}
     blocks = [
         {"type": "tool_use", "id": i, "name": n, "input": a} for i, (n, a) in zip(ids, proposed, strict=True)
     ]
@@ -50,6 +55,8 @@ def _answered(provider: Provider, messages: list[dict[str, Any]]) -> list[str]:
         return [m["tool_call_id"] for m in messages]
     if provider == "openai_responses":
         return [m["call_id"] for m in messages]
+    if provider == "gemini":
+        return [p["functionResponse"]["id"] for m in messages for p in m["parts"]]
     return [b["tool_use_id"] for m in messages for b in m["content"]]
 
 

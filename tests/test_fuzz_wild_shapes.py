@@ -42,6 +42,10 @@ _call = st.fixed_dictionaries(
     },
 )
 
+_gemini_call = st.fixed_dictionaries(
+    {}, optional={"id": wild, "name": _words | wild, "args": wild | _arguments}
+)
+
 
 def _message(provider: Provider) -> st.SearchStrategy[Any]:
     """A message of ``provider``'s form with any value in each slot, or any value at all."""
@@ -53,6 +57,20 @@ def _message(provider: Provider) -> st.SearchStrategy[Any]:
         )
     elif provider == "openai_responses":
         shaped = calls
+    elif provider == "gemini":
+        part = st.fixed_dictionaries(
+            {}, optional={"functionCall": _gemini_call | wild, "text": _words | wild}
+        )
+        shaped = st.fixed_dictionaries(
+            {"role": st.just("model") | wild}, optional={"parts": st.lists(part) | wild}
+        )
+        shaped |= st.fixed_dictionaries(
+            {
+                "candidates": st.lists(
+                    st.fixed_dictionaries({"content": shaped}, optional={"finishReason": _words})
+                )
+            }
+        )
     else:
         shaped = st.fixed_dictionaries(
             {"role": st.just("assistant") | wild}, optional={"content": calls | _words}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from anthropic.types import ToolResultBlockParam
+from google.genai.types import Content
 from openai.types.chat import ChatCompletionToolMessageParam
 from openai.types.responses.response_input_param import FunctionCallOutput
 from pydantic import TypeAdapter
@@ -36,6 +37,11 @@ def proposal(provider: Provider, calls: list[tuple[str, str, dict[str, Any]]]) -
             {"type": "function_call", "call_id": i, "name": n, "arguments": json.dumps(a)}
             for i, n, a in calls
         ]
+    if provider == "gemini":
+        return {
+            "role": "model",
+            "parts": [{"functionCall": {"id": i, "name": n, "args": a}} for i, n, a in calls],
+        }
     return {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls],
@@ -53,6 +59,14 @@ def results(provider: Provider, messages: list[dict[str, Any]]) -> dict[str, str
         for m in messages:
             TypeAdapter(FunctionCallOutput).validate_python(m)
             out[m["call_id"]] = m["output"]
+    elif provider == "gemini":
+        assert len(messages) == 1 and messages[0]["role"] == "user"
+        Content.model_validate(messages[0])
+        for part in messages[0]["parts"]:
+            answer = part["functionResponse"]
+            ((key, text),) = answer["response"].items()  # one of the two keys Gemini reads
+            assert key in ("output", "error")
+            out[answer["id"]] = text
     else:
         assert len(messages) == 1 and messages[0]["role"] == "user"
         for block in messages[0]["content"]:

@@ -17,6 +17,7 @@ from tests.test_session import results
 
 GOOD = json.dumps({"host": "a"})
 # (what breaks, the broken call as an (id, name, arguments-text) triple, or a whole raw entry)
+OBJECT_ARGUMENTS = ("anthropic", "gemini")  # providers whose calls carry their arguments as an object
 BROKEN_ARGUMENTS = ['{"host": "b', "{", '{"host": }', "[1, 2"]
 
 
@@ -29,6 +30,11 @@ def message(provider: Provider, calls: list[tuple[str, Any, Any]]) -> Any:
         return {"role": "assistant", "content": None, "tool_calls": entries}
     if provider == "openai_responses":
         return [{"type": "function_call", "call_id": i, "name": n, "arguments": a} for i, n, a in calls]
+    if provider == "gemini":
+        return {
+            "role": "model",
+            "parts": [{"functionCall": {"id": i, "name": n, "args": a}} for i, n, a in calls],
+        }
     return {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in calls],
@@ -64,7 +70,7 @@ def test_cut_off_arguments_of_one_call_answer_every_call_id_and_run_none(
     rt, sent = runtime()
     s = rt.session(run_id="conv", provider=provider)
     s.user("ping a, b and c")
-    good = GOOD if provider != "anthropic" else {"host": "a"}
+    good = GOOD if provider not in OBJECT_ARGUMENTS else {"host": "a"}
     turn = s.handle(message(provider, [("c1", "ping", good), ("c2", "ping", broken), ("c3", "ping", good)]))
     assert_every_id_answered_with_a_parse_error(provider, turn, ["c1", "c2", "c3"])
     assert turn.observations[1].error is not None and turn.observations[1].error.details["id"] == "c2"
@@ -76,7 +82,7 @@ def test_a_call_without_a_name_answers_every_call_id_of_the_message(provider: Pr
     rt, sent = runtime()
     s = rt.session(run_id="conv", provider=provider)
     s.user("ping a")
-    good = GOOD if provider != "anthropic" else {"host": "a"}
+    good = GOOD if provider not in OBJECT_ARGUMENTS else {"host": "a"}
     turn = asyncio.run(s.ahandle(message(provider, [("c1", "ping", good), ("c2", None, good)])))
     assert_every_id_answered_with_a_parse_error(provider, turn, ["c1", "c2"])
     assert sent == []
@@ -116,7 +122,7 @@ def test_every_call_id_the_model_proposed_is_answered_once_in_order(
     rt, sent = runtime()
     s = rt.session(run_id="conv", provider=provider)
     s.user("ping")
-    if provider == "anthropic":  # an SDK gives ``input`` as an object; keep the JSON text as sent
+    if provider in OBJECT_ARGUMENTS:  # an SDK gives ``input``/``args`` as an object; keep bad JSON text
         proposed = [(i, n, _loaded(a)) for i, n, a in proposed]
     turn = s.handle(message(provider, proposed))
     want = [i for i, _, _ in proposed]
@@ -140,7 +146,7 @@ def test_outside_a_session_call_and_call_all_answer_every_call_id_of_a_malformed
     from actionspace.discovery import render_results
 
     rt, sent = runtime()
-    good = GOOD if provider != "anthropic" else {"host": "a"}
+    good = GOOD if provider not in OBJECT_ARGUMENTS else {"host": "a"}
     raw = message(provider, [("c1", "ping", good), ("c2", "ping", '{"host": '), ("c3", "ping", good)])
     every = rt.call_all(raw)
     assert [o.call_id for o in every] == ["c1", "c2", "c3"]

@@ -60,6 +60,11 @@ def _proposal(provider: Provider, call_id: str, name: str, arguments: dict[str, 
         return [
             {"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(arguments)}
         ]
+    if provider == "gemini":
+        return {
+            "role": "model",
+            "parts": [{"functionCall": {"id": call_id, "name": name, "args": arguments}}],
+        }
     return {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}],

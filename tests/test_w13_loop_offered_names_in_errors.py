@@ -47,6 +47,8 @@ def _call(provider: Provider, call_id: str, name: str, args: dict[str, Any]) -> 
         return {"role": "assistant", "content": None, "tool_calls": [entry]}
     if provider == "openai_responses":
         return [{"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(args)}]
+    if provider == "gemini":
+        return {"role": "model", "parts": [{"functionCall": {"id": call_id, "name": name, "args": args}}]}
     return {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
@@ -60,6 +62,9 @@ def _read(s: Session, call_id: str, name: str, args: dict[str, Any]) -> dict[str
         text = message["content"]
     elif s.provider == "openai_responses":
         text = message["output"]
+    elif s.provider == "gemini":
+        ((key, text),) = message["parts"][0]["functionResponse"]["response"].items()
+        assert key == ("error" if json.loads(text)["status"] == "error" else "output")
     else:
         text = message["content"][0]["content"][0]["text"]
     return dict(json.loads(text))

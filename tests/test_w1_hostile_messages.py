@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
@@ -197,4 +198,8 @@ def test_any_generated_message_ends_in_typed_observations_and_well_formed_answer
         ids = answered_ids(provider, turn.messages)
         assert all(isinstance(i, str) and i for i in ids)
         assert len(ids) == len(set(ids))
-        assert set(ids) == {o.call_id for o in turn.observations}
+        answered = {o.call_id for o in turn.observations}
+        if provider == "gemini":  # a minted id is not sent back: Gemini pairs those answers by order
+            assert len(turn.messages) == 1 and len(turn.messages[0]["parts"]) == len(answered)
+            answered = {i for i in answered if not re.search(r":(?:n[0-9]+|parse)\Z", i)}
+        assert set(ids) == answered

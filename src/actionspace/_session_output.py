@@ -1,7 +1,8 @@
 """What a session reads from a model output before the engine runs it: its parse, and whether it
 proposes more calls than one message may (:data:`MAX_CALLS_PER_MESSAGE`), recorded when it does
 (:func:`recorded_refusal`); the copy of a rendered tool a session hands out (:func:`fresh_tool`);
-and the user's words of a turn the store did not save taken back (:func:`unheard`)."""
+the user's words of a turn the store did not save taken back (:func:`unheard`); and a message's
+observations with each call id answered once (:func:`answered_once`, what ``call_all`` returns)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from actionspace.discovery.render import once_per_id
 from actionspace.errors import ActionError, ConfigurationError
 from actionspace.parse import ParseResult, StreamParser, parse
 from actionspace.pipeline.observe import fail
@@ -185,3 +187,11 @@ def fresh_tool(value: dict[str, Any]) -> dict[str, Any]:
                 if type(inner2) is dict:
                     copied[key2] = inner2.copy()
     return out
+
+
+def answered_once(out: Sequence[Observation]) -> list[Observation]:
+    """``out``, a message's observations, with each call id answered once, by the first
+    observation under it: what ``Runtime.call_all`` and ``acall_all`` return, as the trace and a
+    session's rendered answer hold one per id (a message giving one id to two calls runs none of
+    them; ``Turn.observations`` keeps one per proposed call)."""
+    return list(once_per_id(out))

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from pathlib import Path
 from typing import Any, overload
 
-from actionspace import _closing
+from actionspace import _closing, _session_output
 from actionspace._assembly import Parts, assemble
 from actionspace.catalog import ToolSpec, as_spec, spec_from_function, spec_from_schema
 from actionspace.catalog.functions import TOOL_ATTRIBUTE, TS, F, ToolSource, tool
@@ -223,7 +223,7 @@ class Runtime:
         out = self.engine.calls(
             raw, run_id=run_id, principal=principal, provenance=provenance, sources=sources
         )
-        return _closing.ended_by_close(out, self, run_id)  # rewritten if they ran while it closed
+        return _session_output.answered_once(_closing.ended_by_close(out, self, run_id))  # an id once
 
     def call(
         self,
@@ -254,12 +254,12 @@ class Runtime:
         unless a non-negative int."""
         self._closed and _closing.refuse_closed()
         run_id = run_id or self.run_id_of(None, principal=principal)
-        with self.engine.messages.in_flight:  # a sync call: close() waits for it (bounded)
+        with self.engine.messages.in_flight:  # close() waits for it; closed meanwhile: _closing.answered
             out = self.engine.calls(
                 raw, run_id=run_id, node_id=node_id, principal=principal, provenance=provenance,
                 sources=sources, dry_run=dry_run, fresh=fresh, occurrence=occurrence,
             )  # fmt: skip
-            return _closing.answered(out, self, run_id)  # rewritten if it ran while the runtime closed
+            return out[0] if len(out) == 1 and not self._closed else _closing.answered(out, self, run_id)
 
     async def acall(
         self,
@@ -304,7 +304,7 @@ class Runtime:
         out = await self.engine.acalls(
             raw, run_id=run.run_id, principal=principal, provenance=provenance, sources=sources
         )
-        return _closing.ended_by_close(out, self, run.run_id)
+        return _session_output.answered_once(_closing.ended_by_close(out, self, run.run_id))
 
     def astream(
         self,

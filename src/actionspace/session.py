@@ -71,6 +71,7 @@ from actionspace.parse import ParseResult, ids_apart, parse, user_text
 from actionspace.parse._result import UNFINISHED_STOPS
 from actionspace.pipeline import CallInput, Draft, Engine
 from actionspace.policy.principal import Principal, authorize
+from actionspace.trace.recorder import Recorder
 from actionspace.types import Observation, ToolCall
 from actionspace.validation.verdicts import Rejected
 
@@ -106,8 +107,8 @@ class SessionRuntime(Protocol):
 
 __all__ = ["PROVIDERS", "ConfidenceGate", "GatePolicy", "Provider", "Session", "Turn"]
 
-Provider = Literal["openai_chat", "openai_responses", "anthropic"]
-PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic")
+Provider = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+PROVIDERS: tuple[Provider, ...] = ("openai_chat", "openai_responses", "anthropic", "gemini")
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,7 +376,12 @@ class Session:
         try:
             self.rt.record(self.run_id, "rendered", rendered)
         except Exception:  # the run's state could not be saved: each call already answers transient
-            _log.exception("actionspace: the rendering of a turn of run %s was not recorded", self.run_id)
+            _log.exception("actionspace: a turn's rendering did not save the state of run %s", self.run_id)
+            with contextlib.suppress(Exception):  # what the model is handed is traced all the same
+                if not self.rt.engine.runs.closed:  # (a closed runtime's stores take nothing more)
+                    rec = Recorder(self.rt.run_state(self.run_id), None)
+                    rec.add("rendered", rendered)
+                    self.rt.engine.messages.trace_only(rec)
         said = () if parsed is None else (parsed.content, parsed.refusal, parsed.stop_reason)
         return Turn(tuple(out), messages, *said)
 

@@ -85,6 +85,10 @@ def _check_tool(provider: Provider, tool: Mapping[str, Any]) -> None:
         from anthropic.types import ToolParam
 
         _typed_dict_check(ToolParam, tool)
+    elif provider == "gemini":
+        types = pytest.importorskip("google.genai.types")
+        declaration = types.FunctionDeclaration.model_validate(tool)
+        assert declaration.parameters_json_schema == tool["parametersJsonSchema"]
 
 
 def _check_sdk_tools(provider: Provider, rendered: Any) -> list[str]:
@@ -120,6 +124,8 @@ def _model_call(provider: Provider, name: str, args: dict[str, Any], call_id: st
             "role": "assistant",
             "content": [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
         }
+    if provider == "gemini":
+        return {"role": "model", "parts": [{"functionCall": {"id": call_id, "name": name, "args": args}}]}
     return {
         "jsonrpc": "2.0",
         "id": call_id,
@@ -141,6 +147,8 @@ def _check_sdk_call(provider: Provider, raw: dict[str, Any]) -> None:
         from anthropic.types import ToolUseBlockParam
 
         _typed_dict_check(ToolUseBlockParam, raw["content"][0])
+    elif provider == "gemini":
+        pytest.importorskip("google.genai.types").Content.model_validate(raw)
     else:
         import mcp.types as m
 
@@ -160,6 +168,9 @@ def _check_sdk_result(provider: Provider, result: dict[str, Any]) -> None:
         from anthropic.types import ToolResultBlockParam
 
         _typed_dict_check(ToolResultBlockParam, result)
+    elif provider == "gemini":
+        part = pytest.importorskip("google.genai.types").Part.model_validate(result)
+        assert part.function_response is not None and part.function_response.response is not None
     else:
         import mcp.types as m
 
@@ -180,6 +191,11 @@ def _result_payload(provider: Provider, result: dict[str, Any], call_id: str) ->
         assert result["type"] == "tool_result" and result["tool_use_id"] == call_id
         assert result["is_error"] is (json.loads(result["content"][0]["text"])["status"] == "error")
         text = result["content"][0]["text"]
+    elif provider == "gemini":
+        answer = result["functionResponse"]
+        assert answer["id"] == call_id
+        ((key, text),) = answer["response"].items()
+        assert key == ("error" if json.loads(text)["status"] == "error" else "output")
     else:
         assert set(result) == {"content", "structuredContent", "isError"}
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
@@ -281,7 +297,7 @@ def test_openai_tools_pass_through_and_specs_render_directly() -> None:
     with pytest.raises(ConfigurationError):
         render_tools([{"description": "no name"}], "anthropic")
     with pytest.raises(ConfigurationError):
-        render_tools([], "gemini")  # type: ignore[arg-type]
+        render_tools([], "bedrock")  # type: ignore[arg-type]
 
 
 def test_an_incomplete_observation_says_so_in_the_result_content() -> None:

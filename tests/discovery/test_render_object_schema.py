@@ -26,6 +26,8 @@ def _schemas(provider: Provider, rendered: Any) -> list[Mapping[str, Any]]:
         return [t["parameters"] for t in rendered]
     if provider == "anthropic":
         return [t["input_schema"] for t in rendered]
+    if provider == "gemini":
+        return [t["parametersJsonSchema"] for t in rendered]
     return [t["inputSchema"] for t in rendered["tools"]]
 
 

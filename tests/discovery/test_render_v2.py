@@ -70,6 +70,9 @@ def _check_sdk(provider: Provider, message: dict[str, Any]) -> None:
         _typed_dict_check(user or types.UserMessageParam, message)
         for block in message["content"]:
             _typed_dict_check(types.ToolResultBlockParam, block)
+    elif provider == "gemini":
+        content = pytest.importorskip("google.genai.types").Content.model_validate(message)
+        assert content.role == "user" and content.parts
     else:
         m = pytest.importorskip("mcp.types")
         parsed = m.CallToolResult.model_validate(message)
@@ -88,6 +91,11 @@ def _answers(provider: Provider, messages: list[dict[str, Any]]) -> list[tuple[s
     if provider == "openai_responses":
         assert all(m["type"] == "function_call_output" for m in messages)
         return [(m["call_id"], m["output"]) for m in messages]
+    if provider == "gemini":
+        (message,) = messages
+        assert message["role"] == "user"
+        answers = [p["functionResponse"] for p in message["parts"]]
+        return [(a.get("id", ""), next(iter(a["response"].values()))) for a in answers]
     return [("", m["content"][0]["text"]) for m in messages]
 
 
@@ -168,7 +176,11 @@ def test_untrusted_content_is_announced_in_words_before_the_json(provider: Provi
     if provider == "mcp":
         assert message["structuredContent"] == payload
     assert render_result(page, provider, "call_1") == (
-        message["content"][0] if provider == "anthropic" else message
+        message["content"][0]
+        if provider == "anthropic"
+        else message["parts"][0]
+        if provider == "gemini"
+        else message
     )
     trusted = _obs(data={"text": "hello"})
     assert json.loads(_text_of(provider, trusted))["trust"] == "trusted"  # no notice line at all
@@ -351,7 +363,7 @@ def test_a_list_of_observations_renders_one_result_each_in_order() -> None:
     assert [b["tool_use_id"] for b in message["content"]] == ["c1", "c2"]
     assert render_results([], "anthropic") == []
     with pytest.raises(ConfigurationError):
-        render_results(first, "gemini")  # type: ignore[arg-type]
+        render_results(first, "bedrock")  # type: ignore[arg-type]
 
 
 def test_a_group_rendered_as_one_result_lists_its_items_by_call_id() -> None:

@@ -30,7 +30,18 @@ def _texts(provider: Provider, messages: list[dict[str, Any]]) -> list[str]:
         return [m["content"] for m in messages]
     if provider == "openai_responses":
         return [m["output"] for m in messages]
+    if provider == "gemini":
+        return [_gemini_text(p) for m in messages for p in m["parts"]]
     return [m["content"][0]["text"] for m in messages]
+
+
+def _gemini_text(part: dict[str, Any]) -> str:
+    """The text of a Gemini ``functionResponse`` part (its one ``output`` or ``error``), or of a text part."""
+    if "text" in part:
+        text: str = part["text"]
+        return text
+    ((_, said),) = part["functionResponse"]["response"].items()
+    return str(said)
 
 
 def _strict(text: str) -> Any:
@@ -55,6 +66,8 @@ def _text_of(provider: Provider, message: dict[str, Any]) -> str:
     if provider == "anthropic":
         text: str = message["content"][0]["text"]
         return text
+    if provider == "gemini":
+        return _gemini_text(message)
     return _texts(provider, [message])[0]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from actionspace import Runtime, ToolCall
 
 PACKAGE_DIR = "/actionspace/"
-BUDGET = 38
+BUDGET = 36
 """Python-level calls into ``actionspace`` per ``rt.call`` of a new write on the memory stores
 (the module docstring): 167 through the general path, 87 in the frame of pipeline/_write.py;
 52 once the frame decides what it can per (run, tool) and writes out the rest (the arguments'
@@ -36,7 +36,10 @@ counts the call in flight without ``InFlight.enter``/``leave`` and the frame fin
 without ``Engine.run`` and ``RunRegistry.known``; 37 once the frame's admission reads the entry
 once per ``EPOCH`` (no ``FastPath.entry``), its kept verdict without ``verdict_of``, and arguments of
 a schema of typed properties without ``unfit_arguments``, the compiled schema's ``is_valid`` and
-``_digested``, and the key is hashed without ``_key``'s call; room for one."""
+``_digested``, and the key is hashed without ``_key``'s call; 35 once the committed observation's
+labels take their text kept per tuple of labels (no two list comprehensions) and ``Runtime.call``
+answers its one observation without ``_closing.answered`` and ``ended_by_close`` while the
+runtime is open; room for one."""
 
 
 def _calls_of(n: int, first: int) -> tuple[Counter[str], list[Any]]:

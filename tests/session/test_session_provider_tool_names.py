@@ -52,6 +52,11 @@ def _proposal(provider: Provider, call_id: str, name: str) -> Any:
         return {"role": "assistant", "content": None, "tool_calls": [entry]}
     if provider == "openai_responses":
         return [{"type": "function_call", "call_id": call_id, "name": name, "arguments": '{"q": "x"}'}]
+    if provider == "gemini":
+        return {
+            "role": "model",
+            "parts": [{"functionCall": {"id": call_id, "name": name, "args": {"q": "x"}}}],
+        }
     return {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": call_id, "name": name, "input": {"q": "x"}}],

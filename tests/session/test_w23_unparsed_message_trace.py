@@ -32,12 +32,18 @@ def _message(provider: Provider, calls: list[tuple[str, str]]) -> Any:
         return {"role": "assistant", "content": None, "tool_calls": entries}
     if provider == "openai_responses":
         return [{"type": "function_call", "call_id": i, "name": "ping", "arguments": a} for i, a in calls]
+    if provider == "gemini":
+        return {
+            "role": "model",
+            "parts": [{"functionCall": {"id": i, "name": "ping", "args": _input(a)}} for i, a in calls],
+        }
     blocks = [{"type": "tool_use", "id": i, "name": "ping", "input": _input(a)} for i, a in calls]
     return {"role": "assistant", "content": blocks}
 
 
 def _input(text: str) -> Any:
-    """An Anthropic ``input``: the object whole arguments are, else the cut text as it came."""
+    """An Anthropic ``input`` (a Gemini ``args``): the object whole arguments are, else the cut text
+    as it came."""
     try:
         return json.loads(text)
     except ValueError:
@@ -138,12 +144,9 @@ def test_cut_text_without_call_ids_is_traced_under_the_id_it_is_answered_under(t
     assert _assert_traced_as_answered("openai_chat", turn, events) == ["conv:parse"]
 
 
-def test_a_gemini_message_the_parser_does_not_read_is_traced_under_its_one_answer() -> None:
-    gemini = {
-        "role": "model",
-        "parts": [{"functionCall": {"id": "g1", "name": "ping", "args": {"host": "a"}}}],
-    }
-    turn, events, sent = _handle("openai_chat", gemini)
+def test_a_message_shape_the_parser_does_not_read_is_traced_under_its_one_answer() -> None:
+    converse = {"toolUse": {"toolUseId": "g1", "name": "ping", "input": {"host": "a"}}}  # Bedrock's
+    turn, events, sent = _handle("openai_chat", converse)
     assert sent == []
     assert _assert_traced_as_answered("openai_chat", turn, events) == ["conv:parse"]
 

@@ -87,6 +87,9 @@ def answered_ids(provider: str, messages: list[dict[str, Any]]) -> list[str]:
         return [b["tool_use_id"] for m in messages for b in m["content"] if b.get("type") == "tool_result"]
     if provider == "openai_responses":
         return [m["call_id"] for m in messages]
+    if provider == "gemini":  # functionResponse parts; a call without an id of its own is answered by order
+        answers = [p["functionResponse"] for m in messages for p in m["parts"] if "functionResponse" in p]
+        return [a["id"] for a in answers if "id" in a]
     return [m["tool_call_id"] for m in messages]
 
 

@@ -8,14 +8,21 @@ Tools (from what ``Runtime.offer`` returned, or from ``ToolSpec`` objects):
 ``anthropic``      ``{"name", "description", "input_schema"}``
 ``mcp``            ``tools/list`` result ``{"tools": [{"name", "description", "inputSchema",
                    "annotations": {readOnlyHint, destructiveHint, idempotentHint, openWorldHint}}]}``
+``gemini``         ``FunctionDeclaration`` ``{"name", "description", "parametersJsonSchema"}``, to
+                   send as ``tools=[{"functionDeclarations": [...]}]``
 =================  ==========================================================================
+
+Gemini takes the schema as ``parametersJsonSchema`` (JSON Schema as it is) rather than
+``parameters`` (a subset of the OpenAPI 3.0 schema object, which has no ``additionalProperties``,
+``$ref``, ``const``…): the schema the model reads is the one its arguments are checked against.
 
 A short (progressive-disclosure) definition has no schema: it renders with an open object schema
 and a description that carries its effect and risk and says to describe it first.
 
 Results (``render-v2``, :data:`RENDERING`): an OpenAI chat ``role: tool`` message, a Responses
 ``function_call_output`` item, an Anthropic ``tool_result`` block (``is_error`` on failures) and
-an MCP ``CallToolResult`` (``isError`` on failures, ``structuredContent`` the rendered content).
+an MCP ``CallToolResult`` (``isError`` on failures, ``structuredContent`` the rendered content)
+and a Gemini ``functionResponse`` part (``{"name", "response": {"output" | "error": text}, "id"?}``).
 The text is the JSON of :func:`result_content` — status, data, error with its category and
 recovery, a one-line effects summary, paging, trust, source and freshness, the artifact to read
 the rest from — after a line saying so in words when the content is untrusted. Each result has
@@ -24,9 +31,11 @@ a size budget. :func:`render_results` answers every call of a turn, by the model
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
+from actionspace._unicode import text_for_utf8
 from actionspace.catalog.spec import ToolSpec
 from actionspace.discovery._content import (
     RENDERING,
@@ -51,6 +60,8 @@ __all__ = [
     "anthropic_result",
     "anthropic_tools",
     "effects_summary",
+    "gemini_result",
+    "gemini_tools",
     "mcp_call_result",
     "mcp_tools_list",
     "once_per_id",
@@ -64,8 +75,8 @@ __all__ = [
     "result_content",
 ]
 
-Provider = Literal["openai_chat", "openai_responses", "anthropic", "mcp"]
-PROVIDERS: Final[tuple[Provider, ...]] = ("openai_chat", "openai_responses", "anthropic", "mcp")
+Provider = Literal["openai_chat", "openai_responses", "anthropic", "mcp", "gemini"]
+PROVIDERS: Final[tuple[Provider, ...]] = ("openai_chat", "openai_responses", "anthropic", "mcp", "gemini")
 
 _OPEN_SCHEMA: Final[Mapping[str, Any]] = {"type": "object"}
 
@@ -151,6 +162,18 @@ def anthropic_tools(definitions: Iterable[Definition]) -> tuple[dict[str, Any], 
     for item in definitions:
         d = _definition(item)
         out.append({"name": str(d["name"]), "description": _description(d), "input_schema": _schema(d)})
+    return tuple(out)
+
+
+def gemini_tools(definitions: Iterable[Definition]) -> tuple[dict[str, Any], ...]:
+    """Gemini ``FunctionDeclaration`` dicts (``name``, ``description``, ``parametersJsonSchema``):
+    send them as ``tools=[{"functionDeclarations": list(declarations)}]``."""
+    out = []
+    for item in definitions:
+        d = _definition(item)
+        out.append(
+            {"name": str(d["name"]), "description": _description(d), "parametersJsonSchema": _schema(d)}
+        )
     return tuple(out)
 
 
@@ -274,6 +297,49 @@ def mcp_call_result(
     }
 
 
+_MINTED: Final = re.compile(r":(?:n[0-9]+|parse)\Z")
+"""The end of a call id the runtime gave a call that had none (``<run>:n<k>``, ``<run>:parse``)."""
+
+
+def gemini_result(
+    obs: Observation,
+    call_id: str | None = None,
+    *,
+    whole: bool = False,
+    budget: int = RESULT_BUDGET,
+    read_artifact: bool = True,
+) -> dict[str, Any]:
+    """A Gemini ``functionResponse`` part answering the call of ``obs.tool``: ``response`` is
+    ``{"error": text}`` on failures, else ``{"output": text}`` (the keys Gemini reads), ``id`` the
+    call's own (``call_id``, default the observation's) unless the runtime minted it for a call
+    that had none. A call of a message that did not run (a ``parse_error`` under the call's own id)
+    is answered under its id and the name the model gave it; an observation of no tool and no id
+    of the model's (a message none of whose calls could be read) is a ``text`` part holding the
+    same text: a ``functionResponse`` must name a function called."""
+    text = _text(obs, whole, budget, read_artifact)
+    ident = call_id or obs.call_id
+    own = bool(ident) and not _MINTED.search(ident)
+    tool = obs.tool or (_called(obs, ident) if own else None)
+    if tool is None:
+        return {"text": text}
+    name = tool if tool.isascii() else text_for_utf8(tool)  # a lone surrogate: no UTF-8
+    answer: dict[str, Any] = {
+        "name": name,
+        "response": {"error" if obs.status == "error" else "output": text},
+    }
+    if own:
+        answer["id"] = ident
+    return {"functionResponse": answer}
+
+
+def _called(obs: Observation, ident: str) -> str:
+    """The function the model named in its call ``ident`` of a message whose calls did not run (a
+    ``parse_error`` under the call's own id): as the parse read it, else none (``""``)."""
+    names = obs.error.details.get("function_names") if obs.error is not None else None
+    found = names.get(ident) if isinstance(names, Mapping) else None
+    return found if isinstance(found, str) else ""
+
+
 def render_tools(definitions: Iterable[Definition], provider: Provider) -> Any:
     """The offered tools in ``provider``'s format (a tuple of tool dicts; MCP: the ``tools/list`` result)."""
     if provider == "openai_chat":
@@ -284,6 +350,8 @@ def render_tools(definitions: Iterable[Definition], provider: Provider) -> Any:
         return anthropic_tools(definitions)
     if provider == "mcp":
         return mcp_tools_list(definitions)
+    if provider == "gemini":
+        return gemini_tools(definitions)
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
 
 
@@ -308,6 +376,8 @@ def render_result(
         return anthropic_result(obs, call_id, budget=budget, read_artifact=read_artifact)
     if provider == "mcp":
         return mcp_call_result(obs, budget=budget, read_artifact=read_artifact)
+    if provider == "gemini":
+        return gemini_result(obs, call_id, budget=budget, read_artifact=read_artifact)
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
 
 
@@ -325,8 +395,10 @@ def render_results(
     A grouped observation (``obs.grouped``) stands for its ``items``; a list of observations for
     each of them. ``anthropic``: ONE ``user`` message holding every ``tool_result`` block (the API
     wants all results of a turn in the next user message; no message when there is no result).
-    ``openai_chat``: a ``role: tool`` message per call; ``openai_responses``: a
-    ``function_call_output`` item per call; ``mcp``: a ``CallToolResult`` per call.
+    ``gemini``: ONE ``Content`` of role ``user`` holding a ``functionResponse`` part per call,
+    in the calls' order (the role Gemini takes function responses in). ``openai_chat``: a
+    ``role: tool`` message per call; ``openai_responses``: a ``function_call_output`` item per
+    call; ``mcp``: a ``CallToolResult`` per call.
     ``budget`` applies to each result. ``read_artifact``: whether that tool is offered to whom
     reads the results (default True); when not, a trimmed result's hint says its rest cannot be
     read here rather than inviting a call that would be refused. Raises ``ConfigurationError``
@@ -338,6 +410,9 @@ def render_results(
     if provider == "anthropic":
         blocks = [anthropic_result(o, budget=budget, read_artifact=read_artifact) for o in calls]
         return [{"role": "user", "content": blocks}] if blocks else []
+    if provider == "gemini":
+        parts = [gemini_result(o, budget=budget, read_artifact=read_artifact) for o in calls]
+        return [{"role": "user", "parts": parts}] if parts else []
     return [render_result(o, provider, budget=budget, read_artifact=read_artifact) for o in calls]
 
 

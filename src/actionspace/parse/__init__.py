@@ -1,7 +1,7 @@
 """Provider formats in, :class:`~actionspace.types.ToolCall` out.
 
 :func:`parse` reads whatever a model or a provider SDK produced — a ``ToolCall``, provider objects
-(OpenAI chat and Responses, Anthropic, MCP ``tools/call``), their JSON text, or raw model text in
+(OpenAI chat and Responses, Anthropic, Gemini, MCP ``tools/call``), their JSON text, or raw model text in
 the formats open-weight models emit without a server-side tool parser (Hermes/Qwen, Qwen3-Coder XML,
 Llama 3.x/4, pythonic lists, Mistral, DeepSeek V3/V3.1 and the DSML of V3.2/V4, GLM-4.5–4.7,
 Kimi K2, gpt-oss harmony, Gemma 4, Gemma ``tool_code``, FunctionGemma, Seed-OSS, MiniMax-M1/M2,
@@ -10,8 +10,8 @@ returns a :class:`ParseResult`. It never raises: anything malformed comes back a
 category ``parse_error``. Each text format is written out in its module's docstring.
 
 :class:`StreamParser` reads the same outputs delta by delta (raw text, or OpenAI / Responses /
-Anthropic stream events) and reports each call only once it is complete. :func:`call_ids` finds
-the call ids of a provider message whose calls do not all parse.
+Anthropic stream events, Gemini's streamed chunks) and reports each call only once it is
+complete. :func:`call_ids` finds the call ids of a provider message whose calls do not all parse.
 """
 
 from __future__ import annotations

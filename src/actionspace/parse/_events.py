@@ -1,7 +1,8 @@
 """A streamed output handed over whole: the list of its provider events, read as the stream.
 
 An application that streamed a model's output may pass the events it received (OpenAI chat
-chunks, Responses stream events, Anthropic message stream events; dicts or SDK objects) instead
+chunks, Responses stream events, Anthropic message stream events, Gemini's streamed
+``GenerateContentResponse`` chunks; dicts or SDK objects) instead
 of assembling the message itself: :func:`actionspace.parse.parse` reads them through
 :class:`~actionspace.parse.StreamParser` (a stream cut off by the token limit included), and
 :func:`actionspace.parse.call_ids` finds the call ids they hold.
@@ -12,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actionspace._encoder import dump_within
-from actionspace._placeholders import is_model
-from actionspace.parse._result import READ_UNITS
+from actionspace.parse._gemini_shapes import is_chunk
+from actionspace.parse._result import dumped_event
 from actionspace.parse._stream import StreamParser
 
 __all__ = ["event_stream"]
@@ -39,7 +39,7 @@ def event_stream(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) 
         return None
     events: list[Mapping[str, Any]] = []
     for item in raw:
-        event = item if isinstance(item, Mapping) else _dumped(item)
+        event = item if isinstance(item, Mapping) else dumped_event(item)
         if event is None or not _is_event(event):
             return None
         events.append(event)
@@ -47,17 +47,6 @@ def event_stream(raw: object, tools: Sequence[Mapping[str, Any]] | None = None) 
     for event in events:
         parser.feed(event)
     return parser
-
-
-def _dumped(item: object) -> Mapping[str, Any] | None:
-    dump = getattr(item, "model_dump", None)
-    if not callable(dump) or (is_model(item) and not dump_within(item, READ_UNITS)):
-        return None  # not read as an event (a dump past the bound would not end: ``parse`` refuses it)
-    try:
-        value = dump()
-    except Exception:  # a foreign object's failure: not read as an event
-        return None
-    return value if isinstance(value, Mapping) else None
 
 
 def _is_event(value: Mapping[str, Any]) -> bool:
@@ -68,5 +57,5 @@ def _is_event(value: Mapping[str, Any]) -> bool:
         return True
     choices = value.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        return False
+        return is_chunk(value)  # a Gemini stream's chunk: a whole GenerateContentResponse
     return "delta" in choices[0] and "message" not in choices[0]

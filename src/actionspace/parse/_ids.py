@@ -1,15 +1,16 @@
 """The call ids a provider message proposes, read without parsing its calls.
 
-A message whose calls do not all parse still owes the provider one result per call id it holds
-(the next request is refused otherwise): :func:`call_ids` finds those ids in the same shapes
+A message whose calls do not all parse still owes the provider one result per call id it holds (the
+next request is refused otherwise): :func:`call_ids` finds those ids in the same shapes
 :mod:`actionspace.parse._structured` reads — OpenAI chat ``tool_calls`` entries (``id``), Responses
 ``function_call`` / ``custom_tool_call`` items (``call_id``, else ``id``), Anthropic ``tool_use``
-blocks (``id``), generic ``{"name", "id"}`` calls, a completion's first choice, a Responses
-object's ``output``, their JSON text and SDK objects — whatever else the call holds (a missing
-name, cut-off arguments, a wrong type). Raw model text, alone, as a message's content or streamed,
-holds the ids its format writes (Kimi K2 ``functions.NAME:INDEX``, Mistral ``[CALL_ID]``, a JSON
-call's ``"id"``), past a fault too. Of a ``ParseResult`` (what a stream's ``finish()`` gives), the
-ids it still knows: its calls', the call's at its fault, and those of the calls a cut voided.
+blocks (``id``), Gemini ``functionCall`` parts (``id``), generic ``{"name", "id"}`` calls, a
+completion's first choice, a Responses object's ``output``, their JSON text and SDK objects —
+whatever else the call holds (a missing name, cut-off arguments, a wrong type). Raw model text,
+alone, as a message's content or streamed, holds the ids its format writes (Kimi K2
+``functions.NAME:INDEX``, Mistral ``[CALL_ID]``, a JSON call's ``"id"``), past a fault too. Of a
+``ParseResult`` (what a stream's ``finish()`` gives), the ids it still knows: its calls', the call's
+at its fault, and those of the calls a cut voided.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from actionspace._encoder import dump_within
 from actionspace._placeholders import is_model
 from actionspace.parse._events import event_stream
+from actionspace.parse._gemini_shapes import field, gemini_parts
 from actionspace.parse._result import READ_UNITS, ParseResult, known_ids
 from actionspace.parse._structured import classify
 from actionspace.parse._text_ids import text_call_ids
@@ -115,6 +117,13 @@ def _mapping(value: Mapping[Any, Any], found: list[str], depth: int, left: list[
         _add(value.get("id", value.get("call_id")), found)
     elif kind in ("tool_use", "entry", "custom", "jsonrpc"):
         _add(value.get("id"), found)
+    elif kind == "gemini":
+        parts = gemini_parts(value)
+        left[0] -= len(parts or ())
+        for part in parts or ():
+            call = field(part, "functionCall", "function_call") if isinstance(part, Mapping) else None
+            if isinstance(call, Mapping):
+                _add(call.get("id"), found)
     elif kind in ("message", "reasoning", "block"):
         content = value.get("content")
         entries = value.get("tool_calls")

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from actionspace.parse._result import Malformed
+from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "SEALS",
     "Pending",
     "StreamProgress",
+    "event_call",
     "mend",
     "sealed",
     "start_input",
@@ -105,6 +108,8 @@ class Pending:
     done: bool = False
     free_text: bool = False
     """A custom (free-form) tool's call: its input is the text itself, not JSON to decode."""
+    given: bool = False
+    """A call an event carried whole (a Gemini ``functionCall``): ``whole`` is its arguments' value."""
     shown: ToolCall | None = None
     """The provisional call last shown, and how many characters of arguments it holds."""
     shown_chars: int = -1
@@ -163,3 +168,16 @@ def start_input(value: object) -> str | None:
         return json.dumps(value, ensure_ascii=False, allow_nan=True)
     except (TypeError, ValueError, RecursionError):
         return f"<{type(value).__name__} that is no JSON>"
+
+
+def event_call(pending: Pending, path: str) -> ToolCall:
+    """The call ``pending`` assembled, its arguments decoded; raises :class:`Malformed` for a call
+    without a name or with arguments that are no JSON."""
+    if not pending.name.strip():
+        raise Malformed("missing_name", f"{path} has no tool name", path=path)
+    given = pending.given or isinstance(pending.whole, str)
+    raw = pending.whole if given else "".join(pending.arguments)
+    if pending.start is not None and not raw:  # no delta followed the input the block began with
+        raw = pending.start
+    arguments = raw if pending.free_text else decode_arguments(raw, path=f"{path}.arguments")
+    return ToolCall(name=pending.name.strip(), arguments=arguments, id=pending.call_id)

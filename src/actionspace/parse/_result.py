@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from actionspace._encoder import dump_within
 from actionspace._fast import fast_init
+from actionspace._placeholders import is_model
 from actionspace.errors import ActionError
 from actionspace.types import ToolCall
 
@@ -18,18 +20,21 @@ __all__ = [
     "Malformed",
     "ParseResult",
     "checked_ids",
+    "dumped_event",
     "known_ids",
     "line_col",
     "parse_error",
 ]
 
 _WEAK_FORMATS = frozenset({"text", "empty"})
-UNFINISHED_STOPS: Final = frozenset({"pause_turn", "max_tokens", "length", "max_output_tokens", "incomplete"})
+UNFINISHED_STOPS: Final = frozenset(
+    {"pause_turn", "max_tokens", "length", "max_output_tokens", "incomplete", "MAX_TOKENS"}
+)
 """Stop reasons of an output the provider ended before the model finished it, which goes on when
 sent back: Anthropic's ``pause_turn`` (a long server-tool turn paused) and ``max_tokens``, OpenAI
 chat's ``length``, a Responses output ``incomplete`` for its ``max_output_tokens`` (or for no reason
-given). A filter's or a refusal's stop, a full context window, a failed response: asking again
-would not finish them."""
+given), Gemini's ``MAX_TOKENS``. A filter's or a refusal's stop, a full context window, a failed
+response: asking again would not finish them."""
 # Faults about the input as a whole rather than about one call: they carry no call index.
 _WHOLE_INPUT_REASONS = frozenset(
     {
@@ -386,3 +391,16 @@ class Collector:
             refusal="\n".join(self.refusal) if self.refusal else None,
             stop_reason=self.stop_reason,
         )
+
+
+def dumped_event(item: object) -> Mapping[str, Any] | None:
+    """An SDK object's ``model_dump()`` when it is a mapping; None for anything else, for a dump
+    past :data:`READ_UNITS` (it would not end) and for a dump that raises (a foreign failure)."""
+    dump = getattr(item, "model_dump", None)
+    if not callable(dump) or (is_model(item) and not dump_within(item, READ_UNITS)):
+        return None
+    try:
+        value = dump()
+    except Exception:
+        return None
+    return value if isinstance(value, Mapping) else None

@@ -9,7 +9,9 @@
   (``response.output_item.added``, ``response.function_call_arguments.delta`` / ``.done``,
   ``response.output_item.done``, ``response.output_text.delta``) and Anthropic events
   (``content_block_start`` of a ``tool_use``, ``input_json_delta``, ``content_block_stop``,
-  ``text_delta``, ``thinking_delta``). A custom (free-form) tool's call — a chat ``custom`` entry,
+  ``text_delta``, ``thinking_delta``) and Gemini chunks (each a ``GenerateContentResponse`` whose
+  ``functionCall`` parts are whole calls: parse/_gemini.py; an SDK's event object is read by its
+  ``model_dump()``). A custom (free-form) tool's call — a chat ``custom`` entry,
   a Responses ``custom_tool_call`` with ``response.custom_tool_call_input.delta`` — keeps its input
   text as its arguments; the input an Anthropic server tool streams (``server_tool_use``,
   ``mcp_tool_use``: the provider runs it) is no call of the client's.
@@ -49,17 +51,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.parse._cut_text import cut_text
+from actionspace.parse._gemini import stream_chunk
+from actionspace.parse._gemini_shapes import is_chunk
 from actionspace.parse._progress import (
     CLOSING_CHARS,
     EAGER_LIMIT,
     Pending,
     StreamProgress,
+    event_call,
     mend,
     sealed,
     start_input,
 )
-from actionspace.parse._result import Collector, Malformed, ParseResult
-from actionspace.parse._scan import decode_arguments
+from actionspace.parse._result import Collector, Malformed, ParseResult, dumped_event
 from actionspace.parse._slots import Slots
 from actionspace.parse._structured import (
     CUT_OFF_FINISH_REASONS,
@@ -146,6 +150,8 @@ class StreamParser:
         if isinstance(delta, str):
             self._enter("text")
             return self._feed_text(delta)
+        if not isinstance(delta, str | Mapping) and callable(getattr(delta, "model_dump", None)):
+            delta = dumped_event(delta) or delta  # an SDK's event object (a google-genai chunk…)
         if isinstance(delta, Mapping):
             self._enter("events")
             self._events.append(delta)
@@ -275,6 +281,8 @@ class StreamParser:
             self._responses_event(kind, event)
         elif isinstance(kind, str) and kind.startswith(("content_block_", "message_")):
             self._anthropic_event(kind, event)
+        elif is_chunk(event):
+            stream_chunk(self, event)
         else:
             self._chat_chunk(event)
 
@@ -417,15 +425,6 @@ class StreamParser:
         if isinstance(piece, str):
             self._arg_chars += slot.add(piece)
 
-    def _event_call(self, pending: Pending, path: str) -> ToolCall:
-        if not pending.name.strip():
-            raise Malformed("missing_name", f"{path} has no tool name", path=path)
-        raw = pending.whole if isinstance(pending.whole, str) else "".join(pending.arguments)
-        if pending.start is not None and not raw:  # no delta followed the input the block began with
-            raw = pending.start
-        arguments = raw if pending.free_text else decode_arguments(raw, path=f"{path}.arguments")
-        return ToolCall(name=pending.name.strip(), arguments=arguments, id=pending.call_id)
-
     def _report_events(self) -> list[ToolCall]:
         fresh: list[ToolCall] = []
         if self._invalid is not None:  # the message fails whole: none of its calls is shown
@@ -435,7 +434,7 @@ class StreamParser:
             if not pending.done:
                 break
             try:
-                call = self._event_call(pending, f"$.{key[0]}[{key[1]}]")
+                call = event_call(pending, f"$.{key[0]}[{key[1]}]")
             except Malformed:
                 break  # reported by finish() as a parse_error
             if call.id:
@@ -466,7 +465,7 @@ class StreamParser:
                 arrived = {key: n for n, key in enumerate(self._slots.order)}
                 for key in self._slots.in_message_order():
                     path = f"$.{key[0]}[{key[1]}]"
-                    call = self._event_call(self._slots.pending[key], path)
+                    call = event_call(self._slots.pending[key], path)
                     index = arrived[key]
                     if index < len(self._reported) and call != self._reported[index]:
                         raise Malformed(

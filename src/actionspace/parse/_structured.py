@@ -1,4 +1,5 @@
-"""Provider objects: OpenAI chat and Responses, Anthropic, MCP, generic ``{"name", "arguments"}``."""
+"""Provider objects: OpenAI chat and Responses, Anthropic, MCP, generic ``{"name", "arguments"}``;
+Gemini's shapes are read by :mod:`actionspace.parse._gemini`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from actionspace._encoder import dump_within
 from actionspace._placeholders import bounded_repr, is_model, type_name
+from actionspace.parse._gemini_shapes import is_gemini
 from actionspace.parse._result import Collector, Malformed
 from actionspace.parse._scan import decode_arguments
 from actionspace.types import ToolCall
@@ -42,7 +44,11 @@ CUT_OFF_FINISH_REASONS = frozenset({"length", "content_filter"})
 by the provider's content filter, which omits what it flagged."""
 
 
-_STOPPED_BY_PROVIDER = ("content_filter", "refusal", "failed", "cancelled")
+_STOPPED_BY_PROVIDER: tuple[str, ...] = (
+    *("content_filter", "refusal", "failed", "cancelled", "SAFETY", "RECITATION", "LANGUAGE"),
+    *("BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT"),
+    *("IMAGE_RECITATION", "MODEL_ARMOR"),
+)
 """Of the values above, those that say the provider stopped the output, not the token limit: a
 shorter output would not help."""
 
@@ -124,12 +130,13 @@ def classify(value: Mapping[Any, Any]) -> str:
         if kind == "custom" and "custom" in value:
             return "custom"
     if "role" in value or "tool_calls" in value or "function_call" in value:
-        return "message"
+        gemini = kind is None and ("parts" in value or "function_call" in value) and is_gemini(value)
+        return "gemini" if gemini else "message"  # a Gemini Content has a role, its SDK part function_call
     if "function" in value:
         return "entry"
     if "name" in value:
         return "generic"
-    return "unknown"
+    return "gemini" if kind is None and is_gemini(value) else "unknown"
 
 
 def add_value(value: object, coll: Collector, *, path: str = "$", strict: bool = True) -> None:
@@ -215,6 +222,10 @@ def _mapping(value: Mapping[Any, Any], coll: Collector, path: str, depth: int) -
     elif kind == "generic":
         coll.note("generic")
         coll.add_call(call_from_generic(value, path))
+    elif kind == "gemini":
+        from actionspace.parse._gemini import read_gemini
+
+        read_gemini(value, coll, path)
     else:
         keys = ", ".join(bounded_repr(k, 40) for k in itertools.islice(value, 6)) or "no keys"
         raise Malformed(

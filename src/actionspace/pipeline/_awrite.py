@@ -114,7 +114,7 @@ async def awrite(
         try:
             engine.runs.flush(rec, engine.sink, clean=shown[0])  # in memory: on the loop, as inline
         except Exception as exc:
-            return messages._unsaved(run, [obs], exc)
+            return messages._unsaved(run, [obs], exc, rec)
         return [obs]
     finally:
         in_flight.done(opened)

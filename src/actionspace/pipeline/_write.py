@@ -122,7 +122,7 @@ def write_call(
     try:
         engine.runs.flush(rec, engine.sink, clean=shown)  # Engine.flush
     except Exception as exc:
-        return messages._unsaved(run, [obs], exc)[0]
+        return messages._unsaved(run, [obs], exc, rec)[0]
     return obs
 
 

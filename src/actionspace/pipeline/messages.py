@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from threading import get_ident
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from actionspace.parse import ParseResult, ids_apart, parse
 from actionspace.pipeline._awrite import awrite
 from actionspace.pipeline._direct import KeepsCalls, begun, direct_caller, keeps
 from actionspace.pipeline._run import AppendCall
+from actionspace.pipeline._unsaved import trace_only, unsaved
 from actionspace.pipeline._write import write_call
 from actionspace.pipeline.calls import (
     Cut,
@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Messages"]
-
-_log = logging.getLogger("actionspace")
 
 
 class Messages:
@@ -269,7 +267,7 @@ class Messages:
         try:
             runs.flush(rec, self.engine.sink)
         except Exception as exc:
-            return self._unsaved(run, [obs], exc)[0]
+            return self._unsaved(run, [obs], exc, rec)[0]
         return obs
 
     async def _flushed_one(self, rec: Recorder, run: RunState, obs: Observation) -> Observation:
@@ -335,17 +333,22 @@ class Messages:
             else:
                 await asyncio.to_thread(engine.flush, rec)
         except Exception as exc:
-            return self._unsaved(run, out, exc)
+            if inline:
+                return self._unsaved(run, out, exc, rec)
+            return await asyncio.to_thread(self._unsaved, run, out, exc, rec)
         return out
 
-    def _unsaved(self, run: RunState, out: list[Observation], exc: Exception) -> list[Observation]:
-        """A ``transient`` observation per call of ``out``: the run's state could not be saved."""
-        _log.error("actionspace: saving the state of run %s failed", run.run_id, exc_info=exc)
-        error = ActionError.of(
-            "transient",
-            f"the state of run {run.run_id} could not be saved ({type(exc).__name__}); ask again",
-        )
-        return [fail(Recorder(run, o.call_id), error, o.call_id, o.tool, o.tool_version) for o in out]
+    def _unsaved(
+        self, run: RunState, out: list[Observation], exc: Exception, rec: Recorder | None = None
+    ) -> list[Observation]:
+        """A ``transient`` observation per call of ``out``: the run's state could not be saved. The
+        calls' events ``rec`` holds still go to the trace (pipeline/_unsaved.py)."""
+        return unsaved(self.engine, run, out, exc, rec)
+
+    def trace_only(self, rec: Recorder) -> None:
+        """Hand ``rec``'s records to the trace store without saving the run's state first: a save
+        of it just failed (pipeline/_unsaved.py)."""
+        trace_only(self.engine, rec)
 
     def _off_the_caller(self, calls: Sequence[ToolCall], run: RunState) -> bool:
         """Whether every tool ``calls`` may name runs off the calling thread from sync code too:
