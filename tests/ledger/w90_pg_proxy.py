@@ -8,7 +8,14 @@
 * ``"blackhole"``: from now on nothing is forwarded either way and nothing is closed (a network cut
   with no goodbye: only a statement's missing answer shows it).
 
-The first two act once, then forward again; ``blackhole`` lasts until :meth:`close`.
+* ``"commit_cut_landed"``: the next ``COMMIT`` reaches the server, then the network is cut: nothing
+  more is forwarded, on any connection, and nothing is closed (the server's session lives on);
+* ``"commit_cut_dropped"``: the same, the ``COMMIT`` itself swallowed (the server's session waits
+  inside its transaction).
+
+The first two act once, then forward again; ``blackhole`` lasts until :meth:`close`. After a cut,
+:meth:`restore` lets new connections through (those the cut caught, or that were opened while it
+lasted, stay dead: their bytes were lost).
 """
 
 from __future__ import annotations
@@ -36,16 +43,26 @@ class Proxy:
         assert self.url != pg_url
         self.mode = "pass"
         self._skip = 0
+        self._marker = b"COMMIT"
         self.acted: list[str] = []
         self._lock = threading.Lock()
         self._socks: list[socket.socket] = []
         self._closed = False
+        self._cut = False
+        self._dead: set[int] = set()
+        self._pumps = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, mode: str, *, skip: int = 0) -> None:
-        """Act as ``mode`` says at the ``COMMIT`` after the next ``skip`` ones (forwarded)."""
+    def arm(self, mode: str, *, skip: int = 0, marker: bytes = b"COMMIT") -> None:
+        """Act as ``mode`` says at the ``COMMIT`` after the next ``skip`` ones (forwarded); the
+        ``commit_cut_*`` modes at the statement holding ``marker`` instead, when given."""
         with self._lock:
-            self.mode, self._skip = mode, skip
+            self.mode, self._skip, self._marker = mode, skip, marker
+
+    def restore(self) -> None:
+        """The network is back for connections opened from now on."""
+        with self._lock:
+            self._cut = False
 
     def _accept(self) -> None:
         while True:
@@ -57,7 +74,11 @@ class Proxy:
             server.connect(self._target)
             with self._lock:
                 self._socks += [client, server]
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+                self._pumps += 1
+                pump = self._pumps
+                if self._cut:
+                    self._dead.add(pump)
+            threading.Thread(target=self._pump, args=(client, server, pump), daemon=True).start()
 
     def _take(self, mode: str) -> bool:
         with self._lock:
@@ -70,15 +91,32 @@ class Proxy:
             self.acted.append(mode)
             return True
 
-    def _pump(self, client: socket.socket, server: socket.socket) -> None:
+    def _cut_all(self) -> None:
+        with self._lock:
+            self._cut = True
+            self._dead.update(range(1, self._pumps + 1))
+
+    def _pump(self, client: socket.socket, server: socket.socket, pump: int = 0) -> None:
         awaiting_commit = False
         try:
             while True:
                 ready, _, _ = select.select([client, server], [], [], 0.05)
                 for sock in ready:
                     data = sock.recv(65536)
+                    if pump in self._dead:
+                        if not data:
+                            return  # a cut network carries no goodbye: the other side waits on
+                        continue
                     if not data:
                         raise OSError("closed")
+                    if sock is client and self._marker in data:
+                        if self._take("commit_cut_dropped"):
+                            self._cut_all()
+                            continue
+                        if self._take("commit_cut_landed"):
+                            server.sendall(data)
+                            self._cut_all()
+                            continue
                     if self.mode == "blackhole":
                         continue  # taken and never forwarded: TCP itself sees nothing wrong
                     if sock is client:

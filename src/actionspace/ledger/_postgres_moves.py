@@ -7,7 +7,9 @@ committed with its answer lost. Asked again on a new connection, the guard answe
 the entry (the first never landed), or finds it moved, and the entry stored is read back: the one
 just written (state, sends, update time, remote id) is the first statement's own, anything else
 another writer's. Without this, an outcome the process knew was lost with the connection, and the
-next process answered ``unknown_commit`` for a send whose result had been shown.
+next process answered ``unknown_commit`` for a send whose result had been shown. A statement whose
+answer did not come within the read timeout (its connection closed) is asked again the same way:
+in autocommit it may have landed.
 
 An intent (an insert unless its node or key is stored) asked again finds, when the first landed,
 a row of its key: the caller's own when it carries the caller's nonce (``intent_nonce``, random,
@@ -73,7 +75,7 @@ def moved(
             row: dict[str, Any] | None = conn.execute(sql, params).fetchone()
             return row
     except psycopg.OperationalError:
-        if not (used and used[0].broken):
+        if not (used and _lost(used[0])):
             raise
     with db.connection() as conn:
         row = conn.execute(sql, params).fetchone()
@@ -84,6 +86,12 @@ def moved(
         return None
     found = (stored["state"], stored["attempts"], stored["updated_at"], stored["remote_id"])
     return stored if found == ours else None
+
+
+def _lost(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn``'s session was lost under its statement: ended by the server, or closed past
+    its read timeout (the statement, in autocommit, may have landed all the same)."""
+    return conn.broken or bool(getattr(conn, "timed_out", False))
 
 
 def add_intent_nonce(db: PostgresConnections) -> None:
@@ -109,7 +117,7 @@ def begun(db: PostgresConnections, entry: LedgerEntry, params: dict[str, Any]) -
             used.append(conn)
             return _begun(conn, entry, params, again=False)
     except psycopg.OperationalError:
-        if not (used and used[0].broken):
+        if not (used and _lost(used[0])):
             raise
     with db.connection() as conn:
         return _begun(conn, entry, params, again=True)

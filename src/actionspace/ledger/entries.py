@@ -17,6 +17,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from actionspace.ledger import _sqlite_null  # noqa: F401  (SQL NULL bound without a failed lookup)
+
 __all__ = [
     "IN_FLIGHT",
     "STATES",

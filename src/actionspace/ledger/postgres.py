@@ -22,12 +22,14 @@ from psycopg.types.json import Jsonb
 
 from actionspace._unicode import json_for_postgres, text_for_postgres
 from actionspace.approval.requests import ApprovalRequest, holder
+from actionspace.ledger._postgres_lost import statement_bound
 from actionspace.ledger._postgres_moves import add_intent_nonce, begun, moved
 from actionspace.ledger._postgres_tenants import add_listing_tenants, retried
 from actionspace.ledger.entries import TERMINAL, Begun, LedgerEntry, with_identity
 from actionspace.ledger.postgres_pool import READ_TIMEOUT_S, PostgresConnections, redacted
 
 __all__ = [
+    "ADMIN_TIMEOUT_S",
     "APPROVAL_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "PostgresApprovalStore",
@@ -44,6 +46,8 @@ APPROVAL_SCHEMA_VERSION: Final = 2
 2: the ``holder`` column, and one pending request per binding and holder (a database of version 1
 is migrated when an approval store opens it)."""
 
+ADMIN_TIMEOUT_S: Final = 900.0
+"""How long, by default, an administration statement (``purge``) may run (seconds)."""
 _MAX_RACE_RETRIES: Final = 8
 """How often ``create`` retries when the row it collided with vanished before being read."""
 
@@ -165,11 +169,19 @@ class PostgresLedgerStore:
     Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached or
     was written by a newer schema version. ``read_timeout_s``: how long a statement waits for the
     server's answer before its connection is taken as cut (see ``PostgresConnections``).
+    ``admin_timeout_s`` (default :data:`ADMIN_TIMEOUT_S`; None: no bound): how long :meth:`purge`
+    may run, instead: past it the server cancels it (``QueryCanceled``; nothing deleted).
     """
 
     def __init__(
-        self, url: str, *, connect_timeout_s: float = 10.0, read_timeout_s: float | None = READ_TIMEOUT_S
+        self,
+        url: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float | None = READ_TIMEOUT_S,
+        admin_timeout_s: float | None = ADMIN_TIMEOUT_S,
     ) -> None:
+        self._admin_timeout_s = admin_timeout_s
         self._db = PostgresConnections(
             url, name="ledger", connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s
         )
@@ -264,8 +276,9 @@ class PostgresLedgerStore:
             return [LedgerEntry.from_dict(row) for row in cur]
 
     def purge(self, *, older_than: float) -> int:
-        """Delete committed and failed entries last updated before ``older_than`` (unix s)."""
-        with self._db.connection() as conn:
+        """Delete committed and failed entries last updated before ``older_than`` (unix s), in one
+        statement bounded by ``admin_timeout_s``, not by the read timeout (``statement_bound``)."""
+        with self._db.transaction() as conn, statement_bound(conn, self._admin_timeout_s):
             cur = conn.execute(
                 "DELETE FROM ledger_entries WHERE state = ANY(%s) AND updated_at < %s",
                 (sorted(TERMINAL), older_than),

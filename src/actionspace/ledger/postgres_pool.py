@@ -18,9 +18,16 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from actionspace.errors import ConfigurationError
-from actionspace.ledger._postgres_lost import BoundedConnection, begin, settled, unbounded
+from actionspace.ledger._postgres_lost import (
+    SETTLE_S,
+    BoundedConnection,
+    CommitUnknown,
+    begin,
+    settled,
+    unbounded,
+)
 
-__all__ = ["READ_TIMEOUT_S", "PostgresConnections", "deadlock_retried", "redacted"]
+__all__ = ["READ_TIMEOUT_S", "SETTLE_S", "PostgresConnections", "deadlock_retried", "redacted"]
 
 _T = TypeVar("_T")
 
@@ -43,7 +50,9 @@ class PostgresConnections:
     ``connect_timeout_s`` (seconds, default 10) bounds how long the first connection may take;
     ``read_timeout_s`` (seconds, default :data:`READ_TIMEOUT_S`; None: no bound) how long a statement
     waits for the server's answer (a network cut with no goodbye): past it the connection is closed
-    and ``OperationalError`` raised. Schema changes wait without a bound.
+    and ``OperationalError`` raised. Schema changes wait without a bound. ``settle_s`` (seconds,
+    default :data:`SETTLE_S`): how long the end of a transaction whose ``COMMIT`` answer was lost
+    is looked for (:meth:`transaction_again`).
     Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
     """
 
@@ -56,9 +65,11 @@ class PostgresConnections:
         max_size: int = 8,
         connect_timeout_s: float = 10.0,
         read_timeout_s: float | None = READ_TIMEOUT_S,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self.url = url
         self._read_timeout_s = read_timeout_s
+        self.settle_s = settle_s
         self._name = name
         self._sizes = (min_size, max_size)
         self._connect_timeout_s = connect_timeout_s
@@ -94,18 +105,22 @@ class PostgresConnections:
         restart, ``pg_terminate_backend``). A connection closed past its read timeout is raised.
 
         A session lost during the ``COMMIT`` itself may or may not have landed: the transaction's
-        id, read with its ``BEGIN`` (the same round trip), is asked on a new connection. Committed:
-        the answer is ``step``'s, written once; ended without a commit: run again; still open (the
-        network was cut, the server's session lives on): that session is ended first, so it cannot
-        commit later, and its transaction's end read then. Raised when the server no longer knows.
+        id, read with its ``BEGIN`` (the same round trip), is asked on fresh connections, again
+        and again for at most ``settle_s`` (``_postgres_lost.settled``). Committed: the answer is
+        ``step``'s, written once; ended without a commit: run again; still open (the network was
+        cut, the server's session lives on): that session is ended first, so it cannot commit
+        later, and its transaction's end read then. Not learnt (the server no longer knows, or no
+        connection could ask in time): :class:`~actionspace.ledger._postgres_lost.CommitUnknown`
+        (``unknown_commit``), never a driver error inviting the write again. A read timeout before
+        the ``COMMIT`` is raised as it is: nothing of the transaction can land.
         """
         for attempt in range(2):
-            used: list[psycopg.Connection[dict[str, Any]]] = []
+            used: list[BoundedConnection] = []
             began: list[tuple[int, int]] = []
             result: list[_T] = []
             try:
                 with self.connection() as conn:
-                    used.append(conn)
+                    used.append(conn)  # type: ignore[arg-type]
                     began.append(begin(conn))
                     try:
                         result.append(step(conn))
@@ -115,15 +130,26 @@ class PostgresConnections:
                         raise
                     conn.commit()
                 return result[0]
-            except psycopg.OperationalError:
-                if not (used and used[0].broken):
+            except psycopg.OperationalError as exc:
+                lost = bool(used) and (used[0].broken or (used[0].timed_out and bool(result)))
+                if not lost:
                     raise
-                landed = settled(self, *began[0]) if began else False
+                landed = self._settled(*began[0]) if began else False
                 if landed and result:
                     return result[0]  # committed: its answer was lost, not its write
+                if landed is None and result:
+                    xid = began[0][0]
+                    raise CommitUnknown(
+                        xid,
+                        f"the COMMIT of transaction {xid} got no answer and its end could not be"
+                        f" learnt within {self.settle_s:g} s: it may or may not have landed",
+                    ) from exc
                 if landed is None or landed or attempt == 1:
                     raise
         raise AssertionError("unreachable")
+
+    def _settled(self, xid: int, pid: int) -> bool | None:
+        return settled(self.url, xid, pid, within=self.settle_s, read_timeout_s=self._read_timeout_s)
 
     def init_schema(
         self,
