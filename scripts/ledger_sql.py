@@ -7,8 +7,8 @@
     python scripts/ledger_sql.py --whole-calls --swap --b "PRAGMA cache_size = -16000"
 
 A durable ``write`` call on the SQLite store runs, on the file's writing connection: the run's
-revision read (``GroupCommit.read_kept``: ``PRAGMA data_version``), the intent (``BEGIN
-IMMEDIATE``, the pending-action read, the ``INSERT OR IGNORE`` of the ledger row, ``COMMIT``, then
+revision read (``GroupCommit.read_kept``: ``PRAGMA data_version``), the intent (one ``INSERT OR
+IGNORE`` of the ledger row in autocommit, the pending-action check a subquery of it, then
 an ``fdatasync`` of the WAL file: the writer runs at ``synchronous=NORMAL`` and syncs the WAL
 itself) and the outcome (the ``UPDATE`` of the moved columns by rowid, in autocommit, not synced);
 the writer's own statements on the cursor it keeps, the ledger's on the store's.
@@ -49,7 +49,7 @@ from typing import Any, Final
 from actionspace.bench._durable import _raw_commit
 from actionspace.ledger import sqlite as store
 from actionspace.ledger.commit import _COMMITTABLE
-from actionspace.ledger.sqlite_writer import BEGIN, COMMIT, DATA_VERSION, GroupCommit, SqliteConnections
+from actionspace.ledger.sqlite_writer import DATA_VERSION, GroupCommit, SqliteConnections
 from actionspace.runtime import Runtime
 from actionspace.types import ToolCall
 
@@ -113,16 +113,13 @@ def _ledger(
 
     def call(made: tuple[tuple[Any, ...], tuple[Any, ...]]) -> list[int]:
         row, outcome = made
+        intent = (row[0], row[1], row[3], row[4], row[0], *row[1:])  # made as the store makes it
         t0 = clock()
         kept.execute(DATA_VERSION).fetchall()
         t1 = clock()
-        kept.execute(BEGIN)
-        if cursor.execute(store._PENDING, (row[1], row[3], row[4])).fetchall():
-            raise AssertionError("an unsettled identical action")
-        if cursor.execute(store._INSERT, row).rowcount != 1:
-            raise AssertionError("the intent inserted nothing")
-        rowid = cursor.lastrowid
-        kept.execute(COMMIT)
+        if cursor.execute(store._INSERT_UNLESS_PENDING, intent).rowcount != 1:
+            raise AssertionError("the intent inserted nothing (an unsettled identical action?)")
+        rowid = cursor.lastrowid  # one statement in autocommit: its own transaction
         t2 = clock()
         os.fdatasync(fd)
         t3 = clock()

@@ -63,6 +63,7 @@ class Commits:
         level = ["FULL"]  # SQLite's default until a pragma says otherwise
         tables: set[str] = set()
         open_ = [False]
+        previous: list[str | None] = [None]
         """A transaction of ours is open on the connection (between a ``BEGIN`` and its end)."""
 
         def committed() -> None:
@@ -74,6 +75,9 @@ class Commits:
 
         def seen(statement: str) -> None:
             text = " ".join(statement.split()).upper()
+            if text == previous[0] and text.startswith(_WRITES):
+                return  # a trigger the statement fires, traced with the statement's own text
+            previous[0] = text
             self.last.pop(threading.get_ident(), None)
             if text.startswith("PRAGMA SYNCHRONOUS ="):
                 level[0] = text.rsplit("=", 1)[1].strip()

@@ -125,7 +125,14 @@ class SqliteConnections:
             )
 
     def close(self) -> None:
-        """Close every connection opened in this process; later calls raise ``ValueError``."""
+        """Close every connection opened in this process; later calls raise ``ValueError``.
+
+        A reading connection of another thread still alive may be running a statement right now
+        (a late outcome's read on a tool's thread, a reader of the trace): closing it under that
+        statement frees what the statement uses and crashes the process. It is left to its
+        thread, which closes it on its next :meth:`conn` (that raises ``ValueError``), or to the
+        thread's end, which drops it.
+        """
         with self._lock:
             self._closed = True
             conns, self._conns = self._conns, []
@@ -134,12 +141,18 @@ class SqliteConnections:
         if writer is not None and self._writer_pid == os.getpid():
             writer.close()
         if mine:
-            for _, conn in conns:
-                conn.close()
+            here = threading.current_thread()
+            for thread, conn in conns:
+                if thread is here or not thread.is_alive():
+                    conn.close()
 
     def _open_for_this_thread(self) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
+                left: sqlite3.Connection | None = getattr(self._local, "conn", None)
+                if left is not None and self._pid == PID:  # left open by close() while it read
+                    self._local.conn = None
+                    left.close()
                 raise ValueError(f"the store on {self.path} is closed")
             if self._pid != os.getpid():
                 # A forked child must not touch its parent's connections, not even to close them.

@@ -28,7 +28,7 @@ import builtins
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from actionspace._canonical import strict_dumps
@@ -38,14 +38,7 @@ from actionspace.ledger._sqlite_tenants import LEDGER_TENANT, add_listing_tenant
 from actionspace.ledger.entries import STATES, TERMINAL, Begun, Encoded, Identity, LedgerEntry, with_identity
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "GroupCommit",
-    "SqliteConnections",
-    "SqliteLedgerStore",
-    "from_json",
-    "to_json",
-]
+__all__ = ["SCHEMA_VERSION", "GroupCommit", "SqliteConnections", "SqliteLedgerStore", "from_json", "to_json"]
 
 SCHEMA_VERSION: Final = 1
 """Version of the ledger tables; stored in ``ledger_meta`` and checked on open."""
@@ -105,6 +98,15 @@ to change, for a statement that runs a trigger (the file's tenant trigger, ``_sq
 may abort partway (the ``NOT NULL`` checks at their default ``ABORT``). Under ``IGNORE`` no check
 aborts, so the intent copies no page. A row a check would refuse is not written, and ``_begin``
 then finds no entry and raises."""
+_INSERT_UNLESS_PENDING: Final = (
+    f"INSERT OR IGNORE INTO ledger_entries ({', '.join(_COLUMNS)}) VALUES (?, CASE WHEN EXISTS"
+    f" (SELECT 1 FROM ledger_entries {PENDING_WHERE} AND key <> ?) THEN NULL ELSE ? END,"
+    f" {', '.join('?' * (len(_COLUMNS) - 2))})"
+)
+""":data:`_INSERT` unless an identical action of the run is unsettled under another key, one statement
+(parameters: key, run, tool, digest, then the row): that check, a subquery, makes ``run_id`` NULL,
+which ``OR IGNORE`` does not write. One ``VALUES`` row: an ``INSERT … SELECT`` reading the table it
+inserts into is copied to a temporary table first."""
 _ARGUMENTS: Final = _COLUMNS.index("arguments")
 _IDENTITY: Final = 5
 """Leading columns (of :data:`_COLUMNS` and :func:`_row`) that name the action."""
@@ -231,27 +233,25 @@ class SqliteLedgerStore:
 
     def _begin(self, entry: LedgerEntry, *, unless_pending: bool) -> Begun:
         self._db.check_open()
-        action = (entry.run_id, entry.tool, entry.args_digest)
+        written = _row(entry)
+        sql, params = _INSERT, written
+        if unless_pending:
+            sql, params = _INSERT_UNLESS_PENDING, (written[0], written[1], written[3], written[4], *written)
 
-        def insert(conn: sqlite3.Connection) -> tuple[int | None, LedgerEntry | None, bool, str | None]:
+        def insert_at_once(conn: sqlite3.Connection) -> int | None:
             kept = self._cursor
             cursor = kept[1] if kept is not None and kept[0] is conn else self._cursor_of(conn)
-            if unless_pending:
-                rows = cursor.execute(_PENDING, action).fetchall()  # nearly always none
-                row = _oldest(rows) if rows else None
-                if row is not None and row[0] != entry.key:
-                    return None, _entry(row), True, None
-            written = _row(entry)
-            cursor.execute(_INSERT, written)
-            if cursor.rowcount == 1:  # what was just written, without reading it back
-                return cursor.lastrowid, entry, False, written[_ARGUMENTS]
-            stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
-            if stored is None:
-                stored = self._select(conn, "WHERE key = ?", (entry.key,))
-            return None, stored, False, None
+            cursor.execute(sql, params)
+            return cursor.lastrowid if cursor.rowcount == 1 else None
 
-        # rerunnable: it only reads and writes conn
-        rowid, stored, pending, text = self._group.run(insert, rerunnable=True)
+        # The usual intent: one statement in autocommit (no BEGIN, pending read or COMMIT of its own);
+        # one written by nobody (stored, pending, refused): the reads and the insert in a transaction.
+        rowid = self._group.run(insert_at_once, rerunnable=True, autocommit=True)  # it only writes conn
+        stored: LedgerEntry | None = entry
+        pending = False
+        if rowid is None:
+            find = self._insert_or_find(entry, written, unless_pending)
+            rowid, stored, pending = self._group.run(find, rerunnable=True)
         if stored is None:
             # a row whose NOT NULL column was None is ignored by _INSERT, not written
             raise RuntimeError(f"ledger entry {entry.key} was neither written nor found in its transaction")
@@ -260,8 +260,30 @@ class SqliteLedgerStore:
         begun = self._begun
         if len(begun) >= _KEPT_BEGUN:
             begun.clear()
-        begun[entry.key] = (rowid, entry.arguments, entry.created_at, text)
+        begun[entry.key] = (rowid, entry.arguments, entry.created_at, written[_ARGUMENTS])
         return Begun(entry, True, None)
+
+    def _insert_or_find(
+        self, entry: LedgerEntry, written: tuple[Any, ...], unless_pending: bool
+    ) -> Callable[[sqlite3.Connection], tuple[int | None, LedgerEntry | None, bool]]:
+        """The intent's operation when its one statement wrote nothing: (the rowid written, the entry
+        written or found, whether it is the pending one)."""
+
+        def insert(conn: sqlite3.Connection) -> tuple[int | None, LedgerEntry | None, bool]:
+            if unless_pending:
+                rows = conn.execute(_PENDING, (entry.run_id, entry.tool, entry.args_digest)).fetchall()
+                row = _oldest(rows) if rows else None
+                if row is not None and row[0] != entry.key:
+                    return None, _entry(row), True
+            cursor = conn.execute(_INSERT, written)
+            if cursor.rowcount == 1:  # stored when the statement ran, gone since (purged): written now
+                return cursor.lastrowid, entry, False
+            stored = self._select(conn, "WHERE run_id = ? AND node_id = ?", (entry.run_id, entry.node_id))
+            if stored is None:
+                stored = self._select(conn, "WHERE key = ?", (entry.key,))
+            return None, stored, False
+
+        return insert
 
     def transition(self, key: str, expected: Sequence[str], entry: LedgerEntry) -> LedgerEntry | None:
         """Store ``entry`` only if the state of ``key`` is in ``expected``; None when it was not.
