@@ -1,6 +1,6 @@
 """``Runtime.astream`` of a message whose calls cannot run answers each of its call ids, as
-``call_all`` does (one per call of the message: a session renders one id once): a provider refuses
-the next request while a call id of the message is unanswered."""
+``call_all`` does (an id given twice answered once): a provider refuses the next request while a
+call id of the message is unanswered, and refuses two answers to one id."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ async def _all(rt: Runtime, raw: Any) -> list[Any]:
 
 @pytest.mark.parametrize(
     ("raw", "ids"),
-    [(CUT_COMPLETION, ["c1", "c2"]), (CUT_ANTHROPIC, ["t1", "t2"]), (DUPLICATE_IDS, ["d1", "d1"])],
+    [(CUT_COMPLETION, ["c1", "c2"]), (CUT_ANTHROPIC, ["t1", "t2"]), (DUPLICATE_IDS, ["d1"])],
     ids=["chat cut by length", "anthropic cut by max_tokens", "one id twice"],
 )
 def test_astream_answers_each_call_id_of_a_message_that_cannot_run_once(raw: Any, ids: list[str]) -> None:

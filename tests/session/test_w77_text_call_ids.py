@@ -13,7 +13,7 @@ import pytest
 
 from actionspace import Runtime, parse
 from actionspace.parse import StreamParser
-from actionspace.session import Provider, Turn
+from actionspace.session import PROVIDERS, Provider, Turn
 from tests.parse.test_w77_text_call_ids import ID0, ID1, ID2, kimi
 from tests.session.w47_world import answered_ids
 
@@ -44,7 +44,6 @@ FAILED = [
     ("kimi repeated id", kimi((ID0, A), (ID0, A)), [ID0]),
     ("mistral call id", f"[TOOL_CALLS]send_sms[CALL_ID]a1B2c3D4e[ARGS]{A[:7]}", ["a1B2c3D4e"]),
 ]
-PROVIDERS: list[Provider] = ["openai_chat", "anthropic", "openai_responses"]
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["handle", "ahandle"])

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from actionspace import Runtime
-from actionspace.session import Provider, Turn
+from actionspace.session import PROVIDERS, Provider, Turn
 from tests.parse.test_w8_json_call_ids_after_fault import TEXTS, bad, fence, ok
 from tests.session.w47_world import answered_ids
 
@@ -31,9 +31,6 @@ def _handle(provider: Provider, output: Any, *, is_async: bool) -> tuple[Turn, l
     turn = asyncio.run(s.ahandle(output)) if is_async else s.handle(output)
     rt.close()
     return turn, sent
-
-
-PROVIDERS: list[Provider] = ["openai_chat", "anthropic", "openai_responses"]
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["handle", "ahandle"])

@@ -93,17 +93,19 @@ def test_call_all_of_a_malformed_message_renders_the_names_too() -> None:
     rt.close()
 
 
-def test_a_message_none_of_whose_calls_has_an_id_stays_one_text_part() -> None:
+def test_a_message_none_of_whose_calls_has_an_id_answers_the_call_under_its_name() -> None:
     rt, sent = _runtime()
     s = rt.session(run_id="g", provider="gemini")
     s.user("ping a")
     bad = {"role": "model", "parts": [{"functionCall": {"name": "ping", "args": '{"host": '}}]}
     turn = s.handle(bad)
     (obs,) = turn.observations
-    assert obs.call_id == "g:parse"
+    assert obs.call_id == "g:n1"  # an id the run gave the call that had none
     (content,) = turn.messages
     Content.model_validate(content)
     (part,) = content["parts"]
-    assert set(part) == {"text"} and json.loads(part["text"])["error"]["category"] == "parse_error"
+    answer = part["functionResponse"]
+    assert answer["name"] == "ping" and "id" not in answer
+    assert json.loads(answer["response"]["error"])["error"]["category"] == "parse_error"
     assert sent == []
     rt.close()

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from actionspace import CATEGORIES, Runtime
-from actionspace.session import Provider, Turn
+from actionspace.session import PROVIDERS, Provider, Turn
 from tests.session.w47_world import answered_ids, anthropic, chat, responses, sends, world
 
-PROVIDERS: list[Provider] = ["openai_chat", "openai_responses", "anthropic"]
 ARGS = {"name": "n", "value": 7}
 
 LOOKALIKES = [
@@ -40,6 +39,12 @@ def _message(provider: Provider, calls: list[tuple[str, str, Any]]) -> Any:
         return chat(*text)
     if provider == "openai_responses":
         return responses(*text)
+    if provider == "gemini":
+        parts = [
+            {"functionCall": {"id": cid, "name": name, "args": a if isinstance(a, dict) else json.loads(a)}}
+            for cid, name, a in calls
+        ]
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}]}
     return anthropic(*((cid, name, a if isinstance(a, dict) else json.loads(a)) for cid, name, a in calls))
 
 
@@ -115,8 +120,12 @@ ABSURD_IDS = [
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("together", [False, True])
 def test_absurd_call_ids_are_each_answered_once_with_their_own_result(
-    loop: Any, provider: Provider, together: bool
+    loop: Any, provider: Provider, together: bool, request: pytest.FixtureRequest
 ) -> None:
+    if (
+        provider == "gemini"
+    ):  # a Gemini answer leaves out an id of the runtime's form (<run>:n<k>, <run>:parse)
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the model's own id of the minted form"))
     rt, outbox = loop
     s = rt.session(run_id="conv-ids", provider=provider)
     s.user("set them")

@@ -1,11 +1,14 @@
 """The names tools are offered under: ones every provider takes.
 
 OpenAI (Chat Completions and Responses) and Anthropic take a tool name only if it matches
-``^[a-zA-Z0-9_-]{1,64}$``, and refuse the whole request otherwise; a catalog may hold other names
-(MCP servers name tools ``files.read``). Such a tool is offered as its name with every other
-character replaced by ``_``, cut to fit, and a digest of the name appended: two tools never share
-an offered name, and the name is the same in every process (a run continued elsewhere maps the
-model's calls without offering again). A name the providers take is offered as it is.
+``^[a-zA-Z0-9_-]{1,64}$``, Gemini only if it starts with a letter or ``_`` (then letters, digits,
+``_ . : -``, at most 64), and each refuses the whole request otherwise; a catalog may hold other
+names (MCP servers name tools ``files.read``, a tool may be named ``1st_step``). Such a tool is
+offered as its name with every other character replaced by ``_`` (after a ``_`` when it does not
+begin with a letter), cut to fit, and a digest of the name appended: two tools never share an
+offered name, and the name is the same in every process (a run continued elsewhere maps the
+model's calls without offering again). A name every provider takes
+(``^[A-Za-z_][A-Za-z0-9_-]{0,63}$``) is offered as it is.
 
 A ``describe_tool`` call names the tool to describe by the name it was offered under (the short
 definition says so): :meth:`ProviderNames.called` maps that argument back as well. An error the
@@ -26,7 +29,7 @@ from actionspace.types import Observation, ToolCall
 
 __all__ = ["ProviderNames", "offered_name"]
 
-_TAKEN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_TAKEN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _REFUSED_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -39,6 +42,7 @@ def offered_name(name: str, registered: Container[str] = frozenset()) -> str:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
     base = _REFUSED_CHARS.sub("_", name)
+    base = base if base[:1].isalpha() or base[:1] == "_" else "_" + base  # Gemini: a letter or _ first
     short = f"{base[:55]}_{digest[:8]}"
     return short if short not in registered else f"{base[:47]}_{digest[:16]}"
 
@@ -96,9 +100,13 @@ class ProviderNames:
         return dataclasses.replace(call, name=DESCRIBE_TOOL, arguments=renamed)
 
     def shown(self, obs: Observation) -> Observation:
-        """``obs`` as the model reads it: the tools its error points at (``alternatives``, and the
-        tool a disclosure run asks to describe first) named as offered, in its message too. The
-        observation the host keeps names the catalog's tools."""
+        """``obs`` as the model reads it: its tool named as offered (the name a Gemini
+        ``functionResponse`` answers under is the one the model called), and the tools its error
+        points at (``alternatives``, and the tool a disclosure run asks to describe first) too, in
+        its message as well. The observation the host keeps names the catalog's tools."""
+        tool = self._offered.get(obs.tool) if type(obs.tool) is str else None
+        if tool is not None:
+            obs = dataclasses.replace(obs, tool=tool)
         error = obs.error
         if error is None or not self._offered:
             return obs

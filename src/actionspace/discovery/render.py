@@ -165,15 +165,26 @@ def anthropic_tools(definitions: Iterable[Definition]) -> tuple[dict[str, Any], 
     return tuple(out)
 
 
+_GEMINI_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+"""A function name Gemini takes: a letter or ``_``, then letters, digits, ``_ . : -``; at most 64."""
+
+
 def gemini_tools(definitions: Iterable[Definition]) -> tuple[dict[str, Any], ...]:
     """Gemini ``FunctionDeclaration`` dicts (``name``, ``description``, ``parametersJsonSchema``):
-    send them as ``tools=[{"functionDeclarations": list(declarations)}]``."""
+    send them as ``tools=[{"functionDeclarations": list(declarations)}]``. Raises
+    ``ConfigurationError`` naming a tool whose name Gemini refuses (it refuses the whole request):
+    a session offers such a tool under a name it takes (discovery/names.py) and maps calls back."""
     out = []
     for item in definitions:
         d = _definition(item)
-        out.append(
-            {"name": str(d["name"]), "description": _description(d), "parametersJsonSchema": _schema(d)}
-        )
+        name = str(d["name"])
+        if not _GEMINI_NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"tool {name!r} cannot be offered to gemini: a function name there starts with a letter or "
+                "'_' and holds letters, digits, '_', '.', ':' or '-', at most 64 (a Session offers it "
+                "under a name gemini takes)"
+            )
+        out.append({"name": name, "description": _description(d), "parametersJsonSchema": _schema(d)})
     return tuple(out)
 
 
@@ -312,14 +323,14 @@ def gemini_result(
     """A Gemini ``functionResponse`` part answering the call of ``obs.tool``: ``response`` is
     ``{"error": text}`` on failures, else ``{"output": text}`` (the keys Gemini reads), ``id`` the
     call's own (``call_id``, default the observation's) unless the runtime minted it for a call
-    that had none. A call of a message that did not run (a ``parse_error`` under the call's own id)
-    is answered under its id and the name the model gave it; an observation of no tool and no id
-    of the model's (a message none of whose calls could be read) is a ``text`` part holding the
-    same text: a ``functionResponse`` must name a function called."""
+    that had none. A call of a message that did not run (a ``parse_error`` under the call's own id,
+    or under the id the run gave a call without one) is answered under the name the model gave it;
+    an observation of no tool naming no call (a message in which no call could be read) is a
+    ``text`` part holding the same text: a ``functionResponse`` must name a function called."""
     text = _text(obs, whole, budget, read_artifact)
     ident = call_id or obs.call_id
     own = bool(ident) and not _MINTED.search(ident)
-    tool = obs.tool or (_called(obs, ident) if own else None)
+    tool = obs.tool or _called(obs, ident, own)
     if tool is None:
         return {"text": text}
     name = tool if tool.isascii() else text_for_utf8(tool)  # a lone surrogate: no UTF-8
@@ -332,12 +343,15 @@ def gemini_result(
     return {"functionResponse": answer}
 
 
-def _called(obs: Observation, ident: str) -> str:
+def _called(obs: Observation, ident: str, own: bool) -> str | None:
     """The function the model named in its call ``ident`` of a message whose calls did not run (a
-    ``parse_error`` under the call's own id): as the parse read it, else none (``""``)."""
+    ``parse_error`` under the call's own id, or under one the run gave a call that had none), as
+    the parse read it; else none (``""``) for a call's own id, None for an id the runtime gave."""
     names = obs.error.details.get("function_names") if obs.error is not None else None
     found = names.get(ident) if isinstance(names, Mapping) else None
-    return found if isinstance(found, str) else ""
+    if isinstance(found, str):
+        return found
+    return "" if own else None
 
 
 def render_tools(definitions: Iterable[Definition], provider: Provider) -> Any:
@@ -407,13 +421,15 @@ def render_results(
     if provider not in PROVIDERS:
         raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
     calls = _per_call(observations)
-    if provider == "anthropic":
-        blocks = [anthropic_result(o, budget=budget, read_artifact=read_artifact) for o in calls]
-        return [{"role": "user", "content": blocks}] if blocks else []
-    if provider == "gemini":
-        parts = [gemini_result(o, budget=budget, read_artifact=read_artifact) for o in calls]
-        return [{"role": "user", "parts": parts}] if parts else []
-    return [render_result(o, provider, budget=budget, read_artifact=read_artifact) for o in calls]
+    results = [render_result(o, provider, budget=budget, read_artifact=read_artifact) for o in calls]
+    key = _ONE_MESSAGE.get(provider)
+    if key is None:
+        return results
+    return [{"role": "user", key: results}] if results else []
+
+
+_ONE_MESSAGE: Final[Mapping[str, str]] = {"anthropic": "content", "gemini": "parts"}
+"""The providers answering every call of a turn in ONE ``user`` message, by the key holding them."""
 
 
 def _per_call(observations: Observation | Iterable[Observation]) -> Sequence[Observation]:

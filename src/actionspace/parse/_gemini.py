@@ -30,7 +30,7 @@ Streamed, each chunk is a ``GenerateContentResponse`` whose parts each carry a w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from actionspace._placeholders import bounded_repr
@@ -42,7 +42,7 @@ from actionspace.types import ToolCall
 if TYPE_CHECKING:
     from actionspace.parse._stream import StreamParser
 
-__all__ = ["CUT_REASONS", "FAILED_REASONS", "read_gemini", "stream_chunk"]
+__all__ = ["CUT_REASONS", "FAILED_REASONS", "name_calls", "read_gemini", "stream_chunk"]
 
 CUT_REASONS: Final = frozenset(
     {
@@ -66,7 +66,9 @@ FAILED_REASONS: Final = frozenset(
 """``finishReason`` values saying the model's call could not be read or was not allowed."""
 FORMAT: Final = "gemini"
 NAMES: Final = "function_names"
-"""The key of a Gemini ``parse_error``'s details holding :func:`called_names`."""
+"""The key of a Gemini ``parse_error``'s details holding call id → function name."""
+POSITIONS: Final = "function_calls"
+"""The key of a Gemini ``parse_error``'s details holding the name of each call, in order."""
 MAX_NAMED: Final = 512
 
 
@@ -83,22 +85,41 @@ def read_gemini(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
         else:
             _parts([value], coll, path, lone=True)
     except Malformed as fault:
-        fault.details.setdefault(NAMES, called_names(value))
+        names: dict[str, str] = {}
+        order: list[str] = []
+        called_names(value, names, order)
+        fault.details.setdefault(NAMES, names)
+        fault.details.setdefault(POSITIONS, order)
         raise
 
 
-def called_names(value: Mapping[Any, Any]) -> dict[str, str]:
-    """Call id → function name of each ``functionCall`` of the model's message in ``value`` that
-    has both as text: a ``functionResponse`` answering a call that did not run names it too."""
-    names: dict[str, str] = {}
+def called_names(value: Mapping[Any, Any], names: dict[str, str], order: list[str]) -> None:
+    """Add to ``names`` (call id → function name) each ``functionCall`` of the model's message in
+    ``value`` that has both as text, and to ``order`` the name of each (``""`` when not text), in
+    part order: a ``functionResponse`` answering a call that did not run names it too."""
     parts = gemini_parts(value)
-    for part in (parts or ())[:MAX_NAMED]:
+    for part in (parts or ())[: max(0, MAX_NAMED - len(order))]:
         call = field(part, "functionCall", "function_call") if isinstance(part, Mapping) else None
-        if isinstance(call, Mapping):
-            ident, name = call.get("id"), call.get("name")
-            if type(ident) is str and type(name) is str and ident not in names:
-                names[ident] = name
-    return names
+        if call is None:
+            continue
+        ident, name = (call.get("id"), call.get("name")) if isinstance(call, Mapping) else (None, None)
+        order.append(name if type(name) is str else "")
+        if type(ident) is str and type(name) is str and ident not in names:
+            names[ident] = name
+
+
+def name_calls(fault: Malformed, events: Sequence[Mapping[Any, Any]]) -> Malformed:
+    """``fault`` (a stream's), its details naming the calls of the Gemini chunks among ``events``
+    as :func:`read_gemini` names a whole response's (:data:`NAMES`, :data:`POSITIONS`)."""
+    names: dict[str, str] = {}
+    order: list[str] = []
+    for event in events:
+        if is_chunk(event):
+            called_names(event, names, order)
+    if order:
+        fault.details.setdefault(NAMES, names)
+        fault.details.setdefault(POSITIONS, order)
+    return fault
 
 
 def _response(value: Mapping[Any, Any], coll: Collector, path: str) -> None:

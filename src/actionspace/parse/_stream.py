@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actionspace.parse._cut_text import cut_text
-from actionspace.parse._gemini import stream_chunk
+from actionspace.parse._gemini import name_calls, stream_chunk
 from actionspace.parse._gemini_shapes import is_chunk
 from actionspace.parse._progress import (
     CLOSING_CHARS,
@@ -487,7 +487,7 @@ class StreamParser:
                 if begun is not None:  # no call, but the text stops as one began
                     raise begun
         except Malformed as fault:
-            coll.fail(fault, "stream")
+            coll.fail(name_calls(fault, self._events), "stream")
         except (TypeError, ValueError, json.JSONDecodeError) as exc:  # defensive: never raise
             coll.fail(
                 Malformed("internal", f"stream could not be assembled ({type(exc).__name__})"), "stream"

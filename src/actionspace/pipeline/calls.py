@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN, Executor
 from actionspace.execution.ready import Ready
@@ -30,6 +31,7 @@ __all__ = [
     "group",
     "parse_raw",
     "per_call_id",
+    "per_position",
     "well_identified",
 ]
 
@@ -89,11 +91,18 @@ def per_call_id(
     message before its next request: each id gets the error (in the message's order). The ids are
     those ``raw`` holds, else those ``parsed`` still knows (a ``ParseResult`` handed over as its
     ``to_dict()``). Output without call ids (raw text, a message that holds no call) keeps the one
-    observation, under ``<run id>:parse``. An id given to several calls is answered, and recorded,
+    observation, under ``<run id>:parse``, unless the error names the message's calls in order
+    (a Gemini message, whose calls may carry no ids): then each call position is answered, under an
+    id the run gives it (``<run id>:n<k>``) and the function name the model gave the call
+    (``details["function_names"]``). An id given to several calls is answered, and recorded,
     once: the trace holds what the model reads.
     """
     ids = call_ids(raw) or (call_ids(parsed) if parsed is not None else ())
-    out = [dataclasses.replace(failure, call_id=call_id) for call_id in ids] if ids else [failure]
+    out = (
+        [dataclasses.replace(failure, call_id=call_id) for call_id in ids]
+        if ids
+        else per_position(failure, rec)
+    )
     error = failure.error
     assert error is not None
     event = {
@@ -109,6 +118,26 @@ def per_call_id(
             rec.add("observation", event)
     finally:
         rec.call_id = own
+    return out
+
+
+_MAX_POSITIONS = 512
+
+
+def per_position(failure: Observation, rec: Recorder) -> list[Observation]:
+    """``failure`` once per call its error names in order (``details["function_calls"]``), each
+    under an id the run gives it and naming that call's function; ``[failure]`` when none is named."""
+    error = failure.error
+    named = error.details.get("function_calls") if error is not None else None
+    run = rec.run
+    if error is None or not isinstance(named, list) or not named or not isinstance(run, RunState):
+        return [failure]
+    out = []
+    for name in named[:_MAX_POSITIONS]:  # as many as a parse names; a ParseResult handed in may hold more
+        call_id = f"{run.run_id}:n{next(run.nodes)}"
+        details = {**error.details, "function_names": {call_id: name}}
+        own = dataclasses.replace(error, details=details)
+        out.append(dataclasses.replace(failure, call_id=call_id, error=own))
     return out
 
 

@@ -32,7 +32,7 @@ from actionspace.parse import ParseResult, ids_apart, parse
 from actionspace.pipeline._awrite import awrite
 from actionspace.pipeline._direct import KeepsCalls, begun, direct_caller, keeps
 from actionspace.pipeline._run import AppendCall
-from actionspace.pipeline._unsaved import trace_only, unsaved
+from actionspace.pipeline._unsaved import stored, trace_only, unsaved
 from actionspace.pipeline._write import write_call
 from actionspace.pipeline.calls import (
     Cut,
@@ -325,17 +325,13 @@ class Messages:
         self, rec: Recorder, run: RunState, out: list[Observation], *, inline: bool
     ) -> list[Observation]:
         """``out`` once the call's events and the run's state are stored; if the state could not
-        be saved, a ``transient`` observation per call instead (nothing it would have labelled)."""
-        engine = self.engine
+        be saved, what pipeline/_unsaved.py tells instead (a result it would have labelled withheld)."""
+        if not inline:  # the save and what its failure stores on one thread: a cancel leaves both going
+            return await asyncio.to_thread(stored, self.engine, run, out, rec)
         try:
-            if inline:
-                engine.flush(rec)
-            else:
-                await asyncio.to_thread(engine.flush, rec)
+            self.engine.flush(rec)
         except Exception as exc:
-            if inline:
-                return self._unsaved(run, out, exc, rec)
-            return await asyncio.to_thread(self._unsaved, run, out, exc, rec)
+            return self._unsaved(run, out, exc, rec)
         return out
 
     def _unsaved(

@@ -34,6 +34,7 @@ from hashlib import sha256
 from typing import Any, Final, Protocol, cast
 
 from actionspace.catalog.spec import ToolSpec
+from actionspace.discovery.render import once_per_id
 from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.deadlines import with_timeout
@@ -401,7 +402,8 @@ async def astream(
 
     A non-streaming tool yields its one (final) observation; a call rejected before execution
     yields its error observation. A message none of whose calls runs (a ``parse_error``: cut off,
-    one call id twice) yields that error once per call id the model gave, as ``call_all`` answers.
+    one call id twice) yields that error once per distinct call id the model gave, in the order
+    the ids first appear, as ``call_all`` answers (a provider takes one answer per id).
     The trace is flushed after every observation, so a reader of the trace sees the progress while
     the stream runs. Once the runtime closes, a call not begun yet ends ``cancelled``, not sent; one
     waiting for its tool is cut there, its final observation ``cancelled`` (a read) or
@@ -417,7 +419,7 @@ async def astream(
     try:
         calls = parse_raw(raw, rec)
         if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
-            for failed in per_call_id(raw, calls, rec):
+            for failed in once_per_id(per_call_id(raw, calls, rec)):
                 yield failed
             return
         node = node_id if len(calls) == 1 else None
