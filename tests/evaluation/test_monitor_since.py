@@ -8,7 +8,9 @@ SQLite, at each look at the last minutes. Stores list runs active since a time t
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +79,14 @@ def test_monitor_since_reads_the_events_of_recent_runs_only(tmp_path: Path) -> N
         return events(run_id)
 
     store.events = counted  # type: ignore[method-assign]
+    many = store.events_of_runs
+
+    def counted_many(run_ids: Sequence[str], **kwargs: Any) -> Iterator[tuple[str, list[TraceEvent]]]:
+        for run_id, run in many(run_ids, **kwargs):  # the runs' events read in one statement
+            read.append(run_id)
+            yield run_id, run
+
+    store.events_of_runs = counted_many  # type: ignore[method-assign]
     report = monitor(store, since=NOW - 60)
     assert report.runs == 1 and report.calls == 1
     assert read == ["new"]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from actionspace import Runtime
 from actionspace.policy.flow import MAX_REMEMBERED
 from actionspace.policy.labels import Label
+from actionspace.trace._memory_records import CallLog
 from actionspace.trace.memory import MemoryTraceStore
 from actionspace.types import SHOWN_UNDER
 from tests.pipeline.test_fast import POLICIES, PRINCIPALS, ToolShape, _runtime, _view, tool_shapes
@@ -91,14 +92,14 @@ def test_the_one_frame_path_the_path_it_replaces_and_the_stages_end_calls_alike(
         assert _play(direct, calls, user_labels) == want
 
 
-class _Kept(list[tuple[Any, ...]]):
-    """A run's list of kept calls in the memory store that notes what the one-frame path appends
-    to it: through ``append_kept`` or, once it holds the list, by itself (``call_log``)."""
+class _Kept(CallLog):
+    """A run's log of kept calls in the memory store that notes what the one-frame path appends
+    to it: through ``append_kept`` or, once it holds the log, by itself (``call_log``)."""
 
     taken: list[tuple[Any, ...]]
     quiet = False
 
-    def append(self, record: tuple[Any, ...]) -> None:
+    def append(self, record: Any) -> None:  # a record: CallLog lays its fields flat
         if not self.quiet:
             self.taken.append(record)
         super().append(record)

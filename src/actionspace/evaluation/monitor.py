@@ -51,6 +51,7 @@ from typing import Any, Literal
 from actionspace.errors import ConfigurationError
 from actionspace.evaluation._monitor_calls import Call, link, run_calls
 from actionspace.evaluation.outcomes import UNDECIDED_CATEGORIES
+from actionspace.trace._runs_events import events_of_runs
 from actionspace.trace.events import TraceStore
 
 __all__ = [
@@ -230,8 +231,10 @@ def monitor(
         ids = list(dict.fromkeys(run_ids))
     tallies: dict[str, _Tally] = {}
     runs = 0
-    for run_id in ids:  # a run's calls are counted and dropped: what is kept is one count per tool
-        in_run = [c for c in run_calls(store.events(run_id)) if c.tool is not None]
+    # the runs' events read in one statement of a store that can (``_runs_events``), a run at a time;
+    # a run's calls are counted and dropped: what is kept is one count per tool
+    for _, events in events_of_runs(store, ids):
+        in_run = [c for c in run_calls(events) if c.tool is not None]
         if since is not None:
             in_run = [c for c in in_run if c.first_ts >= since]
         if in_run:

@@ -235,7 +235,7 @@ class Executor:
         self, spec: ToolSpec, kwargs: Mapping[str, Any], on_retry: AttemptHook | None = None
     ) -> Outcome:
         start = time.monotonic()
-        if spec.is_async:
+        if spec._is_async:  # ToolSpec.is_async, read without the property's call
             # Fast path: a coroutine that finishes without waiting needs no timer and no extra frames.
             try:
                 coro = spec.fn(**kwargs)  # type: ignore[misc]
@@ -334,8 +334,9 @@ class Executor:
     async def _aattempt(self, spec: ToolSpec, kwargs: Mapping[str, Any]) -> Outcome:
         fn = spec.fn
         assert fn is not None
+        is_async = spec._is_async  # ToolSpec.is_async, read without the property's call
         try:
-            if spec.is_async:
+            if is_async:
                 value = await with_timeout(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
                 fut = self._submit(spec, kwargs)
@@ -352,7 +353,8 @@ class Executor:
                     return _withdrawn()
             else:
                 value = fn(**kwargs)
-            if not spec.is_async and inspect.isawaitable(value):  # a sync wrapper handing back its coroutine
+            # a sync wrapper handing back its coroutine (a plain value's exact type is never one)
+            if not is_async and type(value) not in _PLAIN and inspect.isawaitable(value):
                 value = await with_timeout(_await(value), spec.timeout_s)
         except TimeoutError as late:
             return self._async_timed_out(spec, late)

@@ -9,7 +9,7 @@ the token may not read, a rejected field's JSON pointer is shown down to the arg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
@@ -30,6 +30,7 @@ from actionspace.service.metrics_answers import MetricsAnswers
 from actionspace.service.models import ErrorResponse, Health, MetricsView, ToolView
 from actionspace.service.scoping import MAX_SCAN, RunTenants, heads_of, may_see, sees_all, visible_page
 from actionspace.service.views import tool_view
+from actionspace.trace._runs_events import PAGE_ROWS, events_of_runs
 from actionspace.trace.events import RunSummary, TraceEvent, TraceStore
 from actionspace.trace.store import ListsTenantRuns
 
@@ -218,11 +219,18 @@ class _FieldsAsSeen:
         self._viewer = viewer
 
     def events(self, run_id: str) -> list[TraceEvent]:
+        return self._all_seen(self._store.events(run_id))
+
+    def events_of_runs(
+        self, run_ids: Sequence[str], *, page: int = PAGE_ROWS
+    ) -> Iterator[tuple[str, list[TraceEvent]]]:
+        """The runs' events read in one statement of a store that can (``_runs_events``), as seen."""
+        for run_id, events in events_of_runs(self._store, run_ids, page=page):
+            yield run_id, self._all_seen(events)
+
+    def _all_seen(self, events: list[TraceEvent]) -> list[TraceEvent]:
         # most events hold no field errors: a dict without the key is passed on as it is
-        return [
-            e if type(e.data) is dict and "field_errors" not in e.data else self._seen(e)
-            for e in self._store.events(run_id)
-        ]
+        return [e if type(e.data) is dict and "field_errors" not in e.data else self._seen(e) for e in events]
 
     def runs(self, *, limit: int = 50, since: float | None = None) -> list[RunSummary]:
         return self._store.runs(limit=limit, since=since)

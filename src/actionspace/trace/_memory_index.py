@@ -15,14 +15,16 @@ import marshal
 from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any
 
+from actionspace.trace._memory_records import CALL_WIDTH
 from actionspace.trace._node_rows import Rows
 from actionspace.trace.events import EventRecord
 
 __all__ = ["CallIndex", "Found"]
 
-Found = tuple[list[bytes], list[tuple[Any, ...]], list[tuple[Any, ...]], list[Rows]]
-"""What a run holds of some calls: the blobs holding any of their records, their compact calls,
-their packed node records (unpacked) and their flat node rows (in batches, with the arguments)."""
+Found = tuple[list[bytes], list[Any], list[tuple[Any, ...]], list[Rows]]
+"""What a run holds of some calls: the blobs holding any of their records, their compact calls
+(their fields laid flat, as the store's ``CallLog`` lays them), their packed node records
+(unpacked) and their flat node rows (in batches, with the arguments)."""
 
 
 class CallIndex:
@@ -40,12 +42,12 @@ class CallIndex:
     def find(
         self,
         ids: Collection[str],
-        lists: tuple[Sequence[bytes], Sequence[tuple[Any, ...]], Sequence[bytes], Sequence[Rows]],
+        lists: tuple[Sequence[bytes], Sequence[Any], Sequence[bytes], Sequence[Rows]],
         lengths: tuple[int, int, int, int],
         decode: Callable[[bytes], Sequence[EventRecord]],
     ) -> Found:
-        """What ``lists`` (a run's blobs, compact calls, node blobs and flat batches, of which the
-        first ``lengths`` items are read) hold of ``ids``; ``decode`` unpacks one of its blobs.
+        """What ``lists`` (a run's blobs, compact calls' fields, node blobs and flat batches, of which
+        the first ``lengths`` items are read) hold of ``ids``; ``decode`` unpacks one of its blobs.
         The caller holds the store's reading lock: two reads never extend one index at once."""
         blobs, calls, node_blobs, flat = lists
         self._extend(lists, lengths, decode)
@@ -60,16 +62,19 @@ class CallIndex:
         rows: dict[int, list[tuple[Any, ...]]] = {}
         for batch, row in sorted({place for cid in ids for place in self._flat.get(cid, ())}):
             rows.setdefault(batch, []).append(flat[batch][1][row])
+        fields: list[Any] = []
+        for i in mine_calls:
+            fields.extend(calls[i : i + CALL_WIDTH])
         return (
             [blobs[i] for i in mine_blobs],
-            [calls[i] for i in mine_calls],
+            fields,
             nodes,
             [(flat[batch][0], tuple(held)) for batch, held in rows.items()],
         )
 
     def _extend(
         self,
-        lists: tuple[Sequence[bytes], Sequence[tuple[Any, ...]], Sequence[bytes], Sequence[Rows]],
+        lists: tuple[Sequence[bytes], Sequence[Any], Sequence[bytes], Sequence[Rows]],
         lengths: tuple[int, int, int, int],
         decode: Callable[[bytes], Sequence[EventRecord]],
     ) -> None:
@@ -79,8 +84,8 @@ class CallIndex:
         for i in range(seen_blobs, lengths[0]):
             for call_id in {r[3] for r in decode(blobs[i])}:
                 _add(self._blobs, call_id, i)
-        for i in range(seen_calls, lengths[1]):
-            _add(self._calls, calls[i][2], i)
+        for i in range(seen_calls, lengths[1], CALL_WIDTH):  # a record's place: its first field's
+            _add(self._calls, calls[i + 2], i)
         for i in range(seen_nodes, lengths[2]):
             for call_id in {n[2] for n in marshal.loads(node_blobs[i][1:])}:
                 _add(self._node_blobs, call_id, i)

@@ -17,14 +17,18 @@ A tenant recorded as something other than text (a trace edited by hand) is kept 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
 
+from actionspace._unicode import text_for_postgres
 from actionspace.ledger._postgres_tenants import build_concurrently, retried
 from actionspace.ledger.postgres_pool import PostgresConnections
+from actionspace.trace._runs_events import RunEvents, checked_page, grouped_runs
+from actionspace.trace._stored_rows import stored_event
 
-__all__ = ["CALL_EVENTS", "HEADS", "HEADS_MANY", "add_run_tenants", "tenant_runs_query"]
+__all__ = ["CALL_EVENTS", "HEADS", "HEADS_MANY", "add_run_tenants", "streamed_runs", "tenant_runs_query"]
 
 HEADS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
@@ -40,8 +44,17 @@ CALL_EVENTS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
     " WHERE run_id = %s AND call_id = ANY(%s) AND kind = ANY(%s) ORDER BY seq"
 )
-"""Some calls' events of some kinds (``_call_events.ReadsCallEvents``): the rows of the run are
-stepped over in the primary key's order and only those sent and decoded (no index names a call)."""
+"""Some calls' events of some kinds (``_call_events.ReadsCallEvents``): a seek per call of the
+partial index ``trace_events_calls`` (``call_id = ANY`` implies its ``call_id IS NOT NULL``)."""
+EVENTS_OF_RUNS: Final = (
+    "SELECT e.run_id, e.seq, e.kind, e.ts, e.call_id, e.data"
+    " FROM unnest(%s::text[]) WITH ORDINALITY AS r(run_id, n) JOIN trace_events AS e ON e.run_id = r.run_id"
+    " ORDER BY r.n, e.seq"
+)
+"""Many runs' events (``_runs_events.ReadsManyRuns``), a run's together, the runs in the array's order."""
+_COLUMNS: Final = ("run_id", "seq", "kind", "ts", "call_id", "data")
+_CHUNKS: Final = psycopg.pq.version() >= 170000
+"""Whether libpq hands a streamed answer over in chunks of rows (17 on), not row by row."""
 
 _FUNCTIONS: Final[tuple[LiteralString, ...]] = (
     """
@@ -91,6 +104,8 @@ _INDEXES: Final[tuple[tuple[str, LiteralString], ...]] = (
     # a run's head events (``PostgresTraceStore.heads``) in one seek however long the run is: a
     # tenant check reads them, never the whole run
     ("trace_events_heads", "trace_events (run_id, seq) WHERE kind IN ('run_started', 'run_finished')"),
+    # some calls of a run (``CALL_EVENTS``) in a seek per call, not a step over every row of the run
+    ("trace_events_calls", "trace_events (run_id, call_id, seq) WHERE call_id IS NOT NULL"),
 )
 """Built concurrently, each outside the transaction (``_postgres_tenants.build_concurrently``)."""
 _COMPLETE: Final = """
@@ -101,7 +116,7 @@ SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('trace_ru
            AND tgname IN ('trace_runs_tenant_of_new_run', 'trace_runs_tenant_of_start')) AS triggers,
        (SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid IN
           (to_regclass('trace_runs_tenant_recent'), to_regclass('trace_events_started'),
-           to_regclass('trace_events_heads'))) = 3 AS idx
+           to_regclass('trace_events_heads'), to_regclass('trace_events_calls'))) = 4 AS idx
 """
 _LOCK: Final = "SELECT pg_advisory_xact_lock(hashtextextended('actionspace.trace_runs.tenant', 0))"
 
@@ -122,6 +137,7 @@ def add_run_tenants(db: PostgresConnections) -> None:
     _columns_and_triggers(db)
     build_concurrently(db, *_INDEXES[1])
     build_concurrently(db, *_INDEXES[2])
+    build_concurrently(db, *_INDEXES[3])
 
 
 def _columns_and_triggers(db: PostgresConnections) -> None:
@@ -162,3 +178,20 @@ def tenant_runs_query(runs: LiteralString, tenant: str | None, after: bool) -> L
         else ""
     )
     return runs.replace("WHERE last_at >= %s", "WHERE " + which + " AND last_at >= %s" + bound, 1)
+
+
+def streamed_runs(db: PostgresConnections, run_ids: Sequence[str], page: int) -> Iterator[RunEvents]:
+    """``PostgresTraceStore.events_of_runs`` (``_runs_events.ReadsManyRuns``) of the store ``db``."""
+    ids = list(dict.fromkeys(run_ids))
+    rows = _streamed(db, [r for r in ids if text_for_postgres(r) == r], checked_page(page))
+    return grouped_runs(ids, (stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows))
+
+
+def _streamed(db: PostgresConnections, run_ids: list[str], page: int) -> Iterator[dict[str, Any]]:
+    """The rows of :data:`EVENTS_OF_RUNS` for ``run_ids``: one statement, its answer streamed from
+    the server ``page`` rows at a time (row by row before libpq 17) on a connection held until the
+    last row is read or the consumer stops (the query is then cancelled, the connection returned)."""
+    if not run_ids:
+        return
+    with db.connection() as conn:
+        yield from conn.cursor().stream(EVENTS_OF_RUNS, (run_ids,), size=page if _CHUNKS else 1)

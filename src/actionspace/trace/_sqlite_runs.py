@@ -9,7 +9,8 @@ written after the row was made). An index on
 ``(tenant, last_at, run_id)`` makes one tenant's page cost what a page of every run costs, however
 many runs other tenants have. A file made before the column had it is given it, filled in from
 the events already stored, in one write transaction when a store first opens it (and so is a file
-made before the partial index on the runs' head events, :data:`HEADS`).
+made before the partial index on the runs' head events, :data:`HEADS`, or before the one on the
+rows of calls, ``trace_events_calls``).
 
 A run's row is written by :func:`touch_run` in two statements that cannot abort partway (``OR
 IGNORE``), not one upsert: a statement that runs a trigger and may abort (the table's ``NOT NULL``
@@ -103,6 +104,9 @@ _TRIGGERS: Final = (
     "CREATE INDEX IF NOT EXISTS trace_runs_tenant_recent ON trace_runs (tenant, last_at DESC, run_id)",
     # a run's head events (its tenant, whether it finished) in one seek however long the run is
     f"CREATE INDEX IF NOT EXISTS trace_events_heads ON trace_events (run_id, seq) WHERE {HEADS}",
+    # some calls of a run (``call_events``) in a seek per call, not a step over every row of the run
+    "CREATE INDEX IF NOT EXISTS trace_events_calls ON trace_events (run_id, call_id, seq)"
+    " WHERE call_id IS NOT NULL",
 )
 _NAMES: Final = (
     "trace_events_started",
@@ -110,6 +114,7 @@ _NAMES: Final = (
     "trace_runs_tenant_of_start",
     "trace_runs_tenant_recent",
     "trace_events_heads",
+    "trace_events_calls",
 )
 _GROW: Final = (
     "UPDATE OR IGNORE trace_runs SET started_at = min(started_at, ?), last_at = max(last_at, ?)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
@@ -91,6 +91,16 @@ class ReadsOfRuns(PartsOfRuns):
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self._db.conn().execute(sql, params).fetchall()
         return rows
+
+    def _pages(self, sql: str, params: tuple[object, ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of ``sql``, ``size`` at a time, on this thread's connection (a consumer reads
+        them on the thread that began, as every SQLite connection of the store is one thread's)."""
+        cursor = self._db.conn().execute(sql, params)
+        try:
+            while rows := cursor.fetchmany(size):
+                yield rows
+        finally:
+            cursor.close()
 
     def _settle(self) -> None:
         """Wait for records queued by this process's writer, so that reads see them."""

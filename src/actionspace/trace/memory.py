@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from actionspace.trace._encoded import Encoded
 from actionspace.trace._memory_index import CallIndex
-from actionspace.trace._memory_records import Snapshot, records_weight, unpacked, unpacked_node
+from actionspace.trace._memory_records import CallLog, Snapshot, compact_calls, records_weight, unpacked_node
 from actionspace.trace._node_rows import Rows, flat_rows, node_records, shape_indices
 from actionspace.trace.events import (
     CLAIM_EXPIRY_S,
@@ -96,8 +96,8 @@ class MemoryTraceStore:
         self._weights: dict[str, int] = {}
         """Per run, the weight (see ``records_weight``) of its pending records."""
         self._next: dict[str, int] = {}
-        self._calls: dict[str, list[tuple[Any, ...]]] = {}
-        """Compact call records per run, each with its shape replaced by its index in _shapes."""
+        self._calls: dict[str, CallLog] = {}
+        """Compact call records per run, their shapes as their index in _shapes, laid flat (CallLog)."""
         self._shapes: list[CallShape] = []
         self._nodes: dict[str, list[tuple[Any, ...]]] = {}
         """Compact plan-node records per run, as tuples, each shape replaced by its index."""
@@ -145,7 +145,7 @@ class MemoryTraceStore:
             kept = (*call[:3], index, *call[4:])
             calls = self._calls.get(run_id)
             if calls is None:
-                calls = self._calls[run_id] = []
+                calls = self._calls[run_id] = CallLog()
                 self._runs.setdefault(run_id, [])
             calls.append(kept)
             if records:
@@ -171,23 +171,23 @@ class MemoryTraceStore:
         with self._lock:
             calls = self._calls.get(run_id)
             if calls is None:
-                calls = self._calls[run_id] = []
+                calls = self._calls[run_id] = CallLog()
                 self._runs.setdefault(run_id, [])
             calls.append(kept)
             if run_id not in self._next or top > self._next[run_id]:  # no call between: see call_log
                 self._next[run_id] = top
 
-    def call_log(self, run_id: str) -> tuple[list[tuple[Any, ...]], threading.Lock, dict[str, int]]:
-        """Where :meth:`append_kept` puts a run's records: (its list of kept calls, the store's
-        lock, the next number of each run). Holding the lock, a caller may append a kept record
-        and raise the run's next number past its observation's as :meth:`append_kept` does, without
-        a call of its own (pipeline/_direct.py, once per run and tool). The list is the run's for
-        the store's life: it is made here when the run has none yet, and never replaced. Once the
-        run has a next number, pipeline/_direct.py raises it and then appends without the lock: a
-        number is never removed and only ever raised, every list change here is one C call, and
-        readers copy the list in one (``_snapshot``); the writers here, too, read and raise a number
-        with no call between (a call's return is where 3.11 may switch threads), so the unlocked
-        raise and theirs cannot undo each other: keep these so when changing this store.
+    def call_log(self, run_id: str) -> tuple[CallLog, threading.Lock, dict[str, int]]:
+        """Where :meth:`append_kept` puts a run's records: (its log of kept calls, the store's lock,
+        the next number of each run). Holding the lock, a caller may append a kept record and raise
+        the run's next number past its observation's as :meth:`append_kept` does, without a call of
+        its own (pipeline/_direct.py, once per run and tool). The log is the run's for the store's
+        life, made here when the run has none yet, never replaced. Once the run has a next number,
+        pipeline/_direct.py raises it and then appends without the lock: a number is never removed
+        and only ever raised, every list change here is one C call, and readers copy the list in one
+        (``_snapshot``); the writers here, too, read and raise a number with no call between (a call's
+        return is where 3.11 may switch threads), so the unlocked raise and theirs cannot undo each
+        other: keep these so when changing this store.
 
         All of that holds only while the GIL is on. On a free-threaded build (``sys._is_gil_enabled()``
         False, read once when the store is made) the numbers handed out are a dict no run is ever in,
@@ -196,7 +196,7 @@ class MemoryTraceStore:
         with self._lock:
             calls = self._calls.get(run_id)
             if calls is None:
-                calls = self._calls[run_id] = []
+                calls = self._calls[run_id] = CallLog()
                 self._runs.setdefault(run_id, [])
             return calls, self._lock, self._unlocked_next
 
@@ -429,7 +429,7 @@ class MemoryTraceStore:
             with self._lock:  # each list is only ever appended to: its first items stay put
                 lists = (
                     self._runs.get(run_id, []),
-                    self._calls.get(run_id, []),
+                    self._calls.get(run_id) or CallLog(),
                     self._node_blobs.get(run_id, []),
                     self._flat.get(run_id, []),
                 )
@@ -476,7 +476,7 @@ def _expanded(snapshot: Snapshot) -> list[EventRecord]:
     """A run's records in ``seq`` order, from what :meth:`MemoryTraceStore._snapshot` copied."""
     blobs, pending, calls, nodes, flat, shapes = snapshot
     packed = (r for blob in blobs for r in _decode(blob))
-    expanded = (r for c in calls for r in expand_call(unpacked(c, shapes)))
+    expanded = (r for c in compact_calls(calls, shapes) for r in expand_call(c))
     plan_nodes = (r for n in nodes for r in expand_node(unpacked_node(n, shapes)))
     flat_nodes = (r for n in node_records(flat, shapes) for r in expand_node(n))
     return sorted([*packed, *pending, *expanded, *plan_nodes, *flat_nodes], key=lambda r: r[0])

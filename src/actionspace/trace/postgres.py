@@ -8,7 +8,7 @@ moves are written in one transaction, so readers see whole batches only.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Final, LiteralString
 
 import psycopg
@@ -23,8 +23,10 @@ from actionspace.trace._postgres_runs import (
     HEADS,
     HEADS_MANY,
     add_run_tenants,
+    streamed_runs,
     tenant_runs_query,
 )
+from actionspace.trace._runs_events import PAGE_ROWS, RunEvents
 from actionspace.trace._stored_rows import stored_event
 from actionspace.trace.events import CLAIM_EXPIRY_S, EventRecord, RunSummary, TraceEvent, claim_expiry
 from actionspace.trace.memory import runs_limit
@@ -260,12 +262,14 @@ class PostgresTraceStore:
             rows = conn.execute(CALL_EVENTS, (run_id, ids, wanted)).fetchall()
         return [stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows]
 
+    def events_of_runs(self, run_ids: Sequence[str], *, page: int = PAGE_ROWS) -> Iterator[RunEvents]:
+        """``_runs_events.ReadsManyRuns``: one statement, streamed ``page`` rows at a time."""
+        return streamed_runs(self._db, run_ids, page)
+
     def next_seq(self, run_id: str) -> int:
         """The next free ``seq`` of ``run_id`` (0 for a new run)."""
         with self._db.connection() as conn:
-            row = conn.execute(
-                "SELECT coalesce(max(seq) + 1, 0) AS next FROM trace_events WHERE run_id = %s", (run_id,)
-            ).fetchone()
+            row = conn.execute(_NEXT_SEQ, (run_id,)).fetchone()
         return int(row["next"]) if row is not None else 0
 
     def close(self) -> None:

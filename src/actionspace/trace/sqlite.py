@@ -25,7 +25,7 @@ import math
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final
@@ -441,6 +441,21 @@ class SqliteTraceReader(PartsOfRuns):
         with self._lock:  # one connection, shared by the threads of a reader
             rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
             return rows
+
+    def _pages(self, sql: str, params: tuple[object, ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of ``sql``, ``size`` at a time; the connection is held for each page only."""
+        with self._lock:
+            cursor = self._conn.execute(sql, params)
+        try:
+            while True:
+                with self._lock:
+                    rows = cursor.fetchmany(size)
+                if not rows:
+                    return
+                yield rows
+        finally:
+            with self._lock:
+                cursor.close()
 
     def _check(self) -> None:
         tables = {r[0] for r in self._read("SELECT name FROM sqlite_master WHERE type = 'table'")}

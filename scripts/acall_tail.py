@@ -1,0 +1,229 @@
+"""What makes the slow calls of the bench's ``acall`` rows: each call timed as the bench times it
+(``actionspace.bench._timing``: a fresh memory-store runtime, the warm-up, a full collection, then
+20,000 calls), with what happened during it noted beside its time.
+
+    python scripts/acall_tail.py                   # both rows, 3 rounds of 20,000 calls each
+    python scripts/acall_tail.py --rows sync --rounds 5 --calls 20000
+    python scripts/acall_tail.py --ab --rounds 8   # the memory store's call log as tuples vs flat
+
+For every call: its wall time; the cyclic collector's passes that ran inside it (``gc.callbacks``:
+generation and duration); the thread's context switches (``getrusage(RUSAGE_THREAD)``, voluntary
+and involuntary) and its CPU time (``time.thread_time_ns``). The calls at or above the row's p99
+(and those above 3 x the median, the bench's limit) are then sorted by the first cause that
+explains them: a collection inside the call, a context switch inside it (the scheduler took the
+core, or the thread waited), CPU time above 3 x the median CPU (work of its own), or nothing
+seen. The probes add a few hundred nanoseconds to each call; ``--bare`` times the calls exactly as
+the bench does (no probe) and counts only the collections.
+
+``--ab`` alternates, in this process, rows whose memory trace store keeps each call's record as a
+tuple (as it did before ``CallLog``: one object for the collector a call) with rows of the store as
+it is, both timed bare, and prints each pair's p99 / median, median and young collections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import resource
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from actionspace.bench._ours import _acaller, _runtime
+from actionspace.bench._timing import warmup_count
+from actionspace.bench._workload import openai_calls
+from actionspace.trace import memory
+
+TOOLS = {"async": "add_async", "sync": "add"}
+
+
+class Collections:
+    """The collector's passes, each as (call index, generation, ns), from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.passes: list[tuple[int, int, int]] = []
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.passes.append((self.index, info["generation"], time.perf_counter_ns() - self._start))
+
+
+async def _timed(
+    afn: Callable[[int], Awaitable[Any]], n: int, seen: Collections, probe: bool
+) -> dict[str, Any]:
+    for i in range(warmup_count(n)):
+        await afn(i)
+    gc.collect()
+    clock = time.perf_counter_ns
+    cpu = time.thread_time_ns
+    usage = resource.getrusage
+    who = resource.RUSAGE_THREAD
+    walls = [0] * n
+    cpus = [0] * n
+    switches = [0] * n
+    gc.callbacks.append(seen)
+    try:
+        if probe:
+            for i in range(n):
+                seen.index = i
+                before = usage(who)
+                c0 = cpu()
+                t0 = clock()
+                await afn(i)
+                walls[i] = clock() - t0
+                cpus[i] = cpu() - c0
+                after = usage(who)
+                switches[i] = (after.ru_nvcsw - before.ru_nvcsw) + 1000 * (after.ru_nivcsw - before.ru_nivcsw)
+        else:
+            for i in range(n):
+                seen.index = i
+                t0 = clock()
+                await afn(i)
+                walls[i] = clock() - t0
+    finally:
+        gc.callbacks.remove(seen)
+    return {"walls": walls, "cpus": cpus, "switches": switches}
+
+
+def _p99(values: list[int]) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
+def _explain(row: dict[str, Any], seen: Collections, probe: bool) -> dict[str, Any]:
+    walls = row["walls"]
+    n = len(walls)
+    ordered = sorted(walls)
+    median = ordered[n // 2]
+    p99 = ordered[min(n - 1, int(0.99 * n))]
+    collected: dict[int, list[tuple[int, int]]] = {}
+    for index, generation, ns in seen.passes:
+        collected.setdefault(index, []).append((generation, ns))
+    cpu_median = statistics.median(row["cpus"]) if probe else 0
+
+    def cause(i: int) -> str:
+        if i in collected:
+            return f"gc gen {max(g for g, _ in collected[i])}"
+        if probe and row["switches"][i] >= 1000:
+            return "preempted"
+        if probe and row["switches"][i]:
+            return "waited"
+        if probe and any(row["switches"][j] for j in range(max(0, i - 3), i)):
+            return "after a switch"
+        if probe and row["cpus"][i] > 3 * cpu_median:
+            return "cpu"
+        return "unseen"
+
+    def tally(indices: list[int]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in indices:
+            key = cause(i)
+            out[key] = out.get(key, 0) + 1
+        return dict(sorted(out.items()))
+
+    tail = [i for i in range(n) if walls[i] >= p99]
+    over = [i for i in range(n) if walls[i] > 3 * median]
+    by_gen: dict[int, list[int]] = {}
+    for generation, ns in ((g, ns) for _, g, ns in seen.passes):
+        by_gen.setdefault(generation, []).append(ns)
+    return {
+        "median_us": median / 1e3,
+        "p99_us": p99 / 1e3,
+        "p99_over_median": p99 / median,
+        "over_3x": len(over),
+        "tail_causes": tally(tail),
+        "over_3x_causes": tally(over),
+        "collections": {
+            g: {"count": len(v), "median_us": statistics.median(v) / 1e3, "calls_per": n / len(v)}
+            for g, v in sorted(by_gen.items())
+        },
+        "cpu_median_us": cpu_median / 1e3,
+        "cpu_p99_over_median": _p99(row["cpus"]) / cpu_median if probe else 0.0,
+        "ranks": {r: ordered[n - r] / median for r in (100, 150, 200, 250, 300, 400)},
+    }
+
+
+class TupleLog(list[Any]):
+    """A run's call log as the store kept it before :class:`~actionspace.trace._memory_records.CallLog`:
+    each record appended as its tuple (only for timing: the store's readers expect it flat)."""
+
+    __slots__ = ()
+
+
+async def _round(name: str, n: int, probe: bool, tuples: bool = False) -> dict[str, Any]:
+    seen = Collections()
+    made = memory.__dict__["CallLog"]
+    if tuples:
+        setattr(memory, "CallLog", TupleLog)  # noqa: B010  (the run's log is made at its first call)
+    try:
+        with _runtime() as rt:
+            row = await _timed(_acaller(rt, openai_calls(TOOLS[name])), n, seen, probe)
+    finally:
+        setattr(memory, "CallLog", made)  # noqa: B010
+    return _explain(row, seen, probe)
+
+
+AB_FIGURES = ("p99_over_median", "median_us", "cpu_p99_over_median")
+"""What ``--ab`` compares per pair of rows (the CPU figure only with the probes on)."""
+
+
+def _figures(out: dict[str, Any]) -> str:
+    young = out["collections"].get(0, {}).get("count", 0)
+    cpu = f", cpu p99/median {out['cpu_p99_over_median']:.2f}" if out["cpu_median_us"] else ""
+    return f"p99/median {out['p99_over_median']:.2f}, median {out['median_us']:.2f} µs{cpu}, gen 0: {young}"
+
+
+def _ab(rows: list[str], rounds: int, n: int, probe: bool) -> None:
+    """Rows with the call log as tuples (A) and flat (B), alternated; the order flips each round."""
+    got: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for r in range(rounds):
+        for name in rows:
+            for tuples in (True, False) if r % 2 == 0 else (False, True):
+                out = asyncio.run(_round(name, n, probe, tuples))
+                got.setdefault((name, tuples), []).append(out)
+            a, b = got[(name, True)][-1], got[(name, False)][-1]
+            print(f"round {r} {name}: tuples {_figures(a)} | flat {_figures(b)}", flush=True)
+    for name in rows:
+        olds, news = got[(name, True)], got[(name, False)]
+        for figure in AB_FIGURES[: 3 if probe else 2]:
+            lower = sum(y[figure] < x[figure] for x, y in zip(olds, news, strict=True))
+            print(
+                f"{name} {figure}, median of rounds: tuples {statistics.median(x[figure] for x in olds):.2f},"
+                f" flat {statistics.median(y[figure] for y in news):.2f} (flat lower in {lower}/{len(olds)})"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", default="async,sync", help="async, sync or both (default both)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--bare", action="store_true", help="no probes: only the collections")
+    parser.add_argument("--ab", action="store_true", help="the call log as tuples vs flat, alternated")
+    args = parser.parse_args()
+    if args.ab:
+        _ab(args.rows.split(","), args.rounds, args.calls, not args.bare)
+        return
+    for r in range(args.rounds):
+        for name in args.rows.split(","):
+            out = asyncio.run(_round(name, args.calls, not args.bare))
+            gens = ", ".join(
+                f"gen {g}: {c['count']} ({c['median_us']:.0f} µs, 1/{c['calls_per']:.0f})"
+                for g, c in out["collections"].items()
+            )
+            ranks = ", ".join(f"{rank}: {v:.2f}" for rank, v in out["ranks"].items())
+            print(f"round {r} {name}: {_figures(out)}; calls over 3 x the median: {out['over_3x']}")
+            print(f"  p99 calls: {out['tail_causes']}\n  over 3 x: {out['over_3x_causes']}")
+            print(f"  collections: {gens}\n  x the median at rank from the top: {ranks}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
