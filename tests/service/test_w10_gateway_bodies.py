@@ -122,6 +122,12 @@ def _through_guard(status: int, chunks: list[bytes]) -> tuple[int, dict[bytes, b
     return int(sent[0]["status"]), dict(sent[0]["headers"]), body
 
 
+def _categorised(body: str) -> dict[str, Any]:
+    answer: dict[str, Any] = json.loads(body)
+    answer["error"]["data"] = {"category": "invalid_arguments"}
+    return answer
+
+
 def test_only_a_validation_report_is_replaced_and_its_length_follows() -> None:
     report = json.dumps(
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Validation error: x"}}
@@ -132,7 +138,8 @@ def test_only_a_validation_report_is_replaced_and_its_length_follows() -> None:
     other = json.dumps(
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: EOF"}}
     )
-    assert _through_guard(400, [other.encode()])[2] == other.encode()
-    halves = [report.encode()[:10], report.encode()[10:]]  # a streamed body is passed on as it is
-    assert _through_guard(400, halves)[2] == report.encode()
+    # any other 4xx body is passed on, naming its category (see test_w91_gateway_hostile_http.py)
+    assert json.loads(_through_guard(400, [other.encode()])[2]) == _categorised(other)
+    halves = [report.encode()[:10], report.encode()[10:]]  # a streamed body is not replaced
+    assert json.loads(_through_guard(400, halves)[2]) == _categorised(report)
     assert _through_guard(200, [report.encode()])[2] == report.encode()

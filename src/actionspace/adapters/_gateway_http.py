@@ -28,6 +28,10 @@
   (default :data:`MAX_SESSIONS_PER_PRINCIPAL`); opening one more is answered 429 until it ends
   one (``DELETE``) or one expires (no request in flight for ``idle_timeout_s``, the SDK's idle
   timeout). One principal's clients never take all the sessions the SDK admits from the others.
+* **Typed refusals.** Every 4xx answer (the guard's, the SDK's, its router's) is JSON naming the
+  error taxonomy's category of its status (:func:`~actionspace.service.limits.category_of`): in
+  ``error.data.category`` of a JSON-RPC error, else beside ``error``. A path other than the
+  endpoint's is answered 404 here, never by the SDK's router: such an answer ends no session.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionspace.adapters._gateway_config import exact_origin
 from actionspace.policy.principal import Principal
+from actionspace.service.limits import category_of
 from actionspace.service.proxies import TrustedProxies, client_address, guess_key
 from actionspace.service.quotas import Allowance, RateLimit
 
@@ -92,11 +97,14 @@ class HttpGuard:
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         trusted_proxies: TrustedProxies | None = None,
         clock: Callable[[], float] = time.monotonic,
+        path: str = "/mcp",
     ) -> None:
         """``allowed_origins``: exact origins (as :func:`exact_origin` gives them) let in besides our own;
         ``idle_timeout_s`` must be the SDK's session idle timeout; ``trusted_proxies``: whose
-        ``X-Forwarded-For`` names the client (None: nobody's); ``clock`` in seconds (tests)."""
+        ``X-Forwarded-For`` names the client (None: nobody's); ``clock`` in seconds (tests);
+        ``path``: the endpoint's (any other is answered 404)."""
         self.app = app
+        self._path = path.rstrip("/")
         self._proxies = trusted_proxies or TrustedProxies()
         self._guesses = Allowance(RateLimit(requests=GUESSES_PER_MINUTE), keys=_ADDRESSES, clock=clock)
         self._principal_for = principal_for_token
@@ -110,6 +118,7 @@ class HttpGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _typed(send, head=scope.get("method") == "HEAD")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer(headers)
         client = self._client(scope)
@@ -126,6 +135,9 @@ class HttpGuard:
             return
         if not self._origin_allowed(headers):
             await _answer(send, 403, b'{"error":"forbidden","message":"cross-origin request refused"}')
+            return
+        if str(scope.get("path", "")).rstrip("/") != self._path:  # the router's 404 would end the session
+            await _answer(send, 404, _NOT_SERVED)
             return
         if scope.get("method") == "POST":
             checked = await _checked_body(receive, send)
@@ -272,6 +284,9 @@ _NOT_A_MESSAGE = (
     b'JSON-RPC 2.0 request, notification or response (an object with jsonrpc \\"2.0\\")"}}'
 )
 _NO_SESSION = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
+_NOT_SERVED = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Not Found: no MCP endpoint here"}}'
+)
 
 
 async def _answer(
@@ -377,6 +392,62 @@ def _concise(send: Send) -> Send:
         await send(message)
 
     return sending
+
+
+def _typed(send: Send, *, head: bool) -> Send:
+    """``send``, each 4xx answer's body made JSON naming its category (see the module docstring)."""
+    held: list[Message] = []
+    chunks: list[bytes] = []
+
+    async def sending(message: Message) -> None:
+        if (
+            message["type"] == "http.response.start"
+            and 400 <= int(message.get("status", 0)) < 500
+            and not head
+        ):
+            held.append(message)  # until its whole body is read
+            return
+        if not held or message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(bytes(message.get("body", b"")))
+        if message.get("more_body", False):
+            return
+        start = held.pop()
+        body = _with_category(b"".join(chunks), int(start["status"]))
+        chunks.clear()
+        kept = [(k, v) for k, v in start.get("headers", []) if k.lower() not in _RETYPED]
+        length = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({**start, "headers": kept + length})
+        await send({"type": "http.response.body", "body": body})
+
+    return sending
+
+
+_RETYPED = frozenset({b"content-type", b"content-length"})
+
+
+def _with_category(body: bytes, status: int) -> bytes:
+    """``body`` of a 4xx answer as JSON naming the category of ``status``: in a JSON-RPC error's
+    ``data``, else beside ``error``; a body that is no JSON object becomes a JSON-RPC error."""
+    category = category_of(status)
+    try:
+        answer = json.loads(body)
+    except (ValueError, RecursionError):
+        answer = None
+    if not isinstance(answer, dict):
+        text = body.decode("utf-8", "replace")[:200] or f"refused ({status})"
+        answer = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+    error = answer.get("error")
+    if isinstance(error, dict):
+        data = error.get("data")
+        if isinstance(data, dict):
+            data.setdefault("category", category)
+        else:
+            error["data"] = {"category": category} if data is None else {"category": category, "detail": data}
+    else:
+        answer.setdefault("category", category)
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 def _validation_report(body: bytes) -> bool:

@@ -405,7 +405,12 @@ class Gateway:
         inner.router.lifespan_context = lifespan
         proxies = TrustedProxies.parse(self.config.trusted_proxies)
         return HttpGuard(
-            inner, self.principal_for_token, host=host, allowed_origins=origins, trusted_proxies=proxies
+            inner,
+            self.principal_for_token,
+            host=host,
+            allowed_origins=origins,
+            trusted_proxies=proxies,
+            path=self.config.path,
         )
 
     async def serve_http(

@@ -27,7 +27,6 @@ from actionspace.service.proxies import TrustedProxies
 from actionspace.service.quotas import (
     DEFAULT_MAX_HELD_BYTES,
     DEFAULT_MAX_LIVE_RUNS,
-    LiveRuns,
     RateLimit,
 )
 from actionspace.service.runner import BackgroundRuns, RunnerConfig
@@ -99,7 +98,8 @@ def create_app(
     ``"N/hour"`` or a :class:`~actionspace.service.quotas.RateLimit`; default None, unbounded):
     requests each principal may make, then 429 ``rate_limited`` with ``Retry-After``.
     ``max_live_runs`` (default 1000; None: unbounded): runs one principal (its id, within its
-    tenant) may have started here and not yet ended; ``POST /api/runs`` past it is answered 429
+    tenant) may have started or taken over from another server here and not yet ended (a run
+    without room is not taken over); ``POST /api/runs`` past it is answered 429
     ``rate_limited`` with ``Retry-After``, nothing of that run written. ``max_held_bytes`` (default
     64 MiB; None: unbounded): bytes of submissions (plan or raw outputs, as compact JSON) the live
     runs of one tenant may hold, a run waiting for a person and one taken over from another server
@@ -117,7 +117,8 @@ def create_app(
     the runner, then the runtime, when the server stops (``actionspace serve`` does).
     """
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
-    for name, bound in (("metrics_max_runs", metrics_max_runs), ("max_held_bytes", max_held_bytes)):
+    bounds = (("metrics_max_runs", metrics_max_runs), ("max_held_bytes", max_held_bytes))
+    for name, bound in (*bounds, ("max_live_runs", max_live_runs)):
         if bound is not None and bound < 1:  # before the runner is made: nothing to close
             raise ConfigurationError(f"{name} must be at least 1, got {bound!r}")
     _check_tenants(tokens.values() if tokens is not None else ())
@@ -127,9 +128,9 @@ def create_app(
     if tokens is None:
         admin_token = new_token()
         table[admin_token] = admin_principal()
-    background = BackgroundRuns(runtime, runner, max_held_bytes=max_held_bytes)
-    live_runs = LiveRuns(max_live_runs, background.is_active)
-    held_bytes = background.held  # runs taken over from other servers count against it too
+    background = BackgroundRuns(runtime, runner, max_held_bytes=max_held_bytes, max_live_runs=max_live_runs)
+    live_runs = background.live_runs  # runs taken over from other servers count against both
+    held_bytes = background.held
     link_run_tenants(runtime)  # the memory stores' listings by tenant read the memory trace's
 
     @asynccontextmanager

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from actionspace.policy.principal import Principal
@@ -125,12 +125,12 @@ class Drives:
         return self._lapsed(live, time.time())
 
     def adopt(
-        self, run_id: str, admit: Callable[[Hashable, Any], bool] | None = None
+        self, run_id: str, admit: Callable[[Principal, Any], bool] | None = None
     ) -> tuple[Submission, Principal] | None:
         """Claim ``run_id``, whose driver is gone (:func:`~actionspace.service.continuation.adopt`):
         its submission and the principal that started it, which it is driven as here from now on;
         None when another server took it, or its principal is not known here as the one that
-        started it (it is never continued as another). ``admit(tenant, body)`` is asked before the
+        started it (it is never continued as another). ``admit(principal, body)`` is asked before the
         claim is written: False leaves the run as it is."""
         started = next((e for e in self.rt.trace.events(run_id) if e.kind == "run_started"), None)
         if started is None or not isinstance(who := started.data.get("principal"), str):
@@ -141,7 +141,7 @@ class Drives:
         principal = self.rt.run_state(run_id, unknown).principal
         if principal.id != who:
             return None
-        room = None if admit is None else functools.partial(admit, principal.tenant)
+        room = None if admit is None else functools.partial(admit, principal)
         taken = continuation.adopt(self.rt, run_id, self.server, lease_s=self.lease_s, admit=room)
         if taken is None:
             return None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from actionspace.errors import ConfigurationError
+from actionspace.policy.principal import Principal
 
 __all__ = [
     "DEFAULT_MAX_HELD_BYTES",
@@ -121,7 +122,8 @@ class LiveRuns:
     A start is counted from :meth:`take` (before anything of it is written) to the end of its run,
     so any number of starts at once admit exactly as many as the bound leaves room for. A run is
     live while ``live(run_id)`` says so (the runner's view); ended runs are dropped when the
-    principal next starts one, so nothing has to report an end. Thread-safe.
+    principal next starts one, so nothing has to report an end. A run taken over from another
+    server is counted alike (:class:`Holding`). Thread-safe.
     """
 
     def __init__(self, limit: int | None, live: Callable[[str], bool]) -> None:
@@ -234,29 +236,41 @@ class HeldBytes:
 
 class Holding:
     """A run a server takes over (from a server that died or stopped, found by a scan or brought
-    by an approval), counted against its tenant's :class:`HeldBytes` as a start is: :meth:`admit`
-    is asked before the claim is written (False: the run is not taken, nothing is written), and
-    :meth:`settle` once the claim is done. Its bytes then count while the run is live here."""
+    by an approval), counted as a start is: against its principal's :class:`LiveRuns` and its
+    tenant's :class:`HeldBytes`. :meth:`admit` is asked before the claim is written (False: the run
+    is not taken, nothing is written), and :meth:`settle` once the claim is done. The run then
+    counts on both while it is live here."""
 
-    def __init__(self, held: HeldBytes, run_id: str) -> None:
-        self._held, self._run_id = held, run_id
-        self._taken: tuple[Hashable, object] | None = None
+    def __init__(self, held: HeldBytes, run_id: str, live: LiveRuns | None = None) -> None:
+        self._held, self._live, self._run_id = held, live, run_id
+        self._taken: tuple[Hashable, object, Hashable | None] | None = None
         self.refused = False
-        """True once :meth:`admit` refused the run (its tenant's runs here hold too much)."""
+        """True once :meth:`admit` refused the run (its principal's live runs here are at their
+        bound, or its tenant's runs here hold too much)."""
 
-    def admit(self, tenant: Hashable, body: Any) -> bool:
-        """Count ``body`` (the run's submission) for ``tenant``, once however often asked; False
-        when that would pass the bound."""
+    def admit(self, principal: Principal, body: Any) -> bool:
+        """Count the run for ``principal`` and ``body`` (its submission) for its tenant, once
+        however often asked; False when that would pass either bound."""
         if self._taken is None:
-            ticket = self._held.take(tenant, self._run_id, json_bytes(body))
+            key = (principal.tenant, principal.id)
+            if self._live is not None and not self._live.take(key, self._run_id):
+                self.refused = True
+                return False
+            ticket = self._held.take(principal.tenant, self._run_id, json_bytes(body))
+            if ticket is None and self._live is not None:
+                self._live.settle(key, self._run_id, started=False)
             self.refused = ticket is None
-            self._taken = None if ticket is None else (tenant, ticket)
+            live_key = None if self._live is None else key
+            self._taken = None if ticket is None else (principal.tenant, ticket, live_key)
         return self._taken is not None
 
     def settle(self, *, started: bool) -> None:
-        """The claim is done: the bytes count on while the run is live when ``started``."""
+        """The claim is done: the run counts on while it is live when ``started``."""
         if self._taken is not None:
-            self._held.settle(self._taken[0], self._taken[1], started=started)
+            tenant, ticket, key = self._taken
+            self._held.settle(tenant, ticket, started=started)
+            if self._live is not None and key is not None:
+                self._live.settle(key, self._run_id, started=started)
             self._taken = None
 
 

@@ -52,7 +52,7 @@ from actionspace.service.held_calls import proposer, refusal, send_held
 from actionspace.service.held_nodes import held_request, labels_lost, note_held
 from actionspace.service.lanes import Lanes
 from actionspace.service.leases import Drives, settle_in_flight
-from actionspace.service.quotas import HeldBytes, Holding
+from actionspace.service.quotas import HeldBytes, Holding, LiveRuns
 from actionspace.service.runner_config import RunnerConfig
 from actionspace.types import Observation
 
@@ -71,13 +71,21 @@ class BackgroundRuns(CallRuns):
     """Starts, tracks and wakes the runs of one API server."""
 
     def __init__(
-        self, rt: Runtime, config: RunnerConfig | None = None, *, max_held_bytes: int | None = None
+        self,
+        rt: Runtime,
+        config: RunnerConfig | None = None,
+        *,
+        max_held_bytes: int | None = None,
+        max_live_runs: int | None = None,
     ) -> None:
         """``max_held_bytes``: bytes of submissions one tenant's live runs here may hold, those
-        taken over included (see :class:`~actionspace.service.quotas.HeldBytes`; None: unbounded)."""
+        taken over included (see :class:`~actionspace.service.quotas.HeldBytes`; None: unbounded);
+        ``max_live_runs``: runs one principal may have live here, those taken over included (see
+        :class:`~actionspace.service.quotas.LiveRuns`; None: unbounded)."""
         self.rt = rt
         self.config = config or RunnerConfig()
         self.held = HeldBytes(max_held_bytes, self.is_active)
+        self.live_runs = LiveRuns(max_live_runs, self.is_active)
         self._lanes = Lanes(self.config.lanes)
         self._lock = threading.Lock()
         self._run_loop: dict[str, asyncio.AbstractEventLoop] = {}  # live run id → its lane's loop
@@ -144,7 +152,7 @@ class BackgroundRuns(CallRuns):
         for run_id in self._drives.lapsed(self.is_active):
             if self._closed or not self.claim(run_id):
                 continue
-            holding, started = Holding(self.held, run_id), False
+            holding, started = Holding(self.held, run_id, self.live_runs), False
             try:
                 if (taken := self._drives.adopt(run_id, holding.admit)) is not None:
                     self._submit(run_id, self._adopted(run_id, *taken), lane=taken[1].id)
@@ -331,8 +339,8 @@ class BackgroundRuns(CallRuns):
         if principal is None:
             alone = await send_held(self.rt, request, principal)
             return alone.status if isinstance(alone, Observation) else "error"
-        lease_s, holding = self.config.driver_lease_s, Holding(self.held, request.run_id)
-        admit = functools.partial(holding.admit, principal.tenant)  # its bytes, as a start's
+        lease_s, holding = self.config.driver_lease_s, Holding(self.held, request.run_id, self.live_runs)
+        admit = functools.partial(holding.admit, principal)  # counted as a start is
         taken = None
         try:
             taken = await asyncio.to_thread(
