@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from actionspace.errors import ApiError, redact, store_unavailable
+from actionspace.errors import ApiError, ToolError, redact, store_unavailable
 from actionspace.service.limits import category_of
 from actionspace.service.models import ErrorResponse
 
@@ -97,6 +97,11 @@ def install_handlers(app: FastAPI) -> None:
             _log.warning("actionspace: the store did not answer: %s", redact(str(exc)))
             message = f"the store did not answer ({type(exc).__name__}); try again"
             return JSONResponse(_body(message, "transient"), status_code=503, headers={"Retry-After": "1"})
+        if isinstance(exc, ToolError) and exc.error.category == "unknown_commit":
+            # a store's COMMIT whose end could not be learnt: it may be recorded; never a blind resend
+            _log.warning("actionspace: a store write may or may not have landed: %s", redact(str(exc)))
+            message = "the store could not tell whether this was recorded; read it back before asking again"
+            return JSONResponse(_body(message, "unknown_commit"), status_code=500)
         message = f"the service failed: {type(exc).__name__}"  # details stay in the server's log
         return JSONResponse(_body(message, "internal"), status_code=500)
 
