@@ -53,6 +53,9 @@ class SqliteConnections:
         self._writer_pid = 0
         self._pid = os.getpid()
         self._closed = False
+        self._using: dict[int, int] = {}
+        self._left_writer: sqlite3.Connection | None = None
+        """Threads inside :meth:`using`, and how deep."""
 
     @property
     def closed(self) -> bool:
@@ -127,32 +130,58 @@ class SqliteConnections:
     def close(self) -> None:
         """Close every connection opened in this process; later calls raise ``ValueError``.
 
-        A reading connection of another thread still alive may be running a statement right now
-        (a late outcome's read on a tool's thread, a reader of the trace): closing it under that
-        statement frees what the statement uses and crashes the process. It is left to its
-        thread, which closes it on its next :meth:`conn` (that raises ``ValueError``), or to the
-        thread's end, which drops it.
+        The connection of a thread inside :meth:`using` may be running a statement right now:
+        closing it under that statement frees what the statement uses and crashes the process. It
+        is left to its thread, which closes it as it leaves :meth:`using`.
         """
         with self._lock:
             self._closed = True
             conns, self._conns = self._conns, []
             mine = self._pid == os.getpid()
             writer, self._writer = self._writer, None
+            busy = set(self._using)
+            if busy and writer is not None:  # a late write may be leading a group on it
+                self._left_writer, writer = writer, None
         if writer is not None and self._writer_pid == os.getpid():
             writer.close()
         if mine:
-            here = threading.current_thread()
             for thread, conn in conns:
-                if thread is here or not thread.is_alive():
+                if thread.ident not in busy:
                     conn.close()
+
+    @contextmanager
+    def using(self) -> Iterator[None]:
+        """Run statements on this thread's connection from a thread :meth:`close` does not wait for
+        (a tool's thread writing a late outcome): ``close()`` then leaves this thread's connection
+        open until the block ends, which closes it. Raises ``ValueError`` once closed."""
+        me = threading.get_ident()
+        with self._lock:
+            if self._closed:
+                raise ValueError(f"the store on {self.path} is closed")
+            self._using[me] = self._using.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._using[me] - 1
+                if left:
+                    self._using[me] = left
+                else:
+                    del self._using[me]
+                closed = self._closed and not left
+                writer = self._left_writer if closed and not self._using else None
+                if writer is not None:
+                    self._left_writer = None
+            conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+            if closed and conn is not None and self._pid == PID:  # left open by close() for this block
+                self._local.conn = None
+                conn.close()
+            if writer is not None and self._writer_pid == PID:
+                writer.close()
 
     def _open_for_this_thread(self) -> sqlite3.Connection:
         with self._lock:
             if self._closed:
-                left: sqlite3.Connection | None = getattr(self._local, "conn", None)
-                if left is not None and self._pid == PID:  # left open by close() while it read
-                    self._local.conn = None
-                    left.close()
                 raise ValueError(f"the store on {self.path} is closed")
             if self._pid != os.getpid():
                 # A forked child must not touch its parent's connections, not even to close them.

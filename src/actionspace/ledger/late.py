@@ -15,6 +15,7 @@ and an entry settled meanwhile is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -99,8 +100,10 @@ def settle_when_it_ends(
     def ended(done: Future[Outcome]) -> None:
         if done.cancelled():
             return
+        using = getattr(store, "using", None)  # a SQLite store leaves this thread's connection to it
         try:
-            _write(store, key, sent, done.result(), shape, record, keep)
+            with using() if using is not None else contextlib.nullcontext():
+                _write(store, key, sent, done.result(), shape, record, keep)
         except Exception as exc:  # the thread ended after its store went away: recovery settles it
             why = f"{type(exc).__name__}: {said(exc)[:200]}"
             _log.warning("actionspace: the late outcome of %s was not recorded (%s)", key, why)

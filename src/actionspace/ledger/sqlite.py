@@ -440,6 +440,10 @@ class SqliteLedgerStore:
             self._group.close()
         self._db.close()
 
+    def using(self) -> Any:  # a context manager (SqliteConnections.using)
+        """Statements from a thread ``close()`` does not wait for: see ``SqliteConnections.using``."""
+        return self._group.using(self._db)
+
     def _conn(self) -> sqlite3.Connection:
         return self._db.conn()
 

@@ -210,6 +210,17 @@ class GroupCommit:
                 return
         self.run(_nothing, durable=False)
 
+    def using(self, readers: SqliteConnections) -> contextlib.ExitStack:
+        """``readers.using()`` and this writer's (see ``SqliteConnections.using``), as one block."""
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(readers.using())
+            stack.enter_context(self._db.using())
+        except BaseException:
+            stack.close()
+            raise
+        return stack
+
     def close(self) -> None:
         """Let go of a writer from :meth:`open`; the last to let go closes its connections."""
         self.settle()
