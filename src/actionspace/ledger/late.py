@@ -102,8 +102,11 @@ def settle_when_it_ends(
             return
         using = getattr(store, "using", None)  # a SQLite store leaves this thread's connection to it
         try:
+            outcome = done.result()
+            if isinstance(outcome, Failed) and outcome.error.category == "unknown_commit":
+                return  # still not known: the entry stays as the protocol left it
             with using() if using is not None else contextlib.nullcontext():
-                _write(store, key, sent, done.result(), shape, record, keep)
+                _write(store, key, sent, outcome, shape, record, keep)
         except Exception as exc:  # the thread ended after its store went away: recovery settles it
             why = f"{type(exc).__name__}: {said(exc)[:200]}"
             _log.warning("actionspace: the late outcome of %s was not recorded (%s)", key, why)
