@@ -212,14 +212,10 @@ class GroupCommit:
 
     def using(self, readers: SqliteConnections) -> contextlib.ExitStack:
         """``readers.using()`` and this writer's (see ``SqliteConnections.using``), as one block."""
-        stack = contextlib.ExitStack()
-        try:
+        with contextlib.ExitStack() as stack:
             stack.enter_context(readers.using())
             stack.enter_context(self._db.using())
-        except BaseException:
-            stack.close()
-            raise
-        return stack
+            return stack.pop_all()
 
     def close(self) -> None:
         """Let go of a writer from :meth:`open`; the last to let go closes its connections."""
