@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -78,7 +78,10 @@ class Deadlines(H11Protocol):
         self._awaited: Any = None
         """The h11 state of the client the timer waits to see left (IDLE: a head, SEND_BODY: a body)."""
         self._refused = False
-        super().connection_made(transport)  # counts this connection in self.connections
+        self._linger: asyncio.TimerHandle | None = None
+        # uvicorn closes a connection whose request it answered before reading all of its body: seen
+        # through _DrainedClose, that close drains first (see _drained)
+        super().connection_made(cast(asyncio.Transport, _DrainedClose(transport, self)))
         cap = self.max_connections
         if cap is not None and len(self.connections) > cap:
             self._refuse(cap)
@@ -114,6 +117,8 @@ class Deadlines(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
+        if self._linger is not None:
+            self._linger.cancel()
         self._sending_resumed()
         super().connection_lost(exc)
 
@@ -202,12 +207,44 @@ class Deadlines(H11Protocol):
         until it closes, a second at most: closing a socket with unread bytes resets it, and the
         reset can reach the client before it has read the answer (a client trickling its body does
         not stop writing because an answer came)."""
+        self.transport.write(answer)
+        self._drained()
+
+    def _drained(self) -> None:
+        """End what this side sends and read and drop what the client still sends, until it closes
+        or :data:`_OVER_CAP_LINGER_S` passed (once: an answer drained already is not drained again)."""
+        if self._linger is not None:
+            return
         self._refused = True
         self.transport.resume_reading()  # read on even where the body's flow control paused it
-        self.transport.write(answer)
         if self.transport.can_write_eof():
             self.transport.write_eof()
-        self._timer = self.loop.call_later(_OVER_CAP_LINGER_S, self._close)
+        self._linger = self.loop.call_later(_OVER_CAP_LINGER_S, self._close)
+
+
+class _DrainedClose:
+    """A connection's transport as uvicorn sees it: its ``close()``, while the client is still sending
+    the request's body (an answer given before reading it all: a 408, a 413), drains first
+    (:meth:`Deadlines._drained`): closing with bytes unread would reset the connection, and the
+    reset throws away the answer the client has not read yet. Everything else is the transport's."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: Deadlines) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._draining = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        if self._draining or self._protocol.conn.their_state is not h11.SEND_BODY:
+            self._transport.close()
+            return
+        self._draining = True
+        self._protocol._drained()
+
+    def is_closing(self) -> bool:
+        return self._draining or self._transport.is_closing()
 
 
 def deadlines(
