@@ -94,6 +94,7 @@ __all__ = [
     "PolicyHTTPError",
     "RefError",
     "RunStateError",
+    "StoreClosedError",
     "StoreNotFoundError",
     "SuiteError",
     "TemplateTooLarge",
@@ -498,3 +499,9 @@ class ApprovalRefused(ActionspaceError):
 
 class RunStateError(ActionspaceError, ValueError):
     """A run's stored state is damaged or of a newer format: raised, never read as a new run."""
+
+
+class StoreClosedError(ActionspaceError, ValueError):
+    """A store was read or written after its ``close()`` (a ``ValueError``, as before this class):
+    also what a read running on another thread as the store closes gets, if it starts too late to
+    finish first (``docs/quickstart.md``)."""

@@ -2,6 +2,12 @@
 
 Kept apart from :mod:`actionspace.ledger.sqlite_writer`, whose :class:`GroupCommit` decides who
 uses the writing connection when; importable from there as before.
+
+A thread's connection counts the statements running on it (:class:`Reader`): ``close()`` from
+another thread closes the connections idle at that moment and leaves each busy one to its thread,
+whose statement ends first and then closes it. A connection freed under a running statement
+crashes the process; a statement that would start after the close raises
+:class:`~actionspace.errors.StoreClosedError` instead, never touching the connection.
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NoReturn, cast
 
-from actionspace.errors import ConfigurationError
+from actionspace.errors import ConfigurationError, StoreClosedError
 
-__all__ = ["SqliteConnections"]
+__all__ = ["Reader", "Rows", "SqliteConnections", "refuse_closed"]
 
 PID = os.getpid()
 """This process's id, kept current by a fork hook: ``os.getpid`` is a system call, and the stores
@@ -29,6 +36,77 @@ def _forked_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forked_child)
+
+_execute = sqlite3.Connection.execute
+
+
+class Reader(sqlite3.Connection):
+    """One thread's connection to a store's file, whose statements are counted.
+
+    :meth:`execute` runs the statement and reads every row it answers before it returns (the
+    answer comes back as :class:`Rows`; a write's as its finished cursor), so no
+    statement of it is left running once it returned; ``busy`` counts the statements (and
+    :meth:`SqliteConnections.write` blocks) running now. Only its own thread changes ``busy``;
+    ``shut`` is set once by :meth:`SqliteConnections.close`, after which no statement starts on it
+    and whoever ends its last use closes it (``done``: closed, or being closed).
+    """
+
+    __slots__ = ("busy", "done", "owner", "pid", "shut", "thread")
+    busy: int
+    done: bool
+    owner: SqliteConnections
+    pid: int
+    shut: bool
+    thread: int
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        self.busy += 1
+        try:
+            if self.shut:
+                raise _closed(self.owner.path)
+            cursor = _execute(self, sql, parameters)
+            rows = cursor.fetchall()
+        finally:
+            self.busy -= 1
+            if self.shut:
+                self.owner.release(self)
+        # A write (rowcount counted): its finished cursor, rowcount and lastrowid kept; else the
+        # rows, read as the cursor would give them. Never a reading cursor: asked for its rows
+        # after a close that came once this returned, it would raise sqlite3's own error.
+        return cursor if not rows and cursor.rowcount >= 0 else cast(sqlite3.Cursor, Rows(rows))
+
+
+class Rows(list[Any]):
+    """The rows a statement of a :class:`Reader` answered, read as from its cursor (``fetchone``,
+    ``fetchmany``, ``fetchall``, iterating); a list, so building one is a copy made in C."""
+
+    __slots__ = ()
+    rowcount = -1
+
+    def fetchone(self) -> Any:
+        return self.pop(0) if self else None
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        rows = self[:size]
+        del self[:size]
+        return rows
+
+    def fetchall(self) -> list[Any]:
+        rows = self[:]
+        self.clear()
+        return rows
+
+    def close(self) -> None:
+        self.clear()
+
+
+def _closed(path: Path) -> StoreClosedError:
+    return StoreClosedError(f"the store on {path} is closed")
+
+
+def refuse_closed(path: Path) -> NoReturn:
+    """Raise the :class:`~actionspace.errors.StoreClosedError` of the closed store on ``path``."""
+    raise _closed(path)
 
 
 class SqliteConnections:
@@ -47,7 +125,7 @@ class SqliteConnections:
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._conns: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._conns: list[tuple[threading.Thread, Reader]] = []
         self._inherited: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._writer: sqlite3.Connection | None = None
         self._writer_pid = 0
@@ -62,13 +140,13 @@ class SqliteConnections:
         return self._closed
 
     def check_open(self) -> None:
-        """Raise ``ValueError`` once closed."""
+        """Raise :class:`~actionspace.errors.StoreClosedError` (a ``ValueError``) once closed."""
         if self._closed:
-            raise ValueError(f"the store on {self.path} is closed")
+            raise _closed(self.path)
 
-    def conn(self) -> sqlite3.Connection:
-        """This thread's connection in this process; raises ``ValueError`` once closed."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+    def conn(self) -> Reader:
+        """This thread's connection in this process; raises ``StoreClosedError`` once closed."""
+        conn: Reader | None = getattr(self._local, "conn", None)
         if conn is not None and self._pid == PID and not self._closed:
             return conn
         return self._open_for_this_thread()
@@ -78,34 +156,64 @@ class SqliteConnections:
 
         A connection's page cache is dropped whenever another connection wrote to the file, so
         the writes of every thread go through this one, whose cache stays warm. The caller makes
-        sure no two threads use it at once. Raises ``ValueError`` once closed.
+        sure no two threads use it at once. Raises ``StoreClosedError`` once closed.
         """
         conn = self._writer
         if conn is not None and self._writer_pid == PID and not self._closed:
             return conn
         with self._lock:
             if self._closed:
-                raise ValueError(f"the store on {self.path} is closed")
+                raise _closed(self.path)
             if self._writer is not None and self._writer_pid != os.getpid():
                 # the parent's: a forked child must not touch it, not even to close it
                 self._inherited.append((threading.current_thread(), self._writer))
-            conn = self._connect()
-            self._writer, self._writer_pid = conn, os.getpid()
-            return conn
+            made: sqlite3.Connection = self._connect()
+            self._writer, self._writer_pid = made, os.getpid()
+            return made
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: committed on exit, rolled back on an exception."""
+        """A ``BEGIN IMMEDIATE`` transaction: committed on exit, rolled back on an exception (one
+        use of the connection, as a statement is: ``close()`` leaves it to this block)."""
         # Taking the write lock up front makes a busy file wait here, under busy_timeout, rather
         # than fail when a read lock would have to be upgraded mid-transaction.
         conn = self.conn()
-        conn.execute("BEGIN IMMEDIATE")
+        conn.busy += 1
         try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+        finally:
+            conn.busy -= 1
+            if conn.shut:
+                self.release(conn)
+
+    def pages(self, sql: str, params: Any, size: int) -> Iterator[list[Any]]:
+        """The rows of ``sql``, ``size`` at a time, read on this thread's connection as they are
+        asked for (not all first, as ``execute`` does): one use of it from the first page to the
+        last, so ``close()`` leaves it to this reader, whose next page raises ``StoreClosedError``.
+        """
+        conn = self.conn()
+        conn.busy += 1
+        try:
+            if conn.shut:
+                raise _closed(self.path)
+            cursor = _execute(conn, sql, params)
+            try:
+                while rows := cursor.fetchmany(size):
+                    yield rows
+                    if conn.shut:
+                        raise _closed(self.path)
+            finally:
+                cursor.close()
+        finally:
+            conn.busy -= 1
+            if conn.shut:
+                self.release(conn)
 
     def init_schema(self, schema: str, meta_table: str, meta_key: str, version: int) -> None:
         """Create ``schema`` if missing and record ``version``; refuse a file from a newer version."""
@@ -128,11 +236,12 @@ class SqliteConnections:
             )
 
     def close(self) -> None:
-        """Close every connection opened in this process; later calls raise ``ValueError``.
+        """Close every connection opened in this process; later calls raise ``StoreClosedError``.
 
-        The connection of a thread inside :meth:`using` may be running a statement right now:
-        closing it under that statement frees what the statement uses and crashes the process. It
-        is left to its thread, which closes it as it leaves :meth:`using`.
+        Never waits for another thread. A connection running a statement right now (``busy``), or
+        of a thread inside :meth:`using`, is not closed here: closing it under that statement
+        frees what the statement uses and crashes the process. It is marked ``shut`` (no statement
+        starts on it any more) and closed by its thread as its use ends (:meth:`release`).
         """
         with self._lock:
             self._closed = True
@@ -142,22 +251,34 @@ class SqliteConnections:
             busy = set(self._using)
             if busy and writer is not None:  # a late write may be leading a group on it
                 self._left_writer, writer = writer, None
+            idle: list[Reader] = []
+            for thread, conn in conns:
+                conn.shut = True  # before busy is read: a statement counted after this sees it
+                if mine and not conn.busy and not conn.done and thread.ident not in busy:
+                    conn.done = True
+                    idle.append(conn)
         if writer is not None and self._writer_pid == os.getpid():
             writer.close()
-        if mine:
-            for thread, conn in conns:
-                if thread.ident not in busy:
-                    conn.close()
+        for conn in idle:
+            conn.close()
+
+    def release(self, conn: Reader) -> None:
+        """Close ``conn``, of a closed store, unless a use of it still runs (the last use closes it)."""
+        with self._lock:
+            if conn.done or conn.busy or conn.thread in self._using or conn.pid != os.getpid():
+                return
+            conn.done = True
+        conn.close()
 
     @contextmanager
     def using(self) -> Iterator[None]:
         """Run statements on this thread's connection from a thread :meth:`close` does not wait for
         (a tool's thread writing a late outcome): ``close()`` then leaves this thread's connection
-        open until the block ends, which closes it. Raises ``ValueError`` once closed."""
+        open until the block ends, which closes it. Raises ``StoreClosedError`` once closed."""
         me = threading.get_ident()
         with self._lock:
             if self._closed:
-                raise ValueError(f"the store on {self.path} is closed")
+                raise _closed(self.path)
             self._using[me] = self._using.get(me, 0) + 1
         try:
             yield
@@ -172,17 +293,17 @@ class SqliteConnections:
                 writer = self._left_writer if closed and not self._using else None
                 if writer is not None:
                     self._left_writer = None
-            conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+            conn: Reader | None = getattr(self._local, "conn", None)
             if closed and conn is not None and self._pid == PID:  # left open by close() for this block
                 self._local.conn = None
-                conn.close()
+                self.release(conn)
             if writer is not None and self._writer_pid == PID:
                 writer.close()
 
-    def _open_for_this_thread(self) -> sqlite3.Connection:
+    def _open_for_this_thread(self) -> Reader:
         with self._lock:
             if self._closed:
-                raise ValueError(f"the store on {self.path} is closed")
+                raise _closed(self.path)
             if self._pid != os.getpid():
                 # A forked child must not touch its parent's connections, not even to close them.
                 self._local = threading.local()
@@ -193,18 +314,24 @@ class SqliteConnections:
             for thread, stale in self._conns:
                 if not thread.is_alive():
                     stale.close()
-            conn = self._connect()
+            conn: Reader = self._connect(Reader)
+            conn.owner, conn.thread, conn.pid = self, threading.get_ident(), os.getpid()
+            conn.busy, conn.shut, conn.done = 0, False, False
             alive.append((threading.current_thread(), conn))
             self._conns = alive
             self._local.conn = conn
             return conn
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, factory: type[Any] = sqlite3.Connection) -> Any:
         conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=factory,
         )
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        _execute(conn, f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")  # before it is counted
+        _execute(conn, f"PRAGMA synchronous = {self.synchronous}")
         return conn
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:

@@ -27,6 +27,7 @@ from actionspace.ledger._connections import SqliteConnections
 from actionspace.ledger._flusher import Flusher, Lend
 from actionspace.ledger._group_ops import Queued as _Slot
 from actionspace.ledger._group_ops import alone_beside_settles, run_group
+from actionspace.ledger._writer_shut import ShutWhenIdle, close_fd
 
 __all__ = ["BEGIN", "COMMIT", "DATA_VERSION", "GroupCommit", "Operation", "SqliteConnections"]
 
@@ -54,7 +55,7 @@ _WRITERS_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
 
 
-class GroupCommit:
+class GroupCommit(ShutWhenIdle):
     """Concurrent writers of one process share a transaction, and so its fsync.
 
     Each caller hands in its operation and returns only after the transaction holding it
@@ -218,7 +219,8 @@ class GroupCommit:
             return stack.pop_all()
 
     def close(self) -> None:
-        """Let go of a writer from :meth:`open`; the last to let go closes its connections."""
+        """Let go of a writer from :meth:`open`; the last to let go closes its connections, at once
+        when nobody holds the writer, else as its holder lets go (``_writer_shut``)."""
         self.settle()
         with _WRITERS_LOCK:
             self._users -= 1
@@ -229,8 +231,7 @@ class GroupCommit:
         flusher, self._lend.flusher = self._lend.flusher, None
         if flusher is not None:
             flusher.stop()
-        self._db.close()
-        self._close_wal()
+        self._shut_when_idle()
 
     def _forked(self) -> None:
         """In a forked child: the parent's queue and flusher thread are not this process's."""
@@ -294,6 +295,8 @@ class GroupCommit:
                 self._busy = False
         if not idle:
             self._hand_on(())
+        elif self._shut:
+            self._shut_when_idle()
 
     def _lead(self, flush: bool = False) -> None:
         with self._lock:
@@ -337,6 +340,8 @@ class GroupCommit:
                 if self._lend.flusher is None:
                     self._lend.flusher = Flusher(self, self._lend, self._db.path)
             flusher = self._lend.flusher
+        if self._shut:
+            self._shut_when_idle()
         if poke and flusher is not None:
             flusher.poke()
         for slot in group:
@@ -405,7 +410,7 @@ class GroupCommit:
             conn.execute("PRAGMA synchronous = NORMAL")
         self._close_wal()
         if fd is not None:
-            self._wal_closer = weakref.finalize(self, _close_fd, fd)
+            self._wal_closer = weakref.finalize(self, close_fd, fd)
         self._wal = (conn, fd, conn.cursor())
         return self._wal
 
@@ -488,11 +493,6 @@ atexit.register(_settle_all)
 def _wake(slot: _Slot) -> None:
     if slot.done is not None:
         slot.done.release()
-
-
-def _close_fd(fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 def _nothing(conn: sqlite3.Connection) -> None:

@@ -95,12 +95,7 @@ class ReadsOfRuns(PartsOfRuns):
     def _pages(self, sql: str, params: tuple[object, ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
         """The rows of ``sql``, ``size`` at a time, on this thread's connection (a consumer reads
         them on the thread that began, as every SQLite connection of the store is one thread's)."""
-        cursor = self._db.conn().execute(sql, params)
-        try:
-            while rows := cursor.fetchmany(size):
-                yield rows
-        finally:
-            cursor.close()
+        return self._db.pages(sql, params, size)  # one use of the connection (SqliteConnections.pages)
 
     def _settle(self) -> None:
         """Wait for records queued by this process's writer, so that reads see them."""

@@ -33,6 +33,7 @@ from typing import Any, Final
 from actionspace._store_url import sqlite_reading_uri
 from actionspace._unicode import text_for_utf8
 from actionspace.errors import ConfigurationError, StoreNotFoundError
+from actionspace.ledger._connections import refuse_closed
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections
 from actionspace.trace._payload_texts import SHARED_KINDS, PayloadTexts
 from actionspace.trace._sqlite_held import HELD_COLUMNS, insert_held
@@ -395,7 +396,7 @@ class SqliteTraceReader(PartsOfRuns):
             raise StoreNotFoundError(f"no trace store at {self.path} (nothing has been recorded there yet)")
         uri = sqlite_reading_uri(self.path)
         self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        self._lock = threading.Lock()
+        self._lock, self._closed = threading.Lock(), False
         try:
             self._conn.execute("PRAGMA query_only = ON")
             self._conn.execute(f"PRAGMA busy_timeout = {max(0, int(busy_timeout_s * 1000))}")
@@ -428,7 +429,9 @@ class SqliteTraceReader(PartsOfRuns):
         raise ConfigurationError(f"the trace store {self.path} is open for reading only")
 
     def close(self) -> None:
+        """Close its connection (once no read holds it); a read after this raises ``StoreClosedError``."""
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     def __enter__(self) -> SqliteTraceReader:
@@ -439,16 +442,19 @@ class SqliteTraceReader(PartsOfRuns):
 
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:  # one connection, shared by the threads of a reader
+            self._closed and refuse_closed(self.path)
             rows: list[tuple[Any, ...]] = self._conn.execute(sql, params).fetchall()
             return rows
 
     def _pages(self, sql: str, params: tuple[object, ...], size: int) -> Iterator[list[tuple[Any, ...]]]:
         """The rows of ``sql``, ``size`` at a time; the connection is held for each page only."""
         with self._lock:
+            self._closed and refuse_closed(self.path)
             cursor = self._conn.execute(sql, params)
         try:
             while True:
                 with self._lock:
+                    self._closed and refuse_closed(self.path)
                     rows = cursor.fetchmany(size)
                 if not rows:
                     return
