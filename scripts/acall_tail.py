@@ -5,6 +5,7 @@
     python scripts/acall_tail.py                   # both rows, 3 rounds of 20,000 calls each
     python scripts/acall_tail.py --rows sync --rounds 5 --calls 20000
     python scripts/acall_tail.py --ab --rounds 8   # the memory store's call log as tuples vs flat
+    python scripts/acall_tail.py --ab --rounds 8 --frame /tmp/old/src/actionspace/pipeline/_direct.py
 
 For every call: its wall time; the cyclic collector's passes that ran inside it (``gc.callbacks``:
 generation and duration); the thread's context switches (``getrusage(RUSAGE_THREAD)``, voluntary
@@ -17,7 +18,10 @@ the bench does (no probe) and counts only the collections.
 
 ``--ab`` alternates, in this process, rows whose memory trace store keeps each call's record as a
 tuple (as it did before ``CallLog``: one object for the collector a call) with rows of the store as
-it is, both timed bare, and prints each pair's p99 / median, median and young collections.
+it is, both timed bare, and prints each pair's p99 / median, median and young collections. With
+``--frame FILE`` it alternates instead rows whose ``Engine.quick`` is the one-frame path of
+``FILE`` (a ``pipeline/_direct.py`` of other code, e.g. ``git archive`` of an earlier commit; the
+rest of the runtime is this one) with rows of the frame as it is.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib.util
 import resource
 import statistics
 import time
@@ -156,13 +161,26 @@ class TupleLog(list[Any]):
     __slots__ = ()
 
 
-async def _round(name: str, n: int, probe: bool, tuples: bool = False) -> dict[str, Any]:
+def _frame_of(path: str) -> Callable[[Any], Any]:
+    """``direct_caller`` of the one-frame path in ``path``, imported beside the one in use."""
+    spec = importlib.util.spec_from_file_location("actionspace.pipeline._direct_compared", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.direct_caller  # type: ignore[no-any-return]
+
+
+async def _round(
+    name: str, n: int, probe: bool, tuples: bool = False, frame: Callable[[Any], Any] | None = None
+) -> dict[str, Any]:
     seen = Collections()
     made = memory.__dict__["CallLog"]
     if tuples:
         setattr(memory, "CallLog", TupleLog)  # noqa: B010  (the run's log is made at its first call)
     try:
         with _runtime() as rt:
+            if frame is not None:  # Runtime.acall reads engine.quick at each call
+                rt.engine.quick = frame(rt.engine.messages)
             row = await _timed(_acaller(rt, openai_calls(TOOLS[name])), n, seen, probe)
     finally:
         setattr(memory, "CallLog", made)  # noqa: B010
@@ -179,23 +197,29 @@ def _figures(out: dict[str, Any]) -> str:
     return f"p99/median {out['p99_over_median']:.2f}, median {out['median_us']:.2f} µs{cpu}, gen 0: {young}"
 
 
-def _ab(rows: list[str], rounds: int, n: int, probe: bool) -> None:
-    """Rows with the call log as tuples (A) and flat (B), alternated; the order flips each round."""
+def _ab(rows: list[str], rounds: int, n: int, probe: bool, frame: str | None = None) -> None:
+    """Rows with the call log as tuples (A) and flat (B), or with the one-frame path of ``frame``
+    (A) and the one in use (B), alternated; the order flips each round."""
+    old = None if frame is None else _frame_of(frame)
+    a_name, b_name = ("tuples", "flat") if old is None else ("frame of file", "frame now")
     got: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for r in range(rounds):
         for name in rows:
-            for tuples in (True, False) if r % 2 == 0 else (False, True):
-                out = asyncio.run(_round(name, n, probe, tuples))
-                got.setdefault((name, tuples), []).append(out)
+            for is_a in (True, False) if r % 2 == 0 else (False, True):
+                variant = (is_a, None) if old is None else (False, old if is_a else None)
+                out = asyncio.run(_round(name, n, probe, *variant))
+                got.setdefault((name, is_a), []).append(out)
             a, b = got[(name, True)][-1], got[(name, False)][-1]
-            print(f"round {r} {name}: tuples {_figures(a)} | flat {_figures(b)}", flush=True)
+            print(f"round {r} {name}: {a_name} {_figures(a)} | {b_name} {_figures(b)}", flush=True)
     for name in rows:
         olds, news = got[(name, True)], got[(name, False)]
         for figure in AB_FIGURES[: 3 if probe else 2]:
             lower = sum(y[figure] < x[figure] for x, y in zip(olds, news, strict=True))
+            before = statistics.median(x[figure] for x in olds)
+            now = statistics.median(y[figure] for y in news)
             print(
-                f"{name} {figure}, median of rounds: tuples {statistics.median(x[figure] for x in olds):.2f},"
-                f" flat {statistics.median(y[figure] for y in news):.2f} (flat lower in {lower}/{len(olds)})"
+                f"{name} {figure}, median of rounds: {a_name} {before:.2f}, {b_name} {now:.2f}"
+                f" ({b_name} lower in {lower}/{len(olds)})"
             )
 
 
@@ -208,9 +232,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--bare", action="store_true", help="no probes: only the collections")
     parser.add_argument("--ab", action="store_true", help="the call log as tuples vs flat, alternated")
+    parser.add_argument("--frame", help="with --ab: a pipeline/_direct.py to alternate with the one in use")
     args = parser.parse_args()
     if args.ab:
-        _ab(args.rows.split(","), args.rounds, args.calls, not args.bare)
+        _ab(args.rows.split(","), args.rounds, args.calls, not args.bare, args.frame)
         return
     for r in range(args.rounds):
         for name in args.rows.split(","):

@@ -7,9 +7,13 @@ What ``openai_entry_parts``, :meth:`FastPath.take <actionspace.pipeline.fast.Fas
 a call, written out in one function: each of those layers is a Python call with branches for
 inputs this one never sees (provider objects, ``ToolCall``), and together they were most of the
 call's interpreter work. Anything not read exactly as they read it goes back to
-``Messages.quick`` before any state changed (or ends as None where ``take`` would); a sync tool
-is begun by ``begin``, its entry read once. Once an async tool's events are numbered, what is not
-the common case (a tool that waits or fails, a result not shaped inline, another thread's events
+``Messages.quick`` before any state changed (or ends as None where ``take`` would); a blocking
+sync tool (``ToolSpec.blocking``: a worker thread enforces its timeout) is begun by ``begin``, its
+entry read once. Any other sync tool is called here as ``Executor.arun``'s attempt calls it, in
+place of an async tool's first step (no thread, no timeout: ``blocking=False``); an awaitable it
+hands back is stepped as an async tool's coroutine, timed from then
+(``tests/pipeline/test_w92_direct_sync_tool.py``). Once the events are numbered, what is not the
+common case (a tool that waits or fails, a result not shaped inline, another thread's events
 in between, a bug of ours, a cancellation, a record the store cannot take now) goes on through
 ``ended`` and ``tail`` with the recorder ``begin`` would hold at that point. The record is handed
 to the memory store as it keeps it (its shape as the store's number, cached in the entry). For
@@ -30,6 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from hashlib import sha256
+from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
@@ -38,6 +43,7 @@ from actionspace import _crash
 from actionspace._crash import point
 from actionspace._epoch import EPOCH
 from actionspace._json_values import finite_numbers
+from actionspace.execution.executor import _PLAIN, _await
 from actionspace.execution.raised import passes_on
 from actionspace.parse._fast import repeats_a_key
 from actionspace.pipeline._direct_ends import KeepsCalls, begun, keeps, raised, stepped
@@ -234,7 +240,9 @@ def direct_caller(messages: Messages) -> Quick:
                 )
             ):
                 return None  # as FastPath.take: the stages refuse it
-        if not entry.inline:  # a sync tool: as Messages.quick runs it
+        spec = entry.spec
+        sync = not entry.inline  # run here too unless it is blocking (ToolSpec.blocking: a thread)
+        if sync and spec.blocking:  # as Messages.quick runs it
             return begun(messages, parsed(entry, name, call_id, args, raw), run, None, messages._append)
         # Taken: the events are numbered and the tool's first step runs, as begin does.
         seq = run.seq
@@ -251,7 +259,6 @@ def direct_caller(messages: Messages) -> Quick:
         )
         label, within, tags = out
         flow.pending[cid] = label
-        spec = entry.spec
         obs_seq, digest = -1, None  # the call's record: held as begin holds it, until the tool ended
         rec: Recorder | None = None
         compact = fifth - first == 4
@@ -266,32 +273,37 @@ def direct_caller(messages: Messages) -> Quick:
             coro: Any = None
             try:
                 coro = spec.fn(**args) if values is None else spec.fn(*values)  # type: ignore[misc]
-                try:  # the engine's driver (pipeline/_drive.py), taken whole: no other call shares it
-                    item = drivers.pop()
-                except IndexError:  # in use: a tool's first step called again, or another thread's call
-                    item = None
-                try:
-                    if item is None:
-                        yielded = coro.send(None)
-                    else:
-                        drive, box, send = item
-                        yielded = send(coro)
-                        if yielded is DONE:
-                            result = box[0]
-                            box[0] = coro = None
-                            drivers.append(item)
-                        else:  # it waits inside the driver, which now ends as its coroutine would
-                            handed(box)
-                            coro = drive
+                if sync and (type(coro) in _PLAIN or not isawaitable(coro)):  # as Executor._aattempt
+                    result, coro = coro, None
+                else:  # an async tool's coroutine, or an awaitable a sync tool handed back
+                    if sync:  # awaited as Executor._aattempt awaits it: timed from here
+                        coro, start = _await(coro), _monotonic()
+                    try:  # the engine's driver (pipeline/_drive.py), taken whole: no other call shares it
+                        item = drivers.pop()
+                    except IndexError:  # in use: a tool's first step called again, or another thread's call
+                        item = None
+                    try:
+                        if item is None:
+                            yielded = coro.send(None)
+                        else:
+                            drive, box, send = item
+                            yielded = send(coro)
+                            if yielded is DONE:
+                                result = box[0]
+                                box[0] = coro = None
+                                drivers.append(item)
+                            else:  # it waits inside the driver, which now ends as its coroutine would
+                                handed(box)
+                                coro = drive
+                                drivers.append(driver())
+                    except StopIteration as stop:
+                        result = stop.value
+                        coro = None
+                    except BaseException:
+                        if item is not None and not drivers:  # the tool's failure ended the driver too
                             drivers.append(driver())
-                except StopIteration as stop:
-                    result = stop.value
-                    coro = None
-                except BaseException:
-                    if item is not None and not drivers:  # the tool's failure ended the driver too
-                        drivers.append(driver())
-                    coro.close()
-                    raise
+                        coro.close()
+                        raise
             except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
                 if passes_on(exc, in_task=True):
                     raise
