@@ -27,7 +27,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ErrorData, JSONRPCError, JSONRPCMessage, JSONRPCResponse, RequestId
 
 if TYPE_CHECKING:  # only the HTTP transport's answers are written to one (the stdio reader imports this too)
-    from mcp.client.streamable_http import StreamWriter
+    from actionspace.adapters._mcp_streams import Writing
 
 __all__ = [
     "GLUED_BUDGET_BYTES",
@@ -105,7 +105,11 @@ def other_id(answered: RequestId | None) -> str:
 
 
 async def error_answer(
-    writer: StreamWriter, request_id: RequestId, code: int, said: str, data: object = None
+    writer: Writing[SessionMessage | Exception],
+    request_id: RequestId,
+    code: int,
+    said: str,
+    data: object = None,
 ) -> None:
     """Answer request ``request_id`` with the client's own error ``code``."""
     error = ErrorData(code=code, message=said, data=data)

@@ -62,7 +62,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import httpx2
@@ -105,11 +105,9 @@ from actionspace.adapters._mcp_redirects import MAX_REDIRECTS, RedirectRefused, 
 from actionspace.adapters._mcp_resumes import ResumingTransport, skipped
 from actionspace.adapters._mcp_served import CANCEL_POSTS, is_cancel, note_sent_body, post_answer, post_aside
 from actionspace.adapters._mcp_stdio import unheard
+from actionspace.adapters._mcp_streams import Held, Streams
 
 __all__ = ["ACCEPTED_CODINGS", "CLOSE_TIMEOUT_S", "MAX_MESSAGE_BYTES", "bounded_http_client", "take_codings"]
-
-if TYPE_CHECKING:  # a private module of the SDK: needed only for the type
-    from mcp.client._transport import TransportStreams
 
 _log = logging.getLogger("actionspace.mcp")
 
@@ -339,12 +337,12 @@ class _BoundedTransport(ResumingTransport):
         return consumed
 
     async def bound_answer(self, response: httpx2.Response) -> None:
-        """An HTTP response hook: the body's content codings are undone here (:func:`take_codings`),
-        and the JSON body of an error status, which the SDK reads whole, is read here within the
-        bound; one over it, or undecodable, is dropped (the SDK then answers from the status alone).
-        A 3xx answer is left to :func:`_mcp_redirects.redirected`: its body is never read. Nor is the error
-        body of any other request (a notification's POST, the GET stream, the closing DELETE). A GET
-        stream is taken at most once per :data:`_GET_PACE_S`, whatever ``retry`` the server asked for."""
+        """An HTTP response hook: the body's content codings are undone here (:func:`take_codings`), and
+        the JSON body of an error status, which the SDK reads whole, is read here within the bound and
+        given to the SDK (:class:`Held`); one over it, or undecodable, is dropped (the SDK then answers
+        from the status alone). A 3xx answer is left to :func:`_mcp_redirects.redirected`: its body is
+        never read. Nor is the error body of any other request (a notification's POST, the GET stream,
+        the closing DELETE). A GET stream is taken at most once per :data:`_GET_PACE_S`."""
         if response.request.method == "GET":
             await self._paced_get()
         if response.status_code == 404 and response.request.headers.get("mcp-session-id"):
@@ -358,11 +356,13 @@ class _BoundedTransport(ResumingTransport):
         take_codings(response)
         if response.status_code < 400 or not _is_json(response) or not _asking(response):
             return
+        raw = response.stream
         try:
-            body = await self._bounded_body(response)
+            body = await self._bounded_body(response, raw)
         except _Undecodable:
             body = None
-        response._content = b"" if body is None else body  # what the SDK's ``aread`` then returns
+        if isinstance(raw, httpx2.AsyncByteStream):  # always, for an async client
+            response.stream = Held(body or b"", raw)  # what the SDK's ``aread`` then reads
 
     async def _paced_get(self) -> None:
         now = anyio.current_time()
@@ -389,21 +389,19 @@ class _BoundedTransport(ResumingTransport):
         if scope.cancelled_caught:
             _log.info("MCP server at %s: ending the session got no answer in time", self._where)
 
-    async def _bounded_body(self, response: httpx2.Response) -> bytes | None:
-        """The decoded body, or None as soon as it is known to pass the bound (the rest is not read).
+    async def _bounded_body(self, response: httpx2.Response, raw: object = None) -> bytes | None:
+        """The decoded body (read from ``raw``, the response's stream, when given: the response itself is
+        then left unread), or None as soon as it is known to pass the bound (the rest is not read).
 
         Raises ``_Undecodable`` for a body in a coding not undone here or a broken compressed one."""
         if isinstance(response.stream, _Refused):
             raise _Undecodable(response.stream.reason)
         declared = response.headers.get("content-length", "")
-        if (
-            declared.isdigit()
-            and not isinstance(response.stream, _Inflating)
-            and int(declared) > self._max_bytes
-        ):
+        inflating = isinstance(response.stream, _Inflating)  # its declared length is the compressed one
+        if declared.isdigit() and not inflating and int(declared) > self._max_bytes:
             return None
         body = bytearray()
-        async for piece in response.aiter_bytes():
+        async for piece in raw if isinstance(raw, httpx2.AsyncByteStream) else response.aiter_bytes():
             if len(body) + len(piece) > self._max_bytes:
                 return None
             body += piece
@@ -454,7 +452,7 @@ async def bounded_http_client(
     http_client: httpx2.AsyncClient,
     answer_timeout_s: float,
     max_bytes: int = MAX_MESSAGE_BYTES,
-) -> AsyncIterator[TransportStreams]:
+) -> AsyncIterator[Streams]:
     """The SDK's ``streamable_http_client`` over :class:`_BoundedTransport`; ``http_client`` is the
     caller's to close (its ``max_redirects`` is cut to :data:`MAX_REDIRECTS`). ``answer_timeout_s``:
     longest a request's response is read, in seconds."""

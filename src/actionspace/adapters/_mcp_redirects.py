@@ -19,7 +19,9 @@ a write too: nothing can have committed (``_mcp_errors``).
 The requests this client sends itself (a GET stream, the closing DELETE) follow redirects through
 :func:`streamed_within_origin` and :func:`events_within_origin`, built here on httpx2's public API
 alone: the SDK's own helpers live in a private module (``mcp.shared._httpx_utils``) that a release may
-drop or change, and the transport keeps its guarantees without it.
+drop or change, and the transport keeps its guarantees without it. So is the request a refused or
+followed redirect asks for (:func:`_following`): a response hook runs before httpx2 sets the response's
+``next_request``, and httpx2's own builder of it is private.
 """
 
 from __future__ import annotations
@@ -82,31 +84,32 @@ def counting_redirects() -> Iterator[None]:
 
 def redirected(client: httpx2.AsyncClient, response: httpx2.Response) -> None:
     """A response hook's part for a 3xx ``response``: its body is made empty and never read; within
-    :func:`counting_redirects`, one not to be followed raises :class:`RedirectRefused`. Elsewhere (a
-    GET stream, the closing DELETE) the SDK follows within the origin, up to ``max_redirects``, or stops."""
+    :func:`counting_redirects`, one not to be followed raises :class:`RedirectRefused` (at most
+    ``client.max_redirects`` and :data:`MAX_REDIRECTS` are followed). Elsewhere (a GET stream, the
+    closing DELETE) the SDK follows within the origin, up to ``max_redirects``, or stops."""
     if isinstance(response.stream, httpx2.AsyncByteStream):
         response.stream = _Unread(response.stream)
     response.headers.pop("content-encoding", None)
     hops = _HOPS.get()
     if hops is None:
         return
-    refused = _refusal(client, response)
-    if refused is None and len(hops) >= MAX_REDIRECTS:
-        refused = f"it is redirect {len(hops) + 1} in a row (at most {MAX_REDIRECTS} are followed)"
+    refused, most = _refusal(response), min(client.max_redirects, MAX_REDIRECTS)
+    if refused is None and len(hops) >= most:
+        refused = f"it is redirect {len(hops) + 1} in a row (at most {most} are followed)"
     if refused is not None:
         raise RedirectRefused(f"the server answered {response.status_code}, not followed: {refused}")
     hops.append(response.status_code)
 
 
-def _refusal(client: httpx2.AsyncClient, response: httpx2.Response) -> str | None:
-    """Why the 3xx ``response`` is not followed, or None when it is (as httpx2 builds the next request)."""
+def _refusal(response: httpx2.Response) -> str | None:
+    """Why the 3xx ``response`` is not followed, or None when it is (:func:`_following`)."""
     status, method = response.status_code, response.request.method
     if status not in _REDIRECTS or "location" not in response.headers:
         return f"status {status} is not a redirect to follow"
     try:
-        following = client._build_redirect_request(response.request, response)
+        following = _following(response)
         target = str(following.url.copy_with(userinfo=b"", query=None, fragment=None))[:200]
-    except (httpx2.HTTPError, httpx2.InvalidURL, ValueError) as exc:
+    except (httpx2.InvalidURL, ValueError) as exc:
         return f"its Location is not a URL ({str(exc)[:100]})"
     if following.url.scheme not in ("http", "https"):
         return f"it redirects to a {following.url.scheme[:20]!r} URL"
@@ -115,6 +118,28 @@ def _refusal(client: httpx2.AsyncClient, response: httpx2.Response) -> str | Non
     if not within_origin(response.request, following):
         return f"it redirects to another origin ({target}); use that URL to follow it"
     return None
+
+
+def _following(response: httpx2.Response) -> httpx2.Request:
+    """The request the redirect ``response`` asks for (its method and URL only), as httpx2 builds the
+    ``next_request`` of a response it does not follow, here from public API alone: a response hook runs
+    before httpx2 sets ``next_request``. A 303 turns any method but HEAD into a GET, a 302 any but HEAD
+    and QUERY, a 301 a POST; a relative Location is joined to the sent URL, one with a scheme and no host
+    takes the sent host, and the sent URL's fragment is kept when the Location has none.
+
+    Raises ``httpx2.InvalidURL`` (or ``ValueError``) for a Location that is no URL."""
+    sent, status = response.request, response.status_code
+    was = sent.method
+    turned = {303: was != "HEAD", 302: was not in ("HEAD", "QUERY"), 301: was == "POST"}
+    method = "GET" if turned.get(status, False) else was
+    url = httpx2.URL(response.headers["location"])
+    if url.scheme and not url.host:
+        url = url.copy_with(host=sent.url.host)
+    if url.is_relative_url:
+        url = sent.url.join(url)
+    if sent.url.fragment and not url.fragment:
+        url = url.copy_with(fragment=sent.url.fragment)
+    return httpx2.Request(method, url)
 
 
 def within_origin(sent: httpx2.Request, following: httpx2.Request) -> bool:

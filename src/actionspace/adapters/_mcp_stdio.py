@@ -37,7 +37,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import anyio
 import mcp_types as types
@@ -57,9 +57,7 @@ from actionspace.adapters._mcp_inflight import Asked, malformed
 from actionspace.adapters._mcp_pipe import Outbox, pipe_of
 from actionspace.adapters._mcp_process import drain_output, environment, start_process, stop_process
 from actionspace.adapters._mcp_reconnect import SESSION_LOST
-
-if TYPE_CHECKING:  # a private module of the SDK: needed only for the type
-    from mcp.client._transport import TransportStreams
+from actionspace.adapters._mcp_streams import Streams
 
 __all__ = ["HEARD", "MAX_MESSAGE_BYTES", "bounded_stdio_client", "unheard"]
 
@@ -245,7 +243,7 @@ def _id_of(raw: bytes) -> int | str | None:
 @asynccontextmanager
 async def bounded_stdio_client(
     params: StdioServerParameters, max_bytes: int = MAX_MESSAGE_BYTES
-) -> AsyncIterator[TransportStreams]:
+) -> AsyncIterator[Streams]:
     """Start the server and yield the session's streams; on exit stop it (bounded, shielded)."""
     process = await start_process(
         params.command, params.args, environment(params.env), sys.stderr, params.cwd
