@@ -52,8 +52,9 @@ class PostgresConnections:
     waits for the server's answer (a network cut with no goodbye): past it the connection is closed
     and ``OperationalError`` raised. Schema changes wait without a bound. ``settle_s`` (seconds,
     default :data:`SETTLE_S`): how long the end of a transaction whose ``COMMIT`` answer was lost
-    is looked for (:meth:`transaction_again`).
-    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached.
+    is looked for (:meth:`transaction_again`): a positive, finite number.
+    Raises :class:`~actionspace.errors.ConfigurationError` when the database cannot be reached, or
+    for a ``settle_s`` that is not such a number (before any connection is made).
     """
 
     def __init__(
@@ -67,9 +68,9 @@ class PostgresConnections:
         read_timeout_s: float | None = READ_TIMEOUT_S,
         settle_s: float = SETTLE_S,
     ) -> None:
+        self.settle_s = _settle_bound(settle_s)
         self.url = url
         self._read_timeout_s = read_timeout_s
-        self.settle_s = settle_s
         self._name = name
         self._sizes = (min_size, max_size)
         self._connect_timeout_s = connect_timeout_s
@@ -278,6 +279,17 @@ def deadlock_retried(step: Callable[[], _T], *, attempts: int = _DDL_ATTEMPTS) -
         except psycopg.errors.DeadlockDetected:
             time.sleep(0.05 * (attempt + 1))
     return step()
+
+
+def _settle_bound(settle_s: object) -> float:
+    """``settle_s`` of :class:`PostgresConnections` as a float; raises ConfigurationError naming the
+    option when it is not a positive, finite number of seconds (a bool, a text, zero or less, NaN,
+    infinity: a bound the settling loop would never reach)."""
+    if isinstance(settle_s, bool) or not isinstance(settle_s, int | float) or not 0 < settle_s < math.inf:
+        raise ConfigurationError(
+            f"settle_s must be a positive, finite number of seconds, got {settle_s!r}"[:200]
+        )
+    return float(settle_s)
 
 
 def redacted(url: str) -> str:

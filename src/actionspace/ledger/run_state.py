@@ -114,7 +114,10 @@ _PG_UPSERT_IF: Final = (
     + ", rev = excluded.rev WHERE actionspace_run_state.rev = %s"
 )
 _PG_REV: Final = "SELECT rev FROM actionspace_run_state WHERE run_id = %s"
-_PG_STATE_FOR_UPDATE: Final = "SELECT state FROM actionspace_run_state WHERE run_id = %s FOR UPDATE"
+_PG_STATE: Final = "SELECT state FROM actionspace_run_state WHERE run_id = %s"
+_PG_STATE_FOR_UPDATE: Final = _PG_STATE + " FOR UPDATE"
+_PG_TEXTS: Final = "SELECT text FROM actionspace_run_state_text WHERE run_id = %s ORDER BY n DESC LIMIT %s"
+_PG_PRUNE: Final = "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s"
 _SQLITE_TEXT: Final = "INSERT OR REPLACE INTO run_state_text (run_id, n, text) VALUES (?, ?, ?)"
 _SQLITE_PRUNE: Final = "DELETE FROM run_state_text WHERE run_id = ? AND n <= ?"
 _SQLITE_TEXTS: Final = "SELECT text FROM run_state_text WHERE run_id = ? ORDER BY n DESC LIMIT ?"
@@ -393,15 +396,19 @@ class SqliteRunStateStore(SqliteNodeBlocks):
 
 
 class PostgresRunStateStore(PostgresNodeBlocks):
-    """Snapshots in PostgreSQL (table ``actionspace_run_state``), shared by every process and host."""
+    """Snapshots in PostgreSQL (table ``actionspace_run_state``), shared by every process and host.
+    ``settle_s`` (seconds, default 30, ``postgres_pool.SETTLE_S``): how long a save whose ``COMMIT``
+    got no answer is asked about before it is ``unknown_commit`` (``PostgresConnections``)."""
 
     remote = True
     """Its reads wait on the network: async callers read it from a worker thread."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, *, connect_timeout_s: float = 10.0, settle_s: float = 30.0) -> None:
         from actionspace.ledger.postgres import PostgresConnections
 
-        self._db = PostgresConnections(url, name="run_state", max_size=4, connect_timeout_s=connect_timeout_s)
+        self._db = PostgresConnections(
+            url, name="run_state", max_size=4, connect_timeout_s=connect_timeout_s, settle_s=settle_s
+        )
         try:
             self._db.init_schema(
                 (
@@ -425,15 +432,10 @@ class PostgresRunStateStore(PostgresNodeBlocks):
 
     def load(self, run_id: str) -> Mapping[str, Any] | None:
         with self._db.connection() as conn:
-            row = conn.execute(
-                "SELECT state FROM actionspace_run_state WHERE run_id = %s", (run_id,)
-            ).fetchone()
+            row = conn.execute(_PG_STATE, (run_id,)).fetchone()
             if row is None:
                 return None
-            rows = conn.execute(
-                "SELECT text FROM actionspace_run_state_text WHERE run_id = %s ORDER BY n DESC LIMIT %s",
-                (run_id, TEXTS_KEPT),
-            ).fetchall()
+            rows = conn.execute(_PG_TEXTS, (run_id, TEXTS_KEPT)).fetchall()
         return _with_texts(run_id, row["state"], [r["text"] for r in reversed(rows)])
 
     def rev(self, run_id: str) -> int | None:
@@ -479,9 +481,7 @@ class PostgresRunStateStore(PostgresNodeBlocks):
                     [(run_id, int(n), text_for_postgres(str(t))) for n, t in texts],
                 )
         if below:
-            conn.execute(
-                "DELETE FROM actionspace_run_state_text WHERE run_id = %s AND n <= %s", (run_id, below)
-            )
+            conn.execute(_PG_PRUNE, (run_id, below))
         return True
 
     def close(self) -> None:

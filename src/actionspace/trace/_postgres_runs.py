@@ -28,7 +28,16 @@ from actionspace.ledger.postgres_pool import PostgresConnections
 from actionspace.trace._runs_events import RunEvents, checked_page, grouped_runs
 from actionspace.trace._stored_rows import stored_event
 
-__all__ = ["CALL_EVENTS", "HEADS", "HEADS_MANY", "add_run_tenants", "streamed_runs", "tenant_runs_query"]
+__all__ = [
+    "CALL_EVENTS",
+    "HEADS",
+    "HEADS_MANY",
+    "RUNS",
+    "RUNS_AFTER",
+    "add_run_tenants",
+    "streamed_runs",
+    "tenant_runs_query",
+]
 
 HEADS: Final = (
     "SELECT run_id, seq, kind, ts, call_id, data FROM trace_events"
@@ -52,6 +61,28 @@ EVENTS_OF_RUNS: Final = (
     " ORDER BY r.n, e.seq"
 )
 """Many runs' events (``_runs_events.ReadsManyRuns``), a run's together, the runs in the array's order."""
+RUNS: Final = """
+SELECT r.run_id, r.started_at, r.last_at,
+       count(*) AS events,
+       count(*) FILTER (WHERE e.kind = 'observation'
+                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
+                        AND NOT (e.data ? 'rolled_back' AND e.data ? 'group')) AS calls,
+       count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error'
+                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
+                       ) AS errors,
+       bool_or(e.kind = 'run_finished') AS finished
+FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= %s
+      ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
+JOIN trace_events AS e ON e.run_id = r.run_id
+GROUP BY r.run_id, r.started_at, r.last_at
+ORDER BY r.last_at DESC, r.run_id COLLATE "C"
+"""
+RUNS_AFTER: Final = RUNS.replace(
+    "WHERE last_at >= %s",
+    'WHERE last_at >= %s AND (last_at < %s OR (last_at = %s AND run_id COLLATE "C" > %s COLLATE "C"))',
+    1,
+)
+"""The recent runs' summaries (``runs``; ``RUNS_AFTER``: those after a row, ``runs_after``)."""
 _COLUMNS: Final = ("run_id", "seq", "kind", "ts", "call_id", "data")
 _CHUNKS: Final = psycopg.pq.version() >= 170000
 """Whether libpq hands a streamed answer over in chunks of rows (17 on), not row by row."""
@@ -180,18 +211,26 @@ def tenant_runs_query(runs: LiteralString, tenant: str | None, after: bool) -> L
     return runs.replace("WHERE last_at >= %s", "WHERE " + which + " AND last_at >= %s" + bound, 1)
 
 
-def streamed_runs(db: PostgresConnections, run_ids: Sequence[str], page: int) -> Iterator[RunEvents]:
-    """``PostgresTraceStore.events_of_runs`` (``_runs_events.ReadsManyRuns``) of the store ``db``."""
+def streamed_runs(
+    db: PostgresConnections, run_ids: Sequence[str], page: int, *, read_only: bool = False
+) -> Iterator[RunEvents]:
+    """``PostgresTraceStore.events_of_runs`` (``_runs_events.ReadsManyRuns``) of the store ``db``;
+    with ``read_only``, its statement in a ``READ ONLY`` transaction (``PostgresTraceReader``'s)."""
     ids = list(dict.fromkeys(run_ids))
-    rows = _streamed(db, [r for r in ids if text_for_postgres(r) == r], checked_page(page))
+    rows = _streamed(db, [r for r in ids if text_for_postgres(r) == r], checked_page(page), read_only)
     return grouped_runs(ids, (stored_event(*(row[k] for k in _COLUMNS), parsed=True) for row in rows))
 
 
-def _streamed(db: PostgresConnections, run_ids: list[str], page: int) -> Iterator[dict[str, Any]]:
+def _streamed(
+    db: PostgresConnections, run_ids: list[str], page: int, read_only: bool
+) -> Iterator[dict[str, Any]]:
     """The rows of :data:`EVENTS_OF_RUNS` for ``run_ids``: one statement, its answer streamed from
     the server ``page`` rows at a time (row by row before libpq 17) on a connection held until the
-    last row is read or the consumer stops (the query is then cancelled, the connection returned)."""
+    last row is read or the consumer stops (the query is then cancelled, the connection returned;
+    a ``read_only`` transaction is rolled back)."""
     if not run_ids:
         return
-    with db.connection() as conn:
+    with db.transaction() if read_only else db.connection() as conn:
+        if read_only:
+            conn.execute("SET TRANSACTION READ ONLY")
         yield from conn.cursor().stream(EVENTS_OF_RUNS, (run_ids,), size=page if _CHUNKS else 1)

@@ -23,8 +23,10 @@ RunEvents = tuple[str, list[TraceEvent]]
 
 @runtime_checkable
 class ReadsManyRuns(Protocol):
-    """A trace store that reads the events of many runs in one statement (the SQLite, PostgreSQL and
-    memory stores do; memory has no statement: it reads each run as ``events`` does)."""
+    """A trace store that reads the events of many runs in one statement (the SQLite and PostgreSQL
+    stores and their read-only readers do). The memory store has no statement to save: it is read
+    through ``events`` (:class:`RunsOneByOne`), a short hold of its lock a run; copying many runs
+    under one hold read no faster and held its writers up longer (docs/performance-notes.md)."""
 
     def events_of_runs(self, run_ids: Sequence[str], *, page: int = PAGE_ROWS) -> Iterator[RunEvents]:
         """Each of ``run_ids`` once, in their order (a repeated id where it is first), with its
@@ -35,7 +37,8 @@ class ReadsManyRuns(Protocol):
 
 
 class RunsOneByOne:
-    """``events_of_runs`` read through ``events``, one run after another (the memory store's)."""
+    """``events_of_runs`` read through ``events``, one run after another (a store without one of
+    its own: what :func:`events_of_runs` falls back to)."""
 
     def events(self, run_id: str) -> list[TraceEvent]:
         raise NotImplementedError

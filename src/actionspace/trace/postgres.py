@@ -17,11 +17,13 @@ from psycopg.types.json import Jsonb
 from actionspace._unicode import text_for_postgres
 from actionspace.errors import ConfigurationError, StoreNotFoundError
 from actionspace.ledger.postgres import PostgresConnections, redacted
-from actionspace.ledger.postgres_pool import READ_TIMEOUT_S
+from actionspace.ledger.postgres_pool import READ_TIMEOUT_S, SETTLE_S
 from actionspace.trace._postgres_runs import (
     CALL_EVENTS,
     HEADS,
     HEADS_MANY,
+    RUNS,
+    RUNS_AFTER,
     add_run_tenants,
     streamed_runs,
     tenant_runs_query,
@@ -110,27 +112,9 @@ INSERT INTO trace_runs (run_id, started_at, last_at)
 SELECT run_id, min(ts), max(ts) FROM trace_events WHERE run_id = ANY(%s) GROUP BY run_id
 ON CONFLICT (run_id) DO UPDATE SET started_at = excluded.started_at, last_at = excluded.last_at
 """
-_RUNS: Final = """
-SELECT r.run_id, r.started_at, r.last_at,
-       count(*) AS events,
-       count(*) FILTER (WHERE e.kind = 'observation'
-                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
-                        AND NOT (e.data ? 'rolled_back' AND e.data ? 'group')) AS calls,
-       count(*) FILTER (WHERE e.kind = 'observation' AND e.data ->> 'status' = 'error'
-                        AND NOT coalesce(e.call_id = e.run_id || ':' || (e.data ->> 'group'), false)
-                       ) AS errors,
-       bool_or(e.kind = 'run_finished') AS finished
-FROM (SELECT run_id, started_at, last_at FROM trace_runs WHERE last_at >= %s
-      ORDER BY last_at DESC, run_id COLLATE "C" LIMIT %s) AS r
-JOIN trace_events AS e ON e.run_id = r.run_id
-GROUP BY r.run_id, r.started_at, r.last_at
-ORDER BY r.last_at DESC, r.run_id COLLATE "C"
-"""
-_RUNS_AFTER: Final = _RUNS.replace(
-    "WHERE last_at >= %s",
-    'WHERE last_at >= %s AND (last_at < %s OR (last_at = %s AND run_id COLLATE "C" > %s COLLATE "C"))',
-    1,
-)
+_RUNS: Final = RUNS
+_RUNS_AFTER: Final = RUNS_AFTER
+"""``_postgres_runs``'s listing of the recent runs (also narrowed there to one tenant's), and after a row."""
 _COLUMNS: Final = ("run_id", "seq", "kind", "ts", "call_id", "data")
 """An event row's columns, in the order :func:`~actionspace.trace._stored_rows.stored_event` takes them."""
 _EVENTS: Final = (
@@ -149,6 +133,8 @@ class PostgresTraceStore:
     long a run claim no event followed keeps the id taken, by the database's clock.
     ``read_timeout_s`` (seconds, default 60; None: no bound): how long a statement waits for the
     server's answer before its connection is taken as cut (a network that stopped forwarding).
+    ``settle_s`` (seconds, default 30): how long a write whose ``COMMIT`` got no answer is asked
+    about before it is ``unknown_commit`` (``PostgresConnections.transaction_again``).
     """
 
     holds_nul = False
@@ -161,10 +147,15 @@ class PostgresTraceStore:
         connect_timeout_s: float = 10.0,
         claim_expiry_s: float = CLAIM_EXPIRY_S,
         read_timeout_s: float | None = READ_TIMEOUT_S,
+        settle_s: float = SETTLE_S,
     ) -> None:
         self._claim_expiry_s = claim_expiry(claim_expiry_s)
         self._db = PostgresConnections(
-            url, name="trace", connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s
+            url,
+            name="trace",
+            connect_timeout_s=connect_timeout_s,
+            read_timeout_s=read_timeout_s,
+            settle_s=settle_s,
         )
         try:
             self._db.init_schema(
@@ -441,6 +432,10 @@ class PostgresTraceReader:
         for row in self._read(HEADS_MANY, (stored,)) if stored else ():
             out[row["run_id"]].append(stored_event(*(row[k] for k in _COLUMNS), parsed=True))
         return out
+
+    def events_of_runs(self, run_ids: Sequence[str], *, page: int = PAGE_ROWS) -> Iterator[RunEvents]:
+        """As :meth:`PostgresTraceStore.events_of_runs` (its statement), in a ``READ ONLY`` transaction."""
+        return streamed_runs(self._db, run_ids, page, read_only=True)
 
     def append_many(self, events: Sequence[TraceEvent]) -> None:
         raise ConfigurationError(f"the trace store {redacted(self._db.url)} is open for reading only")
