@@ -46,6 +46,7 @@ The tree::
       ApiError                service: a request fails as an HTTP status with an error body
       ApprovalRefused         approvals: a rule (four eyes) refuses this approver; .error is the typed error
       RunStateError           a run's stored state is damaged or of a newer version (also ValueError)
+      StoreClosedError        a store was read or written after its close() (also ValueError)
 
     ToolError (exception a tool raises to report a categorized failure; becomes an ActionError)
 
