@@ -57,10 +57,9 @@ The tree::
 busy, PostgreSQL's connection lost) from other failures: the service answers it ``503 transient``,
 the command line with one line, neither as a failure of its own.
 
-The classes are defined here and re-exported where they are raised (``actionspace.plan``,
-``actionspace.trace.store``, ``actionspace.evaluation.*``, ``actionspace.service.errors``), so
-either import path works. This module imports the standard library and ``actionspace._canonical``
-(which ``ActionError.checked`` uses to make a tool's details plain JSON).
+The classes are defined here and re-exported where they are raised (``actionspace.plan``, ``.trace.store``,
+``.evaluation.*``, ``.service.errors``), so either import path works. This module imports the standard
+library, ``actionspace._canonical`` (for ``ActionError.checked``) and ``actionspace._store_errors``.
 """
 
 from __future__ import annotations
@@ -366,8 +365,7 @@ class ActionError:
 
 
 def _items(value: object) -> tuple[Any, ...]:
-    """The items of a field that should hold a tuple: a string is one item; what cannot be
-    iterated, none."""
+    """The items of a field that should hold a tuple: a string is one item; what cannot be iterated, none."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         return (value,) if isinstance(value, str) else ()
     try:
@@ -383,12 +381,8 @@ def _seconds(value: object) -> float | None:
 
 
 class ToolError(Exception):
-    """Raised by a tool to report a failure with a known category.
-
-    The executor turns it into the ``ActionError`` of the observation::
-
-        raise ToolError("conflict", "slot taken", alternatives=[...])
-    """
+    """Raised by a tool to report a failure with a known category, which the executor turns into the
+    ``ActionError`` of the observation: ``raise ToolError("conflict", "slot taken", alternatives=[...])``."""
 
     def __init__(self, category: Category, message: str, **fields: Any) -> None:
         super().__init__(message)
@@ -473,14 +467,13 @@ class BfclAnswerError(ActionspaceError, ValueError):
 
 
 class ApiError(ActionspaceError):
-    """An expected failure of an HTTP API request, answered as ``status`` with an error body."""
+    """An expected failure of an HTTP API request, answered as ``status`` with an error body: its
+    ``error.message`` (for people) is ``message``, its ``error.category`` (one of :data:`CATEGORIES`, or
+    None) ``category``."""
 
     status: int
-    """The HTTP status the API answers with."""
     message: str
-    """For people: the body's ``error.message``."""
     category: str | None
-    """The body's ``error.category`` (one of :data:`CATEGORIES`), or None."""
 
     def __init__(self, status: int, message: str, *, category: str | None = None) -> None:
         super().__init__(message)
@@ -503,6 +496,5 @@ class RunStateError(ActionspaceError, ValueError):
 
 
 class StoreClosedError(ActionspaceError, ValueError):
-    """A store was read or written after its ``close()`` (a ``ValueError``, as before this class):
-    also what a read running on another thread as the store closes gets, if it starts too late to
-    finish first (``docs/quickstart.md``)."""
+    """A store was read or written after its ``close()`` (a ``ValueError``, as before this class); also
+    what a read on another thread gets if it starts too late to finish first (``docs/quickstart.md``)."""
