@@ -35,6 +35,7 @@ from typing import Annotated, Final
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from starlette.types import Message, Scope, Send
 
 from actionspace.errors import ConfigurationError
@@ -49,6 +50,7 @@ __all__ = [
     "Auth",
     "BeforeBody",
     "admin_principal",
+    "authenticated",
     "new_token",
     "require",
 ]
@@ -194,6 +196,20 @@ def _one_authorization(request: Request) -> None:
         raise HTTPException(
             status_code=400, detail=f"the request carries {count} Authorization headers; send one"
         )
+
+
+def authenticated(request: Request) -> Principal:
+    """The caller's principal from the request's ``Authorization`` header, or the 400 / 401 / 429
+    :func:`require` answers: for a check that runs before a route's own dependencies."""
+    principal: Principal | None = request.scope.get("state", {}).get(_AUTHENTICATED)
+    if principal is None:
+        _one_authorization(request)
+        scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+        auth: Auth = request.app.state.auth
+        principal = auth.authenticate(
+            token if scheme.lower() == "bearer" and token else None, auth.client(request)
+        )
+    return principal
 
 
 def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:

@@ -8,6 +8,7 @@ from fastapi import Request
 
 from actionspace.errors import ApiError
 from actionspace.runtime import Runtime
+from actionspace.service.auth import authenticated
 from actionspace.service.quotas import HeldBytes, LiveRuns
 from actionspace.service.runner import BackgroundRuns
 
@@ -39,6 +40,7 @@ def ids_storable(request: Request) -> None:
     PostgreSQL's text cannot hold one (asked for it, the store fails instead of finding nothing)."""
     for name, value in request.path_params.items():
         if isinstance(value, str) and "\x00" in value:
+            authenticated(request)  # a caller without a good token is refused first, as on every route
             raise ApiError(404, f"no such {name.removesuffix('_id')}: no id holds a NUL character")
 
 
