@@ -6,11 +6,10 @@ with the first such call and stops when its runtime closes, once no call waits o
 that makes runtimes one after another keeps no thread or descriptor per runtime.
 
 A ``KeyboardInterrupt`` or ``SystemExit`` a tool raises (a library calling ``sys.exit()``) goes on
-up to the tool's caller, as if the tool ran in the caller's thread. asyncio ends the task with it
-and also lets it out of ``run_forever``, which would end this thread and close the loop every later
-call of the runtime needs: the thread runs the loop again
-(:func:`~actionspace.execution.loop.run_until_stopped`), and the task hands the exception to the
-calling thread like any other.
+up to the tool's caller, as if the tool ran in the caller's thread: the task running the call hands
+it over like any other exception. One raised in a task the tool began of its own is let out of
+``run_forever`` by asyncio, which would end this thread and close the loop every later call of the
+runtime needs: the thread runs the loop again (:func:`~actionspace.execution.loop.run_until_stopped`).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any
 
 from actionspace.execution.loop import new_event_loop, run_until_stopped
@@ -45,31 +45,43 @@ class Portal:
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """``coro``'s result, run on the portal loop; if the wait is interrupted (a
         ``KeyboardInterrupt`` in the calling thread), ``coro`` is cancelled and its end awaited
-        (up to ``CANCEL_WAIT_S``) before the interruption propagates."""
-        with self._lock:
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
-                stopping = self._stopping = threading.Event()
-                self._thread = threading.Thread(
-                    target=_serve, args=(loop, stopping), name="actionspace-portal", daemon=True
-                )
-                self._thread.start()
-            self._running += 1
-        ended = threading.Event()
-        future = asyncio.run_coroutine_threadsafe(_until_ended(coro, ended), loop)
+        (up to ``CANCEL_WAIT_S``) before the interruption propagates. A signal handler runs
+        between any two bytecodes, so the interruption may also land while ``coro`` is handed to
+        the loop: everything from counting the call to waiting for it is inside one ``try``, and
+        the cancel is queued behind the handover, whichever step the interruption cut."""
+        held = _Held(coro)
+        loop: asyncio.AbstractEventLoop | None = None
+        counted = False
         try:
-            return future.result()
+            with self._lock:
+                self._running += 1
+                counted = True
+                loop = self._started()
+            loop.call_soon_threadsafe(held.start, loop)
+            return held.future.result()
         except BaseException:
-            if not future.done():
-                future.cancel()  # cancels its task on the loop
-                ended.wait(CANCEL_WAIT_S)
+            if loop is None:
+                coro.close()
+            else:
+                held.withdraw(loop)
             raise
         finally:
             with self._lock:
-                self._running -= 1
+                self._running -= counted
                 if self._closed and not self._running:
                     self._stop()
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        """Hold ``_lock``. The loop, started with its thread on first use."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = new_event_loop()  # its tools' waits end on time (execution/loop.py)
+            stopping = self._stopping = threading.Event()
+            self._thread = threading.Thread(
+                target=_serve, args=(loop, stopping), name="actionspace-portal", daemon=True
+            )
+            self._thread.start()
+        return loop
 
     def close(self) -> None:
         """Stop the loop and end its thread once no call waits on it (at once if none does); a
@@ -121,11 +133,62 @@ def _wait_through(loop: asyncio.AbstractEventLoop, waited: Coroutine[Any, Any, A
             continue
 
 
-async def _until_ended(coro: Coroutine[Any, Any, Any], ended: threading.Event) -> Any:
-    try:
-        return await coro
-    finally:
-        ended.set()
+class _Held:
+    """One coroutine handed to the portal loop and the caller's view of it. :meth:`start` and
+    :meth:`_cancel` run on the loop in the order they were queued, so a cancel queued after the
+    handover finds the task begun, and one queued when the handover never was finds none."""
+
+    __slots__ = ("began", "coro", "ended", "future", "task")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.future: Future[Any] = Future()
+        self.ended = threading.Event()
+        """Set once ``coro`` ended, or once it is known never to begin."""
+        self.task: asyncio.Task[None] | None = None
+        self.began = False
+        """``task`` took its first step (a cancel thrown in before that never enters its body)."""
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop: begin ``coro`` in a task of its own."""
+        self.task = loop.create_task(self._body())
+
+    async def _body(self) -> None:
+        self.began = True
+        try:
+            result = await self.coro
+        except asyncio.CancelledError:
+            self.future.cancel()
+            raise
+        except BaseException as exc:  # a tool's KeyboardInterrupt or SystemExit goes to its caller
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
+        finally:
+            self.coro.close()  # cancelled before its first step: it never ran
+            self.ended.set()
+
+    def withdraw(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From the calling thread, interrupted: cancel ``coro`` and wait (a while) for its end."""
+        if self.future.done():
+            return
+        try:
+            loop.call_soon_threadsafe(self._cancel)
+        except RuntimeError:  # the loop is closed: nothing runs on it any more
+            self.coro.close()
+            return
+        self.ended.wait(CANCEL_WAIT_S)
+
+    def _cancel(self) -> None:
+        task = self.task
+        if task is not None:
+            task.cancel()
+            if self.began:
+                return  # its body sees the cancel and ends
+        # never handed over, or cancelled before its first step: ``coro`` never begins
+        self.coro.close()
+        self.future.cancel()
+        self.ended.set()
 
 
 CANCEL_WAIT_S = 5.0
