@@ -7,6 +7,9 @@ otherwise (a write ``unknown_commit``). With two calls in flight it ends neither
 request's id as a string is no answer to it (JSON-RPC: the same value and type): the call ends at once
 as ``malformed_answer``, over stdio and over HTTP, instead of taking the forged result. A line holding
 more glued message starts than its byte budget reads ends the call it names at once, typed.
+
+"At once" is told by how a call ended, not by a clock: the executor's timeout ended none of them
+(``mcp_work.Timeouts``), and the glued line was parsed within its budget (``mcp_work.ReadWork``).
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ from typing import Any
 import pytest
 
 from actionspace import Observation, Runtime
+from actionspace.adapters._mcp_answers import GLUED_BUDGET_BYTES
 from actionspace.adapters.mcp_client import HttpServer, StdioServer
 from actionspace.catalog.spec import NO_RETRY
+from tests.adapters.mcp_work import ReadWork, Timeouts
 from tests.adapters.test_w64_mcp_http_hostile_answers import start_program
 
 PROGRAM = str(Path(__file__).with_name("test_w17_hostile_ids_program.py"))
-ANSWERED_S = 60.0
-"""The timeout of a call answered at once: one that waits for it fails :data:`LATEST_S`."""
-LATEST_S = 30.0
-"""Far beyond an answer given at once, on any machine."""
+ANSWERED_S = 120.0
+"""The timeout of a call answered at once: far beyond its answer on any machine, so one that ends at
+it was not answered (``Timeouts`` counts it)."""
+WAIT_S = 120.0
+"""How long the test waits for what comes within milliseconds (a held call's answer, a server's note)."""
 SHORT_S = 1.0
 MALFORMED = ("null_other", "no_id_result", "no_id_error", "string_id", "spaced_id")
 """Answers that name no request, or name it under another type: malformed."""
@@ -64,10 +70,14 @@ def rt(notes: Path) -> Iterator[Runtime]:
         runtime.close()
 
 
-def _call(rt: Runtime, name: str, **arguments: Any) -> Observation:
-    started = time.monotonic()
+@pytest.fixture
+def timeouts(monkeypatch: pytest.MonkeyPatch) -> Timeouts:
+    return Timeouts(monkeypatch)
+
+
+def _call(rt: Runtime, timeouts: Timeouts, name: str, **arguments: Any) -> Observation:
     obs = rt.call({"name": name, "arguments": arguments}, run_id=rt.new_run())
-    assert time.monotonic() - started < LATEST_S, f"{name} waited for its timeout"
+    assert timeouts.by_tool[name] == 0, f"{name} waited for its timeout"
     after = rt.call({"name": "ok", "arguments": {}})
     assert after.status == "ok" and after.data == "fine", after.error  # the session goes on
     return obs
@@ -80,33 +90,35 @@ def _sent_once(rt: Runtime, notes: Path, name: str) -> str:
 
 
 def test_a_parse_error_with_a_null_id_ends_the_one_call_in_flight_at_once_as_not_run(
-    rt: Runtime, notes: Path
+    rt: Runtime, notes: Path, timeouts: Timeouts
 ) -> None:
-    read = _call(rt, "null_parse")
+    read = _call(rt, timeouts, "null_parse")
     assert read.error is not None and read.error.category == "internal", read.error
     assert read.error.vendor_code == "jsonrpc:-32700"
-    write = _call(rt, "null_parse_write")
+    write = _call(rt, timeouts, "null_parse_write")
     assert write.error is not None and write.error.category == "internal", write.error  # did not run
     assert _sent_once(rt, notes, "null_parse_write") != "unknown_commit"
 
 
 @pytest.mark.parametrize("kind", MALFORMED)
 def test_an_answer_naming_no_request_or_its_id_as_a_string_is_malformed_at_once(
-    rt: Runtime, notes: Path, kind: str
+    rt: Runtime, notes: Path, timeouts: Timeouts, kind: str
 ) -> None:
-    read = _call(rt, kind)
+    read = _call(rt, timeouts, kind)
     assert read.status == "error" and read.data != "forged"
     assert read.error is not None and read.error.category == "permanent", read.error
     assert read.error.details["error"] == "malformed_answer" and not read.error.retryable
-    write = _call(rt, f"{kind}_write")
+    write = _call(rt, timeouts, f"{kind}_write")
     assert write.error is not None and write.error.category == "unknown_commit", write.error
     assert _sent_once(rt, notes, f"{kind}_write") == "unknown_commit"
 
 
-def test_an_answer_without_an_id_while_two_calls_are_in_flight_ends_neither(rt: Runtime, notes: Path) -> None:
+def test_an_answer_without_an_id_while_two_calls_are_in_flight_ends_neither(
+    rt: Runtime, notes: Path, timeouts: Timeouts
+) -> None:
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         held = pool.submit(rt.call, {"name": "hold", "arguments": {}})
-        deadline = time.monotonic() + LATEST_S
+        deadline = time.monotonic() + WAIT_S
         while "hold" not in notes.read_text().splitlines():  # the held call is in flight
             assert time.monotonic() < deadline and not held.done(), "hold never reached the server"
             time.sleep(0.01)
@@ -115,17 +127,24 @@ def test_an_answer_without_an_id_while_two_calls_are_in_flight_ends_neither(rt: 
         second = rt.call({"name": "null_again", "arguments": {}})
         assert time.monotonic() - started >= SHORT_S * 0.9
         assert second.error is not None and second.error.category == "transient", second.error
-        first = held.result(timeout=LATEST_S)  # answered once the second call was cancelled
+        assert timeouts.by_tool["null_again"] == 1  # ended by its timeout, not by the null-id error
+        first = held.result(timeout=WAIT_S)  # answered once the second call was cancelled
     assert first.status == "ok" and first.data == "held", first.error
 
 
-def test_a_line_with_more_glued_starts_than_its_budget_ends_the_call_it_names_at_once(rt: Runtime) -> None:
+def test_a_line_with_more_glued_starts_than_its_budget_ends_the_call_it_names_at_once(
+    rt: Runtime, timeouts: Timeouts, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 30 starts, each the head of an array running to the line's end: the answer behind them is
     # not read (that would parse the 30 MiB line 30 times), but its call ends typed, not at its timeout
-    read = _call(rt, "glued", starts=30, mb=30)
+    work = ReadWork(monkeypatch)
+    read = _call(rt, timeouts, "glued", starts=30, mb=30)
     assert read.error is not None and read.error.category == "permanent", read.error
     assert read.error.details["error"] == "malformed_answer"
-    few = _call(rt, "glued", starts=1, mb=1)  # within the budget: read whole, as before
+    line = (30 << 20) + 4096  # the glued line (its answer, "junk") and the ok call's lines after it
+    # the line whole once, then its glued tries within their budget (two lengths): 3 in all, not 30
+    assert 30 << 20 <= work.parsed_bytes <= 3 * line + GLUED_BUDGET_BYTES, work.parsed_bytes
+    few = _call(rt, timeouts, "glued", starts=1, mb=1)  # within the budget: read whole, as before
     assert few.status == "ok" and few.data == "glued", few.error
 
 

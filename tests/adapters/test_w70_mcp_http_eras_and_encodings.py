@@ -21,9 +21,14 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from actionspace import Observation, Runtime
 from actionspace.adapters.mcp_client import HttpServer
+from actionspace.execution.executor import Executor
+from tests.adapters.mcp_work import Timeouts, ending
 
 PROGRAM = str(Path(__file__).with_name("test_w70_hostile_http_program.py"))
 ERAS = [LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION]
+STALL_TIMEOUT_S = 2.0
+WAIT_S = 60.0
+"""How long a server's notes are polled for what comes within milliseconds."""
 
 
 def start_program(notes: Path, version: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -139,16 +144,22 @@ def test_a_json_rpc_error_in_an_error_status_body_is_read_in_every_era(rt: Runti
 
 @pytest.mark.parametrize("tool", ["stall_write", "spaces_json_write", "keepalive_sse_write"])
 def test_an_answer_that_never_ends_ends_the_write_at_its_timeout_in_every_era(
-    endpoint: str, notes: Path, tool: str
+    endpoint: str, notes: Path, tool: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runtime = served(endpoint, timeout_s=2.0)
+    # told by what ended the call, not by a clock: a timer of 2 s (the call's, or the answer's
+    # deadline in the transport) ended it, after the 2 s, and the bytes that keep coming did not
+    # hold it past (``ending``); the server saw its connection closed
+    timeouts = Timeouts(monkeypatch)
+    runtime = served(endpoint, timeout_s=STALL_TIMEOUT_S)
     try:
         before = lines(notes).count(tool)
-        took, obs = call(runtime, tool)
-        assert took < 4.0
+        took, obs = ending(lambda: call(runtime, tool))
+        assert took >= STALL_TIMEOUT_S, took  # nothing ended it before its timeout
+        assert timeouts.limits in ([STALL_TIMEOUT_S], []) and timeouts.by_tool.keys() <= {tool}
+        assert timeouts.by_tool[tool] + timeouts.answer_deadlines >= 1  # a timeout ended it
         assert obs.error is not None and obs.error.category == "unknown_commit", obs
         assert lines(notes).count(tool) == before + 1
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + WAIT_S
         while lines(notes).count(f"closed {tool}") <= before and time.monotonic() < deadline:
             time.sleep(0.05)
         assert lines(notes).count(f"closed {tool}") > before  # nothing keeps reading it
@@ -190,6 +201,8 @@ def _hwm_mb():  # this process's own peak (ru_maxrss keeps the forking parent's 
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from actionspace import Runtime
 from actionspace.adapters.mcp_client import HttpServer
+from actionspace.execution.executor import Executor
+from tests.adapters.mcp_work import Timeouts, ending
 rt = Runtime("memory://", recover_on_start=False)
 rt.add_mcp_server(HttpServer(sys.argv[1], name="w70", allowlisted=True, timeout_s=20.0, mode="auto"))
 first = rt.call({"name": "ok", "arguments": {}}, run_id=rt.new_run())
@@ -228,15 +241,27 @@ def test_gzip_bombs_keep_the_client_memory_near_the_bound_in_every_era(endpoint:
 
 
 def test_a_read_that_times_out_is_retried_by_its_policy_so_it_may_take_three_timeouts(
-    endpoint: str, notes: Path
+    endpoint: str, notes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # counted, not timed: three attempts, each ended by a timer of its own 1 s, with only the policy's
+    # short waits (under one timeout in all) between them
+    timeouts, waits = Timeouts(monkeypatch), []
+    next_delay = Executor._next_delay
+
+    def delay(*args: Any) -> float | None:
+        waits.append(next_delay(*args))
+        return waits[-1]
+
+    monkeypatch.setattr(Executor, "_next_delay", staticmethod(delay))
     runtime = served(endpoint, timeout_s=1.0)
     try:
         before = lines(notes).count("stall")
-        took, obs = call(runtime, "stall")
+        took, obs = ending(lambda: call(runtime, "stall"))
         assert obs.error is not None and obs.error.category == "transient", obs
         assert obs.error.details["attempts"] == 3
         assert lines(notes).count("stall") == before + 3  # one request per attempt, each its own timeout
-        assert 3.0 <= took < 8.0, took
+        assert took >= 3.0, took  # each attempt waited its whole timeout
+        assert set(timeouts.limits) <= {1.0} and timeouts.by_tool["stall"] + timeouts.answer_deadlines >= 3
+        assert waits[-1] is None and sum(w or 0.0 for w in waits) < 1.0, waits
     finally:
         runtime.close()
