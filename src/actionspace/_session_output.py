@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actionspace.discovery.render import once_per_id
 from actionspace.errors import ActionError, ConfigurationError
-from actionspace.parse import ParseResult, StreamParser, parse
+from actionspace.parse import ParseResult, StreamParser, call_ids, parse
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
 from actionspace.trace.store_encoding import bounded_raw
@@ -51,6 +51,18 @@ def handed(output: Any) -> tuple[Any, ParseResult | None]:
     elif isinstance(output, ParseResult):
         return output.to_dict(), output
     return output, parsed(output)
+
+
+def owned(raw: Any, read: ParseResult | None) -> set[str] | None:
+    """The call ids the model's message holds, before the run gives one to each call without:
+    those its parse ``read`` knows, and for a message that did not parse those the engine answers
+    it under (the ids ``raw`` holds); None when it was not parsed here (a ``ToolCall``)."""
+    if read is None:
+        return None
+    ids = set(call_ids(read))
+    if read.error is not None:
+        ids.update(call_ids(raw))
+    return ids
 
 
 def parsed(raw: Any) -> ParseResult | None:

@@ -55,6 +55,7 @@ from actionspace._session_output import (
     checked_bound,
     fresh_tool,
     handed,
+    owned,
     recorded_refusal,
     too_many,
 )
@@ -306,12 +307,12 @@ class Session:
         read = self._read(model_output)
         if isinstance(read, Turn):
             return read
-        model_output, parsed = read
+        model_output, parsed, own = read
         with self._gating(confidence):
             out = self.rt.engine.calls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, out)
+        return self._turn(parsed, out, own)
 
     async def ahandle(
         self, model_output: Any, *, confidence: Confidence = None, dry_run: bool = False
@@ -323,26 +324,27 @@ class Session:
         read = self._read(model_output)
         if isinstance(read, Turn):
             return read
-        model_output, parsed = read
+        model_output, parsed, own = read
         with self._gating(confidence):
             out = await self.rt.engine.acalls(
                 model_output, run_id=self.run_id, principal=self.principal, dry_run=dry_run, parsed=parsed
             )
-        return self._turn(parsed, out)
+        return self._turn(parsed, out, own)
 
-    def _read(self, model_output: Any) -> Turn | tuple[Any, ParseResult | None]:
+    def _read(self, model_output: Any) -> Turn | tuple[Any, ParseResult | None, set[str] | None]:
         """The turn of a plain answer or of a message over :attr:`max_calls` (one malformed too goes on,
         its ``parse_error`` naming the bound); else the output given, as the engine reads it, parsed."""
         model_output, parsed = handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
+        own = owned(model_output, parsed) if self.provider == "gemini" else None  # the model's own ids
         model_output, parsed = self._named(model_output, parsed)  # ids apart before any is answered
         if parsed is not None and (refused := too_many(parsed, self.max_calls, self.run_id)):
             if not isinstance(refused, ParseResult):  # recorded as a malformed message is
                 refused = recorded_refusal(self.rt.engine, self.run_id, model_output, parsed, refused)
-                return self._turn(parsed, refused)
+                return self._turn(parsed, refused, own)
             parsed = refused
-        return model_output, parsed
+        return model_output, parsed, own
 
     @contextlib.contextmanager
     def _gating(self, confidence: Confidence) -> Iterator[None]:
@@ -359,7 +361,7 @@ class Session:
         finally:
             _GATING.reset(token)
 
-    def _turn(self, parsed: ParseResult | None, out: Sequence[Observation]) -> Turn:
+    def _turn(self, parsed: ParseResult | None, out: Sequence[Observation], own: set[str] | None) -> Turn:
         closed = self.rt.engine.runs.closed
         if closed:  # the calls ran while the runtime closed
             out = ended_by_close(out, self.rt, self.run_id)
@@ -367,7 +369,7 @@ class Session:
         reads = not closed and self._reads_artifacts(answered)
         names = self._provider_names()
         shown = [names.shown(o) for o in answered] if names.renamed else answered
-        messages = render_results(shown, self.provider, read_artifact=reads)
+        messages = render_results(shown, self.provider, read_artifact=reads, own_ids=own)
         rendered = {
             "rendering": RENDERING,
             "provider": self.provider,

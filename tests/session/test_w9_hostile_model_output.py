@@ -120,12 +120,8 @@ ABSURD_IDS = [
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("together", [False, True])
 def test_absurd_call_ids_are_each_answered_once_with_their_own_result(
-    loop: Any, provider: Provider, together: bool, request: pytest.FixtureRequest
+    loop: Any, provider: Provider, together: bool
 ) -> None:
-    if (
-        provider == "gemini"
-    ):  # a Gemini answer leaves out an id of the runtime's form (<run>:n<k>, <run>:parse)
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the model's own id of the minted form"))
     rt, outbox = loop
     s = rt.session(run_id="conv-ids", provider=provider)
     s.user("set them")

@@ -32,7 +32,7 @@ a size budget. :func:`render_results` answers every call of a turn, by the model
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from actionspace._unicode import text_for_utf8
@@ -319,17 +319,20 @@ def gemini_result(
     whole: bool = False,
     budget: int = RESULT_BUDGET,
     read_artifact: bool = True,
+    own_ids: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """A Gemini ``functionResponse`` part answering the call of ``obs.tool``: ``response`` is
     ``{"error": text}`` on failures, else ``{"output": text}`` (the keys Gemini reads), ``id`` the
-    call's own (``call_id``, default the observation's) unless the runtime minted it for a call
-    that had none. A call of a message that did not run (a ``parse_error`` under the call's own id,
+    call's own (``call_id``, default the observation's) unless the runtime gave it to a call that
+    had none: ``own_ids``, the ids the model's message holds, tell which (a session passes them);
+    without them, an id ending as the runtime's do (``<run>:n<k>``, ``<run>:parse``) is taken for
+    one it gave. A call of a message that did not run (a ``parse_error`` under the call's own id,
     or under the id the run gave a call without one) is answered under the name the model gave it;
     an observation of no tool naming no call (a message in which no call could be read) is a
     ``text`` part holding the same text: a ``functionResponse`` must name a function called."""
     text = _text(obs, whole, budget, read_artifact)
     ident = call_id or obs.call_id
-    own = bool(ident) and not _MINTED.search(ident)
+    own = bool(ident) and (not _MINTED.search(ident) if own_ids is None else ident in own_ids)
     tool = obs.tool or _called(obs, ident, own)
     if tool is None:
         return {"text": text}
@@ -376,8 +379,10 @@ def render_result(
     *,
     budget: int = RESULT_BUDGET,
     read_artifact: bool = True,
+    own_ids: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """An observation as ``provider``'s tool-result message (MCP ignores ``call_id``: JSON-RPC carries it).
+    ``own_ids``: Gemini's, see :func:`gemini_result`.
 
     A grouped observation renders as one result holding its items; :func:`render_results`
     answers each of the model's calls separately instead.
@@ -391,7 +396,7 @@ def render_result(
     if provider == "mcp":
         return mcp_call_result(obs, budget=budget, read_artifact=read_artifact)
     if provider == "gemini":
-        return gemini_result(obs, call_id, budget=budget, read_artifact=read_artifact)
+        return gemini_result(obs, call_id, budget=budget, read_artifact=read_artifact, own_ids=own_ids)
     raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
 
 
@@ -401,6 +406,7 @@ def render_results(
     *,
     budget: int = RESULT_BUDGET,
     read_artifact: bool = True,
+    own_ids: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One result per proposed call, each answering the model's own call id, in the calls' order;
     an id answered already is not answered again (providers refuse two answers to one id: when a
@@ -415,13 +421,16 @@ def render_results(
     call; ``mcp``: a ``CallToolResult`` per call.
     ``budget`` applies to each result. ``read_artifact``: whether that tool is offered to whom
     reads the results (default True); when not, a trimmed result's hint says its rest cannot be
-    read here rather than inviting a call that would be refused. Raises ``ConfigurationError``
-    for an unknown provider.
+    read here rather than inviting a call that would be refused. ``own_ids``: the call ids the
+    model's message holds (Gemini answers only those under their id, the others by order; None:
+    see :func:`gemini_result`). Raises ``ConfigurationError`` for an unknown provider.
     """
     if provider not in PROVIDERS:
         raise ConfigurationError(f"unknown provider {provider!r}; one of {PROVIDERS}")
     calls = _per_call(observations)
-    results = [render_result(o, provider, budget=budget, read_artifact=read_artifact) for o in calls]
+    results = [
+        render_result(o, provider, budget=budget, read_artifact=read_artifact, own_ids=own_ids) for o in calls
+    ]
     key = _ONE_MESSAGE.get(provider)
     if key is None:
         return results

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,7 +19,7 @@ from actionspace.service.api_catalog import METRICS_MAX_RUNS, catalog_router, he
 from actionspace.service.api_ledger import ledger_router
 from actionspace.service.api_runs import runs_router
 from actionspace.service.auth import Auth, BeforeBody, admin_principal, new_token
-from actionspace.service.deps import ids_storable, query_once
+from actionspace.service.deps import route_checks
 from actionspace.service.errors import install_handlers
 from actionspace.service.limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, BodyLimits
 from actionspace.service.metrics_answers import MetricsAnswers
@@ -161,8 +161,9 @@ def create_app(
     app.state.distinct_approver = distinct_approver
     approvals = approvals_router(distinct_approver=distinct_approver)
     catalog = catalog_router(metrics_max_runs=metrics_max_runs)
-    for router in (health_router(), runs_router(), approvals, ledger_router(), catalog):
-        app.include_router(router, dependencies=[Depends(ids_storable), Depends(query_once)])
+    app.include_router(health_router(), dependencies=route_checks(token=False))
+    for router in (runs_router(), approvals, ledger_router(), catalog):
+        app.include_router(router, dependencies=route_checks())
     _include_console(app)
     return app
 

@@ -2,7 +2,9 @@
 
 Each token maps to a :class:`Principal`; a route names the scope it needs and the principal must
 hold it (glob patterns, ``"*"`` allows everything). No token or an unknown token is 401; a known
-token without the scope is 403. Tokens are compared in constant time.
+token without the scope is 403. Tokens are compared in constant time. One function decides who
+the caller is (``_caller``), once per request: :class:`BeforeBody`, :func:`authenticated` (run on
+every route but the health one before its id and query checks) and :func:`require` all ask it.
 
 A request that carries a body (any method but GET, HEAD and OPTIONS) is authenticated before a
 byte of its body is read (:class:`BeforeBody`, run by :class:`~actionspace.service.limits.BodyLimits`
@@ -170,18 +172,13 @@ class BeforeBody:
 
     async def __call__(self, scope: Scope, send: Send) -> bool:
         """True when it answered the request (the body must then not be read)."""
-        request = Request(scope)
-        auth: Auth = self._app.state.auth
-        credentials = await _bearer(request)
         try:
-            _one_authorization(request)
-            principal = auth.authenticate(_token(credentials), auth.client(request))
+            _caller(Request(scope), self._app.state.auth)
         except HTTPException as exc:
             response = error_response(exc)
             response.headers["Connection"] = "close"  # the body stays unread: the connection cannot go on
             await response(scope, _gone, send)
             return True
-        scope.setdefault("state", {})[_AUTHENTICATED] = principal
         return False
 
 
@@ -199,21 +196,29 @@ def _one_authorization(request: Request) -> None:
 
 
 def authenticated(request: Request) -> Principal:
-    """The caller's principal from the request's ``Authorization`` header, or the 400 / 401 / 429
-    :func:`require` answers: for a check that runs before a route's own dependencies."""
-    principal: Principal | None = request.scope.get("state", {}).get(_AUTHENTICATED)
+    """The caller's principal, or the 400 / 401 / 429 :func:`require` answers. Every route but the
+    health one runs it first, ahead of its id and query checks and of its own dependencies
+    (:func:`~actionspace.service.deps.route_checks`)."""
+    return _caller(request, request.app.state.auth)
+
+
+def _caller(request: Request, auth: Auth) -> Principal:
+    """Who sent ``request``: the one place that decides it, for :class:`BeforeBody`,
+    :func:`authenticated` and :func:`require` alike. Found once per request (left in its state),
+    so a later check neither looks the token up nor counts the request again.
+
+    Raises HTTPException 400 for several ``Authorization`` headers, 401 for no bearer token or an
+    unknown one, 429 for a client network out of guesses or a principal out of requests.
+    """
+    state = request.scope.setdefault("state", {})
+    principal: Principal | None = state.get(_AUTHENTICATED)
     if principal is None:
         _one_authorization(request)
         scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
-        auth: Auth = request.app.state.auth
-        principal = auth.authenticate(
-            token if scheme.lower() == "bearer" and token else None, auth.client(request)
-        )
+        given = token if scheme.lower() == "bearer" and token else None  # as HTTPBearer reads it
+        principal = auth.authenticate(given, auth.client(request))
+        state[_AUTHENTICATED] = principal
     return principal
-
-
-def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
-    return None if credentials is None else credentials.credentials
 
 
 def _unauthorized(message: str) -> HTTPException:
@@ -231,13 +236,11 @@ def require(scope: str) -> Callable[..., Principal]:
 
     def check(
         request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
-        principal: Principal | None = request.scope.get("state", {}).get(_AUTHENTICATED)
-        if principal is None:  # no body, so not authenticated yet
-            _one_authorization(request)
-            auth: Auth = request.app.state.auth
-            principal = auth.authenticate(_token(credentials), auth.client(request))
+        # ``_credentials``: what names the bearer scheme in the OpenAPI document; the token is read
+        # by authenticated, as for every check of the request
+        principal = authenticated(request)
         if not principal.allows(scope):
             raise HTTPException(status_code=403, detail=f"principal {principal.id!r} lacks scope {scope!r}")
         return principal

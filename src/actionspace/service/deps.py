@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from actionspace.errors import ApiError
 from actionspace.runtime import Runtime
@@ -12,7 +13,15 @@ from actionspace.service.auth import authenticated
 from actionspace.service.quotas import HeldBytes, LiveRuns
 from actionspace.service.runner import BackgroundRuns
 
-__all__ = ["held_bytes_of", "ids_storable", "live_runs_of", "query_once", "runner_of", "runtime_of"]
+__all__ = [
+    "held_bytes_of",
+    "ids_storable",
+    "live_runs_of",
+    "query_once",
+    "route_checks",
+    "runner_of",
+    "runtime_of",
+]
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -35,12 +44,21 @@ def held_bytes_of(request: Request) -> HeldBytes:
     return held
 
 
+def route_checks(*, token: bool = True) -> list[Any]:
+    """The checks an API route runs ahead of its own dependencies, in this order: who the caller
+    is (:func:`~actionspace.service.auth.authenticated`; ``token=False``: a route that needs no
+    token), then its path ids (:func:`ids_storable`) and its query (:func:`query_once`). So a
+    caller without a good token is answered 401 (or 429) before anything of the request is
+    judged; a request with a body was authenticated before it was read, and is not counted again."""
+    checks = [Depends(ids_storable), Depends(query_once)]
+    return [Depends(authenticated), *checks] if token else checks
+
+
 def ids_storable(request: Request) -> None:
     """Answers 404 for a path id holding a NUL: no run, request, entry or tool has one, and
     PostgreSQL's text cannot hold one (asked for it, the store fails instead of finding nothing)."""
     for name, value in request.path_params.items():
         if isinstance(value, str) and "\x00" in value:
-            authenticated(request)  # a caller without a good token is refused first, as on every route
             raise ApiError(404, f"no such {name.removesuffix('_id')}: no id holds a NUL character")
 
 
