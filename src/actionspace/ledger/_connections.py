@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, Final, NoReturn, cast
 
 from actionspace.errors import ConfigurationError, StoreClosedError
 
@@ -71,9 +71,12 @@ class Reader(sqlite3.Connection):
             if self.shut:
                 self.owner.release(self)
         # A write (rowcount counted): its finished cursor, rowcount and lastrowid kept; else the
-        # rows, read as the cursor would give them. Never a reading cursor: asked for its rows
-        # after a close that came once this returned, it would raise sqlite3's own error.
-        return cursor if not rows and cursor.rowcount >= 0 else cast(sqlite3.Cursor, Rows(rows))
+        # rows, read as the cursor would give them (no row: the one shared empty answer, nothing
+        # made). Never a reading cursor: asked for its rows after a close that came once this
+        # returned, it would raise sqlite3's own error.
+        if rows:
+            return cast(sqlite3.Cursor, Rows(rows))
+        return cursor if cursor.rowcount >= 0 else _NO_ROWS
 
 
 class Rows(list[Any]):
@@ -98,6 +101,21 @@ class Rows(list[Any]):
 
     def close(self) -> None:
         self.clear()
+
+
+class _NoRows(Rows):
+    """The answer of a statement that read no row, one object shared by every such answer: read
+    as an empty cursor, never holding a row (what would add one refuses)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any) -> Any:
+        raise TypeError("the shared answer of no row holds no row")
+
+    append = extend = insert = __setitem__ = __iadd__ = __imul__ = _refuse
+
+
+_NO_ROWS: Final = cast(sqlite3.Cursor, _NoRows())
 
 
 def _closed(path: Path) -> StoreClosedError:

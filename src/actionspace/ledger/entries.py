@@ -35,6 +35,7 @@ __all__ = [
     "LedgerState",
     "LedgerStore",
     "ListsTenantEntries",
+    "begun_new",
     "resendable",
     "with_identity",
 ]
@@ -191,6 +192,23 @@ class Begun:
     pending: LedgerEntry | None = None
     """From :meth:`BeginsUnlessPending.begin_unless_pending`: the unsettled identical action of
     the run under another key that stopped the insert (then ``entry`` is it, ``created`` False)."""
+
+
+_BEGUN_FIELDS = ("entry", "created", "pending")
+if tuple(f.name for f in fields(Begun)) != _BEGUN_FIELDS:
+    raise AssertionError(f"Begun's fields are not those begun_new sets: {[f.name for f in fields(Begun)]}")
+_set_begun_entry, _set_created, _set_pending = (Begun.__dict__[name].__set__ for name in _BEGUN_FIELDS)
+
+
+def begun_new(entry: LedgerEntry) -> Begun:
+    """``Begun(entry, True, None)`` (a store's answer for the entry it just inserted), its slots
+    set by their own setters: the frozen class's ``__init__`` sets each through
+    ``object.__setattr__``, three lookups and calls more on every durable call."""
+    begun: Begun = _new_entry(Begun)
+    _set_begun_entry(begun, entry)
+    _set_created(begun, True)
+    _set_pending(begun, None)
+    return begun
 
 
 @runtime_checkable

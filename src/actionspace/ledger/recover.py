@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,7 +62,10 @@ __all__ = [
 
 Record = Callable[[str, str, Mapping[str, Any]], None]
 
-_HERE: Counter[str] = Counter()
+_HERE: dict[str, int] = {}
+"""How many drivers of this process hold each key (:func:`running_here`); a key held by none is
+not in it. A plain ``dict`` read with ``get``: a ``Counter``'s missing key runs its ``__missing__``,
+a Python frame, on every durable call."""
 _HERE_LOCK = threading.Lock()
 
 
@@ -72,16 +74,19 @@ def running_here(key: str) -> Callable[[], None]:
     atomic group's member still runs on its worker thread, the group's rollback not yet run):
     recovery here leaves it alone until the returned function is called (once)."""
     with _HERE_LOCK:
-        _HERE[key] += 1
-    released: list[bool] = []
+        _HERE[key] = _HERE.get(key, 0) + 1
+    released = False
 
     def release() -> None:
+        nonlocal released
         with _HERE_LOCK:
             if released:
                 return
-            released.append(True)
-            _HERE[key] -= 1
-            if _HERE[key] <= 0:
+            released = True
+            held = _HERE[key] - 1
+            if held > 0:
+                _HERE[key] = held
+            else:
                 del _HERE[key]
 
     return release

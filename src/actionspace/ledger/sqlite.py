@@ -35,7 +35,16 @@ from actionspace._canonical import strict_dumps
 from actionspace._unicode import json_for_utf8, text_for_utf8
 from actionspace.ledger._sqlite_layout import INDEX, PENDING_WHERE, PURGED_WHERE, adopt, listed_where
 from actionspace.ledger._sqlite_tenants import LEDGER_TENANT, add_listing_tenants
-from actionspace.ledger.entries import STATES, TERMINAL, Begun, Encoded, Identity, LedgerEntry, with_identity
+from actionspace.ledger.entries import (
+    STATES,
+    TERMINAL,
+    Begun,
+    Encoded,
+    Identity,
+    LedgerEntry,
+    begun_new,
+    with_identity,
+)
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
 
 __all__ = ["SCHEMA_VERSION", "GroupCommit", "SqliteConnections", "SqliteLedgerStore", "from_json", "to_json"]
@@ -71,21 +80,9 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
 with the earlier two)."""
 
 _COLUMNS: Final = (
-    "key",
-    "run_id",
-    "node_id",
-    "tool",
-    "args_digest",
-    "arguments",
-    "state",
-    "attempts",
-    "created_at",
-    "updated_at",
-    "remote_id",
-    "observation",
-    "error",
-    "resolution",
-)
+    "key", "run_id", "node_id", "tool", "args_digest", "arguments", "state", "attempts", "created_at",
+    "updated_at", "remote_id", "observation", "error", "resolution",
+)  # fmt: skip
 _JSON_COLUMNS: Final = frozenset({"arguments", "observation", "error", "resolution"})
 _SELECT: Final = f"SELECT {', '.join(_COLUMNS)} FROM ledger_entries"
 _INSERT: Final = (
@@ -261,7 +258,7 @@ class SqliteLedgerStore:
         if len(begun) >= _KEPT_BEGUN:
             begun.clear()
         begun[entry.key] = (rowid, entry.arguments, entry.created_at, written[_ARGUMENTS])
-        return Begun(entry, True, None)
+        return begun_new(entry)  # Begun(entry, True, None)
 
     def _insert_or_find(
         self, entry: LedgerEntry, written: tuple[Any, ...], unless_pending: bool
@@ -330,14 +327,14 @@ class SqliteLedgerStore:
         key = entry.key
         identity_of_entry: Identity = (entry.run_id, entry.node_id, entry.tool, entry.args_digest)
         begun = self._begun.get(key)
-        observation, error, resolution = entry.observation, entry.error, entry.resolution
+        obs, error, resolution = entry.observation, entry.error, entry.resolution
         changed = (
             entry.state,
             entry.attempts,
             entry.updated_at,
             entry.remote_id,
-            # mostly None (an outcome has one of them): no call for SQL NULL
-            None if observation is None else to_json(observation),
+            # mostly None (an outcome has one of them): no call for SQL NULL, none for an Encoded text
+            None if obs is None else obs.text if type(obs) is Encoded else to_json(obs),
             None if error is None else to_json(error),
             None if resolution is None else to_json(resolution),
         )
@@ -366,8 +363,8 @@ class SqliteLedgerStore:
         identity: Identity | None = self._group.run(update, durable=durable, rerunnable=True, autocommit=True)
         if identity is not None and entry.state in TERMINAL:
             self._begun.pop(key, None)  # settled: nearly never moved again
-        # every other column was set from ``entry``: only the identity is read back
-        return None if identity is None else with_identity(entry, identity)
+        # every other column was set from ``entry``: only the identity is read back (the usual case: its own)
+        return entry if identity is identity_of_entry else identity and with_identity(entry, identity)
 
     def get(self, key: str) -> LedgerEntry | None:
         return self._select(self._db.conn(), "WHERE key = ?", (key,))
