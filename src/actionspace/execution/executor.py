@@ -21,6 +21,7 @@ from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
 from actionspace.errors import ActionError, said_safely
+from actionspace.execution._interrupted import interrupted
 from actionspace.execution._portal import Portal
 from actionspace.execution._sends import SENDING, WITHDRAWN, gated
 from actionspace.execution.deadlines import outlived, resume_within, resumed, with_timeout
@@ -43,8 +44,8 @@ calls, one of them the ABC's ``__instancecheck__``) for them."""
 
 
 def running_attempt(cut: BaseException) -> Future[Outcome] | None:
-    """The Outcome an attempt ends with, when ``cut`` cancelled its caller while it ran on its
-    worker thread (which goes on: Python cannot stop it), or while an async tool that caught its
+    """The Outcome an attempt ends with, when ``cut`` cancelled (or interrupted) its caller while it ran
+    on its worker thread (which goes on: Python cannot stop it), or while an async tool that caught its
     timeout's cancel held its caller (it goes on on its own task); None for any other exception."""
     found = getattr(cut, _RUNNING_ATTEMPT, None)
     return found if isinstance(found, Future) else None
@@ -397,7 +398,12 @@ class Executor:
             if is_async:
                 value = self._run_coroutine(fn(**kwargs), spec.timeout_s)
             elif spec.blocking:
-                fut = self._submit(spec, kwargs)
+                try:  # a signal handler's exception may land once the attempt is handed over
+                    fut = self._submit(spec, kwargs)
+                except BaseException as cut:
+                    if interrupted(cut):  # its send withdrawn before a worker began it: noted unsent
+                        self._cut(spec, Future(), cut)
+                    raise
                 if isinstance(fut, Failed):
                     return fut
                 try:
@@ -408,6 +414,10 @@ class Executor:
                     if not fut.cancelled():  # the tool raised it: its own failure
                         raise
                     return _withdrawn()  # withdrawn from the queue by close(): the tool never ran
+                except BaseException as cut:  # noted as a task's cancel is (execution/_interrupted.py)
+                    if interrupted(cut, fut):
+                        self._cut(spec, fut, cut)
+                    raise
                 if value is WITHDRAWN:
                     return _withdrawn()
             else:

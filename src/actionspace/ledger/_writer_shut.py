@@ -1,4 +1,5 @@
-"""How :class:`~actionspace.ledger.sqlite_writer.GroupCommit` closes the writing connection.
+"""How :class:`~actionspace.ledger.sqlite_writer.GroupCommit` closes the writing connection, and
+how a caller interrupted while it waits for the writer leaves its queue.
 
 A caller holding the writer (``_busy``: a group's leader, a lone ``run``, a ``read_kept``) runs
 statements on it without any other lock. Closing the connection under such a statement frees what
@@ -24,6 +25,8 @@ class ShutWhenIdle:
     _lock: threading.Lock
     _busy: bool
     _db: Any
+    _queue: list[Any]
+    _waiting: int
     _shut = False
     """The connections are to be closed by whoever holds the writer, as it lets go."""
 
@@ -32,6 +35,27 @@ class ShutWhenIdle:
 
     def _let_go(self) -> None:
         raise NotImplementedError
+
+    def _hand_on(self, group: tuple[()]) -> None:
+        raise NotImplementedError
+
+    def _leave(self, slot: Any) -> None:
+        """``slot``'s caller (None: one that made no slot yet) was interrupted (a signal handler's
+        exception) as it queued, while it waited for its group or as it was about to lead it. Not
+        taken into a group yet, its operation leaves the queue (it never runs), and a lead handed to
+        it goes on to the next caller waiting, or the writer is idle again: else every later caller
+        would queue behind a leader that never comes. One taken into a group already is committed
+        with it, as if its caller still waited."""
+        if slot is None:
+            return
+        with self._lock:
+            queued = any([waiting is slot for waiting in self._queue])
+            if queued:
+                self._queue = [waiting for waiting in self._queue if waiting is not slot]
+                self._waiting -= 1
+            lead, slot.lead = slot.lead, False
+        if queued and lead:
+            self._hand_on(())
 
     def _shut_when_idle(self) -> None:
         """Close the writer's connections now if nobody holds it, else have its holder do it."""

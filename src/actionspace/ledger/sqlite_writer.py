@@ -1,12 +1,12 @@
 """The one writer of a SQLite file in a process, and its connections.
 
-:class:`SqliteConnections` (defined in :mod:`actionspace.ledger._connections`) keeps one reading
-connection per thread to a file, and one writing connection (reopened in a forked child), with
-the stores' settings (WAL, ``synchronous=FULL``, a busy timeout; the writer lowers its own
-connection to NORMAL and syncs the WAL itself after a durable commit). :class:`GroupCommit` is the
-file's writer: concurrent writers of one process share a transaction and its fsync (group commit)
-on that one connection, and every store on the file (ledger, trace, run state, budgets) writes
-through it. The ledger's durability statement is in :mod:`actionspace.ledger.sqlite`.
+:class:`SqliteConnections` (defined in :mod:`actionspace.ledger._connections`) keeps one reading connection
+per thread to a file, and one writing connection (reopened in a forked child), with the stores' settings (WAL,
+``synchronous=FULL``, a busy timeout; the writer lowers its own connection to NORMAL and syncs the WAL itself
+after a durable commit). :class:`GroupCommit` is the file's writer: concurrent writers of one process share a
+transaction and its fsync (group commit) on that one connection, and every store on the file (ledger, trace,
+run state, budgets) writes through it. The ledger's durability statement is in
+:mod:`actionspace.ledger.sqlite`.
 """
 
 from __future__ import annotations
@@ -58,33 +58,30 @@ _log = logging.getLogger(__name__)
 class GroupCommit(ShutWhenIdle):
     """Concurrent writers of one process share a transaction, and so its fsync.
 
-    Each caller hands in its operation and returns only after the transaction holding it
-    committed: nothing is acknowledged before it is written. The first caller to arrive leads: it
-    runs every queued operation, each inside its own savepoint (one that raises is rolled back
-    alone and its caller gets the exception; operations handed in as ``rerunnable`` run with none,
-    and again in savepoints only if one raised), then commits once. Callers arriving meanwhile queue
-    up; when the leader is done the first of them that waits leads the next group (a settle among
-    them takes the deferred operations into it). A lone caller runs its operation at once, as a
-    plain transaction would.
+    Each caller hands in its operation and returns only after the transaction holding it committed: nothing is
+    acknowledged before it is written. The first caller to arrive leads: it runs every queued operation, each
+    inside its own savepoint (one that raises is rolled back alone and its caller gets the exception;
+    operations handed in as ``rerunnable`` run with none, and again in savepoints only if one raised), then
+    commits once. Callers arriving meanwhile queue up; when the leader is done the first of them that waits
+    leads the next group (a settle among them takes the deferred operations into it). A lone caller runs its
+    operation at once, as a plain transaction would.
 
-    A ``durable`` operation returns once its transaction is on disk (when the connections' own
-    ``synchronous`` level is FULL, as for the stores); the others once it is in the WAL file (it
-    survives the process, not a power loss before the next fsync). A group holding any durable
-    operation commits durably, the others' writes with it. The writing connection stays at
-    ``synchronous=NORMAL`` and a durable commit is followed by an ``fdatasync`` of the WAL file
-    before anyone is answered: the system call SQLite makes at FULL, on the same file, after the
-    same frames (see :meth:`_use`), without switching the level twice a call.
+    A ``durable`` operation returns once its transaction is on disk (when the connections' own ``synchronous``
+    level is FULL, as for the stores); the others once it is in the WAL file (it survives the process, not a
+    power loss before the next fsync). A group holding any durable operation commits durably, the others'
+    writes with it. The writing connection stays at ``synchronous=NORMAL`` and a durable commit is followed by
+    an ``fdatasync`` of the WAL file before anyone is answered: the system call SQLite makes at FULL, on the
+    same file, after the same frames (see :meth:`_use`), without switching the level twice a call.
 
-    An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits
-    everything deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the
-    operations of many calls at once), while the next durable commit's leader syncs the WAL (that
-    leader lends it the writer: ``_flusher.Lend.sync``), or, when none comes within another
-    :data:`LINGER_S`, queued behind whoever holds the writer. A waiting caller's group does not
-    carry deferred operations, so an intent's fsync'd transaction stays as small as the intent. A
-    caller that writes after every call (the trace of a call, written after its outcome) so pays
-    no transaction of its own. :meth:`settle` commits what is deferred (the trace store's reads do
-    so first), and so do :meth:`close` and the interpreter's exit; a process killed within that
-    moment loses its deferred operations.
+    An operation handed to :meth:`defer` is not waited for: the writer's flusher thread commits everything
+    deferred :data:`LINGER_S` after the first of it arrived, in one transaction (the operations of many calls
+    at once), while the next durable commit's leader syncs the WAL (that leader lends it the writer:
+    ``_flusher.Lend.sync``), or, when none comes within another :data:`LINGER_S`, queued behind whoever holds
+    the writer. A waiting caller's group does not carry deferred operations, so an intent's fsync'd
+    transaction stays as small as the intent. A caller that writes after every call (the trace of a call,
+    written after its outcome) so pays no transaction of its own. :meth:`settle` commits what is deferred (the
+    trace store's reads do so first), and so do :meth:`close` and the interpreter's exit; a process killed
+    within that moment loses its deferred operations.
     :meth:`open` gives the one writer of a file in this process, shared by every store on it.
     """
 
@@ -146,40 +143,45 @@ class GroupCommit(ShutWhenIdle):
     ) -> Any:
         """``op(conn)`` inside a committed transaction; its result, or its exception raised here.
 
-        ``rerunnable``: ``op`` may be run again after a rollback of what it wrote (it has no effect
-        outside the connection, or none that running it twice changes), so a group of such
-        operations runs without a savepoint each (``_group_ops``). ``autocommit``: at most the last
-        statement ``op`` runs writes (each one before it changes nothing, or only reads), and
-        each of them is whole on its own, so a lone ``op`` runs with no ``BEGIN`` and ``COMMIT``
-        around it: every statement is its own transaction (a write statement takes the file's
-        write lock when it starts, waiting for it as ``BEGIN IMMEDIATE`` does), the one that
-        writes is committed when it ends, and one that raises wrote nothing. In a group it
-        shares the group's transaction as any operation does."""
-        with self._lock:
-            if self._pid != _connections.PID:  # a forked child: the parent's queue is not ours
-                self._forked()
-            # Nothing leads and only deferred operations queue (the flusher's to commit; a settle
-            # takes them): this caller's group is itself, led at once, never put in the queue.
-            alone = not self._busy and len(self._queue) == self._detached and op is not _nothing
-            if not alone:
-                slot = _Slot(op, durable, rerunnable)
-                self._queue.append(slot)
-                self._waiting += 1
-                slot.lead = not self._busy
-                if not slot.lead:
-                    slot.done = done = _thread.allocate_lock()
-                    done.acquire()  # taken now: the acquire below returns once the leader releases it
-            self._busy = True
-        if alone:  # the writer idle and nothing queued: a group of this one, led at once
-            try:
+        ``rerunnable``: ``op`` may be run again after a rollback of what it wrote (it has no effect outside
+        the connection, or none that running it twice changes), so a group of such operations runs without a
+        savepoint each (``_group_ops``). ``autocommit``: at most the last statement ``op`` runs writes (each
+        one before it changes nothing, or only reads), and each of them is whole on its own, so a lone ``op``
+        runs with no ``BEGIN`` and ``COMMIT`` around it: every statement is its own transaction (a write
+        statement takes the file's write lock when it starts, waiting for it as ``BEGIN IMMEDIATE`` does), the
+        one that writes is committed when it ends, and one that raises wrote nothing. In a group it shares the
+        group's transaction as any operation does."""
+        slot: _Slot | None = None
+        alone = False
+        try:  # a signal handler's exception may land between any two calls: never left held or queued
+            with self._lock:
+                if self._pid != _connections.PID:  # a forked child: the parent's queue is not ours
+                    self._forked()
+                # Nothing leads and only deferred operations queue (the flusher's to commit; a settle
+                # takes them): this caller's group is itself, led at once, never put in the queue.
+                alone = not self._busy and len(self._queue) == self._detached and op is not _nothing
+                if not alone:
+                    slot = _Slot(op, durable, rerunnable)
+                    slot.lead = not self._busy
+                    if not slot.lead:
+                        slot.done = done = _thread.allocate_lock()
+                        done.acquire()  # taken now: the acquire below returns once the leader releases it
+                    self._waiting += 1
+                    self._queue.append(slot)
+                self._busy = True
+            if slot is None:  # the writer idle and nothing queued: a group of this one, led at once
                 return self._commit_alone(op, durable, autocommit)
-            finally:
+            if not slot.lead:
+                done.acquire()
+            if slot.lead:  # arrived first, or handed the lead when the group before it committed
+                slot.done = None  # released already: its own group's end must not release it again
+                self._lead(flush=op is _nothing)
+        except BaseException:
+            self._leave(slot)
+            raise
+        finally:
+            if alone:
                 self._let_go()
-        if not slot.lead:
-            done.acquire()
-        if slot.lead:  # arrived first, or handed the lead when the group before it committed
-            slot.done = None  # released already: its own group's end must not release it again
-            self._lead(flush=op is _nothing)
         if slot.error is not None:
             raise slot.error
         return slot.result
@@ -245,21 +247,21 @@ class GroupCommit(ShutWhenIdle):
         while no group holds it, else on this thread's connection of ``readers`` (the caller's
         store's, which raise ``ValueError`` once it is closed): this never waits for a commit.
 
-        The rows read on the writer are kept, and answered from memory while its ``PRAGMA
-        data_version`` is the one read before them — no other connection, of this process or
-        another, committed to the file since — and no write of this process changed them (its
-        operation calls :meth:`forget`). The check is on the writer because its own commits do
-        not move its ``data_version``: on a reading connection each of them would count as
-        another's, and a durable call commits twice. One statement on the writer, whose cache is
-        warm, against a read on a connection whose cache the writer's last commit dropped.
+        The rows read on the writer are kept, and answered from memory while its ``PRAGMA data_version`` is
+        the one read before them — no other connection, of this process or another, committed to the file
+        since — and no write of this process changed them (its operation calls :meth:`forget`). The check is
+        on the writer because its own commits do not move its ``data_version``: on a reading connection each
+        of them would count as another's, and a durable call commits twice. One statement on the writer, whose
+        cache is warm, against a read on a connection whose cache the writer's last commit dropped.
         """
         readers.check_open()
-        with self._lock:
-            lead = not self._busy and self._pid == _connections.PID
-            self._busy = True if lead else self._busy  # held as a group's leader holds it
-        if not lead:
-            return readers.conn().execute(sql, (key,)).fetchone()
-        try:
+        lead = False
+        try:  # a signal handler's exception may land once the lock is let go: the writer is let go too
+            with self._lock:
+                lead = not self._busy and self._pid == _connections.PID
+                self._busy = True if lead else self._busy  # held as a group's leader holds it
+            if not lead:
+                return readers.conn().execute(sql, (key,)).fetchone()
             conn = self._db.writer()
             if conn.in_transaction:  # a failed commit left it open: not a view to answer from
                 return readers.conn().execute(sql, (key,)).fetchone()
@@ -277,7 +279,8 @@ class GroupCommit(ShutWhenIdle):
             self._kept[key] = (conn, version, sql, rows[0] if rows else None)
             return rows[0] if rows else None
         finally:
-            self._let_go()
+            if lead:
+                self._let_go()
 
     def forget(self, key: str) -> None:
         """Drop what :meth:`read_kept` keeps of ``key``: called by an operation that changes it,
@@ -385,18 +388,16 @@ class GroupCommit(ShutWhenIdle):
         """Make a new writing connection ready: at ``synchronous=NORMAL``, with a descriptor of its
         WAL file for the durable commits to sync.
 
-        Why that is what FULL does: in WAL mode SQLite's FULL differs from NORMAL only in an
-        ``fdatasync`` of the WAL file once a commit's frames are written (the WAL's header is synced
-        at either level when the WAL restarts; checkpoints sync alike). Syncing the file after the
-        commit returns flushes the same frames, by the same system call, before the caller is
-        answered; the WAL is one sequence, so every earlier frame with them. The file stays the
-        same while this connection is open: SQLite deletes or replaces a WAL only under an
-        exclusive lock of the database, which the shared lock an open WAL-mode connection holds
-        forbids. One thing differs: another connection may read the transaction between its commit
-        and the sync, as it reads an outcome that is not synced; a power loss in that moment loses
-        it as it loses such an outcome, and nothing was answered or sent on it yet. When the WAL
-        cannot be opened (not in WAL mode), the connection keeps its own level: every commit then
-        syncs as SQLite does.
+        Why that is what FULL does: in WAL mode SQLite's FULL differs from NORMAL only in an ``fdatasync`` of
+        the WAL file once a commit's frames are written (the WAL's header is synced at either level when the
+        WAL restarts; checkpoints sync alike). Syncing the file after the commit returns flushes the same
+        frames, by the same system call, before the caller is answered; the WAL is one sequence, so every
+        earlier frame with them. The file stays the same while this connection is open: SQLite deletes or
+        replaces a WAL only under an exclusive lock of the database, which the shared lock an open WAL-mode
+        connection holds forbids. One thing differs: another connection may read the transaction between its
+        commit and the sync, as it reads an outcome that is not synced; a power loss in that moment loses it
+        as it loses such an outcome, and nothing was answered or sent on it yet. When the WAL cannot be opened
+        (not in WAL mode), the connection keeps its own level: every commit then syncs as SQLite does.
         """
         fd: int | None = None
         if self._sync:
