@@ -173,6 +173,12 @@ class Heartbeat:
         self._conn = self._session()
         self._pool.open()
 
+    @property
+    def pool(self) -> ConnectionPool[psycopg.Connection[tuple[Any, ...]]]:
+        """Connections to the store's database, each statement its own transaction (whose commit
+        does not wait for its fsync): for short statements of this process's workflows."""
+        return self._pool
+
     def start(self) -> None:
         """Open (if not yet) and start beating and watching the other executors."""
         self.open()

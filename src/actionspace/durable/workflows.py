@@ -17,7 +17,9 @@ status query first (:func:`actionspace.durable.nodes.begin_attempts`).
 A node that has to wait — for a person's approval, or for a cluster-wide slot of a limited tool —
 gets a child workflow (:func:`actionspace.durable.nodes.node_workflow`) that sends its final
 observation back as a message; the plan reads those with ``DBOS.recv`` (checkpointed as well)
-before every wave and when nothing else can run.
+before every wave and when nothing else can run. Before a wave it first asks, without a checkpoint,
+whether a message is there at all (:mod:`actionspace.durable.inbox`): a plan nobody writes to
+records one checkpoint per wave and nothing else.
 
 Cancelling (:meth:`actionspace.durable.PlanClient.cancel`, or a ``CancelScope`` given to
 ``run_plan``: what it asked before the plan began comes in the plan's input and applies before the
@@ -43,6 +45,7 @@ from dbos import DBOS, SetWorkflowID
 
 from actionspace.discovery.runs import RunState
 from actionspace.durable.engine import bound, node_workflow_id
+from actionspace.durable.inbox import Inbox, next_operation
 from actionspace.durable.nodes import (
     APPROVAL_TOPIC,
     NODE_TOPIC,
@@ -185,6 +188,8 @@ class _Waves:
         """True when the last wave's step recorded ``plan_finished`` with its own trace."""
         self.cancels: list[str] = []
         """Nodes cancelled before dispatch since the last step: the next step records them."""
+        engine = bound()
+        self.inbox = Inbox(engine.heartbeat.pool, engine.config.system_schema, self.parent, NODE_TOPIC)
 
     def opening(self) -> dict[str, Any]:
         """The data of the plan's ``plan_started`` trace event."""
@@ -276,8 +281,9 @@ class _Waves:
         """
         got = False
         while True:
-            wait_s = 0.0 if got else timeout_s
-            message = await DBOS.recv_async(NODE_TOPIC, timeout_seconds=wait_s)
+            if (got or timeout_s == 0.0) and not self.children and not await self._waiting():
+                break
+            message = await DBOS.recv_async(NODE_TOPIC, timeout_seconds=0.0 if got else timeout_s)
             if message is None:
                 break
             got = True
@@ -294,6 +300,14 @@ class _Waves:
             why = f"the workflow of node {k} ended {status} without a result"
             error = ActionError.of("internal", why)
             self._settle(k, Observation.failure(error, call_id=self.children.pop(k), tool=""))
+
+    async def _waiting(self) -> bool:
+        """Whether a look that does not wait reads a message (:mod:`~actionspace.durable.inbox`).
+
+        Asked only while no child runs: a look that reads nothing is then followed by a wave, a
+        child's start or the plan's end, never by a read, so its replay can tell the reads apart.
+        """
+        return await asyncio.to_thread(self.inbox.waiting, next_operation())
 
     async def _cancel(self, nodes: list[str] | None, reason: str) -> None:
         """Cancel ``nodes`` (None: all) that have not settled, as the in-process scheduler does
