@@ -86,23 +86,32 @@ class Lend:
         The flusher's commit writes its frames after the leader's, which the sync makes durable
         whether or not it takes the later ones too; the leader's callers are answered after the
         sync, as ever.
+
+        An interruption (a signal handler's exception) landing anywhere in here still leaves the
+        lend whole: the flusher is released in the same step that claims the lend (else it would
+        wait for ever for a release that never comes), and a flusher that began is waited for before
+        the exception goes on (else the leader's caller would let the writer go while the flusher's
+        transaction is open on its connection).
         """
-        with self.lock:
-            flusher = self.flusher
-            lend = self.due and flusher is not None
-            self.due = False
-            self.stage = _OFFERED if lend else _NONE
-        if not lend or flusher is None:
-            os.fdatasync(fd)
-            return
-        flusher.lend()
+        lend = False
         try:
+            with self.lock:
+                flusher = self.flusher
+                lend = self.due and flusher is not None
+                self.due = False
+                self.stage = _OFFERED if lend else _NONE
+                if lend and flusher is not None:
+                    flusher.lent.release()  # lent as the lend is claimed: no call between the two
             os.fdatasync(fd)
         finally:
-            with self.lock:
-                begun, self.stage = self.stage == _BEGUN, _NONE
-            if begun:
-                self.ended.acquire()  # the flusher's transaction ended: the writer is the leader's again
+            if lend:  # taken back, inline: no call an interruption could land in before the wait
+                begun = False
+                try:
+                    with self.lock:
+                        begun, self.stage = self.stage == _BEGUN, _NONE
+                finally:
+                    if begun:
+                        self.ended.acquire()  # the flusher's transaction ended: the writer is the leader's
 
     def begin(self, take: Callable[[], list[Queued]]) -> list[Queued] | None:
         """The flusher's transaction begun on the lent writer: what ``take`` takes (under the lock);
@@ -166,7 +175,7 @@ class Flusher:
     def __init__(self, writer: Lender, lend: Lend, path: Path) -> None:
         self._poked = threading.Event()
         self._stopped = False
-        self._lent = held_lock()
+        self.lent = held_lock()
         """Released by a leader lending the writer (:meth:`Lend.sync`)."""
         ref = weakref.ref(writer)
         self._thread = threading.Thread(
@@ -176,9 +185,6 @@ class Flusher:
 
     def poke(self) -> None:
         self._poked.set()
-
-    def lend(self) -> None:
-        self._lent.release()
 
     def stop(self) -> None:
         self._stopped = True
@@ -199,7 +205,7 @@ class Flusher:
             if writer is None or self._stopped:
                 return
             try:
-                _flush(writer, lend, self._lent, path, sqlite_writer.LINGER_S)
+                _flush(writer, lend, self.lent, path, sqlite_writer.LINGER_S)
             except Exception:  # a closed store, a full disk: reported, the thread stays
                 _log.exception("committing deferred writes to %s failed", path)
             del writer

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import threading
 from typing import Any
 
@@ -27,6 +28,7 @@ class ShutWhenIdle:
     _db: Any
     _queue: list[Any]
     _waiting: int
+    _wal: tuple[sqlite3.Connection, int | None, sqlite3.Cursor] | None
     _shut = False
     """The connections are to be closed by whoever holds the writer, as it lets go."""
 
@@ -39,14 +41,22 @@ class ShutWhenIdle:
     def _hand_on(self, group: tuple[()]) -> None:
         raise NotImplementedError
 
-    def _leave(self, slot: Any) -> None:
+    def _leave(self, slot: Any, held: bool = False) -> None:
         """``slot``'s caller (None: one that made no slot yet) was interrupted (a signal handler's
         exception) as it queued, while it waited for its group or as it was about to lead it. Not
         taken into a group yet, its operation leaves the queue (it never runs), and a lead handed to
         it goes on to the next caller waiting, or the writer is idle again: else every later caller
         would queue behind a leader that never comes. One taken into a group already is committed
-        with it, as if its caller still waited."""
+        with it, as if its caller still waited.
+
+        ``held``: a lone caller holding the writer raised (an interruption just after its ``BEGIN``,
+        a ``COMMIT`` that failed): a transaction it left open is rolled back, so nothing of its
+        operation is written and the next ``BEGIN`` on the connection does not fail."""
         if slot is None:
+            wal = self._wal if held else None
+            if wal is not None and wal[0].in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    wal[0].rollback()
             return
         with self._lock:
             queued = any([waiting is slot for waiting in self._queue])

@@ -27,7 +27,9 @@ from actionspace.ledger._connections import SqliteConnections
 from actionspace.ledger._flusher import Flusher, Lend
 from actionspace.ledger._group_ops import Queued as _Slot
 from actionspace.ledger._group_ops import alone_beside_settles, run_group
-from actionspace.ledger._writer_shut import ShutWhenIdle, close_fd
+from actionspace.ledger._group_queue import GroupQueue
+from actionspace.ledger._group_queue import nothing as _nothing
+from actionspace.ledger._writer_shut import close_fd
 
 __all__ = ["BEGIN", "COMMIT", "DATA_VERSION", "GroupCommit", "Operation", "SqliteConnections"]
 
@@ -55,7 +57,7 @@ _WRITERS_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
 
 
-class GroupCommit(ShutWhenIdle):
+class GroupCommit(GroupQueue):
     """Concurrent writers of one process share a transaction, and so its fsync.
 
     Each caller hands in its operation and returns only after the transaction holding it committed: nothing is
@@ -177,7 +179,7 @@ class GroupCommit(ShutWhenIdle):
                 slot.done = None  # released already: its own group's end must not release it again
                 self._lead(flush=op is _nothing)
         except BaseException:
-            self._leave(slot)
+            self._leave(slot, alone)
             raise
         finally:
             if alone:
@@ -301,59 +303,6 @@ class GroupCommit(ShutWhenIdle):
         elif self._shut:
             self._shut_when_idle()
 
-    def _lead(self, flush: bool = False) -> None:
-        with self._lock:
-            group = self._take(flush)
-        try:
-            self._commit(group)
-        except BaseException as exc:  # the commit failed: nothing of the group is written
-            for slot in group:
-                slot.error = exc
-        self._hand_on(group)
-
-    def _take(self, flush: bool) -> list[_Slot]:
-        """The next group, out of the queue (the writer's lock held): every waiting caller's
-        operation, and the deferred ones too when ``flush`` or a settle waits among them."""
-        queue = self._queue
-        whole = flush or (len(queue) == 1 and not queue[0].detached)  # everything, or a lone caller
-        if whole or any([slot.op is _nothing for slot in queue]):  # a settle returns once they committed
-            group, self._queue = queue, []
-        else:
-            group = [slot for slot in queue if not slot.detached]
-            self._queue = [slot for slot in queue if slot.detached]
-        self._waiting = 0  # each case above takes every waiting caller's operation
-        return group
-
-    def _hand_on(self, group: list[_Slot] | tuple[()]) -> None:
-        """The lead to the first caller waiting, the group's callers released."""
-        with self._lock:
-            queue = self._queue
-            heir = next((slot for slot in queue if slot.done is not None), None) if self._waiting else None
-            if heir is not None:
-                heir.lead = True
-                _wake(heir)
-            self._busy = heir is not None
-            if self._detached and group:
-                self._detached -= sum([slot.detached for slot in group])
-            # Only deferred operations queued behind the group: the flusher commits them
-            # unless another caller's write takes them first; the leader's caller goes on.
-            poke = heir is None and bool(queue) and not self._armed
-            if poke:
-                self._armed = True
-                if self._lend.flusher is None:
-                    self._lend.flusher = Flusher(self, self._lend, self._db.path)
-            flusher = self._lend.flusher
-        if self._shut:
-            self._shut_when_idle()
-        if poke and flusher is not None:
-            flusher.poke()
-        for slot in group:
-            slot.lead = False
-            if slot.done is not None:
-                slot.done.release()
-            elif slot.detached and slot.error is not None:
-                _log.error("a queued write to %s failed", self._db.path, exc_info=slot.error)
-
     def _commit_alone(self, op: Operation, durable: bool, autocommit: bool = False) -> Any:
         """``_commit`` of a group of one operation, its result returned and its exception raised
         (a failed commit writes nothing), with no slot made for it; an ``autocommit`` one (see
@@ -441,38 +390,10 @@ class GroupCommit(ShutWhenIdle):
         except BaseException:
             conn.rollback()
             raise
+        self._committing = group  # an interruption from here on finds it committed (``_group_queue``)
         wal[2].execute(COMMIT)
         if durable and wal[1] is not None:
-            if self._lend.due:
-                self._lend.sync(wal[1])
-            else:
-                os.fdatasync(wal[1])  # on disk before any caller of the group is released
-
-    # What the flusher asks of its writer (``_flusher.Lender``).
-
-    def flush_due(self) -> bool:
-        """False (the flusher disarmed) when nothing is deferred or this is a forked child of the
-        writer's process; else the flusher's lend marked due."""
-        with self._lock:
-            if not self._detached or self._pid != _connections.PID:
-                self._armed = False
-                return False
-            self._lend.due = True
-            return True
-
-    def take_deferred(self) -> list[_Slot]:
-        """The deferred operations queued, taken out of the queue, the flusher disarmed (with the
-        writer's lock held: ``Lend.begin``)."""
-        self._armed = False
-        group = [slot for slot in self._queue if slot.detached]
-        if group:
-            self._queue = [slot for slot in self._queue if not slot.detached]
-            self._detached -= len(group)
-        return group
-
-    def commit_group(self, group: list[_Slot]) -> None:
-        """Commit ``group`` on the writer, held by the caller or lent to it."""
-        self._commit(group)
+            self._synced(wal[1])  # on disk before any caller of the group is released
 
 
 _Flusher = Flusher  # its old name here
@@ -489,12 +410,3 @@ def _settle_all() -> None:
 
 
 atexit.register(_settle_all)
-
-
-def _wake(slot: _Slot) -> None:
-    if slot.done is not None:
-        slot.done.release()
-
-
-def _nothing(conn: sqlite3.Connection) -> None:
-    return None
