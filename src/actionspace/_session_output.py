@@ -75,9 +75,12 @@ def parsed(raw: Any) -> ParseResult | None:
 
 def too_many(result: ParseResult, bound: int, run_id: str) -> list[Observation] | ParseResult | None:
     """None when ``result`` proposes at most ``bound`` calls; else one ``budget_exceeded``
-    observation per call (none ran), each answering the call's own id. A ``result`` that is also
-    malformed comes back with its ``parse_error`` saying the bound too (:func:`_also_over`): the
-    engine answers every call id the message holds with it, as it answers any malformed message."""
+    observation per call (none ran), each answering the call's own id; a call with none (or an
+    empty one, or one that is no string) is given ``<run>:<index>``, or that with ``.<n>`` added
+    when the message holds it already (:func:`_free`): no two calls answer under one id. A
+    ``result`` that is also malformed comes back with its ``parse_error`` saying the bound too
+    (:func:`_also_over`): the engine answers every call id the message holds with it, as it
+    answers any malformed message."""
     count = len(result.calls)
     if count <= bound:
         return None
@@ -90,15 +93,29 @@ def too_many(result: ParseResult, bound: int, run_id: str) -> list[Observation] 
         recovery=("send_fewer_calls",),
         details={"calls": count, "max_calls_per_message": bound},
     )
+    calls = result.calls
+    taken = {call.id for call in calls if type(call.id) is str and call.id}
     return [
         Observation(
-            call_id=call.id if type(call.id) is str and call.id else f"{run_id}:{index}",
+            call_id=call.id if type(call.id) is str and call.id else _free(f"{run_id}:{index}", taken),
             tool=call.name if type(call.name) is str else "",
             status="error",
             error=error,
         )
-        for index, call in enumerate(result.calls)
+        for index, call in enumerate(calls)
     ]
+
+
+def _free(ident: str, taken: set[str]) -> str:
+    """``ident``, or the first of ``ident.1``, ``ident.2``, … that is not in ``taken`` (the ids the
+    message holds and those given so far), added to ``taken``: a model may write any id, one of the
+    form the run gives too. Each step passes an id of ``taken``: at most ``len(taken)`` steps."""
+    free, n = ident, 0
+    while free in taken:
+        n += 1
+        free = f"{ident}.{n}"
+    taken.add(free)
+    return free
 
 
 def recorded_refusal(

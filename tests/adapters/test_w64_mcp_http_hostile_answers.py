@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from actionspace import Observation, Runtime
+from actionspace.adapters._mcp_http import MAX_MESSAGE_BYTES
 from actionspace.adapters.mcp_client import HttpServer
+from tests.adapters.mcp_http_work import HttpReadWork
 from tests.adapters.mcp_work import Timeouts, ending
 
 PROGRAM = str(Path(__file__).with_name("test_w64_hostile_http_program.py"))
@@ -92,10 +94,11 @@ def wait_for_line(notes: Path, line: str, within_s: float) -> bool:
 
 @pytest.mark.parametrize("tool", ["huge_json", "huge_sse"])
 def test_a_100_mb_answer_ends_its_read_at_once_as_result_too_large_and_is_asked_once(
-    rt: Runtime, notes: Path, tool: str
+    rt: Runtime, notes: Path, tool: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    took, obs = call(rt, tool, mb=100)
-    assert took < 10.0  # well within the 20 s timeout
+    work = HttpReadWork(monkeypatch)
+    _, obs = call(rt, tool, mb=100)
+    work.assert_stopped_at(MAX_MESSAGE_BYTES)  # a third of the answer at most: the rest never read
     assert obs.error is not None, obs
     assert obs.error.category == "permanent", obs.error
     assert obs.error.details["error"] == "result_too_large"
@@ -103,9 +106,12 @@ def test_a_100_mb_answer_ends_its_read_at_once_as_result_too_large_and_is_asked_
     assert_still_serving(rt)
 
 
-def test_a_100_mb_answer_to_a_write_is_unknown_commit_and_sent_once(rt: Runtime, notes: Path) -> None:
-    took, obs = call(rt, "huge_json_write", mb=100)
-    assert took < 10.0
+def test_a_100_mb_answer_to_a_write_is_unknown_commit_and_sent_once(
+    rt: Runtime, notes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = HttpReadWork(monkeypatch)
+    _, obs = call(rt, "huge_json_write", mb=100)
+    work.assert_stopped_at(MAX_MESSAGE_BYTES)
     assert obs.error is not None and obs.error.category == "unknown_commit", obs
     assert calls_of(notes, "huge_json_write") == 1
     assert_still_serving(rt)

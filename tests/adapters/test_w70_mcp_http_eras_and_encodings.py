@@ -20,8 +20,10 @@ import pytest
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 
 from actionspace import Observation, Runtime
+from actionspace.adapters._mcp_http import MAX_MESSAGE_BYTES
 from actionspace.adapters.mcp_client import HttpServer
 from actionspace.execution.executor import Executor
+from tests.adapters.mcp_http_work import HttpReadWork
 from tests.adapters.mcp_work import Timeouts, ending
 
 PROGRAM = str(Path(__file__).with_name("test_w70_hostile_http_program.py"))
@@ -96,10 +98,29 @@ def assert_still_serving(rt: Runtime) -> None:
     assert obs.status == "ok" and obs.data == "fine", obs.error
 
 
-def assert_refused_once(rt: Runtime, notes: Path, tool: str, category: str, error: str) -> None:
-    before = lines(notes).count(tool)
-    took, obs = call(rt, tool, mb=100)
-    assert took < 10.0, took
+class Work:
+    """What the client did for a call: what it read and parsed (:class:`HttpReadWork`), and whether
+    a timeout ended it (:class:`Timeouts`)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.read = HttpReadWork(monkeypatch)
+        self.timeouts = Timeouts(monkeypatch)
+
+    def timed_out(self) -> int:
+        return sum(self.timeouts.by_tool.values()) + self.timeouts.answer_deadlines
+
+
+@pytest.fixture
+def work(monkeypatch: pytest.MonkeyPatch) -> Work:
+    return Work(monkeypatch)
+
+
+def assert_refused_once(rt: Runtime, notes: Path, tool: str, category: str, error: str, work: Work) -> None:
+    before, timed_out = lines(notes).count(tool), work.timed_out()
+    work.read.reset()
+    _, obs = call(rt, tool, mb=100)
+    work.read.assert_stopped_at(MAX_MESSAGE_BYTES)  # of a 100 MB answer, a third at most: the rest unread
+    assert work.timed_out() == timed_out  # the answer ended the call, not the call's timeout
     assert obs.error is not None, obs
     assert obs.error.category == category, obs.error
     if category != "unknown_commit":  # an unknown commit names the ledger's reason, not the answer's
@@ -115,17 +136,19 @@ def test_the_client_speaks_the_era_the_server_advertises(rt: Runtime, notes: Pat
 
 
 @pytest.mark.parametrize("tool", ["huge_json", "huge_sse"])
-def test_a_100_mb_answer_is_result_too_large_in_every_era(rt: Runtime, notes: Path, tool: str) -> None:
-    assert_refused_once(rt, notes, tool, "permanent", "result_too_large")
-    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "result_too_large")
+def test_a_100_mb_answer_is_result_too_large_in_every_era(
+    rt: Runtime, notes: Path, tool: str, work: Work
+) -> None:
+    assert_refused_once(rt, notes, tool, "permanent", "result_too_large", work)
+    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "result_too_large", work)
 
 
 @pytest.mark.parametrize("tool", ["wrong_id", "wrong_id_sse", "bad_utf8"])
 def test_an_answer_for_another_id_or_not_json_is_malformed_in_every_era(
-    rt: Runtime, notes: Path, tool: str
+    rt: Runtime, notes: Path, tool: str, work: Work
 ) -> None:
-    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer")
-    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer")
+    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer", work)
+    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer", work)
 
 
 def test_a_connection_cut_mid_answer_fails_the_write_and_not_the_session(rt: Runtime, notes: Path) -> None:
@@ -178,18 +201,18 @@ def test_an_answer_in_gzip_deflate_or_identity_coding_is_read(rt: Runtime, tool:
 
 @pytest.mark.parametrize("tool", ["brotli_ok", "unknown_ok", "double_unknown_ok", "brotli_sse"])
 def test_an_answer_in_a_coding_the_client_does_not_decode_is_malformed_and_asked_once(
-    rt: Runtime, notes: Path, tool: str
+    rt: Runtime, notes: Path, tool: str, work: Work
 ) -> None:
-    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer")
-    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer")
+    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer", work)
+    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer", work)
 
 
 @pytest.mark.parametrize("tool", ["corrupt_gzip", "corrupt_gzip_sse", "cut_gzip"])
 def test_a_broken_compressed_answer_is_malformed_and_never_retried(
-    rt: Runtime, notes: Path, tool: str
+    rt: Runtime, notes: Path, tool: str, work: Work
 ) -> None:
-    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer")
-    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer")
+    assert_refused_once(rt, notes, tool, "permanent", "malformed_answer", work)
+    assert_refused_once(rt, notes, f"{tool}_write", "unknown_commit", "malformed_answer", work)
 
 
 _CLIENT = """
@@ -200,8 +223,10 @@ def _hwm_mb():  # this process's own peak (ru_maxrss keeps the forking parent's 
 
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from actionspace import Runtime
+from actionspace.adapters._mcp_http import MAX_MESSAGE_BYTES
 from actionspace.adapters.mcp_client import HttpServer
 from actionspace.execution.executor import Executor
+from tests.adapters.mcp_http_work import HttpReadWork
 from tests.adapters.mcp_work import Timeouts, ending
 rt = Runtime("memory://", recover_on_start=False)
 rt.add_mcp_server(HttpServer(sys.argv[1], name="w70", allowlisted=True, timeout_s=20.0, mode="auto"))

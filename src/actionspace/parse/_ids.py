@@ -49,18 +49,19 @@ def call_ids(raw: object) -> tuple[str, ...]:
 
 
 def ids_apart(parsed: ParseResult, prefix: str, numbers: Iterator[int]) -> ParseResult:
-    """``parsed`` with an id for each of its calls that has none, when an id the model gave could be
-    one a runtime mints for such a call (``prefix`` followed by ``n`` and the next of ``numbers``):
-    each minted id skips every id the message holds, so no two calls of it answer under one id and
-    a result never reaches the model under the id of another of its calls. ``parsed`` itself when
-    no id it holds starts with ``prefix`` or every call has one (nothing can collide then)."""
+    """``parsed`` with an id for each of its calls that has none (or an empty one), when an id the
+    model gave could be one a runtime mints for such a call (``prefix`` followed by ``n`` and the
+    next of ``numbers``): each minted id skips every id the message holds, so no two calls of it
+    answer under one id and a result never reaches the model under the id of another of its calls.
+    ``parsed`` itself when no id it holds starts with ``prefix`` or every call has one (nothing can
+    collide then)."""
     calls = parsed.calls
-    taken = {c.id for c in calls if type(c.id) is str}
+    taken = {c.id for c in calls if type(c.id) is str and c.id}
     if len(taken) == len(calls) or not any(i.startswith(prefix) for i in taken):
         return parsed
     out = []
     for call in calls:
-        if call.id is None:
+        if not call.id:  # none, or empty: a runtime mints one for it all the same (``call.id or …``)
             minted = f"{prefix}n{next(numbers)}"
             while minted in taken:
                 minted = f"{prefix}n{next(numbers)}"

@@ -46,6 +46,7 @@ from actionspace.execution.result import ToolResult
 from actionspace.execution.streaming import StreamPolicy, is_streaming
 from actionspace.observation import canonical_bytes
 from actionspace.observation.rules import RULES, JsonRule, TrimRule
+from actionspace.parse import ids_apart, parse
 from actionspace.pipeline.calls import InFlight, dispatched_event, parse_raw, per_call_id
 from actionspace.pipeline.commit import Dispatch
 from actionspace.pipeline.runs import check_id
@@ -417,7 +418,10 @@ async def astream(
     who = principal or run.principal
     rec = Recorder(run, None)
     try:
-        calls = parse_raw(raw, rec)
+        parsed = None if isinstance(raw, ToolCall) else parse(raw)
+        if parsed is not None and parsed.error is None and len(parsed.calls) > 1:  # ids set apart
+            parsed = ids_apart(parsed, f"{run.run_id}:", run.nodes)  # as call_all sets them
+        calls = parse_raw(raw, rec, None, parsed)
         if isinstance(calls, Observation):  # nothing runs: each call id the model gave is answered
             for failed in once_per_id(per_call_id(raw, calls, rec)):
                 yield failed

@@ -5,6 +5,9 @@ nothing else waits in the ready queue (the usual case: a wave's nodes settled an
 next), are sorted in the queue's order as they are, never queued; any other wave goes through the
 ready queue (:class:`~actionspace.plan.ready.ReadyQueue`), by priority, with the per-tool limits
 and a retried plan's reusable results read node by node.
+
+A per-second limit counts a tool's starts over a sliding window (:class:`StartWindows`): a node
+refused a start waits for a timer set to when the oldest start leaves the window.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from actionspace.plan._instant import Instant
@@ -19,14 +23,43 @@ from actionspace.plan.model import PlanResult
 from actionspace.plan.retry import reusable
 from actionspace.types import Observation
 
-__all__ = ["Waves"]
+__all__ = ["StartWindows", "Waves"]
+
+
+class StartWindows:
+    """Per tool, when its calls of the last ``window_s`` seconds started (``clock`` seconds): what a
+    :class:`~actionspace.plan.control.ToolLimit` ``per_second`` counts, one per plan run.
+
+    ``window_s`` (default 1.0) and ``clock`` (default ``time.monotonic``) are set where the plan's
+    scheduler builds it; a test gives a clock it moves itself, so that what it asserts is which
+    starts one window admits, never how many seconds passed.
+    """
+
+    __slots__ = ("_starts", "clock", "window_s")
+
+    def __init__(self, *, window_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self.clock = clock
+        self._starts: dict[str, deque[float]] = {}
+
+    def take(self, name: str, most: float) -> float | None:
+        """Note a start of tool ``name`` now if fewer than ``most`` began within the window (None);
+        else note nothing and answer the seconds until its oldest start leaves the window."""
+        window = self._starts.setdefault(name, deque())
+        now, span = self.clock(), self.window_s
+        while window and now - window[0] >= span:
+            window.popleft()
+        if len(window) < most:
+            window.append(now)
+            return None
+        return span - (now - window[0])
 
 
 class Waves(Instant):
     """:meth:`_take_wave`, for the driver; the state it reads is the scheduler's."""
 
     limit: int
-    starts: dict[str, deque[float]]
+    starts: StartWindows
     per_tool: dict[str, int]
     retry_of: PlanResult | None
     reused: int
@@ -118,15 +151,11 @@ class Waves(Instant):
             return False
         if limit.per_second is None:
             return True
-        window = self.starts.setdefault(name, deque())
-        now = time.monotonic()
-        while window and now - window[0] >= 1.0:
-            window.popleft()
-        if len(window) < limit.per_second:
-            window.append(now)
+        wait = self.starts.take(name, limit.per_second)
+        if wait is None:
             return True
         if self._timer is None:  # wake up when the oldest start leaves the window
-            self._timer = self._loop.call_later(1.0 - (now - window[0]), self._tick)
+            self._timer = self._loop.call_later(wait, self._tick)
         return False
 
     def _tick(self) -> None:

@@ -37,6 +37,7 @@ from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.plan._checked import start_of
 from actionspace.plan._ending import read_results
+from actionspace.plan._waves import StartWindows
 from actionspace.plan.atomic import GroupAttempt, member_of
 from actionspace.plan.check import CheckedNode, CheckedPlan
 from actionspace.plan.control import CancelScope, ToolLimit, named_blocker, tool_limits_of
@@ -98,7 +99,7 @@ class Scheduler(Driver):
         self.plan = plan
         self.limit = max(1, max_concurrency)
         self.tool_limits = tool_limits_of(tool_limits)
-        self.starts: dict[str, deque[float]] = {}
+        self.starts = StartWindows()
         self._timer: asyncio.TimerHandle | None = None
         self.cancel_scope = cancel
         self.retry_of = retry_of

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -209,14 +207,8 @@ def _slot(sched: Scheduler, name: str, slots: list[str]) -> bool:
         return True
     if limit.max_concurrent is not None and sched.per_tool.get(name, 0) >= limit.max_concurrent:
         return False
-    if limit.per_second is not None:
-        window = sched.starts.setdefault(name, deque())
-        now = time.monotonic()
-        while window and now - window[0] >= 1.0:
-            window.popleft()
-        if len(window) >= limit.per_second:
-            return False
-        window.append(now)
+    if limit.per_second is not None and sched.starts.take(name, limit.per_second) is not None:
+        return False
     sched.per_tool[name] = sched.per_tool.get(name, 0) + 1
     slots.append(name)
     return True
