@@ -12,8 +12,9 @@ generation and duration); the thread's context switches (``getrusage(RUSAGE_THRE
 and involuntary) and its CPU time (``time.thread_time_ns``). The calls at or above the row's p99
 (and those above 3 x the median, the bench's limit) are then sorted by the first cause that
 explains them: a collection inside the call, a context switch inside it (the scheduler took the
-core, or the thread waited), CPU time above 3 x the median CPU (work of its own), or nothing
-seen. The probes add a few hundred nanoseconds to each call; ``--bare`` times the calls exactly as
+core, or the thread waited), a page fault inside it (``ru_minflt`` / ``ru_majflt``: the process's
+memory grew onto a page not touched before), CPU time above 3 x the median CPU (work of its own),
+or nothing seen. The probes add a few hundred nanoseconds to each call; ``--bare`` times the calls exactly as
 the bench does (no probe) and counts only the collections.
 
 ``--ab`` alternates, in this process, rows whose memory trace store keeps each call's record as a
@@ -72,6 +73,7 @@ async def _timed(
     walls = [0] * n
     cpus = [0] * n
     switches = [0] * n
+    faults = [0] * n
     gc.callbacks.append(seen)
     try:
         if probe:
@@ -85,6 +87,7 @@ async def _timed(
                 cpus[i] = cpu() - c0
                 after = usage(who)
                 switches[i] = (after.ru_nvcsw - before.ru_nvcsw) + 1000 * (after.ru_nivcsw - before.ru_nivcsw)
+                faults[i] = after.ru_minflt - before.ru_minflt + after.ru_majflt - before.ru_majflt
         else:
             for i in range(n):
                 seen.index = i
@@ -93,7 +96,7 @@ async def _timed(
                 walls[i] = clock() - t0
     finally:
         gc.callbacks.remove(seen)
-    return {"walls": walls, "cpus": cpus, "switches": switches}
+    return {"walls": walls, "cpus": cpus, "switches": switches, "faults": faults}
 
 
 def _p99(values: list[int]) -> int:
@@ -121,6 +124,8 @@ def _explain(row: dict[str, Any], seen: Collections, probe: bool) -> dict[str, A
             return "waited"
         if probe and any(row["switches"][j] for j in range(max(0, i - 3), i)):
             return "after a switch"
+        if probe and row["faults"][i]:
+            return "page fault"
         if probe and row["cpus"][i] > 3 * cpu_median:
             return "cpu"
         return "unseen"
@@ -151,6 +156,21 @@ def _explain(row: dict[str, Any], seen: Collections, probe: bool) -> dict[str, A
         "cpu_median_us": cpu_median / 1e3,
         "cpu_p99_over_median": _p99(row["cpus"]) / cpu_median if probe else 0.0,
         "ranks": {r: ordered[n - r] / median for r in (100, 150, 200, 250, 300, 400)},
+        "faults": _faults(row, median) if probe else {},
+    }
+
+
+def _faults(row: dict[str, Any], median: int) -> dict[str, Any]:
+    """The calls during which the thread took page faults (``ru_minflt`` + ``ru_majflt``): how many,
+    the faults in all, and those calls' median time and CPU against the row's median."""
+    hit = [i for i, f in enumerate(row["faults"]) if f]
+    if not hit:
+        return {"calls": 0}
+    return {
+        "calls": len(hit),
+        "faults": sum(row["faults"]),
+        "wall_x": statistics.median(row["walls"][i] for i in hit) / median,
+        "cpu_x": statistics.median(row["cpus"][i] for i in hit) / statistics.median(row["cpus"]),
     }
 
 
@@ -247,7 +267,8 @@ def main() -> None:
             ranks = ", ".join(f"{rank}: {v:.2f}" for rank, v in out["ranks"].items())
             print(f"round {r} {name}: {_figures(out)}; calls over 3 x the median: {out['over_3x']}")
             print(f"  p99 calls: {out['tail_causes']}\n  over 3 x: {out['over_3x_causes']}")
-            print(f"  collections: {gens}\n  x the median at rank from the top: {ranks}", flush=True)
+            print(f"  collections: {gens}\n  x the median at rank from the top: {ranks}")
+            print(f"  calls with page faults: {out['faults']}", flush=True)
 
 
 if __name__ == "__main__":
