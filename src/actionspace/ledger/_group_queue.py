@@ -110,14 +110,15 @@ class GroupQueue(ShutWhenIdle):
         leader to raise once every caller of the group is answered with its own result."""
         wal = self._wal
         conn = None if wal is None else wal[0]
-        if conn is not None and conn.in_transaction:  # begun, or a COMMIT that failed left it open
-            with contextlib.suppress(sqlite3.Error):
-                conn.rollback()
-        elif self._committing is group and group and not isinstance(exc, sqlite3.Error):
+        left_open = conn is not None and conn.in_transaction  # begun, or a COMMIT that failed left it open
+        if not left_open and self._committing is group and group and not isinstance(exc, sqlite3.Error):
             return exc
         elsewhere = exc if isinstance(exc, Exception) else CutElsewhere(exc)
         for slot in group:  # the leader's own slot is the one not waiting (no ``done``) nor deferred
             slot.error = exc if slot.done is None and not slot.detached else elsewhere
+        if left_open and conn is not None:  # after the callers' failures: a second cut here leaves them told
+            with contextlib.suppress(sqlite3.Error):
+                conn.rollback()
         return None
 
     def _synced(self, fd: int) -> None:

@@ -19,6 +19,7 @@ import os
 import sqlite3
 import threading
 import weakref
+from _thread import get_ident as _ident
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -112,6 +113,8 @@ class GroupCommit(GroupQueue):
         """The flusher was told about deferred operations and has not committed them yet."""
         self._lend = Lend(self._lock)
         """The flusher thread and where a lend of the writer to it stands (``_flusher``)."""
+        self._holder = 0
+        """The thread holding the writer alone (``run``, ``read_kept``) until :meth:`_let_go`; 0 after."""
         self._kept: dict[str, tuple[sqlite3.Connection, int, str, Any]] = {}
         """What :meth:`read_kept` read, by key: on which connection, at which ``data_version``,
         by which statement, and the row."""
@@ -170,6 +173,8 @@ class GroupCommit(GroupQueue):
                         done.acquire()  # taken now: the acquire below returns once the leader releases it
                     self._waiting += 1
                     self._queue.append(slot)
+                else:
+                    self._holder = _ident()
                 self._busy = True
             if slot is None:  # the writer idle and nothing queued: a group of this one, led at once
                 return self._commit_alone(op, durable, autocommit)
@@ -182,8 +187,13 @@ class GroupCommit(GroupQueue):
             self._leave(slot, alone)
             raise
         finally:
-            if alone:
-                self._let_go()
+            if alone:  # (written out here: a call of its own is one more point to land on)
+                try:
+                    self._let_go()
+                except BaseException:  # landed as it began (still ours: let go) or as it returned
+                    if self._holder == _ident():
+                        self._let_go()
+                    raise
         if slot.error is not None:
             raise slot.error
         return slot.result
@@ -261,7 +271,8 @@ class GroupCommit(GroupQueue):
         try:  # a signal handler's exception may land once the lock is let go: the writer is let go too
             with self._lock:
                 lead = not self._busy and self._pid == _connections.PID
-                self._busy = True if lead else self._busy  # held as a group's leader holds it
+                if lead:  # held as a group's leader holds it
+                    self._busy, self._holder = True, _ident()
             if not lead:
                 return readers.conn().execute(sql, (key,)).fetchone()
             conn = self._db.writer()
@@ -282,7 +293,12 @@ class GroupCommit(GroupQueue):
             return rows[0] if rows else None
         finally:
             if lead:
-                self._let_go()
+                try:
+                    self._let_go()
+                except BaseException:  # as in ``run``: let go unless it did before the interruption
+                    if self._holder == _ident():
+                        self._let_go()
+                    raise
 
     def forget(self, key: str) -> None:
         """Drop what :meth:`read_kept` keeps of ``key``: called by an operation that changes it,
@@ -295,6 +311,7 @@ class GroupCommit(GroupQueue):
         whoever queued meanwhile, as :meth:`_hand_on` gives it; in the usual case nobody did, and
         nothing more than the flag is needed."""
         with self._lock:
+            self._holder = 0  # let go: called again (``run``), it would end another thread's hold
             idle = not self._waiting and (not self._queue or self._armed)
             if idle:  # no heir to wake and nothing for the flusher: what _hand_on(()) would do
                 self._busy = False
@@ -312,11 +329,14 @@ class GroupCommit(GroupQueue):
         if wal is None or wal[0] is not conn:
             wal = self._use(conn)
         if autocommit and not conn.in_transaction:  # (one a failed COMMIT left open is not ended here)
+            changes = conn.total_changes
             try:
                 result = op(conn)
-            except BaseException:
+            except BaseException as exc:
                 if conn.in_transaction:  # a statement left unfinished: nothing of it is written
                     conn.rollback()
+                elif conn.total_changes != changes:  # raised after its write statement ended: in the file
+                    self._written_then_cut(exc, durable, wal[1])
                 raise
         else:
             wal[2].execute(BEGIN)
@@ -325,13 +345,31 @@ class GroupCommit(GroupQueue):
             except BaseException:
                 conn.rollback()
                 raise
-            wal[2].execute(COMMIT)
+            try:
+                wal[2].execute(COMMIT)
+            except BaseException as exc:
+                if not conn.in_transaction:  # raised as the COMMIT returned: in the file
+                    self._written_then_cut(exc, durable, wal[1])
+                raise  # a COMMIT that failed: ``run`` rolls back what it left open
         if durable and wal[1] is not None:
-            if self._lend.due:  # the flusher's deferred operations run on the writer while the disk syncs
-                self._lend.sync(wal[1])
-            else:
-                os.fdatasync(wal[1])  # on disk before its caller is answered
+            try:
+                if self._lend.due:  # the flusher's deferred operations run on the writer while the disk syncs
+                    self._lend.sync(wal[1])
+                else:
+                    os.fdatasync(wal[1])  # on disk before its caller is answered
+            except BaseException as cut:  # the write is in the file: the sync made whole, as a group's
+                self._written_then_cut(cut, durable, wal[1])
+                raise
         return result
+
+    def _written_then_cut(self, cut: BaseException, durable: bool, fd: int | None) -> None:
+        """``cut`` reached a lone caller once its write was committed (as its statement or its
+        ``COMMIT`` returned, or in the sync after it): the sync is made (again) before ``cut``
+        goes on, a failure of it raised instead, so that a write its caller may find in the file
+        (the intent's step asks the ledger: ``_intent.not_begun``) is on disk as a durable one is
+        (``_group_queue._synced`` does the same for a group)."""
+        if durable and fd is not None:
+            os.fdatasync(fd)
 
     def _use(self, conn: sqlite3.Connection) -> tuple[sqlite3.Connection, int | None, sqlite3.Cursor]:
         """Make a new writing connection ready: at ``synchronous=NORMAL``, with a descriptor of its

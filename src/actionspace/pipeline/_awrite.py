@@ -33,6 +33,7 @@ from actionspace.errors import ActionError
 from actionspace.execution._sends import SENDING, SendGate
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
+from actionspace.ledger._intent import not_begun
 from actionspace.ledger._shown import observed
 from actionspace.ledger.commit import _Ledger, proceed, settling
 from actionspace.ledger.entries import LedgerEntry
@@ -182,7 +183,7 @@ async def _adriven(
             else:
                 begun = ledger.begin(sent_entry)
         except Exception as exc:  # the store did not take the intent: nothing is sent
-            refused = failed(ActionError.unsent("the ledger could not record the intent", exc))
+            refused = failed(not_begun(ledger, sent_entry, exc))
         if refused is not None:
             record = _record(rec, flush)
             return _shown(refused, ready, rec, record)

@@ -51,6 +51,7 @@ from actionspace.errors import ActionError
 from actionspace.execution._sends import SENDING, SendGate
 from actionspace.execution.executor import NOT_BEGUN
 from actionspace.execution.ready import Ready
+from actionspace.ledger._intent import not_begun
 from actionspace.ledger._shown import observed
 from actionspace.ledger.commit import _Ledger, proceed, settling
 from actionspace.ledger.recover import running_here
@@ -180,7 +181,7 @@ def _driven(
             else:
                 begun = ledger.begin(sent_entry)
         except Exception as exc:  # the store did not take the intent: nothing is sent
-            error = ActionError.unsent("the ledger could not record the intent", exc)
+            error = not_begun(ledger, sent_entry, exc)
             refused = fail(rec, error, call_id, spec.name, spec.version)
         if refused is not None:
             record = _record(rec, flush)
