@@ -53,15 +53,20 @@ def ids_apart(parsed: ParseResult, prefix: str, numbers: Iterator[int]) -> Parse
     model gave could be one a runtime mints for such a call (``prefix`` followed by ``n`` and the
     next of ``numbers``): each minted id skips every id the message holds, so no two calls of it
     answer under one id and a result never reaches the model under the id of another of its calls.
-    ``parsed`` itself when no id it holds starts with ``prefix`` or every call has one (nothing can
-    collide then)."""
+    An id that is no string (a number, ``true``, an object: a ``ParseResult`` built by hand; every
+    provider's call id is a string) is no id: the call is given one as a call without one is, and
+    no result is ever answered under it. ``parsed`` itself when every id it holds is a string and
+    none starts with ``prefix``, or every call has its own (nothing can collide then)."""
     calls = parsed.calls
     taken = {c.id for c in calls if type(c.id) is str and c.id}
-    if len(taken) == len(calls) or not any(i.startswith(prefix) for i in taken):
+    if len(taken) == len(calls) or (
+        all([c.id is None or type(c.id) is str for c in calls])
+        and not any(i.startswith(prefix) for i in taken)
+    ):
         return parsed
     out = []
     for call in calls:
-        if not call.id:  # none, or empty: a runtime mints one for it all the same (``call.id or …``)
+        if type(call.id) is not str or not call.id:  # none, empty or no string: it is given one
             minted = f"{prefix}n{next(numbers)}"
             while minted in taken:
                 minted = f"{prefix}n{next(numbers)}"
