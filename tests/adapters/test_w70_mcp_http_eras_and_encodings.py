@@ -93,8 +93,9 @@ def lines(notes: Path) -> list[str]:
 
 
 def assert_still_serving(rt: Runtime) -> None:
-    took, obs = call(rt, "ok")
-    assert took < 5.0
+    # Answered "fine": a call the session left wedged would end at its 20 s timeout as an error, and
+    # one held past it for good fails ``ending`` (60 s); no wall-clock bound on the answer itself.
+    _, obs = ending(lambda: call(rt, "ok"))
     assert obs.status == "ok" and obs.data == "fine", obs.error
 
 

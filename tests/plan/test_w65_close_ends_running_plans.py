@@ -10,20 +10,65 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actionspace import Observation, Runtime
+from actionspace import Observation, Runtime, _closing
 from actionspace.plan import PlanResult, ToolLimit
+from tests import close_tools
 from tests.close_tools import Tools, slow_runtime, write_entries
 from tests.plan.start_clock import still_clock
 
-ENDS_WITHIN_S = 1.5
-"""How long a plan may take to end once ``close()`` was called (the tools would take 5 s)."""
-WAIT_S = 10.0
+HELD_S = 90.0
+"""How long each tool takes here (``SLOW_S``): a thread tool is held on an event the test sets only
+once the plan ended (or after this long), so a plan that waited for its tools would take this long."""
+ENDS_WITHIN_S = 20.0
+"""How long a plan may take to end once ``close()`` was called: far above the milliseconds it takes,
+far below the :data:`HELD_S` a plan waiting for its tools would take (a bound a loaded machine meets)."""
+WAIT_S = 45.0
+"""A bound for a thread's end: above :data:`ENDS_WITHIN_S`, below :data:`HELD_S`."""
+CLOSE_WAITS_S = 120.0
+"""What ``close()`` would wait for plans here (``_closing.PLAN_END_WAIT_S``, ``PLAN_CUT_SEEN_S``)."""
+
+
+class _HeldTime:
+    """``time`` as the thread tools of ``tests.close_tools`` see it: ``sleep`` waits for ``release``."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self._release = release
+
+    def sleep(self, seconds: float) -> None:
+        self._release.wait(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture(autouse=True)
+def release(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Every tool takes :data:`HELD_S`; a thread tool returns early once the event is set (at the
+    test's end at the latest)."""
+    event = threading.Event()
+    monkeypatch.setattr(close_tools, "SLOW_S", HELD_S)
+    monkeypatch.setattr(close_tools, "time", _HeldTime(event))
+    try:
+        yield event
+    finally:
+        event.set()
+
+
+def _released_once_ended(thread: threading.Thread, release: threading.Event) -> None:
+    """Let the held tools go once ``thread`` (the plan's) ended: ``close(wait=True)`` waits for them.
+    Otherwise they are held to the test's end, so no late answer settles an entry before it is read."""
+
+    def watch() -> None:
+        thread.join(HELD_S)
+        release.set()
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _plan(read: str, write: str) -> dict[str, Any]:
@@ -86,7 +131,12 @@ def _kinds(url: str, rt: Runtime, run_id: str) -> list[str]:
     "tools_kind", [("get", "put"), ("aget", "aput")], ids=["thread_tools", "async_tools"]
 )
 def test_a_plan_running_on_another_thread_ends_promptly_when_the_runtime_closes(
-    tmp_path: Path, store: str, wait: bool, use_async: bool, tools_kind: tuple[str, str]
+    tmp_path: Path,
+    store: str,
+    wait: bool,
+    use_async: bool,
+    tools_kind: tuple[str, str],
+    release: threading.Event,
 ) -> None:
     read, write = tools_kind
     url = _url(tmp_path, store)
@@ -103,6 +153,10 @@ def test_a_plan_running_on_another_thread_ends_promptly_when_the_runtime_closes(
     thread, out = _in_thread(work)
     assert tools.started.wait(WAIT_S)
     time.sleep(0.1)
+    if (
+        wait and read == "get"
+    ):  # close(wait=True) waits for the worker threads: let them go once the plan ended
+        _released_once_ended(thread, release)
     closed_at = time.monotonic()
     rt.close(wait=wait)
     thread.join(WAIT_S)
@@ -174,7 +228,10 @@ def test_a_plan_whose_loop_runs_on_another_thread_ends_when_the_runtime_closes()
     _assert_ended_by_close(result, tools, "aget", "aput")
 
 
-def test_a_plan_that_ended_before_the_close_is_not_waited_for() -> None:
+def test_a_plan_that_ended_before_the_close_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What close() would wait for a plan it took for running: far above the bound below.
+    monkeypatch.setattr(_closing, "PLAN_END_WAIT_S", CLOSE_WAITS_S)
+    monkeypatch.setattr(_closing, "PLAN_CUT_SEEN_S", CLOSE_WAITS_S)
     rt = Runtime("memory://", recover_on_start=False)
 
     @rt.tool(effect="read")
@@ -187,7 +244,7 @@ def test_a_plan_that_ended_before_the_close_is_not_waited_for() -> None:
     assert result.status == "ok"
     started = time.monotonic()
     rt.close()
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < ENDS_WITHIN_S
 
 
 def test_nodes_waiting_for_their_tools_rate_limit_end_unsent_at_once_when_the_runtime_closes(
