@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from actionspace.ledger.sqlite_writer import GroupCommit, Operation, SqliteConnections
+from tests.ledger.waits import until
 
 CALLERS = 8
 DEADLINE_S = 20.0
@@ -27,11 +27,7 @@ def _writer(tmp_path: Path) -> GroupCommit:
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _round(group: GroupCommit, r: int, monkeypatch: pytest.MonkeyPatch, made: list[object]) -> None:

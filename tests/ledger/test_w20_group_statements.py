@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,14 @@ from hypothesis import strategies as st
 
 from actionspace.ledger.sqlite import GroupCommit, SqliteConnections, SqliteLedgerStore
 from tests.ledger.factories import entry
+from tests.ledger.waits import until
 
 CALLERS = 8
 DEADLINE_S = 20.0
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _queued_behind_a_held_group(group: GroupCommit, writes: Sequence[Callable[..., Any]]) -> list[Any]:

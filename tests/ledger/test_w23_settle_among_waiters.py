@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite_writer import GroupCommit, Operation, SqliteConnections
+from tests.ledger.waits import until
 
 DEADLINE_S = 20.0
 
@@ -40,11 +40,7 @@ def _rows(tmp_path: Path) -> set[str]:
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _insert(name: str) -> Operation:

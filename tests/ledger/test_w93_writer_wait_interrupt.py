@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,6 +23,7 @@ import pytest
 
 from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite_writer import GroupCommit, SqliteConnections
+from tests.ledger.waits import until
 
 DEADLINE_S = 10.0
 
@@ -41,11 +41,7 @@ def _writer(tmp_path: Path) -> GroupCommit:
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 class _CutLock:

@@ -30,6 +30,7 @@ import pytest
 
 from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite_writer import BEGIN, GroupCommit, SqliteConnections
+from tests.ledger.waits import until
 
 DEADLINE_S = 10.0
 LINGER_S = 0.2
@@ -60,11 +61,7 @@ def _rows(tmp_path: Path) -> set[str]:
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _insert(key: str) -> Callable[[sqlite3.Connection], str]:

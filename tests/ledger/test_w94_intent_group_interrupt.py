@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from actionspace import Runtime, ToolCall
 from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite_writer import GroupCommit
 from actionspace.types import Observation
+from tests.ledger.waits import until
 
 DEADLINE_S = 20.0
 SCHEMA = {"type": "object", "properties": {"key": {"type": "string"}}}
@@ -45,11 +45,7 @@ class Alarm(Exception):
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 @pytest.mark.parametrize("idempotency", ["none", "native"])

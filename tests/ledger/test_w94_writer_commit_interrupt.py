@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 
 from actionspace.ledger.sqlite_writer import COMMIT, GroupCommit, SqliteConnections
+from tests.ledger.waits import until
 
 DEADLINE_S = 10.0
 
@@ -57,11 +57,7 @@ def _rows(tmp_path: Path) -> set[str]:
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _insert(key: str) -> Callable[[sqlite3.Connection], str]:

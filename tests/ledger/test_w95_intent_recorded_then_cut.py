@@ -17,7 +17,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,7 @@ from actionspace import Runtime, ToolCall
 from actionspace.ledger import sqlite_writer
 from actionspace.ledger.sqlite_writer import COMMIT, GroupCommit
 from actionspace.types import Observation
+from tests.ledger.waits import until
 
 DEADLINE_S = 20.0
 """How long a wait for another thread's step may take before the test fails (far above the
@@ -42,11 +42,7 @@ class Alarm(RuntimeError):
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 def _runtime(tmp_path: Path, idempotency: str, sent: Counter[str]) -> Runtime:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import sqlite3
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from actionspace.ledger.sqlite_writer import COMMIT, GroupCommit, SqliteConnections
+from tests.ledger.waits import until
 
 DEADLINE_S = 10.0
 """A bound for a step of another thread (milliseconds each), reached only by a caller waiting for ever."""
@@ -42,11 +42,7 @@ class Again(BaseException):
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.001)
+    until(condition, what, DEADLINE_S)
 
 
 class _RollbackCut:
