@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
@@ -82,8 +83,17 @@ def taken(exc: BaseException) -> BaseException | None:
 
 def watched_task(loop: asyncio.AbstractEventLoop, coro: Any, /, **kwargs: Any) -> asyncio.Task[Any]:
     """A lane's task factory: a task that hands a tool's ``SystemExit`` / ``KeyboardInterrupt`` to
-    its run (:data:`RUN_STOP`) and ends cancelled, instead of ending with it."""
-    return asyncio.Task(_watched(coro), loop=loop, **kwargs)
+    its run (:data:`RUN_STOP`) and ends cancelled, instead of ending with it. A task cancelled
+    before its first step never began ``coro``: it is closed then, not left to the collector
+    unawaited."""
+    task = asyncio.Task(_watched(coro), loop=loop, **kwargs)
+    task.add_done_callback(lambda _task: _close_unbegun(coro))
+    return task
+
+
+def _close_unbegun(coro: Any) -> None:
+    if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+        coro.close()
 
 
 async def _watched(coro: Coroutine[Any, Any, Any]) -> Any:
