@@ -25,9 +25,10 @@ bash scripts/install-postgres.sh
 echo "== Chromium (the web console's browser test drives it through Playwright)"
 bash scripts/install-chromium.sh
 echo "== pytest"
-# exit status 5 is "no test selected" (a path argument with no test of that kind): not a failure
-.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "not slow" "$@" || [ $? -eq 5 ]
+# exit status 5 is "no test selected" (a path argument with no test of that kind): not a failure;
+# --durations lists the slowest tests, where the suite's time goes
+.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "not slow" --durations=40 "$@" || [ $? -eq 5 ]
 echo "== pytest (slow: external data sets, sweeps, property tests over 10 s)"
-.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "slow and not load" "$@" || [ $? -eq 5 ]
+.venv/bin/pytest -n "${ACTIONSPACE_TEST_WORKERS:-2}" -m "slow and not load" --durations=20 "$@" || [ $? -eq 5 ]
 echo "== pytest (load: the service's latency bounds, alone on the machine)"
 .venv/bin/pytest -m load "$@" || [ $? -eq 5 ]
