@@ -166,6 +166,10 @@ def plain_node(
             raise
         else:
             value = _WAITS
+            if getattr(yielded, "_asyncio_future_blocking", None):
+                # taken, as a task takes the future it is handed: until _resumed hands it to this
+                # call's task, another call may await the same future (see _resumed)
+                yielded._asyncio_future_blocking = False
     except BaseException as exc:  # a BaseException of the tool's own is its failure (raised.py)
         if compact:
             rec.nodes = [(first, ts, call_id, shape, arguments, node_id, -1, 0.0, None)]
@@ -288,7 +292,16 @@ async def _resumed(
 ) -> Observation:
     """:func:`_later` of ``executor.acontinue(..., coro=coro, yielded=yielded)``, with the
     executor's frame entered only when the tool failed or timed out (then it types the failure
-    and retries): a tool that answers is resumed through this frame and the timeout's alone."""
+    and retries): a tool that answers is resumed through this frame and the timeout's alone.
+
+    The tool's first step was taken earlier, often before this call's task ran (a plan begins a
+    node's call at once, then its task continues it), and other calls may have begun meanwhile.
+    A future the step waits on was taken then (:func:`plain_node` clears its "awaited" flag, as a
+    task does with the future handed to it): another call awaiting the same future (one fetch
+    shared by every call) finds it free to await, where asyncio refuses a second await of a
+    future still flagged. The flag is set again here, as the await set it, for this task."""
+    if getattr(yielded, "_asyncio_future_blocking", None) is False:
+        yielded._asyncio_future_blocking = True
     try:
         value = await executor.resume(entry.spec, coro, yielded, start)
     except Exception as exc:

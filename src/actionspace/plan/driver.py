@@ -186,7 +186,12 @@ class Driver(Waves):
                     # group) is bound to this one, so it keeps it; the rest of the wave gets another
                     waited = True
                     waits.add(node.specs[0].name)
+                    blocking = getattr(yielded, "_asyncio_future_blocking", None)
+                    if blocking:  # taken while the rest begins: a node of it may await it too
+                        yielded._asyncio_future_blocking = False
                     self._hand_on(wave[i + 1 :], base, task)
+                    if blocking:  # handed to this task now, awaited (fast_nodes.py _resumed)
+                        yielded._asyncio_future_blocking = True
                     obs = await resumed(coro, yielded)
                     if k in running:
                         self._finish(k, obs)
