@@ -82,8 +82,9 @@ def test_a_run_id_with_a_bidi_override_is_escaped_in_the_listing_and_the_header(
 @given(st.text(st.characters(codec=None, exclude_categories=()), max_size=12))
 @example("seq")  # a data key named like a parameter of ``_ev``
 @example("call_id")
+@example("status")  # a data key the event holds already: the text's own value replaces it
 def test_events_json_is_utf8_text_without_hidden_characters_and_reads_back_the_same(text: str) -> None:
-    events = [_ev(0, "observation", text, status="ok", content=text, **{text: [text]})]
+    events = [_ev(0, "observation", text, **({"status": "ok", "content": text} | {text: [text]}))]
     printed = events_json(events)
     printed.encode("utf-8")  # no unpaired surrogate: a UTF-8 terminal can be written to
     for ch in printed:
