@@ -6,6 +6,7 @@
     python scripts/acall_tail.py --rows sync --rounds 5 --calls 20000
     python scripts/acall_tail.py --ab --rounds 8   # the memory store's call log as tuples vs flat
     python scripts/acall_tail.py --ab --rounds 8 --frame /tmp/old/src/actionspace/pipeline/_direct.py
+    python scripts/acall_tail.py --ab --rounds 8 --fork            # each row in a forked child
 
 For every call: its wall time; the cyclic collector's passes that ran inside it (``gc.callbacks``:
 generation and duration); the thread's context switches (``getrusage(RUSAGE_THREAD)``, voluntary
@@ -22,18 +23,28 @@ tuple (as it did before ``CallLog``: one object for the collector a call) with r
 it is, both timed bare, and prints each pair's p99 / median, median and young collections. With
 ``--frame FILE`` it alternates instead rows whose ``Engine.quick`` is the one-frame path of
 ``FILE`` (a ``pipeline/_direct.py`` of other code, e.g. ``git archive`` of an earlier commit; the
-rest of the runtime is this one) with rows of the frame as it is.
+rest of the runtime is this one) with rows of the frame as it is. With ``--fork`` each row of
+``--ab`` runs in a child forked from the script's process, as the bench runs a pass: every row
+starts from the same heap, not from what the rows before it freed (which decides how many of its
+calls touch a page the process never used: a row in a fresh process touches a new page on ~8 % of
+its calls, one after another row's on ~2 %). ``--cold`` hands the C heap's free pages back to the
+system (glibc's ``malloc_trim``) before each row.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ctypes.util
 import gc
 import importlib.util
+import json
+import os
 import resource
 import statistics
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -190,8 +201,46 @@ def _frame_of(path: str) -> Callable[[Any], Any]:
     return module.direct_caller  # type: ignore[no-any-return]
 
 
+def _forked(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``run()`` in a forked child (as the bench measures each pass: a process whose state is this
+    one's, its heap untouched by the rows before), its figures sent back as JSON."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: measure, answer, leave without running this process's exit handlers
+        os.close(read)
+        try:
+            with os.fdopen(write, "w") as out:
+                json.dump(run(), out)
+        except BaseException:  # shown here; the parent then stops
+            traceback.print_exc()
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as got:
+        text = got.read()
+    os.waitpid(pid, 0)
+    if not text:
+        raise SystemExit("the forked row failed (its traceback is above)")
+    figures: dict[str, Any] = json.loads(text)
+    figures["collections"] = {int(g): c for g, c in figures["collections"].items()}
+    return figures
+
+
+def _trim() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim``; elsewhere nothing)."""
+    found = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(found), "malloc_trim", None) if found else None
+    gc.collect()
+    if trim is not None:
+        trim(0)
+
+
 async def _round(
-    name: str, n: int, probe: bool, tuples: bool = False, frame: Callable[[Any], Any] | None = None
+    name: str,
+    n: int,
+    probe: bool,
+    tuples: bool = False,
+    frame: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     seen = Collections()
     made = memory.__dict__["CallLog"]
@@ -214,12 +263,23 @@ AB_FIGURES = ("p99_over_median", "median_us", "cpu_p99_over_median")
 def _figures(out: dict[str, Any]) -> str:
     young = out["collections"].get(0, {}).get("count", 0)
     cpu = f", cpu p99/median {out['cpu_p99_over_median']:.2f}" if out["cpu_median_us"] else ""
-    return f"p99/median {out['p99_over_median']:.2f}, median {out['median_us']:.2f} µs{cpu}, gen 0: {young}"
+    faults = f", calls with faults {out['faults']['calls']}" if out["faults"] else ""
+    figures = f"p99/median {out['p99_over_median']:.2f}, median {out['median_us']:.2f} µs"
+    return f"{figures}{cpu}, gen 0: {young}{faults}"
 
 
-def _ab(rows: list[str], rounds: int, n: int, probe: bool, frame: str | None = None) -> None:
+def _ab(
+    rows: list[str],
+    rounds: int,
+    n: int,
+    probe: bool,
+    frame: str | None = None,
+    cold: bool = False,
+    fork: bool = False,
+) -> None:
     """Rows with the call log as tuples (A) and flat (B), or with the one-frame path of ``frame``
-    (A) and the one in use (B), alternated; the order flips each round."""
+    (A) and the one in use (B), alternated; the order flips each round. ``cold``: :func:`_trim`
+    before each row; ``fork``: each row in a child forked from this process (:func:`_forked`)."""
     old = None if frame is None else _frame_of(frame)
     a_name, b_name = ("tuples", "flat") if old is None else ("frame of file", "frame now")
     got: dict[tuple[str, bool], list[dict[str, Any]]] = {}
@@ -227,7 +287,13 @@ def _ab(rows: list[str], rounds: int, n: int, probe: bool, frame: str | None = N
         for name in rows:
             for is_a in (True, False) if r % 2 == 0 else (False, True):
                 variant = (is_a, None) if old is None else (False, old if is_a else None)
-                out = asyncio.run(_round(name, n, probe, *variant))
+                if cold:
+                    _trim()
+
+                def row(name: str = name, variant: Any = variant) -> dict[str, Any]:
+                    return asyncio.run(_round(name, n, probe, *variant))
+
+                out = _forked(row) if fork else row()
                 got.setdefault((name, is_a), []).append(out)
             a, b = got[(name, True)][-1], got[(name, False)][-1]
             print(f"round {r} {name}: {a_name} {_figures(a)} | {b_name} {_figures(b)}", flush=True)
@@ -253,12 +319,17 @@ def main() -> None:
     parser.add_argument("--bare", action="store_true", help="no probes: only the collections")
     parser.add_argument("--ab", action="store_true", help="the call log as tuples vs flat, alternated")
     parser.add_argument("--frame", help="with --ab: a pipeline/_direct.py to alternate with the one in use")
+    parser.add_argument("--cold", action="store_true", help="free C heap pages handed back before each row")
+    parser.add_argument("--fork", action="store_true", help="with --ab: each row in a forked child")
     args = parser.parse_args()
     if args.ab:
-        _ab(args.rows.split(","), args.rounds, args.calls, not args.bare, args.frame)
+        rows = args.rows.split(",")
+        _ab(rows, args.rounds, args.calls, not args.bare, args.frame, args.cold, args.fork)
         return
     for r in range(args.rounds):
         for name in args.rows.split(","):
+            if args.cold:
+                _trim()
             out = asyncio.run(_round(name, args.calls, not args.bare))
             gens = ", ".join(
                 f"gen {g}: {c['count']} ({c['median_us']:.0f} µs, 1/{c['calls_per']:.0f})"
