@@ -63,6 +63,7 @@ LAYERS: Final[Mapping[str, int]] = {
     "runtime": 10,
     "_assembly": 10,
     "_closing": 10,
+    "_session_gate": 10,
     "_session_output": 10,
     "session": 10,
     # 11: edges, each through public interfaces

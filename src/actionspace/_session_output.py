@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from actionspace.discovery.render import once_per_id
@@ -41,6 +42,27 @@ def checked_bound(value: object) -> int:
             f"Session.max_calls must be a whole number of at least 1, got {value!r:.100}"
         )
     return int(value)
+
+
+def checked_confidence(value: object) -> None:
+    """Raise ConfigurationError unless ``value`` is a confidence ``Session.handle`` takes: None, a
+    real number within [0, 1] (not a bool, not text), or a mapping of call id text to such a number
+    or None. A wrong one is the caller's mistake, raised before the message is taken in, not
+    answered to the model as a failure of each of its calls."""
+    if isinstance(value, Mapping):
+        for key, given in value.items():
+            if type(key) is not str:
+                raise ConfigurationError(f"a confidence is given per call id text, got the key {key!r:.100}")
+            if given is not None:
+                _one_confidence(given)
+    elif value is not None:
+        _one_confidence(value)
+
+
+def _one_confidence(value: object) -> None:
+    """Raise unless ``value`` is a real number within [0, 1]; NaN is within no bounds."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= float(value) <= 1:
+        raise ConfigurationError(f"a confidence is a number within [0, 1], got {value!r:.100}")
 
 
 def handed(output: Any) -> tuple[Any, ParseResult | None]:

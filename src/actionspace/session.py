@@ -32,27 +32,30 @@ returning ``"execute"``, ``"ask_user"`` or ``"observe_more"``, such as
 ``execute`` call goes on; any other is held back unrun as ``needs_approval`` whose ``details.gate``
 names the decision (``ask_user``: confirm with the user; ``observe_more``: read more, then propose
 again). Every decision is a ``gate_decided`` event in the trace. A call without a confidence is
-not gated (its event says so).
+not gated (its event says so), nor is one whose action the ledger holds in its turn (committed,
+or sent and in doubt): it runs nothing, and is replayed or answered ``unknown_commit``
+(:mod:`actionspace._session_gate`). A confidence that is no number within [0, 1] raises
+ConfigurationError.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import copy
 import dataclasses
 import logging
-import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from actionspace._closing import closed_error, ended_by_close
+from actionspace._session_gate import Confidence, ConfidenceGate, GatePolicy, gating
 from actionspace._session_output import (
     MAX_CALLS_PER_MESSAGE,
     begin_turn,
     checked_bound,
+    checked_confidence,
     fresh_tool,
     handed,
     owned,
@@ -300,11 +303,9 @@ class Session:
         ``confidence`` (0–1, one for all calls or call id → value) feeds :attr:`gate` when set.
         ``dry_run``: each call is checked up to the gates and its tool's preview answers instead
         of the tool (``diagnostics["dry_run"]``); nothing is committed. Raises ConfigurationError
-        once the runtime is closed.
+        once the runtime is closed, or for a ``confidence`` that is no number within [0, 1].
         """
-        if self.rt.engine.runs.closed:
-            raise closed_error()
-        read = self._read(model_output)
+        read = self._read(model_output, confidence)
         if isinstance(read, Turn):
             return read
         model_output, parsed, own = read
@@ -319,9 +320,7 @@ class Session:
     ) -> Turn:
         """Async :meth:`handle`: the calls of the message run together where their read/write
         sets commute and no decision can differ, and are answered in the message's order."""
-        if self.rt.engine.runs.closed:
-            raise closed_error()
-        read = self._read(model_output)
+        read = self._read(model_output, confidence)
         if isinstance(read, Turn):
             return read
         model_output, parsed, own = read
@@ -331,9 +330,15 @@ class Session:
             )
         return self._turn(parsed, out, own)
 
-    def _read(self, model_output: Any) -> Turn | tuple[Any, ParseResult | None, set[str] | None]:
+    def _read(
+        self, model_output: Any, confidence: Confidence
+    ) -> Turn | tuple[Any, ParseResult | None, set[str] | None]:
         """The turn of a plain answer or of a message over :attr:`max_calls` (one malformed too goes on,
-        its ``parse_error`` naming the bound); else the output given, as the engine reads it, parsed."""
+        its ``parse_error`` naming the bound); else the output given, as the engine reads it, parsed.
+        Raises ConfigurationError once the runtime is closed, or for a wrong ``confidence``."""
+        if self.rt.engine.runs.closed:
+            raise closed_error()
+        checked_confidence(confidence)  # the caller's mistake: raised before the message is taken in
         model_output, parsed = handed(model_output)
         if parsed is not None and parsed.error is None and not parsed.calls:
             return Turn((), [], parsed.content, parsed.refusal, parsed.stop_reason)  # a plain answer
@@ -346,20 +351,11 @@ class Session:
             parsed = refused
         return model_output, parsed, own
 
-    @contextlib.contextmanager
-    def _gating(self, confidence: Confidence) -> Iterator[None]:
+    def _gating(self, confidence: Confidence) -> contextlib.AbstractContextManager[None]:
+        """The calls of this handling judged by :attr:`gate` (none when it is None)."""
         if self.gate is None:
-            yield
-            return
-        if self.rt.engine not in _GATES:
-            stage = _GATES[self.rt.engine] = ConfidenceGate()
-            self.rt.engine.add_stage(stage)
-        # In this handling's context, not per run: another session of the run neither lifts it nor meets it
-        token = _GATING.set((self.run_id, self.gate, confidence))
-        try:
-            yield
-        finally:
-            _GATING.reset(token)
+            return contextlib.nullcontext()
+        return gating(self.rt.engine, self.rt.ledger, self.run_id, self.gate, confidence)
 
     def _turn(self, parsed: ParseResult | None, out: Sequence[Observation], own: set[str] | None) -> Turn:
         closed = self.rt.engine.runs.closed
@@ -450,51 +446,3 @@ class ArtifactGate:
 
     def __hash__(self) -> int:
         return id(self.catalog)
-
-
-Confidence = float | Mapping[str, float] | None
-"""One confidence for every call of a model output, or call id → confidence; None: not given."""
-
-
-class GatePolicy(Protocol):
-    """Decides what to do with a call from its confidence and its tool's effect and risk."""
-
-    def decide(self, confidence: float, effect: str, risk: str = "low") -> str: ...
-
-
-class ConfidenceGate:
-    """The stage (after validation) that applies a session's :class:`GatePolicy`; one per engine."""
-
-    def __call__(self, inp: CallInput, draft: Draft) -> ActionError | None:
-        entry = _GATING.get(None)
-        if entry is None or entry[0] != inp.run.run_id or draft.spec is None:
-            return None
-        _, policy, given = entry
-        spec = draft.spec
-        value = given.get(inp.call.id or "") if isinstance(given, Mapping) else given
-        risk = spec.risk or "low"
-        event: dict[str, Any] = {"tool": spec.key, "effect": spec.effect, "risk": risk}
-        if value is None:
-            inp.rec.add("gate_decided", {**event, "confidence": None, "decision": "execute"})
-            return None
-        decision = policy.decide(float(value), spec.effect, risk)
-        threshold = getattr(policy, "threshold", None)
-        if callable(threshold):
-            event["threshold"] = threshold(spec.effect, risk)
-        inp.rec.add("gate_decided", {**event, "confidence": float(value), "decision": decision})
-        if decision == "execute":
-            return None
-        ask = decision == "ask_user"
-        return ActionError.of(
-            "needs_approval",
-            f"confidence {float(value):.2f} is too low to run {spec.name} ({spec.effect}, {spec.risk} risk): "
-            + ("confirm with the user first" if ask else "gather more evidence, then propose again"),
-            recovery=("confirm_with_user",) if ask else ("observe_more", "propose_again"),
-            details={"gate": decision, "confidence": float(value), **event},
-        )
-
-
-_GATES: weakref.WeakKeyDictionary[Engine, ConfidenceGate] = weakref.WeakKeyDictionary()
-_GATING: contextvars.ContextVar[tuple[str, GatePolicy, Confidence] | None] = contextvars.ContextVar("gating")
-"""(run id, policy, confidence) in the context (task, thread) of a gated session's handling: only
-the calls of that output are judged by it."""

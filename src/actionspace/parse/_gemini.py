@@ -35,14 +35,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 from actionspace._placeholders import bounded_repr
 from actionspace.parse._gemini_shapes import field, gemini_parts, is_chunk, word
-from actionspace.parse._result import Collector, Malformed
+from actionspace.parse._result import Collector, Malformed, dumped_event
 from actionspace.parse._structured import _call, cut_off_fault
 from actionspace.types import ToolCall
 
 if TYPE_CHECKING:
     from actionspace.parse._stream import StreamParser
 
-__all__ = ["CUT_REASONS", "FAILED_REASONS", "name_calls", "read_gemini", "stream_chunk"]
+__all__ = [
+    "CUT_REASONS",
+    "FAILED_REASONS",
+    "name_calls",
+    "name_listed",
+    "named_positions",
+    "read_gemini",
+    "stream_chunk",
+]
 
 CUT_REASONS: Final = frozenset(
     {
@@ -69,7 +77,12 @@ NAMES: Final = "function_names"
 """The key of a Gemini ``parse_error``'s details holding call id → function name."""
 POSITIONS: Final = "function_calls"
 """The key of a Gemini ``parse_error``'s details holding the name of each call, in order."""
+IDS: Final = "function_call_ids"
+"""The key of a Gemini ``parse_error``'s details holding the id of each call (None when it has
+none), in order: Gemini wants every call of the turn answered, under its id or by its position."""
 MAX_NAMED: Final = 512
+_LIST_DEPTH: Final = 8
+"""How deep lists within a list are read for the calls they name (parse reads deeper ones too)."""
 
 
 def read_gemini(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
@@ -85,41 +98,97 @@ def read_gemini(value: Mapping[Any, Any], coll: Collector, path: str) -> None:
         else:
             _parts([value], coll, path, lone=True)
     except Malformed as fault:
-        names: dict[str, str] = {}
-        order: list[str] = []
-        called_names(value, names, order)
-        fault.details.setdefault(NAMES, names)
-        fault.details.setdefault(POSITIONS, order)
+        named = _Named()
+        named.add_message(value)
+        named.describe(fault.details)
         raise
 
 
-def called_names(value: Mapping[Any, Any], names: dict[str, str], order: list[str]) -> None:
-    """Add to ``names`` (call id → function name) each ``functionCall`` of the model's message in
-    ``value`` that has both as text, and to ``order`` the name of each (``""`` when not text), in
-    part order: a ``functionResponse`` answering a call that did not run names it too."""
-    parts = gemini_parts(value)
-    for part in (parts or ())[: max(0, MAX_NAMED - len(order))]:
-        call = field(part, "functionCall", "function_call") if isinstance(part, Mapping) else None
-        if call is None:
-            continue
-        ident, name = (call.get("id"), call.get("name")) if isinstance(call, Mapping) else (None, None)
-        order.append(name if type(name) is str else "")
-        if type(ident) is str and type(name) is str and ident not in names:
-            names[ident] = name
+class _Named:
+    """The calls of a Gemini message, in part order, as a ``functionResponse`` answering one that
+    did not run names it: each call's function name (``""`` when not text) and id (None when it
+    has none, or none as text), and call id → name for the first call holding each id."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.order: list[str] = []
+        self.ids: list[str | None] = []
+
+    def add(self, ident: object, name: object) -> None:
+        """Add the call of ``ident`` (its id as the model gave it) and ``name`` (its function's)."""
+        if len(self.order) >= MAX_NAMED:
+            return
+        self.order.append(name if type(name) is str else "")
+        self.ids.append(ident if type(ident) is str and ident else None)
+        if type(ident) is str and type(name) is str and ident not in self.names:
+            self.names[ident] = name
+
+    def add_message(self, value: Mapping[Any, Any]) -> None:
+        """Add each ``functionCall`` part of the model's message in ``value``."""
+        for part in (gemini_parts(value) or ())[: max(0, MAX_NAMED - len(self.order))]:
+            call = field(part, "functionCall", "function_call") if isinstance(part, Mapping) else None
+            if call is not None:
+                self.add(*((call.get("id"), call.get("name")) if isinstance(call, Mapping) else (None, None)))
+
+    def add_listed(self, value: object, depth: int = 0) -> None:
+        """Add the calls of each item of a list (parts, contents, responses, their SDK objects), in
+        order, as :func:`~actionspace.parse.parse` reads such a list."""
+        if len(self.order) >= MAX_NAMED or depth > _LIST_DEPTH:
+            return
+        if not isinstance(value, Mapping | list | tuple):
+            value = dumped_event(value)
+        if isinstance(value, Mapping):
+            self.add_message(value)
+        elif isinstance(value, list | tuple):
+            for item in value[:MAX_NAMED]:
+                self.add_listed(item, depth + 1)
+
+    def describe(self, details: dict[str, Any]) -> None:
+        """Name the calls in a ``parse_error``'s ``details``: the three keys above."""
+        details.setdefault(NAMES, self.names)
+        details.setdefault(POSITIONS, self.order)
+        details.setdefault(IDS, self.ids)
 
 
 def name_calls(fault: Malformed, events: Sequence[Mapping[Any, Any]]) -> Malformed:
     """``fault`` (a stream's), its details naming the calls of the Gemini chunks among ``events``
-    as :func:`read_gemini` names a whole response's (:data:`NAMES`, :data:`POSITIONS`)."""
-    names: dict[str, str] = {}
-    order: list[str] = []
+    as :func:`read_gemini` names a whole response's (:data:`NAMES`, :data:`POSITIONS`, :data:`IDS`)."""
+    named = _Named()
     for event in events:
         if is_chunk(event):
-            called_names(event, names, order)
-    if order:
-        fault.details.setdefault(NAMES, names)
-        fault.details.setdefault(POSITIONS, order)
+            named.add_message(event)
+    if named.order:
+        named.describe(fault.details)
     return fault
+
+
+def name_listed(fault: Malformed, value: list[Any] | tuple[Any, ...]) -> None:
+    """Name in ``fault`` (a Gemini item's of the list ``value``) the calls of every item of the
+    list, not of the faulty one alone: each is answered, in its position."""
+    named = _Named()
+    named.add_listed(value)
+    for key in (NAMES, POSITIONS, IDS):
+        fault.details.pop(key, None)
+    named.describe(fault.details)
+
+
+def named_positions(
+    details: Mapping[str, Any], calls: Sequence[ToolCall], earlier: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``details`` of a Gemini message's ``parse_error`` found once its calls were read (two calls
+    under one id), naming the calls as :func:`read_gemini` names those of a message that did not
+    read: each call is answered, in its position, under the function the model called. The calls
+    are those an ``earlier`` fault's details name (it stopped the reading: they name every call of
+    the message), else ``calls``."""
+    out = dict(details)
+    if earlier is not None and POSITIONS in earlier:
+        out.update({key: earlier[key] for key in (NAMES, POSITIONS, IDS) if key in earlier})
+        return out
+    named = _Named()
+    for call in calls:
+        named.add(call.id, call.name)
+    named.describe(out)
+    return out
 
 
 def _response(value: Mapping[Any, Any], coll: Collector, path: str) -> None:

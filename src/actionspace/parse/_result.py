@@ -251,6 +251,11 @@ def checked_ids(result: ParseResult) -> ParseResult:
                 call_id=ident if len(ident) <= _ID_SHOWN else ident[:_ID_SHOWN] + "…",
             )
             error = dataclasses.replace(error, recovery=(*error.recovery, "use_distinct_call_ids"))
+        if result.format == "gemini":  # Gemini wants each call answered: name them all, in order
+            from actionspace.parse._gemini import named_positions
+
+            earlier = result.error.details if result.error is not None else None
+            error = dataclasses.replace(error, details=named_positions(error.details, calls, earlier))
         return dataclasses.replace(result, calls=calls[:index], error=error)
     return result
 

@@ -169,10 +169,17 @@ def _add(value: object, coll: Collector, path: str, depth: int, strict: bool) ->
         parse_text_or_bytes(value, coll, strict=strict, path=path)
     elif isinstance(value, (list, tuple)):
         coll.spend(1 + len(value), path)
-        for i, item in enumerate(value):
-            if coll.error is not None:
-                return
-            _add(item, coll, f"{path}[{i}]", depth + 1, strict)
+        try:
+            for i, item in enumerate(value):
+                if coll.error is not None:
+                    return
+                _add(item, coll, f"{path}[{i}]", depth + 1, strict)
+        except Malformed as fault:
+            if "function_calls" in fault.details:  # a Gemini item's: name the calls of every item
+                from actionspace.parse._gemini import name_listed
+
+                name_listed(fault, value)
+            raise
     elif value is None:
         coll.note("empty")
     else:

@@ -1,25 +1,23 @@
-"""Around the stages: a model's raw output into calls, the dispatched event, grouped observations,
-and the calls in flight that ``Runtime.close()`` cuts (:class:`InFlight`)."""
+"""Around the stages: a model's raw output into calls (:mod:`actionspace.pipeline._raw`, named here
+too), the dispatched event, grouped observations, and the calls in flight that ``Runtime.close()``
+cuts (:class:`InFlight`)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from actionspace.catalog.spec import ToolSpec
-from actionspace.discovery.runs import RunState
 from actionspace.errors import ActionError
 from actionspace.execution.executor import NOT_BEGUN, Executor
 from actionspace.execution.ready import Ready
-from actionspace.parse import ParseResult, call_ids, parse
+from actionspace.pipeline._raw import parse_raw, per_call_id, per_position, positioned, well_identified
 from actionspace.pipeline.observe import fail
 from actionspace.trace.recorder import Recorder
-from actionspace.trace.store_encoding import bounded_raw
-from actionspace.types import Observation, ObservationStatus, ToolCall
+from actionspace.types import Observation, ObservationStatus
 
 __all__ = [
     "CLOSED_WHILE_RUNNING",
@@ -32,6 +30,7 @@ __all__ = [
     "parse_raw",
     "per_call_id",
     "per_position",
+    "positioned",
     "well_identified",
 ]
 
@@ -39,106 +38,6 @@ CLOSED_WHILE_RUNNING = "the Runtime was closed while this call ran"
 CUT_SEEN_S = 0.5
 """How long ``close()`` waits for a call's loop to take the cut: a loop held longer by a call it
 cannot interrupt (a sync tool run on it) ends the call after the stores closed (seconds)."""
-
-
-def parse_raw(
-    raw: Any, rec: Recorder, artifacts: Any = None, parsed: ParseResult | None = None
-) -> list[ToolCall] | Observation:
-    """The calls in ``raw``, or the parse_error observation to answer with :func:`per_call_id` (which
-    records it); a long raw output is recorded bounded (a prefix and its sha256 in the trace, the
-    whole in ``artifacts`` when given). ``parsed``: ``parse(raw)``, when the caller has it already."""
-    if isinstance(raw, ToolCall) and well_identified(raw):
-        rec.add("parsed", {"format": "toolcall", "calls": ({"name": raw.name, "id": raw.id},)})
-        return [raw]
-    rec.add("model_output", bounded_raw(raw, artifacts))
-    if parsed is None:
-        parsed = parse(raw)
-    event: dict[str, Any] = {
-        "format": parsed.format,
-        "calls": tuple({"name": c.name, "id": c.id} for c in parsed.calls),
-    }
-    error = parsed.error
-    if error is not None:
-        event["error"] = error.message[:300]
-    elif not parsed.calls:
-        content = (parsed.content or "")[:200]
-        error = ActionError.of(
-            "parse_error",
-            "the output contains no tool call",
-            details={"format": parsed.format, "content": content},
-        )
-    rec.add("parsed", event)
-    if error is not None:
-        return Observation.failure(error, call_id=f"{rec.run.run_id}:parse", tool="")
-    return list(parsed.calls)
-
-
-def well_identified(raw: Any) -> bool:
-    """False for a ``ToolCall`` whose name is not text or whose id is neither None nor text: only
-    :func:`parse` may read it (a ``parse_error``), never a path that takes the call as it is."""
-    return not isinstance(raw, ToolCall) or (
-        type(raw.name) is str and (raw.id is None or type(raw.id) is str)
-    )
-
-
-def per_call_id(
-    raw: Any, failure: Observation, rec: Recorder, parsed: ParseResult | None = None
-) -> list[Observation]:
-    """The ``parse_error`` :func:`parse_raw` made of ``raw``, once per call id the message gave,
-    each id answered recorded in ``rec`` (one ``observation`` event under it).
-
-    None of such a message's calls runs, but the provider wants a result for each call id of the
-    message before its next request: each id gets the error (in the message's order). The ids are
-    those ``raw`` holds, else those ``parsed`` still knows (a ``ParseResult`` handed over as its
-    ``to_dict()``). Output without call ids (raw text, a message that holds no call) keeps the one
-    observation, under ``<run id>:parse``, unless the error names the message's calls in order
-    (a Gemini message, whose calls may carry no ids): then each call position is answered, under an
-    id the run gives it (``<run id>:n<k>``) and the function name the model gave the call
-    (``details["function_names"]``). An id given to several calls is answered, and recorded,
-    once: the trace holds what the model reads.
-    """
-    ids = call_ids(raw) or (call_ids(parsed) if parsed is not None else ())
-    out = (
-        [dataclasses.replace(failure, call_id=call_id) for call_id in ids]
-        if ids
-        else per_position(failure, rec)
-    )
-    error = failure.error
-    assert error is not None
-    event = {
-        "status": "error",
-        "category": error.category,
-        "recovery": list(error.recovery),
-        "message": error.message[:300],
-    }
-    own = rec.call_id
-    try:
-        for call_id in dict.fromkeys(o.call_id for o in out):
-            rec.call_id = call_id
-            rec.add("observation", event)
-    finally:
-        rec.call_id = own
-    return out
-
-
-_MAX_POSITIONS = 512
-
-
-def per_position(failure: Observation, rec: Recorder) -> list[Observation]:
-    """``failure`` once per call its error names in order (``details["function_calls"]``), each
-    under an id the run gives it and naming that call's function; ``[failure]`` when none is named."""
-    error = failure.error
-    named = error.details.get("function_calls") if error is not None else None
-    run = rec.run
-    if error is None or not isinstance(named, list) or not named or not isinstance(run, RunState):
-        return [failure]
-    out = []
-    for name in named[:_MAX_POSITIONS]:  # as many as a parse names; a ParseResult handed in may hold more
-        call_id = f"{run.run_id}:n{next(run.nodes)}"
-        details = {**error.details, "function_names": {call_id: name}}
-        own = dataclasses.replace(error, details=details)
-        out.append(dataclasses.replace(failure, call_id=call_id, error=own))
-    return out
 
 
 def dispatched_event(ready: Ready, spec: ToolSpec) -> dict[str, Any]:
