@@ -24,6 +24,7 @@ from actionspace.ledger.entries import LedgerEntry
 from actionspace.ledger.recover import RecoveryReport
 from actionspace.observation import ArtifactStore
 from actionspace.parse import parse, user_text
+from actionspace.pipeline.runs import check_id
 from actionspace.pipeline.stages import Stage
 from actionspace.pipeline.streaming import astream
 from actionspace.plan import CancelScope, Plan, PlanResult, ToolLimit
@@ -83,20 +84,10 @@ class Runtime:
         self.clock, self.store_url, self._closed = clock, store or "memory://", False
         self.state: dict[str, Any] = dict(state or {})
         self._assembled = parts = assemble(
-            self,
-            self.store_url,
-            principal=principal or DEFAULT_PRINCIPAL,
-            artifacts=artifacts,
-            max_threads=max_threads,
-            recover_on_start=recover_on_start,
-            budgets=budgets,
-            cache=cache,
-            plan_backend=plan_backend,
-            durable=durable,
-            flow_policy=flow_policy,
-            stages=stages,
-            clock=clock,
-        )
+            self, self.store_url, principal=principal or DEFAULT_PRINCIPAL, artifacts=artifacts,
+            max_threads=max_threads, recover_on_start=recover_on_start, budgets=budgets, cache=cache,
+            plan_backend=plan_backend, durable=durable, flow_policy=flow_policy, stages=stages, clock=clock,
+        )  # fmt: skip
         self.trace, self.ledger, self.artifacts = parts.trace, parts.ledger, parts.artifacts
         self.catalog, self.meter, self.approvals = parts.catalog, parts.meter, parts.approvals
         self.engine, self.planner = parts.engine, parts.planner
@@ -172,7 +163,9 @@ class Runtime:
 
     def new_run(self, run_id: str | None = None, *, principal: Principal | None = None) -> str:
         """Start a run (or resume one by id) and return its id."""
-        return self.run_id_of(run_id or f"run_{uuid.uuid4().hex[:16]}", principal=principal)
+        return self.run_id_of(
+            f"run_{uuid.uuid4().hex[:16]}" if run_id is None else run_id, principal=principal
+        )
 
     def finish(self, run_id: str, *, status: str = "ok", **data: Any) -> None:
         """Record the end of a run; its state leaves memory (kept in the store, read back on use)."""
@@ -194,7 +187,9 @@ class Runtime:
         """A :class:`~actionspace.session.Session` over one run: the documented way to drive a model loop.
         ``provider``: ``"openai_chat"``, ``"openai_responses"`` or ``"anthropic"``; ``offer``: keyword
         arguments of :meth:`offer` for every turn (default: every tool)."""
-        return Session(self, run_id or self.new_run(principal=principal), provider, principal, offer)
+        return Session(
+            self, self.new_run(principal=principal) if run_id is None else run_id, provider, principal, offer
+        )
 
     async def asession(
         self,
@@ -253,7 +248,7 @@ class Runtime:
         each. 0 (the default) for the first; ignored with ``node_id`` or several calls; ConfigurationError
         unless a non-negative int."""
         self._closed and _closing.refuse_closed()
-        run_id = run_id or self.run_id_of(None, principal=principal)
+        run_id = self.run_id_of(None, principal=principal) if run_id is None else run_id
         with self.engine.messages.in_flight:  # close() waits for it; closed meanwhile: _closing.answered
             out = self.engine.calls(
                 raw, run_id=run_id, node_id=node_id, principal=principal, provenance=provenance,
@@ -277,7 +272,10 @@ class Runtime:
         """Async :meth:`call` (``occurrence`` as there): async tools are awaited, blocking sync tools run on a
         worker thread."""
         self._closed and _closing.refuse_closed()
-        run_id = run_id or self._default_run or self.run_id_of(None, principal=principal)
+        if run_id is None:
+            run_id = self._default_run or self.run_id_of(None, principal=principal)
+        elif type(run_id) is not str:
+            check_id("run id", run_id)  # a TypeError before a run's lookup could give another
         if occurrence is _NO_OCCURRENCE and not (provenance or sources or dry_run or fresh):
             quick = self.engine.quick(raw, run_id, node_id, principal)  # no coroutine while nothing waits
             if type(quick) is not Observation and quick is not None and not isinstance(quick, Observation):

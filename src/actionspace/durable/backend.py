@@ -18,6 +18,7 @@ from actionspace.durable.engine import (
     system_url,
 )
 from actionspace.errors import ActionError, ConfigurationError, FieldError
+from actionspace.pipeline.runs import check_id
 from actionspace.plan.control import CancelScope
 from actionspace.plan.model import Plan, PlanResult
 from actionspace.plan.refs import nested_past
@@ -101,7 +102,9 @@ async def arun_plan_durable(
     """
     if not launched_for(rt):  # launching blocks (DBOS, database): off the loop, once
         await asyncio.to_thread(launch, rt, config)
-    run_id = run_id or rt.new_run(principal=principal)
+    if run_id is None:
+        run_id = rt.new_run(principal=principal)
+    check_id("run id", run_id)  # as an in-process plan's run: text, not empty
     request = plan_request(plan, run_id=run_id, principal=principal, max_concurrency=max_concurrency)
     return plan_result(await asyncio.to_thread(_run, request, cancel))
 

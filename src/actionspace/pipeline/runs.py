@@ -87,10 +87,12 @@ class RunRegistry:
         return len(self._runs)
 
     def known(self, run_id: str, *, refresh: bool = True) -> RunState | None:
-        """The run if it is open in memory, else None (never opens one); on a shared store, with
-        what other processes saved of it since merged in (:meth:`refresh`) unless ``refresh`` is
-        False (an async caller then refreshes it off its event loop: :meth:`arefresh`)."""
-        run = self._runs.get(run_id)
+        """The run if it is open in memory, else None (never opens one); on a shared store, with what
+        other processes saved of it merged in unless ``refresh`` is False (then see :meth:`arefresh`)."""
+        try:
+            run = self._runs.get(run_id)
+        except TypeError:  # not hashable, so not text: check_id raises it so
+            run = check_id("run id", run_id)
         if run is not None and refresh and not self.in_memory:
             self.refresh(run)
         return run
@@ -487,9 +489,12 @@ def note_errors(records: Sequence[EventRecord], seen: set[str]) -> bool:
 
 
 def check_id(what: str, value: str) -> None:
-    """Raise ``ValueError`` for a run or node id holding an unpaired surrogate or U+0000: it names
-    ledger rows and trace events, no UTF-8 store can write a surrogate (SQLite's driver refuses
-    it) and PostgreSQL's text refuses U+0000 (every trace append of the run would fail)."""
+    """Raise ``TypeError`` for an id that is not text; ``ValueError`` for an empty run id, and for an
+    id holding an unpaired surrogate (no UTF-8 store can write one) or U+0000 (PostgreSQL's text)."""
+    if not isinstance(value, str):
+        raise TypeError(f"a {what} must be text (str), not {type(value).__name__}: {value!r:.80}")
+    if not value and what == "run id":
+        raise ValueError("the run id is empty: name the run, or pass None for the default (or a new) run")
     if "\x00" in value:
         raise ValueError(f"the {what} {value!r} holds U+0000, which PostgreSQL cannot store")
     if not value.isascii() and text_for_utf8(value) != value:
