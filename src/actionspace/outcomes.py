@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from actionspace.errors import ActionError, said
 from actionspace.types import Effect, EffectKind
@@ -47,17 +47,18 @@ class ToolResult:
     def checked(self) -> ToolResult:
         """This result with each field of its declared type. A tool's result is taken as it comes
         (a write's effect has happened by then): a version, id, cursor or sort key of another type
-        is kept as its text (``resource_version=5`` as ``"5"``), a ``total`` that is not a count is
-        dropped, and ``effects`` keeps each :class:`Effect` (or mapping read as one) with its
-        fields as text. Nothing here raises."""
+        is kept as its text (``resource_version=5`` as ``"5"``), a ``total`` that is not a count
+        (an int from 0 below 2**63) is dropped, and ``effects`` keeps each :class:`Effect` (or
+        mapping read as one) with its fields as text and a kind that is none of the four read as
+        ``updated``. Nothing here raises."""
         texts = (self.resource_version, self.remote_id, self.cursor, self.sort_key, self.after)
         total = self.total
         if (
             all(t is None or type(t) is str for t in texts)
-            and (total is None or type(total) is int)
+            and (total is None or _count(total))
             and type(self.complete) is bool
             and type(self.effects) is tuple
-            and all(type(e) is Effect and e.well_typed() for e in self.effects)
+            and all(type(e) is Effect and e.well_typed() and e.kind in _KINDS for e in self.effects)
         ):
             return self
         version, remote, cursor, sort_key, after = (_text(t) for t in texts)
@@ -68,10 +69,19 @@ class ToolResult:
             remote_id=remote,
             complete=self.complete is True,
             cursor=cursor,
-            total=total if type(total) is int else None,
+            total=total if _count(total) else None,
             sort_key=sort_key,
             after=after,
         )
+
+
+_COUNT_LIMIT = 2**63
+"""A total at or past this is no count a store holds (nor, past 4300 digits, one Python prints)."""
+
+
+def _count(value: object) -> bool:
+    """True when ``value`` is a count: an int (no bool) from 0 below :data:`_COUNT_LIMIT`."""
+    return type(value) is int and 0 <= value < _COUNT_LIMIT
 
 
 def _text(value: object) -> str | None:
@@ -80,6 +90,8 @@ def _text(value: object) -> str | None:
 
 
 _EFFECT_FIELDS = ("resource_id", "kind", "version_before", "version_after")
+_KINDS: frozenset[str] = frozenset(get_args(EffectKind))
+"""The kinds an effect may have; any other (or none) reads as ``updated``."""
 
 
 def _effects(given: object) -> tuple[Effect, ...]:
@@ -104,7 +116,7 @@ def _effects(given: object) -> tuple[Effect, ...]:
             out.append(
                 Effect(
                     resource_id=resource or "",
-                    kind=cast(EffectKind, kind or "updated"),
+                    kind=cast(EffectKind, kind if kind in _KINDS else "updated"),
                     version_before=before,
                     version_after=after,
                 )

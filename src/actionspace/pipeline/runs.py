@@ -91,8 +91,9 @@ class RunRegistry:
         other processes saved of it merged in unless ``refresh`` is False (then see :meth:`arefresh`)."""
         try:
             run = self._runs.get(run_id)
-        except TypeError:  # not hashable, so not text: check_id raises it so
-            run = check_id("run id", run_id)
+        except TypeError:  # not hashable, so not text: check_id says so
+            check_id("run id", run_id)
+            raise
         if run is not None and refresh and not self.in_memory:
             self.refresh(run)
         return run
