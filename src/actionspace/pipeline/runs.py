@@ -87,8 +87,7 @@ class RunRegistry:
         return len(self._runs)
 
     def known(self, run_id: str, *, refresh: bool = True) -> RunState | None:
-        """The run if it is open in memory, else None (never opens one); on a shared store, with what
-        other processes saved of it merged in unless ``refresh`` is False (then see :meth:`arefresh`)."""
+        """The run if open in memory, else None; on a shared store, refreshed unless ``refresh`` is False."""
         try:
             run = self._runs.get(run_id)
         except TypeError:  # not hashable, so not text: check_id says so
@@ -490,8 +489,7 @@ def note_errors(records: Sequence[EventRecord], seen: set[str]) -> bool:
 
 
 def check_id(what: str, value: str) -> None:
-    """Raise ``TypeError`` for an id that is not text; ``ValueError`` for an empty run id, and for an
-    id holding an unpaired surrogate (no UTF-8 store can write one) or U+0000 (PostgreSQL's text)."""
+    """Raise TypeError for an id not text; ValueError for an empty run id, a lone surrogate, U+0000."""
     if not isinstance(value, str):
         raise TypeError(f"a {what} must be text (str), not {type(value).__name__}: {value!r:.80}")
     if not value and what == "run id":
