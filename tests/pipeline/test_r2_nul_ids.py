@@ -91,6 +91,13 @@ def test_check_id_refuses_exactly_the_ids_holding_nul_or_a_lone_surrogate(head: 
     check_id("node id", clean)  # anything else is kept
 
 
-@given(st.text(alphabet=string.printable))
+@given(st.text(alphabet=string.printable, min_size=1))
 def test_printable_ids_without_nul_pass(value: str) -> None:
     check_id("run id", value)
+    check_id("node id", value)
+
+
+def test_an_empty_run_id_is_refused_an_empty_node_id_is_not_judged_here() -> None:
+    with pytest.raises(ValueError, match="the run id is empty"):
+        check_id("run id", "")
+    check_id("node id", "")
